@@ -1,0 +1,32 @@
+# The README's two commands: `make demo` (the main job, offline) and `make test`.
+PY      := .venv/bin/python
+VENV_OK := .venv/.installed
+
+.PHONY: demo test sysdeps venv plan validate-local bench clean
+
+$(VENV_OK): requirements.txt
+	python3 -m venv .venv
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	touch $@
+
+venv: $(VENV_OK)
+
+# Debian packages the tests use for real: Slurm and munge (a two-node cluster on this host), ffmpeg.
+sysdeps:
+	bash scripts/install-system-deps.sh
+
+plan: $(VENV_OK)
+	$(PY) -m components.plan --all
+
+demo: plan
+
+test: $(VENV_OK) sysdeps
+	$(PY) -m mypy components
+	$(PY) -m pytest -q
+
+bench: $(VENV_OK)
+	$(PY) -m bench.plan_scale
+
+clean:
+	rm -rf .venv out .mypy_cache .pytest_cache

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the test suite runs for real, only when they are missing.
+set -euo pipefail
+need=()
+command -v slurmctld >/dev/null || need+=(slurm-wlm)
+command -v munged >/dev/null || need+=(munge)
+command -v ffmpeg >/dev/null || need+=(ffmpeg)
+if [ ${#need[@]} -eq 0 ]; then
+  echo "system packages present: slurm-wlm, munge, ffmpeg"
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "missing Debian packages: ${need[*]}; run as root: apt-get install ${need[*]}" >&2
+  exit 1
+fi
+echo "installing Debian packages: ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq "${need[@]}" >/dev/null

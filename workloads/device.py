@@ -1,0 +1,128 @@
+"""One place that decides where a job runs: the local device, the backend, the process group.
+
+Every job calls :func:`setup` once. It reads torchrun's environment (``LOCAL_RANK``, ``RANK``,
+``WORLD_SIZE``), picks CUDA (which is also how PyTorch exposes ROCm) or the CPU, binds the
+process to its GPU *before* the process group starts (NCCL otherwise opens a context on GPU 0
+from every rank), and starts the group with a timeout so a missing rank ends the job instead
+of hanging it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import socket
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+DEFAULT_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Runtime:
+    """Where this process runs and who its peers are."""
+
+    rank: int
+    """Global rank (torchrun's ``RANK``)."""
+    local_rank: int
+    """Rank on this node (torchrun's ``LOCAL_RANK``); the GPU index on GPU nodes."""
+    world_size: int
+    """Number of processes in the job."""
+    device: torch.device
+    """``cuda:<local_rank>`` on GPU nodes, ``cpu`` otherwise."""
+    backend: str
+    """``nccl`` on GPUs (RCCL on ROCm builds answers to the same name), ``gloo`` on CPU."""
+    accelerator: str
+    """``cuda``, ``rocm`` or ``cpu``."""
+    hostname: str
+    """This node's host name, used in messages that name a rank."""
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise SystemExit(f"environment variable {name}={raw!r} is not an integer") from None
+
+
+def detect_accelerator(force_cpu: bool = False) -> str:
+    """``cuda`` or ``rocm`` when a GPU is visible (and not ``force_cpu``), else ``cpu``."""
+    if force_cpu or not torch.cuda.is_available():
+        return "cpu"
+    return "rocm" if getattr(torch.version, "hip", None) else "cuda"
+
+
+def setup(timeout_s: float | None = None, force_cpu: bool | None = None) -> Runtime:
+    """Bind this process to its device and start the default process group.
+
+    ``timeout_s`` bounds every collective (env ``GPUC_PG_TIMEOUT_S`` overrides the default);
+    ``force_cpu`` (env ``GPUC_FORCE_CPU=1``) runs on gloo even where GPUs exist.
+    """
+    if force_cpu is None:
+        force_cpu = os.environ.get("GPUC_FORCE_CPU", "") == "1"
+    if timeout_s is None:
+        timeout_s = float(os.environ.get("GPUC_PG_TIMEOUT_S", DEFAULT_TIMEOUT_S))
+    rank = _env_int("RANK", 0)
+    local_rank = _env_int("LOCAL_RANK", 0)
+    world_size = _env_int("WORLD_SIZE", 1)
+    accelerator = detect_accelerator(force_cpu)
+    if accelerator == "cpu":
+        device = torch.device("cpu")
+        backend = "gloo"
+    else:
+        if local_rank >= torch.cuda.device_count():
+            raise SystemExit(
+                f"LOCAL_RANK={local_rank} but only {torch.cuda.device_count()} GPUs are visible "
+                f"on {socket.gethostname()}: --nproc-per-node must not exceed the GPU count"
+            )
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    if not dist.is_initialized():
+        if "MASTER_ADDR" not in os.environ:
+            # A plain `python -m workloads.X` run: a group of one on this host.
+            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+            os.environ.setdefault("MASTER_PORT", str(_free_port()))
+        dist.init_process_group(
+            backend=backend,
+            rank=rank,
+            world_size=world_size,
+            timeout=_dt.timedelta(seconds=timeout_s),
+            device_id=device if backend == "nccl" else None,
+        )
+    return Runtime(
+        rank=rank,
+        local_rank=local_rank,
+        world_size=world_size,
+        device=device,
+        backend=backend,
+        accelerator=accelerator,
+        hostname=socket.gethostname(),
+    )
+
+
+def teardown() -> None:
+    """Destroy the process group if one was started (safe to call twice)."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued device work; a no-op on CPU, where collectives return when done."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
