@@ -7,25 +7,19 @@ from typing import Any
 import pulumi
 
 from components.cluster import GpuCluster
-from components.spec import SpecError, parse_spec
+from components.spec import SpecError, default_name, parse_spec
 
 
 def spec_from_config() -> Any:
     """The stack's cluster spec, or Pulumi's input-property error listing every problem."""
     raw = pulumi.Config("gpu-cluster").require_object("cluster")
     try:
-        return parse_spec(raw, default_name=_name_from_stack(pulumi.get_stack()))
+        return parse_spec(raw, default_name=default_name(pulumi.get_stack()))
     except SpecError as err:
         raise pulumi.InputPropertiesError(
             err.render(),
             [{"property_path": f"gpu-cluster:cluster.{path}", "reason": reason} for path, reason in err.problems],
         ) from None
-
-
-def _name_from_stack(stack: str) -> str:
-    from components.spec import _default_name
-
-    return _default_name(stack)
 
 
 def build() -> dict[str, Any]:

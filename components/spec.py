@@ -515,10 +515,10 @@ def read_stack_file(stack: str) -> tuple[str, Any]:
 
 def load_stack(stack: str) -> tuple[str, ClusterSpec]:
     name, raw = read_stack_file(stack)
-    return name, parse_spec(raw, default_name=_default_name(name))
+    return name, parse_spec(raw, default_name=default_name(name))
 
 
-def _default_name(stack: str) -> str:
+def default_name(stack: str) -> str:
     cleaned = re.sub(r"[^a-z0-9-]", "-", stack.lower()).strip("-")[:32] or "gpu"
     return cleaned if cleaned[0].isalpha() else f"c-{cleaned}"[:32]
 
