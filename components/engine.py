@@ -102,7 +102,7 @@ class _StrictMocks(pulumi.runtime.Mocks):
                 "package declared in its mocks.INVOKES; declare it (camelCase answer) or stop calling it"
             )
         self._run.invokes.append(args.token)
-        return fn(args.args), None
+        return fn(args.args), []  # MockMonitor iterates the failures list; None raises TypeError
 
 
 class _RecordingMonitor(_mocks.MockMonitor):
