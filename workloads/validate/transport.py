@@ -15,7 +15,8 @@ from typing import Iterable
 
 _USING_NETWORK = re.compile(r"NCCL INFO Using network (\S+(?: \S+)?)")
 _VIA_NET = re.compile(r"via NET/([A-Za-z0-9_-]+)")
-_NET_INIT = re.compile(r"NCCL INFO NET/([A-Za-z0-9_-]+)\s*:")
+# Only "NET/X : Using ..." says X is in use; "NET/IB : No device found" says the opposite.
+_NET_INIT = re.compile(r"NCCL INFO NET/([A-Za-z0-9_-]+)\s*:\s*Using\b")
 
 # Names one plugin goes by in different log lines and versions.
 ALIASES = {
@@ -27,6 +28,8 @@ ALIASES = {
 
 def _canon(name: str) -> str:
     key = name.strip().lower()
+    if key.startswith("ibext"):  # HPC-X's SHARP plugin: "Using network IBext_v8" is InfiniBand
+        return "ib"
     return ALIASES.get(key, key)
 
 
