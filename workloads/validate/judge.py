@@ -249,10 +249,10 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
             errors.append(f"fabric-only collectives: {fabric['multi_node_error']}")
     if files.ddp is not None:
         first, last = files.ddp.get("loss_first"), files.ddp.get("loss_last")
-        ok = isinstance(first, (int, float)) and isinstance(last, (int, float)) and math.isfinite(last) and last < first
+        loss_ok = isinstance(first, (int, float)) and isinstance(last, (int, float)) and math.isfinite(last) and last < first
         ms.append(Measurement(check="ddp.loss_falls", scope="cluster", value=float(last) if isinstance(last, (int, float)) else None,
-                              unit="loss", basis=f"first {first}", verdict=Verdict.PASS if ok else Verdict.FAIL,
-                              detail="" if ok else "loss did not fall or is not finite"))
+                              unit="loss", basis=f"first {first}", verdict=Verdict.PASS if loss_ok else Verdict.FAIL,
+                              detail="" if loss_ok else "loss did not fall or is not finite"))
         tps = files.ddp.get("tokens_per_s_per_gpu")
         if isinstance(tps, (int, float)):
             ms.append(Measurement(check="ddp.tokens_per_s_per_gpu", scope="cluster", value=float(tps), unit="tokens/s",
@@ -267,6 +267,8 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
     errors.extend(notes)
 
     expected = it.software.expected_transport if it else ""
+    tr: dict[str, Any]
+    ok: bool | None
     if backend == "gloo":
         tr = {"expected": expected or None, "seen": ["gloo/tcp"], "ok": None,
               "message": "CPU run over gloo (TCP); the GPU fabric transport is not judged"}
