@@ -386,7 +386,7 @@ def _parse_storage(r: _Reader, raw: Any, cloud: str | None) -> StorageSpec | Non
     lu = r.mapping(st.get("lustre"), "storage.lustre",
                    ("size_gib", "throughput_mbps_per_tib", "import_path", "export_path", "mount_point", "kms_key_id"),
                    required=("size_gib", "throughput_mbps_per_tib"))
-    size = r.integer(lu, "size_gib", "storage.lustre", None, 1, 10_000_000)
+    size = r.integer(lu, "size_gib", "storage.lustre", None, 1, max(FSX_MAX_GIB, GCP_LUSTRE_MAX_GIB))
     tput = r.integer(lu, "throughput_mbps_per_tib", "storage.lustre", None, 1, 100_000)
     if tput is not None and tput not in FSX_THROUGHPUTS:
         r.bad("storage.lustre.throughput_mbps_per_tib", f"{tput} is not offered (allowed: {', '.join(map(str, FSX_THROUGHPUTS))})")
