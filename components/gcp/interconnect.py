@@ -13,10 +13,11 @@ The layout comes from the catalog, never from code: ``network.gpu_nics`` GPU NIC
 A compact placement policy (COLLOCATED) is made unless the capacity is a reservation, which
 Google hands over already placed (``spec.interconnect.placement``).
 
-Under Cluster Director (managed Slurm) the API takes one network and attaches the GPU networks
-of the machine type itself (``hypercomputecluster.Cluster.network_resources``: "Must contain at
-most one value"), and places nodes itself; building VPCs nothing could attach would be waste,
-so for ``kind: slurm`` this component only describes the fabric.
+Under Cluster Director (managed Slurm) the API takes one network (``hypercomputecluster.Cluster
+.network_resources``: "Must contain at most one value") and has no field for additional NICs or
+a placement policy in pulumi_gcp 10.2.0: the service sets up the machine type's GPU networking
+and placement itself. VPCs and a policy nothing could attach would be waste, so for
+``kind: slurm`` this component only describes the fabric (the catalog's NIC count and MTU).
 """
 
 from __future__ import annotations
