@@ -17,6 +17,7 @@ inside the VPC (or through a bastion) for the in-cluster part.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import pulumi
 import pulumi_gcp as gcp
@@ -51,8 +52,10 @@ class GkeArgs:
     """The instance, so the PersistentVolume waits for it."""
 
 
-def _device_mode(nic: NicNetwork) -> str | None:
-    return {"gpu": "NetDevice", "rdma": "RDMA"}.get(nic.role)
+def _device_mode(nic: NicNetwork) -> Literal["NetDevice", "RDMA"] | None:
+    if nic.role == "gpu":
+        return "NetDevice"
+    return "RDMA" if nic.role == "rdma" else None
 
 
 class GkeOrchestration(pulumi.ComponentResource):
@@ -138,7 +141,7 @@ class GkeOrchestration(pulumi.ComponentResource):
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=self.provider)
         lab = labels(spec)
         gke_networks(name, [
-            NodeNetwork(name=n.k8s_name, vpc=n.network_name, subnet=n.subnet_name, device_mode=_device_mode(n))  # type: ignore[arg-type]
+            NodeNetwork(name=n.k8s_name, vpc=n.network_name, subnet=n.subnet_name, device_mode=_device_mode(n))
             for n in args.nics
         ], lab, k8s_opts)
         nccl_installer(name, spec.instance.network.fabric, GKE_ACCELERATOR[spec.compute.instance_type], lab, k8s_opts)
