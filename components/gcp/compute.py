@@ -25,6 +25,10 @@ from components.spec import ClusterSpec
 # DWS flex-start VMs run at most seven days (cloud.google.com/compute/docs/instances/flex-start-vms).
 FLEX_START_MAX_DURATION = "604800s"
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+# Least privilege for GKE nodes instead of the Compute Engine default account (which holds
+# Editor): GKE's node role plus pulling images (GKE hardening guide, "use least privilege
+# service accounts for your nodes").
+NODE_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
 
 
 def boot_disk_type(spec: ClusterSpec) -> str:
@@ -77,7 +81,26 @@ class Compute(pulumi.ComponentResource):
             "node_pool": self.node_pool.name if self.node_pool else None,
         })
 
+    def _create_node_identity(self, name: str, spec: ClusterSpec, project: pulumi.Input[str]) -> gcp.serviceaccount.Account:
+        account = gcp.serviceaccount.Account(
+            f"{name}-nodes",
+            account_id=spec.name[:20].rstrip("-") + "-gpu-nodes",
+            display_name=f"gpu-cluster {spec.name} GPU nodes",
+            project=project,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        for role in NODE_ROLES:
+            gcp.projects.IAMMember(
+                f"{name}-nodes-{role.rsplit('.', 1)[-1].lower()}",
+                project=project,
+                role=role,
+                member=pulumi.Output.format("serviceAccount:{0}", account.email),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        return account
+
     def _create_node_pool(self, name: str, spec: ClusterSpec, args: ComputeArgs) -> gcp.container.NodePool:
+        account = self._create_node_identity(name, spec, args.project)
         cap = spec.compute.capacity
         inst = spec.instance
         affinity = gcp.container.NodePoolNodeConfigReservationAffinityArgs(consume_reservation_type="NO_RESERVATION")
@@ -104,6 +127,8 @@ class Compute(pulumi.ComponentResource):
             shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
                 enable_secure_boot=True, enable_integrity_monitoring=True),
             workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
+            service_account=account.email,
+            # Access is decided by the account's IAM roles; the scope only has to allow it.
             oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
             resource_labels=labels(spec),
             labels={"gpu-cluster/role": "gpu"},

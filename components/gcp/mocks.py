@@ -48,7 +48,12 @@ def _hypercompute(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     return {"orchestrator": orch}
 
 
+def _service_account(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    return {"email": f"{inputs.get('accountId')}@{MOCK_PROJECT}.iam.gserviceaccount.com"}
+
+
 COMPUTED = {
+    "gcp:serviceaccount/account:Account": _service_account,
     "gcp:storage/bucket:Bucket": _autoname,
     "gcp:compute/resourcePolicy:ResourcePolicy": _autoname,
     "gcp:compute/router:Router": _autoname,

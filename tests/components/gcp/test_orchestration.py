@@ -55,6 +55,12 @@ def test_gpu_node_pool_inputs(offline: Callable[..., OfflineRun]) -> None:
     assert cfg["shieldedInstanceConfig"] == {"enableSecureBoot": True, "enableIntegrityMonitoring": True}
     assert cfg["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
     assert run.outputs["node_list_source"] == f"label:cloud.google.com/gke-nodepool={pool['name']}"
+    account = run.one("gcp:serviceaccount/account:Account").inputs
+    assert cfg["serviceAccount"] == f"{account['accountId']}@offline-project.iam.gserviceaccount.com"
+    members = run.of_type("gcp:projects/iAMMember:IAMMember")
+    assert {m.inputs["role"] for m in members} == {"roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader"}
+    assert {m.inputs["member"] for m in members} == {f"serviceAccount:{cfg['serviceAccount']}"}
+    assert all(m.inputs["project"] == PROJECT for m in members)
 
 
 def test_in_cluster_parts_use_the_cluster_provider(offline: Callable[..., OfflineRun]) -> None:
