@@ -1,0 +1,58 @@
+"""Test-only job: one all_reduce across every rank, and who took part, written as JSON.
+
+Run by the end-to-end Slurm test through the sbatch launcher (``torchrun -m
+tests.slurm.allreduce_probe --out FILE``). Every rank contributes ``rank + 1``, so the sum
+must be ``n (n + 1) / 2``; every rank reports its Slurm node name so the test can see the
+job really spanned both nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.slurm.allreduce_probe")
+    parser.add_argument("--out", required=True, type=Path, help="JSON result file (written by rank 0)")
+    args = parser.parse_args(argv)
+    # torch is imported after the arguments are checked: a bad command line fails in
+    # milliseconds instead of after the import, on every rank.
+    import torch
+    import torch.distributed as dist
+
+    from workloads.device import setup, teardown
+
+    rt = setup(timeout_s=120)
+    try:
+        value = torch.full((4,), float(rt.rank + 1), device=rt.device)
+        dist.all_reduce(value)
+        me = {
+            "rank": rt.rank,
+            "local_rank": rt.local_rank,
+            "node": os.environ.get("SLURMD_NODENAME", ""),
+            "hostname": rt.hostname,
+            "job_id": os.environ.get("SLURM_JOB_ID", ""),
+            "backend": rt.backend,
+        }
+        everyone: list[dict[str, object] | None] = [None] * rt.world_size
+        dist.all_gather_object(everyone, me)
+        if rt.is_main:
+            result = {
+                "world_size": rt.world_size,
+                "allreduce_sum": value.tolist(),
+                "expected_sum": rt.world_size * (rt.world_size + 1) / 2,
+                "ranks": everyone,
+            }
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(result, indent=2))
+            print(f"allreduce_probe: world_size={rt.world_size} sum={value[0].item()} -> {args.out}")
+    finally:
+        teardown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
