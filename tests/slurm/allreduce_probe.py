@@ -17,6 +17,7 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.slurm.allreduce_probe")
     parser.add_argument("--out", required=True, type=Path, help="JSON result file (written by rank 0)")
+    parser.add_argument("--tag", default="", help="free text echoed into the result (quoting checks)")
     args = parser.parse_args(argv)
     # torch is imported after the arguments are checked: a bad command line fails in
     # milliseconds instead of after the import, on every rank.
@@ -45,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
                 "allreduce_sum": value.tolist(),
                 "expected_sum": rt.world_size * (rt.world_size + 1) / 2,
                 "ranks": everyone,
+                "tag": args.tag,
+                "note_env": os.environ.get("GPUC_PROBE_NOTE"),
             }
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(result, indent=2))

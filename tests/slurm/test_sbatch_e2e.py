@@ -43,7 +43,16 @@ def test_rendered_script_runs_allreduce_across_both_nodes(slurm_cluster: SlurmCl
     workdir = slurm_cluster.jobs / "e2e"
     workdir.mkdir(exist_ok=True)
     result = workdir / "result.json"
-    spec = _spec(workdir, result)
+    # Values a careless script would execute: they must arrive as plain text.
+    trap = workdir / "injected"
+    tag = f"x; touch {trap} #$(touch {trap}) `touch {trap}` 'q' \"d\""
+    note = f"a b $(touch {trap}) $HOME 'q'"
+    spec = _spec(
+        workdir,
+        result,
+        module_args=("--out", str(result), "--tag", tag),
+        extra_env={"PYTHONPATH": str(REPO), "GPUC_FORCE_CPU": "1", "OMP_NUM_THREADS": "1", "GPUC_PROBE_NOTE": note},
+    )
     script = sbatch.write(spec, workdir / "probe.sbatch")
 
     job = slurm_cluster.run_job(script, timeout_s=240)
@@ -63,6 +72,8 @@ def test_rendered_script_runs_allreduce_across_both_nodes(slurm_cluster: SlurmCl
     assert sorted(r["node"] for r in ranks) == ["n1", "n2"]
     assert {r["job_id"] for r in ranks} == {str(job.job_id)}
     assert {r["backend"] for r in ranks} == {"gloo"}
+    assert (data["tag"], data["note_env"]) == (tag, note)
+    assert not trap.exists()
     # The script made the NCCL log directory it points NCCL_DEBUG_FILE at.
     assert (workdir / "nccl").is_dir()
 

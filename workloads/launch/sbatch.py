@@ -117,8 +117,9 @@ def validate(spec: LaunchSpec) -> None:
         value = getattr(spec, name)
         if value is None and name != "workdir":
             continue
+        before = len(p.items)
         check_path(p, name, value)
-        if not isinstance(value, str):
+        if len(p.items) > before or not isinstance(value, str):
             continue
         # Only --output takes Slurm's %-patterns; elsewhere % would be read as one too
         # (by Slurm, or by NCCL in the debug file name).
