@@ -18,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.slurm.allreduce_probe")
     parser.add_argument("--out", required=True, type=Path, help="JSON result file (written by rank 0)")
     parser.add_argument("--tag", default="", help="free text echoed into the result (quoting checks)")
+    parser.add_argument("--crash-on-node", default="", help="ranks on this Slurm node die (exit 3) before the all_reduce")
     args = parser.parse_args(argv)
     # torch is imported after the arguments are checked: a bad command line fails in
     # milliseconds instead of after the import, on every rank.
@@ -27,13 +28,19 @@ def main(argv: list[str] | None = None) -> int:
     from workloads.device import setup, teardown
 
     rt = setup(timeout_s=120)
+    node = os.environ.get("SLURMD_NODENAME", "")
+    print(f"allreduce_probe: rank {rt.rank} on {node} started", flush=True)
+    if args.crash_on_node and node == args.crash_on_node:
+        # A crash, not a clean exit: no teardown, the peers learn of it from the network.
+        print(f"allreduce_probe: rank {rt.rank} on {node} crashing", flush=True)
+        os._exit(3)
     try:
         value = torch.full((4,), float(rt.rank + 1), device=rt.device)
         dist.all_reduce(value)
         me = {
             "rank": rt.rank,
             "local_rank": rt.local_rank,
-            "node": os.environ.get("SLURMD_NODENAME", ""),
+            "node": node,
             "hostname": rt.hostname,
             "job_id": os.environ.get("SLURM_JOB_ID", ""),
             "backend": rt.backend,

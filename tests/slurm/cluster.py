@@ -21,7 +21,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,6 +97,7 @@ class SlurmCluster:
         self.real_memory_mb = real_memory_mb
         self._munge_dir = root / "munge"
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._last_sinfo = ""
         self.ctld_port, *node_ports = _free_ports(1 + len(NODES))
         self.node_ports = dict(zip(NODES, node_ports, strict=True))
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
@@ -214,8 +215,7 @@ PartitionName={PARTITION} Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE S
         for node in NODES:
             self._spawn(f"slurmd-{node}", ["slurmd", "-D", "-N", node, "-f", str(self.conf)])
 
-    def _wait_for(self, ok: object, timeout_s: float, what: str) -> None:
-        assert callable(ok)
+    def _wait_for(self, ok: Callable[[], bool], timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if ok():
@@ -233,9 +233,10 @@ PartitionName={PARTITION} Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE S
             states = self.node_states()
             return all(states.get(n) == "idle" for n in nodes)
 
-        self._wait_for(idle, timeout_s, f"nodes {', '.join(nodes)} idle (last sinfo: {self._last_sinfo!r})")
-
-    _last_sinfo = ""
+        try:
+            self._wait_for(idle, timeout_s, f"nodes {', '.join(nodes)} idle")
+        except ClusterError as err:
+            raise ClusterError(f"{err}\nlast sinfo: {self._last_sinfo!r}") from None
 
     def node_states(self) -> dict[str, str]:
         """Node -> sinfo's long state (``idle``, ``drained``, ``allocated``...); {} when the

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.slurm.cluster import SlurmCluster, unavailable_reason
+from tests.slurm.cluster import ClusterError, SlurmCluster, unavailable_reason
 from workloads.launch import sbatch
 
 pytestmark = pytest.mark.slurm
@@ -26,11 +26,12 @@ SCRIPT = "#!/bin/bash\n#SBATCH --nodes=2\nset -eu\nsrun -l printenv SLURMD_NODEN
 def test_sbatch_wait_returns_the_jobs_exit_status(slurm_cluster: SlurmCluster) -> None:
     """The launcher's submit(wait=True) is plain `sbatch --wait`: its status is the job's."""
     script = slurm_cluster.jobs / "exit7.sh"
-    script.write_text(SCRIPT)
+    # sbatch --wait looks at the job after 2, 10, 42 s: keep the job short (no srun step).
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=2\necho batch step on $SLURMD_NODENAME\nexit 7\n")
     out = slurm_cluster.jobs / "exit7.out"
     sub = sbatch.submit(script, wait=True, extra_args=[f"--output={out}"], env=slurm_cluster.env, timeout_s=120)
     assert sub.returncode == 7, sub
-    assert out.read_text().splitlines() == ["0: n1", "1: n2"]
+    assert out.read_text() == "batch step on n1\n"
     assert slurm_cluster.job_field(sub.job_id, "JobState") == "FAILED"
 
 
@@ -45,6 +46,15 @@ def test_run_job_reports_state_exit_status_and_output(slurm_cluster: SlurmCluste
 def test_nodes_are_idle_again_after_jobs(slurm_cluster: SlurmCluster) -> None:
     slurm_cluster.wait_until_idle(timeout_s=60)
     assert slurm_cluster.node_states() == {"n1": "idle", "n2": "idle"}
+
+
+def test_waiting_for_a_node_that_never_comes_names_it_and_shows_the_logs(slurm_cluster: SlurmCluster) -> None:
+    with pytest.raises(ClusterError) as err:
+        slurm_cluster.wait_until_idle(timeout_s=2, nodes=("n1", "n3"))
+    message = str(err.value)
+    assert "timed out after 2s waiting for nodes n1, n3 idle" in message
+    assert "--- slurmctld.log" in message and "--- slurmd-n1.log" in message
+    assert "last sinfo: 'n1 idle" in message
 
 
 def test_stop_ends_daemons_and_running_jobs() -> None:

@@ -4,7 +4,9 @@ each, c10d rendezvous at the first node's NodeAddr, a gloo all_reduce across bot
 from __future__ import annotations
 
 import json
+import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -78,15 +80,23 @@ def test_rendered_script_runs_allreduce_across_both_nodes(slurm_cluster: SlurmCl
     assert (workdir / "nccl").is_dir()
 
 
-def test_failing_rank_fails_the_job_without_restart(slurm_cluster: SlurmCluster) -> None:
-    """--max-restarts=0 and --kill-on-bad-exit: a rank that dies ends the job non-zero, once."""
-    workdir = slurm_cluster.jobs / "e2e-fail"
+def test_one_crashing_node_fails_the_job_once_and_fast(slurm_cluster: SlurmCluster) -> None:
+    """--max-restarts=0 and --kill-on-bad-exit: when the ranks on n2 crash after the group
+    formed, the job fails (well before the 120 s collective timeout) and nothing restarts."""
+    workdir = slurm_cluster.jobs / "e2e-crash"
     workdir.mkdir(exist_ok=True)
-    # argparse rejects the missing --out on every rank: exit 2, before any collective.
-    spec = _spec(workdir, workdir / "never.json", job_name="probe-fail", module_args=())
-    job = slurm_cluster.run_job(sbatch.write(spec, workdir / "fail.sbatch"), timeout_s=240)
+    result = workdir / "never.json"
+    spec = _spec(workdir, result, job_name="probe-crash", module_args=("--out", str(result), "--crash-on-node", "n2"))
+    started = time.monotonic()
+    job = slurm_cluster.run_job(sbatch.write(spec, workdir / "crash.sbatch"), timeout_s=240)
+    elapsed = time.monotonic() - started
     assert job.state == "FAILED" and job.returncode != 0, job
-    log = (workdir / f"probe-fail-{job.job_id}.out").read_text()
-    assert "the following arguments are required: --out" in log
-    assert not (workdir / "never.json").exists()
+    assert elapsed < 110, f"job took {elapsed:.0f}s: a peer waited for the collective timeout"
+    log = (workdir / f"probe-crash-{job.job_id}.out").read_text()
+    # Each node's rank started exactly once: torchrun did not restart the crashed one.
+    # (Which node gets rank 0 is the rendezvous' choice.)
+    starts = re.findall(r"allreduce_probe: rank (\d) on (n\d) started", log)
+    assert sorted(node for _, node in starts) == ["n1", "n2"], log
+    assert re.search(r"allreduce_probe: rank \d on n2 crashing", log), log
+    assert not result.exists()
     assert slurm_cluster.job_field(job.job_id, "Restarts") == "0"
