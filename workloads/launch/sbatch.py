@@ -42,6 +42,22 @@ MAX_TIME_MIN = 365 * 24 * 60
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
+class Step:
+    """A further step of the same job, after the first torchrun step."""
+
+    name: str
+    """Short label printed before the step and in its exit-status line."""
+    module: str
+    """Python module the step runs."""
+    module_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Variables set for this step only (e.g. NCCL_P2P_DISABLE=1 for a fabric-only pass)."""
+    torchrun: bool = True
+    """True: one torchrun per node through srun, like the first step. False: run once, on the
+    batch host, with plain python (a step that reads what the others wrote)."""
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
 class LaunchSpec:
     """One multi-node torchrun job under Slurm."""
 
@@ -89,6 +105,9 @@ class LaunchSpec:
     """Directory of the per-process NCCL logs (``nccl-<host>-<pid>.log``); default ``<workdir>/nccl``."""
     output: str | None = None
     """Batch output file (``--output``, Slurm patterns allowed); default ``<workdir>/%x-%j.out``."""
+    then: tuple[Step, ...] = ()
+    """Steps after the first. Every step runs even when an earlier one failed; the script
+    exits with the last step's status, so a closing step that judges the others decides."""
 
     @property
     def ranks_per_node(self) -> int:
@@ -163,6 +182,16 @@ def validate(spec: LaunchSpec) -> None:
         not isinstance(spec.nccl_debug_subsys, str) or not _SUBSYS_RE.match(spec.nccl_debug_subsys)
     ):
         p.add("nccl_debug_subsys", f"{spec.nccl_debug_subsys!r} is not a subsystem list (allowed: e.g. INIT,NET or ^GRAPH)")
+    for i, step in enumerate(spec.then):
+        where = f"then[{i}]"
+        if not isinstance(step, Step):
+            p.add(where, f"{step!r} is not a Step")
+            continue
+        if not isinstance(step.name, str) or not _NAME_RE.match(step.name):
+            p.add(f"{where}.name", f"{step.name!r} is not a step name (allowed: [A-Za-z0-9][A-Za-z0-9_.-]{{0,63}})")
+        check_module(p, f"{where}.module", step.module)
+        check_args(p, f"{where}.module_args", step.module_args)
+        check_env(p, f"{where}.env", step.env)
     p.raise_if_any("LaunchSpec")
 
 
@@ -203,8 +232,9 @@ def render(spec: LaunchSpec) -> str:
     exports.append(f"export NCCL_DEBUG_FILE={q(spec.nccl_dir + '/nccl-%h-%p.log')}")
     exports += [f"export {name}={q(value)}" for name, value in env.items()]
 
-    torchrun = [
-        q(spec.python),
+    def torchrun_cmd(module: str, args: Sequence[str]) -> list[str]:
+        return [
+            q(spec.python),
         "-m torch.distributed.run",
         '--nnodes="$SLURM_NNODES"',
         f"--nproc-per-node={spec.ranks_per_node}",
@@ -213,19 +243,37 @@ def render(spec: LaunchSpec) -> str:
         '--rdzv-id="$SLURM_JOB_ID"',
         f"--rdzv-conf=join_timeout={spec.rdzv_join_timeout_s}",
         "--max-restarts=0",
-        f"-m {q(spec.module)}",
-        *[q(arg) for arg in spec.module_args],
-    ]
-    launch = " \\\n    ".join(
-        [
-            # --kill-on-bad-exit: one node's failure ends the others instead of leaving
-            # them blocked in a collective until the time limit. --whole: since Slurm
-            # 20.11 a step gets only what it asks for (one CPU per task), and task/cgroup
-            # would pin all of a node's ranks to that one core.
-            'srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --whole --kill-on-bad-exit=1',
-            *torchrun,
+            f"-m {q(module)}",
+            *[q(arg) for arg in args],
         ]
-    )
+
+    def srun(module: str, args: Sequence[str], env_prefix: str = "") -> str:
+        return " \\\n    ".join(
+            [
+                # --kill-on-bad-exit: one node's failure ends the others instead of leaving
+                # them blocked in a collective until the time limit. --whole: since Slurm
+                # 20.11 a step gets only what it asks for (one CPU per task), and task/cgroup
+                # would pin all of a node's ranks to that one core.
+                f'{env_prefix}srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --whole --kill-on-bad-exit=1',
+                *torchrun_cmd(module, args),
+            ]
+        )
+
+    launch = srun(spec.module, spec.module_args)
+    if spec.then:
+        # Every step runs and reports; the last one's status is the job's.
+        steps = ["step_rc=0", f"{launch} || step_rc=$?", 'echo "step 1 exit status $step_rc"']
+        for n, step in enumerate(spec.then, start=2):
+            prefix = "".join(f"{k}={q(v)} " for k, v in step.env.items())
+            if step.torchrun:
+                cmd = srun(step.module, step.module_args, env_prefix=f"env {prefix}" if prefix else "")
+            else:
+                cmd = f"{'env ' + prefix if prefix else ''}{q(spec.python)} -m {q(step.module)} " + " ".join(
+                    q(a) for a in step.module_args)
+            steps += ["", f'echo "step {n}: {step.name}"', "step_rc=0", f"{cmd} || step_rc=$?",
+                      f'echo "step {n} ({step.name}) exit status $step_rc"']
+        steps += ["exit \"$step_rc\""]
+        launch = "\n".join(steps)
     lines = [
         "#!/bin/bash",
         *[f"#SBATCH {d}" for d in directives],
