@@ -112,7 +112,7 @@ class _RecordingMonitor(_mocks.MockMonitor):
         self._run = run
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
-        response = super().RegisterResource(request)
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]  # pulumi leaves it untyped
         if request.type != "pulumi:pulumi:Stack":
             registered = self.resources.get(response.urn)
             self._run.resources.append(
