@@ -56,7 +56,8 @@ def pcs_size(instances: int) -> pcs.ClusterSize:
 
 
 def lustre_user_data(dns_name: pulumi.Input[str], mount_name: pulumi.Input[str], mount_point: str) -> pulumi.Output[str]:
-    """MIME multipart user data that mounts the file system at boot, idempotently.
+    """MIME multipart user data that mounts the file system at boot, idempotently, with the
+    options of Storage's mount command (``flock``: torch's FileStore locks files on it).
 
     Multipart because PCS adds its own part to a template's user data and accepts only
     MIME documents (AWS PCS user guide, "Using Amazon EC2 launch templates with AWS PCS").
@@ -70,10 +71,14 @@ def lustre_user_data(dns_name: pulumi.Input[str], mount_name: pulumi.Input[str],
         "\n"
         "#!/bin/bash\n"
         "set -euo pipefail\n"
+        "# The client ships with the PCS images; install it where a custom image lacks it\n"
+        "# (Amazon Linux 2: extras topic 'lustre'; Amazon Linux 2023: package lustre-client).\n"
+        "command -v mount.lustre >/dev/null || amazon-linux-extras install -y lustre "
+        "|| dnf install -y lustre-client\n"
         "mkdir -p {mp}\n"
         "grep -q ' {mp} lustre ' /etc/fstab || "
-        "echo '{{0}}@tcp:/{{1}} {mp} lustre defaults,noatime,flock,_netdev,x-systemd.automount 0 0' >> /etc/fstab\n"
-        "mountpoint -q {mp} || mount -t lustre -o relatime,flock {{0}}@tcp:/{{1}} {mp}\n"
+        "echo '{{0}}@tcp:/{{1}} {mp} lustre relatime,flock,_netdev 0 0' >> /etc/fstab\n"
+        "mountpoint -q {mp} || mount {mp}\n"
         "chmod 1777 {mp}\n"
         "\n"
         "--{b}--\n"
@@ -124,7 +129,9 @@ class Orchestration(pulumi.ComponentResource):
                 security_group_ids=[args.security_group_id],
             ),
             tags=dict(args.tags),
-            opts=pulumi.ResourceOptions(parent=self),
+            # Fixed names (Slurm names the nodes after the group): a replacement must free
+            # the name first. The nodes are replaced either way.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
         self.cluster_id = self.cluster.aws_id
         self.login_group = self._create_login() if args.login_nodes > 0 else None
@@ -137,14 +144,16 @@ class Orchestration(pulumi.ComponentResource):
             capacity=args.capacity,
         )
         self.queue = pcs.Queue(
-            f"{name}-{args.partition}",
+            f"{name}-queue",
             cluster_id=self.cluster_id,
             name=args.partition,
             compute_node_group_configurations=[
                 pcs.QueueComputeNodeGroupConfigurationArgs(compute_node_group_id=self.gpu_group.aws_id)
             ],
             tags=dict(args.tags),
-            opts=pulumi.ResourceOptions(parent=self),
+            # The queue's name is the Slurm partition jobs are submitted to, so it is fixed;
+            # a replacement must free the name before it can take it.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
 
         if self.login_group is not None:
@@ -209,6 +218,8 @@ class Orchestration(pulumi.ComponentResource):
                 if capacity.type == "spot" else None
             ),
             tags=dict(args.tags),
-            opts=pulumi.ResourceOptions(parent=self),
+            # Fixed names (Slurm names the nodes after the group): a replacement must free
+            # the name first. The nodes are replaced either way.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
 
