@@ -198,7 +198,10 @@ class Orchestration(pulumi.ComponentResource):
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
                 id=args.launch_template_id, version=args.launch_template_version,
             ),
-            labels={"gpu-cluster/role": "gpu"},
+            # The NVIDIA chart schedules its plugin only on nodes labelled as GPU nodes (by
+            # node-feature-discovery, or by this label that its values document as the
+            # override); no NFD runs here, so the node group sets the label itself.
+            labels={"gpu-cluster/role": "gpu", "nvidia.com/gpu.present": "true"},
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -220,6 +223,10 @@ class Orchestration(pulumi.ComponentResource):
             version=EFA_PLUGIN_VERSION,
             repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=EKS_CHARTS_REPO),
             namespace="kube-system",
+            # The chart runs only on the instance types it lists; name ours, so a type newer
+            # than the pinned chart's list still gets its EFA devices advertised.
+            values={"supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"],
+                                                "values": [args.instance_type]}},
             opts=k8s_opts,
         )
         # The managed add-on rather than the chart: EKS keeps it compatible with the control

@@ -125,6 +125,21 @@ class Storage(pulumi.ComponentResource):
                     tags=dict(args.tags),
                     opts=pulumi.ResourceOptions(parent=self),
                 )
+        # Lustre servers also open connections to the clients on the same ports, so the nodes'
+        # group admits them from the file system's group (FSx for Lustre user guide, "Lustre
+        # client VPC security group rules"). The rule is Storage's: the access is its need.
+        for lo, hi in LUSTRE_PORTS:
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-nodes-from-lustre-{lo}",
+                security_group_id=args.node_security_group_id,
+                referenced_security_group_id=sg.id,
+                ip_protocol="tcp",
+                from_port=lo,
+                to_port=hi,
+                description=f"Lustre {lo}-{hi} from the file servers",
+                tags=dict(args.tags),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         aws.vpc.SecurityGroupEgressRule(
             f"{name}-lustre-out",
             security_group_id=sg.id,

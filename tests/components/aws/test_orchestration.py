@@ -72,6 +72,11 @@ def test_eks_in_cluster_addons() -> None:
     assert set(charts) == {"nvidia-device-plugin", "aws-efa-k8s-device-plugin", JOBSET_CHART}
     assert charts["aws-efa-k8s-device-plugin"]["repositoryOpts"]["repo"] == "https://aws.github.io/eks-charts"
     assert charts[JOBSET_CHART]["version"] == JOBSET_VERSION
+    efa_values = charts["aws-efa-k8s-device-plugin"]["values"]["supportedInstanceLabels"]
+    assert efa_values == {"keys": ["node.kubernetes.io/instance-type"], "values": ["p5.48xlarge"]}
+    # The NVIDIA chart's affinity admits nodes with this label; the node group sets it.
+    ng = one(result, "aws:eks/nodeGroup:NodeGroup", "-orchestration-gpu").inputs
+    assert ng["labels"]["nvidia.com/gpu.present"] == "true"
     assert all(c.get("version") for c in charts.values())  # every chart pinned
     assert len(in_pillar(result, "Orchestration", CHART)) == 3
 

@@ -33,11 +33,15 @@ def test_lustre(stack: str) -> None:
 
     efa_sg = one(result, "aws:ec2/securityGroup:SecurityGroup", "-interconnect-efa").name + "-id"
     rules = in_pillar(result, "Storage", "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
-    from_nodes = sorted((r.inputs["fromPort"], r.inputs["toPort"]) for r in rules
-                        if r.inputs["referencedSecurityGroupId"] == efa_sg)
-    assert from_nodes == [(988, 988), (1018, 1023)]
-    assert all(r.inputs["ipProtocol"] == "tcp" and r.inputs["securityGroupId"] == lustre_sg for r in rules)
-    assert not any("cidrIpv4" in r.inputs for r in rules)
+    by_direction: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for r in rules:
+        key = (r.inputs["referencedSecurityGroupId"], r.inputs["securityGroupId"])
+        by_direction.setdefault(key, []).append((r.inputs["fromPort"], r.inputs["toPort"]))
+    lustre_ports = [(988, 988), (1018, 1023)]
+    # nodes -> servers, servers -> servers, servers -> nodes; nothing from an address range.
+    assert {k: sorted(v) for k, v in by_direction.items()} == {
+        (efa_sg, lustre_sg): lustre_ports, (lustre_sg, lustre_sg): lustre_ports, (lustre_sg, efa_sg): lustre_ports}
+    assert all(r.inputs["ipProtocol"] == "tcp" and "cidrIpv4" not in r.inputs for r in rules)
 
     mount = result.outputs["mount"]
     assert mount == {
