@@ -139,3 +139,35 @@ def test_pcs_image_and_instance_profile() -> None:
     assert "pcs:RegisterComputeNodeGroupInstance" in policy
     user_data = base64.b64decode(lt["userData"]).decode()
     assert user_data.startswith("Content-Type: multipart/mixed")
+
+
+def test_pcs_capacity_block() -> None:
+    def edit(raw: dict[str, Any]) -> None:
+        raw["compute"]["capacity"] = {"type": "capacity-block", "id": "cr-0123456789abcdef0"}
+
+    result, _ = run("aws-h200-slurm", edit)
+    lt = _gpu_template(result)
+    assert lt["instanceMarketOptions"] == {"marketType": "capacity-block"}
+    assert lt["capacityReservationSpecification"]["capacityReservationTarget"]["capacityReservationId"] == \
+        "cr-0123456789abcdef0"
+    assert "placement" not in lt and result.of_type("aws:ec2/placementGroup:PlacementGroup") == []
+    groups = {g.inputs["name"]: g.inputs["purchaseOption"] for g in result.of_type("aws-native:pcs:ComputeNodeGroup")}
+    assert groups == {"gpu": "CAPACITY_BLOCK", "login": "ONDEMAND"}
+
+
+@pytest.mark.parametrize("stack", ["aws-h100-eks", "aws-h200-slurm"])
+def test_image_lookups_go_through_the_spec_region_provider(stack: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from components import engine
+
+    seen: list[str] = []
+    original = engine._StrictMocks.call
+
+    def spy(self: Any, args: Any) -> Any:
+        seen.append(str(args.provider))
+        return original(self, args)
+
+    monkeypatch.setattr(engine._StrictMocks, "call", spy)
+    result, spec = run(stack, lambda raw: None)
+    provider = one(result, "pulumi:providers:aws", f"{spec.name}-aws")
+    assert provider.inputs["region"] == spec.region
+    assert seen and all(p.startswith(provider.urn) for p in seen)
