@@ -102,8 +102,7 @@ class _StrictMocks(pulumi.runtime.Mocks):
                 "package declared in its mocks.INVOKES; declare it (camelCase answer) or stop calling it"
             )
         self._run.invokes.append(args.token)
-        # A (result, None) tuple crashes MockMonitor.Invoke, which iterates the failures.
-        return fn(args.args), []
+        return fn(args.args), None
 
 
 class _RecordingMonitor(_mocks.MockMonitor):
@@ -112,7 +111,7 @@ class _RecordingMonitor(_mocks.MockMonitor):
         self._run = run
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
-        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]  # pulumi leaves it untyped
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
         if request.type != "pulumi:pulumi:Stack":
             registered = self.resources.get(response.urn)
             self._run.resources.append(
