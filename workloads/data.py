@@ -32,13 +32,15 @@ import struct
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch.utils.data import Dataset
 
 from workloads.atomic import fsync_dir, temp_path_for
 from workloads.cli import Problems
+
+if TYPE_CHECKING:
+    import torch
 
 MAGIC = b"GPUCTOK\0"
 VERSION = 1
@@ -148,13 +150,16 @@ def check_shards(
     return shards, problems
 
 
-class TokenWindows(Dataset[tuple[torch.Tensor, torch.Tensor]]):
-    """Fixed-length training windows over all shards.
+class TokenWindows:
+    """Fixed-length training windows over all shards (a map-style dataset).
 
     Window ``i`` is ``seq_len + 1`` consecutive tokens of one shard (input, and the same
     shifted by one as target); windows start every ``seq_len`` tokens and never straddle two
     shards, so shard ``k`` holds ``(n_tokens - 1) // seq_len`` of them. Shards are opened as
     memory maps on first use: each rank reads only the pages of its own windows.
+
+    torch is imported on first use only, so writing and checking shards on a login node
+    does not pay for it.
     """
 
     def __init__(self, shards: list[Shard], seq_len: int) -> None:
@@ -181,6 +186,8 @@ class TokenWindows(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         return m
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch
+
         if not 0 <= i < self._len:
             raise IndexError(f"window {i} out of range (0..{self._len - 1})")
         k = bisect.bisect_right(self._starts, i) - 1
@@ -274,9 +281,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     seq_len = None if args.seq_len is None else p.integer("--seq-len", args.seq_len, lo=1)
-    vocab = None if args.vocab is None else p.integer("--vocab", args.vocab, lo=1)
+    max_vocab = None if args.vocab is None else p.integer("--vocab", args.vocab, lo=1)
     p.exit_if_any()
-    found, problems = check_shards(args.glob, seq_len=seq_len, vocab_size=vocab, flag="glob")
+    found, problems = check_shards(args.glob, seq_len=seq_len, vocab_size=max_vocab, flag="glob")
     p.extend(problems)
     p.exit_if_any()
     total = sum(s.n_tokens for s in found)

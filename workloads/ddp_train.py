@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
 import math
 import os
@@ -49,12 +50,13 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import Dataset
 from torch.utils.data.distributed import DistributedSampler
 
 from workloads import device as devmod
@@ -110,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m workloads.ddp_train",
         description="DDP training of a small GPT on token shards, with exact resume.",
     )
-    ap.add_argument("--data", required=True, help="glob of token shards (quote it), e.g. '/fsx/data/train-*.bin'")
+    ap.add_argument("--data", required=True,
+                    help="glob of token shards (quote it), e.g. '/fsx/data/train-*.bin'")
     m = ap.add_argument_group("model")
     m.add_argument("--vocab-size", default="256", help="token ids the model covers (default 256)")
     m.add_argument("--seq-len", default="16", help="tokens per training window (default 16)")
@@ -127,30 +130,38 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", default="0", help="seed for weights, shuffle and RNG streams (default 0)")
     t.add_argument("--cpu", action="store_true", help="run on CPU/gloo even if GPUs are visible")
     c = ap.add_argument_group("checkpoints")
-    c.add_argument("--ckpt-dir", default=None, help="checkpoint directory on shared storage; resumes from its newest complete step_<N>")
-    c.add_argument("--ckpt-every", default="0", help="checkpoint every K steps (needs --ckpt-dir; default 0 = never)")
+    c.add_argument("--ckpt-dir", default=None,
+                   help="checkpoint directory on shared storage; resumes from its newest complete step_<N>")
+    c.add_argument("--ckpt-every", default="0",
+                   help="checkpoint every K steps (needs --ckpt-dir; default 0 = never)")
     c.add_argument("--ckpt-keep", default="2", help="complete checkpoints to keep, 0 = all (default 2)")
     o = ap.add_argument_group("reporting")
     o.add_argument("--log-every", default="10", help="print every N steps (default 10)")
     o.add_argument("--peak-tflops", default=None, help="peak dense bf16 TFLOP/s per accelerator, for MFU")
-    o.add_argument("--instance-type", default=None, help="take the MFU peak from the hardware catalog entry of this instance type")
+    o.add_argument("--instance-type", default=None,
+                   help="take the MFU peak from the hardware catalog entry of this instance type")
     o.add_argument("--json", default=None, help="write the final metrics to this JSON file")
     return ap
 
 
 def _peak_from_catalog(instance_type: str, p: Problems) -> tuple[float | None, str | None]:
     try:
-        from components.catalog import load_catalog
+        # By module name: workloads must not need the catalog to import or type-check.
+        catalog = importlib.import_module("components.catalog")
     except ImportError as e:
         p.add("--instance-type", f"the hardware catalog cannot be loaded ({e}); give --peak-tflops instead")
         return None, None
     try:
-        it = load_catalog().get(instance_type)
+        it = catalog.load_catalog().get(instance_type)
     except Exception as e:  # the catalog's own error names the allowed types
         p.add("--instance-type", str(e))
         return None, None
-    peak = float(it.accelerator.peak_dense_bf16_tflops)
-    return peak, f"catalog {instance_type} ({it.accelerator.model})"
+    peak = it.accelerator.peak_dense_bf16_tflops
+    if not peak or peak <= 0:
+        p.add("--instance-type", f"the catalog has no peak dense bf16 TFLOP/s for {instance_type}; "
+                                 "give --peak-tflops instead")
+        return None, None
+    return float(peak), f"catalog {instance_type} ({it.accelerator.model})"
 
 
 def parse_config(argv: list[str] | None = None) -> tuple[TrainConfig, list[Shard]]:
@@ -265,7 +276,7 @@ def _identity(cfg: TrainConfig, rt: devmod.Runtime, shards: list[Shard]) -> dict
 
 
 def save_checkpoint(ckpt_dir: Path, step: int, state: dict[str, Any], rt: devmod.Runtime, keep: int) -> None:
-    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
     final = ckpt_dir / f"step_{step}"
     tmp = ckpt_dir / f".step_{step}.tmp"
@@ -274,7 +285,7 @@ def save_checkpoint(ckpt_dir: Path, step: int, state: dict[str, Any], rt: devmod
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
     dist.barrier()
-    dcp.save(state, checkpoint_id=tmp)
+    dcp_save(state, checkpoint_id=tmp)
     dist.barrier()  # every rank's files are written before the marker claims completeness
     if rt.is_main:
         marker = json.dumps({"step": step, "world_size": rt.world_size, "time": time.time()})
@@ -332,8 +343,11 @@ def train(cfg: TrainConfig, shards: list[Shard], rt: devmod.Runtime) -> dict[str
         # CPU runs are the reference: the same flags give the same bits, resumed or not.
         torch.use_deterministic_algorithms(True)
     dataset = TokenWindows(shards, cfg.model.seq_len)
-    sampler = DistributedSampler(dataset, num_replicas=rt.world_size, rank=rt.rank,
-                                 shuffle=True, seed=cfg.seed, drop_last=True)
+    # DistributedSampler needs only len(); TokenWindows is a map-style dataset by shape.
+    sampler: DistributedSampler[Any] = DistributedSampler(
+        cast("Dataset[Any]", dataset), num_replicas=rt.world_size, rank=rt.rank,
+        shuffle=True, seed=cfg.seed, drop_last=True,
+    )
     steps_per_epoch = len(sampler) // cfg.batch_size
     if steps_per_epoch < 1:
         fail([("--batch-size", f"{cfg.batch_size} sequences per rank x {rt.world_size} ranks "
@@ -357,8 +371,8 @@ def train(cfg: TrainConfig, shards: list[Shard], rt: devmod.Runtime) -> dict[str
               f"{steps_per_epoch} steps/epoch, batch {cfg.batch_size}/rank", flush=True)
     if cfg.ckpt_dir is not None:
         # Imported only when used: it pulls in DTensor, seconds of start-up on a busy host.
-        import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+        from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 
     ident = _identity(cfg, rt, shards)
     prog = Progress()
@@ -368,7 +382,7 @@ def train(cfg: TrainConfig, shards: list[Shard], rt: devmod.Runtime) -> dict[str
         if rt.is_main and cfg.ckpt_dir.is_dir():
             for stale in cfg.ckpt_dir.glob(".step_*.tmp"):
                 shutil.rmtree(stale, ignore_errors=True)
-        latest = [None]
+        latest: list[str | None] = [None]
         if rt.is_main:
             found = complete_checkpoints(cfg.ckpt_dir)
             latest = [str(found[-1][1]) if found else None]
@@ -380,7 +394,7 @@ def train(cfg: TrainConfig, shards: list[Shard], rt: devmod.Runtime) -> dict[str
                 "model": msd, "optim": osd, "progress": asdict(Progress()),
                 "identity": json.loads(json.dumps(ident)), rng_key: _rng_state(rt.device),
             }
-            dcp.load(state, checkpoint_id=path)
+            dcp_load(state, checkpoint_id=path)
             mismatched = [k for k in ident if state["identity"].get(k) != ident[k]]
             if mismatched:
                 fail([("--ckpt-dir", f"{path} was written by a run with different {k}: "
@@ -420,7 +434,7 @@ def train(cfg: TrainConfig, shards: list[Shard], rt: devmod.Runtime) -> dict[str
             logits = ddp(x)
         loss = lm_loss(logits, y)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         opt.step()
         mean_loss = loss.detach().clone()
         dist.all_reduce(mean_loss)
@@ -439,7 +453,7 @@ def train(cfg: TrainConfig, shards: list[Shard], rt: devmod.Runtime) -> dict[str
         if prog.step == 1:
             prog.loss_first = float(losses[-1])
         if prog.step % cfg.log_every == 0 or prog.step == cfg.steps:
-            slowest = torch.tensor([window_t], dtype=torch.float64)
+            slowest = torch.tensor([window_t], dtype=torch.float64, device=rt.device)
             dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
             if rt.is_main:
                 print(f"step {prog.step}/{cfg.steps} loss {float(losses[-1]):.4f} "
@@ -468,17 +482,20 @@ def _report(cfg: TrainConfig, rt: devmod.Runtime, model: GPT, prog: Progress,
     n = len(step_times)
     # Ranks that ran a different number of steps cannot happen (every step all-reduces);
     # the MAX over ranks per step is the step the job actually waited for.
-    slowest = torch.tensor(step_times or [0.0], dtype=torch.float64)
+    # Collective inputs live on the job's device: NCCL takes GPU tensors only.
+    dev = rt.device
+    slowest = torch.tensor(step_times or [0.0], dtype=torch.float64, device=dev)
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
     timed = slowest.tolist()[1:] if n > 1 else slowest.tolist()[:n]
     mine = step_times[1:] if n > 1 else step_times
-    own_p50 = torch.tensor([statistics.median(mine) if mine else float("nan")], dtype=torch.float64)
-    per_rank = [torch.zeros(1, dtype=torch.float64) for _ in range(rt.world_size)]
+    own_p50 = torch.tensor([statistics.median(mine) if mine else float("nan")],
+                           dtype=torch.float64, device=dev)
+    per_rank = [torch.zeros(1, dtype=torch.float64, device=dev) for _ in range(rt.world_size)]
     dist.all_gather(per_rank, own_p50)
     digest, psum = param_digest(model)
     digests: list[Any] = [None] * rt.world_size
     dist.all_gather_object(digests, digest)
-    ck = torch.tensor([max(ckpt_s) if ckpt_s else 0.0], dtype=torch.float64)
+    ck = torch.tensor([max(ckpt_s) if ckpt_s else 0.0], dtype=torch.float64, device=dev)
     dist.all_reduce(ck, op=dist.ReduceOp.MAX)
 
     p50 = statistics.median(timed) if timed else None
@@ -528,7 +545,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = train(cfg, shards, rt)
         if rt.is_main:
-            mfu = "n/a (no --peak-tflops/--instance-type)" if result["mfu"] is None else f"{100 * result['mfu']:.1f}%"
+            mfu = ("n/a (no --peak-tflops/--instance-type)" if result["mfu"] is None
+                   else f"{100 * result['mfu']:.1f}%")
             p50 = result["step_time_p50_s"]
             print(
                 f"done: {result['steps']} steps, loss {_fmt(result['loss_first'])} -> "

@@ -69,7 +69,8 @@ class CausalSelfAttention(nn.Module):
         k = k.view(b, t, self.n_heads, c // self.n_heads).transpose(1, 2)
         v = v.view(b, t, self.n_heads, c // self.n_heads).transpose(1, 2)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
+        out: torch.Tensor = self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
+        return out
 
 
 class MLP(nn.Module):
@@ -79,7 +80,8 @@ class MLP(nn.Module):
         self.proj = nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(F.gelu(self.fc(x)))
+        out: torch.Tensor = self.proj(F.gelu(self.fc(x)))
+        return out
 
 
 class Block(nn.Module):
@@ -92,7 +94,8 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
+        out: torch.Tensor = x + self.mlp(self.ln2(x))
+        return out
 
 
 class GPT(nn.Module):
@@ -131,6 +134,7 @@ class GPT(nn.Module):
                 nn.init.normal_(p, mean=0.0, std=0.02)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h: torch.Tensor
         if self.tok_emb is not None:
             assert self.pos_emb is not None
             pos = torch.arange(x.shape[1], device=x.device)

@@ -100,10 +100,13 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--glob", help="glob of input files (quote it)")
     ap.add_argument("--output-dir", required=True, help="root directory of the outputs")
     ap.add_argument("--output-ext", default=None, help="replace each input's extension, e.g. .mp4")
-    ap.add_argument("--input-root", default=None, help="inputs' paths below this dir are kept under --output-dir (default: their common directory)")
+    ap.add_argument("--input-root", default=None,
+                    help="inputs' paths below this dir are kept under --output-dir (default: their common directory)")
     work = ap.add_mutually_exclusive_group(required=True)
-    work.add_argument("--command", help="command run per input, with {input} and {output} placeholders (no shell)")
-    work.add_argument("--callable", dest="callable_", metavar="MODULE:FUNCTION", help="python callable f(input_path, output_tmp_path)")
+    work.add_argument("--command",
+                      help="command run per input, with {input} and {output} placeholders (no shell)")
+    work.add_argument("--callable", dest="callable_", metavar="MODULE:FUNCTION",
+                      help="python callable f(input_path, output_tmp_path)")
     ap.add_argument("--timeout-s", default=None, help="per-input time limit for --command (default none)")
     ap.add_argument("--progress-every-s", default="30", help="rank 0 progress interval (default 30)")
     ap.add_argument("--json", default=None, help="write the final summary to this JSON file")
