@@ -132,3 +132,31 @@ def test_bad_flags_are_reported_together(tmp_path: Path, capsys: pytest.CaptureF
         parse_config(["--glob", str(tmp_path / "*"), "--output-dir", str(tmp_path),
                       "--callable", "workloads.batch_infer:nope"])
     assert "error: --callable: workloads.batch_infer has no callable 'nope'" in capsys.readouterr().err
+
+
+def test_input_list_maps_outputs_and_refuses_collisions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from workloads.shard_tasks import parse_config
+
+    for rel in ("videos/a/x.mov", "videos/b/x.mov", "videos/b/y.avi"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"")
+    lst = tmp_path / "videos" / "list.txt"
+    lst.write_text("# relative to this file\nb/y.avi\n\na/x.mov\n  b/x.mov  \n")
+    cfg = parse_config(["--inputs", str(lst), "--output-dir", str(tmp_path / "out"),
+                        "--output-ext", ".mp4", "--command", "true {input} {output}"])
+    assert [(str(i.relative_to(tmp_path)), str(o.relative_to(tmp_path))) for i, o in cfg.items] == [
+        ("videos/a/x.mov", "out/a/x.mp4"), ("videos/b/x.mov", "out/b/x.mp4"),
+        ("videos/b/y.avi", "out/b/y.mp4")]
+
+    (tmp_path / "videos/b/y.mov").write_bytes(b"")
+    lst.write_text("b/y.avi\nb/y.mov\na/x.mov\na/x.mov\n")
+    with pytest.raises(SystemExit):
+        parse_config(["--inputs", str(lst), "--output-dir", str(tmp_path / "out"),
+                      "--output-ext", ".mp4", "--command", "true {input} {output}"])
+    err = capsys.readouterr().err
+    assert "1 inputs listed more than once" in err
+    lst.write_text("b/y.avi\nb/y.mov\n")
+    with pytest.raises(SystemExit):
+        parse_config(["--inputs", str(lst), "--output-dir", str(tmp_path / "out"),
+                      "--output-ext", ".mp4", "--command", "true {input} {output}"])
+    assert f"would both write {tmp_path}/out/y.mp4" in capsys.readouterr().err
