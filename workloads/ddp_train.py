@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib
 import json
 import math
 import os
@@ -146,13 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _peak_from_catalog(instance_type: str, p: Problems) -> tuple[float | None, str | None]:
     try:
-        # By module name: workloads must not need the catalog to import or type-check.
-        catalog = importlib.import_module("components.catalog")
+        # Imported here: a run given --peak-tflops must not need the catalog at all.
+        from components.catalog import load_catalog
     except ImportError as e:
         p.add("--instance-type", f"the hardware catalog cannot be loaded ({e}); give --peak-tflops instead")
         return None, None
     try:
-        it = catalog.load_catalog().get(instance_type)
+        it = load_catalog().get(instance_type)
     except Exception as e:  # the catalog's own error names the allowed types
         p.add("--instance-type", str(e))
         return None, None

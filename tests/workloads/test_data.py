@@ -117,3 +117,15 @@ def test_windows_cover_each_shard_without_crossing(tmp_path: Path) -> None:
         ds[12]
     _, problems = check_shards(str(tmp_path / "*.bin"), seq_len=8, vocab_size=32)
     assert len(problems) == 2 and "larger than the model's --vocab-size 32" in problems[0][1]
+
+
+def test_mfu_peak_comes_from_the_catalog(tmp_path: Path) -> None:
+    from components.catalog import load_catalog
+    from workloads.ddp_train import parse_config
+
+    write_synthetic(out=tmp_path, shards=1, tokens_per_shard=100, vocab=64, seed=0)
+    cfg, _ = parse_config(["--data", str(tmp_path / "*.bin"), "--instance-type", "p5.48xlarge"])
+    it = load_catalog().get("p5.48xlarge")
+    assert cfg.peak_tflops == it.accelerator.peak_dense_bf16_tflops
+    assert cfg.peak_source is not None and "p5.48xlarge" in cfg.peak_source
+
