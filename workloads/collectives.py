@@ -24,8 +24,9 @@ for several ops (``-o all`` or a comma list) ``{"world_size", "backend", "wrong_
 without ``-c 1``, ``event_us`` is ``{"min","p50","p99"}`` on CUDA and null elsewhere).
 
 Test-only hooks (environment): ``GPUC_FAULT_RANK=R`` makes rank R add 1 to the first element
-of every checked result; ``GPUC_STALL_RANK=R`` makes rank R stop before the size
-``GPUC_STALL_SIZE`` (a size string; default the first size) as if its host had died.
+of every checked result (only at the sweep size ``GPUC_FAULT_SIZE`` when that is set);
+``GPUC_STALL_RANK=R`` makes rank R stop before the sweep size ``GPUC_STALL_SIZE`` (default
+the first size) as if its host had died.
 """
 
 from __future__ import annotations
@@ -730,15 +731,18 @@ class _Hooks:
     """Test-only faults, read from the environment once."""
 
     fault_rank: int | None
+    fault_size: int | None
     stall_rank: int | None
     stall_size: int | None
 
     @staticmethod
     def from_env() -> _Hooks:
-        size = os.environ.get("GPUC_STALL_SIZE", "").strip()
-        return _Hooks(fault_rank=_env_int("GPUC_FAULT_RANK"),
-                      stall_rank=_env_int("GPUC_STALL_RANK"),
-                      stall_size=parse_size(size) if size else None)
+        def size(name: str) -> int | None:
+            raw = os.environ.get(name, "").strip()
+            return parse_size(raw) if raw else None
+
+        return _Hooks(fault_rank=_env_int("GPUC_FAULT_RANK"), fault_size=size("GPUC_FAULT_SIZE"),
+                      stall_rank=_env_int("GPUC_STALL_RANK"), stall_size=size("GPUC_STALL_SIZE"))
 
 
 def measure_case(case: _Case, *, iters: int, warmup: int, check: bool, rt: _device.Runtime,
@@ -783,7 +787,7 @@ def run_op(op: str, cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: 
            watchdog: Watchdog | None = None, out: TextIO | None = None,
            hooks: _Hooks | None = None) -> OpResult:
     """Measure ``op`` over ``cfg``'s sweep on the default process group."""
-    hooks = hooks or _Hooks(fault_rank=None, stall_rank=None, stall_size=None)
+    hooks = hooks or _Hooks(fault_rank=None, fault_size=None, stall_rank=None, stall_size=None)
     dtype, type_name = DTYPES[cfg.dtype]
     n = rt.world_size
     sizes = cfg.sizes(rt.backend)
@@ -813,7 +817,8 @@ def run_op(op: str, cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: 
                 seconds, wrong, stats = measure_case(
                     case, iters=cfg.iters, warmup=cfg.warmup, check=cfg.check, rt=rt,
                     side_group=side_group, watchdog=watchdog, label=where,
-                    fault=hooks.fault_rank == rt.rank)
+                    fault=hooks.fault_rank == rt.rank
+                    and hooks.fault_size in (None, size))
             except RuntimeError as exc:  # gloo/NCCL timeouts and lost peers surface here
                 first = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
                 raise CollectiveTimeout(f"{where}: failed on rank {rt.rank}: {first}") from None
