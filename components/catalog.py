@@ -1,0 +1,255 @@
+"""The hardware catalog: instance shapes, fabrics, bandwidth floors and prices, with sources.
+
+Both sides of the project read it: components size the infrastructure from it, and the
+validation job judges a running cluster against it. It imports nothing from Pulumi so that
+workloads can use it on the cluster. The data lives in ``catalog.yaml`` beside this file; this
+module only loads, checks and types it, and derives the floors by the rule stated there.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping, cast
+
+import yaml
+
+CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
+
+Cloud = Literal["aws", "gcp", "azure"]
+Fabric = Literal["efa", "tcpx", "tcpxo", "rdma", "infiniband"]
+Basis = Literal["measured", "derived"]
+
+CLOUDS: tuple[Cloud, ...] = ("aws", "gcp", "azure")
+FABRICS: tuple[Fabric, ...] = ("efa", "tcpx", "tcpxo", "rdma", "infiniband")
+
+# The tiers the catalog's header states: warn under 90 % of a measured reference, fail under
+# 75 %; with no public measurement, a fraction of the NIC line rate.
+WARN_OF_REFERENCE = 0.90
+FAIL_OF_REFERENCE = 0.75
+WARN_OF_LINE_RATE = 0.45
+FAIL_OF_LINE_RATE = 0.35
+
+
+class CatalogError(LookupError):
+    """An instance type the catalog does not hold, or a malformed catalog file."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Source:
+    id: str
+    title: str
+    url: str
+    read: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Accelerator:
+    vendor: Literal["nvidia", "amd"]
+    """Who makes the GPU; decides the Kubernetes resource name and the collectives library."""
+    model: str
+    count: int
+    """GPUs per node."""
+    memory_gib: float
+    """Device memory per GPU."""
+    peak_dense_bf16_tflops: float
+    """Vendor's dense (no sparsity) bf16 tensor peak per GPU, the denominator of MFU."""
+    memory_bandwidth_tbps: float
+    """Vendor's device memory bandwidth per GPU in TB/s."""
+    source: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Network:
+    fabric: Fabric
+    total_gbps: float
+    """Aggregate GPU-fabric line rate per node in Gbit/s."""
+    network_cards: int
+    """AWS network cards (EFA layout), or NICs in total on GCP/Azure."""
+    efa_interfaces: int
+    """EFA interfaces a node can attach (AWS); 0 elsewhere."""
+    gpu_nics: int
+    """NICs dedicated to GPU traffic (GCP GPUDirect VPCs, Azure IB ports); 0 on AWS."""
+    gvnics: int
+    """GCP host (gVNIC) interfaces; 0 elsewhere."""
+    mtu: int
+    nic_type: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Software:
+    gpu_runtime: Literal["cuda", "rocm"]
+    collectives: Literal["nccl", "rccl"]
+    net_plugin: str
+    """The collectives' network plugin the fabric needs ('none' for native IB)."""
+    expected_transport: str
+    """What NCCL/RCCL logs when it uses the fabric; seeing only 'NET/Socket' means fallback."""
+    fabric_env: Mapping[str, str]
+    """Environment the launchers export for this fabric."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Busbw:
+    op: str
+    """The collective the references were measured with (nccl-tests name)."""
+    single_node_gbps: float
+    single_node_basis: Basis
+    multi_node_gbps: float | None
+    """Two-or-more-node reference at ``multi_node_message_bytes``; None when unpublished."""
+    multi_node_message_bytes: int
+    multi_node_basis: Basis
+    floor_warn_gbps: float
+    floor_fail_gbps: float
+    single_node_floor_warn_gbps: float
+    single_node_floor_fail_gbps: float
+    source: str
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Price:
+    usd_per_hour: float
+    date: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstanceType:
+    name: str
+    cloud: Cloud
+    accelerator: Accelerator
+    vcpu: int
+    host_memory_gib: float
+    network: Network
+    software: Software
+    busbw: Busbw
+    price: Price
+    locations: tuple[str, ...]
+    """Regions (AWS, Azure) or zones (GCP) where the type is offered."""
+    locations_source: str
+
+    @property
+    def gpus(self) -> int:
+        return self.accelerator.count
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    instances: Mapping[str, InstanceType]
+    sources: Mapping[str, Source] = field(default_factory=dict)
+
+    def get(self, name: str) -> InstanceType:
+        try:
+            return self.instances[name]
+        except KeyError:
+            raise CatalogError(
+                f"instance type {name!r} is not in the catalog (allowed: {', '.join(sorted(self.instances))})"
+            ) from None
+
+    def names(self, cloud: str | None = None) -> tuple[str, ...]:
+        return tuple(sorted(n for n, it in self.instances.items() if cloud is None or it.cloud == cloud))
+
+    def source(self, source_id: str) -> Source:
+        return self.sources[source_id]
+
+
+def _req(d: Mapping[str, Any], key: str, where: str) -> Any:
+    if d.get(key) is None:
+        raise CatalogError(f"{where}.{key}: missing in {CATALOG_PATH.name}")
+    return d[key]
+
+
+def _parse_instance(name: str, raw: Mapping[str, Any], fabrics: Mapping[str, Any], sources: Mapping[str, Source]) -> InstanceType:
+    where = f"instances.{name}"
+    cloud = _req(raw, "cloud", where)
+    if cloud not in CLOUDS:
+        raise CatalogError(f"{where}.cloud: {cloud!r} (allowed: {', '.join(CLOUDS)})")
+    acc = dict(_req(raw, "accelerator", where))
+    net = dict(_req(raw, "network", where))
+    net.setdefault("gvnics", 0)
+    fabric = net["fabric"]
+    if fabric not in fabrics:
+        raise CatalogError(f"{where}.network.fabric: {fabric!r} (allowed: {', '.join(fabrics)})")
+    sw_raw = _req(raw, "software", where)
+    fab = fabrics[fabric]
+    software = Software(
+        gpu_runtime=sw_raw["gpu_runtime"],
+        collectives=sw_raw["collectives"],
+        net_plugin=str(fab["collectives_plugin"]),
+        expected_transport=str(fab["expected_transport"]),
+        fabric_env={str(k): str(v) for k, v in fab["env"].items()},
+    )
+    bb = _req(raw, "busbw", where)
+    line_rate_gbytes = float(net["total_gbps"]) / 8.0
+    multi = bb.get("multi_node_gbps")
+    if multi is None:
+        warn, fail = WARN_OF_LINE_RATE * line_rate_gbytes, FAIL_OF_LINE_RATE * line_rate_gbytes
+        multi_basis: Basis = "derived"
+    else:
+        warn, fail = WARN_OF_REFERENCE * float(multi), FAIL_OF_REFERENCE * float(multi)
+        multi_basis = cast(Basis, bb.get("multi_node_basis", "measured"))
+    single = float(bb["single_node_gbps"])
+    busbw = Busbw(
+        op=str(bb["op"]),
+        single_node_gbps=single,
+        single_node_basis=cast(Basis, bb["single_node_basis"]),
+        multi_node_gbps=None if multi is None else float(multi),
+        multi_node_message_bytes=int(bb["multi_node_message_bytes"]),
+        multi_node_basis=multi_basis,
+        floor_warn_gbps=round(warn, 1),
+        floor_fail_gbps=round(fail, 1),
+        single_node_floor_warn_gbps=round(WARN_OF_REFERENCE * single, 1),
+        single_node_floor_fail_gbps=round(FAIL_OF_REFERENCE * single, 1),
+        source=str(bb["source"]),
+        note=str(bb.get("note", "")),
+    )
+    locations = raw.get("zones") if cloud == "gcp" else raw.get("regions")
+    loc_source = raw.get("zones_source") if cloud == "gcp" else raw.get("regions_source")
+    if not locations or not loc_source:
+        kind = "zones" if cloud == "gcp" else "regions"
+        raise CatalogError(f"{where}.{kind}: missing, or without {kind}_source")
+    it = InstanceType(
+        name=name,
+        cloud=cloud,
+        accelerator=Accelerator(**acc),
+        vcpu=int(_req(raw, "vcpu", where)),
+        host_memory_gib=float(_req(raw, "host_memory_gib", where)),
+        network=Network(**net),
+        software=software,
+        busbw=busbw,
+        price=Price(**{**_req(raw, "price", where), "date": str(raw["price"]["date"])}),
+        locations=tuple(str(x) for x in locations),
+        locations_source=str(loc_source),
+    )
+    for path, sid in (
+        ("accelerator.source", it.accelerator.source),
+        ("network.source", it.network.source),
+        ("busbw.source", it.busbw.source),
+        ("price.source", it.price.source),
+        ("locations source", it.locations_source),
+    ):
+        if sid not in sources:
+            raise CatalogError(f"{where}.{path}: unknown source id {sid!r}")
+    return it
+
+
+def parse_catalog(doc: Mapping[str, Any]) -> Catalog:
+    sources = {
+        sid: Source(id=sid, title=str(s["title"]), url=str(s["url"]), read=str(s["read"]))
+        for sid, s in doc["sources"].items()
+    }
+    fabrics = doc["fabrics"]
+    for fname, f in fabrics.items():
+        if f.get("source") not in sources:
+            raise CatalogError(f"fabrics.{fname}.source: unknown source id {f.get('source')!r}")
+    instances = {name: _parse_instance(name, raw, fabrics, sources) for name, raw in doc["instances"].items()}
+    return Catalog(instances=instances, sources=sources)
+
+
+@functools.cache
+def load_catalog(path: Path | None = None) -> Catalog:
+    """Load and check the catalog (cached: the file is read once per process)."""
+    with open(path or CATALOG_PATH, encoding="utf-8") as fh:
+        return parse_catalog(yaml.safe_load(fh))

@@ -1,0 +1,190 @@
+"""Run the real Pulumi program without the Pulumi engine, under Pulumi's own mock monitor.
+
+The offline plan and the unit tests both come through here. The program is the one
+``pulumi up`` runs (``components.program.build``); only the engine is replaced:
+
+* every resource registration is recorded with its parent, options and inputs, so the plan
+  can group resources by pillar and the tests can read any input;
+* invokes are answered by a strict table that each cloud package declares
+  (``components.<cloud>.mocks.INVOKES``): an invoke nobody declared fails the run loudly
+  instead of returning ``{}`` as Pulumi's default mock does;
+* provider-computed attributes (ARNs, DNS names, endpoints) come from each cloud's
+  ``COMPUTED`` table, so outputs that depend on them resolve to plausible values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import pulumi
+from pulumi.runtime import mocks as _mocks
+from pulumi.runtime.sync_await import _sync_await
+
+InvokeFn = Callable[[Mapping[str, Any]], dict[str, Any]]
+ComputedFn = Callable[[str, Mapping[str, Any]], dict[str, Any]]
+
+PROJECT = "gpu-cluster"
+CONFIG_KEY = "gpu-cluster:cluster"
+
+
+class UnknownInvokeError(RuntimeError):
+    """The program called a provider function the offline engine was not told about."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recorded:
+    """One resource registration as the engine would have received it."""
+
+    type: str
+    name: str
+    urn: str
+    parent: str
+    """URN of the parent resource ('' for the stack's direct children)."""
+    custom: bool
+    """False for component resources (pure grouping), True for provider resources."""
+    inputs: dict[str, Any]
+    protect: bool = False
+    retain_on_delete: bool = False
+    delete_before_replace: bool = False
+    ignore_changes: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class OfflineRun:
+    stack: str
+    resources: list[Recorded] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    invokes: list[str] = field(default_factory=list)
+
+    def of_type(self, type_token: str) -> list[Recorded]:
+        return [r for r in self.resources if r.type == type_token]
+
+    def one(self, type_token: str) -> Recorded:
+        found = self.of_type(type_token)
+        if len(found) != 1:
+            raise AssertionError(f"expected one {type_token}, found {len(found)}: {[r.name for r in found]}")
+        return found[0]
+
+    def by_urn(self) -> dict[str, Recorded]:
+        return {r.urn: r for r in self.resources}
+
+    def ancestors(self, res: Recorded) -> list[Recorded]:
+        index = self.by_urn()
+        chain: list[Recorded] = []
+        parent = res.parent
+        while parent and parent in index:
+            chain.append(index[parent])
+            parent = index[parent].parent
+        return chain
+
+
+class _StrictMocks(pulumi.runtime.Mocks):
+    def __init__(self, invokes: Mapping[str, InvokeFn], computed: Mapping[str, ComputedFn], run: OfflineRun):
+        self._invokes = invokes
+        self._computed = computed
+        self._run = run
+
+    def new_resource(self, args: _mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        state = dict(args.inputs)
+        fn = self._computed.get(args.typ)
+        if fn is not None:
+            state.update(fn(args.name, args.inputs))
+        return f"{args.name}-id", state
+
+    def call(self, args: _mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        fn = self._invokes.get(args.token)
+        if fn is None:
+            raise UnknownInvokeError(
+                f"offline engine: the program invoked {args.token} with {dict(args.args)!r}, which no cloud "
+                "package declared in its mocks.INVOKES; declare it (camelCase answer) or stop calling it"
+            )
+        self._run.invokes.append(args.token)
+        return fn(args.args), None
+
+
+class _RecordingMonitor(_mocks.MockMonitor):
+    def __init__(self, mocks: _StrictMocks, run: OfflineRun):
+        super().__init__(mocks)
+        self._run = run
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
+        if request.type != "pulumi:pulumi:Stack":
+            registered = self.resources.get(response.urn)
+            self._run.resources.append(
+                Recorded(
+                    type=request.type,
+                    name=request.name,
+                    urn=response.urn,
+                    parent=request.parent,
+                    custom=bool(request.custom),
+                    inputs=_plain(dict(registered.state)) if registered else {},
+                    protect=bool(request.protect),
+                    retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
+                    delete_before_replace=bool(request.deleteBeforeReplace),
+                    ignore_changes=tuple(request.ignoreChanges),
+                )
+            )
+        return response
+
+
+def _plain(value: Any) -> Any:
+    """Inputs as JSON-able data (mock numbers come back as floats; keep them as given)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def _tables(cloud: str) -> tuple[Mapping[str, InvokeFn], Mapping[str, ComputedFn]]:
+    import importlib
+
+    mod = importlib.import_module(f"components.{cloud}.mocks")
+    invokes: dict[str, InvokeFn] = dict(getattr(mod, "INVOKES"))
+    computed: dict[str, ComputedFn] = dict(getattr(mod, "COMPUTED"))
+    # The in-cluster add-ons (pulumi-kubernetes) are shared by EKS and GKE.
+    try:
+        k8s = importlib.import_module("components.k8s.mocks")
+    except ModuleNotFoundError:
+        return invokes, computed
+    invokes.update(getattr(k8s, "INVOKES", {}))
+    computed.update(getattr(k8s, "COMPUTED", {}))
+    return invokes, computed
+
+
+def run_offline(stack: str, cluster: Mapping[str, Any], extra_config: Mapping[str, str] | None = None) -> OfflineRun:
+    """Run ``components.program.build`` for one stack's cluster object and record everything.
+
+    ``cluster`` is the raw ``gpu-cluster:cluster`` object: the program parses it itself,
+    exactly as under ``pulumi up``, so spec errors surface the same way.
+    """
+    from components import program
+
+    os.environ["PULUMI_ERROR_OUTPUT_STRING"] = "1"  # an Output in an f-string raises
+    cloud = str(cluster.get("cloud", "aws")) if isinstance(cluster, Mapping) else "aws"
+    invokes, computed = _tables(cloud if cloud in ("aws", "gcp") else "aws")
+    run = OfflineRun(stack=stack)
+    mocks = _StrictMocks(invokes, computed, run)
+    monitor = _RecordingMonitor(mocks, run)
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    config = {CONFIG_KEY: json.dumps(cluster)}
+    config.update(extra_config or {})
+    pulumi.runtime.set_all_config(config)
+
+    settings = pulumi.runtime.settings.SETTINGS
+    settings.rpc_manager.clear()
+    settings.outputs.clear()
+
+    def body() -> None:
+        outputs = program.build()
+        resolved = _sync_await(pulumi.Output.all(**outputs).future()) if outputs else {}
+        run.outputs = _plain(resolved or {})
+
+    _sync_await(pulumi.runtime.stack.run_pulumi_func(body))
+    return run

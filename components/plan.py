@@ -1,0 +1,256 @@
+"""Offline plan: what a stack will create, cost and must achieve, with no cloud account.
+
+    python -m components.plan STACK [--json PATH|-]
+    python -m components.plan --all
+
+STACK is a bundled stack's name (``aws-h100-eks``) or a path to a stack file. The real Pulumi
+program runs under Pulumi's mock engine (components/engine.py): every resource it would
+register is listed, grouped by pillar, followed by a summary: nodes and GPUs, interconnect,
+storage, orchestrator, estimated cost, and the bus-bandwidth floor the validation job will hold
+the cluster to. It is a plan of intent, not a diff against what exists in the cloud.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence, TextIO
+
+from components.catalog import load_catalog
+from components.cluster import PILLARS
+from components.engine import OfflineRun, Recorded, run_offline
+from components.spec import ClusterSpec, SpecError, bundled_stacks, default_name, parse_spec, read_stack_file
+
+OFFLINE_NOTE = (
+    "offline plan: the real Pulumi program ran under Pulumi's mock engine; no cloud was contacted, "
+    "and this is not a diff against what already exists"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Summary:
+    stack: str
+    cloud: str
+    region: str
+    zone: str
+    nodes: int
+    instance_type: str
+    gpus_per_node: int
+    total_gpus: int
+    gpu_model: str
+    gpu_vendor: str
+    capacity: str
+    fabric: str
+    fabric_interfaces_per_node: int
+    mtu: int
+    placement: bool
+    storage_size_gib: int
+    storage_throughput_mbps_per_tib: int
+    storage_aggregate_mbps: int
+    storage_import_path: str | None
+    orchestrator: str
+    usd_per_hour: float
+    usd_per_day: float
+    price_date: str
+    price_source: str
+    price_note: str
+    busbw_op: str
+    busbw_message_bytes: int
+    busbw_reference_gbps: float | None
+    busbw_basis: str
+    busbw_floor_warn_gbps: float
+    busbw_floor_fail_gbps: float
+    busbw_source: str
+    resources: int
+    resources_by_pillar: dict[str, int]
+
+
+def pillar_of(run: OfflineRun, res: Recorded) -> str:
+    """The pillar a resource belongs to: the nearest ancestor (or itself) typed gpu-cluster:<cloud>:<Pillar>."""
+    for node in [res, *run.ancestors(res)]:
+        parts = node.type.split(":")
+        if len(parts) == 3 and parts[0] == "gpu-cluster" and parts[2] in PILLARS:
+            return parts[2]
+    return "Cluster"
+
+
+def _is_listed(res: Recorded) -> bool:
+    # Our own grouping components are headers, not things the cloud creates.
+    return not res.type.startswith("gpu-cluster:")
+
+
+def summarize(stack: str, spec: ClusterSpec, run: OfflineRun) -> Summary:
+    it = load_catalog().get(spec.compute.instance_type)
+    per_hour = spec.compute.nodes * it.price.usd_per_hour
+    note = "GPU nodes at the on-demand price; storage, control plane and data transfer not included"
+    if spec.compute.capacity.type == "spot":
+        note = "spot capacity is billed at the spot price; the on-demand price is shown as the ceiling"
+    elif spec.compute.capacity.type in ("reservation", "capacity-block"):
+        note = f"{spec.compute.capacity.type} is billed at its own rate (often prepaid); on-demand shown for scale"
+    interfaces = it.network.efa_interfaces if it.network.fabric == "efa" else it.network.gpu_nics
+    listed = [r for r in run.resources if _is_listed(r)]
+    by_pillar: dict[str, int] = {}
+    for r in listed:
+        p = pillar_of(run, r)
+        by_pillar[p] = by_pillar.get(p, 0) + 1
+    lustre = spec.storage.lustre
+    return Summary(
+        stack=stack,
+        cloud=spec.cloud,
+        region=spec.region,
+        zone=spec.zone,
+        nodes=spec.compute.nodes,
+        instance_type=it.name,
+        gpus_per_node=it.accelerator.count,
+        total_gpus=spec.compute.nodes * it.accelerator.count,
+        gpu_model=it.accelerator.model,
+        gpu_vendor=it.accelerator.vendor,
+        capacity=spec.compute.capacity.type,
+        fabric=it.network.fabric,
+        fabric_interfaces_per_node=interfaces,
+        mtu=it.network.mtu,
+        placement=spec.interconnect.placement,
+        storage_size_gib=lustre.size_gib,
+        storage_throughput_mbps_per_tib=lustre.throughput_mbps_per_tib,
+        storage_aggregate_mbps=int(lustre.size_gib / 1024 * lustre.throughput_mbps_per_tib),
+        storage_import_path=lustre.import_path,
+        orchestrator=spec.orchestration.kind,
+        usd_per_hour=round(per_hour, 2),
+        usd_per_day=round(per_hour * 24, 2),
+        price_date=it.price.date,
+        price_source=load_catalog().source(it.price.source).url,
+        price_note=note,
+        busbw_op=it.busbw.op,
+        busbw_message_bytes=it.busbw.multi_node_message_bytes,
+        busbw_reference_gbps=it.busbw.multi_node_gbps,
+        busbw_basis=it.busbw.multi_node_basis,
+        busbw_floor_warn_gbps=it.busbw.floor_warn_gbps,
+        busbw_floor_fail_gbps=it.busbw.floor_fail_gbps,
+        busbw_source=load_catalog().source(it.busbw.source).url,
+        resources=len(listed),
+        resources_by_pillar=by_pillar,
+    )
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:g} GiB"
+
+
+def render(summary: Summary, run: OfflineRun, out: TextIO) -> None:
+    w = out.write
+    w(f"== {summary.stack}: {summary.nodes} x {summary.instance_type} on {summary.cloud} "
+      f"({summary.region}/{summary.zone}), {summary.orchestrator}\n")
+    w(f"   ({OFFLINE_NOTE})\n\n")
+    groups: dict[str, list[Recorded]] = {p: [] for p in (*PILLARS, "Cluster")}
+    for r in run.resources:
+        if _is_listed(r):
+            groups[pillar_of(run, r)].append(r)
+    width = max((len(r.type) for r in run.resources), default=20)
+    for pillar, items in groups.items():
+        if not items:
+            continue
+        w(f"{pillar} ({len(items)})\n")
+        for r in items:
+            flags = " [protected]" if r.protect else " [retained on delete]" if r.retain_on_delete else ""
+            w(f"  + {r.type:<{width}}  {r.name}{flags}\n")
+        w("\n")
+    s = summary
+    interfaces = (f"{s.fabric_interfaces_per_node} EFA interfaces per node" if s.fabric == "efa"
+                  else f"{s.fabric_interfaces_per_node} GPU NICs per node, MTU {s.mtu}")
+    placement = "placement group/compact policy" if s.placement else "no placement group (capacity is pre-placed or placement off)"
+    ref = (f"reference {s.busbw_reference_gbps:g} GB/s measured" if s.busbw_reference_gbps is not None
+           else "no public measurement: floor derived from the NIC line rate")
+    rows = [
+        ("nodes", f"{s.nodes} x {s.instance_type} = {s.total_gpus} x {s.gpu_vendor.upper()} {s.gpu_model} ({s.capacity})"),
+        ("interconnect", f"{s.fabric.upper()}, {interfaces}, {placement}"),
+        ("storage", f"Lustre {s.storage_size_gib} GiB at {s.storage_throughput_mbps_per_tib} MB/s/TiB "
+                    f"(~{s.storage_aggregate_mbps} MB/s aggregate)"
+                    + (f", imports {s.storage_import_path}" if s.storage_import_path else "")),
+        ("orchestrator", s.orchestrator),
+        ("cost", f"${s.usd_per_hour:,.2f}/hour, ${s.usd_per_day:,.2f}/day ({s.price_note}; prices of {s.price_date})"),
+        ("busbw floor", f"{s.busbw_op} at {_gib(s.busbw_message_bytes)}: warn < {s.busbw_floor_warn_gbps:g} GB/s, "
+                        f"fail < {s.busbw_floor_fail_gbps:g} GB/s ({ref})"),
+        ("resources", f"{s.resources} (" + ", ".join(f"{k} {v}" for k, v in s.resources_by_pillar.items()) + ")"),
+    ]
+    w("Summary\n")
+    for key, value in rows:
+        w(f"  {key:<13} {value}\n")
+
+
+def plan_stack(stack: str) -> tuple[Summary, OfflineRun]:
+    """Parse the stack (SpecError on a bad one), run the program offline, summarize."""
+    name, raw = read_stack_file(stack)
+    spec = parse_spec(raw, default_name=default_name(name))
+    run = run_offline(name, raw)
+    return summarize(name, spec, run), run
+
+
+def to_json(summary: Summary, run: OfflineRun) -> dict[str, Any]:
+    names = {r.urn: r.name for r in run.resources}
+    return {
+        "stack": summary.stack,
+        "offline": True,
+        "note": OFFLINE_NOTE,
+        "resources": [
+            {"type": r.type, "name": r.name, "parent": names.get(r.parent, ""), "pillar": pillar_of(run, r),
+             "protect": r.protect, "inputs": r.inputs}
+            for r in run.resources if _is_listed(r)
+        ],
+        "outputs": run.outputs,
+        "summary": asdict(summary),
+    }
+
+
+def _write_atomically(path: str, text: str) -> None:
+    """A reader never sees half a plan: write beside the target, then rename over it."""
+    import os
+
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m components.plan", description=__doc__.split("\n\n")[0])
+    ap.add_argument("stack", nargs="?", help="bundled stack name or stack file path")
+    ap.add_argument("--all", action="store_true", help="plan every bundled stack")
+    ap.add_argument("--json", metavar="PATH", help="write the plan as JSON to PATH ('-' for stdout)")
+    args = ap.parse_args(argv)
+    if bool(args.stack) == bool(args.all):
+        ap.error(f"give one STACK or --all (bundled stacks: {', '.join(bundled_stacks())})")
+    stacks = bundled_stacks() if args.all else [args.stack]
+    failed: list[str] = []
+    documents = []
+    for i, stack in enumerate(stacks, 1):
+        if args.all:
+            print(f"[{i}/{len(stacks)}] planning {stack} ...", file=sys.stderr, flush=True)
+        started = time.perf_counter()
+        try:
+            summary, run = plan_stack(stack)
+        except SpecError as err:
+            print(f"gpu-cluster: {stack}: {err.render()}", file=sys.stderr)
+            failed.append(stack)
+            continue
+        out = sys.stderr if args.json == "-" else sys.stdout
+        render(summary, run, out)
+        out.write(f"  {'planned in':<13} {time.perf_counter() - started:.2f} s\n\n")
+        documents.append(to_json(summary, run))
+    if args.json and documents:
+        payload: Any = documents[0] if len(documents) == 1 else documents
+        text = json.dumps(payload, indent=2, sort_keys=False, default=str)
+        if args.json == "-":
+            print(text)
+        else:
+            _write_atomically(args.json, text + "\n")
+    if failed:
+        print(f"gpu-cluster: {len(failed)} stack(s) have errors: {', '.join(failed)}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

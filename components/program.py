@@ -1,0 +1,28 @@
+"""The Pulumi program body, shared by ``__main__.py`` (``pulumi up``) and the offline engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from components.cluster import GpuCluster
+from components.spec import SpecError, default_name, parse_spec
+
+
+def spec_from_config() -> Any:
+    """The stack's cluster spec, or Pulumi's input-property error listing every problem."""
+    raw = pulumi.Config("gpu-cluster").require_object("cluster")
+    try:
+        return parse_spec(raw, default_name=default_name(pulumi.get_stack()))
+    except SpecError as err:
+        raise pulumi.InputPropertiesError(
+            err.render(),
+            [{"property_path": f"gpu-cluster:cluster.{path}", "reason": reason} for path, reason in err.problems],
+        ) from None
+
+
+def build() -> dict[str, Any]:
+    spec = spec_from_config()
+    cluster = GpuCluster(spec.name, spec)
+    return dict(cluster.outputs)

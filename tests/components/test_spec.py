@@ -1,0 +1,217 @@
+"""The stack spec: every bundled stack parses; every kind of mistake names its path and what is allowed."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import yaml
+
+from components.spec import SpecError, bundled_stacks, load_stack, parse_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def aws_base() -> dict[str, Any]:
+    return {
+        "name": "test",
+        "cloud": "aws",
+        "region": "us-east-1",
+        "zone": "us-east-1a",
+        "compute": {"instance_type": "p5.48xlarge", "nodes": 2, "capacity": {"type": "on-demand"}},
+        "storage": {"lustre": {"size_gib": 2400, "throughput_mbps_per_tib": 250, "import_path": "s3://b/p"}},
+        "orchestration": {"kind": "eks"},
+        "tags": {"team": "x"},
+    }
+
+
+def gcp_base() -> dict[str, Any]:
+    return {
+        "cloud": "gcp",
+        "region": "us-central1",
+        "zone": "us-central1-a",
+        "compute": {"instance_type": "a3-megagpu-8g", "nodes": 2},
+        "storage": {"lustre": {"size_gib": 18000, "throughput_mbps_per_tib": 250}},
+        "orchestration": {"kind": "gke"},
+    }
+
+
+def problems(obj: Any) -> list[tuple[str, str]]:
+    with pytest.raises(SpecError) as info:
+        parse_spec(obj)
+    return info.value.problems
+
+
+def paths(obj: Any) -> list[str]:
+    return [p for p, _ in problems(obj)]
+
+
+@pytest.mark.parametrize("stack", bundled_stacks())
+def test_every_bundled_stack_parses(stack: str) -> None:
+    name, spec = load_stack(stack)
+    assert name == stack
+    assert spec.compute.nodes >= 1
+    assert spec.instance.cloud == spec.cloud
+
+
+def test_valid_spec_is_typed_and_frozen() -> None:
+    spec = parse_spec(aws_base())
+    assert spec.compute.instance_type == "p5.48xlarge"
+    assert spec.total_gpus == 16
+    assert spec.interconnect.placement is True
+    with pytest.raises(AttributeError):
+        spec.region = "x"  # type: ignore[misc]
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def apply(obj: dict[str, Any]) -> None:
+        keys = path.split(".")
+        node = obj
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+        node[keys[-1]] = value
+    return apply
+
+
+def _drop(path: str) -> Callable[[dict[str, Any]], None]:
+    def apply(obj: dict[str, Any]) -> None:
+        keys = path.split(".")
+        node = obj
+        for k in keys[:-1]:
+            node = node[k]
+        del node[keys[-1]]
+    return apply
+
+
+# (kind of mistake, mutation, expected path, a word the reason must contain)
+MISTAKES: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
+    ("unknown cloud", _set("cloud", "oracle"), "cloud", "allowed: aws, gcp"),
+    ("azure without components", _set("cloud", "azure"), "cloud", "no components"),
+    ("missing region", _drop("region"), "region", "required"),
+    ("malformed region", _set("region", "US East"), "region", "malformed"),
+    ("zone of another region", _set("zone", "us-west-2a"), "zone", "not a zone of region"),
+    ("several zones", _set("zone", ["us-east-1a", "us-east-1b"]), "zone", "one zone"),
+    ("unknown instance type", _set("compute.instance_type", "p9.huge"), "compute.instance_type", "allowed: p4d.24xlarge"),
+    ("type of another cloud", _set("compute.instance_type", "a3-megagpu-8g"), "compute.instance_type", "gcp type"),
+    ("type not offered in region", _set("region", "af-south-1"), "region", "not offered"),
+    ("zero nodes", _set("compute.nodes", 0), "compute.nodes", "1..2048"),
+    ("nodes as text", _set("compute.nodes", "four"), "compute.nodes", "expected an integer"),
+    ("unknown capacity", _set("compute.capacity", {"type": "free"}), "compute.capacity.type", "allowed: on-demand"),
+    ("block without id", _set("compute.capacity", {"type": "capacity-block"}), "compute.capacity.id", "cr-"),
+    ("malformed reservation id", _set("compute.capacity", {"type": "reservation", "id": "res-1"}), "compute.capacity.id", "hex"),
+    ("placement on a block", lambda o: (o["compute"].update(capacity={"type": "capacity-block", "id": "cr-0123456789abcdef0"}),
+                                        o.update(interconnect={"placement": True})), "interconnect.placement", "already placed"),
+    ("placement not a bool", _set("interconnect.placement", "yes"), "interconnect.placement", "allowed: auto, true, false"),
+    ("lustre size", _set("storage.lustre.size_gib", 3000), "storage.lustre.size_gib", "PERSISTENT_2"),
+    ("lustre throughput", _set("storage.lustre.throughput_mbps_per_tib", 200), "storage.lustre.throughput_mbps_per_tib", "125, 250, 500, 1000"),
+    ("import path scheme", _set("storage.lustre.import_path", "gs://b"), "storage.lustre.import_path", "s3://"),
+    ("export without import", lambda o: (o["storage"]["lustre"].pop("import_path"),
+                                         o["storage"]["lustre"].update(export_path="s3://b/out")), "storage.lustre.export_path", "import path"),
+    ("orchestrator of another cloud", _set("orchestration.kind", "gke"), "orchestration.kind", "does not run on aws"),
+    ("kubernetes version as number", _set("orchestration.kubernetes_version", 1.30), "orchestration.kubernetes_version", "quote"),
+    ("api open to the world", _set("orchestration.api_access_cidrs", ["0.0.0.0/0"]), "orchestration.api_access_cidrs[0]", "whole internet"),
+    ("bad cidr", _set("orchestration.api_access_cidrs", ["300.1.1.1/8"]), "orchestration.api_access_cidrs[0]", "not a CIDR"),
+    ("slurm key on eks", _set("orchestration.partition", "gpu"), "orchestration.partition", "only applies to slurm"),
+    ("public vpc range", _set("network.cidr", "8.8.0.0/16"), "network.cidr", "private"),
+    ("misspelt key", _set("compute.instance_typ", "p5.48xlarge"), "compute.instance_typ", "unknown key"),
+    ("unknown top-level key", _set("colour", "blue"), "colour", "unknown key"),
+    ("reserved tag", _set("tags", {"aws:owner": "me"}), "tags.aws:owner", "reserved"),
+    ("bad name", _set("name", "Big Cluster"), "name", "malformed"),
+]
+
+
+@pytest.mark.parametrize("kind,mutate,path,word", MISTAKES, ids=[m[0] for m in MISTAKES])
+def test_each_mistake_names_its_path(kind: str, mutate: Callable[[dict[str, Any]], None], path: str, word: str) -> None:
+    obj = aws_base()
+    mutate(obj)
+    found = problems(obj)
+    matching = [reason for p, reason in found if p == path]
+    assert matching, f"{kind}: expected a problem at {path}, got {found}"
+    assert any(word in reason for reason in matching), f"{kind}: {matching} lacks {word!r}"
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    obj = aws_base()
+    obj["compute"]["nodes"] = -1
+    obj["storage"]["lustre"]["size_gib"] = 5
+    obj["orchestration"]["kind"] = "nomad"
+    obj["zone"] = "eu-west-1a"
+    got = paths(obj)
+    assert {"compute.nodes", "storage.lustre.size_gib", "orchestration.kind", "zone"} <= set(got)
+
+
+def test_not_a_mapping_at_all() -> None:
+    assert problems("just a string")[0][1].startswith("expected a mapping")
+    assert "compute" in paths({"cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "compute": [1],
+                               "storage": {}, "orchestration": {}})
+
+
+def test_placement_derived_from_capacity() -> None:
+    obj = aws_base()
+    obj["compute"]["capacity"] = {"type": "reservation", "id": "cr-0123456789abcdef0"}
+    assert parse_spec(obj).interconnect.placement is False
+    obj["interconnect"] = {"placement": False}
+    assert parse_spec(obj).interconnect.placement is False
+    base = aws_base()
+    base["interconnect"] = {"placement": False}
+    assert parse_spec(base).interconnect.placement is False
+
+
+GCP_MISTAKES: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
+    ("zone without the type", _set("zone", "us-central1-f"), "zone", "not offered"),
+    ("capacity block is AWS only", _set("compute.capacity", {"type": "capacity-block", "id": "x"}), "compute.capacity.type", "flex-start"),
+    ("lustre throughput", _set("storage.lustre.throughput_mbps_per_tib", 300), "storage.lustre.throughput_mbps_per_tib", "125"),
+    ("lustre size step", _set("storage.lustre.size_gib", 20000), "storage.lustre.size_gib", "Managed Lustre"),
+    ("export on gcp", lambda o: o["storage"]["lustre"].update(import_path="gs://b/x", export_path="gs://b/y"),
+     "storage.lustre.export_path", "aws only"),
+    ("upper-case label", _set("tags", {"Team": "x"}), "tags.Team", "lower-case"),
+    ("eks on gcp", _set("orchestration.kind", "eks"), "orchestration.kind", "does not run on gcp"),
+]
+
+
+@pytest.mark.parametrize("kind,mutate,path,word", GCP_MISTAKES, ids=[m[0] for m in GCP_MISTAKES])
+def test_gcp_mistakes(kind: str, mutate: Callable[[dict[str, Any]], None], path: str, word: str) -> None:
+    obj = gcp_base()
+    parse_spec(copy.deepcopy(obj))
+    mutate(obj)
+    found = problems(obj)
+    assert any(p == path and word in r for p, r in found), f"{kind}: {found}"
+
+
+def _write_stack(tmp_path: Path, cluster: Any) -> Path:
+    path = tmp_path / "Pulumi.bad.yaml"
+    path.write_text(yaml.safe_dump({"config": {"gpu-cluster:cluster": cluster}}))
+    return path
+
+
+@pytest.mark.parametrize("module", ["components.spec", "components.plan"])
+def test_cli_exits_2_with_the_list_and_no_traceback(tmp_path: Path, module: str) -> None:
+    obj = aws_base()
+    obj["compute"]["nodes"] = 0
+    obj["storage"]["lustre"]["throughput_mbps_per_tib"] = 7
+    path = _write_stack(tmp_path, obj)
+    proc = subprocess.run([sys.executable, "-m", module, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "compute.nodes: 0 is out of range (allowed: 1..2048)" in proc.stderr
+    assert "storage.lustre.throughput_mbps_per_tib" in proc.stderr
+
+
+def test_unreadable_stack_files(tmp_path: Path) -> None:
+    broken = tmp_path / "Pulumi.broken.yaml"
+    broken.write_text("config:\n  gpu-cluster:cluster: {cloud: aws\n")
+    with pytest.raises(SpecError) as info:
+        load_stack(str(broken))
+    assert "not valid YAML at line" in info.value.problems[0][1]
+    missing_key = tmp_path / "Pulumi.nokey.yaml"
+    missing_key.write_text("config:\n  aws:region: us-east-1\n")
+    with pytest.raises(SpecError) as info:
+        load_stack(str(missing_key))
+    assert info.value.problems[0][0] == "config.gpu-cluster:cluster"
+    with pytest.raises(SpecError) as info:
+        load_stack("no-such-stack")
+    assert "aws-h100-eks" in info.value.problems[0][1] and "no such stack file" in info.value.problems[0][1]
