@@ -80,7 +80,7 @@ _EXACT_LIMIT: dict[torch.dtype, int] = {
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
-_CHUNK = 1 << 22  # elements per step when filling/checking, bounds the check's extra memory
+_CHUNK = 1 << 20  # elements per step when filling/checking, bounds the check's extra memory
 
 
 # ----------------------------------------------------------------------------- pure helpers
@@ -575,7 +575,7 @@ def _count_wrong(buf: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) 
 
 
 @dataclass(slots=True, kw_only=True)
-class _Case:
+class Case:
     """Buffers and the launch of one (op, size, placement)."""
 
     launch: Callable[[], None]
@@ -595,8 +595,8 @@ def _collective(name: str) -> Callable[..., Any]:
     return fn  # type: ignore[no-any-return]
 
 
-def _make_case(op: str, lay: Layout, *, in_place: bool, rank: int, n: int,
-               dtype: torch.dtype, device: torch.device, group: Any) -> _Case | None:
+def make_case(op: str, lay: Layout, *, in_place: bool, rank: int, n: int,
+               dtype: torch.dtype, device: torch.device, group: Any) -> Case | None:
     """None where torch has no in-place form (all_to_all: send and receive may not alias)."""
     pm = _plain_modulus(dtype)
     ma, mb = _reduce_moduli(dtype, n)
@@ -612,8 +612,12 @@ def _make_case(op: str, lay: Layout, *, in_place: bool, rank: int, n: int,
         return n * (idx % ma) + rank_sum
 
     c = lay.count
-    send = torch.zeros(lay.send_elems, dtype=dtype, device=device)
-    recv = torch.zeros(lay.recv_elems, dtype=dtype, device=device)
+    # In-place rows use one buffer; the other is left empty so the row holds no more memory
+    # (and disturbs the allocator no more) than a bare call would.
+    need_send = not (in_place and op == "all_gather")
+    need_recv = not in_place or op == "all_gather"
+    send = torch.zeros(lay.send_elems if need_send else 0, dtype=dtype, device=device)
+    recv = torch.zeros(lay.recv_elems if need_recv else 0, dtype=dtype, device=device)
 
     if op == "all_reduce":
         buf = send if in_place else recv
@@ -627,7 +631,7 @@ def _make_case(op: str, lay: Layout, *, in_place: bool, rank: int, n: int,
             recv.zero_()
             _fill(send, red_in)
 
-        return _Case(launch=launch_ar, prepare=prepare_ar, result=buf, expected=red_sum,
+        return Case(launch=launch_ar, prepare=prepare_ar, result=buf, expected=red_sum,
                      buffers=[send, recv])
 
     if op == "broadcast":
@@ -645,7 +649,7 @@ def _make_case(op: str, lay: Layout, *, in_place: bool, rank: int, n: int,
             if rank == root:
                 _fill(send, lambda idx: plain(root, idx))
 
-        return _Case(launch=launch_bc, prepare=prepare_bc, result=buf,
+        return Case(launch=launch_bc, prepare=prepare_bc, result=buf,
                      expected=lambda idx: plain(root, idx), buffers=[send, recv])
 
     if op == "all_gather":
@@ -657,7 +661,7 @@ def _make_case(op: str, lay: Layout, *, in_place: bool, rank: int, n: int,
             recv.zero_()
             _fill(inp, lambda idx: plain(rank, idx))
 
-        return _Case(launch=lambda: gather(out, inp, group=group), prepare=prepare_ag,
+        return Case(launch=lambda: gather(out, inp, group=group), prepare=prepare_ag,
                      result=out, expected=lambda idx: plain(idx // c, idx % c),
                      buffers=[send, recv])
 
@@ -669,7 +673,7 @@ def _make_case(op: str, lay: Layout, *, in_place: bool, rank: int, n: int,
             recv.zero_()
             _fill(send, red_in)
 
-        return _Case(launch=lambda: scatter(out, send, group=group), prepare=prepare_rs,
+        return Case(launch=lambda: scatter(out, send, group=group), prepare=prepare_rs,
                      result=out, expected=lambda idx: red_sum(rank * c + idx),
                      buffers=[send, recv])
 
@@ -681,7 +685,7 @@ def _make_case(op: str, lay: Layout, *, in_place: bool, rank: int, n: int,
             recv.zero_()
             _fill(send, lambda idx: plain(rank, idx))
 
-        return _Case(launch=lambda: dist.all_to_all_single(recv, send, group=group),
+        return Case(launch=lambda: dist.all_to_all_single(recv, send, group=group),
                      prepare=prepare_a2a, result=recv,
                      expected=lambda idx: plain(idx // c, rank * c + idx % c),
                      buffers=[send, recv])
@@ -745,7 +749,7 @@ class _Hooks:
                       stall_rank=_env_int("GPUC_STALL_RANK"), stall_size=size("GPUC_STALL_SIZE"))
 
 
-def measure_case(case: _Case, *, iters: int, warmup: int, check: bool, rt: _device.Runtime,
+def measure_case(case: Case, *, iters: int, warmup: int, check: bool, rt: _device.Runtime,
                  side_group: Any, watchdog: Watchdog | None, label: str,
                  fault: bool = False) -> tuple[float, int | None, EventStats | None]:
     """Warm up, time, (on GPU) event-time and check one case.
@@ -806,7 +810,7 @@ def run_op(op: str, cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: 
             continue
         pair: list[Row | None] = []
         for in_place in (False, True):
-            case = _make_case(op, lay, in_place=in_place, rank=rt.rank, n=n, dtype=dtype,
+            case = make_case(op, lay, in_place=in_place, rank=rt.rank, n=n, dtype=dtype,
                               device=rt.device, group=None)
             if case is None:
                 pair.append(None)
