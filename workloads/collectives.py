@@ -506,6 +506,11 @@ class Watchdog:
                 os._exit(EXIT_HANG)
 
 
+def grace_s(timeout_s: float) -> float:
+    """Slack between the arrival timeout, the watchdog and the process group's own timeout."""
+    return max(5.0, 0.5 * timeout_s)
+
+
 def _missing_ranks(message: str) -> list[int] | None:
     m = re.search(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier", message)
     if m is None:
@@ -856,7 +861,9 @@ def run_collectives(cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: 
     entry point). ``out`` receives the nccl-tests table (pass it on rank 0 only).
 
     Raises :class:`CollectiveTimeout` when a rank does not arrive within ``cfg.timeout_s``;
-    a collective that never finishes ends the process (exit 3) from a watchdog thread.
+    a collective that never finishes ends the process (exit 3) from a watchdog thread. Start
+    the default group with a timeout of at least ``cfg.timeout_s + 2 * grace_s(cfg.timeout_s)``
+    so the backend's own abort does not pre-empt these messages.
     """
     if side_group is None:
         # A host-side gloo group: the arrival check and the rank combine never queue behind
@@ -865,7 +872,7 @@ def run_collectives(cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: 
                                     timeout=_dt.timedelta(seconds=cfg.timeout_s))
     # The arrival barrier has its own timeout; the watchdog waits a little longer so the
     # barrier's message, which names the ranks, is the one that gets out.
-    watchdog = Watchdog(rank=rt.rank, limit_s=cfg.timeout_s + max(5.0, 0.5 * cfg.timeout_s))
+    watchdog = Watchdog(rank=rt.rank, limit_s=cfg.timeout_s + grace_s(cfg.timeout_s))
     hooks = _Hooks.from_env()
     if out is not None:
         hosts: list[Any] = [None] * rt.world_size
@@ -912,7 +919,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if is_main:
             sys.stderr.write("".join(f"collectives: {p}\n" for p in exc.problems))
         return EXIT_USAGE
-    rt = _device.setup(timeout_s=cfg.timeout_s)
+    # The backend's own timeout (NCCL's watchdog aborts the process) comes last, after the
+    # arrival barrier and our watchdog have had the chance to name the op, size and ranks.
+    rt = _device.setup(timeout_s=cfg.timeout_s + 2 * grace_s(cfg.timeout_s))
     out = sys.stdout if rt.is_main else None
     try:
         results = run_collectives(cfg, rt, out=out)

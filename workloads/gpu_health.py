@@ -25,6 +25,7 @@ Exit status: 0 pass, warn or not judged; 1 some GPU or host failed; 2 bad flags.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -238,16 +239,19 @@ def measure_device(device: torch.device, *, matmul_n: int | None = None,
     nbytes = copy_bytes or ((1 << 30) if gpu else (32 << 20))
     reps = iters or (50 if gpu else 5)
     dtype = torch.bfloat16 if gpu else torch.float32
-    gen = torch.Generator(device=device).manual_seed(1234)
-    a = torch.randn(n, n, dtype=dtype, device=device, generator=gen)
-    b = torch.randn(n, n, dtype=dtype, device=device, generator=gen)
-    c = torch.empty(n, n, dtype=dtype, device=device)
-    mm_s = _seconds_per_call(lambda: torch.mm(a, b, out=c), reps, device)
-    del a, b, c
-    src = torch.empty(nbytes, dtype=torch.uint8, device=device).fill_(7)
-    dst = torch.empty_like(src)
-    copy_s = _seconds_per_call(lambda: dst.copy_(src), reps, device)
-    del src, dst
+    # Events record on the current device's stream: make it this device's, or a loop over
+    # several GPUs would time GPU 0's stream while the kernels run elsewhere.
+    with torch.cuda.device(device) if gpu else contextlib.nullcontext():
+        gen = torch.Generator(device=device).manual_seed(1234)
+        a = torch.randn(n, n, dtype=dtype, device=device, generator=gen)
+        b = torch.randn(n, n, dtype=dtype, device=device, generator=gen)
+        c = torch.empty(n, n, dtype=dtype, device=device)
+        mm_s = _seconds_per_call(lambda: torch.mm(a, b, out=c), reps, device)
+        del a, b, c
+        src = torch.empty(nbytes, dtype=torch.uint8, device=device).fill_(7)
+        dst = torch.empty_like(src)
+        copy_s = _seconds_per_call(lambda: dst.copy_(src), reps, device)
+        del src, dst
     name = torch.cuda.get_device_name(device) if gpu else "cpu"
     return DeviceFigures(
         node=node or socket.gethostname(), rank=rank, local_rank=local_rank, device=str(device),
