@@ -1,6 +1,6 @@
 """What the collectives harness costs: its all_reduce timing against a bare loop, side by side.
 
-    python -m bench.collectives_overhead [--nproc 2] [--rounds 15] [--iters 3]
+    python -m bench.collectives_overhead [--nproc 2] [--rounds 25] [--iters 3]
 
 Launches itself under torchrun (gloo, CPU). Every rank times, per size, the harness's own row
 measurement (``workloads.collectives.make_case`` + ``measure_case``: warm-up, barrier, host timer
@@ -64,14 +64,13 @@ def worker(rounds: int, iters: int, warmup: int) -> int:
             case = col.make_case("all_reduce", lay, in_place=True, rank=rt.rank, n=n,
                                  dtype=torch.float32, device=rt.device, group=None)
             assert case is not None
-            case.prepare()
             seconds, _, _ = col.measure_case(case, iters=iters, warmup=warmup, check=False,
                                              rt=rt, side_group=side, watchdog=None,
                                              label=f"all_reduce {size}")
             return seconds
 
         def run_bare() -> float:
-            buf = torch.ones(lay.count, dtype=torch.float32, device=rt.device)
+            buf = torch.zeros(lay.count, dtype=torch.float32, device=rt.device)
             return _bare_seconds(buf, iters, warmup, side, rt.device)
 
         arms = [("harness", run_harness), ("bare", run_bare), ("control", run_bare)]
@@ -117,7 +116,7 @@ def worker(rounds: int, iters: int, warmup: int) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.collectives_overhead")
     ap.add_argument("--nproc", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=15,
+    ap.add_argument("--rounds", type=int, default=25,
                     help="rounds at 16 MiB and up; smaller sizes get proportionally more")
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
