@@ -458,7 +458,14 @@ def parse_args(argv: Sequence[str] | None = None) -> CollectivesConfig:
 # ----------------------------------------------------------------------------- hang handling
 
 class CollectiveTimeout(Exception):
-    """A rank did not arrive, or a collective did not finish, within the timeout."""
+    """A rank did not arrive, or a collective did not finish, within the timeout.
+
+    ``missing`` holds the global ranks that did not arrive, when they are known.
+    """
+
+    def __init__(self, message: str, missing: Sequence[int] = ()):
+        super().__init__(message)
+        self.missing = list(missing)
 
 
 class Watchdog:
@@ -511,31 +518,46 @@ def grace_s(timeout_s: float) -> float:
     return max(5.0, 0.5 * timeout_s)
 
 
-def _missing_ranks(message: str) -> list[int] | None:
-    m = re.search(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier", message)
-    if m is None:
-        return None
-    return [int(x) for x in re.findall(r"\d+", m.group(1))]
+def missing_ranks(message: str) -> list[int] | None:
+    """Ranks a message names as missing: this module's ``rank(s) 1, 3 did not arrive`` (global
+    ranks) or gloo's ``Ranks 1, 3 failed to pass monitoredBarrier`` (ranks of that group)."""
+    for pattern in (r"rank\(s\) ([\d, ]+) did not arrive",
+                    r"Ranks? ([\d, ]+) failed to pass monitoredBarrier"):
+        m = re.search(pattern, message)
+        if m is not None:
+            return [int(x) for x in re.findall(r"\d+", m.group(1))]
+    return None
+
+
+def _global_rank(group: Any, group_rank: int) -> int:
+    try:
+        return int(dist.get_global_rank(group, group_rank))
+    except (RuntimeError, ValueError):  # the default group: its ranks are the global ones
+        return group_rank
 
 
 def arrival_barrier(side_group: Any, *, rank: int, timeout_s: float, label: str) -> None:
-    """Wait until every rank reaches ``label``; rank 0 names the ranks that did not.
+    """Wait until every rank of ``side_group`` (gloo) reaches ``label``; the group's first rank
+    names the ones that did not.
 
-    Raises :class:`CollectiveTimeout` with the op, size and missing ranks in its message.
+    Raises :class:`CollectiveTimeout` with the op, size and missing global ranks in its message
+    (and in its ``missing``).
     """
     try:
         dist.monitored_barrier(group=side_group, timeout=_dt.timedelta(seconds=timeout_s),
                                wait_all_ranks=True)
     except RuntimeError as exc:
         text = str(exc)
-        missing = _missing_ranks(text)
+        missing = missing_ranks(text)
         if missing is not None:
+            missing = [_global_rank(side_group, r) for r in missing]
             who = ", ".join(str(r) for r in missing)
             raise CollectiveTimeout(
-                f"{label}: rank(s) {who} did not arrive within {timeout_s:g} s") from None
-        if rank != 0:
+                f"{label}: rank(s) {who} did not arrive within {timeout_s:g} s", missing) from None
+        first = _global_rank(side_group, 0)
+        if rank != first:
             raise CollectiveTimeout(
-                f"{label}: rank {rank} arrived but lost rank 0, which names the missing "
+                f"{label}: rank {rank} arrived but lost rank {first}, which names the missing "
                 f"ranks in its own message ({text.splitlines()[0][:200]})") from None
         raise CollectiveTimeout(f"{label}: arrival check failed: {text.splitlines()[0][:300]}"
                                 ) from None
@@ -601,8 +623,11 @@ def _collective(name: str) -> Callable[..., Any]:
 
 
 def make_case(op: str, lay: Layout, *, in_place: bool, rank: int, n: int,
-               dtype: torch.dtype, device: torch.device, group: Any) -> Case | None:
-    """None where torch has no in-place form (all_to_all: send and receive may not alias)."""
+              dtype: torch.dtype, device: torch.device, group: Any) -> Case | None:
+    """Buffers, launch and check of one row on ``group`` (None: the default group), where
+    ``rank`` and ``n`` are this process's rank in ``group`` and the group's size.
+
+    None where torch has no in-place form (all_to_all: send and receive may not alias)."""
     pm = _plain_modulus(dtype)
     ma, mb = _reduce_moduli(dtype, n)
     rank_sum = sum(r % mb for r in range(n))
@@ -641,12 +666,13 @@ def make_case(op: str, lay: Layout, *, in_place: bool, rank: int, n: int,
 
     if op == "broadcast":
         root = root_of(op)
+        src = root if group is None else _global_rank(group, root)  # torch wants a global rank
         buf = send if in_place else recv
 
         def launch_bc() -> None:
             if not in_place and rank == root:
                 recv.copy_(send)
-            dist.broadcast(buf, src=root, group=group)
+            dist.broadcast(buf, src=src, group=group)
 
         def prepare_bc() -> None:
             send.zero_()
@@ -793,12 +819,17 @@ def measure_case(case: Case, *, iters: int, warmup: int, check: bool, rt: _devic
 
 
 def run_op(op: str, cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: Any,
-           watchdog: Watchdog | None = None, out: TextIO | None = None,
+           group: Any = None, watchdog: Watchdog | None = None, out: TextIO | None = None,
            hooks: _Hooks | None = None) -> OpResult:
-    """Measure ``op`` over ``cfg``'s sweep on the default process group."""
+    """Measure ``op`` over ``cfg``'s sweep on ``group`` (None: the default group).
+
+    ``side_group`` is a gloo group over the same ranks as ``group``: the arrival check, the
+    start barrier and the rank combine run on it. Only ranks of ``group`` may call this.
+    """
     hooks = hooks or _Hooks(fault_rank=None, fault_size=None, stall_rank=None, stall_size=None)
     dtype, type_name = DTYPES[cfg.dtype]
-    n = rt.world_size
+    n = rt.world_size if group is None else dist.get_world_size(group)
+    grank = rt.rank if group is None else dist.get_rank(group)
     sizes = cfg.sizes(rt.backend)
     stall_at = hooks.stall_size if hooks.stall_size is not None else sizes[0]
     rows: list[Row] = []
@@ -815,8 +846,8 @@ def run_op(op: str, cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: 
             continue
         pair: list[Row | None] = []
         for in_place in (False, True):
-            case = make_case(op, lay, in_place=in_place, rank=rt.rank, n=n, dtype=dtype,
-                              device=rt.device, group=None)
+            case = make_case(op, lay, in_place=in_place, rank=grank, n=n, dtype=dtype,
+                             device=rt.device, group=group)
             if case is None:
                 pair.append(None)
                 continue

@@ -109,6 +109,9 @@ class DeviceFigures:
     gpus_visible: int
     """GPUs this process could see (0 on CPU): the host's count."""
 
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
 
 @dataclass(slots=True, kw_only=True)
 class DeviceVerdict:
@@ -119,7 +122,7 @@ class DeviceVerdict:
     problems: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self.figures)
+        d = self.figures.to_json()
         d.update(matmul_fraction=self.matmul_fraction, mem_fraction=self.mem_fraction,
                  verdict=self.verdict, problems=self.problems)
         return d
@@ -231,13 +234,16 @@ def _seconds_per_call(fn: Callable[[], Any], iters: int, device: torch.device) -
 
 def measure_device(device: torch.device, *, matmul_n: int | None = None,
                    copy_bytes: int | None = None, iters: int | None = None,
-                   node: str | None = None, rank: int = 0,
-                   local_rank: int = 0) -> DeviceFigures:
-    """Dense matmul rate and copy bandwidth of ``device`` (bf16 on GPU, fp32 on CPU)."""
+                   node: str | None = None, rank: int = 0, local_rank: int = 0,
+                   quick: bool = False) -> DeviceFigures:
+    """Dense matmul rate and copy bandwidth of ``device`` (bf16 on GPU, fp32 on CPU).
+
+    ``quick`` picks tiny sizes whatever the device (a smoke run; figures too small to judge).
+    """
     gpu = device.type == "cuda"
-    n = matmul_n or (8192 if gpu else 512)
-    nbytes = copy_bytes or ((1 << 30) if gpu else (32 << 20))
-    reps = iters or (50 if gpu else 5)
+    n = matmul_n or (256 if quick else 8192 if gpu else 512)
+    nbytes = copy_bytes or ((4 << 20) if quick else (1 << 30) if gpu else (32 << 20))
+    reps = iters or (3 if quick else 50 if gpu else 5)
     dtype = torch.bfloat16 if gpu else torch.float32
     # Events record on the current device's stream: make it this device's, or a loop over
     # several GPUs would time GPU 0's stream while the kernels run elsewhere.

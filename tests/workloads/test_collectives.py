@@ -206,3 +206,31 @@ def test_a_rank_that_never_arrives_ends_the_job_naming_op_size_and_rank(tmp_path
     assert json.loads(out.read_text())["error"].startswith("all_gather size 4096 B")
     # The sizes before the stall were measured and printed.
     assert any(line.split()[:1] == ["1024"] for line in proc.stdout.splitlines())
+
+
+def test_missing_ranks_reads_both_messages() -> None:
+    assert col.missing_ranks("all_reduce size 8 B (8): rank(s) 3, 12 did not arrive within 3 s") == [3, 12]
+    assert col.missing_ranks("[Rank 0]: Ranks 1, 2 failed to pass monitoredBarrier in 3000 ms") == [1, 2]
+    assert col.missing_ranks("[Rank 0]: Rank 1 failed to pass monitoredBarrier in 3000 ms") == [1]
+    assert col.missing_ranks("Connection closed by peer") is None
+
+
+@pytest.mark.slow
+def test_run_op_on_a_subgroup_uses_group_ranks_and_names_global_ones(tmp_path: Path) -> None:
+    # Global ranks 1 and 2 form the group: in-place offsets, the broadcast root and the check
+    # must use group ranks, and a missing rank must be named by its global rank.
+    out = tmp_path / "sub.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUC_")}
+    env.update({"GPUC_FORCE_CPU": "1", "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "3",
+         "-m", "tests.workloads._subgroup_worker", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert out.exists(), proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert set(doc["ok"]) == set(col.OPS)
+    for op, res in doc["ok"].items():
+        assert res["world_size"] == 2 and res["wrong_total"] == 0, (op, res)
+        assert all(r["wrong"] == 0 for r in res["rows"]) and res["rows"], op
+    assert "rank(s) 2 did not arrive within 3 s" in doc["stall"]
+    assert doc["missing"] == [2] and doc["parsed"] == [2]
