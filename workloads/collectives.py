@@ -49,6 +49,7 @@ import torch
 import torch.distributed as dist
 
 from workloads import device as _device
+from workloads.node import stall
 
 EXIT_OK = 0
 EXIT_WRONG = 1
@@ -475,7 +476,9 @@ class Watchdog:
     reach it; a second thread is the only place left that can still name what was stuck.
     """
 
-    def __init__(self, *, rank: int, limit_s: float, out: TextIO = sys.stderr):
+    def __init__(self, *, rank: int, limit_s: float, out: TextIO = sys.stderr,
+                 on_expire: Callable[[str], None] | None = None):
+        self._on_expire = on_expire
         self._rank = rank
         self._limit_s = limit_s
         self._out = out
@@ -506,10 +509,12 @@ class Watchdog:
             with self._lock:
                 label, late = self._label, time.monotonic() > self._deadline
             if label is not None and late:
-                self._out.write(
-                    f"collectives: rank {self._rank}: {label} did not finish within "
-                    f"{self._limit_s:g} s; a peer rank is stuck or gone\n")
+                message = (f"collectives: rank {self._rank}: {label} did not finish within "
+                           f"{self._limit_s:g} s; a peer rank is stuck or gone")
+                self._out.write(message + "\n")
                 self._out.flush()
+                if self._on_expire is not None:
+                    self._on_expire(message)  # e.g. the validation job's status file
                 os._exit(EXIT_HANG)
 
 
@@ -729,6 +734,7 @@ def host_time(launch: Callable[[], None], iters: int, device: torch.device) -> f
     start = time.perf_counter()
     for _ in range(iters):
         launch()
+        stall()  # test hook: a no-op unless GPUC_INJECT_SLOW_NODE names this node
     _device.synchronize(device)
     return (time.perf_counter() - start) / iters
 

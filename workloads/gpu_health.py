@@ -28,7 +28,6 @@ import argparse
 import contextlib
 import json
 import os
-import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -40,6 +39,7 @@ import torch.distributed as dist
 
 from workloads import device as _device
 from workloads.collectives import parse_size
+from workloads.node import node_name, stall
 
 EXIT_OK = 0
 EXIT_FAIL = 1
@@ -229,6 +229,7 @@ def _seconds_per_call(fn: Callable[[], Any], iters: int, device: torch.device) -
     t0 = time.perf_counter()
     for _ in range(iters):
         fn()
+        stall()  # test hook: a no-op unless GPUC_INJECT_SLOW_NODE names this node
     return (time.perf_counter() - t0) / iters
 
 
@@ -260,7 +261,7 @@ def measure_device(device: torch.device, *, matmul_n: int | None = None,
         del src, dst
     name = torch.cuda.get_device_name(device) if gpu else "cpu"
     return DeviceFigures(
-        node=node or socket.gethostname(), rank=rank, local_rank=local_rank, device=str(device),
+        node=node or node_name(), rank=rank, local_rank=local_rank, device=str(device),
         name=name, matmul_dtype=str(dtype).removeprefix("torch."), matmul_n=n,
         matmul_tflops=2.0 * n ** 3 / mm_s / 1e12, mem_bytes=nbytes,
         mem_gbps=2.0 * nbytes / copy_s / 1e9,
