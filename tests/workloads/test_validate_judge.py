@@ -165,3 +165,16 @@ def test_node_failures_blames_missing_ranks() -> None:
     ]
     blamed, _ = node_failures(statuses, ["n1", "n2"])
     assert set(blamed) == {"n2"}
+
+
+def test_the_rank_whose_heartbeat_stopped_first_is_blamed() -> None:
+    statuses = [
+        {"phase": "main", "node": "n1", "rank": 0, "state": "started", "beat": 1000.0},
+        {"phase": "main", "node": "n2", "rank": 1, "state": "started", "beat": 1030.0},
+        {"phase": "main", "node": "n3", "rank": 2, "state": "started", "beat": 1031.0},
+    ]
+    blamed, _ = node_failures(statuses, ["n1", "n2", "n3"])
+    assert set(blamed) == {"n1"}
+    # Beats too close to tell apart: every silent node stays suspect.
+    close = [dict(s, beat=1000.0 + i) for i, s in enumerate(statuses)]
+    assert set(node_failures(close, ["n1", "n2", "n3"])[0]) == {"n1", "n2", "n3"}

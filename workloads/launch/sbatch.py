@@ -105,6 +105,10 @@ class LaunchSpec:
     """Directory of the per-process NCCL logs (``nccl-<host>-<pid>.log``); default ``<workdir>/nccl``."""
     output: str | None = None
     """Batch output file (``--output``, Slurm patterns allowed); default ``<workdir>/%x-%j.out``."""
+    kill_on_bad_exit: bool = True
+    """End every node's step when one node's torchrun fails. The validation job turns it off:
+    its ranks have their own timeouts, and a survivor that is left to notice the lost peer
+    records it, which is how the judge tells the node that died from the ones it took along."""
     then: tuple[Step, ...] = ()
     """Steps after the first. Every step runs even when an earlier one failed; the script
     exits with the last step's status, so a closing step that judges the others decides."""
@@ -254,7 +258,8 @@ def render(spec: LaunchSpec) -> str:
                 # them blocked in a collective until the time limit. --whole: since Slurm
                 # 20.11 a step gets only what it asks for (one CPU per task), and task/cgroup
                 # would pin all of a node's ranks to that one core.
-                f'{env_prefix}srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --whole --kill-on-bad-exit=1',
+                f'{env_prefix}srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --whole '
+                f'--kill-on-bad-exit={int(spec.kill_on_bad_exit)}',
                 *torchrun_cmd(module, args),
             ]
         )

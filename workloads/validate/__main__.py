@@ -20,7 +20,7 @@ from typing import Sequence
 
 from workloads.validate.verdict import Verdict
 
-FABRIC_ONLY_ENV = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_NVLS_ENABLE": "0"}
+from workloads.validate.launchargs import FABRIC_ONLY_ENV
 
 
 class _Parser(argparse.ArgumentParser):
@@ -92,13 +92,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                         iters=args.iters, warmup=args.warmup, pairwise=args.pairwise, timeout_s=args.run_timeout)
         return run_phase(cfg)
     if args.cmd == "judge":
-        return judge_and_report(args.judge_out, args.instance_type,
-                                [n for n in args.expect_nodes.split(",") if n], args.drain, args.cpu,
+        expect = [n for n in args.expect_nodes.split(",") if n] or _slurm_nodes()
+        return judge_and_report(args.judge_out, args.instance_type, expect, args.drain, args.cpu,
                                 time.time() - args.started if args.started else 0.0)
     if args.local:
         return run_local(args.out or Path("out/validate-local"), args.nodes, args.procs_per_node, args.timeout)
     build_parser().print_help(sys.stderr)
     return 3
+
+
+def _slurm_nodes() -> list[str]:
+    """Inside a Slurm job, the nodes it was given: each should have reported."""
+    nodelist = os.environ.get("SLURM_JOB_NODELIST", "")
+    if not nodelist:
+        return []
+    try:
+        proc = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return proc.stdout.split() if proc.returncode == 0 else []
 
 
 def judge_and_report(out: Path, instance_type: str | None, expect_nodes: list[str], drain: bool, cpu: bool,

@@ -86,6 +86,10 @@ def _wrong(op_result: Mapping[str, Any]) -> int:
     return sum(int(r.get("wrong") or 0) for r in op_result.get("rows", []))
 
 
+DEATH_MARGIN_S = 4.0
+"""A silent rank whose heartbeat stopped this much earlier than the last one is taken to have died first."""
+
+
 def node_failures(statuses: list[dict[str, Any]], expected_nodes: list[str]) -> tuple[dict[str, str], list[str]]:
     """(node -> why it is blamed, notes). A node is blamed when one of its ranks failed on its own
     (an error not caused by a lost peer), when a peer's error names its ranks as missing, or when
@@ -97,6 +101,7 @@ def node_failures(statuses: list[dict[str, Any]], expected_nodes: list[str]) -> 
     for s in statuses:
         by_key[(str(s.get("phase")), int(s.get("rank", -1)))] = s
     peer_errors = 0
+    silent: list[tuple[str, int, str, float]] = []
     for (phase, rank), s in sorted(by_key.items()):
         node = str(s.get("node"))
         state = s.get("state")
@@ -111,7 +116,17 @@ def node_failures(statuses: list[dict[str, Any]], expected_nodes: list[str]) -> 
             else:
                 blamed.setdefault(node, f"{phase}: rank {rank} failed: {s.get('error', '')[:200]}")
         elif state == "started":
-            blamed.setdefault(node, f"{phase}: rank {rank} started but never finished nor reported an error (process or node died)")
+            silent.append((phase, rank, node, float(s.get("beat") or s.get("at") or 0.0)))
+    # Ranks that neither finished nor reported: the ones whose heartbeat stopped well before the
+    # last one died first; those that beat on until the end were waiting on them.
+    last_beat = max((b for *_, b in silent), default=0.0)
+    first_beat = min((b for *_, b in silent), default=0.0)
+    one_node = len({n for _, _, n, _ in silent}) == 1
+    for phase, rank, node, beat in silent:
+        # Beats too close together to tell who went first: every silent node is suspect.
+        if one_node or last_beat - first_beat <= DEATH_MARGIN_S or beat < last_beat - DEATH_MARGIN_S:
+            blamed.setdefault(node, f"{phase}: rank {rank} started but never finished nor reported an error "
+                                    "(process or node died)")
     seen_nodes = {str(s.get("node")) for s in statuses}
     for n in expected_nodes:
         if n not in seen_nodes:

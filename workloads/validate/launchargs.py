@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# The fabric-only pass: NCCL reads these once per process, so the pass is its own launch.
+FABRIC_ONLY_ENV = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_NVLS_ENABLE": "0"}
+
 # Small enough to finish in under a minute on two CPU ranks, large enough that the loss
 # visibly falls; on GPUs the same model measures the DDP path, not the chips' peak.
 VOCAB = 256

@@ -18,6 +18,8 @@ import datetime as _dt
 import json
 import os
 import platform
+import signal
+import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,7 +34,16 @@ from workloads.validate import isolate
 
 Phase = Literal["main", "fabric"]
 PEER_LOST_MARKERS = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "NCCL communicator was aborted",
-                     "remote process exited", "Socket Timeout", "timed out", "did not arrive", "failed on rank")
+                     "remote process exited", "Socket Timeout", "timed out", "did not arrive", "failed on rank",
+                     "Connection was likely closed", "Failed to recv", "Failed to send")
+
+
+def _peer_lost(exc: BaseException, text: str) -> bool:
+    """An error raised by a communication call because another rank went away, as opposed to
+    this rank failing on its own: the judge blames the other node for the first kind."""
+    comm_errors = tuple(t for t in (getattr(dist, "DistNetworkError", None), getattr(dist, "DistBackendError", None),
+                                    collectives.CollectiveTimeout) if isinstance(t, type))
+    return isinstance(exc, comm_errors) or any(m in text for m in PEER_LOST_MARKERS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,17 +81,43 @@ def _atomic_json(path: Path, doc: Any) -> None:
     os.replace(tmp, path)
 
 
+HEARTBEAT_S = 1.0
+
+
 class Status:
-    """This rank's line in the run directory: what the judge reads if the rank dies."""
+    """This rank's line in the run directory: what the judge reads if the rank dies.
+
+    While the phase runs, a thread rewrites the line every HEARTBEAT_S with the time
+    (collectives and store waits release the GIL, so it beats while the main thread is
+    blocked). A rank that dies stops beating; a rank left waiting on it beats on until the
+    job ends it. The judge blames the rank whose beat stopped first.
+    """
 
     def __init__(self, cfg: RunConfig, node: str, rank: int) -> None:
         self.path = cfg.out_dir / "status" / f"{cfg.phase}-{node}-r{rank}.json"
         self.doc: dict[str, Any] = {"phase": cfg.phase, "node": node, "rank": rank, "host": platform.node(),
                                     "pid": os.getpid()}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def set(self, state: str, **extra: Any) -> None:
-        self.doc.update(state=state, at=time.time(), **extra)
-        _atomic_json(self.path, self.doc)
+        with self._lock:
+            self.doc.update(state=state, at=time.time(), beat=time.time(), **extra)
+            _atomic_json(self.path, self.doc)
+        if state == "started" and self._thread is None:
+            self._thread = threading.Thread(target=self._beat, name="validate-heartbeat", daemon=True)
+            self._thread.start()
+        elif state != "started":
+            self._stop.set()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            with self._lock:
+                if self.doc.get("state") != "started":
+                    return
+                self.doc["beat"] = time.time()
+                _atomic_json(self.path, self.doc)
 
 
 def _versions() -> dict[str, str]:
@@ -106,6 +143,14 @@ def run_phase(cfg: RunConfig) -> int:
     node = node_name()
     status = Status(cfg, node, rt.rank)
     status.set("started")
+    # When another node fails, the scheduler ends this one too (srun --kill-on-bad-exit,
+    # torchrun passing the signal on): record that it was ended, not that it failed.
+    def ended(signum: int, _frame: Any) -> None:
+        status.set("error", error=f"ended by signal {signal.Signals(signum).name} (another rank or node failed first)",
+                   missing_ranks=[], peer_lost=True)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, ended)
     watchdog = collectives.Watchdog(
         rank=rt.rank, limit_s=cfg.timeout_s + collectives.grace_s(cfg.timeout_s),
         on_expire=lambda message: status.set("error", error=message, missing_ranks=[], peer_lost=True))
@@ -116,7 +161,7 @@ def run_phase(cfg: RunConfig) -> int:
         text = f"{type(exc).__name__}: {exc}"
         missing = collectives.missing_ranks(text) or []
         status.set("error", error=text[:2000], missing_ranks=missing,
-                   peer_lost=any(m in text for m in PEER_LOST_MARKERS))
+                   peer_lost=_peer_lost(exc, text))
         print(f"validate[{cfg.phase}] rank {rt.rank} on {node}: {text.splitlines()[0][:300]}", flush=True)
         return 1
     finally:
