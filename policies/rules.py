@@ -216,6 +216,11 @@ def _is_false(value: Any) -> bool:
     return value is False or (isinstance(value, str) and value.strip().lower() == "false")
 
 
+def _num(value: Any) -> Any:
+    """Numbers as a person wrote them (mocked and JSON inputs turn 2 into 2.0)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def _is_open(cidr: str) -> bool:
     """0.0.0.0/0, ::/0, or any other spelling of 'the whole internet' (a /0)."""
     try:
@@ -281,7 +286,7 @@ def check_imdsv2(resource_type: str, props: Props, protect: bool, ctx: RuleConte
         except (TypeError, ValueError):
             n = -1
         if not 1 <= n <= MAX_IMDS_HOPS:
-            problems.append(f"metadataOptions.httpPutResponseHopLimit is {hops!r}, allowed 1..{MAX_IMDS_HOPS} "
+            problems.append(f"metadataOptions.httpPutResponseHopLimit is {_num(hops)!r}, allowed 1..{MAX_IMDS_HOPS} "
                             "(2 lets pods reach IMDS through the node, more lets answers travel further)")
     return problems
 
@@ -310,8 +315,8 @@ def check_ebs_encrypted(resource_type: str, props: Props, protect: bool, ctx: Ru
 def check_no_public_ip(resource_type: str, props: Props, protect: bool, ctx: RuleContext) -> list[str]:
     if resource_type in AWS_LAUNCH_TEMPLATES:
         data = _launch_template_data(resource_type, props)
-        return [f"networkInterfaces[{i}] (device {ni.get('deviceIndex', '?')}, card "
-                f"{ni.get('networkCardIndex', 0)}): associatePublicIpAddress is true"
+        return [f"networkInterfaces[{i}] (device {_num(ni.get('deviceIndex', '?'))}, card "
+                f"{_num(ni.get('networkCardIndex', 0))}): associatePublicIpAddress is true"
                 for i, ni in enumerate(_items(data.get("networkInterfaces")))
                 if _is_true(ni.get("associatePublicIpAddress"))]
     if resource_type == AWS_INSTANCE:
@@ -392,7 +397,7 @@ def _port_text(rule: Mapping[str, Any], proto_key: str = "protocol") -> str:
     proto = str(rule.get(proto_key, "?"))
     if proto in ("-1", "all"):
         return "all traffic"
-    lo, hi = rule.get("fromPort"), rule.get("toPort")
+    lo, hi = _num(rule.get("fromPort")), _num(rule.get("toPort"))
     return f"{proto} {lo}" if lo == hi else f"{proto} {lo}-{hi}"
 
 
