@@ -1,0 +1,57 @@
+"""The catalog: every figure has a known source, floors follow the stated rule, every required type is there."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.catalog import (
+    FAIL_OF_LINE_RATE,
+    FAIL_OF_REFERENCE,
+    WARN_OF_REFERENCE,
+    CatalogError,
+    load_catalog,
+)
+
+REQUIRED = [
+    "p4d.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge",
+    "a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g",
+    "Standard_ND96isr_H100_v5", "Standard_ND96isr_H200_v5", "Standard_ND96isr_MI300X_v5",
+]
+
+
+def test_required_types_present() -> None:
+    assert set(REQUIRED) <= set(load_catalog().names())
+
+
+@pytest.mark.parametrize("name", REQUIRED)
+def test_instance_is_consistent(name: str) -> None:
+    cat = load_catalog()
+    it = cat.get(name)
+    for sid in (it.accelerator.source, it.network.source, it.busbw.source, it.price.source, it.locations_source):
+        src = cat.source(sid)
+        assert src.url.startswith("https://") and src.read
+    assert it.accelerator.count == 8 and it.accelerator.peak_dense_bf16_tflops > 100
+    assert it.price.usd_per_hour > 0 and it.price.date
+    assert it.locations
+    b = it.busbw
+    assert 0 < b.floor_fail_gbps < b.floor_warn_gbps
+    if b.multi_node_gbps is not None:
+        assert b.floor_warn_gbps == pytest.approx(WARN_OF_REFERENCE * b.multi_node_gbps, abs=0.06)
+        assert b.floor_fail_gbps == pytest.approx(FAIL_OF_REFERENCE * b.multi_node_gbps, abs=0.06)
+    else:
+        assert b.multi_node_basis == "derived"
+        assert b.floor_fail_gbps == pytest.approx(FAIL_OF_LINE_RATE * it.network.total_gbps / 8, abs=0.06)
+    if it.cloud == "aws":
+        assert it.network.fabric == "efa" and 0 < it.network.efa_interfaces <= it.network.network_cards
+    else:
+        assert it.network.efa_interfaces == 0 and it.network.gpu_nics > 0
+    assert it.software.fabric_env and it.software.expected_transport.startswith("NET/")
+    if it.accelerator.vendor == "amd":
+        assert (it.software.gpu_runtime, it.software.collectives) == ("rocm", "rccl")
+    else:
+        assert (it.software.gpu_runtime, it.software.collectives) == ("cuda", "nccl")
+
+
+def test_unknown_type_names_allowed() -> None:
+    with pytest.raises(CatalogError, match="allowed: .*p5.48xlarge"):
+        load_catalog().get("p9.48xlarge")

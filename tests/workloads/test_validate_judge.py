@@ -1,0 +1,167 @@
+"""The validation job's pure parts: transport detection, bad-node isolation, judging and the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workloads.validate import isolate, transport
+from workloads.validate.judge import judge, node_failures
+from workloads.validate.report import write
+from workloads.validate.verdict import Verdict
+
+EFA_LOG = """\
+node1:1234:1234 [0] NCCL INFO NET/OFI Selected Provider is efa (found 32 nics)
+node1:1234:1234 [0] NCCL INFO Using network Libfabric
+node1:1234:1300 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/Libfabric/0/GDRDMA
+node1:1234:1300 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[1] via P2P/CUMEM
+"""
+SOCKET_LOG = """\
+node2:99:99 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so
+node2:99:99 [0] NCCL INFO NET/IB : No device found.
+node2:99:99 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.1.7<0>
+node2:99:99 [0] NCCL INFO Using network Socket
+node2:99:120 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [send] via NET/Socket/0
+"""
+
+
+def test_transport_sees_efa() -> None:
+    seen = transport.scan(EFA_LOG.splitlines())
+    ok, msg = transport.judge("NET/Libfabric", seen)
+    assert ok is True, msg
+
+
+def test_transport_flags_socket_fallback_and_ignores_no_device() -> None:
+    seen = transport.scan(SOCKET_LOG.splitlines())
+    assert "ib" not in seen.used()
+    ok, msg = transport.judge("NET/Libfabric", seen)
+    assert ok is False and "fell back to TCP sockets" in msg
+    assert transport.judge("NET/IB", transport.scan(["x NCCL INFO Using network IBext_v8"]))[0] is True
+    assert transport.judge("NET/IB", transport.TransportSeen())[0] is None
+
+
+def _measure_with(bad: set[str], good_value: float = 100.0, bad_value: float = 20.0):  # type: ignore[no-untyped-def]
+    calls: list[list[tuple[str, str]]] = []
+
+    def measure(pairs: list[tuple[str, str]]) -> dict[tuple[str, str], float | None]:
+        calls.append(pairs)
+        return {p: (bad_value if set(p) & bad else good_value) for p in pairs}
+
+    return measure, calls
+
+
+def test_isolation_names_the_bad_node_among_eight() -> None:
+    nodes = [f"n{i}" for i in range(8)]
+    measure, calls = _measure_with({"n5"})
+    res = isolate.isolate(nodes, measure, floor=50.0)
+    assert set(res.bad) == {"n5"}
+    assert "n4" in res.good
+    assert len(calls) == 2  # one round of four pairs, one second-pass round
+    assert all(len(set(a for p in rnd for a in p)) == 2 * len(rnd) for rnd in calls), "pairs in a round are disjoint"
+
+
+def test_isolation_odd_count_and_relative_floor() -> None:
+    nodes = ["a", "b", "c", "d", "e"]
+    measure, _ = _measure_with({"e"})
+    res = isolate.isolate(nodes, measure, floor=None)
+    assert set(res.bad) == {"e"}
+    assert "median" in res.floor_basis
+
+
+def test_isolation_without_a_good_node_is_unresolved() -> None:
+    measure, _ = _measure_with({"a", "b", "c", "d"})
+    res = isolate.isolate(["a", "b", "c", "d"], measure, floor=50.0)
+    assert not res.bad and set(res.unresolved) == {"a", "b", "c", "d"}
+
+
+def test_failed_pair_counts_as_bad() -> None:
+    def measure(pairs: list[tuple[str, str]]) -> dict[tuple[str, str], float | None]:
+        return {p: (None if "c" in p else 80.0) for p in pairs}
+
+    res = isolate.isolate(["a", "b", "c", "d"], measure, floor=50.0)
+    assert set(res.bad) == {"c"} and "failed" in res.bad["c"]
+
+
+def test_stragglers() -> None:
+    named = isolate.stragglers({"n1": 100.0, "n2": 98.0, "n3": 30.0}, None)
+    assert set(named) == {"n3"}
+    assert set(isolate.stragglers({"n1": 100.0, "n2": None}, None)) == {"n2"}
+    assert set(isolate.stragglers({"n1": 100.0, "n2": 90.0}, 95.0)) == {"n2"}
+
+
+def _rows(op: str, sizes: list[int], busbw: float) -> dict[str, Any]:
+    return {"op": op, "rows": [{"size_bytes": s, "count": s // 4, "dtype": "float32", "in_place": ip, "time_us": 1.0,
+                                "algbw_gbps": busbw / 2, "busbw_gbps": busbw * (s / sizes[-1]) ** 0.1, "wrong": 0}
+                               for s in sizes for ip in (False, True)]}
+
+
+def _write_run(root: Path, *, multi: float, node2_rate: float, backend: str = "nccl", dead: str | None = None) -> None:
+    sizes = [2**20 * 4**i for i in range(8)]
+    main = {
+        "phase": "main", "world_size": 16, "backend": backend,
+        "nodes": {"n1": {"ranks": list(range(8))}, "n2": {"ranks": list(range(8, 16))}},
+        "health": [{"node": n, "local_rank": i, "matmul_tflops": (740.0 if n == "n1" else node2_rate), "mem_gbps": 3000.0}
+                   for n in ("n1", "n2") for i in range(8)],
+        "single_node": {n: _rows("all_reduce", sizes, 470.0) for n in ("n1", "n2")},
+        "multi_node": {"all_reduce": _rows("all_reduce", sizes, multi)},
+        "versions": {"torch": "2.13.0", "nccl": "2.27.3"},
+    }
+    (root / "phase-main.json").write_text(json.dumps(main))
+    (root / "status").mkdir()
+    for n, ranks in (("n1", range(8)), ("n2", range(8, 16))):
+        for r in ranks:
+            state = "started" if n == dead else "finished"
+            (root / "status" / f"main-{n}-r{r}.json").write_text(json.dumps({"phase": "main", "node": n, "rank": r, "state": state}))
+    (root / "nccl").mkdir()
+    (root / "nccl" / "nccl-n1-1.log").write_text(EFA_LOG)
+    (root / "ddp.json").write_text(json.dumps({"loss_first": 10.8, "loss_last": 6.1, "tokens_per_s_per_gpu": 41000.0, "mfu": 0.41}))
+
+
+def test_judge_passes_a_healthy_p5_run(tmp_path: Path) -> None:
+    _write_run(tmp_path, multi=480.0, node2_rate=730.0)
+    rep = judge(tmp_path, instance_type="p5.48xlarge", local=False)
+    assert rep.floors_applied
+    assert rep.verdict == Verdict.PASS, [m.to_json() for m in rep.measurements if m.verdict != Verdict.PASS]
+    multi = next(m for m in rep.measurements if m.check == "multi_node.all_reduce")
+    assert multi.floor_fail == pytest.approx(359.5) and multi.at_bytes == 2**20 * 4**7
+    assert rep.transport["ok"] is True
+    files = write(rep, tmp_path / "out")
+    assert set(files) == {"report.json", "report.md", "busbw.png"}
+    assert files["busbw.png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    doc = json.loads(files["report.json"].read_text())
+    assert doc["verdict"] == "PASS" and doc["exit_code"] == 0
+
+
+def test_judge_fails_slow_fabric_and_names_slow_node(tmp_path: Path) -> None:
+    _write_run(tmp_path, multi=300.0, node2_rate=350.0)
+    rep = judge(tmp_path, instance_type="p5.48xlarge", local=False)
+    assert rep.verdict == Verdict.FAIL
+    by_node = {n.node: n for n in rep.nodes}
+    assert by_node["n2"].verdict == Verdict.FAIL and by_node["n1"].verdict == Verdict.PASS
+    assert "health.matmul" in " ".join(by_node["n2"].reasons)
+    md = (write(rep, tmp_path / "out")["report.md"]).read_text()
+    assert "| n2 | FAIL |" in md and "# Cluster validation: FAIL" in md
+
+
+def test_judge_names_a_dead_node_and_still_reports(tmp_path: Path) -> None:
+    _write_run(tmp_path, multi=480.0, node2_rate=730.0, dead="n2")
+    rep = judge(tmp_path, instance_type="p5.48xlarge", local=False)
+    assert rep.verdict == Verdict.FAIL
+    assert any("never finished" in r for r in {n.node: n for n in rep.nodes}["n2"].reasons)
+
+
+def test_judge_with_nothing_is_could_not_run(tmp_path: Path) -> None:
+    rep = judge(tmp_path, instance_type="p5.48xlarge", local=False, expected_nodes=[])
+    assert rep.verdict == Verdict.UNKNOWN and int(rep.verdict) == 3
+
+
+def test_node_failures_blames_missing_ranks() -> None:
+    statuses = [
+        {"phase": "main", "node": "n1", "rank": 0, "state": "error", "missing_ranks": [1], "error": "rank 1 did not arrive"},
+        {"phase": "main", "node": "n2", "rank": 1, "state": "started"},
+    ]
+    blamed, _ = node_failures(statuses, ["n1", "n2"])
+    assert set(blamed) == {"n2"}

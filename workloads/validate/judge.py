@@ -1,0 +1,291 @@
+"""Judge a validation run: read what every phase left in the run directory, compare it with the
+catalog's floors, name the bad nodes, and build the report.
+
+The judge runs after the in-job phases, on one node, and reads only files: a phase that
+crashed, or a node that died, leaves its files missing or marked with an error, and the
+judge still reports, naming what it can.
+
+Run directory layout (written by ``workloads.validate.run``):
+    phase-<phase>.json             rank 0's results of the phase (main, fabric)
+    status/<phase>-<node>-r<rank>.json   every rank's state: started | finished | error
+    ddp.json                       the short DDP run's metrics (workloads.ddp_train --json)
+    nccl/*.log                     NCCL_DEBUG=INFO output, one file per process
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from components.catalog import CatalogError, InstanceType, load_catalog
+from workloads.validate import isolate, transport
+from workloads.validate.report import Curve, Report
+from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
+
+# Per-GPU health tiers as fractions of the vendor's dense bf16 peak and memory bandwidth. A
+# healthy H100 reaches roughly 70-80 % of its dense peak in a large bf16 GEMM; under 60 % is a
+# throttled or sick part.
+HEALTH_WARN_OF_PEAK = 0.70
+HEALTH_FAIL_OF_PEAK = 0.55
+MEMBW_WARN_OF_PEAK = 0.75
+MEMBW_FAIL_OF_PEAK = 0.60
+
+
+@dataclass(slots=True)
+class RunFiles:
+    root: Path
+    phases: dict[str, dict[str, Any]]
+    statuses: list[dict[str, Any]]
+    ddp: dict[str, Any] | None
+    nccl_logs: list[Path]
+    unreadable: list[str]
+
+
+def _read_json(path: Path, unreadable: list[str]) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        unreadable.append(f"{path.name}: {exc}")
+        return None
+
+
+def load(root: Path) -> RunFiles:
+    unreadable: list[str] = []
+    phases = {}
+    for p in sorted(root.glob("phase-*.json")):
+        doc = _read_json(p, unreadable)
+        if isinstance(doc, dict):
+            phases[p.stem[len("phase-"):]] = doc
+    statuses = [d for p in sorted((root / "status").glob("*.json")) if isinstance(d := _read_json(p, unreadable), dict)]
+    ddp_path = root / "ddp.json"
+    ddp = _read_json(ddp_path, unreadable) if ddp_path.exists() else None
+    return RunFiles(root=root, phases=phases, statuses=statuses, ddp=ddp if isinstance(ddp, dict) else None,
+                    nccl_logs=sorted((root / "nccl").glob("*.log")) if (root / "nccl").is_dir() else [],
+                    unreadable=unreadable)
+
+
+def _largest(op_result: Mapping[str, Any]) -> tuple[int | None, float | None]:
+    """busbw at the largest size, out-of-place (nccl-tests' first columns), None if no rows."""
+    rows = [r for r in op_result.get("rows", []) if not r.get("in_place")] or list(op_result.get("rows", []))
+    if not rows:
+        return None, None
+    top = max(rows, key=lambda r: int(r["size_bytes"]))
+    return int(top["size_bytes"]), float(top["busbw_gbps"])
+
+
+def _curve(op_result: Mapping[str, Any], scope: str, warn: float | None, fail: float | None) -> Curve:
+    pts = sorted((int(r["size_bytes"]), float(r["busbw_gbps"])) for r in op_result.get("rows", []) if not r.get("in_place"))
+    return Curve(op=str(op_result.get("op", "?")), scope=scope, points=pts, floor_warn=warn, floor_fail=fail)
+
+
+def _wrong(op_result: Mapping[str, Any]) -> int:
+    return sum(int(r.get("wrong") or 0) for r in op_result.get("rows", []))
+
+
+def node_failures(statuses: list[dict[str, Any]], expected_nodes: list[str]) -> tuple[dict[str, str], list[str]]:
+    """(node -> why it is blamed, notes). A node is blamed when one of its ranks failed on its own
+    (an error not caused by a lost peer), when a peer's error names its ranks as missing, or when
+    it started a phase and neither finished nor reported an error (it died)."""
+    blamed: dict[str, str] = {}
+    notes: list[str] = []
+    rank_node = {int(s["rank"]): str(s["node"]) for s in statuses if "rank" in s and "node" in s}
+    by_key: dict[tuple[str, int], dict[str, Any]] = {}
+    for s in statuses:
+        by_key[(str(s.get("phase")), int(s.get("rank", -1)))] = s
+    peer_errors = 0
+    for (phase, rank), s in sorted(by_key.items()):
+        node = str(s.get("node"))
+        state = s.get("state")
+        if state == "error":
+            missing = [int(r) for r in s.get("missing_ranks") or []]
+            if missing:
+                for r in missing:
+                    n = rank_node.get(r, f"rank {r}")
+                    blamed.setdefault(n, f"{phase}: rank {r} did not arrive (reported by rank {rank} on {node})")
+            elif s.get("peer_lost"):
+                peer_errors += 1
+            else:
+                blamed.setdefault(node, f"{phase}: rank {rank} failed: {s.get('error', '')[:200]}")
+        elif state == "started":
+            blamed.setdefault(node, f"{phase}: rank {rank} started but never finished nor reported an error (process or node died)")
+    seen_nodes = {str(s.get("node")) for s in statuses}
+    for n in expected_nodes:
+        if n not in seen_nodes:
+            blamed.setdefault(n, "no rank on this node reported at all (it never started)")
+    if peer_errors and not blamed:
+        notes.append(f"{peer_errors} rank(s) lost a peer but no node could be blamed from the files")
+    return blamed, notes
+
+
+def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes: list[str] | None = None,
+          duration_s: float = 0.0) -> Report:
+    files = load(root)
+    it: InstanceType | None = None
+    errors: list[str] = list(files.unreadable)
+    if instance_type:
+        try:
+            it = load_catalog().get(instance_type)
+        except CatalogError as exc:
+            errors.append(str(exc))
+    main = files.phases.get("main")
+    backend = (main or {}).get("backend", "gloo")
+    floors = it is not None and not local and backend != "gloo"
+    node_names: list[str] = list((main or {}).get("nodes", {}).keys()) or sorted(
+        {str(s.get("node")) for s in files.statuses}) or list(expected_nodes or [])
+    for n in expected_nodes or []:
+        if n not in node_names:
+            node_names.append(n)
+    nodes = {n: NodeVerdict(node=n) for n in node_names}
+    ms: list[Measurement] = []
+    curves: list[Curve] = []
+
+    def per_node_check(check: str, values: Mapping[str, float | None], unit: str, warn: float | None,
+                       fail: float | None, basis: str, at: int | None = None) -> None:
+        for node, value in values.items():
+            m = Measurement(check=check, scope=f"node:{node}", value=value, unit=unit, floor_warn=warn,
+                            floor_fail=fail, basis=basis, at_bytes=at).judge()
+            ms.append(m)
+            if m.verdict in (Verdict.WARN, Verdict.FAIL) and node in nodes:
+                nodes[node].mark(m.verdict, f"{check} {value if value is None else round(value, 2)} {unit} "
+                                             f"under {'fail' if m.verdict == Verdict.FAIL else 'warn'} floor")
+        # Whatever the floors, a node far behind the others is a straggler.
+        for node, why in isolate.stragglers(values, None).items():
+            if node in nodes:
+                nodes[node].mark(Verdict.FAIL, f"{check}: straggler, {why}")
+
+    if main is None:
+        errors.append("phase 'main' left no results (it did not run, or crashed before rank 0 wrote them)")
+    else:
+        # Per-GPU health: the slowest GPU of a node speaks for it.
+        health = main.get("health", [])
+        by_node: dict[str, list[dict[str, Any]]] = {}
+        for h in health:
+            by_node.setdefault(str(h["node"]), []).append(h)
+        unit = "TFLOP/s" if backend != "gloo" else "GFLOP/s (CPU)"
+        rate = {n: min(float(h["matmul_tflops"]) for h in hs) for n, hs in by_node.items()}
+        if backend == "gloo":
+            rate = {n: v * 1000.0 for n, v in rate.items()}
+        peak = it.accelerator.peak_dense_bf16_tflops if it else None
+        per_node_check("health.matmul", rate, unit,
+                       HEALTH_WARN_OF_PEAK * peak if floors and peak else None,
+                       HEALTH_FAIL_OF_PEAK * peak if floors and peak else None,
+                       f"catalog {it.name} peak {peak:g}" if floors and it else "relative to the other nodes")
+        mem = {n: min(float(h["mem_gbps"]) for h in hs) for n, hs in by_node.items()}
+        mpeak = it.accelerator.memory_bandwidth_tbps * 1000 if it else None
+        per_node_check("health.memory_bandwidth", mem, "GB/s",
+                       MEMBW_WARN_OF_PEAK * mpeak if floors and mpeak else None,
+                       MEMBW_FAIL_OF_PEAK * mpeak if floors and mpeak else None,
+                       "catalog" if floors else "relative to the other nodes")
+        if floors and it is not None:
+            for n, hs in by_node.items():
+                if len(hs) != it.accelerator.count:
+                    nodes[n].mark(Verdict.FAIL, f"{len(hs)} GPUs answered, the catalog says {it.accelerator.count}")
+                    ms.append(Measurement(check="health.gpu_count", scope=f"node:{n}", value=float(len(hs)), unit="GPUs",
+                                          floor_fail=float(it.accelerator.count), basis="catalog").judge())
+        # Single-node collectives (NVLink/xGMI inside each node).
+        single = main.get("single_node", {})
+        sn_values: dict[str, float | None] = {}
+        sn_at: int | None = None
+        for n, res in single.items():
+            if "error" in res:
+                sn_values[n] = None
+                nodes.setdefault(n, NodeVerdict(node=n)).mark(Verdict.FAIL, f"single-node collectives failed: {res['error']}")
+                continue
+            sn_at, sn_values[n] = _largest(res)
+            if _wrong(res):
+                nodes[n].mark(Verdict.FAIL, f"single-node {res.get('op')} returned {_wrong(res)} wrong elements")
+            curves.append(_curve(res, f"node {n}", None, None))
+        if sn_values:
+            sw = it.busbw.single_node_floor_warn_gbps if floors and it else None
+            sf = it.busbw.single_node_floor_fail_gbps if floors and it else None
+            per_node_check("single_node.busbw", sn_values, "GB/s", sw, sf,
+                           f"catalog {it.name} ({it.busbw.single_node_basis})" if floors and it else "relative to the other nodes",
+                           sn_at)
+        # Multi-node collectives over the whole fabric.
+        for op, res in main.get("multi_node", {}).items():
+            warn = it.busbw.floor_warn_gbps if floors and it and op == it.busbw.op else None
+            fail = it.busbw.floor_fail_gbps if floors and it and op == it.busbw.op else None
+            at, value = _largest(res)
+            basis = (f"catalog {it.name} {it.busbw.multi_node_basis} at {it.busbw.multi_node_message_bytes} B"
+                     if warn is not None and it else "none (CPU run)" if not floors else "no floor for this op")
+            m = Measurement(check=f"multi_node.{op}", scope="cluster", value=value, unit="GB/s", floor_warn=warn,
+                            floor_fail=fail, basis=basis, at_bytes=at).judge()
+            if not floors and value is not None:
+                m.verdict = Verdict.PASS
+            if _wrong(res):
+                m.verdict = Verdict.FAIL
+                m.detail = f"{_wrong(res)} wrong elements"
+            ms.append(m)
+            curves.append(_curve(res, "all nodes", warn, fail))
+        if "multi_node_error" in main:
+            errors.append(f"multi-node collectives: {main['multi_node_error']}")
+        pairs = main.get("pairs")
+        if pairs:
+            for a_b, why in pairs.get("bad", {}).items():
+                if a_b in nodes:
+                    nodes[a_b].mark(Verdict.FAIL, f"pairwise: {why}")
+            for n, why in pairs.get("unresolved", {}).items():
+                if n in nodes:
+                    nodes[n].mark(Verdict.WARN, f"pairwise: {why}")
+            for a, b, value in pairs.get("first", []):
+                ms.append(Measurement(check="pair.busbw", scope=f"pair:{a}+{b}", value=value, unit="GB/s",
+                                      floor_fail=pairs.get("floor"), basis=str(pairs.get("floor_basis", ""))).judge())
+    fabric = files.phases.get("fabric")
+    if fabric is not None:
+        for op, res in fabric.get("multi_node", {}).items():
+            at, value = _largest(res)
+            line = it.network.total_gbps / 8 if it else None
+            from components.catalog import FAIL_OF_LINE_RATE, WARN_OF_LINE_RATE
+            warn = WARN_OF_LINE_RATE * line if floors and line else None
+            fail = FAIL_OF_LINE_RATE * line if floors and line else None
+            ms.append(Measurement(check=f"fabric_only.{op}", scope="cluster", value=value, unit="GB/s", floor_warn=warn,
+                                  floor_fail=fail, basis="NIC line rate (NVLink and shared memory off)" if floors else "none",
+                                  at_bytes=at).judge())
+            curves.append(_curve(res, "fabric only", warn, fail))
+        if "multi_node_error" in fabric:
+            errors.append(f"fabric-only collectives: {fabric['multi_node_error']}")
+    if files.ddp is not None:
+        first, last = files.ddp.get("loss_first"), files.ddp.get("loss_last")
+        loss_ok = isinstance(first, (int, float)) and isinstance(last, (int, float)) and math.isfinite(last) and last < first
+        ms.append(Measurement(check="ddp.loss_falls", scope="cluster", value=float(last) if isinstance(last, (int, float)) else None,
+                              unit="loss", basis=f"first {first}", verdict=Verdict.PASS if loss_ok else Verdict.FAIL,
+                              detail="" if loss_ok else "loss did not fall or is not finite"))
+        tps = files.ddp.get("tokens_per_s_per_gpu")
+        if isinstance(tps, (int, float)):
+            ms.append(Measurement(check="ddp.tokens_per_s_per_gpu", scope="cluster", value=float(tps), unit="tokens/s",
+                                  basis="information"))
+        mfu = files.ddp.get("mfu")
+        if isinstance(mfu, (int, float)):
+            ms.append(Measurement(check="ddp.mfu", scope="cluster", value=float(mfu), unit="fraction", basis="information"))
+
+    blamed, notes = node_failures(files.statuses, node_names)
+    for n, why in blamed.items():
+        nodes.setdefault(n, NodeVerdict(node=n)).mark(Verdict.FAIL, why)
+    errors.extend(notes)
+
+    expected = it.software.expected_transport if it else ""
+    tr: dict[str, Any]
+    ok: bool | None
+    if backend == "gloo":
+        tr = {"expected": expected or None, "seen": ["gloo/tcp"], "ok": None,
+              "message": "CPU run over gloo (TCP); the GPU fabric transport is not judged"}
+    else:
+        seen = transport.scan_files(files.nccl_logs)
+        ok, msg = transport.judge(expected, seen) if expected else (None, "no instance type given")
+        tr = {"expected": expected, "seen": sorted(seen.used()), "ok": ok, "message": msg, "log_files": seen.files}
+        if ok is False:
+            ms.append(Measurement(check="transport", scope="cluster", value=None, unit="", basis=expected,
+                                  verdict=Verdict.FAIL, detail=msg))
+    verdicts = [m.verdict for m in ms] + [n.verdict for n in nodes.values()]
+    overall = Verdict.worst(verdicts)
+    if main is None and not blamed:
+        overall = Verdict.UNKNOWN
+    elif errors and overall == Verdict.PASS:
+        overall = Verdict.WARN
+    versions = dict((main or {}).get("versions", {}))
+    return Report(verdict=overall, local=local, floors_applied=floors, instance_type=instance_type,
+                  nodes=list(nodes.values()), measurements=ms, transport=tr, versions=versions, curves=curves,
+                  errors=errors, duration_s=duration_s, world_size=int((main or {}).get("world_size", 0)))

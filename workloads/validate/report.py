@@ -1,0 +1,158 @@
+"""The validation report: report.json for machines, report.md for a person's minute, busbw.png for the eye."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
+
+
+@dataclass(slots=True, kw_only=True)
+class Curve:
+    """One busbw-against-size sweep to draw."""
+
+    op: str
+    scope: str
+    points: list[tuple[int, float]]
+    floor_warn: float | None = None
+    floor_fail: float | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class Report:
+    verdict: Verdict
+    local: bool
+    floors_applied: bool
+    instance_type: str | None
+    nodes: list[NodeVerdict]
+    measurements: list[Measurement]
+    transport: dict[str, Any]
+    versions: dict[str, str]
+    curves: list[Curve] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    drained: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+    world_size: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict.name,
+            "exit_code": int(self.verdict),
+            "local": self.local,
+            "floors_applied": self.floors_applied,
+            "instance_type": self.instance_type,
+            "world_size": self.world_size,
+            "nodes": [n.to_json() for n in self.nodes],
+            "measurements": [m.to_json() for m in self.measurements],
+            "transport": self.transport,
+            "versions": self.versions,
+            "curves": [{"op": c.op, "scope": c.scope, "points": c.points,
+                        "floor_warn": c.floor_warn, "floor_fail": c.floor_fail} for c in self.curves],
+            "errors": self.errors,
+            "drained": self.drained,
+            "duration_s": round(self.duration_s, 1),
+        }
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.2f}"
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return ""
+    for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= div:
+            return f"{n / div:g} {unit}"
+    return f"{n} B"
+
+
+def render_markdown(r: Report) -> str:
+    lines = [f"# Cluster validation: {r.verdict.name}", ""]
+    where = r.instance_type or "unknown instance type"
+    lines.append(f"{len(r.nodes)} node(s), {r.world_size} rank(s), {where}; took {r.duration_s:.0f} s.")
+    if not r.floors_applied:
+        lines.append("")
+        lines.append("**Floors not applied**: this run is on CPU processes (gloo) or on a type the catalog has no "
+                     "floors for. The figures show the pipeline works; they say nothing about a GPU fabric. "
+                     "Nodes are still compared with each other.")
+    bad = [n for n in r.nodes if n.verdict != Verdict.PASS]
+    lines += ["", "## Nodes", ""]
+    if not bad:
+        lines.append(f"All {len(r.nodes)} nodes passed.")
+    lines += ["| node | verdict | why |", "|---|---|---|"]
+    for n in r.nodes:
+        lines.append(f"| {n.node} | {n.verdict.name} | {'; '.join(n.reasons) or '-'} |")
+    if r.drained:
+        lines += ["", f"Drained: {', '.join(r.drained)}."]
+    lines += ["", "## Measurements", "", "| check | scope | value | warn below | fail below | at | verdict |",
+              "|---|---|---|---|---|---|---|"]
+    for m in r.measurements:
+        lines.append(f"| {m.check} | {m.scope} | {_fmt(m.value)} {m.unit} | {_fmt(m.floor_warn)} | {_fmt(m.floor_fail)} "
+                     f"| {_size(m.at_bytes)} | {m.verdict.name} |")
+    t = r.transport
+    lines += ["", "## Transport", "", f"Expected {t.get('expected') or '-'}; seen {', '.join(t.get('seen') or []) or '-'}. "
+              f"{t.get('message', '')}"]
+    if r.errors:
+        lines += ["", "## Could not run", ""] + [f"- {e}" for e in r.errors]
+    lines += ["", "## Versions", ""] + [f"- {k}: {v}" for k, v in sorted(r.versions.items())]
+    lines += ["", "Exit code: 0 pass, 1 warn, 2 fail, 3 could not run. busbw.png draws each sweep with its floor.", ""]
+    return "\n".join(lines)
+
+
+def plot(r: Report, path: Path) -> bool:
+    """Draw busbw against message size per sweep, with the floors; False when there is nothing to draw."""
+    curves = [c for c in r.curves if c.points]
+    if not curves:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=110)
+    for c in curves:
+        xs = [p[0] for p in c.points]
+        ys = [p[1] for p in c.points]
+        line, = ax.plot(xs, ys, marker="o", markersize=3, label=f"{c.op} ({c.scope})")
+        if c.floor_fail is not None:
+            ax.axhline(c.floor_fail, color=line.get_color(), linestyle="--", linewidth=1,
+                       label=f"{c.op} fail floor {c.floor_fail:g}")
+        if c.floor_warn is not None:
+            ax.axhline(c.floor_warn, color=line.get_color(), linestyle=":", linewidth=1,
+                       label=f"{c.op} warn floor {c.floor_warn:g}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("busbw (GB/s)")
+    title = f"busbw by message size: {r.verdict.name}"
+    if not r.floors_applied:
+        title += " (CPU run, floors not applied)"
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return True
+
+
+def write(r: Report, out_dir: Path) -> dict[str, Path]:
+    """Write the three files atomically; returns what was written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    for name, text in (("report.json", json.dumps(r.to_json(), indent=2) + "\n"), ("report.md", render_markdown(r))):
+        path = out_dir / name
+        tmp = path.with_name(f".{name}.tmp-{os.getpid()}")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+        written[name] = path
+    png = out_dir / "busbw.png"
+    if plot(r, png):
+        written["busbw.png"] = png
+    return written
