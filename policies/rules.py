@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Literal
 
 Enforcement = Literal["mandatory", "advisory"]
 Props = Mapping[str, Any]
@@ -52,6 +53,7 @@ GCP_INSTANCE_TEMPLATES = (
     "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate",
     "gcp:compute/instance:Instance",
 )
+GCP_SLURM_CLUSTER = "gcp:hypercomputecluster/cluster:Cluster"
 GCP_FIREWALL = "gcp:compute/firewall:Firewall"
 GCP_NETWORK = "gcp:compute/network:Network"
 GCP_GKE_CLUSTER = "gcp:container/cluster:Cluster"
@@ -95,7 +97,7 @@ class RuleContext:
         pre = cfg.get("prePlaced")
         return cls(
             lustre_kms_key_id=cfg.get("lustreKmsKeyId") or None,
-            api_access_cidrs=tuple(str(c) for c in cidrs) if isinstance(cidrs, (list, tuple)) else None,
+            api_access_cidrs=tuple(str(c) for c in cidrs) if _is_list(cidrs) else None,
             pre_placed=bool(pre) if isinstance(pre, bool) else None,
             zone=cfg.get("zone") or None,
             instance_type=cfg.get("instanceType") or None,
@@ -184,6 +186,11 @@ class StackRule(Rule):
 # provider schema ("true" for a launch template's EBS encryption) and real bools in another.
 
 
+def _is_list(value: Any) -> bool:
+    # CrossGuard wraps lists in a Sequence proxy that is neither list nor tuple.
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
 def _get(obj: Any, *path: str) -> Any:
     for key in path:
         if not isinstance(obj, Mapping):
@@ -195,7 +202,7 @@ def _get(obj: Any, *path: str) -> Any:
 def _items(value: Any) -> list[Mapping[str, Any]]:
     if isinstance(value, Mapping):
         return [value]
-    if isinstance(value, (list, tuple)):
+    if _is_list(value):
         return [v for v in value if isinstance(v, Mapping)]
     return []
 
@@ -203,7 +210,7 @@ def _items(value: Any) -> list[Mapping[str, Any]]:
 def _strings(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]
-    if isinstance(value, (list, tuple)):
+    if _is_list(value):
         return [v for v in value if isinstance(v, str)]
     return []
 
@@ -235,7 +242,7 @@ def _walk_strings(value: Any) -> Iterator[str]:
     elif isinstance(value, Mapping):
         for v in value.values():
             yield from _walk_strings(v)
-    elif isinstance(value, (list, tuple)):
+    elif _is_list(value):
         for v in value:
             yield from _walk_strings(v)
 
@@ -333,6 +340,10 @@ def check_no_public_ip(resource_type: str, props: Props, protect: bool, ctx: Rul
                     problems.append(f"networkInterfaces[{i}] ({ni.get('network') or ni.get('subnetwork') or '?'}) "
                                     f"has {key}: an external address")
         return problems
+    if resource_type == GCP_SLURM_CLUSTER:
+        # Cluster Director: only login nodes can be given external addresses.
+        if _is_true(_get(props, "orchestrator", "slurm", "loginNodes", "enablePublicIps")):
+            return ["orchestrator.slurm.loginNodes.enablePublicIps is true: reach login nodes through IAP instead"]
     return []
 
 
@@ -675,7 +686,7 @@ def _walk_strings_at(value: Any, key: str) -> list[str]:
                 out += list(_walk_strings(v))
             else:
                 out += _walk_strings_at(v, key)
-    elif isinstance(value, (list, tuple)):
+    elif _is_list(value):
         for v in value:
             out += _walk_strings_at(v, key)
     return out
@@ -734,10 +745,12 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ResourceRule(
         name="no-public-ip-nodes",
         description="No node gets a public address: launch template interfaces do not associate a public IP, GCE "
-                    "instance templates have no access configs (CKV_GCP_40, CKV_AWS_88, AVD-AWS-0009)",
+                    "instance templates have no access configs, Cluster Director login nodes no public IPs "
+                    "(CKV_GCP_40, CKV_AWS_88, AVD-AWS-0009)",
         enforcement="mandatory", ids=("CKV_GCP_40", "CKV_AWS_88", "AVD-AWS-0009"),
         anchor="Checkov CKV_GCP_40/CKV_AWS_88, Trivy AVD-AWS-0009",
-        resource_types=(*AWS_LAUNCH_TEMPLATES, AWS_INSTANCE, *GCP_INSTANCE_TEMPLATES), check=check_no_public_ip),
+        resource_types=(*AWS_LAUNCH_TEMPLATES, AWS_INSTANCE, *GCP_INSTANCE_TEMPLATES, GCP_SLURM_CLUSTER),
+        check=check_no_public_ip),
     ResourceRule(
         name="no-open-ingress",
         description="No security group or firewall rule admits ingress from 0.0.0.0/0 or ::/0; egress may be open "

@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import pytest
+from pulumi_policy.proxy import unknown_checking_proxy
 from pulumi_policy import (
     PolicyCustomTimeouts,
     PolicyResource,
@@ -31,14 +32,16 @@ def options(protect: bool) -> PolicyResourceOptions:
 
 
 def resource_args(res: Recorded, config: Mapping[str, Any] | None = None) -> ResourceValidationArgs:
-    return ResourceValidationArgs(res.type, res.inputs, res.urn, res.name, options(res.protect), None, config)
+    # Props wrapped as the analyzer wraps them (lists become a Sequence proxy, not a list).
+    return ResourceValidationArgs(res.type, unknown_checking_proxy(res.inputs), res.urn, res.name,
+                                  options(res.protect), None, config)
 
 
 def stack_args(rec: Recording, names: list[str], config: Mapping[str, Any] | None = None) -> StackValidationArgs:
     """The named resources as CrossGuard hands a stack to a policy: props plus property
     dependencies (URNs), no provider ids."""
     chosen = [rec.get(n) for n in names]
-    policy_resources = {r.urn: PolicyResource(r.type, r.inputs, r.urn, r.name, options(r.protect), None, None, [], {})
+    policy_resources = {r.urn: PolicyResource(r.type, unknown_checking_proxy(r.inputs), r.urn, r.name, options(r.protect), None, None, [], {})
                         for r in chosen}
     for r in chosen:
         for prop, urns in rec.property_dependencies.get(r.urn, {}).items():

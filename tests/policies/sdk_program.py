@@ -212,6 +212,16 @@ def gcp_program() -> None:
         gcp.compute.InstanceTemplateNetworkInterfaceArgs(
             network=net.id, access_configs=[gcp.compute.InstanceTemplateNetworkInterfaceAccessConfigArgs()])])
 
+    for name, public in (("slurm-ok", False), ("slurm-bad", True)):
+        gcp.hypercomputecluster.Cluster(
+            name, cluster_id=name, location="europe-west1",
+            network_resources=[gcp.hypercomputecluster.ClusterNetworkResourceArgs(id="net")],
+            orchestrator=gcp.hypercomputecluster.ClusterOrchestratorArgs(
+                slurm=gcp.hypercomputecluster.ClusterOrchestratorSlurmArgs(
+                    login_nodes=gcp.hypercomputecluster.ClusterOrchestratorSlurmLoginNodesArgs(
+                        count="1", machine_type="n2-standard-8", zone="europe-west1-b", enable_public_ips=public),
+                    node_sets=[], partitions=[])))
+
     gcp.compute.Firewall("fw-ok", network=net.id, source_ranges=["10.0.0.0/8"],
                          allows=[gcp.compute.FirewallAllowArgs(protocol="all")])
     gcp.compute.Firewall("fw-deny-world", network=net.id, source_ranges=["0.0.0.0/0"],

@@ -50,6 +50,8 @@ CASES: list[tuple[str, str, str, dict[str, Any] | None, str | None]] = [
     ("no-public-ip-nodes", "aws", "native-lt-bad", None, "associatePublicIpAddress is true"),
     ("no-public-ip-nodes", "aws", "instance-bad", None, "associatePublicIpAddress is true"),
     ("no-public-ip-nodes", "gcp", "template-bad", None, "has accessConfigs"),
+    ("no-public-ip-nodes", "gcp", "slurm-ok", None, None),
+    ("no-public-ip-nodes", "gcp", "slurm-bad", None, "loginNodes.enablePublicIps is true"),
     ("no-open-ingress", "aws", "sg-ok", None, None),
     ("no-open-ingress", "aws", "sgr-egress-ok", None, None),
     ("no-open-ingress", "aws", "sgi-ok", None, None),
