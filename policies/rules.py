@@ -97,7 +97,7 @@ class RuleContext:
         pre = cfg.get("prePlaced")
         return cls(
             lustre_kms_key_id=cfg.get("lustreKmsKeyId") or None,
-            api_access_cidrs=tuple(str(c) for c in cidrs) if _is_list(cidrs) else None,
+            api_access_cidrs=tuple(str(c) for c in cidrs) if isinstance(cidrs, (list, tuple)) else None,
             pre_placed=bool(pre) if isinstance(pre, bool) else None,
             zone=cfg.get("zone") or None,
             instance_type=cfg.get("instanceType") or None,
@@ -250,8 +250,11 @@ def _walk_strings(value: Any) -> Iterator[str]:
 def _refers_to(res: StackResource, prop: str, target: StackResource, *aliases: str) -> bool:
     """Whether ``res``'s input ``prop`` points at ``target`` (by dependency, id, or an alias value
     such as a bucket's name, which is also its id)."""
-    if target.urn in res.refs.get(prop, ()):
-        return True
+    deps = res.refs.get(prop)
+    if deps:
+        # CrossGuard knows the dependencies; during a preview the ids behind them are unknown,
+        # and reading an unknown value would abort the whole policy.
+        return target.urn in deps
     keys = {k for k in (target.id, *aliases) if k}
     return bool(keys) and any(s in keys for s in _walk_strings(res.props.get(prop)))
 

@@ -182,11 +182,14 @@ def aws_program() -> None:
     aws.eks.NodeGroup("ng-bad", cluster_name="c", node_role_arn=role, subnet_ids=[subnet.id], scaling_config=scaling,
                       remote_access=aws.eks.NodeGroupRemoteAccessArgs(ec2_ssh_key="ops"))
 
-    fsx = dict(subnet_ids=subnet.id, deployment_type="PERSISTENT_2", storage_capacity=2400,
-               per_unit_storage_throughput=250)
-    aws.fsx.LustreFileSystem("fsx-ok", kms_key_id=KMS_KEY, **fsx, opts=pulumi.ResourceOptions(protect=True))
-    aws.fsx.LustreFileSystem("fsx-bad", kms_key_id=OTHER_KEY, **fsx)
-    aws.fsx.LustreFileSystem("fsx-service-key", **fsx, opts=pulumi.ResourceOptions(protect=True))
+    def fsx(name: str, key: str | None, protect: bool) -> None:
+        aws.fsx.LustreFileSystem(name, subnet_ids=subnet.id, deployment_type="PERSISTENT_2", storage_capacity=2400,
+                                 per_unit_storage_throughput=250, kms_key_id=key,
+                                 opts=pulumi.ResourceOptions(protect=protect))
+
+    fsx("fsx-ok", KMS_KEY, True)
+    fsx("fsx-bad", OTHER_KEY, False)
+    fsx("fsx-service-key", None, True)
 
     ok = aws.s3.Bucket("bucket-ok", bucket="example-checkpoints")
     aws.s3.BucketPublicAccessBlock("bucket-ok-pab", bucket=ok.id, block_public_acls=True, block_public_policy=True,
@@ -271,7 +274,7 @@ def gcp_program() -> None:
                        uniform_bucket_level_access=True)
     gcp.storage.Bucket("gcs-bad", location="US-CENTRAL1", public_access_prevention="inherited")
 
-    lustre = dict(capacity_gib="18000", filesystem="scratch", location="us-central1-a", network=net.id,
-                  per_unit_storage_throughput="250")
-    gcp.lustre.Instance("lustre-ok", instance_id="lustre-ok", **lustre, opts=pulumi.ResourceOptions(protect=True))
-    gcp.lustre.Instance("lustre-bad", instance_id="lustre-bad", **lustre)
+    for name, protect in (("lustre-ok", True), ("lustre-bad", False)):
+        gcp.lustre.Instance(name, instance_id=name, capacity_gib="18000", filesystem="scratch", location="us-central1-a",
+                            network=net.id, per_unit_storage_throughput="250",
+                            opts=pulumi.ResourceOptions(protect=protect))

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-import grpc
+import grpc  # type: ignore[import-untyped]
 import pytest
-from google.protobuf import empty_pb2, struct_pb2
+from google.protobuf import empty_pb2, struct_pb2  # type: ignore[import-untyped]
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
 from components.engine import Recorded
