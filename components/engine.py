@@ -102,7 +102,8 @@ class _StrictMocks(pulumi.runtime.Mocks):
                 "package declared in its mocks.INVOKES; declare it (camelCase answer) or stop calling it"
             )
         self._run.invokes.append(args.token)
-        return fn(args.args), None
+        # A (result, None) tuple crashes MockMonitor.Invoke, which iterates the failures.
+        return fn(args.args), []
 
 
 class _RecordingMonitor(_mocks.MockMonitor):

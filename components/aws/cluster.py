@@ -1,0 +1,118 @@
+"""The AWS cluster: the five pillars composed in the order their inputs flow.
+
+network -> interconnect (EFA group, placement) -> storage (in the node subnet, open to the
+EFA group) -> compute (launch template; on PCS its user data mounts the file system) ->
+orchestration (EKS or PCS, launching nodes from that template).
+
+The providers are explicit and take the spec's region, so a stack deploys where its
+cluster description says, whatever ``aws:region`` the stack file or the shell carries.
+Every pillar component inherits them; invokes inherit them through ``parent``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_aws_native as aws_native
+
+from components.aws.common import cluster_tags, second_zone
+from components.aws.compute import Compute, ComputeArgs
+from components.aws.interconnect import Interconnect, InterconnectArgs
+from components.aws.network import Network, NetworkArgs
+from components.aws.orchestration_eks import EksArgs
+from components.aws.orchestration_eks import Orchestration as EksOrchestration
+from components.aws.orchestration_pcs import Orchestration as PcsOrchestration
+from components.aws.orchestration_pcs import PcsArgs, lustre_user_data
+from components.aws.storage import Storage, StorageArgs
+from components.spec import ClusterSpec
+
+
+def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[str, Any]:
+    kind = spec.orchestration.kind
+    if kind not in ("eks", "slurm"):
+        raise ValueError(f"orchestration.kind: {kind!r} does not run on aws (allowed: eks, slurm)")
+    instance = spec.instance
+    tags = cluster_tags(spec)
+
+    providers: list[pulumi.ProviderResource] = [
+        aws.Provider(f"{name}-aws", region=spec.region, opts=pulumi.ResourceOptions(parent=opts.parent))
+    ]
+    if kind == "slurm":
+        providers.append(aws_native.Provider(f"{name}-aws-native", region=spec.region,
+                                             opts=pulumi.ResourceOptions(parent=opts.parent)))
+    child = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=providers))
+
+    network = Network(f"{name}-network", NetworkArgs(
+        cidr=spec.network.cidr, region=spec.region, zone=spec.zone,
+        control_plane_zone=second_zone(spec.zone) if kind == "eks" else None, tags=tags,
+    ), child)
+    interconnect = Interconnect(f"{name}-interconnect", InterconnectArgs(
+        vpc_id=network.vpc_id, instance=instance, placement=spec.interconnect.placement, tags=tags,
+    ), child)
+    lustre = spec.storage.lustre
+    storage = Storage(f"{name}-storage", StorageArgs(
+        lustre=lustre, bucket_name=spec.storage.bucket_name, vpc_id=network.vpc_id,
+        subnet_id=network.node_subnet_id, node_security_group_id=interconnect.security_group_id, tags=tags,
+    ), child)
+    # On EKS the FSx CSI driver mounts the file system into pods; on PCS the nodes mount it.
+    user_data = (
+        lustre_user_data(storage.mount["dns_name"], storage.mount["mount_name"], lustre.mount_point)
+        if kind == "slurm" else None
+    )
+    compute = Compute(f"{name}-compute", ComputeArgs(
+        orchestrator=kind, region=spec.region, capacity=spec.compute.capacity,
+        kubernetes_version=spec.orchestration.kubernetes_version, root_volume_gib=spec.compute.root_volume_gib,
+        nics=interconnect.nics, security_group_ids=[interconnect.security_group_id],
+        placement_group_name=interconnect.placement_group_name, user_data=user_data, tags=tags,
+    ), child)
+
+    access: dict[str, Any]
+    if kind == "eks":
+        assert compute.release_version is not None
+        eks = EksOrchestration(f"{name}-orchestration", EksArgs(
+            region=spec.region, kubernetes_version=spec.orchestration.kubernetes_version,
+            api_access_cidrs=spec.orchestration.api_access_cidrs,
+            control_plane_subnet_ids=network.control_plane_subnet_ids, node_subnet_id=network.node_subnet_id,
+            security_group_id=interconnect.security_group_id,
+            launch_template_id=compute.launch_template_id, launch_template_version=compute.launch_template_version,
+            node_role_arn=compute.node_role_arn, release_version=compute.release_version,
+            instance_type=spec.compute.instance_type, nodes=spec.compute.nodes, capacity=spec.compute.capacity,
+            file_system_id=storage.file_system_id, dns_name=storage.mount["dns_name"],
+            mount_name=storage.mount["mount_name"], size_gib=lustre.size_gib, tags=tags,
+        ), child)
+        access = {"api_endpoint": eks.api_endpoint, "kubeconfig_command": eks.kubeconfig_command}
+        node_list_source = f"k8s:node.kubernetes.io/instance-type={spec.compute.instance_type}"
+    else:
+        assert compute.image_id is not None and user_data is not None
+        slurm = PcsOrchestration(f"{name}-orchestration", PcsArgs(
+            region=spec.region, node_subnet_id=network.node_subnet_id,
+            security_group_id=interconnect.security_group_id,
+            launch_template_id=compute.launch_template_id, launch_template_version=compute.launch_template_version,
+            instance_profile_arn=compute.instance_profile_arn, image_id=compute.image_id, user_data=user_data,
+            instance_type=spec.compute.instance_type, nodes=spec.compute.nodes, capacity=spec.compute.capacity,
+            login_nodes=spec.orchestration.login_nodes, partition=spec.orchestration.partition, tags=tags,
+        ), child)
+        access = {"cluster_id": slurm.cluster_id, "login": slurm.login, "ssh_command": slurm.ssh_command}
+        node_list_source = f"slurm:partition={spec.orchestration.partition}"
+
+    return {
+        "cloud": "aws",
+        "region": spec.region,
+        "zone": spec.zone,
+        "orchestrator": kind,
+        "instance_type": spec.compute.instance_type,
+        "nodes": spec.compute.nodes,
+        "gpus_per_node": instance.accelerator.count,
+        "fabric": {
+            "type": "efa",
+            "interfaces_per_node": sum(1 for nic in interconnect.nics if nic.is_efa),
+            "placement": interconnect.placement_group_name,
+            "mtu": instance.network.mtu,
+        },
+        "mount": storage.mount,
+        "bucket": storage.bucket_name,
+        "access": access,
+        "node_list_source": node_list_source,
+    }

@@ -1,0 +1,65 @@
+"""Small facts every AWS pillar shares: tags, partitions, policy ARNs, IAM trust documents.
+
+Policy documents are built with ``json.dumps`` rather than ``aws.iam.get_policy_document``:
+an invoke would need a mock answer and a provider round trip for what is plain data.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Mapping
+
+from components.spec import ClusterSpec
+
+CLUSTER_TAG = "gpu-cluster"
+
+
+def cluster_tags(spec: ClusterSpec) -> dict[str, str]:
+    """The spec's tags plus the cluster's own name tag, merged into every resource.
+
+    The cluster tag is written last so that a stack cannot relabel its resources as
+    another cluster's (cost reports and clean-up scripts select on it).
+    """
+    return {**dict(spec.tags), CLUSTER_TAG: spec.name}
+
+
+def with_name(tags: Mapping[str, str], name: str) -> dict[str, str]:
+    """Tags plus ``Name``, which the EC2 console shows for VPCs, subnets and gateways."""
+    return {**dict(tags), "Name": name}
+
+
+def partition(region: str) -> str:
+    """The ARN partition of a region; the spec admits commercial, GovCloud and China regions."""
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    if region.startswith("cn-"):
+        return "aws-cn"
+    return "aws"
+
+
+def managed_policy_arn(region: str, policy: str) -> str:
+    return f"arn:{partition(region)}:iam::aws:policy/{policy}"
+
+
+def assume_role_policy(service: str) -> str:
+    """Trust policy letting one AWS service principal assume a role."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}
+            ],
+        },
+        sort_keys=True,
+    )
+
+
+def second_zone(zone: str) -> str:
+    """Another zone of the same region, for the EKS control plane's second subnet.
+
+    EKS refuses a cluster whose subnets sit in fewer than two zones. Every AWS region has
+    zones ``a`` and ``b``, so the control plane's extra subnet goes to whichever of the two
+    the GPU nodes do not use.
+    """
+    letter = zone[-1]
+    return zone[:-1] + ("b" if letter == "a" else "a")

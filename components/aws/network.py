@@ -1,0 +1,165 @@
+"""Network: one VPC whose GPU nodes sit in a single private subnet of one zone.
+
+Layout of the VPC range (for the default /16):
+
+* first half (/17): the private node subnet in the chosen zone. EFA-only interfaces take no
+  IP address, but pods on EKS do (VPC CNI), so the node subnet gets most of the range;
+* an eighth of the second half (/20): the public subnet, which holds only the NAT gateway;
+* the next eighth (/20), only when EKS is the orchestrator: a private subnet in a second
+  zone, for the control plane's ENIs (EKS refuses subnets in fewer than two zones). No node
+  is ever launched there.
+
+Nothing on a GPU node has a public IP: egress goes through the NAT gateway, and S3 traffic
+(checkpoints, the FSx data repository) through a gateway endpoint that costs nothing per GB.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import pulumi
+import pulumi_aws as aws
+
+from components.aws.common import with_name
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class NetworkArgs:
+    cidr: str
+    """The VPC's range (spec.network.cidr, a private /16 to /20)."""
+    region: str
+    """Region of the VPC; names the S3 endpoint service."""
+    zone: str
+    """The one zone every GPU node shares."""
+    control_plane_zone: str | None = None
+    """A second zone for a small control-plane-only subnet (EKS); None adds no such subnet."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """Merged into every resource."""
+
+
+def subnet_plan(cidr: str) -> tuple[str, str, str]:
+    """(node subnet, public subnet, control plane subnet) carved out of the VPC range."""
+    net = ipaddress.IPv4Network(cidr)  # the spec admits private IPv4 ranges only
+    nodes, rest = list(net.subnets(prefixlen_diff=1))
+    eighths = list(rest.subnets(prefixlen_diff=3))
+    return str(nodes), str(eighths[0]), str(eighths[1])
+
+
+class Network(pulumi.ComponentResource):
+    vpc_id: pulumi.Output[str]
+    node_subnet_id: pulumi.Output[str]
+    control_plane_subnet_ids: list[pulumi.Output[str]]
+    """Subnets the EKS control plane uses: the node subnet plus the second-zone subnet."""
+
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-cluster:aws:Network", name, None, opts)
+        self._name = name
+        self._args = args
+        node_cidr, public_cidr, cp_cidr = subnet_plan(args.cidr)
+
+        # DNS support and hostnames: FSx for Lustre is mounted by DNS name and the EKS private
+        # endpoint resolves only inside a VPC that has both turned on.
+        self.vpc = aws.ec2.Vpc(
+            f"{name}-vpc",
+            cidr_block=args.cidr,
+            enable_dns_support=True,
+            enable_dns_hostnames=True,
+            tags=with_name(args.tags, f"{name}-vpc"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.public_subnet = self._subnet("public", public_cidr, args.zone)
+        self.node_subnet = self._subnet("nodes", node_cidr, args.zone)
+        self.control_plane_subnet = (
+            self._subnet("control-plane", cp_cidr, args.control_plane_zone)
+            if args.control_plane_zone is not None
+            else None
+        )
+        self.nat_gateway = self._create_egress()
+        self.private_route_table = self._create_private_routes()
+        self.s3_endpoint = aws.ec2.VpcEndpoint(
+            f"{name}-s3",
+            vpc_id=self.vpc.id,
+            service_name=f"com.amazonaws.{args.region}.s3",
+            vpc_endpoint_type="Gateway",
+            route_table_ids=[self.private_route_table.id],
+            tags=with_name(args.tags, f"{name}-s3"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+        self.vpc_id = self.vpc.id
+        self.node_subnet_id = self.node_subnet.id
+        self.control_plane_subnet_ids = [self.node_subnet.id]
+        if self.control_plane_subnet is not None:
+            self.control_plane_subnet_ids.append(self.control_plane_subnet.id)
+        self.register_outputs({
+            "vpc_id": self.vpc_id,
+            "node_subnet_id": self.node_subnet_id,
+            "control_plane_subnet_ids": self.control_plane_subnet_ids,
+        })
+
+    def _subnet(self, role: str, cidr: str, zone: str) -> aws.ec2.Subnet:
+        return aws.ec2.Subnet(
+            f"{self._name}-{role}",
+            vpc_id=self.vpc.id,
+            cidr_block=cidr,
+            availability_zone=zone,
+            # Even the public subnet hands out no public IPs: only the NAT gateway lives
+            # there, and it gets an Elastic IP of its own.
+            map_public_ip_on_launch=False,
+            tags=with_name(self._args.tags, f"{self._name}-{role}"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _create_egress(self) -> aws.ec2.NatGateway:
+        name, tags = self._name, self._args.tags
+        igw = aws.ec2.InternetGateway(
+            f"{name}-igw", vpc_id=self.vpc.id, tags=with_name(tags, f"{name}-igw"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        public_rt = aws.ec2.RouteTable(
+            f"{name}-public", vpc_id=self.vpc.id, tags=with_name(tags, f"{name}-public"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        aws.ec2.Route(
+            f"{name}-public-default", route_table_id=public_rt.id, destination_cidr_block="0.0.0.0/0",
+            gateway_id=igw.id, opts=pulumi.ResourceOptions(parent=self),
+        )
+        aws.ec2.RouteTableAssociation(
+            f"{name}-public-assoc", route_table_id=public_rt.id, subnet_id=self.public_subnet.id,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        eip = aws.ec2.Eip(
+            f"{name}-nat", domain="vpc", tags=with_name(tags, f"{name}-nat"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        # One NAT gateway, in the nodes' zone: every GPU node is in that zone, so a second
+        # gateway would only add cost; a zone outage stops the whole cluster anyway.
+        return aws.ec2.NatGateway(
+            f"{name}-nat",
+            allocation_id=eip.id,
+            subnet_id=self.public_subnet.id,
+            tags=with_name(tags, f"{name}-nat"),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
+        )
+
+    def _create_private_routes(self) -> aws.ec2.RouteTable:
+        name = self._name
+        rt = aws.ec2.RouteTable(
+            f"{name}-private", vpc_id=self.vpc.id, tags=with_name(self._args.tags, f"{name}-private"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        aws.ec2.Route(
+            f"{name}-private-default", route_table_id=rt.id, destination_cidr_block="0.0.0.0/0",
+            nat_gateway_id=self.nat_gateway.id, opts=pulumi.ResourceOptions(parent=self),
+        )
+        subnets = [("nodes", self.node_subnet)]
+        if self.control_plane_subnet is not None:
+            subnets.append(("control-plane", self.control_plane_subnet))
+        for role, subnet in subnets:
+            aws.ec2.RouteTableAssociation(
+                f"{name}-{role}-assoc", route_table_id=rt.id, subnet_id=subnet.id,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        return rt

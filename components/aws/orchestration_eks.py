@@ -1,0 +1,276 @@
+"""Orchestration on EKS: the control plane, the GPU node group, and what runs inside.
+
+* control plane: private endpoint always; a public one only for the CIDRs the stack lists
+  (CKV_AWS_39); secrets envelope-encrypted with a KMS key of the cluster's own
+  (CKV_AWS_58); access entries (authentication mode API) instead of the aws-auth ConfigMap;
+* nodes: one managed node group on Compute's launch template, fixed at the spec's node
+  count (min = desired = max: a training job spans every node, autoscaling only breaks it);
+* in the cluster: NVIDIA and EFA device plugins (the nodes' GPUs and EFA interfaces become
+  schedulable resources), the FSx CSI driver with a static volume for the file system, and
+  the JobSet controller.
+
+The control plane joins the EFA security group. Nodes launched from a template that sets
+its own interfaces get only the groups named there, not EKS's cluster group; the group's
+all-traffic self rule is what lets the control plane reach the kubelets and the nodes
+reach the API, without a cycle between the template and the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.aws.common import assume_role_policy, managed_policy_arn
+from components.aws.compute import EKS_AMI_TYPE
+from components.k8s.addons import jobset
+from components.spec import CapacitySpec
+
+NVIDIA_PLUGIN_REPO = "https://nvidia.github.io/k8s-device-plugin"
+NVIDIA_PLUGIN_VERSION = "0.17.1"
+EKS_CHARTS_REPO = "https://aws.github.io/eks-charts"
+EFA_PLUGIN_VERSION = "v0.5.20"
+FSX_CSI_DRIVER = "fsx.csi.aws.com"
+FSX_VOLUME = "fsx-lustre"
+
+CAPACITY_TYPES = {
+    "on-demand": "ON_DEMAND",
+    "reservation": "ON_DEMAND",  # the launch template targets the reservation
+    "capacity-block": "CAPACITY_BLOCK",
+    "spot": "SPOT",
+}
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class EksArgs:
+    region: str
+    """Region of the cluster; names the ARN partition and the kubeconfig command."""
+    kubernetes_version: str
+    """Control plane and node version (spec.orchestration.kubernetes_version)."""
+    api_access_cidrs: Sequence[str]
+    """Public endpoint CIDRs; empty keeps the API private to the VPC."""
+    control_plane_subnet_ids: Sequence[pulumi.Input[str]]
+    """Subnets in two zones for the control plane's ENIs."""
+    node_subnet_id: pulumi.Input[str]
+    """The single subnet (one zone) of every GPU node."""
+    security_group_id: pulumi.Input[str]
+    """The EFA group, shared by the control plane and the nodes."""
+    launch_template_id: pulumi.Input[str]
+    launch_template_version: pulumi.Input[str]
+    node_role_arn: pulumi.Input[str]
+    release_version: pulumi.Input[str]
+    """Recommended EKS NVIDIA AL2023 image release (Compute.release_version)."""
+    instance_type: str
+    nodes: int
+    capacity: CapacitySpec
+    file_system_id: pulumi.Input[str]
+    dns_name: pulumi.Input[str]
+    mount_name: pulumi.Input[str]
+    size_gib: int
+    """File system size; the persistent volume's declared capacity."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """Merged into every AWS resource."""
+
+
+def kubeconfig(cluster_name: pulumi.Input[str], endpoint: pulumi.Input[str], ca_data: pulumi.Input[str],
+               region: str) -> pulumi.Output[str]:
+    """A kubeconfig that authenticates with ``aws eks get-token`` (no long-lived secret)."""
+
+    def render(values: list[Any]) -> str:
+        name, server, ca = values
+        return json.dumps({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority-data": ca}}],
+            "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+            "current-context": name,
+            "users": [{"name": name, "user": {"exec": {
+                "apiVersion": "client.authentication.k8s.io/v1beta1",
+                "command": "aws",
+                "args": ["eks", "get-token", "--region", region, "--cluster-name", name, "--output", "json"],
+            }}}],
+        }, sort_keys=True)
+
+    return pulumi.Output.all(cluster_name, endpoint, ca_data).apply(render)
+
+
+class Orchestration(pulumi.ComponentResource):
+    cluster_name: pulumi.Output[str]
+    api_endpoint: pulumi.Output[str]
+    kubeconfig_command: pulumi.Output[str]
+
+    def __init__(self, name: str, args: EksArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-cluster:aws:Orchestration", name, None, opts)
+        self._name = name
+        self._args = args
+        self.cluster = self._create_control_plane()
+        self.node_group = self._create_node_group()
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=kubeconfig(self.cluster.name, self.cluster.endpoint,
+                                  self.cluster.certificate_authority.data, args.region),
+            # Add-ons wait for the nodes: the device plugins' and the CSI node pods have
+            # nowhere to run before, and the charts' readiness waits would time out.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.node_group]),
+        )
+        self._create_addons()
+
+        self.cluster_name = self.cluster.name
+        self.api_endpoint = self.cluster.endpoint
+        self.kubeconfig_command = pulumi.Output.format(
+            "aws eks update-kubeconfig --region {0} --name {1}", args.region, self.cluster.name)
+        self.register_outputs({
+            "cluster_name": self.cluster_name,
+            "api_endpoint": self.api_endpoint,
+            "kubeconfig_command": self.kubeconfig_command,
+        })
+
+    def _create_control_plane(self) -> aws.eks.Cluster:
+        name, args = self._name, self._args
+        role = aws.iam.Role(
+            f"{name}-cluster",
+            assume_role_policy=assume_role_policy("eks.amazonaws.com"),
+            description=f"EKS control plane of {name}",
+            tags=dict(args.tags),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        attachment = aws.iam.RolePolicyAttachment(
+            f"{name}-cluster-policy",
+            role=role.name,
+            policy_arn=managed_policy_arn(args.region, "AmazonEKSClusterPolicy"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        key = aws.kms.Key(
+            f"{name}-secrets",
+            description=f"Envelope encryption of Kubernetes secrets in {name}",
+            enable_key_rotation=True,
+            # The longest window: a key deleted with its cluster can still be restored for
+            # 30 days, long enough to notice a destroy that should not have happened.
+            deletion_window_in_days=30,
+            tags=dict(args.tags),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        public = bool(args.api_access_cidrs)
+        return aws.eks.Cluster(
+            f"{name}-eks",
+            role_arn=role.arn,
+            version=args.kubernetes_version,
+            vpc_config=aws.eks.ClusterVpcConfigArgs(
+                subnet_ids=list(args.control_plane_subnet_ids),
+                security_group_ids=[args.security_group_id],
+                endpoint_private_access=True,
+                endpoint_public_access=public,
+                public_access_cidrs=list(args.api_access_cidrs) if public else None,
+            ),
+            access_config=aws.eks.ClusterAccessConfigArgs(
+                authentication_mode="API",
+                # Whoever runs `pulumi up` administers the cluster they created; further
+                # admins are access entries, not edits of a ConfigMap.
+                bootstrap_cluster_creator_admin_permissions=True,
+            ),
+            encryption_config=aws.eks.ClusterEncryptionConfigArgs(
+                provider=aws.eks.ClusterEncryptionConfigProviderArgs(key_arn=key.arn),
+                resources=["secrets"],
+            ),
+            enabled_cluster_log_types=["api", "audit", "authenticator"],
+            tags=dict(args.tags),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[attachment]),
+        )
+
+    def _create_node_group(self) -> aws.eks.NodeGroup:
+        name, args = self._name, self._args
+        return aws.eks.NodeGroup(
+            f"{name}-gpu",
+            cluster_name=self.cluster.name,
+            node_role_arn=args.node_role_arn,
+            subnet_ids=[args.node_subnet_id],
+            instance_types=[args.instance_type],
+            ami_type=EKS_AMI_TYPE,
+            release_version=args.release_version,
+            capacity_type=CAPACITY_TYPES[args.capacity.type],
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                desired_size=args.nodes, min_size=args.nodes, max_size=args.nodes,
+            ),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=args.launch_template_id, version=args.launch_template_version,
+            ),
+            # The NVIDIA chart schedules its plugin only on nodes labelled as GPU nodes (by
+            # node-feature-discovery, or by this label that its values document as the
+            # override); no NFD runs here, so the node group sets the label itself.
+            labels={"gpu-cluster/role": "gpu", "nvidia.com/gpu.present": "true"},
+            tags=dict(args.tags),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _create_addons(self) -> None:
+        name, args = self._name, self._args
+        k8s_opts = pulumi.ResourceOptions(parent=self, provider=self.provider)
+        k8s.helm.v4.Chart(
+            f"{name}-nvidia-device-plugin",
+            chart="nvidia-device-plugin",
+            version=NVIDIA_PLUGIN_VERSION,
+            repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=NVIDIA_PLUGIN_REPO),
+            namespace="kube-system",
+            opts=k8s_opts,
+        )
+        k8s.helm.v4.Chart(
+            f"{name}-efa-device-plugin",
+            chart="aws-efa-k8s-device-plugin",
+            version=EFA_PLUGIN_VERSION,
+            repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=EKS_CHARTS_REPO),
+            namespace="kube-system",
+            # The chart runs only on the instance types it lists; name ours, so a type newer
+            # than the pinned chart's list still gets its EFA devices advertised.
+            values={"supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"],
+                                                "values": [args.instance_type]}},
+            opts=k8s_opts,
+        )
+        # The managed add-on rather than the chart: EKS keeps it compatible with the control
+        # plane version. A static volume needs no AWS permissions (the node plugin only mounts),
+        # so the controller gets no IAM role.
+        csi = aws.eks.Addon(
+            f"{name}-fsx-csi",
+            cluster_name=self.cluster.name,
+            addon_name="aws-fsx-csi-driver",
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            tags=dict(args.tags),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.node_group]),
+        )
+        storage = f"{args.size_gib}Gi"
+        volume = k8s.core.v1.PersistentVolume(
+            f"{name}-fsx-pv",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=FSX_VOLUME),
+            spec=k8s.core.v1.PersistentVolumeSpecArgs(
+                capacity={"storage": storage},
+                volume_mode="Filesystem",
+                access_modes=["ReadWriteMany"],
+                # The file system outlives any claim: deleting the claim must not try to
+                # delete a protected FSx file system.
+                persistent_volume_reclaim_policy="Retain",
+                storage_class_name="",
+                mount_options=["flock"],
+                csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
+                    driver=FSX_CSI_DRIVER,
+                    volume_handle=args.file_system_id,
+                    volume_attributes={"dnsname": args.dns_name, "mountname": args.mount_name},
+                ),
+            ),
+            opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[csi])),
+        )
+        k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-fsx-pvc",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=FSX_VOLUME, namespace="default"),
+            spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
+                access_modes=["ReadWriteMany"],
+                storage_class_name="",
+                volume_name=FSX_VOLUME,
+                resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": storage}),
+            ),
+            opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[volume])),
+        )
+        jobset(f"{name}-jobset", k8s_opts)

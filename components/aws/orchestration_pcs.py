@@ -1,0 +1,225 @@
+"""Orchestration with Slurm: AWS Parallel Computing Service (managed slurmctld).
+
+pulumi-aws 7.51 has no PCS resources; pulumi-aws-native's ``pcs`` module (CloudFormation's
+``AWS::PCS::*``) does. The cluster has:
+
+* a PCS cluster (Slurm ``PCS_SLURM_VERSION``; the controller size follows the instance
+  count, see ``pcs_size``) in the node subnet, in the EFA group: the group's self rule
+  admits slurmctld (6817) and slurmd (6818) traffic both ways;
+* a login node group on a small template of its own, in the same private subnet (reached
+  through SSM Session Manager: no public IPs anywhere);
+* the GPU node group on Compute's launch template, min = max = nodes (a job spans all);
+* a queue, the Slurm partition, mapped to the GPU node group.
+
+Every node, login or GPU, mounts the Lustre file system at boot from its user data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_aws_native as aws_native
+
+from components.aws.compute import PCS_SLURM_VERSION, launch_template_args
+from components.spec import CapacitySpec
+
+pcs = aws_native.pcs
+
+LOGIN_INSTANCE_TYPE = "m6i.xlarge"
+LOGIN_ROOT_GIB = 100
+# PCS tags every instance it launches with its node group's id (AWS PCS user guide,
+# "Finding compute node group instances").
+NODE_GROUP_TAG = "aws:pcs:compute-node-group-id"
+
+PURCHASE_OPTIONS = {
+    "on-demand": pcs.ComputeNodeGroupPurchaseOption.ONDEMAND,
+    "reservation": pcs.ComputeNodeGroupPurchaseOption.ONDEMAND,  # template targets the ODCR
+    "capacity-block": pcs.ComputeNodeGroupPurchaseOption.CAPACITY_BLOCK,
+    "spot": pcs.ComputeNodeGroupPurchaseOption.SPOT,
+}
+
+_BOUNDARY = "==GPU-CLUSTER-BOUNDARY=="
+
+
+def pcs_size(instances: int) -> pcs.ClusterSize:
+    """Controller size for the instances it manages, login nodes included (SMALL up to 32,
+    MEDIUM up to 512, LARGE up to 2048; AWS PCS user guide, "Cluster size"). A size too
+    small for the node count is refused by PCS, too large only costs more per hour."""
+    if instances <= 32:
+        return pcs.ClusterSize.SMALL
+    if instances <= 512:
+        return pcs.ClusterSize.MEDIUM
+    return pcs.ClusterSize.LARGE
+
+
+def lustre_user_data(dns_name: pulumi.Input[str], mount_name: pulumi.Input[str], mount_point: str) -> pulumi.Output[str]:
+    """MIME multipart user data that mounts the file system at boot, idempotently, with the
+    options of Storage's mount command (``flock``: torch's FileStore locks files on it).
+
+    Multipart because PCS adds its own part to a template's user data and accepts only
+    MIME documents (AWS PCS user guide, "Using Amazon EC2 launch templates with AWS PCS").
+    """
+    script = (
+        "Content-Type: multipart/mixed; boundary=\"{b}\"\n"
+        "MIME-Version: 1.0\n"
+        "\n"
+        "--{b}\n"
+        "Content-Type: text/x-shellscript; charset=\"us-ascii\"\n"
+        "\n"
+        "#!/bin/bash\n"
+        "set -euo pipefail\n"
+        "# The client ships with the PCS images; install it where a custom image lacks it\n"
+        "# (Amazon Linux 2: extras topic 'lustre'; Amazon Linux 2023: package lustre-client).\n"
+        "command -v mount.lustre >/dev/null || amazon-linux-extras install -y lustre "
+        "|| dnf install -y lustre-client\n"
+        "mkdir -p {mp}\n"
+        "grep -q ' {mp} lustre ' /etc/fstab || "
+        "echo '{{0}}@tcp:/{{1}} {mp} lustre relatime,flock,_netdev 0 0' >> /etc/fstab\n"
+        "mountpoint -q {mp} || mount {mp}\n"
+        "chmod 1777 {mp}\n"
+        "\n"
+        "--{b}--\n"
+    ).format(b=_BOUNDARY, mp=mount_point)
+    return pulumi.Output.format(script, dns_name, mount_name)
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class PcsArgs:
+    region: str
+    """Region of the cluster; used in the login command."""
+    node_subnet_id: pulumi.Input[str]
+    """The one subnet of the controller ENI, the login nodes and the GPU nodes."""
+    security_group_id: pulumi.Input[str]
+    """The EFA group: admits Slurm traffic between controller and nodes through its self rule."""
+    launch_template_id: pulumi.Input[str]
+    launch_template_version: pulumi.Input[str]
+    instance_profile_arn: pulumi.Input[str]
+    image_id: pulumi.Input[str]
+    """The PCS image every node group launches (Compute.image_id)."""
+    user_data: pulumi.Input[str]
+    """The Lustre mount (``lustre_user_data``), also given to the login template."""
+    instance_type: str
+    nodes: int
+    capacity: CapacitySpec
+    login_nodes: int
+    partition: str
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """Merged into every resource."""
+
+
+class Orchestration(pulumi.ComponentResource):
+    cluster_id: pulumi.Output[str]
+    login: pulumi.Output[str] | None
+    ssh_command: pulumi.Output[str] | None
+
+    def __init__(self, name: str, args: PcsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-cluster:aws:Orchestration", name, None, opts)
+        self._name = name
+        self._args = args
+        self.cluster = pcs.Cluster(
+            f"{name}-pcs",
+            scheduler=pcs.SchedulerPropertiesArgs(type=pcs.ClusterSchedulerPropertiesType.SLURM,
+                                                  version=PCS_SLURM_VERSION),
+            size=pcs_size(args.nodes + args.login_nodes),
+            networking=pcs.NetworkingPropertiesArgs(
+                subnet_ids=[args.node_subnet_id],
+                security_group_ids=[args.security_group_id],
+            ),
+            tags=dict(args.tags),
+            # Fixed names (Slurm names the nodes after the group): a replacement must free
+            # the name first. The nodes are replaced either way.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+        )
+        self.cluster_id = self.cluster.aws_id
+        self.login_group = self._create_login() if args.login_nodes > 0 else None
+        self.gpu_group = self._node_group(
+            "gpu",
+            instance_type=args.instance_type,
+            count=args.nodes,
+            template_id=args.launch_template_id,
+            template_version=args.launch_template_version,
+            capacity=args.capacity,
+        )
+        self.queue = pcs.Queue(
+            f"{name}-queue",
+            cluster_id=self.cluster_id,
+            name=args.partition,
+            compute_node_group_configurations=[
+                pcs.QueueComputeNodeGroupConfigurationArgs(compute_node_group_id=self.gpu_group.aws_id)
+            ],
+            tags=dict(args.tags),
+            # The queue's name is the Slurm partition jobs are submitted to, so it is fixed;
+            # a replacement must free the name before it can take it.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+        )
+
+        if self.login_group is not None:
+            self.login = pulumi.Output.format("PCS compute node group {0} (tag {1})",
+                                              self.login_group.aws_id, NODE_GROUP_TAG)
+            self.ssh_command = pulumi.Output.format(
+                "aws ssm start-session --region {0} --target $(aws ec2 describe-instances --region {0} "
+                "--filters Name=tag:{1},Values={2} Name=instance-state-name,Values=running "
+                "--query 'Reservations[0].Instances[0].InstanceId' --output text)",
+                args.region, NODE_GROUP_TAG, self.login_group.aws_id,
+            )
+        else:
+            self.login = None
+            self.ssh_command = None
+        self.register_outputs({"cluster_id": self.cluster_id, "login": self.login,
+                               "ssh_command": self.ssh_command, "queue": self.queue.name})
+
+    def _create_login(self) -> pcs.ComputeNodeGroup:
+        name, args = self._name, self._args
+        template = aws.ec2.LaunchTemplate(
+            f"{name}-login",
+            args=launch_template_args(
+                root_volume_gib=LOGIN_ROOT_GIB,
+                vpc_security_group_ids=[args.security_group_id],
+                user_data=args.user_data,
+                tags=args.tags,
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return self._node_group(
+            "login",
+            instance_type=LOGIN_INSTANCE_TYPE,
+            count=args.login_nodes,
+            template_id=template.id,
+            template_version=template.latest_version.apply(str),
+            capacity=CapacitySpec(type="on-demand"),
+        )
+
+    def _node_group(self, role: str, *, instance_type: str, count: int, template_id: pulumi.Input[str],
+                    template_version: pulumi.Input[str], capacity: CapacitySpec) -> pcs.ComputeNodeGroup:
+        args = self._args
+        option = PURCHASE_OPTIONS[capacity.type]
+        return pcs.ComputeNodeGroup(
+            f"{self._name}-{role}",
+            cluster_id=self.cluster_id,
+            name=role,
+            ami_id=args.image_id,
+            iam_instance_profile_arn=args.instance_profile_arn,
+            instance_configs=[pcs.ComputeNodeGroupInstanceConfigArgs(instance_type=instance_type)],
+            # Static: PCS keeps exactly `count` instances; a job spans all of them.
+            scaling_configuration=pcs.ScalingConfigurationPropertiesArgs(
+                min_instance_count=count, max_instance_count=count,
+            ),
+            subnet_ids=[args.node_subnet_id],
+            custom_launch_template=pcs.CustomLaunchTemplatePropertiesArgs(
+                template_id=template_id, version=template_version,
+            ),
+            purchase_option=option,
+            spot_options=(
+                pcs.SpotOptionsPropertiesArgs(
+                    allocation_strategy=pcs.ComputeNodeGroupSpotOptionsPropertiesAllocationStrategy.CAPACITY_OPTIMIZED)
+                if capacity.type == "spot" else None
+            ),
+            tags=dict(args.tags),
+            # Fixed names (Slurm names the nodes after the group): a replacement must free
+            # the name first. The nodes are replaced either way.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+        )
+

@@ -1,0 +1,173 @@
+"""Interconnect and Compute pillars: EFA group, placement group, launch template, image, IAM."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+
+from components.aws.compute import eks_release_parameter, pcs_ami_name_filter
+from components.aws.interconnect import efa_layout
+from tests.components.aws._offline import AWS_STACKS, in_pillar, one, run
+
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+
+
+def _gpu_template(result: Any) -> dict[str, Any]:
+    return one(result, LT, "-compute-gpu").inputs
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_efa_security_group(stack: str) -> None:
+    result, _ = run(stack)
+    sg = one(result, "aws:ec2/securityGroup:SecurityGroup", "-interconnect-efa")
+    sg_id = sg.name + "-id"
+    ingress = in_pillar(result, "Interconnect", "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    egress = in_pillar(result, "Interconnect", "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule")
+    assert [(r.inputs["ipProtocol"], r.inputs.get("referencedSecurityGroupId"), r.inputs.get("cidrIpv4"))
+            for r in ingress] == [("-1", sg_id, None)]
+    assert sorted((r.inputs["ipProtocol"], r.inputs.get("referencedSecurityGroupId") or r.inputs.get("cidrIpv4"))
+                  for r in egress) == sorted([("-1", sg_id), ("-1", "0.0.0.0/0")])
+    assert all(r.inputs["securityGroupId"] == sg_id for r in ingress + egress)
+    # No inline rules that would fight the standalone ones.
+    assert "ingress" not in sg.inputs and "egress" not in sg.inputs
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_launch_template(stack: str) -> None:
+    result, spec = run(stack)
+    lt = _gpu_template(result)
+    meta = lt["metadataOptions"]
+    assert meta["httpTokens"] == "required" and meta["httpPutResponseHopLimit"] == 2
+    (root,) = lt["blockDeviceMappings"]
+    assert root["ebs"]["volumeType"] == "gp3" and root["ebs"]["encrypted"] == "true"
+    assert root["ebs"]["volumeSize"] == spec.compute.root_volume_gib
+
+    sg_id = one(result, "aws:ec2/securityGroup:SecurityGroup", "-interconnect-efa").name + "-id"
+    expected = efa_layout(spec.instance)
+    nics = lt["networkInterfaces"]
+    assert [(n["networkCardIndex"], n["deviceIndex"], n["interfaceType"]) for n in nics] == [
+        (e.network_card_index, e.device_index, e.interface_type) for e in expected]
+    assert all(n["securityGroups"] == [sg_id] for n in nics)
+    assert nics[0]["associatePublicIpAddress"] == "false"
+    assert sum(n["interfaceType"] == "efa-only" for n in nics) == spec.instance.network.efa_interfaces
+    # The instance and its volumes carry the tags, not only the template.
+    kinds = {t["resourceType"]: t["tags"] for t in lt["tagSpecifications"]}
+    assert kinds["instance"]["gpu-cluster"] == spec.name and kinds["volume"]["gpu-cluster"] == spec.name
+    assert "iamInstanceProfile" not in lt  # both orchestrators set it from the node group
+
+
+@pytest.mark.parametrize("stack,placed", [("aws-h100-eks", True), ("aws-h200-slurm", True),
+                                          ("aws-h100-capacity-block", False)])
+def test_placement_group_follows_capacity(stack: str, placed: bool) -> None:
+    result, spec = run(stack)
+    groups = result.of_type("aws:ec2/placementGroup:PlacementGroup")
+    lt = _gpu_template(result)
+    if placed:
+        assert [g.inputs["strategy"] for g in groups] == ["cluster"]
+        assert lt["placement"]["groupName"] == result.outputs["fabric"]["placement"]
+        assert result.outputs["fabric"]["placement"].startswith(groups[0].name)
+    else:
+        assert groups == [] and "placement" not in lt
+        assert result.outputs["fabric"]["placement"] is None
+    assert spec.interconnect.placement is placed
+
+
+def test_capacity_block_market_options() -> None:
+    result, spec = run("aws-h100-capacity-block")
+    lt = _gpu_template(result)
+    assert lt["instanceMarketOptions"] == {"marketType": "capacity-block"}
+    target = lt["capacityReservationSpecification"]["capacityReservationTarget"]
+    assert target["capacityReservationId"] == spec.compute.capacity.id == "cr-0123456789abcdef0"
+    ng = one(result, "aws:eks/nodeGroup:NodeGroup", "-orchestration-gpu")
+    assert ng.inputs["capacityType"] == "CAPACITY_BLOCK"
+
+
+def test_reservation_targets_the_odcr_without_placement() -> None:
+    def edit(raw: dict[str, Any]) -> None:
+        raw["compute"]["capacity"] = {"type": "reservation", "id": "cr-0fedcba9876543210"}
+
+    result, _ = run("aws-h100-eks", edit)
+    lt = _gpu_template(result)
+    assert lt["capacityReservationSpecification"]["capacityReservationTarget"] == {
+        "capacityReservationId": "cr-0fedcba9876543210"}
+    assert "instanceMarketOptions" not in lt and "placement" not in lt
+    assert result.of_type("aws:ec2/placementGroup:PlacementGroup") == []
+    assert one(result, "aws:eks/nodeGroup:NodeGroup", "-orchestration-gpu").inputs["capacityType"] == "ON_DEMAND"
+
+
+@pytest.mark.parametrize("stack,field,value", [
+    ("aws-h100-eks", "capacityType", "SPOT"),
+    ("aws-h200-slurm", "purchaseOption", "SPOT"),
+])
+def test_spot_is_bought_by_the_node_group(stack: str, field: str, value: str) -> None:
+    def edit(raw: dict[str, Any]) -> None:
+        raw["compute"]["capacity"] = {"type": "spot"}
+
+    result, _ = run(stack, edit)
+    lt = _gpu_template(result)
+    # EKS managed node groups refuse InstanceMarketOptions in their template.
+    assert "instanceMarketOptions" not in lt and "capacityReservationSpecification" not in lt
+    groups = [r for r in result.resources if r.name.endswith("-orchestration-gpu") and r.custom]
+    assert [g.inputs[field] for g in groups] == [value]
+
+
+def test_eks_image_is_the_recommended_nvidia_release() -> None:
+    result, spec = run("aws-h100-eks")
+    assert result.invokes == ["aws:ssm/getParameter:getParameter"]
+    ng = one(result, "aws:eks/nodeGroup:NodeGroup", "-orchestration-gpu").inputs
+    assert ng["amiType"] == "AL2023_x86_64_NVIDIA"
+    assert ng["releaseVersion"].startswith(spec.orchestration.kubernetes_version + ".")
+    assert eks_release_parameter("1.33") == \
+        "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/nvidia/recommended/release_version"
+    assert "imageId" not in _gpu_template(result)
+    policies = {r.inputs["policyArn"].rsplit("/", 1)[1]
+                for r in in_pillar(result, "Compute", "aws:iam/rolePolicyAttachment:RolePolicyAttachment")}
+    assert {"AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly"} <= policies
+
+
+def test_pcs_image_and_instance_profile() -> None:
+    result, _ = run("aws-h200-slurm")
+    assert result.invokes == ["aws:ec2/getAmi:getAmi"]
+    lt = _gpu_template(result)
+    assert lt["imageId"] == "ami-0123456789abcdef0"
+    assert pcs_ami_name_filter() == "aws-pcs-sample_ami-amzn2-x86_64-slurm-24.11*"
+    profile = one(result, "aws:iam/instanceProfile:InstanceProfile", "-compute-node")
+    assert profile.inputs["path"] == "/aws-pcs/"
+    policy = one(result, "aws:iam/rolePolicy:RolePolicy", "-compute-node-pcs").inputs["policy"]
+    assert "pcs:RegisterComputeNodeGroupInstance" in policy
+    user_data = base64.b64decode(lt["userData"]).decode()
+    assert user_data.startswith("Content-Type: multipart/mixed")
+
+
+def test_pcs_capacity_block() -> None:
+    def edit(raw: dict[str, Any]) -> None:
+        raw["compute"]["capacity"] = {"type": "capacity-block", "id": "cr-0123456789abcdef0"}
+
+    result, _ = run("aws-h200-slurm", edit)
+    lt = _gpu_template(result)
+    assert lt["instanceMarketOptions"] == {"marketType": "capacity-block"}
+    assert lt["capacityReservationSpecification"]["capacityReservationTarget"]["capacityReservationId"] == \
+        "cr-0123456789abcdef0"
+    assert "placement" not in lt and result.of_type("aws:ec2/placementGroup:PlacementGroup") == []
+    groups = {g.inputs["name"]: g.inputs["purchaseOption"] for g in result.of_type("aws-native:pcs:ComputeNodeGroup")}
+    assert groups == {"gpu": "CAPACITY_BLOCK", "login": "ONDEMAND"}
+
+
+@pytest.mark.parametrize("stack", ["aws-h100-eks", "aws-h200-slurm"])
+def test_image_lookups_go_through_the_spec_region_provider(stack: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from components import engine
+
+    seen: list[str] = []
+    original = engine._StrictMocks.call
+
+    def spy(self: Any, args: Any) -> Any:
+        seen.append(str(args.provider))
+        return original(self, args)
+
+    monkeypatch.setattr(engine._StrictMocks, "call", spy)
+    result, spec = run(stack, lambda raw: None)
+    provider = one(result, "pulumi:providers:aws", f"{spec.name}-aws")
+    assert provider.inputs["region"] == spec.region
+    assert seen and all(p.startswith(provider.urn) for p in seen)

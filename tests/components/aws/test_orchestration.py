@@ -1,0 +1,154 @@
+"""Orchestration pillar: EKS (control plane, node group, in-cluster add-ons) and PCS (Slurm)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import subprocess
+from email import message_from_string
+
+import pytest
+
+from components.k8s.addons import JOBSET_CHART, JOBSET_VERSION
+from tests.components.aws._offline import in_pillar, one, run
+
+EKS = "aws:eks/cluster:Cluster"
+CHART = "kubernetes:helm.sh/v4:Chart"
+PCS = "aws-native:pcs:"
+
+
+@pytest.mark.parametrize("stack,public", [("aws-h100-eks", True), ("aws-h100-capacity-block", False)])
+def test_eks_control_plane(stack: str, public: bool) -> None:
+    result, spec = run(stack)
+    cluster = one(result, EKS, "-orchestration-eks").inputs
+    vpc = cluster["vpcConfig"]
+    assert vpc["endpointPrivateAccess"] is True
+    assert vpc["endpointPublicAccess"] is public
+    if public:
+        assert vpc["publicAccessCidrs"] == list(spec.orchestration.api_access_cidrs) == ["203.0.113.0/24"]
+    else:
+        assert "publicAccessCidrs" not in vpc
+    # Two zones for the control plane, and it shares the nodes' EFA group.
+    subnets = {s.name + "-id": s.inputs["availabilityZone"] for s in result.of_type("aws:ec2/subnet:Subnet")}
+    assert len({subnets[s] for s in vpc["subnetIds"]}) == 2
+    efa_sg = one(result, "aws:ec2/securityGroup:SecurityGroup", "-interconnect-efa").name + "-id"
+    assert vpc["securityGroupIds"] == [efa_sg]
+    assert cluster["accessConfig"]["authenticationMode"] == "API"
+    enc = cluster["encryptionConfig"]
+    assert enc["resources"] == ["secrets"]
+    key = one(result, "aws:kms/key:Key", "-orchestration-secrets")
+    assert enc["provider"]["keyArn"].endswith(key.name) and key.inputs["enableKeyRotation"] is True
+    assert cluster["version"] == spec.orchestration.kubernetes_version
+
+    access = result.outputs["access"]
+    assert access["api_endpoint"].startswith("https://")
+    assert access["kubeconfig_command"] == \
+        f"aws eks update-kubeconfig --region {spec.region} --name {spec.name}-orchestration-eks"
+    assert result.outputs["node_list_source"] == f"k8s:node.kubernetes.io/instance-type={spec.compute.instance_type}"
+
+
+@pytest.mark.parametrize("stack", ["aws-h100-eks", "aws-h100-capacity-block"])
+def test_eks_node_group(stack: str) -> None:
+    result, spec = run(stack)
+    ng = one(result, "aws:eks/nodeGroup:NodeGroup", "-orchestration-gpu").inputs
+    n = spec.compute.nodes
+    assert ng["scalingConfig"] == {"desiredSize": n, "minSize": n, "maxSize": n}
+    assert ng["subnetIds"] == [one(result, "aws:ec2/subnet:Subnet", "-network-nodes").name + "-id"]
+    assert ng["instanceTypes"] == [spec.compute.instance_type]
+    lt = one(result, "aws:ec2/launchTemplate:LaunchTemplate", "-compute-gpu")
+    assert ng["launchTemplate"] == {"id": lt.name + "-id", "version": "1"}
+    assert ng["nodeRoleArn"].endswith("role/" + one(result, "aws:iam/role:Role", "-compute-node").name)
+
+
+def test_eks_in_cluster_addons() -> None:
+    result, _ = run("aws-h100-eks")
+    provider = one(result, "pulumi:providers:kubernetes", "-orchestration-k8s")
+    kubeconfig = json.loads(provider.inputs["kubeconfig"])
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == result.outputs["access"]["api_endpoint"]
+    assert kubeconfig["users"][0]["user"]["exec"]["command"] == "aws"
+
+    charts = {r.inputs["chart"]: r.inputs for r in result.of_type(CHART)}
+    assert set(charts) == {"nvidia-device-plugin", "aws-efa-k8s-device-plugin", JOBSET_CHART}
+    assert charts["aws-efa-k8s-device-plugin"]["repositoryOpts"]["repo"] == "https://aws.github.io/eks-charts"
+    assert charts[JOBSET_CHART]["version"] == JOBSET_VERSION
+    efa_values = charts["aws-efa-k8s-device-plugin"]["values"]["supportedInstanceLabels"]
+    assert efa_values == {"keys": ["node.kubernetes.io/instance-type"], "values": ["p5.48xlarge"]}
+    # The NVIDIA chart's affinity admits nodes with this label; the node group sets it.
+    ng = one(result, "aws:eks/nodeGroup:NodeGroup", "-orchestration-gpu").inputs
+    assert ng["labels"]["nvidia.com/gpu.present"] == "true"
+    assert all(c.get("version") for c in charts.values())  # every chart pinned
+    assert len(in_pillar(result, "Orchestration", CHART)) == 3
+
+    addon = one(result, "aws:eks/addon:Addon", "-orchestration-fsx-csi").inputs
+    assert addon["addonName"] == "aws-fsx-csi-driver"
+    pv = one(result, "kubernetes:core/v1:PersistentVolume", "-orchestration-fsx-pv").inputs["spec"]
+    csi = pv["csi"]
+    assert csi["driver"] == "fsx.csi.aws.com"
+    assert csi["volumeHandle"] == one(result, "aws:fsx/lustreFileSystem:LustreFileSystem", "-storage-lustre").name + "-id"
+    mount = result.outputs["mount"]
+    assert csi["volumeAttributes"] == {"dnsname": mount["dns_name"], "mountname": mount["mount_name"]}
+    assert pv["persistentVolumeReclaimPolicy"] == "Retain" and pv["accessModes"] == ["ReadWriteMany"]
+    assert pv["capacity"] == {"storage": "4800Gi"}
+    pvc = one(result, "kubernetes:core/v1:PersistentVolumeClaim", "-orchestration-fsx-pvc").inputs["spec"]
+    assert pvc["volumeName"] == "fsx-lustre" and pvc["storageClassName"] == ""
+
+
+def test_pcs_cluster_node_groups_queue() -> None:
+    result, spec = run("aws-h200-slurm")
+    cluster = one(result, PCS + "Cluster", "-orchestration-pcs")
+    c = cluster.inputs
+    assert c["scheduler"] == {"type": "SLURM", "version": "24.11"}
+    assert c["size"] == "SMALL"
+    node_subnet = one(result, "aws:ec2/subnet:Subnet", "-network-nodes").name + "-id"
+    efa_sg = one(result, "aws:ec2/securityGroup:SecurityGroup", "-interconnect-efa").name + "-id"
+    assert c["networking"] == {"subnetIds": [node_subnet], "securityGroupIds": [efa_sg]}
+
+    groups = {r.inputs["name"]: r for r in result.of_type(PCS + "ComputeNodeGroup")}
+    assert set(groups) == {"gpu", "login"}
+    gpu, login = groups["gpu"].inputs, groups["login"].inputs
+    n = spec.compute.nodes
+    assert gpu["scalingConfiguration"] == {"minInstanceCount": n, "maxInstanceCount": n}
+    assert gpu["instanceConfigs"] == [{"instanceType": "p5en.48xlarge"}]
+    assert gpu["purchaseOption"] == "ONDEMAND"
+    assert gpu["clusterId"] == c["awsId"] and gpu["subnetIds"] == [node_subnet]
+    gpu_lt = one(result, "aws:ec2/launchTemplate:LaunchTemplate", "-compute-gpu").name + "-id"
+    assert gpu["customLaunchTemplate"] == {"templateId": gpu_lt, "version": "1"}
+    assert gpu["iamInstanceProfileArn"].endswith("/aws-pcs/" + one(
+        result, "aws:iam/instanceProfile:InstanceProfile", "-compute-node").name)
+    assert login["scalingConfiguration"] == {"minInstanceCount": 1, "maxInstanceCount": 1}
+    assert login["instanceConfigs"][0]["instanceType"].startswith(("m6i.", "c6i."))
+    assert all(groups[g].delete_before_replace for g in groups)
+
+    queue = one(result, PCS + "Queue", "-orchestration-queue")
+    assert queue.inputs["name"] == spec.orchestration.partition == "gpu"
+    assert queue.inputs["computeNodeGroupConfigurations"] == [{"computeNodeGroupId": gpu["awsId"]}]
+
+    access = result.outputs["access"]
+    assert access["cluster_id"] == c["awsId"]
+    assert login["awsId"] in access["ssh_command"] and access["ssh_command"].startswith("aws ssm start-session")
+    assert result.outputs["node_list_source"] == "slurm:partition=gpu"
+
+
+def test_pcs_size_follows_node_count() -> None:
+    def edit(raw: dict[str, object]) -> None:
+        raw["compute"]["nodes"] = 100  # type: ignore[index]
+
+    result, _ = run("aws-h200-slurm", edit)
+    assert one(result, PCS + "Cluster", "-orchestration-pcs").inputs["size"] == "MEDIUM"
+
+
+def test_every_pcs_node_mounts_lustre() -> None:
+    result, spec = run("aws-h200-slurm")
+    templates = result.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    assert {t.name.rsplit("-", 1)[1] for t in templates} == {"gpu", "login"}
+    mount = result.outputs["mount"]
+    for t in templates:
+        doc = message_from_string(base64.b64decode(t.inputs["userData"]).decode())
+        assert doc.is_multipart()
+        (part,) = doc.get_payload()  # type: ignore[misc]
+        assert part.get_content_type() == "text/x-shellscript"
+        script = part.get_payload()
+        assert f"{mount['dns_name']}@tcp:/{mount['mount_name']} {spec.storage.lustre.mount_point} lustre" in script
+        if shutil.which("bash"):
+            subprocess.run(["bash", "-n"], input=script, text=True, check=True, timeout=60)

@@ -1,0 +1,386 @@
+"""A real, throwaway Slurm cluster on this host: munged, slurmctld and two slurmd "nodes".
+
+Debian's slurm-wlm 22.05 runs two slurmd daemons on one machine when each gets its own node
+name (``slurmd -N n1``), port, spool, pid and log file (``%n`` in slurm.conf). Everything the
+cluster uses lives in one temporary directory: its own munge key and socket (so a system
+munged, if any, is neither used nor disturbed), its own ports, and a slurm.conf that clients
+find through ``SLURM_CONF`` in :attr:`SlurmCluster.env`.
+
+Every process the cluster starts (daemons, slurmstepd, job tasks) inherits the marker
+variable ``GPUC_TEST_SLURM=<directory>``; :meth:`SlurmCluster.stop` ends them all and
+:meth:`SlurmCluster.leftover_processes` finds any that survived by that marker.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from workloads.launch import sbatch as sbatch_launcher
+from workloads.launch import slurm_nodes
+
+MARKER = "GPUC_TEST_SLURM"
+NODES = ("n1", "n2")
+PARTITION = "test"
+TERMINAL_STATES = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+)
+BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "srun", "scontrol", "sinfo", "squeue", "scancel")
+
+
+def unavailable_reason() -> str | None:
+    """Why this host cannot run the test cluster, or None when it can."""
+    if os.geteuid() != 0:
+        return "the test Slurm cluster runs its daemons as root (SlurmUser=root); run the tests as root"
+    missing = [b for b in BINARIES if shutil.which(b) is None]
+    if missing:
+        return f"Slurm/munge binaries missing: {', '.join(missing)} (install with `make sysdeps`)"
+    return None
+
+
+def _free_ports(count: int) -> list[int]:
+    # Hold every socket open until all are chosen so the same port is never picked twice.
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("", 0))
+            socks.append(s)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def free_port() -> int:
+    """A TCP port free on all addresses right now (for a rendezvous store, say)."""
+    return _free_ports(1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    """A finished batch job."""
+
+    job_id: int
+    state: str
+    """Slurm's final JobState: COMPLETED, FAILED, CANCELLED, TIMEOUT..."""
+    returncode: int
+    """The batch script's exit status (128 + signal when a signal ended it)."""
+    output: str
+    """The job's output file, or "" if it wrote none."""
+
+
+class ClusterError(RuntimeError):
+    """The cluster did not come up or a client command failed; the message holds the logs."""
+
+
+class SlurmCluster:
+    """A running two-node cluster. Start with :meth:`start`, end with :meth:`stop`."""
+
+    def __init__(self, root: Path, *, cpus_per_node: int = 2, real_memory_mb: int = 1000) -> None:
+        self.root = root
+        self.conf = root / "slurm.conf"
+        self.logs = root / "log"
+        self.jobs = root / "jobs"
+        self.nodes = NODES
+        self.partition = PARTITION
+        self.cpus_per_node = cpus_per_node
+        self.real_memory_mb = real_memory_mb
+        self._munge_dir = root / "munge"
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._last_sinfo = ""
+        self.ctld_port, *node_ports = _free_ports(1 + len(NODES))
+        self.node_ports = dict(zip(NODES, node_ports, strict=True))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        env["SLURM_CONF"] = str(self.conf)
+        env[MARKER] = str(root)
+        self.env: dict[str, str] = env
+        """Environment for Slurm clients (and jobs): SLURM_CONF plus the marker."""
+
+    # ---- life cycle ---------------------------------------------------------------------
+
+    @classmethod
+    def start(cls, *, ready_timeout_s: float = 60.0, **kwargs: int) -> SlurmCluster:
+        """Write the config, start munged, slurmctld and both slurmd, wait until nodes are idle."""
+        reason = unavailable_reason()
+        if reason:
+            raise ClusterError(reason)
+        root = Path(tempfile.mkdtemp(prefix="gpuc-slurm-"))
+        cluster = cls(root, **kwargs)
+        # Undone by stop(); atexit covers a test run that dies before its teardown.
+        atexit.register(cluster.stop)
+        try:
+            cluster._write_files()
+            cluster._start_daemons()
+            cluster.wait_until_idle(timeout_s=ready_timeout_s)
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
+
+    def _write_files(self) -> None:
+        # munged refuses a socket directory that others cannot enter, and a key readable by others.
+        self.root.chmod(0o755)
+        for d in (self._munge_dir, self.logs, self.jobs, self.root / "state", self.root / "spool"):
+            d.mkdir(mode=0o755)
+        for node in NODES:
+            (self.root / "spool" / node).mkdir(mode=0o755)
+        key = self._munge_dir / "munge.key"
+        subprocess.run(["mungekey", "--create", f"--keyfile={key}", "--bits=1024"], check=True, capture_output=True)
+        key.chmod(0o600)
+        self.conf.write_text(self.render_conf())
+
+    def render_conf(self) -> str:
+        host = socket.gethostname().split(".")[0]
+        r = self.root
+        nodes = "\n".join(
+            f"NodeName={n} NodeAddr=127.0.0.1 Port={self.node_ports[n]} CPUs={self.cpus_per_node} "
+            f"RealMemory={self.real_memory_mb} State=UNKNOWN"
+            for n in NODES
+        )
+        return f"""\
+# Throwaway test cluster written by tests/slurm/cluster.py
+ClusterName=gpuctest
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={self.ctld_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket={self._munge_dir}/munge.sock
+CredType=cred/munge
+StateSaveLocation={r}/state
+SlurmdSpoolDir={r}/spool/%n
+SlurmctldPidFile={r}/slurmctld.pid
+SlurmdPidFile={r}/spool/slurmd-%n.pid
+SlurmctldLogFile={r}/log/slurmctld.log
+SlurmdLogFile={r}/log/slurmd-%n.log
+# No cgroups in a container: track tasks by process tree, bind nothing.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+MpiDefault=none
+SwitchType=switch/none
+SchedulerType=sched/backfill
+# Trust slurm.conf over the detected hardware: both nodes share this machine.
+SlurmdParameters=config_overrides
+ReturnToService=2
+SlurmdTimeout=60
+InactiveLimit=0
+KillWait=5
+MinJobAge=600
+MessageTimeout=20
+{nodes}
+PartitionName={PARTITION} Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=UP
+"""
+
+    def _spawn(self, name: str, argv: Sequence[str]) -> None:
+        log = open(self.logs / f"{name}.stderr", "wb")  # noqa: SIM115 - closed with the process
+        try:
+            # A session of its own: a Ctrl-C meant for pytest does not reach the daemons first,
+            # so stop() decides the order they end in.
+            self._procs[name] = subprocess.Popen(
+                list(argv), stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
+            )
+        finally:
+            log.close()
+
+    def _start_daemons(self) -> None:
+        m = self._munge_dir
+        self._spawn(
+            "munged",
+            [
+                "munged",
+                "--foreground",
+                f"--socket={m}/munge.sock",
+                f"--key-file={m}/munge.key",
+                f"--pid-file={m}/munged.pid",
+                f"--seed-file={m}/munged.seed",
+                f"--log-file={self.logs}/munged.log",
+            ],
+        )
+        self._wait_for(lambda: (m / "munge.sock").exists(), 15.0, "munged socket")
+        self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])
+        for node in NODES:
+            self._spawn(f"slurmd-{node}", ["slurmd", "-D", "-N", node, "-f", str(self.conf)])
+
+    def _wait_for(self, ok: Callable[[], bool], timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if ok():
+                return
+            dead = {n: p.returncode for n, p in self._procs.items() if p.poll() is not None}
+            if dead:
+                raise ClusterError(f"daemon(s) exited while waiting for {what}: {dead}\n{self.log_report()}")
+            time.sleep(0.3)
+        raise ClusterError(f"timed out after {timeout_s:.0f}s waiting for {what}\n{self.log_report()}")
+
+    def wait_until_idle(self, timeout_s: float = 60.0, nodes: Sequence[str] = NODES) -> None:
+        """Block until every node in ``nodes`` is idle in sinfo; the logs are in the error."""
+
+        def idle() -> bool:
+            states = self.node_states()
+            return all(states.get(n) == "idle" for n in nodes)
+
+        try:
+            self._wait_for(idle, timeout_s, f"nodes {', '.join(nodes)} idle")
+        except ClusterError as err:
+            raise ClusterError(f"{err}\nlast sinfo: {self._last_sinfo!r}") from None
+
+    def node_states(self) -> dict[str, str]:
+        """Node -> sinfo's long state (``idle``, ``drained``, ``allocated``...); {} when the
+        controller does not answer yet."""
+        done = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, env=self.env, timeout=30
+        )
+        self._last_sinfo = (done.stdout + done.stderr).strip()
+        if done.returncode != 0:
+            return {}
+        return dict(line.split(None, 1) for line in done.stdout.splitlines() if line.strip())
+
+    def log_report(self, tail_lines: int = 40) -> str:
+        """The last lines of every daemon log, for error messages."""
+        parts = []
+        for f in sorted(self.logs.glob("*")):
+            lines = f.read_text(errors="replace").splitlines()[-tail_lines:]
+            parts.append(f"--- {f.name} (last {len(lines)} lines)\n" + "\n".join(lines))
+        return "\n".join(parts) or "(no daemon logs)"
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        """Cancel jobs, stop the daemons (nodes, controller, munged) and anything left with
+        the marker. Safe to call twice."""
+        if not self._procs:
+            return
+        if self._procs.get("slurmctld") is not None and self._procs["slurmctld"].poll() is None:
+            subprocess.run(["scancel", "--full", "--quiet", "--partition", PARTITION], env=self.env,
+                           capture_output=True, timeout=30, check=False)
+        for name in [f"slurmd-{n}" for n in NODES] + ["slurmctld", "munged"]:
+            proc = self._procs.get(name)
+            if proc is None or proc.poll() is not None:
+                continue
+            proc.terminate()
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        # slurmstepd and job tasks outlive a stopped slurmd; they carry the marker.
+        deadline = time.monotonic() + timeout_s
+        while (left := self.leftover_processes()) and time.monotonic() < deadline:
+            for pid, _ in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.2)
+        self._procs.clear()
+        atexit.unregister(self.stop)
+
+    def daemon_pids(self) -> dict[str, int]:
+        return {name: p.pid for name, p in self._procs.items()}
+
+    def leftover_processes(self) -> list[tuple[int, str]]:
+        """(pid, command line) of every live process carrying this cluster's marker."""
+        needle = f"{MARKER}={self.root}".encode()
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                environ = (entry / "environ").read_bytes()
+                if needle not in environ.split(b"\0"):
+                    continue
+                stat = (entry / "stat").read_text()
+                # A zombie has exited; only its parent's wait is missing.
+                if stat.rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            except (FileNotFoundError, ProcessLookupError, PermissionError):
+                continue
+            found.append((int(entry.name), cmd))
+        return found
+
+    def cleanup_files(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    # ---- clients ------------------------------------------------------------------------
+
+    def run(self, *argv: str, timeout_s: float = 60.0, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run a Slurm client command (``srun``, ``scontrol``...) against this cluster."""
+        done = subprocess.run(list(argv), capture_output=True, text=True, env=self.env, timeout=timeout_s)
+        if check and done.returncode != 0:
+            raise ClusterError(
+                f"{' '.join(argv)} exited {done.returncode}\nstdout: {done.stdout}\nstderr: {done.stderr}\n"
+                f"{self.log_report()}"
+            )
+        return done
+
+    def run_job(
+        self,
+        script: str | Path,
+        *,
+        extra_args: Sequence[str] = (),
+        timeout_s: float = 120.0,
+        env: Mapping[str, str] | None = None,
+    ) -> JobResult:
+        """Submit ``script`` (a path, or the script's text) and block until the job ends;
+        return its state, exit status and output. The job is cancelled if it outlives
+        ``timeout_s``.
+
+        Polls ``scontrol show job`` twice a second rather than ``sbatch --wait``, which
+        sleeps 2, 8, then 32 s between looks and so adds up to half a minute per job.
+        """
+        if isinstance(script, str) and "\n" in script:
+            fd, name = tempfile.mkstemp(dir=self.jobs, suffix=".sh")
+            os.close(fd)
+            Path(name).write_text(script)
+            script = Path(name)
+        args = list(extra_args)
+        if not any(a.startswith(("--output", "-o")) for a in args) and "#SBATCH --output" not in Path(script).read_text():
+            args.append(f"--output={self.jobs}/job-%j.out")
+        sub = sbatch_launcher.submit(script, extra_args=args, env={**self.env, **(env or {})}, timeout_s=60)
+        deadline = time.monotonic() + timeout_s
+        while (state := self.job_field(sub.job_id, "JobState")) not in TERMINAL_STATES:
+            if time.monotonic() > deadline:
+                self.run("scancel", str(sub.job_id), check=False)
+                raise ClusterError(
+                    f"job {sub.job_id} still {state or 'unknown'} after {timeout_s:.0f}s\n{self.log_report()}"
+                )
+            time.sleep(0.5)
+        code, _, sig = self.job_field(sub.job_id, "ExitCode").partition(":")
+        returncode = 128 + int(sig) if sig not in ("", "0") else int(code or -1)
+        out_file = self.job_field(sub.job_id, "StdOut")
+        output = Path(out_file).read_text(errors="replace") if out_file and Path(out_file).exists() else ""
+        return JobResult(job_id=sub.job_id, state=state, returncode=returncode, output=output)
+
+    def job_field(self, job_id: int, name: str) -> str:
+        """One field of ``scontrol show job`` (jobs stay visible for MinJobAge=600 s)."""
+        done = self.run("scontrol", "show", "job", "-o", str(job_id), check=False)
+        for token in done.stdout.split():
+            key, _, value = token.partition("=")
+            if key == name:
+                return value
+        return ""
+
+    def node(self, name: str) -> slurm_nodes.NodeInfo:
+        """One node's state, address and drain reason."""
+        return slurm_nodes.show(name, env=self.env)
+
+    def drain(self, name: str, reason: str) -> slurm_nodes.NodeInfo:
+        """Drain a node (workloads.launch.slurm_nodes.drain against this cluster)."""
+        return slurm_nodes.drain(name, reason, env=self.env)
+
+    def resume(self, name: str) -> slurm_nodes.NodeInfo:
+        """Return a drained node to service; wait_until_idle() then sees it idle."""
+        return slurm_nodes.resume(name, env=self.env)

@@ -1,0 +1,32 @@
+"""The session's Slurm cluster: started once, on first use, and stopped at the end.
+
+Tests ask for it by name::
+
+    def test_x(slurm_cluster: SlurmCluster) -> None:
+        slurm_cluster.run("srun", "-N2", "hostname")
+        job = slurm_cluster.run_job(script_path_or_text, timeout_s=120)  # JobResult
+        slurm_cluster.drain("n2", "reason"); slurm_cluster.resume("n2")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.slurm.cluster import SlurmCluster, unavailable_reason
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = SlurmCluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+    left = cluster.leftover_processes()
+    assert not left, f"processes of the test Slurm cluster outlived its teardown: {left}"
+    cluster.cleanup_files()

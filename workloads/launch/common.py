@@ -1,0 +1,134 @@
+"""Checks and pieces both launchers share: the error type, name rules, environment checks.
+
+A launcher turns a typed spec into text another system will parse (bash, a Kubernetes API
+server), so every value that reaches that text is checked here first and every problem is
+reported at once, as ``field: reason (allowed: ...)``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+# torchrun's training module, e.g. ``workloads.validate``: dotted Python identifiers only, so
+# the name can never carry a shell word or an option.
+_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+# POSIX shell variable names; anything else cannot be exported and is a typo.
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# NCCL_DEBUG levels NCCL understands (nccl docs, "Environment Variables").
+NCCL_DEBUG_LEVELS = ("VERSION", "WARN", "INFO", "TRACE")
+# Variables the launchers own; setting them through an env dict would silently fight the
+# launcher (or torchrun, which assigns the rank variables itself).
+RESERVED_ENV = frozenset(
+    {
+        "NCCL_DEBUG",
+        "NCCL_DEBUG_FILE",
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "GROUP_RANK",
+    }
+)
+
+
+class LaunchSpecError(ValueError):
+    """Every problem found in a launch spec, each as ``(field, reason)``."""
+
+    def __init__(self, spec_name: str, problems: list[tuple[str, str]]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  {field}: {reason}" for field, reason in self.problems)
+        super().__init__(f"{spec_name} has {len(self.problems)} problem(s):\n{lines}")
+
+    def fields(self) -> list[str]:
+        """The names of the fields that failed, in the order found."""
+        return [field for field, _ in self.problems]
+
+
+class Problems:
+    """Collects ``(field, reason)`` pairs so a check never stops at the first one."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str]] = []
+
+    def add(self, field: str, reason: str) -> None:
+        self.items.append((field, reason))
+
+    def raise_if_any(self, spec_name: str) -> None:
+        if self.items:
+            raise LaunchSpecError(spec_name, self.items)
+
+
+def has_control_chars(value: str) -> bool:
+    """True for newlines, NUL and other control characters, which no quoting makes safe
+    in a one-line ``#SBATCH`` directive or a Kubernetes name."""
+    return any(ord(c) < 0x20 or ord(c) == 0x7F for c in value)
+
+
+def check_int(p: Problems, field: str, value: object, *, minimum: int, maximum: int | None = None) -> None:
+    # bool is an int subclass; True nodes is a typo, not 1 node.
+    if not isinstance(value, int) or isinstance(value, bool):
+        p.add(field, f"{value!r} is not an integer")
+        return
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f">= {minimum}" if maximum is None else f"{minimum}..{maximum}"
+        p.add(field, f"{value} is out of range (allowed: {bound})")
+
+
+def check_module(p: Problems, field: str, module: object) -> None:
+    if not isinstance(module, str) or not _MODULE_RE.match(module):
+        p.add(field, f"{module!r} is not a dotted Python module name (allowed: e.g. workloads.validate)")
+
+
+def check_args(p: Problems, field: str, args: object) -> None:
+    if isinstance(args, str) or not isinstance(args, Iterable):
+        p.add(field, f"{args!r} must be a sequence of strings, one per argument")
+        return
+    for i, arg in enumerate(args):
+        if not isinstance(arg, str):
+            p.add(f"{field}[{i}]", f"{arg!r} is not a string")
+        elif "\x00" in arg or "\n" in arg or "\r" in arg:
+            p.add(f"{field}[{i}]", f"{arg!r} contains a newline or NUL (allowed: one line of text)")
+
+
+def check_env(p: Problems, field: str, env: object) -> None:
+    """Names must be shell identifiers and not owned by the launcher; values one line."""
+    if not isinstance(env, Mapping):
+        p.add(field, f"{env!r} is not a mapping of name to value")
+        return
+    for name, value in env.items():
+        if not isinstance(name, str) or not _ENV_NAME_RE.match(name):
+            p.add(f"{field}[{name!r}]", "is not a valid variable name (allowed: [A-Za-z_][A-Za-z0-9_]*)")
+            continue
+        if name in RESERVED_ENV:
+            p.add(f"{field}[{name!r}]", "is set by the launcher or torchrun and may not be overridden")
+        if not isinstance(value, str):
+            p.add(f"{field}[{name!r}]", f"value {value!r} is not a string")
+        elif has_control_chars(value):
+            p.add(f"{field}[{name!r}]", f"value {value!r} contains a newline or control character")
+
+
+def check_path(p: Problems, field: str, path: object) -> None:
+    """An absolute POSIX path on one line: it is a mount point or a directory on shared storage."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        p.add(field, f"{path!r} is not an absolute path")
+    elif has_control_chars(path):
+        p.add(field, f"{path!r} contains a newline or control character")
+
+
+def check_nccl_debug(p: Problems, field: str, level: object) -> None:
+    if level not in NCCL_DEBUG_LEVELS:
+        p.add(field, f"{level!r} is not an NCCL_DEBUG level (allowed: {', '.join(NCCL_DEBUG_LEVELS)})")
+
+
+def merged_env(fabric_env: Mapping[str, str], extra_env: Mapping[str, str], p: Problems) -> dict[str, str]:
+    """Fabric first, then extras; an extra that silently replaces a fabric value is a mistake."""
+    for name in sorted(set(fabric_env) & set(extra_env)):
+        if fabric_env[name] != extra_env[name]:
+            p.add(
+                f"extra_env[{name!r}]",
+                f"would override fabric_env {name}={fabric_env[name]!r} with {extra_env[name]!r}",
+            )
+    return {**fabric_env, **extra_env}

@@ -1,0 +1,340 @@
+"""Render the JobSet (jobset.x-k8s.io/v1alpha2) that runs one torchrun per node on Kubernetes.
+
+One replicated job of one Indexed Job: ``parallelism = completions = nodes``, one pod per node,
+each pod asking for the node's GPUs and fabric devices. The JobSet controller gives every pod a
+stable DNS name through a headless service (``<jobset>-<rjob>-<job>-<pod>.<subdomain>``), so
+the c10d rendezvous lives at pod 0 of job 0. That name only resolves once pod 0 exists, so each
+pod waits for it before starting torchrun instead of failing on a lookup. Nothing restarts:
+``backoffLimit: 0``, ``failurePolicy.maxRestarts: 0`` and ``torchrun --max-restarts=0``; a
+restart would hide the fault a validation run looks for.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from workloads.launch.common import (
+    Problems,
+    check_args,
+    check_env,
+    check_int,
+    check_module,
+    check_nccl_debug,
+    check_path,
+    has_control_chars,
+    merged_env,
+)
+
+API_VERSION = "jobset.x-k8s.io/v1alpha2"
+GPU_RESOURCES = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+CONTAINER = "torchrun"
+
+# A JobSet's name is also its headless Service's name, so it must be a DNS-1035 label.
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Kubernetes resource.Quantity, the forms a person writes (no exponent forms).
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+# Label keys/values and taint keys: an optional DNS prefix and a name (k8s validation rules).
+_QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$")
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class JobSetSpec:
+    """One multi-node torchrun job as a JobSet."""
+
+    name: str
+    """JobSet name, also the headless Service and DNS subdomain (DNS-1035 label)."""
+    nodes: int
+    """Pods, one per node: parallelism and completions of the Indexed Job."""
+    image: str
+    """Container image holding Python, torch and the workloads package."""
+    module: str
+    """Python module every rank runs (``torchrun -m``), e.g. ``workloads.validate``."""
+    workdir: str
+    """Absolute directory on shared storage (normally under ``lustre_mount``): cwd and NCCL logs."""
+    module_args: tuple[str, ...] = ()
+    """Arguments after the module."""
+    namespace: str = "default"
+    """Namespace of the JobSet (and of the PVC it mounts)."""
+    replicated_job: str = "workers"
+    """Name of the single replicated job; part of every pod's host name."""
+    python: str = "python3"
+    """Interpreter in the image that runs torchrun."""
+    gpus_per_node: int = 0
+    """GPUs per pod and ranks per pod; 0 on CPU-only nodes."""
+    gpu_vendor: str = "nvidia"
+    """``nvidia`` (resource ``nvidia.com/gpu``) or ``amd`` (``amd.com/gpu``)."""
+    procs_per_node: int | None = None
+    """Ranks per pod on CPU (default 1); with GPUs it must be unset or equal ``gpus_per_node``."""
+    efa_per_node: int = 0
+    """``vpc.amazonaws.com/efa`` devices per pod (the catalog's EFA interface count); 0 off AWS."""
+    hugepages_2mi: str | None = None
+    """``hugepages-2Mi`` per pod (e.g. ``5120Mi``); the EFA/libfabric path allocates from it."""
+    memory: str | None = None
+    """Memory request and limit per pod (e.g. ``1000Gi``); required with hugepages."""
+    cpu: str | None = None
+    """CPU request per pod (e.g. ``90``); unset leaves it to the namespace defaults."""
+    shm_size: str = "64Gi"
+    """Size limit of the memory-backed ``/dev/shm`` (NCCL and dataloaders use shared memory)."""
+    lustre_pvc: str | None = None
+    """PersistentVolumeClaim of the Lustre file system; unset mounts none."""
+    lustre_mount: str = "/fsx"
+    """Where the Lustre claim is mounted in the container."""
+    rdzv_port: int = 29500
+    """TCP port of the c10d rendezvous store on pod 0."""
+    rdzv_join_timeout_s: int = 600
+    """How long torchrun waits for every pod to join."""
+    dns_wait_s: int = 600
+    """How long a pod waits for the rendezvous name to resolve before failing."""
+    fabric_env: Mapping[str, str] = field(default_factory=dict)
+    """Environment the fabric needs (the catalog's ``software.fabric_env``)."""
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    """Further variables; may not silently change a ``fabric_env`` value."""
+    nccl_debug: str = "INFO"
+    """``NCCL_DEBUG`` level."""
+    nccl_debug_dir: str | None = None
+    """Directory of per-process NCCL logs (``nccl-<host>-<pid>.log``); default ``<workdir>/nccl``."""
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    """Node labels the pods require, e.g. the GPU node group's label."""
+    tolerate_taints: tuple[str, ...] = ()
+    """Taint keys tolerated with ``Exists``/``NoSchedule``, e.g. ``nvidia.com/gpu``."""
+    ttl_seconds_after_finished: int | None = None
+    """Delete the finished JobSet after this many seconds; unset keeps it for inspection."""
+
+    @property
+    def ranks_per_node(self) -> int:
+        if self.gpus_per_node > 0:
+            return self.gpus_per_node
+        return self.procs_per_node if self.procs_per_node is not None else 1
+
+    @property
+    def nccl_dir(self) -> str:
+        return self.nccl_debug_dir or f"{self.workdir.rstrip('/')}/nccl"
+
+    @property
+    def rendezvous_host(self) -> str:
+        """Pod 0 of job 0, through the JobSet's headless service (subdomain = JobSet name)."""
+        return f"{self.name}-{self.replicated_job}-0-0.{self.name}"
+
+
+def _check_quantity(p: Problems, name: str, value: object, *, optional: bool) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or not _QUANTITY.match(value):
+        p.add(name, f"{value!r} is not a Kubernetes quantity (allowed: e.g. 5120Mi, 64Gi, 90, 500m)")
+
+
+def validate(spec: JobSetSpec) -> None:
+    """Raise :class:`LaunchSpecError` naming every bad field at once."""
+    p = Problems()
+    if not isinstance(spec.name, str) or not _DNS1035.match(spec.name):
+        p.add("name", f"{spec.name!r} is not a DNS-1035 label (allowed: [a-z]([-a-z0-9]*[a-z0-9])?)")
+    if not isinstance(spec.replicated_job, str) or not _DNS1123_LABEL.match(spec.replicated_job):
+        p.add("replicated_job", f"{spec.replicated_job!r} is not a DNS-1123 label (allowed: [a-z0-9]([-a-z0-9]*[a-z0-9])?)")
+    check_int(p, "nodes", spec.nodes, minimum=1, maximum=100_000)
+    if (
+        isinstance(spec.name, str)
+        and isinstance(spec.replicated_job, str)
+        and isinstance(spec.nodes, int)
+        and spec.nodes >= 1
+    ):
+        # The last pod's host name must fit a DNS label, as the JobSet webhook requires.
+        longest = f"{spec.name}-{spec.replicated_job}-0-{spec.nodes - 1}"
+        if len(longest) > 63:
+            p.add("name", f"pod host name {longest!r} is {len(longest)} characters (allowed: at most 63); shorten name or replicated_job")
+    if not isinstance(spec.namespace, str) or not _DNS1123_LABEL.match(spec.namespace) or len(spec.namespace) > 63:
+        p.add("namespace", f"{spec.namespace!r} is not a namespace name (DNS-1123 label)")
+    if not isinstance(spec.image, str) or not _IMAGE.match(spec.image):
+        p.add("image", f"{spec.image!r} is not an image reference (allowed: registry/name:tag or @digest, no blanks)")
+    check_module(p, "module", spec.module)
+    check_args(p, "module_args", spec.module_args)
+    check_path(p, "workdir", spec.workdir)
+    if spec.nccl_debug_dir is not None:
+        check_path(p, "nccl_debug_dir", spec.nccl_debug_dir)
+    if not isinstance(spec.python, str) or not spec.python or has_control_chars(spec.python):
+        p.add("python", f"{spec.python!r} is not an interpreter path or command name")
+    check_int(p, "gpus_per_node", spec.gpus_per_node, minimum=0, maximum=64)
+    if spec.gpu_vendor not in GPU_RESOURCES:
+        p.add("gpu_vendor", f"{spec.gpu_vendor!r} is not a GPU vendor (allowed: {', '.join(GPU_RESOURCES)})")
+    if spec.procs_per_node is not None:
+        check_int(p, "procs_per_node", spec.procs_per_node, minimum=1, maximum=1024)
+        if isinstance(spec.gpus_per_node, int) and spec.gpus_per_node > 0 and spec.procs_per_node != spec.gpus_per_node:
+            p.add("procs_per_node", f"{spec.procs_per_node} differs from gpus_per_node={spec.gpus_per_node} (allowed: unset, or one rank per GPU)")
+    check_int(p, "efa_per_node", spec.efa_per_node, minimum=0, maximum=64)
+    _check_quantity(p, "hugepages_2mi", spec.hugepages_2mi, optional=True)
+    _check_quantity(p, "memory", spec.memory, optional=True)
+    _check_quantity(p, "cpu", spec.cpu, optional=True)
+    _check_quantity(p, "shm_size", spec.shm_size, optional=False)
+    if spec.hugepages_2mi is not None and spec.memory is None and spec.cpu is None:
+        p.add("hugepages_2mi", "Kubernetes requires a memory or cpu request alongside hugepages; set memory")
+    if spec.lustre_pvc is not None and (not isinstance(spec.lustre_pvc, str) or not _DNS1123_SUBDOMAIN.match(spec.lustre_pvc)):
+        p.add("lustre_pvc", f"{spec.lustre_pvc!r} is not a PersistentVolumeClaim name (DNS-1123 subdomain)")
+    check_path(p, "lustre_mount", spec.lustre_mount)
+    if spec.lustre_mount in ("/", "/dev/shm"):
+        p.add("lustre_mount", f"{spec.lustre_mount!r} would hide a path the container needs")
+    check_int(p, "rdzv_port", spec.rdzv_port, minimum=1, maximum=65535)
+    check_int(p, "rdzv_join_timeout_s", spec.rdzv_join_timeout_s, minimum=1)
+    check_int(p, "dns_wait_s", spec.dns_wait_s, minimum=1)
+    check_env(p, "fabric_env", spec.fabric_env)
+    check_env(p, "extra_env", spec.extra_env)
+    if isinstance(spec.fabric_env, Mapping) and isinstance(spec.extra_env, Mapping):
+        merged_env(spec.fabric_env, spec.extra_env, p)
+    check_nccl_debug(p, "nccl_debug", spec.nccl_debug)
+    if not isinstance(spec.node_selector, Mapping):
+        p.add("node_selector", f"{spec.node_selector!r} is not a mapping of label to value")
+    else:
+        for key, value in spec.node_selector.items():
+            if not isinstance(key, str) or not _QUALIFIED_NAME.match(key):
+                p.add(f"node_selector[{key!r}]", "is not a label key (allowed: [prefix/]name)")
+            if not isinstance(value, str) or not _LABEL_VALUE.match(value) or len(value) > 63:
+                p.add(f"node_selector[{key!r}]", f"value {value!r} is not a label value")
+    if isinstance(spec.tolerate_taints, str):
+        p.add("tolerate_taints", f"{spec.tolerate_taints!r} must be a sequence of taint keys")
+    else:
+        for i, key in enumerate(spec.tolerate_taints):
+            if not isinstance(key, str) or not _QUALIFIED_NAME.match(key):
+                p.add(f"tolerate_taints[{i}]", f"{key!r} is not a taint key (allowed: [prefix/]name)")
+    if spec.ttl_seconds_after_finished is not None:
+        check_int(p, "ttl_seconds_after_finished", spec.ttl_seconds_after_finished, minimum=0, maximum=2**31 - 1)
+    p.raise_if_any("JobSetSpec")
+
+
+def _k8s_escape(text: str) -> str:
+    # Kubernetes expands $(VAR) in command, args and env values, and turns $$ into $;
+    # doubling every $ hands bash exactly the text rendered here.
+    return text.replace("$", "$$")
+
+
+def pod_script(spec: JobSetSpec) -> str:
+    """The container's bash script, before Kubernetes ``$`` escaping: wait for the
+    rendezvous name, then exec torchrun. Every value from the spec is shell-quoted."""
+    q = shlex.quote
+    torchrun = " ".join(
+        [
+            "exec",
+            q(spec.python),
+            "-m torch.distributed.run",
+            f"--nnodes={spec.nodes}",
+            f"--nproc-per-node={spec.ranks_per_node}",
+            "--rdzv-backend=c10d",
+            f'--rdzv-endpoint="$rdzv_host:{spec.rdzv_port}"',
+            f"--rdzv-id={q(spec.name)}",
+            f"--rdzv-conf=join_timeout={spec.rdzv_join_timeout_s}",
+            "--max-restarts=0",
+            f"-m {q(spec.module)}",
+            *[q(a) for a in spec.module_args],
+        ]
+    )
+    return "\n".join(
+        [
+            "set -euo pipefail",
+            f"rdzv_host={q(spec.rendezvous_host)}",
+            f"deadline=$((SECONDS + {spec.dns_wait_s}))",
+            # Pod 0's record appears only once pod 0 exists; torchrun would fail on the
+            # lookup instead of waiting for it. Python resolves the way torch will.
+            f"until {q(spec.python)} -c 'import socket, sys; socket.getaddrinfo(sys.argv[1], None)' \"$rdzv_host\" 2>/dev/null; do",
+            '  if [ "$SECONDS" -ge "$deadline" ]; then',
+            f'    echo "rendezvous host $rdzv_host did not resolve within {spec.dns_wait_s}s" >&2',
+            "    exit 1",
+            "  fi",
+            "  sleep 2",
+            "done",
+            f"mkdir -p {q(spec.workdir)} {q(spec.nccl_dir)}",
+            f"cd {q(spec.workdir)}",
+            f'echo "pod ${{JOB_COMPLETION_INDEX:-?}} of {spec.nodes}: rendezvous $rdzv_host:{spec.rdzv_port}"',
+            torchrun,
+            "",
+        ]
+    )
+
+
+def _resources(spec: JobSetSpec) -> dict[str, dict[str, str]]:
+    # Extended resources and hugepages must have request == limit; memory is set the same
+    # way so a training pod is never evicted for exceeding a lower request.
+    limits: dict[str, str] = {}
+    if spec.gpus_per_node > 0:
+        limits[GPU_RESOURCES[spec.gpu_vendor]] = str(spec.gpus_per_node)
+    if spec.efa_per_node > 0:
+        limits[EFA_RESOURCE] = str(spec.efa_per_node)
+    if spec.hugepages_2mi is not None:
+        limits["hugepages-2Mi"] = spec.hugepages_2mi
+    if spec.memory is not None:
+        limits["memory"] = spec.memory
+    requests = dict(limits)
+    if spec.cpu is not None:
+        requests["cpu"] = spec.cpu
+    out: dict[str, dict[str, str]] = {}
+    if requests:
+        out["requests"] = requests
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+def render(spec: JobSetSpec) -> dict[str, Any]:
+    """The JobSet manifest as a dict (after :func:`validate`)."""
+    validate(spec)
+    env_vars = {
+        "NCCL_DEBUG": spec.nccl_debug,
+        "NCCL_DEBUG_FILE": f"{spec.nccl_dir}/nccl-%h-%p.log",
+        **merged_env(spec.fabric_env, spec.extra_env, Problems()),
+    }
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": spec.image,
+        "command": ["/bin/bash", "-c", _k8s_escape(pod_script(spec))],
+        "env": [{"name": k, "value": _k8s_escape(v)} for k, v in env_vars.items()],
+        "ports": [{"name": "rdzv", "containerPort": spec.rdzv_port, "protocol": "TCP"}],
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+    resources = _resources(spec)
+    if resources:
+        container["resources"] = resources
+    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}}]
+    if spec.lustre_pvc is not None:
+        container["volumeMounts"].append({"name": "lustre", "mountPath": spec.lustre_mount})
+        volumes.append({"name": "lustre", "persistentVolumeClaim": {"claimName": spec.lustre_pvc}})
+    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container], "volumes": volumes}
+    if spec.node_selector:
+        pod_spec["nodeSelector"] = dict(spec.node_selector)
+    if spec.tolerate_taints:
+        pod_spec["tolerations"] = [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in spec.tolerate_taints]
+    labels = {"app.kubernetes.io/name": spec.name, "app.kubernetes.io/component": "torchrun"}
+    job_spec = {
+        "parallelism": spec.nodes,
+        "completions": spec.nodes,
+        "completionMode": "Indexed",
+        "backoffLimit": 0,
+        # A copy: one dict in two places would come out of YAML as an anchor and alias.
+        "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+    }
+    js_spec: dict[str, Any] = {
+        "failurePolicy": {"maxRestarts": 0},
+        # publishNotReadyAddresses: pod 0 must be resolvable before it is Ready, or the
+        # rendezvous could never start.
+        "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True, "subdomain": spec.name},
+        "replicatedJobs": [{"name": spec.replicated_job, "replicas": 1, "template": {"spec": job_spec}}],
+    }
+    if spec.ttl_seconds_after_finished is not None:
+        js_spec["ttlSecondsAfterFinished"] = spec.ttl_seconds_after_finished
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "JobSet",
+        "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": labels},
+        "spec": js_spec,
+    }
+
+
+def to_yaml(manifest: Mapping[str, Any]) -> str:
+    """YAML in the field order rendered (readable next to the JobSet docs)."""
+    return yaml.safe_dump(dict(manifest), sort_keys=False, default_flow_style=False, width=100)

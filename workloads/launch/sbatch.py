@@ -1,0 +1,349 @@
+"""Render and submit the Slurm batch script that runs one torchrun per node.
+
+The script asks Slurm for whole nodes, starts one ``torchrun`` per node with ``srun
+--ntasks-per-node=1``, and lets torchrun start the ranks of its node. The ranks meet through
+torchrun's c10d rendezvous on the first node of the allocation; its address comes from
+``scontrol show node`` (NodeAddr), because a node's Slurm name need not resolve in DNS (two
+test nodes on one host, cloud nodes named after their partition). ``--max-restarts=0``: a
+restart would hide exactly the fault a validation job exists to find.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workloads.launch.common import (
+    Problems,
+    check_args,
+    check_env,
+    check_int,
+    check_module,
+    check_nccl_debug,
+    check_path,
+    has_control_chars,
+    merged_env,
+)
+
+# Slurm job, partition and account names: sbatch accepts more, but a name a shell or a
+# log parser would trip over is never worth it.
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# Paths in #SBATCH lines: sbatch splits directive values on blanks and quotes by its own
+# rules, so only characters that need no quoting at all are allowed there.
+_DIRECTIVE_PATH_RE = re.compile(r"^/[A-Za-z0-9_./@+=,:-]*$")
+# Slurm host lists (n1,n[3-5]) for --exclude.
+_NODELIST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\[\],-]*$")
+_SUBSYS_RE = re.compile(r"^\^?[A-Z]+(,[A-Z]+)*$")
+MAX_TIME_MIN = 365 * 24 * 60
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class Step:
+    """A further step of the same job, after the first torchrun step."""
+
+    name: str
+    """Short label printed before the step and in its exit-status line."""
+    module: str
+    """Python module the step runs."""
+    module_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Variables set for this step only (e.g. NCCL_P2P_DISABLE=1 for a fabric-only pass)."""
+    torchrun: bool = True
+    """True: one torchrun per node through srun, like the first step. False: run once, on the
+    batch host, with plain python (a step that reads what the others wrote)."""
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class LaunchSpec:
+    """One multi-node torchrun job under Slurm."""
+
+    job_name: str
+    """Slurm job name (``--job-name``); letters, digits, ``_ . -``, at most 64."""
+    nodes: int
+    """Number of nodes (``--nodes``); one torchrun runs on each."""
+    module: str
+    """Python module every rank runs (``torchrun -m``), e.g. ``workloads.validate``."""
+    workdir: str
+    """Absolute directory on shared storage: the job's cwd, its output and NCCL logs."""
+    module_args: tuple[str, ...] = ()
+    """Arguments after the module, each quoted for the shell."""
+    python: str = "python3"
+    """Interpreter that runs torchrun, e.g. ``/fsx/venv/bin/python``; it must exist on every node."""
+    gpus_per_node: int = 0
+    """GPUs per node (``--gpus-per-node``) and ranks per node; 0 on CPU-only nodes."""
+    procs_per_node: int | None = None
+    """Ranks per node on CPU (default 1); with GPUs it must be unset or equal ``gpus_per_node``."""
+    cpus_per_task: int | None = None
+    """CPUs for each node's torchrun and its ranks (``--cpus-per-task``); unset leaves Slurm's default."""
+    partition: str | None = None
+    """Slurm partition (``--partition``); unset uses the cluster's default partition."""
+    account: str | None = None
+    """Slurm account (``--account``), where the cluster requires one."""
+    time_limit_min: int = 30
+    """Wall-clock limit in minutes (``--time``)."""
+    exclusive: bool = True
+    """Whole nodes (``--exclusive``): a validation run must not share a node's GPUs or NICs."""
+    exclude: tuple[str, ...] = ()
+    """Nodes to keep out (``--exclude``), e.g. ones a previous run isolated."""
+    rdzv_port: int = 29500
+    """TCP port of the c10d rendezvous store on the first node."""
+    rdzv_join_timeout_s: int = 600
+    """How long torchrun waits for all nodes to join before failing the job."""
+    fabric_env: Mapping[str, str] = field(default_factory=dict)
+    """Environment the fabric needs (the catalog's ``software.fabric_env``), exported before srun."""
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    """Further variables for the job; may not silently change a ``fabric_env`` value."""
+    nccl_debug: str = "INFO"
+    """``NCCL_DEBUG`` level; INFO is what the transport check reads."""
+    nccl_debug_subsys: str | None = None
+    """``NCCL_DEBUG_SUBSYS`` (e.g. ``INIT,NET``); unset keeps NCCL's default."""
+    nccl_debug_dir: str | None = None
+    """Directory of the per-process NCCL logs (``nccl-<host>-<pid>.log``); default ``<workdir>/nccl``."""
+    output: str | None = None
+    """Batch output file (``--output``, Slurm patterns allowed); default ``<workdir>/%x-%j.out``."""
+    then: tuple[Step, ...] = ()
+    """Steps after the first. Every step runs even when an earlier one failed; the script
+    exits with the last step's status, so a closing step that judges the others decides."""
+
+    @property
+    def ranks_per_node(self) -> int:
+        if self.gpus_per_node > 0:
+            return self.gpus_per_node
+        return self.procs_per_node if self.procs_per_node is not None else 1
+
+    @property
+    def nccl_dir(self) -> str:
+        return self.nccl_debug_dir or f"{self.workdir.rstrip('/')}/nccl"
+
+    @property
+    def output_path(self) -> str:
+        return self.output or f"{self.workdir.rstrip('/')}/%x-%j.out"
+
+
+def validate(spec: LaunchSpec) -> None:
+    """Raise :class:`LaunchSpecError` naming every bad field at once."""
+    p = Problems()
+    if not isinstance(spec.job_name, str) or not _NAME_RE.match(spec.job_name):
+        p.add("job_name", f"{spec.job_name!r} is not a job name (allowed: [A-Za-z0-9][A-Za-z0-9_.-]{{0,63}})")
+    check_int(p, "nodes", spec.nodes, minimum=1)
+    check_module(p, "module", spec.module)
+    check_args(p, "module_args", spec.module_args)
+    for name in ("workdir", "nccl_debug_dir", "output"):
+        value = getattr(spec, name)
+        if value is None and name != "workdir":
+            continue
+        before = len(p.items)
+        check_path(p, name, value)
+        if len(p.items) > before or not isinstance(value, str):
+            continue
+        # Only --output takes Slurm's %-patterns; elsewhere % would be read as one too
+        # (by Slurm, or by NCCL in the debug file name).
+        if name != "output" and "%" in value:
+            p.add(name, f"{value!r} contains '%', which would be read as a file-name pattern")
+        elif not _DIRECTIVE_PATH_RE.match(value.replace("%", "")):
+            p.add(name, f"{value!r} has characters sbatch directives cannot carry (allowed: letters, digits, _ . / @ + = , : - and % in output)")
+    if not isinstance(spec.python, str) or not spec.python or has_control_chars(spec.python):
+        p.add("python", f"{spec.python!r} is not an interpreter path or command name")
+    check_int(p, "gpus_per_node", spec.gpus_per_node, minimum=0, maximum=64)
+    if spec.procs_per_node is not None:
+        check_int(p, "procs_per_node", spec.procs_per_node, minimum=1, maximum=1024)
+        if isinstance(spec.gpus_per_node, int) and spec.gpus_per_node > 0 and spec.procs_per_node != spec.gpus_per_node:
+            p.add(
+                "procs_per_node",
+                f"{spec.procs_per_node} differs from gpus_per_node={spec.gpus_per_node} (allowed: unset, or one rank per GPU)",
+            )
+    if spec.cpus_per_task is not None:
+        check_int(p, "cpus_per_task", spec.cpus_per_task, minimum=1)
+    for name in ("partition", "account"):
+        value = getattr(spec, name)
+        if value is not None and (not isinstance(value, str) or not _NAME_RE.match(value)):
+            p.add(name, f"{value!r} is not a Slurm name (allowed: [A-Za-z0-9][A-Za-z0-9_.-]{{0,63}})")
+    check_int(p, "time_limit_min", spec.time_limit_min, minimum=1, maximum=MAX_TIME_MIN)
+    if not isinstance(spec.exclusive, bool):
+        p.add("exclusive", f"{spec.exclusive!r} is not a bool")
+    if isinstance(spec.exclude, str):
+        p.add("exclude", f"{spec.exclude!r} must be a sequence of node names")
+    else:
+        for i, node in enumerate(spec.exclude):
+            if not isinstance(node, str) or not _NODELIST_RE.match(node):
+                p.add(f"exclude[{i}]", f"{node!r} is not a Slurm node name or host list")
+    check_int(p, "rdzv_port", spec.rdzv_port, minimum=1, maximum=65535)
+    check_int(p, "rdzv_join_timeout_s", spec.rdzv_join_timeout_s, minimum=1)
+    check_env(p, "fabric_env", spec.fabric_env)
+    check_env(p, "extra_env", spec.extra_env)
+    if isinstance(spec.fabric_env, Mapping) and isinstance(spec.extra_env, Mapping):
+        merged_env(spec.fabric_env, spec.extra_env, p)
+    check_nccl_debug(p, "nccl_debug", spec.nccl_debug)
+    if spec.nccl_debug_subsys is not None and (
+        not isinstance(spec.nccl_debug_subsys, str) or not _SUBSYS_RE.match(spec.nccl_debug_subsys)
+    ):
+        p.add("nccl_debug_subsys", f"{spec.nccl_debug_subsys!r} is not a subsystem list (allowed: e.g. INIT,NET or ^GRAPH)")
+    for i, step in enumerate(spec.then):
+        where = f"then[{i}]"
+        if not isinstance(step, Step):
+            p.add(where, f"{step!r} is not a Step")
+            continue
+        if not isinstance(step.name, str) or not _NAME_RE.match(step.name):
+            p.add(f"{where}.name", f"{step.name!r} is not a step name (allowed: [A-Za-z0-9][A-Za-z0-9_.-]{{0,63}})")
+        check_module(p, f"{where}.module", step.module)
+        check_args(p, f"{where}.module_args", step.module_args)
+        check_env(p, f"{where}.env", step.env)
+    p.raise_if_any("LaunchSpec")
+
+
+def _time(minutes: int) -> str:
+    return f"{minutes // 60}:{minutes % 60:02d}:00"
+
+
+def render(spec: LaunchSpec) -> str:
+    """The batch script, after :func:`validate`; every value from the spec is shell-quoted."""
+    validate(spec)
+    q = shlex.quote
+    directives = [
+        f"--job-name={spec.job_name}",
+        f"--nodes={spec.nodes}",
+        "--ntasks-per-node=1",
+        f"--time={_time(spec.time_limit_min)}",
+        f"--chdir={spec.workdir}",
+        f"--output={spec.output_path}",
+    ]
+    if spec.gpus_per_node > 0:
+        directives.append(f"--gpus-per-node={spec.gpus_per_node}")
+    if spec.cpus_per_task is not None:
+        directives.append(f"--cpus-per-task={spec.cpus_per_task}")
+    if spec.partition is not None:
+        directives.append(f"--partition={spec.partition}")
+    if spec.account is not None:
+        directives.append(f"--account={spec.account}")
+    if spec.exclusive:
+        directives.append("--exclusive")
+    if spec.exclude:
+        directives.append(f"--exclude={','.join(spec.exclude)}")
+
+    env = merged_env(spec.fabric_env, spec.extra_env, Problems())
+    exports = [f"export NCCL_DEBUG={q(spec.nccl_debug)}"]
+    if spec.nccl_debug_subsys is not None:
+        exports.append(f"export NCCL_DEBUG_SUBSYS={q(spec.nccl_debug_subsys)}")
+    # NCCL expands %h (host) and %p (pid): one file per process, never interleaved.
+    exports.append(f"export NCCL_DEBUG_FILE={q(spec.nccl_dir + '/nccl-%h-%p.log')}")
+    exports += [f"export {name}={q(value)}" for name, value in env.items()]
+
+    def torchrun_cmd(module: str, args: Sequence[str]) -> list[str]:
+        return [
+            q(spec.python),
+        "-m torch.distributed.run",
+        '--nnodes="$SLURM_NNODES"',
+        f"--nproc-per-node={spec.ranks_per_node}",
+        "--rdzv-backend=c10d",
+        f'--rdzv-endpoint="${{head_addr}}:{spec.rdzv_port}"',
+        '--rdzv-id="$SLURM_JOB_ID"',
+        f"--rdzv-conf=join_timeout={spec.rdzv_join_timeout_s}",
+        "--max-restarts=0",
+            f"-m {q(module)}",
+            *[q(arg) for arg in args],
+        ]
+
+    def srun(module: str, args: Sequence[str], env_prefix: str = "") -> str:
+        return " \\\n    ".join(
+            [
+                # --kill-on-bad-exit: one node's failure ends the others instead of leaving
+                # them blocked in a collective until the time limit. --whole: since Slurm
+                # 20.11 a step gets only what it asks for (one CPU per task), and task/cgroup
+                # would pin all of a node's ranks to that one core.
+                f'{env_prefix}srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --whole --kill-on-bad-exit=1',
+                *torchrun_cmd(module, args),
+            ]
+        )
+
+    launch = srun(spec.module, spec.module_args)
+    if spec.then:
+        # Every step runs and reports; the last one's status is the job's.
+        steps = ["step_rc=0", f"{launch} || step_rc=$?", 'echo "step 1 exit status $step_rc"']
+        for n, step in enumerate(spec.then, start=2):
+            prefix = "".join(f"{k}={q(v)} " for k, v in step.env.items())
+            if step.torchrun:
+                cmd = srun(step.module, step.module_args, env_prefix=f"env {prefix}" if prefix else "")
+            else:
+                cmd = f"{'env ' + prefix if prefix else ''}{q(spec.python)} -m {q(step.module)} " + " ".join(
+                    q(a) for a in step.module_args)
+            steps += ["", f'echo "step {n}: {step.name}"', "step_rc=0", f"{cmd} || step_rc=$?",
+                      f'echo "step {n} ({step.name}) exit status $step_rc"']
+        steps += ["exit \"$step_rc\""]
+        launch = "\n".join(steps)
+    lines = [
+        "#!/bin/bash",
+        *[f"#SBATCH {d}" for d in directives],
+        "# Rendered by workloads.launch.sbatch: one torchrun per node, c10d rendezvous on the",
+        "# first node, no restarts (a restart would hide the fault being looked for).",
+        "set -euo pipefail",
+        "",
+        *exports,
+        f"mkdir -p {q(spec.nccl_dir)}",
+        "",
+        # sed reads all of its input, so a long host list never ends in SIGPIPE, which
+        # pipefail would turn into a failed job (head -n1 could).
+        "head_node=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | sed -n 1p)",
+        "head_addr=$(scontrol show node -o \"$head_node\" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p')",
+        'if [ -z "$head_addr" ]; then',
+        '  echo "cannot find NodeAddr of first node $head_node in scontrol show node" >&2',
+        "  exit 1",
+        "fi",
+        f'echo "job $SLURM_JOB_ID: $SLURM_NNODES node(s) x {spec.ranks_per_node} rank(s), '
+        f'rendezvous ${{head_addr}}:{spec.rdzv_port} on $head_node"',
+        "",
+        launch,
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write(spec: LaunchSpec, path: str | Path) -> Path:
+    """Render ``spec`` into ``path`` (made executable) and return the path."""
+    out = Path(path)
+    out.write_text(render(spec))
+    out.chmod(0o755)
+    return out
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class Submission:
+    """What ``sbatch`` answered."""
+
+    job_id: int
+    """Slurm job id."""
+    returncode: int
+    """sbatch's exit status: with ``wait`` it is the job's own exit status."""
+    stderr: str
+    """sbatch's messages, kept for error reports."""
+
+
+def submit(
+    script: str | Path,
+    *,
+    wait: bool = False,
+    extra_args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    timeout_s: float | None = None,
+) -> Submission:
+    """``sbatch --parsable`` the script; with ``wait`` block until the job ends (``--wait``).
+
+    ``env`` is the whole environment for sbatch (e.g. one with ``SLURM_CONF``); by default the
+    caller's. Raises ``subprocess.TimeoutExpired`` past ``timeout_s`` and ``RuntimeError`` when
+    sbatch did not print a job id (it refused the job).
+    """
+    cmd = ["sbatch", "--parsable", *(["--wait"] if wait else []), *extra_args, str(script)]
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, env=dict(env) if env is not None else None, timeout=timeout_s
+    )
+    first = done.stdout.strip().splitlines()[0] if done.stdout.strip() else ""
+    # --parsable prints "<id>" or "<id>;<cluster>".
+    job = first.split(";", 1)[0]
+    if not job.isdigit():
+        raise RuntimeError(
+            f"sbatch gave no job id (exit {done.returncode}): {done.stderr.strip() or done.stdout.strip()}"
+        )
+    return Submission(job_id=int(job), returncode=done.returncode, stderr=done.stderr)

@@ -1,0 +1,42 @@
+"""Which node this process runs on, and the test-only faults that make one node slow or fail.
+
+A node's name is what its scheduler calls it, so that a verdict can be acted on: Slurm's
+``SLURMD_NODENAME`` (the name ``scontrol update`` takes), Kubernetes' node name passed in by
+the pod spec as ``NODE_NAME``, else the host name. ``GPUC_NODE_NAME`` overrides all three (the
+local mode runs two "nodes" on one host).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+
+def node_name() -> str:
+    for var in ("GPUC_NODE_NAME", "SLURMD_NODENAME", "NODE_NAME"):
+        value = os.environ.get(var, "").strip()
+        if value:
+            return value
+    return socket.gethostname()
+
+
+# Test hooks. They are how the tests make one node of a real run slow or dead; a user never
+# sets them. Each names the node it applies to, so the same environment can go to every node.
+
+def _targets(var: str) -> bool:
+    return os.environ.get(var, "").strip() == node_name()
+
+
+def stall() -> None:
+    """On the node named by GPUC_INJECT_SLOW_NODE, sleep GPUC_INJECT_SLOW_MS (default 20) ms:
+    called inside timed loops, it makes that node a straggler the way a throttled GPU would."""
+    if _targets("GPUC_INJECT_SLOW_NODE"):
+        time.sleep(float(os.environ.get("GPUC_INJECT_SLOW_MS", "20")) / 1000.0)
+
+
+def maybe_fail(phase: str) -> None:
+    """On the node named by GPUC_INJECT_FAIL_NODE, die hard at the start of the phase named by
+    GPUC_INJECT_FAIL_PHASE (default 'main'), as a node that loses power does: no message, no cleanup."""
+    if _targets("GPUC_INJECT_FAIL_NODE") and os.environ.get("GPUC_INJECT_FAIL_PHASE", "main") == phase:
+        os._exit(17)

@@ -1,0 +1,206 @@
+"""Post-provision validation: is this cluster healthy and as fast as it should be, and if not, which node?
+
+    python -m workloads.validate run   --out DIR [--phase main|fabric] [--instance-type T]   (every rank, under torchrun)
+    python -m workloads.validate judge --out DIR [--instance-type T] [--nodes a,b] [--drain]  (once, after the phases)
+    python -m workloads.validate --local [--out DIR] [--nodes 2] [--procs-per-node 2]       (the whole flow on this machine)
+
+Exit codes, as Nagios-style checks use: 0 pass, 1 warn, 2 fail, 3 could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from workloads.validate.verdict import Verdict
+
+FABRIC_ONLY_ENV = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_NVLS_ENABLE": "0"}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> "None":  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: {message}", file=sys.stderr)
+        raise SystemExit(3)
+
+
+def _size(text: str) -> int:
+    from workloads.collectives import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _instance(text: str) -> str:
+    from components.catalog import CatalogError, load_catalog
+
+    try:
+        load_catalog().get(text)
+    except CatalogError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="python -m workloads.validate", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--local", action="store_true", help="run the whole flow on this machine's CPUs (gloo)")
+    ap.add_argument("--out", type=Path, help="run directory (shared storage in a cluster)")
+    ap.add_argument("--nodes", type=int, default=2, help="--local: simulated nodes (default 2)")
+    ap.add_argument("--procs-per-node", type=int, default=2, help="--local: ranks per simulated node (default 2)")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds any phase may wait for a rank")
+    sub = ap.add_subparsers(dest="cmd")
+    run = sub.add_parser("run", help="one phase, on every rank under torchrun")
+    run.add_argument("--out", type=Path, required=True, dest="run_out")
+    run.add_argument("--phase", choices=("main", "fabric"), default="main")
+    run.add_argument("--instance-type", type=_instance)
+    run.add_argument("--multi-max", type=_size, help="largest multi-node message (default 8G on GPU)")
+    run.add_argument("--single-max", type=_size, help="largest single-node message (default 8G on GPU)")
+    run.add_argument("--pair-size", type=_size, help="pairwise test message (default 1G on GPU)")
+    run.add_argument("--iters", type=int, default=20)
+    run.add_argument("--warmup", type=int, default=5)
+    run.add_argument("--pairwise", choices=("auto", "always", "never"), default="auto")
+    run.add_argument("--timeout", type=float, default=300.0, dest="run_timeout")
+    judge = sub.add_parser("judge", help="read the run directory, write report.json/.md and busbw.png")
+    judge.add_argument("--out", type=Path, required=True, dest="judge_out")
+    judge.add_argument("--instance-type", type=_instance)
+    judge.add_argument("--expect-nodes", default="", help="comma-separated node names that should have reported")
+    judge.add_argument("--drain", action="store_true", help="drain (Slurm) or taint (Kubernetes) the failed nodes")
+    judge.add_argument("--cpu", action="store_true", help="the run was on CPU: compare nodes, apply no floors")
+    judge.add_argument("--started", type=float, default=0.0, help="epoch seconds the run began (for the duration)")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.cmd == "run":
+        from workloads.validate.run import RunConfig, run_phase
+
+        for name in ("iters", "warmup"):
+            if getattr(args, name) < 1 and not (name == "warmup" and args.warmup == 0):
+                print(f"validate: --{name} {getattr(args, name)} must be at least 1", file=sys.stderr)
+                return 3
+        cfg = RunConfig(out_dir=args.run_out, phase=args.phase, instance_type=args.instance_type,
+                        multi_max_bytes=args.multi_max, single_max_bytes=args.single_max, pair_bytes=args.pair_size,
+                        iters=args.iters, warmup=args.warmup, pairwise=args.pairwise, timeout_s=args.run_timeout)
+        return run_phase(cfg)
+    if args.cmd == "judge":
+        return judge_and_report(args.judge_out, args.instance_type,
+                                [n for n in args.expect_nodes.split(",") if n], args.drain, args.cpu,
+                                time.time() - args.started if args.started else 0.0)
+    if args.local:
+        return run_local(args.out or Path("out/validate-local"), args.nodes, args.procs_per_node, args.timeout)
+    build_parser().print_help(sys.stderr)
+    return 3
+
+
+def judge_and_report(out: Path, instance_type: str | None, expect_nodes: list[str], drain: bool, cpu: bool,
+                     duration_s: float) -> int:
+    from workloads.validate import report
+    from workloads.validate.drain import drain as drain_nodes
+    from workloads.validate.judge import judge
+
+    rep = judge(out, instance_type=instance_type, local=cpu, expected_nodes=expect_nodes, duration_s=duration_s)
+    failed = [n.node for n in rep.nodes if n.verdict == Verdict.FAIL]
+    if drain and failed:
+        for res in drain_nodes(failed, f"gpu-cluster validate {out.name}: " + "; ".join(
+                next(n.reasons for n in rep.nodes if n.node == f)[0] for f in failed)):
+            if res.ok:
+                rep.drained.append(res.node)
+            else:
+                rep.errors.append(f"could not drain {res.node}: {res.message}")
+    written = report.write(rep, out)
+    print(report.render_markdown(rep))
+    print(f"report: {', '.join(str(p) for p in written.values())}")
+    return int(rep.verdict)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _torchrun_nodes(nodes: int, procs: int, module_args: list[str], env_extra: dict[str, str], timeout: float,
+                    log_dir: Path, label: str) -> list[int]:
+    """Start one torchrun agent per simulated node, as srun does on a cluster; return their exit codes."""
+    port = _free_port()
+    procs_list = []
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for i in range(nodes):
+        env = dict(os.environ, GPUC_NODE_NAME=f"local-{i + 1}", GPUC_FORCE_CPU="1", **env_extra)
+        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nodes}", f"--nproc-per-node={procs}",
+               "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={label}-{port}",
+               "--max-restarts=0", *module_args]
+        log = open(log_dir / f"{label}-local-{i + 1}.log", "w", encoding="utf-8")
+        procs_list.append((subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log))
+    deadline = time.monotonic() + timeout
+    codes = []
+    for p, log in procs_list:
+        try:
+            codes.append(p.wait(timeout=max(1.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            codes.append(p.wait())
+        log.close()
+    return codes
+
+
+def run_local(out: Path, nodes: int, procs: int, timeout: float) -> int:
+    """The pipeline a cluster runs, on this machine: two torchrun agents stand for two nodes."""
+    problems = []
+    if not 1 <= nodes <= 8:
+        problems.append(f"--nodes {nodes}: allowed 1..8")
+    if not 1 <= procs <= 8:
+        problems.append(f"--procs-per-node {procs}: allowed 1..8")
+    if problems:
+        print("validate: " + "; ".join(problems), file=sys.stderr)
+        return 3
+    started = time.time()
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in [*out.glob("phase-*.json"), *out.glob("status/*.json"), out / "ddp.json"]:
+        stale.unlink(missing_ok=True)
+    logs = out / "logs"
+    steps = 4
+    print(f"validate --local: {nodes} simulated node(s) x {procs} CPU rank(s), gloo; floors are not applied on CPU", flush=True)
+    print(f"[1/{steps}] health, single-node and multi-node collectives ...", flush=True)
+    codes = _torchrun_nodes(nodes, procs, ["-m", "workloads.validate", "run", "--out", str(out), "--phase", "main",
+                                           "--iters", "5", "--warmup", "2", "--timeout", str(timeout)],
+                            {}, timeout * 3, logs, "main")
+    print(f"      exit codes per node: {codes}", flush=True)
+    print(f"[2/{steps}] fabric-only pass (NCCL P2P and SHM off; on gloo the same path) ...", flush=True)
+    codes = _torchrun_nodes(nodes, procs, ["-m", "workloads.validate", "run", "--out", str(out), "--phase", "fabric",
+                                           "--iters", "5", "--warmup", "2", "--timeout", str(timeout)],
+                            FABRIC_ONLY_ENV, timeout * 3, logs, "fabric")
+    print(f"      exit codes per node: {codes}", flush=True)
+    print(f"[3/{steps}] short DDP run ...", flush=True)
+    ddp_code = _local_ddp(out, nodes, procs, timeout)
+    print(f"      exit code: {ddp_code}", flush=True)
+    print(f"[4/{steps}] judging ...", flush=True)
+    return judge_and_report(out, None, [f"local-{i + 1}" for i in range(nodes)], False, True, time.time() - started)
+
+
+def _local_ddp(out: Path, nodes: int, procs: int, timeout: float) -> int:
+    from workloads.validate.launchargs import ddp_args, synthetic_data_args
+
+    data = out / "data"
+    prep = subprocess.run([sys.executable, "-m", "workloads.data", *synthetic_data_args(data)],
+                          capture_output=True, text=True, timeout=timeout)
+    if prep.returncode != 0:
+        print(f"      could not write synthetic shards: {prep.stderr.strip()[-300:]}", flush=True)
+        return prep.returncode
+    codes = _torchrun_nodes(nodes, procs, ["-m", "workloads.ddp_train", *ddp_args(data, out)], {}, timeout * 3,
+                            out / "logs", "ddp")
+    return max(codes)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

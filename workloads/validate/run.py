@@ -1,0 +1,248 @@
+"""The in-job phases of the validation run: every rank of the job runs this under torchrun.
+
+Phase ``main``: per-GPU health, single-node collectives (each node in its own group, all
+nodes at once: NVLink/xGMI only), multi-node collectives over the whole job, and, when the
+multi-node figure falls short or a node lags, pairwise tests that name the bad node.
+Phase ``fabric``: the multi-node collectives again; the launcher runs it with NVLink P2P and
+shared memory disabled (NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1, NCCL_NVLS_ENABLE=0), which
+NCCL reads once per process, so it must be its own launch.
+
+Every rank records its state in ``status/<phase>-<node>-r<rank>.json`` before and after the
+phase, and on error says whether a peer was lost or it failed itself; rank 0 writes the
+phase's results to ``phase-<phase>.json``. The judge reads only those files.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+import torch.distributed as dist
+
+from workloads import collectives, device, gpu_health
+from workloads.node import maybe_fail, node_name
+from workloads.validate import isolate
+
+Phase = Literal["main", "fabric"]
+PEER_LOST_MARKERS = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "NCCL communicator was aborted",
+                     "remote process exited", "Socket Timeout", "timed out", "did not arrive", "failed on rank")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunConfig:
+    out_dir: Path
+    """Shared directory (on Lustre in a cluster) every node writes into."""
+    phase: Phase = "main"
+    instance_type: str | None = None
+    """Catalog type: sets the pairwise floor; without it nodes are compared with each other."""
+    multi_max_bytes: int | None = None
+    """Largest multi-node message; default 8 GiB on GPU, 4 MiB on CPU."""
+    single_max_bytes: int | None = None
+    """Largest single-node message; default 8 GiB on GPU, 4 MiB on CPU."""
+    pair_bytes: int | None = None
+    """Message size of the pairwise tests; default 1 GiB on GPU, 4 MiB on CPU."""
+    iters: int = 20
+    warmup: int = 5
+    pairwise: Literal["auto", "always", "never"] = "auto"
+    timeout_s: float = 300.0
+
+
+def _sizes(cfg: RunConfig, backend: str) -> tuple[int, int, int, int]:
+    gpu = backend != "gloo"
+    lo = 1 << 20 if gpu else 1 << 16
+    single = cfg.single_max_bytes or (8 << 30 if gpu else 4 << 20)
+    multi = cfg.multi_max_bytes or (8 << 30 if gpu else 4 << 20)
+    pair = cfg.pair_bytes or (1 << 30 if gpu else 4 << 20)
+    return lo, single, multi, pair
+
+
+def _atomic_json(path: Path, doc: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class Status:
+    """This rank's line in the run directory: what the judge reads if the rank dies."""
+
+    def __init__(self, cfg: RunConfig, node: str, rank: int) -> None:
+        self.path = cfg.out_dir / "status" / f"{cfg.phase}-{node}-r{rank}.json"
+        self.doc: dict[str, Any] = {"phase": cfg.phase, "node": node, "rank": rank, "host": platform.node(),
+                                    "pid": os.getpid()}
+
+    def set(self, state: str, **extra: Any) -> None:
+        self.doc.update(state=state, at=time.time(), **extra)
+        _atomic_json(self.path, self.doc)
+
+
+def _versions() -> dict[str, str]:
+    v = {"torch": torch.__version__, "python": platform.python_version()}
+    if torch.cuda.is_available():
+        v["cuda"] = str(torch.version.cuda or torch.version.hip or "")
+        v["gpu"] = torch.cuda.get_device_name(0)
+        try:
+            v["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))  # type: ignore[no-untyped-call]
+        except (RuntimeError, AttributeError):
+            pass
+    return v
+
+
+def _coll_cfg(lo: int, hi: int, cfg: RunConfig, op: str) -> collectives.CollectivesConfig:
+    return collectives.CollectivesConfig(ops=(op,), min_bytes=lo, max_bytes=hi, factor=4 if hi > lo * 64 else 2,
+                                         iters=cfg.iters, warmup=cfg.warmup, check=True, timeout_s=cfg.timeout_s)
+
+
+def run_phase(cfg: RunConfig) -> int:
+    rt = device.setup(timeout_s=cfg.timeout_s)
+    node = node_name()
+    status = Status(cfg, node, rt.rank)
+    status.set("started")
+    try:
+        maybe_fail(cfg.phase)
+        result = _phase(cfg, rt, node)
+    except Exception as exc:  # noqa: BLE001 - every failure is recorded for the judge, then re-raised as exit 1
+        text = f"{type(exc).__name__}: {exc}"
+        missing = collectives.missing_ranks(text) or []
+        status.set("error", error=text[:2000], missing_ranks=missing,
+                   peer_lost=any(m in text for m in PEER_LOST_MARKERS))
+        print(f"validate[{cfg.phase}] rank {rt.rank} on {node}: {text.splitlines()[0][:300]}", flush=True)
+        return 1
+    if rt.rank == 0:
+        _atomic_json(cfg.out_dir / f"phase-{cfg.phase}.json", result)
+    status.set("finished")
+    device.teardown()
+    return 0
+
+
+def _phase(cfg: RunConfig, rt: device.Runtime, node: str) -> dict[str, Any]:
+    side = dist.new_group(backend="gloo", timeout=_dt.timedelta(seconds=cfg.timeout_s))
+    ids: list[Any] = [None] * rt.world_size
+    dist.all_gather_object(ids, (node, rt.rank), group=side)
+    nodes: dict[str, list[int]] = {}
+    for n, r in ids:
+        nodes.setdefault(n, []).append(r)
+    lo, single_hi, multi_hi, pair_bytes = _sizes(cfg, rt.backend)
+    out = None
+    result: dict[str, Any] = {"phase": cfg.phase, "world_size": rt.world_size, "backend": rt.backend,
+                              "nodes": {n: {"ranks": rs} for n, rs in nodes.items()}, "versions": _versions(),
+                              "instance_type": cfg.instance_type}
+    if rt.rank == 0:
+        print(f"validate[{cfg.phase}]: {len(nodes)} node(s), {rt.world_size} rank(s), backend {rt.backend}", flush=True)
+    if cfg.phase == "main":
+        figures = gpu_health.measure_device(rt.device, quick=rt.backend == "gloo")
+        health: list[Any] = [None] * rt.world_size
+        dist.all_gather_object(health, {"node": node, "local_rank": rt.local_rank, **figures}, group=side)
+        result["health"] = health
+        result["single_node"] = _single_node(cfg, rt, node, nodes, lo, single_hi, side)
+        if rt.rank == 0:
+            print(f"validate[main]: health and single-node collectives done on {len(nodes)} node(s)", flush=True)
+    multi: dict[str, Any] = {}
+    for op in _multi_ops(cfg):
+        res = collectives.run_op(op, _coll_cfg(lo, multi_hi, cfg, op), rt, side_group=side,
+                                 out=None)
+        multi[op] = res.to_json()
+    result["multi_node"] = multi
+    if rt.rank == 0:
+        top = multi.get("all_reduce", {}).get("peak_busbw_gbps")
+        print(f"validate[{cfg.phase}]: multi-node all_reduce peak busbw {top} GB/s", flush=True)
+    if cfg.phase == "main" and len(nodes) >= 2 and _want_pairs(cfg, result):
+        result["pairs"] = _pairs(cfg, rt, nodes, pair_bytes, side)
+    return result
+
+
+def _multi_ops(cfg: RunConfig) -> list[str]:
+    ops = ["all_reduce"]
+    if cfg.instance_type:
+        from components.catalog import load_catalog
+
+        op = load_catalog().get(cfg.instance_type).busbw.op
+        if op not in ops:
+            ops.append(op)
+    return ops
+
+
+def _single_node(cfg: RunConfig, rt: device.Runtime, node: str, nodes: dict[str, list[int]], lo: int, hi: int,
+                 side: Any) -> dict[str, Any]:
+    # Every rank must create every group, in the same order, even those it is not in.
+    groups = {n: (dist.new_group(ranks=rs), dist.new_group(ranks=rs, backend="gloo")) for n, rs in nodes.items()}
+    mine: dict[str, Any]
+    if len(nodes[node]) < 2:
+        mine = {"skipped": "one rank on this node: nothing to measure inside it"}
+    else:
+        group, gside = groups[node]
+        try:
+            res = collectives.run_op("all_reduce", _coll_cfg(lo, hi, cfg, "all_reduce"), rt, side_group=gside,
+                                     group=group, out=None)
+            mine = res.to_json()
+        except collectives.CollectiveTimeout as exc:
+            mine = {"error": str(exc)[:500]}
+    gathered: list[Any] = [None] * rt.world_size
+    dist.all_gather_object(gathered, (node, rt.rank == nodes[node][0], mine), group=side)
+    return {n: m for n, first, m in gathered if first and "skipped" not in m}
+
+
+def _want_pairs(cfg: RunConfig, result: dict[str, Any]) -> bool:
+    if cfg.pairwise != "auto":
+        return cfg.pairwise == "always"
+    floor = _pair_floor(cfg, result["backend"])
+    peak = result["multi_node"].get("all_reduce", {}).get("peak_busbw_gbps")
+    if floor is not None and (peak is None or peak < floor):
+        return True
+    # No floor (CPU, or a type without one): look for a node that lags the others.
+    rates = {}
+    for h in result.get("health", []):
+        rates[h["node"]] = min(rates.get(h["node"], float("inf")), float(h["matmul_tflops"]))
+    return bool(isolate.stragglers(rates, None))
+
+
+def _pair_floor(cfg: RunConfig, backend: str) -> float | None:
+    if not cfg.instance_type or backend == "gloo":
+        return None
+    from components.catalog import load_catalog
+
+    return load_catalog().get(cfg.instance_type).busbw.floor_fail_gbps
+
+
+def _pairs(cfg: RunConfig, rt: device.Runtime, nodes: dict[str, list[int]], size: int, side: Any) -> dict[str, Any]:
+    mine_node = next(n for n, rs in nodes.items() if rt.rank in rs)
+    pair_cfg = replace(_coll_cfg(size, size, cfg, "all_reduce"), factor=2)
+
+    def measure(pairs: list[isolate.Pair]) -> dict[isolate.Pair, float | None]:
+        groups = []
+        for a, b in pairs:
+            ranks = sorted(nodes[a] + nodes[b])
+            groups.append((a, b, dist.new_group(ranks=ranks), dist.new_group(ranks=ranks, backend="gloo")))
+        value: tuple[str, str, float | None] | None = None
+        for a, b, g, gside in groups:
+            if mine_node in (a, b):
+                try:
+                    res = collectives.run_op("all_reduce", pair_cfg, rt, side_group=gside, group=g, out=None)
+                    value = (a, b, res.to_json().get("peak_busbw_gbps"))
+                except collectives.CollectiveTimeout:
+                    value = (a, b, None)
+        got: list[Any] = [None] * rt.world_size
+        dist.all_gather_object(got, value, group=side)
+        found: dict[isolate.Pair, float | None] = {}
+        for item in got:
+            if item is not None:
+                a, b, v = item
+                # The slowest rank of a pair decides.
+                prev = found.get((a, b), v)
+                found[(a, b)] = None if v is None or prev is None else min(v, prev)
+        return {p: found.get(p) for p in pairs}
+
+    iso = isolate.isolate(list(nodes), measure, _pair_floor(cfg, rt.backend))
+    return {
+        "first": [[a, b, v] for (a, b), v in iso.pair_results.items()],
+        "second": [[a, b, v] for (a, b), v in iso.second_pass.items()],
+        "floor": iso.floor, "floor_basis": iso.floor_basis,
+        "good": sorted(iso.good), "bad": iso.bad, "unresolved": iso.unresolved, "message_bytes": size,
+    }
