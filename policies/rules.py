@@ -756,8 +756,9 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         check=check_no_public_ip),
     ResourceRule(
         name="no-open-ingress",
-        description="No security group or firewall rule admits ingress from 0.0.0.0/0 or ::/0; egress may be open "
-                    "(CKV_AWS_24, CKV_AWS_25, CKV_AWS_260, CKV_AWS_277, AVD-AWS-0107, CKV_GCP_2, CKV_GCP_3)",
+        description="No security group or firewall rule admits ingress from 0.0.0.0/0 or ::/0 "
+                    "(CKV_AWS_24, CKV_AWS_25, CKV_AWS_260, CKV_AWS_277, AVD-AWS-0107, CKV_GCP_2, CKV_GCP_3); egress "
+                    "may be open (CKV_AWS_382 is not mirrored: nodes pull images and reach AWS APIs through NAT)",
         enforcement="mandatory",
         ids=("CKV_AWS_24", "CKV_AWS_25", "CKV_AWS_260", "CKV_AWS_277", "AVD-AWS-0107", "CKV_GCP_2", "CKV_GCP_3"),
         anchor="Checkov CKV_AWS_24/25/260/277, CKV_GCP_2/3; Trivy AVD-AWS-0107",

@@ -143,3 +143,14 @@ def test_policies_carry_names_levels_and_ids() -> None:
     # The topology rules only warn; the security rules block.
     assert {r.name for r in ALL_RULES if r.enforcement == "advisory"} == {
         "gke-secrets-encrypted", "efa-sg-self-traffic", "efa-placement", "gpu-network-mtu"}
+
+
+def test_readme_lists_every_rule_with_its_ids() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "policies" / "README.md").read_text()
+    rows = {line.split("|")[1].strip().strip("`"): line for line in text.splitlines() if line.startswith("| `")}
+    assert set(rows) == {r.name for r in ALL_RULES}
+    for r in ALL_RULES:
+        assert f"| {r.enforcement} |" in rows[r.name]
+        assert all(i in rows[r.name] for i in r.ids), r.name
