@@ -41,12 +41,29 @@ MAX_NODES = 2048
 # PerUnitStorageThroughput (docs.aws.amazon.com/fsx/latest/APIReference/API_CreateFileSystem.html).
 FSX_THROUGHPUTS = (125, 250, 500, 1000)
 FSX_MAX_GIB = 2400 * 1000
-# Google Cloud Managed Lustre: per_unit_storage_throughput 125/250/500/1000 MB/s/TiB; capacity
-# in steps that depend on the tier, minimum 9000 GiB for 125 and 250 and 18000 for 500 and
-# 1000 (terraform google_lustre_instance, cloud.google.com/managed-lustre/docs/create-instance).
-GCP_LUSTRE_STEP_GIB: Mapping[int, int] = {125: 9000, 250: 9000, 500: 4500, 1000: 2250}
-GCP_LUSTRE_MIN_GIB: Mapping[int, int] = {125: 18000, 250: 9000, 500: 4500, 1000: 2250}
-GCP_LUSTRE_MAX_GIB = 7632000
+# Google Cloud Managed Lustre: per_unit_storage_throughput 125/250/500/1000 MB/s/TiB. Each tier
+# has its own minimum, maximum and step; the three faster tiers switch to a larger step above a
+# threshold (an instance created at or below it can never grow past it). Source: Managed Lustre
+# "Performance tiers" table (cloud.google.com/managed-lustre/docs/performance-tiers, read
+# 2026-11; the same figures in .../docs/increase-capacity). The older create-instance page and
+# the pulumi_gcp 10.2.0 docstring still say 9000..7632000 overall, which this table supersedes.
+GCP_LUSTRE_MIN_GIB: Mapping[int, int] = {125: 72000, 250: 36000, 500: 18000, 1000: 9000}
+GCP_LUSTRE_STEP_GIB: Mapping[int, int] = {125: 72000, 250: 36000, 500: 18000, 1000: 9000}
+# Above this capacity the step becomes GCP_LUSTRE_LARGE_STEP_GIB (125 has a single step).
+GCP_LUSTRE_STEP_UP_TO_GIB: Mapping[int, int] = {125: 12240000, 250: 6120000, 500: 3060000, 1000: 1530000}
+GCP_LUSTRE_LARGE_STEP_GIB: Mapping[int, int] = {125: 72000, 250: 288000, 500: 144000, 1000: 72000}
+GCP_LUSTRE_TIER_MAX_GIB: Mapping[int, int] = {125: 12240000, 250: 40032000, 500: 20016000, 1000: 10008000}
+GCP_LUSTRE_MAX_GIB = max(GCP_LUSTRE_TIER_MAX_GIB.values())
+
+
+def gcp_lustre_size_ok(size_gib: int, tput: int) -> bool:
+    """Whether Managed Lustre accepts ``size_gib`` at ``tput`` MB/s/TiB (see the table above)."""
+    if not GCP_LUSTRE_MIN_GIB[tput] <= size_gib <= GCP_LUSTRE_TIER_MAX_GIB[tput]:
+        return False
+    if size_gib <= GCP_LUSTRE_STEP_UP_TO_GIB[tput]:
+        return size_gib % GCP_LUSTRE_STEP_GIB[tput] == 0
+    return size_gib % GCP_LUSTRE_LARGE_STEP_GIB[tput] == 0
+
 
 _AWS_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 _GCP_REGION = re.compile(r"^[a-z]+-[a-z]+\d$")
@@ -369,7 +386,7 @@ def _parse_storage(r: _Reader, raw: Any, cloud: str | None) -> StorageSpec | Non
     lu = r.mapping(st.get("lustre"), "storage.lustre",
                    ("size_gib", "throughput_mbps_per_tib", "import_path", "export_path", "mount_point", "kms_key_id"),
                    required=("size_gib", "throughput_mbps_per_tib"))
-    size = r.integer(lu, "size_gib", "storage.lustre", None, 1, 10_000_000)
+    size = r.integer(lu, "size_gib", "storage.lustre", None, 1, max(FSX_MAX_GIB, GCP_LUSTRE_MAX_GIB))
     tput = r.integer(lu, "throughput_mbps_per_tib", "storage.lustre", None, 1, 100_000)
     if tput is not None and tput not in FSX_THROUGHPUTS:
         r.bad("storage.lustre.throughput_mbps_per_tib", f"{tput} is not offered (allowed: {', '.join(map(str, FSX_THROUGHPUTS))})")
@@ -378,12 +395,14 @@ def _parse_storage(r: _Reader, raw: Any, cloud: str | None) -> StorageSpec | Non
         if not (size == 1200 or (size % 2400 == 0 and 2400 <= size <= FSX_MAX_GIB)):
             r.bad("storage.lustre.size_gib",
                   f"{size} GiB is not a PERSISTENT_2 size (allowed: 1200, or a multiple of 2400 up to {FSX_MAX_GIB})")
-    if size is not None and cloud == "gcp" and tput is not None:
-        step, low = GCP_LUSTRE_STEP_GIB[tput], GCP_LUSTRE_MIN_GIB[tput]
-        if size < low or size > GCP_LUSTRE_MAX_GIB or size % step:
-            r.bad("storage.lustre.size_gib",
-                  f"{size} GiB is not a Managed Lustre size at {tput} MB/s/TiB "
-                  f"(allowed: multiples of {step} from {low} to {GCP_LUSTRE_MAX_GIB})")
+    if size is not None and cloud == "gcp" and tput is not None and not gcp_lustre_size_ok(size, tput):
+        low, step, up_to = GCP_LUSTRE_MIN_GIB[tput], GCP_LUSTRE_STEP_GIB[tput], GCP_LUSTRE_STEP_UP_TO_GIB[tput]
+        big, top = GCP_LUSTRE_LARGE_STEP_GIB[tput], GCP_LUSTRE_TIER_MAX_GIB[tput]
+        steps = (f"multiples of {step} from {low} to {top}" if up_to >= top else
+                 f"multiples of {step} from {low} to {up_to}, then multiples of {big} up to {top}")
+        r.bad("storage.lustre.size_gib",
+              f"{size} GiB is not a Managed Lustre size at {tput} MB/s/TiB (allowed: {steps}; "
+              "source: cloud.google.com/managed-lustre/docs/performance-tiers)")
     scheme = {"aws": "s3://", "gcp": "gs://"}.get(cloud or "", "")
     import_path = r.string(lu, "import_path", "storage.lustre")
     export_path = r.string(lu, "export_path", "storage.lustre")

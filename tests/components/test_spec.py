@@ -35,7 +35,7 @@ def gcp_base() -> dict[str, Any]:
         "region": "us-central1",
         "zone": "us-central1-a",
         "compute": {"instance_type": "a3-megagpu-8g", "nodes": 2},
-        "storage": {"lustre": {"size_gib": 18000, "throughput_mbps_per_tib": 250}},
+        "storage": {"lustre": {"size_gib": 36000, "throughput_mbps_per_tib": 250}},
         "orchestration": {"kind": "gke"},
     }
 

@@ -101,13 +101,17 @@ def _coll_cfg(lo: int, hi: int, cfg: RunConfig, op: str) -> collectives.Collecti
 
 
 def run_phase(cfg: RunConfig) -> int:
-    rt = device.setup(timeout_s=cfg.timeout_s)
+    # The group's own timeout comes last, after the arrival check and the watchdog have spoken.
+    rt = device.setup(timeout_s=cfg.timeout_s + 2 * collectives.grace_s(cfg.timeout_s))
     node = node_name()
     status = Status(cfg, node, rt.rank)
     status.set("started")
+    watchdog = collectives.Watchdog(
+        rank=rt.rank, limit_s=cfg.timeout_s + collectives.grace_s(cfg.timeout_s),
+        on_expire=lambda message: status.set("error", error=message, missing_ranks=[], peer_lost=True))
     try:
         maybe_fail(cfg.phase)
-        result = _phase(cfg, rt, node)
+        result = _phase(cfg, rt, node, watchdog)
     except Exception as exc:  # noqa: BLE001 - every failure is recorded for the judge, then re-raised as exit 1
         text = f"{type(exc).__name__}: {exc}"
         missing = collectives.missing_ranks(text) or []
@@ -115,6 +119,8 @@ def run_phase(cfg: RunConfig) -> int:
                    peer_lost=any(m in text for m in PEER_LOST_MARKERS))
         print(f"validate[{cfg.phase}] rank {rt.rank} on {node}: {text.splitlines()[0][:300]}", flush=True)
         return 1
+    finally:
+        watchdog.close()
     if rt.rank == 0:
         _atomic_json(cfg.out_dir / f"phase-{cfg.phase}.json", result)
     status.set("finished")
@@ -122,7 +128,7 @@ def run_phase(cfg: RunConfig) -> int:
     return 0
 
 
-def _phase(cfg: RunConfig, rt: device.Runtime, node: str) -> dict[str, Any]:
+def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: collectives.Watchdog) -> dict[str, Any]:
     side = dist.new_group(backend="gloo", timeout=_dt.timedelta(seconds=cfg.timeout_s))
     ids: list[Any] = [None] * rt.world_size
     dist.all_gather_object(ids, (node, rt.rank), group=side)
@@ -137,25 +143,43 @@ def _phase(cfg: RunConfig, rt: device.Runtime, node: str) -> dict[str, Any]:
     if rt.rank == 0:
         print(f"validate[{cfg.phase}]: {len(nodes)} node(s), {rt.world_size} rank(s), backend {rt.backend}", flush=True)
     if cfg.phase == "main":
-        figures = gpu_health.measure_device(rt.device, quick=rt.backend == "gloo")
+        figures = _measure_health(rt, node, side)
         health: list[Any] = [None] * rt.world_size
-        dist.all_gather_object(health, {"node": node, "local_rank": rt.local_rank, **figures}, group=side)
+        dist.all_gather_object(health, figures.to_json(), group=side)
         result["health"] = health
-        result["single_node"] = _single_node(cfg, rt, node, nodes, lo, single_hi, side)
+        result["single_node"] = _single_node(cfg, rt, node, nodes, lo, single_hi, side, watchdog)
         if rt.rank == 0:
             print(f"validate[main]: health and single-node collectives done on {len(nodes)} node(s)", flush=True)
     multi: dict[str, Any] = {}
     for op in _multi_ops(cfg):
-        res = collectives.run_op(op, _coll_cfg(lo, multi_hi, cfg, op), rt, side_group=side,
-                                 out=None)
+        res = collectives.run_op(op, _coll_cfg(lo, multi_hi, cfg, op), rt, side_group=side, watchdog=watchdog)
         multi[op] = res.to_json()
     result["multi_node"] = multi
     if rt.rank == 0:
         top = multi.get("all_reduce", {}).get("peak_busbw_gbps")
         print(f"validate[{cfg.phase}]: multi-node all_reduce peak busbw {top} GB/s", flush=True)
     if cfg.phase == "main" and len(nodes) >= 2 and _want_pairs(cfg, result):
-        result["pairs"] = _pairs(cfg, rt, nodes, pair_bytes, side)
+        result["pairs"] = _pairs(cfg, rt, nodes, pair_bytes, side, watchdog)
     return result
+
+
+def _measure_health(rt: device.Runtime, node: str, side: Any) -> gpu_health.DeviceFigures:
+    """Each GPU measures itself at once. CPU ranks share the host's cores, so they take turns:
+    measured together they would each see a random share of the cores, and the comparison
+    between nodes would measure the scheduler instead of the nodes."""
+    def measure() -> gpu_health.DeviceFigures:
+        return gpu_health.measure_device(rt.device, node=node, rank=rt.rank, local_rank=rt.local_rank,
+                                         quick=rt.backend == "gloo")
+
+    if rt.device.type != "cpu":
+        return measure()
+    mine: gpu_health.DeviceFigures | None = None
+    for turn in range(rt.world_size):
+        if turn == rt.rank:
+            mine = measure()
+        dist.barrier(group=side)
+    assert mine is not None
+    return mine
 
 
 def _multi_ops(cfg: RunConfig) -> list[str]:
@@ -170,7 +194,7 @@ def _multi_ops(cfg: RunConfig) -> list[str]:
 
 
 def _single_node(cfg: RunConfig, rt: device.Runtime, node: str, nodes: dict[str, list[int]], lo: int, hi: int,
-                 side: Any) -> dict[str, Any]:
+                 side: Any, watchdog: collectives.Watchdog) -> dict[str, Any]:
     # Every rank must create every group, in the same order, even those it is not in.
     groups = {n: (dist.new_group(ranks=rs), dist.new_group(ranks=rs, backend="gloo")) for n, rs in nodes.items()}
     mine: dict[str, Any]
@@ -180,7 +204,7 @@ def _single_node(cfg: RunConfig, rt: device.Runtime, node: str, nodes: dict[str,
         group, gside = groups[node]
         try:
             res = collectives.run_op("all_reduce", _coll_cfg(lo, hi, cfg, "all_reduce"), rt, side_group=gside,
-                                     group=group, out=None)
+                                     group=group, watchdog=watchdog)
             mine = res.to_json()
         except collectives.CollectiveTimeout as exc:
             mine = {"error": str(exc)[:500]}
@@ -197,9 +221,9 @@ def _want_pairs(cfg: RunConfig, result: dict[str, Any]) -> bool:
     if floor is not None and (peak is None or peak < floor):
         return True
     # No floor (CPU, or a type without one): look for a node that lags the others.
-    rates = {}
+    rates: dict[str, float | None] = {}
     for h in result.get("health", []):
-        rates[h["node"]] = min(rates.get(h["node"], float("inf")), float(h["matmul_tflops"]))
+        rates[h["node"]] = min(rates.get(h["node"]) or float("inf"), float(h["matmul_tflops"]))
     return bool(isolate.stragglers(rates, None))
 
 
@@ -211,7 +235,8 @@ def _pair_floor(cfg: RunConfig, backend: str) -> float | None:
     return load_catalog().get(cfg.instance_type).busbw.floor_fail_gbps
 
 
-def _pairs(cfg: RunConfig, rt: device.Runtime, nodes: dict[str, list[int]], size: int, side: Any) -> dict[str, Any]:
+def _pairs(cfg: RunConfig, rt: device.Runtime, nodes: dict[str, list[int]], size: int, side: Any,
+           watchdog: collectives.Watchdog) -> dict[str, Any]:
     mine_node = next(n for n, rs in nodes.items() if rt.rank in rs)
     pair_cfg = replace(_coll_cfg(size, size, cfg, "all_reduce"), factor=2)
 
@@ -224,7 +249,7 @@ def _pairs(cfg: RunConfig, rt: device.Runtime, nodes: dict[str, list[int]], size
         for a, b, g, gside in groups:
             if mine_node in (a, b):
                 try:
-                    res = collectives.run_op("all_reduce", pair_cfg, rt, side_group=gside, group=g, out=None)
+                    res = collectives.run_op("all_reduce", pair_cfg, rt, side_group=gside, group=g, watchdog=watchdog)
                     value = (a, b, res.to_json().get("peak_busbw_gbps"))
                 except collectives.CollectiveTimeout:
                     value = (a, b, None)

@@ -1,0 +1,200 @@
+"""Compute: the GPU nodes a job spans, on the spec's capacity.
+
+* GKE: one node pool on the catalog's machine type, attached to every additional network the
+  Interconnect built, GPUs and gVNIC from the catalog, compact placement when the spec says so.
+* Slurm (Cluster Director): the compute resource and node set the managed cluster creates; the
+  component holds their typed Args and creates no cloud resource itself.
+
+Capacity: on-demand; a specific reservation (already placed, so no placement policy);
+DWS flex-start (GKE ``flex_start`` with autoscaling from zero, as GKE's flex-start guide asks;
+Cluster Director ``new_flex_start_instances``); spot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_gcp as gcp
+from pulumi_gcp import hypercomputecluster as hcc
+
+from components.gcp.common import GKE_ACCELERATOR, labels
+from components.gcp.interconnect import NicNetwork
+from components.spec import ClusterSpec
+
+# DWS flex-start VMs run at most seven days (cloud.google.com/compute/docs/instances/flex-start-vms).
+FLEX_START_MAX_DURATION = "604800s"
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+# Least privilege for GKE nodes instead of the Compute Engine default account (which holds
+# Editor): GKE's node role plus pulling images (GKE hardening guide, "use least privilege
+# service accounts for your nodes").
+NODE_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
+
+
+def boot_disk_type(spec: ClusterSpec) -> str:
+    # A3 Ultra and A4 boot only from Hyperdisk (cloud.google.com/compute/docs/accelerator-optimized-machines,
+    # "supported disk types"); A3 High/Mega take Persistent Disk.
+    return "hyperdisk-balanced" if spec.instance.network.fabric == "rdma" else "pd-ssd"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ComputeArgs:
+    spec: ClusterSpec
+    """The checked cluster description."""
+    project: pulumi.Input[str]
+    """Project id (reservation paths, disk type paths)."""
+    cluster: pulumi.Input[str] | None = None
+    """GKE: the cluster's id; None for Slurm."""
+    nics: list[NicNetwork] = field(default_factory=list)
+    """Additional node networks, in NIC order."""
+    placement: pulumi.Input[str] | None = None
+    """Compact placement policy name, or None."""
+    lustre_storage_id: str = "lustre"
+    """Slurm: the Cluster Director storage resource id mounted on every node."""
+
+
+class Compute(pulumi.ComponentResource):
+    """GPU node pool (GKE) or GPU node set (Cluster Director)."""
+
+    node_pool: gcp.container.NodePool | None
+    node_pool_name: str
+    compute_resource: hcc.ClusterComputeResourceArgs | None
+    node_set: hcc.ClusterOrchestratorSlurmNodeSetArgs | None
+
+    def __init__(self, name: str, args: ComputeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-cluster:gcp:Compute", name, None, opts)
+        spec = args.spec
+        self.node_pool = None
+        self.compute_resource = None
+        self.node_set = None
+        self.node_pool_name = f"{spec.name}-gpu"
+        if spec.orchestration.kind == "gke":
+            if args.cluster is None:
+                raise ValueError("Compute for GKE needs the cluster id")
+            self.node_pool = self._create_node_pool(name, spec, args)
+        else:
+            self._describe_node_set(spec, args)
+        self.register_outputs({
+            "instance_type": spec.compute.instance_type,
+            "nodes": spec.compute.nodes,
+            "capacity": spec.compute.capacity.type,
+            "node_pool": self.node_pool.name if self.node_pool else None,
+        })
+
+    def _create_node_identity(self, name: str, spec: ClusterSpec, project: pulumi.Input[str]) -> gcp.serviceaccount.Account:
+        account = gcp.serviceaccount.Account(
+            f"{name}-nodes",
+            account_id=spec.name[:20].rstrip("-") + "-gpu-nodes",
+            display_name=f"gpu-cluster {spec.name} GPU nodes",
+            project=project,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        for role in NODE_ROLES:
+            gcp.projects.IAMMember(
+                f"{name}-nodes-{role.rsplit('.', 1)[-1].lower()}",
+                project=project,
+                role=role,
+                member=pulumi.Output.format("serviceAccount:{0}", account.email),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        return account
+
+    def _create_node_pool(self, name: str, spec: ClusterSpec, args: ComputeArgs) -> gcp.container.NodePool:
+        account = self._create_node_identity(name, spec, args.project)
+        cap = spec.compute.capacity
+        inst = spec.instance
+        affinity = gcp.container.NodePoolNodeConfigReservationAffinityArgs(consume_reservation_type="NO_RESERVATION")
+        if cap.type == "reservation":
+            affinity = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+                consume_reservation_type="SPECIFIC_RESERVATION", key=RESERVATION_KEY, values=[cap.id or ""])
+        flex = cap.type == "flex-start"
+        node_config = gcp.container.NodePoolNodeConfigArgs(
+            machine_type=spec.compute.instance_type,
+            guest_accelerators=[gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
+                type=GKE_ACCELERATOR[spec.compute.instance_type],
+                count=inst.accelerator.count,
+                gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
+                    gpu_driver_version="LATEST"),
+            )],
+            gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
+            disk_size_gb=spec.compute.root_volume_gib,
+            disk_type=boot_disk_type(spec),
+            image_type="COS_CONTAINERD",
+            reservation_affinity=affinity,
+            spot=True if cap.type == "spot" else None,
+            flex_start=True if flex else None,
+            max_run_duration=FLEX_START_MAX_DURATION if flex else None,
+            shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
+                enable_secure_boot=True, enable_integrity_monitoring=True),
+            workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
+            service_account=account.email,
+            # Access is decided by the account's IAM roles; the scope only has to allow it.
+            oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
+            resource_labels=labels(spec),
+            labels={"gpu-cluster/role": "gpu"},
+        )
+        network_config = gcp.container.NodePoolNetworkConfigArgs(
+            enable_private_nodes=True,
+            additional_node_network_configs=[
+                gcp.container.NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(network=n.network_name, subnetwork=n.subnet_name)
+                for n in args.nics
+            ],
+        )
+        placement = None
+        if args.placement is not None:
+            placement = gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT", policy_name=args.placement)
+        # Flex-start capacity arrives when DWS finds it: the pool scales up from zero
+        # (GKE flex-start guide: autoscaling, location policy ANY, no auto-repair).
+        autoscaling = None
+        management = gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True)
+        if flex:
+            autoscaling = gcp.container.NodePoolAutoscalingArgs(
+                total_min_node_count=0, total_max_node_count=spec.compute.nodes, location_policy="ANY")
+            management = gcp.container.NodePoolManagementArgs(auto_repair=False, auto_upgrade=True)
+        return gcp.container.NodePool(
+            f"{name}-pool",
+            name=self.node_pool_name,
+            cluster=args.cluster,
+            location=spec.zone,
+            node_locations=[spec.zone],
+            node_count=None if flex else spec.compute.nodes,
+            initial_node_count=0 if flex else None,
+            autoscaling=autoscaling,
+            management=management,
+            node_config=node_config,
+            network_config=network_config,
+            placement_policy=placement,
+            # Node count drifts with repairs and DWS; a diff on it would recreate GPU nodes.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["nodeCount"] if flex else None),
+        )
+
+    def _describe_node_set(self, spec: ClusterSpec, args: ComputeArgs) -> None:
+        cap = spec.compute.capacity
+        mt, zone = spec.compute.instance_type, spec.zone
+        cfg: hcc.ClusterComputeResourceConfigArgs
+        if cap.type == "reservation":
+            cfg = hcc.ClusterComputeResourceConfigArgs(new_reserved_instances=hcc.ClusterComputeResourceConfigNewReservedInstancesArgs(
+                reservation=pulumi.Output.format("projects/{0}/zones/{1}/reservations/{2}", args.project, zone, cap.id)))
+        elif cap.type == "flex-start":
+            cfg = hcc.ClusterComputeResourceConfigArgs(new_flex_start_instances=hcc.ClusterComputeResourceConfigNewFlexStartInstancesArgs(
+                machine_type=mt, zone=zone, max_duration=FLEX_START_MAX_DURATION))
+        elif cap.type == "spot":
+            cfg = hcc.ClusterComputeResourceConfigArgs(new_spot_instances=hcc.ClusterComputeResourceConfigNewSpotInstancesArgs(
+                machine_type=mt, zone=zone, termination_action="DELETE"))
+        else:
+            cfg = hcc.ClusterComputeResourceConfigArgs(new_on_demand_instances=hcc.ClusterComputeResourceConfigNewOnDemandInstancesArgs(
+                machine_type=mt, zone=zone))
+        self.compute_resource = hcc.ClusterComputeResourceArgs(id="gpu", config=cfg)
+        self.node_set = hcc.ClusterOrchestratorSlurmNodeSetArgs(
+            id="gpu",
+            compute_id="gpu",
+            static_node_count=str(spec.compute.nodes),
+            compute_instance=hcc.ClusterOrchestratorSlurmNodeSetComputeInstanceArgs(
+                boot_disk=hcc.ClusterOrchestratorSlurmNodeSetComputeInstanceBootDiskArgs(
+                    size_gb=str(spec.compute.root_volume_gib),
+                    type=pulumi.Output.format("projects/{0}/zones/{1}/diskTypes/{2}", args.project, zone, boot_disk_type(spec))),
+                labels=labels(spec),
+            ),
+            storage_configs=[hcc.ClusterOrchestratorSlurmNodeSetStorageConfigArgs(
+                id=args.lustre_storage_id, local_mount=spec.storage.lustre.mount_point)],
+        )

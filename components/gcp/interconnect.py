@@ -1,0 +1,151 @@
+"""Interconnect: the GPU networks a machine type needs, and where its nodes are placed.
+
+The layout comes from the catalog, never from code: ``network.gpu_nics`` GPU NICs,
+``network.gvnics`` host NICs, ``network.fabric`` and ``network.mtu``.
+
+* TCPX (a3-highgpu-8g, 4 NICs) and TCPXO (a3-megagpu-8g, 8 NICs): one VPC and subnet per GPU
+  NIC, MTU 8244 (cluster-toolkit ``modules/network/multivpc``; GKE "Maximize GPU network
+  bandwidth with GPUDirect-TCPX(O)").
+* RDMA (a3-ultragpu-8g, a4-highgpu-8g): a second gVNIC VPC, plus ONE VPC on the zone's RoCE
+  network profile ``<zone>-vpc-roce`` holding one subnet per GPU NIC, MTU 8896
+  (cluster-toolkit ``modules/network/gpu-rdma-vpc`` and the a3-ultragpu-8g blueprint).
+
+A compact placement policy (COLLOCATED) is made unless the capacity is a reservation, which
+Google hands over already placed (``spec.interconnect.placement``).
+
+Under Cluster Director (managed Slurm) the API takes one network (``hypercomputecluster.Cluster
+.network_resources``: "Must contain at most one value") and has no field for additional NICs or
+a placement policy in pulumi_gcp 10.2.0: the service sets up the machine type's GPU networking
+and placement itself. VPCs and a policy nothing could attach would be waste, so for
+``kind: slurm`` this component only describes the fabric (the catalog's NIC count and MTU).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import pulumi
+import pulumi_gcp as gcp
+
+from components.gcp.common import AddressPlan
+from components.spec import ClusterSpec
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InterconnectArgs:
+    spec: ClusterSpec
+    """The checked cluster description."""
+    plan: AddressPlan
+    """``plan.gpu_subnets`` holds one range per additional NIC."""
+    project: pulumi.Input[str]
+    """Project id, for the RoCE network profile's path."""
+
+
+@dataclass(frozen=True, slots=True)
+class NicNetwork:
+    """One additional NIC of a node: the VPC and subnet it attaches to."""
+
+    role: Literal["gvnic", "gpu", "rdma"]
+    """gvnic: a second host NIC; gpu: a TCPX/TCPXO GPU NIC; rdma: a RoCE GPU NIC."""
+    k8s_name: str
+    """Name of the GKE Network / GKENetworkParamSet objects for this NIC."""
+    network: gcp.compute.Network
+    subnet: gcp.compute.Subnetwork
+    network_name: str
+    subnet_name: str
+    cidr: str
+
+
+def nic_count(spec: ClusterSpec) -> int:
+    """Additional NIC subnets a node needs beyond its first gVNIC."""
+    net = spec.instance.network
+    return net.gpu_nics + max(0, net.gvnics - 1)
+
+
+class Interconnect(pulumi.ComponentResource):
+    """GPU VPCs and subnets sized from the catalog, their firewall, and the placement policy."""
+
+    nics: list[NicNetwork]
+    placement: gcp.compute.ResourcePolicy | None
+
+    def __init__(self, name: str, args: InterconnectArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-cluster:gcp:Interconnect", name, None, opts)
+        spec = args.spec
+        self._child = pulumi.ResourceOptions(parent=self)
+        self.nics = []
+        self.placement = None
+        net = spec.instance.network
+        if spec.orchestration.kind != "slurm":
+            ranges = list(args.plan.gpu_subnets)
+            for i in range(1, net.gvnics):
+                self.nics.append(self._vpc_with_subnet(name, spec, "gvnic", f"gvnic-{i}", f"gvnic{i}", ranges.pop(0), firewall=True))
+            if net.fabric == "rdma":
+                self._create_rdma(name, spec, args.project, ranges[: net.gpu_nics])
+            else:
+                for i in range(net.gpu_nics):
+                    # GKE's TCPX/TCPXO guides name the GPU networks vpc1..vpcN.
+                    self.nics.append(self._vpc_with_subnet(name, spec, "gpu", f"vpc{i + 1}", f"gpu{i + 1}", ranges.pop(0), firewall=True))
+            if spec.interconnect.placement:
+                self.placement = gcp.compute.ResourcePolicy(
+                    f"{name}-placement",
+                    name=f"{spec.name}-compact",
+                    region=spec.region,
+                    group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(collocation="COLLOCATED"),
+                    opts=self._child,
+                )
+        self.register_outputs({
+            "fabric": net.fabric,
+            "gpu_nics": net.gpu_nics,
+            "mtu": net.mtu,
+            "networks": [n.network_name for n in self.nics],
+            "placement": self.placement.name if self.placement else None,
+        })
+
+    def _vpc_with_subnet(self, name: str, spec: ClusterSpec, role: Literal["gvnic", "gpu"], k8s_name: str,
+                         suffix: str, cidr: str, firewall: bool) -> NicNetwork:
+        mtu = spec.instance.network.mtu
+        vpc_name, subnet_name = f"{spec.name}-{suffix}", f"{spec.name}-{suffix}-sub"
+        vpc = gcp.compute.Network(
+            f"{name}-{suffix}", name=vpc_name, auto_create_subnetworks=False, routing_mode="REGIONAL", mtu=mtu,
+            opts=self._child,
+        )
+        subnet = gcp.compute.Subnetwork(
+            f"{name}-{suffix}-sub", name=subnet_name, network=vpc.id, region=spec.region, ip_cidr_range=cidr,
+            opts=self._child,
+        )
+        if firewall:
+            # GPU traffic flows between nodes of this subnet only; nothing else may enter.
+            gcp.compute.Firewall(
+                f"{name}-{suffix}-internal",
+                network=vpc.id,
+                direction="INGRESS",
+                source_ranges=[cidr],
+                allows=[gcp.compute.FirewallAllowArgs(protocol="tcp"), gcp.compute.FirewallAllowArgs(protocol="udp"),
+                        gcp.compute.FirewallAllowArgs(protocol="icmp")],
+                opts=self._child,
+            )
+        return NicNetwork(role=role, k8s_name=k8s_name, network=vpc, subnet=subnet, network_name=vpc_name,
+                          subnet_name=subnet_name, cidr=cidr)
+
+    def _create_rdma(self, name: str, spec: ClusterSpec, project: pulumi.Input[str], ranges: list[str]) -> None:
+        vpc_name = f"{spec.name}-rdma"
+        # No firewall here: a VPC on the RoCE profile carries only RDMA traffic between GPU NICs
+        # and does not take firewall rules (cluster-toolkit gpu-rdma-vpc creates none).
+        vpc = gcp.compute.Network(
+            f"{name}-rdma",
+            name=vpc_name,
+            auto_create_subnetworks=False,
+            routing_mode="REGIONAL",
+            mtu=spec.instance.network.mtu,
+            network_profile=pulumi.Output.format("projects/{0}/global/networkProfiles/{1}-vpc-roce", project, spec.zone),
+            opts=self._child,
+        )
+        for i, cidr in enumerate(ranges):
+            subnet_name = f"{spec.name}-rdma-sub-{i}"
+            subnet = gcp.compute.Subnetwork(
+                f"{name}-rdma-sub-{i}", name=subnet_name, network=vpc.id, region=spec.region, ip_cidr_range=cidr,
+                opts=self._child,
+            )
+            self.nics.append(NicNetwork(role="rdma", k8s_name=f"rdma-{i}", network=vpc, subnet=subnet,
+                                        network_name=vpc_name, subnet_name=subnet_name, cidr=cidr))

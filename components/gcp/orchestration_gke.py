@@ -1,0 +1,157 @@
+"""Orchestration (GKE): a private, zonal GKE cluster with multi-networking, and the in-cluster
+parts GPU training needs: GKE Network objects for each GPU NIC, the fabric's NCCL plugin
+installer, a PersistentVolume for Managed Lustre and the JobSet controller.
+
+Security defaults follow the checks FACTS.md names: private nodes and, unless
+``api_access_cidrs`` is given, a private endpoint (CKV_GCP_25/18/64); shielded nodes (CKV_GCP_71);
+Workload Identity (CKV_GCP_69). Dataplane V2 (ADVANCED_DATAPATH) is what multi-networking needs
+(cloud.google.com/kubernetes-engine/docs/how-to/setup-multinetwork-support-for-pods) and it
+enforces NetworkPolicy itself, so the legacy Calico ``network_policy`` block is left unset
+(GKE refuses both together).
+
+The Kubernetes provider is built from the cluster's endpoint and CA with ``Output.format``; no
+resource is created inside an ``apply``. With a private endpoint, ``pulumi up`` must run from
+inside the VPC (or through a bastion) for the in-cluster part.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from components.gcp.common import GKE_ACCELERATOR, AddressPlan, labels
+from components.gcp.interconnect import NicNetwork
+from components.k8s.addons import jobset
+from components.k8s.gke import NodeNetwork, gke_networks, lustre_volume, nccl_installer
+from components.spec import ClusterSpec
+
+RELEASE_CHANNEL = "REGULAR"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GkeArgs:
+    spec: ClusterSpec
+    """The checked cluster description."""
+    project: pulumi.Input[str]
+    plan: AddressPlan
+    network: pulumi.Input[str]
+    """System VPC id."""
+    subnet: pulumi.Input[str]
+    """System subnet id (has the pods and services secondary ranges)."""
+    nics: list[NicNetwork]
+    """Additional node networks (from Interconnect)."""
+    lustre_instance_id: str
+    lustre_mount_point: pulumi.Input[str]
+    """Managed Lustre's ``<ip>@tcp:/<fs>``."""
+    lustre_filesystem: str
+    lustre: pulumi.Resource
+    """The instance, so the PersistentVolume waits for it."""
+
+
+def _device_mode(nic: NicNetwork) -> Literal["NetDevice", "RDMA"] | None:
+    if nic.role == "gpu":
+        return "NetDevice"
+    return "RDMA" if nic.role == "rdma" else None
+
+
+class GkeOrchestration(pulumi.ComponentResource):
+    """Private GKE cluster with multi-networking, plus its GPU add-ons."""
+
+    cluster: gcp.container.Cluster
+    provider: k8s.Provider
+    private_endpoint: bool
+
+    def __init__(self, name: str, args: GkeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-cluster:gcp:Orchestration", name, None, opts)
+        spec = args.spec
+        o = spec.orchestration
+        self.private_endpoint = not o.api_access_cidrs
+        # With a private endpoint, the VPC's own range may reach the API (runners, bastions);
+        # otherwise exactly the CIDRs the stack lists.
+        cidrs = list(o.api_access_cidrs) or [args.plan.cluster]
+        self.cluster = gcp.container.Cluster(
+            f"{name}-gke",
+            name=spec.name,
+            location=spec.zone,
+            network=args.network,
+            subnetwork=args.subnet,
+            remove_default_node_pool=True,
+            initial_node_count=1,
+            min_master_version=o.kubernetes_version,
+            release_channel=gcp.container.ClusterReleaseChannelArgs(channel=RELEASE_CHANNEL),
+            networking_mode="VPC_NATIVE",
+            ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(
+                cluster_secondary_range_name="pods", services_secondary_range_name="services"),
+            private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
+                enable_private_nodes=True,
+                enable_private_endpoint=self.private_endpoint,
+                master_global_access_config=gcp.container.ClusterPrivateClusterConfigMasterGlobalAccessConfigArgs(enabled=True),
+            ),
+            master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
+                cidr_blocks=[gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(cidr_block=c, display_name=f"allowed-{i}")
+                             for i, c in enumerate(cidrs)],
+                gcp_public_cidrs_access_enabled=False,
+            ),
+            enable_shielded_nodes=True,
+            workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
+                workload_pool=pulumi.Output.format("{0}.svc.id.goog", args.project)),
+            datapath_provider="ADVANCED_DATAPATH",
+            enable_multi_networking=True,
+            addons_config=gcp.container.ClusterAddonsConfigArgs(
+                # The instance is created with gke_support_enabled (Lustre on 6988, clear of
+                # the GKE metadata server's 988); the driver must use the same port.
+                lustre_csi_driver_config=gcp.container.ClusterAddonsConfigLustreCsiDriverConfigArgs(
+                    enabled=True, enable_legacy_lustre_port=True),
+                gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True),
+            ),
+            resource_labels=labels(spec),
+            deletion_protection=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self._kubeconfig(spec),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self._create_addons(name, args)
+        self.register_outputs({
+            "cluster": self.cluster.name,
+            "endpoint": self.cluster.endpoint,
+            "private_endpoint": self.private_endpoint,
+        })
+
+    def _kubeconfig(self, spec: ClusterSpec) -> pulumi.Output[str]:
+        # gke-gcloud-auth-plugin mints short-lived tokens; nothing secret is stored in state.
+        template = (
+            "apiVersion: v1\nkind: Config\ncurrent-context: gke\n"
+            "clusters:\n- name: gke\n  cluster:\n    server: https://{0}\n    certificate-authority-data: {1}\n"
+            "contexts:\n- name: gke\n  context:\n    cluster: gke\n    user: gke\n"
+            "users:\n- name: gke\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n"
+            "      command: gke-gcloud-auth-plugin\n      provideClusterInfo: true\n"
+        )
+        return pulumi.Output.format(template, self.cluster.endpoint,
+                                    self.cluster.master_auth.apply(lambda m: m.cluster_ca_certificate if m else ""))
+
+    def _create_addons(self, name: str, args: GkeArgs) -> None:
+        spec = args.spec
+        k8s_opts = pulumi.ResourceOptions(parent=self, provider=self.provider)
+        lab = labels(spec)
+        gke_networks(name, [
+            NodeNetwork(name=n.k8s_name, vpc=n.network_name, subnet=n.subnet_name, device_mode=_device_mode(n))
+            for n in args.nics
+        ], lab, k8s_opts)
+        nccl_installer(name, spec.instance.network.fabric, GKE_ACCELERATOR[spec.compute.instance_type], lab, k8s_opts)
+        lustre_volume(
+            name,
+            volume_handle=pulumi.Output.format("{0}/{1}/{2}", args.project, spec.zone, args.lustre_instance_id),
+            ip=pulumi.Output.from_input(args.lustre_mount_point).apply(lambda m: (m or "").split("@")[0]),
+            filesystem=args.lustre_filesystem,
+            size_gib=spec.storage.lustre.size_gib,
+            labels=lab,
+            opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[args.lustre])),
+        )
+        jobset(f"{name}-jobset", k8s_opts)

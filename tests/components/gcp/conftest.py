@@ -1,0 +1,46 @@
+"""Offline runs of the real program for GCP specs; each distinct spec runs fresh once per session."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any, Callable
+
+import pytest
+
+from components.catalog import load_catalog
+from components.engine import OfflineRun, run_offline
+
+PROJECT = "test-project"
+
+
+def gcp_obj(instance_type: str, kind: str = "gke", **over: Any) -> dict[str, Any]:
+    """A valid cluster object for ``instance_type`` in the first zone the catalog offers it in."""
+    zone = load_catalog().get(instance_type).locations[0]
+    obj: dict[str, Any] = {
+        "name": "t1",
+        "cloud": "gcp",
+        "region": zone.rsplit("-", 1)[0],
+        "zone": zone,
+        "compute": {"instance_type": instance_type, "nodes": 2, "capacity": {"type": "on-demand"}},
+        "storage": {"lustre": {"size_gib": 36000, "throughput_mbps_per_tib": 250}},
+        "orchestration": {"kind": kind},
+        "tags": {"team": "ml", "cost-center": "c42"},
+    }
+    for key, value in over.items():
+        obj[key] = value
+    return obj
+
+
+_CACHE: dict[str, OfflineRun] = {}
+
+
+@pytest.fixture(scope="session")
+def offline() -> Callable[..., OfflineRun]:
+    def run(obj: dict[str, Any], project: str | None = PROJECT) -> OfflineRun:
+        key = json.dumps([obj, project], sort_keys=True)
+        if key not in _CACHE:
+            extra = {"gcp:project": project} if project else {}
+            _CACHE[key] = run_offline("test", copy.deepcopy(obj), extra_config=extra)
+        return _CACHE[key]
+    return run

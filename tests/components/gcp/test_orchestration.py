@@ -1,0 +1,146 @@
+"""GKE and Cluster Director resources and their inputs; stack outputs; strict invokes."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pytest
+
+from components.cluster import OUTPUT_KEYS, PILLARS
+from components.engine import OfflineRun
+from components.spec import load_stack
+from tests.components.gcp.conftest import PROJECT, gcp_obj
+
+GKE = "gcp:container/cluster:Cluster"
+HCC = "gcp:hypercomputecluster/cluster:Cluster"
+
+
+def test_gke_cluster_is_private_multinetwork_and_hardened(offline: Callable[..., OfflineRun]) -> None:
+    run = offline(gcp_obj("a3-megagpu-8g"))
+    c = run.one(GKE).inputs
+    assert c["location"] == gcp_obj("a3-megagpu-8g")["zone"]
+    assert c["privateClusterConfig"]["enablePrivateNodes"] is True
+    assert c["privateClusterConfig"]["enablePrivateEndpoint"] is True
+    assert c["masterAuthorizedNetworksConfig"]["cidrBlocks"] == [{"cidrBlock": "10.0.0.0/16", "displayName": "allowed-0"}]
+    assert c["enableMultiNetworking"] is True and c["datapathProvider"] == "ADVANCED_DATAPATH"
+    assert "networkPolicy" not in c  # Dataplane V2 enforces policy; GKE refuses both
+    assert c["enableShieldedNodes"] is True
+    assert c["workloadIdentityConfig"] == {"workloadPool": f"{PROJECT}.svc.id.goog"}
+    assert c["releaseChannel"] == {"channel": "REGULAR"}
+    assert c["removeDefaultNodePool"] is True
+    assert c["addonsConfig"]["lustreCsiDriverConfig"] == {"enabled": True, "enableLegacyLustrePort": True}
+    assert c["ipAllocationPolicy"] == {"clusterSecondaryRangeName": "pods", "servicesSecondaryRangeName": "services"}
+    assert run.outputs["access"]["kubeconfig_command"].endswith("--internal-ip")
+
+
+def test_api_access_cidrs_open_a_restricted_public_endpoint(offline: Callable[..., OfflineRun]) -> None:
+    obj = gcp_obj("a3-megagpu-8g")
+    obj["orchestration"] = {"kind": "gke", "api_access_cidrs": ["203.0.113.0/24"]}
+    run = offline(obj)
+    c = run.one(GKE).inputs
+    assert c["privateClusterConfig"]["enablePrivateEndpoint"] is False
+    assert [b["cidrBlock"] for b in c["masterAuthorizedNetworksConfig"]["cidrBlocks"]] == ["203.0.113.0/24"]
+    assert not run.outputs["access"]["kubeconfig_command"].endswith("--internal-ip")
+
+
+def test_gpu_node_pool_inputs(offline: Callable[..., OfflineRun]) -> None:
+    run = offline(gcp_obj("a3-megagpu-8g"))
+    pool = run.one("gcp:container/nodePool:NodePool").inputs
+    cfg = pool["nodeConfig"]
+    assert pool["cluster"] == "t1-orchestration-gke-id"
+    assert cfg["machineType"] == "a3-megagpu-8g"
+    assert cfg["guestAccelerators"][0]["count"] == 8
+    assert cfg["guestAccelerators"][0]["type"] == "nvidia-h100-mega-80gb"
+    assert cfg["gvnic"] == {"enabled": True}
+    assert cfg["shieldedInstanceConfig"] == {"enableSecureBoot": True, "enableIntegrityMonitoring": True}
+    assert cfg["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
+    assert run.outputs["node_list_source"] == f"label:cloud.google.com/gke-nodepool={pool['name']}"
+    account = run.one("gcp:serviceaccount/account:Account").inputs
+    assert cfg["serviceAccount"] == f"{account['accountId']}@offline-project.iam.gserviceaccount.com"
+    members = run.of_type("gcp:projects/iAMMember:IAMMember")
+    assert {m.inputs["role"] for m in members} == {"roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader"}
+    assert {m.inputs["member"] for m in members} == {f"serviceAccount:{cfg['serviceAccount']}"}
+    assert all(m.inputs["project"] == PROJECT for m in members)
+
+
+def test_in_cluster_parts_use_the_cluster_provider(offline: Callable[..., OfflineRun]) -> None:
+    run = offline(gcp_obj("a3-ultragpu-8g"))
+    provider = run.one("pulumi:providers:kubernetes")
+    assert "server: https://10.0.0.2" in provider.inputs["kubeconfig"]
+    assert "gke-gcloud-auth-plugin" in provider.inputs["kubeconfig"]
+    pv = run.one("kubernetes:core/v1:PersistentVolume").inputs["spec"]
+    lustre = run.one("gcp:lustre/instance:Instance").inputs
+    assert pv["csi"]["driver"] == "lustre.csi.storage.gke.io"
+    assert pv["csi"]["volumeHandle"] == f"{PROJECT}/{lustre['location']}/{lustre['instanceId']}"
+    assert pv["csi"]["volumeAttributes"] == {"ip": "10.0.96.2", "filesystem": lustre["filesystem"]}
+    assert pv["persistentVolumeReclaimPolicy"] == "Retain"
+    pvc = run.one("kubernetes:core/v1:PersistentVolumeClaim").inputs["spec"]
+    assert pvc["volumeName"] == run.one("kubernetes:core/v1:PersistentVolume").inputs["metadata"]["name"]
+    chart = run.one("kubernetes:helm.sh/v4:Chart").inputs
+    assert chart["chart"].endswith("/jobset")
+    ds = run.one("kubernetes:apps/v1:DaemonSet").inputs
+    assert ds["spec"]["template"]["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h200-141gb"}
+    assert "gpudirect-gib" in ds["spec"]["template"]["spec"]["initContainers"][0]["image"]
+
+
+@pytest.mark.parametrize("capacity,key", [
+    ({"type": "reservation", "id": "h200-block-1"}, "newReservedInstances"),
+    ({"type": "on-demand"}, "newOnDemandInstances"),
+    ({"type": "flex-start"}, "newFlexStartInstances"),
+    ({"type": "spot"}, "newSpotInstances"),
+])
+def test_cluster_director_inputs(capacity: dict[str, str], key: str, offline: Callable[..., OfflineRun]) -> None:
+    obj = gcp_obj("a3-ultragpu-8g", kind="slurm")
+    obj["compute"]["capacity"] = capacity
+    obj["orchestration"] = {"kind": "slurm", "partition": "train", "login_nodes": 2}
+    run = offline(obj)
+    c = run.one(HCC).inputs
+    zone, region = obj["zone"], obj["region"]
+    assert c["location"] == region and c["clusterId"] == "t1"
+    [net] = c["networkResources"]
+    assert net["config"]["existingNetwork"] == {"network": f"projects/{PROJECT}/global/networks/t1-vpc",
+                                                "subnetwork": f"projects/{PROJECT}/regions/{region}/subnetworks/t1-subnet"}
+    storage = {s["id"]: s["config"] for s in c["storageResources"]}
+    assert storage["lustre"]["existingLustre"]["lustre"] == f"projects/{PROJECT}/locations/{zone}/instances/t1-lustre"
+    assert storage["checkpoints"]["existingBucket"]["bucket"] == run.outputs["bucket"]
+    [compute] = c["computeResources"]
+    cfg = compute["config"]
+    assert list(cfg) == [key]
+    if key == "newReservedInstances":
+        assert cfg[key] == {"reservation": f"projects/{PROJECT}/zones/{zone}/reservations/h200-block-1"}
+    else:
+        assert cfg[key]["machineType"] == "a3-ultragpu-8g" and cfg[key]["zone"] == zone
+    slurm = c["orchestrator"]["slurm"]
+    assert slurm["loginNodes"]["count"] == "2" and slurm["loginNodes"]["enablePublicIps"] is False
+    [ns] = slurm["nodeSets"]
+    assert ns["staticNodeCount"] == "2" and ns["computeId"] == compute["id"]
+    assert ns["storageConfigs"] == [{"id": "lustre", "localMount": "/fsx"}]
+    assert slurm["partitions"] == [{"id": "train", "nodeSetIds": [ns["id"]]}]
+    assert run.outputs["node_list_source"] == "partition:train"
+    assert run.outputs["access"]["login"] == "t1-login-001"
+    # Cluster Director attaches GPU networks and places nodes itself: nothing of ours to attach
+    assert len(run.of_type("gcp:compute/network:Network")) == 1
+    assert run.of_type("gcp:compute/resourcePolicy:ResourcePolicy") == []
+
+
+@pytest.mark.parametrize("stack", ["gcp-h100-gke", "gcp-h200-slurm"])
+def test_bundled_stacks_group_every_resource_under_a_pillar(stack: str, offline: Callable[..., OfflineRun]) -> None:
+    from components.spec import read_stack_file
+
+    _, raw = read_stack_file(stack)
+    _, spec = load_stack(stack)
+    run = offline(raw)
+    assert set(run.outputs) == set(OUTPUT_KEYS)
+    assert run.outputs["cloud"] == "gcp" and run.outputs["gpus_per_node"] == spec.instance.accelerator.count
+    pillars = {f"gpu-cluster:gcp:{p}" for p in PILLARS}
+    for r in run.resources:
+        if r.custom:
+            assert any(a.type in pillars for a in run.ancestors(r)), f"{r.type} {r.name} has no pillar"
+
+
+def test_project_from_config_makes_no_invoke_else_one_declared_invoke(offline: Callable[..., OfflineRun]) -> None:
+    with_config = offline(gcp_obj("a3-highgpu-8g"))
+    assert with_config.invokes == []
+    without = offline(gcp_obj("a3-highgpu-8g"), project=None)
+    assert set(without.invokes) == {"gcp:organizations/getClientConfig:getClientConfig"}
+    assert without.one(GKE).inputs["workloadIdentityConfig"]["workloadPool"] == "offline-project.svc.id.goog"

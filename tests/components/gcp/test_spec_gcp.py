@@ -1,0 +1,95 @@
+"""GCP-specific mistakes in a stack: each is one SpecError naming the path and what is allowed,
+both from parse_spec and from the program as the offline engine runs it."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pulumi
+import pytest
+
+from components.catalog import load_catalog
+from components.engine import run_offline
+from components.spec import (GCP_LUSTRE_MIN_GIB, GCP_LUSTRE_TIER_MAX_GIB, SpecError, gcp_lustre_size_ok,
+                             parse_spec)
+from tests.components.gcp.conftest import gcp_obj
+
+
+def _problems(obj: dict[str, Any]) -> dict[str, str]:
+    with pytest.raises(SpecError) as info:
+        parse_spec(obj)
+    return dict(info.value.problems)
+
+
+def _with(change: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+    obj = gcp_obj("a3-megagpu-8g")
+    change(obj)
+    return obj
+
+
+def _zone_without(itype: str) -> str:
+    """A real zone of a region that offers ``itype`` but not in that zone."""
+    offered = load_catalog().get(itype).locations
+    for zone in offered:
+        region = zone.rsplit("-", 1)[0]
+        for letter in "abcdf":
+            if f"{region}-{letter}" not in offered:
+                return f"{region}-{letter}"
+    raise AssertionError("no such zone")
+
+
+CASES: list[tuple[str, Callable[[dict[str, Any]], Any], str, str]] = [
+    ("zone without the type", lambda o: o.update(zone=_zone_without("a3-megagpu-8g")), "zone", "not offered in zone"),
+    ("lustre below the tier minimum", lambda o: o["storage"]["lustre"].update(size_gib=18000), "storage.lustre.size_gib",
+     "multiples of 36000 from 36000"),
+    ("lustre off the step", lambda o: o["storage"]["lustre"].update(size_gib=50000), "storage.lustre.size_gib", "36000"),
+    ("lustre throughput", lambda o: o["storage"]["lustre"].update(throughput_mbps_per_tib=300),
+     "storage.lustre.throughput_mbps_per_tib", "125, 250, 500, 1000"),
+    ("reservation plus placement", lambda o: (o["compute"].update(capacity={"type": "reservation", "id": "blk"}),
+                                              o.update(interconnect={"placement": True})),
+     "interconnect.placement", "already placed"),
+    ("capacity block is AWS only", lambda o: o["compute"].update(capacity={"type": "capacity-block", "id": "x"}),
+     "compute.capacity.type", "flex-start"),
+    ("reservation name", lambda o: o["compute"].update(capacity={"type": "reservation", "id": "Bad_Name"}),
+     "compute.capacity.id", "reservation name"),
+    ("aws type on gcp", lambda o: o["compute"].update(instance_type="p5.48xlarge"), "compute.instance_type", "a3-megagpu-8g"),
+    ("export on gcp", lambda o: o["storage"]["lustre"].update(import_path="gs://b/x", export_path="gs://b/y"),
+     "storage.lustre.export_path", "aws only"),
+    ("label key", lambda o: o.update(tags={"Team": "ml"}), "tags.Team", "lower-case"),
+]
+
+
+@pytest.mark.parametrize("change,path,says", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_gcp_mistake_names_its_path(change: Callable[[dict[str, Any]], Any], path: str, says: str) -> None:
+    got = _problems(_with(change))
+    assert path in got, got
+    assert says in got[path]
+
+
+@pytest.mark.parametrize("tput,size,ok", [
+    (1000, 9000, True), (1000, 4500, False), (1000, 1530000, True), (1000, 1539000, False),
+    (1000, 1584000, True), (1000, 10008000, True), (1000, 10080000, False),
+    (500, 18000, True), (500, 9000, False), (500, 3060000, True), (500, 3078000, False), (500, 3168000, True),
+    (250, 36000, True), (250, 18000, False), (250, 6120000, True), (250, 6156000, False), (250, 40032000, True),
+    (125, 72000, True), (125, 36000, False), (125, 12240000, True), (125, 12312000, False),
+])
+def test_managed_lustre_tier_table(tput: int, size: int, ok: bool) -> None:
+    assert gcp_lustre_size_ok(size, tput) is ok
+    obj = _with(lambda o: o["storage"]["lustre"].update(size_gib=size, throughput_mbps_per_tib=tput))
+    if ok:
+        assert parse_spec(obj).storage.lustre.size_gib == size
+    else:
+        assert "storage.lustre.size_gib" in _problems(obj)
+
+
+def test_every_tier_minimum_and_maximum_is_accepted() -> None:
+    for tput, low in GCP_LUSTRE_MIN_GIB.items():
+        assert gcp_lustre_size_ok(low, tput) and gcp_lustre_size_ok(GCP_LUSTRE_TIER_MAX_GIB[tput], tput)
+
+
+def test_program_reports_gcp_mistakes_as_input_errors() -> None:
+    obj = _with(lambda o: (o.update(zone=_zone_without("a3-megagpu-8g")), o["storage"]["lustre"].update(size_gib=1)))
+    with pytest.raises(pulumi.InputPropertiesError) as info:
+        run_offline("bad", obj, extra_config={"gcp:project": "p"})
+    text = str(info.value)
+    assert "zone" in text and "storage.lustre.size_gib" in text

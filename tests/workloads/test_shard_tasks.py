@@ -1,0 +1,162 @@
+"""Task sharding launched with torchrun: real ffmpeg across 2 ranks, a crash, a rerun; batch inference."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.workloads.torchrun_util import explain, job_env, torchrun
+from workloads.batch_infer import load_model, make_inputs, score
+
+pytestmark = pytest.mark.skipif(shutil.which("ffmpeg") is None or shutil.which("ffprobe") is None,
+                                reason="ffmpeg/ffprobe not installed (make sysdeps)")
+
+COMMAND = "ffmpeg -nostdin -loglevel error -y -i {input} -c:v libx264 -preset ultrafast {output}"
+
+
+def _make_clips(d: Path, n: int) -> list[Path]:
+    d.mkdir(parents=True)
+    clips = []
+    for i in range(n):
+        p = d / f"clip{i}.avi"
+        subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-f", "lavfi", "-i",
+                        "testsrc=duration=0.2:size=64x48:rate=10", "-c:v", "mpeg4", str(p)],
+                       check=True, timeout=120)
+        clips.append(p)
+    return clips
+
+
+def _finals(d: Path) -> list[Path]:
+    # pathlib's "*" also matches dot-files; the shell's (and glob.glob's) does not.
+    return sorted(p for p in d.glob("*.mp4") if not p.name.startswith("."))
+
+
+def _probe(p: Path) -> tuple[str, int, int]:
+    r = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
+                        "stream=codec_name,width,height", "-of", "json", str(p)],
+                       capture_output=True, text=True, timeout=60, check=True)
+    s = json.loads(r.stdout)["streams"][0]
+    return s["codec_name"], s["width"], s["height"]
+
+
+def test_ffmpeg_fleet_survives_a_crash_and_a_rerun_redoes_nothing(tmp_path: Path) -> None:
+    clips = _make_clips(tmp_path / "in", 5)
+    broken = tmp_path / "in" / "broken.avi"
+    broken.write_bytes(b"not a video")
+    out = tmp_path / "out"
+    # Sorted inputs: broken, clip0..clip4; input i -> rank i % 2, so rank 1 owns clip0, 2, 4.
+    args = ["--glob", str(tmp_path / "in" / "*.avi"), "--output-dir", str(out),
+            "--output-ext", ".mp4", "--command", COMMAND, "--json", str(tmp_path / "s.json")]
+
+    crashed = torchrun("workloads.shard_tasks", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="1"))
+    assert crashed.returncode != 0, explain(crashed)
+    assert "GPUC_CRASH_AFTER=1: exiting hard" in crashed.stderr, explain(crashed)
+    assert not (tmp_path / "s.json").exists()
+    # Rank 1 finished clip0, then died with clip2 encoded but not renamed: the partial work
+    # sits under a hidden temporary name, never under the final one.
+    assert (out / "clip0.mp4").is_file() and not (out / "clip2.mp4").exists()
+    assert list(out.glob(".clip2.tmp-*.mp4")), sorted(p.name for p in out.iterdir())
+    first = {p.name: p.stat() for p in _finals(out)}
+    for name in first:  # whatever carries a final name is a whole video
+        assert _probe(out / name) == ("h264", 64, 48)
+
+    rerun = torchrun("workloads.shard_tasks", args, nproc=2)
+    assert rerun.returncode == 1, explain(rerun)  # the broken input fails, and says so
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert s["inputs"] == 6 and s["same_input_list_on_all_ranks"] is True
+    assert s["skipped"] == len(first)
+    assert s["done"] == 5 - len(first) and s["failed"] == 1
+    # Each rank handled exactly its share (6 inputs over 2 ranks: 3 each).
+    assert [sum(r.values()) for r in s["per_rank"]] == [3, 3]
+    assert s["per_rank"][0]["failed"] == 1  # broken.avi is input 0 -> rank 0
+
+    finals = [p.name for p in _finals(out)]
+    assert finals == [f"clip{i}.mp4" for i in range(len(clips))]
+    for name in finals:
+        assert _probe(out / name) == ("h264", 64, 48)
+    for name, st in first.items():  # finished outputs were not redone
+        now = (out / name).stat()
+        assert (now.st_ino, now.st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
+    leftovers = [p.name for p in out.iterdir() if p.name.startswith(".") and p.name != ".shard_tasks"]
+    assert leftovers == []
+    (record,) = [json.loads(line) for line in (out / ".shard_tasks" / "failures-rank0.jsonl").read_text().splitlines()]
+    assert record["input"] == str(broken) and "exit code" in record["error"]
+    assert "Invalid data" in record["error"]
+
+
+def test_batch_inference_callable_matches_in_process_scores(tmp_path: Path) -> None:
+    inputs = make_inputs(tmp_path / "in", files=3, rows=10, seq=16, vocab=256, seed=5)
+    bad = tmp_path / "in" / "batch-bad.pt"
+    torch.save(torch.rand(4, 16), bad)
+    out = tmp_path / "out"
+    r = torchrun("workloads.shard_tasks", [
+        "--glob", str(tmp_path / "in" / "*.pt"), "--output-dir", str(out),
+        "--output-ext", ".scores.pt", "--callable", "workloads.batch_infer:run",
+        "--json", str(tmp_path / "s.json")], nproc=2)
+    assert r.returncode == 1, explain(r)
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert (s["done"], s["skipped"], s["failed"]) == (3, 0, 1)
+    failures = list((out / ".shard_tasks").glob("failures-rank*.jsonl"))
+    errors = "".join(f.read_text() for f in failures)
+    assert "expected an int64 tensor [rows, seq], got torch.float32 (4, 16)" in errors
+    model = load_model()  # same default seed as the ranks used
+    for p in inputs:
+        got = torch.load(out / f"{p.stem}.scores.pt", weights_only=True)
+        want = score(model, torch.load(p, weights_only=True), batch=4)
+        assert torch.equal(got["next_token"], want["next_token"])
+        torch.testing.assert_close(got["nll"], want["nll"], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(got["next_logprob"], want["next_logprob"], rtol=1e-5, atol=1e-6)
+
+
+def test_bad_flags_are_reported_together(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from workloads.shard_tasks import parse_config
+
+    with pytest.raises(SystemExit) as e:
+        parse_config(["--glob", str(tmp_path / "none-*.avi"), "--output-dir", str(tmp_path / "o"),
+                      "--command", "ffmpeg -i {inptu} {output}", "--timeout-s", "-1",
+                      "--output-ext", "mp4"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    for msg in (f"error: --glob: '{tmp_path}/none-*.avi' matches no files",
+                "error: --command: unknown placeholder {inptu}",
+                "has no {input} placeholder",
+                "error: --timeout-s: -1.0 must be greater than 0.0",
+                "error: --output-ext: 'mp4' must look like .mp4"):
+        assert msg in err, err
+    with pytest.raises(SystemExit):
+        parse_config(["--glob", str(tmp_path / "*"), "--output-dir", str(tmp_path),
+                      "--callable", "workloads.batch_infer:nope"])
+    assert "error: --callable: workloads.batch_infer has no callable 'nope'" in capsys.readouterr().err
+
+
+def test_input_list_maps_outputs_and_refuses_collisions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from workloads.shard_tasks import parse_config
+
+    for rel in ("videos/a/x.mov", "videos/b/x.mov", "videos/b/y.avi"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"")
+    lst = tmp_path / "videos" / "list.txt"
+    lst.write_text("# relative to this file\nb/y.avi\n\na/x.mov\n  b/x.mov  \n")
+    cfg = parse_config(["--inputs", str(lst), "--output-dir", str(tmp_path / "out"),
+                        "--output-ext", ".mp4", "--command", "true {input} {output}"])
+    assert [(str(i.relative_to(tmp_path)), str(o.relative_to(tmp_path))) for i, o in cfg.items] == [
+        ("videos/a/x.mov", "out/a/x.mp4"), ("videos/b/x.mov", "out/b/x.mp4"),
+        ("videos/b/y.avi", "out/b/y.mp4")]
+
+    (tmp_path / "videos/b/y.mov").write_bytes(b"")
+    lst.write_text("b/y.avi\nb/y.mov\na/x.mov\na/x.mov\n")
+    with pytest.raises(SystemExit):
+        parse_config(["--inputs", str(lst), "--output-dir", str(tmp_path / "out"),
+                      "--output-ext", ".mp4", "--command", "true {input} {output}"])
+    err = capsys.readouterr().err
+    assert "1 inputs listed more than once" in err
+    lst.write_text("b/y.avi\nb/y.mov\n")
+    with pytest.raises(SystemExit):
+        parse_config(["--inputs", str(lst), "--output-dir", str(tmp_path / "out"),
+                      "--output-ext", ".mp4", "--command", "true {input} {output}"])
+    assert f"would both write {tmp_path}/out/y.mp4" in capsys.readouterr().err
