@@ -116,3 +116,21 @@ def test_pack_checks_a_stack(analyzer: analyzer_pb2_grpc.AnalyzerStub, aws_rec: 
         ("efa-sg-self-traffic", aws_rec.get("lt-half-sg").urn),
         ("efa-placement", aws_rec.get("lt-half-sg").urn),  # no placement group in this stack
     ])
+
+
+@pytest.mark.parametrize("stack", ["aws-h100-eks", "aws-h200-slurm", "gcp-h100-gke", "gcp-h200-slurm"])
+def test_pack_passes_every_resource_of_a_bundled_stack(analyzer: analyzer_pb2_grpc.AnalyzerStub, stack: str) -> None:
+    # The real components' resources, through the pack's own process (CrossGuard's proxies
+    # included): nothing mandatory may fire.
+    from tests.policies.test_offline import bundled_run
+
+    run = bundled_run(stack)
+    mandatory = [(r.name, d.policyName, d.message) for r in run.resources if r.custom
+                 for d in _analyze(analyzer, r) if d.enforcementLevel == analyzer_pb2.MANDATORY]
+    assert mandatory == []
+    # ... and the broken launch template is caught there too.
+    if stack.startswith("aws"):
+        from tests.policies.test_offline import _break_imds
+
+        broken = _break_imds(run)[1]
+        assert [d.policyName for d in _analyze(analyzer, broken)] == ["imdsv2-required"]
