@@ -1,7 +1,7 @@
 """Offline plan: what a stack will create, cost and must achieve, with no cloud account.
 
-    python -m components.plan STACK [--json PATH|-]
-    python -m components.plan --all
+    python -m components.plan STACK [--json PATH|-] [--policy]
+    python -m components.plan --all [--policy]
 
 STACK is a bundled stack's name (``aws-h100-eks``) or a path to a stack file. The real Pulumi
 program runs under Pulumi's mock engine (components/engine.py): every resource it would
@@ -22,7 +22,8 @@ from typing import Any, Sequence, TextIO
 from components.catalog import load_catalog
 from components.cluster import PILLARS
 from components.engine import OfflineRun, Recorded, run_offline
-from components.spec import ClusterSpec, SpecError, bundled_stacks, default_name, parse_spec, read_stack_file
+from components.spec import (ClusterSpec, SpecError, bundled_stacks, default_name, load_stack, parse_spec,
+                             read_stack_file)
 
 OFFLINE_NOTE = (
     "offline plan: the real Pulumi program ran under Pulumi's mock engine; no cloud was contacted, "
@@ -219,11 +220,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("stack", nargs="?", help="bundled stack name or stack file path")
     ap.add_argument("--all", action="store_true", help="plan every bundled stack")
     ap.add_argument("--json", metavar="PATH", help="write the plan as JSON to PATH ('-' for stdout)")
+    ap.add_argument("--policy", action="store_true",
+                    help="check the security policy pack's rules too (exit 3 when a mandatory rule is violated)")
     args = ap.parse_args(argv)
     if bool(args.stack) == bool(args.all):
         ap.error(f"give one STACK or --all (bundled stacks: {', '.join(bundled_stacks())})")
     stacks = bundled_stacks() if args.all else [args.stack]
     failed: list[str] = []
+    blocked: list[str] = []
     documents = []
     for i, stack in enumerate(stacks, 1):
         if args.all:
@@ -239,6 +243,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         render(summary, run, out)
         out.write(f"  {'planned in':<13} {time.perf_counter() - started:.2f} s\n\n")
         documents.append(to_json(summary, run))
+        if args.policy:
+            from policies import offline as policy  # the plan itself needs no policy code
+
+            violations = policy.check_run(run, load_stack(stack)[1])
+            policy.render(violations, out)
+            documents[-1]["policy"] = policy.to_json(violations)
+            if any(v.mandatory for v in violations):
+                blocked.append(stack)
     if args.json and documents:
         payload: Any = documents[0] if len(documents) == 1 else documents
         text = json.dumps(payload, indent=2, sort_keys=False, default=str)
@@ -249,6 +261,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if failed:
         print(f"gpu-cluster: {len(failed)} stack(s) have errors: {', '.join(failed)}", file=sys.stderr)
         return 2
+    if blocked:
+        print(f"gpu-cluster: {len(blocked)} stack(s) violate mandatory policies: {', '.join(blocked)}", file=sys.stderr)
+        return 3
     return 0
 
 

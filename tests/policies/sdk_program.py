@@ -1,0 +1,280 @@
+"""Test resources declared through the providers' own SDKs, recorded under Pulumi's mock monitor.
+
+The rules read wire-form inputs (camelCase keys, the types each provider schema uses). Writing
+those dicts by hand would test the rules against our own guess of the wire form; declaring the
+resources with the typed ``*Args`` classes and recording what the SDK sends tests them against
+the real thing, as the engine (and CrossGuard) receive it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_aws_native as aws_native
+import pulumi_gcp as gcp
+from pulumi.runtime.sync_await import _sync_await
+
+from components.engine import OfflineRun, _RecordingMonitor, _StrictMocks
+
+KMS_KEY = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+OTHER_KEY = "arn:aws:kms:us-east-1:111122223333:key/ffffffff-12ab-34cd-56ef-1234567890ab"
+API_CIDR = "203.0.113.0/24"
+
+
+@dataclass
+class Recording:
+    run: OfflineRun
+    property_dependencies: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    """URN -> input name -> URNs it depends on, as the engine would hand them to CrossGuard."""
+
+    def get(self, name: str) -> Any:
+        found = [r for r in self.run.resources if r.name == name]
+        assert len(found) == 1, f"expected one resource named {name!r}, found {len(found)}"
+        return found[0]
+
+
+class _DepsMonitor(_RecordingMonitor):
+    def __init__(self, mocks: _StrictMocks, run: OfflineRun, deps: dict[str, dict[str, list[str]]]):
+        super().__init__(mocks, run)
+        self._deps = deps
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        response = super().RegisterResource(request)
+        self._deps[response.urn] = {k: list(v.urns) for k, v in request.propertyDependencies.items()}
+        return response
+
+
+def record(body: Callable[[], None], stack: str = "policy-test") -> Recording:
+    run = OfflineRun(stack=stack)
+    rec = Recording(run=run)
+    mocks = _StrictMocks({}, {}, run)
+    pulumi.runtime.set_mocks(mocks, project="gpu-cluster", stack=stack, preview=False,
+                             monitor=_DepsMonitor(mocks, run, rec.property_dependencies))
+    settings = pulumi.runtime.settings.SETTINGS
+    settings.rpc_manager.clear()
+    settings.outputs.clear()
+    _sync_await(pulumi.runtime.stack.run_pulumi_func(body))
+    return rec
+
+
+def _lt(name: str, *, tokens: str | None = "required", hops: int | None = 2, encrypted: str = "true",
+        public: str | None = None, sg: Any = None, subnet: Any = None, group: Any = None,
+        meta: bool = True) -> aws.ec2.LaunchTemplate:
+    return aws.ec2.LaunchTemplate(
+        name,
+        metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+            http_endpoint="enabled", http_tokens=tokens, http_put_response_hop_limit=hops) if meta else None,
+        block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+            device_name="/dev/xvda",
+            ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(encrypted=encrypted, volume_size=500, volume_type="gp3"),
+        )],
+        network_interfaces=[
+            aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+                device_index=i, network_card_index=i, interface_type="efa" if i == 0 else "efa-only",
+                associate_public_ip_address=public if i == 0 else None,
+                security_groups=[sg.id] if sg is not None else None,
+                subnet_id=subnet.id if subnet is not None else None)
+            for i in range(2)
+        ],
+        placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=group.name) if group is not None else None,
+    )
+
+
+def aws_program() -> None:
+    """Pairs of resources: '<rule>-ok' passes its rule, '<rule>-bad*' breaks it."""
+    vpc = aws.ec2.Vpc("vpc", cidr_block="10.0.0.0/16")
+    subnet = aws.ec2.Subnet("subnet-a", vpc_id=vpc.id, cidr_block="10.0.0.0/20", availability_zone="us-east-1a")
+    subnet_b = aws.ec2.Subnet("subnet-b", vpc_id=vpc.id, cidr_block="10.0.16.0/20", availability_zone="us-east-1b")
+
+    # Security groups: the EFA group with inline self rules, one with separate rule resources,
+    # one without any self rule; and open/closed ingress in each of the three styles.
+    efa_sg = aws.ec2.SecurityGroup(
+        "sg-ok", vpc_id=vpc.id,
+        ingress=[aws.ec2.SecurityGroupIngressArgs(protocol="-1", from_port=0, to_port=0, self=True),
+                 aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=443, to_port=443, cidr_blocks=["10.0.0.0/16"])],
+        egress=[aws.ec2.SecurityGroupEgressArgs(protocol="-1", from_port=0, to_port=0, self=True),
+                aws.ec2.SecurityGroupEgressArgs(protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"],
+                                                ipv6_cidr_blocks=["::/0"])])
+    split_sg = aws.ec2.SecurityGroup("sg-split", vpc_id=vpc.id)
+    aws.vpc.SecurityGroupIngressRule("sg-split-in", security_group_id=split_sg.id, ip_protocol="-1",
+                                     referenced_security_group_id=split_sg.id)
+    aws.vpc.SecurityGroupEgressRule("sg-split-out", security_group_id=split_sg.id, ip_protocol="-1",
+                                    referenced_security_group_id=split_sg.id)
+    legacy_sg = aws.ec2.SecurityGroup("sg-legacy", vpc_id=vpc.id)
+    aws.ec2.SecurityGroupRule("sg-legacy-in", type="ingress", security_group_id=legacy_sg.id, protocol="-1",
+                              from_port=0, to_port=0, self=True)
+    aws.ec2.SecurityGroupRule("sg-legacy-out", type="egress", security_group_id=legacy_sg.id, protocol="-1",
+                              from_port=0, to_port=0, source_security_group_id=legacy_sg.id)
+    half_sg = aws.ec2.SecurityGroup(
+        "sg-ingress-only", vpc_id=vpc.id,
+        ingress=[aws.ec2.SecurityGroupIngressArgs(protocol="-1", from_port=0, to_port=0, self=True)])
+    aws.ec2.SecurityGroup(
+        "sg-bad", vpc_id=vpc.id,
+        ingress=[aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=22, to_port=22, cidr_blocks=["0.0.0.0/0"])])
+    aws.ec2.SecurityGroupRule("sgr-bad", type="ingress", security_group_id=legacy_sg.id, protocol="tcp",
+                              from_port=443, to_port=443, ipv6_cidr_blocks=["::/0"])
+    aws.ec2.SecurityGroupRule("sgr-egress-ok", type="egress", security_group_id=legacy_sg.id, protocol="-1",
+                              from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"])
+    aws.vpc.SecurityGroupIngressRule("sgi-bad", security_group_id=legacy_sg.id, ip_protocol="tcp",
+                                     from_port=22, to_port=22, cidr_ipv4="0.0.0.0/0")
+    aws.vpc.SecurityGroupIngressRule("sgi-ok", security_group_id=legacy_sg.id, ip_protocol="tcp",
+                                     from_port=22, to_port=22, cidr_ipv4="10.0.0.0/16")
+
+    group = aws.ec2.PlacementGroup("pg", strategy="cluster", name="pg")
+    spread = aws.ec2.PlacementGroup("pg-spread", strategy="spread", name="pg-spread")
+
+    _lt("lt-ok", sg=efa_sg, subnet=subnet, group=group)
+    _lt("lt-split-sg", sg=split_sg, subnet=subnet, group=group)
+    _lt("lt-legacy-sg", sg=legacy_sg, subnet=subnet, group=group)
+    _lt("lt-half-sg", sg=half_sg, subnet=subnet, group=group)
+    _lt("lt-no-group", sg=efa_sg, subnet=subnet)
+    _lt("lt-spread-group", sg=efa_sg, subnet=subnet, group=spread)
+    _lt("lt-other-zone", sg=efa_sg, subnet=subnet_b, group=group)
+    _lt("lt-imdsv1", tokens="optional")
+    _lt("lt-hops3", hops=3)
+    _lt("lt-no-meta", meta=False)
+    _lt("lt-unencrypted", encrypted="false")
+    _lt("lt-public", public="true")
+    aws_native.ec2.LaunchTemplate("native-lt-ok", launch_template_data=aws_native.ec2.LaunchTemplateDataArgs(
+        metadata_options=aws_native.ec2.LaunchTemplateMetadataOptionsArgs(http_tokens="required",
+                                                                         http_put_response_hop_limit=1),
+        block_device_mappings=[aws_native.ec2.LaunchTemplateBlockDeviceMappingArgs(
+            device_name="/dev/xvda", ebs=aws_native.ec2.LaunchTemplateEbsArgs(encrypted=True, volume_size=500))],
+        network_interfaces=[aws_native.ec2.LaunchTemplateNetworkInterfaceArgs(
+            device_index=0, interface_type="efa", associate_public_ip_address=False, groups=[efa_sg.id])],
+    ))
+    aws_native.ec2.LaunchTemplate("native-lt-bad", launch_template_data=aws_native.ec2.LaunchTemplateDataArgs(
+        metadata_options=aws_native.ec2.LaunchTemplateMetadataOptionsArgs(http_tokens="optional"),
+        block_device_mappings=[aws_native.ec2.LaunchTemplateBlockDeviceMappingArgs(
+            device_name="/dev/xvda", ebs=aws_native.ec2.LaunchTemplateEbsArgs(encrypted=False))],
+        network_interfaces=[aws_native.ec2.LaunchTemplateNetworkInterfaceArgs(
+            device_index=0, associate_public_ip_address=True)],
+    ))
+    aws.ec2.Instance("instance-ok", ami="ami-0123456789abcdef0", instance_type="m7i.large",
+                     metadata_options=aws.ec2.InstanceMetadataOptionsArgs(http_tokens="required"),
+                     root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(encrypted=True),
+                     associate_public_ip_address=False)
+    aws.ec2.Instance("instance-bad", ami="ami-0123456789abcdef0", instance_type="m7i.large",
+                     root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(volume_size=100),
+                     associate_public_ip_address=True)
+    aws.ebs.Volume("volume-ok", availability_zone="us-east-1a", size=100, encrypted=True)
+    aws.ebs.Volume("volume-bad", availability_zone="us-east-1a", size=100)
+
+    role = "arn:aws:iam::111122223333:role/eks"
+    aws.eks.Cluster("eks-ok", role_arn=role, vpc_config=aws.eks.ClusterVpcConfigArgs(
+        subnet_ids=[subnet.id], endpoint_private_access=True, endpoint_public_access=True,
+        public_access_cidrs=[API_CIDR]),
+        encryption_config=aws.eks.ClusterEncryptionConfigArgs(
+            resources=["secrets"], provider=aws.eks.ClusterEncryptionConfigProviderArgs(key_arn=KMS_KEY)))
+    aws.eks.Cluster("eks-private", role_arn=role, vpc_config=aws.eks.ClusterVpcConfigArgs(
+        subnet_ids=[subnet.id], endpoint_private_access=True, endpoint_public_access=False))
+    aws.eks.Cluster("eks-bad", role_arn=role, vpc_config=aws.eks.ClusterVpcConfigArgs(subnet_ids=[subnet.id]))
+    aws.eks.Cluster("eks-unlisted", role_arn=role, vpc_config=aws.eks.ClusterVpcConfigArgs(
+        subnet_ids=[subnet.id], endpoint_public_access=True, public_access_cidrs=["198.51.100.0/24"]))
+    scaling = aws.eks.NodeGroupScalingConfigArgs(desired_size=2, min_size=2, max_size=2)
+    aws.eks.NodeGroup("ng-ok", cluster_name="c", node_role_arn=role, subnet_ids=[subnet.id], scaling_config=scaling)
+    aws.eks.NodeGroup("ng-ssh-ok", cluster_name="c", node_role_arn=role, subnet_ids=[subnet.id],
+                      scaling_config=scaling, remote_access=aws.eks.NodeGroupRemoteAccessArgs(
+                          ec2_ssh_key="ops", source_security_group_ids=[efa_sg.id]))
+    aws.eks.NodeGroup("ng-bad", cluster_name="c", node_role_arn=role, subnet_ids=[subnet.id], scaling_config=scaling,
+                      remote_access=aws.eks.NodeGroupRemoteAccessArgs(ec2_ssh_key="ops"))
+
+    def fsx(name: str, key: str | None, protect: bool) -> None:
+        aws.fsx.LustreFileSystem(name, subnet_ids=subnet.id, deployment_type="PERSISTENT_2", storage_capacity=2400,
+                                 per_unit_storage_throughput=250, kms_key_id=key,
+                                 opts=pulumi.ResourceOptions(protect=protect))
+
+    fsx("fsx-ok", KMS_KEY, True)
+    fsx("fsx-bad", OTHER_KEY, False)
+    fsx("fsx-service-key", None, True)
+
+    ok = aws.s3.Bucket("bucket-ok", bucket="example-checkpoints")
+    aws.s3.BucketPublicAccessBlock("bucket-ok-pab", bucket=ok.id, block_public_acls=True, block_public_policy=True,
+                                   ignore_public_acls=True, restrict_public_buckets=True)
+    named = aws.s3.Bucket("bucket-by-name", bucket="example-named")
+    aws.s3.BucketPublicAccessBlock("bucket-by-name-pab", bucket=named.bucket, block_public_acls=True,
+                                   block_public_policy=True, ignore_public_acls=True, restrict_public_buckets=True)
+    partial = aws.s3.Bucket("bucket-partial")
+    aws.s3.BucketPublicAccessBlock("bucket-partial-pab", bucket=partial.id, block_public_acls=True,
+                                   block_public_policy=True)
+    aws.s3.Bucket("bucket-bare")
+
+
+def gcp_program() -> None:
+    net = gcp.compute.Network("net-ok", auto_create_subnetworks=False, mtu=8244)
+    gcp.compute.Network("net-default-mtu", auto_create_subnetworks=False)
+    gcp.compute.Network("net-bad-mtu", auto_create_subnetworks=False, mtu=1500)
+    disks = [gcp.compute.InstanceTemplateDiskArgs(source_image="projects/cos-cloud/global/images/family/cos-stable",
+                                                  boot=True, disk_size_gb=200)]
+    gcp.compute.InstanceTemplate("template-ok", machine_type="a3-megagpu-8g", disks=disks, network_interfaces=[
+        gcp.compute.InstanceTemplateNetworkInterfaceArgs(network=net.id, nic_type="GVNIC")])
+    gcp.compute.InstanceTemplate("template-bad", machine_type="a3-megagpu-8g", disks=disks, network_interfaces=[
+        gcp.compute.InstanceTemplateNetworkInterfaceArgs(
+            network=net.id, access_configs=[gcp.compute.InstanceTemplateNetworkInterfaceAccessConfigArgs()])])
+
+    for name, public in (("slurm-ok", False), ("slurm-bad", True)):
+        gcp.hypercomputecluster.Cluster(
+            name, cluster_id=name, location="europe-west1",
+            network_resources=[gcp.hypercomputecluster.ClusterNetworkResourceArgs(id="net")],
+            orchestrator=gcp.hypercomputecluster.ClusterOrchestratorArgs(
+                slurm=gcp.hypercomputecluster.ClusterOrchestratorSlurmArgs(
+                    login_nodes=gcp.hypercomputecluster.ClusterOrchestratorSlurmLoginNodesArgs(
+                        count="1", machine_type="n2-standard-8", zone="europe-west1-b", enable_public_ips=public),
+                    node_sets=[], partitions=[])))
+
+    gcp.compute.Firewall("fw-ok", network=net.id, source_ranges=["10.0.0.0/8"],
+                         allows=[gcp.compute.FirewallAllowArgs(protocol="all")])
+    gcp.compute.Firewall("fw-deny-world", network=net.id, source_ranges=["0.0.0.0/0"],
+                         denies=[gcp.compute.FirewallDenyArgs(protocol="all")])
+    gcp.compute.Firewall("fw-egress-world", network=net.id, direction="EGRESS", destination_ranges=["0.0.0.0/0"],
+                         allows=[gcp.compute.FirewallAllowArgs(protocol="all")])
+    gcp.compute.Firewall("fw-bad", network=net.id, source_ranges=["0.0.0.0/0"],
+                         allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])])
+
+    shielded = gcp.container.ClusterNodeConfigShieldedInstanceConfigArgs(enable_secure_boot=True,
+                                                                          enable_integrity_monitoring=True)
+    gcp.container.Cluster(
+        "gke-ok", location="us-central1-a", initial_node_count=1, remove_default_node_pool=True,
+        private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
+            enable_private_nodes=True, enable_private_endpoint=False, master_ipv4_cidr_block="172.16.0.0/28"),
+        master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
+            cidr_blocks=[gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(cidr_block=API_CIDR)]),
+        workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
+            workload_pool="example-gpu-project.svc.id.goog"),
+        database_encryption=gcp.container.ClusterDatabaseEncryptionArgs(
+            state="ENCRYPTED", key_name="projects/p/locations/us-central1/keyRings/r/cryptoKeys/k"),
+        node_config=gcp.container.ClusterNodeConfigArgs(
+            shielded_instance_config=shielded,
+            workload_metadata_config=gcp.container.ClusterNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA")))
+    gcp.container.Cluster(
+        "gke-bad", location="us-central1-a", initial_node_count=1, enable_shielded_nodes=False,
+        master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
+            cidr_blocks=[gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(cidr_block="0.0.0.0/0")]),
+        node_config=gcp.container.ClusterNodeConfigArgs(
+            workload_metadata_config=gcp.container.ClusterNodeConfigWorkloadMetadataConfigArgs(mode="GCE_METADATA")))
+    gcp.container.Cluster("gke-open", location="us-central1-a", initial_node_count=1)
+    gcp.container.NodePool("pool-ok", cluster="gke-ok", node_count=4, node_config=gcp.container.NodePoolNodeConfigArgs(
+        machine_type="a3-megagpu-8g",
+        shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
+            enable_secure_boot=True, enable_integrity_monitoring=True),
+        workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA")))
+    gcp.container.NodePool("pool-bad", cluster="gke-ok", node_count=4,
+                           network_config=gcp.container.NodePoolNetworkConfigArgs(enable_private_nodes=False),
+                           node_config=gcp.container.NodePoolNodeConfigArgs(
+                               machine_type="a3-megagpu-8g",
+                               shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
+                                   enable_integrity_monitoring=False),
+                               workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
+                                   mode="GCE_METADATA")))
+
+    gcp.storage.Bucket("gcs-ok", location="US-CENTRAL1", public_access_prevention="enforced",
+                       uniform_bucket_level_access=True)
+    gcp.storage.Bucket("gcs-bad", location="US-CENTRAL1", public_access_prevention="inherited")
+
+    for name, protect in (("lustre-ok", True), ("lustre-bad", False)):
+        gcp.lustre.Instance(name, instance_id=name, capacity_gib="18000", filesystem="scratch", location="us-central1-a",
+                            network=net.id, per_unit_storage_throughput="250",
+                            opts=pulumi.ResourceOptions(protect=protect))

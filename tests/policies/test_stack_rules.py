@@ -1,0 +1,97 @@
+"""The stack rules, both ways a stack reaches them: as CrossGuard hands it (props plus property
+dependencies, no ids) and as the offline engine records it (props whose references are the
+mock engine's ids)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+from pulumi_policy import StackValidationPolicy
+from pulumi_policy.proxy import unknown_checking_proxy
+
+from components.engine import OfflineRun
+from policies.crossguard import policies
+from policies.offline import stack_resources
+from policies.rules import STACK_RULES, RuleContext, StackRule, rule
+from tests.policies.conftest import Reports, stack_args
+from tests.policies.sdk_program import Recording
+
+POLICIES = {p.name: p for p in policies() if isinstance(p, StackValidationPolicy)}
+ZONE_A = {"zone": "us-east-1a", "prePlaced": False}
+
+# (rule, program, resources in the stack, pack config, expected fragment or None for a pass)
+CASES: list[tuple[str, str, list[str], dict[str, Any] | None, str | None]] = [
+    ("s3-public-access-blocked", "aws", ["bucket-ok", "bucket-ok-pab"], None, None),
+    ("s3-public-access-blocked", "aws", ["bucket-by-name", "bucket-by-name-pab"], None, None),
+    ("s3-public-access-blocked", "aws", ["bucket-partial", "bucket-partial-pab"], None,
+     "leaves ignorePublicAcls, restrictPublicBuckets unset or false"),
+    ("s3-public-access-blocked", "aws", ["bucket-bare", "bucket-ok-pab"], None,
+     "'bucket-bare' has no BucketPublicAccessBlock"),
+    ("efa-sg-self-traffic", "aws", ["lt-ok", "sg-ok"], None, None),
+    ("efa-sg-self-traffic", "aws", ["lt-split-sg", "sg-split", "sg-split-in", "sg-split-out"], None, None),
+    ("efa-sg-self-traffic", "aws", ["lt-legacy-sg", "sg-legacy", "sg-legacy-in", "sg-legacy-out"], None, None),
+    ("efa-sg-self-traffic", "aws", ["lt-split-sg", "sg-split", "sg-split-in"], None, "egress self rule"),
+    ("efa-sg-self-traffic", "aws", ["lt-half-sg", "sg-ingress-only"], None, "egress self rule"),
+    ("efa-sg-self-traffic", "aws", ["lt-ok"], None, "none of its interfaces' security groups"),
+    ("efa-placement", "aws", ["lt-ok", "pg", "subnet-a"], ZONE_A, None),
+    ("efa-placement", "aws", ["lt-no-group", "pg"], {"prePlaced": True}, None),
+    ("efa-placement", "aws", ["lt-no-group", "pg"], ZONE_A, "has no placement.groupName"),
+    ("efa-placement", "aws", ["lt-spread-group", "pg", "pg-spread"], ZONE_A, "is not a 'cluster' placement group"),
+    ("efa-placement", "aws", ["lt-other-zone", "pg", "subnet-b"], ZONE_A, "in us-east-1b, not the cluster's zone"),
+    ("efa-placement", "aws", ["lt-ok", "pg"], {"prePlaced": True}, "already placed"),
+    ("gpu-network-mtu", "gcp", ["net-ok", "template-ok"], None, None),
+    ("gpu-network-mtu", "gcp", ["net-ok"], {"instanceType": "a3-megagpu-8g"}, None),
+    ("gpu-network-mtu", "gcp", ["net-default-mtu", "template-ok"], None, "MTU unset (1460), the catalog gives 8244"),
+    ("gpu-network-mtu", "gcp", ["net-bad-mtu", "pool-ok"], None, "MTU 1500"),
+    ("gpu-network-mtu", "gcp", ["net-ok", "template-ok"], {"instanceType": "a3-ultragpu-8g"}, "gives 8896"),
+    ("gpu-network-mtu", "gcp", ["net-ok"], None, "not in the catalog"),
+]
+IDS = [f"{c[0]}:{'+'.join(c[2])}" + (":ok" if c[4] is None else ":bad") for c in CASES]
+
+
+@pytest.mark.parametrize("name,program,names,config,expected", CASES, ids=IDS)
+def test_stack_rule_as_crossguard_sees_it(request: pytest.FixtureRequest, name: str, program: str, names: list[str],
+                                          config: dict[str, Any] | None, expected: str | None) -> None:
+    rec: Recording = request.getfixturevalue(f"{program}_rec")
+    policy = POLICIES[name]
+    assert isinstance(policy, StackValidationPolicy)
+    reports = Reports()
+    policy.validate(stack_args(rec, names, config), reports)
+    if expected is None:
+        assert reports.items == []
+    else:
+        assert any(expected in m for m in reports.messages), reports.messages
+        urns = {rec.get(n).urn for n in names}
+        assert all(urn is None or urn in urns for _, urn in reports.items)
+
+
+@pytest.mark.parametrize("name,program,names,config,expected", CASES, ids=IDS)
+def test_stack_rule_as_the_offline_engine_records_it(request: pytest.FixtureRequest, name: str, program: str,
+                                                      names: list[str], config: dict[str, Any] | None,
+                                                      expected: str | None) -> None:
+    rec: Recording = request.getfixturevalue(f"{program}_rec")
+    run = OfflineRun(stack="policy-test", resources=[rec.get(n) for n in names])
+    findings = cast(StackRule, rule(name)).check(stack_resources(run), RuleContext.from_config(config))
+    if expected is None:
+        assert findings == []
+    else:
+        assert any(expected in m for m, _ in findings), findings
+
+
+def test_every_stack_rule_has_a_pass_and_a_fail() -> None:
+    for r in STACK_RULES:
+        assert {c[4] is None for c in CASES if c[0] == r.name} == {True, False}, r.name
+
+
+def test_stack_rules_follow_dependencies_when_ids_are_unknown(aws_rec: Recording) -> None:
+    # During a preview, the ids one resource carries of another are not known yet; CrossGuard
+    # sends a sentinel and raises if a policy reads it. The dependencies still say who is whose.
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
+
+    args = stack_args(aws_rec, ["bucket-ok", "bucket-by-name", "bucket-ok-pab", "bucket-by-name-pab"])
+    pab = next(r for r in args.resources if r.name == "bucket-ok-pab")
+    pab.props = unknown_checking_proxy({**aws_rec.get("bucket-ok-pab").inputs, "bucket": UNKNOWN_STRING_VALUE})
+    reports = Reports()
+    POLICIES["s3-public-access-blocked"].validate(args, reports)
+    assert reports.items == []
