@@ -2,7 +2,7 @@
 PY      := .venv/bin/python
 VENV_OK := .venv/.installed
 
-.PHONY: demo test sysdeps venv plan validate-local bench clean
+.PHONY: demo test sysdeps venv plan policy validate-local bench clean
 
 $(VENV_OK): requirements.txt
 	python3 -m venv .venv
@@ -17,9 +17,14 @@ sysdeps:
 	bash scripts/install-system-deps.sh
 
 plan: $(VENV_OK)
-	$(PY) -m components.plan --all
+	$(PY) -m components.plan --all --policy
 
-demo: plan
+# The validation pipeline on this machine: two torchrun agents stand for two nodes (CPU, gloo).
+# Its verdict (0 pass, 1 warn, 2 fail) is the demo's output, not its success; 3 means it could not run.
+validate-local: $(VENV_OK)
+	$(PY) -m workloads.validate --local --out out/validate-local; rc=$$?; [ $$rc -le 2 ] || exit $$rc
+
+demo: plan validate-local
 
 test: $(VENV_OK) sysdeps
 	$(PY) -m mypy components
@@ -27,6 +32,8 @@ test: $(VENV_OK) sysdeps
 
 bench: $(VENV_OK)
 	$(PY) -m bench.plan_scale
+	$(PY) -m bench.collectives_overhead
+	$(PY) -m bench.ddp_throughput
 
 clean:
 	rm -rf .venv out .mypy_cache .pytest_cache
