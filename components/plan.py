@@ -161,7 +161,8 @@ def render(summary: Summary, run: OfflineRun, out: TextIO) -> None:
     s = summary
     interfaces = (f"{s.fabric_interfaces_per_node} EFA interfaces per node" if s.fabric == "efa"
                   else f"{s.fabric_interfaces_per_node} GPU NICs per node, MTU {s.mtu}")
-    placement = "placement group/compact policy" if s.placement else "no placement group (capacity is pre-placed or placement off)"
+    kind = "cluster placement group" if s.cloud == "aws" else "compact placement policy"
+    placement = kind if s.placement else f"no {kind} (capacity is pre-placed, or placement is off)"
     ref = (f"reference {s.busbw_reference_gbps:g} GB/s measured" if s.busbw_reference_gbps is not None
            else "no public measurement: floor derived from the NIC line rate")
     rows = [
@@ -174,7 +175,8 @@ def render(summary: Summary, run: OfflineRun, out: TextIO) -> None:
         ("cost", f"${s.usd_per_hour:,.2f}/hour, ${s.usd_per_day:,.2f}/day ({s.price_note}; prices of {s.price_date})"),
         ("busbw floor", f"{s.busbw_op} at {_gib(s.busbw_message_bytes)}: warn < {s.busbw_floor_warn_gbps:g} GB/s, "
                         f"fail < {s.busbw_floor_fail_gbps:g} GB/s ({ref})"),
-        ("resources", f"{s.resources} (" + ", ".join(f"{k} {v}" for k, v in s.resources_by_pillar.items()) + ")"),
+        ("resources", f"{s.resources} (" + ", ".join(
+            f"{k} {s.resources_by_pillar[k]}" for k in (*PILLARS, "Cluster") if k in s.resources_by_pillar) + ")"),
     ]
     w("Summary\n")
     for key, value in rows:
