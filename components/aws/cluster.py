@@ -78,8 +78,10 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
     validation: dict[str, Any]
     if kind == "eks":
         efa = instance.network.efa_interfaces
+        image = vjob.validation_image()
         jobset_spec = vjob.jobset_spec(
-            job, image=vjob.validation_image(), lustre_pvc=FSX_VOLUME, lustre_mount=lustre.mount_point,
+            job, image=image, wait_for_path=vjob.package_path(lustre.mount_point, image),
+            lustre_pvc=FSX_VOLUME, lustre_mount=lustre.mount_point,
             efa_per_node=efa, gpu_vendor=instance.accelerator.vendor,
             hugepages_2mi=EFA_HUGEPAGES_2MI if efa else None, cpu=EFA_POD_CPU if efa else None,
             node_selector={"node.kubernetes.io/instance-type": spec.compute.instance_type},

@@ -53,8 +53,10 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
             spec=spec, project=proj, cluster=gke.cluster.id, nics=ic.nics, placement=placement,
         ), opts)
         assert comp.node_pool is not None
+        image = vjob.validation_image()
         jobset_spec = vjob.jobset_spec(
-            job, image=vjob.validation_image(), lustre_pvc=gke.lustre_claim_name, lustre_mount=lu.mount_point,
+            job, image=image, wait_for_path=vjob.package_path(lu.mount_point, image),
+            lustre_pvc=gke.lustre_claim_name, lustre_mount=lu.mount_point,
             gpu_vendor=inst.accelerator.vendor,
             node_selector={"node.kubernetes.io/instance-type": spec.compute.instance_type},
             tolerate_taints=(GPU_TAINT,),

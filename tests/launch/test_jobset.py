@@ -404,3 +404,20 @@ def test_multi_step_pod_script_runs_for_real(tmp_path: Path, index: int) -> None
     else:
         assert "pod 1 done; pod 0 decides" in done.stdout
     assert (tmp_path / "run" / "nccl").is_dir()
+
+
+def test_pod_waits_for_the_package_path_then_gives_up(tmp_path: Path) -> None:
+    """Run for real: a missing path stops the pod before any step, naming the path; once it
+    exists the pod goes on (here to a first step that fails fast on a missing module)."""
+    missing = tmp_path / "repo" / "workloads"
+    spec = _p5(python=sys.executable, rdzv_host="localhost", wait_for_path=str(missing), wait_for_path_s=2,
+               workdir=str(tmp_path / "run"), nodes=1, gpus_per_node=0, efa_per_node=0)
+    done = subprocess.run(["bash", "-c", pod_script(spec)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert f"{missing} did not appear within 2s" in done.stderr
+    assert "torch.distributed.run" not in done.stdout + done.stderr
+    missing.mkdir(parents=True)
+    spec = replace(spec, module="no_such_module_here", rdzv_port=_free_port_run(1), rdzv_join_timeout_s=60)
+    done = subprocess.run(["bash", "-c", pod_script(spec)], capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "did not appear" not in done.stderr
+    assert "No module named no_such_module_here" in done.stdout + done.stderr

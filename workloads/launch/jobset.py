@@ -124,6 +124,12 @@ class JobSetSpec:
     the other pods exit 0 and pod 0 exits with that step's status: a failed pod would make
     the Job controller end pod 0 before it judged. Otherwise every pod exits with its last
     step's status."""
+    wait_for_path: str | None = None
+    """A path every pod waits for before its first step, e.g. the package's checkout on
+    Lustre when the image does not carry it: a JobSet created with the cluster starts before
+    anyone could copy code onto the new file system."""
+    wait_for_path_s: int = 3600
+    """How long a pod waits for ``wait_for_path`` before failing."""
     rdzv_host: str | None = None
     """Rendezvous address instead of pod 0's service name: for running the pod script outside
     Kubernetes (one node, ``localhost``)."""
@@ -214,6 +220,9 @@ def validate(spec: JobSetSpec) -> None:
         p.add("lustre_mount", f"{spec.lustre_mount!r} would hide a path the container needs")
     check_int(p, "rdzv_port", spec.rdzv_port, minimum=1, maximum=65535)
     check_steps(p, "then", spec.then)
+    if spec.wait_for_path is not None:
+        check_path(p, "wait_for_path", spec.wait_for_path)
+    check_int(p, "wait_for_path_s", spec.wait_for_path_s, minimum=1)
     if isinstance(spec.rdzv_port, int) and not p.items and spec.rdzv_ports[-1] > 65535:
         p.add("rdzv_port", f"{spec.rdzv_port} + {len(spec.rdzv_ports) - 1} torchrun steps passes 65535")
     if spec.rdzv_host is not None and (not isinstance(spec.rdzv_host, str) or not _DNS1123_SUBDOMAIN.match(spec.rdzv_host)):
@@ -306,6 +315,23 @@ def _steps(spec: JobSetSpec) -> list[str]:
     return lines
 
 
+def _wait_for_path(spec: JobSetSpec) -> list[str]:
+    if spec.wait_for_path is None:
+        return []
+    q = shlex.quote
+    path = q(spec.wait_for_path)
+    return [
+        f"deadline=$((SECONDS + {spec.wait_for_path_s}))",
+        f"until [ -e {path} ]; do",
+        '  if [ "$SECONDS" -ge "$deadline" ]; then',
+        f"    echo {q(f'{spec.wait_for_path} did not appear within {spec.wait_for_path_s}s')} >&2",
+        "    exit 1",
+        "  fi",
+        "  sleep 10",
+        "done",
+    ]
+
+
 def pod_script(spec: JobSetSpec) -> str:
     """The container's bash script, before Kubernetes ``$`` escaping: wait for the
     rendezvous name, then exec torchrun (or run every step in turn). Every value from the
@@ -331,6 +357,7 @@ def pod_script(spec: JobSetSpec) -> str:
             "  sleep 2",
             "done",
             f"mkdir -p {q(spec.workdir)} {q(spec.nccl_dir)}",
+            *_wait_for_path(spec),
             f"cd {q(spec.workdir)}",
             f'echo "pod ${{JOB_COMPLETION_INDEX:-?}} of {spec.nodes}: rendezvous $rdzv_host:{spec.rdzv_port}"',
             *launch,

@@ -133,6 +133,7 @@ def jobset_spec(
     hugepages_2mi: str | None = None,
     cpu: str | None = None,
     name: str = JOBSET_NAME,
+    wait_for_path: str | None = None,
 ) -> JobSetSpec:
     """The validation run as one JobSet. ``job.drain`` is ignored: the pods carry no
     credentials to cordon nodes, and their host names are pods', not nodes'."""
@@ -163,6 +164,7 @@ def jobset_spec(
         node_selector=dict(node_selector or {}),
         tolerate_taints=tolerate_taints,
         then=phases.then,
+        wait_for_path=wait_for_path,
     )
 
 
@@ -181,6 +183,12 @@ def validation_image() -> str:
     import pulumi
 
     return pulumi.Config("gpu-cluster").get(IMAGE_CONFIG_KEY) or DEFAULT_IMAGE
+
+
+def package_path(mount_point: str, image: str) -> str | None:
+    """What the stack's JobSet pods wait for: the package's checkout on Lustre when the image
+    is the default one (which lacks it); nothing when the stack names its own image."""
+    return f"{mount_point.rstrip('/')}/{REPO_DIR}/workloads/validate" if image == DEFAULT_IMAGE else None
 
 
 # Where a stack expects this repository on the cluster's shared file system: its checkout at

@@ -54,6 +54,9 @@ def test_eks_creates_the_validation_jobset(stack: str) -> None:
     script = c["command"][2]
     assert "-m workloads.validate run --out /fsx/validation/" + spec.name in script
     assert "-m workloads.validate judge" in script
+    # The default image lacks the package: pods wait for its checkout on Lustre first.
+    assert "until [ -e /fsx/gpu-cluster/workloads/validate ]; do" in script
+    assert script.index("/fsx/gpu-cluster/workloads/validate") < script.index("torch.distributed.run")
     env = {e["name"]: e["value"] for e in c["env"]}
     assert env["PYTHONPATH"] == "/fsx/gpu-cluster"
     assert all(env[k] == v for k, v in it.software.fabric_env.items())

@@ -84,3 +84,12 @@ def test_cluster_director_outputs_the_rendered_sbatch_job(offline: Callable[...,
     assert script == sbatch.render(expected)
     assert [line for line in script.splitlines() if line.startswith('echo "step ') and "exit status" not in line] == [
         f'echo "step {n}: {step.name}"' for n, step in enumerate(expected.then, start=2)]
+
+
+def test_stack_config_names_the_image_and_drops_the_wait() -> None:
+    image = "us-docker.pkg.dev/p/r/gpu-cluster:1"
+    run = run_offline("test", gcp_obj("a3-megagpu-8g"),
+                      extra_config={"gcp:project": PROJECT, "gpu-cluster:validation_image": image})
+    (c,) = run.one(JOBSET).inputs["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
+    assert c["image"] == image
+    assert "gpu-cluster/workloads/validate" not in c["command"][2]
