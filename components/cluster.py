@@ -32,6 +32,9 @@ OUTPUT_KEYS = (
     "bucket",           # checkpoint/output bucket name
     "access",           # how to reach the cluster: {"api_endpoint", "kubeconfig_command"} or {"login", "ssh_command"}
     "node_list_source", # where the validation job gets the node list (a Slurm partition or a node label)
+    "validation",       # the validation job the stack rendered: {"kind": "jobset", "name", "namespace", "manifest",
+                        # "watch_command", "logs_command", "report"} (created by the stack) or {"kind": "sbatch",
+                        # "script", "path", "submit_command", "report"} (to copy to "path" and submit)
 )
 
 

@@ -7,7 +7,10 @@
   count (min = desired = max: a training job spans every node, autoscaling only breaks it);
 * in the cluster: NVIDIA and EFA device plugins (the nodes' GPUs and EFA interfaces become
   schedulable resources), the FSx CSI driver with a static volume for the file system, and
-  the JobSet controller.
+  the JobSet controller;
+* the validation JobSet (``workloads.launch.validation``), created once the nodes, the
+  JobSet controller and the Lustre claim exist: the first job a new cluster runs is the one
+  that says whether it is healthy.
 
 The control plane joins the EFA security group. Nodes launched from a template that sets
 its own interfaces get only the groups named there, not EKS's cluster group; the group's
@@ -29,6 +32,9 @@ from components.aws.common import assume_role_policy, managed_policy_arn
 from components.aws.compute import EKS_AMI_TYPE
 from components.k8s.addons import jobset
 from components.spec import CapacitySpec
+from workloads.launch.jobset import API_VERSION as JOBSET_API_VERSION
+from workloads.launch.jobset import JobSetSpec
+from workloads.launch.jobset import render as render_jobset
 
 NVIDIA_PLUGIN_REPO = "https://nvidia.github.io/k8s-device-plugin"
 NVIDIA_PLUGIN_VERSION = "0.17.1"
@@ -36,6 +42,12 @@ EKS_CHARTS_REPO = "https://aws.github.io/eks-charts"
 EFA_PLUGIN_VERSION = "v0.5.20"
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 FSX_VOLUME = "fsx-lustre"
+# libfabric's EFA provider allocates its buffers from 2 MiB huge pages; the pod must ask for
+# them (EKS user guide, "Run machine learning training on Amazon EKS with Elastic Fabric
+# Adapter", the example pod's resources). Kubernetes wants a CPU or memory request with them:
+# a CPU request sets no limit, so the validation ranks are never throttled or OOM-killed by it.
+EFA_HUGEPAGES_2MI = "5120Mi"
+EFA_POD_CPU = "8"
 
 CAPACITY_TYPES = {
     "on-demand": "ON_DEMAND",
@@ -74,6 +86,9 @@ class EksArgs:
     """File system size; the persistent volume's declared capacity."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Merged into every AWS resource."""
+    validation: JobSetSpec | None = None
+    """The validation JobSet to create once the nodes are up (its Lustre claim must be
+    ``FSX_VOLUME``); None creates none."""
 
 
 def kubeconfig(cluster_name: pulumi.Input[str], endpoint: pulumi.Input[str], ca_data: pulumi.Input[str],
@@ -262,7 +277,7 @@ class Orchestration(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[csi])),
         )
-        k8s.core.v1.PersistentVolumeClaim(
+        claim = k8s.core.v1.PersistentVolumeClaim(
             f"{name}-fsx-pvc",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=FSX_VOLUME, namespace="default"),
             spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
@@ -273,4 +288,24 @@ class Orchestration(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[volume])),
         )
-        jobset(f"{name}-jobset", k8s_opts)
+        controller = jobset(f"{name}-jobset", k8s_opts)
+        if args.validation is not None:
+            self._create_validation(args.validation, [self.node_group, controller, claim], k8s_opts)
+
+    def _create_validation(self, spec: JobSetSpec, after: list[pulumi.Resource],
+                           k8s_opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+        if spec.lustre_pvc != FSX_VOLUME:
+            raise ValueError(f"validation JobSet mounts claim {spec.lustre_pvc!r}; the cluster's is {FSX_VOLUME!r}")
+        manifest = render_jobset(spec)
+        # Rendered at plan time from the spec and the catalog: no Output reaches the manifest.
+        return k8s.apiextensions.CustomResource(
+            f"{self._name}-validation",
+            api_version=JOBSET_API_VERSION,
+            kind="JobSet",
+            metadata=k8s.meta.v1.ObjectMetaArgs(**manifest["metadata"]),
+            spec=manifest["spec"],
+            opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(
+                depends_on=after,
+                # A JobSet's spec is immutable: a changed one is a new run, not an update.
+                replace_on_changes=["spec"], delete_before_replace=True)),
+        )

@@ -18,6 +18,11 @@ from components.gcp.orchestration_gke import GkeArgs, GkeOrchestration
 from components.gcp.orchestration_slurm import LUSTRE_ID, SlurmArgs, SlurmOrchestration
 from components.gcp.storage import Storage, StorageArgs
 from components.spec import ClusterSpec
+from workloads.launch import validation as vjob
+
+# GKE taints GPU node pools nvidia.com/gpu=present:NoSchedule (GKE "Run GPUs in Standard
+# node pools"); only pods that tolerate it land there.
+GPU_TAINT = "nvidia.com/gpu"
 
 
 def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[str, Any]:
@@ -30,7 +35,14 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
     inst = spec.instance
     o = spec.orchestration
 
+    lu = spec.storage.lustre
+    job = vjob.stack_job(cluster_name=spec.name, mount_point=lu.mount_point, nodes=spec.compute.nodes,
+                         instance_type=spec.compute.instance_type,
+                         partition=o.partition if o.kind == "slurm" else None,
+                         # In a container the image's interpreter runs the package from Lustre.
+                         python="python3" if o.kind == "gke" else None)
     access: dict[str, Any]
+    validation: dict[str, Any]
     if o.kind == "gke":
         gke = GkeOrchestration(f"{name}-orchestration", GkeArgs(
             spec=spec, project=proj, plan=plan, network=net.vpc.id, subnet=net.subnet.id, nics=ic.nics,
@@ -40,6 +52,17 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
         comp = Compute(f"{name}-compute", ComputeArgs(
             spec=spec, project=proj, cluster=gke.cluster.id, nics=ic.nics, placement=placement,
         ), opts)
+        assert comp.node_pool is not None
+        image = vjob.validation_image()
+        jobset_spec = vjob.jobset_spec(
+            job, image=image, wait_for_path=vjob.package_path(lu.mount_point, image),
+            lustre_pvc=gke.lustre_claim_name, lustre_mount=lu.mount_point,
+            gpu_vendor=inst.accelerator.vendor,
+            node_selector={"node.kubernetes.io/instance-type": spec.compute.instance_type},
+            tolerate_taints=(GPU_TAINT,),
+        )
+        gke.create_validation(jobset_spec, comp.node_pool)
+        validation = vjob.jobset_output(job, jobset_spec)
         internal = " --internal-ip" if gke.private_endpoint else ""
         access = {
             "api_endpoint": pulumi.Output.format("https://{0}", gke.cluster.endpoint),
@@ -63,6 +86,7 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
                 "gcloud compute ssh {0} --zone {1} --project {2} --tunnel-through-iap", login, spec.zone, proj),
         }
         node_list_source = f"partition:{o.partition}"
+        validation = vjob.sbatch_output(job)
 
     return {
         "cloud": "gcp",
@@ -82,4 +106,5 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
         "bucket": st.bucket.name,
         "access": access,
         "node_list_source": node_list_source,
+        "validation": validation,
     }

@@ -1,6 +1,7 @@
 """Orchestration (GKE): a private, zonal GKE cluster with multi-networking, and the in-cluster
 parts GPU training needs: GKE Network objects for each GPU NIC, the fabric's NCCL plugin
-installer, a PersistentVolume for Managed Lustre and the JobSet controller.
+installer, a PersistentVolume for Managed Lustre, the JobSet controller, and (once the node
+pool exists, ``create_validation``) the validation JobSet.
 
 Security defaults follow the checks FACTS.md names: private nodes and, unless
 ``api_access_cidrs`` is given, a private endpoint (CKV_GCP_25/18/64); shielded nodes (CKV_GCP_71);
@@ -28,6 +29,9 @@ from components.gcp.interconnect import NicNetwork
 from components.k8s.addons import jobset
 from components.k8s.gke import NodeNetwork, gke_networks, lustre_volume, nccl_installer
 from components.spec import ClusterSpec
+from workloads.launch.jobset import API_VERSION as JOBSET_API_VERSION
+from workloads.launch.jobset import JobSetSpec
+from workloads.launch.jobset import render as render_jobset
 
 RELEASE_CHANNEL = "REGULAR"
 
@@ -64,9 +68,13 @@ class GkeOrchestration(pulumi.ComponentResource):
     cluster: gcp.container.Cluster
     provider: k8s.Provider
     private_endpoint: bool
+    jobset_controller: pulumi.Resource
+    lustre_claim: k8s.core.v1.PersistentVolumeClaim
+    lustre_claim_name: str
 
     def __init__(self, name: str, args: GkeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-cluster:gcp:Orchestration", name, None, opts)
+        self._name = name
         spec = args.spec
         o = spec.orchestration
         self.private_endpoint = not o.api_access_cidrs
@@ -145,7 +153,9 @@ class GkeOrchestration(pulumi.ComponentResource):
             for n in args.nics
         ], lab, k8s_opts)
         nccl_installer(name, spec.instance.network.fabric, GKE_ACCELERATOR[spec.compute.instance_type], lab, k8s_opts)
-        lustre_volume(
+        # lustre_volume names its claim "<name>-lustre"; the JobSet mounts it by that name.
+        self.lustre_claim_name = f"{name}-lustre"
+        self.lustre_claim = lustre_volume(
             name,
             volume_handle=pulumi.Output.format("{0}/{1}/{2}", args.project, spec.zone, args.lustre_instance_id),
             ip=pulumi.Output.from_input(args.lustre_mount_point).apply(lambda m: (m or "").split("@")[0]),
@@ -154,4 +164,22 @@ class GkeOrchestration(pulumi.ComponentResource):
             labels=lab,
             opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[args.lustre])),
         )
-        jobset(f"{name}-jobset", k8s_opts)
+        self.jobset_controller = jobset(f"{name}-jobset", k8s_opts)
+
+    def create_validation(self, spec: JobSetSpec, nodes: pulumi.Resource) -> k8s.apiextensions.CustomResource:
+        """The validation JobSet, once ``nodes`` (the GPU node pool, built after this
+        component), the JobSet controller and the Lustre claim exist."""
+        manifest = render_jobset(spec)
+        # Rendered at plan time from the spec and the catalog: no Output reaches the manifest.
+        return k8s.apiextensions.CustomResource(
+            f"{self._name}-validation",
+            api_version=JOBSET_API_VERSION,
+            kind="JobSet",
+            metadata=k8s.meta.v1.ObjectMetaArgs(**manifest["metadata"]),
+            spec=manifest["spec"],
+            opts=pulumi.ResourceOptions(
+                parent=self, provider=self.provider,
+                depends_on=[nodes, self.jobset_controller, self.lustre_claim],
+                # A JobSet's spec is immutable: a changed one is a new run, not an update.
+                replace_on_changes=["spec"], delete_before_replace=True),
+        )

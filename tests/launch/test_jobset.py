@@ -265,3 +265,159 @@ def test_every_problem_is_reported_at_once() -> None:
         render(_p5(name="Bad", nodes=0, gpu_vendor="intel", memory="lots", rdzv_port=99999))
     assert err.value.fields() == ["name", "nodes", "gpu_vendor", "memory", "rdzv_port"]
     assert re.search(r"gpu_vendor: 'intel' .*allowed: nvidia, amd", str(err.value))
+
+
+# --- multi-step pods: the validation phases as steps of one pod ---------------------------
+
+PROBE = '''
+"""Records which step ran, as which rank, with which step variable; exits as told once every
+rank of the step has recorded (torchrun ends the others when one fails)."""
+import os, sys, time
+step, code = sys.argv[1], int(sys.argv[2])
+log = os.environ["PROBE_LOG"]
+with open(log, "a") as f:
+    f.write(f"{step} rank={os.environ.get('RANK', '-')} world={os.environ.get('WORLD_SIZE', '-')} "
+            f"var={os.environ.get('PROBE_VAR', '-')}\\n")
+world = int(os.environ.get("WORLD_SIZE", "1"))
+deadline = time.monotonic() + 120
+while time.monotonic() < deadline:
+    with open(log) as f:
+        if sum(1 for line in f if line.split()[0] == step) >= world:
+            break
+    time.sleep(0.1)
+sys.exit(code)
+'''
+
+
+def _steps_spec(**overrides: object) -> JobSetSpec:
+    from workloads.launch.common import Step
+
+    base = _p5(
+        module="probe", module_args=("main", "0"),
+        then=(
+            Step(name="fabric-only", module="probe", module_args=("fabric", "3"), env={"PROBE_VAR": "fabric"}),
+            Step(name="data", module="probe", module_args=("data", "0"), torchrun=False),
+            Step(name="ddp", module="probe", module_args=("ddp", "0")),
+            Step(name="judge", module="probe", module_args=("judge", "2"), torchrun=False),
+        ),
+    )
+    return replace(base, **overrides)  # type: ignore[arg-type]
+
+
+def test_multi_step_pod_script_order_ports_and_pod0_steps(tmp_path: Path) -> None:
+    spec = _steps_spec()
+    script = pod_script(spec)
+    path = tmp_path / "pod.sh"
+    path.write_text("#!/bin/bash\n" + script)
+    done = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    tool = Path(sys.executable).parent / "shellcheck"
+    if tool.exists():
+        done = subprocess.run([str(tool), "--severity=style", str(path)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout
+    lines = script.splitlines()
+    runs = [i for i, line in enumerate(lines) if "-m probe " in line]
+    assert [lines[i].rsplit("-m probe ", 1)[1].split()[0] for i in runs] == ["main", "fabric", "data", "ddp", "judge"]
+    # Torchrun steps on every pod, each on its own port; the others inside the pod-0 guard.
+    torchruns = [lines[i] for i in runs if "torch.distributed.run" in lines[i]]
+    assert [re.search(r':(\d+)"', t).group(1) for t in torchruns] == ["29500", "29501", "29502"]  # type: ignore[union-attr]
+    assert torchruns[1].startswith("env PROBE_VAR=fabric ")
+    assert not any(t.startswith("exec ") for t in torchruns)
+    for i in runs:
+        guarded = any(lines[j] == 'if [ "$pod_index" -eq 0 ]; then' for j in range(i - 4, i))
+        assert guarded == ("torch.distributed.run" not in lines[i]), lines[i]
+    # Pods other than 0 finish with 0 so the Job never ends pod 0 before it judges.
+    assert lines[-1] == 'exit "$step_rc"' and '  exit 0' in lines
+    container = _pod(render(spec))["spec"]["containers"][0]
+    assert [p["containerPort"] for p in container["ports"]] == [29500, 29501, 29502]
+
+
+def test_multi_step_jobset_is_valid_kubernetes_and_crd(jobset_schema: dict[str, Any]) -> None:
+    manifest = render(_steps_spec())
+    assert _crd_errors(jobset_schema, manifest) == []
+    kubernetes_validate.validate(_pod(manifest), K8S_VERSIONS[-1], strict=True)
+
+
+def test_bad_steps_are_reported_by_name() -> None:
+    from workloads.launch.common import Step
+
+    with pytest.raises(LaunchSpecError) as err:
+        validate(_steps_spec(then=(Step(name="bad name", module="x/y"), "judge"), rdzv_host="not a host"))
+    assert set(err.value.fields()) >= {"then[0].name", "then[0].module", "then[1]", "rdzv_host"}
+    with pytest.raises(LaunchSpecError) as err:
+        validate(_steps_spec(rdzv_port=65534))
+    assert "rdzv_port" in err.value.fields()
+
+
+def _free_port_run(count: int) -> int:
+    import socket
+
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = int(s.getsockname()[1])
+        if base + count > 65535:
+            continue
+        try:
+            for p in range(base, base + count):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no free run of ports")
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_multi_step_pod_script_runs_for_real(tmp_path: Path, index: int) -> None:
+    """The rendered script under bash with real torchrun (gloo-free probe ranks, one node,
+    rendezvous on localhost): every step in order, a failed step does not stop the rest, the
+    pod-0 steps only on pod 0, and pod 0's last step decides its exit status."""
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    (mods / "probe.py").write_text(PROBE)
+    log = tmp_path / "steps.log"
+    spec = _steps_spec(nodes=1, gpus_per_node=0, procs_per_node=2, efa_per_node=0, python=sys.executable,
+                       rdzv_host="localhost", rdzv_port=_free_port_run(3), rdzv_join_timeout_s=120,
+                       workdir=str(tmp_path / "run"))
+    env = {**__import__("os").environ, "PYTHONPATH": str(mods), "PROBE_LOG": str(log),
+           "JOB_COMPLETION_INDEX": str(index)}
+    env.pop("PROBE_VAR", None)
+    done = subprocess.run(["bash", "-c", pod_script(spec)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == (2 if index == 0 else 0), done.stdout + done.stderr
+    got = log.read_text().splitlines()
+    steps = [line.split()[0] for line in got]
+    torchrun = ["main", "main", "fabric", "fabric", "ddp", "ddp"]
+    if index == 0:
+        assert steps == ["main", "main", "fabric", "fabric", "data", "ddp", "ddp", "judge"]
+    else:
+        assert steps == torchrun
+    by_step: dict[str, set[str]] = {}
+    for line in got:
+        by_step.setdefault(line.split()[0], set()).add(line.split(" ", 1)[1])
+    assert by_step["main"] == {"rank=0 world=2 var=-", "rank=1 world=2 var=-"}
+    assert by_step["fabric"] == {"rank=0 world=2 var=fabric", "rank=1 world=2 var=fabric"}
+    assert "step 2 (fabric-only) exit status 1" in done.stdout  # failed, and the rest still ran
+    if index == 0:
+        assert by_step["judge"] == {"rank=- world=- var=-"}
+        assert "step 5 (judge) exit status 2" in done.stdout
+    else:
+        assert "pod 1 done; pod 0 decides" in done.stdout
+    assert (tmp_path / "run" / "nccl").is_dir()
+
+
+def test_pod_waits_for_the_package_path_then_gives_up(tmp_path: Path) -> None:
+    """Run for real: a missing path stops the pod before any step, naming the path; once it
+    exists the pod goes on (here to a first step that fails fast on a missing module)."""
+    missing = tmp_path / "repo" / "workloads"
+    spec = _p5(python=sys.executable, rdzv_host="localhost", wait_for_path=str(missing), wait_for_path_s=2,
+               workdir=str(tmp_path / "run"), nodes=1, gpus_per_node=0, efa_per_node=0)
+    done = subprocess.run(["bash", "-c", pod_script(spec)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert f"{missing} did not appear within 2s" in done.stderr
+    assert "torch.distributed.run" not in done.stdout + done.stderr
+    missing.mkdir(parents=True)
+    spec = replace(spec, module="no_such_module_here", rdzv_port=_free_port_run(1), rdzv_join_timeout_s=60)
+    done = subprocess.run(["bash", "-c", pod_script(spec)], capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "did not appear" not in done.stderr
+    assert "No module named no_such_module_here" in done.stdout + done.stderr

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 # torchrun's training module, e.g. ``workloads.validate``: dotted Python identifiers only, so
 # the name can never carry a shell word or an option.
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 # POSIX shell variable names; anything else cannot be exported and is a typo.
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Step labels: printed in status lines and safe in any log parser.
+STEP_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # NCCL_DEBUG levels NCCL understands (nccl docs, "Environment Variables").
 NCCL_DEBUG_LEVELS = ("VERSION", "WARN", "INFO", "TRACE")
 # Variables the launchers own; setting them through an env dict would silently fight the
@@ -132,3 +135,36 @@ def merged_env(fabric_env: Mapping[str, str], extra_env: Mapping[str, str], p: P
                 f"would override fabric_env {name}={fabric_env[name]!r} with {extra_env[name]!r}",
             )
     return {**fabric_env, **extra_env}
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class Step:
+    """A further step of the same job, after the first torchrun step (both launchers)."""
+
+    name: str
+    """Short label printed before the step and in its exit-status line."""
+    module: str
+    """Python module the step runs."""
+    module_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Variables set for this step only (e.g. NCCL_P2P_DISABLE=1 for a fabric-only pass)."""
+    torchrun: bool = True
+    """True: one torchrun per node, like the first step. False: run once with plain python, on
+    the batch host (Slurm) or in pod 0 (JobSet): a step that prepares or reads what the others
+    share."""
+
+
+def check_steps(p: Problems, field_name: str, steps: object) -> None:
+    if isinstance(steps, (str, Mapping)) or not isinstance(steps, Iterable):
+        p.add(field_name, f"{steps!r} must be a sequence of Step")
+        return
+    for i, step in enumerate(steps):
+        where = f"{field_name}[{i}]"
+        if not isinstance(step, Step):
+            p.add(where, f"{step!r} is not a Step")
+            continue
+        if not isinstance(step.name, str) or not STEP_NAME_RE.match(step.name):
+            p.add(f"{where}.name", f"{step.name!r} is not a step name (allowed: [A-Za-z0-9][A-Za-z0-9_.-]{{0,63}})")
+        check_module(p, f"{where}.module", step.module)
+        check_args(p, f"{where}.module_args", step.module_args)
+        check_env(p, f"{where}.env", step.env)

@@ -7,6 +7,12 @@ the c10d rendezvous lives at pod 0 of job 0. That name only resolves once pod 0 
 pod waits for it before starting torchrun instead of failing on a lookup. Nothing restarts:
 ``backoffLimit: 0``, ``failurePolicy.maxRestarts: 0`` and ``torchrun --max-restarts=0``; a
 restart would hide the fault a validation run looks for.
+
+A spec with ``then`` steps runs them in the same pod after the first torchrun, the way the
+Slurm launcher runs job steps: each torchrun step on every pod, each on its own rendezvous
+port (a pod that finishes a step early must not join the store pod 0 still holds for it);
+steps with ``torchrun=False`` only in pod 0 (``JOB_COMPLETION_INDEX`` 0), in their place in
+the order. Every step runs even when an earlier one failed.
 """
 
 from __future__ import annotations
@@ -21,12 +27,14 @@ import yaml
 
 from workloads.launch.common import (
     Problems,
+    Step,
     check_args,
     check_env,
     check_int,
     check_module,
     check_nccl_debug,
     check_path,
+    check_steps,
     has_control_chars,
     merged_env,
 )
@@ -110,6 +118,21 @@ class JobSetSpec:
     """Taint keys tolerated with ``Exists``/``NoSchedule``, e.g. ``nvidia.com/gpu``."""
     ttl_seconds_after_finished: int | None = None
     """Delete the finished JobSet after this many seconds; unset keeps it for inspection."""
+    then: tuple[Step, ...] = ()
+    """Steps after the first, in the same pod. Torchrun steps run on every pod, the others on
+    pod 0 only. When the last step is pod 0's alone (a judge reading what every pod wrote),
+    the other pods exit 0 and pod 0 exits with that step's status: a failed pod would make
+    the Job controller end pod 0 before it judged. Otherwise every pod exits with its last
+    step's status."""
+    wait_for_path: str | None = None
+    """A path every pod waits for before its first step, e.g. the package's checkout on
+    Lustre when the image does not carry it: a JobSet created with the cluster starts before
+    anyone could copy code onto the new file system."""
+    wait_for_path_s: int = 3600
+    """How long a pod waits for ``wait_for_path`` before failing."""
+    rdzv_host: str | None = None
+    """Rendezvous address instead of pod 0's service name: for running the pod script outside
+    Kubernetes (one node, ``localhost``)."""
 
     @property
     def ranks_per_node(self) -> int:
@@ -124,7 +147,20 @@ class JobSetSpec:
     @property
     def rendezvous_host(self) -> str:
         """Pod 0 of job 0, through the JobSet's headless service (subdomain = JobSet name)."""
+        if self.rdzv_host is not None:
+            return self.rdzv_host
         return f"{self.name}-{self.replicated_job}-0-0.{self.name}"
+
+    @property
+    def rdzv_ports(self) -> tuple[int, ...]:
+        """One rendezvous port per torchrun step, the first step's first."""
+        count = 1 + sum(1 for step in self.then if isinstance(step, Step) and step.torchrun)
+        return tuple(self.rdzv_port + i for i in range(count))
+
+    @property
+    def pod0_decides(self) -> bool:
+        """The last step runs on pod 0 alone, so pod 0's status is the job's."""
+        return bool(self.then) and isinstance(self.then[-1], Step) and not self.then[-1].torchrun
 
 
 def _check_quantity(p: Problems, name: str, value: object, *, optional: bool) -> None:
@@ -183,6 +219,14 @@ def validate(spec: JobSetSpec) -> None:
     if spec.lustre_mount in ("/", "/dev/shm"):
         p.add("lustre_mount", f"{spec.lustre_mount!r} would hide a path the container needs")
     check_int(p, "rdzv_port", spec.rdzv_port, minimum=1, maximum=65535)
+    check_steps(p, "then", spec.then)
+    if spec.wait_for_path is not None:
+        check_path(p, "wait_for_path", spec.wait_for_path)
+    check_int(p, "wait_for_path_s", spec.wait_for_path_s, minimum=1)
+    if isinstance(spec.rdzv_port, int) and not p.items and spec.rdzv_ports[-1] > 65535:
+        p.add("rdzv_port", f"{spec.rdzv_port} + {len(spec.rdzv_ports) - 1} torchrun steps passes 65535")
+    if spec.rdzv_host is not None and (not isinstance(spec.rdzv_host, str) or not _DNS1123_SUBDOMAIN.match(spec.rdzv_host)):
+        p.add("rdzv_host", f"{spec.rdzv_host!r} is not a host name (allowed: a DNS name or IPv4 address)")
     check_int(p, "rdzv_join_timeout_s", spec.rdzv_join_timeout_s, minimum=1)
     check_int(p, "dns_wait_s", spec.dns_wait_s, minimum=1)
     check_env(p, "fabric_env", spec.fabric_env)
@@ -215,30 +259,93 @@ def _k8s_escape(text: str) -> str:
     return text.replace("$", "$$")
 
 
+def _torchrun(spec: JobSetSpec, module: str, args: tuple[str, ...], *, port: int, rdzv_id: str) -> list[str]:
+    q = shlex.quote
+    return [
+        q(spec.python),
+        "-m torch.distributed.run",
+        f"--nnodes={spec.nodes}",
+        f"--nproc-per-node={spec.ranks_per_node}",
+        "--rdzv-backend=c10d",
+        f'--rdzv-endpoint="$rdzv_host:{port}"',
+        f"--rdzv-id={q(rdzv_id)}",
+        # read_timeout: how long an agent keeps trying pod 0's store. Pod 0's name resolves
+        # as soon as it has an address, possibly minutes before its image is pulled; and in a
+        # multi-step pod the others reach a step's port before pod 0 has finished the last.
+        f"--rdzv-conf=join_timeout={spec.rdzv_join_timeout_s},read_timeout={spec.rdzv_join_timeout_s}",
+        "--max-restarts=0",
+        f"-m {q(module)}",
+        *[q(a) for a in args],
+    ]
+
+
+def _steps(spec: JobSetSpec) -> list[str]:
+    """Every step in order, each recording its status; pod-0-only steps inside an if."""
+    q = shlex.quote
+    lines = [
+        "step_rc=0",
+        " ".join(_torchrun(spec, spec.module, spec.module_args, port=spec.rdzv_port, rdzv_id=spec.name))
+        + " || step_rc=$?",
+        'echo "step 1 exit status $step_rc"',
+    ]
+    port = spec.rdzv_port
+    for n, step in enumerate(spec.then, start=2):
+        prefix = "env " + "".join(f"{k}={q(v)} " for k, v in step.env.items()) if step.env else ""
+        if step.torchrun:
+            port += 1
+            cmd = prefix + " ".join(_torchrun(spec, step.module, step.module_args, port=port,
+                                              rdzv_id=f"{spec.name}-{n}"))
+        else:
+            cmd = prefix + " ".join([q(spec.python), "-m", q(step.module), *[q(a) for a in step.module_args]])
+        body = ["", f'echo "step {n}: {step.name}"', "step_rc=0", f"{cmd} || step_rc=$?",
+                f'echo "step {n} ({step.name}) exit status $step_rc"']
+        if step.torchrun:
+            lines += body
+        else:
+            lines += ["", 'if [ "$pod_index" -eq 0 ]; then', *[f"  {line}" if line else "" for line in body[1:]], "fi"]
+    if spec.pod0_decides:
+        lines += [
+            "",
+            'if [ "$pod_index" -ne 0 ]; then',
+            f'  echo "pod $pod_index done; pod 0 decides the status of {spec.name}"',
+            "  exit 0",
+            "fi",
+        ]
+    lines.append('exit "$step_rc"')
+    return lines
+
+
+def _wait_for_path(spec: JobSetSpec) -> list[str]:
+    if spec.wait_for_path is None:
+        return []
+    q = shlex.quote
+    path = q(spec.wait_for_path)
+    return [
+        f"deadline=$((SECONDS + {spec.wait_for_path_s}))",
+        f"until [ -e {path} ]; do",
+        '  if [ "$SECONDS" -ge "$deadline" ]; then',
+        f"    echo {q(f'{spec.wait_for_path} did not appear within {spec.wait_for_path_s}s')} >&2",
+        "    exit 1",
+        "  fi",
+        "  sleep 10",
+        "done",
+    ]
+
+
 def pod_script(spec: JobSetSpec) -> str:
     """The container's bash script, before Kubernetes ``$`` escaping: wait for the
-    rendezvous name, then exec torchrun. Every value from the spec is shell-quoted."""
+    rendezvous name, then exec torchrun (or run every step in turn). Every value from the
+    spec is shell-quoted."""
     q = shlex.quote
-    torchrun = " ".join(
-        [
-            "exec",
-            q(spec.python),
-            "-m torch.distributed.run",
-            f"--nnodes={spec.nodes}",
-            f"--nproc-per-node={spec.ranks_per_node}",
-            "--rdzv-backend=c10d",
-            f'--rdzv-endpoint="$rdzv_host:{spec.rdzv_port}"',
-            f"--rdzv-id={q(spec.name)}",
-            f"--rdzv-conf=join_timeout={spec.rdzv_join_timeout_s}",
-            "--max-restarts=0",
-            f"-m {q(spec.module)}",
-            *[q(a) for a in spec.module_args],
-        ]
-    )
+    head = ["set -euo pipefail", f"rdzv_host={q(spec.rendezvous_host)}"]
+    if spec.then:
+        # An Indexed Job always sets it; without it no pod could know whether it is pod 0.
+        head.append('pod_index="${JOB_COMPLETION_INDEX:?not set: the pod must belong to an Indexed Job}"')
+    launch = ["exec " + " ".join(_torchrun(spec, spec.module, spec.module_args, port=spec.rdzv_port,
+                                           rdzv_id=spec.name))] if not spec.then else _steps(spec)
     return "\n".join(
         [
-            "set -euo pipefail",
-            f"rdzv_host={q(spec.rendezvous_host)}",
+            *head,
             f"deadline=$((SECONDS + {spec.dns_wait_s}))",
             # Pod 0's record appears only once pod 0 exists; torchrun would fail on the
             # lookup instead of waiting for it. Python resolves the way torch will.
@@ -250,9 +357,10 @@ def pod_script(spec: JobSetSpec) -> str:
             "  sleep 2",
             "done",
             f"mkdir -p {q(spec.workdir)} {q(spec.nccl_dir)}",
+            *_wait_for_path(spec),
             f"cd {q(spec.workdir)}",
             f'echo "pod ${{JOB_COMPLETION_INDEX:-?}} of {spec.nodes}: rendezvous $rdzv_host:{spec.rdzv_port}"',
-            torchrun,
+            *launch,
             "",
         ]
     )
@@ -294,7 +402,8 @@ def render(spec: JobSetSpec) -> dict[str, Any]:
         "image": spec.image,
         "command": ["/bin/bash", "-c", _k8s_escape(pod_script(spec))],
         "env": [{"name": k, "value": _k8s_escape(v)} for k, v in env_vars.items()],
-        "ports": [{"name": "rdzv", "containerPort": spec.rdzv_port, "protocol": "TCP"}],
+        "ports": [{"name": "rdzv" if i == 0 else f"rdzv-{i + 1}", "containerPort": port, "protocol": "TCP"}
+                  for i, port in enumerate(spec.rdzv_ports)],
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
     }
     resources = _resources(spec)

@@ -19,15 +19,19 @@ from pathlib import Path
 
 from workloads.launch.common import (
     Problems,
+    Step,
     check_args,
     check_env,
     check_int,
     check_module,
     check_nccl_debug,
     check_path,
+    check_steps,
     has_control_chars,
     merged_env,
 )
+
+__all__ = ["LaunchSpec", "Step", "Submission", "render", "submit", "validate", "write"]
 
 # Slurm job, partition and account names: sbatch accepts more, but a name a shell or a
 # log parser would trip over is never worth it.
@@ -39,22 +43,6 @@ _DIRECTIVE_PATH_RE = re.compile(r"^/[A-Za-z0-9_./@+=,:-]*$")
 _NODELIST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\[\],-]*$")
 _SUBSYS_RE = re.compile(r"^\^?[A-Z]+(,[A-Z]+)*$")
 MAX_TIME_MIN = 365 * 24 * 60
-
-
-@dataclass(kw_only=True, frozen=True, slots=True)
-class Step:
-    """A further step of the same job, after the first torchrun step."""
-
-    name: str
-    """Short label printed before the step and in its exit-status line."""
-    module: str
-    """Python module the step runs."""
-    module_args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    """Variables set for this step only (e.g. NCCL_P2P_DISABLE=1 for a fabric-only pass)."""
-    torchrun: bool = True
-    """True: one torchrun per node through srun, like the first step. False: run once, on the
-    batch host, with plain python (a step that reads what the others wrote)."""
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -186,16 +174,7 @@ def validate(spec: LaunchSpec) -> None:
         not isinstance(spec.nccl_debug_subsys, str) or not _SUBSYS_RE.match(spec.nccl_debug_subsys)
     ):
         p.add("nccl_debug_subsys", f"{spec.nccl_debug_subsys!r} is not a subsystem list (allowed: e.g. INIT,NET or ^GRAPH)")
-    for i, step in enumerate(spec.then):
-        where = f"then[{i}]"
-        if not isinstance(step, Step):
-            p.add(where, f"{step!r} is not a Step")
-            continue
-        if not isinstance(step.name, str) or not _NAME_RE.match(step.name):
-            p.add(f"{where}.name", f"{step.name!r} is not a step name (allowed: [A-Za-z0-9][A-Za-z0-9_.-]{{0,63}})")
-        check_module(p, f"{where}.module", step.module)
-        check_args(p, f"{where}.module_args", step.module_args)
-        check_env(p, f"{where}.env", step.env)
+    check_steps(p, "then", spec.then)
     p.raise_if_any("LaunchSpec")
 
 

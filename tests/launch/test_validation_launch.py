@@ -1,0 +1,79 @@
+"""The validation job for both launchers: the same phases, in the same order, with the same
+arguments; the JobSet's judge knows the pods by name and drains nothing."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from components.catalog import load_catalog
+from workloads.launch import jobset, sbatch
+from workloads.launch.validation import (
+    ValidationJob,
+    jobset_output,
+    jobset_spec,
+    pod_hostnames,
+    sbatch_output,
+    sbatch_spec,
+    stack_job,
+)
+from workloads.validate.launchargs import FABRIC_ONLY_ENV
+
+
+def _job() -> ValidationJob:
+    return stack_job(cluster_name="c1", mount_point="/fsx", nodes=3, instance_type="p5.48xlarge", partition="gpu")
+
+
+def test_stack_job_paths_live_on_the_mount() -> None:
+    job = _job()
+    assert job.workdir == "/fsx/validation/c1"
+    assert job.python == "/fsx/gpu-cluster/.venv/bin/python"
+    assert dict(job.extra_env) == {"PYTHONPATH": "/fsx/gpu-cluster"}
+    assert stack_job(cluster_name="c1", mount_point="/lustre/", nodes=1, instance_type="p5.48xlarge",
+                     python="python3").python == "python3"
+
+
+def test_jobset_runs_the_sbatch_phases() -> None:
+    job = _job()
+    s = sbatch_spec(job)
+    it = load_catalog().get("p5.48xlarge")
+    j = jobset_spec(job, image="nvcr.io/nvidia/pytorch:25.01-py3", lustre_pvc="fsx-lustre",
+                    efa_per_node=it.network.efa_interfaces, node_selector={"node.kubernetes.io/instance-type": "p5.48xlarge"})
+    assert (j.module, j.module_args) == (s.module, s.module_args)
+    assert j.module_args[:3] == ("run", "--out", "/fsx/validation/c1") and j.module_args[-2:] == ("--phase", "main")
+    assert [(t.name, t.module, t.torchrun) for t in j.then] == [(t.name, t.module, t.torchrun) for t in s.then] == [
+        ("fabric-only", "workloads.validate", True), ("ddp-data", "workloads.data", False),
+        ("ddp", "workloads.ddp_train", True), ("judge", "workloads.validate", False)]
+    assert dict(j.then[0].env) == dict(s.then[0].env) == FABRIC_ONLY_ENV
+    assert [t.module_args for t in j.then[:3]] == [t.module_args for t in s.then[:3]]
+    # The judge: Slurm drains failed nodes and finds them in SLURM_JOB_NODELIST; pods have
+    # neither, so the JobSet's judge is told the pods' host names and drains nothing.
+    assert "--drain" in s.then[-1].module_args and "--drain" not in j.then[-1].module_args
+    names = pod_hostnames(j.name, j.replicated_job, 3)
+    assert names == ("gpuc-validate-node-0-0", "gpuc-validate-node-0-1", "gpuc-validate-node-0-2")
+    assert j.then[-1].module_args[-2:] == ("--expect-nodes", ",".join(names))
+    assert (j.gpus_per_node, j.efa_per_node, j.nodes) == (8, 32, 3)
+    assert dict(j.fabric_env) == dict(s.fabric_env) == dict(it.software.fabric_env)
+    assert j.pod0_decides and j.rendezvous_host == "gpuc-validate-node-0-0.gpuc-validate"
+    jobset.validate(j)
+
+
+def test_outputs_render_scripts_that_parse() -> None:
+    job = _job()
+    out = sbatch_output(job)
+    assert out["script"] == sbatch.render(sbatch_spec(job))
+    assert out["submit_command"] == "mkdir -p /fsx/validation/c1 && sbatch /fsx/validation/validate.sbatch"
+    assert out["report"] == "/fsx/validation/c1/report.json"
+    assert subprocess.run(["bash", "-n"], input=out["script"], text=True).returncode == 0
+    j = jobset_spec(job, image="img:1", lustre_pvc="fsx-lustre")
+    k = jobset_output(job, j)
+    assert k["watch_command"] == "kubectl -n default get jobset gpuc-validate"
+    assert subprocess.run(["bash", "-n"], input=jobset.pod_script(j), text=True).returncode == 0
+
+
+def test_bad_job_is_refused() -> None:
+    with pytest.raises(ValueError, match="nodes"):
+        sbatch.render(sbatch_spec(ValidationJob(nodes=0, workdir="/fsx/v")))
+    with pytest.raises(ValueError, match="lustre_pvc"):
+        jobset.render(jobset_spec(_job(), image="img:1", lustre_pvc="Bad_Claim"))
