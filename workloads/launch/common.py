@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping
 
 # torchrun's training module, e.g. ``workloads.validate``: dotted Python identifiers only, so
 # the name can never carry a shell word or an option.
-_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 # POSIX shell variable names; anything else cannot be exported and is a typo.
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 # NCCL_DEBUG levels NCCL understands (nccl docs, "Environment Variables").
 NCCL_DEBUG_LEVELS = ("VERSION", "WARN", "INFO", "TRACE")
 # Variables the launchers own; setting them through an env dict would silently fight the
