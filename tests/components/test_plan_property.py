@@ -9,6 +9,8 @@ spec it accepts must run and summarize without error.
 from __future__ import annotations
 
 import copy
+import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -94,9 +96,12 @@ def mutated(draw: st.DrawFn, raw: dict[str, Any]) -> Any:
         parent: Any = raw
         for key in path[:-1]:
             parent = parent[key]
-        action = draw(st.sampled_from(("replace", "drop", "unknown")))
+        action = draw(st.sampled_from(("replace", "drop", "unknown", "newline")))
         if action == "replace":
             parent[path[-1]] = draw(garbage)
+        elif action == "newline":  # a trailing newline must not slip past a '$'-anchored pattern
+            if isinstance(parent[path[-1]], str):
+                parent[path[-1]] += draw(st.sampled_from(["\n", "\r\n", "\x00"]))
         elif action == "drop":
             del parent[path[-1]]
         else:
@@ -127,6 +132,20 @@ def test_parse_spec_raises_only_spec_error(raw: Any) -> None:
         assert err.render()
         return
     assert spec.compute.nodes >= 1
+    for text in _strings(spec):
+        assert not any(ord(c) < 0x20 for c in text), f"parse_spec accepted {text!r}"
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if dataclasses.is_dataclass(value):
+        return [s for f in dataclasses.fields(value) for s in _strings(getattr(value, f.name))]
+    if isinstance(value, Mapping):
+        return [s for k, v in value.items() for s in _strings(k) + _strings(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 @settings(max_examples=35, deadline=None, derandomize=True,
@@ -145,3 +164,24 @@ def test_program_fails_only_with_input_properties_error(raw: Any) -> None:
     run = run_offline("prop-test", raw)
     summary = summarize("prop-test", spec, run)
     assert summary.nodes == spec.compute.nodes and summary.resources > 0
+
+
+def test_trailing_newline_is_refused_in_every_patterned_field() -> None:
+    """'$' matches before a final newline; every pattern must anchor at the true end."""
+    from components.spec import read_stack_file
+
+    _, base = read_stack_file("aws-h100-eks")
+    edits = {
+        "name": lambda r: r.__setitem__("name", "gpu-a\n"),
+        "partition": lambda r: r.__setitem__("orchestration", {"kind": "slurm", "partition": "gpu\n"}),
+        "bucket_name": lambda r: r["storage"].__setitem__("bucket_name", "bucket-a\n"),
+        "kubernetes_version": lambda r: r["orchestration"].__setitem__("kubernetes_version", "1.33\n"),
+        "mount_point": lambda r: r["storage"]["lustre"].__setitem__("mount_point", "/fsx\n"),
+    }
+    accepted = []
+    for field, edit in edits.items():
+        raw = copy.deepcopy(base)
+        edit(raw)
+        if _parses(raw):
+            accepted.append(field)
+    assert not accepted, f"parse_spec accepted a trailing newline in {accepted}"
