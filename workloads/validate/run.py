@@ -197,7 +197,8 @@ def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: collectives.
             print(f"validate[main]: health and single-node collectives done on {len(nodes)} node(s)", flush=True)
     multi: dict[str, Any] = {}
     for op in _multi_ops(cfg):
-        res = collectives.run_op(op, _coll_cfg(lo, multi_hi, cfg, op), rt, side_group=side, watchdog=watchdog)
+        res = collectives.run_op(op, _coll_cfg(lo, multi_hi, cfg, op), rt, side_group=side, watchdog=watchdog,
+                                 hosts=[n for n, _ in ids])
         multi[op] = res.to_json()
     result["multi_node"] = multi
     if rt.rank == 0:
