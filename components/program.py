@@ -12,7 +12,9 @@ from components.spec import SpecError, default_name, parse_spec
 
 def spec_from_config() -> Any:
     """The stack's cluster spec, or Pulumi's input-property error listing every problem."""
-    raw = pulumi.Config("gpu-cluster").require_object("cluster")
+    # get_object, not require_object: a null or missing cluster object gets the same list of
+    # required keys as the offline plan gives, instead of a bare ConfigMissingError.
+    raw = pulumi.Config("gpu-cluster").get_object("cluster")
     try:
         return parse_spec(raw, default_name=default_name(pulumi.get_stack()))
     except SpecError as err:

@@ -65,15 +65,15 @@ def gcp_lustre_size_ok(size_gib: int, tput: int) -> bool:
     return size_gib % GCP_LUSTRE_LARGE_STEP_GIB[tput] == 0
 
 
-_AWS_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
-_GCP_REGION = re.compile(r"^[a-z]+-[a-z]+\d$")
-_AWS_RESERVATION = re.compile(r"^cr-[0-9a-f]{8}([0-9a-f]{9})?$")
-_GCP_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_AWS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_GCP_LABEL = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-_GCP_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
-_K8S_VERSION = re.compile(r"^1\.(2[89]|3\d)$")
-_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
+_AWS_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d\Z")
+_GCP_REGION = re.compile(r"^[a-z]+-[a-z]+\d\Z")
+_AWS_RESERVATION = re.compile(r"^cr-[0-9a-f]{8}([0-9a-f]{9})?\Z")
+_GCP_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+_AWS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
+_GCP_LABEL = re.compile(r"^[a-z][a-z0-9_-]{0,62}\Z")
+_GCP_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}\Z")
+_K8S_VERSION = re.compile(r"^1\.(2[89]|3\d)\Z")
+_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]\Z")
 
 Capacity = Literal["on-demand", "reservation", "capacity-block", "spot", "flex-start"]
 
@@ -414,7 +414,7 @@ def _parse_storage(r: _Reader, raw: Any, cloud: str | None) -> StorageSpec | Non
     if export_path is not None and import_path is None:
         r.bad("storage.lustre.export_path", "an export path needs an import path (the data repository association holds both)")
     mount = r.string(lu, "mount_point", "storage.lustre", default="/fsx",
-                     pattern=re.compile(r"^/[A-Za-z0-9_./-]*$"), hint="an absolute path") or "/fsx"
+                     pattern=re.compile(r"^/[A-Za-z0-9_./-]*\Z"), hint="an absolute path") or "/fsx"
     kms = r.string(lu, "kms_key_id", "storage.lustre")
     bucket = r.string(st, "bucket_name", "storage", pattern=_AWS_BUCKET if cloud == "aws" else _GCP_NAME,
                       hint="3-63 lower-case letters, digits, '-' (and '.' on AWS)")
@@ -456,7 +456,7 @@ def _parse_orchestration(r: _Reader, raw: Any, cloud: str | None) -> Orchestrati
                 continue
             cidrs.append(str(net))
     login = r.integer(o, "login_nodes", "orchestration", 1, 0, 8)
-    partition = r.string(o, "partition", "orchestration", default="gpu", pattern=re.compile(r"^[a-z][a-z0-9]{0,9}$"),
+    partition = r.string(o, "partition", "orchestration", default="gpu", pattern=re.compile(r"^[a-z][a-z0-9]{0,9}\Z"),
                          hint="1-10 lower-case letters and digits") or "gpu"
     if kind != "slurm":
         for key in ("login_nodes", "partition"):

@@ -541,12 +541,20 @@ def _global_rank(group: Any, group_rank: int) -> int:
         return group_rank
 
 
-def arrival_barrier(side_group: Any, *, rank: int, timeout_s: float, label: str) -> None:
+def _where(ranks: Sequence[int], hosts: Sequence[str] | None) -> str:
+    """``"; rank 1 on node-b"``: an operator drains a host, not a rank number."""
+    if not hosts:
+        return ""
+    return "; " + ", ".join(f"rank {r} on {hosts[r] if 0 <= r < len(hosts) else '?'}" for r in ranks)
+
+
+def arrival_barrier(side_group: Any, *, rank: int, timeout_s: float, label: str,
+                    hosts: Sequence[str] | None = None) -> None:
     """Wait until every rank of ``side_group`` (gloo) reaches ``label``; the group's first rank
     names the ones that did not.
 
     Raises :class:`CollectiveTimeout` with the op, size and missing global ranks in its message
-    (and in its ``missing``).
+    (and in its ``missing``); with ``hosts`` (host name by global rank) each rank's host too.
     """
     try:
         dist.monitored_barrier(group=side_group, timeout=_dt.timedelta(seconds=timeout_s),
@@ -558,12 +566,13 @@ def arrival_barrier(side_group: Any, *, rank: int, timeout_s: float, label: str)
             missing = [_global_rank(side_group, r) for r in missing]
             who = ", ".join(str(r) for r in missing)
             raise CollectiveTimeout(
-                f"{label}: rank(s) {who} did not arrive within {timeout_s:g} s", missing) from None
+                f"{label}: rank(s) {who} did not arrive within {timeout_s:g} s{_where(missing, hosts)}",
+                missing) from None
         first = _global_rank(side_group, 0)
         if rank != first:
             raise CollectiveTimeout(
                 f"{label}: rank {rank} arrived but lost rank {first}, which names the missing "
-                f"ranks in its own message ({text.splitlines()[0][:200]})") from None
+                f"ranks in its own message ({text.splitlines()[0][:200]}){_where([first], hosts)}") from None
         raise CollectiveTimeout(f"{label}: arrival check failed: {text.splitlines()[0][:300]}"
                                 ) from None
 
@@ -826,8 +835,9 @@ def measure_case(case: Case, *, iters: int, warmup: int, check: bool, rt: _devic
 
 def run_op(op: str, cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: Any,
            group: Any = None, watchdog: Watchdog | None = None, out: TextIO | None = None,
-           hooks: _Hooks | None = None) -> OpResult:
+           hooks: _Hooks | None = None, hosts: Sequence[str] | None = None) -> OpResult:
     """Measure ``op`` over ``cfg``'s sweep on ``group`` (None: the default group).
+    ``hosts`` (host name by global rank) lets a timeout name the lost rank's host.
 
     ``side_group`` is a gloo group over the same ranks as ``group``: the arrival check, the
     start barrier and the rank combine run on it. Only ranks of ``group`` may call this.
@@ -845,7 +855,7 @@ def run_op(op: str, cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: 
         if hooks.stall_rank == rt.rank and size == stall_at:
             time.sleep(3600)  # test hook: this rank's host "dies" before the size
         with (watchdog.phase(f"{label} (arrival)") if watchdog else contextlib.nullcontext()):
-            arrival_barrier(side_group, rank=rt.rank, timeout_s=cfg.timeout_s, label=label)
+            arrival_barrier(side_group, rank=rt.rank, timeout_s=cfg.timeout_s, label=label, hosts=hosts)
         if lay.count == 0:
             if out is not None:
                 out.write(f"# {size} B holds fewer than one {type_name} per rank: skipped\n")
@@ -869,7 +879,8 @@ def run_op(op: str, cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: 
                     and hooks.fault_size in (None, size))
             except RuntimeError as exc:  # gloo/NCCL timeouts and lost peers surface here
                 first = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
-                raise CollectiveTimeout(f"{where}: failed on rank {rt.rank}: {first}") from None
+                host = f" ({rt.hostname})" if hosts else ""
+                raise CollectiveTimeout(f"{where}: failed on rank {rt.rank}{host}: {first}") from None
             algbw, busbw = bandwidths(op, lay.nbytes, seconds, n)
             row = Row(op=op, size_bytes=lay.nbytes, count=lay.count, dtype=cfg.dtype,
                       in_place=in_place, time_us=seconds * 1e6, algbw_gbps=algbw,
@@ -913,17 +924,17 @@ def run_collectives(cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: 
     # barrier's message, which names the ranks, is the one that gets out.
     watchdog = Watchdog(rank=rt.rank, limit_s=cfg.timeout_s + grace_s(cfg.timeout_s))
     hooks = _Hooks.from_env()
+    # Every rank keeps the host of every rank, so whichever rank reports a lost peer names
+    # the host an operator has to look at, not just a rank number.
+    hosts: list[Any] = [None] * rt.world_size
+    dist.all_gather_object(hosts, (rt.hostname, str(rt.device)), group=side_group)
+    host_names = [h for h, _ in hosts]
     if out is not None:
-        hosts: list[Any] = [None] * rt.world_size
-        dist.all_gather_object(hosts, (rt.hostname, str(rt.device)), group=side_group)
         out.write(f"# collectives: world size {rt.world_size}, backend {rt.backend}, "
                   f"dtype {cfg.dtype}, iters {cfg.iters}, warm-up {cfg.warmup}, "
                   f"check {int(cfg.check)}\n")
         for r, (host, dev) in enumerate(hosts):
             out.write(f"#  Rank {r:3d} on {host} device {dev}\n")
-    else:
-        dist.all_gather_object([None] * rt.world_size, (rt.hostname, str(rt.device)),
-                               group=side_group)
     results = []
     try:
         for op in cfg.ops:
@@ -931,7 +942,7 @@ def run_collectives(cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: 
                 out.write(f"#\n# {op}\n")
                 out.write("\n".join(header_lines()) + "\n")
             result = run_op(op, cfg, rt, side_group=side_group, watchdog=watchdog, out=out,
-                            hooks=hooks)
+                            hooks=hooks, hosts=host_names)
             results.append(result)
             if out is not None:
                 out.write("\n".join(result.summary_lines() + _event_lines(result)) + "\n")

@@ -266,13 +266,16 @@ def main(argv: list[str] | None = None) -> int:
         shards = p.integer("--shards", args.shards, lo=1)
         tps = p.integer("--tokens-per-shard", args.tokens_per_shard, lo=2)
         vocab = p.integer("--vocab", args.vocab, lo=2)
-        if vocab > 2**32:
-            p.add("--vocab", f"{vocab} exceeds the uint32 token range (max {2**32})")
+        # The header stores the vocabulary as a uint32, so 2**32 itself does not fit.
+        if vocab > 2**32 - 1:
+            p.add("--vocab", f"{vocab} exceeds the header's uint32 vocab field (max {2**32 - 1})")
         seed = p.integer("--seed", args.seed, lo=0)
-        if not args.prefix or "/" in args.prefix:
-            p.add("--prefix", f"{args.prefix!r} must be a non-empty file name without '/'")
+        if not args.prefix or "/" in args.prefix or any(ord(c) < 0x20 for c in args.prefix):
+            p.add("--prefix", f"{args.prefix!r} must be a non-empty file name without '/' or control characters")
         out = Path(args.out)
-        if out.exists() and not out.is_dir():
+        if "\x00" in args.out:
+            p.add("--out", f"{args.out!r} contains a NUL byte")
+        elif out.exists() and not out.is_dir():
             p.add("--out", f"{out} exists and is not a directory")
         p.exit_if_any()
         paths = write_synthetic(out=out, shards=shards, tokens_per_shard=tps, vocab=vocab,

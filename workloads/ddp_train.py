@@ -31,7 +31,8 @@ serves the data and holds checkpoints, and a job killed part-way resumes where i
 Test hook: ``GPUC_CRASH_AT_STEP=N`` makes rank ``GPUC_CRASH_RANK`` (default 1) exit hard
 (``os._exit(1)``) just before step N (1-based) in the first attempt only (torchrun's
 ``TORCHELASTIC_RESTART_COUNT`` unset or 0), so ``--max-restarts 1`` resumes instead of
-crashing again.
+crashing again. ``GPUC_CRASH_IN_CHECKPOINT=N`` makes the same rank exit hard inside the step N
+checkpoint, after its DCP files are written and before the completion marker and rename.
 """
 
 from __future__ import annotations
@@ -285,6 +286,7 @@ def save_checkpoint(ckpt_dir: Path, step: int, state: dict[str, Any], rt: devmod
         tmp.mkdir()
     dist.barrier()
     dcp_save(state, checkpoint_id=tmp)
+    _checkpoint_crash_hook(step, tmp, rt.rank)
     dist.barrier()  # every rank's files are written before the marker claims completeness
     if rt.is_main:
         marker = json.dumps({"step": step, "world_size": rt.world_size, "time": time.time()})
@@ -322,6 +324,17 @@ def _crash_hook(next_step: int, rank: int) -> None:
     if next_step == int(at) and rank == int(os.environ.get("GPUC_CRASH_RANK", "1")):
         print(f"[rank {rank}] GPUC_CRASH_AT_STEP={at}: exiting hard before step {next_step}",
               file=sys.stderr, flush=True)
+        os._exit(1)
+
+
+def _checkpoint_crash_hook(step: int, tmp: Path, rank: int) -> None:
+    at = os.environ.get("GPUC_CRASH_IN_CHECKPOINT")
+    if not at or os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") not in ("", "0"):
+        return
+    if step == int(at) and rank == int(os.environ.get("GPUC_CRASH_RANK", "1")):
+        files = sorted(p.name for p in tmp.iterdir())
+        print(f"[rank {rank}] GPUC_CRASH_IN_CHECKPOINT={at}: exiting hard inside the step {step} checkpoint "
+              f"write, before its marker; {tmp.name} holds {files}", file=sys.stderr, flush=True)
         os._exit(1)
 
 

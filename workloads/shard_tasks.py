@@ -196,9 +196,14 @@ def parse_config(argv: list[str] | None = None) -> TaskConfig:
     if dups:
         p.add("--inputs", f"{len(dups)} inputs listed more than once, e.g. {dups[:3]}")
     ext = a.output_ext
-    if ext is not None and (not ext.startswith(".") or "/" in ext or len(ext) < 2):
+    ext_ok = ext is None or (ext.startswith(".") and len(ext) >= 2 and ext != ".."
+                             and not any(c in ext for c in "/\x00") and not any(ord(c) < 0x20 for c in ext))
+    if not ext_ok:
         p.add("--output-ext", f"{ext!r} must look like .mp4")
-    output_dir = Path(os.path.abspath(a.output_dir))
+    for flag, value in (("--output-dir", a.output_dir), ("--input-root", a.input_root), ("--json", a.json)):
+        if value is not None and "\x00" in value:
+            p.add(flag, f"{value!r} contains a NUL byte")
+    output_dir = Path(os.path.abspath(a.output_dir.replace("\x00", "")))
     if output_dir.exists() and not output_dir.is_dir():
         p.add("--output-dir", f"{output_dir} exists and is not a directory")
     root: Path | None = None
@@ -219,7 +224,7 @@ def parse_config(argv: list[str] | None = None) -> TaskConfig:
     if json_path is not None and not json_path.parent.is_dir():
         p.add("--json", f"directory {json_path.parent} does not exist")
     items: list[tuple[Path, Path]] = []
-    if root is not None and not dups:
+    if root is not None and not dups and ext_ok:
         items = [(x, output_for(x, root, output_dir, ext)) for x in inputs]
         by_out: dict[Path, Path] = {}
         for inp, out in items:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -203,6 +204,9 @@ def test_a_rank_that_never_arrives_ends_the_job_naming_op_size_and_rank(tmp_path
     assert proc.returncode != 0
     assert elapsed < 90
     assert "all_gather size 4096 B (4K): rank(s) 1 did not arrive within 3 s" in proc.stderr
+    # ... and its host, from the host names every rank gathered at the start.
+    assert f"did not arrive within 3 s; rank 1 on {socket.gethostname()}" in proc.stderr, proc.stderr[-2000:]
+    assert col.missing_ranks(json.loads(out.read_text())["error"]) == [1]  # still parseable
     assert json.loads(out.read_text())["error"].startswith("all_gather size 4096 B")
     # The sizes before the stall were measured and printed.
     assert any(line.split()[:1] == ["1024"] for line in proc.stdout.splitlines())

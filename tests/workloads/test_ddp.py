@@ -99,3 +99,27 @@ def test_flops_formula_counts_the_real_model(tied: bool) -> None:
     untied_table = 0 if tied else cfg.vocab_size * cfg.d_model
     assert matmul_params(cfg) == real - cfg.seq_len * cfg.d_model - untied_table
     assert flops_per_token(cfg) == 6 * matmul_params(cfg) + 12 * 3 * 4 * 6 * 12
+
+
+def test_crash_inside_a_checkpoint_write_never_loads_it(
+    data: Path, baseline: dict[str, Any], tmp_path: Path
+) -> None:
+    """Rank 0 (the DCP coordinator, so .metadata is written too) dies after its step 8 files
+    are on disk and before the marker: the directory looks loadable to DCP but must be
+    ignored; the restart resumes from step 4 and ends bitwise where the uninterrupted run did."""
+    ckpt = tmp_path / "ckpt"
+    r = torchrun("workloads.ddp_train", ["--data", str(data / "train-*.bin"), *COMMON,
+                                         "--ckpt-dir", str(ckpt), "--ckpt-every", "4", "--json", str(tmp_path / "m.json")],
+                 max_restarts=1, env=job_env(GPUC_CRASH_IN_CHECKPOINT="8", GPUC_CRASH_RANK="0"))
+    assert r.returncode == 0, explain(r)
+    crash = [ln for ln in r.stderr.splitlines() if "GPUC_CRASH_IN_CHECKPOINT=8" in ln]
+    assert crash, explain(r)
+    # The half-written checkpoint really held DCP's files (and no marker) when the rank died.
+    assert ".step_8.tmp holds" in crash[0] and ".metadata" in crash[0] and ".distcp" in crash[0], crash[0]
+    assert "COMPLETE" not in crash[0]
+    assert "step_4 (step 4, epoch 0, batch 4)" in r.stdout, explain(r)
+    m = json.loads((tmp_path / "m.json").read_text())
+    assert m["resumed_from_step"] == 4 and m["checkpoints_saved"] == [8, 12]
+    assert m["param_sha256"] == baseline["param_sha256"]
+    assert m["loss_last"] == baseline["loss_last"]
+    assert sorted(p.name for p in ckpt.iterdir()) == ["step_12", "step_8"]

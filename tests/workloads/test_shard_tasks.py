@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import shutil
 import subprocess
@@ -160,3 +161,41 @@ def test_input_list_maps_outputs_and_refuses_collisions(tmp_path: Path, capsys: 
         parse_config(["--inputs", str(lst), "--output-dir", str(tmp_path / "out"),
                       "--output-ext", ".mp4", "--command", "true {input} {output}"])
     assert f"would both write {tmp_path}/out/y.mp4" in capsys.readouterr().err
+
+
+def test_rank_0_killed_mid_item_then_rerun_publishes_every_input_exactly_once(tmp_path: Path) -> None:
+    """The callable path, and the rank that aggregates dying: counted by a log of every call."""
+    inp = tmp_path / "in"
+    inp.mkdir()
+    for i in range(6):
+        (inp / f"t{i}.txt").write_bytes(f"input {i}".encode())
+    out, log = tmp_path / "out", tmp_path / "calls.log"
+    args = ["--glob", str(inp / "*.txt"), "--output-dir", str(out), "--output-ext", ".rev",
+            "--callable", "tests.workloads._logging_callable:run", "--json", str(tmp_path / "s.json")]
+    env = dict(GPUC_TEST_CALL_LOG=str(log))
+    crashed = torchrun("workloads.shard_tasks", args, nproc=2,
+                       env=job_env(GPUC_CRASH_AFTER="1", GPUC_CRASH_RANK="0", **env))
+    assert crashed.returncode != 0 and "GPUC_CRASH_AFTER=1: exiting hard" in crashed.stderr, explain(crashed)
+    # Rank 0 owns t0, t2, t4: t0 published, t2 written under a temporary name only.
+    assert (out / "t0.rev").is_file() and not (out / "t2.rev").exists()
+    assert list(out.glob(".t2.tmp-*.rev"))
+    first = {p.name: p.stat().st_ino for p in out.glob("t*.rev")}
+    for name in first:
+        assert (out / name).read_bytes() == (inp / name.replace(".rev", ".txt")).read_bytes()[::-1]
+
+    rerun = torchrun("workloads.shard_tasks", args, nproc=2, env=job_env(**env))
+    assert rerun.returncode == 0, explain(rerun)
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert s["skipped"] == len(first) and s["done"] == 6 - len(first) and s["failed"] == 0
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [f"t{i}.rev" for i in range(6)]
+    for i in range(6):
+        assert (out / f"t{i}.rev").read_bytes() == f"input {i}".encode()[::-1]
+    assert {n: (out / n).stat().st_ino for n in first} == first  # finished work was not redone
+    calls = collections.Counter(log.read_text().splitlines())
+    # The item the crash cut short ran again; one published by the first run never did (rank
+    # 1 may itself be stopped mid-item when torchrun ends the first run, so its unpublished
+    # items may also show two calls).
+    assert calls[str(inp / "t2.txt")] == 2
+    assert all(calls[str(inp / n.replace(".rev", ".txt"))] == 1 for n in first), calls
+    assert set(calls) == {str(inp / f"t{i}.txt") for i in range(6)} and max(calls.values()) <= 2, calls
+    assert [p.name for p in out.iterdir() if p.name.startswith(".") and p.name != ".shard_tasks"] == []

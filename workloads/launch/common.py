@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 # torchrun's training module, e.g. ``workloads.validate``: dotted Python identifiers only, so
 # the name can never carry a shell word or an option.
-_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 # POSIX shell variable names; anything else cannot be exported and is a typo.
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 # Step labels: printed in status lines and safe in any log parser.
-STEP_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+STEP_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 # NCCL_DEBUG levels NCCL understands (nccl docs, "Environment Variables").
 NCCL_DEBUG_LEVELS = ("VERSION", "WARN", "INFO", "TRACE")
 # Variables the launchers own; setting them through an env dict would silently fight the
@@ -168,3 +168,5 @@ def check_steps(p: Problems, field_name: str, steps: object) -> None:
         check_module(p, f"{where}.module", step.module)
         check_args(p, f"{where}.module_args", step.module_args)
         check_env(p, f"{where}.env", step.env)
+        if not isinstance(step.torchrun, bool):
+            p.add(f"{where}.torchrun", f"{step.torchrun!r} is not a bool")

@@ -45,15 +45,15 @@ EFA_RESOURCE = "vpc.amazonaws.com/efa"
 CONTAINER = "torchrun"
 
 # A JobSet's name is also its headless Service's name, so it must be a DNS-1035 label.
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 # Kubernetes resource.Quantity, the forms a person writes (no exponent forms).
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?\Z")
 # Label keys/values and taint keys: an optional DNS prefix and a name (k8s validation rules).
-_QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$")
+_QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?\Z")
+_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*\Z")
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -200,7 +200,7 @@ def validate(spec: JobSetSpec) -> None:
     if not isinstance(spec.python, str) or not spec.python or has_control_chars(spec.python):
         p.add("python", f"{spec.python!r} is not an interpreter path or command name")
     check_int(p, "gpus_per_node", spec.gpus_per_node, minimum=0, maximum=64)
-    if spec.gpu_vendor not in GPU_RESOURCES:
+    if not isinstance(spec.gpu_vendor, str) or spec.gpu_vendor not in GPU_RESOURCES:
         p.add("gpu_vendor", f"{spec.gpu_vendor!r} is not a GPU vendor (allowed: {', '.join(GPU_RESOURCES)})")
     if spec.procs_per_node is not None:
         check_int(p, "procs_per_node", spec.procs_per_node, minimum=1, maximum=1024)
@@ -242,7 +242,7 @@ def validate(spec: JobSetSpec) -> None:
                 p.add(f"node_selector[{key!r}]", "is not a label key (allowed: [prefix/]name)")
             if not isinstance(value, str) or not _LABEL_VALUE.match(value) or len(value) > 63:
                 p.add(f"node_selector[{key!r}]", f"value {value!r} is not a label value")
-    if isinstance(spec.tolerate_taints, str):
+    if isinstance(spec.tolerate_taints, str) or not isinstance(spec.tolerate_taints, (list, tuple)):
         p.add("tolerate_taints", f"{spec.tolerate_taints!r} must be a sequence of taint keys")
     else:
         for i, key in enumerate(spec.tolerate_taints):

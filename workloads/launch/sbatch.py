@@ -35,13 +35,13 @@ __all__ = ["LaunchSpec", "Step", "Submission", "render", "submit", "validate", "
 
 # Slurm job, partition and account names: sbatch accepts more, but a name a shell or a
 # log parser would trip over is never worth it.
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 # Paths in #SBATCH lines: sbatch splits directive values on blanks and quotes by its own
 # rules, so only characters that need no quoting at all are allowed there.
-_DIRECTIVE_PATH_RE = re.compile(r"^/[A-Za-z0-9_./@+=,:-]*$")
+_DIRECTIVE_PATH_RE = re.compile(r"^/[A-Za-z0-9_./@+=,:-]*\Z")
 # Slurm host lists (n1,n[3-5]) for --exclude.
-_NODELIST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\[\],-]*$")
-_SUBSYS_RE = re.compile(r"^\^?[A-Z]+(,[A-Z]+)*$")
+_NODELIST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\[\],-]*\Z")
+_SUBSYS_RE = re.compile(r"^\^?[A-Z]+(,[A-Z]+)*\Z")
 MAX_TIME_MIN = 365 * 24 * 60
 
 
@@ -155,9 +155,10 @@ def validate(spec: LaunchSpec) -> None:
         if value is not None and (not isinstance(value, str) or not _NAME_RE.match(value)):
             p.add(name, f"{value!r} is not a Slurm name (allowed: [A-Za-z0-9][A-Za-z0-9_.-]{{0,63}})")
     check_int(p, "time_limit_min", spec.time_limit_min, minimum=1, maximum=MAX_TIME_MIN)
-    if not isinstance(spec.exclusive, bool):
-        p.add("exclusive", f"{spec.exclusive!r} is not a bool")
-    if isinstance(spec.exclude, str):
+    for name in ("exclusive", "kill_on_bad_exit"):
+        if not isinstance(getattr(spec, name), bool):
+            p.add(name, f"{getattr(spec, name)!r} is not a bool")
+    if isinstance(spec.exclude, str) or not isinstance(spec.exclude, (list, tuple)):
         p.add("exclude", f"{spec.exclude!r} must be a sequence of node names")
     else:
         for i, node in enumerate(spec.exclude):

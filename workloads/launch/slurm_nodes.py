@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-_NODE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_NODE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
 # Keys of `scontrol show node -o` that come after Reason= in 22.05..24.x; Reason itself may
 # hold blanks, so it runs up to the next of these (or the end of the line).
 _AFTER_REASON = re.compile(r" (?:Comment|Extra|ResumeAfterTime|Partitions|NextState)=")

@@ -10,6 +10,7 @@ Exit codes, as Nagios-style checks use: 0 pass, 1 warn, 2 fail, 3 could not run.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import socket
 import subprocess
@@ -78,8 +79,17 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _bad_timeout(value: float) -> bool:
+    return not (value > 0 and math.isfinite(value))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # argparse's float() takes nan, inf and negatives; each would end a phase at once or never.
+    for flag, value in (("--timeout", args.timeout), ("run --timeout", getattr(args, "run_timeout", 1.0))):
+        if _bad_timeout(value):
+            print(f"validate: {flag} {value}: allowed a finite number of seconds > 0", file=sys.stderr)
+            return 3
     if args.cmd == "run":
         from workloads.validate.run import RunConfig, run_phase
 

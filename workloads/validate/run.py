@@ -35,14 +35,15 @@ from workloads.validate import isolate
 Phase = Literal["main", "fabric"]
 PEER_LOST_MARKERS = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "NCCL communicator was aborted",
                      "remote process exited", "Socket Timeout", "timed out", "did not arrive", "failed on rank",
-                     "Connection was likely closed", "Failed to recv", "Failed to send")
+                     "Connection was likely closed", "Failed to recv", "Failed to send", "wait timeout")
 
 
 def _peer_lost(exc: BaseException, text: str) -> bool:
     """An error raised by a communication call because another rank went away, as opposed to
     this rank failing on its own: the judge blames the other node for the first kind."""
     comm_errors = tuple(t for t in (getattr(dist, "DistNetworkError", None), getattr(dist, "DistBackendError", None),
-                                    collectives.CollectiveTimeout) if isinstance(t, type))
+                                    getattr(dist, "DistStoreError", None), collectives.CollectiveTimeout)
+                        if isinstance(t, type))
     return isinstance(exc, comm_errors) or any(m in text for m in PEER_LOST_MARKERS)
 
 
@@ -197,7 +198,8 @@ def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: collectives.
             print(f"validate[main]: health and single-node collectives done on {len(nodes)} node(s)", flush=True)
     multi: dict[str, Any] = {}
     for op in _multi_ops(cfg):
-        res = collectives.run_op(op, _coll_cfg(lo, multi_hi, cfg, op), rt, side_group=side, watchdog=watchdog)
+        res = collectives.run_op(op, _coll_cfg(lo, multi_hi, cfg, op), rt, side_group=side, watchdog=watchdog,
+                                 hosts=[n for n, _ in ids])
         multi[op] = res.to_json()
     result["multi_node"] = multi
     if rt.rank == 0:
