@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -160,10 +161,12 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
 
     def per_node_check(check: str, values: Mapping[str, float | None], unit: str, warn: float | None,
                        fail: float | None, basis: str, at: int | None = None, compare: bool = True) -> None:
+        made: dict[str, Measurement] = {}
         for node, value in values.items():
             m = Measurement(check=check, scope=f"node:{node}", value=value, unit=unit, floor_warn=warn,
                             floor_fail=fail, basis=basis, at_bytes=at).judge()
             ms.append(m)
+            made[node] = m
             if m.verdict in (Verdict.WARN, Verdict.FAIL) and node in nodes:
                 nodes[node].mark(m.verdict, f"{check} {value if value is None else round(value, 2)} {unit} "
                                              f"under {'fail' if m.verdict == Verdict.FAIL else 'warn'} floor")
@@ -173,6 +176,8 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
         for node, why in isolate.stragglers(values, None).items():
             if node in nodes:
                 nodes[node].mark(Verdict.FAIL, f"{check}: straggler, {why}")
+            made[node].verdict = Verdict.FAIL
+            made[node].detail = f"straggler: {why}"
 
     if main is None:
         errors.append("phase 'main' left no results (it did not run, or crashed before rank 0 wrote them)")
@@ -305,6 +310,13 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
     elif errors and overall == Verdict.PASS:
         overall = Verdict.WARN
     versions = dict((main or {}).get("versions", {}))
+    if not duration_s:
+        # A judge run as the job's last step was not told when the job began: the first
+        # rank's first status line is when the run started.
+        began = [float(st["at"]) for st in files.statuses if isinstance(st.get("at"), (int, float))]
+        began += [float(st["started_at"]) for st in files.statuses if isinstance(st.get("started_at"), (int, float))]
+        if began:
+            duration_s = max(0.0, time.time() - min(began))
     return Report(verdict=overall, local=local, floors_applied=floors, instance_type=instance_type,
                   nodes=list(nodes.values()), measurements=ms, transport=tr, versions=versions, curves=curves,
                   errors=errors, duration_s=duration_s, world_size=int((main or {}).get("world_size", 0)))

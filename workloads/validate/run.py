@@ -97,7 +97,7 @@ class Status:
     def __init__(self, cfg: RunConfig, node: str, rank: int) -> None:
         self.path = cfg.out_dir / "status" / f"{cfg.phase}-{node}-r{rank}.json"
         self.doc: dict[str, Any] = {"phase": cfg.phase, "node": node, "rank": rank, "host": platform.node(),
-                                    "pid": os.getpid()}
+                                    "pid": os.getpid(), "started_at": time.time()}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
