@@ -97,8 +97,11 @@ def _crd_errors(schema: dict[str, Any], manifest: dict[str, Any]) -> list[str]:
 def test_pod_template_is_valid_kubernetes(spec: JobSetSpec) -> None:
     manifest = render(spec)
     for version in K8S_VERSIONS:
-        kubernetes_validate.validate(_job(manifest), version, strict=True)
-        kubernetes_validate.validate(_pod(manifest), version, strict=True)
+        # validate() raises ValidationError on any schema violation and returns the schema
+        # version it checked against on success.
+        major_minor = ".".join(version.split(".")[:2])
+        assert kubernetes_validate.validate(_job(manifest), version, strict=True) == major_minor
+        assert kubernetes_validate.validate(_pod(manifest), version, strict=True) == major_minor
 
 
 def test_validator_catches_a_misspelt_pod_field() -> None:

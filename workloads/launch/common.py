@@ -170,3 +170,15 @@ def check_steps(p: Problems, field_name: str, steps: object) -> None:
         check_env(p, f"{where}.env", step.env)
         if not isinstance(step.torchrun, bool):
             p.add(f"{where}.torchrun", f"{step.torchrun!r} is not a bool")
+
+
+def ranks_per_node(gpus_per_node: int, procs_per_node: int | None) -> int:
+    """One rank per GPU; on CPU nodes the given count, default 1 (both launchers agree)."""
+    if gpus_per_node > 0:
+        return gpus_per_node
+    return procs_per_node if procs_per_node is not None else 1
+
+
+def nccl_dir(nccl_debug_dir: str | None, workdir: str) -> str:
+    """Where the per-process NCCL logs go: the given directory, else ``<workdir>/nccl``."""
+    return nccl_debug_dir or f"{workdir.rstrip('/')}/nccl"

@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from workloads.launch import common
 from workloads.launch.common import (
     Problems,
     Step,
@@ -136,13 +137,11 @@ class JobSetSpec:
 
     @property
     def ranks_per_node(self) -> int:
-        if self.gpus_per_node > 0:
-            return self.gpus_per_node
-        return self.procs_per_node if self.procs_per_node is not None else 1
+        return common.ranks_per_node(self.gpus_per_node, self.procs_per_node)
 
     @property
     def nccl_dir(self) -> str:
-        return self.nccl_debug_dir or f"{self.workdir.rstrip('/')}/nccl"
+        return common.nccl_dir(self.nccl_debug_dir, self.workdir)
 
     @property
     def rendezvous_host(self) -> str:
