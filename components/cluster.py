@@ -1,7 +1,8 @@
 """GpuCluster: the one component a stack creates. It picks the cloud package and composes
 the four pillars (network + interconnect, compute, storage, orchestration) it builds.
 
-Each cloud package exposes ``build(name, spec, opts) -> ClusterOutputs``; the pillar
+Each cloud package exposes ``build(name, spec, opts)``, returning the stack outputs with
+exactly the keys of ``components.contract.OUTPUT_KEYS`` (values may be Outputs); the pillar
 components it creates carry type tokens ``gpu-cluster:<cloud>:<Pillar>`` with Pillar one of
 ``PILLARS``, which is how the offline plan groups resources.
 """
@@ -13,30 +14,10 @@ from typing import Any, Mapping
 
 import pulumi
 
+from components.contract import OUTPUT_KEYS
 from components.spec import ClusterSpec
 
 PILLARS = ("Network", "Interconnect", "Compute", "Storage", "Orchestration")
-
-# The stack outputs every cloud package returns (values may be Outputs). The validation job
-# and the launchers read these names; keep them stable.
-OUTPUT_KEYS = (
-    "cloud",            # aws | gcp
-    "region",
-    "zone",
-    "orchestrator",     # eks | gke | slurm
-    "instance_type",
-    "nodes",            # GPU nodes in the job's node group
-    "gpus_per_node",
-    "fabric",           # {"type": efa|tcpx|tcpxo|rdma, "interfaces_per_node": int, "placement": str | None, "mtu": int}
-    "mount",            # {"type": "lustre", "mount_point", "dns_name", "mount_name", "mount_command"}
-    "bucket",           # checkpoint/output bucket name
-    "access",           # how to reach the cluster: {"api_endpoint", "kubeconfig_command"} or {"login", "ssh_command"}
-    "node_list_source", # where the validation job gets the node list (a Slurm partition or a node label)
-    "validation",       # the validation job the stack rendered: {"kind": "jobset", "name", "namespace", "manifest",
-                        # "watch_command", "logs_command", "report"} (created by the stack) or {"kind": "sbatch",
-                        # "script", "path", "submit_command", "report"} (to copy to "path" and submit)
-)
-
 
 class GpuCluster(pulumi.ComponentResource):
     """A multi-node GPU training cluster on the spec's cloud."""

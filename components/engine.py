@@ -187,5 +187,9 @@ def run_offline(stack: str, cluster: Mapping[str, Any], extra_config: Mapping[st
         resolved = _sync_await(pulumi.Output.all(**outputs).future()) if outputs else {}
         run.outputs = _plain(resolved or {})
 
-    _sync_await(pulumi.runtime.stack.run_pulumi_func(body))
+    program.OFFLINE_PLAN = True
+    try:
+        _sync_await(pulumi.runtime.stack.run_pulumi_func(body))
+    finally:
+        program.OFFLINE_PLAN = False
     return run

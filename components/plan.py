@@ -22,8 +22,8 @@ from typing import Any, Sequence, TextIO
 from components.catalog import load_catalog
 from components.cluster import PILLARS
 from components.engine import OfflineRun, Recorded, run_offline
-from components.spec import (ClusterSpec, SpecError, bundled_stacks, default_name, load_stack, parse_spec,
-                             read_stack_file)
+from components.spec import (DEPLOYER_PLACEHOLDER, ClusterSpec, SpecError, bundled_stacks, default_name, load_stack,
+                             needs_deployer_placeholder, parse_spec, read_stack_file)
 
 OFFLINE_NOTE = (
     "offline plan: the real Pulumi program ran under Pulumi's mock engine; no cloud was contacted, "
@@ -53,6 +53,8 @@ class Summary:
     storage_aggregate_mbps: int
     storage_import_path: str | None
     orchestrator: str
+    api_endpoint: str
+    """Who can reach the Kubernetes API (and so deploy the in-cluster layer); '' on Slurm."""
     usd_per_hour: float
     usd_per_day: float
     price_date: str
@@ -83,7 +85,20 @@ def _is_listed(res: Recorded) -> bool:
     return not res.type.startswith("gpu-cluster:")
 
 
-def summarize(stack: str, spec: ClusterSpec, run: OfflineRun) -> Summary:
+def _endpoint(spec: ClusterSpec, placeholder: bool) -> str:
+    o = spec.orchestration
+    if o.kind == "slurm":
+        return ""
+    if o.endpoint == "private":
+        return ("private (VPC only): the in-cluster layer is not deployed by this stack; "
+                "run it from inside the VPC (README, Private clusters)")
+    if placeholder:
+        return (f"public, limited to the placeholder {DEPLOYER_PLACEHOLDER}: the stack sets no "
+                "orchestration.deployer_cidrs, which `pulumi up` requires (your address as a /32)")
+    return f"public, limited to {', '.join(o.deployer_cidrs)} (the deployers) and the VPC"
+
+
+def summarize(stack: str, spec: ClusterSpec, run: OfflineRun, placeholder: bool = False) -> Summary:
     it = load_catalog().get(spec.compute.instance_type)
     per_hour = spec.compute.nodes * it.price.usd_per_hour
     note = "GPU nodes at the on-demand price; storage, control plane and data transfer not included"
@@ -119,6 +134,7 @@ def summarize(stack: str, spec: ClusterSpec, run: OfflineRun) -> Summary:
         storage_aggregate_mbps=int(lustre.size_gib / 1024 * lustre.throughput_mbps_per_tib),
         storage_import_path=lustre.import_path,
         orchestrator=spec.orchestration.kind,
+        api_endpoint=_endpoint(spec, placeholder),
         usd_per_hour=round(per_hour, 2),
         usd_per_day=round(per_hour * 24, 2),
         price_date=it.price.date,
@@ -171,7 +187,7 @@ def render(summary: Summary, run: OfflineRun, out: TextIO) -> None:
         ("storage", f"Lustre {s.storage_size_gib} GiB at {s.storage_throughput_mbps_per_tib} MB/s/TiB "
                     f"(~{s.storage_aggregate_mbps} MB/s aggregate)"
                     + (f", imports {s.storage_import_path}" if s.storage_import_path else "")),
-        ("orchestrator", s.orchestrator),
+        ("orchestrator", s.orchestrator + (f"; API endpoint {s.api_endpoint}" if s.api_endpoint else "")),
         ("cost", f"${s.usd_per_hour:,.2f}/hour, ${s.usd_per_day:,.2f}/day ({s.price_note}; prices of {s.price_date})"),
         ("busbw floor", f"{s.busbw_op} at {_gib(s.busbw_message_bytes)}: warn < {s.busbw_floor_warn_gbps:g} GB/s, "
                         f"fail < {s.busbw_floor_fail_gbps:g} GB/s ({ref})"),
@@ -186,9 +202,9 @@ def render(summary: Summary, run: OfflineRun, out: TextIO) -> None:
 def plan_stack(stack: str) -> tuple[Summary, OfflineRun]:
     """Parse the stack (SpecError on a bad one), run the program offline, summarize."""
     name, raw = read_stack_file(stack)
-    spec = parse_spec(raw, default_name=default_name(name))
+    spec = parse_spec(raw, default_name=default_name(name), deployer_placeholder=True)
     run = run_offline(name, raw)
-    return summarize(name, spec, run), run
+    return summarize(name, spec, run, needs_deployer_placeholder(raw)), run
 
 
 def to_json(summary: Summary, run: OfflineRun) -> dict[str, Any]:
@@ -222,11 +238,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("stack", nargs="?", help="bundled stack name or stack file path")
     ap.add_argument("--all", action="store_true", help="plan every bundled stack")
     ap.add_argument("--json", metavar="PATH", help="write the plan as JSON to PATH ('-' for stdout)")
+    ap.add_argument("--outputs", metavar="PATH",
+                    help="write the stack outputs as `pulumi stack output --json --show-secrets` would ('-' for "
+                         "stdout; one stack only): what `workloads.validate render` reads offline")
     ap.add_argument("--policy", action="store_true",
                     help="check the security policy pack's rules too (exit 3 when a mandatory rule is violated)")
     args = ap.parse_args(argv)
     if bool(args.stack) == bool(args.all):
         ap.error(f"give one STACK or --all (bundled stacks: {', '.join(bundled_stacks())})")
+    if args.outputs and args.all:
+        ap.error("--outputs takes one STACK, not --all")
     stacks = bundled_stacks() if args.all else [args.stack]
     failed: list[str] = []
     blocked: list[str] = []
@@ -241,18 +262,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"gpu-cluster: {stack}: {err.render()}", file=sys.stderr)
             failed.append(stack)
             continue
-        out = sys.stderr if args.json == "-" else sys.stdout
+        out = sys.stderr if "-" in (args.json, args.outputs) else sys.stdout
         render(summary, run, out)
         out.write(f"  {'planned in':<13} {time.perf_counter() - started:.2f} s\n\n")
         documents.append(to_json(summary, run))
         if args.policy:
             from policies import offline as policy  # the plan itself needs no policy code
 
-            violations = policy.check_run(run, load_stack(stack)[1])
+            violations = policy.check_run(run, load_stack(stack, deployer_placeholder=True)[1])
             policy.render(violations, out)
             documents[-1]["policy"] = policy.to_json(violations)
             if any(v.mandatory for v in violations):
                 blocked.append(stack)
+    if args.outputs and documents:
+        text = json.dumps(documents[0]["outputs"], indent=2, default=str)
+        if args.outputs == "-":
+            print(text)
+        else:
+            _write_atomically(args.outputs, text + "\n")
     if args.json and documents:
         payload: Any = documents[0] if len(documents) == 1 else documents
         text = json.dumps(payload, indent=2, sort_keys=False, default=str)

@@ -118,6 +118,10 @@ class ComputeSpec:
     capacity: CapacitySpec
     root_volume_gib: int = 500
     """Root volume per node; container images for training are large."""
+    image: str | None = None
+    """The node image, pinned: EKS an EKS-optimised AL2023 NVIDIA release (``1.33.5-20251120``),
+    PCS an AMI id. Unset: looked up once at the first ``pulumi up`` and then kept (later ups
+    ignore a newer release) until the stack sets one."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,12 +154,27 @@ class StorageSpec:
 class OrchestrationSpec:
     kind: Literal["eks", "gke", "slurm"]
     kubernetes_version: str = "1.33"
-    api_access_cidrs: tuple[str, ...] = ()
-    """CIDRs allowed to reach a public API endpoint; empty keeps the endpoint private."""
+    endpoint: Literal["public", "private"] = "public"
+    """Kubernetes API endpoint. public: reachable only from ``deployer_cidrs`` (and the VPC), so
+    ``pulumi up`` can deploy the in-cluster layer; private: VPC only, and the in-cluster layer
+    is deployed by a program run from inside the VPC."""
+    deployer_cidrs: tuple[str, ...] = ()
+    """Where ``pulumi up`` and ``workloads.validate submit`` run from; the only public ranges
+    the API admits."""
     login_nodes: int = 1
     """Slurm login nodes."""
     partition: str = "gpu"
     """Slurm partition (queue) name for the GPU nodes."""
+
+    @property
+    def api_access_cidrs(self) -> tuple[str, ...]:
+        """The public ranges the API endpoint admits: the deployers', unless it is private."""
+        return self.deployer_cidrs if self.kind != "slurm" and self.endpoint == "public" else ()
+
+    @property
+    def in_cluster(self) -> bool:
+        """Whether ``pulumi up`` of this stack creates the in-cluster layer through the API."""
+        return self.kind != "slurm" and self.endpoint == "public"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -256,8 +275,16 @@ def _short(value: Any) -> str:
 _TOP_KEYS = ("name", "cloud", "region", "zone", "compute", "interconnect", "storage", "orchestration", "network", "tags")
 
 
-def parse_spec(raw: Any, default_name: str = "gpu") -> ClusterSpec:
-    """Check a raw ``gpu-cluster:cluster`` object and return the typed spec, or raise SpecError."""
+# What the offline plan (and only it) puts in place of missing deployer_cidrs: TEST-NET-1
+# (RFC 5737), an address no deployer has, so a plan never passes for a deployable stack.
+DEPLOYER_PLACEHOLDER = "192.0.2.1/32"
+
+
+def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: bool = False) -> ClusterSpec:
+    """Check a raw ``gpu-cluster:cluster`` object and return the typed spec, or raise SpecError.
+
+    ``deployer_placeholder``: the offline plan's mode; a public Kubernetes endpoint without
+    ``deployer_cidrs`` gets :data:`DEPLOYER_PLACEHOLDER` instead of an error."""
     r = _Reader()
     catalog = load_catalog()
     top = r.mapping(raw, "", _TOP_KEYS, required=("cloud", "region", "zone", "compute", "storage", "orchestration"))
@@ -279,7 +306,7 @@ def parse_spec(raw: Any, default_name: str = "gpu") -> ClusterSpec:
         r.bad("zone", f"{zone!r} is not a zone of region {region!r} (allowed: zones such as {example})")
 
     # compute
-    comp = r.mapping(top.get("compute"), "compute", ("instance_type", "nodes", "capacity", "root_volume_gib"),
+    comp = r.mapping(top.get("compute"), "compute", ("instance_type", "nodes", "capacity", "root_volume_gib", "image"),
                      required=("instance_type", "nodes"))
     itype = r.string(comp, "instance_type", "compute")
     instance: InstanceType | None = None
@@ -318,7 +345,8 @@ def parse_spec(raw: Any, default_name: str = "gpu") -> ClusterSpec:
         placement = placement_raw
 
     storage = _parse_storage(r, top.get("storage"), cloud)
-    orch = _parse_orchestration(r, top.get("orchestration"), cloud)
+    orch = _parse_orchestration(r, top.get("orchestration"), cloud, deployer_placeholder)
+    image = _parse_image(r, comp.get("image"), cloud, orch.kind if orch else None)
     net = r.mapping(top.get("network"), "network", ("cidr",))
     cidr = r.string(net, "cidr", "network", default="10.0.0.0/16") or "10.0.0.0/16"
     try:
@@ -339,7 +367,7 @@ def parse_spec(raw: Any, default_name: str = "gpu") -> ClusterSpec:
         cloud=cast(Literal["aws", "gcp"], cloud),
         region=region,
         zone=zone,
-        compute=ComputeSpec(instance_type=itype, nodes=nodes, capacity=capacity, root_volume_gib=root_gib),
+        compute=ComputeSpec(instance_type=itype, nodes=nodes, capacity=capacity, root_volume_gib=root_gib, image=image),
         interconnect=InterconnectSpec(placement=placement),
         storage=storage,
         orchestration=orch,
@@ -427,9 +455,42 @@ def _parse_storage(r: _Reader, raw: Any, cloud: str | None) -> StorageSpec | Non
     )
 
 
-def _parse_orchestration(r: _Reader, raw: Any, cloud: str | None) -> OrchestrationSpec | None:
-    o = r.mapping(raw, "orchestration", ("kind", "kubernetes_version", "api_access_cidrs", "login_nodes", "partition"),
-                  required=("kind",))
+# How a deployer finds the address to put in deployer_cidrs (any "what is my IP" service does).
+MY_ADDRESS_HINT = "your address as seen from the internet, e.g. `curl -s https://checkip.amazonaws.com`, as a /32"
+
+
+# EKS AMI release versions are "<kubernetes major.minor.patch>-<YYYYMMDD>" (the value of the
+# SSM parameter .../recommended/release_version, and of the node group's releaseVersion;
+# EKS user guide, "Retrieve recommended Amazon Linux AMI IDs", read 2026-11).
+_EKS_RELEASE = re.compile(r"^1\.[0-9]{2}\.[0-9]{1,3}-20[0-9]{6}\Z")
+_AMI_ID = re.compile(r"^ami-([0-9a-f]{8}|[0-9a-f]{17})\Z")
+
+
+def _parse_image(r: _Reader, raw: Any, cloud: str | None, kind: str | None) -> str | None:
+    if raw is None:
+        return None
+    if cloud != "aws":
+        r.bad("compute.image", f"only applies to aws for now (on {cloud} the node image follows the GKE release "
+                               "channel or Cluster Director's image)")
+        return None
+    pattern, example = (_EKS_RELEASE, "an EKS AL2023 NVIDIA release such as 1.33.5-20251120") if kind == "eks" \
+        else (_AMI_ID, "an AMI id such as ami-0123456789abcdef0")
+    if not isinstance(raw, str) or not pattern.match(raw):
+        r.bad("compute.image", f"{_short(raw)} is not a node image for {kind} (allowed: {example})")
+        return None
+    return raw
+
+
+def needs_deployer_placeholder(raw: Any) -> bool:
+    """True when the offline plan would substitute :data:`DEPLOYER_PLACEHOLDER` for this object."""
+    orch = raw.get("orchestration") if isinstance(raw, Mapping) else None
+    return (isinstance(orch, Mapping) and orch.get("kind") in ("eks", "gke")
+            and orch.get("endpoint", "public") == "public" and not orch.get("deployer_cidrs"))
+
+
+def _parse_orchestration(r: _Reader, raw: Any, cloud: str | None, placeholder: bool = False) -> OrchestrationSpec | None:
+    o = r.mapping(raw, "orchestration", ("kind", "kubernetes_version", "endpoint", "deployer_cidrs", "api_access_cidrs",
+                                         "login_nodes", "partition"), required=("kind",))
     allowed = ORCHESTRATORS.get(cloud or "", ("eks", "gke", "slurm"))
     kind = r.string(o, "kind", "orchestration", allowed=allowed)
     if kind is None and isinstance(o.get("kind"), str) and o["kind"] in ("eks", "gke", "aks", "slurm"):
@@ -439,22 +500,39 @@ def _parse_orchestration(r: _Reader, raw: Any, cloud: str | None) -> Orchestrati
     if "kubernetes_version" in o and isinstance(o["kubernetes_version"], float):
         r.problems[-1] = ("orchestration.kubernetes_version",
                           f"{o['kubernetes_version']!r} was read as a number; quote it (allowed: \"1.28\" to \"1.39\")")
-    cidrs_raw = o.get("api_access_cidrs", [])
+    if "api_access_cidrs" in o:
+        r.bad("orchestration.api_access_cidrs", "renamed to orchestration.deployer_cidrs (the ranges `pulumi up` "
+                                                "runs from; the API admits no other public range)")
+    endpoint = r.string(o, "endpoint", "orchestration", default="public", allowed=("public", "private")) or "public"
+    cidrs_raw = o.get("deployer_cidrs", [])
     cidrs: list[str] = []
     if not isinstance(cidrs_raw, list):
-        r.bad("orchestration.api_access_cidrs", f"expected a list of CIDR blocks, got {_short(cidrs_raw)}")
+        r.bad("orchestration.deployer_cidrs", f"expected a list of CIDR blocks, got {_short(cidrs_raw)}")
     else:
         for i, c in enumerate(cidrs_raw):
-            path = f"orchestration.api_access_cidrs[{i}]"
+            path = f"orchestration.deployer_cidrs[{i}]"
             try:
                 net = ipaddress.ip_network(str(c))
             except ValueError:
-                r.bad(path, f"{_short(c)} is not a CIDR block (allowed: e.g. 203.0.113.0/24)")
+                r.bad(path, f"{_short(c)} is not a CIDR block (allowed: e.g. {MY_ADDRESS_HINT})")
                 continue
             if net.prefixlen == 0:
-                r.bad(path, f"{c} opens the API to the whole internet (allowed: specific ranges; leave empty for a private endpoint)")
+                r.bad(path, f"{c} opens the API to the whole internet (allowed: specific ranges, e.g. {MY_ADDRESS_HINT})")
+                continue
+            if not net.is_global:
+                r.bad(path, f"{c} is not a global address range (private, shared or documentation), which the public endpoint never sees "
+                            f"(allowed: public ranges, e.g. {MY_ADDRESS_HINT}; for access from inside the VPC "
+                            "set orchestration.endpoint: private)")
                 continue
             cidrs.append(str(net))
+    if kind in ("eks", "gke") and endpoint == "public" and isinstance(cidrs_raw, list) and not cidrs_raw and placeholder:
+        cidrs.append(DEPLOYER_PLACEHOLDER)
+    elif kind in ("eks", "gke") and endpoint == "public" and isinstance(cidrs_raw, list) and not cidrs_raw:
+        r.bad("orchestration.deployer_cidrs",
+              f"required for {kind} with a public endpoint: `pulumi up` deploys the in-cluster layer (device plugins, "
+              f"CSI volume, JobSet controller) through the cluster's API, so it must reach it from where it runs "
+              f"(allowed: {MY_ADDRESS_HINT}; or set orchestration.endpoint: private and deploy that layer from inside "
+              "the VPC, README \"Private clusters\")")
     login = r.integer(o, "login_nodes", "orchestration", 1, 0, 8)
     partition = r.string(o, "partition", "orchestration", default="gpu", pattern=re.compile(r"^[a-z][a-z0-9]{0,9}\Z"),
                          hint="1-10 lower-case letters and digits") or "gpu"
@@ -462,10 +540,15 @@ def _parse_orchestration(r: _Reader, raw: Any, cloud: str | None) -> Orchestrati
         for key in ("login_nodes", "partition"):
             if key in o:
                 r.bad(f"orchestration.{key}", f"only applies to slurm (kind is {kind})")
+    else:
+        for key in ("endpoint", "deployer_cidrs"):
+            if key in o:
+                r.bad(f"orchestration.{key}", "only applies to eks and gke (kind is slurm)")
     if kind is None or login is None:
         return None
     return OrchestrationSpec(kind=cast(Literal["eks", "gke", "slurm"], kind), kubernetes_version=version,
-                             api_access_cidrs=tuple(cidrs), login_nodes=login, partition=partition)
+                             endpoint=cast(Literal["public", "private"], endpoint), deployer_cidrs=tuple(cidrs),
+                             login_nodes=login, partition=partition)
 
 
 def _parse_tags(r: _Reader, raw: Any, cloud: str | None) -> dict[str, str]:
@@ -532,9 +615,9 @@ def read_stack_file(stack: str) -> tuple[str, Any]:
     return stack_name(path), doc["config"][CONFIG_KEY]
 
 
-def load_stack(stack: str) -> tuple[str, ClusterSpec]:
+def load_stack(stack: str, *, deployer_placeholder: bool = False) -> tuple[str, ClusterSpec]:
     name, raw = read_stack_file(stack)
-    return name, parse_spec(raw, default_name=default_name(name))
+    return name, parse_spec(raw, default_name=default_name(name), deployer_placeholder=deployer_placeholder)
 
 
 def default_name(stack: str) -> str:

@@ -236,6 +236,14 @@ def _is_open(cidr: str) -> bool:
         return False
 
 
+def _is_global(cidr: str) -> bool:
+    """A range on the public internet (not private, shared, documentation or loopback)."""
+    try:
+        return ipaddress.ip_network(cidr.strip(), strict=False).is_global
+    except ValueError:
+        return True  # unreadable: treat as public, so it is reported
+
+
 def _walk_strings(value: Any) -> Iterator[str]:
     if isinstance(value, str):
         yield value
@@ -457,11 +465,11 @@ def check_eks_endpoint(resource_type: str, props: Props, protect: bool, ctx: Rul
                         "vpcConfig.endpointPublicAccess false or list publicAccessCidrs")
     if ctx.api_access_cidrs is not None:
         if not ctx.api_access_cidrs:
-            problems.append("the API endpoint is public but the config lists no api_access_cidrs (private only)")
+            problems.append("the API endpoint is public but the config lists no deployer_cidrs (private only)")
         else:
             extra = [c for c in cidrs if c not in ctx.api_access_cidrs and not _is_open(c)]
             if extra:
-                problems.append(f"publicAccessCidrs {extra} are not among the config's api_access_cidrs "
+                problems.append(f"publicAccessCidrs {extra} are not among the config's deployer_cidrs "
                                 f"{list(ctx.api_access_cidrs)}")
     return problems
 
@@ -520,9 +528,11 @@ def check_gke_control_plane(resource_type: str, props: Props, protect: bool, ctx
     if _is_true(man.get("gcpPublicCidrsAccessEnabled")):
         problems.append("masterAuthorizedNetworksConfig.gcpPublicCidrsAccessEnabled admits every Google Cloud address")
     if ctx.api_access_cidrs is not None:
-        extra = [c for c in cidrs if c not in ctx.api_access_cidrs and not _is_open(c)]
+        # The cluster's own (private) range is authorised too, for runners inside the VPC; only
+        # public ranges beyond the deployers' widen who can reach the API.
+        extra = [c for c in cidrs if c not in ctx.api_access_cidrs and not _is_open(c) and _is_global(c)]
         if extra:
-            problems.append(f"authorized networks {extra} are not among the config's api_access_cidrs "
+            problems.append(f"authorized networks {extra} are not among the config's deployer_cidrs "
                             f"{list(ctx.api_access_cidrs)}")
     return problems
 

@@ -21,13 +21,12 @@ from components.aws.common import cluster_tags, second_zone
 from components.aws.compute import Compute, ComputeArgs
 from components.aws.interconnect import Interconnect, InterconnectArgs
 from components.aws.network import Network, NetworkArgs
-from components.aws.orchestration_eks import EFA_HUGEPAGES_2MI, EFA_POD_CPU, FSX_VOLUME, EksArgs
+from components.aws.orchestration_eks import FSX_VOLUME, JOB_NAMESPACE, EksArgs
 from components.aws.orchestration_eks import Orchestration as EksOrchestration
 from components.aws.orchestration_pcs import Orchestration as PcsOrchestration
 from components.aws.orchestration_pcs import PcsArgs, lustre_user_data
 from components.aws.storage import Storage, StorageArgs
 from components.spec import ClusterSpec
-from workloads.launch import validation as vjob
 
 
 def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[str, Any]:
@@ -67,27 +66,12 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
         kubernetes_version=spec.orchestration.kubernetes_version, root_volume_gib=spec.compute.root_volume_gib,
         nics=interconnect.nics, security_group_ids=[interconnect.security_group_id],
         placement_group_name=interconnect.placement_group_name, user_data=user_data, tags=tags,
+        image=spec.compute.image,
     ), child)
 
-    job = vjob.stack_job(cluster_name=spec.name, mount_point=lustre.mount_point, nodes=spec.compute.nodes,
-                         instance_type=spec.compute.instance_type,
-                         partition=spec.orchestration.partition if kind == "slurm" else None,
-                         # In a container the image's interpreter runs the package from Lustre.
-                         python="python3" if kind == "eks" else None)
     access: dict[str, Any]
-    validation: dict[str, Any]
+    scheduler: dict[str, Any]
     if kind == "eks":
-        efa = instance.network.efa_interfaces
-        image = vjob.validation_image()
-        jobset_spec = vjob.jobset_spec(
-            job, image=image, wait_for_path=vjob.package_path(lustre.mount_point, image),
-            lustre_pvc=FSX_VOLUME, lustre_mount=lustre.mount_point,
-            efa_per_node=efa, gpu_vendor=instance.accelerator.vendor,
-            hugepages_2mi=EFA_HUGEPAGES_2MI if efa else None, cpu=EFA_POD_CPU if efa else None,
-            node_selector={"node.kubernetes.io/instance-type": spec.compute.instance_type},
-            tolerate_taints=("nvidia.com/gpu",),
-        )
-        validation = vjob.jobset_output(job, jobset_spec)
         assert compute.release_version is not None
         eks = EksOrchestration(f"{name}-orchestration", EksArgs(
             region=spec.region, kubernetes_version=spec.orchestration.kubernetes_version,
@@ -99,10 +83,16 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
             instance_type=spec.compute.instance_type, nodes=spec.compute.nodes, capacity=spec.compute.capacity,
             file_system_id=storage.file_system_id, dns_name=storage.mount["dns_name"],
             mount_name=storage.mount["mount_name"], size_gib=lustre.size_gib, tags=tags,
-            validation=jobset_spec,
+            in_cluster=spec.orchestration.in_cluster, image_pinned=spec.compute.image is not None,
         ), child)
-        access = {"api_endpoint": eks.api_endpoint, "kubeconfig_command": eks.kubeconfig_command}
-        node_list_source = f"k8s:node.kubernetes.io/instance-type={spec.compute.instance_type}"
+        access = {"api_endpoint": eks.api_endpoint, "kubeconfig_command": eks.kubeconfig_command,
+                  "kubeconfig": pulumi.Output.secret(eks.kubeconfig)}
+        scheduler = {
+            "kind": "kubernetes", "namespace": JOB_NAMESPACE, "lustre_claim": FSX_VOLUME,
+            "node_selector": {"node.kubernetes.io/instance-type": spec.compute.instance_type},
+            # The node group sets no taint (its nodes are all GPU nodes), so nothing to tolerate.
+            "tolerations": [],
+        }
     else:
         assert compute.image_id is not None and user_data is not None
         slurm = PcsOrchestration(f"{name}-orchestration", PcsArgs(
@@ -112,16 +102,17 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
             instance_profile_arn=compute.instance_profile_arn, image_id=compute.image_id, user_data=user_data,
             instance_type=spec.compute.instance_type, nodes=spec.compute.nodes, capacity=spec.compute.capacity,
             login_nodes=spec.orchestration.login_nodes, partition=spec.orchestration.partition, tags=tags,
+            image_pinned=spec.compute.image is not None,
         ), child)
         access = {"cluster_id": slurm.cluster_id, "login": slurm.login, "ssh_command": slurm.ssh_command}
-        node_list_source = f"slurm:partition={spec.orchestration.partition}"
-        validation = vjob.sbatch_output(job)
+        scheduler = {"kind": "slurm", "partition": spec.orchestration.partition}
 
     return {
         "cloud": "aws",
         "region": spec.region,
         "zone": spec.zone,
         "orchestrator": kind,
+        "cluster_name": spec.name,
         "instance_type": spec.compute.instance_type,
         "nodes": spec.compute.nodes,
         "gpus_per_node": instance.accelerator.count,
@@ -134,6 +125,5 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
         "mount": storage.mount,
         "bucket": storage.bucket_name,
         "access": access,
-        "node_list_source": node_list_source,
-        "validation": validation,
+        "scheduler": scheduler,
     }

@@ -4,7 +4,10 @@ The node group itself belongs to the orchestrator (an EKS managed node group or 
 compute node group); both take this launch template, this instance profile and this image,
 so every node of a stack boots the same way.
 
-Image, looked up at deploy time rather than pinned:
+Image: ``compute.image`` pins it. Unset, it is looked up at the first ``pulumi up`` and then
+kept: the node group (EKS) and the compute node groups (PCS) ignore later changes of the
+looked-up value, so a routine ``pulumi up`` (a scale-up, a tag) never rolls every GPU node onto
+an image nobody chose. Moving to a new image is a change of ``compute.image``.
 
 * EKS: the node group runs the EKS-optimised Amazon Linux 2023 NVIDIA image
   (``ami_type`` ``AL2023_x86_64_NVIDIA``, which carries the NVIDIA driver, the EFA driver
@@ -88,6 +91,9 @@ class ComputeArgs:
     """How the GPU capacity is bought (on-demand, reservation, capacity block, spot)."""
     kubernetes_version: str = "1.33"
     """EKS only: the version whose recommended NVIDIA image release is looked up."""
+    image: str | None = None
+    """Pinned node image (spec.compute.image): EKS release version or PCS AMI id; None looks
+    it up."""
     root_volume_gib: int = 500
     """Encrypted gp3 root volume per node."""
     nics: Sequence[Nic]
@@ -228,6 +234,10 @@ class Compute(pulumi.ComponentResource):
     def _lookup_image(self) -> None:
         args = self._args
         invoke = pulumi.InvokeOutputOptions(parent=self)
+        if args.image is not None:
+            pinned = pulumi.Output.from_input(args.image)
+            self.release_version, self.image_id = (pinned, None) if args.orchestrator == "eks" else (None, pinned)
+            return
         if args.orchestrator == "eks":
             self.release_version = aws.ssm.get_parameter_output(
                 name=eks_release_parameter(args.kubernetes_version), opts=invoke,

@@ -7,10 +7,10 @@
   count (min = desired = max: a training job spans every node, autoscaling only breaks it);
 * in the cluster: NVIDIA and EFA device plugins (the nodes' GPUs and EFA interfaces become
   schedulable resources), the FSx CSI driver with a static volume for the file system, and
-  the JobSet controller;
-* the validation JobSet (``workloads.launch.validation``), created once the nodes, the
-  JobSet controller and the Lustre claim exist: the first job a new cluster runs is the one
-  that says whether it is healthy.
+  the JobSet controller. The validation job is not a resource: ``python -m workloads.validate
+  submit STACK`` runs it from the stack's outputs, as often as needed. With
+  ``orchestration.endpoint: private`` none of the in-cluster layer is created here: it is
+  deployed from inside the VPC (README, "Private clusters").
 
 The control plane joins the EFA security group. Nodes launched from a template that sets
 its own interfaces get only the groups named there, not EKS's cluster group; the group's
@@ -32,9 +32,6 @@ from components.aws.common import assume_role_policy, managed_policy_arn
 from components.aws.compute import EKS_AMI_TYPE
 from components.k8s.addons import jobset
 from components.spec import CapacitySpec
-from workloads.launch.jobset import API_VERSION as JOBSET_API_VERSION
-from workloads.launch.jobset import JobSetSpec
-from workloads.launch.jobset import render as render_jobset
 
 NVIDIA_PLUGIN_REPO = "https://nvidia.github.io/k8s-device-plugin"
 NVIDIA_PLUGIN_VERSION = "0.17.1"
@@ -42,12 +39,8 @@ EKS_CHARTS_REPO = "https://aws.github.io/eks-charts"
 EFA_PLUGIN_VERSION = "v0.5.20"
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 FSX_VOLUME = "fsx-lustre"
-# libfabric's EFA provider allocates its buffers from 2 MiB huge pages; the pod must ask for
-# them (EKS user guide, "Run machine learning training on Amazon EKS with Elastic Fabric
-# Adapter", the example pod's resources). Kubernetes wants a CPU or memory request with them:
-# a CPU request sets no limit, so the validation ranks are never throttled or OOM-killed by it.
-EFA_HUGEPAGES_2MI = "5120Mi"
-EFA_POD_CPU = "8"
+# The claim's namespace, where jobs that mount the file system run (a claim is namespaced).
+JOB_NAMESPACE = "default"
 
 CAPACITY_TYPES = {
     "on-demand": "ON_DEMAND",
@@ -64,7 +57,7 @@ class EksArgs:
     kubernetes_version: str
     """Control plane and node version (spec.orchestration.kubernetes_version)."""
     api_access_cidrs: Sequence[str]
-    """Public endpoint CIDRs; empty keeps the API private to the VPC."""
+    """Public endpoint CIDRs (the deployers'); empty keeps the API private to the VPC."""
     control_plane_subnet_ids: Sequence[pulumi.Input[str]]
     """Subnets in two zones for the control plane's ENIs."""
     node_subnet_id: pulumi.Input[str]
@@ -86,9 +79,11 @@ class EksArgs:
     """File system size; the persistent volume's declared capacity."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Merged into every AWS resource."""
-    validation: JobSetSpec | None = None
-    """The validation JobSet to create once the nodes are up (its Lustre claim must be
-    ``FSX_VOLUME``); None creates none."""
+    image_pinned: bool = False
+    """``release_version`` is the stack's own pin; else a looked-up value, kept once created."""
+    in_cluster: bool = True
+    """Create the in-cluster layer (device plugins, Lustre volume, JobSet controller) through
+    the API; False for a private endpoint, whose layer is deployed from inside the VPC."""
 
 
 def kubeconfig(cluster_name: pulumi.Input[str], endpoint: pulumi.Input[str], ca_data: pulumi.Input[str],
@@ -117,6 +112,7 @@ class Orchestration(pulumi.ComponentResource):
     cluster_name: pulumi.Output[str]
     api_endpoint: pulumi.Output[str]
     kubeconfig_command: pulumi.Output[str]
+    kubeconfig: pulumi.Output[str]
 
     def __init__(self, name: str, args: EksArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-cluster:aws:Orchestration", name, None, opts)
@@ -124,15 +120,19 @@ class Orchestration(pulumi.ComponentResource):
         self._args = args
         self.cluster = self._create_control_plane()
         self.node_group = self._create_node_group()
-        self.provider = k8s.Provider(
-            f"{name}-k8s",
-            kubeconfig=kubeconfig(self.cluster.name, self.cluster.endpoint,
-                                  self.cluster.certificate_authority.data, args.region),
-            # Add-ons wait for the nodes: the device plugins' and the CSI node pods have
-            # nowhere to run before, and the charts' readiness waits would time out.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.node_group]),
-        )
-        self._create_addons()
+        self.kubeconfig = kubeconfig(self.cluster.name, self.cluster.endpoint,
+                                     self.cluster.certificate_authority.data, args.region)
+        # The managed add-on is an AWS resource, created through the AWS API either way.
+        csi = self._create_fsx_csi()
+        if args.in_cluster:
+            self.provider = k8s.Provider(
+                f"{name}-k8s",
+                kubeconfig=self.kubeconfig,
+                # Add-ons wait for the nodes: the device plugins' and the CSI node pods have
+                # nowhere to run before, and the charts' readiness waits would time out.
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.node_group]),
+            )
+            self._create_addons(csi)
 
         self.cluster_name = self.cluster.name
         self.api_endpoint = self.cluster.endpoint
@@ -140,6 +140,7 @@ class Orchestration(pulumi.ComponentResource):
             "aws eks update-kubeconfig --region {0} --name {1}", args.region, self.cluster.name)
         self.register_outputs({
             "cluster_name": self.cluster_name,
+            "kubeconfig": pulumi.Output.secret(self.kubeconfig),
             "api_endpoint": self.api_endpoint,
             "kubeconfig_command": self.kubeconfig_command,
         })
@@ -218,10 +219,27 @@ class Orchestration(pulumi.ComponentResource):
             # override); no NFD runs here, so the node group sets the label itself.
             labels={"gpu-cluster/role": "gpu", "nvidia.com/gpu.present": "true"},
             tags=dict(args.tags),
-            opts=pulumi.ResourceOptions(parent=self),
+            # A looked-up release is kept once the group exists: a later `pulumi up` must not
+            # roll every GPU node because AWS published a newer image (compute.image moves it).
+            opts=pulumi.ResourceOptions(parent=self,
+                                        ignore_changes=[] if args.image_pinned else ["releaseVersion"]),
         )
 
-    def _create_addons(self) -> None:
+    def _create_fsx_csi(self) -> aws.eks.Addon:
+        # The managed add-on rather than the chart: EKS keeps it compatible with the control
+        # plane version. A static volume needs no AWS permissions (the node plugin only mounts),
+        # so the controller gets no IAM role.
+        return aws.eks.Addon(
+            f"{self._name}-fsx-csi",
+            cluster_name=self.cluster.name,
+            addon_name="aws-fsx-csi-driver",
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            tags=dict(self._args.tags),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.node_group]),
+        )
+
+    def _create_addons(self, csi: aws.eks.Addon) -> None:
         name, args = self._name, self._args
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=self.provider)
         k8s.helm.v4.Chart(
@@ -244,18 +262,6 @@ class Orchestration(pulumi.ComponentResource):
                                                 "values": [args.instance_type]}},
             opts=k8s_opts,
         )
-        # The managed add-on rather than the chart: EKS keeps it compatible with the control
-        # plane version. A static volume needs no AWS permissions (the node plugin only mounts),
-        # so the controller gets no IAM role.
-        csi = aws.eks.Addon(
-            f"{name}-fsx-csi",
-            cluster_name=self.cluster.name,
-            addon_name="aws-fsx-csi-driver",
-            resolve_conflicts_on_create="OVERWRITE",
-            resolve_conflicts_on_update="OVERWRITE",
-            tags=dict(args.tags),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.node_group]),
-        )
         storage = f"{args.size_gib}Gi"
         volume = k8s.core.v1.PersistentVolume(
             f"{name}-fsx-pv",
@@ -277,9 +283,9 @@ class Orchestration(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[csi])),
         )
-        claim = k8s.core.v1.PersistentVolumeClaim(
+        k8s.core.v1.PersistentVolumeClaim(
             f"{name}-fsx-pvc",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=FSX_VOLUME, namespace="default"),
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=FSX_VOLUME, namespace=JOB_NAMESPACE),
             spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
                 access_modes=["ReadWriteMany"],
                 storage_class_name="",
@@ -288,24 +294,4 @@ class Orchestration(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[volume])),
         )
-        controller = jobset(f"{name}-jobset", k8s_opts)
-        if args.validation is not None:
-            self._create_validation(args.validation, [self.node_group, controller, claim], k8s_opts)
-
-    def _create_validation(self, spec: JobSetSpec, after: list[pulumi.Resource],
-                           k8s_opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
-        if spec.lustre_pvc != FSX_VOLUME:
-            raise ValueError(f"validation JobSet mounts claim {spec.lustre_pvc!r}; the cluster's is {FSX_VOLUME!r}")
-        manifest = render_jobset(spec)
-        # Rendered at plan time from the spec and the catalog: no Output reaches the manifest.
-        return k8s.apiextensions.CustomResource(
-            f"{self._name}-validation",
-            api_version=JOBSET_API_VERSION,
-            kind="JobSet",
-            metadata=k8s.meta.v1.ObjectMetaArgs(**manifest["metadata"]),
-            spec=manifest["spec"],
-            opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(
-                depends_on=after,
-                # A JobSet's spec is immutable: a changed one is a new run, not an update.
-                replace_on_changes=["spec"], delete_before_replace=True)),
-        )
+        jobset(f"{name}-jobset", k8s_opts)

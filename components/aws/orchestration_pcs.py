@@ -99,6 +99,8 @@ class PcsArgs:
     instance_profile_arn: pulumi.Input[str]
     image_id: pulumi.Input[str]
     """The PCS image every node group launches (Compute.image_id)."""
+    image_pinned: bool = False
+    """``image_id`` is the stack's own pin; else a looked-up value, kept once created."""
     user_data: pulumi.Input[str]
     """The Lustre mount (``lustre_user_data``), also given to the login template."""
     instance_type: str
@@ -131,7 +133,9 @@ class Orchestration(pulumi.ComponentResource):
             tags=dict(args.tags),
             # Fixed names (Slurm names the nodes after the group): a replacement must free
             # the name first. The nodes are replaced either way.
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            # A looked-up image is kept once the group exists (compute.image moves it).
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True,
+                                        ignore_changes=[] if args.image_pinned else ["amiId"]),
         )
         self.cluster_id = self.cluster.aws_id
         self.login_group = self._create_login() if args.login_nodes > 0 else None
@@ -153,7 +157,9 @@ class Orchestration(pulumi.ComponentResource):
             tags=dict(args.tags),
             # The queue's name is the Slurm partition jobs are submitted to, so it is fixed;
             # a replacement must free the name before it can take it.
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            # A looked-up image is kept once the group exists (compute.image moves it).
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True,
+                                        ignore_changes=[] if args.image_pinned else ["amiId"]),
         )
 
         if self.login_group is not None:
@@ -220,6 +226,8 @@ class Orchestration(pulumi.ComponentResource):
             tags=dict(args.tags),
             # Fixed names (Slurm names the nodes after the group): a replacement must free
             # the name first. The nodes are replaced either way.
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            # A looked-up image is kept once the group exists (compute.image moves it).
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True,
+                                        ignore_changes=[] if args.image_pinned else ["amiId"]),
         )
 

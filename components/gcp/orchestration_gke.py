@@ -1,18 +1,25 @@
 """Orchestration (GKE): a private, zonal GKE cluster with multi-networking, and the in-cluster
 parts GPU training needs: GKE Network objects for each GPU NIC, the fabric's NCCL plugin
-installer, a PersistentVolume for Managed Lustre, the JobSet controller, and (once the node
-pool exists, ``create_validation``) the validation JobSet.
+installer, a PersistentVolume for Managed Lustre and the JobSet controller. The validation job
+is no resource: ``python -m workloads.validate submit STACK`` runs it from the outputs.
 
-Security defaults follow the checks FACTS.md names: private nodes and, unless
-``api_access_cidrs`` is given, a private endpoint (CKV_GCP_25/18/64); shielded nodes (CKV_GCP_71);
+The in-cluster part goes through the cluster's API, so the machine that runs ``pulumi up``
+must reach it: the endpoint is public but authorised only for ``orchestration.deployer_cidrs``
+and the cluster's own range, as cluster-toolkit's GKE blueprints do (``gke-cluster`` module,
+``master_authorized_networks`` with the deployer's address). With ``orchestration.endpoint:
+private`` the endpoint is private and the in-cluster part is left to a program run from
+inside the VPC (README, "Private clusters").
+
+Security defaults follow the checks FACTS.md names: private nodes, an endpoint restricted to
+authorised networks (CKV_GCP_25/18/64, with CKV_GCP_18 deliberately relaxed to public-with-
+authorised-networks so the deployer can reach it); shielded nodes (CKV_GCP_71);
 Workload Identity (CKV_GCP_69). Dataplane V2 (ADVANCED_DATAPATH) is what multi-networking needs
 (cloud.google.com/kubernetes-engine/docs/how-to/setup-multinetwork-support-for-pods) and it
 enforces NetworkPolicy itself, so the legacy Calico ``network_policy`` block is left unset
 (GKE refuses both together).
 
 The Kubernetes provider is built from the cluster's endpoint and CA with ``Output.format``; no
-resource is created inside an ``apply``. With a private endpoint, ``pulumi up`` must run from
-inside the VPC (or through a bastion) for the in-cluster part.
+resource is created inside an ``apply``.
 """
 
 from __future__ import annotations
@@ -29,11 +36,10 @@ from components.gcp.interconnect import NicNetwork
 from components.k8s.addons import jobset
 from components.k8s.gke import NodeNetwork, gke_networks, lustre_volume, nccl_installer
 from components.spec import ClusterSpec
-from workloads.launch.jobset import API_VERSION as JOBSET_API_VERSION
-from workloads.launch.jobset import JobSetSpec
-from workloads.launch.jobset import render as render_jobset
 
 RELEASE_CHANNEL = "REGULAR"
+# The claim's namespace, where jobs that mount the file system run (a claim is namespaced).
+JOB_NAMESPACE = "default"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,8 +74,7 @@ class GkeOrchestration(pulumi.ComponentResource):
     cluster: gcp.container.Cluster
     provider: k8s.Provider
     private_endpoint: bool
-    jobset_controller: pulumi.Resource
-    lustre_claim: k8s.core.v1.PersistentVolumeClaim
+    kubeconfig: pulumi.Output[str]
     lustre_claim_name: str
 
     def __init__(self, name: str, args: GkeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -77,10 +82,10 @@ class GkeOrchestration(pulumi.ComponentResource):
         self._name = name
         spec = args.spec
         o = spec.orchestration
-        self.private_endpoint = not o.api_access_cidrs
-        # With a private endpoint, the VPC's own range may reach the API (runners, bastions);
-        # otherwise exactly the CIDRs the stack lists.
-        cidrs = list(o.api_access_cidrs) or [args.plan.cluster]
+        self.private_endpoint = o.endpoint == "private"
+        # The cluster's own range always (runners, bastions, the private program); the
+        # deployers' ranges when the endpoint is public.
+        cidrs = [*o.api_access_cidrs, args.plan.cluster]
         self.cluster = gcp.container.Cluster(
             f"{name}-gke",
             name=spec.name,
@@ -120,12 +125,16 @@ class GkeOrchestration(pulumi.ComponentResource):
             deletion_protection=True,
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.provider = k8s.Provider(
-            f"{name}-k8s",
-            kubeconfig=self._kubeconfig(spec),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self._create_addons(name, args)
+        self.kubeconfig = self._kubeconfig(spec)
+        # lustre_volume names its claim "<name>-lustre"; jobs mount it by that name.
+        self.lustre_claim_name = f"{name}-lustre"
+        if o.in_cluster:
+            self.provider = k8s.Provider(
+                f"{name}-k8s",
+                kubeconfig=self.kubeconfig,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            self._create_addons(name, args)
         self.register_outputs({
             "cluster": self.cluster.name,
             "endpoint": self.cluster.endpoint,
@@ -153,9 +162,7 @@ class GkeOrchestration(pulumi.ComponentResource):
             for n in args.nics
         ], lab, k8s_opts)
         nccl_installer(name, spec.instance.network.fabric, GKE_ACCELERATOR[spec.compute.instance_type], lab, k8s_opts)
-        # lustre_volume names its claim "<name>-lustre"; the JobSet mounts it by that name.
-        self.lustre_claim_name = f"{name}-lustre"
-        self.lustre_claim = lustre_volume(
+        lustre_volume(
             name,
             volume_handle=pulumi.Output.format("{0}/{1}/{2}", args.project, spec.zone, args.lustre_instance_id),
             ip=pulumi.Output.from_input(args.lustre_mount_point).apply(lambda m: (m or "").split("@")[0]),
@@ -164,22 +171,4 @@ class GkeOrchestration(pulumi.ComponentResource):
             labels=lab,
             opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[args.lustre])),
         )
-        self.jobset_controller = jobset(f"{name}-jobset", k8s_opts)
-
-    def create_validation(self, spec: JobSetSpec, nodes: pulumi.Resource) -> k8s.apiextensions.CustomResource:
-        """The validation JobSet, once ``nodes`` (the GPU node pool, built after this
-        component), the JobSet controller and the Lustre claim exist."""
-        manifest = render_jobset(spec)
-        # Rendered at plan time from the spec and the catalog: no Output reaches the manifest.
-        return k8s.apiextensions.CustomResource(
-            f"{self._name}-validation",
-            api_version=JOBSET_API_VERSION,
-            kind="JobSet",
-            metadata=k8s.meta.v1.ObjectMetaArgs(**manifest["metadata"]),
-            spec=manifest["spec"],
-            opts=pulumi.ResourceOptions(
-                parent=self, provider=self.provider,
-                depends_on=[nodes, self.jobset_controller, self.lustre_claim],
-                # A JobSet's spec is immutable: a changed one is a new run, not an update.
-                replace_on_changes=["spec"], delete_before_replace=True),
-        )
+        jobset(f"{name}-jobset", k8s_opts)

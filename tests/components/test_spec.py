@@ -11,9 +11,11 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from components.spec import SpecError, bundled_stacks, load_stack, parse_spec
+from components.spec import DEPLOYER_PLACEHOLDER, SpecError, bundled_stacks, load_stack, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
+# A global address: the spec refuses private and documentation ranges for the deployer.
+DEPLOYER = "203.0.114.7/32"
 
 
 def aws_base() -> dict[str, Any]:
@@ -24,7 +26,7 @@ def aws_base() -> dict[str, Any]:
         "zone": "us-east-1a",
         "compute": {"instance_type": "p5.48xlarge", "nodes": 2, "capacity": {"type": "on-demand"}},
         "storage": {"lustre": {"size_gib": 2400, "throughput_mbps_per_tib": 250, "import_path": "s3://b/p"}},
-        "orchestration": {"kind": "eks"},
+        "orchestration": {"kind": "eks", "deployer_cidrs": [DEPLOYER]},
         "tags": {"team": "x"},
     }
 
@@ -36,7 +38,7 @@ def gcp_base() -> dict[str, Any]:
         "zone": "us-central1-a",
         "compute": {"instance_type": "a3-megagpu-8g", "nodes": 2},
         "storage": {"lustre": {"size_gib": 36000, "throughput_mbps_per_tib": 250}},
-        "orchestration": {"kind": "gke"},
+        "orchestration": {"kind": "gke", "deployer_cidrs": [DEPLOYER]},
     }
 
 
@@ -52,10 +54,63 @@ def paths(obj: Any) -> list[str]:
 
 @pytest.mark.parametrize("stack", bundled_stacks())
 def test_every_bundled_stack_parses(stack: str) -> None:
-    name, spec = load_stack(stack)
+    """Offline (with the plan's placeholder) every bundled stack parses; for `pulumi up` the
+    Kubernetes ones need the deployer's address, which no bundled stack can know."""
+    name, spec = load_stack(stack, deployer_placeholder=True)
     assert name == stack
     assert spec.compute.nodes >= 1
     assert spec.instance.cloud == spec.cloud
+    if spec.orchestration.kind == "slurm":
+        assert load_stack(stack)[1] == spec
+        return
+    assert spec.orchestration.deployer_cidrs == (DEPLOYER_PLACEHOLDER,)
+    with pytest.raises(SpecError) as info:
+        load_stack(stack)
+    (path, reason), = info.value.problems
+    assert path == "orchestration.deployer_cidrs" and "required" in reason and "checkip" in reason
+
+
+def test_bundled_stacks_carry_no_documentation_range() -> None:
+    for stack in bundled_stacks():
+        text = (ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text()
+        for doc_range in ("192.0.2.", "198.51.100.", "203.0.113."):
+            assert doc_range not in text, f"{stack} carries a documentation range"
+
+
+@pytest.mark.parametrize("cidr,word", [
+    ("203.0.113.0/24", "not a global address"),
+    ("10.0.0.0/8", "not a global address"),
+    ("192.0.2.1/32", "not a global address"),
+    ("0.0.0.0/0", "whole internet"),
+    ("300.1.1.1/8", "not a CIDR"),
+])
+def test_deployer_cidrs_must_be_reachable_public_ranges(cidr: str, word: str) -> None:
+    obj = aws_base()
+    obj["orchestration"]["deployer_cidrs"] = [cidr]
+    found = problems(obj)
+    assert any(p == "orchestration.deployer_cidrs[0]" and word in r for p, r in found), found
+
+
+def test_private_endpoint_needs_no_deployer_and_creates_no_in_cluster_layer() -> None:
+    obj = aws_base()
+    obj["orchestration"] = {"kind": "eks", "endpoint": "private"}
+    o = parse_spec(obj).orchestration
+    assert (o.endpoint, o.api_access_cidrs, o.in_cluster) == ("private", (), False)
+    obj["orchestration"] = {"kind": "eks", "endpoint": "secret"}
+    assert "orchestration.endpoint" in paths(obj)
+
+
+def test_old_api_access_cidrs_key_says_what_replaced_it() -> None:
+    obj = aws_base()
+    obj["orchestration"]["api_access_cidrs"] = [DEPLOYER]
+    found = dict(problems(obj))
+    assert "deployer_cidrs" in found["orchestration.api_access_cidrs"]
+
+
+def test_slurm_takes_no_endpoint_settings() -> None:
+    obj = aws_base()
+    obj["orchestration"] = {"kind": "slurm", "endpoint": "public", "deployer_cidrs": [DEPLOYER]}
+    assert {"orchestration.endpoint", "orchestration.deployer_cidrs"} <= set(paths(obj))
 
 
 def test_valid_spec_is_typed_and_frozen() -> None:
@@ -113,8 +168,9 @@ MISTAKES: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
                                          o["storage"]["lustre"].update(export_path="s3://b/out")), "storage.lustre.export_path", "import path"),
     ("orchestrator of another cloud", _set("orchestration.kind", "gke"), "orchestration.kind", "does not run on aws"),
     ("kubernetes version as number", _set("orchestration.kubernetes_version", 1.30), "orchestration.kubernetes_version", "quote"),
-    ("api open to the world", _set("orchestration.api_access_cidrs", ["0.0.0.0/0"]), "orchestration.api_access_cidrs[0]", "whole internet"),
-    ("bad cidr", _set("orchestration.api_access_cidrs", ["300.1.1.1/8"]), "orchestration.api_access_cidrs[0]", "not a CIDR"),
+    ("api open to the world", _set("orchestration.deployer_cidrs", ["0.0.0.0/0"]), "orchestration.deployer_cidrs[0]", "whole internet"),
+    ("bad cidr", _set("orchestration.deployer_cidrs", ["300.1.1.1/8"]), "orchestration.deployer_cidrs[0]", "not a CIDR"),
+    ("no deployer", _set("orchestration.deployer_cidrs", []), "orchestration.deployer_cidrs", "required"),
     ("slurm key on eks", _set("orchestration.partition", "gpu"), "orchestration.partition", "only applies to slurm"),
     ("public vpc range", _set("network.cidr", "8.8.0.0/16"), "network.cidr", "private"),
     ("misspelt key", _set("compute.instance_typ", "p5.48xlarge"), "compute.instance_typ", "unknown key"),

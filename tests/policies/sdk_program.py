@@ -21,7 +21,8 @@ from components.engine import OfflineRun, _RecordingMonitor, _StrictMocks
 
 KMS_KEY = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 OTHER_KEY = "arn:aws:kms:us-east-1:111122223333:key/ffffffff-12ab-34cd-56ef-1234567890ab"
-API_CIDR = "203.0.113.0/24"
+# A global range: private and documentation ranges are never a public endpoint's audience.
+API_CIDR = "203.0.114.0/24"
 
 
 @dataclass

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from components import plan
 from components.engine import OfflineRun, Recorded, run_offline
@@ -30,7 +31,7 @@ def bundled_run(stack: str) -> OfflineRun:
 
 @pytest.mark.parametrize("stack", bundled_stacks())
 def test_bundled_stack_has_no_mandatory_violation(stack: str) -> None:
-    violations = offline.check_run(bundled_run(stack), load_stack(stack)[1])
+    violations = offline.check_run(bundled_run(stack), load_stack(stack, deployer_placeholder=True)[1])
     mandatory = [f"{v.rule} {v.resource_type} {v.resource_name}: {v.message}" for v in violations if v.mandatory]
     assert mandatory == []
 
@@ -42,7 +43,7 @@ def test_bundled_stack_is_governed(stack: str) -> None:
     run = bundled_run(stack)
     governed = {t for r in ALL_RULES for t in getattr(r, "resource_types", ())}
     seen = {r.type for r in run.resources} & governed
-    spec = load_stack(stack)[1]
+    spec = load_stack(stack, deployer_placeholder=True)[1]
     must = ({"aws:ec2/launchTemplate:LaunchTemplate", "aws:ec2/securityGroup:SecurityGroup",
              "aws:fsx/lustreFileSystem:LustreFileSystem"} if spec.cloud == "aws" else
             {"gcp:lustre/instance:Instance", "gcp:compute/firewall:Firewall", "gcp:storage/bucket:Bucket"})
@@ -62,13 +63,13 @@ def _break_imds(run: OfflineRun) -> tuple[OfflineRun, Recorded]:
     return OfflineRun(stack=run.stack, resources=resources, outputs=run.outputs, invokes=run.invokes), broken
 
 
-AWS_STACKS = [s for s in bundled_stacks() if load_stack(s)[1].cloud == "aws"]
+AWS_STACKS = [s for s in bundled_stacks() if load_stack(s, deployer_placeholder=True)[1].cloud == "aws"]
 
 
 @pytest.mark.parametrize("stack", AWS_STACKS)
 def test_broken_launch_template_is_reported_with_its_ids(stack: str) -> None:
     run, broken = _break_imds(bundled_run(stack))
-    violations = offline.check_run(run, load_stack(stack)[1])
+    violations = offline.check_run(run, load_stack(stack, deployer_placeholder=True)[1])
     hits = [v for v in violations if v.rule == "imdsv2-required" and v.resource_name == broken.name]
     assert len(hits) == 1 and hits[0].mandatory
     assert "httpTokens is 'optional'" in hits[0].message
@@ -99,7 +100,7 @@ def test_plan_policy_flag(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
 
 def test_sdk_declared_resources_through_the_offline_check(aws_rec: Recording) -> None:
     # Hand-built run: the typed-SDK test resources, checked as the plan checks a stack.
-    spec = load_stack("aws-h100-eks")[1]  # on-demand in us-east-1a, like the test resources
+    spec = load_stack("aws-h100-eks", deployer_placeholder=True)[1]  # on-demand in us-east-1a, like the test resources
     violations = offline.check_run(aws_rec.run, spec)
     found = {(v.rule, v.resource_name) for v in violations}
     for expected in [("imdsv2-required", "lt-imdsv1"), ("ebs-encrypted", "lt-unencrypted"),
@@ -111,9 +112,9 @@ def test_sdk_declared_resources_through_the_offline_check(aws_rec: Recording) ->
     assert clean == set()
 
 
-def test_context_from_spec_and_pack_config(capsys: pytest.CaptureFixture[str]) -> None:
+def test_context_from_spec_and_pack_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     for stack in bundled_stacks():
-        spec = load_stack(stack)[1]
+        spec = load_stack(stack, deployer_placeholder=True)[1]
         ctx = offline.context_from_spec(spec)
         assert ctx.pre_placed == spec.compute.capacity.pre_placed
         assert ctx.zone == spec.zone and ctx.instance_type == spec.compute.instance_type
@@ -122,10 +123,18 @@ def test_context_from_spec_and_pack_config(capsys: pytest.CaptureFixture[str]) -
             assert ctx.api_access_cidrs is None
         else:
             assert ctx.api_access_cidrs == spec.orchestration.api_access_cidrs
-    assert offline.main(["aws-h100-eks", "--pack-config", "-"]) == 0
+    # The pack's config is for a real `pulumi preview`, so it needs the deployer's address:
+    # a bundled Kubernetes stack as shipped is refused, one that names its deployers is not.
+    assert offline.main(["aws-h100-eks", "--pack-config", "-"]) == 2
+    assert "deployer_cidrs" in capsys.readouterr().err
+    _, raw = read_stack_file("aws-h100-eks")
+    raw["orchestration"]["deployer_cidrs"] = ["203.0.114.7/32"]
+    mine = tmp_path / "Pulumi.mine.yaml"
+    mine.write_text(yaml.safe_dump({"config": {"gpu-cluster:cluster": raw}}))
+    assert offline.main([str(mine), "--pack-config", "-"]) == 0
     cfg: dict[str, Any] = json.loads(capsys.readouterr().out)
     assert set(cfg) == {r.name for r in ALL_RULES}
-    assert cfg["eks-endpoint-restricted"]["apiAccessCidrs"] == ["203.0.113.0/24"]
+    assert cfg["eks-endpoint-restricted"]["apiAccessCidrs"] == ["203.0.114.7/32"]
 
 
 def test_offline_cli_reports_a_bad_stack_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

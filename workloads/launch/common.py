@@ -121,6 +121,15 @@ def check_path(p: Problems, field: str, path: object) -> None:
         p.add(field, f"{path!r} contains a newline or control character")
 
 
+def check_script(p: Problems, field: str, value: object) -> None:
+    """Bash lines the launcher itself rendered (a prologue): text whose only control
+    character is the newline between lines."""
+    if not isinstance(value, str):
+        p.add(field, f"{value!r} is not text")
+    elif any((ord(c) < 0x20 and c != "\n") or ord(c) == 0x7F for c in value):
+        p.add(field, "contains a control character other than a newline")
+
+
 def check_nccl_debug(p: Problems, field: str, level: object) -> None:
     if level not in NCCL_DEBUG_LEVELS:
         p.add(field, f"{level!r} is not an NCCL_DEBUG level (allowed: {', '.join(NCCL_DEBUG_LEVELS)})")

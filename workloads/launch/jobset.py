@@ -131,6 +131,12 @@ class JobSetSpec:
     anyone could copy code onto the new file system."""
     wait_for_path_s: int = 3600
     """How long a pod waits for ``wait_for_path`` before failing."""
+    prologue: str = ""
+    """Bash every pod runs before its first step (in the work directory), e.g. unpacking the
+    job's code; rendered by the launcher, never from user input."""
+    configmaps: Mapping[str, str] = field(default_factory=dict)
+    """ConfigMaps mounted read-only into the container: name -> mount path (e.g. the job's
+    code bundle)."""
     rdzv_host: str | None = None
     """Rendezvous address instead of pod 0's service name: for running the pod script outside
     Kubernetes (one node, ``localhost``)."""
@@ -226,6 +232,14 @@ def validate(spec: JobSetSpec) -> None:
         p.add("rdzv_port", f"{spec.rdzv_port} + {len(spec.rdzv_ports) - 1} torchrun steps passes 65535")
     if spec.rdzv_host is not None and (not isinstance(spec.rdzv_host, str) or not _DNS1123_SUBDOMAIN.match(spec.rdzv_host)):
         p.add("rdzv_host", f"{spec.rdzv_host!r} is not a host name (allowed: a DNS name or IPv4 address)")
+    common.check_script(p, "prologue", spec.prologue)
+    if not isinstance(spec.configmaps, Mapping):
+        p.add("configmaps", f"{spec.configmaps!r} is not a mapping of ConfigMap name to mount path")
+    else:
+        for cm, mount in spec.configmaps.items():
+            if not isinstance(cm, str) or not _DNS1123_SUBDOMAIN.match(cm) or len(cm) > 253:
+                p.add(f"configmaps[{cm!r}]", "is not a ConfigMap name (DNS-1123 subdomain)")
+            check_path(p, f"configmaps[{cm!r}]", mount)
     check_int(p, "rdzv_join_timeout_s", spec.rdzv_join_timeout_s, minimum=1)
     check_int(p, "dns_wait_s", spec.dns_wait_s, minimum=1)
     check_env(p, "fabric_env", spec.fabric_env)
@@ -358,6 +372,7 @@ def pod_script(spec: JobSetSpec) -> str:
             f"mkdir -p {q(spec.workdir)} {q(spec.nccl_dir)}",
             *_wait_for_path(spec),
             f"cd {q(spec.workdir)}",
+            *([spec.prologue.rstrip(chr(10))] if spec.prologue else []),
             f'echo "pod ${{JOB_COMPLETION_INDEX:-?}} of {spec.nodes}: rendezvous $rdzv_host:{spec.rdzv_port}"',
             *launch,
             "",
@@ -412,6 +427,9 @@ def render(spec: JobSetSpec) -> dict[str, Any]:
     if spec.lustre_pvc is not None:
         container["volumeMounts"].append({"name": "lustre", "mountPath": spec.lustre_mount})
         volumes.append({"name": "lustre", "persistentVolumeClaim": {"claimName": spec.lustre_pvc}})
+    for i, (cm, mount) in enumerate(sorted(spec.configmaps.items())):
+        container["volumeMounts"].append({"name": f"cm-{i}", "mountPath": mount, "readOnly": True})
+        volumes.append({"name": f"cm-{i}", "configMap": {"name": cm}})
     pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container], "volumes": volumes}
     if spec.node_selector:
         pod_spec["nodeSelector"] = dict(spec.node_selector)

@@ -101,6 +101,12 @@ class LaunchSpec:
     then: tuple[Step, ...] = ()
     """Steps after the first. Every step runs even when an earlier one failed; the script
     exits with the last step's status, so a closing step that judges the others decides."""
+    first_step: str = "main"
+    """Label of the first step in the job's ``step N: name`` lines (what ``submit`` follows)."""
+    prologue: str = ""
+    """Bash run on the batch host before the first step (after the exports), e.g. unpacking
+    the job's code onto shared storage; rendered by the launcher, never from user input. A
+    failing line ends the job (``set -e``)."""
 
     @property
     def ranks_per_node(self) -> int:
@@ -175,6 +181,9 @@ def validate(spec: LaunchSpec) -> None:
     ):
         p.add("nccl_debug_subsys", f"{spec.nccl_debug_subsys!r} is not a subsystem list (allowed: e.g. INIT,NET or ^GRAPH)")
     check_steps(p, "then", spec.then)
+    if not isinstance(spec.first_step, str) or not common.STEP_NAME_RE.match(spec.first_step):
+        p.add("first_step", f"{spec.first_step!r} is not a step name (allowed: [A-Za-z0-9][A-Za-z0-9_.-]{{0,63}})")
+    common.check_script(p, "prologue", spec.prologue)
     p.raise_if_any("LaunchSpec")
 
 
@@ -246,7 +255,8 @@ def render(spec: LaunchSpec) -> str:
     launch = srun(spec.module, spec.module_args)
     if spec.then:
         # Every step runs and reports; the last one's status is the job's.
-        steps = ["step_rc=0", f"{launch} || step_rc=$?", 'echo "step 1 exit status $step_rc"']
+        steps = [f"echo {q('step 1: ' + spec.first_step)}", "step_rc=0", f"{launch} || step_rc=$?",
+                 'echo "step 1 exit status $step_rc"']
         for n, step in enumerate(spec.then, start=2):
             prefix = "".join(f"{k}={q(v)} " for k, v in step.env.items())
             if step.torchrun:
@@ -279,6 +289,7 @@ def render(spec: LaunchSpec) -> str:
         f'echo "job $SLURM_JOB_ID: $SLURM_NNODES node(s) x {spec.ranks_per_node} rank(s), '
         f'rendezvous ${{head_addr}}:{spec.rdzv_port} on $head_node"',
         "",
+        *([spec.prologue.rstrip("\n"), ""] if spec.prologue else []),
         launch,
         "",
     ]

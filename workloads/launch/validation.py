@@ -9,23 +9,27 @@ report lands whatever happened.
 On Kubernetes it is one JobSet whose pods run the same steps in turn (``jobset_spec``): the
 torchrun steps on every pod, the data and judge steps on pod 0, whose status is the job's.
 
-``stack_job`` is the job a stack creates once its nodes are up: everything on the Lustre
-mount, the interpreter and this package from a checkout on shared storage.
+``for_cluster`` is the job ``python -m workloads.validate submit STACK`` runs on a cluster
+from its stack outputs: a run directory of its own (``<mount>/validation/<cluster>/<run-id>``),
+the code carried by the job (``workloads.launch.bundle``), the fabric's devices and
+environment from the catalog.
 """
 
 from __future__ import annotations
 
+import secrets
+import shlex
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 from components.catalog import load_catalog
+from components.contract import ClusterOutputs
+from workloads.launch.bundle import JOB_REQUIREMENTS, Bundle
 from workloads.launch.common import Step
 from workloads.launch.jobset import JobSetSpec
-from workloads.launch.jobset import render as render_jobset
-from workloads.launch.jobset import to_yaml
 from workloads.launch.sbatch import LaunchSpec
-from workloads.launch.sbatch import render as render_sbatch
 from workloads.validate.launchargs import FABRIC_ONLY_ENV, ddp_args, synthetic_data_args
 
 
@@ -52,8 +56,11 @@ class ValidationJob:
     extra_env: Mapping[str, str] = field(default_factory=dict)
     exclusive: bool = True
     rdzv_port: int = 29500
-
-
+    prologue: str = ""
+    """Bash run before the first step (batch host on Slurm, every pod on Kubernetes)."""
+    print_archive: bool = False
+    """The judge prints the report files as an archive on stdout (Kubernetes: read back from
+    pod 0's log, since nothing else leaves the pod)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +80,8 @@ def _phases(job: ValidationJob, *, expect_nodes: tuple[str, ...] = ()) -> _Phase
         judge_args += ["--expect-nodes", ",".join(expect_nodes)]
     if job.drain:
         judge_args.append("--drain")
+    if job.print_archive:
+        judge_args.append("--print-archive")
     return _Phases(
         first_args=(*run, "--phase", "main"),
         then=(
@@ -106,6 +115,7 @@ def sbatch_spec(job: ValidationJob) -> LaunchSpec:
         fabric_env=dict(it.software.fabric_env) if it else {},
         extra_env=dict(job.extra_env),
         then=phases.then,
+        prologue=job.prologue,
     )
 
 
@@ -134,6 +144,7 @@ def jobset_spec(
     cpu: str | None = None,
     name: str = JOBSET_NAME,
     wait_for_path: str | None = None,
+    configmaps: Mapping[str, str] | None = None,
 ) -> JobSetSpec:
     """The validation run as one JobSet. ``job.drain`` is ignored: the pods carry no
     credentials to cordon nodes, and their host names are pods', not nodes'."""
@@ -165,83 +176,132 @@ def jobset_spec(
         tolerate_taints=tolerate_taints,
         then=phases.then,
         wait_for_path=wait_for_path,
+        prologue=job.prologue,
+        configmaps=dict(configmaps or {}),
     )
 
 
-# The image the stack's validation JobSet runs when the stack's config sets none
-# (``gpu-cluster:validation_image``): NVIDIA's public NGC PyTorch image, which has torch,
-# NCCL, numpy, PyYAML and matplotlib; the workloads package comes from the Lustre checkout
-# (PYTHONPATH), so any image with torch will do. Whether the image's NCCL finds the fabric's
-# net plugin is what the judge's transport check reports (a Socket fallback fails the run).
+# ---------------------------------------------------------------------------------------------
+# The job ``submit`` runs on a cluster, from its stack outputs.
+
+RUNS_DIR = "validation"
+# Where the Slurm job keeps its interpreter when ``--python`` names none: a virtualenv on the
+# shared file system, made once by the first job and reused; its name carries the pins, so a
+# change of pins makes a new one instead of mixing versions.
+VENV_DIR = "gpu-cluster"
+# Kubernetes: the bundle's ConfigMap is mounted here and unpacked into the pod's scratch space.
+BUNDLE_MOUNT = "/opt/gpuc-bundle"
+BUNDLE_KEY = "bundle.tar.gz"
+POD_CODE_DIR = "/tmp/gpuc-code"
+# The image the JobSet runs when ``submit --image`` names none: NVIDIA's public NGC PyTorch
+# image (torch, NCCL, numpy, PyYAML, matplotlib). Whether its NCCL finds the fabric's net
+# plugin is what the judge's transport check reports (a Socket fallback fails the run).
 DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
-IMAGE_CONFIG_KEY = "validation_image"
+# libfabric's EFA provider allocates its buffers from 2 MiB huge pages; the pod must ask for
+# them (EKS user guide, "Run machine learning training on Amazon EKS with Elastic Fabric
+# Adapter", example pod resources, read 2026-11: hugepages-2Mi 5120Mi). Kubernetes wants a CPU
+# or memory request beside hugepages; a CPU request sets no limit, so ranks are never
+# throttled by it (8 is our choice, not a provider value).
+EFA_HUGEPAGES_2MI = "5120Mi"
+EFA_POD_CPU = "8"
 
 
-def validation_image() -> str:
-    """The stack config's ``gpu-cluster:validation_image``, else ``DEFAULT_IMAGE``. Imports
-    pulumi only here, so the launchers stay usable without it."""
-    import pulumi
-
-    return pulumi.Config("gpu-cluster").get(IMAGE_CONFIG_KEY) or DEFAULT_IMAGE
-
-
-def package_path(mount_point: str, image: str) -> str | None:
-    """What the stack's JobSet pods wait for: the package's checkout on Lustre when the image
-    is the default one (which lacks it); nothing when the stack names its own image."""
-    return f"{mount_point.rstrip('/')}/{REPO_DIR}/workloads/validate" if image == DEFAULT_IMAGE else None
+def new_run_id(now: datetime | None = None) -> str:
+    """``20261201t070102z-3fa9``: sortable by time, unique across submitters, and a valid part
+    of a Kubernetes name (lower case)."""
+    at = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    return f"{at:%Y%m%dt%H%M%Sz}-{secrets.token_hex(2)}"
 
 
-# Where a stack expects this repository on the cluster's shared file system: its checkout at
-# <mount>/gpu-cluster and a virtualenv in it (the README's "make venv" run there). The stack
-# cannot put it there itself (no node exists before it); the validation job names the paths.
-REPO_DIR = "gpu-cluster"
-VALIDATION_DIR = "validation"
+def run_dir(outputs: ClusterOutputs, run_id: str) -> str:
+    return f"{outputs.mount.mount_point.rstrip('/')}/{RUNS_DIR}/{outputs.cluster_name}/{run_id}"
 
 
-def stack_job(*, cluster_name: str, mount_point: str, nodes: int, instance_type: str,
-              partition: str | None = None, python: str | None = None) -> ValidationJob:
-    """The validation job a stack creates: run directory ``<mount>/validation/<cluster>``,
-    the package from ``<mount>/gpu-cluster`` (PYTHONPATH), its virtualenv's interpreter
-    unless ``python`` names the image's."""
-    mount = mount_point.rstrip("/")
-    repo = f"{mount}/{REPO_DIR}"
+def venv_path(outputs: ClusterOutputs) -> str:
+    import hashlib
+
+    tag = hashlib.sha256("\n".join(JOB_REQUIREMENTS).encode()).hexdigest()[:8]
+    return f"{outputs.mount.mount_point.rstrip('/')}/{VENV_DIR}/venv-{tag}"
+
+
+def _unpack_lines(bundle: Bundle, dest: str) -> list[str]:
+    q = shlex.quote
+    return [
+        f"# The job's code ({bundle.digest}), carried inline: nothing is copied by hand.",
+        f"mkdir -p {q(dest)}",
+        f"base64 -d > {q(dest + '/bundle.tar.gz')} <<'GPUC_BUNDLE'",
+        *[bundle.base64[i:i + 76] for i in range(0, len(bundle.base64), 76)],
+        "GPUC_BUNDLE",
+        f"tar -xzf {q(dest + '/bundle.tar.gz')} -C {q(dest)}",
+    ]
+
+
+def _venv_lines(venv: str) -> list[str]:
+    """Create the shared virtualenv once (under a lock: two jobs may start together); a
+    marker written last tells a complete one from one a killed job left half-made."""
+    q = shlex.quote
+    reqs = " ".join(q(r) for r in JOB_REQUIREMENTS)
+    return [
+        f"venv={q(venv)}",
+        'if [ ! -e "$venv/.complete" ]; then',
+        '  mkdir -p "$(dirname "$venv")"',
+        '  (',
+        '    flock 9',
+        '    if [ ! -e "$venv/.complete" ]; then',
+        '      echo "creating the job interpreter $venv (once per cluster)"',
+        '      rm -rf "$venv" && python3 -m venv "$venv"',
+        f'      "$venv/bin/python" -m pip install -q {reqs}',
+        '      touch "$venv/.complete"',
+        '    fi',
+        '  ) 9>"$venv.lock"',
+        'fi',
+    ]
+
+
+def for_cluster(outputs: ClusterOutputs, run_id: str, bundle: Bundle, *, python: str | None = None,
+                cpu: bool = False, procs_per_node: int | None = None, run_args: tuple[str, ...] = (),
+                extra_env: Mapping[str, str] | None = None, drain: bool = True, time_limit_min: int = 60,
+                rdzv_port: int = 29500, exclusive: bool = True) -> ValidationJob:
+    """The validation job for a deployed cluster. ``cpu``: the nodes have no GPU (a test
+    cluster): ranks on CPU over gloo, no floors."""
+    run = run_dir(outputs, run_id)
+    env = {**(extra_env or {})}
+    kubernetes = outputs.scheduler.kind == "kubernetes"
+    if kubernetes:
+        code = POD_CODE_DIR
+        prologue = [f"mkdir -p {POD_CODE_DIR}", f"tar -xzf {BUNDLE_MOUNT}/{BUNDLE_KEY} -C {POD_CODE_DIR}"]
+        interpreter = python or "python3"
+    else:
+        code = f"{run}/code"
+        prologue = _unpack_lines(bundle, code)
+        if python is None:
+            prologue += _venv_lines(venv_path(outputs))
+        interpreter = python or f"{venv_path(outputs)}/bin/python"
+    if cpu:
+        env.setdefault("GPUC_FORCE_CPU", "1")
+    env["PYTHONPATH"] = code
     return ValidationJob(
-        nodes=nodes,
-        workdir=f"{mount}/{VALIDATION_DIR}/{cluster_name}",
-        instance_type=instance_type,
-        python=python or f"{repo}/.venv/bin/python",
-        partition=partition,
-        extra_env={"PYTHONPATH": repo},
+        nodes=outputs.nodes, workdir=run, instance_type=None if cpu else outputs.instance_type,
+        python=interpreter, partition=outputs.scheduler.partition, procs_per_node=procs_per_node if cpu else None,
+        drain=drain, time_limit_min=time_limit_min, run_args=run_args, extra_env=env, exclusive=exclusive,
+        rdzv_port=rdzv_port, prologue="\n".join(prologue), print_archive=kubernetes,
     )
 
 
-def report_path(job: ValidationJob) -> str:
-    return f"{job.workdir.rstrip('/')}/report.json"
+def jobset_name(run_id: str) -> str:
+    """One JobSet per run (a JobSet's spec is immutable and each run is new)."""
+    return f"gpuc-{run_id}"
 
 
-def sbatch_output(job: ValidationJob) -> dict[str, Any]:
-    """The stack output of a Slurm cluster: the rendered batch script and how to submit it."""
-    script_path = f"{str(Path(job.workdir).parent)}/validate.sbatch"
-    return {
-        "kind": "sbatch",
-        "script": render_sbatch(sbatch_spec(job)),
-        "path": script_path,
-        # --chdir and --output must exist when the job starts, before its script could make them.
-        "submit_command": f"mkdir -p {job.workdir.rstrip('/')} && sbatch {script_path}",
-        "report": report_path(job),
-    }
-
-
-def jobset_output(job: ValidationJob, spec: JobSetSpec) -> dict[str, Any]:
-    """The stack output of a Kubernetes cluster: the JobSet it created and how to follow it."""
-    return {
-        "kind": "jobset",
-        "name": spec.name,
-        "namespace": spec.namespace,
-        "manifest": to_yaml(render_jobset(spec)),
-        "watch_command": f"kubectl -n {spec.namespace} get jobset {spec.name}",
-        # Pod 0 runs the judge; the index label is the Job controller's (Kubernetes 1.28+).
-        "logs_command": f"kubectl -n {spec.namespace} logs -f -l jobset.sigs.k8s.io/jobset-name={spec.name},"
-                        "batch.kubernetes.io/job-completion-index=0",
-        "report": report_path(job),
-    }
+def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, image: str = DEFAULT_IMAGE) -> JobSetSpec:
+    """The run as a JobSet on the cluster's GPU nodes, with the fabric's devices."""
+    it = load_catalog().get(outputs.instance_type)
+    efa = it.network.efa_interfaces if outputs.fabric.type == "efa" and job.instance_type else 0
+    sched = outputs.scheduler
+    return jobset_spec(
+        job, image=image, lustre_pvc=sched.lustre_claim, namespace=sched.namespace or "default",
+        efa_per_node=efa, gpu_vendor=it.accelerator.vendor, node_selector=sched.node_selector,
+        tolerate_taints=sched.tolerations, lustre_mount=outputs.mount.mount_point,
+        hugepages_2mi=EFA_HUGEPAGES_2MI if efa else None, cpu=EFA_POD_CPU if efa else None,
+        name=jobset_name(run_id), configmaps={jobset_name(run_id): BUNDLE_MOUNT},
+    )

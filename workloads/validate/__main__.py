@@ -1,5 +1,8 @@
 """Post-provision validation: is this cluster healthy and as fast as it should be, and if not, which node?
 
+    python -m workloads.validate submit STACK [--outputs FILE] [--here|--ssh CMD]   (run it on a deployed stack)
+    python -m workloads.validate render STACK --out DIR [--outputs FILE]            (what submit would submit)
+    python -m workloads.validate status STACK [--outputs FILE]                      (the GPU nodes and their state)
     python -m workloads.validate run   --out DIR [--phase main|fabric] [--instance-type T]   (every rank, under torchrun)
     python -m workloads.validate judge --out DIR [--instance-type T] [--nodes a,b] [--drain]  (once, after the phases)
     python -m workloads.validate --local [--out DIR] [--nodes 2] [--procs-per-node 2]       (the whole flow on this machine)
@@ -69,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--warmup", type=int, default=5)
     run.add_argument("--pairwise", choices=("auto", "always", "never"), default="auto")
     run.add_argument("--timeout", type=float, default=300.0, dest="run_timeout")
+    from workloads.validate.commands import add_parsers
+
+    add_parsers(sub)
     judge = sub.add_parser("judge", help="read the run directory, write report.json/.md and busbw.png")
     judge.add_argument("--out", type=Path, required=True, dest="judge_out")
     judge.add_argument("--instance-type", type=_instance)
@@ -76,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("--drain", action="store_true", help="drain (Slurm) or taint (Kubernetes) the failed nodes")
     judge.add_argument("--cpu", action="store_true", help="the run was on CPU: compare nodes, apply no floors")
     judge.add_argument("--started", type=float, default=0.0, help="epoch seconds the run began (for the duration)")
+    judge.add_argument("--print-archive", action="store_true",
+                       help="print the report files as an archive on stdout (how a pod's report leaves it)")
     return ap
 
 
@@ -90,6 +98,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if _bad_timeout(value):
             print(f"validate: {flag} {value}: allowed a finite number of seconds > 0", file=sys.stderr)
             return 3
+    if args.cmd in ("render", "submit", "status"):
+        from workloads.validate.commands import dispatch
+
+        return dispatch(args)
     if args.cmd == "run":
         from workloads.validate.run import RunConfig, run_phase
 
@@ -103,8 +115,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_phase(cfg)
     if args.cmd == "judge":
         expect = [n for n in args.expect_nodes.split(",") if n] or _slurm_nodes()
-        return judge_and_report(args.judge_out, args.instance_type, expect, args.drain, args.cpu,
+        code = judge_and_report(args.judge_out, args.instance_type, expect, args.drain, args.cpu,
                                 time.time() - args.started if args.started else 0.0)
+        if args.print_archive:
+            from workloads.validate import archive
+
+            archive.emit(args.judge_out, sys.stdout)
+        return code
     if args.local:
         return run_local(args.out or Path("out/validate-local"), args.nodes, args.procs_per_node, args.timeout)
     build_parser().print_help(sys.stderr)

@@ -38,7 +38,7 @@ def _run(stack: str, edit: Callable[[dict[str, Any]], None] | None) -> tuple[Off
     name, raw = raw_stack(stack)
     if edit is not None:
         edit(raw)
-    spec = parse_spec(raw, default_name=default_name(name))
+    spec = parse_spec(raw, default_name=default_name(name), deployer_placeholder=True)
     return run_offline(name, raw), spec
 
 

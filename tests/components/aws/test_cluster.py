@@ -10,7 +10,8 @@ import pulumi_aws as aws
 import pytest
 
 from components.aws import mocks as aws_mocks
-from components.cluster import OUTPUT_KEYS, PILLARS
+from components.cluster import PILLARS
+from components.contract import OUTPUT_KEYS, read_outputs
 from tests.components.aws._offline import AWS_STACKS, pillar_of, run
 
 # Resource types whose provider schema has no tags; every other AWS resource must carry them.
@@ -42,10 +43,15 @@ def test_outputs(stack: str) -> None:
     assert out["gpus_per_node"] == spec.instance.accelerator.count == 8
     assert out["fabric"]["type"] == "efa" and out["fabric"]["mtu"] == 9001
     assert out["fabric"]["interfaces_per_node"] == spec.instance.network.efa_interfaces
-    expected_access = {"api_endpoint", "kubeconfig_command"} if spec.orchestration.kind == "eks" \
+    expected_access = {"api_endpoint", "kubeconfig_command", "kubeconfig"} if spec.orchestration.kind == "eks" \
         else {"cluster_id", "login", "ssh_command"}
     assert set(out["access"]) == expected_access
     assert all(isinstance(v, str) and v for v in out["access"].values())
+    assert out["cluster_name"] == spec.name
+    # What the validation command reads: the outputs parse into the typed contract.
+    typed = read_outputs(out)
+    assert (typed.nodes, typed.mount.mount_point) == (spec.compute.nodes, spec.storage.lustre.mount_point)
+    assert typed.scheduler.kind == ("slurm" if spec.orchestration.kind == "slurm" else "kubernetes")
 
 
 @pytest.mark.parametrize("stack", AWS_STACKS)

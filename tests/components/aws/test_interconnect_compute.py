@@ -9,7 +9,7 @@ import pytest
 
 from components.aws.compute import eks_release_parameter, pcs_ami_name_filter
 from components.aws.interconnect import efa_layout
-from tests.components.aws._offline import AWS_STACKS, in_pillar, one, run
+from tests.components.aws._offline import AWS_STACKS, in_pillar, one, raw_stack, run
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 
@@ -171,3 +171,42 @@ def test_image_lookups_go_through_the_spec_region_provider(stack: str, monkeypat
     provider = one(result, "pulumi:providers:aws", f"{spec.name}-aws")
     assert provider.inputs["region"] == spec.region
     assert seen and all(p.startswith(provider.urn) for p in seen)
+
+
+def test_unpinned_image_is_kept_once_created_and_a_pin_moves_it() -> None:
+    """Day 2: a routine `pulumi up` never rolls the GPU nodes onto an image nobody chose."""
+    result, _ = run("aws-h100-eks")
+    ng = one(result, "aws:eks/nodeGroup:NodeGroup", "-orchestration-gpu")
+    assert ng.ignore_changes == ("releaseVersion",)
+
+    def pin(raw: dict[str, Any]) -> None:
+        raw["compute"]["image"] = "1.33.5-20251120"
+
+    pinned, _ = run("aws-h100-eks", pin)
+    ng = one(pinned, "aws:eks/nodeGroup:NodeGroup", "-orchestration-gpu")
+    assert ng.inputs["releaseVersion"] == "1.33.5-20251120" and ng.ignore_changes == ()
+    assert "aws:ssm/getParameter:getParameter" not in pinned.invokes
+
+    slurm, _ = run("aws-h200-slurm")
+    assert {r.ignore_changes for r in slurm.of_type("aws-native:pcs:ComputeNodeGroup")} == {("amiId",)}
+
+    def pin_ami(raw: dict[str, Any]) -> None:
+        raw["compute"]["image"] = "ami-0123456789abcdef0"
+
+    slurm_pinned, _ = run("aws-h200-slurm", pin_ami)
+    groups = slurm_pinned.of_type("aws-native:pcs:ComputeNodeGroup")
+    assert {g.inputs["amiId"] for g in groups} == {"ami-0123456789abcdef0"}
+    assert {g.ignore_changes for g in groups} == {()}
+
+
+@pytest.mark.parametrize("kind,image,word", [("eks", "ami-0123456789abcdef0", "EKS AL2023 NVIDIA release"),
+                                             ("slurm", "1.33.5-20251120", "AMI id"),
+                                             ("eks", "latest", "EKS AL2023 NVIDIA release")])
+def test_image_pin_must_fit_the_orchestrator(kind: str, image: str, word: str) -> None:
+    from components.spec import SpecError, parse_spec
+
+    _, raw = raw_stack("aws-h100-eks" if kind == "eks" else "aws-h200-slurm")
+    raw["compute"]["image"] = image
+    with pytest.raises(SpecError) as info:
+        parse_spec(raw, deployer_placeholder=True)
+    assert any(p == "compute.image" and word in r for p, r in info.value.problems)

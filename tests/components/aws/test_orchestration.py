@@ -10,7 +10,10 @@ from email import message_from_string
 
 import pytest
 
+from typing import Any
+
 from components.k8s.addons import JOBSET_CHART, JOBSET_VERSION
+from components.spec import DEPLOYER_PLACEHOLDER
 from tests.components.aws._offline import in_pillar, one, run
 
 EKS = "aws:eks/cluster:Cluster"
@@ -18,17 +21,16 @@ CHART = "kubernetes:helm.sh/v4:Chart"
 PCS = "aws-native:pcs:"
 
 
-@pytest.mark.parametrize("stack,public", [("aws-h100-eks", True), ("aws-h100-capacity-block", False)])
-def test_eks_control_plane(stack: str, public: bool) -> None:
+@pytest.mark.parametrize("stack", ["aws-h100-eks", "aws-h100-capacity-block"])
+def test_eks_control_plane(stack: str) -> None:
     result, spec = run(stack)
     cluster = one(result, EKS, "-orchestration-eks").inputs
     vpc = cluster["vpcConfig"]
+    # Public for the deployers only (here the offline plan's placeholder), private for the VPC:
+    # `pulumi up` reaches the API for the in-cluster layer, the nodes use the private side.
     assert vpc["endpointPrivateAccess"] is True
-    assert vpc["endpointPublicAccess"] is public
-    if public:
-        assert vpc["publicAccessCidrs"] == list(spec.orchestration.api_access_cidrs) == ["203.0.113.0/24"]
-    else:
-        assert "publicAccessCidrs" not in vpc
+    assert vpc["endpointPublicAccess"] is True
+    assert vpc["publicAccessCidrs"] == list(spec.orchestration.api_access_cidrs) == [DEPLOYER_PLACEHOLDER]
     # Two zones for the control plane, and it shares the nodes' EFA group.
     subnets = {s.name + "-id": s.inputs["availabilityZone"] for s in result.of_type("aws:ec2/subnet:Subnet")}
     assert len({subnets[s] for s in vpc["subnetIds"]}) == 2
@@ -45,7 +47,33 @@ def test_eks_control_plane(stack: str, public: bool) -> None:
     assert access["api_endpoint"].startswith("https://")
     assert access["kubeconfig_command"] == \
         f"aws eks update-kubeconfig --region {spec.region} --name {spec.name}-orchestration-eks"
-    assert result.outputs["node_list_source"] == f"k8s:node.kubernetes.io/instance-type={spec.compute.instance_type}"
+    assert result.outputs["scheduler"] == {
+        "kind": "kubernetes", "namespace": "default", "lustre_claim": "fsx-lustre",
+        "node_selector": {"node.kubernetes.io/instance-type": spec.compute.instance_type}, "tolerations": []}
+    kubeconfig = json.loads(access["kubeconfig"])
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == access["api_endpoint"]
+
+
+def test_eks_with_public_deployers_reaches_the_api_with_their_ranges_only() -> None:
+    def edit(raw: dict[str, Any]) -> None:
+        raw["orchestration"]["deployer_cidrs"] = ["203.0.114.7/32", "198.52.0.0/24"]
+
+    result, _ = run("aws-h100-eks", edit)
+    vpc = one(result, EKS, "-orchestration-eks").inputs["vpcConfig"]
+    assert vpc["publicAccessCidrs"] == ["203.0.114.7/32", "198.52.0.0/24"]
+
+
+def test_private_eks_creates_no_in_cluster_resource() -> None:
+    def edit(raw: dict[str, Any]) -> None:
+        raw["orchestration"] = {"kind": "eks", "endpoint": "private"}
+
+    result, _ = run("aws-h100-eks", edit)
+    vpc = one(result, EKS, "-orchestration-eks").inputs["vpcConfig"]
+    assert vpc["endpointPublicAccess"] is False and "publicAccessCidrs" not in vpc
+    assert not [r.type for r in result.resources if r.type.startswith(("kubernetes:", "pulumi:providers:kubernetes"))]
+    # The AWS-side add-on still comes with the cluster, and the outputs still say how to reach it.
+    one(result, "aws:eks/addon:Addon", "-orchestration-fsx-csi")
+    assert result.outputs["access"]["kubeconfig"]
 
 
 @pytest.mark.parametrize("stack", ["aws-h100-eks", "aws-h100-capacity-block"])
@@ -127,7 +155,7 @@ def test_pcs_cluster_node_groups_queue() -> None:
     access = result.outputs["access"]
     assert access["cluster_id"] == c["awsId"]
     assert login["awsId"] in access["ssh_command"] and access["ssh_command"].startswith("aws ssm start-session")
-    assert result.outputs["node_list_source"] == "slurm:partition=gpu"
+    assert result.outputs["scheduler"] == {"kind": "slurm", "partition": "gpu"}
 
 
 def test_pcs_size_follows_node_count() -> None:

@@ -12,6 +12,8 @@ from components.catalog import load_catalog
 from components.engine import OfflineRun, run_offline
 
 PROJECT = "test-project"
+# A global address (not a documentation range, which the spec refuses for the deployer).
+DEPLOYER = "203.0.114.7/32"
 
 
 def gcp_obj(instance_type: str, kind: str = "gke", **over: Any) -> dict[str, Any]:
@@ -24,7 +26,7 @@ def gcp_obj(instance_type: str, kind: str = "gke", **over: Any) -> dict[str, Any
         "zone": zone,
         "compute": {"instance_type": instance_type, "nodes": 2, "capacity": {"type": "on-demand"}},
         "storage": {"lustre": {"size_gib": 36000, "throughput_mbps_per_tib": 250}},
-        "orchestration": {"kind": kind},
+        "orchestration": {"kind": kind, **({"deployer_cidrs": [DEPLOYER]} if kind == "gke" else {})},
         "tags": {"team": "ml", "cost-center": "c42"},
     }
     for key, value in over.items():

@@ -9,7 +9,7 @@ import pytest
 from components.cluster import OUTPUT_KEYS, PILLARS
 from components.engine import OfflineRun
 from components.spec import load_stack
-from tests.components.gcp.conftest import PROJECT, gcp_obj
+from tests.components.gcp.conftest import DEPLOYER, PROJECT, gcp_obj
 
 GKE = "gcp:container/cluster:Cluster"
 HCC = "gcp:hypercomputecluster/cluster:Cluster"
@@ -20,8 +20,12 @@ def test_gke_cluster_is_private_multinetwork_and_hardened(offline: Callable[...,
     c = run.one(GKE).inputs
     assert c["location"] == gcp_obj("a3-megagpu-8g")["zone"]
     assert c["privateClusterConfig"]["enablePrivateNodes"] is True
-    assert c["privateClusterConfig"]["enablePrivateEndpoint"] is True
-    assert c["masterAuthorizedNetworksConfig"]["cidrBlocks"] == [{"cidrBlock": "10.0.0.0/16", "displayName": "allowed-0"}]
+    # Public endpoint, authorised for the deployers and the cluster's own range only, as
+    # cluster-toolkit's GKE blueprints authorise the deployer: `pulumi up` reaches the API.
+    assert c["privateClusterConfig"]["enablePrivateEndpoint"] is False
+    assert c["masterAuthorizedNetworksConfig"]["cidrBlocks"] == [
+        {"cidrBlock": DEPLOYER, "displayName": "allowed-0"}, {"cidrBlock": "10.0.0.0/16", "displayName": "allowed-1"}]
+    assert c["masterAuthorizedNetworksConfig"]["gcpPublicCidrsAccessEnabled"] is False
     assert c["enableMultiNetworking"] is True and c["datapathProvider"] == "ADVANCED_DATAPATH"
     assert "networkPolicy" not in c  # Dataplane V2 enforces policy; GKE refuses both
     assert c["enableShieldedNodes"] is True
@@ -30,17 +34,19 @@ def test_gke_cluster_is_private_multinetwork_and_hardened(offline: Callable[...,
     assert c["removeDefaultNodePool"] is True
     assert c["addonsConfig"]["lustreCsiDriverConfig"] == {"enabled": True, "enableLegacyLustrePort": True}
     assert c["ipAllocationPolicy"] == {"clusterSecondaryRangeName": "pods", "servicesSecondaryRangeName": "services"}
-    assert run.outputs["access"]["kubeconfig_command"].endswith("--internal-ip")
+    assert not run.outputs["access"]["kubeconfig_command"].endswith("--internal-ip")
 
 
-def test_api_access_cidrs_open_a_restricted_public_endpoint(offline: Callable[..., OfflineRun]) -> None:
+def test_private_endpoint_leaves_the_in_cluster_layer_to_a_program_inside_the_vpc(
+        offline: Callable[..., OfflineRun]) -> None:
     obj = gcp_obj("a3-megagpu-8g")
-    obj["orchestration"] = {"kind": "gke", "api_access_cidrs": ["203.0.113.0/24"]}
+    obj["orchestration"] = {"kind": "gke", "endpoint": "private"}
     run = offline(obj)
     c = run.one(GKE).inputs
-    assert c["privateClusterConfig"]["enablePrivateEndpoint"] is False
-    assert [b["cidrBlock"] for b in c["masterAuthorizedNetworksConfig"]["cidrBlocks"]] == ["203.0.113.0/24"]
-    assert not run.outputs["access"]["kubeconfig_command"].endswith("--internal-ip")
+    assert c["privateClusterConfig"]["enablePrivateEndpoint"] is True
+    assert [b["cidrBlock"] for b in c["masterAuthorizedNetworksConfig"]["cidrBlocks"]] == ["10.0.0.0/16"]
+    assert run.outputs["access"]["kubeconfig_command"].endswith("--internal-ip")
+    assert not [r.type for r in run.resources if r.type.startswith(("kubernetes:", "pulumi:providers:kubernetes"))]
 
 
 def test_gpu_node_pool_inputs(offline: Callable[..., OfflineRun]) -> None:
@@ -54,7 +60,8 @@ def test_gpu_node_pool_inputs(offline: Callable[..., OfflineRun]) -> None:
     assert cfg["gvnic"] == {"enabled": True}
     assert cfg["shieldedInstanceConfig"] == {"enableSecureBoot": True, "enableIntegrityMonitoring": True}
     assert cfg["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
-    assert run.outputs["node_list_source"] == f"label:cloud.google.com/gke-nodepool={pool['name']}"
+    assert run.outputs["scheduler"]["node_selector"] == {"cloud.google.com/gke-nodepool": pool["name"]}
+    assert run.outputs["scheduler"]["tolerations"] == ["nvidia.com/gpu"]
     account = run.one("gcp:serviceaccount/account:Account").inputs
     assert cfg["serviceAccount"] == f"{account['accountId']}@offline-project.iam.gserviceaccount.com"
     members = run.of_type("gcp:projects/iAMMember:IAMMember")
@@ -116,7 +123,7 @@ def test_cluster_director_inputs(capacity: dict[str, str], key: str, offline: Ca
     assert ns["staticNodeCount"] == "2" and ns["computeId"] == compute["id"]
     assert ns["storageConfigs"] == [{"id": "lustre", "localMount": "/fsx"}]
     assert slurm["partitions"] == [{"id": "train", "nodeSetIds": [ns["id"]]}]
-    assert run.outputs["node_list_source"] == "partition:train"
+    assert run.outputs["scheduler"] == {"kind": "slurm", "partition": "train"}
     assert run.outputs["access"]["login"] == "t1-login-001"
     # Cluster Director attaches GPU networks and places nodes itself: nothing of ours to attach
     assert len(run.of_type("gcp:compute/network:Network")) == 1
@@ -128,7 +135,7 @@ def test_bundled_stacks_group_every_resource_under_a_pillar(stack: str, offline:
     from components.spec import read_stack_file
 
     _, raw = read_stack_file(stack)
-    _, spec = load_stack(stack)
+    _, spec = load_stack(stack, deployer_placeholder=True)
     run = offline(raw)
     assert set(run.outputs) == set(OUTPUT_KEYS)
     assert run.outputs["cloud"] == "gcp" and run.outputs["gpus_per_node"] == spec.instance.accelerator.count

@@ -1,0 +1,198 @@
+"""The stack outputs: what ``pulumi up`` hands to the validation command and to the user.
+
+This module is the contract between the two sides of the house. The Pulumi program
+(``components/<cloud>/cluster.py``) returns a mapping with exactly ``OUTPUT_KEYS``; the
+validation command (``python -m workloads.validate submit|render|status STACK``) reads the
+JSON that ``pulumi stack output --json --show-secrets`` prints back through
+:func:`read_outputs` into :class:`ClusterOutputs`. It imports neither Pulumi nor torch, so
+both sides can share it, as they share the catalog.
+
+Shapes (every value plain JSON once the stack is up):
+
+* ``fabric``  ``{type: efa|tcpx|tcpxo|rdma|ib, interfaces_per_node, placement, mtu}``
+* ``mount``   ``{type: lustre, mount_point, dns_name, mount_name, mount_command}``: the one
+  description of the Lustre file system on every cloud (``mount_point`` is where nodes and
+  pods see it)
+* ``access``  Kubernetes: ``{api_endpoint, kubeconfig_command, kubeconfig}`` (the kubeconfig is
+  a secret output); Slurm: ``{login, ssh_command, cluster_id?}``
+* ``scheduler`` Slurm: ``{kind: slurm, partition}``; Kubernetes: ``{kind: kubernetes,
+  namespace, lustre_claim, node_selector, tolerations}``
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+OUTPUT_KEYS = (
+    "cloud", "region", "zone", "orchestrator", "cluster_name", "instance_type", "nodes", "gpus_per_node",
+    "fabric", "mount", "bucket", "access", "scheduler",
+)
+
+
+class OutputsError(ValueError):
+    """Stack outputs that do not have the contract's shape; every problem at once."""
+
+    def __init__(self, source: str, problems: list[tuple[str, str]]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  {path}: {reason}" for path, reason in problems)
+        super().__init__(f"{source}: {len(problems)} problem(s) in the stack outputs:\n{lines}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fabric:
+    type: str
+    """efa, tcpx, tcpxo, rdma or ib."""
+    interfaces_per_node: int
+    placement: str | None
+    mtu: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Mount:
+    mount_point: str
+    """Where every node and pod sees the file system, e.g. ``/fsx``."""
+    dns_name: str
+    mount_name: str
+    mount_command: str
+    type: str = "lustre"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Access:
+    api_endpoint: str | None = None
+    kubeconfig_command: str | None = None
+    kubeconfig: str | None = None
+    """The kubeconfig itself (a secret output; it holds no token, only the exec plugin)."""
+    login: str | None = None
+    """Slurm login node."""
+    ssh_command: str | None = None
+    """The command that opens a shell on the login node (ssh, gcloud compute ssh)."""
+    cluster_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scheduler:
+    kind: Literal["slurm", "kubernetes"]
+    partition: str | None = None
+    namespace: str | None = None
+    lustre_claim: str | None = None
+    """PersistentVolumeClaim of the Lustre file system, in ``namespace``."""
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[str, ...] = ()
+    """Taint keys the GPU nodes carry (tolerated with Exists/NoSchedule)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterOutputs:
+    cloud: str
+    region: str
+    zone: str
+    orchestrator: Literal["eks", "gke", "slurm"]
+    cluster_name: str
+    instance_type: str
+    nodes: int
+    gpus_per_node: int
+    fabric: Fabric
+    mount: Mount
+    bucket: str
+    access: Access
+    scheduler: Scheduler
+
+
+class _Reader:
+    def __init__(self) -> None:
+        self.problems: list[tuple[str, str]] = []
+
+    def obj(self, raw: Any, path: str) -> Mapping[str, Any]:
+        if not isinstance(raw, Mapping):
+            self.problems.append((path, f"expected an object, got {type(raw).__name__}"))
+            return {}
+        return raw
+
+    def text(self, m: Mapping[str, Any], key: str, path: str, optional: bool = False) -> str | None:
+        value = m.get(key)
+        if value is None and optional:
+            return None
+        if not isinstance(value, str) or not value:
+            self.problems.append((f"{path}{key}", f"expected a non-empty string, got {value!r}"))
+            return None
+        return value
+
+    def number(self, m: Mapping[str, Any], key: str, path: str, minimum: int) -> int:
+        value = m.get(key)
+        # Pulumi's JSON and the mock engine give numbers as floats (4.0): accept whole ones.
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            self.problems.append((f"{path}{key}", f"expected an integer >= {minimum}, got {value!r}"))
+            return minimum
+        return value
+
+
+def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
+    """The typed outputs, or :class:`OutputsError` naming every missing or malformed key."""
+    r = _Reader()
+    top = r.obj(raw, "outputs")
+    missing = [k for k in OUTPUT_KEYS if k not in top]
+    for key in missing:
+        r.problems.append((key, "missing (is the stack up, and built by this version of gpu-cluster?)"))
+    if missing:
+        raise OutputsError(source, r.problems)
+    orchestrator = r.text(top, "orchestrator", "")
+    if orchestrator not in (None, "eks", "gke", "slurm"):
+        r.problems.append(("orchestrator", f"{orchestrator!r} (allowed: eks, gke, slurm)"))
+    fab = r.obj(top["fabric"], "fabric")
+    fabric = Fabric(type=r.text(fab, "type", "fabric.") or "", interfaces_per_node=r.number(fab, "interfaces_per_node", "fabric.", 0),
+                    placement=r.text(fab, "placement", "fabric.", optional=True), mtu=r.number(fab, "mtu", "fabric.", 0))
+    mo = r.obj(top["mount"], "mount")
+    mount = Mount(mount_point=r.text(mo, "mount_point", "mount.") or "/", dns_name=r.text(mo, "dns_name", "mount.") or "",
+                  mount_name=r.text(mo, "mount_name", "mount.") or "", mount_command=r.text(mo, "mount_command", "mount.") or "")
+    if not mount.mount_point.startswith("/"):
+        r.problems.append(("mount.mount_point", f"{mount.mount_point!r} is not an absolute path"))
+    ac = r.obj(top["access"], "access")
+    access = Access(**{k: r.text(ac, k, "access.", optional=True) for k in
+                       ("api_endpoint", "kubeconfig_command", "kubeconfig", "login", "ssh_command", "cluster_id")})
+    sc = r.obj(top["scheduler"], "scheduler")
+    raw_kind = sc.get("kind")
+    kind: Literal["slurm", "kubernetes"] = "kubernetes" if raw_kind == "kubernetes" else "slurm"
+    if raw_kind not in ("slurm", "kubernetes"):
+        r.problems.append(("scheduler.kind", f"{raw_kind!r} (allowed: slurm, kubernetes)"))
+    selector = sc.get("node_selector") or {}
+    if not isinstance(selector, Mapping) or not all(isinstance(v, str) for v in selector.values()):
+        r.problems.append(("scheduler.node_selector", f"expected an object of label to value, got {selector!r}"))
+        selector = {}
+    tolerations = sc.get("tolerations") or []
+    if not isinstance(tolerations, list) or not all(isinstance(t, str) for t in tolerations):
+        r.problems.append(("scheduler.tolerations", f"expected a list of taint keys, got {tolerations!r}"))
+        tolerations = []
+    scheduler = Scheduler(kind=kind, partition=r.text(sc, "partition", "scheduler.", optional=kind != "slurm"),
+                          namespace=r.text(sc, "namespace", "scheduler.", optional=kind != "kubernetes"),
+                          lustre_claim=r.text(sc, "lustre_claim", "scheduler.", optional=True),
+                          node_selector=dict(selector), tolerations=tuple(tolerations))
+    if orchestrator == "slurm" and kind != "slurm" or orchestrator in ("eks", "gke") and kind != "kubernetes":
+        r.problems.append(("scheduler.kind", f"{kind!r} does not go with orchestrator {orchestrator!r}"))
+    if kind == "kubernetes" and not access.kubeconfig:
+        r.problems.append(("access.kubeconfig", "missing: read the outputs with --show-secrets"))
+    out = ClusterOutputs(
+        cloud=r.text(top, "cloud", "") or "", region=r.text(top, "region", "") or "", zone=r.text(top, "zone", "") or "",
+        orchestrator=orchestrator if orchestrator in ("eks", "gke", "slurm") else "slurm",  # type: ignore[arg-type]
+        cluster_name=r.text(top, "cluster_name", "") or "", instance_type=r.text(top, "instance_type", "") or "",
+        nodes=r.number(top, "nodes", "", 1), gpus_per_node=r.number(top, "gpus_per_node", "", 0),
+        fabric=fabric, mount=mount, bucket=r.text(top, "bucket", "") or "", access=access, scheduler=scheduler,
+    )
+    if r.problems:
+        raise OutputsError(source, r.problems)
+    return out
+
+
+def load_outputs(path: Path) -> ClusterOutputs:
+    """Read a file holding ``pulumi stack output --json --show-secrets``."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise OutputsError(str(path), [("", f"cannot read JSON: {exc}")]) from None
+    return read_outputs(raw, str(path))

@@ -1,0 +1,29 @@
+"""The stack creates no validation job: validation is a command over the stack's outputs
+(``python -m workloads.validate submit STACK``), so it can be rerun. The outputs carry what
+that command needs, in the contract's shape."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.contract import OUTPUT_KEYS, read_outputs
+from components.engine import run_offline
+from components.spec import bundled_stacks, read_stack_file
+
+
+@pytest.mark.parametrize("stack", bundled_stacks())
+def test_bundled_stack_has_no_validation_resource_and_typed_outputs(stack: str) -> None:
+    name, raw = read_stack_file(stack)
+    extra = {"gcp:project": "test-project"} if raw["cloud"] == "gcp" else None
+    run = run_offline(name, raw, extra_config=extra)
+    assert not [r.name for r in run.resources if "jobset.x-k8s.io" in r.type or r.name.endswith("-validation")]
+    assert tuple(run.outputs) == OUTPUT_KEYS
+    outs = read_outputs(run.outputs)
+    k8s = raw["orchestration"]["kind"] in ("eks", "gke")
+    assert outs.scheduler.kind == ("kubernetes" if k8s else "slurm")
+    if k8s:
+        assert outs.scheduler.lustre_claim and outs.scheduler.namespace and outs.scheduler.node_selector
+        assert outs.access.kubeconfig and outs.access.api_endpoint
+    else:
+        assert outs.scheduler.partition and outs.access.ssh_command
+    assert outs.mount.mount_point == raw["storage"]["lustre"].get("mount_point", "/fsx")

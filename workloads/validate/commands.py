@@ -1,0 +1,265 @@
+"""``render``, ``submit`` and ``status``: validation as a command over a deployed stack's outputs.
+
+    python -m workloads.validate render STACK --out DIR   [--outputs FILE]
+    python -m workloads.validate submit STACK             [--outputs FILE] [--here | --ssh CMD] ...
+    python -m workloads.validate status STACK             [--outputs FILE] [--here | --ssh CMD]
+
+The outputs come from ``--outputs FILE`` (what ``pulumi stack output --json --show-secrets``
+prints), else from ``pulumi stack output`` itself; ``render`` of a bundled stack that is not
+deployed falls back to the offline plan's outputs and says so. Each run gets its own run
+directory (``<mount>/validation/<cluster>/<run-id>``) and its files come back to
+``out/validate/<stack>/<run-id>/``. Exit codes: 0 pass, 1 warn, 2 fail, 3 could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from components.contract import ClusterOutputs, OutputsError, load_outputs, read_outputs
+from workloads.launch import bundle as code_bundle
+from workloads.launch import validation as vjob
+from workloads.launch.jobset import render as render_jobset
+from workloads.launch.jobset import to_yaml
+from workloads.launch.sbatch import render as render_sbatch
+from workloads.validate.verdict import Verdict
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class CommandError(RuntimeError):
+    """A problem the user can fix; printed without a traceback, exit 3."""
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    outputs: ClusterOutputs
+    source: str
+    """Where they came from, for the first line a person reads."""
+    offline: bool = False
+
+
+def _bundled(stack: str) -> bool:
+    return (REPO / "stacks" / f"Pulumi.{stack}.yaml").is_file()
+
+
+def load(stack: str, outputs_file: Path | None, *, allow_plan: bool) -> Loaded:
+    if outputs_file is not None:
+        return Loaded(load_outputs(outputs_file), str(outputs_file))
+    pulumi = shutil.which("pulumi")
+    why = "the Pulumi CLI is not installed"
+    if pulumi:
+        done = subprocess.run([pulumi, "stack", "output", "--json", "--show-secrets", "--stack", stack],
+                              capture_output=True, text=True, timeout=120)
+        if done.returncode == 0:
+            return Loaded(read_outputs(json.loads(done.stdout), f"pulumi stack {stack}"), f"pulumi stack {stack}")
+        why = f"`pulumi stack output --stack {stack}` failed: {done.stderr.strip()[-300:]}"
+    if allow_plan and _bundled(stack):
+        # The plan imports Pulumi; the validation side does not, so it runs as its own process.
+        done = subprocess.run([sys.executable, "-m", "components.plan", stack, "--outputs", "-"], capture_output=True,
+                              text=True, timeout=300, cwd=REPO)
+        if done.returncode != 0:
+            raise CommandError(f"offline plan of {stack} failed: {done.stderr.strip()[-600:]}")
+        return Loaded(read_outputs(json.loads(done.stdout), f"offline plan of {stack}"),
+                      f"the offline plan of bundled stack {stack} ({why}): placeholder endpoints and IDs", True)
+    raise CommandError(f"no outputs for stack {stack!r}: {why}; pass --outputs FILE "
+                       f"(from `pulumi stack output --json --show-secrets --stack {stack} > FILE`)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rendered:
+    run_id: str
+    run_dir: str
+    files: dict[str, str]
+    """File name -> text, exactly what submit hands to the scheduler."""
+    job: vjob.ValidationJob
+    jobset: dict[str, Any] | None = None
+    configmap: dict[str, Any] | None = None
+
+
+def render_run(outs: ClusterOutputs, args: argparse.Namespace, run_id: str) -> Rendered:
+    from workloads.validate import kube
+
+    bundle = code_bundle.build()
+    env = dict(kv.split("=", 1) for kv in args.env)
+    job = vjob.for_cluster(
+        outs, run_id, bundle, python=args.python, cpu=args.cpu, procs_per_node=args.procs_per_node,
+        run_args=tuple(args.run_arg), extra_env=env, drain=not args.no_drain, time_limit_min=args.time_limit,
+        rdzv_port=args.rdzv_port, exclusive=not args.shared,
+    )
+    if outs.scheduler.kind == "slurm":
+        script = render_sbatch(vjob.sbatch_spec(job))
+        return Rendered(run_id=run_id, run_dir=job.workdir, files={"validate.sbatch": script}, job=job)
+    manifest = render_jobset(vjob.cluster_jobset(outs, job, run_id, image=args.image))
+    cm = kube.configmap(manifest["metadata"]["name"], manifest["metadata"]["namespace"], bundle, None)
+    return Rendered(run_id=run_id, run_dir=job.workdir, job=job, jobset=manifest, configmap=cm,
+                    files={"jobset.yaml": to_yaml(manifest), "configmap.yaml": to_yaml(cm)})
+
+
+def _env_pair(text: str) -> str:
+    if "=" not in text or not text.split("=", 1)[0]:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return text
+
+
+def add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("stack", help="the stack's name (bundled or your own)")
+    p.add_argument("--outputs", type=Path, help="JSON from `pulumi stack output --json --show-secrets`")
+
+
+def add_job(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run-id", help="name of the run directory (default: UTC time + 4 hex digits)")
+    p.add_argument("--python", help="Slurm: interpreter with torch on every node (default: a shared virtualenv the "
+                                    "job creates once under <mount>/gpu-cluster); Kubernetes: the image's")
+    p.add_argument("--image", default=vjob.DEFAULT_IMAGE, help=f"Kubernetes image (default {vjob.DEFAULT_IMAGE})")
+    p.add_argument("--env", action="append", default=[], type=_env_pair, metavar="NAME=VALUE",
+                   help="extra environment for every step (repeatable)")
+    p.add_argument("--run-arg", action="append", default=[], metavar="ARG",
+                   help="extra argument for every `validate run` phase, e.g. --run-arg=--multi-max --run-arg=64M")
+    p.add_argument("--cpu", action="store_true", help="the nodes have no GPU (a test cluster): CPU ranks, no floors")
+    p.add_argument("--procs-per-node", type=int, help="with --cpu: ranks per node (default 1)")
+    p.add_argument("--time-limit", type=int, default=60, help="job time limit in minutes (default 60)")
+    p.add_argument("--rdzv-port", type=int, default=29500)
+    p.add_argument("--no-drain", action="store_true", help="do not drain the nodes the judge fails (Slurm)")
+    p.add_argument("--shared", action="store_true", help="do not ask for whole nodes (Slurm --exclusive off)")
+
+
+def add_access(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--here", action="store_true", help="Slurm: run sbatch/squeue on this machine (the login node)")
+    g.add_argument("--ssh", help="Slurm: remote shell to the login node, e.g. 'ssh ec2-user@10.0.1.5' "
+                                 "(default: the stack's access.ssh_command when it runs commands)")
+
+
+def cmd_render(args: argparse.Namespace, say: Callable[[str], None]) -> int:
+    loaded = load(args.stack, args.outputs, allow_plan=True)
+    say(f"outputs: {loaded.source}")
+    r = render_run(loaded.outputs, args, args.run_id or vjob.new_run_id())
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, text in r.files.items():
+        (args.out / name).write_text(text, encoding="utf-8")
+        say(f"wrote {args.out / name}")
+    say(f"run directory on the cluster: {r.run_dir}")
+    return 0
+
+
+def _local_dir(args: argparse.Namespace, run_id: str) -> Path:
+    return Path(args.fetch_to or "out/validate") / args.stack / run_id
+
+
+def _verdict(dest: Path, say: Callable[[str], None]) -> int:
+    report = dest / "report.json"
+    if not report.is_file():
+        say(f"no report came back (see the job's log in {dest}): could not run")
+        return int(Verdict.UNKNOWN)
+    doc = json.loads(report.read_text(encoding="utf-8"))
+    md = dest / "report.md"
+    if md.is_file():
+        say(md.read_text(encoding="utf-8"))
+    say(f"report: {dest}")
+    return int(Verdict[doc["verdict"]])
+
+
+def cmd_submit(args: argparse.Namespace, say: Callable[[str], None]) -> int:
+    loaded = load(args.stack, args.outputs, allow_plan=False)
+    outs = loaded.outputs
+    run_id = args.run_id or vjob.new_run_id()
+    r = render_run(outs, args, run_id)
+    dest = _local_dir(args, run_id)
+    dest.mkdir(parents=True, exist_ok=True)
+    for name, text in r.files.items():
+        (dest / name).write_text(text, encoding="utf-8")
+    say(f"validating {args.stack}: {outs.nodes} x {outs.instance_type} ({outs.orchestrator}), run {run_id}")
+    say(f"outputs: {loaded.source}; run directory {r.run_dir}")
+    timeout = args.time_limit * 60 + 600
+    if outs.scheduler.kind == "slurm":
+        from workloads.validate import slurm
+
+        shell = slurm.shell_for(args.ssh or outs.access.ssh_command, args.here)
+        job = slurm.SlurmJob.submit(shell, r.run_dir, r.files["validate.sbatch"])
+        say(f"submitted Slurm job {job.job_id} to partition {outs.scheduler.partition}")
+        final = job.follow(expected_nodes=outs.nodes, poll_s=args.poll, timeout_s=timeout, say=say)
+        got = job.fetch(dest)
+        say(f"job {job.job_id} ended {final.state}" + (f" (exit {final.exit_code})" if final.exit_code is not None
+                                                       else "") + f"; fetched {', '.join(sorted(got)) or 'nothing'}")
+    else:
+        from workloads.validate import kube
+
+        assert r.jobset is not None and outs.access.kubeconfig is not None
+        api = kube.KubeApi(outs.access.kubeconfig)
+        return _submit_kubernetes(api, r, outs, dest, args, say, timeout)
+    return _verdict(dest, say)
+
+
+def _submit_kubernetes(api: Any, r: Rendered, outs: ClusterOutputs, dest: Path, args: argparse.Namespace,
+                       say: Callable[[str], None], timeout: float) -> int:
+    from workloads.validate import kube
+
+    assert r.jobset is not None
+    ns, name = r.jobset["metadata"]["namespace"], r.jobset["metadata"]["name"]
+    kube.create(api, r.jobset, code_bundle.build())
+    say(f"created jobset {name} and its code ConfigMap in namespace {ns}")
+    try:
+        final = kube.follow(api, ns, name, expected_nodes=outs.nodes, poll_s=args.poll, timeout_s=timeout, say=say)
+        got = kube.fetch(api, ns, name, dest)
+        say(f"jobset {name} {final.outcome.lower()}; fetched {', '.join(sorted(got)) or 'no report'} and pod logs")
+    finally:
+        if args.delete:
+            api.delete_jobset(ns, name)
+            say(f"deleted jobset {name} (and its ConfigMap)")
+    return _verdict(dest, say)
+
+
+def cmd_status(args: argparse.Namespace, say: Callable[[str], None]) -> int:
+    loaded = load(args.stack, args.outputs, allow_plan=False)
+    outs = loaded.outputs
+    if outs.scheduler.kind == "slurm":
+        from workloads.validate import slurm
+
+        rows = slurm.node_states(slurm.shell_for(args.ssh or outs.access.ssh_command, args.here),
+                                 outs.scheduler.partition)
+    else:
+        from workloads.validate import kube
+
+        assert outs.access.kubeconfig is not None
+        rows = kube.node_states(kube.KubeApi(outs.access.kubeconfig), outs.scheduler.node_selector)
+    say(f"{args.stack}: {len(rows)} GPU node(s) of {outs.nodes} expected ({outs.instance_type})")
+    width = max((len(n) for n, _, _ in rows), default=4)
+    for node, state, reason in rows:
+        say(f"  {node:<{width}}  {state:<24} {reason}")
+    return 0 if len(rows) >= outs.nodes else 1
+
+
+def add_parsers(sub: Any) -> None:
+    render = sub.add_parser("render", help="write what submit would submit (sbatch script or JobSet YAML)")
+    add_common(render)
+    add_job(render)
+    render.add_argument("--out", type=Path, required=True, dest="out")
+    submit = sub.add_parser("submit", help="run the validation on a deployed stack and bring the report back")
+    add_common(submit)
+    add_job(submit)
+    add_access(submit)
+    submit.add_argument("--fetch-to", help="where runs come back (default out/validate)")
+    submit.add_argument("--poll", type=float, default=10.0, help="seconds between progress checks (default 10)")
+    submit.add_argument("--delete", action="store_true", help="Kubernetes: delete the JobSet after fetching")
+    status = sub.add_parser("status", help="the cluster's GPU nodes with their state and drain/taint reasons")
+    add_common(status)
+    add_access(status)
+
+
+def dispatch(args: argparse.Namespace, say: Callable[[str], None] = print) -> int:
+    handlers = {"render": cmd_render, "submit": cmd_submit, "status": cmd_status}
+    try:
+        return handlers[args.cmd](args, say)
+    except (OutputsError, CommandError) as exc:
+        print(f"validate {args.cmd}: {exc}", file=sys.stderr)
+        return int(Verdict.UNKNOWN)
+    except (RuntimeError, TimeoutError) as exc:  # scheduler errors: the message says which command failed
+        print(f"validate {args.cmd}: {exc}", file=sys.stderr)
+        return int(Verdict.UNKNOWN)
