@@ -1,82 +1,126 @@
-"""The validation job, rendered by the launcher and submitted to the real two-node Slurm cluster:
-a healthy run passes; a slow node is named and drained; a node that dies mid-run is named and
-the report still lands. The same script a cloud Slurm cluster gets, on CPU ranks."""
+"""``python -m workloads.validate submit`` against the real two-node Slurm cluster, from a
+stack-outputs file, as a user runs it on a login node (``--here``): render, sbatch, follow,
+fetch, verdict, exit code. The job carries its own code (the bundle unpacked into the run
+directory is what runs); every submit gets its own run directory, so a run whose main phase
+dies is judged on its own files, never the previous run's. A slow node is named and drained;
+a node that dies mid-run is named and the report still lands."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from components.engine import run_offline
+from components.spec import read_stack_file
 from tests.slurm.cluster import SlurmCluster, free_port
-from workloads.launch import sbatch
-from workloads.launch.validation import ValidationJob, sbatch_spec
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
+_BASE: dict[str, Any] = {}
 
 
-def _submit(cluster: SlurmCluster, name: str, inject: dict[str, str]) -> tuple[Any, dict[str, Any], str]:
-    workdir = cluster.jobs / name
-    workdir.mkdir(exist_ok=True)
-    job = ValidationJob(
-        nodes=2, workdir=str(workdir), python=sys.executable, partition="test", procs_per_node=1,
-        time_limit_min=10, rdzv_port=free_port(), exclusive=False,
-        # Small messages and few iterations: the point here is the path, not CPU bandwidth.
-        run_args=("--multi-max", "1M", "--single-max", "1M", "--pair-size", "1M", "--iters", "3", "--warmup", "1",
-                  "--timeout", "60"),
-        extra_env={"PYTHONPATH": str(REPO), "GPUC_FORCE_CPU": "1", "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo",
-                   **inject},
-    )
-    script = sbatch.write(sbatch_spec(job), workdir / "validate.sbatch")
-    result = cluster.run_job(script, timeout_s=420)
-    report = json.loads((workdir / "report.json").read_text())
-    md = (workdir / "report.md").read_text()
-    return result, report, md
+def _outputs_file(cluster: SlurmCluster) -> Path:
+    """The outputs a deployed aws-h200-slurm would give, pointed at the test cluster: its
+    partition, two nodes, and the shared directory standing in for the Lustre mount."""
+    if not _BASE:
+        name, raw = read_stack_file("aws-h200-slurm")
+        _BASE.update(run_offline(name, raw).outputs)
+    outs = json.loads(json.dumps(_BASE))
+    outs["nodes"] = 2
+    outs["mount"]["mount_point"] = str(cluster.jobs / "fsx")
+    outs["scheduler"]["partition"] = "test"
+    path = cluster.jobs / "outputs.json"
+    path.write_text(json.dumps(outs))
+    return path
+
+
+def _submit(cluster: SlurmCluster, tmp_path: Path, inject: dict[str, str]) -> tuple[int, str, Path]:
+    argv = [sys.executable, "-m", "workloads.validate", "submit", "aws-h200-slurm",
+            "--outputs", str(_outputs_file(cluster)), "--here", "--cpu", "--procs-per-node", "1",
+            "--python", sys.executable, "--shared", "--time-limit", "10", "--rdzv-port", str(free_port()),
+            "--poll", "1", "--fetch-to", str(tmp_path / "back"),
+            # Small messages and few iterations: the point here is the path, not CPU bandwidth.
+            *[f"--run-arg={a}" for a in ("--multi-max", "1M", "--single-max", "1M", "--pair-size", "1M",
+                                         "--iters", "3", "--warmup", "1", "--timeout", "60")],
+            *[f"--env={k}={v}" for k, v in {"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", **inject}.items()]]
+    env = {k: v for k, v in cluster.env.items() if k != "PYTHONPATH"}  # the job must bring its own code
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, timeout=480)
+    runs = sorted((tmp_path / "back" / "aws-h200-slurm").iterdir())
+    return done.returncode, done.stdout + done.stderr, runs[-1]
 
 
 def _node(report: dict[str, Any], name: str) -> dict[str, Any]:
     return next(n for n in report["nodes"] if n["node"] == name)
 
 
-def test_healthy_cluster_passes(slurm_cluster: SlurmCluster) -> None:
-    job, report, md = _submit(slurm_cluster, "healthy", {})
-    assert report["verdict"] == "PASS", md
-    assert job.returncode == 0, job.output
+def _checks(report: dict[str, Any], scope: str) -> set[str]:
+    return {m["check"] for m in report["measurements"] if m["scope"] == scope}
+
+
+def test_submit_runs_a_healthy_validation_end_to_end(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    code, out, back = _submit(slurm_cluster, tmp_path, {})
+    report = json.loads((back / "report.json").read_text())
+    assert report["verdict"] == "PASS", out
+    assert code == 0, out
     assert {n["node"] for n in report["nodes"]} == {"n1", "n2"}
-    assert report["floors_applied"] is False
     checks = {m["check"] for m in report["measurements"]}
     assert {"health.matmul", "multi_node.all_reduce", "fabric_only.all_reduce", "ddp.loss_falls"} <= checks
-    assert "step 5 (judge) exit status 0" in job.output
+    # Progress as it went, then the report as printed; the job's own log came back too.
+    assert "submitted Slurm job" in out and "nodes reporting 2/2" in out and "step 5: judge" in out
+    assert "Verdict" in out or "PASS" in out
+    (log,) = back.glob("gpuc-validate-*.out")
+    assert "step 5 (judge) exit status 0" in log.read_text()
+    # It ran the code it carried: the bundle unpacked in its own run directory.
+    run_dirs = sorted((slurm_cluster.jobs / "fsx" / "validation" / "h200-slurm").iterdir())
+    assert back.name in {d.name for d in run_dirs}
+    assert (slurm_cluster.jobs / "fsx" / "validation" / "h200-slurm" / back.name / "code" / "workloads").is_dir()
 
 
-def test_slow_node_is_named_and_drained(slurm_cluster: SlurmCluster) -> None:
+def test_second_run_gets_its_own_directory_and_is_judged_on_its_own_files(
+        slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    first_code, first_out, first = _submit(slurm_cluster, tmp_path, {})
+    assert first_code == 0, first_out
     try:
-        job, report, md = _submit(slurm_cluster, "slow", {"GPUC_INJECT_SLOW_NODE": "n2", "GPUC_INJECT_SLOW_MS": "60"})
-        assert report["verdict"] == "FAIL", md
-        assert job.returncode == 2, job.output
+        code, out, second = _submit(slurm_cluster, tmp_path, {"GPUC_INJECT_FAIL_NODE": "n2",
+                                                               "GPUC_INJECT_FAIL_PHASE": "main"})
+        assert second.name != first.name
+        report = json.loads((second / "report.json").read_text())
+        assert report["verdict"] == "FAIL" and code == 2, out
         assert _node(report, "n2")["verdict"] == "FAIL"
-        assert any("straggler" in r for r in _node(report, "n2")["reasons"]), md
-        assert _node(report, "n1")["verdict"] == "PASS", md
-        assert report["drained"] == ["n2"]
-        assert slurm_cluster.node("n2").draining_or_drained
-        assert "gpu-cluster validate" in slurm_cluster.node("n2").reason
-        assert not slurm_cluster.node("n1").draining_or_drained
+        assert any("never finished" in r or "did not arrive" in r for r in _node(report, "n2")["reasons"]), out
+        # n2 measured its GPUs in the first run; none of that reaches the second run's verdict.
+        before = json.loads((first / "report.json").read_text())
+        assert "health.matmul" in {m["check"] for m in before["measurements"] if "n2" in m["scope"]}
+        assert not [m for m in report["measurements"] if "n2" in m["scope"] and m["check"].startswith("health.")]
+        assert "n2" in report["drained"]
     finally:
         slurm_cluster.resume("n2")
 
 
-def test_node_dying_mid_run_is_reported_and_report_lands(slurm_cluster: SlurmCluster) -> None:
+def test_slow_node_is_named_and_drained(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     try:
-        job, report, md = _submit(slurm_cluster, "dies", {"GPUC_INJECT_FAIL_NODE": "n2", "GPUC_INJECT_FAIL_PHASE": "main"})
-        assert report["verdict"] == "FAIL", md
-        assert _node(report, "n2")["verdict"] == "FAIL", md
-        assert any("never finished" in r or "did not arrive" in r for r in _node(report, "n2")["reasons"]), md
-        assert _node(report, "n1")["verdict"] != "FAIL", md + job.output
-        assert "n2" in report["drained"]
+        code, out, back = _submit(slurm_cluster, tmp_path, {"GPUC_INJECT_SLOW_NODE": "n2",
+                                                            "GPUC_INJECT_SLOW_MS": "60"})
+        report = json.loads((back / "report.json").read_text())
+        assert report["verdict"] == "FAIL" and code == 2, out
+        assert _node(report, "n2")["verdict"] == "FAIL"
+        assert any("straggler" in r for r in _node(report, "n2")["reasons"]), out
+        assert _node(report, "n1")["verdict"] == "PASS", out
+        assert report["drained"] == ["n2"]
+        assert slurm_cluster.node("n2").draining_or_drained
+        assert "gpu-cluster validate" in slurm_cluster.node("n2").reason
+        assert not slurm_cluster.node("n1").draining_or_drained
+        # status shows the drained node and the judge's reason.
+        status = subprocess.run([sys.executable, "-m", "workloads.validate", "status", "aws-h200-slurm",
+                                 "--outputs", str(_outputs_file(slurm_cluster)), "--here"],
+                                capture_output=True, text=True, env=slurm_cluster.env, timeout=60)
+        line = next(x for x in status.stdout.splitlines() if x.strip().startswith("n2"))
+        assert "drain" in line and "gpu-cluster validate" in line, status.stdout
     finally:
         slurm_cluster.resume("n2")

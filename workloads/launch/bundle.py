@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# What the job imports: the workloads package, and components.catalog (+ its data) for the
-# fabric facts and floors. Nothing that imports Pulumi.
+# What the job imports: the workloads package, and the two modules of components it shares
+# with the Pulumi side (the catalog with its data, the outputs contract). Nothing that imports
+# Pulumi.
 PACKAGES = ("workloads",)
-MODULES = ("components/__init__.py", "components/catalog.py", "components/catalog.yaml")
+MODULES = ("components/__init__.py", "components/catalog.py", "components/catalog.yaml", "components/contract.py")
 # The job's own dependencies, pinned like requirements.txt (a test holds them equal).
 JOB_REQUIREMENTS = ("torch==2.13.0", "numpy==2.4.6", "PyYAML==6.0.4", "matplotlib==3.11.2")
 

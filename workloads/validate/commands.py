@@ -150,7 +150,7 @@ def cmd_render(args: argparse.Namespace, say: Callable[[str], None]) -> int:
 
 
 def _local_dir(args: argparse.Namespace, run_id: str) -> Path:
-    return Path(args.fetch_to or "out/validate") / args.stack / run_id
+    return Path(str(args.fetch_to or "out/validate")) / str(args.stack) / run_id
 
 
 def _verdict(dest: Path, say: Callable[[str], None]) -> int:
