@@ -1,0 +1,177 @@
+"""The package as a user gets it: a wheel built from this tree holds every package and the catalog,
+and, installed into a fresh virtualenv, imports and finds its data without the repository on sys.path.
+
+The wheel is built from a copy of the tree (``pip wheel --no-deps --no-build-isolation --no-index``
+with the setuptools of the running virtualenv: offline, and no ``build/`` or ``*.egg-info`` left in
+the checkout, nor a stale ``build/lib`` from an earlier run leaking into the wheel).
+
+The fresh virtualenv is made from the base interpreter (``venv --without-pip``) and the wheel is
+installed into it with ``--no-deps``. Its dependencies (pulumi, torch, ...) come from the running
+virtualenv's site-packages through a ``.pth`` file: ``--system-site-packages`` would not do, since
+it exposes the base interpreter's site-packages, not this virtualenv's. The ``.pth`` entries come
+after the fresh site-packages on sys.path, so ``components`` can only be found there, and the probe
+runs isolated (``-I``: no PYTHONPATH, no user site, no script directory) from an empty directory,
+then checks where every module was loaded from.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("components", "workloads", "policies")
+NOT_PACKAGES = ("tests", "bench", "stacks", "scripts", "docs", "examples")
+DATA = ("components/catalog.yaml",)
+_COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.pyc", "build", "dist", "*.egg-info",
+                                      ".mypy_cache", ".pytest_cache", ".hypothesis", "out")
+
+
+def _source_packages() -> list[str]:
+    return sorted(".".join(init.parent.relative_to(ROOT).parts)
+                  for top in PACKAGES for init in (ROOT / top).rglob("__init__.py")
+                  if "__pycache__" not in init.parts)
+
+
+def _source_modules() -> list[str]:
+    """Every .py file of the packages, as a path in the wheel."""
+    return sorted(str(py.relative_to(ROOT).as_posix()) for pkg in _source_packages()
+                  for py in (ROOT / pkg.replace(".", "/")).glob("*.py"))
+
+
+def _run(cmd: list[str], cwd: Path | None = None,
+         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=cwd, env=env)
+    assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("wheel")
+    src, dist = tmp / "src", tmp / "dist"
+    shutil.copytree(ROOT, src, ignore=_COPY_IGNORE)
+    _run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "--no-index",
+          "--disable-pip-version-check", "-q", "-w", str(dist)])
+    wheels = list(dist.glob("*.whl"))
+    assert len(wheels) == 1, wheels
+    assert wheels[0].name.startswith("gpu_cluster-") and wheels[0].name.endswith("-py3-none-any.whl")
+    return wheels[0]
+
+
+def _names(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as z:
+        return z.namelist()
+
+
+def _dist_info(wheel: Path) -> str:
+    (info,) = {n.split("/")[0] for n in _names(wheel) if n.split("/")[0].endswith(".dist-info")}
+    return info
+
+
+def test_wheel_holds_every_package_and_the_data(wheel: Path) -> None:
+    names = set(_names(wheel))
+    assert {n.split("/")[0] for n in names} == {*PACKAGES, _dist_info(wheel)}
+    assert not {n for n in names if n.split("/")[0] in NOT_PACKAGES or "/" not in n}, "stray top-level files"
+    assert len(_source_packages()) >= 8
+    for pkg in _source_packages():
+        assert f"{pkg.replace('.', '/')}/__init__.py" in names, f"package {pkg} missing from the wheel"
+    assert not set(_source_modules()) - names, "modules missing from the wheel"
+    with zipfile.ZipFile(wheel) as z:
+        for data in DATA:
+            assert z.read(data) == (ROOT / data).read_bytes(), data
+        assert z.read(f"{_dist_info(wheel)}/licenses/LICENSE") == (ROOT / "LICENSE").read_bytes()
+
+
+def _requirements() -> tuple[dict[str, str], dict[str, str]]:
+    """requirements.txt's pins: (all of them, the test and type-check tools at its end)."""
+    pins: dict[str, str] = {}
+    tools: dict[str, str] = {}
+    in_tools = False
+    for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            in_tools = in_tools or "test and type-check tools" in line
+            continue
+        if line.strip():
+            name, version = line.split("==")
+            pins[name.lower()] = version
+            if in_tools:
+                tools[name.lower()] = version
+    return pins, tools
+
+
+def test_wheel_metadata_matches_requirements(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as z:
+        meta = email.parser.Parser().parsestr(z.read(f"{_dist_info(wheel)}/METADATA").decode())
+    assert meta["Name"] == "gpu-cluster" and meta["Version"]
+    assert meta["Requires-Python"] == ">=3.11"
+    assert meta["License-Expression"] == "Apache-2.0"
+    runtime: dict[str, str] = {}
+    test: dict[str, str] = {}
+    for req in meta.get_all("Requires-Dist") or []:
+        spec, _, marker = req.partition(";")
+        name, version = spec.strip().split("==")
+        target = test if marker.strip() == 'extra == "test"' else runtime
+        assert not marker.strip() or target is test, req
+        target[name.lower()] = version
+    pins, tools = _requirements()
+    assert tools and tools.items() <= test.items(), "the test tools go in the 'test' extra"
+    assert not runtime.keys() & test.keys()
+    assert {**runtime, **test} == pins, "every pin of requirements.txt, with its version, once"
+    assert {"pulumi", "pyyaml", "torch"} <= runtime.keys()
+
+
+def test_installed_wheel_works_without_the_repository(wheel: Path, tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    py = venv / "bin" / "python"
+    _run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index",
+          "--disable-pip-version-check", "-q", str(wheel)])
+    purelib = Path(_run([str(py), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+                   .stdout.strip())
+    # The dependencies, from the virtualenv running this test (after purelib on the fresh one's sys.path).
+    paths = sysconfig.get_paths()
+    ours = dict.fromkeys([*site.getsitepackages(), paths["purelib"], paths["platlib"]])
+    (purelib / "_gpu_cluster_test_deps.pth").write_text("".join(f"{p}\n" for p in ours), encoding="utf-8")
+
+    probe = r"""
+import importlib, importlib.util, json, pkgutil, sys
+import components, workloads, policies
+mods = {}
+for top in (components, workloads, policies):
+    mods[top.__name__] = top.__file__
+    for info in pkgutil.walk_packages(top.__path__, top.__name__ + "."):
+        if info.name.rsplit(".", 1)[-1] != "__main__":  # __main__ modules run their program
+            mods[info.name] = importlib.import_module(info.name).__file__
+from components.catalog import CATALOG_PATH, load_catalog
+print(json.dumps({"modules": mods, "catalog": str(CATALOG_PATH), "instances": sorted(load_catalog().names()),
+                  "sys_path": sys.path, "found": [n for n in %r if importlib.util.find_spec(n)]}))
+""" % (NOT_PACKAGES,)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    out = json.loads(_run([str(py), "-I", "-c", probe], cwd=elsewhere, env=env).stdout.splitlines()[-1])
+
+    assert not [p for p in out["sys_path"] if p and Path(p).resolve().is_relative_to(ROOT)]
+    installed = purelib.resolve()
+    expected = {m[: -len(".py")].replace("/", ".").removesuffix(".__init__") for m in _source_modules()}
+    assert set(out["modules"]) == {m for m in expected if not m.endswith(".__main__")}
+    for name, file in out["modules"].items():
+        assert Path(file).resolve().is_relative_to(installed / name.split(".")[0]), f"{name} loaded from {file}"
+    assert Path(out["catalog"]).resolve() == installed / "components" / "catalog.yaml"
+    from components.catalog import load_catalog
+
+    assert out["instances"] == sorted(load_catalog().names()) and out["instances"]
+    assert out["found"] == [], "not packages of gpu-cluster"
