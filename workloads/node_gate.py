@@ -297,6 +297,10 @@ def gpu_checks(cfg: GateConfig, vendor: str, lib: Any, why: str, devices: Sequen
             checks.extend(not_run(name, f"gpu{idx}", f"no GPU management library ({why})")
                           for name in ("ecc.volatile", "ecc.aggregate", "memory.remap", "nvlink.links",
                                        "nvlink.errors", "pcie.link", "clocks.throttle", "xid.run"))
+    if not indices:
+        checks.extend(not_run(name, "gpu", "no GPU in this process (CPU run)")
+                      for name in ("ecc.volatile", "ecc.aggregate", "memory.remap", "nvlink.links", "pcie.link",
+                                   "clocks.throttle", "xid.run"))
     gemms = []
     for w in watches:
         w.start()

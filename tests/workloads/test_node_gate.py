@@ -214,3 +214,10 @@ def test_one_bad_gpu_fails_the_node_report() -> None:
     doc = rep.to_json()
     assert doc["verdict"] == FAIL and doc["vendor"] == "nvidia"
     assert [c["scope"] for c in doc["checks"] if c["status"] == FAIL] == ["gpu3"]
+
+
+def test_cpu_process_says_the_per_gpu_checks_did_not_run() -> None:
+    checks, gemms = node_gate.gpu_checks(FAST, "none", None, "no NVML", CPU, [])
+    assert len(gemms) == 1 and gemms[0].device == "cpu"
+    skipped = {c.name for c in checks if c.status == NOT_RUN}
+    assert {"ecc.volatile", "memory.remap", "nvlink.links", "clocks.throttle", "xid.run"} <= skipped
