@@ -148,7 +148,9 @@ def _remap(nvml: Any, h: Any, scope: str) -> Check:
 
 
 def _nvlink(nvml: Any, h: Any, scope: str) -> list[Check]:
-    up, down, errors = [], [], {}
+    up: list[int] = []
+    down: list[int] = []
+    errors: dict[str, int] = {}
     why_state = ""
     for link in range(int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))):
         try:

@@ -134,7 +134,10 @@ def sustained_gemm(device: torch.device, seconds: float, n: int, windows: int = 
     a = torch.randn(n, n, dtype=dtype, device=device, generator=gen)
     b = torch.randn(n, n, dtype=dtype, device=device, generator=gen)
     c = torch.empty(n, n, dtype=dtype, device=device)
-    sync = (lambda: torch.cuda.synchronize(device)) if gpu else (lambda: None)
+    def sync() -> None:
+        if gpu:
+            torch.cuda.synchronize(device)
+
     for _ in range(3):
         torch.mm(a, b, out=c)
     sync()
@@ -240,7 +243,7 @@ def open_library(nvml: Any | None = None, amdsmi: Any | None = None) -> tuple[st
         return "amd", amdsmi, ""
     whys = []
     try:
-        import pynvml
+        import pynvml  # type: ignore[import-untyped]
 
         pynvml.nvmlInit()
         return "nvidia", pynvml, ""
@@ -338,7 +341,7 @@ def print_report(rep: GateReport, out: Any = sys.stdout) -> None:
         out.write(f"  {c.status:<8} {c.name:<18} {c.scope:<6} {'' if c.value is None else c.value!s:<14} {c.detail}\n")
     for g in rep.gemm:
         out.write(f"  gemm {g.device} {g.name}: {g.dtype} {g.n}^3, {g.calls} calls in {g.seconds:.1f} s, "
-                  f"windows TFLOP/s {', '.join(f'{w:.1f}' for w in g.window_tflops)}\n")
+                  f"windows TFLOP/s {', '.join(f'{w:.4g}' for w in g.window_tflops)}\n")
     out.flush()
 
 

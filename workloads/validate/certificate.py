@@ -40,7 +40,10 @@ def judge_gate(main: dict[str, Any] | None, nodes: dict[str, NodeVerdict], gpu_r
     summary: list[dict[str, Any]] = []
     for n, checks in by_node.items():
         nv = nodes.setdefault(n, NodeVerdict(node=n))
-        failed, warned, not_run, passed = [], [], [], 0
+        failed: list[str] = []
+        warned: list[str] = []
+        not_run: list[str] = []
+        passed = 0
         for (name, scope), c in sorted(checks.items()):
             status = str(c["status"])
             if status in _STATUS:

@@ -101,8 +101,8 @@ def diff_reports(old: dict[str, Any], new: dict[str, Any], *, threshold: float =
     d.nodes_added, d.nodes_removed = sorted(names_new - names_old), sorted(names_old - names_new)
     d.drained = sorted(set(new.get("drained") or []))
     fo, fn = _figures(old), _figures(new)
-    for key in sorted(set(fo) & set(fn)):
-        a, b = fo[key], fn[key]
+    for fkey in sorted(set(fo) & set(fn)):
+        a, b = fo[fkey], fn[fkey]
         va, vb = _num(a["value"]), _num(b["value"])
         assert va is not None and vb is not None
         ratio = vb / va if va else None
@@ -110,7 +110,7 @@ def diff_reports(old: dict[str, Any], new: dict[str, Any], *, threshold: float =
         better_up = unit.startswith(HIGHER_IS_BETTER)
         regressed = better_up and ratio is not None and ratio < 1.0 - threshold
         if regressed or va != vb or a.get("verdict") != b.get("verdict"):
-            d.figures.append(FigureChange(check=key[0], scope=key[1], unit=unit, old=va, new=vb,
+            d.figures.append(FigureChange(check=fkey[0], scope=fkey[1], unit=unit, old=va, new=vb,
                                           ratio=None if ratio is None else round(ratio, 4),
                                           old_verdict=str(a.get("verdict")), new_verdict=str(b.get("verdict")),
                                           regressed=regressed))
