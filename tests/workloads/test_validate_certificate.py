@@ -135,3 +135,11 @@ def test_judge_puts_the_gate_and_stack_in_the_report(tmp_path: Path) -> None:
     assert "## Node gate" in md and "## Software stack" in md and "| b | 6.9.1 | 2.13.0 |" in md
     write(rep, tmp_path)
     assert json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))["gate"][0]["vendor"] == "none"
+
+
+def test_diff_of_cpu_runs_says_the_figures_are_a_shared_hosts() -> None:
+    a = dict(_report({"multi_node.all_reduce": 1.0}, stack_={}, nodes=["n1"]), local=True)
+    b = dict(_report({"multi_node.all_reduce": 0.5}, stack_={}, nodes=["n1"]), local=True)
+    d = diff.diff_reports(a, b)
+    assert d.local and len(d.regressions) == 1
+    assert "A CPU (--local) run is compared" in "\n".join(diff.render_markdown(d))

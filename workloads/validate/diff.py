@@ -61,6 +61,8 @@ class Diff:
     drained: list[str] = field(default_factory=list)
     only_old: list[str] = field(default_factory=list)
     only_new: list[str] = field(default_factory=list)
+    local: bool = False
+    """Either run was a CPU (--local) run: its figures measure a shared host, not a cluster."""
 
     @property
     def regressions(self) -> list[FigureChange]:
@@ -89,7 +91,8 @@ def _figures(rep: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
 def diff_reports(old: dict[str, Any], new: dict[str, Any], *, threshold: float = DEFAULT_THRESHOLD,
                  old_path: str = "old", new_path: str = "new") -> Diff:
     d = Diff(old_path=old_path, new_path=new_path, threshold=threshold,
-             old_verdict=str(old.get("verdict")), new_verdict=str(new.get("verdict")))
+             old_verdict=str(old.get("verdict")), new_verdict=str(new.get("verdict")),
+             local=bool(old.get("local") or new.get("local")))
     so, sn = _stacks(old), _stacks(new)
     for scope in sorted(set(so) & set(sn)):
         for key in sorted(set(so[scope]) | set(sn[scope])):
@@ -127,6 +130,9 @@ def render_markdown(d: Diff) -> list[str]:
     lines = ["", SECTION, "",
              f"Against {d.old_path} (verdict {d.old_verdict}, now {d.new_verdict}); a figure regresses when it "
              f"falls under {1 - d.threshold:.0%} of the previous run. {len(d.regressions)} regression(s)."]
+    if d.local:
+        lines += ["", "A CPU (--local) run is compared: its figures vary with the host's other load, so a "
+                      "regression here says the pipeline works, nothing about a GPU fabric."]
     if d.nodes_added or d.nodes_removed or d.drained:
         lines += ["", f"Nodes added: {', '.join(d.nodes_added) or '-'}; removed: {', '.join(d.nodes_removed) or '-'}; "
                       f"drained in this run: {', '.join(d.drained) or '-'}."]
