@@ -8,7 +8,7 @@
 # only on that very machine) and ddp_train takes its MFU peak from it; without one, set
 # PEAK_TFLOPS for the MFU. Files land in $OUT (default: a fresh temporary directory).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 3
 
 PY=${PY:-python3}
 OUT=${OUT:-$(mktemp -d)}

@@ -253,3 +253,49 @@ def load_catalog(path: Path | None = None) -> Catalog:
     """Load and check the catalog (cached: the file is read once per process)."""
     with open(path or CATALOG_PATH, encoding="utf-8") as fh:
         return parse_catalog(yaml.safe_load(fh))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuModel:
+    """One GPU model's achievable figures: what the node gate holds a sustained GEMM to."""
+
+    model: str
+    """The catalog's model name (``accelerator.model``)."""
+    name_tokens: tuple[str, ...]
+    """Every token appears in the name NVML or amdsmi reports for this model."""
+    name_excludes: tuple[str, ...]
+    """No token appears (H100 PCIe and NVL share the H100 token with SXM5)."""
+    achievable_bf16_tflops: float | None
+    """A published measured dense bf16 GEMM rate; None when no source publishes one."""
+    source: Source
+    note: str = ""
+
+    def matches(self, reported_name: str) -> bool:
+        name = reported_name.lower()
+        return (all(t.lower() in name for t in self.name_tokens)
+                and not any(t.lower() in name for t in self.name_excludes))
+
+
+def parse_gpu_models(doc: Mapping[str, Any]) -> dict[str, GpuModel]:
+    sources = {sid: Source(id=sid, title=str(s["title"]), url=str(s["url"]), read=str(s["read"]))
+               for sid, s in (doc.get("gpu_model_sources") or {}).items()}
+    out: dict[str, GpuModel] = {}
+    for model, raw in (doc.get("gpu_models") or {}).items():
+        sid = raw.get("source")
+        if sid not in sources:
+            raise CatalogError(f"gpu_models.{model}.source: unknown source id {sid!r} (allowed: {', '.join(sources)})")
+        if not raw.get("name_tokens"):
+            raise CatalogError(f"gpu_models.{model}.name_tokens: missing")
+        value = raw.get("achievable_bf16_tflops")
+        out[model] = GpuModel(model=model, name_tokens=tuple(str(t) for t in raw["name_tokens"]),
+                              name_excludes=tuple(str(t) for t in raw.get("name_excludes") or ()),
+                              achievable_bf16_tflops=None if value is None else float(value),
+                              source=sources[sid], note=str(raw.get("note", "")).strip())
+    return out
+
+
+@functools.cache
+def load_gpu_models(path: Path | None = None) -> dict[str, GpuModel]:
+    """The catalog's ``gpu_models`` section (cached like :func:`load_catalog`)."""
+    with open(path or CATALOG_PATH, encoding="utf-8") as fh:
+        return parse_gpu_models(yaml.safe_load(fh))

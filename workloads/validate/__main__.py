@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from workloads.validate import diff
 from workloads.validate.verdict import Verdict
 
 from workloads.validate.launchargs import FABRIC_ONLY_ENV
@@ -84,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("--started", type=float, default=0.0, help="epoch seconds the run began (for the duration)")
     judge.add_argument("--print-archive", action="store_true",
                        help="print the report files as an archive on stdout (how a pod's report leaves it)")
+    diff.add_subparser(sub)
     return ap
 
 
@@ -113,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         multi_max_bytes=args.multi_max, single_max_bytes=args.single_max, pair_bytes=args.pair_size,
                         iters=args.iters, warmup=args.warmup, pairwise=args.pairwise, timeout_s=args.run_timeout)
         return run_phase(cfg)
+    if args.cmd == "diff":
+        return diff.run(args)
     if args.cmd == "judge":
         expect = [n for n in args.expect_nodes.split(",") if n] or _slurm_nodes()
         code = judge_and_report(args.judge_out, args.instance_type, expect, args.drain, args.cpu,

@@ -27,7 +27,7 @@ from workloads.gpu_health import MATMUL_FAIL_OF_PEAK as HEALTH_FAIL_OF_PEAK
 from workloads.gpu_health import MATMUL_WARN_OF_PEAK as HEALTH_WARN_OF_PEAK
 from workloads.gpu_health import MEM_FAIL_OF_PEAK as MEMBW_FAIL_OF_PEAK
 from workloads.gpu_health import MEM_WARN_OF_PEAK as MEMBW_WARN_OF_PEAK
-from workloads.validate import isolate, transport
+from workloads.validate import certificate, isolate, stack, transport
 from workloads.validate.report import Curve, Report
 from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
 
@@ -285,6 +285,9 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
         if isinstance(mfu, (int, float)):
             ms.append(Measurement(check="ddp.mfu", scope="cluster", value=float(mfu), unit="fraction", basis="information"))
 
+    gate_ms, gate = certificate.judge_gate(main, nodes, gpu_run=backend != "gloo")
+    ms.extend(gate_ms)
+
     blamed, notes = node_failures(files.statuses, node_names)
     for n, why in blamed.items():
         nodes.setdefault(n, NodeVerdict(node=n)).mark(Verdict.FAIL, why)
@@ -319,4 +322,5 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
             duration_s = max(0.0, time.time() - min(began))
     return Report(verdict=overall, local=local, floors_applied=floors, instance_type=instance_type,
                   nodes=list(nodes.values()), measurements=ms, transport=tr, versions=versions, curves=curves,
-                  errors=errors, duration_s=duration_s, world_size=int((main or {}).get("world_size", 0)))
+                  errors=errors, duration_s=duration_s, world_size=int((main or {}).get("world_size", 0)),
+                  gate=gate, stack=stack.node_stacks(main, files.nccl_logs))

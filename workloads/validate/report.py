@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workloads.validate import certificate
 from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
 
 
@@ -37,6 +38,10 @@ class Report:
     drained: list[str] = field(default_factory=list)
     duration_s: float = 0.0
     world_size: int = 0
+    gate: list[dict[str, Any]] = field(default_factory=list)
+    """Per-node summary of the GPU node gate (workloads.validate.certificate)."""
+    stack: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """node -> software stack it ran with: the cluster certificate."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -55,6 +60,8 @@ class Report:
             "errors": self.errors,
             "drained": self.drained,
             "duration_s": round(self.duration_s, 1),
+            "gate": self.gate,
+            "stack": self.stack,
         }
 
 
@@ -99,6 +106,7 @@ def render_markdown(r: Report) -> str:
               f"{t.get('message', '')}"]
     if r.errors:
         lines += ["", "## Could not run", ""] + [f"- {e}" for e in r.errors]
+    lines += certificate.render_gate(r.gate) + certificate.render_stack(r.stack)
     lines += ["", "## Versions", ""] + [f"- {k}: {v}" for k, v in sorted(r.versions.items())]
     lines += ["", "Exit code: 0 pass, 1 warn, 2 fail, 3 could not run. busbw.png draws each sweep with its floor.", ""]
     return "\n".join(lines)

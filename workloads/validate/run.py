@@ -28,9 +28,10 @@ from typing import Any, Literal
 import torch
 import torch.distributed as dist
 
-from workloads import collectives, device, gpu_health
+from workloads import collectives, device, gpu_health, node_gate
 from workloads.node import maybe_fail, node_name
 from workloads.validate import isolate
+from workloads.validate import stack as node_stack
 
 Phase = Literal["main", "fabric"]
 PEER_LOST_MARKERS = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "NCCL communicator was aborted",
@@ -189,6 +190,7 @@ def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: collectives.
     if rt.rank == 0:
         print(f"validate[{cfg.phase}]: {len(nodes)} node(s), {rt.world_size} rank(s), backend {rt.backend}", flush=True)
     if cfg.phase == "main":
+        result["gate"], result["stack"] = _node_gate(cfg, rt, node, nodes, side)
         figures = _measure_health(rt, node, side)
         health: list[Any] = [None] * rt.world_size
         dist.all_gather_object(health, figures.to_json(), group=side)
@@ -208,6 +210,35 @@ def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: collectives.
     if cfg.phase == "main" and len(nodes) >= 2 and _want_pairs(cfg, result):
         result["pairs"] = _pairs(cfg, rt, nodes, pair_bytes, side, watchdog)
     return result
+
+
+def _mgmt_index(dev: torch.device) -> int:
+    """The GPU's index as NVML/amdsmi count it: CUDA_VISIBLE_DEVICES renumbers CUDA's devices."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
+    idx = dev.index or 0
+    return int(visible[idx]) if idx < len(visible) and visible[idx].strip().isdigit() else idx
+
+
+def _node_gate(cfg: RunConfig, rt: device.Runtime, node: str, nodes: dict[str, list[int]],
+               side: Any) -> tuple[list[Any], dict[str, Any]]:
+    """The GPU node gate, before anything else: the node's own checks (and DCGM's diagnostic,
+    which wants the GPUs to itself) on its first rank while the others wait, then every rank's
+    sustained GEMM at once with its GPU's clocks and XIDs watched. Settings from the
+    environment (node_gate.config_from_env). Also records the node's software stack."""
+    first = rt.rank == nodes[node][0]
+    gcfg = node_gate.config_from_env(cfg.instance_type)
+    vendor, lib, why = node_gate.open_library()
+    checks = node_gate.node_checks(gcfg, vendor, lib, why) if first else []
+    dist.barrier(group=side)
+    idx = [_mgmt_index(rt.device)] if rt.device.type == "cuda" else []
+    more, gemms = node_gate.gpu_checks(gcfg, vendor, lib, why, [rt.device], idx)
+    doc = node_gate.GateReport(node=node, vendor=vendor, checks=checks + more, gemm=gemms).to_json()
+    doc["rank"] = rt.rank
+    versions = next((c.value for c in checks if c.name == "versions" and c.scope == "node"), None)
+    mine = node_stack.collect(versions if isinstance(versions, dict) else None) if first else None
+    gathered: list[Any] = [None] * rt.world_size
+    dist.all_gather_object(gathered, (doc, node, mine), group=side)
+    return [d for d, _, _ in gathered], {n: s for _, n, s in gathered if s is not None}
 
 
 def _measure_health(rt: device.Runtime, node: str, side: Any) -> gpu_health.DeviceFigures:
