@@ -234,7 +234,7 @@ def _multi_ops(cfg: RunConfig) -> list[str]:
     if cfg.instance_type:
         from components.catalog import load_catalog
 
-        op = load_catalog().get(cfg.instance_type).busbw.op
+        op = load_catalog().get(cfg.instance_type).bandwidth.op
         if op not in ops:
             ops.append(op)
     return ops
@@ -279,7 +279,8 @@ def _pair_floor(cfg: RunConfig, backend: str) -> float | None:
         return None
     from components.catalog import load_catalog
 
-    return load_catalog().get(cfg.instance_type).busbw.floor_fail_gbps
+    bw = load_catalog().get(cfg.instance_type).bandwidth
+    return bw.expected(bw.op, 2, "pair").floor_fail_gbps
 
 
 def _pairs(cfg: RunConfig, rt: device.Runtime, nodes: dict[str, list[int]], size: int, side: Any,
