@@ -112,7 +112,7 @@ def _wrong(op_result: Mapping[str, Any]) -> int:
     return sum(int(r.get("wrong") or 0) for r in op_result.get("rows", []))
 
 
-def _judged(check: str, res: Mapping[str, Any], e: Expected | None, no_floor: str) -> Measurement:
+def judge_cluster_figure(check: str, res: Mapping[str, Any], e: Expected | None, no_floor: str) -> Measurement:
     """One cluster figure against its expected figure, at the size the floor is stated at. A sweep
     that stopped short is judged at its largest size, and a FAIL there is only a WARN: the floor
     belongs to a larger message."""
@@ -276,7 +276,7 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
         # Multi-node collectives over the whole fabric.
         for op, res in main.get("multi_node", {}).items():
             e = expectation(it, op, len(node_names), "multi-node") if floors else None
-            m = _judged(f"multi_node.{op}", res, e, "none (CPU run)" if not floors else "no floor for this op")
+            m = judge_cluster_figure(f"multi_node.{op}", res, e, "none (CPU run)" if not floors else "no floor for this op")
             warn, fail = m.floor_warn, m.floor_fail
             if not floors and m.value is not None:
                 m.verdict = Verdict.PASS
@@ -302,7 +302,7 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
     if fabric is not None:
         for op, res in fabric.get("multi_node", {}).items():
             e = expectation(it, op, len(node_names), "fabric-only") if floors else None
-            fm = _judged(f"fabric_only.{op}", res, e, "none")
+            fm = judge_cluster_figure(f"fabric_only.{op}", res, e, "none")
             ms.append(fm)
             curves.append(_curve(res, "fabric only", fm.floor_warn, fm.floor_fail))
         if "multi_node_error" in fabric:

@@ -82,7 +82,9 @@ def render_markdown(r: Report) -> str:
                      "Nodes are still compared with each other.")
     bad = [n for n in r.nodes if n.verdict != Verdict.PASS]
     lines += ["", "## Nodes", ""]
-    if not bad:
+    if not r.nodes:
+        lines.append("The input names no nodes (nccl-tests prints host names only in its '# Using devices' block).")
+    elif not bad:
         lines.append(f"All {len(r.nodes)} nodes passed.")
     lines += ["| node | verdict | why |", "|---|---|---|"]
     for n in r.nodes:
@@ -94,6 +96,10 @@ def render_markdown(r: Report) -> str:
     for m in r.measurements:
         lines.append(f"| {m.check} | {m.scope} | {_fmt(m.value)} {m.unit} | {_fmt(m.floor_warn)} | {_fmt(m.floor_fail)} "
                      f"| {_size(m.at_bytes)} | {m.verdict.name} |")
+    based = [m for m in r.measurements if m.basis and m.floor_fail is not None or "expected" in m.basis]
+    if based:
+        lines += ["", "## Expected figures, floors and their basis", ""]
+        lines += [f"- {m.check} ({m.scope}){': ' + m.detail if m.detail else ''}: {m.basis}" for m in based]
     t = r.transport
     lines += ["", "## Transport", "", f"Expected {t.get('expected') or '-'}; seen {', '.join(t.get('seen') or []) or '-'}. "
               f"{t.get('message', '')}"]
