@@ -295,9 +295,19 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
             for n, why in pairs.get("unresolved", {}).items():
                 if n in nodes:
                     nodes[n].mark(Verdict.WARN, f"pairwise: {why}")
+            pe = expectation(it, str(pairs.get("op") or "all_reduce"), 2, "pair") if floors else None
+            pair_basis = f"{pairs.get('floor_basis', '')}; {basis_text(pe)}" if pe else str(pairs.get("floor_basis", ""))
             for a, b, value in pairs.get("first", []):
-                ms.append(Measurement(check="pair.busbw", scope=f"pair:{a}+{b}", value=value, unit="GB/s",
-                                      floor_fail=pairs.get("floor"), basis=str(pairs.get("floor_basis", ""))).judge())
+                ms.append(Measurement(check=f"pair.{pairs.get('op') or 'all_reduce'}", scope=f"pair:{a}+{b}", value=value,
+                                      unit="GB/s", floor_fail=pairs.get("floor"), basis=pair_basis,
+                                      at_bytes=pairs.get("message_bytes")).judge())
+            for a, b, why in pairs.get("bad_links", []):
+                ms.append(Measurement(check="pair.link", scope=f"pair:{a}+{b}", value=None, unit="", basis=pair_basis,
+                                      verdict=Verdict.FAIL, detail=why))
+            if "rounds" in pairs:
+                ms.append(Measurement(check="pair.search_rounds", scope="cluster", value=float(pairs["rounds"]),
+                                      unit="rounds", basis=f"{pairs.get('pairing', 'topology')} pairing; "
+                                      f"{len(pairs.get('bad', {}))} node(s) named, {len(pairs.get('bad_links', []))} link(s)"))
     fabric = files.phases.get("fabric")
     if fabric is not None:
         for op, res in fabric.get("multi_node", {}).items():
