@@ -103,9 +103,17 @@ def basis_text(e: Expected) -> str:
             f"{e.nodes} node(s)): {e.algorithm}, bound {e.bound_gbps}; {e.basis}")
 
 
-def _curve(op_result: Mapping[str, Any], scope: str, warn: float | None, fail: float | None) -> Curve:
-    pts = sorted((int(r["size_bytes"]), float(r["busbw_gbps"])) for r in op_result.get("rows", []) if not r.get("in_place"))
-    return Curve(op=str(op_result.get("op", "?")), scope=scope, points=pts, floor_warn=warn, floor_fail=fail)
+def _curve(op_result: Mapping[str, Any], scope: str, warn: float | None, fail: float | None,
+           at: int | None = None) -> Curve:
+    """What the judge judges, per size: the better placement (all_reduce and broadcast have only the
+    in-place one), with the floors marked at the size they apply to."""
+    best: dict[int, float] = {}
+    for r in op_result.get("rows", []):
+        if r.get("busbw_gbps") is not None:
+            s = int(r["size_bytes"])
+            best[s] = max(best.get(s, 0.0), float(r["busbw_gbps"]))
+    return Curve(op=str(op_result.get("op", "?")), scope=scope, points=sorted(best.items()), floor_warn=warn,
+                 floor_fail=fail, floor_at=at)
 
 
 def _wrong(op_result: Mapping[str, Any]) -> int:
@@ -284,7 +292,7 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
                 m.verdict = Verdict.FAIL
                 m.detail = f"{_wrong(res)} wrong elements"
             ms.append(m)
-            curves.append(_curve(res, "all nodes", warn, fail))
+            curves.append(_curve(res, "all nodes", warn, fail, m.at_bytes))
         if "multi_node_error" in main:
             errors.append(f"multi-node collectives: {main['multi_node_error']}")
         pairs = main.get("pairs")
@@ -314,7 +322,7 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
             e = expectation(it, op, len(node_names), "fabric-only") if floors else None
             fm = judge_cluster_figure(f"fabric_only.{op}", res, e, "none")
             ms.append(fm)
-            curves.append(_curve(res, "fabric only", fm.floor_warn, fm.floor_fail))
+            curves.append(_curve(res, "fabric only", fm.floor_warn, fm.floor_fail, fm.at_bytes))
         if "multi_node_error" in fabric:
             errors.append(f"fabric-only collectives: {fabric['multi_node_error']}")
     if files.ddp is not None:

@@ -240,7 +240,7 @@ def judge_runs(runs: Sequence[NcclTestsRun], instance_type: str | None, nodes: i
                                   basis="information: nccl-tests' mean over every row, small sizes included; not judged"))
         pts = sorted((int(x["size_bytes"]), float(x["busbw_gbps"])) for x in run.rows if not x["in_place"])
         curves.append(Curve(op=op, scope=Path(run.file).name or "nccl-tests", points=pts,
-                            floor_warn=m.floor_warn, floor_fail=m.floor_fail))
+                            floor_warn=m.floor_warn, floor_fail=m.floor_fail, floor_at=m.at_bytes))
     tr = _transport(it, seen, nodes, runs, ms)
     node_verdicts = [NodeVerdict(node=h) for h in sorted(hosts)]
     verdict = Verdict.worst([m.verdict for m in ms])

@@ -20,6 +20,8 @@ class Curve:
     points: list[tuple[int, float]]
     floor_warn: float | None = None
     floor_fail: float | None = None
+    floor_at: int | None = None
+    """The message size the floors apply to (None: drawn across the sweep)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -50,8 +52,8 @@ class Report:
             "measurements": [m.to_json() for m in self.measurements],
             "transport": self.transport,
             "versions": self.versions,
-            "curves": [{"op": c.op, "scope": c.scope, "points": c.points,
-                        "floor_warn": c.floor_warn, "floor_fail": c.floor_fail} for c in self.curves],
+            "curves": [{"op": c.op, "scope": c.scope, "points": c.points, "floor_warn": c.floor_warn,
+                        "floor_fail": c.floor_fail, "floor_at": c.floor_at} for c in self.curves],
             "errors": self.errors,
             "drained": self.drained,
             "duration_s": round(self.duration_s, 1),
@@ -125,16 +127,22 @@ def plot(r: Report, path: Path) -> bool:
         xs = [p[0] for p in c.points]
         ys = [p[1] for p in c.points]
         line, = ax.plot(xs, ys, marker="o", markersize=3, label=f"{c.op} ({c.scope})")
-        if c.floor_fail is not None:
-            ax.axhline(c.floor_fail, color=line.get_color(), linestyle="--", linewidth=1,
-                       label=f"{c.op} fail floor {c.floor_fail:g}")
-        if c.floor_warn is not None:
-            ax.axhline(c.floor_warn, color=line.get_color(), linestyle=":", linewidth=1,
-                       label=f"{c.op} warn floor {c.floor_warn:g}")
+        for floor, style, what in ((c.floor_fail, "v", "fail"), (c.floor_warn, "^", "warn")):
+            if floor is None:
+                continue
+            if c.floor_at is not None:  # the floor belongs to one size: mark it there
+                ax.plot([c.floor_at], [floor], marker=style, linestyle="none", color=line.get_color(),
+                        label=f"{c.op} {what} floor {floor:g} at {_size(c.floor_at)}")
+            else:
+                ax.axhline(floor, color=line.get_color(), linestyle="--" if what == "fail" else ":", linewidth=1,
+                           label=f"{c.op} {what} floor {floor:g}")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size (bytes)")
+    from matplotlib.ticker import FuncFormatter
+
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: _size(int(x)) if x >= 1 else ""))
+    ax.set_xlabel("message size")
     ax.set_ylabel("busbw (GB/s)")
-    title = f"busbw by message size: {r.verdict.name}"
+    title = f"busbw by message size (the placement judged): {r.verdict.name}"
     if not r.floors_applied:
         title += " (CPU run, floors not applied)"
     ax.set_title(title)
