@@ -45,7 +45,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn, TextIO
 
 import torch
@@ -455,6 +455,8 @@ def parse_args(argv: Sequence[str] | None = None) -> CollectivesConfig:
     except ValueError:
         problems.append(f"-T/--timeout: {ns.timeout!r} is not a number of seconds")
         timeout_s = 1.0
+    if ns.json and not os.access(os.path.dirname(os.path.abspath(ns.json)), os.W_OK):
+        problems.append(f"--json: {ns.json}: its directory does not exist or is not writable")  # before the sweep
     if problems:
         raise UsageError(problems)
     return CollectivesConfig(ops=ops, min_bytes=lo, max_bytes=hi, factor=factor, iters=iters,
@@ -970,6 +972,15 @@ def results_json(results: Sequence[OpResult], rt: _device.Runtime) -> dict[str, 
             "results": [r.to_json() for r in results]}
 
 
+def cap_to_memory(cfg: CollectivesConfig, device_bytes: int | None, backend: str) -> tuple[CollectivesConfig, str]:
+    """-e reduced to what fits on the smallest GPU, with nccl-tests' own notice; unchanged off GPU."""
+    hi = cfg.sizes(backend)[-1]
+    if device_bytes is None or hi <= (cap := _device.memory_cap(device_bytes, cfg.check)):
+        return cfg, ""
+    lo = min(cfg.sizes(backend)[0], cap)
+    return replace(cfg, min_bytes=lo, max_bytes=cap), f"#\n# Reducing maxBytes to {cap} due to memory limitation\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     is_main = os.environ.get("RANK", "0") == "0"
     try:
@@ -982,6 +993,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # arrival barrier and our watchdog have had the chance to name the op, size and ranks.
     rt = _device.setup(timeout_s=cfg.timeout_s + 2 * grace_s(cfg.timeout_s))
     out = sys.stdout if rt.is_main else None
+    cfg, note = cap_to_memory(cfg, _device.smallest_device_memory(rt), rt.backend)
+    if note and out is not None:
+        out.write(note)
     try:
         results = run_collectives(cfg, rt, out=out)
     except CollectiveTimeout as exc:

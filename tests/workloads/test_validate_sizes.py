@@ -11,7 +11,8 @@ import pytest
 from components.bandwidth import FLOOR_MESSAGE_BYTES
 from workloads.collectives import size_sweep
 from workloads.validate.judge import judge
-from workloads.validate.run import RunConfig, _pair_op, _sizes, _want_pairs, memory_cap, sweep_start
+from workloads.device import memory_cap
+from workloads.validate.run import RunConfig, _pair_op, _sizes, _want_pairs, sweep_start
 from workloads.validate.verdict import Verdict
 
 
@@ -70,3 +71,22 @@ def test_report_states_rounds_and_bad_links(tmp_path: Path) -> None:
     rounds = next(m for m in rep.measurements if m.check == "pair.search_rounds")
     assert rounds.value == 2.0
     assert all(n.verdict != Verdict.FAIL or "pairwise" not in " ".join(n.reasons) for n in rep.nodes)
+
+
+def test_collectives_caps_maxbytes_to_memory_like_nccl_tests() -> None:
+    from workloads.collectives import CollectivesConfig, cap_to_memory
+
+    cfg = CollectivesConfig(min_bytes=1 << 20, max_bytes=64 << 30, factor=2)
+    capped, note = cap_to_memory(cfg, 80 << 30, "nccl")
+    assert capped.max_bytes == (79 << 30) // 3 and "Reducing maxBytes" in note
+    assert cap_to_memory(cfg, None, "gloo") == (cfg, "")
+    fits = CollectivesConfig(min_bytes=1 << 20, max_bytes=8 << 30)
+    assert cap_to_memory(fits, 80 << 30, "nccl") == (fits, "")
+
+
+def test_collectives_refuses_an_unwritable_json_path_before_measuring(tmp_path: Path) -> None:
+    from workloads.collectives import UsageError, parse_args
+
+    with pytest.raises(UsageError, match="--json"):
+        parse_args(["--json", str(tmp_path / "missing-dir" / "out.json")])
+    assert parse_args(["--json", str(tmp_path / "out.json")]).json_path == str(tmp_path / "out.json")

@@ -29,6 +29,7 @@ import torch
 import torch.distributed as dist
 
 from workloads import collectives, device, gpu_health
+from workloads.device import memory_cap
 from workloads.node import maybe_fail, node_name
 from workloads.validate import isolate
 
@@ -69,12 +70,6 @@ class RunConfig:
     warmup: int = 5
     pairwise: Literal["auto", "always", "never"] = "auto"
     timeout_s: float = 300.0
-
-
-def memory_cap(device_bytes: int, check: bool) -> int:
-    """The largest message that fits, as nccl-tests computes it (src/common.cu): send, receive and,
-    with the data check, expected buffers, plus 1 GiB for the rest: (memory - 1 GiB) / (3 or 2)."""
-    return max(1, (device_bytes - (1 << 30)) // (3 if check else 2))
 
 
 def _sizes(cfg: RunConfig, backend: str, device_bytes: int | None = None) -> tuple[int, int, int, int]:
