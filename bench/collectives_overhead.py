@@ -64,7 +64,7 @@ def worker(rounds: int, iters: int, warmup: int) -> int:
             case = col.make_case("all_reduce", lay, in_place=True, rank=rt.rank, n=n,
                                  dtype=torch.float32, device=rt.device, group=None)
             assert case is not None
-            seconds, _, _ = col.measure_case(case, iters=iters, warmup=warmup, check=False,
+            _, _, _, seconds = col.measure_case(case, iters=iters, warmup=warmup, check=False,
                                              rt=rt, side_group=side, watchdog=None,
                                              label=f"all_reduce {size}")
             return seconds

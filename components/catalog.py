@@ -3,33 +3,29 @@
 Both sides of the project read it: components size the infrastructure from it, and the
 validation job judges a running cluster against it. It imports nothing from Pulumi so that
 workloads can use it on the cluster. The data lives in ``catalog.yaml`` beside this file; this
-module only loads, checks and types it, and derives the floors by the rule stated there.
+module only loads, checks and types it; components/bandwidth.py derives the expected busbw and
+the floors from it.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, Mapping, cast
+from typing import Any, Literal, Mapping
 
 import yaml
+
+from components.bandwidth import PATHS, BandwidthModel, Reference, calibrate
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 
 Cloud = Literal["aws", "gcp", "azure"]
 Fabric = Literal["efa", "tcpx", "tcpxo", "rdma", "infiniband"]
-Basis = Literal["measured", "derived"]
 
 CLOUDS: tuple[Cloud, ...] = ("aws", "gcp", "azure")
 FABRICS: tuple[Fabric, ...] = ("efa", "tcpx", "tcpxo", "rdma", "infiniband")
 
-# The tiers the catalog's header states: warn under 90 % of a measured reference, fail under
-# 75 %; with no public measurement, a fraction of the NIC line rate.
-WARN_OF_REFERENCE = 0.90
-FAIL_OF_REFERENCE = 0.75
-WARN_OF_LINE_RATE = 0.45
-FAIL_OF_LINE_RATE = 0.35
 
 
 class CatalogError(LookupError):
@@ -91,24 +87,6 @@ class Software:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Busbw:
-    op: str
-    """The collective the references were measured with (nccl-tests name)."""
-    single_node_gbps: float
-    single_node_basis: Basis
-    multi_node_gbps: float | None
-    """Two-or-more-node reference at ``multi_node_message_bytes``; None when unpublished."""
-    multi_node_message_bytes: int
-    multi_node_basis: Basis
-    floor_warn_gbps: float
-    floor_fail_gbps: float
-    single_node_floor_warn_gbps: float
-    single_node_floor_fail_gbps: float
-    source: str
-    note: str = ""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Price:
     usd_per_hour: float
     date: str
@@ -124,7 +102,7 @@ class InstanceType:
     host_memory_gib: float
     network: Network
     software: Software
-    busbw: Busbw
+    bandwidth: BandwidthModel
     price: Price
     locations: tuple[str, ...]
     """Regions (AWS, Azure) or zones (GCP) where the type is offered."""
@@ -181,30 +159,7 @@ def _parse_instance(name: str, raw: Mapping[str, Any], fabrics: Mapping[str, Any
         expected_transport=str(fab["expected_transport"]),
         fabric_env={str(k): str(v) for k, v in fab["env"].items()},
     )
-    bb = _req(raw, "busbw", where)
-    line_rate_gbytes = float(net["total_gbps"]) / 8.0
-    multi = bb.get("multi_node_gbps")
-    if multi is None:
-        warn, fail = WARN_OF_LINE_RATE * line_rate_gbytes, FAIL_OF_LINE_RATE * line_rate_gbytes
-        multi_basis: Basis = "derived"
-    else:
-        warn, fail = WARN_OF_REFERENCE * float(multi), FAIL_OF_REFERENCE * float(multi)
-        multi_basis = cast(Basis, bb.get("multi_node_basis", "measured"))
-    single = float(bb["single_node_gbps"])
-    busbw = Busbw(
-        op=str(bb["op"]),
-        single_node_gbps=single,
-        single_node_basis=cast(Basis, bb["single_node_basis"]),
-        multi_node_gbps=None if multi is None else float(multi),
-        multi_node_message_bytes=int(bb["multi_node_message_bytes"]),
-        multi_node_basis=multi_basis,
-        floor_warn_gbps=round(warn, 1),
-        floor_fail_gbps=round(fail, 1),
-        single_node_floor_warn_gbps=round(WARN_OF_REFERENCE * single, 1),
-        single_node_floor_fail_gbps=round(FAIL_OF_REFERENCE * single, 1),
-        source=str(bb["source"]),
-        note=str(bb.get("note", "")),
-    )
+    bandwidth = _parse_bandwidth(_req(raw, "bandwidth", where), name, int(acc["count"]), sources, where)
     locations = raw.get("zones") if cloud == "gcp" else raw.get("regions")
     loc_source = raw.get("zones_source") if cloud == "gcp" else raw.get("regions_source")
     if not locations or not loc_source:
@@ -218,7 +173,7 @@ def _parse_instance(name: str, raw: Mapping[str, Any], fabrics: Mapping[str, Any
         host_memory_gib=float(_req(raw, "host_memory_gib", where)),
         network=Network(**net),
         software=software,
-        busbw=busbw,
+        bandwidth=bandwidth,
         price=Price(**{**_req(raw, "price", where), "date": str(raw["price"]["date"])}),
         locations=tuple(str(x) for x in locations),
         locations_source=str(loc_source),
@@ -226,13 +181,32 @@ def _parse_instance(name: str, raw: Mapping[str, Any], fabrics: Mapping[str, Any
     for path, sid in (
         ("accelerator.source", it.accelerator.source),
         ("network.source", it.network.source),
-        ("busbw.source", it.busbw.source),
         ("price.source", it.price.source),
         ("locations source", it.locations_source),
     ):
         if sid not in sources:
             raise CatalogError(f"{where}.{path}: unknown source id {sid!r}")
     return it
+
+
+def _parse_bandwidth(bw: Mapping[str, Any], name: str, gpus: int, sources: Mapping[str, Source],
+                     where: str) -> BandwidthModel:
+    refs = []
+    for i, r in enumerate(bw.get("references") or []):
+        if r.get("path") not in PATHS:
+            raise CatalogError(f"{where}.bandwidth.references[{i}].path: {r.get('path')!r} (allowed: {', '.join(PATHS)})")
+        if r.get("source") not in sources:
+            raise CatalogError(f"{where}.bandwidth.references[{i}].source: unknown source id {r.get('source')!r}")
+        refs.append(Reference(path=r["path"], op=str(r["op"]), nodes=int(r["nodes"]), message_bytes=int(r["message_bytes"]),
+                              gbps=float(r["gbps"]), source=str(r["source"]), kind=r.get("kind", "measured"),
+                              hardware=str(r.get("hardware", "")), calibrates=bool(r.get("calibrates", False))))
+    for key in ("nvlink_source", "nic_source"):
+        if bw.get(key) not in sources:
+            raise CatalogError(f"{where}.bandwidth.{key}: unknown source id {bw.get(key)!r}")
+    return BandwidthModel(op=str(bw["op"]), gpus=gpus, nvlink_gbytes_per_gpu=bw.get("nvlink_gbytes_per_gpu"),
+                          nvlink_source=str(bw["nvlink_source"]), nic_gbps=float(_req(bw, "nic_gbps", where)),
+                          nics=int(_req(bw, "nics", where)), nic_source=str(bw["nic_source"]), references=tuple(refs),
+                          calibration=str(bw.get("calibration", name)), note=str(bw.get("note", "")))
 
 
 def parse_catalog(doc: Mapping[str, Any]) -> Catalog:
@@ -245,6 +219,11 @@ def parse_catalog(doc: Mapping[str, Any]) -> Catalog:
         if f.get("source") not in sources:
             raise CatalogError(f"fabrics.{fname}.source: unknown source id {f.get('source')!r}")
     instances = {name: _parse_instance(name, raw, fabrics, sources) for name, raw in doc["instances"].items()}
+    for name, it in instances.items():
+        if it.bandwidth.calibration not in instances:
+            raise CatalogError(f"instances.{name}.bandwidth.calibration: unknown type {it.bandwidth.calibration!r}")
+    efficiency = calibrate({n: it.bandwidth for n, it in instances.items()})
+    instances = {n: replace(it, bandwidth=replace(it.bandwidth, efficiency=efficiency[n])) for n, it in instances.items()}
     return Catalog(instances=instances, sources=sources)
 
 

@@ -6,8 +6,8 @@
 STACK is a bundled stack's name (``aws-h100-eks``) or a path to a stack file. The real Pulumi
 program runs under Pulumi's mock engine (components/engine.py): every resource it would
 register is listed, grouped by pillar, followed by a summary: nodes and GPUs, interconnect,
-storage, orchestrator, estimated cost, and the bus-bandwidth floor the validation job will hold
-the cluster to. It is a plan of intent, not a diff against what exists in the cloud.
+storage, orchestrator, estimated cost, and the bus-bandwidth figures the validation job will hold
+the cluster to (expected busbw, floors and their basis per phase, from components/bandwidth.py). It is a plan of intent, not a diff against what exists in the cloud.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence, TextIO
 
+from components.bandwidth import phase_floors
 from components.catalog import load_catalog
 from components.cluster import PILLARS
 from components.engine import OfflineRun, Recorded, run_offline
@@ -61,12 +62,12 @@ class Summary:
     price_source: str
     price_note: str
     busbw_op: str
-    busbw_message_bytes: int
-    busbw_reference_gbps: float | None
-    busbw_basis: str
-    busbw_floor_warn_gbps: float
-    busbw_floor_fail_gbps: float
-    busbw_source: str
+    nic_gbytes_per_node: float
+    nic_gbytes_per_gpu: float
+    nvlink_gbytes_per_gpu: float | None
+    busbw_phases: list[dict[str, Any]]
+    """Per validation phase: path, op, nodes, message size, bound, expected, floors and basis."""
+    busbw_sources: dict[str, str]
     resources: int
     resources_by_pillar: dict[str, int]
 
@@ -100,6 +101,7 @@ def _endpoint(spec: ClusterSpec, placeholder: bool) -> str:
 
 def summarize(stack: str, spec: ClusterSpec, run: OfflineRun, placeholder: bool = False) -> Summary:
     it = load_catalog().get(spec.compute.instance_type)
+    bw = it.bandwidth
     per_hour = spec.compute.nodes * it.price.usd_per_hour
     note = "GPU nodes at the on-demand price; storage, control plane and data transfer not included"
     if spec.compute.capacity.type == "spot":
@@ -140,13 +142,12 @@ def summarize(stack: str, spec: ClusterSpec, run: OfflineRun, placeholder: bool 
         price_date=it.price.date,
         price_source=load_catalog().source(it.price.source).url,
         price_note=note,
-        busbw_op=it.busbw.op,
-        busbw_message_bytes=it.busbw.multi_node_message_bytes,
-        busbw_reference_gbps=it.busbw.multi_node_gbps,
-        busbw_basis=it.busbw.multi_node_basis,
-        busbw_floor_warn_gbps=it.busbw.floor_warn_gbps,
-        busbw_floor_fail_gbps=it.busbw.floor_fail_gbps,
-        busbw_source=load_catalog().source(it.busbw.source).url,
+        busbw_op=bw.op,
+        nic_gbytes_per_node=bw.nic_gbytes_per_node,
+        nic_gbytes_per_gpu=bw.nic_gbytes_per_gpu,
+        nvlink_gbytes_per_gpu=bw.nvlink_gbytes_per_gpu,
+        busbw_phases=[asdict(e) for e in phase_floors(bw, spec.compute.nodes)],
+        busbw_sources={r.source: load_catalog().source(r.source).url for r in bw.references},
         resources=len(listed),
         resources_by_pillar=by_pillar,
     )
@@ -154,6 +155,10 @@ def summarize(stack: str, spec: ClusterSpec, run: OfflineRun, placeholder: bool 
 
 def _gib(n: int) -> str:
     return f"{n / 2**30:g} GiB"
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:g}"
 
 
 def render(summary: Summary, run: OfflineRun, out: TextIO) -> None:
@@ -179,8 +184,6 @@ def render(summary: Summary, run: OfflineRun, out: TextIO) -> None:
                   else f"{s.fabric_interfaces_per_node} GPU NICs per node, MTU {s.mtu}")
     kind = "cluster placement group" if s.cloud == "aws" else "compact placement policy"
     placement = kind if s.placement else f"no {kind} (capacity is pre-placed, or placement is off)"
-    ref = (f"reference {s.busbw_reference_gbps:g} GB/s measured" if s.busbw_reference_gbps is not None
-           else "no public measurement: floor derived from the NIC line rate")
     rows = [
         ("nodes", f"{s.nodes} x {s.instance_type} = {s.total_gpus} x {s.gpu_vendor.upper()} {s.gpu_model} ({s.capacity})"),
         ("interconnect", f"{s.fabric.upper()}, {interfaces}, {placement}"),
@@ -189,14 +192,21 @@ def render(summary: Summary, run: OfflineRun, out: TextIO) -> None:
                     + (f", imports {s.storage_import_path}" if s.storage_import_path else "")),
         ("orchestrator", s.orchestrator + (f"; API endpoint {s.api_endpoint}" if s.api_endpoint else "")),
         ("cost", f"${s.usd_per_hour:,.2f}/hour, ${s.usd_per_day:,.2f}/day ({s.price_note}; prices of {s.price_date})"),
-        ("busbw floor", f"{s.busbw_op} at {_gib(s.busbw_message_bytes)}: warn < {s.busbw_floor_warn_gbps:g} GB/s, "
-                        f"fail < {s.busbw_floor_fail_gbps:g} GB/s ({ref})"),
+        ("busbw model", f"GPU-fabric NICs {s.nic_gbytes_per_node:g} GB/s per node, {s.nic_gbytes_per_gpu:g} per GPU; "
+                        + (f"NVLink/xGMI {s.nvlink_gbytes_per_gpu:g} GB/s per GPU (both directions)"
+                           if s.nvlink_gbytes_per_gpu else "no NVLink figure")),
         ("resources", f"{s.resources} (" + ", ".join(
             f"{k} {s.resources_by_pillar[k]}" for k in (*PILLARS, "Cluster") if k in s.resources_by_pillar) + ")"),
     ]
     w("Summary\n")
     for key, value in rows:
         w(f"  {key:<13} {value}\n")
+    w(f"  {'busbw floors':<13} nccl-tests busbw in GB/s at {_gib(s.busbw_phases[0]['message_bytes'])}; "
+      "warn < 0.90 x expected, fail < 0.75 x expected\n")
+    w(f"    {'phase':<12} {'op':<11} {'nodes':>5} {'bound':>7} {'expected':>8} {'warn<':>7} {'fail<':>7}  basis\n")
+    for e in s.busbw_phases:
+        w(f"    {e['path']:<12} {e['op']:<11} {e['nodes']:>5} {_num(e['bound_gbps']):>7} {_num(e['expected_gbps']):>8} "
+          f"{_num(e['floor_warn_gbps']):>7} {_num(e['floor_fail_gbps']):>7}  {e['algorithm']}; {e['basis']}\n")
 
 
 def plan_stack(stack: str) -> tuple[Summary, OfflineRun]:

@@ -7,9 +7,12 @@ Run under torchrun, one process per GPU (or several CPU processes on gloo)::
 Sizes, columns and formulas are nccl-tests' (``src/common.cu``, ``doc/PERFORMANCE.md``):
 the size is the whole buffer (for all_gather and reduce_scatter the gathered buffer), ``algbw``
 is bytes / 1e9 / seconds and ``busbw`` is ``algbw`` times the op's factor. Time is a host
-timer around ``-n`` back-to-back launches followed by one device sync; ranks are combined by
-the slowest (nccl-tests averages; here the slowest rank decides). On CUDA a second pass
-records CUDA events per launch for min/p50/p99.
+timer around ``-n`` back-to-back launches followed by one device sync; ranks are combined as
+nccl-tests does by default (``-a 1``): the mean of the ranks' times, so figures compare like with
+like with published nccl-tests runs; the slowest rank's time is kept beside it (``slowest_us``).
+On CUDA a second pass records CUDA events per launch for min/p50/p99 (slowest rank). Where
+torch has no out-of-place form (all_reduce, broadcast) that column is N/A: emulating it with a
+copy would time the copy too.
 
 Exit status: 0 all rows right, 1 some row has wrong elements, 2 bad flags, 3 a rank did not
 arrive or a collective did not finish within ``--timeout`` (torchrun itself exits 1 when any
@@ -20,7 +23,7 @@ worker fails).
 ``peak_size_bytes``, ``largest_size_bytes``, ``largest_size_busbw_gbps``, ``wrong_total``);
 for several ops (``-o all`` or a comma list) ``{"world_size", "backend", "wrong_total",
 "results": [one such object per op]}``. Each row is ``{"size_bytes", "count", "dtype",
-"in_place", "time_us", "algbw_gbps", "busbw_gbps", "wrong", "event_us"}`` (``wrong`` is null
+"in_place", "time_us", "slowest_us", "algbw_gbps", "busbw_gbps", "wrong", "event_us"}`` (``wrong`` is null
 without ``-c 1``, ``event_us`` is ``{"min","p50","p99"}`` on CUDA and null elsewhere).
 
 Test-only hooks (environment): ``GPUC_FAULT_RANK=R`` makes rank R add 1 to the first element
@@ -42,7 +45,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn, TextIO
 
 import torch
@@ -234,7 +237,7 @@ class Row:
     in_place: bool
     """Output aliases the input as nccl-tests' in-place column does."""
     time_us: float
-    """Mean time per call of the slowest rank, host timer."""
+    """Time per call, host timer, averaged over ranks (nccl-tests' default ``-a 1``)."""
     algbw_gbps: float
     """``size_bytes / 1e9 / seconds``."""
     busbw_gbps: float
@@ -243,11 +246,14 @@ class Row:
     """Wrong elements summed over ranks; None when not checked."""
     event_us: EventStats | None = None
     """CUDA-event per-launch times (GPU only)."""
+    slowest_us: float | None = None
+    """The slowest rank's time per call (what the job's slowest rank waits for)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "size_bytes": self.size_bytes, "count": self.count, "dtype": self.dtype,
-            "in_place": self.in_place, "time_us": self.time_us, "algbw_gbps": self.algbw_gbps,
+            "in_place": self.in_place, "time_us": self.time_us, "slowest_us": self.slowest_us,
+            "algbw_gbps": self.algbw_gbps,
             "busbw_gbps": self.busbw_gbps, "wrong": self.wrong,
             "event_us": None if self.event_us is None else {
                 "min": self.event_us.min, "p50": self.event_us.p50, "p99": self.event_us.p99},
@@ -449,6 +455,8 @@ def parse_args(argv: Sequence[str] | None = None) -> CollectivesConfig:
     except ValueError:
         problems.append(f"-T/--timeout: {ns.timeout!r} is not a number of seconds")
         timeout_s = 1.0
+    if ns.json and not os.access(os.path.dirname(os.path.abspath(ns.json)), os.W_OK):
+        problems.append(f"--json: {ns.json}: its directory does not exist or is not writable")  # before the sweep
     if problems:
         raise UsageError(problems)
     return CollectivesConfig(ops=ops, min_bytes=lo, max_bytes=hi, factor=factor, iters=iters,
@@ -641,7 +649,10 @@ def make_case(op: str, lay: Layout, *, in_place: bool, rank: int, n: int,
     """Buffers, launch and check of one row on ``group`` (None: the default group), where
     ``rank`` and ``n`` are this process's rank in ``group`` and the group's size.
 
-    None where torch has no in-place form (all_to_all: send and receive may not alias)."""
+    None where torch has no such form: no in-place all_to_all (send and receive may not alias),
+    no out-of-place all_reduce or broadcast (a copy in front would be timed with the call)."""
+    if not in_place and op in ("all_reduce", "broadcast"):
+        return None
     pm = _plain_modulus(dtype)
     ma, mb = _reduce_moduli(dtype, n)
     rank_sum = sum(r % mb for r in range(n))
@@ -664,11 +675,9 @@ def make_case(op: str, lay: Layout, *, in_place: bool, rank: int, n: int,
     recv = torch.zeros(lay.recv_elems if need_recv else 0, dtype=dtype, device=device)
 
     if op == "all_reduce":
-        buf = send if in_place else recv
+        buf = send
 
         def launch_ar() -> None:
-            if not in_place:
-                recv.copy_(send)  # torch has no out-of-place all_reduce; the copy is timed
             dist.all_reduce(buf, group=group)
 
         def prepare_ar() -> None:
@@ -681,11 +690,9 @@ def make_case(op: str, lay: Layout, *, in_place: bool, rank: int, n: int,
     if op == "broadcast":
         root = root_of(op)
         src = root if group is None else _global_rank(group, root)  # torch wants a global rank
-        buf = send if in_place else recv
+        buf = send
 
         def launch_bc() -> None:
-            if not in_place and rank == root:
-                recv.copy_(send)
             dist.broadcast(buf, src=src, group=group)
 
         def prepare_bc() -> None:
@@ -797,11 +804,12 @@ class _Hooks:
 
 def measure_case(case: Case, *, iters: int, warmup: int, check: bool, rt: _device.Runtime,
                  side_group: Any, watchdog: Watchdog | None, label: str,
-                 fault: bool = False) -> tuple[float, int | None, EventStats | None]:
+                 fault: bool = False) -> tuple[float, int | None, EventStats | None, float]:
     """Warm up, time, (on GPU) event-time and check one case.
 
-    Returns the slowest rank's seconds per call, wrong elements summed over ranks (None
-    without ``check``) and the slowest rank's event statistics (None off GPU).
+    Returns the ranks' mean seconds per call (nccl-tests ``-a 1``), wrong elements summed over
+    ranks (None without ``check``), the slowest rank's event statistics (None off GPU) and the
+    slowest rank's seconds per call.
     """
     def guarded(what: str) -> contextlib.AbstractContextManager[None]:
         return watchdog.phase(f"{label} ({what})") if watchdog else contextlib.nullcontext()
@@ -827,10 +835,13 @@ def measure_case(case: Case, *, iters: int, warmup: int, check: bool, rt: _devic
                 case.result.view(-1)[0] += 1
             wrong_local = _count_wrong(case.result, case.expected)
     combined = slowest([seconds, *events], side_group)
+    total = torch.tensor([seconds], dtype=torch.float64)
+    dist.all_reduce(total, group=side_group)
+    mean = float(total.item()) / dist.get_world_size(side_group)
     wrong_t = torch.tensor([wrong_local], dtype=torch.int64)
     dist.all_reduce(wrong_t, group=side_group)  # a fault on any rank shows on rank 0
     stats = EventStats(min=combined[1], p50=combined[2], p99=combined[3]) if events else None
-    return combined[0], (int(wrong_t.item()) if check else None), stats
+    return mean, (int(wrong_t.item()) if check else None), stats, combined[0]
 
 
 def run_op(op: str, cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: Any,
@@ -872,7 +883,7 @@ def run_op(op: str, cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: 
             # (bench/collectives_overhead.py) to slow the next gloo calls by ~10 % on CPU.
             where = f"{label} {'in-place' if in_place else 'out-of-place'}"
             try:
-                seconds, wrong, stats = measure_case(
+                seconds, wrong, stats, slow = measure_case(
                     case, iters=cfg.iters, warmup=cfg.warmup, check=cfg.check, rt=rt,
                     side_group=side_group, watchdog=watchdog, label=where,
                     fault=hooks.fault_rank == rt.rank
@@ -884,7 +895,7 @@ def run_op(op: str, cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: 
             algbw, busbw = bandwidths(op, lay.nbytes, seconds, n)
             row = Row(op=op, size_bytes=lay.nbytes, count=lay.count, dtype=cfg.dtype,
                       in_place=in_place, time_us=seconds * 1e6, algbw_gbps=algbw,
-                      busbw_gbps=busbw, wrong=wrong, event_us=stats)
+                      busbw_gbps=busbw, wrong=wrong, event_us=stats, slowest_us=slow * 1e6)
             rows.append(row)
             pair.append(row)
             del case
@@ -961,6 +972,15 @@ def results_json(results: Sequence[OpResult], rt: _device.Runtime) -> dict[str, 
             "results": [r.to_json() for r in results]}
 
 
+def cap_to_memory(cfg: CollectivesConfig, device_bytes: int | None, backend: str) -> tuple[CollectivesConfig, str]:
+    """-e reduced to what fits on the smallest GPU, with nccl-tests' own notice; unchanged off GPU."""
+    hi = cfg.sizes(backend)[-1]
+    if device_bytes is None or hi <= (cap := _device.memory_cap(device_bytes, cfg.check)):
+        return cfg, ""
+    lo = min(cfg.sizes(backend)[0], cap)
+    return replace(cfg, min_bytes=lo, max_bytes=cap), f"#\n# Reducing maxBytes to {cap} due to memory limitation\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     is_main = os.environ.get("RANK", "0") == "0"
     try:
@@ -973,6 +993,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # arrival barrier and our watchdog have had the chance to name the op, size and ranks.
     rt = _device.setup(timeout_s=cfg.timeout_s + 2 * grace_s(cfg.timeout_s))
     out = sys.stdout if rt.is_main else None
+    cfg, note = cap_to_memory(cfg, _device.smallest_device_memory(rt), rt.backend)
+    if note and out is not None:
+        out.write(note)
     try:
         results = run_collectives(cfg, rt, out=out)
     except CollectiveTimeout as exc:

@@ -126,3 +126,18 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def memory_cap(device_bytes: int, check: bool) -> int:
+    """The largest message that fits, as nccl-tests computes it (src/common.cu): send, receive and,
+    with the data check, expected buffers, plus 1 GiB for the rest: (memory - 1 GiB) / (3 or 2)."""
+    return max(1, (device_bytes - (1 << 30)) // (3 if check else 2))
+
+
+def smallest_device_memory(rt: Runtime) -> int | None:
+    """The smallest GPU's memory over the whole job (every rank must sweep the same sizes); None off GPU."""
+    if rt.device.type != "cuda":
+        return None
+    t = torch.tensor([torch.cuda.get_device_properties(rt.device).total_memory], dtype=torch.int64, device=rt.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return int(t.item())

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.catalog import (
-    FAIL_OF_LINE_RATE,
-    FAIL_OF_REFERENCE,
-    WARN_OF_REFERENCE,
-    CatalogError,
-    load_catalog,
-)
+from components.bandwidth import FAIL_OF_EXPECTED, WARN_OF_EXPECTED
+from components.catalog import CatalogError, load_catalog
 
 REQUIRED = [
     "p4d.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge",
@@ -27,20 +22,23 @@ def test_required_types_present() -> None:
 def test_instance_is_consistent(name: str) -> None:
     cat = load_catalog()
     it = cat.get(name)
-    for sid in (it.accelerator.source, it.network.source, it.busbw.source, it.price.source, it.locations_source):
+    b = it.bandwidth
+    refs = [r.source for r in b.references]
+    for sid in (it.accelerator.source, it.network.source, b.nvlink_source, b.nic_source, *refs, it.price.source,
+                it.locations_source):
         src = cat.source(sid)
         assert src.url.startswith("https://") and src.read
     assert it.accelerator.count == 8 and it.accelerator.peak_dense_bf16_tflops > 100
     assert it.price.usd_per_hour > 0 and it.price.date
     assert it.locations
-    b = it.busbw
-    assert 0 < b.floor_fail_gbps < b.floor_warn_gbps
-    if b.multi_node_gbps is not None:
-        assert b.floor_warn_gbps == pytest.approx(WARN_OF_REFERENCE * b.multi_node_gbps, abs=0.06)
-        assert b.floor_fail_gbps == pytest.approx(FAIL_OF_REFERENCE * b.multi_node_gbps, abs=0.06)
-    else:
-        assert b.multi_node_basis == "derived"
-        assert b.floor_fail_gbps == pytest.approx(FAIL_OF_LINE_RATE * it.network.total_gbps / 8, abs=0.06)
+    # The GPU-fabric NICs never exceed the node's line rate (GCP's total also counts the host gVNIC).
+    assert b.nic_gbps * b.nics <= it.network.total_gbps
+    multi = b.expected(b.op, 2, "multi-node")
+    assert multi.expected_gbps is not None and multi.floor_warn_gbps is not None and multi.floor_fail_gbps is not None
+    assert 0 < multi.floor_fail_gbps < multi.floor_warn_gbps < multi.expected_gbps
+    assert multi.floor_warn_gbps == pytest.approx(WARN_OF_EXPECTED * multi.expected_gbps, abs=0.06)
+    assert multi.floor_fail_gbps == pytest.approx(FAIL_OF_EXPECTED * multi.expected_gbps, abs=0.06)
+    assert multi.basis and multi.algorithm
     if it.cloud == "aws":
         assert it.network.fabric == "efa" and 0 < it.network.efa_interfaces <= it.network.network_cards
     else:

@@ -5,6 +5,7 @@
     python -m workloads.validate status STACK [--outputs FILE]                      (the GPU nodes and their state)
     python -m workloads.validate run   --out DIR [--phase main|fabric] [--instance-type T]   (every rank, under torchrun)
     python -m workloads.validate judge --out DIR [--instance-type T] [--nodes a,b] [--drain]  (once, after the phases)
+    python -m workloads.validate judge --nccl-tests FILE... --instance-type T --nodes N [--out DIR]  (nccl-tests output)
     python -m workloads.validate --local [--out DIR] [--nodes 2] [--procs-per-node 2]       (the whole flow on this machine)
 
 Exit codes, as Nagios-style checks use: 0 pass, 1 warn, 2 fail, 3 could not run.
@@ -77,7 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_parsers(sub)
     judge = sub.add_parser("judge", help="read the run directory, write report.json/.md and busbw.png")
-    judge.add_argument("--out", type=Path, required=True, dest="judge_out")
+    judge.add_argument("--out", type=Path, dest="judge_out", help="run directory; with --nccl-tests, where to write the report")
+    judge.add_argument("--nccl-tests", type=Path, nargs="+", metavar="FILE", help="judge nccl-tests/rccl-tests stdout instead")
+    judge.add_argument("--nodes", type=int, dest="judge_nodes", help="--nccl-tests: the node count the run used")
     judge.add_argument("--instance-type", type=_instance)
     judge.add_argument("--expect-nodes", default="", help="comma-separated node names that should have reported")
     judge.add_argument("--drain", action="store_true", help="drain (Slurm) or taint (Kubernetes) the failed nodes")
@@ -117,6 +120,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_phase(cfg)
     if args.cmd == "diff":
         return diff.run(args)
+    if args.cmd == "judge" and args.nccl_tests:
+        from workloads.validate import nccltests
+
+        return nccltests.main(args.nccl_tests, args.instance_type, args.judge_nodes, args.judge_out)
+    if args.cmd == "judge" and args.judge_out is None:
+        print("validate judge: --out DIR (the run directory) is required", file=sys.stderr)
+        return 3
     if args.cmd == "judge":
         expect = [n for n in args.expect_nodes.split(",") if n] or _slurm_nodes()
         code = judge_and_report(args.judge_out, args.instance_type, expect, args.drain, args.cpu,

@@ -11,6 +11,7 @@ figure, or None when the pair failed outright.
 
 from __future__ import annotations
 
+import random
 import statistics
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
@@ -32,6 +33,10 @@ class Isolation:
     bad: dict[str, str] = field(default_factory=dict)
     """Node -> why it was named."""
     unresolved: dict[str, str] = field(default_factory=dict)
+    bad_links: dict[Pair, str] = field(default_factory=dict)
+    """Pairs that fell short although both nodes passed with a known-good partner: the link between them."""
+    rounds: int = 0
+    """Rounds of disjoint pairs the search ran (first pass plus second pass)."""
 
 
 def first_pass_rounds(nodes: Sequence[str]) -> list[list[Pair]]:
@@ -64,10 +69,20 @@ def _floor(values: Sequence[float | None], floor: float | None) -> tuple[float |
     return RELATIVE_FLOOR * statistics.median(measured), f"{RELATIVE_FLOOR:g} x the median pair"
 
 
+def order(nodes: Sequence[str], pairing: str, seed: int = 0) -> list[str]:
+    """'topology': as given (the caller lists nodes so neighbours share a switch); 'random': shuffled
+    with a seed every rank shares, so that repeated runs test different links."""
+    nodes = list(nodes)
+    if pairing == "random":
+        random.Random(seed).shuffle(nodes)
+    return nodes
+
+
 def isolate(nodes: Sequence[str], measure: Measure, floor: float | None) -> Isolation:
     out = Isolation()
     for rnd in first_pass_rounds(nodes):
         out.pair_results.update(measure(rnd))
+        out.rounds += 1
     out.floor, out.floor_basis = _floor(list(out.pair_results.values()), floor)
 
     def ok(value: float | None) -> bool:
@@ -88,6 +103,7 @@ def isolate(nodes: Sequence[str], measure: Measure, floor: float | None) -> Isol
         return out
     for rnd in second_pass_rounds(suspects, sorted(out.good)):
         out.second_pass.update(measure(rnd))
+        out.rounds += 1
     for (suspect, partner), value in out.second_pass.items():
         if ok(value):
             out.good.add(suspect)
@@ -95,6 +111,10 @@ def isolate(nodes: Sequence[str], measure: Measure, floor: float | None) -> Isol
             shown = "failed" if value is None else f"{value:.2f}"
             out.bad[suspect] = f"pair with known-good {partner}: {shown} (floor {out.floor:.2f}, {out.floor_basis})" \
                 if out.floor is not None else f"pair with known-good {partner}: {shown}"
+    for (a, b), value in out.pair_results.items():
+        if not ok(value) and a not in out.bad and b not in out.bad and a in out.good and b in out.good:
+            shown = "failed" if value is None else f"{value:.2f}"
+            out.bad_links[(a, b)] = f"{a}+{b}: {shown} together, both pass with a known-good partner (the link or switch port)"
     return out
 
 

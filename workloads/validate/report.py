@@ -21,6 +21,8 @@ class Curve:
     points: list[tuple[int, float]]
     floor_warn: float | None = None
     floor_fail: float | None = None
+    floor_at: int | None = None
+    """The message size the floors apply to (None: drawn across the sweep)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -55,8 +57,8 @@ class Report:
             "measurements": [m.to_json() for m in self.measurements],
             "transport": self.transport,
             "versions": self.versions,
-            "curves": [{"op": c.op, "scope": c.scope, "points": c.points,
-                        "floor_warn": c.floor_warn, "floor_fail": c.floor_fail} for c in self.curves],
+            "curves": [{"op": c.op, "scope": c.scope, "points": c.points, "floor_warn": c.floor_warn,
+                        "floor_fail": c.floor_fail, "floor_at": c.floor_at} for c in self.curves],
             "errors": self.errors,
             "drained": self.drained,
             "duration_s": round(self.duration_s, 1),
@@ -89,7 +91,9 @@ def render_markdown(r: Report) -> str:
                      "Nodes are still compared with each other.")
     bad = [n for n in r.nodes if n.verdict != Verdict.PASS]
     lines += ["", "## Nodes", ""]
-    if not bad:
+    if not r.nodes:
+        lines.append("The input names no nodes (nccl-tests prints host names only in its '# Using devices' block).")
+    elif not bad:
         lines.append(f"All {len(r.nodes)} nodes passed.")
     lines += ["| node | verdict | why |", "|---|---|---|"]
     for n in r.nodes:
@@ -101,6 +105,10 @@ def render_markdown(r: Report) -> str:
     for m in r.measurements:
         lines.append(f"| {m.check} | {m.scope} | {_fmt(m.value)} {m.unit} | {_fmt(m.floor_warn)} | {_fmt(m.floor_fail)} "
                      f"| {_size(m.at_bytes)} | {m.verdict.name} |")
+    based = [m for m in r.measurements if m.basis and m.floor_fail is not None or "expected" in m.basis]
+    if based:
+        lines += ["", "## Expected figures, floors and their basis", ""]
+        lines += [f"- {m.check} ({m.scope}){': ' + m.detail if m.detail else ''}: {m.basis}" for m in based]
     t = r.transport
     lines += ["", "## Transport", "", f"Expected {t.get('expected') or '-'}; seen {', '.join(t.get('seen') or []) or '-'}. "
               f"{t.get('message', '')}"]
@@ -127,16 +135,22 @@ def plot(r: Report, path: Path) -> bool:
         xs = [p[0] for p in c.points]
         ys = [p[1] for p in c.points]
         line, = ax.plot(xs, ys, marker="o", markersize=3, label=f"{c.op} ({c.scope})")
-        if c.floor_fail is not None:
-            ax.axhline(c.floor_fail, color=line.get_color(), linestyle="--", linewidth=1,
-                       label=f"{c.op} fail floor {c.floor_fail:g}")
-        if c.floor_warn is not None:
-            ax.axhline(c.floor_warn, color=line.get_color(), linestyle=":", linewidth=1,
-                       label=f"{c.op} warn floor {c.floor_warn:g}")
+        for floor, style, what in ((c.floor_fail, "v", "fail"), (c.floor_warn, "^", "warn")):
+            if floor is None:
+                continue
+            if c.floor_at is not None:  # the floor belongs to one size: mark it there
+                ax.plot([c.floor_at], [floor], marker=style, linestyle="none", color=line.get_color(),
+                        label=f"{c.op} {what} floor {floor:g} at {_size(c.floor_at)}")
+            else:
+                ax.axhline(floor, color=line.get_color(), linestyle="--" if what == "fail" else ":", linewidth=1,
+                           label=f"{c.op} {what} floor {floor:g}")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size (bytes)")
+    from matplotlib.ticker import FuncFormatter
+
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: _size(int(x)) if x >= 1 else ""))
+    ax.set_xlabel("message size")
     ax.set_ylabel("busbw (GB/s)")
-    title = f"busbw by message size: {r.verdict.name}"
+    title = f"busbw by message size (the placement judged): {r.verdict.name}"
     if not r.floors_applied:
         title += " (CPU run, floors not applied)"
     ax.set_title(title)

@@ -29,6 +29,7 @@ import torch
 import torch.distributed as dist
 
 from workloads import collectives, device, gpu_health, node_gate
+from workloads.device import memory_cap
 from workloads.node import maybe_fail, node_name
 from workloads.validate import isolate
 from workloads.validate import stack as node_stack
@@ -60,20 +61,39 @@ class RunConfig:
     single_max_bytes: int | None = None
     """Largest single-node message; default 8 GiB on GPU, 4 MiB on CPU."""
     pair_bytes: int | None = None
-    """Message size of the pairwise tests; default 1 GiB on GPU, 4 MiB on CPU."""
+    """Message size of the pairwise tests; default the size the pair floor is stated at (8 GiB) on GPU,
+    4 MiB on CPU."""
+    pair_timeout_s: float = 120.0
+    """Each pair's own limit: a pair that hangs makes both nodes suspects, and the second pass names one."""
+    pairing: Literal["topology", "random"] = "topology"
+    """'topology': pair nodes in the order the scheduler lists them (neighbours); 'random': shuffled."""
     iters: int = 20
     warmup: int = 5
     pairwise: Literal["auto", "always", "never"] = "auto"
     timeout_s: float = 300.0
 
 
-def _sizes(cfg: RunConfig, backend: str) -> tuple[int, int, int, int]:
+def _sizes(cfg: RunConfig, backend: str, device_bytes: int | None = None) -> tuple[int, int, int, int]:
+    from components.bandwidth import FLOOR_MESSAGE_BYTES
+
     gpu = backend != "gloo"
     lo = 1 << 20 if gpu else 1 << 16
-    single = cfg.single_max_bytes or (8 << 30 if gpu else 4 << 20)
-    multi = cfg.multi_max_bytes or (8 << 30 if gpu else 4 << 20)
-    pair = cfg.pair_bytes or (1 << 30 if gpu else 4 << 20)
+    single = cfg.single_max_bytes or (FLOOR_MESSAGE_BYTES if gpu else 4 << 20)
+    multi = cfg.multi_max_bytes or (FLOOR_MESSAGE_BYTES if gpu else 4 << 20)
+    pair = cfg.pair_bytes or (FLOOR_MESSAGE_BYTES if gpu else 4 << 20)
+    if device_bytes:
+        cap = memory_cap(device_bytes, check=True)
+        single, multi, pair = min(single, cap), min(multi, cap), min(pair, cap)
     return lo, single, multi, pair
+
+
+def sweep_start(lo: int, hi: int, factor: int) -> int:
+    """The smallest size, at most ``lo``, from which x``factor`` steps land exactly on ``hi``: the
+    sweep must reach the size the floor is stated at (1 MiB x 4^k skips 8 GiB)."""
+    start = hi
+    while start // factor >= 1 and start > lo:
+        start //= factor
+    return start
 
 
 def _atomic_json(path: Path, doc: Any) -> None:
@@ -134,9 +154,11 @@ def _versions() -> dict[str, str]:
     return v
 
 
-def _coll_cfg(lo: int, hi: int, cfg: RunConfig, op: str) -> collectives.CollectivesConfig:
-    return collectives.CollectivesConfig(ops=(op,), min_bytes=lo, max_bytes=hi, factor=4 if hi > lo * 64 else 2,
-                                         iters=cfg.iters, warmup=cfg.warmup, check=True, timeout_s=cfg.timeout_s)
+def _coll_cfg(lo: int, hi: int, cfg: RunConfig, op: str, timeout_s: float | None = None) -> collectives.CollectivesConfig:
+    factor = 4 if hi > lo * 64 else 2
+    return collectives.CollectivesConfig(ops=(op,), min_bytes=sweep_start(lo, hi, factor), max_bytes=hi, factor=factor,
+                                         iters=cfg.iters, warmup=cfg.warmup, check=True,
+                                         timeout_s=timeout_s or cfg.timeout_s)
 
 
 def run_phase(cfg: RunConfig) -> int:
@@ -182,7 +204,11 @@ def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: collectives.
     nodes: dict[str, list[int]] = {}
     for n, r in ids:
         nodes.setdefault(n, []).append(r)
-    lo, single_hi, multi_hi, pair_bytes = _sizes(cfg, rt.backend)
+    mem: list[Any] = [None] * rt.world_size
+    own = torch.cuda.get_device_properties(rt.device).total_memory if rt.device.type == "cuda" else None
+    dist.all_gather_object(mem, own, group=side)
+    # Every rank must sweep the same sizes: the smallest device decides, as in nccl-tests.
+    lo, single_hi, multi_hi, pair_bytes = _sizes(cfg, rt.backend, min((m for m in mem if m), default=None))
     out = None
     result: dict[str, Any] = {"phase": cfg.phase, "world_size": rt.world_size, "backend": rt.backend,
                               "nodes": {n: {"ranks": rs} for n, rs in nodes.items()}, "versions": _versions(),
@@ -200,8 +226,17 @@ def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: collectives.
             print(f"validate[main]: health and single-node collectives done on {len(nodes)} node(s)", flush=True)
     multi: dict[str, Any] = {}
     for op in _multi_ops(cfg):
-        res = collectives.run_op(op, _coll_cfg(lo, multi_hi, cfg, op), rt, side_group=side, watchdog=watchdog,
-                                 hosts=[n for n, _ in ids])
+        try:
+            res = collectives.run_op(op, _coll_cfg(lo, multi_hi, cfg, op), rt, side_group=side, watchdog=watchdog,
+                                     hosts=[n for n, _ in ids])
+        except collectives.CollectiveTimeout as exc:
+            if exc.missing:  # a rank is gone: the judge names its node from the status files
+                raise
+            # A collective that failed with every rank present names nobody by itself: record it and
+            # let the pairwise search find who.
+            result["multi_node_error"] = f"{op}: {str(exc)[:500]}"
+            result["hung"] = True
+            break
         multi[op] = res.to_json()
     result["multi_node"] = multi
     if rt.rank == 0:
@@ -265,7 +300,7 @@ def _multi_ops(cfg: RunConfig) -> list[str]:
     if cfg.instance_type:
         from components.catalog import load_catalog
 
-        op = load_catalog().get(cfg.instance_type).busbw.op
+        op = load_catalog().get(cfg.instance_type).bandwidth.op
         if op not in ops:
             ops.append(op)
     return ops
@@ -292,12 +327,21 @@ def _single_node(cfg: RunConfig, rt: device.Runtime, node: str, nodes: dict[str,
 
 
 def _want_pairs(cfg: RunConfig, result: dict[str, Any]) -> bool:
+    """Pairs run when a collective hung, or when the judged op's cluster figure is under its warn floor
+    (a WARN cluster has a culprit too)."""
     if cfg.pairwise != "auto":
         return cfg.pairwise == "always"
-    floor = _pair_floor(cfg, result["backend"])
-    peak = result["multi_node"].get("all_reduce", {}).get("peak_busbw_gbps")
-    if floor is not None and (peak is None or peak < floor):
+    if result.get("hung"):
         return True
+    if cfg.instance_type and result["backend"] != "gloo":
+        from components.catalog import load_catalog
+        from workloads.validate.judge import figure_at
+
+        bw = load_catalog().get(cfg.instance_type).bandwidth
+        e = bw.expected(bw.op, len(result["nodes"]), "multi-node")
+        _, value, _ = figure_at(result["multi_node"].get(bw.op, {}), e.message_bytes)
+        if e.floor_warn_gbps is not None and (value is None or value < e.floor_warn_gbps):
+            return True
     # No floor (CPU, or a type without one): look for a node that lags the others.
     rates: dict[str, float | None] = {}
     for h in result.get("health", []):
@@ -305,18 +349,29 @@ def _want_pairs(cfg: RunConfig, result: dict[str, Any]) -> bool:
     return bool(isolate.stragglers(rates, None))
 
 
+def _pair_op(cfg: RunConfig) -> str:
+    """Pairs run the op their floor is stated for (all_gather on A3 Mega/Ultra), not always all_reduce."""
+    if not cfg.instance_type:
+        return "all_reduce"
+    from components.catalog import load_catalog
+
+    return load_catalog().get(cfg.instance_type).bandwidth.op
+
+
 def _pair_floor(cfg: RunConfig, backend: str) -> float | None:
     if not cfg.instance_type or backend == "gloo":
         return None
     from components.catalog import load_catalog
 
-    return load_catalog().get(cfg.instance_type).busbw.floor_fail_gbps
+    bw = load_catalog().get(cfg.instance_type).bandwidth
+    return bw.expected(bw.op, 2, "pair").floor_fail_gbps
 
 
 def _pairs(cfg: RunConfig, rt: device.Runtime, nodes: dict[str, list[int]], size: int, side: Any,
            watchdog: collectives.Watchdog) -> dict[str, Any]:
     mine_node = next(n for n, rs in nodes.items() if rt.rank in rs)
-    pair_cfg = replace(_coll_cfg(size, size, cfg, "all_reduce"), factor=2)
+    op = _pair_op(cfg)
+    pair_cfg = replace(_coll_cfg(size, size, cfg, op, timeout_s=cfg.pair_timeout_s), factor=2)
 
     def measure(pairs: list[isolate.Pair]) -> dict[isolate.Pair, float | None]:
         groups = []
@@ -327,7 +382,7 @@ def _pairs(cfg: RunConfig, rt: device.Runtime, nodes: dict[str, list[int]], size
         for a, b, g, gside in groups:
             if mine_node in (a, b):
                 try:
-                    res = collectives.run_op("all_reduce", pair_cfg, rt, side_group=gside, group=g, watchdog=watchdog)
+                    res = collectives.run_op(op, pair_cfg, rt, side_group=gside, group=g, watchdog=watchdog)
                     value = (a, b, res.to_json().get("peak_busbw_gbps"))
                 except collectives.CollectiveTimeout:
                     value = (a, b, None)
@@ -342,10 +397,12 @@ def _pairs(cfg: RunConfig, rt: device.Runtime, nodes: dict[str, list[int]], size
                 found[(a, b)] = None if v is None or prev is None else min(v, prev)
         return {p: found.get(p) for p in pairs}
 
-    iso = isolate.isolate(list(nodes), measure, _pair_floor(cfg, rt.backend))
+    iso = isolate.isolate(isolate.order(list(nodes), cfg.pairing, seed=len(nodes)), measure, _pair_floor(cfg, rt.backend))
     return {
         "first": [[a, b, v] for (a, b), v in iso.pair_results.items()],
         "second": [[a, b, v] for (a, b), v in iso.second_pass.items()],
         "floor": iso.floor, "floor_basis": iso.floor_basis,
         "good": sorted(iso.good), "bad": iso.bad, "unresolved": iso.unresolved, "message_bytes": size,
+        "op": op, "rounds": iso.rounds, "pairing": cfg.pairing,
+        "bad_links": [[a, b, why] for (a, b), why in iso.bad_links.items()],
     }

@@ -1,0 +1,102 @@
+"""The bandwidth model: bounds follow the physics, expected figures reproduce the published runs they
+were calibrated on, floors never exceed what the path can carry, and a table for 2..1,024 nodes."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.bandwidth import FAIL_OF_EXPECTED, WARN_OF_EXPECTED, phase_floors
+from components.catalog import load_catalog
+
+NODES = [2 ** k for k in range(1, 11)]  # 2 .. 1024
+
+
+def _table() -> list[tuple[str, int, float, float, float, float]]:
+    rows = []
+    cat = load_catalog()
+    for name in cat.names():
+        m = cat.get(name).bandwidth
+        for n in NODES:
+            e = m.expected(m.op, n, "multi-node")
+            assert e.bound_gbps is not None and e.expected_gbps is not None
+            assert e.floor_warn_gbps is not None and e.floor_fail_gbps is not None
+            rows.append((name, n, e.bound_gbps, e.expected_gbps, e.floor_warn_gbps, e.floor_fail_gbps))
+    return rows
+
+
+def test_expected_busbw_table_2_to_1024_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = _table()
+    by_type: dict[str, list[tuple[str, int, float, float, float, float]]] = {}
+    for r in rows:
+        by_type.setdefault(r[0], []).append(r)
+    cat = load_catalog()
+    with capsys.disabled():
+        print("\ntype                         op          " + " ".join(f"{n:>6}" for n in NODES))
+        for name, rs in by_type.items():
+            print(f"{name:<28} {cat.get(name).bandwidth.op:<11} " + " ".join(f"{r[3]:>6.1f}" for r in rs))
+    for name, rs in by_type.items():
+        m = cat.get(name).bandwidth
+        expected = [r[3] for r in rs]
+        # More nodes never make a collective faster per byte.
+        assert expected == sorted(expected, reverse=True), name
+        for _, n, bound, exp, warn, fail in rs:
+            assert exp <= bound + 0.05 and fail < warn < exp
+        # Far from 2 nodes the bound is the node's NIC bandwidth B.
+        assert rs[-1][2] == pytest.approx(m.nic_gbytes_per_node, rel=2e-3)
+
+
+def test_hierarchical_bound_matches_the_stated_physics() -> None:
+    # FACTS.md: B x (8N-1)/(8(N-1)) is 750 GB/s at N = 2 for p5's 400 GB/s and 423 at N = 16.
+    m = load_catalog().get("p5.48xlarge").bandwidth
+    b = m.nic_gbytes_per_node
+    for n in (2, 16, 1024):
+        assert m.bound("all_reduce", n, "multi-node")[0] == pytest.approx(b * (8 * n - 1) / (8 * (n - 1)))
+    assert m.bound("all_reduce", 2, "multi-node")[0] == pytest.approx(750.0)
+    assert m.bound("all_reduce", 16, "multi-node")[0] == pytest.approx(423.3, abs=0.05)
+    # A ring (all_gather) is bounded by B at every node count.
+    assert m.bound("all_gather", 2, "multi-node")[0] == m.bound("all_gather", 512, "multi-node")[0] == b
+
+
+@pytest.mark.parametrize("name", load_catalog().names())
+def test_fabric_only_floors_are_bounded_by_nic_per_gpu(name: str) -> None:
+    m = load_catalog().get(name).bandwidth
+    for op in {"all_reduce", m.op}:
+        for n in (2, 16, 1024):
+            e = m.expected(op, n, "fabric-only")
+            assert e.bound_gbps == pytest.approx(m.nic_gbytes_per_gpu, abs=0.05)
+            assert e.expected_gbps is not None and e.expected_gbps <= m.nic_gbytes_per_gpu
+            assert e.floor_fail_gbps is not None and e.floor_fail_gbps < m.nic_gbytes_per_gpu
+
+
+@pytest.mark.parametrize("name", load_catalog().names())
+def test_each_calibrating_reference_is_reproduced_and_passes(name: str) -> None:
+    m = load_catalog().get(name).bandwidth
+    for ref in m.references:
+        if ref.path != "multi-node":
+            continue
+        e = m.expected(ref.op, ref.nodes, "multi-node")
+        assert e.floor_warn_gbps is not None and e.expected_gbps is not None
+        if ref.calibrates:
+            assert e.expected_gbps == pytest.approx(ref.gbps, abs=0.06)
+        # A published healthy run on this hardware clears the warn floor at its node count.
+        assert ref.gbps >= e.floor_warn_gbps, (name, ref)
+
+
+def test_node_count_matters_for_p5() -> None:
+    # The 16-node p5 stack's floor is no longer the 2-node figure.
+    m = load_catalog().get("p5.48xlarge").bandwidth
+    two, sixteen = m.expected("all_reduce", 2, "multi-node"), m.expected("all_reduce", 16, "multi-node")
+    assert two.expected_gbps is not None and sixteen.expected_gbps is not None
+    assert sixteen.expected_gbps < two.expected_gbps
+    assert "capped at the single-node" in two.basis
+
+
+def test_phase_floors_cover_every_phase_and_state_a_basis() -> None:
+    m = load_catalog().get("a3-megagpu-8g").bandwidth
+    got = phase_floors(m, 4)
+    assert [(e.path, e.op) for e in got] == [
+        ("single-node", "all_reduce"), ("multi-node", "all_reduce"), ("multi-node", "all_gather"),
+        ("fabric-only", "all_reduce"), ("fabric-only", "all_gather"), ("pair", "all_gather")]
+    assert all(e.basis for e in got)
+    assert [e.path for e in phase_floors(m, 1)] == ["single-node"]
+    assert WARN_OF_EXPECTED > FAIL_OF_EXPECTED

@@ -1,0 +1,298 @@
+"""Judge the printed output of NVIDIA nccl-tests or ROCm rccl-tests with the validation job's floors.
+
+    python -m workloads.validate judge --nccl-tests FILE... --instance-type TYPE --nodes N [--out DIR]
+
+Users who already run ``all_reduce_perf`` get the same verdict and report as the bundled job. The
+parser reads what those binaries print (``src/common.cu``): the parameter line (``nThread .. nGpus ..
+minBytes .. maxBytes ..``), the ``# Using devices`` block (rank, host, device), the table
+(``size count type redop root | time algbw busbw #wrong`` out-of-place then in-place; nccl-tests
+before 2.10 printed no ``root`` and an ``error`` column), ``# Out of bounds values``, ``# Avg bus
+bandwidth`` and, with ``NCCL_DEBUG=INFO``, the lines that name the network plugin and transport.
+Launcher prefixes (srun's ``0:``, Open MPI's ``[1,0]<stdout>:``), stripped ``#`` and elided rows
+(``...``) are tolerated. The collective is read from the table: ``redop``/``root`` narrow it, and
+busbw / algbw, which is nccl-tests' factor for the rank count, decides.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from components.catalog import CatalogError, InstanceType, load_catalog
+from workloads.validate import transport
+from workloads.validate.judge import expectation, judge_cluster_figure
+from workloads.validate.report import Curve, Report, render_markdown, write
+from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
+
+_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:\s)")
+_PARAMS = re.compile(r"nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)\s+step:\s*(\S+)"
+                     r"\s+warmup iters:\s*(\d+)\s+iters:\s*(\d+)(?:\s+agg iters:\s*(\d+))?\s+validation:\s*(\d+)")
+_DEVICE = re.compile(r"Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s+(.+?)\s*$")
+_AVG = re.compile(r"Avg bus bandwidth\s*:\s*([0-9.]+)")
+_OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(\w+)")
+_PROVIDER = re.compile(r"Selected [Pp]rovider is (\w+)(?:.*?found (\d+) nics)?")
+_ENV_OFF = re.compile(r"NCCL_(P2P|SHM|NVLS)_(?:DISABLE|ENABLE) set by environment to (\d)")
+_VERSIONS = (("nccl", re.compile(r"NCCL version (\S+)")), ("rccl", re.compile(r"RCCL version\s*:\s*(\S+)")),
+             ("hip", re.compile(r"HIP version\s*:\s*(\S+)")), ("rocm", re.compile(r"ROCm version\s*:\s*(\S+)")),
+             ("rccl-tests", re.compile(r"rccl-tests: Version (\S+)")),
+             ("nccl-tests", re.compile(r"nccl-tests version (\S+)")))
+
+# nccl-tests' busbw factors (doc/PERFORMANCE.md), by the redop/root a table row carries.
+FACTORS: dict[str, Callable[[int], float]] = {"all_reduce": lambda n: 2 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
+           "all_gather": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n,
+           "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0}
+JUDGED_OPS = ("all_reduce", "all_gather", "reduce_scatter")
+
+
+class ParseError(ValueError):
+    pass
+
+
+@dataclass(slots=True)
+class NcclTestsRun:
+    file: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    """Rows shaped like workloads.collectives' JSON rows, one per size and placement."""
+    params: dict[str, int | str] = field(default_factory=dict)
+    devices: list[tuple[int, str, int, str]] = field(default_factory=list)
+    """(rank, host, device, GPU name) from '# Using devices'."""
+    avg_busbw: float | None = None
+    out_of_bounds: tuple[int, str] | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    seen: transport.TransportSeen = field(default_factory=transport.TransportSeen)
+    provider: str | None = None
+    nics: int | None = None
+    disabled: set[str] = field(default_factory=set)
+    """Of P2P, SHM, NVLS: what NCCL reported the environment turned off."""
+    elided: bool = False
+    redop: str = ""
+    root: int = -1
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({h for _, h, _, _ in self.devices})
+
+    def ratio(self) -> float | None:
+        """busbw / algbw over the rows precise enough to say (algbw >= 1 GB/s, out-of-place)."""
+        pairs = [(r["busbw_gbps"], r["algbw_gbps"]) for r in self.rows if not r["in_place"] and r["algbw_gbps"] >= 1.0]
+        return statistics.median(b / a for b, a in pairs) if pairs else None
+
+    def infer_op(self, ranks: int | None) -> tuple[str, int | None]:
+        """(op, ranks the busbw factor implies), from redop/root and busbw / algbw."""
+        if self.root >= 0:
+            candidates = ["reduce"] if self.redop not in ("none", "") else ["broadcast"]
+        elif self.redop in ("none", ""):
+            candidates = ["all_gather"]  # alltoall prints the same redop, root and factor
+        else:
+            candidates = ["all_reduce", "reduce_scatter"]
+        r = self.ratio()
+        if r is None or len(candidates) == 1 and candidates[0] in ("broadcast", "reduce"):
+            return candidates[0], ranks
+        if ranks:
+            best = min(candidates, key=lambda op: abs(FACTORS[op](ranks) - r))
+            return best, ranks
+        if "all_reduce" in candidates:
+            if r >= 0.999:
+                return "all_reduce", max(2, round(2 / max(2 - r, 1e-3)))
+            return "reduce_scatter", round(1 / max(1 - r, 1e-3))
+        return candidates[0], round(1 / max(1 - r, 1e-3))
+
+
+def _num(tok: str) -> float | None:
+    try:
+        return float(tok)
+    except ValueError:
+        return None
+
+
+def parse(text: str, file: str = "") -> list[NcclTestsRun]:
+    """Every table in the text, each with the header lines before it. ParseError when there is none."""
+    runs: list[NcclTestsRun] = []
+    cur = NcclTestsRun(file=file)
+    columns: list[str] | None = None
+    lines = text.splitlines()
+    transport.scan(lines, cur.seen)
+    for raw in lines:
+        line = _PREFIX.sub("", raw)
+        if "NCCL INFO" in line:
+            if (m := _PROVIDER.search(line)) is not None:
+                cur.provider = m.group(1).lower()
+                cur.nics = int(m.group(2)) if m.group(2) else cur.nics
+            if (m := _ENV_OFF.search(line)) is not None:
+                kind, value = m.group(1), m.group(2)
+                if (kind == "NVLS") == (value == "0"):
+                    cur.disabled.add(kind)
+            continue
+        for key, rx in _VERSIONS:
+            if key not in cur.versions and (m := rx.search(line)) is not None:
+                cur.versions[key] = m.group(1)
+        if (m := _PARAMS.search(line)) is not None:
+            keys = ("nThread", "nGpus", "minBytes", "maxBytes", "step", "warmup", "iters", "agg_iters", "validation")
+            cur.params = {k: (v if k == "step" else int(v)) for k, v in zip(keys, m.groups()) if v is not None}
+            continue
+        if (m := _DEVICE.search(line)) is not None:
+            cur.devices.append((int(m.group(1)), m.group(2), int(m.group(3)), m.group(4)))
+            continue
+        if (m := _AVG.search(line)) is not None:
+            cur.avg_busbw = float(m.group(1))
+            continue
+        if (m := _OOB.search(line)) is not None:
+            cur.out_of_bounds = (int(m.group(1)), m.group(2))
+            continue
+        body = line.lstrip("#").split()
+        if "size" in body and "count" in body and "busbw" in body:
+            if columns is not None and cur.rows:
+                runs.append(cur)
+                cur = NcclTestsRun(file=file, params=dict(cur.params), devices=list(cur.devices),
+                                   versions=dict(cur.versions), seen=cur.seen)
+            columns = [c.lstrip("#") for c in body]
+            continue
+        if line.strip() in ("...", "…"):
+            cur.elided = True
+            continue
+        toks = line.split()
+        if columns is None or len(toks) != len(columns) or not toks[0].isdigit():
+            continue
+        row = dict(zip(columns, toks))
+        size = int(row["size"])
+        if size == 0:
+            continue
+        cur.redop, cur.root = row.get("redop", ""), int(row.get("root", -1))
+        idx = [i for i, c in enumerate(columns) if c == "time"]
+        for placement, start in zip((False, True), idx):
+            vals = toks[start:start + 4]
+            algbw, busbw = _num(vals[1]), _num(vals[2])
+            if algbw is None or busbw is None:
+                continue
+            # '#wrong' counts wrong elements; the old 'error' column is a relative error, not a count.
+            wrong = int(vals[3]) if columns[start + 3] in ("wrong", "#wrong") and vals[3].isdigit() else None
+            cur.rows.append({"size_bytes": size, "count": int(row["count"]), "dtype": row.get("type", ""),
+                             "in_place": placement, "time_us": _num(vals[0]), "algbw_gbps": algbw,
+                             "busbw_gbps": busbw, "wrong": wrong})
+    if cur.rows:
+        runs.append(cur)
+    if not runs:
+        raise ParseError(f"{file or 'input'}: no nccl-tests table found (a line with size, count and busbw columns, "
+                         "then numeric rows)")
+    return runs
+
+
+def _path(run: NcclTestsRun, nodes: int) -> str:
+    if nodes <= 1:
+        return "single-node"
+    return "fabric-only" if {"P2P", "SHM"} <= run.disabled else "multi-node"
+
+
+def judge_runs(runs: Sequence[NcclTestsRun], instance_type: str | None, nodes: int) -> Report:
+    """One report over every table, with the floors and transport rules of the validation job."""
+    errors: list[str] = []
+    it: InstanceType | None = None
+    if instance_type:
+        try:
+            it = load_catalog().get(instance_type)
+        except CatalogError as exc:
+            errors.append(f"cannot judge against floors: {exc}")
+    else:
+        errors.append("no --instance-type: figures are reported, not judged")
+    ms: list[Measurement] = []
+    curves: list[Curve] = []
+    hosts: set[str] = set()
+    versions: dict[str, str] = {}
+    seen = transport.TransportSeen()
+    for run in runs:
+        hosts.update(run.hosts)
+        versions.update(run.versions)
+        seen.networks |= run.seen.networks
+        seen.inter_node_paths |= run.seen.inter_node_paths
+        seen.files += 1
+        log_nodes = len(run.hosts) or None
+        if log_nodes is not None and log_nodes != nodes:
+            errors.append(f"{run.file}: the log names {log_nodes} host(s) ({', '.join(run.hosts)}); --nodes says {nodes}")
+        ranks = len(run.devices) or (nodes * it.accelerator.count if it else None)
+        op, implied = run.infer_op(ranks)
+        r = run.ratio()
+        if ranks and r is not None and op in FACTORS and abs(FACTORS[op](ranks) - r) > 0.01 * FACTORS[op](ranks):
+            errors.append(f"{run.file}: busbw/algbw = {r:.4f} does not match {op} on {ranks} ranks "
+                          f"({FACTORS[op](ranks):.4f}); check --nodes and --instance-type")
+        path = _path(run, nodes)
+        check = f"{path.replace('-', '_')}.{op}"
+        res = {"op": op, "rows": run.rows}
+        e = expectation(it, op, nodes, path) if it and op in JUDGED_OPS else None
+        m = judge_cluster_figure(check, res, e, "no floor (no catalog type)" if it is None else f"no floor for {op}")
+        m.scope = f"cluster:{Path(run.file).name}" if run.file else "cluster"
+        if it is None:
+            m.verdict = Verdict.UNKNOWN
+        if run.elided:
+            m.detail = "; ".join(filter(None, [m.detail, "table elided ('...'), judged on the rows printed"]))
+        wrong = sum(int(x["wrong"] or 0) for x in run.rows)
+        if wrong:
+            m.verdict, m.detail = Verdict.FAIL, f"{wrong} wrong elements"
+        if run.out_of_bounds and run.out_of_bounds[1].upper() != "OK":
+            m.verdict, m.detail = Verdict.FAIL, f"out of bounds values: {run.out_of_bounds[0]} {run.out_of_bounds[1]}"
+        ms.append(m)
+        if run.avg_busbw is not None:
+            ms.append(Measurement(check=f"{path.replace('-', '_')}.{op}.avg_bus_bandwidth", scope=m.scope,
+                                  value=run.avg_busbw, unit="GB/s",
+                                  basis="information: nccl-tests' mean over every row, small sizes included; not judged"))
+        pts = sorted((int(x["size_bytes"]), float(x["busbw_gbps"])) for x in run.rows if not x["in_place"])
+        curves.append(Curve(op=op, scope=Path(run.file).name or "nccl-tests", points=pts,
+                            floor_warn=m.floor_warn, floor_fail=m.floor_fail, floor_at=m.at_bytes))
+    tr = _transport(it, seen, nodes, runs, ms)
+    node_verdicts = [NodeVerdict(node=h) for h in sorted(hosts)]
+    verdict = Verdict.worst([m.verdict for m in ms])
+    if it is None:
+        verdict = Verdict.UNKNOWN
+    elif errors and verdict == Verdict.PASS:
+        verdict = Verdict.WARN
+    return Report(verdict=verdict, local=False, floors_applied=it is not None, instance_type=instance_type,
+                  nodes=node_verdicts, measurements=ms, transport=tr, versions=versions, curves=curves,
+                  errors=errors, world_size=max((len(r.devices) for r in runs), default=0)
+                  or (nodes * it.accelerator.count if it else 0))
+
+
+def _transport(it: InstanceType | None, seen: transport.TransportSeen, nodes: int, runs: Sequence[NcclTestsRun],
+               ms: list[Measurement]) -> dict[str, Any]:
+    expected = it.software.expected_transport if it else None
+    provider = next((r.provider for r in runs if r.provider), None)
+    nics = next((r.nics for r in runs if r.nics), None)
+    extra = {"provider": provider, "nics": nics, "disabled": sorted(set().union(*(r.disabled for r in runs)))}
+    if nodes <= 1:
+        return {"expected": expected, "seen": sorted(seen.used()), "ok": None,
+                "message": "single node: no network transport to judge", **extra}
+    if expected is None:
+        msg = ("NCCL used TCP sockets across nodes; without a catalog type the expected fabric is unknown"
+               if "socket" in seen.used() else "no catalog type: transport not judged")
+        return {"expected": None, "seen": sorted(seen.used()), "ok": None, "message": msg, **extra}
+    ok, msg = transport.judge(expected, seen)
+    if ok is None:
+        msg = "no NCCL INFO lines in the output (run with NCCL_DEBUG=INFO to have the transport judged)"
+    if ok and it is not None and it.network.fabric == "efa" and provider not in (None, "efa"):
+        ok, msg = False, f"libfabric selected provider {provider!r}, not efa"
+    if ok is False:
+        ms.append(Measurement(check="transport", scope="cluster", value=None, unit="", basis=expected,
+                              verdict=Verdict.FAIL, detail=msg))
+    return {"expected": expected, "seen": sorted(seen.used()), "ok": ok, "message": msg, **extra}
+
+
+def main(files: Sequence[Path], instance_type: str | None, nodes: int | None, out: Path | None) -> int:
+    """The CLI branch: parse, judge, write the report when --out is given, print it, return the exit code."""
+    if not nodes or nodes < 1:
+        print("validate judge --nccl-tests: --nodes N (the node count the run used) is required", file=sys.stderr)
+        return 3
+    runs: list[NcclTestsRun] = []
+    for f in files:
+        try:
+            runs.extend(parse(Path(f).read_text(encoding="utf-8", errors="replace"), str(f)))
+        except (OSError, ParseError) as exc:
+            print(f"validate judge --nccl-tests: {exc}", file=sys.stderr)
+            return 3
+    rep = judge_runs(runs, instance_type, nodes)
+    print(render_markdown(rep))
+    if out is not None:
+        written = write(rep, out)
+        print(f"report: {', '.join(str(p) for p in written.values())}")
+    return int(rep.verdict)
