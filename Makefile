@@ -27,7 +27,7 @@ validate-local: $(VENV_OK)
 demo: plan validate-local
 
 test: $(VENV_OK) sysdeps
-	$(PY) -m mypy components
+	$(PY) -m mypy components workloads policies
 	$(PY) -m pytest -q
 
 bench: $(VENV_OK)

@@ -9,8 +9,9 @@ both sides can share it, as they share the catalog.
 
 Shapes (every value plain JSON once the stack is up):
 
-* ``fabric``  ``{type: efa|tcpx|tcpxo|rdma|ib, interfaces_per_node, placement, mtu}``
-* ``mount``   ``{type: lustre, mount_point, dns_name, mount_name, mount_command}``: the one
+* ``fabric``  ``{type: efa|tcpx|tcpxo|rdma|ib, interfaces_per_node, placement, mtu, networks}``,
+  ``networks`` the GKE Network objects of the additional NICs (``[]`` elsewhere)
+* ``mount``   ``{type: lustre, mount_point, dns_name, mount_name, volume_handle, mount_command}``: the one
   description of the Lustre file system on every cloud (``mount_point`` is where nodes and
   pods see it)
 * ``access``  Kubernetes: ``{api_endpoint, kubeconfig_command, kubeconfig}`` (the kubeconfig is
@@ -49,6 +50,8 @@ class Fabric:
     interfaces_per_node: int
     placement: str | None
     mtu: int
+    networks: tuple[Mapping[str, Any], ...] = ()
+    """GKE: ``{name, vpc, subnet, device_mode}`` per additional NIC."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,6 +61,8 @@ class Mount:
     dns_name: str
     mount_name: str
     mount_command: str
+    volume_handle: str = ""
+    """How a CSI driver names the file system (FSx id; ``<project>/<zone>/<instance>``)."""
     type: str = "lustre"
 
 
@@ -146,11 +151,18 @@ def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
     if orchestrator not in (None, "eks", "gke", "slurm"):
         r.problems.append(("orchestrator", f"{orchestrator!r} (allowed: eks, gke, slurm)"))
     fab = r.obj(top["fabric"], "fabric")
+    networks = fab.get("networks") or []
+    if not isinstance(networks, list) or not all(isinstance(n, Mapping) and isinstance(n.get("name"), str)
+                                                 for n in networks):
+        r.problems.append(("fabric.networks", f"expected a list of {{name, vpc, subnet, device_mode}}, got {networks!r}"))
+        networks = []
     fabric = Fabric(type=r.text(fab, "type", "fabric.") or "", interfaces_per_node=r.number(fab, "interfaces_per_node", "fabric.", 0),
-                    placement=r.text(fab, "placement", "fabric.", optional=True), mtu=r.number(fab, "mtu", "fabric.", 0))
+                    placement=r.text(fab, "placement", "fabric.", optional=True), mtu=r.number(fab, "mtu", "fabric.", 0),
+                    networks=tuple(dict(n) for n in networks))
     mo = r.obj(top["mount"], "mount")
     mount = Mount(mount_point=r.text(mo, "mount_point", "mount.") or "/", dns_name=r.text(mo, "dns_name", "mount.") or "",
-                  mount_name=r.text(mo, "mount_name", "mount.") or "", mount_command=r.text(mo, "mount_command", "mount.") or "")
+                  mount_name=r.text(mo, "mount_name", "mount.") or "", mount_command=r.text(mo, "mount_command", "mount.") or "",
+                  volume_handle=r.text(mo, "volume_handle", "mount.") or "")
     if not mount.mount_point.startswith("/"):
         r.problems.append(("mount.mount_point", f"{mount.mount_point!r} is not an absolute path"))
     ac = r.obj(top["access"], "access")

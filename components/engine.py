@@ -81,14 +81,27 @@ class OfflineRun:
         return chain
 
 
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
+
+
 class _StrictMocks(pulumi.runtime.Mocks):
-    def __init__(self, invokes: Mapping[str, InvokeFn], computed: Mapping[str, ComputedFn], run: OfflineRun):
+    def __init__(self, invokes: Mapping[str, InvokeFn], computed: Mapping[str, ComputedFn], run: OfflineRun,
+                 stack_outputs: Mapping[str, Mapping[str, Any]] | None = None):
         self._invokes = invokes
         self._computed = computed
         self._run = run
+        self._stack_outputs = stack_outputs or {}
 
     def new_resource(self, args: _mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         state = dict(args.inputs)
+        if args.typ == STACK_REFERENCE:
+            # A stack the engine was not given is a test that forgot it, not an empty stack.
+            referenced = str(args.inputs.get("name", ""))
+            if referenced not in self._stack_outputs:
+                raise UnknownInvokeError(f"offline engine: StackReference {referenced!r} was not given to run_offline "
+                                         f"(given: {sorted(self._stack_outputs)})")
+            return referenced, {"name": referenced, "outputs": dict(self._stack_outputs[referenced]),
+                                "secretOutputNames": []}
         fn = self._computed.get(args.typ)
         if fn is not None:
             state.update(fn(args.name, args.inputs))
@@ -159,11 +172,13 @@ def _tables(cloud: str) -> tuple[Mapping[str, InvokeFn], Mapping[str, ComputedFn
     return invokes, computed
 
 
-def run_offline(stack: str, cluster: Mapping[str, Any], extra_config: Mapping[str, str] | None = None) -> OfflineRun:
+def run_offline(stack: str, cluster: Mapping[str, Any], extra_config: Mapping[str, str] | None = None,
+                stack_outputs: Mapping[str, Mapping[str, Any]] | None = None) -> OfflineRun:
     """Run ``components.program.build`` for one stack's cluster object and record everything.
 
     ``cluster`` is the raw ``gpu-cluster:cluster`` object: the program parses it itself,
-    exactly as under ``pulumi up``, so spec errors surface the same way.
+    exactly as under ``pulumi up``, so spec errors surface the same way. ``stack_outputs``
+    answers StackReferences (stack name -> its outputs), for the in-cluster layer program.
     """
     from components import program
 
@@ -171,7 +186,7 @@ def run_offline(stack: str, cluster: Mapping[str, Any], extra_config: Mapping[st
     cloud = str(cluster.get("cloud", "aws")) if isinstance(cluster, Mapping) else "aws"
     invokes, computed = _tables(cloud if cloud in ("aws", "gcp") else "aws")
     run = OfflineRun(stack=stack)
-    mocks = _StrictMocks(invokes, computed, run)
+    mocks = _StrictMocks(invokes, computed, run, stack_outputs)
     monitor = _RecordingMonitor(mocks, run)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
     config = {CONFIG_KEY: json.dumps(cluster)}

@@ -29,6 +29,28 @@ def spec_from_config() -> Any:
 
 
 def build() -> dict[str, Any]:
+    """The cluster, or (``gpu-cluster:layer: in-cluster``) the in-cluster layer of a private
+    cluster built by the stack ``gpu-cluster:cluster_stack`` (components/k8s/layer.py)."""
+    from components.k8s.layer import LAYER_IN_CLUSTER, LAYER_KEY, STACK_KEY, InClusterLayer, LayerArgs
+
+    config = pulumi.Config("gpu-cluster")
     spec = spec_from_config()
-    cluster = GpuCluster(spec.name, spec)
-    return dict(cluster.outputs)
+    layer = config.get(LAYER_KEY)
+    if layer is None:
+        cluster = GpuCluster(spec.name, spec)
+        return dict(cluster.outputs)
+    problems = []
+    if layer != LAYER_IN_CLUSTER:
+        problems.append((f"gpu-cluster:{LAYER_KEY}", f"{layer!r} (allowed: {LAYER_IN_CLUSTER})"))
+    source = config.get(STACK_KEY)
+    if not source:
+        problems.append((f"gpu-cluster:{STACK_KEY}", "required with the in-cluster layer: the cluster stack, "
+                                                    "e.g. my-org/gpu-cluster/h100-eks"))
+    if spec.orchestration.kind == "slurm":
+        problems.append(("gpu-cluster:cluster.orchestration.kind", "slurm has no in-cluster layer (allowed: eks, gke)"))
+    if problems:
+        raise pulumi.InputPropertiesError("the in-cluster layer stack is misconfigured",
+                                          [{"property_path": p, "reason": r} for p, r in problems])
+    ref = pulumi.StackReference(f"{spec.name}-cluster", stack_name=source)
+    InClusterLayer(f"{spec.name}-layer", LayerArgs(spec=spec, outputs=ref.outputs))
+    return {"in_cluster_layer_of": source}

@@ -1018,4 +1018,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from workloads.device import exit_process
+
+    exit_process(main())

@@ -577,10 +577,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    # The process group is destroyed and every result is on disk; leave without interpreter
-    # shutdown, where gloo's threads can still be alive and abort the process (SIGABRT after
-    # "done:"), which torchrun reports as a failed job and, with restarts allowed, reruns.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    from workloads.device import exit_process
+
+    exit_process(main())

@@ -330,4 +330,6 @@ def _finish(cfg: MPConfig, rt: devmod.Runtime | None, runs: list[tuple[str, list
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from workloads.device import exit_process
+
+    exit_process(main())

@@ -121,6 +121,7 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
             "interfaces_per_node": sum(1 for nic in interconnect.nics if nic.is_efa),
             "placement": interconnect.placement_group_name,
             "mtu": instance.network.mtu,
+            "networks": [],
         },
         "mount": storage.mount,
         "bucket": storage.bucket_name,

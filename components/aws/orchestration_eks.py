@@ -240,58 +240,81 @@ class Orchestration(pulumi.ComponentResource):
         )
 
     def _create_addons(self, csi: aws.eks.Addon) -> None:
-        name, args = self._name, self._args
-        k8s_opts = pulumi.ResourceOptions(parent=self, provider=self.provider)
-        k8s.helm.v4.Chart(
-            f"{name}-nvidia-device-plugin",
-            chart="nvidia-device-plugin",
-            version=NVIDIA_PLUGIN_VERSION,
-            repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=NVIDIA_PLUGIN_REPO),
-            namespace="kube-system",
-            opts=k8s_opts,
-        )
-        k8s.helm.v4.Chart(
-            f"{name}-efa-device-plugin",
-            chart="aws-efa-k8s-device-plugin",
-            version=EFA_PLUGIN_VERSION,
-            repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=EKS_CHARTS_REPO),
-            namespace="kube-system",
-            # The chart runs only on the instance types it lists; name ours, so a type newer
-            # than the pinned chart's list still gets its EFA devices advertised.
-            values={"supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"],
-                                                "values": [args.instance_type]}},
-            opts=k8s_opts,
-        )
-        storage = f"{args.size_gib}Gi"
-        volume = k8s.core.v1.PersistentVolume(
-            f"{name}-fsx-pv",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=FSX_VOLUME),
-            spec=k8s.core.v1.PersistentVolumeSpecArgs(
-                capacity={"storage": storage},
-                volume_mode="Filesystem",
-                access_modes=["ReadWriteMany"],
-                # The file system outlives any claim: deleting the claim must not try to
-                # delete a protected FSx file system.
-                persistent_volume_reclaim_policy="Retain",
-                storage_class_name="",
-                mount_options=["flock"],
-                csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
-                    driver=FSX_CSI_DRIVER,
-                    volume_handle=args.file_system_id,
-                    volume_attributes={"dnsname": args.dns_name, "mountname": args.mount_name},
-                ),
+        args = self._args
+        create_in_cluster_layer(self._name, EksLayerArgs(
+            instance_type=args.instance_type, volume_handle=args.file_system_id, dns_name=args.dns_name,
+            mount_name=args.mount_name, size_gib=args.size_gib, after=[csi],
+        ), pulumi.ResourceOptions(parent=self, provider=self.provider))
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class EksLayerArgs:
+    """What the in-cluster layer of an EKS cluster needs, whichever program deploys it."""
+
+    instance_type: str
+    """The GPU type, named to the EFA plugin chart."""
+    volume_handle: pulumi.Input[str]
+    """The FSx file system id (the stack output mount.volume_handle)."""
+    dns_name: pulumi.Input[str]
+    mount_name: pulumi.Input[str]
+    size_gib: int
+    after: Sequence[pulumi.Resource] = ()
+    """What the persistent volume waits for (the FSx CSI add-on, when created alongside)."""
+
+
+def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.ResourceOptions) -> None:
+    """Device plugins, the static FSx volume and its claim, the JobSet controller: through the
+    Kubernetes provider in ``k8s_opts`` (the cluster stack's own, or the private program's)."""
+    k8s.helm.v4.Chart(
+        f"{name}-nvidia-device-plugin",
+        chart="nvidia-device-plugin",
+        version=NVIDIA_PLUGIN_VERSION,
+        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=NVIDIA_PLUGIN_REPO),
+        namespace="kube-system",
+        opts=k8s_opts,
+    )
+    k8s.helm.v4.Chart(
+        f"{name}-efa-device-plugin",
+        chart="aws-efa-k8s-device-plugin",
+        version=EFA_PLUGIN_VERSION,
+        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=EKS_CHARTS_REPO),
+        namespace="kube-system",
+        # The chart runs only on the instance types it lists; name ours, so a type newer
+        # than the pinned chart's list still gets its EFA devices advertised.
+        values={"supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"],
+                                            "values": [args.instance_type]}},
+        opts=k8s_opts,
+    )
+    storage = f"{args.size_gib}Gi"
+    volume = k8s.core.v1.PersistentVolume(
+        f"{name}-fsx-pv",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=FSX_VOLUME),
+        spec=k8s.core.v1.PersistentVolumeSpecArgs(
+            capacity={"storage": storage},
+            volume_mode="Filesystem",
+            access_modes=["ReadWriteMany"],
+            # The file system outlives any claim: deleting the claim must not try to
+            # delete a protected FSx file system.
+            persistent_volume_reclaim_policy="Retain",
+            storage_class_name="",
+            mount_options=["flock"],
+            csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
+                driver=FSX_CSI_DRIVER,
+                volume_handle=args.volume_handle,
+                volume_attributes={"dnsname": args.dns_name, "mountname": args.mount_name},
             ),
-            opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[csi])),
-        )
-        k8s.core.v1.PersistentVolumeClaim(
-            f"{name}-fsx-pvc",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=FSX_VOLUME, namespace=JOB_NAMESPACE),
-            spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
-                access_modes=["ReadWriteMany"],
-                storage_class_name="",
-                volume_name=FSX_VOLUME,
-                resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": storage}),
-            ),
-            opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[volume])),
-        )
-        jobset(f"{name}-jobset", k8s_opts)
+        ),
+        opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=list(args.after))),
+    )
+    k8s.core.v1.PersistentVolumeClaim(
+        f"{name}-fsx-pvc",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=FSX_VOLUME, namespace=JOB_NAMESPACE),
+        spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
+            access_modes=["ReadWriteMany"],
+            storage_class_name="",
+            volume_name=FSX_VOLUME,
+            resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": storage}),
+        ),
+        opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[volume])),
+    )
+    jobset(f"{name}-jobset", k8s_opts)

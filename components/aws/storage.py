@@ -53,7 +53,7 @@ class StorageArgs:
 
 class Storage(pulumi.ComponentResource):
     mount: dict[str, Any]
-    """{"type": "lustre", "mount_point", "dns_name", "mount_name", "mount_command"}."""
+    """{"type": "lustre", "mount_point", "dns_name", "mount_name", "volume_handle", "mount_command"}."""
     file_system_id: pulumi.Output[str]
     bucket_name: pulumi.Output[str]
 
@@ -97,6 +97,8 @@ class Storage(pulumi.ComponentResource):
             "mount_point": lustre.mount_point,
             "dns_name": self.file_system.dns_name,
             "mount_name": self.file_system.mount_name,
+            # What a CSI driver names the file system by (the FSx CSI volume handle).
+            "volume_handle": self.file_system.id,
             "mount_command": mount_command(self.file_system.dns_name, self.file_system.mount_name, lustre.mount_point),
         }
         self.register_outputs({"mount": self.mount, "bucket_name": self.bucket_name,

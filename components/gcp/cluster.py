@@ -14,7 +14,7 @@ from components.gcp.common import address_plan, project
 from components.gcp.compute import Compute, ComputeArgs
 from components.gcp.interconnect import Interconnect, InterconnectArgs, nic_count
 from components.gcp.network import Network, NetworkArgs
-from components.gcp.orchestration_gke import JOB_NAMESPACE, GkeArgs, GkeOrchestration
+from components.gcp.orchestration_gke import JOB_NAMESPACE, GkeArgs, GkeOrchestration, node_networks
 from components.gcp.orchestration_slurm import LUSTRE_ID, SlurmArgs, SlurmOrchestration
 from components.gcp.storage import Storage, StorageArgs
 from components.spec import ClusterSpec
@@ -88,8 +88,12 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
             "interfaces_per_node": inst.network.gpu_nics,
             "placement": placement,
             "mtu": inst.network.mtu,
+            # The GKE Network objects of the additional NICs (pod annotations name them).
+            "networks": [{"name": n.name, "vpc": n.vpc, "subnet": n.subnet, "device_mode": n.device_mode}
+                         for n in node_networks(ic.nics)] if o.kind == "gke" else [],
         },
-        "mount": st.mount,
+        # The Lustre CSI driver's volume handle is <project>/<zone>/<instance>.
+        "mount": {**st.mount, "volume_handle": pulumi.Output.format("{0}/{1}/{2}", proj, spec.zone, st.instance_id)},
         "bucket": st.bucket.name,
         "access": access,
         "scheduler": scheduler,

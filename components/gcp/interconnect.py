@@ -63,6 +63,36 @@ def nic_count(spec: ClusterSpec) -> int:
     return net.gpu_nics + max(0, net.gvnics - 1)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NicName:
+    """An additional NIC's names and range, known from the spec alone (before any resource)."""
+
+    role: Literal["gvnic", "gpu", "rdma"]
+    k8s_name: str
+    vpc: str
+    subnet: str
+    cidr: str
+
+
+def nic_names(spec: ClusterSpec, plan: AddressPlan) -> list[NicName]:
+    """Every additional NIC of a GKE node, in attachment order (none on Cluster Director, which
+    attaches its own): second gVNICs, then the GPU NICs (GKE's TCPX/TCPXO guides name their
+    networks vpc1..vpcN; RDMA NICs share one RoCE VPC with a subnet each)."""
+    if spec.orchestration.kind == "slurm":
+        return []
+    net = spec.instance.network
+    ranges = list(plan.gpu_subnets)
+    out = [NicName(role="gvnic", k8s_name=f"gvnic-{i}", vpc=f"{spec.name}-gvnic{i}", subnet=f"{spec.name}-gvnic{i}-sub",
+                   cidr=ranges.pop(0)) for i in range(1, net.gvnics)]
+    if net.fabric == "rdma":
+        out += [NicName(role="rdma", k8s_name=f"rdma-{i}", vpc=f"{spec.name}-rdma", subnet=f"{spec.name}-rdma-sub-{i}",
+                        cidr=cidr) for i, cidr in enumerate(ranges[: net.gpu_nics])]
+    else:
+        out += [NicName(role="gpu", k8s_name=f"vpc{i + 1}", vpc=f"{spec.name}-gpu{i + 1}",
+                        subnet=f"{spec.name}-gpu{i + 1}-sub", cidr=ranges.pop(0)) for i in range(net.gpu_nics)]
+    return out
+
+
 class Interconnect(pulumi.ComponentResource):
     """GPU VPCs and subnets sized from the catalog, their firewall, and the placement policy."""
 
@@ -77,15 +107,13 @@ class Interconnect(pulumi.ComponentResource):
         self.placement = None
         net = spec.instance.network
         if spec.orchestration.kind != "slurm":
-            ranges = list(args.plan.gpu_subnets)
-            for i in range(1, net.gvnics):
-                self.nics.append(self._vpc_with_subnet(name, spec, "gvnic", f"gvnic-{i}", f"gvnic{i}", ranges.pop(0), firewall=True))
-            if net.fabric == "rdma":
-                self._create_rdma(name, spec, args.project, ranges[: net.gpu_nics])
-            else:
-                for i in range(net.gpu_nics):
-                    # GKE's TCPX/TCPXO guides name the GPU networks vpc1..vpcN.
-                    self.nics.append(self._vpc_with_subnet(name, spec, "gpu", f"vpc{i + 1}", f"gpu{i + 1}", ranges.pop(0), firewall=True))
+            names = nic_names(spec, args.plan)
+            for nic in names:
+                if nic.role != "rdma":
+                    self.nics.append(self._vpc_with_subnet(name, spec, nic, firewall=True))
+            rdma = [n for n in names if n.role == "rdma"]
+            if rdma:
+                self._create_rdma(name, spec, args.project, rdma)
             if spec.interconnect.placement:
                 self.placement = gcp.compute.ResourcePolicy(
                     f"{name}-placement",
@@ -102,10 +130,10 @@ class Interconnect(pulumi.ComponentResource):
             "placement": self.placement.name if self.placement else None,
         })
 
-    def _vpc_with_subnet(self, name: str, spec: ClusterSpec, role: Literal["gvnic", "gpu"], k8s_name: str,
-                         suffix: str, cidr: str, firewall: bool) -> NicNetwork:
+    def _vpc_with_subnet(self, name: str, spec: ClusterSpec, nic: NicName, firewall: bool) -> NicNetwork:
         mtu = spec.instance.network.mtu
-        vpc_name, subnet_name = f"{spec.name}-{suffix}", f"{spec.name}-{suffix}-sub"
+        vpc_name, subnet_name, cidr = nic.vpc, nic.subnet, nic.cidr
+        suffix = vpc_name.removeprefix(f"{spec.name}-")
         vpc = gcp.compute.Network(
             f"{name}-{suffix}", name=vpc_name, auto_create_subnetworks=False, routing_mode="REGIONAL", mtu=mtu,
             opts=self._child,
@@ -125,11 +153,11 @@ class Interconnect(pulumi.ComponentResource):
                         gcp.compute.FirewallAllowArgs(protocol="icmp")],
                 opts=self._child,
             )
-        return NicNetwork(role=role, k8s_name=k8s_name, network=vpc, subnet=subnet, network_name=vpc_name,
+        return NicNetwork(role=nic.role, k8s_name=nic.k8s_name, network=vpc, subnet=subnet, network_name=vpc_name,
                           subnet_name=subnet_name, cidr=cidr)
 
-    def _create_rdma(self, name: str, spec: ClusterSpec, project: pulumi.Input[str], ranges: list[str]) -> None:
-        vpc_name = f"{spec.name}-rdma"
+    def _create_rdma(self, name: str, spec: ClusterSpec, project: pulumi.Input[str], nics: list[NicName]) -> None:
+        vpc_name = nics[0].vpc
         # No firewall here: a VPC on the RoCE profile carries only RDMA traffic between GPU NICs
         # and does not take firewall rules (cluster-toolkit gpu-rdma-vpc creates none).
         vpc = gcp.compute.Network(
@@ -141,11 +169,10 @@ class Interconnect(pulumi.ComponentResource):
             network_profile=pulumi.Output.format("projects/{0}/global/networkProfiles/{1}-vpc-roce", project, spec.zone),
             opts=self._child,
         )
-        for i, cidr in enumerate(ranges):
-            subnet_name = f"{spec.name}-rdma-sub-{i}"
+        for i, nic in enumerate(nics):
             subnet = gcp.compute.Subnetwork(
-                f"{name}-rdma-sub-{i}", name=subnet_name, network=vpc.id, region=spec.region, ip_cidr_range=cidr,
+                f"{name}-rdma-sub-{i}", name=nic.subnet, network=vpc.id, region=spec.region, ip_cidr_range=nic.cidr,
                 opts=self._child,
             )
-            self.nics.append(NicNetwork(role="rdma", k8s_name=f"rdma-{i}", network=vpc, subnet=subnet,
-                                        network_name=vpc_name, subnet_name=subnet_name, cidr=cidr))
+            self.nics.append(NicNetwork(role="rdma", k8s_name=nic.k8s_name, network=vpc, subnet=subnet,
+                                        network_name=vpc_name, subnet_name=nic.subnet, cidr=nic.cidr))

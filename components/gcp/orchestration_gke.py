@@ -24,15 +24,15 @@ resource is created inside an ``apply``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Literal, Sequence
 
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.gcp.common import GKE_ACCELERATOR, AddressPlan, labels
-from components.gcp.interconnect import NicNetwork
+from components.gcp.interconnect import NicName, NicNetwork
 from components.k8s.addons import jobset
 from components.k8s.gke import NodeNetwork, gke_networks, lustre_volume, nccl_installer
 from components.spec import ClusterSpec
@@ -62,7 +62,7 @@ class GkeArgs:
     """The instance, so the PersistentVolume waits for it."""
 
 
-def _device_mode(nic: NicNetwork) -> Literal["NetDevice", "RDMA"] | None:
+def _device_mode(nic: NicNetwork | NicName) -> Literal["NetDevice", "RDMA"] | None:
     if nic.role == "gpu":
         return "NetDevice"
     return "RDMA" if nic.role == "rdma" else None
@@ -127,7 +127,7 @@ class GkeOrchestration(pulumi.ComponentResource):
         )
         self.kubeconfig = self._kubeconfig(spec)
         # lustre_volume names its claim "<name>-lustre"; jobs mount it by that name.
-        self.lustre_claim_name = f"{name}-lustre"
+        self.lustre_claim_name = lustre_claim_name(name)
         if o.in_cluster:
             self.provider = k8s.Provider(
                 f"{name}-k8s",
@@ -154,21 +154,56 @@ class GkeOrchestration(pulumi.ComponentResource):
                                     self.cluster.master_auth.apply(lambda m: m.cluster_ca_certificate if m else ""))
 
     def _create_addons(self, name: str, args: GkeArgs) -> None:
-        spec = args.spec
-        k8s_opts = pulumi.ResourceOptions(parent=self, provider=self.provider)
-        lab = labels(spec)
-        gke_networks(name, [
-            NodeNetwork(name=n.k8s_name, vpc=n.network_name, subnet=n.subnet_name, device_mode=_device_mode(n))
-            for n in args.nics
-        ], lab, k8s_opts)
-        nccl_installer(name, spec.instance.network.fabric, GKE_ACCELERATOR[spec.compute.instance_type], lab, k8s_opts)
-        lustre_volume(
-            name,
-            volume_handle=pulumi.Output.format("{0}/{1}/{2}", args.project, spec.zone, args.lustre_instance_id),
-            ip=pulumi.Output.from_input(args.lustre_mount_point).apply(lambda m: (m or "").split("@")[0]),
-            filesystem=args.lustre_filesystem,
-            size_gib=spec.storage.lustre.size_gib,
-            labels=lab,
-            opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[args.lustre])),
-        )
-        jobset(f"{name}-jobset", k8s_opts)
+        create_in_cluster_layer(name, GkeLayerArgs(
+            spec=args.spec, networks=node_networks(args.nics), claim_name=self.lustre_claim_name,
+            volume_handle=pulumi.Output.format("{0}/{1}/{2}", args.project, args.spec.zone, args.lustre_instance_id),
+            lustre_address=args.lustre_mount_point, filesystem=args.lustre_filesystem, after=[args.lustre],
+        ), pulumi.ResourceOptions(parent=self, provider=self.provider))
+
+
+def node_networks(nics: Sequence[NicNetwork | NicName]) -> list[NodeNetwork]:
+    """The GKE Network objects the node pool's additional NICs need (also a stack output)."""
+    return [NodeNetwork(name=n.k8s_name, vpc=n.network_name if isinstance(n, NicNetwork) else n.vpc,
+                        subnet=n.subnet_name if isinstance(n, NicNetwork) else n.subnet, device_mode=_device_mode(n))
+            for n in nics]
+
+
+def lustre_claim_name(orchestration_component: str) -> str:
+    """The Lustre claim's name: ``lustre_volume`` names it after the Orchestration component."""
+    return f"{orchestration_component}-lustre"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GkeLayerArgs:
+    """What the in-cluster layer of a GKE cluster needs, whichever program deploys it."""
+
+    spec: ClusterSpec
+    networks: list[NodeNetwork]
+    claim_name: str
+    """The Lustre claim's name (the stack output scheduler.lustre_claim)."""
+    volume_handle: pulumi.Input[str]
+    """``<project>/<zone>/<instance>`` (the stack output mount.volume_handle)."""
+    lustre_address: pulumi.Input[str]
+    """Managed Lustre's ``<ip>@tcp:/<fs>`` (the stack output mount.dns_name)."""
+    filesystem: pulumi.Input[str]
+    after: list[pulumi.Resource] = field(default_factory=list)
+
+
+def create_in_cluster_layer(name: str, args: GkeLayerArgs, k8s_opts: pulumi.ResourceOptions) -> None:
+    """Network objects, the NCCL plugin installer, the Lustre volume and claim, the JobSet
+    controller: through the Kubernetes provider in ``k8s_opts``."""
+    spec = args.spec
+    lab = labels(spec)
+    gke_networks(name, args.networks, lab, k8s_opts)
+    nccl_installer(name, spec.instance.network.fabric, GKE_ACCELERATOR[spec.compute.instance_type], lab, k8s_opts)
+    lustre_volume(
+        name,
+        volume_handle=args.volume_handle,
+        ip=pulumi.Output.from_input(args.lustre_address).apply(lambda m: (m or "").split("@")[0]),
+        filesystem=args.filesystem,
+        size_gib=spec.storage.lustre.size_gib,
+        labels=lab,
+        claim_name=args.claim_name,
+        opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=list(args.after))),
+    )
+    jobset(f"{name}-jobset", k8s_opts)

@@ -128,10 +128,12 @@ def nccl_installer(name: str, fabric: str, accelerator: str, labels: dict[str, s
     )
 
 
-def lustre_volume(name: str, *, volume_handle: pulumi.Input[str], ip: pulumi.Input[str], filesystem: str,
-                  size_gib: int, labels: dict[str, str], opts: pulumi.ResourceOptions) -> k8s.core.v1.PersistentVolumeClaim:
-    """A statically provisioned PV for the existing Managed Lustre instance and its claim."""
-    pv_name = f"{name}-lustre"
+def lustre_volume(name: str, *, volume_handle: pulumi.Input[str], ip: pulumi.Input[str], filesystem: pulumi.Input[str],
+                  size_gib: int, labels: dict[str, str], opts: pulumi.ResourceOptions,
+                  claim_name: str | None = None) -> k8s.core.v1.PersistentVolumeClaim:
+    """A statically provisioned PV for the existing Managed Lustre instance and its claim
+    (both named ``claim_name``, default ``<name>-lustre``)."""
+    pv_name = claim_name or f"{name}-lustre"
     pv = k8s.core.v1.PersistentVolume(
         f"{name}-lustre-pv",
         metadata=k8s.meta.v1.ObjectMetaArgs(name=pv_name, labels=labels),

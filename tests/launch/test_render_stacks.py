@@ -79,7 +79,7 @@ def test_kubernetes_render_is_valid_and_carries_the_code(stack: str, jobset_sche
     assert data == code_bundle.build().data
     names = tarfile.open(fileobj=io.BytesIO(data), mode="r:gz").getnames()
     assert {"workloads/validate/__main__.py", "components/catalog.yaml", "components/catalog.py"} <= set(names)
-    assert not [n for n in names if n.startswith("components/") and n not in code_bundle.MODULES]
+    assert not [n for n in names if n.startswith("components/") and n not in code_bundle.shared_modules()]
     script = c["command"][2].replace("$$", "$")
     unpack = f"tar -xzf {vjob.BUNDLE_MOUNT}/{vjob.BUNDLE_KEY} -C {vjob.POD_CODE_DIR}"
     assert unpack in script and script.index(unpack) < script.index("torch.distributed.run")
@@ -130,7 +130,9 @@ def test_bundle_is_reproducible_and_unpacks_to_importable_code(tmp_path: Path) -
     assert a.data == b.data and a.digest == b.digest
     names = code_bundle.unpack(a.data, tmp_path)
     # Only the modules both sides share come from components, and nothing in it imports Pulumi.
-    assert sorted(n for n in names if n.startswith("components/")) == sorted(code_bundle.MODULES)
+    shared = code_bundle.shared_modules()
+    assert sorted(n for n in names if n.startswith("components/")) == sorted(shared)
+    assert {"components/catalog.py", "components/contract.py", "components/bandwidth.py"} <= set(shared)
     for name in names:
         if name.endswith(".py"):
             text = (tmp_path / name).read_text()

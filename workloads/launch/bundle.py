@@ -14,6 +14,7 @@ the shared file system that its first step creates once, from :data:`JOB_REQUIRE
 
 from __future__ import annotations
 
+import ast
 import base64
 import gzip
 import hashlib
@@ -23,11 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# What the job imports: the workloads package, and the two modules of components it shares
-# with the Pulumi side (the catalog with its data, the outputs contract). Nothing that imports
-# Pulumi.
+# What the job imports: the workloads package, and the modules of components it shares with
+# the Pulumi side (the catalog with its data, the outputs contract) with whatever of
+# components those import in turn (the bandwidth model). Nothing that imports Pulumi.
 PACKAGES = ("workloads",)
-MODULES = ("components/__init__.py", "components/catalog.py", "components/catalog.yaml", "components/contract.py")
+SHARED = ("components/catalog.py", "components/contract.py")
+DATA = ("components/__init__.py", "components/catalog.yaml")
 # The job's own dependencies, pinned like requirements.txt (a test holds them equal).
 JOB_REQUIREMENTS = ("torch==2.13.0", "numpy==2.4.6", "PyYAML==6.0.4", "matplotlib==3.11.2")
 
@@ -46,12 +48,27 @@ class Bundle:
         return base64.b64encode(self.data).decode("ascii")
 
 
+def shared_modules(root: Path = ROOT) -> tuple[str, ...]:
+    """The shared modules and the ``components`` modules they import, transitively."""
+    todo, seen = list(SHARED), set()
+    while todo:
+        rel = todo.pop()
+        if rel in seen:
+            continue
+        seen.add(rel)
+        for node in ast.walk(ast.parse((root / rel).read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else []
+            todo += [n.replace(".", "/") + ".py" for n in names if n.startswith("components.")]
+    return tuple(sorted(seen | set(DATA)))
+
+
 def _files(root: Path) -> list[Path]:
     files: list[Path] = []
     for pkg in PACKAGES:
         files += [p for p in sorted((root / pkg).rglob("*")) if p.is_file() and p.suffix in (".py", ".yaml")
                   and "__pycache__" not in p.parts]
-    files += [root / m for m in MODULES]
+    files += [root / m for m in shared_modules(root)]
     return files
 
 

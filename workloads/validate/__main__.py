@@ -255,5 +255,7 @@ def _local_ddp(out: Path, nodes: int, procs: int, timeout: float) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from workloads.device import exit_process
+
+    exit_process(main())
 

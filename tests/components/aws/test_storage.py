@@ -49,6 +49,8 @@ def test_lustre(stack: str) -> None:
         "mount_point": lustre.mount_point,
         "dns_name": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
         "mount_name": "abcdefgh",
+        # The FSx CSI driver's volume handle: the file system's id.
+        "volume_handle": one(result, "aws:fsx/lustreFileSystem:LustreFileSystem", "-storage-lustre").name + "-id",
         "mount_command": f"mount -t lustre -o relatime,flock "
                          f"fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh {lustre.mount_point}",
     }

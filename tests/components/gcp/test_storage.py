@@ -27,7 +27,9 @@ def test_lustre_instance_inputs_and_protection(offline: Callable[..., OfflineRun
     fs = lu.inputs["filesystem"]
     assert fs.isalnum() and len(fs) <= 8
     mount = run.outputs["mount"]
-    assert set(mount) == {"type", "mount_point", "dns_name", "mount_name", "mount_command"}
+    assert set(mount) == {"type", "mount_point", "dns_name", "mount_name", "mount_command", "volume_handle"}
+    # The Lustre CSI driver's volume handle: <project>/<zone>/<instance id>.
+    assert mount["volume_handle"].endswith(f"/{obj['zone']}/{obj['name']}-lustre")
     assert mount["type"] == "lustre" and mount["mount_point"] == "/data" and mount["mount_name"] == fs
     assert mount["dns_name"].endswith(f"@tcp:/{fs}")
     assert mount["mount_command"].endswith(f"mount -t lustre {mount['dns_name']} /data")

@@ -1,0 +1,65 @@
+"""A private cluster's in-cluster layer, deployed by the second program from inside the VPC:
+the cluster stack (endpoint private) creates no Kubernetes object; the layer stack reads its
+outputs through a StackReference and creates the same objects a public stack creates, with
+the cluster's kubeconfig, volume handle and claim name."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pulumi
+import pytest
+
+from components.engine import OfflineRun, run_offline
+from components.spec import read_stack_file
+
+REF = "my-org/gpu-cluster/cluster"
+
+
+def _k8s(run: OfflineRun) -> list[tuple[str, str]]:
+    return sorted((r.type, r.name.split("-", 2)[-1]) for r in run.resources
+                  if r.type.startswith("kubernetes:") and not r.type.startswith("kubernetes:index"))
+
+
+def _runs(stack: str) -> tuple[OfflineRun, OfflineRun, OfflineRun]:
+    name, raw = read_stack_file(stack)
+    extra = {"gcp:project": "test-project"} if raw["cloud"] == "gcp" else {}
+    public = run_offline(name, raw, extra_config=extra)
+    private_raw = copy.deepcopy(raw)
+    private_raw["orchestration"] = {**raw["orchestration"], "endpoint": "private"}
+    private = run_offline(name, private_raw, extra_config=extra)
+    layer = run_offline(f"{name}-layer", private_raw, extra_config={
+        **extra, "gpu-cluster:layer": "in-cluster", "gpu-cluster:cluster_stack": REF}, stack_outputs={REF: private.outputs})
+    return public, private, layer
+
+
+@pytest.mark.parametrize("stack", ["aws-h100-eks", "gcp-h100-gke"])
+def test_layer_program_creates_what_the_public_stack_creates(stack: str) -> None:
+    public, private, layer = _runs(stack)
+    assert _k8s(private) == []
+    # Same objects, same Kubernetes names (the resource names differ only by their prefix).
+    def objects(run: OfflineRun) -> list[tuple[str, Any]]:
+        return sorted((r.type, json.dumps(r.inputs.get("metadata", {}).get("name", r.inputs.get("chart"))))
+                      for r in run.resources if r.type.startswith("kubernetes:") and "providers" not in r.type)
+    assert objects(layer) == objects(public) and objects(layer)
+    (provider,) = [r for r in layer.resources if r.type == "pulumi:providers:kubernetes"]
+    # The kubeconfig arrives as a secret (Pulumi's secret envelope: a signature key and the value).
+    kubeconfig = provider.inputs["kubeconfig"]
+    assert isinstance(kubeconfig, dict) and kubeconfig["value"] == private.outputs["access"]["kubeconfig"]
+    pv = next(r for r in layer.resources if r.type == "kubernetes:core/v1:PersistentVolume").inputs["spec"]["csi"]
+    assert pv["volumeHandle"] == private.outputs["mount"]["volume_handle"]
+    pvc = next(r for r in layer.resources if r.type == "kubernetes:core/v1:PersistentVolumeClaim")
+    assert pvc.inputs["metadata"]["name"] == private.outputs["scheduler"]["lustre_claim"]
+    # Nothing of the cloud is created by the layer program.
+    assert not [r.type for r in layer.resources if r.type.startswith(("aws:", "gcp:"))]
+    assert layer.outputs == {"in_cluster_layer_of": REF}
+
+
+def test_layer_stack_misconfiguration_is_named() -> None:
+    name, raw = read_stack_file("aws-h200-slurm")
+    with pytest.raises(pulumi.InputPropertiesError) as info:
+        run_offline(name, raw, extra_config={"gpu-cluster:layer": "everything"})
+    text = str(info.value) + repr(getattr(info.value, "errors", ""))
+    assert "gpu-cluster:layer" in text and "gpu-cluster:cluster_stack" in text and "slurm" in text
