@@ -27,6 +27,7 @@ validate-local: $(VENV_OK)
 demo: plan validate-local
 
 test: $(VENV_OK) sysdeps
+	$(PY) -m ruff check components workloads policies tests bench
 	$(PY) -m mypy components workloads policies
 	$(PY) -m pytest -q
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import sys
 from dataclasses import asdict
 from pathlib import Path
 

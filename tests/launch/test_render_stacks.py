@@ -24,7 +24,8 @@ from components.spec import bundled_stacks, read_stack_file
 from workloads.launch import bundle as code_bundle
 from workloads.launch import validation as vjob
 from workloads.validate import commands
-from tests.launch.test_jobset import K8S_VERSIONS, _crd_errors, _pod, jobset_schema  # noqa: F401 (fixture)
+from tests.launch.test_jobset import K8S_VERSIONS, _crd_errors, _pod
+from tests.launch.test_jobset import jobset_schema as jobset_schema  # the fixture, by its name
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S_STACKS = [s for s in bundled_stacks() if read_stack_file(s)[1]["orchestration"]["kind"] != "slurm"]

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from components.catalog import load_catalog
 from workloads.validate import isolate, transport

@@ -209,7 +209,6 @@ def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: collectives.
     dist.all_gather_object(mem, own, group=side)
     # Every rank must sweep the same sizes: the smallest device decides, as in nccl-tests.
     lo, single_hi, multi_hi, pair_bytes = _sizes(cfg, rt.backend, min((m for m in mem if m), default=None))
-    out = None
     result: dict[str, Any] = {"phase": cfg.phase, "world_size": rt.world_size, "backend": rt.backend,
                               "nodes": {n: {"ranks": rs} for n, rs in nodes.items()}, "versions": _versions(),
                               "instance_type": cfg.instance_type}
