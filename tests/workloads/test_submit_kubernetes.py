@@ -64,6 +64,11 @@ class FakeApi:
         archive.emit(self.report_dir, out)
         return out.getvalue()
 
+    def set_owner(self, namespace: str, configmap: str, owner: Mapping[str, Any]) -> None:
+        self.calls.append(("set_owner", configmap))
+        assert configmap == self.objects["configmap"]["metadata"]["name"]
+        self.objects["configmap"]["metadata"]["ownerReferences"] = [dict(owner)]
+
     def delete_jobset(self, namespace: str, name: str) -> None:
         self.calls.append(("delete_jobset", name))
 
@@ -109,7 +114,8 @@ def test_submit_creates_the_rendered_objects_follows_and_returns_the_verdict(
                                                   "name": f"gpuc-{RUN_ID}", "uid": "0b5e-uid",
                                                   "blockOwnerDeletion": False}]
     assert cm["metadata"]["annotations"]["gpu-cluster/bundle-digest"] == code_bundle.build().digest
-    assert [c[0] for c in api.calls] == ["create_jobset", "create_configmap"]
+    # The code exists before any pod could ask for it; then the JobSet owns it.
+    assert [c[0] for c in api.calls] == ["create_configmap", "create_jobset", "set_owner"]
     # Progress as it happened, then the report and every pod's log on this machine.
     assert any("pods 4 Pending of 4" in s for s in said) and any("pods 4 Running of 4" in s for s in said)
     back = tmp_path / "back" / "aws-h100-eks" / RUN_ID

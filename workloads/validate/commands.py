@@ -97,7 +97,7 @@ def render_run(outs: ClusterOutputs, args: argparse.Namespace, run_id: str) -> R
         script = render_sbatch(vjob.sbatch_spec(job))
         return Rendered(run_id=run_id, run_dir=job.workdir, files={"validate.sbatch": script}, job=job)
     manifest = render_jobset(vjob.cluster_jobset(outs, job, run_id, image=args.image))
-    cm = kube.configmap(manifest["metadata"]["name"], manifest["metadata"]["namespace"], bundle, None)
+    cm = kube.configmap(manifest["metadata"]["name"], manifest["metadata"]["namespace"], bundle)
     return Rendered(run_id=run_id, run_dir=job.workdir, job=job, jobset=manifest, configmap=cm,
                     files={"jobset.yaml": to_yaml(manifest), "configmap.yaml": to_yaml(cm)})
 

@@ -1,7 +1,7 @@
 """Run a validation job on Kubernetes: one JobSet and the ConfigMap carrying its code.
 
-``objects`` builds exactly what is created (the JobSet, then the ConfigMap owned by it, so
-deleting the JobSet removes both); :class:`KubeApi` is the thin layer over the official
+``configmap`` and the rendered JobSet are exactly what is created (the ConfigMap is then
+owned by the JobSet, so deleting the JobSet removes both); :class:`KubeApi` is the thin layer over the official
 ``kubernetes`` client that creates, watches, reads logs and deletes; :func:`follow` and
 :func:`fetch` work through any object with :class:`KubeApi`'s methods, which is how the tests
 check the path down to the objects without an API server.
@@ -29,14 +29,18 @@ NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 
 
-def configmap(name: str, namespace: str, bundle: Bundle, owner_uid: str | None) -> dict[str, Any]:
+def configmap(name: str, namespace: str, bundle: Bundle) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": namespace,
                             "labels": {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "code"},
                             "annotations": {"gpu-cluster/bundle-digest": bundle.digest}}
-    if owner_uid is not None:
-        meta["ownerReferences"] = [{"apiVersion": API_VERSION, "kind": "JobSet", "name": name, "uid": owner_uid,
-                                    "blockOwnerDeletion": False}]
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "binaryData": {BUNDLE_KEY: bundle.base64}}
+
+
+def owner(jobset: Mapping[str, Any]) -> dict[str, Any]:
+    """The owner reference that hands the ConfigMap to the JobSet's garbage collection."""
+    meta = jobset["metadata"]
+    return {"apiVersion": API_VERSION, "kind": "JobSet", "name": meta["name"], "uid": meta["uid"],
+            "blockOwnerDeletion": False}
 
 
 class Api(Protocol):
@@ -46,6 +50,7 @@ class Api(Protocol):
     def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]: ...
     def pod_log(self, namespace: str, pod: str) -> str: ...
     def delete_jobset(self, namespace: str, name: str) -> None: ...
+    def set_owner(self, namespace: str, configmap: str, owner: Mapping[str, Any]) -> None: ...
     def list_nodes(self, selector: str) -> list[dict[str, Any]]: ...
 
 
@@ -85,17 +90,20 @@ class KubeApi:
         self._custom.delete_namespaced_custom_object(JOBSET_GROUP, JOBSET_VERSION, namespace, JOBSET_PLURAL, name,
                                                      propagation_policy="Foreground")
 
+    def set_owner(self, namespace: str, configmap: str, owner: Mapping[str, Any]) -> None:
+        self._core.patch_namespaced_config_map(configmap, namespace, {"metadata": {"ownerReferences": [dict(owner)]}})
+
     def list_nodes(self, selector: str) -> list[dict[str, Any]]:
         return [self._plain(n) for n in self._core.list_node(label_selector=selector).items]
 
 
 def create(api: Api, jobset: Mapping[str, Any], bundle: Bundle) -> dict[str, Any]:
-    """The JobSet, then its ConfigMap owned by it; the two objects as created."""
+    """The code's ConfigMap first (pods that start before it would wait on their volume), then
+    the JobSet, then the JobSet made the ConfigMap's owner; the JobSet as created."""
     meta = jobset["metadata"]
+    api.create_configmap(meta["namespace"], configmap(meta["name"], meta["namespace"], bundle))
     made = api.create_jobset(meta["namespace"], jobset)
-    uid = made.get("metadata", {}).get("uid")
-    cm = configmap(meta["name"], meta["namespace"], bundle, uid)
-    api.create_configmap(meta["namespace"], cm)
+    api.set_owner(meta["namespace"], meta["name"], owner(made))
     return made
 
 
