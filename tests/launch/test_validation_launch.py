@@ -54,3 +54,18 @@ def test_bad_job_is_refused() -> None:
         sbatch.render(sbatch_spec(ValidationJob(nodes=0, workdir="/fsx/v")))
     with pytest.raises(ValueError, match="lustre_pvc"):
         jobset.render(jobset_spec(_job(), image="img:1", lustre_pvc="Bad_Claim"))
+
+
+def test_both_launchers_build_torchrun_the_same_way() -> None:
+    """One command builder: the same options, rendezvous settings included, on Slurm and in a pod."""
+    job = _job()
+    slurm = sbatch.render(sbatch_spec(job))
+    pod = jobset.pod_script(jobset_spec(job, image="img:1", lustre_pvc="fsx-lustre"))
+
+    def options(text: str) -> list[str]:
+        words = " ".join(text.replace("\\\n", " ").split()).split(" -m torch.distributed.run ", 1)[1].split(" -m ")[0]
+        return [w.split("=", 1)[0] if w.startswith(("--nnodes", "--rdzv-endpoint", "--rdzv-id")) else w
+                for w in words.split()]
+
+    assert options(slurm) == options(pod)
+    assert "--rdzv-conf=join_timeout=600,read_timeout=600" in options(slurm)

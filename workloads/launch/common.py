@@ -8,6 +8,7 @@ reported at once, as ``field: reason (allowed: ...)``.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -179,6 +180,33 @@ def check_steps(p: Problems, field_name: str, steps: object) -> None:
         check_env(p, f"{where}.env", step.env)
         if not isinstance(step.torchrun, bool):
             p.add(f"{where}.torchrun", f"{step.torchrun!r} is not a bool")
+
+
+def torchrun_argv(*, python: str, nnodes: str, nproc_per_node: int, endpoint: str, rdzv_id: str,
+                  join_timeout_s: int, module: str, module_args: Iterable[str]) -> list[str]:
+    """The one torchrun command of both launchers, as shell words. ``python`` and the module
+    arguments are quoted here; ``nnodes``, ``endpoint`` and ``rdzv_id`` arrive as shell words
+    already (they may expand a variable: ``"$SLURM_NNODES"``, ``"$rdzv_host:29500"``).
+
+    c10d rendezvous; ``--max-restarts=0`` (a restart would hide the fault a validation job is
+    looking for). ``read_timeout``, how long an agent keeps trying the store, is the join
+    timeout: the first node's address can resolve minutes before its image or its interpreter
+    is ready, and in a multi-step job the others reach a step's store before the first node
+    has finished the previous step."""
+    q = shlex.quote
+    return [
+        q(python),
+        "-m torch.distributed.run",
+        f"--nnodes={nnodes}",
+        f"--nproc-per-node={nproc_per_node}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={endpoint}",
+        f"--rdzv-id={rdzv_id}",
+        f"--rdzv-conf=join_timeout={join_timeout_s},read_timeout={join_timeout_s}",
+        "--max-restarts=0",
+        f"-m {q(module)}",
+        *[q(a) for a in module_args],
+    ]
 
 
 def ranks_per_node(gpus_per_node: int, procs_per_node: int | None) -> int:

@@ -273,23 +273,10 @@ def _k8s_escape(text: str) -> str:
 
 
 def _torchrun(spec: JobSetSpec, module: str, args: tuple[str, ...], *, port: int, rdzv_id: str) -> list[str]:
-    q = shlex.quote
-    return [
-        q(spec.python),
-        "-m torch.distributed.run",
-        f"--nnodes={spec.nodes}",
-        f"--nproc-per-node={spec.ranks_per_node}",
-        "--rdzv-backend=c10d",
-        f'--rdzv-endpoint="$rdzv_host:{port}"',
-        f"--rdzv-id={q(rdzv_id)}",
-        # read_timeout: how long an agent keeps trying pod 0's store. Pod 0's name resolves
-        # as soon as it has an address, possibly minutes before its image is pulled; and in a
-        # multi-step pod the others reach a step's port before pod 0 has finished the last.
-        f"--rdzv-conf=join_timeout={spec.rdzv_join_timeout_s},read_timeout={spec.rdzv_join_timeout_s}",
-        "--max-restarts=0",
-        f"-m {q(module)}",
-        *[q(a) for a in args],
-    ]
+    return common.torchrun_argv(
+        python=spec.python, nnodes=str(spec.nodes), nproc_per_node=spec.ranks_per_node,
+        endpoint=f'"$rdzv_host:{port}"', rdzv_id=shlex.quote(rdzv_id), join_timeout_s=spec.rdzv_join_timeout_s,
+        module=module, module_args=args)
 
 
 def _steps(spec: JobSetSpec) -> list[str]:

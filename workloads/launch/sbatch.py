@@ -225,19 +225,10 @@ def render(spec: LaunchSpec) -> str:
     exports += [f"export {name}={q(value)}" for name, value in env.items()]
 
     def torchrun_cmd(module: str, args: Sequence[str]) -> list[str]:
-        return [
-            q(spec.python),
-        "-m torch.distributed.run",
-        '--nnodes="$SLURM_NNODES"',
-        f"--nproc-per-node={spec.ranks_per_node}",
-        "--rdzv-backend=c10d",
-        f'--rdzv-endpoint="${{head_addr}}:{spec.rdzv_port}"',
-        '--rdzv-id="$SLURM_JOB_ID"',
-        f"--rdzv-conf=join_timeout={spec.rdzv_join_timeout_s}",
-        "--max-restarts=0",
-            f"-m {q(module)}",
-            *[q(arg) for arg in args],
-        ]
+        return common.torchrun_argv(
+            python=spec.python, nnodes='"$SLURM_NNODES"', nproc_per_node=spec.ranks_per_node,
+            endpoint=f'"${{head_addr}}:{spec.rdzv_port}"', rdzv_id='"$SLURM_JOB_ID"',
+            join_timeout_s=spec.rdzv_join_timeout_s, module=module, module_args=args)
 
     def srun(module: str, args: Sequence[str], env_prefix: str = "") -> str:
         return " \\\n    ".join(
