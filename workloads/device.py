@@ -14,7 +14,7 @@ import os
 import socket
 import sys
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Callable, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -63,12 +63,17 @@ def detect_accelerator(force_cpu: bool = False) -> str:
     return "rocm" if getattr(torch.version, "hip", None) else "cuda"
 
 
-def setup(timeout_s: float | None = None, force_cpu: bool | None = None) -> Runtime:
+def setup(timeout_s: float | None = None, force_cpu: bool | None = None,
+          on_stage: Callable[[str], None] | None = None) -> Runtime:
     """Bind this process to its device and start the default process group.
 
     ``timeout_s`` bounds every collective (env ``GPUC_PG_TIMEOUT_S`` overrides the default);
-    ``force_cpu`` (env ``GPUC_FORCE_CPU=1``) runs on gloo even where GPUs exist.
+    ``force_cpu`` (env ``GPUC_FORCE_CPU=1``) runs on gloo even where GPUs exist. ``on_stage``
+    hears ``device-ready`` once the device is bound and ``joined`` once the group has formed,
+    so a rank that fails between them can say which step it got to.
     """
+    from workloads.node import no_device_here
+
     if force_cpu is None:
         force_cpu = os.environ.get("GPUC_FORCE_CPU", "") == "1"
     if timeout_s is None:
@@ -77,6 +82,9 @@ def setup(timeout_s: float | None = None, force_cpu: bool | None = None) -> Runt
     local_rank = _env_int("LOCAL_RANK", 0)
     world_size = _env_int("WORLD_SIZE", 1)
     accelerator = detect_accelerator(force_cpu)
+    injected = no_device_here()
+    if injected:
+        raise RuntimeError(injected)
     if accelerator == "cpu":
         device = torch.device("cpu")
         backend = "gloo"
@@ -89,6 +97,8 @@ def setup(timeout_s: float | None = None, force_cpu: bool | None = None) -> Runt
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
         backend = "nccl"
+    if on_stage is not None:
+        on_stage("device-ready")
     if not dist.is_initialized():
         if "MASTER_ADDR" not in os.environ:
             # A plain `python -m workloads.X` run: a group of one on this host.
@@ -101,6 +111,8 @@ def setup(timeout_s: float | None = None, force_cpu: bool | None = None) -> Runt
             timeout=_dt.timedelta(seconds=timeout_s),
             device_id=device if backend == "nccl" else None,
         )
+    if on_stage is not None:
+        on_stage("joined")
     return Runtime(
         rank=rank,
         local_rank=local_rank,

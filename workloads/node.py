@@ -40,3 +40,11 @@ def maybe_fail(phase: str) -> None:
     GPUC_INJECT_FAIL_PHASE (default 'main'), as a node that loses power does: no message, no cleanup."""
     if _targets("GPUC_INJECT_FAIL_NODE") and os.environ.get("GPUC_INJECT_FAIL_PHASE", "main") == phase:
         os._exit(17)
+
+
+def no_device_here() -> str | None:
+    """On the node named by GPUC_INJECT_NO_DEVICE_NODE, the reason its ranks get no device, as
+    on a node whose GPU fell off the bus: device setup fails there before the group forms."""
+    if _targets("GPUC_INJECT_NO_DEVICE_NODE"):
+        return f"no GPU is visible on {node_name()} (injected: GPUC_INJECT_NO_DEVICE_NODE)"
+    return None

@@ -40,14 +40,15 @@ def _outputs_file(cluster: SlurmCluster) -> Path:
     return path
 
 
-def _submit(cluster: SlurmCluster, tmp_path: Path, inject: dict[str, str]) -> tuple[int, str, Path]:
+def _submit(cluster: SlurmCluster, tmp_path: Path, inject: dict[str, str],
+            run_timeout: str = "60") -> tuple[int, str, Path]:
     argv = [sys.executable, "-m", "workloads.validate", "submit", "aws-h200-slurm",
             "--outputs", str(_outputs_file(cluster)), "--here", "--cpu", "--procs-per-node", "1",
             "--python", sys.executable, "--shared", "--time-limit", "10", "--rdzv-port", str(free_port()),
             "--poll", "1", "--fetch-to", str(tmp_path / "back"),
             # Small messages and few iterations: the point here is the path, not CPU bandwidth.
             *[f"--run-arg={a}" for a in ("--multi-max", "1M", "--single-max", "1M", "--pair-size", "1M",
-                                         "--iters", "3", "--warmup", "1", "--timeout", "60")],
+                                         "--iters", "3", "--warmup", "1", "--timeout", run_timeout)],
             *[f"--env={k}={v}" for k, v in {"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", **inject}.items()]]
     env = {k: v for k, v in cluster.env.items() if k != "PYTHONPATH"}  # the job must bring its own code
     done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, timeout=480)
@@ -122,5 +123,24 @@ def test_slow_node_is_named_and_drained(slurm_cluster: SlurmCluster, tmp_path: P
                                 capture_output=True, text=True, env=slurm_cluster.env, timeout=60)
         line = next(x for x in status.stdout.splitlines() if x.strip().startswith("n2"))
         assert "drain" in line and "gpu-cluster validate" in line, status.stdout
+    finally:
+        slurm_cluster.resume("n2")
+
+
+def test_node_without_a_device_is_the_only_one_named_and_drained(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """n2's ranks never get a device: its own status says so before any group forms, and the
+    ranks left waiting on n2 to join are its victims, not suspects."""
+    try:
+        # Short group timeouts: the survivors wait for n2 to join until they expire (the DDP
+        # step's too, which takes its timeout from GPUC_PG_TIMEOUT_S).
+        code, out, back = _submit(slurm_cluster, tmp_path, {"GPUC_INJECT_NO_DEVICE_NODE": "n2",
+                                                            "GPUC_PG_TIMEOUT_S": "20"}, run_timeout="20")
+        report = json.loads((back / "report.json").read_text())
+        assert report["verdict"] == "FAIL" and code == 2, out
+        n2 = _node(report, "n2")
+        assert n2["verdict"] == "FAIL" and any("device setup" in r and "no GPU" in r for r in n2["reasons"]), out
+        assert _node(report, "n1")["verdict"] != "FAIL", json.dumps(report["nodes"])
+        assert report["drained"] == ["n2"]
+        assert slurm_cluster.node("n2").draining_or_drained and not slurm_cluster.node("n1").draining_or_drained
     finally:
         slurm_cluster.resume("n2")

@@ -232,3 +232,25 @@ def test_busbw_png_draws_what_the_judge_judges(tmp_path: Path) -> None:
     assert curve.points and dict(curve.points)[multi.at_bytes or 0] == multi.value
     assert curve.floor_at == multi.at_bytes and curve.floor_fail == multi.floor_fail
     assert "busbw.png" in write(rep, tmp_path / "out")
+
+
+def test_ranks_left_waiting_for_a_node_without_a_device_are_not_blamed() -> None:
+    """A rank blocked joining the group cannot run its signal handler, so the scheduler's kill
+    leaves its status at device-ready; the node whose own device setup failed is the culprit."""
+    from workloads.validate.judge import node_failures
+
+    statuses = [
+        {"phase": "main", "rank": 0, "node": "n1", "state": "device-ready",
+         "stages": {"started": 1.0, "device-ready": 2.0}, "beat": 50.0},
+        {"phase": "main", "rank": 1, "node": "n2", "state": "error", "peer_lost": False,
+         "error": "device setup: RuntimeError: no GPU is visible on n2", "stages": {"started": 1.0, "error": 1.5}},
+    ]
+    blamed, _ = node_failures(statuses, ["n1", "n2"])
+    assert set(blamed) == {"n2"} and "device setup" in blamed["n2"]
+    # The same silent rank with no such culprit is still a suspect.
+    blamed, _ = node_failures(statuses[:1], ["n1"])
+    assert set(blamed) == {"n1"}
+    # And a rank that had joined and then went silent is not excused by an early failure.
+    joined = {**statuses[0], "state": "joined", "stages": {"started": 1.0, "device-ready": 2.0, "joined": 3.0}}
+    blamed, _ = node_failures([joined, statuses[1]], ["n1", "n2"])
+    assert set(blamed) == {"n1", "n2"}

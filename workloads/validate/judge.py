@@ -7,7 +7,7 @@ judge still reports, naming what it can.
 
 Run directory layout (written by ``workloads.validate.run``):
     phase-<phase>.json             rank 0's results of the phase (main, fabric)
-    status/<phase>-<node>-r<rank>.json   every rank's state: started | finished | error
+    status/<phase>-<node>-r<rank>.json   every rank's state: started, device-ready, joined | finished | error
     ddp.json                       the short DDP run's metrics (workloads.ddp_train --json)
     nccl/*.log                     NCCL_DEBUG=INFO output, one file per process
 """
@@ -153,6 +153,11 @@ def node_failures(statuses: list[dict[str, Any]], expected_nodes: list[str]) -> 
         by_key[(str(s.get("phase")), int(s.get("rank", -1)))] = s
     peer_errors = 0
     silent: list[tuple[str, int, str, float]] = []
+    # Phases in which a rank failed on its own before the group formed (no device): ranks of
+    # other nodes that never joined in that phase were waiting for it, whatever ended them.
+    failed_before_join = {str(s.get("phase")) for s in statuses if s.get("state") == "error"
+                          and not s.get("peer_lost") and "joined" not in (s.get("stages") or {})
+                          and "stages" in s}
     for (phase, rank), s in sorted(by_key.items()):
         node = str(s.get("node"))
         state = s.get("state")
@@ -166,7 +171,9 @@ def node_failures(statuses: list[dict[str, Any]], expected_nodes: list[str]) -> 
                 peer_errors += 1
             else:
                 blamed.setdefault(node, f"{phase}: rank {rank} failed: {s.get('error', '')[:200]}")
-        elif state == "started":
+        elif state in ("started", "device-ready") and phase in failed_before_join:
+            peer_errors += 1  # waiting to join a node that could not start
+        elif state in ("started", "device-ready", "joined"):
             silent.append((phase, rank, node, float(s.get("beat") or s.get("at") or 0.0)))
     # Ranks that neither finished nor reported: the ones whose heartbeat stopped well before the
     # last one died first; those that beat on until the end were waiting on them.

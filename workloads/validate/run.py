@@ -104,6 +104,9 @@ def _atomic_json(path: Path, doc: Any) -> None:
 
 
 HEARTBEAT_S = 1.0
+# A rank's way to the measurements, each state written as it is reached: a rank that stops
+# between two says where (no device, never joined, died measuring). They beat while running.
+RUNNING_STATES = ("started", "device-ready", "joined")
 
 
 class Status:
@@ -126,17 +129,18 @@ class Status:
     def set(self, state: str, **extra: Any) -> None:
         with self._lock:
             self.doc.update(state=state, at=time.time(), beat=time.time(), **extra)
+            self.doc.setdefault("stages", {})[state] = self.doc["at"]
             _atomic_json(self.path, self.doc)
-        if state == "started" and self._thread is None:
+        if state in RUNNING_STATES and self._thread is None:
             self._thread = threading.Thread(target=self._beat, name="validate-heartbeat", daemon=True)
             self._thread.start()
-        elif state != "started":
+        elif state not in RUNNING_STATES:
             self._stop.set()
 
     def _beat(self) -> None:
         while not self._stop.wait(HEARTBEAT_S):
             with self._lock:
-                if self.doc.get("state") != "started":
+                if self.doc.get("state") not in RUNNING_STATES:
                     return
                 self.doc["beat"] = time.time()
                 _atomic_json(self.path, self.doc)
@@ -162,19 +166,32 @@ def _coll_cfg(lo: int, hi: int, cfg: RunConfig, op: str, timeout_s: float | None
 
 
 def run_phase(cfg: RunConfig) -> int:
-    # The group's own timeout comes last, after the arrival check and the watchdog have spoken.
-    rt = device.setup(timeout_s=cfg.timeout_s + 2 * collectives.grace_s(cfg.timeout_s))
     node = node_name()
-    status = Status(cfg, node, rt.rank)
+    # Written before the device is touched and before the group forms, so a node that never
+    # gets a GPU, or never joins, is the one its own status names.
+    status = Status(cfg, node, int(os.environ.get("RANK", "0") or 0))
     status.set("started")
     # When another node fails, the scheduler ends this one too (srun --kill-on-bad-exit,
-    # torchrun passing the signal on): record that it was ended, not that it failed.
+    # torchrun ending the workers of a failed rendezvous, even while
+    # this one still waits to join): record that it was ended, not that it failed.
     def ended(signum: int, _frame: Any) -> None:
         status.set("error", error=f"ended by signal {signal.Signals(signum).name} (another rank or node failed first)",
                    missing_ranks=[], peer_lost=True)
         os._exit(128 + signum)
 
     signal.signal(signal.SIGTERM, ended)
+    try:
+        # The group's own timeout comes last, after the arrival check and the watchdog have spoken.
+        rt = device.setup(timeout_s=cfg.timeout_s + 2 * collectives.grace_s(cfg.timeout_s), on_stage=status.set)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - recorded for the judge, then exit 1
+        stage = status.doc.get("state")
+        text = f"{type(exc).__name__}: {exc}"
+        # Failing before the device was bound is this node's own fault; failing while joining
+        # is waiting for a node that never came.
+        status.set("error", error=(f"device setup: {text}" if stage == "started" else f"joining the group: {text}")[:2000],
+                   missing_ranks=[], peer_lost=stage != "started")
+        print(f"validate[{cfg.phase}] rank {status.doc['rank']} on {node}: {text.splitlines()[0][:300]}", flush=True)
+        return 1
     watchdog = collectives.Watchdog(
         rank=rt.rank, limit_s=cfg.timeout_s + collectives.grace_s(cfg.timeout_s),
         on_expire=lambda message: status.set("error", error=message, missing_ranks=[], peer_lost=True))
