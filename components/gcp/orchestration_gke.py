@@ -5,8 +5,10 @@ is no resource: ``python -m workloads.validate submit STACK`` runs it from the o
 
 The in-cluster part goes through the cluster's API, so the machine that runs ``pulumi up``
 must reach it: the endpoint is public but authorised only for ``orchestration.deployer_cidrs``
-and the cluster's own range, as cluster-toolkit's GKE blueprints do (``gke-cluster`` module,
-``master_authorized_networks`` with the deployer's address). With ``orchestration.endpoint:
+and the cluster's own range, as cluster-toolkit's GKE blueprints do (examples/gke-a3-megagpu/
+gke-a3-megagpu.yaml at 01a7a3ed: ``enable_private_endpoint: false``, ``master_authorized_networks``
+holding ``authorized_cidr``, "the IP of the machine calling terraform", and
+``gcp_public_cidrs_access_enabled: false``). With ``orchestration.endpoint:
 private`` the endpoint is private and the in-cluster part is left to a program run from
 inside the VPC (README, "Private clusters").
 
@@ -84,7 +86,8 @@ class GkeOrchestration(pulumi.ComponentResource):
         o = spec.orchestration
         self.private_endpoint = o.endpoint == "private"
         # The cluster's own range always (runners, bastions, the private program); the
-        # deployers' ranges when the endpoint is public.
+        # deployers' ranges when the endpoint is public (cluster-toolkit gke-a3-megagpu.yaml,
+        # master_authorized_networks with the deployer's authorized_cidr).
         cidrs = [*o.api_access_cidrs, args.plan.cluster]
         self.cluster = gcp.container.Cluster(
             f"{name}-gke",
