@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 EXIT_USAGE = 2
@@ -56,6 +57,21 @@ class Problems:
     def exit_if_any(self) -> None:
         if self.items:
             fail(self.items)
+
+
+def output_dir_problem(path: Path) -> str | None:
+    """Why ``path`` cannot become a directory this process writes into, or None. Checked when
+    the flags are read, so a job learns before its work, not after it, that its outputs have
+    nowhere to go: ``path`` or its nearest existing ancestor must be a writable directory."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{path} cannot be created: {probe} is not a directory" if probe != path \
+            else f"{path} exists and is not a directory"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"{path} cannot be written: {probe} is not writable by this user"
+    return None
 
 
 def is_main_process() -> bool:

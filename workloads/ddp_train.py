@@ -61,7 +61,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 from workloads import device as devmod
 from workloads.atomic import fsync_dir, write_bytes_atomic
-from workloads.cli import Problems, fail
+from workloads.cli import Problems, fail, output_dir_problem
 from workloads.data import Shard, TokenWindows, check_shards
 from workloads.model import GPT, GPTConfig, flops_per_token, lm_loss, total_params
 
@@ -190,8 +190,8 @@ def parse_config(argv: list[str] | None = None) -> tuple[TrainConfig, list[Shard
     ckpt_dir = Path(a.ckpt_dir) if a.ckpt_dir else None
     if ckpt_every and ckpt_dir is None:
         p.add("--ckpt-every", f"{ckpt_every} needs --ckpt-dir")
-    if ckpt_dir is not None and ckpt_dir.exists() and not ckpt_dir.is_dir():
-        p.add("--ckpt-dir", f"{ckpt_dir} exists and is not a directory")
+    if ckpt_dir is not None and (why := output_dir_problem(ckpt_dir)):
+        p.add("--ckpt-dir", why)
     peak: float | None = None
     source: str | None = None
     if a.peak_tflops is not None and a.instance_type is not None:

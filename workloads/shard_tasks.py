@@ -59,7 +59,7 @@ import torch.distributed as dist
 
 from workloads import device as devmod
 from workloads.atomic import publish, stale_temps_for, temp_path_for, write_bytes_atomic
-from workloads.cli import Problems
+from workloads.cli import Problems, output_dir_problem
 
 STATE_DIR = ".shard_tasks"
 TAIL_CHARS = 2000
@@ -204,8 +204,8 @@ def parse_config(argv: list[str] | None = None) -> TaskConfig:
         if value is not None and "\x00" in value:
             p.add(flag, f"{value!r} contains a NUL byte")
     output_dir = Path(os.path.abspath(a.output_dir.replace("\x00", "")))
-    if output_dir.exists() and not output_dir.is_dir():
-        p.add("--output-dir", f"{output_dir} exists and is not a directory")
+    if why := output_dir_problem(output_dir):
+        p.add("--output-dir", why)
     root: Path | None = None
     if inputs:
         root = Path(os.path.abspath(a.input_root)) if a.input_root else Path(

@@ -195,3 +195,29 @@ def test_validate_refuses_bad_numbers_before_running(argv: list[str], tmp_path: 
         argv += ["--out", str(tmp_path / "local")]
     assert validate_cli.main(argv) == 3
     assert list(tmp_path.iterdir()) == []  # refused before anything was written
+
+
+def test_output_directories_that_cannot_be_made_are_refused_before_the_work(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A checkpoint or output directory under a regular file would only fail at the first
+    checkpoint or the first finished task; the flags say so before anything runs."""
+    from workloads import ddp_train, shard_tasks
+    from workloads.cli import output_dir_problem
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    assert output_dir_problem(tmp_path / "new" / "deeper") is None
+    assert "is not a directory" in (output_dir_problem(blocker / "ckpt") or "")
+    assert "exists and is not a directory" in (output_dir_problem(blocker) or "")
+    with pytest.raises(SystemExit) as info:
+        ddp_train.parse_config(["--data", str(tmp_path / "none-*.bin"), "--ckpt-dir", str(blocker / "ckpt"),
+                                "--ckpt-every", "2"])
+    assert info.value.code == 2
+    assert f"--ckpt-dir: {blocker / 'ckpt'} cannot be created: {blocker} is not a directory" in capsys.readouterr().err
+    inp = tmp_path / "in.txt"
+    inp.write_text("x")
+    with pytest.raises(SystemExit) as info:
+        shard_tasks.parse_config(["--inputs", str(inp), "--output-dir", str(blocker / "out"),
+                                  "--command", "cp {input} {output}"])
+    assert info.value.code == 2
+    assert "--output-dir" in capsys.readouterr().err
