@@ -441,6 +441,11 @@ def _parse_storage(r: _Reader, raw: Any, cloud: str | None) -> StorageSpec | Non
         r.bad("storage.lustre.export_path", "Managed Lustre has no automatic export (allowed on aws only)")
     if export_path is not None and import_path is None:
         r.bad("storage.lustre.export_path", "an export path needs an import path (the data repository association holds both)")
+    elif export_path is not None and cloud == "aws" and export_path != import_path:
+        # One FSx data repository association links one S3 prefix both ways.
+        r.bad("storage.lustre.export_path", f"{export_path!r} differs from import_path {import_path!r}; an FSx data "
+                                            "repository association imports from and exports to the same S3 prefix "
+                                            "(allowed: the import path)")
     mount = r.string(lu, "mount_point", "storage.lustre", default="/fsx",
                      pattern=re.compile(r"^/[A-Za-z0-9_./-]*\Z"), hint="an absolute path") or "/fsx"
     kms = r.string(lu, "kms_key_id", "storage.lustre")

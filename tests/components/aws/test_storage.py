@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from components.spec import SpecError
 from tests.components.aws._offline import AWS_STACKS, in_pillar, one, run
 
 FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
@@ -84,8 +85,10 @@ def test_export_path_must_be_the_import_path() -> None:
     def edit(raw: dict[str, Any]) -> None:
         raw["storage"]["lustre"]["export_path"] = "s3://elsewhere/out/"
 
-    with pytest.raises(Exception, match="same S3 prefix"):
+    # A spec problem like any other: named with its path, before any resource, no traceback.
+    with pytest.raises(SpecError) as info:
         run("aws-h100-eks", edit)
+    assert [p for p, r in info.value.problems if "same S3 prefix" in r] == ["storage.lustre.export_path"]
 
 
 def test_customer_key_reaches_file_system_and_bucket() -> None:
