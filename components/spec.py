@@ -362,7 +362,7 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
     assert cloud is not None and region is not None and zone is not None
     assert itype is not None and nodes is not None and capacity is not None
     assert storage is not None and orch is not None
-    return ClusterSpec(
+    spec = ClusterSpec(
         name=name,
         cloud=cast(Literal["aws", "gcp"], cloud),
         region=region,
@@ -374,6 +374,24 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
         network=NetworkSpec(cidr=cidr),
         tags=tags,
     )
+    # Rules that need the whole typed spec and belong to one cloud live beside that cloud
+    # (components/<cloud>/rules.py, pure: no Pulumi); they run once the generic shape is valid.
+    cloud_problems = _cloud_rules(spec.cloud)(spec, top)
+    if cloud_problems:
+        raise SpecError(cloud_problems)
+    return spec
+
+
+CloudRules = Callable[["ClusterSpec", Mapping[str, Any]], list[tuple[str, str]]]
+
+
+def _cloud_rules(cloud: str) -> CloudRules:
+    """``components.<cloud>.rules.check``: (typed spec, raw top-level mapping) -> problems."""
+    if cloud == "aws":
+        from components.aws import rules as aws_rules
+        return aws_rules.check
+    from components.gcp import rules as gcp_rules
+    return gcp_rules.check
 
 
 def _zone_in_region(cloud: str | None, region: str, zone: str) -> bool:
