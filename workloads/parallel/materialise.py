@@ -64,8 +64,8 @@ def normal_at(seed: int, name: str, index: np.ndarray) -> np.ndarray:
     return u
 
 
-def std_of(name: str, cfg: GPTConfig) -> float | None:
-    """The normal's standard deviation for a matrix, ``None`` for a vector (filled with 0 or 1)."""
+def std_of(name: str, cfg: GPTConfig) -> float:
+    """The normal's standard deviation for a matrix (vectors are filled with 0 or 1)."""
     return 0.02 / math.sqrt(2 * cfg.n_layers) if name.endswith("proj.weight") else 0.02
 
 
@@ -82,6 +82,27 @@ def local_box(p: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...], tuple[int
     return p, (0,) * p.dim(), tuple(p.shape)
 
 
+def fill_box(local: torch.Tensor, seed: int, name: str, full_shape: tuple[int, ...],
+             offset: tuple[int, ...], std: float) -> None:
+    """Write into ``local`` the values of the box at ``offset`` of the full ``full_shape`` tensor."""
+    shape = tuple(local.shape)
+    nd = len(full_shape)
+    strides = [int(np.prod(full_shape[d + 1:], dtype=np.int64)) for d in range(nd)]
+    rows_per_chunk = max(1, INIT_CHUNK // max(int(np.prod(shape[1:], dtype=np.int64)), 1))
+    # Flat index in the full tensor of every element of one local row, less the row's own term.
+    row_index = np.zeros(shape[1:], dtype=np.uint64)
+    for d in range(1, nd):
+        ax = (np.arange(shape[d], dtype=np.uint64) + np.uint64(offset[d])) * np.uint64(strides[d])
+        row_index = row_index + ax.reshape([-1 if k == d - 1 else 1 for k in range(nd - 1)])
+    for r0 in range(0, shape[0], rows_per_chunk):
+        r1 = min(shape[0], r0 + rows_per_chunk)
+        rows = (np.arange(r0, r1, dtype=np.uint64) + np.uint64(offset[0])) * np.uint64(strides[0])
+        values = normal_at(seed, name, rows.reshape([-1] + [1] * (nd - 1)) + row_index)
+        values *= std
+        local[r0:r1].copy_(torch.from_numpy(values))
+        del values
+
+
 @torch.no_grad()
 def init_local(model: nn.Module, cfg: GPTConfig, seed: int) -> int:
     """Fill this rank's shard of every parameter with the one-process model's values for it.
@@ -95,29 +116,11 @@ def init_local(model: nn.Module, cfg: GPTConfig, seed: int) -> int:
     tracemalloc.reset_peak()
     base = tracemalloc.get_traced_memory()[0]
     for name, p in model.named_parameters():
-        local, offset, shape = local_box(p)
+        local, offset, _ = local_box(p)
         if p.dim() == 1:
             local.fill_(1.0 if name.endswith("weight") else 0.0)
-            continue
-        std = std_of(name, cfg)
-        assert std is not None
-        full = tuple(p.shape)
-        strides = [int(np.prod(full[d + 1:], dtype=np.int64)) for d in range(len(full))]
-        inner = int(np.prod(shape[1:], dtype=np.int64))
-        rows_per_chunk = max(1, INIT_CHUNK // max(inner, 1))
-        # Flat index in the full tensor of every element of one local row, minus the row term.
-        row_index = np.zeros(shape[1:], dtype=np.uint64)
-        for d in range(1, len(full)):
-            ax = (np.arange(shape[d], dtype=np.uint64) + np.uint64(offset[d])) * np.uint64(strides[d])
-            row_index = row_index + ax.reshape([-1 if k == d - 1 else 1 for k in range(len(full) - 1)])
-        for r0 in range(0, shape[0], rows_per_chunk):
-            r1 = min(shape[0], r0 + rows_per_chunk)
-            rows = (np.arange(r0, r1, dtype=np.uint64) + np.uint64(offset[0])) * np.uint64(strides[0])
-            index = rows.reshape([-1] + [1] * (len(full) - 1)) + row_index
-            values = normal_at(seed, name, index)
-            values *= std
-            local[r0:r1].copy_(torch.from_numpy(values))
-            del index, values
+        else:
+            fill_box(local, seed, name, tuple(p.shape), offset, std_of(name, cfg))
     peak = tracemalloc.get_traced_memory()[1] - base
     if not tracing:
         tracemalloc.stop()
