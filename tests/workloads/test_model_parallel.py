@@ -229,3 +229,20 @@ def test_a_budget_no_rank_can_meet_fails_the_job(tmp_path: Path) -> None:
     m = json.loads(out.read_text())
     assert m["runs"][0]["within_budget"] is False
     assert "OVER: rank 0: params_materialised" in r.stdout and "rank 1: params_materialised" in r.stdout
+
+
+def test_bf16_mixed_precision_runs_on_gloo_and_only_tracks_the_reference(
+        budget_reference: list[float], tmp_path: Path) -> None:
+    # FSDP2's MixedPrecisionPolicy(bf16 params, fp32 reduce), what --precision auto picks on GPU.
+    out = tmp_path / "m.json"
+    r = torchrun("workloads.model_parallel", ["--mode", "fsdp,tp", *BUDGET_ARGS, "--precision", "bf16",
+                                              "--check-reference", "--json", str(out)], nproc=2)
+    assert r.returncode == 0, explain(r)
+    m = json.loads(out.read_text())
+    fsdp, tp = m["runs"]
+    assert fsdp["bf16"] is True and fsdp["match"] is None  # no verdict in bf16, a trend
+    assert 1e-6 < fsdp["max_rel_diff"] < 1e-2  # really computed in bf16, and still close
+    assert fsdp["losses"][-1] < fsdp["losses"][0]
+    assert "bf16: trend only, no verdict" in r.stdout
+    # Tensor parallel alone stays fp32 (as torchtitan) and keeps its verdict.
+    assert tp["bf16"] is False and tp["match"] is True and m["match"] is True
