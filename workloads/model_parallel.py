@@ -246,24 +246,36 @@ def uses_bf16(cfg: MPConfig, mode: str, device: torch.device) -> bool:
     return cfg.precision == "bf16" or (cfg.precision == "auto" and device.type == "cuda")
 
 
+def _data_parallel(mode: str, cfg: MPConfig, world: int, rank: int) -> tuple[int, int]:
+    """Data-parallel groups and this rank's group (consecutive ranks share a 2-D tp group)."""
+    return {"fsdp": (world, rank), "2d": (world // cfg.tp, rank // cfg.tp)}.get(mode, (1, 0))
+
+
+def world_problems(cfg: MPConfig, world: int) -> list[tuple[str, str]]:
+    """What the modes cannot do at this world size, all of them, before any runs."""
+    out: list[tuple[str, str]] = []
+    for mode in cfg.modes:
+        if mode == "2d" and world % cfg.tp:
+            out.append(("--tp", f"{cfg.tp} does not divide the {world} ranks"))
+            continue
+        if mode == "tp":
+            out.extend(plans.tp_problems(cfg.model, world, "--n-heads"))
+        dp, _ = _data_parallel(mode, cfg, world, 0)
+        if cfg.batch_size % dp:
+            out.append(("--batch-size", f"{cfg.batch_size} is not divisible by the {dp} data-parallel groups of {mode}"))
+        if mode.startswith("pipeline") and cfg.model.n_layers < world:
+            out.append(("--n-layers", f"{cfg.model.n_layers} blocks cannot fill {world} pipeline stages"))
+        if mode == "pipeline-1f1b" and cfg.microbatches < world:
+            out.append(("--microbatches", f"{cfg.microbatches}: 1F1B needs at least one per stage ({world})"))
+    return list(dict.fromkeys(out))
+
+
 def run_split(mode: str, cfg: MPConfig, rt: devmod.Runtime) -> tuple[list[float], Residency]:
     """Build ``mode``'s shards of the model on this rank, train, and measure what it held."""
     from torch.distributed.device_mesh import init_device_mesh
 
     n, dev = rt.world_size, rt.device
-    if mode == "2d" and n % cfg.tp:
-        fail([("--tp", f"{cfg.tp} does not divide the {n} ranks")])
-    if mode == "tp" and (problems := plans.tp_problems(cfg.model, n, "--n-heads")):
-        fail(problems)
-    # Data-parallel groups and this rank's group: consecutive ranks share a 2-D tp group.
-    dp, dp_rank = {"fsdp": (n, rt.rank), "2d": (n // cfg.tp, rt.rank // cfg.tp)}.get(mode, (1, 0))
-    if cfg.batch_size % dp:
-        fail([("--batch-size", f"{cfg.batch_size} is not divisible by the {dp} data-parallel groups")])
-    if mode.startswith("pipeline"):
-        if cfg.model.n_layers < n:
-            fail([("--n-layers", f"{cfg.model.n_layers} blocks cannot fill {n} pipeline stages")])
-        if mode == "pipeline-1f1b" and cfg.microbatches < n:
-            fail([("--microbatches", f"{cfg.microbatches}: 1F1B needs at least one per stage ({n})")])
+    dp, dp_rank = _data_parallel(mode, cfg, n, rt.rank)
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
     bf16 = uses_bf16(cfg, mode, dev)
@@ -380,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message="FSDP2-wrapped module .* returned a view tensor")
     rt = devmod.setup(force_cpu=True if cfg.force_cpu else None)
     try:
+        if problems := world_problems(cfg, rt.world_size):
+            fail(problems)  # every rank sees the same problems and exits 2 before any collective
         if rt.device.type == "cpu":
             torch.use_deterministic_algorithms(True)
         runs = []

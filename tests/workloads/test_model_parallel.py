@@ -15,7 +15,7 @@ import torch
 
 from tests.workloads.torchrun_util import REPO, TIMEOUT_S, explain, job_env, torchrun
 from workloads.model import GPT, GPTConfig, total_params
-from workloads.model_parallel import LOSS_RTOL, compare, parse_config, run_reference, stage_layers
+from workloads.model_parallel import LOSS_RTOL, compare, parse_config, run_reference, stage_layers, world_problems
 from workloads.parallel.materialise import fill_box, init_local, materialise, meta_model, normal_at, storage_bytes
 
 ARGS = ["--vocab-size", "64", "--seq-len", "16", "--d-model", "32", "--n-layers", "2",
@@ -86,6 +86,19 @@ def test_modes_and_sizes_checked(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--precision: 'fp8' (allowed: auto, fp32, bf16)" in err and "--param-budget-mib" in err
     cfg = parse_config(["--mode", "fsdp,tp,2d,pipeline-1f1b", "--param-budget-mib", "1.5"])
     assert cfg.modes == ("fsdp", "tp", "2d", "pipeline-1f1b") and cfg.param_budget_bytes == 3 << 19
+
+
+def test_world_size_problems_reported_together_before_any_mode_runs() -> None:
+    cfg = parse_config(["--mode", "fsdp,tp,2d,pipeline-1f1b", "--n-heads", "2", "--n-layers", "2",
+                        "--batch-size", "8", "--microbatches", "2", "--tp", "2"])
+    assert world_problems(cfg, 2) == []
+    assert world_problems(cfg, 3) == [
+        ("--batch-size", "8 is not divisible by the 3 data-parallel groups of fsdp"),
+        ("--n-heads", "3-way tensor parallel needs --n-heads divisible by it, got 2"),
+        ("--tp", "2 does not divide the 3 ranks"),
+        ("--n-layers", "2 blocks cannot fill 3 pipeline stages"),
+        ("--microbatches", "2: 1F1B needs at least one per stage (3)"),
+    ]
 
 
 # --- the index-addressed initialisation, in one process ---------------------------------------
