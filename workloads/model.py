@@ -64,7 +64,8 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # The fused projection's output is laid out head by head, [head][q|k|v][head_dim]
-        # (Megatron-LM's fused QKV layout), so a column-wise tensor-parallel split of
+        # (Megatron-LM's fused QKV layout, ``ParallelAttention`` in megatron/model/transformer.py:
+        # "[sq, b, (np * 3 * hn)] --> [sq, b, np, 3 * hn]"), so a column-wise tensor-parallel split of
         # ``qkv`` hands each rank whole heads. The head count is read from the shape (-1),
         # as torchtitan's attention does: under tensor parallelism a rank sees only its heads.
         b, t, c = x.shape

@@ -3,7 +3,8 @@
 * FSDP2: ``fully_shard`` on every block, then on the whole model (torchtitan's
   ``apply_fsdp``), with a :class:`MixedPrecisionPolicy`: bf16 parameters for compute and fp32
   gradient reduction on GPU (torchtitan's defaults, ``mixed_precision_param = "bfloat16"``,
-  ``mixed_precision_reduce = "float32"``); plain fp32 where a run is compared with one process.
+  ``mixed_precision_reduce = "float32"`` in its training config, ``torchtitan/config/``);
+  plain fp32 where a run is compared with one process.
 * Tensor parallel (Megatron-LM's split, through DTensor's ``parallelize_module``): in every
   block the fused QKV projection and the MLP's up projection are column-wise (each rank computes
   its heads and its slice of the hidden layer), the attention output and the MLP's down
