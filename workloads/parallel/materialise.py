@@ -70,7 +70,13 @@ def std_of(name: str, cfg: GPTConfig) -> float:
 
 
 def local_box(p: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...], tuple[int, ...]]:
-    """This rank's part of ``p``: the local tensor, and its offset and shape in the full tensor."""
+    """This rank's part of ``p``: the local tensor, and its offset and shape in the full tensor.
+
+    The part is taken to be one box of the full tensor. It is for every layout here, the 2-D
+    mesh's ``_StridedShard`` included (an FSDP row slice inside a tensor-parallel row slice);
+    tests/workloads/_materialise_worker.py gathers every layout and compares it with the whole
+    model. A layout whose shard interleaves (not a box) would need per-dimension index lists.
+    """
     if isinstance(p, DTensor):
         from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
