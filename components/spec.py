@@ -200,6 +200,11 @@ class ClusterSpec:
     zone: str
     """The one zone all GPU nodes share: EFA and placement groups do not span zones."""
     compute: ComputeSpec
+    zone_id: str | None = None
+    """AWS only, optional: the zone ID behind ``zone`` in the deploying account (``use1-az4``, from
+    ``aws ec2 describe-availability-zones``). Zone names map to different IDs in every account;
+    with the ID the spec can check offline what is tied to IDs (zones EKS refuses, zones the
+    catalog knows offer the type) and the node subnet is created by ID."""
     interconnect: InterconnectSpec
     storage: StorageSpec
     orchestration: OrchestrationSpec
@@ -280,7 +285,8 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-_TOP_KEYS = ("name", "cloud", "region", "zone", "compute", "interconnect", "storage", "orchestration", "network", "tags")
+_TOP_KEYS = ("name", "cloud", "region", "zone", "zone_id", "compute", "interconnect", "storage", "orchestration",
+             "network", "tags")
 
 
 # What the offline plan (and only it) puts in place of missing deployer_cidrs: TEST-NET-1
@@ -312,6 +318,12 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
     if zone is not None and region is not None and not _zone_in_region(cloud, region, zone):
         example = f"{region}a" if cloud == "aws" else f"{region}-a"
         r.bad("zone", f"{zone!r} is not a zone of region {region!r} (allowed: zones such as {example})")
+
+    # The zone ID's form and meaning are AWS rules (components/aws/rules.py).
+    zone_id = r.string(top, "zone_id", "")
+    if zone_id is not None and cloud != "aws":
+        r.bad("zone_id", "only applies to aws (zone names are the same in every GCP project)")
+        zone_id = None
 
     # compute
     comp = r.mapping(top.get("compute"), "compute", ("instance_type", "nodes", "capacity", "root_volume_gib", "image"),
@@ -375,6 +387,7 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
         cloud=cast(Literal["aws", "gcp"], cloud),
         region=region,
         zone=zone,
+        zone_id=zone_id,
         compute=ComputeSpec(instance_type=itype, nodes=nodes, capacity=capacity, root_volume_gib=root_gib, image=image),
         interconnect=InterconnectSpec(placement=placement),
         storage=storage,

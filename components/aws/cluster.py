@@ -45,7 +45,7 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
     child = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=providers))
 
     network = Network(f"{name}-network", NetworkArgs(
-        cidr=spec.network.cidr, region=spec.region, zone=spec.zone,
+        cidr=spec.network.cidr, region=spec.region, zone=spec.zone, zone_id=spec.zone_id,
         control_plane_zone=second_zone(spec.zone) if kind == "eks" else None, tags=tags,
     ), child)
     interconnect = Interconnect(f"{name}-interconnect", InterconnectArgs(

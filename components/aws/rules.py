@@ -40,9 +40,53 @@ _PLACEMENT_GROUP = re.compile(r"^[\x21-\x7e]{1,255}\Z")
 def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     problems += _placement_group(spec)
+    problems += _zone_id(spec)
     if spec.orchestration.kind == "eks":
         problems += _eks_version(spec)
         problems += _eks_addresses(spec)
+    return problems
+
+
+# Zone IDs are "<region code>-az<n>", the region code being the region's parts shortened, as the
+# zone IDs in the catalog's SkyPilot table show (use1, use2, usw1, usw2, apne1, aps1, apse3, cac1,
+# euc1, eun1, eus2, euw2, mec1 for us-east-1 ... me-central-1). The GovCloud form (usgw1) is the
+# same rule, not read from a table.
+_DIRECTIONS = {"east": "e", "west": "w", "north": "n", "south": "s", "central": "c",
+               "northeast": "ne", "northwest": "nw", "southeast": "se", "southwest": "sw"}
+
+
+def zone_id_prefix(region: str) -> str | None:
+    """``us-east-1`` -> ``use1``, ``us-gov-west-1`` -> ``usgw1``; None for a region of another shape."""
+    parts = region.split("-")
+    gov = len(parts) == 4 and parts[1] == "gov"
+    geo, direction, number = (parts[0] + "g", parts[2], parts[3]) if gov else (parts + ["", "", ""])[:3]
+    if direction not in _DIRECTIONS or not number.isdigit():
+        return None
+    return f"{geo}{_DIRECTIONS[direction]}{number}"
+
+
+def _zone_id(spec: ClusterSpec) -> list[tuple[str, str]]:
+    """What can be checked offline about the zone: only with its ID (zone names map to different
+    IDs in every account; without an ID the preflight maps the name and checks the same)."""
+    zid = spec.zone_id
+    if zid is None:
+        return []
+    prefix = zone_id_prefix(spec.region)
+    if prefix is None or not re.fullmatch(re.escape(prefix) + r"-az[0-9]+", zid):
+        example = f"{prefix}-az1" if prefix else "use1-az1"
+        return [("zone_id", f"{zid!r} is not a zone ID of region {spec.region!r} (allowed: an ID such as {example}, "
+                            "as `aws ec2 describe-availability-zones` lists it; local zones are not supported)")]
+    problems: list[tuple[str, str]] = []
+    refused = EKS_DISALLOWED_ZONE_IDS.get(spec.region, ())
+    if spec.orchestration.kind == "eks" and zid in refused:
+        # The node subnet is one of the control plane's subnets (network.py).
+        problems.append(("zone_id", f"EKS refuses cluster subnets in {zid} (EKS user guide \"network-reqs\", "
+                                    f"subnet requirements for clusters); allowed: another zone of {spec.region}"))
+    offered = spec.instance.zone_ids.get(spec.region)
+    if offered and zid not in offered:
+        problems.append(("zone_id", f"{spec.compute.instance_type} is not offered in {zid} (allowed: "
+                                    f"{', '.join(offered)}; source: the catalog's zone_ids, SkyPilot's EC2 "
+                                    "offerings table)"))
     return problems
 
 
