@@ -285,6 +285,8 @@ class Orchestration(pulumi.ComponentResource):
             ignore = [] if args.image_pinned else ["releaseVersion"]
             if block:
                 # EKS scales a block's group to 0 before the block ends; keep its desired size.
+                # ("capacity-blocks-mng" also asks for desired size 0 before a node group
+                # upgrade: a compute.image change on a block is made with the group at 0.)
                 ignore.append("scalingConfig.desiredSize")
             groups.append(aws.eks.NodeGroup(
                 # One group keeps the plain name (an existing stack is not replaced).

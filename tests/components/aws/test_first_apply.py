@@ -312,3 +312,29 @@ def test_zone_id_is_aws_only() -> None:
     with pytest.raises(SpecError) as info:
         parse_spec(raw, deployer_placeholder=True)
     assert "zone_id" in [p for p, _ in info.value.problems]
+
+
+@pytest.mark.parametrize("stack", ["aws-h100-eks", "aws-h100-capacity-block"])
+def test_nothing_waits_for_a_gpu_node(stack: str) -> None:
+    """Item 9: a capacity block not yet active (or GPU nodes still launching) holds up no add-on:
+    the AWS add-ons and the Kubernetes provider (every chart and object goes through it) wait for
+    the system nodes, never for a GPU node group."""
+    result, _ = run(stack)
+    index = result.by_urn()
+    gpu = {g.urn for g in _gpu_groups(result)}
+
+    def waits_for(urn: str, seen: set[str]) -> set[str]:
+        for dep in index[urn].dependencies:
+            if dep in index and dep not in seen:
+                seen.add(dep)
+                waits_for(dep, seen)
+        return seen
+
+    system = one(result, NG, "-orchestration-system").urn
+    provider = one(result, "pulumi:providers:kubernetes", "-orchestration-k8s")
+    for res in [provider, *result.of_type(ADDON)]:
+        closure = waits_for(res.urn, set())
+        assert not closure & gpu, f"{res.name} waits for a GPU node group"
+    assert system in waits_for(provider.urn, set())
+    fsx = [a for a in result.of_type(ADDON) if a.inputs["addonName"] == "aws-fsx-csi-driver"][0]
+    assert system in waits_for(fsx.urn, set())
