@@ -28,8 +28,9 @@ def jobset(name: str, opts: pulumi.ResourceOptions,
     """The JobSet controller and its CRD in their own namespace; returns the chart.
 
     ``opts`` carries the parent and the cluster's Kubernetes provider. ``node_selector`` pins
-    the controller to a node pool (the chart's ``controller.nodeSelector`` value), e.g. a CPU
-    system pool that exists before any GPU node does.
+    the controller to a node pool (the chart's ``controller.nodeSelector`` value, charts/jobset/
+    values.yaml and templates/controller/deployment.yaml at v0.12.0), e.g. a CPU system pool
+    that exists before any GPU node does.
     """
     # helm.v4.Chart never creates its namespace (unlike `helm install --create-namespace`).
     namespace = k8s.core.v1.Namespace(
