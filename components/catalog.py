@@ -107,6 +107,10 @@ class InstanceType:
     locations: tuple[str, ...]
     """Regions (AWS, Azure) or zones (GCP) where the type is offered."""
     locations_source: str
+    zone_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """AWS: per region, the zone IDs (``use1-az4``) that offer the type, where the catalog knows
+    them; a region absent here is unknown, not empty. Zone IDs, not names: names map to
+    different IDs in every account."""
 
     @property
     def gpus(self) -> int:
@@ -177,7 +181,13 @@ def _parse_instance(name: str, raw: Mapping[str, Any], fabrics: Mapping[str, Any
         price=Price(**{**_req(raw, "price", where), "date": str(raw["price"]["date"])}),
         locations=tuple(str(x) for x in locations),
         locations_source=str(loc_source),
+        zone_ids={str(region): tuple(str(z) for z in ids) for region, ids in (raw.get("zone_ids") or {}).items()},
     )
+    if it.zone_ids and raw.get("zone_ids_source") not in sources:
+        raise CatalogError(f"{where}.zone_ids_source: unknown source id {raw.get('zone_ids_source')!r}")
+    for region in it.zone_ids:
+        if region not in it.locations:
+            raise CatalogError(f"{where}.zone_ids.{region}: not one of the type's regions")
     for path, sid in (
         ("accelerator.source", it.accelerator.source),
         ("network.source", it.network.source),

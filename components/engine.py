@@ -50,6 +50,8 @@ class Recorded:
     retain_on_delete: bool = False
     delete_before_replace: bool = False
     ignore_changes: tuple[str, ...] = ()
+    dependencies: tuple[str, ...] = ()
+    """URNs of the resources it waits for (``depends_on`` and the inputs' own resources)."""
 
 
 @dataclass(slots=True)
@@ -140,6 +142,7 @@ class _RecordingMonitor(_mocks.MockMonitor):
                     retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
                     delete_before_replace=bool(request.deleteBeforeReplace),
                     ignore_changes=tuple(request.ignoreChanges),
+                    dependencies=tuple(request.dependencies),
                 )
             )
         return response
