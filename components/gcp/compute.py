@@ -51,6 +51,8 @@ class ComputeArgs:
     """Compact placement policy name, or None."""
     lustre_storage_id: str = "lustre"
     """Slurm: the Cluster Director storage resource id mounted on every node."""
+    extra_storage: tuple[tuple[str, str], ...] = ()
+    """Slurm: further (storage resource id, local mount) pairs on every node (/home, the bucket)."""
 
 
 class Compute(pulumi.ComponentResource):
@@ -136,7 +138,9 @@ class Compute(pulumi.ComponentResource):
         network_config = gcp.container.NodePoolNetworkConfigArgs(
             enable_private_nodes=True,
             additional_node_network_configs=[
-                gcp.container.NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(network=n.network_name, subnetwork=n.subnet_name)
+                # The resources' outputs, not their names: the pool depends on each VPC and subnet,
+                # so `pulumi destroy` removes the nodes before the networks they sit on.
+                gcp.container.NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(network=n.network.name, subnetwork=n.subnet.name)
                 for n in args.nics
             ],
         )
@@ -196,5 +200,7 @@ class Compute(pulumi.ComponentResource):
                 labels=labels(spec),
             ),
             storage_configs=[hcc.ClusterOrchestratorSlurmNodeSetStorageConfigArgs(
-                id=args.lustre_storage_id, local_mount=spec.storage.lustre.mount_point)],
+                id=args.lustre_storage_id, local_mount=spec.storage.lustre.mount_point)] + [
+                hcc.ClusterOrchestratorSlurmNodeSetStorageConfigArgs(id=sid, local_mount=mount)
+                for sid, mount in args.extra_storage],
         )
