@@ -56,7 +56,7 @@ MAINTENANCE_EXCLUSION = ("no-minor-or-node-upgrades-indefinite", "2025-12-01T00:
 # (cluster-toolkit modules/scheduler/gke-cluster/variables.tf at 1047080: system pool "system",
 # e2-standard-4, 100 GB, autoscaling 2..10; the A3 Ultra example clears its default taint so
 # add-on charts schedule there without tolerations).
-SYSTEM_POOL = {"name": "system", "machine_type": "e2-standard-4", "disk_size_gb": 100, "min": 2, "max": 10}
+SYSTEM_POOL_NAME, SYSTEM_MACHINE_TYPE, SYSTEM_DISK_GB, SYSTEM_NODES = "system", "e2-standard-4", 100, (2, 10)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,7 +177,6 @@ class GkeOrchestration(pulumi.ComponentResource):
         })
 
     def _create_system_pool(self, name: str, spec: ClusterSpec, args: GkeArgs) -> gcp.container.NodePool:
-        p = SYSTEM_POOL
         account = gcp.serviceaccount.Account(
             f"{name}-system-nodes", account_id=spec.name[:20].rstrip("-") + "-sys-nodes",
             display_name=f"gpu-cluster {spec.name} system nodes", project=args.project,
@@ -188,16 +187,16 @@ class GkeOrchestration(pulumi.ComponentResource):
                 member=pulumi.Output.format("serviceAccount:{0}", account.email), opts=pulumi.ResourceOptions(parent=self))
         return gcp.container.NodePool(
             f"{name}-system",
-            name=str(p["name"]),
+            name=SYSTEM_POOL_NAME,
             cluster=self.cluster.id,
             location=spec.zone,
             node_locations=[spec.zone],
-            autoscaling=gcp.container.NodePoolAutoscalingArgs(total_min_node_count=int(p["min"]),
-                                                              total_max_node_count=int(p["max"])),
+            autoscaling=gcp.container.NodePoolAutoscalingArgs(total_min_node_count=SYSTEM_NODES[0],
+                                                              total_max_node_count=SYSTEM_NODES[1]),
             management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
             node_config=gcp.container.NodePoolNodeConfigArgs(
-                machine_type=str(p["machine_type"]),
-                disk_size_gb=int(p["disk_size_gb"]),
+                machine_type=SYSTEM_MACHINE_TYPE,
+                disk_size_gb=SYSTEM_DISK_GB,
                 image_type="COS_CONTAINERD",
                 gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
                 shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
