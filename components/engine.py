@@ -50,6 +50,8 @@ class Recorded:
     retain_on_delete: bool = False
     delete_before_replace: bool = False
     ignore_changes: tuple[str, ...] = ()
+    provider: str = ""
+    """The explicit provider reference (``<provider urn>::<id>``), '' for the default provider."""
 
 
 @dataclass(slots=True)
@@ -140,6 +142,7 @@ class _RecordingMonitor(_mocks.MockMonitor):
                     retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
                     delete_before_replace=bool(request.deleteBeforeReplace),
                     ignore_changes=tuple(request.ignoreChanges),
+                    provider=str(request.provider or ""),
                 )
             )
         return response
