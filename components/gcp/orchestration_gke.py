@@ -282,8 +282,6 @@ def create_in_cluster_layer(name: str, args: GkeLayerArgs, k8s_opts: pulumi.Reso
     nccl_installer(name, fabric, accelerator, lab, k8s_opts)
     if fabric in NEEDS_DEVICE_INJECTOR:
         nri_device_injector(name, accelerator, lab, k8s_opts)
-    bucket_volume(name, bucket=args.bucket, claim_name=args.checkpoint_claim, namespace=JOB_NAMESPACE,
-                  account_email=args.workload_account, labels=lab, opts=k8s_opts)
     lustre_volume(
         name,
         volume_handle=args.volume_handle,
@@ -294,4 +292,6 @@ def create_in_cluster_layer(name: str, args: GkeLayerArgs, k8s_opts: pulumi.Reso
         claim_name=args.claim_name,
         opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=list(args.after))),
     )
+    bucket_volume(name, bucket=args.bucket, claim_name=args.checkpoint_claim, namespace=JOB_NAMESPACE,
+                  account_email=args.workload_account, labels=lab, opts=k8s_opts)
     jobset(f"{name}-jobset", k8s_opts)
