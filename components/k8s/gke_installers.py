@@ -22,15 +22,10 @@ catalog knows is pulled by digest with its tag kept beside it (CKV_K8S_43).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cache
-from typing import Any, Mapping
-
 import pulumi
 import pulumi_kubernetes as k8s
-import yaml
 
-from components.catalog import CATALOG_PATH, CatalogError
+from components.catalog import installer_fact
 
 # Pinned by digest upstream (every installer manifest of container-engine-accelerators at 992db81).
 PAUSE_IMAGE = "gke.gcr.io/pause:3.8@sha256:880e63f94b145e46f1b1082bb71b85e21f16b99b180b9996407d61240ceb9830"
@@ -43,59 +38,6 @@ NRI_INJECTOR_IMAGE = "gcr.io/gke-release/nri-device-injector@sha256:6e79483d52ab
 NAMESPACE = "kube-system"
 HOST_BIN = "/home/kubernetes/bin"
 APERTURE_PCI_ID = "1ae0:0084"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ImageFact:
-    image: str
-    tag: str
-    digest: str | None
-    source: str
-
-    @property
-    def ref(self) -> str:
-        """``image:tag@digest`` when the digest is known (the tag stays for people), else ``image:tag``."""
-        return f"{self.image}:{self.tag}@{self.digest}" if self.digest else f"{self.image}:{self.tag}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InstallerFact(ImageFact):
-    plugin_version: str
-    host_paths: Mapping[str, str]
-
-
-@cache
-def _fabrics() -> Mapping[str, Any]:
-    with open(CATALOG_PATH, encoding="utf-8") as fh:
-        return dict(yaml.safe_load(fh)["fabrics"])
-
-
-def _image(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
-    for key in ("image", "tag", "source"):
-        if not raw.get(key):
-            raise CatalogError(f"{where}.{key}: missing in {CATALOG_PATH.name}")
-    digest = raw.get("digest")
-    if digest is not None and not str(digest).startswith("sha256:"):
-        raise CatalogError(f"{where}.digest: {digest!r} (allowed: sha256:<64 hex> or null)")
-    return {"image": str(raw["image"]), "tag": str(raw["tag"]), "digest": None if digest is None else str(digest),
-            "source": str(raw["source"])}
-
-
-def installer_fact(fabric: str) -> InstallerFact:
-    """The catalog's ``fabrics.<fabric>.installer``."""
-    raw = (_fabrics().get(fabric) or {}).get("installer")
-    if not raw:
-        raise CatalogError(f"fabrics.{fabric}.installer: missing in {CATALOG_PATH.name} (fabrics with one: "
-                           f"{', '.join(f for f, v in _fabrics().items() if v.get('installer'))})")
-    where = f"fabrics.{fabric}.installer"
-    return InstallerFact(**_image(raw, where), plugin_version=str(raw["plugin_version"]),
-                         host_paths={str(k): str(v) for k, v in (raw.get("host_paths") or {}).items()})
-
-
-def rxdm_fact(fabric: str) -> ImageFact | None:
-    """The catalog's ``fabrics.<fabric>.rxdm`` (the receive-datapath daemon), None where there is none."""
-    raw = (_fabrics().get(fabric) or {}).get("rxdm")
-    return ImageFact(**_image(raw, f"fabrics.{fabric}.rxdm")) if raw else None
 
 
 def _tcpxo_preinstall_script() -> str:

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pytest
 
 from components.engine import OfflineRun
-from components.k8s.gke_installers import installer_fact, rxdm_fact
+from components.catalog import installer_fact, rxdm_fact
 from components.spec import SpecError, parse_spec
 from tests.components.gcp.conftest import PROJECT, gcp_obj, named
 
@@ -173,3 +173,23 @@ def test_checkpoint_bucket_is_mounted_from_gke_through_workload_identity(offline
     assert claim["spec"]["volumeName"] == claim["metadata"]["name"] == run.outputs["scheduler"]["checkpoint_claim"]
     assert run.outputs["scheduler"]["service_account"] == "workload-identity-k8s-sa"
     assert run.one("gcp:container/cluster:Cluster").inputs["addonsConfig"]["gcsFuseCsiDriverConfig"] == {"enabled": True}
+
+
+@pytest.mark.parametrize("change,path,word", [
+    ({"digest": "sha256:abc"}, "fabrics.tcpxo.installer.digest", "64 hex digits"),
+    ({"source": "nowhere"}, "fabrics.tcpxo.installer.source", "unknown source id"),
+    ({"tag": None}, "fabrics.tcpxo.installer.tag", "missing"),
+])
+def test_installer_fact_refuses_a_malformed_entry(change: dict[str, Any], path: str, word: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from components import catalog
+
+    real = catalog._fabric_images()
+    fabrics = {**real["fabrics"], "tcpxo": {**real["fabrics"]["tcpxo"],
+                                            "installer": {**real["fabrics"]["tcpxo"]["installer"], **change}}}
+    monkeypatch.setattr(catalog, "_fabric_images", lambda: {"fabrics": fabrics, "sources": real["sources"]})
+    with pytest.raises(catalog.CatalogError) as info:
+        catalog.installer_fact("tcpxo")
+    assert str(info.value).startswith(path) and word in str(info.value)
+    with pytest.raises(catalog.CatalogError, match="fabrics with one: tcpx, tcpxo, rdma"):
+        catalog.installer_fact("efa")
