@@ -5,9 +5,10 @@
 * Slurm (Cluster Director): the compute resource and node set the managed cluster creates; the
   component holds their typed Args and creates no cloud resource itself.
 
-Capacity: on-demand; a specific reservation (already placed, so no placement policy);
-DWS flex-start (GKE ``flex_start`` with autoscaling from zero, as GKE's flex-start guide asks;
-Cluster Director ``new_flex_start_instances``); spot.
+Capacity: a specific reservation (already placed, so no placement policy); DWS flex-start (GKE
+``flex_start`` with autoscaling from zero, as GKE's flex-start guide asks; Cluster Director
+``new_flex_start_instances``); spot. On-demand, which GCP does not offer for these machine types,
+is refused by ``components.gcp.rules`` before the program runs.
 """
 
 from __future__ import annotations
@@ -186,8 +187,8 @@ class Compute(pulumi.ComponentResource):
             cfg = hcc.ClusterComputeResourceConfigArgs(new_spot_instances=hcc.ClusterComputeResourceConfigNewSpotInstancesArgs(
                 machine_type=mt, zone=zone, termination_action="DELETE"))
         else:
-            cfg = hcc.ClusterComputeResourceConfigArgs(new_on_demand_instances=hcc.ClusterComputeResourceConfigNewOnDemandInstancesArgs(
-                machine_type=mt, zone=zone))
+            # components.gcp.rules refuses it first: Cluster Director runs on-demand N2 only.
+            raise ValueError(f"compute.capacity.type: {cap.type!r} is not offered by Cluster Director for {mt}")
         self.compute_resource = hcc.ClusterComputeResourceArgs(id="gpu", config=cfg)
         self.node_set = hcc.ClusterOrchestratorSlurmNodeSetArgs(
             id="gpu",

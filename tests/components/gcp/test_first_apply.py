@@ -6,6 +6,7 @@ capacity GCP offers, the checkpoint bucket reachable from GKE jobs."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Callable
 
 import pytest
@@ -193,3 +194,35 @@ def test_installer_fact_refuses_a_malformed_entry(change: dict[str, Any], path: 
     assert str(info.value).startswith(path) and word in str(info.value)
     with pytest.raises(catalog.CatalogError, match="fabrics with one: tcpx, tcpxo, rdma"):
         catalog.installer_fact("efa")
+
+
+@pytest.mark.parametrize("itype", ["a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g"])
+def test_in_cluster_objects_are_valid_kubernetes(itype: str, offline: Callable[..., OfflineRun]) -> None:
+    import kubernetes_validate
+
+    run = offline(gcp_obj(itype))
+    kinds = ("kubernetes:apps/v1:DaemonSet", "kubernetes:core/v1:PersistentVolume",
+             "kubernetes:core/v1:PersistentVolumeClaim", "kubernetes:core/v1:ServiceAccount")
+    objects = [r.inputs for r in run.resources if r.type in kinds]
+    assert {o["kind"] for o in objects} == {"DaemonSet", "PersistentVolume", "PersistentVolumeClaim", "ServiceAccount"}
+    for obj in objects:
+        kubernetes_validate.validate(obj, "1.33.0", strict=True)
+    broken = copy.deepcopy(next(o for o in objects if o["kind"] == "DaemonSet"))
+    broken["spec"]["template"]["spec"]["hostPid"] = True  # misspelt: the check can fail
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, "1.33.0", strict=True)
+
+
+@pytest.mark.parametrize("stack,placed", [("gcp-h100-gke", True), ("gcp-h200-gke", False), ("gcp-h200-slurm", False)])
+def test_plan_summary_says_compact_placement_only_where_one_is_created(stack: str, placed: bool) -> None:
+    import io
+
+    from components.plan import plan_stack, render
+
+    summary, run = plan_stack(stack)
+    assert summary.placement is placed
+    assert bool(run.of_type("gcp:compute/resourcePolicy:ResourcePolicy")) is placed
+    out = io.StringIO()
+    render(summary, run, out)
+    line = next(ln for ln in out.getvalue().splitlines() if ln.strip().startswith("interconnect"))
+    assert ("no compact placement policy" not in line) is placed, line
