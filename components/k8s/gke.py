@@ -2,8 +2,8 @@
 plugin installers and the NRI device injector are in ``gke_installers``). Everything goes through
 the provider the caller passes in ``opts``.
 
-GKE multi-networking needs, per additional NIC, a ``GKENetworkParamSet`` (the VPC and subnet,
-and for GPU NICs the device mode) and a ``Network`` that names it (networking.gke.io/v1; GKE
+GKE multi-networking needs, per additional NIC, a ``GKENetworkParamSet`` (the VPC, subnet and
+device mode) and a ``Network`` that names it (networking.gke.io/v1; GKE
 "Set up multi-network support for Pods" and "Maximize GPU network bandwidth"). These are CRDs
 with no typed SDK, so their spec is data; the field names are GKE's.
 """

@@ -114,8 +114,9 @@ def test_system_pool_and_maintenance_exclusion(offline: Callable[..., OfflineRun
 
 
 @pytest.mark.parametrize("kind,apis", [
-    ("gke", {"compute", "servicenetworking", "lustre", "storage", "iam", "container"}),
-    ("slurm", {"compute", "servicenetworking", "lustre", "storage", "iam", "hypercomputecluster", "file"}),
+    ("gke", {"compute", "servicenetworking", "lustre", "storage", "iam", "cloudresourcemanager", "container"}),
+    ("slurm", {"compute", "servicenetworking", "lustre", "storage", "iam", "cloudresourcemanager", "hypercomputecluster",
+               "file"}),
 ])
 def test_apis_are_enabled_and_every_cloud_resource_waits_for_them(kind: str, apis: set[str],
                                                                   offline: Callable[..., OfflineRun]) -> None:
