@@ -52,6 +52,8 @@ class Recorded:
     ignore_changes: tuple[str, ...] = ()
     dependencies: tuple[str, ...] = ()
     """URNs of the resources it waits for (``depends_on`` and the inputs' own resources)."""
+    provider: str = ""
+    """The explicit provider reference (``<provider urn>::<id>``), '' for the default provider."""
 
 
 @dataclass(slots=True)
@@ -143,6 +145,7 @@ class _RecordingMonitor(_mocks.MockMonitor):
                     delete_before_replace=bool(request.deleteBeforeReplace),
                     ignore_changes=tuple(request.ignoreChanges),
                     dependencies=tuple(request.dependencies),
+                    provider=str(request.provider or ""),
                 )
             )
         return response
