@@ -49,6 +49,7 @@ def _bare_seconds(buf: torch.Tensor, iters: int, warmup: int, side: dist.Process
 
 def worker(rounds: int, iters: int, warmup: int) -> int:
     from workloads import collectives as col
+    from workloads import collective_ops as ops
     from workloads import device as _device
 
     rt = _device.setup(timeout_s=300)
@@ -57,11 +58,11 @@ def worker(rounds: int, iters: int, warmup: int) -> int:
     rows: list[tuple[int, int, float, float, float, float, float]] = []
     verdict = "PASS"
     for size in SIZES:
-        lay = col.layout("all_reduce", size, 4, n)
+        lay = ops.layout("all_reduce", size, 4, n)
         times: dict[str, list[float]] = {"harness": [], "bare": [], "control": []}
 
         def run_harness() -> float:
-            case = col.make_case("all_reduce", lay, in_place=True, rank=rt.rank, n=n,
+            case = ops.make_case("all_reduce", lay, in_place=True, rank=rt.rank, n=n,
                                  dtype=torch.float32, device=rt.device, group=None)
             assert case is not None
             _, _, _, seconds = col.measure_case(case, iters=iters, warmup=warmup, check=False,
@@ -86,7 +87,7 @@ def worker(rounds: int, iters: int, warmup: int) -> int:
                      statistics.median(x / y for x, y in zip(h, b)),
                      statistics.median(x / y for x, y in zip(c, b)), min(h) / min(b)))
     if rt.is_main:
-        factor = col.busbw_factor("all_reduce", n)
+        factor = ops.busbw_factor("all_reduce", n)
         print(f"# collectives harness vs bare dist.all_reduce: {n} ranks {rt.backend}, float32, "
               f"in-place, {iters} iters per arm, rotating rounds, medians of the slowest rank")
         print("# ratio: median harness / median bare; paired: median of per-round harness/bare"

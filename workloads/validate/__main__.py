@@ -37,7 +37,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _size(text: str) -> int:
-    from workloads.collectives import parse_size
+    from workloads.collective_table import parse_size
 
     try:
         return parse_size(text)

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import torch
 import torch.distributed as dist
 
-from workloads import collectives, device, gpu_health, node_gate
+from workloads import collectives, device, gpu_health, hang, node_gate
 from workloads.device import memory_cap
 from workloads.node import maybe_fail, node_name
 from workloads.validate import isolate
@@ -44,7 +44,7 @@ def _peer_lost(exc: BaseException, text: str) -> bool:
     """An error raised by a communication call because another rank went away, as opposed to
     this rank failing on its own: the judge blames the other node for the first kind."""
     comm_errors = tuple(t for t in (getattr(dist, "DistNetworkError", None), getattr(dist, "DistBackendError", None),
-                                    getattr(dist, "DistStoreError", None), collectives.CollectiveTimeout)
+                                    getattr(dist, "DistStoreError", None), hang.CollectiveTimeout)
                         if isinstance(t, type))
     return isinstance(exc, comm_errors) or any(m in text for m in PEER_LOST_MARKERS)
 
@@ -182,7 +182,7 @@ def run_phase(cfg: RunConfig) -> int:
     signal.signal(signal.SIGTERM, ended)
     try:
         # The group's own timeout comes last, after the arrival check and the watchdog have spoken.
-        rt = device.setup(timeout_s=cfg.timeout_s + 2 * collectives.grace_s(cfg.timeout_s), on_stage=status.set)
+        rt = device.setup(timeout_s=cfg.timeout_s + 2 * hang.grace_s(cfg.timeout_s), on_stage=status.set)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - recorded for the judge, then exit 1
         stage = status.doc.get("state")
         text = f"{type(exc).__name__}: {exc}"
@@ -192,15 +192,15 @@ def run_phase(cfg: RunConfig) -> int:
                    missing_ranks=[], peer_lost=stage != "started")
         print(f"validate[{cfg.phase}] rank {status.doc['rank']} on {node}: {text.splitlines()[0][:300]}", flush=True)
         return 1
-    watchdog = collectives.Watchdog(
-        rank=rt.rank, limit_s=cfg.timeout_s + collectives.grace_s(cfg.timeout_s),
+    watchdog = hang.Watchdog(
+        rank=rt.rank, limit_s=cfg.timeout_s + hang.grace_s(cfg.timeout_s),
         on_expire=lambda message: status.set("error", error=message, missing_ranks=[], peer_lost=True))
     try:
         maybe_fail(cfg.phase)
         result = _phase(cfg, rt, node, watchdog)
     except Exception as exc:  # noqa: BLE001 - every failure is recorded for the judge, then re-raised as exit 1
         text = f"{type(exc).__name__}: {exc}"
-        missing = collectives.missing_ranks(text) or []
+        missing = hang.missing_ranks(text) or []
         status.set("error", error=text[:2000], missing_ranks=missing,
                    peer_lost=_peer_lost(exc, text))
         print(f"validate[{cfg.phase}] rank {rt.rank} on {node}: {text.splitlines()[0][:300]}", flush=True)
@@ -214,7 +214,7 @@ def run_phase(cfg: RunConfig) -> int:
     return 0
 
 
-def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: collectives.Watchdog) -> dict[str, Any]:
+def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: hang.Watchdog) -> dict[str, Any]:
     side = dist.new_group(backend="gloo", timeout=_dt.timedelta(seconds=cfg.timeout_s))
     ids: list[Any] = [None] * rt.world_size
     dist.all_gather_object(ids, (node, rt.rank), group=side)
@@ -245,7 +245,7 @@ def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: collectives.
         try:
             res = collectives.run_op(op, _coll_cfg(lo, multi_hi, cfg, op), rt, side_group=side, watchdog=watchdog,
                                      hosts=[n for n, _ in ids])
-        except collectives.CollectiveTimeout as exc:
+        except hang.CollectiveTimeout as exc:
             if exc.missing:  # a rank is gone: the judge names its node from the status files
                 raise
             # A collective that failed with every rank present names nobody by itself: record it and
@@ -323,7 +323,7 @@ def _multi_ops(cfg: RunConfig) -> list[str]:
 
 
 def _single_node(cfg: RunConfig, rt: device.Runtime, node: str, nodes: dict[str, list[int]], lo: int, hi: int,
-                 side: Any, watchdog: collectives.Watchdog) -> dict[str, Any]:
+                 side: Any, watchdog: hang.Watchdog) -> dict[str, Any]:
     # Every rank must create every group, in the same order, even those it is not in.
     groups = {n: (dist.new_group(ranks=rs), dist.new_group(ranks=rs, backend="gloo")) for n, rs in nodes.items()}
     mine: dict[str, Any]
@@ -335,7 +335,7 @@ def _single_node(cfg: RunConfig, rt: device.Runtime, node: str, nodes: dict[str,
             res = collectives.run_op("all_reduce", _coll_cfg(lo, hi, cfg, "all_reduce"), rt, side_group=gside,
                                      group=group, watchdog=watchdog)
             mine = res.to_json()
-        except collectives.CollectiveTimeout as exc:
+        except hang.CollectiveTimeout as exc:
             mine = {"error": str(exc)[:500]}
     gathered: list[Any] = [None] * rt.world_size
     dist.all_gather_object(gathered, (node, rt.rank == nodes[node][0], mine), group=side)
@@ -384,7 +384,7 @@ def _pair_floor(cfg: RunConfig, backend: str) -> float | None:
 
 
 def _pairs(cfg: RunConfig, rt: device.Runtime, nodes: dict[str, list[int]], size: int, side: Any,
-           watchdog: collectives.Watchdog) -> dict[str, Any]:
+           watchdog: hang.Watchdog) -> dict[str, Any]:
     mine_node = next(n for n, rs in nodes.items() if rt.rank in rs)
     op = _pair_op(cfg)
     pair_cfg = replace(_coll_cfg(size, size, cfg, op, timeout_s=cfg.pair_timeout_s), factor=2)
@@ -400,7 +400,7 @@ def _pairs(cfg: RunConfig, rt: device.Runtime, nodes: dict[str, list[int]], size
                 try:
                     res = collectives.run_op(op, pair_cfg, rt, side_group=gside, group=g, watchdog=watchdog)
                     value = (a, b, res.to_json().get("peak_busbw_gbps"))
-                except collectives.CollectiveTimeout:
+                except hang.CollectiveTimeout:
                     value = (a, b, None)
         got: list[Any] = [None] * rt.world_size
         dist.all_gather_object(got, value, group=side)
