@@ -244,3 +244,13 @@ def test_run_op_on_a_subgroup_uses_group_ranks_and_names_global_ones(tmp_path: P
         assert all(r["wrong"] == 0 for r in res["rows"]) and res["rows"], op
     assert "rank(s) 2 did not arrive within 3 s" in doc["stall"]
     assert doc["missing"] == [2] and doc["parsed"] == [2]
+
+
+def test_overhead_bench_judges_the_harness_against_its_own_control() -> None:
+    from bench.collectives_overhead import judge
+
+    assert judge(1.04, 0.01) == "PASS"
+    # 1.114 paired with the control at 1.040 is judged 1.071: a quiet control makes it a FAIL ...
+    assert judge(1.114 / 1.040, 0.040) == "FAIL"
+    # ... a control that strays past the margin makes it undecidable, not a FAIL.
+    assert judge(1.114 / 1.040, 0.145) == "INCONCLUSIVE"
