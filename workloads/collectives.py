@@ -92,7 +92,7 @@ class CollectivesConfig:
     dtype: str = "float32"
     """Element type (a key of ``DTYPES``)."""
     timeout_s: float = 300.0
-    """Bound on each phase (arrival, warm-up, timed loop, check) of every row."""
+    """Bound on one call, and on each arrival and check, of every row (a loop of n calls gets n times it)."""
     json_path: str | None = None
     """Where rank 0 writes the results as JSON."""
 
@@ -130,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-d", "--datatype", default="float32",
                    help=f"one of {', '.join(DTYPES)} (or {', '.join(DTYPE_ALIASES)})")
     p.add_argument("-T", "--timeout", default="300",
-                   help="seconds each phase of a row may take before the job ends")
+                   help="seconds one call (and each arrival and check) may take before the job ends")
     p.add_argument("--json", default=None, help="write results as JSON here (rank 0)")
     return p
 
@@ -271,19 +271,20 @@ def measure_case(case: Case, *, iters: int, warmup: int, check: bool, rt: _devic
     ranks (None without ``check``), the slowest rank's event statistics (None off GPU) and the
     slowest rank's seconds per call.
     """
-    def guarded(what: str) -> contextlib.AbstractContextManager[None]:
-        return watchdog.phase(f"{label} ({what})") if watchdog else contextlib.nullcontext()
+    def guarded(what: str, calls: int = 1) -> contextlib.AbstractContextManager[None]:
+        # -T bounds one call: a loop of n launches gets n times the limit.
+        return watchdog.phase(f"{label} ({what})", calls) if watchdog else contextlib.nullcontext()
 
-    with guarded("warm-up"):
+    with guarded("warm-up", warmup + 1):
         for _ in range(warmup):
             case.launch()
         _device.synchronize(rt.device)
         dist.barrier(group=side_group)  # every rank starts its timer together
-    with guarded("timed loop"):
+    with guarded("timed loop", iters):
         seconds = host_time(case.launch, iters, rt.device)
     events: list[float] = []
     if rt.device.type == "cuda":
-        with guarded("event-timed loop"):
+        with guarded("event-timed loop", iters):
             per_call = event_times_us(case.launch, iters, rt.device)
             events = [min(per_call), percentile(per_call, 50), percentile(per_call, 99)]
     wrong_local = 0

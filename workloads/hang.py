@@ -53,15 +53,18 @@ class Watchdog:
         self._lock = threading.Lock()
         self._label: str | None = None
         self._deadline = 0.0
+        self._phase_limit = limit_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="collectives-watchdog",
                                         daemon=True)
         self._thread.start()
 
     @contextlib.contextmanager
-    def phase(self, label: str) -> Iterator[None]:
+    def phase(self, label: str, calls: int = 1) -> Iterator[None]:
+        """Bound ``label``: ``calls`` back-to-back launches get the limit once per call."""
         with self._lock:
-            self._label, self._deadline = label, time.monotonic() + self._limit_s
+            self._label, self._deadline = label, time.monotonic() + self._limit_s * max(1, calls)
+            self._phase_limit = self._limit_s * max(1, calls)
         try:
             yield
         finally:
@@ -75,10 +78,10 @@ class Watchdog:
     def _watch(self) -> None:
         while not self._stop.wait(0.25):
             with self._lock:
-                label, late = self._label, time.monotonic() > self._deadline
+                label, late, limit = self._label, time.monotonic() > self._deadline, self._phase_limit
             if label is not None and late:
                 message = (f"collectives: rank {self._rank}: {label} did not finish within "
-                           f"{self._limit_s:g} s; a peer rank is stuck or gone")
+                           f"{limit:g} s; a peer rank is stuck or gone")
                 self._out.write(message + "\n")
                 self._out.flush()
                 if self._on_expire is not None:

@@ -254,3 +254,24 @@ def test_overhead_bench_judges_the_harness_against_its_own_control() -> None:
     assert judge(1.114 / 1.040, 0.040) == "FAIL"
     # ... a control that strays past the margin makes it undecidable, not a FAIL.
     assert judge(1.114 / 1.040, 0.145) == "INCONCLUSIVE"
+
+
+def test_the_timeout_bounds_one_call_so_a_loop_of_calls_gets_it_per_call() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, time\n"
+        "from workloads.hang import Watchdog\n"
+        "w = Watchdog(rank=0, limit_s=0.5, out=sys.stdout)\n"
+        "with w.phase('timed loop', calls=8):\n"
+        "    time.sleep(1.5)\n"  # 3 calls' worth of time in a loop of 8: within its bound
+        "print('loop ok', flush=True)\n"
+        "with w.phase('check'):\n"
+        "    time.sleep(3)\n"  # one call's bound is 0.5 s
+        "print('not reached', flush=True)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == hang.EXIT_HANG, proc.stderr
+    assert "loop ok" in proc.stdout and "not reached" not in proc.stdout
+    assert "check did not finish within 0.5 s" in proc.stdout
