@@ -59,7 +59,7 @@ from workloads.collective_ops import DTYPE_ALIASES, DTYPES, OPS, Case, bandwidth
 from workloads.collective_table import (EventStats, OpResult, Row, format_row, format_size, header_lines, parse_size,
                                         percentile, size_sweep)
 from workloads.hang import EXIT_HANG, CollectiveTimeout, Watchdog, arrival_barrier, grace_s
-from workloads.node import stall
+from workloads.node import hang_here, stall
 
 EXIT_OK = 0
 EXIT_WRONG = 1
@@ -205,12 +205,23 @@ def parse_args(argv: Sequence[str] | None = None) -> CollectivesConfig:
 
 # ----------------------------------------------------------------------------- measurement
 
-def host_time(launch: Callable[[], None], iters: int, device: torch.device) -> float:
-    """nccl-tests' timer: seconds per call over ``iters`` back-to-back launches and one sync."""
+def host_time(launch: Callable[[], None], iters: int, device: torch.device,
+              rearm: Callable[[int], None] | None = None) -> float:
+    """nccl-tests' timer: seconds per call over ``iters`` back-to-back launches and one sync.
+
+    ``rearm(k)`` (the watchdog's) gives the next k calls the timeout once each: on the CPU a
+    call returns when it is done, so each gets its own; on a GPU the launches only queue, and
+    the sync at the end waits for all of them."""
+    host = device.type == "cpu"
     start = time.perf_counter()
     for _ in range(iters):
+        if rearm is not None and host:
+            rearm(1)
         launch()
         stall()  # test hook: a no-op unless GPUC_INJECT_SLOW_NODE names this node
+        hang_here()  # test hook: a no-op unless GPUC_INJECT_HANG_NODE names this node
+    if rearm is not None and not host:
+        rearm(iters)
     _device.synchronize(device)
     return (time.perf_counter() - start) / iters
 
@@ -281,7 +292,7 @@ def measure_case(case: Case, *, iters: int, warmup: int, check: bool, rt: _devic
         _device.synchronize(rt.device)
         dist.barrier(group=side_group)  # every rank starts its timer together
     with guarded("timed loop", iters):
-        seconds = host_time(case.launch, iters, rt.device)
+        seconds = host_time(case.launch, iters, rt.device, watchdog.rearm if watchdog else None)
     events: list[float] = []
     if rt.device.type == "cuda":
         with guarded("event-timed loop", iters):
@@ -307,9 +318,10 @@ def measure_case(case: Case, *, iters: int, warmup: int, check: bool, rt: _devic
 
 def run_op(op: str, cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: Any,
            group: Any = None, watchdog: Watchdog | None = None, out: TextIO | None = None,
-           hooks: _Hooks | None = None, hosts: Sequence[str] | None = None) -> OpResult:
+           hooks: _Hooks | None = None, hosts: Sequence[str] | None = None, context: str = "") -> OpResult:
     """Measure ``op`` over ``cfg``'s sweep on ``group`` (None: the default group).
-    ``hosts`` (host name by global rank) lets a timeout name the lost rank's host.
+    ``hosts`` (host name by global rank) lets a timeout name the lost rank's host; ``context``
+    starts every label (e.g. ``"pair a+b: "``), so a watchdog's message says where it was.
 
     ``side_group`` is a gloo group over the same ranks as ``group``: the arrival check, the
     start barrier and the rank combine run on it. Only ranks of ``group`` may call this.
@@ -323,7 +335,7 @@ def run_op(op: str, cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: 
     rows: list[Row] = []
     for size in sizes:
         lay = layout(op, size, torch.tensor([], dtype=dtype).element_size(), n)
-        label = f"{op} size {size} B ({format_size(size)})"
+        label = f"{context}{op} size {size} B ({format_size(size)})"
         if hooks.stall_rank == rt.rank and size == stall_at:
             time.sleep(3600)  # test hook: this rank's host "dies" before the size
         with (watchdog.phase(f"{label} (arrival)") if watchdog else contextlib.nullcontext()):

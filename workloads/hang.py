@@ -71,6 +71,13 @@ class Watchdog:
             with self._lock:
                 self._label = None
 
+    def rearm(self, calls: int = 1) -> None:
+        """Within a phase: the next ``calls`` calls get the limit once each, from now."""
+        with self._lock:
+            if self._label is not None:
+                self._deadline = time.monotonic() + self._limit_s * max(1, calls)
+                self._phase_limit = self._limit_s * max(1, calls)
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join()

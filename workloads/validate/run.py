@@ -6,6 +6,10 @@ multi-node figure falls short or a node lags, pairwise tests that name the bad n
 Phase ``fabric``: the multi-node collectives again; the launcher runs it with NVLink P2P and
 shared memory disabled (NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1, NCCL_NVLS_ENABLE=0), which
 NCCL reads once per process, so it must be its own launch.
+Phase ``pairs``: the pairwise search alone, run after ``main`` when ``main`` left no results
+(a collective hung inside the backend and the watchdog ended every rank); it does nothing when
+``main`` finished. Each pair's labels name the pair, so if a pair hangs too, the watchdog's
+message says which two nodes were measuring.
 
 Every rank records its state in ``status/<phase>-<node>-r<rank>.json`` before and after the
 phase, and on error says whether a peer was lost or it failed itself; rank 0 writes the
@@ -34,10 +38,12 @@ from workloads.node import maybe_fail, node_name
 from workloads.validate import isolate
 from workloads.validate import stack as node_stack
 
-Phase = Literal["main", "fabric"]
+Phase = Literal["main", "fabric", "pairs"]
 PEER_LOST_MARKERS = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "NCCL communicator was aborted",
                      "remote process exited", "Socket Timeout", "timed out", "did not arrive", "failed on rank",
-                     "Connection was likely closed", "Failed to recv", "Failed to send", "wait timeout")
+                     "Connection was likely closed", "Failed to recv", "Failed to send", "wait timeout",
+                     # gloo: "Timed out waiting 4000ms for send operation to complete" (a peer stopped).
+                     "Timed out waiting")
 
 
 def _peer_lost(exc: BaseException, text: str) -> bool:
@@ -167,6 +173,11 @@ def _coll_cfg(lo: int, hi: int, cfg: RunConfig, op: str, timeout_s: float | None
 
 def run_phase(cfg: RunConfig) -> int:
     node = node_name()
+    os.environ["GPUC_PHASE"] = cfg.phase  # what the test hooks (workloads.node) key on
+    if cfg.phase == "pairs" and (cfg.out_dir / "phase-main.json").exists():
+        # The main phase finished, and ran the search itself when it was wanted.
+        print("validate[pairs]: not needed: the main phase finished", flush=True)
+        return 0
     # Written before the device is touched and before the group forms, so a node that never
     # gets a GPU, or never joins, is the one its own status names.
     status = Status(cfg, node, int(os.environ.get("RANK", "0") or 0))
@@ -192,8 +203,10 @@ def run_phase(cfg: RunConfig) -> int:
                    missing_ranks=[], peer_lost=stage != "started")
         print(f"validate[{cfg.phase}] rank {status.doc['rank']} on {node}: {text.splitlines()[0][:300]}", flush=True)
         return 1
+    # The pairs phase is nothing but pairs: each call gets the pair's own limit.
+    limit = cfg.pair_timeout_s if cfg.phase == "pairs" else cfg.timeout_s
     watchdog = hang.Watchdog(
-        rank=rt.rank, limit_s=cfg.timeout_s + hang.grace_s(cfg.timeout_s),
+        rank=rt.rank, limit_s=limit + hang.grace_s(limit),
         on_expire=lambda message: status.set("error", error=message, missing_ranks=[], peer_lost=True))
     try:
         maybe_fail(cfg.phase)
@@ -214,8 +227,16 @@ def run_phase(cfg: RunConfig) -> int:
     return 0
 
 
+def _side_timeout_s(cfg: RunConfig) -> float:
+    """The side group's bound. In the pairs phase every rank waits there for the slowest pair of
+    a round, whose calls (warm-up, timed loop, check) each get the pair's own limit."""
+    if cfg.phase != "pairs":
+        return cfg.timeout_s
+    return max(cfg.timeout_s, cfg.pair_timeout_s * (cfg.iters + cfg.warmup + 4) + hang.grace_s(cfg.pair_timeout_s))
+
+
 def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: hang.Watchdog) -> dict[str, Any]:
-    side = dist.new_group(backend="gloo", timeout=_dt.timedelta(seconds=cfg.timeout_s))
+    side = dist.new_group(backend="gloo", timeout=_dt.timedelta(seconds=_side_timeout_s(cfg)))
     ids: list[Any] = [None] * rt.world_size
     dist.all_gather_object(ids, (node, rt.rank), group=side)
     nodes: dict[str, list[int]] = {}
@@ -231,6 +252,12 @@ def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: hang.Watchdo
                               "instance_type": cfg.instance_type}
     if rt.rank == 0:
         print(f"validate[{cfg.phase}]: {len(nodes)} node(s), {rt.world_size} rank(s), backend {rt.backend}", flush=True)
+    if cfg.phase == "pairs":
+        # The main phase hung inside a collective (its watchdog ended every rank before the search
+        # could run): the search runs alone, each pair under its own timeout.
+        if len(nodes) >= 2:
+            result["pairs"] = _pairs(cfg, rt, nodes, pair_bytes, side, watchdog)
+        return result
     if cfg.phase == "main":
         result["gate"], result["stack"] = _node_gate(cfg, rt, node, nodes, side)
         figures = _measure_health(rt, node, side)
@@ -393,15 +420,22 @@ def _pairs(cfg: RunConfig, rt: device.Runtime, nodes: dict[str, list[int]], size
         groups = []
         for a, b in pairs:
             ranks = sorted(nodes[a] + nodes[b])
-            groups.append((a, b, dist.new_group(ranks=ranks), dist.new_group(ranks=ranks, backend="gloo")))
+            limit = _dt.timedelta(seconds=cfg.pair_timeout_s)  # the backend gives up on a hung pair by itself
+            groups.append((a, b, dist.new_group(ranks=ranks, timeout=limit),
+                           dist.new_group(ranks=ranks, backend="gloo", timeout=limit)))
         value: tuple[str, str, float | None] | None = None
         for a, b, g, gside in groups:
             if mine_node in (a, b):
                 try:
-                    res = collectives.run_op(op, pair_cfg, rt, side_group=gside, group=g, watchdog=watchdog)
+                    res = collectives.run_op(op, pair_cfg, rt, side_group=gside, group=g, watchdog=watchdog,
+                                             context=f"pair {a}+{b}: ")
                     value = (a, b, res.to_json().get("peak_busbw_gbps"))
                 except hang.CollectiveTimeout:
                     value = (a, b, None)
+                except Exception as exc:  # noqa: BLE001 - the backend's own timeout inside the pair
+                    # The backend gave up on the pair's collective (gloo's own timeout): the rest of
+                    # the search cannot go on without the pair's ranks, so the error says which pair.
+                    raise RuntimeError(f"pair {a}+{b}: {op}: {type(exc).__name__}: {exc}") from None
         got: list[Any] = [None] * rt.world_size
         dist.all_gather_object(got, value, group=side)
         found: dict[isolate.Pair, float | None] = {}
