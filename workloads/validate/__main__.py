@@ -67,7 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd")
     run = sub.add_parser("run", help="one phase, on every rank under torchrun")
     run.add_argument("--out", type=Path, required=True, dest="run_out")
-    run.add_argument("--phase", choices=("main", "fabric", "pairs"), default="main")
+    run.add_argument("--phase", choices=("main", "fabric", "pairs", "storage"), default="main")
+    run.add_argument("--storage-size", type=_size, help="storage phase: bytes each rank writes and reads")
+    run.add_argument("--ckpt-size", type=_size, help="storage phase: checkpoint bytes per rank")
+    run.add_argument("--storage-expect-gbps", type=float,
+                     help="storage phase: the file system's provisioned throughput (stack outputs), GB/s")
     run.add_argument("--instance-type", type=_instance)
     run.add_argument("--multi-max", type=_size, help="largest multi-node message (default 8G on GPU)")
     run.add_argument("--single-max", type=_size, help="largest single-node message (default 8G on GPU)")
@@ -124,7 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = RunConfig(out_dir=args.run_out, phase=args.phase, instance_type=args.instance_type,
                         multi_max_bytes=args.multi_max, single_max_bytes=args.single_max, pair_bytes=args.pair_size,
                         iters=args.iters, warmup=args.warmup, pairwise=args.pairwise, timeout_s=args.run_timeout,
-                        pair_timeout_s=args.pair_timeout, pairing=args.pairing)
+                        pair_timeout_s=args.pair_timeout, pairing=args.pairing, storage_bytes=args.storage_size,
+                        ckpt_bytes=args.ckpt_size, storage_expect_gbps=args.storage_expect_gbps)
         return run_phase(cfg)
     if args.cmd == "diff":
         return diff.run(args)

@@ -10,6 +10,8 @@ Phase ``pairs``: the pairwise search alone, run after ``main`` when ``main`` lef
 (a collective hung inside the backend and the watchdog ended every rank); it does nothing when
 ``main`` finished. Each pair's labels name the pair, so if a pair hangs too, the watchdog's
 message says which two nodes were measuring.
+Phase ``storage``: every rank writes and reads the shared file system at once, then a
+distributed checkpoint is saved and loaded there (:mod:`workloads.validate.storage`).
 
 Every rank records its state in ``status/<phase>-<node>-r<rank>.json`` before and after the
 phase, and on error says whether a peer was lost or it failed itself; rank 0 writes the
@@ -38,7 +40,7 @@ from workloads.node import maybe_fail, node_name
 from workloads.validate import isolate
 from workloads.validate import stack as node_stack
 
-Phase = Literal["main", "fabric", "pairs"]
+Phase = Literal["main", "fabric", "pairs", "storage"]
 PEER_LOST_MARKERS = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "NCCL communicator was aborted",
                      "remote process exited", "Socket Timeout", "timed out", "did not arrive", "failed on rank",
                      "Connection was likely closed", "Failed to recv", "Failed to send", "wait timeout",
@@ -77,6 +79,30 @@ class RunConfig:
     warmup: int = 5
     pairwise: Literal["auto", "always", "never"] = "auto"
     timeout_s: float = 300.0
+    storage_bytes: int | None = None
+    """Bytes each rank writes and reads in the storage phase; default sized for about 30 s at the
+    provisioned throughput (64 MiB..4 GiB), 1 GiB without one, 32 MiB on CPU."""
+    ckpt_bytes: int | None = None
+    """Checkpoint bytes per rank in the storage phase; default about 20 s at the provisioned
+    throughput (16 MiB..1 GiB), 256 MiB without one, 8 MiB on CPU."""
+    storage_expect_gbps: float | None = None
+    """The file system's provisioned throughput (from the stack outputs), GB/s."""
+
+
+def storage_sizes(cfg: RunConfig, backend: str, ranks: int) -> tuple[int, int]:
+    """(bytes per rank to stream, checkpoint bytes per rank) for the storage phase."""
+    mib, gib = 1 << 20, 1 << 30
+
+    def fit(seconds: float, lo: int, hi: int, default: int) -> int:
+        if cfg.storage_expect_gbps is None:
+            return default
+        want = int(cfg.storage_expect_gbps * 1e9 * seconds / max(1, ranks))
+        return max(lo, min(hi, want // mib * mib))
+
+    gpu = backend != "gloo"
+    stream = cfg.storage_bytes or (fit(30.0, 64 * mib, 4 * gib, gib) if gpu else 32 * mib)
+    ckpt = cfg.ckpt_bytes or (fit(20.0, 16 * mib, gib, 256 * mib) if gpu else 8 * mib)
+    return stream, ckpt
 
 
 def _sizes(cfg: RunConfig, backend: str, device_bytes: int | None = None) -> tuple[int, int, int, int]:
@@ -252,6 +278,20 @@ def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: hang.Watchdo
                               "instance_type": cfg.instance_type}
     if rt.rank == 0:
         print(f"validate[{cfg.phase}]: {len(nodes)} node(s), {rt.world_size} rank(s), backend {rt.backend}", flush=True)
+    if cfg.phase == "storage":
+        from workloads.validate import storage
+
+        stream, ckpt = storage_sizes(cfg, rt.backend, rt.world_size)
+        result["storage"] = storage.measure(cfg.out_dir, storage.StorageConfig(file_bytes=stream, ckpt_bytes=ckpt),
+                                            rank=rt.rank, world=rt.world_size, node=node, ranks_by_node=nodes,
+                                            side=side, device=rt.device)
+        result["storage"]["expect_gbps"] = cfg.storage_expect_gbps
+        if rt.rank == 0:
+            st = result["storage"]
+            print(f"validate[storage]: write {st['write_gbps']:.3g} GB/s, read {st['read_gbps']:.3g} GB/s, "
+                  f"checkpoint save {st['checkpoint']['save_gbps']:.3g} / load {st['checkpoint']['load_gbps']:.3g} GB/s",
+                  flush=True)
+        return result
     if cfg.phase == "pairs":
         # The main phase hung inside a collective (its watchdog ended every rank before the search
         # could run): the search runs alone, each pair under its own timeout.
