@@ -49,11 +49,11 @@ def main(argv: Sequence[str] | None = None, *, aws_clients: Any = None, gcp_clie
     print(f"preflight: {name} ({spec.cloud} {spec.region}/{spec.zone}, {spec.compute.nodes} x "
           f"{spec.compute.instance_type}, {spec.compute.capacity.type}, {spec.orchestration.kind})", file=err)
     if spec.cloud == "aws":
-        from components.preflight import aws
+        import components.preflight.aws as aws
         clients = aws_clients or aws.AwsClients.from_environment(spec.region)
         checks = aws.checks(checkip)
     else:
-        from components.preflight import gcp
+        import components.preflight.gcp as gcp
         project = args.project or _stack_config(args.stack).get("gcp:project") or os.environ.get("GOOGLE_CLOUD_PROJECT")
         if not project:
             print("gcp:project: required to check a GCP stack (allowed: the stack's gcp:project, --project, "
