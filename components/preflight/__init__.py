@@ -107,6 +107,10 @@ def run_checks(ctx: Context, checks: Sequence[Check], progress: TextIO | None = 
             print("could not check", file=err)
             result.unchecked.append((check.name, str(exc)))
             continue
+        except Exception as exc:  # an API answer no check foresaw: say so, keep checking the rest
+            print("could not check", file=err)
+            result.unchecked.append((check.name, f"unexpected {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"))
+            continue
         print("ok" if not found else f"{len(found)} problem(s)", file=err)
         result.problems += found
     result.notes = list(ctx.notes)

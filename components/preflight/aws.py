@@ -22,6 +22,7 @@ from botocore.exceptions import (
     NoCredentialsError,
     PartialCredentialsError,
 )
+from botocore.parsers import ResponseParserError
 
 from components.aws.common import second_zone
 from components.preflight import Check, Context, CouldNotCheck, Fatal, Problem, deployer_ranges
@@ -90,8 +91,8 @@ def call(what: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
         if code in _ACCESS_ERRORS:
             raise CouldNotCheck(f"{what}: access denied to these credentials ({code})") from None
         raise
-    except BotoCoreError as exc:
-        raise CouldNotCheck(f"{what}: {exc}") from None
+    except (BotoCoreError, ResponseParserError) as exc:
+        raise CouldNotCheck(f"{what}: the endpoint's answer could not be read: {str(exc).splitlines()[0]}") from None
 
 
 # ---------------------------------------------------------------------------------------------
