@@ -38,11 +38,12 @@ EKS_DISALLOWED_ZONE_IDS: dict[str, frozenset[str]] = {
 }
 
 # Service Quotas codes. Each is looked up by code and its QuotaName is compared with the name
-# below, so a wrong code is "could not check", never a wrong verdict. Names: the EC2 console's
-# "Running On-Demand P instances" / "All P Spot Instance Requests" (vCPUs), the EKS quota "Nodes
-# per managed node group" (default 450; EKS User Guide "service-quotas", which lists them with
-# `aws service-quotas list-aws-default-service-quotas --service-code eks`). Codes read 2026-12 in
-# public quota tables and scripts that call GetServiceQuota with them (listed in the branch report).
+# below, so a wrong code is "could not check", never a wrong verdict. Names: "Running On-Demand
+# P instances" and "All P Spot Instance Requests", both in vCPUs (EC2 User Guide, "On-Demand
+# Instance quotas" and "Spot Instance quotas", using-spot-limits); "Nodes per managed node group",
+# default 450 (EKS User Guide "service-quotas", listed by `aws service-quotas
+# list-aws-default-service-quotas --service-code eks`). The codes were read 2026-12 in public
+# ListAWSDefaultServiceQuotas dumps and in tools that call GetServiceQuota with them.
 QUOTA_ON_DEMAND_P = ("ec2", "L-417A185B", "Running On-Demand P instances")
 QUOTA_SPOT_P = ("ec2", "L-7212CCBC", "All P Spot Instance Requests")
 QUOTA_EKS_NODES_PER_GROUP = ("eks", "L-BD136A63", "Nodes per managed node group")
