@@ -341,8 +341,10 @@ def _bucket_region(ctx: Context, bucket: str) -> tuple[int, str | None]:
 
 def check_buckets(ctx: Context) -> list[Problem]:
     """The data bucket (``storage.lustre.import_path``) exists, these credentials reach it and it
-    is in the stack's region (an FSx data repository association links a bucket of its own
-    region); a named checkpoint bucket does not exist yet (S3 names are global)."""
+    is in the stack's region (issue 13 asks for this; the nodes reach S3 through the VPC's S3
+    gateway endpoint, which serves its own region only; whether FSx also refuses a data
+    repository association across regions was not re-read at its page here); a named checkpoint
+    bucket does not exist yet (S3 names are global)."""
     spec = ctx.spec
     problems: list[Problem] = []
     lu = spec.storage.lustre
