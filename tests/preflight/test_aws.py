@@ -345,3 +345,29 @@ def test_the_capacity_checks_run_in_the_runner_with_one_call() -> None:
     result = run_checks(ctx, [c for c in pf.checks(None) if c.name.startswith(("capacity", "placement"))],
                         progress=io.StringIO())
     assert result.exit_code == 0 and result.problems == []  # the Stubber held one answer: the cache shared it
+
+
+def test_a_zone_the_account_lacks_is_refused(aws_env: str, write_stack: Callable[..., str]) -> None:
+    make_bucket()
+    zones = [z["ZoneName"] for z in boto3.client("ec2", region_name=REGION).describe_availability_zones()["AvailabilityZones"]]
+    assert "us-east-1g" not in zones
+    code, out, _ = run_cli(write_stack, cluster(zone="us-east-1g", orchestration={"kind": "slurm"}), good_quotas()[:1])
+    assert code == 2
+    assert out.splitlines()[0] == ("zone: 'us-east-1g' is not a zone this account has in us-east-1 (allowed: a zone listed "
+                                   "by `aws ec2 describe-availability-zones --region us-east-1`)")
+
+
+def test_spot_nodes_are_held_to_the_spot_p_quota(aws_env: str, write_stack: Callable[..., str]) -> None:
+    make_bucket()
+    spot = [quota_answer("L-7212CCBC", "All P Spot Instance Requests", 192), good_quotas()[1]]
+    code, out, _ = run_cli(write_stack, cluster(compute__capacity={"type": "spot"}), spot)
+    assert code == 2
+    assert out.strip() == ("compute.nodes: 4 x p5.48xlarge need 768 vCPUs but the quota 'All P Spot Instance Requests' "
+                           "(L-7212CCBC) is 192 in us-east-1, before any running instance counts against it (allowed: "
+                           "1 nodes, or request an increase)")
+
+
+def test_a_reservation_asks_no_vcpu_quota(aws_env: str, write_stack: Callable[..., str]) -> None:
+    ctx = capacity_ctx(block_stack(), reservation())
+    ctx = replace(ctx, clients=replace(ctx.clients, quotas=quotas_client([good_quotas()[1]])))
+    assert pf.check_quotas(ctx) == []  # only the EKS node-group quota was asked (the stub held only that)

@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 from google.auth.credentials import AnonymousCredentials
+from google.oauth2.credentials import Credentials as OAuthCredentials
 
 from components.preflight import gcp as pf
 from components.preflight.__main__ import main
@@ -197,3 +198,19 @@ def test_a_gcp_stack_without_a_project_says_so(write_stack: Callable[..., str], 
     out = io.StringIO()
     code = main([write_stack(copy.deepcopy(gke_stack())), "--no-address-check"], out=out, err=io.StringIO())
     assert code == 3 and out.getvalue().startswith("gcp:project: required to check a GCP stack")
+
+
+def test_credentials_the_api_refuses_stop_the_run(write_stack: Callable[..., str], server: rec.Recorded) -> None:
+    record_gke(server)
+    server.answer(f"/v1/projects/{P}/services:batchGet",
+                  rec.error(401, "UNAUTHENTICATED", "Request had invalid authentication credentials."), status=401)
+    # An access token that has expired and cannot be refreshed (no refresh token): on the 401,
+    # google-auth tries to refresh and fails, as it would for a stale `gcloud auth` session.
+    clients = pf.GcpClients.build(P, OAuthCredentials(token="expired"), endpoint=server.url)
+    out_io = io.StringIO()
+    code = main([write_stack(gke_stack(), {"gcp:project": P}), "--no-address-check"], gcp_clients=clients,
+                out=out_io, err=io.StringIO())
+    out = out_io.getvalue()
+    assert code == 3
+    assert out.startswith("could not check APIs enabled: Google refused the credentials on serviceusage services.batchGet")
+    assert "could not check GPU quota: not run: Google refused the credentials" in out
