@@ -170,8 +170,10 @@ def check_reservation(ctx: Context) -> list[Problem]:
     try:
         r = call("compute reservations.get", c.reservations.get, project=c.project, zone=spec.zone, reservation=cap.id)
     except gexc.NotFound:
-        return [Problem("compute.capacity.id", f"no reservation {cap.id!r} in {spec.zone} of project {c.project!r} "
-                                               "(allowed: a reservation listed by `gcloud compute reservations list`)")]
+        elsewhere = _reservation_zones(c, cap.id or "")
+        where = (f"it is in {', '.join(elsewhere)}; allowed: zone {elsewhere[0]}, or a reservation in {spec.zone}"
+                 if elsewhere else "allowed: a reservation listed by `gcloud compute reservations list`")
+        return [Problem("compute.capacity.id", f"no reservation {cap.id!r} in {spec.zone} of project {c.project!r} ({where})")]
     problems: list[Problem] = []
     if r.status != "READY":
         problems.append(Problem("compute.capacity.id", f"reservation {cap.id!r} is {r.status} (allowed: READY)"))
@@ -191,6 +193,14 @@ def check_reservation(ctx: Context) -> list[Problem]:
         problems.append(Problem("compute.nodes", f"{spec.compute.nodes} nodes do not fit reservation {cap.id!r}: {used} of "
                                                  f"its {count} VMs are in use, {count - used} free (allowed: 1..{count - used})"))
     return problems
+
+
+def _reservation_zones(c: GcpClients, name: str) -> list[str]:
+    """The zones where the project has a reservation of this name (reservations.aggregatedList)."""
+    pages = call("compute reservations.aggregatedList", c.reservations.aggregated_list,
+                 request={"project": c.project, "filter": f"name = {name}"})
+    return sorted(scope.rsplit("/", 1)[-1] for scope, scoped in pages
+                  if any(r.name == name for r in scoped.reservations))
 
 
 def _quota_map(quotas: Any) -> dict[str, tuple[float, float]]:

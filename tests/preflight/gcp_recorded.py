@@ -6,6 +6,9 @@ Shapes (field names and nesting) follow the REST references, read 2026-12:
 - Compute Engine reservations.get, Reservation resource (specificReservation.count, inUseCount,
   instanceProperties.machineType, status READY):
   cloud.google.com/compute/docs/reference/rest/v1/reservations/get
+- Compute Engine reservations.aggregatedList (items: {"zones/<zone>": {"reservations": [...]}}
+  or, for a zone with none, {"warning": {"code": "NO_RESULTS_ON_PAGE", ...}}):
+  cloud.google.com/compute/docs/reference/rest/v1/reservations/aggregatedList
 - Compute Engine regions.get (Region.quotas[]: metric, limit, usage) and projects.get
   (Project.quotas[]): cloud.google.com/compute/docs/reference/rest/v1/regions/get,
   .../v1/projects/get
@@ -57,6 +60,17 @@ def reservation(zone: str, name: str, mtype: str, count: int, in_use: int = 0, s
         },
         "specificReservationRequired": True, "status": status, "deploymentType": "DENSE",
     }
+
+
+def aggregated_reservations(by_scope: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    items: dict[str, Any] = {}
+    for scope, found in by_scope.items():
+        items[scope] = {"reservations": found} if found else {
+            "warning": {"code": "NO_RESULTS_ON_PAGE", "message": "There are no results for scope "
+                                                                 f"'{scope}' on this page.",
+                        "data": [{"key": "scope", "value": scope}]}}
+    return {"kind": "compute#reservationAggregatedList", "id": f"projects/{PROJECT}/aggregated/reservations",
+            "items": items, "selfLink": f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/aggregated/reservations"}
 
 
 def quotas(*items: tuple[str, float, float]) -> list[dict[str, Any]]:

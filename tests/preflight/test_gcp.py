@@ -139,10 +139,27 @@ def test_a_reservation_in_another_zone_is_missing_here(write_stack: Callable[...
     server.answer(f"/compute/v1/projects/{P}/zones/europe-west1-b/reservations/h200-block-1",
                   rec.error(404, "NOT_FOUND", "The resource 'projects/pf-project/zones/europe-west1-b/reservations/"
                                               "h200-block-1' was not found", reason="notFound"), status=404)
+    server.answer(f"/compute/v1/projects/{P}/aggregated/reservations", rec.aggregated_reservations({
+        "zones/europe-west1-c": [rec.reservation("europe-west1-c", "h200-block-1", "a3-ultragpu-8g", 2)],
+        "zones/europe-west1-b": [rec.reservation("europe-west1-b", "other", "a3-ultragpu-8g", 2)],
+        "zones/us-central1-a": []}))
     code, out, _ = run(write_stack, server, slurm_stack())
     assert code == 2
     assert out.splitlines()[0] == (f"compute.capacity.id: no reservation 'h200-block-1' in europe-west1-b of project '{P}' "
-                                   "(allowed: a reservation listed by `gcloud compute reservations list`)")
+                                   "(it is in europe-west1-c; allowed: zone europe-west1-c, or a reservation in europe-west1-b)")
+    assert any("filter=name" in r for r in server.requests if "aggregated" in r)
+    # nowhere at all
+    server.answer(f"/compute/v1/projects/{P}/aggregated/reservations", rec.aggregated_reservations({}))
+    code, out, _ = run(write_stack, server, slurm_stack())
+    assert out.splitlines()[0].endswith("(allowed: a reservation listed by `gcloud compute reservations list`)")
+
+
+def test_a_gke_stack_without_deployer_ranges(write_stack: Callable[..., str], server: rec.Recorded) -> None:
+    record_gke(server)
+    obj = gke_stack()
+    del obj["orchestration"]["deployer_cidrs"]
+    code, out, _ = run(write_stack, server, obj)
+    assert code == 2 and out.startswith("orchestration.deployer_cidrs: required for gke with a public endpoint")
 
 
 def test_cluster_director_not_offered_in_the_region(write_stack: Callable[..., str], server: rec.Recorded) -> None:
