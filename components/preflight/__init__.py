@@ -41,6 +41,10 @@ class CouldNotCheck(Exception):
     """A check that could not reach an answer; the message says why (and what to do)."""
 
 
+class NotApplicable(Exception):
+    """The check does not apply to this stack; the message says why (shown in the progress)."""
+
+
 class Fatal(CouldNotCheck):
     """Nothing further can be checked: no credentials, or the endpoint does not answer."""
 
@@ -97,6 +101,9 @@ def run_checks(ctx: Context, checks: Sequence[Check], progress: TextIO | None = 
         print(f"preflight [{i}/{len(checks)}] {check.name} ...", end=" ", file=err, flush=True)
         try:
             found = check.run(ctx)
+        except NotApplicable as exc:
+            print(f"not applicable ({exc})", file=err)
+            continue
         except Fatal as exc:
             print("could not check", file=err)
             result.unchecked.append((check.name, str(exc)))
@@ -141,7 +148,7 @@ def deployer_ranges(ctx: Context, checkip_url: str | None = CHECKIP_URL, timeout
     in-cluster layer (and hangs on it). ``checkip_url=None`` skips the address lookup."""
     spec, orch = ctx.spec, ctx.spec.orchestration
     if not orch.in_cluster:
-        return []
+        raise NotApplicable("slurm" if orch.kind == "slurm" else "private endpoint")
     if needs_deployer_placeholder(ctx.raw) or orch.deployer_cidrs == (DEPLOYER_PLACEHOLDER,):
         return [Problem("orchestration.deployer_cidrs",
                         f"required for {orch.kind} with a public endpoint: the API admits only these ranges and "

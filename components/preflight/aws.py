@@ -25,7 +25,7 @@ from botocore.exceptions import (
 from botocore.parsers import ResponseParserError
 
 from components.aws.common import second_zone
-from components.preflight import Check, Context, CouldNotCheck, Fatal, Problem, deployer_ranges
+from components.preflight import Check, Context, CouldNotCheck, Fatal, NotApplicable, Problem, deployer_ranges
 
 # EKS refuses cluster subnets in these zone IDs (zone *names* map to different IDs in each
 # account, so only the ID decides). Source: Amazon EKS User Guide, "VPC and subnet requirements",
@@ -144,7 +144,7 @@ def check_offering(ctx: Context) -> list[Problem]:
     reservation's own type and zone are what count (next check)."""
     spec = ctx.spec
     if spec.compute.capacity.pre_placed:
-        return []
+        raise NotApplicable(f"a {spec.compute.capacity.type}: its own type and zone are checked next")
     try:
         resp = call("ec2:DescribeInstanceTypeOfferings", ctx.clients.ec2.describe_instance_type_offerings,
                     LocationType="availability-zone",
@@ -191,7 +191,7 @@ def check_capacity(ctx: Context, now: dt.datetime | None = None) -> list[Problem
     spec = ctx.spec
     cap = spec.compute.capacity
     if not cap.pre_placed:
-        return []
+        raise NotApplicable(f"{cap.type} capacity")
     now = now or dt.datetime.now(dt.timezone.utc)
     cr = _reservation(ctx)
     kind = "capacity block" if cap.type == "capacity-block" else "capacity reservation"
@@ -255,7 +255,7 @@ def check_placement(ctx: Context) -> list[Problem]:
     a warning (insufficient capacity outside the reservation's placement)."""
     spec = ctx.spec
     if not spec.compute.capacity.pre_placed:
-        return []
+        raise NotApplicable(f"{spec.compute.capacity.type} capacity")
     cr = _reservation(ctx)
     if cr is None:
         return []  # the capacity check has said it is missing
@@ -348,6 +348,8 @@ def check_buckets(ctx: Context) -> list[Problem]:
     spec = ctx.spec
     problems: list[Problem] = []
     lu = spec.storage.lustre
+    if not lu.import_path and not spec.storage.bucket_name:
+        raise NotApplicable("no import_path, and the checkpoint bucket's name is generated")
     if lu.import_path:
         bucket = _bucket_of(lu.import_path)
         status, region = _bucket_region(ctx, bucket)

@@ -17,7 +17,7 @@ from google.auth import credentials as ga_credentials
 from google.auth import exceptions as auth_exc
 from google.cloud import compute_v1, hypercomputecluster_v1, service_usage_v1
 
-from components.preflight import Check, Context, CouldNotCheck, Fatal, Problem, deployer_ranges
+from components.preflight import Check, Context, CouldNotCheck, Fatal, NotApplicable, Problem, deployer_ranges
 
 __all__ = ["Fatal", "GcpClients", "checks"]
 
@@ -164,7 +164,7 @@ def check_reservation(ctx: Context) -> list[Problem]:
     spec = ctx.spec
     cap = spec.compute.capacity
     if cap.type != "reservation":
-        return []
+        raise NotApplicable(f"{cap.type} capacity")
     _needs_compute(ctx)
     c: GcpClients = ctx.clients
     try:
@@ -214,8 +214,7 @@ def check_gpu_quota(ctx: Context) -> list[Problem]:
     spec = ctx.spec
     cap = spec.compute.capacity.type
     if cap not in QUOTA_KIND:
-        ctx.notes.append(f"GPU quota not compared: VMs from a {cap} use the quota the reservation already holds")
-        return []
+        raise NotApplicable(f"VMs from a {cap} use the quota the reservation already holds")
     _needs_compute(ctx)
     metrics = GPU_QUOTA_METRICS.get(spec.compute.instance_type)
     if metrics is None:
@@ -250,7 +249,7 @@ def check_cluster_director(ctx: Context) -> list[Problem]:
     (hypercomputecluster.locations.list) reads the same."""
     spec = ctx.spec
     if spec.orchestration.kind != "slurm":
-        return []
+        raise NotApplicable(f"{spec.orchestration.kind}, not Cluster Director")
     c: GcpClients = ctx.clients
     if not _enabled(ctx).get(CLUSTER_DIRECTOR_API, False):
         raise CouldNotCheck(f"{CLUSTER_DIRECTOR_API} is not enabled, so the project's access cannot be read")
