@@ -305,7 +305,7 @@ def check_quotas(ctx: Context) -> list[Problem]:
             problems.append(Problem("compute.nodes", f"{spec.compute.nodes} x {spec.compute.instance_type} need {vcpus} vCPUs "
                                                      f"but the quota {quota[2]!r} ({quota[1]}) is {limit:.0f} in {spec.region}, "
                                                      "before any running instance counts against it (allowed: "
-                                                     f"{int(limit) // spec.instance.vcpu} nodes, or request an increase)"))
+                                                     f"at most {int(limit) // spec.instance.vcpu} nodes, or request an increase)"))
     if spec.orchestration.kind == "eks":
         limit = _quota(ctx, QUOTA_EKS_NODES_PER_GROUP)
         largest = largest_node_group(ctx)

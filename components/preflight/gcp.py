@@ -235,7 +235,7 @@ def check_gpu_quota(ctx: Context) -> list[Problem]:
         if limit - usage < need:
             problems.append(Problem("compute.nodes", f"{spec.compute.nodes} x {spec.compute.instance_type} need {need} GPUs "
                                                      f"of quota {name} in {scope}: limit {limit:.0f}, {usage:.0f} in use, "
-                                                     f"{limit - usage:.0f} free (allowed: {int(limit - usage) // spec.instance.accelerator.count} "
+                                                     f"{limit - usage:.0f} free (allowed: at most {int(limit - usage) // spec.instance.accelerator.count} "
                                                      f"nodes, or request {name} >= {usage + need:.0f})"))
     return problems
 

@@ -137,7 +137,7 @@ def test_every_problem_is_reported_at_once_with_its_path(aws_env: str, write_sta
     assert code == 2
     assert any(line.startswith("zone: us-east-1e (the GPU nodes' zone) is zone ID use1-az3") for line in lines), out
     assert any(line.startswith("compute.nodes: 4 x p5.48xlarge need 768 vCPUs") and "L-417A185B" in line
-               and "allowed: 2 nodes" in line for line in lines), out
+               and "allowed: at most 2 nodes" in line for line in lines), out
     assert any(line.startswith(f"storage.lustre.import_path: bucket '{DATA}' does not exist") for line in lines), out
 
 
@@ -364,7 +364,7 @@ def test_spot_nodes_are_held_to_the_spot_p_quota(aws_env: str, write_stack: Call
     assert code == 2
     assert out.strip() == ("compute.nodes: 4 x p5.48xlarge need 768 vCPUs but the quota 'All P Spot Instance Requests' "
                            "(L-7212CCBC) is 192 in us-east-1, before any running instance counts against it (allowed: "
-                           "1 nodes, or request an increase)")
+                           "at most 1 nodes, or request an increase)")
 
 
 def test_a_reservation_asks_no_vcpu_quota(aws_env: str, write_stack: Callable[..., str]) -> None:

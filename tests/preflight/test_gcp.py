@@ -97,7 +97,7 @@ def test_gke_problems_are_reported_at_once(write_stack: Callable[..., str], serv
         "zone: a3-megagpu-8g is not offered in us-central1-a (allowed: a zone listed by "
         "`gcloud compute machine-types list --filter=name=a3-megagpu-8g`)",
         "compute.nodes: 4 x a3-megagpu-8g need 32 GPUs of quota PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS in us-central1: "
-        "limit 16, 0 in use, 16 free (allowed: 2 nodes, or request PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS >= 32)",
+        "limit 16, 0 in use, 16 free (allowed: at most 2 nodes, or request PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS >= 32)",
         "compute.nodes: 32 GPUs need quota GPUS_ALL_REGIONS in all regions, and the project has none "
         "(allowed: request GPUS_ALL_REGIONS >= 32)",
     ]
@@ -108,7 +108,7 @@ def test_quota_in_use_counts(write_stack: Callable[..., str], server: rec.Record
     server.answer(f"/compute/v1/projects/{P}/regions/us-central1",
                   rec.region("us-central1", ("PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS", 64, 40)))
     code, out, _ = run(write_stack, server, gke_stack())
-    assert code == 2 and "limit 64, 40 in use, 24 free (allowed: 3 nodes" in out
+    assert code == 2 and "limit 64, 40 in use, 24 free (allowed: at most 3 nodes" in out
 
 
 def test_a_good_cluster_director_reservation_stack_passes(write_stack: Callable[..., str], server: rec.Recorded) -> None:
