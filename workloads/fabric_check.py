@@ -173,7 +173,7 @@ def check_efa(expect: int, roots: Roots) -> tuple[str | None, str]:
     found = f"{len(usable)} EFA device(s) usable ({', '.join(usable[:4])}{', ...' if len(usable) > 4 else ''})"
     if not efa:
         return (f"EFA is missing: no device under {roots.sys}/class/infiniband is bound to the efa driver "
-                f"(expected {expect}; `fi_info -p efa` lists none either on an instance without EFA interfaces)"), found
+                f"(expected {expect}: no EFA interface attached, or the efa kernel driver not loaded)"), found
     if len(usable) < expect:
         return (f"EFA: {len(usable)} of {expect} expected EFA devices are usable here ({len(efa)} in sysfs; "
                 f"the others have no {roots.dev}/infiniband/uverbs* node: request vpc.amazonaws.com/efa: {expect} "
