@@ -88,6 +88,8 @@ def _phases(job: ValidationJob, *, expect_nodes: tuple[str, ...] = ()) -> _Phase
             # Runs only when the main phase left no results (a collective hung inside the backend
             # and the watchdog ended every rank): the pairwise search that names the node.
             Step(name="pairs", module="workloads.validate", module_args=(*run, "--phase", "pairs")),
+            # Every node reads and writes the shared file system at once, then a DCP checkpoint.
+            Step(name="storage", module="workloads.validate", module_args=(*run, "--phase", "storage")),
             Step(name="fabric-only", module="workloads.validate", module_args=(*run, "--phase", "fabric"),
                  env=FABRIC_ONLY_ENV),
             Step(name="ddp-data", module="workloads.data", module_args=tuple(synthetic_data_args(data)), torchrun=False),

@@ -244,7 +244,7 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float) -> int:
     for stale in [*out.glob("phase-*.json"), *out.glob("status/*.json"), out / "ddp.json"]:
         stale.unlink(missing_ok=True)
     logs = out / "logs"
-    steps = 5
+    steps = 6
     print(f"validate --local: {nodes} simulated node(s) x {procs} CPU rank(s), gloo; floors are not applied on CPU", flush=True)
     print(f"[1/{steps}] health, single-node and multi-node collectives ...", flush=True)
     codes = _torchrun_nodes(nodes, procs, ["-m", "workloads.validate", "run", "--out", str(out), "--phase", "main",
@@ -259,15 +259,20 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float) -> int:
                                                "--iters", "5", "--warmup", "2", "--timeout", str(timeout),
                                                "--pair-timeout", str(timeout)], {}, _phase_deadline(timeout), logs, "pairs")
         print(f"      exit codes per node: {codes}", flush=True)
-    print(f"[3/{steps}] fabric-only pass (NCCL P2P and SHM off; on gloo the same path) ...", flush=True)
+    print(f"[3/{steps}] storage: every rank writes and reads the run directory at once, then a DCP checkpoint ...",
+          flush=True)
+    codes = _torchrun_nodes(nodes, procs, ["-m", "workloads.validate", "run", "--out", str(out), "--phase", "storage",
+                                           "--timeout", str(timeout)], {}, _phase_deadline(timeout), logs, "storage")
+    print(f"      exit codes per node: {codes}", flush=True)
+    print(f"[4/{steps}] fabric-only pass (NCCL P2P and SHM off; on gloo the same path) ...", flush=True)
     codes = _torchrun_nodes(nodes, procs, ["-m", "workloads.validate", "run", "--out", str(out), "--phase", "fabric",
                                            "--iters", "5", "--warmup", "2", "--timeout", str(timeout)],
                             FABRIC_ONLY_ENV, _phase_deadline(timeout), logs, "fabric")
     print(f"      exit codes per node: {codes}", flush=True)
-    print(f"[4/{steps}] short DDP run ...", flush=True)
+    print(f"[5/{steps}] short DDP run ...", flush=True)
     ddp_code = _local_ddp(out, nodes, procs, timeout)
     print(f"      exit code: {ddp_code}", flush=True)
-    print(f"[5/{steps}] judging ...", flush=True)
+    print(f"[6/{steps}] judging ...", flush=True)
     return judge_and_report(out, None, [f"local-{i + 1}" for i in range(nodes)], False, True, time.time() - started)
 
 

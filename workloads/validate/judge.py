@@ -153,6 +153,36 @@ def hung_pairs(statuses: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
     return found
 
 
+def judge_storage(st: Mapping[str, Any], *, floors: bool) -> list[Measurement]:
+    """The storage phase's figures: the aggregate write and read held against the provisioned
+    throughput (a WARN below half of it, never a FAIL: a validation job's few ranks per node need
+    not saturate a large file system), the checkpoint's save and load as information, and a
+    checkpoint that did not load back exactly as a FAIL."""
+    from workloads.validate.storage import WARN_OF_PROVISIONED
+
+    expect = st.get("expect_gbps") if floors else None
+    ranks, nbytes = st.get("ranks"), st.get("file_bytes_per_rank")
+    how = f"{ranks} ranks on {st.get('nodes')} node(s), {nbytes} B each"
+    basis = (f"provisioned {expect:.3g} GB/s (capacity x throughput per TiB); warn < {WARN_OF_PROVISIONED:g} x"
+             if expect else "information (no provisioned figure, or a CPU run)")
+    out = []
+    for what in ("write", "read"):
+        m = Measurement(check=f"storage.{what}", scope="cluster", value=st.get(f"{what}_gbps"), unit="GB/s",
+                        floor_warn=WARN_OF_PROVISIONED * expect if expect else None,
+                        basis=f"{basis}; {how}" + ("; read of its own file (one node: page cache)" if what == "read"
+                                                   and st.get("cached") else "")).judge()
+        out.append(m)
+    ck = st.get("checkpoint") or {}
+    for what in ("save", "load"):
+        out.append(Measurement(check=f"storage.checkpoint_{what}", scope="cluster", value=ck.get(f"{what}_gbps"),
+                               unit="GB/s", basis=f"information: {ck.get('bytes')} B in {ck.get(f'{what}_s', 0):.3g} s "
+                                                  "(torch.distributed.checkpoint)").judge())
+    if ck and not ck.get("ok"):
+        out.append(Measurement(check="storage.checkpoint_roundtrip", scope="cluster", value=None, unit="",
+                               verdict=Verdict.FAIL, detail=f"ranks {ck.get('bad_ranks')} loaded other values than they saved"))
+    return out
+
+
 DEATH_MARGIN_S = 4.0
 """A silent rank whose heartbeat stopped this much earlier than the last one is taken to have died first."""
 
@@ -345,6 +375,11 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
             ms.append(Measurement(check="pair.search_rounds", scope="cluster", value=float(pairs["rounds"]),
                                   unit="rounds", basis=f"{pairs.get('pairing', 'topology')} pairing; "
                                   f"{len(pairs.get('bad', {}))} node(s) named, {len(pairs.get('bad_links', []))} link(s)"))
+    storage = (files.phases.get("storage") or {}).get("storage")
+    if storage is not None:
+        ms.extend(judge_storage(storage, floors=floors))
+        if storage.get("short_reads"):
+            errors.append(f"storage: ranks {storage['short_reads']} read fewer bytes than were written")
     fabric = files.phases.get("fabric")
     if fabric is not None:
         for op, res in fabric.get("multi_node", {}).items():

@@ -1,0 +1,171 @@
+"""How long the validation job holds the cluster, and what that costs: a model the plan prints
+and ``validate submit --budget`` fits the phases to. Pure: no Pulumi, no torch.
+
+Per phase, a fixed cost plus the sweep's own time. The fixed costs are this project's own
+estimates (start-up of one torchrun launch: rendezvous, CUDA and NCCL initialisation; the
+storage and DDP phases at their default sizes), stated here so a reader can redo the sums; the
+sweep time follows from the catalog's expected bus bandwidth (components.bandwidth) with
+nccl-tests' formulas: one call of ``size`` bytes takes ``size / algbw`` and
+``algbw = busbw / factor(op, ranks)``. A row runs ``warmup`` untimed calls, ``iters`` host-timed
+calls, ``iters`` CUDA-event-timed calls and one checked call, per placement torch offers.
+
+Not in the model: pulling the container image onto new nodes (minutes for a 20 GB image, once
+per node), and the queue wait before the job starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from components.bandwidth import FLOOR_MESSAGE_BYTES
+from components.catalog import InstanceType
+
+LAUNCH_S = 30.0
+"""One torchrun launch across the nodes: rendezvous, CUDA context, NCCL communicator (estimate)."""
+ROW_OVERHEAD_S = 0.05
+"""Per row: the arrival barrier, the rank combine, the check's fill and count (estimate)."""
+HEALTH_S = 10.0
+"""Per-GPU matmul and copy figures (workloads.gpu_health, short form)."""
+STORAGE_S = 70.0
+"""The storage phase at its default sizes: about 30 s streaming, 2 x 20 s checkpoint (workloads/
+validate/run.py storage_sizes)."""
+DDP_S = 60.0
+"""The short DDP run: synthetic data, 30 steps of a small GPT (estimate)."""
+SEARCH_ROUNDS = 2
+"""Pairwise rounds for a search that finds few bad nodes (the 1,024-node simulation took 2)."""
+
+OPS_PLACEMENTS = {"all_reduce": 1, "broadcast": 1, "all_gather": 2, "reduce_scatter": 2, "all_to_all": 1}
+"""Placements torch offers per op (no out-of-place all_reduce or broadcast, no in-place
+all_to_all): as workloads.collective_ops' table says."""
+
+
+def _factor(op: str, n: int) -> float:
+    if op == "all_reduce":
+        return 2.0 * (n - 1) / n
+    return 1.0 if op == "broadcast" else (n - 1) / n
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """The knobs ``--budget`` turns, at the validation job's defaults."""
+
+    iters: int = 20
+    warmup: int = 5
+    sweep_min_bytes: int = 1 << 20
+    gemm_seconds: float = 30.0
+    storage: bool = True
+    ddp: bool = True
+
+    def run_args(self) -> tuple[str, ...]:
+        return ("--iters", str(self.iters), "--warmup", str(self.warmup), "--sweep-min", str(self.sweep_min_bytes))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PhaseTime:
+    phase: str
+    seconds: float
+    basis: str
+
+
+def sweep_sizes(lo: int, hi: int = FLOOR_MESSAGE_BYTES) -> list[int]:
+    """The sizes a phase sweeps: x4 steps landing exactly on ``hi`` (workloads.validate.run)."""
+    factor = 4 if hi > lo * 64 else 2
+    start = hi
+    while start // factor >= 1 and start > lo:
+        start //= factor
+    sizes = []
+    while start <= hi:
+        sizes.append(start)
+        start *= factor
+    return sizes
+
+
+def _sweep_s(op: str, busbw_gbps: float | None, ranks: int, s: Settings, sizes: list[int]) -> float:
+    calls = s.warmup + 2 * s.iters + 1
+    rows = len(sizes) * OPS_PLACEMENTS.get(op, 1)
+    if not busbw_gbps or ranks < 2:
+        return rows * ROW_OVERHEAD_S
+    algbw = busbw_gbps / _factor(op, ranks) * 1e9
+    return rows * ROW_OVERHEAD_S + OPS_PLACEMENTS.get(op, 1) * sum(calls * size / algbw for size in sizes)
+
+
+def estimate(it: InstanceType, nodes: int, s: Settings = Settings()) -> list[PhaseTime]:
+    """Every phase's expected wall time on ``nodes`` x ``it``."""
+    bw = it.bandwidth
+    g = it.accelerator.count
+    sizes = sweep_sizes(s.sweep_min_bytes)
+    ops = ["all_reduce"] + ([bw.op] if bw.op != "all_reduce" else [])
+    out = []
+    single = bw.expected("all_reduce", 1, "single-node").expected_gbps
+    gate = s.gemm_seconds + 15.0
+    main = LAUNCH_S + gate + HEALTH_S + _sweep_s("all_reduce", single, g, s, sizes)
+    for op in ops:
+        main += _sweep_s(op, bw.expected(op, nodes, "multi-node").expected_gbps if nodes > 1 else None, nodes * g, s, sizes)
+    out.append(PhaseTime(phase="main", seconds=main,
+                         basis=f"launch {LAUNCH_S:g} s, node gate {gate:g} s (GEMM {s.gemm_seconds:g} s), health "
+                               f"{HEALTH_S:g} s, single-node and multi-node sweeps {len(sizes)} sizes to 8 GiB "
+                               f"({', '.join(ops)}), {s.iters} iters"))
+    if s.storage:
+        out.append(PhaseTime(phase="storage", seconds=LAUNCH_S + STORAGE_S, basis="launch, streaming and checkpoint"))
+    if nodes > 1:
+        fabric = LAUNCH_S + sum(_sweep_s(op, bw.expected(op, nodes, "fabric-only").expected_gbps, nodes * g, s, sizes)
+                                for op in ops)
+        out.append(PhaseTime(phase="fabric-only", seconds=fabric, basis="launch, the multi-node sweeps through the NICs"))
+    if s.ddp:
+        out.append(PhaseTime(phase="ddp", seconds=LAUNCH_S + DDP_S, basis="launch, 30 steps"))
+    return out
+
+
+def search_estimate(it: InstanceType, nodes: int, s: Settings = Settings()) -> PhaseTime:
+    """What the pairwise search adds when it runs (a cluster figure under its warn floor, a hang)."""
+    bw = it.bandwidth
+    pair = bw.expected(bw.op, 2, "pair").expected_gbps
+    per_round = _sweep_s(bw.op, pair, 2 * it.accelerator.count, s, [FLOOR_MESSAGE_BYTES]) + 5.0
+    rounds = SEARCH_ROUNDS if nodes > 2 else 1
+    return PhaseTime(phase="pairs", seconds=rounds * per_round,
+                     basis=f"{rounds} round(s) of all pairs at once, {bw.op} at 8 GiB")
+
+
+def total_s(phases: list[PhaseTime]) -> float:
+    return sum(p.seconds for p in phases)
+
+
+def cost_usd(seconds: float, it: InstanceType, nodes: int) -> float:
+    return seconds / 3600.0 * nodes * it.price.usd_per_hour
+
+
+# The order --budget gives things up in: repetitions first (the figures stay, their spread
+# widens), then small sizes (the floors are judged at 8 GiB), then the GEMM's length, then whole
+# phases that judge no fabric.
+_STEPS: tuple[tuple[str, dict[str, object]], ...] = (
+    ("iterations 20 -> 10", {"iters": 10}),
+    ("warm-up 5 -> 2", {"warmup": 2}),
+    ("sizes below 64 MiB", {"sweep_min_bytes": 64 << 20}),
+    ("iterations 10 -> 5", {"iters": 5}),
+    ("sustained GEMM 30 s -> 10 s", {"gemm_seconds": 10.0}),
+    ("the short DDP run", {"ddp": False}),
+    ("the storage phase", {"storage": False}),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fit:
+    settings: Settings
+    dropped: tuple[str, ...]
+    seconds: float
+    fits: bool
+
+
+def fit_budget(it: InstanceType, nodes: int, budget_s: float) -> Fit:
+    """The least the validation gives up to fit ``budget_s`` (the search's time included)."""
+    s, dropped = Settings(), []
+
+    def need(x: Settings) -> float:
+        return total_s(estimate(it, nodes, x)) + search_estimate(it, nodes, x).seconds
+
+    for what, change in _STEPS:
+        if need(s) <= budget_s:
+            break
+        s = replace(s, **change)  # type: ignore[arg-type]
+        dropped.append(what)
+    return Fit(settings=s, dropped=tuple(dropped), seconds=need(s), fits=need(s) <= budget_s)
