@@ -30,7 +30,9 @@ def test_lustre(stack: str) -> None:
     assert i["subnetIds"] == node_subnet
     lustre_sg = one(result, "aws:ec2/securityGroup:SecurityGroup", "-storage-lustre").name + "-id"
     assert i["securityGroupIds"] == [lustre_sg]
-    assert "kmsKeyId" not in i  # none of the bundled stacks names a key
+    # None of the bundled stacks names a key, so the stack's own customer key encrypts it.
+    key = one(result, "aws:kms/key:Key", "-storage-lustre-key")
+    assert i["kmsKeyId"] == key.inputs["arn"] and key.protect is True
 
     efa_sg = one(result, "aws:ec2/securityGroup:SecurityGroup", "-interconnect-efa").name + "-id"
     rules = in_pillar(result, "Storage", "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
@@ -99,8 +101,10 @@ def test_customer_key_reaches_file_system_and_bucket() -> None:
 
     result, _ = run("aws-h200-slurm", edit)
     assert one(result, FSX, "-storage-lustre").inputs["kmsKeyId"] == key
-    sse = result.of_type("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")
-    assert sse[0].inputs["rules"][0]["applyServerSideEncryptionByDefault"]["kmsMasterKeyId"] == key
+    assert not [k for k in result.of_type("aws:kms/key:Key") if k.name.endswith("-lustre-key")]
+    sse = one(result, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+              "-storage-checkpoints")
+    assert sse.inputs["rules"][0]["applyServerSideEncryptionByDefault"]["kmsMasterKeyId"] == key
 
 
 @pytest.mark.parametrize("stack", AWS_STACKS)
