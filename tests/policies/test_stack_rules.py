@@ -131,3 +131,23 @@ def test_stack_rules_follow_dependencies_when_ids_are_unknown(aws_rec: Recording
     reports = Reports()
     POLICIES["s3-public-access-blocked"].validate(args, reports)
     assert reports.items == []
+
+
+def test_manifest_findings_reads_rendered_yaml() -> None:
+    # The Kubernetes rules on a manifest as the launcher renders it (no Pulumi in between).
+    from policies.workloads import manifest_findings
+
+    digest = "@sha256:" + "0" * 64
+    hardened = {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
+                "seccompProfile": {"type": "RuntimeDefault"}}
+    pod = {"automountServiceAccountToken": False,
+           "containers": [{"name": "w", "image": f"ghcr.io/x/train:1{digest}", "securityContext": hardened}]}
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+              "metadata": {"name": "v", "namespace": "gpu-jobs"},
+              "spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {"template": {"spec": pod}}}}]}}
+    assert manifest_findings(jobset) == []
+    pod["containers"][0]["image"] = "ghcr.io/x/train:1"
+    del pod["containers"][0]["securityContext"]["capabilities"]
+    found = manifest_findings(jobset)
+    assert any("not pinned by digest" in f for f in found) and any("[CKV_K8S_37]" in f for f in found)
+    assert manifest_findings({"kind": "ConfigMap"}) == []
