@@ -307,6 +307,24 @@ def _walk_strings(value: Any) -> Iterator[str]:
             yield from _walk_strings(v)
 
 
+_UNKNOWN = object()
+"""What ``_known`` gives for a value CrossGuard does not know yet (a preview's computed input)."""
+
+
+def _known(props: Props, *path: str) -> Any:
+    """``_get(props, *path)``, or ``_UNKNOWN`` where CrossGuard's proxy holds an unknown value.
+
+    During ``pulumi preview`` an input computed from other resources' outputs is unknown, and the
+    proxy raises ``pulumi_policy.proxy.UnknownValueError`` when it is read, which would abort
+    the whole rule; matched by name so that the rules stay free of Pulumi imports."""
+    try:
+        return _get(props, *path)
+    except Exception as exc:  # noqa: BLE001 (re-raised unless it is the proxy's unknown)
+        if type(exc).__name__ == "UnknownValueError":
+            return _UNKNOWN
+        raise
+
+
 def _refers_to(res: StackResource, prop: str, target: StackResource, *aliases: str) -> bool:
     """Whether ``res``'s input ``prop`` points at ``target`` (by dependency, id, or an alias value
     such as a bucket's name, which is also its id)."""

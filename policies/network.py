@@ -20,6 +20,7 @@ from policies.core import (
     StackResource,
     _is_false,
     _is_open,
+    _known,
     _is_true,
     _items,
     _num,
@@ -99,7 +100,7 @@ def check_flow_logs(resources: Sequence[StackResource], ctx: RuleContext) -> lis
             if f.props.get("trafficType") != "ALL":
                 findings.append((f"flow log {f.name!r} of VPC {vpc.name!r} records trafficType "
                                  f"{f.props.get('trafficType')!r}, not 'ALL'", f.urn))
-            if not f.props.get("logDestination") and not f.props.get("logGroupName") and not f.refs.get("logDestination"):
+            if not _known(f.props, "logDestination") and not _known(f.props, "logGroupName"):
                 findings.append((f"flow log {f.name!r} of VPC {vpc.name!r} names no log destination", f.urn))
     for subnet in (r for r in resources if r.type == GCP_SUBNETWORK):
         cfg = subnet.props.get("logConfig")

@@ -21,6 +21,7 @@ from policies.core import (
     _get,
     _is_true,
     _items,
+    _known,
     _refers_to,
     resource_rule,
     stack_rule,
@@ -129,16 +130,18 @@ def check_bucket_access_logging(resources: Sequence[StackResource], ctx: RuleCon
             findings.append((f"S3 bucket {bucket.name!r} has no BucketLogging: its reads and writes leave no trail",
                              bucket.urn))
         for lg in mine:
-            if not lg.props.get("targetBucket") and not lg.refs.get("targetBucket"):
+            if not _known(lg.props, "targetBucket"):
                 findings.append((f"BucketLogging {lg.name!r} of bucket {bucket.name!r} names no targetBucket",
                                  lg.urn))
     gcs = [r for r in resources if r.type == GCP_BUCKET]
-    gcs_targets = {str(_get(b.props, "logging", "logBucket")) for b in gcs if _get(b.props, "logging", "logBucket")}
+    logged_to = {b.urn: _known(b.props, "logging", "logBucket") for b in gcs}
+    gcs_targets = {t for t in logged_to.values() if isinstance(t, str)}
     for bucket in gcs:
-        names = {n for n in (bucket.props.get("name"), bucket.id) if isinstance(n, str)}
+        name = _known(bucket.props, "name")
+        names = {n for n in (name, bucket.id) if isinstance(n, str)}
         if names & gcs_targets or (bucket.urn in {u for b in gcs for u in b.refs.get("logging", ())}):
             continue
-        if not _get(bucket.props, "logging", "logBucket"):
+        if not logged_to[bucket.urn]:
             findings.append((f"GCS bucket {bucket.name!r} has no logging.logBucket: its usage is not logged",
                              bucket.urn))
     return findings

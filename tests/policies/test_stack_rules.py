@@ -151,3 +151,26 @@ def test_manifest_findings_reads_rendered_yaml() -> None:
     found = manifest_findings(jobset)
     assert any("not pinned by digest" in f for f in found) and any("[CKV_K8S_37]" in f for f in found)
     assert manifest_findings({"kind": "ConfigMap"}) == []
+
+
+def test_new_stack_rules_run_during_a_preview_with_unknown_inputs(aws_rec: Recording) -> None:
+    # A key policy or a log target built from other resources' outputs is unknown in a preview:
+    # the rules count it as set instead of aborting (CrossGuard raises when an unknown is read).
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
+
+    args = stack_args(aws_rec, ["key-ok", "bucket-ok", "bucket-ok-logging", "bucket-logs"])
+    for res in args.resources:
+        if res.name == "key-ok":
+            res.props = unknown_checking_proxy({**aws_rec.get("key-ok").inputs, "policy": UNKNOWN_STRING_VALUE})
+        if res.name == "bucket-ok-logging":
+            res.props = unknown_checking_proxy({**aws_rec.get("bucket-ok-logging").inputs,
+                                                "targetBucket": UNKNOWN_STRING_VALUE})
+    for name in ("kms-key-policy", "bucket-access-logging"):
+        reports = Reports()
+        POLICIES[name].validate(args, reports)
+        assert reports.items == [], name
+    # An unknown policy is still a policy; no policy at all is still a finding.
+    bare = stack_args(aws_rec, ["key-no-policy"])
+    reports = Reports()
+    POLICIES["kms-key-policy"].validate(bare, reports)
+    assert any("has no key policy" in m for m in reports.messages)
