@@ -35,6 +35,7 @@ bench: $(VENV_OK)
 	$(PY) -m bench.plan_scale
 	$(PY) -m bench.collectives_overhead
 	$(PY) -m bench.ddp_throughput
+	$(PY) -m bench.model_parallel_memory
 
 clean:
 	rm -rf .venv out .mypy_cache .pytest_cache

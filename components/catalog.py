@@ -10,6 +10,7 @@ the floors from it.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Mapping
@@ -107,6 +108,10 @@ class InstanceType:
     locations: tuple[str, ...]
     """Regions (AWS, Azure) or zones (GCP) where the type is offered."""
     locations_source: str
+    zone_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """AWS: per region, the zone IDs (``use1-az4``) that offer the type, where the catalog knows
+    them; a region absent here is unknown, not empty. Zone IDs, not names: names map to
+    different IDs in every account."""
 
     @property
     def gpus(self) -> int:
@@ -177,7 +182,13 @@ def _parse_instance(name: str, raw: Mapping[str, Any], fabrics: Mapping[str, Any
         price=Price(**{**_req(raw, "price", where), "date": str(raw["price"]["date"])}),
         locations=tuple(str(x) for x in locations),
         locations_source=str(loc_source),
+        zone_ids={str(region): tuple(str(z) for z in ids) for region, ids in (raw.get("zone_ids") or {}).items()},
     )
+    if it.zone_ids and raw.get("zone_ids_source") not in sources:
+        raise CatalogError(f"{where}.zone_ids_source: unknown source id {raw.get('zone_ids_source')!r}")
+    for region in it.zone_ids:
+        if region not in it.locations:
+            raise CatalogError(f"{where}.zone_ids.{region}: not one of the type's regions")
     for path, sid in (
         ("accelerator.source", it.accelerator.source),
         ("network.source", it.network.source),
@@ -278,3 +289,66 @@ def load_gpu_models(path: Path | None = None) -> dict[str, GpuModel]:
     """The catalog's ``gpu_models`` section (cached like :func:`load_catalog`)."""
     with open(path or CATALOG_PATH, encoding="utf-8") as fh:
         return parse_gpu_models(yaml.safe_load(fh))
+
+
+# ---------------------------------------------------------------------------------------------
+# Fabric images: the NCCL plugin installer and the receive-datapath daemon of a fabric, as one
+# fact both sides read (components install the plugin; the launcher adds the daemon's sidecar).
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImageFact:
+    image: str
+    tag: str
+    digest: str | None
+    source: str
+
+    @property
+    def ref(self) -> str:
+        """``image:tag@digest`` when the digest is known (the tag stays for people), else ``image:tag``."""
+        return f"{self.image}:{self.tag}@{self.digest}" if self.digest else f"{self.image}:{self.tag}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstallerFact(ImageFact):
+    plugin_version: str
+    host_paths: Mapping[str, str]
+
+
+@functools.cache
+def _fabric_images() -> Mapping[str, Any]:
+    with open(CATALOG_PATH, encoding="utf-8") as fh:
+        doc = yaml.safe_load(fh)
+    return {"fabrics": dict(doc["fabrics"]), "sources": frozenset(doc["sources"])}
+
+
+def _image(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+    for key in ("image", "tag", "source"):
+        if not raw.get(key):
+            raise CatalogError(f"{where}.{key}: missing in {CATALOG_PATH.name}")
+    sources = _fabric_images()["sources"]
+    for key in ("source", "digest_source"):
+        if raw.get(key) is not None and raw[key] not in sources:
+            raise CatalogError(f"{where}.{key}: unknown source id {raw[key]!r}")
+    digest = raw.get("digest")
+    if digest is not None and not re.fullmatch(r"sha256:[0-9a-f]{64}", str(digest)):
+        raise CatalogError(f"{where}.digest: {digest!r} (allowed: sha256:<64 hex digits>, or null where no source gives one)")
+    return {"image": str(raw["image"]), "tag": str(raw["tag"]), "digest": None if digest is None else str(digest),
+            "source": str(raw["source"])}
+
+
+def installer_fact(fabric: str) -> InstallerFact:
+    """The catalog's ``fabrics.<fabric>.installer``."""
+    raw = (_fabric_images()["fabrics"].get(fabric) or {}).get("installer")
+    if not raw:
+        raise CatalogError(f"fabrics.{fabric}.installer: missing in {CATALOG_PATH.name} (fabrics with one: "
+                           f"{', '.join(f for f, v in _fabric_images()['fabrics'].items() if v.get('installer'))})")
+    where = f"fabrics.{fabric}.installer"
+    return InstallerFact(**_image(raw, where), plugin_version=str(raw["plugin_version"]),
+                         host_paths={str(k): str(v) for k, v in (raw.get("host_paths") or {}).items()})
+
+
+def rxdm_fact(fabric: str) -> ImageFact | None:
+    """The catalog's ``fabrics.<fabric>.rxdm`` (the receive-datapath daemon), None where there is none."""
+    raw = (_fabric_images()["fabrics"].get(fabric) or {}).get("rxdm")
+    return ImageFact(**_image(raw, f"fabrics.{fabric}.rxdm")) if raw else None

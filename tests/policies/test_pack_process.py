@@ -121,7 +121,7 @@ def test_pack_checks_a_stack(analyzer: analyzer_pb2_grpc.AnalyzerStub, aws_rec: 
     ])
 
 
-@pytest.mark.parametrize("stack", ["aws-h100-eks", "aws-h200-slurm", "gcp-h100-gke", "gcp-h200-slurm"])
+@pytest.mark.parametrize("stack", ["aws-h100-eks", "aws-h200-slurm", "gcp-h100-gke", "gcp-h200-gke", "gcp-h200-slurm"])
 def test_pack_passes_every_resource_of_a_bundled_stack(analyzer: analyzer_pb2_grpc.AnalyzerStub, stack: str) -> None:
     # The real components' resources, through the pack's own process (CrossGuard's proxies
     # included): nothing mandatory may fire.

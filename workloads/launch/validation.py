@@ -85,6 +85,9 @@ def _phases(job: ValidationJob, *, expect_nodes: tuple[str, ...] = ()) -> _Phase
     return _Phases(
         first_args=(*run, "--phase", "main"),
         then=(
+            # Runs only when the main phase left no results (a collective hung inside the backend
+            # and the watchdog ended every rank): the pairwise search that names the node.
+            Step(name="pairs", module="workloads.validate", module_args=(*run, "--phase", "pairs")),
             Step(name="fabric-only", module="workloads.validate", module_args=(*run, "--phase", "fabric"),
                  env=FABRIC_ONLY_ENV),
             Step(name="ddp-data", module="workloads.data", module_args=tuple(synthetic_data_args(data)), torchrun=False),

@@ -30,7 +30,7 @@ def test_flow_logs_off_with_a_reason(offline: Callable[..., OfflineRun]) -> None
 
 
 def test_checkpoint_bucket_logs_usage_and_expires_old_versions(offline: Callable[..., OfflineRun]) -> None:
-    run = offline(gcp_obj("a3-highgpu-8g", kind="slurm"))
+    run = offline(gcp_obj("a3-megagpu-8g", kind="slurm"))
     logs = [r for r in run.of_type(BUCKET) if r.name.endswith("-storage-logs")][0]
     assert logs.protect is True
     li = logs.inputs

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from components.engine import OfflineRun
-from tests.components.gcp.conftest import gcp_obj
+from tests.components.gcp.conftest import gcp_obj, gpu_pool
 
 LUSTRE = "gcp:lustre/instance:Instance"
 BUCKET = "gcp:storage/bucket:Bucket"
@@ -67,7 +67,7 @@ def test_tags_reach_every_labelled_resource(offline: Callable[..., OfflineRun]) 
                     assert {"team": "ml", "cost-center": "c42"}.items() <= lab.items(), f"{r.type} {key}"
                     seen += 1
         if kind == "gke":
-            pool = run.one("gcp:container/nodePool:NodePool").inputs["nodeConfig"]["resourceLabels"]
+            pool = gpu_pool(run).inputs["nodeConfig"]["resourceLabels"]
             assert pool["team"] == "ml"
         else:
             slurm = run.one("gcp:hypercomputecluster/cluster:Cluster").inputs["orchestrator"]["slurm"]
