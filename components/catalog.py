@@ -352,3 +352,107 @@ def rxdm_fact(fabric: str) -> ImageFact | None:
     """The catalog's ``fabrics.<fabric>.rxdm`` (the receive-datapath daemon), None where there is none."""
     raw = (_fabric_images()["fabrics"].get(fabric) or {}).get("rxdm")
     return ImageFact(**_image(raw, f"fabrics.{fabric}.rxdm")) if raw else None
+# Per fabric: what the job's start-up check verifies (workloads/fabric_check.py) and the image that
+# reaches the fabric by construction. Read from the same file, each fact with its sources.
+DeviceKind = Literal["efa", "netdev", "roce", "ib"]
+DEVICE_KINDS: tuple[DeviceKind, ...] = ("efa", "netdev", "roce", "ib")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StartupCheck:
+    fabric: Fabric
+    plugin: str
+    """The collectives' net plugin (``collectives_plugin``); 'none' where NCCL's own transport serves."""
+    plugin_dirs: tuple[str, ...]
+    """Where the plugin's installers put it: named in the message when it is there but off the loader's path."""
+    devices: DeviceKind
+    """How the fabric's devices are counted: EFA devices, named network interfaces, RoCE or IB ports."""
+    nics_env: str | None
+    """For ``netdev``: the NCCL variable that lists the GPU NICs (its catalog value is the default)."""
+    rxdm_socket: str | None
+    """TCPXO: the receive-datapath manager's Unix socket, listening once the daemon is ready."""
+    rxdm_wait_s: float
+    fabric_env: Mapping[str, str]
+    sources: tuple[Source, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FabricImage:
+    repository: str
+    tag: str
+    digest: str | None
+    """``sha256:...``, or None while the catalog says 'unknown' (the image is built and pushed by its user)."""
+    dockerfile: str
+    base: str
+    """The base image as ``ref:tag`` (``@digest`` when known)."""
+    pins: Mapping[str, str]
+    """Versions the Dockerfile must pin (efa_installer, aws_ofi_nccl)."""
+    sources: tuple[Source, ...]
+
+    @property
+    def ref(self) -> str:
+        return f"{self.repository}:{self.tag}" + (f"@{self.digest}" if self.digest else "")
+
+
+def _digest(raw: Any, where: str) -> str | None:
+    if raw in (None, "unknown"):
+        return None
+    if not (isinstance(raw, str) and raw.startswith("sha256:") and len(raw) == 71):
+        raise CatalogError(f"{where}: {raw!r} (allowed: sha256:<64 hex> or 'unknown')")
+    return raw
+
+
+def _fabric_sources(raw: Mapping[str, Any], where: str, sources: Mapping[str, Source]) -> tuple[Source, ...]:
+    ids = list(raw.get("sources") or [])
+    if not ids:
+        raise CatalogError(f"{where}.sources: missing")
+    for sid in ids:
+        if sid not in sources:
+            raise CatalogError(f"{where}.sources: unknown source id {sid!r}")
+    return tuple(sources[s] for s in ids)
+
+
+def parse_fabric_facts(doc: Mapping[str, Any]) -> tuple[dict[str, StartupCheck], dict[str, FabricImage]]:
+    sources = {sid: Source(id=sid, title=str(s["title"]), url=str(s["url"]), read=str(s["read"]))
+               for sid, s in doc["sources"].items()}
+    checks: dict[str, StartupCheck] = {}
+    images: dict[str, FabricImage] = {}
+    for fname, f in doc["fabrics"].items():
+        where = f"fabrics.{fname}"
+        if fname not in FABRICS:
+            raise CatalogError(f"{where}: unknown fabric (allowed: {', '.join(FABRICS)})")
+        sc = f.get("startup_check")
+        if not isinstance(sc, Mapping):
+            raise CatalogError(f"{where}.startup_check: missing")
+        if sc.get("devices") not in DEVICE_KINDS:
+            raise CatalogError(f"{where}.startup_check.devices: {sc.get('devices')!r} (allowed: {', '.join(DEVICE_KINDS)})")
+        if sc["devices"] == "netdev" and not sc.get("nics_env"):
+            raise CatalogError(f"{where}.startup_check.nics_env: required when devices is netdev")
+        checks[fname] = StartupCheck(
+            fabric=fname, plugin=str(f["collectives_plugin"]),
+            plugin_dirs=tuple(str(d) for d in sc.get("plugin_dirs") or ()), devices=sc["devices"],
+            nics_env=sc.get("nics_env"), rxdm_socket=sc.get("rxdm_socket"),
+            rxdm_wait_s=float(sc.get("rxdm_wait_s", 0)),
+            fabric_env={str(k): str(v) for k, v in (f.get("env") or {}).items()},
+            sources=_fabric_sources(sc, f"{where}.startup_check", sources))
+        img = f.get("image")
+        if isinstance(img, Mapping):
+            iw = f"{where}.image"
+            base = img["base"]
+            if base.get("source") not in sources:
+                raise CatalogError(f"{iw}.base.source: unknown source id {base.get('source')!r}")
+            base_digest = _digest(base.get("digest"), f"{iw}.base.digest")
+            images[fname] = FabricImage(
+                repository=str(img["repository"]), tag=str(img["tag"]), digest=_digest(img.get("digest"), f"{iw}.digest"),
+                dockerfile=str(img["dockerfile"]),
+                base=f"{base['ref']}:{base['tag']}" + (f"@{base_digest}" if base_digest else ""),
+                pins={k: str(img[k]) for k in ("efa_installer", "aws_ofi_nccl") if k in img},
+                sources=_fabric_sources(img, iw, sources))
+    return checks, images
+
+
+@functools.cache
+def load_fabric_facts(path: Path | None = None) -> tuple[dict[str, StartupCheck], dict[str, FabricImage]]:
+    """Per fabric, the start-up check's facts and (where the catalog names one) its image."""
+    with open(path or CATALOG_PATH, encoding="utf-8") as fh:
+        return parse_fabric_facts(yaml.safe_load(fh))

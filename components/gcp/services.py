@@ -17,23 +17,11 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from components.gcp.apis import for_orchestrator
 from components.spec import ClusterSpec
 
-# Every stack: VPCs, subnets, NAT, firewall, VMs (compute); the peering Managed Lustre attaches
-# through (servicenetworking, cloud.google.com/managed-lustre/docs/vpc); Managed Lustre (lustre);
-# the checkpoint bucket (storage); node and job service accounts (iam); their project-level role
-# bindings, which go through the project's IAM policy (cloudresourcemanager).
-COMMON = ("compute.googleapis.com", "servicenetworking.googleapis.com", "lustre.googleapis.com",
-          "storage.googleapis.com", "iam.googleapis.com", "cloudresourcemanager.googleapis.com")
-BY_ORCHESTRATOR = {
-    "gke": ("container.googleapis.com",),
-    # Cluster Director and the Filestore instance it creates for /home.
-    "slurm": ("hypercomputecluster.googleapis.com", "file.googleapis.com"),
-}
-
-
 def apis(spec: ClusterSpec) -> tuple[str, ...]:
-    return COMMON + BY_ORCHESTRATOR[spec.orchestration.kind]
+    return for_orchestrator(spec.orchestration.kind)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -235,10 +235,11 @@ def check_capacity(ctx: Context, now: dt.datetime | None = None) -> list[Problem
 
 
 def planned_placement_group(ctx: Context) -> str | None:
-    """The placement group the stack launches into: ``None`` for none. Today the spec has one
-    boolean (``interconnect.placement``) and the program creates its own group when it is true;
-    a spec field naming an existing group (an ODCR made in a placement group) would return that
-    name here."""
+    """The placement group the stack launches into: ``None`` for none. ``compute.capacity.
+    placement_group`` names the group an ODCR was made in (the stack then launches into it and
+    creates none); otherwise the stack creates its own group when ``interconnect.placement``."""
+    if ctx.spec.compute.capacity.placement_group:
+        return ctx.spec.compute.capacity.placement_group
     return "<the stack's own group>" if ctx.spec.interconnect.placement else None
 
 
@@ -263,13 +264,14 @@ def check_placement(ctx: Context) -> list[Problem]:
     chosen = planned_placement_group(ctx)
     cid = spec.compute.capacity.id
     if odcr_group and chosen is None:
-        return [Problem("interconnect.placement", f"{cid} was made in cluster placement group {odcr_group!r}; it matches only "
-                                                  "launches into that group, and this stack launches into none, so "
-                                                  "no node would use the reservation (allowed: a reservation made "
-                                                  "without a placement group, or launching into that group)")]
+        return [Problem("compute.capacity.placement_group",
+                        f"{cid} was made in cluster placement group {odcr_group!r}; it matches only launches into "
+                        "that group, and this stack launches into none, so no node would use the reservation "
+                        f"(allowed: placement_group: {odcr_group})")]
     if odcr_group and chosen is not None and chosen != odcr_group:
-        return [Problem("interconnect.placement", f"{cid} was made in placement group {odcr_group!r}, but the stack "
-                                                  f"launches into {chosen}; only launches into {odcr_group!r} match it")]
+        return [Problem("compute.capacity.placement_group",
+                        f"{cid} was made in placement group {odcr_group!r}, but the stack launches into {chosen}; "
+                        f"only launches into {odcr_group!r} match it (allowed: placement_group: {odcr_group})")]
     if not odcr_group and chosen is not None:
         ctx.notes.append(f"{cid} has no placement group but the stack uses one: launches may fail for capacity "
                          "outside the reservation's placement (ParallelCluster warns the same)")
@@ -317,9 +319,11 @@ def check_quotas(ctx: Context) -> list[Problem]:
 
 
 def largest_node_group(ctx: Context) -> int:
-    """The largest EKS managed node group the program makes: today one group of all GPU nodes.
-    If the program splits large stacks into several groups, this returns the largest split."""
-    return ctx.spec.compute.nodes
+    """The largest EKS managed node group the program makes (it splits the GPU nodes into groups
+    of at most 450: components.aws.eks_sizing)."""
+    from components.aws.eks_sizing import node_group_sizes
+
+    return max(node_group_sizes(ctx.spec.compute.nodes))
 
 
 def _bucket_of(path: str) -> str:

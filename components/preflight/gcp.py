@@ -17,20 +17,11 @@ from google.auth import credentials as ga_credentials
 from google.auth import exceptions as auth_exc
 from google.cloud import compute_v1, hypercomputecluster_v1, service_usage_v1
 
+from components.gcp.apis import for_orchestrator
 from components.preflight import Check, Context, CouldNotCheck, Fatal, NotApplicable, Problem, deployer_ranges
 
 __all__ = ["Fatal", "GcpClients", "checks"]
 
-# The APIs a stack uses, enabled in its project before anything else can be created or read
-# (issue 10 item 8: compute, container, servicenetworking, lustre, file, hypercomputecluster as
-# the stack needs them; storage for the checkpoint bucket). Managed Lustre needs private service
-# access (servicenetworking); Cluster Director needs a Filestore for /home (file).
-APIS_ALWAYS = ("compute.googleapis.com", "storage.googleapis.com", "lustre.googleapis.com",
-               "servicenetworking.googleapis.com")
-APIS_BY_KIND: dict[str, tuple[str, ...]] = {
-    "gke": ("container.googleapis.com",),
-    "slurm": ("hypercomputecluster.googleapis.com", "file.googleapis.com"),
-}
 CLUSTER_DIRECTOR_API = "hypercomputecluster.googleapis.com"
 
 # Compute Engine GPU quota metrics per machine type: (standard, preemptible), regional; plus the
@@ -112,7 +103,7 @@ def _enabled(ctx: Context) -> dict[str, bool]:
     c: GcpClients = ctx.clients
 
     def fetch() -> dict[str, bool]:
-        needed = APIS_ALWAYS + APIS_BY_KIND.get(ctx.spec.orchestration.kind, ())
+        needed = for_orchestrator(ctx.spec.orchestration.kind)
         try:
             resp = call("serviceusage services.batchGet", c.service_usage.batch_get_services, request={
                 "parent": f"projects/{c.project}", "names": [f"projects/{c.project}/services/{s}" for s in needed]})
@@ -127,12 +118,17 @@ def _enabled(ctx: Context) -> dict[str, bool]:
 
 
 def check_apis(ctx: Context) -> list[Problem]:
+    """The stack enables every API it needs itself (gcp.projects.Service, components/gcp/
+    services.py), so one that is off is not a problem for ``pulumi up``; it is a note, since
+    enabling takes the deployer's serviceusage permission and a few minutes. Checks that read
+    through an API that is off cannot run and say so."""
     off = [api for api, on in _enabled(ctx).items() if not on]
-    if not off:
-        return []
     project = ctx.clients.project
-    return [Problem("gcp:project", f"{api} is not enabled in project {project!r} (allowed: enable it, "
-                                   f"`gcloud services enable {api} --project {project}`)") for api in off]
+    for api in off:
+        ctx.notes.append(f"{api} is not enabled in project {project!r}; `pulumi up` enables it "
+                         "(needs roles/serviceusage.serviceUsageAdmin), or `gcloud services enable "
+                         f"{api} --project {project}` first")
+    return []
 
 
 def _needs_compute(ctx: Context) -> None:

@@ -334,10 +334,18 @@ def test_an_odcr_made_in_a_placement_group_does_not_match_a_launch_without_one()
     ctx = capacity_ctx(obj, reservation(ReservationType="default", TotalInstanceCount=4, AvailableInstanceCount=4,
                                         PlacementGroupArn=f"arn:aws:ec2:{REGION}:123456789012:placement-group/train-pg"))
     assert not ctx.spec.interconnect.placement
-    assert problems(ctx) == [f"interconnect.placement: {CR} was made in cluster placement group 'train-pg'; it matches "
-                             "only launches into that group, and this stack launches into none, so no node would use "
-                             "the reservation (allowed: a reservation made without a placement group, or launching "
-                             "into that group)"]
+    assert problems(ctx) == [f"compute.capacity.placement_group: {CR} was made in cluster placement group 'train-pg'; "
+                             "it matches only launches into that group, and this stack launches into none, so no "
+                             "node would use the reservation (allowed: placement_group: train-pg)"]
+    # Naming the group the reservation was made in is what makes it match.
+    obj = cluster(compute__capacity={"type": "reservation", "id": CR, "placement_group": "train-pg"}, compute__nodes=4)
+    ctx = capacity_ctx(obj, reservation(ReservationType="default", TotalInstanceCount=4, AvailableInstanceCount=4,
+                                        PlacementGroupArn=f"arn:aws:ec2:{REGION}:123456789012:placement-group/train-pg"))
+    assert [p for p in problems(ctx) if "placement" in p] == []
+    obj = cluster(compute__capacity={"type": "reservation", "id": CR, "placement_group": "other-pg"}, compute__nodes=4)
+    ctx = capacity_ctx(obj, reservation(ReservationType="default", TotalInstanceCount=4, AvailableInstanceCount=4,
+                                        PlacementGroupArn=f"arn:aws:ec2:{REGION}:123456789012:placement-group/train-pg"))
+    assert any("launches into other-pg; only launches into 'train-pg' match it" in p for p in problems(ctx))
 
 
 def test_the_capacity_checks_run_in_the_runner_with_one_call() -> None:

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping
 
-from components.catalog import load_catalog
+from components.catalog import load_catalog, load_fabric_facts
 from components.contract import ClusterOutputs
 from workloads.launch.bundle import JOB_REQUIREMENTS, Bundle
 from workloads.launch.common import Step
@@ -200,6 +200,19 @@ POD_CODE_DIR = "/tmp/gpuc-code"
 # image (torch, NCCL, numpy, PyYAML, matplotlib). Whether its NCCL finds the fabric's net
 # plugin is what the judge's transport check reports (a Socket fallback fails the run).
 DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
+
+
+def default_image(fabric: str, cpu: bool = False) -> str:
+    """The fabric's image from the catalog (``fabrics.<f>.image``, by digest), else DEFAULT_IMAGE. An image
+    the catalog names without a digest (built by its user) is refused rather than pulled by tag."""
+    img = load_fabric_facts()[1].get(fabric)
+    if cpu or img is None:
+        return DEFAULT_IMAGE
+    if img.digest is None:
+        raise RuntimeError(
+            f"fabric {fabric}: its image {img.ref} has no digest yet (catalog fabrics.{fabric}.image.digest: unknown, "
+            f"set at build): build {img.dockerfile}, push it, and pass --image <registry>/{img.ref}@sha256:<digest>")
+    return img.ref
 # libfabric's EFA provider allocates its buffers from 2 MiB huge pages; the pod must ask for
 # them (EKS user guide, "Run machine learning training on Amazon EKS with Elastic Fabric
 # Adapter", example pod resources, read 2026-11: hugepages-2Mi 5120Mi). Kubernetes wants a CPU
@@ -280,6 +293,11 @@ def for_cluster(outputs: ClusterOutputs, run_id: str, bundle: Bundle, *, python:
         if python is None:
             prologue += _venv_lines(venv_path(outputs))
         interpreter = python or f"{venv_path(outputs)}/bin/python"
+        if not cpu:
+            # Each node's fabric in the job log before torchrun; its ranks repeat the check for the judge.
+            prologue.append(f'srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=0 {shlex.quote(interpreter)} '
+                            f'-m workloads.fabric_check --instance-type {shlex.quote(outputs.instance_type)} '
+                            '|| echo "fabric check failed on a node above"')
     if cpu:
         env.setdefault("GPUC_FORCE_CPU", "1")
     env["PYTHONPATH"] = code
@@ -296,8 +314,9 @@ def jobset_name(run_id: str) -> str:
     return f"gpuc-{run_id}"
 
 
-def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, image: str = DEFAULT_IMAGE) -> JobSetSpec:
+def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, image: str | None = None) -> JobSetSpec:
     """The run as a JobSet on the cluster's GPU nodes, with the fabric's devices."""
+    image = image or default_image(outputs.fabric.type, cpu=job.instance_type is None)
     it = load_catalog().get(outputs.instance_type)
     efa = it.network.efa_interfaces if outputs.fabric.type == "efa" and job.instance_type else 0
     sched = outputs.scheduler

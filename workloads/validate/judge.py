@@ -7,7 +7,7 @@ judge still reports, naming what it can.
 
 Run directory layout (written by ``workloads.validate.run``):
     phase-<phase>.json             rank 0's results of the phase (main, fabric, pairs)
-    status/<phase>-<node>-r<rank>.json   every rank's state: started, device-ready, joined | finished | error
+    status/<phase>-<node>-r<rank>.json   every rank's state: started, device-ready, fabric-ready, joined | finished | error
     ddp.json                       the short DDP run's metrics (workloads.ddp_train --json)
     nccl/*.log                     NCCL_DEBUG=INFO output, one file per process
 """
@@ -185,11 +185,14 @@ def node_failures(statuses: list[dict[str, Any]], expected_nodes: list[str]) -> 
                     blamed.setdefault(n, f"{phase}: rank {r} did not arrive (reported by rank {rank} on {node})")
             elif s.get("peer_lost"):
                 peer_errors += 1
+            elif s.get("fabric_missing"):
+                # The start-up check's message names what is missing; keep all of it.
+                blamed.setdefault(node, f"{phase}: rank {rank} lacks its fabric: {s.get('error', '')[:600]}")
             else:
                 blamed.setdefault(node, f"{phase}: rank {rank} failed: {s.get('error', '')[:200]}")
-        elif state in ("started", "device-ready") and phase in failed_before_join:
+        elif state in ("started", "device-ready", "fabric-ready") and phase in failed_before_join:
             peer_errors += 1  # waiting to join a node that could not start
-        elif state in ("started", "device-ready", "joined"):
+        elif state in ("started", "device-ready", "fabric-ready", "joined"):
             silent.append((phase, rank, node, float(s.get("beat") or s.get("at") or 0.0)))
     # Ranks that neither finished nor reported: the ones whose heartbeat stopped well before the
     # last one died first; those that beat on until the end were waiting on them.

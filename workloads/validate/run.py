@@ -34,6 +34,7 @@ import torch.distributed as dist
 
 from workloads import collectives, device, gpu_health, hang, node_gate
 from workloads.device import memory_cap
+from workloads.fabric_check import FabricCheckFailed
 from workloads.node import maybe_fail, node_name
 from workloads.validate import isolate
 from workloads.validate import stack as node_stack
@@ -112,7 +113,7 @@ def _atomic_json(path: Path, doc: Any) -> None:
 HEARTBEAT_S = 1.0
 # A rank's way to the measurements, each state written as it is reached: a rank that stops
 # between two says where (no device, never joined, died measuring). They beat while running.
-RUNNING_STATES = ("started", "device-ready", "joined")
+RUNNING_STATES = ("started", "device-ready", "fabric-ready", "joined")
 
 
 class Status:
@@ -193,14 +194,17 @@ def run_phase(cfg: RunConfig) -> int:
     signal.signal(signal.SIGTERM, ended)
     try:
         # The group's own timeout comes last, after the arrival check and the watchdog have spoken.
-        rt = device.setup(timeout_s=cfg.timeout_s + 2 * hang.grace_s(cfg.timeout_s), on_stage=status.set)
+        rt = device.setup(timeout_s=cfg.timeout_s + 2 * hang.grace_s(cfg.timeout_s), on_stage=status.set,
+                          instance_type=cfg.instance_type)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - recorded for the judge, then exit 1
         stage = status.doc.get("state")
         text = f"{type(exc).__name__}: {exc}"
-        # Failing before the device was bound is this node's own fault; failing while joining
-        # is waiting for a node that never came.
-        status.set("error", error=(f"device setup: {text}" if stage == "started" else f"joining the group: {text}")[:2000],
-                   missing_ranks=[], peer_lost=stage != "started")
+        # Failing before the device was bound, or lacking the fabric once it is, is this node's own
+        # fault; failing while joining is waiting for a node that never came.
+        fabric = isinstance(exc, FabricCheckFailed)
+        where = "device setup" if stage == "started" else "fabric check" if fabric else "joining the group"
+        status.set("error", error=f"{where}: {text}"[:2000], missing_ranks=[],
+                   peer_lost=not (stage == "started" or fabric), fabric_missing=fabric)
         print(f"validate[{cfg.phase}] rank {status.doc['rank']} on {node}: {text.splitlines()[0][:300]}", flush=True)
         return 1
     # The pairs phase is nothing but pairs: each call gets the pair's own limit.
