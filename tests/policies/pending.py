@@ -14,8 +14,9 @@ PENDING: dict[str, dict[str, str]] = {
     "gcp-h100-gke": {
         "flow-logs": "gcp-first-apply: log_config on the GPU subnets (components/gcp/audit.subnet_log_config), "
                      "or the stack's reason if GPU-NIC flow logs are not wanted",
-        "k8s-workload-hardening": "gcp-first-apply: the TCPXO installer DaemonSet's host access named in "
-                                  "checkov.io/skip annotations with its reasons, the pause container hardened",
+        "k8s-workload-hardening": "gcp-first-apply: the TCPXO installer and NRI device-injector DaemonSets' host "
+                                  "access named in checkov.io/skip annotations with its reasons, the pause "
+                                  "container hardened",
     },
     "gcp-h200-gke": {
         "flow-logs": "gcp-first-apply: log_config on the gVNIC and RDMA subnets, or the stack's reason",
