@@ -137,6 +137,8 @@ def network_audit(name: str, vpc: aws.ec2.Vpc, region: str, security: SecuritySp
             log_destination_type="s3",
             log_destination=pulumi.Output.concat(bucket.arn, "/", FLOW_LOG_PREFIX),
             max_aggregation_interval=FLOW_LOG_AGGREGATION_S,
+            # No log_format: AWS's default record format, the version 2 fields (VPC user guide,
+            # "Flow log records", default format), plain text under AWSLogs/<account>/vpcflowlogs/.
             tags={**dict(tags), "Name": f"{name}-flow-log"},
             # The delivery grant must exist before the first delivery.
             opts=pulumi.ResourceOptions(parent=parent, depends_on=[policy]),
