@@ -161,7 +161,7 @@ def test_checkpoint_bucket_is_mounted_from_gke_through_workload_identity(offline
     bucket = run.outputs["bucket"]
     account = named(run, "gcp:serviceaccount/account:Account", "-orchestration-jobs").inputs
     email = f"{account['accountId']}@offline-project.iam.gserviceaccount.com"
-    grant = run.one("gcp:storage/bucketIAMMember:BucketIAMMember").inputs
+    grant = named(run, "gcp:storage/bucketIAMMember:BucketIAMMember", "-orchestration-jobs-bucket").inputs
     assert grant == {"bucket": bucket, "role": "roles/storage.objectUser", "member": f"serviceAccount:{email}"}
     wi = run.one("gcp:serviceaccount/iAMMember:IAMMember").inputs
     assert wi["role"] == "roles/iam.workloadIdentityUser"
