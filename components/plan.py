@@ -281,8 +281,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.policy:
             from policies import offline as policy  # the plan itself needs no policy code
 
-            violations = policy.check_run(run, load_stack(stack, deployer_placeholder=True)[1])
-            policy.render(violations, out)
+            checked = load_stack(stack, deployer_placeholder=True)[1]
+            violations = policy.check_run(run, checked)
+            policy.render(violations, out, exceptions=checked.security.exceptions)
             documents[-1]["policy"] = policy.to_json(violations)
             if any(v.mandatory for v in violations):
                 blocked.append(stack)

@@ -22,6 +22,7 @@ from typing import Any, Callable, Literal, Mapping, NoReturn, Sequence, cast
 import yaml
 
 from components.catalog import CatalogError, InstanceType, load_catalog
+from components.spec_security import SecuritySpec, parse_security
 
 CONFIG_KEY = "gpu-cluster:cluster"
 SUPPORTED_CLOUDS = ("aws", "gcp")
@@ -210,6 +211,8 @@ class ClusterSpec:
     orchestration: OrchestrationSpec
     network: NetworkSpec = field(default_factory=NetworkSpec)
     tags: Mapping[str, str] = field(default_factory=dict)
+    security: SecuritySpec = field(default_factory=SecuritySpec)
+    """Flow logs, log retention, checkpoint version expiry, policy exceptions (components/spec_security.py)."""
 
     @property
     def instance(self) -> InstanceType:
@@ -286,7 +289,7 @@ def _short(value: Any) -> str:
 
 
 _TOP_KEYS = ("name", "cloud", "region", "zone", "zone_id", "compute", "interconnect", "storage", "orchestration",
-             "network", "tags")
+             "network", "tags", "security")
 
 
 # What the offline plan (and only it) puts in place of missing deployer_cidrs: TEST-NET-1
@@ -376,6 +379,7 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
     except ValueError:
         r.bad("network.cidr", f"{cidr!r} is not a CIDR block (allowed: e.g. 10.0.0.0/16)")
     tags = _parse_tags(r, top.get("tags"), cloud)
+    security = parse_security(r, top.get("security"))
 
     if r.problems:
         raise SpecError(r.problems)
@@ -394,6 +398,7 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
         orchestration=orch,
         network=NetworkSpec(cidr=cidr),
         tags=tags,
+        security=security,
     )
     # Rules that need the whole typed spec and belong to one cloud live beside that cloud
     # (components/<cloud>/rules.py, pure: no Pulumi); they run once the generic shape is valid.

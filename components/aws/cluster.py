@@ -47,6 +47,7 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
     network = Network(f"{name}-network", NetworkArgs(
         cidr=spec.network.cidr, region=spec.region, zone=spec.zone, zone_id=spec.zone_id,
         control_plane_zone=second_zone(spec.zone) if kind == "eks" else None, tags=tags,
+        security=spec.security,
     ), child)
     interconnect = Interconnect(f"{name}-interconnect", InterconnectArgs(
         vpc_id=network.vpc_id, instance=instance, placement=spec.interconnect.placement, tags=tags,
@@ -55,6 +56,7 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
     storage = Storage(f"{name}-storage", StorageArgs(
         lustre=lustre, bucket_name=spec.storage.bucket_name, vpc_id=network.vpc_id,
         subnet_id=network.node_subnet_id, node_security_group_id=interconnect.security_group_id, tags=tags,
+        log_bucket=network.log_bucket.id, noncurrent_days=spec.security.checkpoint_noncurrent_days,
     ), child)
     # On EKS the FSx CSI driver mounts the file system into pods; on PCS the nodes mount it.
     user_data = (

@@ -22,7 +22,9 @@ from typing import Mapping
 import pulumi
 import pulumi_aws as aws
 
+from components.aws.audit import network_audit
 from components.aws.common import with_name
+from components.spec_security import SecuritySpec
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -40,6 +42,8 @@ class NetworkArgs:
     """A second zone for a small control-plane-only subnet (EKS); None adds no such subnet."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Merged into every resource."""
+    security: SecuritySpec = field(default_factory=SecuritySpec)
+    """Flow logs and log retention (components/aws/audit.py)."""
 
 
 def subnet_plan(cidr: str) -> tuple[str, str, str]:
@@ -72,6 +76,8 @@ class Network(pulumi.ComponentResource):
             tags=with_name(args.tags, f"{name}-vpc"),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        # Flow logs into the stack's log bucket, the default security group emptied (audit.py).
+        self.log_bucket = network_audit(name, self.vpc, args.region, args.security, args.tags, self)
         self.public_subnet = self._subnet("public", public_cidr, args.zone, args.zone_id)
         self.node_subnet = self._subnet("nodes", node_cidr, args.zone, args.zone_id)
         self.control_plane_subnet = (

@@ -40,6 +40,7 @@ import pulumi_kubernetes as k8s
 from components.aws import eks_sizing
 from components.aws.common import assume_role_policy, managed_policy_arn, with_name
 from components.aws.compute import EKS_AMI_TYPE, launch_template_args
+from components.aws.keys import root_key_policy
 from components.aws.versions import (
     EFA_PLUGIN_VERSION, EKS_CHARTS_REPO, FSX_CSI_ADDON, NVIDIA_PLUGIN_REPO, NVIDIA_PLUGIN_VERSION,
     POD_IDENTITY_ADDON, VPC_CNI_ADDON,
@@ -196,6 +197,8 @@ class Orchestration(pulumi.ComponentResource):
             # The longest window: a key deleted with its cluster can still be restored for
             # 30 days, long enough to notice a destroy that should not have happened.
             deletion_window_in_days=30,
+            # CKV2_AWS_64: the key policy written out, not left to AWS (components/aws/keys.py).
+            policy=root_key_policy(role.arn),
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self),
         )

@@ -34,6 +34,7 @@ from typing import Literal
 import pulumi
 import pulumi_gcp as gcp
 
+from components.gcp.audit import subnet_log_config
 from components.gcp.common import AddressPlan
 from components.spec import ClusterSpec
 
@@ -149,7 +150,7 @@ class Interconnect(pulumi.ComponentResource):
         )
         subnet = gcp.compute.Subnetwork(
             f"{name}-{suffix}-sub", name=subnet_name, network=vpc.id, region=spec.region, ip_cidr_range=cidr,
-            opts=self._child,
+            log_config=subnet_log_config(spec.security), opts=self._child,
         )
         if firewall:
             # GPU traffic flows between nodes of this subnet only; nothing else may enter.

@@ -79,8 +79,35 @@ def _affinity(accelerator: str) -> k8s.core.v1.AffinityArgs:
                 key="cloud.google.com/gke-accelerator", operator="In", values=[accelerator])])])))
 
 
+# What a node daemon that installs into the host, or hands devices out, cannot do without; each
+# is waived for that DaemonSet alone with its reason, in Checkov's own annotation (checkov.io/
+# skip<N>: <id>=<reason>, Checkov docs "Suppressing and skipping policies"), which the pack's
+# k8s-workload-hardening rule reads too. Everything else is hardened.
+HOST_DAEMON_NEEDS = {
+    "CKV_K8S_16": "privileged: writes the NCCL plugin into host paths and (TCPXO) loads a kernel module and "
+                  "binds host devices through nsenter, as upstream's installer does",
+    "CKV_K8S_17": "hostPID: nsenter into the host's PID 1 namespaces for the pre-installation step (upstream)",
+    "CKV_K8S_19": "hostNetwork: the installer and the injector act on the node, not in a pod network (upstream)",
+    "CKV_K8S_20": "privilege escalation is implied by privileged",
+    "CKV_K8S_23": "root: host paths under /home/kubernetes/bin and /var/lib are root-owned",
+    "CKV_K8S_37": "a privileged container holds every capability",
+}
+
+
+def _skips(needs: dict[str, str]) -> dict[str, str]:
+    return {f"checkov.io/skip{i}": f"{cid}={why}" for i, (cid, why) in enumerate(sorted(needs.items()), start=1)}
+
+
+# The pause image runs as 65535:65535 (kubernetes/kubernetes build/pause/Dockerfile, USER
+# 65535:65535): it needs nothing, so it gets nothing.
+PAUSE_SECURITY = k8s.core.v1.SecurityContextArgs(
+    allow_privilege_escalation=False, run_as_non_root=True, run_as_user=65535, run_as_group=65535,
+    read_only_root_filesystem=True, capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]))
+POD_SECURITY = k8s.core.v1.PodSecurityContextArgs(seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"))
+
+
 def _daemonset(name: str, ds_name: str, labels: dict[str, str], spec: k8s.core.v1.PodSpecArgs,
-               opts: pulumi.ResourceOptions) -> k8s.apps.v1.DaemonSet:
+               opts: pulumi.ResourceOptions, extra_needs: dict[str, str] | None = None) -> k8s.apps.v1.DaemonSet:
     match = {"k8s-app": ds_name}
     return k8s.apps.v1.DaemonSet(
         f"{name}-{ds_name}",
@@ -88,7 +115,9 @@ def _daemonset(name: str, ds_name: str, labels: dict[str, str], spec: k8s.core.v
         spec=k8s.apps.v1.DaemonSetSpecArgs(
             selector=k8s.meta.v1.LabelSelectorArgs(match_labels=match),
             update_strategy=k8s.apps.v1.DaemonSetUpdateStrategyArgs(type="RollingUpdate"),
-            template=k8s.core.v1.PodTemplateSpecArgs(metadata=k8s.meta.v1.ObjectMetaArgs(labels=match), spec=spec),
+            template=k8s.core.v1.PodTemplateSpecArgs(
+                metadata=k8s.meta.v1.ObjectMetaArgs(labels=match, annotations=_skips({**HOST_DAEMON_NEEDS, **(extra_needs or {})})),
+                spec=spec),
         ),
         opts=opts,
     )
@@ -124,11 +153,19 @@ def nccl_installer(name: str, fabric: str, accelerator: str, labels: dict[str, s
         tolerations=[k8s.core.v1.TolerationArgs(operator="Exists")],
         host_network=True,
         host_pid=True,
+        automount_service_account_token=False,  # it never calls the Kubernetes API
+        security_context=POD_SECURITY,
         volumes=volumes,
         init_containers=init,
-        containers=[k8s.core.v1.ContainerArgs(name="pause", image=PAUSE_IMAGE)],
+        containers=[k8s.core.v1.ContainerArgs(name="pause", image=PAUSE_IMAGE, security_context=PAUSE_SECURITY)],
     )
-    return _daemonset(name, ds_name, {**labels, "gpu-cluster/plugin-version": fact.plugin_version}, spec, opts)
+    # Where no public source gives the installer's digest (catalog digest: null), the tag is all
+    # there is: the waiver says so and goes away by itself once the digest is recorded.
+    unpinned = {} if fact.digest else {
+        "CKV_K8S_43": f"no public source gives the digest of {fact.image}:{fact.tag}; record it in the catalog "
+                      f"(fabrics.{fabric}.installer.digest, from `gcloud artifacts docker images describe`) to pin it"}
+    return _daemonset(name, ds_name, {**labels, "gpu-cluster/plugin-version": fact.plugin_version}, spec, opts,
+                      extra_needs=unpinned)
 
 
 def nri_device_injector(name: str, accelerator: str, labels: dict[str, str],
@@ -141,6 +178,8 @@ def nri_device_injector(name: str, accelerator: str, labels: dict[str, str],
         tolerations=[k8s.core.v1.TolerationArgs(operator="Exists")],
         host_network=True,
         host_pid=True,
+        automount_service_account_token=False,  # it talks to the runtime's NRI socket, not the API
+        security_context=POD_SECURITY,
         volumes=[_host("nri", "/var/run/nri"), _host("dev", "/dev")],
         containers=[k8s.core.v1.ContainerArgs(
             name="device-injector", image=NRI_INJECTOR_IMAGE,

@@ -25,6 +25,10 @@ UNTAGGABLE = {
     "aws:s3/bucketVersioning:BucketVersioning": aws.s3.BucketVersioning,
     "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration":
         aws.s3.BucketServerSideEncryptionConfiguration,
+    "aws:s3/bucketLogging:BucketLogging": aws.s3.BucketLogging,
+    "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration": aws.s3.BucketLifecycleConfiguration,
+    "aws:s3/bucketOwnershipControls:BucketOwnershipControls": aws.s3.BucketOwnershipControls,
+    "aws:s3/bucketPolicy:BucketPolicy": aws.s3.BucketPolicy,
 }
 
 

@@ -30,7 +30,9 @@ def test_lustre(stack: str) -> None:
     assert i["subnetIds"] == node_subnet
     lustre_sg = one(result, "aws:ec2/securityGroup:SecurityGroup", "-storage-lustre").name + "-id"
     assert i["securityGroupIds"] == [lustre_sg]
-    assert "kmsKeyId" not in i  # none of the bundled stacks names a key
+    # None of the bundled stacks names a key, so the stack's own customer key encrypts it.
+    key = one(result, "aws:kms/key:Key", "-storage-lustre-key")
+    assert i["kmsKeyId"] == key.inputs["arn"] and key.protect is True
 
     efa_sg = one(result, "aws:ec2/securityGroup:SecurityGroup", "-interconnect-efa").name + "-id"
     rules = in_pillar(result, "Storage", "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
@@ -76,8 +78,9 @@ def test_no_bundled_stack_points_at_a_bucket_it_does_not_own(stack: str) -> None
     lustre = spec.storage.lustre
     assert lustre.import_path is None and lustre.export_path is None
     assert result.of_type(DRA) == []
-    # The only bucket the stack touches is the one it creates.
-    assert [b.name for b in result.of_type("aws:s3/bucket:Bucket")] == [f"{spec.name}-storage-checkpoints"]
+    # The only buckets the stack touches are the ones it creates (checkpoints, and its log bucket).
+    assert sorted(b.name for b in result.of_type("aws:s3/bucket:Bucket")) == [
+        f"{spec.name}-network-logs", f"{spec.name}-storage-checkpoints"]
 
 
 @pytest.mark.parametrize("export", [False, True])
@@ -112,8 +115,10 @@ def test_customer_key_reaches_file_system_and_bucket() -> None:
 
     result, _ = run("aws-h200-slurm", edit)
     assert one(result, FSX, "-storage-lustre").inputs["kmsKeyId"] == key
-    sse = result.of_type("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")
-    assert sse[0].inputs["rules"][0]["applyServerSideEncryptionByDefault"]["kmsMasterKeyId"] == key
+    assert not [k for k in result.of_type("aws:kms/key:Key") if k.name.endswith("-lustre-key")]
+    sse = one(result, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+              "-storage-checkpoints")
+    assert sse.inputs["rules"][0]["applyServerSideEncryptionByDefault"]["kmsMasterKeyId"] == key
 
 
 @pytest.mark.parametrize("stack", AWS_STACKS)

@@ -41,7 +41,7 @@ def test_bucket_is_private_versioned_and_protected(offline: Callable[..., Offlin
     obj = gcp_obj("a3-highgpu-8g")
     obj["storage"]["bucket_name"] = "t1-checkpoints"
     run = offline(obj)
-    b = run.one(BUCKET)
+    (b,) = [r for r in run.of_type(BUCKET) if r.name.endswith("-storage-bucket")]
     assert b.protect
     assert b.inputs["name"] == "t1-checkpoints"
     assert b.inputs["publicAccessPrevention"] == "enforced"
