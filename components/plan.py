@@ -19,6 +19,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence, TextIO
 
+from components import validation_time as vt
 from components.bandwidth import phase_floors
 from components.catalog import load_catalog
 from components.cluster import PILLARS
@@ -70,6 +71,11 @@ class Summary:
     busbw_sources: dict[str, str]
     resources: int
     resources_by_pillar: dict[str, int]
+    validation_phases: list[dict[str, Any]]
+    """The validation's expected wall time per phase (components.validation_time)."""
+    validation_minutes: float
+    validation_usd: float
+    validation_search_minutes: float
 
 
 def pillar_of(run: OfflineRun, res: Recorded) -> str:
@@ -109,6 +115,7 @@ def summarize(stack: str, spec: ClusterSpec, run: OfflineRun, placeholder: bool 
     elif spec.compute.capacity.type in ("reservation", "capacity-block"):
         note = f"{spec.compute.capacity.type} is billed at its own rate (often prepaid); on-demand shown for scale"
     interfaces = it.network.efa_interfaces if it.network.fabric == "efa" else it.network.gpu_nics
+    phases = vt.estimate(it, spec.compute.nodes)
     listed = [r for r in run.resources if _is_listed(r)]
     by_pillar: dict[str, int] = {}
     for r in listed:
@@ -152,6 +159,10 @@ def summarize(stack: str, spec: ClusterSpec, run: OfflineRun, placeholder: bool 
         busbw_sources={r.source: load_catalog().source(r.source).url for r in bw.references},
         resources=len(listed),
         resources_by_pillar=by_pillar,
+        validation_phases=[asdict(p) for p in phases],
+        validation_minutes=round(vt.total_s(phases) / 60, 1),
+        validation_usd=round(vt.cost_usd(vt.total_s(phases), it, spec.compute.nodes), 2),
+        validation_search_minutes=round(vt.search_estimate(it, spec.compute.nodes).seconds / 60, 1),
     )
 
 
@@ -194,6 +205,10 @@ def render(summary: Summary, run: OfflineRun, out: TextIO) -> None:
                     + (f", imports {s.storage_import_path}" if s.storage_import_path else "")),
         ("orchestrator", s.orchestrator + (f"; API endpoint {s.api_endpoint}" if s.api_endpoint else "")),
         ("cost", f"${s.usd_per_hour:,.2f}/hour, ${s.usd_per_day:,.2f}/day ({s.price_note}; prices of {s.price_date})"),
+        ("validation", f"~{s.validation_minutes:g} min of cluster time, ${s.validation_usd:,.2f} at that price ("
+                       + ", ".join(f"{p['phase']} {p['seconds']:.0f} s" for p in s.validation_phases)
+                       + f"); the pairwise search adds ~{s.validation_search_minutes:g} min when it runs; "
+                         "image pulls and queueing not included (components/validation_time.py)"),
         ("busbw model", f"GPU-fabric NICs {s.nic_gbytes_per_node:g} GB/s per node, {s.nic_gbytes_per_gpu:g} per GPU; "
                         + (f"NVLink/xGMI {s.nvlink_gbytes_per_gpu:g} GB/s per GPU (both directions)"
                            if s.nvlink_gbytes_per_gpu else "no NVLink figure")),

@@ -161,3 +161,25 @@ def test_render_command_writes_files_from_the_offline_plan(tmp_path: Path, capsy
     assert (tmp_path / "validate.sbatch").read_text().startswith("#!/bin/bash")
     assert main(["render", "no-such-stack", "--out", str(tmp_path)]) == 3
     assert "no outputs for stack 'no-such-stack'" in capsys.readouterr().err
+
+
+def test_render_says_the_expected_time_and_a_budget_trims_the_job() -> None:
+    outs = outputs("aws-h200-slurm")
+    full = commands.render_run(outs, args(budget=None), "20261201t070000z-ab13")
+    assert full.timing and full.timing[0].startswith("expected cluster time ")
+    assert "--sweep-min" not in full.files["validate.sbatch"]
+    # A budget a little under the full run: repetitions go first, and the script carries them.
+    it = load_catalog().get(outs.instance_type)
+    from components import validation_time as vt
+
+    need = vt.total_s(vt.estimate(it, outs.nodes)) + vt.search_estimate(it, outs.nodes).seconds
+    trimmed = commands.render_run(outs, args(budget=(need - 60) / 60), "20261201t070000z-ab14")
+    assert any(line.startswith("to fit --budget") and "iterations 20 -> 10" in line for line in trimmed.timing)
+    assert re.search(r"--iters[\s\\]+10\b", trimmed.files["validate.sbatch"])
+    # A budget nothing fits: refused with the least it needs.
+    with pytest.raises(commands.CommandError, match=r"--budget 0.5: .* needs about .* \(allowed: --budget "):
+        commands.render_run(outs, args(budget=0.5), "20261201t070000z-ab15")
+    # Giving up whole phases leaves their steps out.
+    bare = commands.render_run(outs, args(budget=(need - 100) / 60), "20261201t070000z-ab16")
+    if "the short DDP run" in " ".join(bare.timing):
+        assert "workloads.ddp_train" not in bare.files["validate.sbatch"]

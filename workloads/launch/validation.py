@@ -59,6 +59,8 @@ class ValidationJob:
     prologue: str = ""
     """Bash run before the first step (batch host on Slurm, every pod on Kubernetes)."""
     print_archive: bool = False
+    skip_steps: tuple[str, ...] = ()
+    """Steps left out (``storage``, ``ddp``): what ``submit --budget`` gives up to fit."""
     """The judge prints the report files as an archive on stdout (Kubernetes: read back from
     pod 0's log, since nothing else leaves the pod)."""
 
@@ -84,7 +86,7 @@ def _phases(job: ValidationJob, *, expect_nodes: tuple[str, ...] = ()) -> _Phase
         judge_args.append("--print-archive")
     return _Phases(
         first_args=(*run, "--phase", "main"),
-        then=(
+        then=tuple(step for step in (
             # Runs only when the main phase left no results (a collective hung inside the backend
             # and the watchdog ended every rank): the pairwise search that names the node.
             Step(name="pairs", module="workloads.validate", module_args=(*run, "--phase", "pairs")),
@@ -96,7 +98,7 @@ def _phases(job: ValidationJob, *, expect_nodes: tuple[str, ...] = ()) -> _Phase
             Step(name="ddp", module="workloads.ddp_train",
                  module_args=tuple(ddp_args(data, Path(out), instance_type=job.instance_type))),
             Step(name="judge", module="workloads.validate", module_args=tuple(judge_args), torchrun=False),
-        ),
+        ) if step.name not in job.skip_steps and not (step.name == "ddp-data" and "ddp" in job.skip_steps)),
     )
 
 

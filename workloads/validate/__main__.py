@@ -75,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--instance-type", type=_instance)
     run.add_argument("--multi-max", type=_size, help="largest multi-node message (default 8G on GPU)")
     run.add_argument("--single-max", type=_size, help="largest single-node message (default 8G on GPU)")
-    run.add_argument("--pair-size", type=_size, help="pairwise test message (default 1G on GPU)")
+    run.add_argument("--pair-size", type=_size, help="pairwise test message (default 8G on GPU)")
+    run.add_argument("--sweep-min", type=_size, help="smallest swept message (default 1M on GPU, 64K on CPU)")
     run.add_argument("--iters", type=int, default=20)
     run.add_argument("--warmup", type=int, default=5)
     run.add_argument("--pairwise", choices=("auto", "always", "never"), default="auto")
@@ -129,7 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         multi_max_bytes=args.multi_max, single_max_bytes=args.single_max, pair_bytes=args.pair_size,
                         iters=args.iters, warmup=args.warmup, pairwise=args.pairwise, timeout_s=args.run_timeout,
                         pair_timeout_s=args.pair_timeout, pairing=args.pairing, storage_bytes=args.storage_size,
-                        ckpt_bytes=args.ckpt_size, storage_expect_gbps=args.storage_expect_gbps)
+                        ckpt_bytes=args.ckpt_size, storage_expect_gbps=args.storage_expect_gbps,
+                        sweep_min_bytes=args.sweep_min)
         return run_phase(cfg)
     if args.cmd == "diff":
         return diff.run(args)

@@ -18,11 +18,12 @@ import json
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from components.contract import ClusterOutputs, OutputsError, load_outputs, read_outputs
+from components.validation_time import Settings, cost_usd, estimate, fit_budget, search_estimate, total_s
 from workloads.launch import bundle as code_bundle
 from workloads.launch import validation as vjob
 from workloads.launch.jobset import render as render_jobset
@@ -81,6 +82,35 @@ class Rendered:
     job: vjob.ValidationJob
     jobset: dict[str, Any] | None = None
     configmap: dict[str, Any] | None = None
+    timing: list[str] = field(default_factory=list)
+    """What the validation is expected to take and cost, and what a budget gave up."""
+
+
+def plan_time(outs: ClusterOutputs, budget_min: float | None) -> tuple[Settings, list[str]]:
+    """The validation's settings for ``budget_min`` (None: the defaults) and lines saying what it
+    is expected to take, cost and (to fit the budget) give up. Raises CommandError when not even
+    the least the validation can do fits."""
+    from components.catalog import load_catalog
+
+    it = load_catalog().get(outs.instance_type)
+    settings = Settings()
+    dropped: tuple[str, ...] = ()
+    if budget_min is not None:
+        fit = fit_budget(it, outs.nodes, budget_min * 60.0)
+        if not fit.fits:
+            raise CommandError(f"--budget {budget_min:g}: the validation of {outs.nodes} x {outs.instance_type} needs "
+                               f"about {fit.seconds / 60:.1f} min even after giving up {', '.join(fit.dropped)} "
+                               f"(allowed: --budget {fit.seconds / 60:.1f} or more)")
+        settings, dropped = fit.settings, fit.dropped
+    phases = estimate(it, outs.nodes, settings)
+    search = search_estimate(it, outs.nodes, settings)
+    base = total_s(phases)
+    lines = [f"expected cluster time {base / 60:.1f} min (${cost_usd(base, it, outs.nodes):,.0f} at the on-demand "
+             f"price; the pairwise search adds {search.seconds / 60:.1f} min when it runs): "
+             + ", ".join(f"{p.phase} {p.seconds:.0f} s" for p in phases)]
+    if dropped:
+        lines.append(f"to fit --budget {budget_min:g} min, gave up: {', '.join(dropped)}")
+    return settings, lines
 
 
 def render_run(outs: ClusterOutputs, args: argparse.Namespace, run_id: str) -> Rendered:
@@ -88,17 +118,25 @@ def render_run(outs: ClusterOutputs, args: argparse.Namespace, run_id: str) -> R
 
     bundle = code_bundle.build()
     env = dict(kv.split("=", 1) for kv in args.env)
+    settings, timing = plan_time(outs, getattr(args, "budget", None))
+    run_args = tuple(args.run_arg)
+    skip: tuple[str, ...] = ()
+    if getattr(args, "budget", None) is not None:
+        run_args = settings.run_args() + run_args  # the user's own --run-arg still wins (argparse: last one)
+        env.setdefault("GPUC_GATE_GEMM_SECONDS", f"{settings.gemm_seconds:g}")
+        skip = tuple(name for name, on in (("storage", settings.storage), ("ddp", settings.ddp)) if not on)
     job = vjob.for_cluster(
         outs, run_id, bundle, python=args.python, cpu=args.cpu, procs_per_node=args.procs_per_node,
-        run_args=tuple(args.run_arg), extra_env=env, drain=not args.no_drain, time_limit_min=args.time_limit,
+        run_args=run_args, extra_env=env, drain=not args.no_drain, time_limit_min=args.time_limit,
         rdzv_port=args.rdzv_port, exclusive=not args.shared,
     )
+    job = replace(job, skip_steps=skip)
     if outs.scheduler.kind == "slurm":
         script = render_sbatch(vjob.sbatch_spec(job))
-        return Rendered(run_id=run_id, run_dir=job.workdir, files={"validate.sbatch": script}, job=job)
+        return Rendered(run_id=run_id, run_dir=job.workdir, files={"validate.sbatch": script}, job=job, timing=timing)
     manifest = render_jobset(vjob.cluster_jobset(outs, job, run_id, image=args.image))
     cm = kube.configmap(manifest["metadata"]["name"], manifest["metadata"]["namespace"], bundle)
-    return Rendered(run_id=run_id, run_dir=job.workdir, job=job, jobset=manifest, configmap=cm,
+    return Rendered(run_id=run_id, run_dir=job.workdir, job=job, jobset=manifest, configmap=cm, timing=timing,
                     files={"jobset.yaml": to_yaml(manifest), "configmap.yaml": to_yaml(cm)})
 
 
@@ -106,6 +144,16 @@ def _env_pair(text: str) -> str:
     if "=" not in text or not text.split("=", 1)[0]:
         raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
     return text
+
+
+def _minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of minutes") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: allowed a finite number of minutes > 0")
+    return value
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
@@ -129,6 +177,9 @@ def add_job(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rdzv-port", type=int, default=29500)
     p.add_argument("--no-drain", action="store_true", help="do not drain the nodes the judge fails (Slurm)")
     p.add_argument("--shared", action="store_true", help="do not ask for whole nodes (Slurm --exclusive off)")
+    p.add_argument("--budget", type=_minutes, metavar="MINUTES",
+                   help="fit the phases to this much cluster time (fewer iterations and sizes, a shorter GEMM, "
+                        "then the storage and DDP phases), saying what was given up")
 
 
 def add_access(p: argparse.ArgumentParser) -> None:
@@ -142,6 +193,8 @@ def cmd_render(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     loaded = load(args.stack, args.outputs, allow_plan=True)
     say(f"outputs: {loaded.source}")
     r = render_run(loaded.outputs, args, args.run_id or vjob.new_run_id())
+    for line in r.timing:
+        say(line)
     args.out.mkdir(parents=True, exist_ok=True)
     for name, text in r.files.items():
         (args.out / name).write_text(text, encoding="utf-8")
@@ -178,6 +231,8 @@ def cmd_submit(args: argparse.Namespace, say: Callable[[str], None]) -> int:
         (dest / name).write_text(text, encoding="utf-8")
     say(f"validating {args.stack}: {outs.nodes} x {outs.instance_type} ({outs.orchestrator}), run {run_id}")
     say(f"outputs: {loaded.source}; run directory {r.run_dir}")
+    for line in r.timing:
+        say(line)
     timeout = args.time_limit * 60 + 600
     if outs.scheduler.kind == "slurm":
         from workloads.validate import slurm

@@ -444,7 +444,14 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
         began += [float(st["started_at"]) for st in files.statuses if isinstance(st.get("started_at"), (int, float))]
         if began:
             duration_s = max(0.0, time.time() - min(began))
+    walls = {p: float(doc["wall_s"]) for p, doc in files.phases.items() if isinstance(doc.get("wall_s"), (int, float))}
+    model: dict[str, float] = {}
+    if floors and it is not None:
+        from components.validation_time import estimate
+
+        model = {("fabric" if p.phase == "fabric-only" else p.phase): p.seconds for p in estimate(it, len(node_names))}
     return Report(verdict=overall, local=local, floors_applied=floors, instance_type=instance_type,
                   nodes=list(nodes.values()), measurements=ms, transport=tr, versions=versions, curves=curves,
                   errors=errors, duration_s=duration_s, world_size=int((main or {}).get("world_size", 0)),
-                  gate=gate, stack=stack.node_stacks(main, files.nccl_logs))
+                  gate=gate, stack=stack.node_stacks(main, files.nccl_logs), phase_seconds=walls,
+                  phase_model_seconds={p: s for p, s in model.items() if p in walls})

@@ -44,6 +44,10 @@ class Report:
     """Per-node summary of the GPU node gate (workloads.validate.certificate)."""
     stack: dict[str, dict[str, Any]] = field(default_factory=dict)
     """node -> software stack it ran with: the cluster certificate."""
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    """Each phase's measured wall time (rank 0, from before its device was touched)."""
+    phase_model_seconds: dict[str, float] = field(default_factory=dict)
+    """What components.validation_time expects of each phase on this cluster (GPU runs with a type)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +68,8 @@ class Report:
             "duration_s": round(self.duration_s, 1),
             "gate": self.gate,
             "stack": self.stack,
+            "phase_seconds": self.phase_seconds,
+            "phase_model_seconds": self.phase_model_seconds,
         }
 
 
@@ -84,6 +90,11 @@ def render_markdown(r: Report) -> str:
     lines = [f"# Cluster validation: {r.verdict.name}", ""]
     where = r.instance_type or "unknown instance type"
     lines.append(f"{len(r.nodes)} node(s), {r.world_size} rank(s), {where}; took {r.duration_s:.0f} s.")
+    if r.phase_seconds:
+        lines.append("")
+        lines.append("Phase wall times: " + ", ".join(
+            f"{p} {s:.0f} s" + (f" (model {r.phase_model_seconds[p]:.0f} s)" if p in r.phase_model_seconds else "")
+            for p, s in r.phase_seconds.items()) + ".")
     if not r.floors_applied:
         lines.append("")
         lines.append("**Floors not applied**: this run is on CPU processes (gloo) or on a type the catalog has no "

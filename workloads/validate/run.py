@@ -80,6 +80,8 @@ class RunConfig:
     warmup: int = 5
     pairwise: Literal["auto", "always", "never"] = "auto"
     timeout_s: float = 300.0
+    sweep_min_bytes: int | None = None
+    """Smallest swept message; default 1 MiB on GPU, 64 KiB on CPU (``submit --budget`` raises it)."""
     storage_bytes: int | None = None
     """Bytes each rank writes and reads in the storage phase; default sized for about 30 s at the
     provisioned throughput (64 MiB..4 GiB), 1 GiB without one, 32 MiB on CPU."""
@@ -110,7 +112,7 @@ def _sizes(cfg: RunConfig, backend: str, device_bytes: int | None = None) -> tup
     from components.bandwidth import FLOOR_MESSAGE_BYTES
 
     gpu = backend != "gloo"
-    lo = 1 << 20 if gpu else 1 << 16
+    lo = cfg.sweep_min_bytes or (1 << 20 if gpu else 1 << 16)
     single = cfg.single_max_bytes or (FLOOR_MESSAGE_BYTES if gpu else 4 << 20)
     multi = cfg.multi_max_bytes or (FLOOR_MESSAGE_BYTES if gpu else 4 << 20)
     pair = cfg.pair_bytes or (FLOOR_MESSAGE_BYTES if gpu else 4 << 20)
@@ -251,6 +253,9 @@ def run_phase(cfg: RunConfig) -> int:
     finally:
         watchdog.close()
     if rt.rank == 0:
+        # The phase's wall time on this rank, from before the device was touched: what the
+        # validation-time model (components.validation_time) is held against.
+        result["wall_s"] = round(time.time() - float(status.doc["started_at"]), 2)
         _atomic_json(cfg.out_dir / f"phase-{cfg.phase}.json", result)
     status.set("finished")
     device.teardown()

@@ -148,20 +148,21 @@ def measure(root: Path, cfg: StorageConfig, *, rank: int, world: int, node: str,
 
 
 def _checkpoint(path: Path, nbytes: int, *, rank: int, world: int, side: Any, device: torch.device) -> dict[str, Any]:
-    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
+    from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
     n = max(1, nbytes // 4)
     gen = torch.Generator().manual_seed(1234 + rank)
     state = {f"rank{rank}.weight": torch.randn(n, generator=gen).to(device)}
     dist.barrier(group=side)
     t0 = time.perf_counter()
-    dcp.save(state, checkpoint_id=str(path))
+    dcp_save(state, checkpoint_id=str(path))
     dist.barrier(group=side)
     save_s = time.perf_counter() - t0
     back = {k: torch.zeros_like(v) for k, v in state.items()}
     dist.barrier(group=side)
     t0 = time.perf_counter()
-    dcp.load(back, checkpoint_id=str(path))
+    dcp_load(back, checkpoint_id=str(path))
     dist.barrier(group=side)
     load_s = time.perf_counter() - t0
     ok = all(torch.equal(back[k], v) for k, v in state.items())
