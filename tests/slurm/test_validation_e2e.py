@@ -73,10 +73,16 @@ def test_submit_runs_a_healthy_validation_end_to_end(slurm_cluster: SlurmCluster
     checks = {m["check"] for m in report["measurements"]}
     assert {"health.matmul", "multi_node.all_reduce", "fabric_only.all_reduce", "ddp.loss_falls"} <= checks
     # Progress as it went, then the report as printed; the job's own log came back too.
-    assert "submitted Slurm job" in out and "nodes reporting 2/2" in out and "step 5: judge" in out
+    assert "submitted Slurm job" in out and "nodes reporting 2/2" in out and "step 7: judge" in out
     assert "Verdict" in out or "PASS" in out
     (log,) = back.glob("gpuc-validate-*.out")
-    assert "step 5 (judge) exit status 0" in log.read_text()
+    assert "step 7 (judge) exit status 0" in log.read_text()
+    # Storage acceptance ran on the shared directory of both nodes; every phase says how long it took;
+    # the pairs step found the main phase finished and did nothing.
+    assert {"storage.write", "storage.read", "storage.checkpoint_save", "storage.checkpoint_load"} <= checks
+    assert {"main", "storage", "fabric"} <= set(report["phase_seconds"]) and all(
+        v > 0 for v in report["phase_seconds"].values())
+    assert "validate[pairs]: not needed: the main phase finished" in log.read_text()
     # It ran the code it carried: the bundle unpacked in its own run directory.
     run_dirs = sorted((slurm_cluster.jobs / "fsx" / "validation" / "h200-slurm").iterdir())
     assert back.name in {d.name for d in run_dirs}
