@@ -154,6 +154,12 @@ class Batches:
                f"--batch-size x --grad-accum = {self.per_step} items (split over {self.rt.world_size} ranks "
                f"x {max(1, self.cfg.num_workers)} readers)")])
 
+    def after_step(self, prog: Progress) -> None:
+        """A map-style epoch ends with its last full step, so a checkpoint taken then (and the
+        report) names the epoch the next batch comes from."""
+        if self.sampler is not None and self.steps_left < 1:
+            self._next_epoch(prog)
+
     def _next_epoch(self, prog: Progress) -> None:
         prog.epoch += 1
         prog.batch_in_epoch = 0
@@ -274,6 +280,7 @@ def train(cfg: TrainConfig, parts: Parts, rt: devmod.Runtime) -> dict[str, Any]:
         prog.step += 1
         prog.batch_in_epoch += 1
         prog.samples_in_epoch += cfg.batch_size * cfg.grad_accum * rt.world_size
+        batches.after_step(prog)
         if prog.step == 1:
             prog.loss_first = float(losses[-1])
         if prog.step % cfg.log_every == 0 or prog.step == cfg.steps:
