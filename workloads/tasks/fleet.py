@@ -164,7 +164,7 @@ def process(items: list[Item], outputs: Outputs, fc: FleetConfig, rt: devmod.Run
                     now = leases.fs_now()
                 pending = held
                 if pending and not progressed:
-                    time.sleep(min(1.0, fc.lease_s / 4))  # wait for others to finish or expire
+                    time.sleep(min(0.2, fc.lease_s / 4))  # wait for others to finish or expire
         finally:
             leases.close()
     c.wall_s = time.monotonic() - t0

@@ -27,6 +27,7 @@ import errno
 import hashlib
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -115,14 +116,21 @@ class Outputs:
                     return False
                 return True
             fsync_file(tmp)
+            # The link and the unlink of the temporary name go together: torchrun's SIGTERM to a
+            # surviving rank cannot land between them and leave a temporary beside its output.
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
             try:
-                os.link(tmp, final)
-            except FileExistsError:
-                return False
-            except OSError as e:
-                if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
-                    raise
-                os.replace(tmp, final)  # no hard links here: rename, atomic but last writer wins
+                try:
+                    os.link(tmp, final)
+                except FileExistsError:
+                    return False
+                except OSError as e:
+                    if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+                        raise
+                    os.replace(tmp, final)  # no hard links here: rename, atomic but last writer wins
+                tmp.unlink(missing_ok=True)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
             fsync_dir(Path(final).parent)
             return True
         finally:

@@ -1,0 +1,169 @@
+"""The self-balancing task fleet: leases that outlive a dead worker, placeholders, object-storage
+outputs against moto's S3 server, and uneven items against the static split."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.workloads.torchrun_util import REPO, explain, job_env, torchrun
+
+CALLABLE = "tests.workloads._fleet_callables:sleepy"
+
+
+def _inputs(d: Path, seconds: list[float]) -> list[Path]:
+    d.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, s in enumerate(seconds):
+        p = d / f"item{i:02d}.txt"
+        p.write_text(f"{s} item {i}\n")
+        paths.append(p)
+    return paths
+
+
+def _calls(log: Path) -> list[tuple[str, int, float, str]]:
+    out = []
+    for line in log.read_text().splitlines():
+        event, pid, t, inp = line.split(" ", 3)
+        out.append((event, int(pid), float(t), inp))
+    return out
+
+
+def _failures(state: Path) -> str:
+    return "".join(p.read_text() for p in sorted(state.glob("failures-*.jsonl")))
+
+
+def _published(out: Path) -> list[str]:
+    return sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+
+
+def test_dynamic_fleet_crash_then_rerun_publishes_each_output_once(tmp_path: Path) -> None:
+    inputs = _inputs(tmp_path / "in", [0.05] * 8)
+    out, log = tmp_path / "out", tmp_path / "calls.log"
+    args = ["--glob", str(tmp_path / "in" / "*.txt"), "--output-dir", str(out), "--output-ext", ".rev",
+            "--callable", CALLABLE, "--json", str(tmp_path / "s.json")]
+    env = dict(GPUC_TEST_CALL_LOG=str(log))
+    crashed = torchrun("workloads.shard_tasks", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="2", GPUC_CRASH_RANK="0", **env))
+    assert crashed.returncode != 0 and "GPUC_CRASH_AFTER=2: exiting hard" in crashed.stderr, explain(crashed)
+    assert "claimed dynamically" in crashed.stdout
+    first = {n: (out / n).stat().st_ino for n in _published(out)}
+    # The crashed item's work sits under a temporary name, its lease still names the dead rank.
+    assert [p for p in out.iterdir() if ".tmp-" in p.name]
+    assert list((out / ".shard_tasks" / "leases").glob("*.[0-9]"))
+
+    rerun = torchrun("workloads.shard_tasks", args, nproc=2, env=job_env(**env))
+    assert rerun.returncode == 0, explain(rerun) + _failures(out / ".shard_tasks")
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert s["schedule"] == "dynamic" and s["skipped"] == len(first) and s["done"] == 8 - len(first)
+    assert s["failed"] == 0 and s["duplicates"] == 0 and s["done_elsewhere"] == 0
+    assert _published(out) == [f"item{i:02d}.rev" for i in range(8)]
+    for p in inputs:
+        assert (out / p.with_suffix(".rev").name).read_text() == p.read_text()[::-1]
+    assert {n: (out / n).stat().st_ino for n in first} == first  # finished work was not redone
+    ends = collections.Counter(inp for e, _, _, inp in _calls(log) if e == "end")
+    assert all(ends[str(tmp_path / "in" / n.replace(".rev", ".txt"))] == 1 for n in first), ends
+    assert [p.name for p in out.iterdir() if ".tmp-" in p.name] == []
+    # The dead rank's lease was taken over at once (its process is gone from this host) and released.
+    assert list((out / ".shard_tasks" / "leases").glob("*.[0-9]")) == []
+
+
+def _worker(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "workloads.shard_tasks", *args], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def test_a_killed_workers_item_is_finished_by_another_once_its_lease_expires(tmp_path: Path) -> None:
+    """Two independent workers (two jobs of one rank each) share a list. The first hangs in
+    item00 and is killed; it looks like another host (GPUC_LEASE_HOST), so only the lease's
+    expiry can free its item, and the second worker finishes it after that, not before."""
+    _inputs(tmp_path / "in", [0.05] * 6)
+    out, log, state = tmp_path / "out", tmp_path / "calls.log", tmp_path / "state"
+    lease_s = 3.0
+    args = ["--glob", str(tmp_path / "in" / "*.txt"), "--output-dir", str(out), "--output-ext", ".rev",
+            "--callable", CALLABLE, "--state-dir", str(state), "--lease-s", str(lease_s), "--fleet-id", "f1"]
+    a = _worker(args, job_env(GPUC_TEST_CALL_LOG=str(log), GPUC_TEST_HANG_ON="item00.txt", GPUC_LEASE_HOST="node-a"))
+    deadline = time.monotonic() + 120
+    while not (log.exists() and "item00.txt" in log.read_text()):
+        assert a.poll() is None and time.monotonic() < deadline, a.communicate()
+        time.sleep(0.2)
+    b = _worker([*args, "--json", str(tmp_path / "b.json")], job_env(GPUC_TEST_CALL_LOG=str(log)))
+    while not (out.is_dir() and len(_published(out)) >= 5):  # b does the other five, then waits
+        assert b.poll() is None and time.monotonic() < deadline, b.communicate()
+        time.sleep(0.2)
+    time.sleep(2 * lease_s)  # a lives on, heartbeating: its item must stay its own
+    assert "item00.rev" not in _published(out)
+    os.killpg(a.pid, signal.SIGKILL)
+    killed_at = time.time()
+    a.wait(timeout=60)
+    b_out, b_err = b.communicate(timeout=300)
+    assert b.returncode == 0, f"{b_out}\n{b_err}"
+    assert _published(out) == [f"item{i:02d}.rev" for i in range(6)]
+    calls = _calls(log)
+    starts = [(pid, t) for e, pid, t, inp in calls if e == "start" and inp.endswith("item00.txt")]
+    assert [pid for pid, _ in starts] == [a.pid, b.pid], starts
+    waited = starts[1][1] - killed_at
+    print(f"\nitem00 taken over {waited:.1f} s after its worker was killed (lease {lease_s} s)")
+    assert lease_s * 0.5 <= waited <= lease_s + 10, waited  # mtime granularity and polling, not earlier
+    s = json.loads((tmp_path / "b.json").read_text())
+    assert (s["done"], s["failed"], s["duplicates"]) == (6, 0, 0)
+
+
+def test_command_placeholders_name_the_rank(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _inputs(tmp_path / "in", [0.0] * 4)
+    out = tmp_path / "out"
+    cmd = "sh -c 'cat {input} > {output}; echo rank={rank} local_rank={local_rank} >> {output}'"
+    r = torchrun("workloads.shard_tasks", ["--glob", str(tmp_path / "in" / "*.txt"), "--output-dir", str(out),
+                                           "--schedule", "static", "--command", cmd], nproc=2)
+    assert r.returncode == 0, explain(r)
+    for i in range(4):  # static: item i on rank i % 2, one node so local_rank == rank
+        assert (out / f"item{i:02d}.txt").read_text().endswith(f"rank={i % 2} local_rank={i % 2}\n")
+    from workloads.shard_tasks import parse_config
+
+    os.environ["GPUC_FORCE_CPU"] = "1"
+    try:
+        with pytest.raises(SystemExit):
+            parse_config(["--glob", str(tmp_path / "in" / "*.txt"), "--output-dir", str(out),
+                          "--command", "ffmpeg -hwaccel_device {gpu} -i {input} {output} {node}"])
+    finally:
+        del os.environ["GPUC_FORCE_CPU"]
+    err = capsys.readouterr().err
+    assert "uses {gpu}, the index of this rank's GPU, and this job runs on the CPU" in err
+    assert "unknown placeholder {node} in '{node}' (allowed: {input}, {output}, {rank}, {local_rank}, {gpu})" in err
+
+
+def _fleet_run(tmp_path: Path, name: str, schedule: str, seconds: list[float], nproc: int) -> dict[str, Any]:
+    _inputs(tmp_path / f"in-{name}", seconds)
+    r = torchrun("workloads.shard_tasks", [
+        "--glob", str(tmp_path / f"in-{name}" / "*.txt"), "--output-dir", str(tmp_path / f"out-{name}"),
+        "--callable", CALLABLE, "--schedule", schedule, "--json", str(tmp_path / f"{name}.json")], nproc=nproc)
+    assert r.returncode == 0, explain(r)
+    return json.loads((tmp_path / f"{name}.json").read_text())  # type: ignore[no-any-return]
+
+
+def uneven_seconds() -> list[float]:
+    """Four 1 s items among twelve of 0.05 s, all four in the first half at even places: the
+    static split (i % 2) puts every long one on rank 0, and so would a split into halves."""
+    return [1.0 if i in (0, 2, 4, 6) else 0.05 for i in range(16)]
+
+
+def test_uneven_items_finish_near_the_ideal_time_only_when_claimed_dynamically(tmp_path: Path) -> None:
+    seconds = uneven_seconds()
+    ideal = sum(seconds) / 2
+    static = _fleet_run(tmp_path, "static", "static", seconds, 2)
+    dynamic = _fleet_run(tmp_path, "dynamic", "dynamic", seconds, 2)
+    print(f"\nuneven items: total {sum(seconds):.2f} s over 2 ranks, ideal {ideal:.2f} s; "
+          f"static {static['elapsed_s']:.2f} s ({static['elapsed_s'] / ideal:.2f}x ideal), "
+          f"dynamic {dynamic['elapsed_s']:.2f} s ({dynamic['elapsed_s'] / ideal:.2f}x ideal)")
+    assert static["done"] == dynamic["done"] == 16
+    assert static["elapsed_s"] >= 4.0  # rank 0 sleeps through all four 1 s items
+    assert dynamic["elapsed_s"] / ideal < 1.4, dynamic
+    assert static["elapsed_s"] / dynamic["elapsed_s"] > 1.3
