@@ -167,3 +167,125 @@ def test_uneven_items_finish_near_the_ideal_time_only_when_claimed_dynamically(t
     assert static["elapsed_s"] >= 4.0  # rank 0 sleeps through all four 1 s items
     assert dynamic["elapsed_s"] / ideal < 1.4, dynamic
     assert static["elapsed_s"] / dynamic["elapsed_s"] > 1.3
+
+
+@pytest.fixture(scope="module")
+def s3() -> Any:
+    """moto's S3 server on a free local port, with one bucket; yields the workers' environment."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = dict(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1",
+               AWS_ENDPOINT_URL_S3=f"http://{host}:{port}")
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    import boto3
+
+    boto3.client("s3").create_bucket(Bucket="fleet-out")
+    try:
+        yield env
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        server.stop()
+
+
+def _objects(prefix: str) -> dict[str, bytes]:
+    import boto3
+
+    c = boto3.client("s3")
+    keys = [o["Key"] for o in c.list_objects_v2(Bucket="fleet-out", Prefix=prefix).get("Contents", [])]
+    return {k: c.get_object(Bucket="fleet-out", Key=k)["Body"].read() for k in keys}
+
+
+def test_outputs_to_s3_exactly_once_and_never_partial(tmp_path: Path, s3: dict[str, str]) -> None:
+    inputs = _inputs(tmp_path / "in", [0.05] * 6)
+    log = tmp_path / "calls.log"
+    args = ["--glob", str(tmp_path / "in" / "*.txt"), "--output-dir", "s3://fleet-out/run1", "--output-ext", ".rev",
+            "--state-dir", str(tmp_path / "state"), "--scratch-dir", str(tmp_path / "scratch"),
+            "--callable", CALLABLE, "--json", str(tmp_path / "s.json")]
+    crashed = torchrun("workloads.shard_tasks", args, nproc=2,
+                       env=job_env(GPUC_CRASH_AFTER="1", GPUC_TEST_CALL_LOG=str(log), **s3))
+    assert crashed.returncode != 0 and "GPUC_CRASH_AFTER=1: exiting hard" in crashed.stderr, explain(crashed)
+    first = _objects("run1/")
+    want = {f"run1/{p.stem}.rev": p.read_bytes()[::-1] for p in inputs}
+    # Only final keys, each one whole: the crashed item's work stayed in node-local scratch.
+    assert first and all(want[k] == v for k, v in first.items()), sorted(first)
+    assert [p.name for p in (tmp_path / "scratch").rglob("*.tmp-*")]
+
+    rerun = torchrun("workloads.shard_tasks", args, nproc=2, env=job_env(GPUC_TEST_CALL_LOG=str(log), **s3))
+    assert rerun.returncode == 0, explain(rerun) + _failures(tmp_path / "state")
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert (s["skipped"], s["done"], s["failed"], s["duplicates"]) == (len(first), 6 - len(first), 0, 0)
+    assert _objects("run1/") == want
+    assert list((tmp_path / "scratch").rglob("*.tmp-*")) == []
+
+    # A second writer of an existing output is refused by the conditional put, the object kept.
+    from workloads.tasks.outputs import Outputs
+
+    outs = Outputs("s3://fleet-out/run1", tmp_path / "scratch")
+    final = outs.final(Path("item00.rev"))
+    tmp = outs.work_path(final)
+    tmp.write_bytes(b"a second, different copy")
+    assert outs.publish(tmp, final) is False and not tmp.exists()
+    assert _objects("run1/item00.rev")["run1/item00.rev"] == want["run1/item00.rev"]
+    fresh = outs.final(Path("new.rev"))
+    tmp = outs.work_path(fresh)
+    tmp.write_bytes(b"new")
+    assert outs.publish(tmp, fresh) is True and _objects("run1/new.rev") == {"run1/new.rev": b"new"}
+
+
+def test_object_storage_flags_are_checked_before_the_work(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          s3: dict[str, str]) -> None:
+    from workloads.shard_tasks import parse_config
+
+    _inputs(tmp_path / "in", [0.0])
+    base = ["--glob", str(tmp_path / "in" / "*.txt"), "--callable", CALLABLE]
+    with pytest.raises(SystemExit):
+        parse_config([*base, "--output-dir", "s3://fleet-out/x"])
+    assert "error: --state-dir: needed with --output-dir s3://fleet-out/x: leases and failure records" in \
+        capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_config([*base, "--output-dir", "s3://no-such-bucket-here/x", "--state-dir", str(tmp_path / "st")])
+    assert "bucket 'no-such-bucket-here' does not exist or is not visible" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_config([*base, "--output-dir", "ftp://host/x", "--state-dir", str(tmp_path / "st"),
+                      "--schedule", "random", "--lease-s", "0"])
+    err = capsys.readouterr().err
+    assert "scheme 'ftp' is not supported (allowed: s3://, gs://, or a path)" in err
+    assert "error: --schedule: 'random' is not one of dynamic, static" in err
+    assert "error: --lease-s: 0.0 must be greater than 0.0" in err
+    cfg = parse_config([*base, "--output-dir", "s3://fleet-out/x/", "--state-dir", str(tmp_path / "st")])
+    assert cfg.items[0][1] == "s3://fleet-out/x/item00.txt" and cfg.outputs.remote
+
+
+def test_gs_outputs_go_through_the_same_conditional_put(tmp_path: Path) -> None:
+    """No GCS emulator runs here: this checks our side only (gcsfs maps mode="create" to
+    ifGenerationMatch=0), with a stand-in for the file system that behaves like a bucket."""
+    from workloads.tasks.outputs import Outputs
+
+    class Bucket:
+        def __init__(self) -> None:
+            self.objects: dict[str, bytes] = {}
+            self.modes: list[str] = []
+
+        def put_file(self, lpath: str, rpath: str, mode: str = "overwrite") -> None:
+            self.modes.append(mode)
+            if mode == "create" and rpath in self.objects:
+                raise FileExistsError(rpath)
+            self.objects[rpath] = Path(lpath).read_bytes()
+
+    outs = Outputs("gs://bucket/prefix", tmp_path)
+    outs._fs = Bucket()
+    final = outs.final(Path("a/b.npy"))
+    assert final == "gs://bucket/prefix/a/b.npy"
+    for payload, published in ((b"first", True), (b"second", False)):
+        tmp = outs.work_path(final)
+        tmp.write_bytes(payload)
+        assert outs.publish(tmp, final) is published and not tmp.exists()
+    assert outs._fs.objects == {final: b"first"} and outs._fs.modes == ["create", "create"]
