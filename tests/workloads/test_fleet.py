@@ -289,3 +289,86 @@ def test_gs_outputs_go_through_the_same_conditional_put(tmp_path: Path) -> None:
         tmp.write_bytes(payload)
         assert outs.publish(tmp, final) is published and not tmp.exists()
     assert outs._fs.objects == {final: b"first"} and outs._fs.modes == ["create", "create"]
+
+
+def _mlp_checkpoint(d: Path) -> Any:
+    """A ddp_train-style checkpoint directory (DCP, with the completion marker) of the user's MLP."""
+    import torch
+    from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
+
+    from tests.workloads._user_plugins import mlp
+
+    torch.manual_seed(5)
+    model = mlp()
+    dcp_save({"model": model.state_dict()}, checkpoint_id=d / "step_3")
+    (d / "step_3" / "COMPLETE").write_text("{}")
+    return model
+
+
+def test_batch_infer_runs_the_users_model_and_dataset_as_a_fleet(tmp_path: Path) -> None:
+    import torch
+
+    from tests.workloads._user_plugins import Blobs
+
+    model = _mlp_checkpoint(tmp_path / "ckpt")
+    out = tmp_path / "preds"
+    r = torchrun("workloads.batch_infer", [
+        "run", "--model", "tests.workloads._user_plugins:mlp", "--weights", str(tmp_path / "ckpt"),
+        "--dataset", "tests.workloads._user_plugins:blobs", "--rows-per-task", "10", "--batch-size", "4",
+        "--output-dir", str(out), "--json", str(tmp_path / "s.json")], nproc=2)
+    assert r.returncode == 0, explain(r)
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert s["job"] == "batch_infer" and (s["inputs"], s["done"], s["failed"]) == (10, 10, 0)
+    parts = [torch.load(out / f"part-{k:06d}.pt", weights_only=True) for k in range(10)]
+    assert torch.equal(torch.cat([p["index"] for p in parts]), torch.arange(96))
+    ds = Blobs()
+    want = model(torch.stack([ds[i][0] for i in range(96)])).detach()
+    torch.testing.assert_close(torch.cat([p["output"] for p in parts]), want, rtol=1e-5, atol=1e-6)
+    again = torchrun("workloads.batch_infer", [
+        "run", "--model", "tests.workloads._user_plugins:mlp", "--weights", str(tmp_path / "ckpt"),
+        "--dataset", "tests.workloads._user_plugins:blobs", "--rows-per-task", "10",
+        "--output-dir", str(out), "--json", str(tmp_path / "s.json")], nproc=2)
+    assert again.returncode == 0 and json.loads((tmp_path / "s.json").read_text())["skipped"] == 10, explain(again)
+
+
+def test_batch_infer_scores_token_shards_with_the_gpt_into_s3(tmp_path: Path, s3: dict[str, str]) -> None:
+    import io
+
+    import torch
+
+    from workloads.batch_infer import score
+    from workloads.data import TokenWindows, check_shards, write_synthetic
+    from workloads.model import GPT, GPTConfig
+
+    write_synthetic(out=tmp_path / "tok", shards=1, tokens_per_shard=400, vocab=64, seed=2)  # 24 windows of 16
+    r = torchrun("workloads.batch_infer", [
+        "run", "--data", str(tmp_path / "tok" / "*.bin"), "--vocab-size", "64", "--seed", "4",
+        "--rows-per-task", "8", "--output-dir", "s3://fleet-out/scores", "--state-dir", str(tmp_path / "state"),
+        "--json", str(tmp_path / "s.json")], nproc=2, env=job_env(**s3))
+    assert r.returncode == 0, explain(r)
+    objs = _objects("scores/")
+    assert sorted(objs) == [f"scores/part-{k:06d}.pt" for k in range(3)]
+    torch.manual_seed(4)
+    model = GPT(GPTConfig(vocab_size=64)).eval()
+    shards, _ = check_shards(str(tmp_path / "tok" / "*.bin"), seq_len=16, vocab_size=64)
+    ds = TokenWindows(shards, 16)
+    for k in range(3):
+        got = torch.load(io.BytesIO(objs[f"scores/part-{k:06d}.pt"]), weights_only=True)
+        want = score(model, torch.stack([ds[i][0] for i in range(8 * k, 8 * k + 8)]), 64)
+        assert torch.equal(got["index"], torch.arange(8 * k, 8 * k + 8))
+        assert torch.equal(got["next_token"], want["next_token"])
+        torch.testing.assert_close(got["nll"], want["nll"], rtol=1e-5, atol=1e-6)
+
+
+def test_batch_infer_flags_name_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    from workloads.batch_infer import main
+
+    torch.save({"state_dict": {"0.weight": torch.zeros(3, 3)}}, tmp_path / "w.pt")
+    with pytest.raises(SystemExit):
+        main(["run", "--model", "tests.workloads._user_plugins:mlp", "--weights", str(tmp_path / "w.pt"),
+              "--dataset", "tests.workloads._user_plugins:blob_stream", "--output-dir", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert f"error: --weights: {tmp_path / 'w.pt'}: cannot load into the model: RuntimeError" in err
+    assert "is an IterableDataset: tasks are ranges of rows that any worker can claim" in err
