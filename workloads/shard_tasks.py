@@ -297,7 +297,7 @@ def parse_config(argv: list[str] | None = None) -> TaskConfig:
             by_out[out] = inp
             if out == inp:
                 p.add("--output-dir", f"output {out} would overwrite its input")
-    if remote and not any(w == "--output-dir" for w, _ in p.items) and (why := outputs.reachable_problem()):
+    if remote and not p and (why := outputs.reachable_problem()):  # one round trip, once all else is right
         p.add("--output-dir", why)
     p.exit_if_any()
     digest = hashlib.sha256("\n".join(str(x) for x in inputs).encode()).hexdigest()
