@@ -74,7 +74,7 @@ def test_resume_at_other_world_sizes_continues_the_loss_curve(data: Path, tmp_pa
     # The curve goes on where it stopped: the same samples make each global batch at every
     # world size, so only the order of floating-point sums differs from the uninterrupted run.
     for s in range(1, STEPS + 1):
-        assert got[s] == pytest.approx(want[s], rel=2e-3), (s, got[s], want[s])
+        assert got[s] == pytest.approx(want[s], rel=1e-4), (s, got[s], want[s])  # steps 1-8 printed to 4 places
     assert got[5] < 0.9 * got[1] and got[9] < got[5] and got[STEPS] < 0.7 * got[1]
 
 

@@ -93,9 +93,14 @@ def process(items: list[Item], outputs: Outputs, fc: FleetConfig, rt: devmod.Run
     crash_here = crash_after is not None and rt.rank == int(os.environ.get("GPUC_CRASH_RANK", "1"))
     c = Counts()
     n, w = len(items), rt.world_size
+    leases = Leases(fc.state_dir, fc.lease_s, this_holder(rt.rank, fc.fleet_id)) if fc.schedule == "dynamic" else None
     # What existed before anyone started, each item looked at by one rank, then a common start.
     existed = {i for i in range(rt.rank, n, w) if outputs.exists(items[i].final)}
     c.skipped = len(existed)
+    if leases is not None:
+        now = leases.fs_now()
+        for i in existed:
+            leases.sweep(item_key(items[i].final), now)
     dist.barrier()
     t0 = last = time.monotonic()
     if rt.is_main:
@@ -140,7 +145,7 @@ def process(items: list[Item], outputs: Outputs, fc: FleetConfig, rt: devmod.Run
             if i not in existed and not outputs.exists(items[i].final):
                 do(items[i], "", None)
     else:
-        leases = Leases(fc.state_dir, fc.lease_s, this_holder(rt.rank, fc.fleet_id))
+        assert leases is not None
         try:
             start = rt.rank * n // w
             pending = [i for i in [*range(start, n), *range(start)] if i not in existed]

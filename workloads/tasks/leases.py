@@ -140,6 +140,14 @@ class Leases:
         for g in range(int(path.suffix[1:]), -1, -1):
             (self.dir / f"{key}.{g}").unlink(missing_ok=True)
 
+    def sweep(self, key: str, now: float) -> None:
+        """Remove a dead holder's lease on an item that is already settled (its holder died
+        between publishing the output and releasing the lease)."""
+        g = self._generations(key)
+        if g and self.expired(self.dir / f"{key}.{g - 1}", now):
+            for k in range(g - 1, -1, -1):
+                (self.dir / f"{key}.{k}").unlink(missing_ok=True)
+
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.ttl_s / 4):
             with self._lock:
