@@ -1,4 +1,20 @@
-"""Offline batch inference with the shared GPT model: a callable for :mod:`workloads.shard_tasks`.
+"""Offline batch inference: your model over your dataset as a self-balancing fleet, or the
+shared GPT as a callable for :mod:`workloads.shard_tasks`.
+
+    torchrun --nnodes 4 --nproc-per-node 8 ... -m workloads.batch_infer run \\
+        --model mypkg.models:build --weights /fsx/ckpt/run2 --dataset mypkg.data:eval_set \\
+        --output-dir s3://my-bucket/preds/run2 --state-dir /fsx/fleet/preds-run2 --rows-per-task 4096
+
+``run`` splits the dataset (map-style: ``__len__`` and ``__getitem__``, as ``ddp_train
+--dataset`` takes; an item may be an ``(input, target)`` pair, of which the input is used) into
+tasks of ``--rows-per-task`` consecutive rows; every rank claims tasks through the fleet of
+:mod:`workloads.tasks.fleet` (dynamic leases by default), runs the model in batches of
+``--batch-size`` (bf16 autocast on GPUs) and publishes ``part-<k>.pt`` per task, exactly once,
+to a path or an ``s3://`` / ``gs://`` URI: ``{"index": int64 [rows], "output": [rows, ...]}``
+for your model, and the scores below for the bundled GPT (the default model, with ``--data``
+token shards as the default dataset). ``--weights`` is a ``ddp_train`` checkpoint directory
+(its newest complete ``step_<N>``, or one step directory: DCP, loaded without a process group)
+or a file holding a state dict. A rerun skips the parts that exist.
 
     torchrun --nproc-per-node 8 -m workloads.shard_tasks --glob '/fsx/batches/*.pt' \\
         --output-dir /fsx/scores --output-ext .scores.pt --callable workloads.batch_infer:run
@@ -120,6 +136,10 @@ def make_inputs(out: Path, files: int, rows: int, seq: int, vocab: int, seed: in
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m workloads.batch_infer")
     sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="your model over your dataset as a self-balancing fleet (under torchrun)")
+    from workloads.tasks import infer
+
+    infer.add_flags(r)
     m = sub.add_parser("make-inputs", help="write example token tensor files")
     m.add_argument("--out", required=True)
     m.add_argument("--files", default="4")
@@ -128,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--vocab", default=str(DEFAULT_CONFIG.vocab_size))
     m.add_argument("--seed", default="0")
     a = ap.parse_args(argv)
+    if a.cmd == "run":
+        return infer.main(a)
     p = Problems()
     files = p.integer("--files", a.files, lo=1)
     rows = p.integer("--rows", a.rows, lo=1)

@@ -1,37 +1,44 @@
-"""Run one job over thousands of independent inputs, split across every rank, safe to rerun.
+"""Run one job over thousands of independent inputs on every rank, self-balancing, safe to rerun,
+with outputs on a shared file system or in object storage.
 
     torchrun --nproc-per-node 8 -m workloads.shard_tasks --glob '/fsx/videos/*.mov' \\
-        --output-dir /fsx/out --output-ext .mp4 \\
-        --command 'ffmpeg -y -i {input} -c:v libx264 -preset veryfast {output}'
+        --output-dir s3://my-bucket/encoded --state-dir /fsx/fleet/encode1 --output-ext .mp4 \\
+        --command 'ffmpeg -y -hwaccel cuda -hwaccel_device {gpu} -i {input} -c:v h264_nvenc {output}'
 
     torchrun ... -m workloads.shard_tasks --inputs /fsx/lists/tensors.txt \\
         --output-dir /fsx/scores --callable workloads.batch_infer:run
 
-How the work is split: the input list (lines of ``--inputs``, relative paths taken from the
-list file's directory; or the files ``--glob`` matches) is made absolute and sorted, and item
-``i`` goes to rank ``i % world_size``. Every rank computes the same split from the same list,
-so the ranks never talk while working; the only collective is the final count
-(an all-gather of done/skipped/failed and a fingerprint of the list each rank saw, so a list
-that changed under the job is reported instead of silently skipping or doubling work).
+Inputs: the lines of ``--inputs`` (relative paths taken from the list file's directory) or the
+files ``--glob`` matches, made absolute and sorted. Every rank must see the same list: the final
+count carries a fingerprint of the list each rank saw, so a list that changed under the job is
+reported instead of silently skipping or doubling work.
+
+How the work is split (``--schedule``, :mod:`workloads.tasks.fleet`): ``dynamic`` (default),
+each rank claims the next unclaimed item through a lease on the shared file system
+(``--state-dir``, default ``<output-dir>/.shard_tasks``), renewed while it works and taken over
+by another worker when it expires (``--lease-s``) because its worker died; a slow item delays
+only its own worker. ``static``: item ``i`` to rank ``i % world_size``, no coordination at all.
 
 Where outputs go: ``--output-dir`` / (the input's path relative to ``--input-root``, by default
 the inputs' common directory), with the extension replaced by ``--output-ext`` when given.
+``--output-dir`` is a path, or an ``s3://`` / ``gs://`` URI (fsspec with s3fs / gcsfs; the work
+is then written to ``--scratch-dir`` on the node and uploaded with a conditional put).
 
-Exactly once, even across crashes: an input whose output already exists is skipped. Work is
-written under a hidden temporary name in the output's directory that keeps the extension
-(``.clip.tmp-<pid>.mp4``, ffmpeg picks the format from it), fsynced, and renamed onto the final
-name only on success, so no partial file ever carries a final name and a rerun after a crash
-redoes nothing that finished. Temporaries a crashed run left are removed before the item
-is redone.
+Exactly once, even across crashes (:mod:`workloads.tasks.outputs`): an input whose output
+already exists is skipped; work is written under a temporary name and published in one step
+that refuses to replace an existing output, so no partial file or object ever carries a final
+name, a rerun after a crash redoes nothing that finished, and an item done twice (a lease taken
+over from a stalled worker) is published once.
+
+The command: ``--command`` is split like a shell line and run without a shell, once per input,
+with ``{input}``, ``{output}`` (both required), ``{rank}``, ``{local_rank}`` and ``{gpu}`` (the
+index of the GPU this rank is bound to, e.g. ``ffmpeg -hwaccel_device {gpu}``; the child
+inherits ``CUDA_VISIBLE_DEVICES``, so the index means the same GPU to it).
 
 Failures: an input whose command exits non-zero (or times out, or writes nothing), or whose
 callable raises, is counted and recorded with the tail of its stderr/traceback in
-``<output-dir>/.shard_tasks/failures-rank<R>.jsonl``; the other inputs go on. The exit code is
-1 if any input failed anywhere, else 0.
-
-Test hook: ``GPUC_CRASH_AFTER=N`` makes rank ``GPUC_CRASH_RANK`` (default 1) do the work of
-its item N+1 into the temporary file and then exit hard (``os._exit(1)``) before renaming it:
-a crash at the worst moment.
+``<state-dir>/failures-rank<R>.jsonl``; the other inputs go on. The exit code is 1 if any input
+failed anywhere, else 0.
 """
 
 from __future__ import annotations
@@ -48,8 +55,8 @@ import shutil
 import string
 import subprocess
 import sys
-import time
 import traceback
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -58,24 +65,38 @@ import torch
 import torch.distributed as dist
 
 from workloads import device as devmod
-from workloads.atomic import publish, stale_temps_for, temp_path_for, write_bytes_atomic
+from workloads.atomic import write_bytes_atomic
 from workloads.cli import Problems, output_dir_problem
+from workloads.tasks import fleet
+from workloads.tasks.outputs import Outputs, is_uri, uri_problem
 
 STATE_DIR = ".shard_tasks"
 TAIL_CHARS = 2000
-PLACEHOLDERS = ("input", "output")
+REQUIRED = ("input", "output")
+PLACEHOLDERS = (*REQUIRED, "rank", "local_rank", "gpu")
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
 class TaskConfig:
     """One sharded run, parsed and checked from the flags."""
 
-    items: list[tuple[Path, Path]]
-    """``(input, final output)`` for every input, sorted by input path."""
+    items: list[tuple[Path, Any]]
+    """``(input, final output)`` for every input, sorted by input path: the output a ``Path``,
+    or a ``str`` URI when ``--output-dir`` is one."""
     list_digest: str
     """SHA-256 of the sorted input list; every rank must see the same one."""
-    output_dir: Path
-    """Root of the outputs (shared storage)."""
+    output_dir: str
+    """Root of the outputs: a path on shared storage, or an ``s3://`` / ``gs://`` URI."""
+    outputs: Outputs
+    """How outputs are checked and published under ``output_dir``."""
+    state_dir: Path
+    """Shared directory for leases and failure records."""
+    schedule: str
+    """``dynamic`` (leases) or ``static`` (``i % world_size``)."""
+    lease_s: float
+    """Lease expiry after the holder's last heartbeat."""
+    fleet_id: str
+    """Workers with the same id share failure records (a failed item is not retried within it)."""
     command: list[str] | None
     """``--command`` split into arguments, placeholders still in; run without a shell."""
     function: Callable[[str, str], Any] | None
@@ -93,20 +114,31 @@ class TaskConfig:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m workloads.shard_tasks",
-        description="Process independent inputs across all ranks; skips finished outputs.",
+        description="Process independent inputs across all ranks, self-balancing; skips finished outputs.",
     )
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--inputs", help="file with one input path per line ('#' comments allowed)")
     src.add_argument("--glob", help="glob of input files (quote it)")
-    ap.add_argument("--output-dir", required=True, help="root directory of the outputs")
+    ap.add_argument("--output-dir", required=True,
+                    help="root of the outputs: a directory, or s3://BUCKET/PREFIX or gs://BUCKET/PREFIX")
     ap.add_argument("--output-ext", default=None, help="replace each input's extension, e.g. .mp4")
     ap.add_argument("--input-root", default=None,
                     help="inputs' paths below this dir are kept under --output-dir (default: their common directory)")
     work = ap.add_mutually_exclusive_group(required=True)
     work.add_argument("--command",
-                      help="command run per input, with {input} and {output} placeholders (no shell)")
+                      help="command run per input (no shell), with {input} and {output}, and optionally "
+                           "{rank}, {local_rank}, {gpu}")
     work.add_argument("--callable", dest="callable_", metavar="MODULE:FUNCTION",
                       help="python callable f(input_path, output_tmp_path)")
+    ap.add_argument("--schedule", default="dynamic", help="dynamic (leases, default) or static (i % world)")
+    ap.add_argument("--state-dir", default=None,
+                    help="shared directory for leases and failure records (default <output-dir>/.shard_tasks; "
+                         "needed with an s3:// or gs:// --output-dir)")
+    ap.add_argument("--lease-s", default="60", help="a dead worker's lease expires after this many seconds (default 60)")
+    ap.add_argument("--fleet-id", default=None,
+                    help="workers with the same id are one fleet (default: torchrun's run id, else Slurm's job id)")
+    ap.add_argument("--scratch-dir", default=None,
+                    help="node-local directory for work before it is uploaded to a URI (default: the temp dir)")
     ap.add_argument("--timeout-s", default=None, help="per-input time limit for --command (default none)")
     ap.add_argument("--progress-every-s", default="30", help="rank 0 progress interval (default 30)")
     ap.add_argument("--json", default=None, help="write the final summary to this JSON file")
@@ -131,7 +163,7 @@ def _read_list(path: Path, p: Problems) -> list[Path]:
     return out
 
 
-def _check_template(template: str, p: Problems) -> list[str] | None:
+def _check_template(template: str, p: Problems, force_cpu: bool) -> list[str] | None:
     try:
         argv = shlex.split(template)
     except ValueError as e:
@@ -149,13 +181,17 @@ def _check_template(template: str, p: Problems) -> list[str] | None:
             continue
         for f in fields:
             if f not in PLACEHOLDERS:
-                p.add("--command", f"unknown placeholder {{{f}}} in {arg!r} (allowed: {{input}}, {{output}})")
+                allowed = ", ".join(f"{{{x}}}" for x in PLACEHOLDERS)
+                p.add("--command", f"unknown placeholder {{{f}}} in {arg!r} (allowed: {allowed})")
             seen.add(f)
-    for need in PLACEHOLDERS:
+    for need in REQUIRED:
         if need not in seen:
             p.add("--command", f"{template!r} has no {{{need}}} placeholder")
     if "{" not in argv[0] and shutil.which(argv[0]) is None:
         p.add("--command", f"program {argv[0]!r} is not on PATH")
+    if "gpu" in seen and devmod.detect_accelerator(force_cpu) == "cpu":
+        p.add("--command", f"{template!r} uses {{gpu}}, the index of this rank's GPU, and this job runs on the "
+                           "CPU (no GPU visible, or --cpu / GPUC_FORCE_CPU=1)")
     return argv
 
 
@@ -181,6 +217,10 @@ def output_for(inp: Path, root: Path, output_dir: Path, ext: str | None) -> Path
     return output_dir / (rel.with_suffix(ext) if ext is not None else rel)
 
 
+def _fleet_id(raw: str | None) -> str:
+    return raw or os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get("SLURM_JOB_ID") or uuid.uuid4().hex
+
+
 def parse_config(argv: list[str] | None = None) -> TaskConfig:
     a = build_parser().parse_args(argv)
     p = Problems()
@@ -200,12 +240,33 @@ def parse_config(argv: list[str] | None = None) -> TaskConfig:
                              and not any(c in ext for c in "/\x00") and not any(ord(c) < 0x20 for c in ext))
     if not ext_ok:
         p.add("--output-ext", f"{ext!r} must look like .mp4")
-    for flag, value in (("--output-dir", a.output_dir), ("--input-root", a.input_root), ("--json", a.json)):
+    for flag, value in (("--output-dir", a.output_dir), ("--input-root", a.input_root), ("--json", a.json),
+                        ("--state-dir", a.state_dir), ("--scratch-dir", a.scratch_dir)):
         if value is not None and "\x00" in value:
             p.add(flag, f"{value!r} contains a NUL byte")
-    output_dir = Path(os.path.abspath(a.output_dir.replace("\x00", "")))
-    if why := output_dir_problem(output_dir):
-        p.add("--output-dir", why)
+    force_cpu = bool(a.cpu) or os.environ.get("GPUC_FORCE_CPU", "") == "1"
+    remote = is_uri(a.output_dir)
+    raw_out = a.output_dir.replace("\x00", "")
+    if remote:
+        if why := uri_problem(raw_out):
+            p.add("--output-dir", why)
+        if a.state_dir is None:
+            p.add("--state-dir", f"needed with --output-dir {raw_out}: leases and failure records live on a "
+                                 "shared file system (e.g. /fsx/fleet/<job>)")
+        output_root = raw_out.rstrip("/")
+    else:
+        output_root = os.path.abspath(raw_out)
+        if why := output_dir_problem(Path(output_root)):
+            p.add("--output-dir", why)
+    state_dir = Path(os.path.abspath(a.state_dir.replace("\x00", ""))) if a.state_dir else Path(output_root) / STATE_DIR
+    if a.state_dir and (why := output_dir_problem(state_dir)):
+        p.add("--state-dir", why)
+    scratch = Path(os.path.abspath(a.scratch_dir.replace("\x00", ""))) if a.scratch_dir else None
+    if scratch is not None and (why := output_dir_problem(scratch)):
+        p.add("--scratch-dir", why)
+    if a.schedule not in fleet.SCHEDULES:
+        p.add("--schedule", f"{a.schedule!r} is not one of {', '.join(fleet.SCHEDULES)}")
+    lease_s = p.number("--lease-s", a.lease_s, gt=0.0)
     root: Path | None = None
     if inputs:
         root = Path(os.path.abspath(a.input_root)) if a.input_root else Path(
@@ -214,7 +275,7 @@ def parse_config(argv: list[str] | None = None) -> TaskConfig:
         if outside:
             p.add("--input-root", f"{root} does not contain {len(outside)} inputs, e.g. {outside[0]}")
             root = None
-    command = _check_template(a.command, p) if a.command is not None else None
+    command = _check_template(a.command, p, force_cpu) if a.command is not None else None
     function = _resolve_callable(a.callable_, p) if a.callable_ is not None else None
     timeout = None if a.timeout_s is None else p.number("--timeout-s", a.timeout_s, gt=0.0)
     if timeout is not None and command is None:
@@ -223,31 +284,41 @@ def parse_config(argv: list[str] | None = None) -> TaskConfig:
     json_path = Path(a.json) if a.json else None
     if json_path is not None and not json_path.parent.is_dir():
         p.add("--json", f"directory {json_path.parent} does not exist")
-    items: list[tuple[Path, Path]] = []
+    outputs = Outputs(output_root, scratch)
+    items: list[tuple[Path, Any]] = []
     if root is not None and not dups and ext_ok:
-        items = [(x, output_for(x, root, output_dir, ext)) for x in inputs]
-        by_out: dict[Path, Path] = {}
+        rels = [output_for(x, root, Path("."), ext) for x in inputs]
+        finals: list[Any] = [outputs.final(r) if remote else Path(outputs.final(r)) for r in rels]
+        items = list(zip(inputs, finals))
+        by_out: dict[Any, Path] = {}
         for inp, out in items:
             if out in by_out:
                 p.add("--output-ext", f"{by_out[out]} and {inp} would both write {out}")
             by_out[out] = inp
             if out == inp:
                 p.add("--output-dir", f"output {out} would overwrite its input")
+    if remote and not p and (why := outputs.reachable_problem()):  # one round trip, once all else is right
+        p.add("--output-dir", why)
     p.exit_if_any()
     digest = hashlib.sha256("\n".join(str(x) for x in inputs).encode()).hexdigest()
-    return TaskConfig(items=items, list_digest=digest, output_dir=output_dir, command=command,
-                      function=function, timeout_s=timeout, progress_every_s=every,
-                      json_path=json_path, force_cpu=bool(a.cpu))
+    return TaskConfig(items=items, list_digest=digest, output_dir=output_root, outputs=outputs,
+                      state_dir=state_dir, schedule=a.schedule, lease_s=lease_s, fleet_id=_fleet_id(a.fleet_id),
+                      command=command, function=function, timeout_s=timeout, progress_every_s=every,
+                      json_path=json_path, force_cpu=force_cpu)
 
 
 def _tail(text: str) -> str:
     return text[-TAIL_CHARS:]
 
 
-def run_item(cfg: TaskConfig, inp: Path, tmp: Path) -> str | None:
+def run_item(cfg: TaskConfig, inp: Path, tmp: Path, rt: devmod.Runtime | None = None) -> str | None:
     """Produce ``tmp`` from ``inp``; ``None`` on success, else the reason with its stderr tail."""
     if cfg.command is not None:
-        argv = [arg.format(input=str(inp), output=str(tmp)) for arg in cfg.command]
+        rank = rt.rank if rt else 0
+        local = rt.local_rank if rt else 0
+        gpu = rt.device.index if rt is not None and rt.device.type == "cuda" else ""
+        argv = [arg.format(input=str(inp), output=str(tmp), rank=rank, local_rank=local, gpu=gpu)
+                for arg in cfg.command]
         try:
             r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
                                timeout=cfg.timeout_s, check=False)
@@ -269,99 +340,58 @@ def run_item(cfg: TaskConfig, inp: Path, tmp: Path) -> str | None:
     return None
 
 
-@dataclass(slots=True)
-class Counts:
-    done: int = 0
-    skipped: int = 0
-    failed: int = 0
-
-
-def process(cfg: TaskConfig, rt: devmod.Runtime) -> Counts:
-    mine = cfg.items[rt.rank :: rt.world_size]
-    state = cfg.output_dir / STATE_DIR
-    state.mkdir(parents=True, exist_ok=True)
-    failures_path = state / f"failures-rank{rt.rank}.jsonl"
-    failures_path.unlink(missing_ok=True)  # this file describes the latest run only
-    crash_after = os.environ.get("GPUC_CRASH_AFTER")
-    crash_here = crash_after is not None and rt.rank == int(os.environ.get("GPUC_CRASH_RANK", "1"))
-    c = Counts()
-    t0 = last = time.monotonic()
-    if rt.is_main:
-        print(f"shard_tasks: {len(cfg.items)} inputs over {rt.world_size} ranks "
-              f"(input i -> rank i % {rt.world_size}); rank 0 has {len(mine)}", flush=True)
-    for inp, out in mine:
-        if out.exists():
-            c.skipped += 1
-            continue
-        out.parent.mkdir(parents=True, exist_ok=True)
-        for stale in stale_temps_for(out):
-            stale.unlink(missing_ok=True)
-        tmp = temp_path_for(out)
-        error = run_item(cfg, inp, tmp)
-        if crash_here and c.done + c.failed == int(crash_after or 0):
-            print(f"[rank {rt.rank}] GPUC_CRASH_AFTER={crash_after}: exiting hard with {tmp} "
-                  "written but not renamed", file=sys.stderr, flush=True)
-            os._exit(1)
-        if error is None:
-            publish(tmp, out)
-            c.done += 1
-        else:
-            tmp.unlink(missing_ok=True)
-            c.failed += 1
-            record = {"input": str(inp), "output": str(out), "rank": rt.rank,
-                      "time": time.time(), "error": error}
-            with open(failures_path, "a") as f:
-                f.write(json.dumps(record) + "\n")
-        now = time.monotonic()
-        if rt.is_main and now - last >= cfg.progress_every_s:
-            last = now
-            n = c.done + c.skipped + c.failed
-            rate = (c.done + c.failed) / (now - t0)
-            left = len(mine) - n
-            eta = f", ~{left / rate:.0f} s left" if rate > 0 else ""
-            print(f"rank 0: {n}/{len(mine)} of its inputs (done {c.done}, skipped {c.skipped}, "
-                  f"failed {c.failed}), {rate:.2f} inputs/s{eta}", flush=True)
-    return c
-
-
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_config(argv)
     rt = devmod.setup(force_cpu=True if cfg.force_cpu else None)
     try:
-        t0 = time.monotonic()
-        c = process(cfg, rt)
-        elapsed = time.monotonic() - t0
-        fingerprint = int(cfg.list_digest[:12], 16)  # 48 bits: exact in an int64
-        mine = torch.tensor([c.done, c.skipped, c.failed, fingerprint], dtype=torch.int64)
-        if rt.backend == "nccl":
-            mine = mine.to(rt.device)
-        gathered = [torch.zeros_like(mine) for _ in range(rt.world_size)]
-        dist.all_gather(gathered, mine)
-        rows = [g.cpu().tolist() for g in gathered]
-        done, skipped, failed = (sum(r[k] for r in rows) for k in range(3))
-        same_list = len({r[3] for r in rows}) == 1
-        if rt.is_main:
-            print(f"shard_tasks: {len(cfg.items)} inputs: done {done}, skipped (output existed) "
-                  f"{skipped}, failed {failed} in {elapsed:.1f} s", flush=True)
-            if failed:
-                print(f"failures recorded in {cfg.output_dir / STATE_DIR}/failures-rank*.jsonl",
-                      file=sys.stderr, flush=True)
-            if not same_list:
-                print("error: ranks saw different input lists: keep the list (and the files a "
-                      "glob matches) on shared storage and unchanged during the run",
-                      file=sys.stderr, flush=True)
-            if cfg.json_path is not None:
-                summary = {
-                    "job": "shard_tasks", "world_size": rt.world_size, "inputs": len(cfg.items),
-                    "done": done, "skipped": skipped, "failed": failed,
-                    "per_rank": [dict(zip(("done", "skipped", "failed"), r[:3])) for r in rows],
-                    "same_input_list_on_all_ranks": same_list, "elapsed_s": elapsed,
-                    "list_sha256": cfg.list_digest,
-                }
-                write_bytes_atomic(cfg.json_path, (json.dumps(summary, indent=2) + "\n").encode())
-        return 0 if failed == 0 and same_list else 1
+        items = [fleet.Item(name=str(inp), final=str(out)) for inp, out in cfg.items]
+        fc = fleet.FleetConfig(schedule=cfg.schedule, state_dir=cfg.state_dir, lease_s=cfg.lease_s,
+                               fleet_id=cfg.fleet_id, progress_every_s=cfg.progress_every_s)
+        c = fleet.process(items, cfg.outputs, fc, rt, lambda it, tmp: run_item(cfg, Path(it.name), tmp, rt))
+        return report(cfg.list_digest, len(items), c, rt, cfg.json_path, cfg.state_dir, cfg.schedule)
     finally:
         devmod.teardown()
+
+
+def report(list_digest: str, n_items: int, c: fleet.Counts, rt: devmod.Runtime, json_path: Path | None,
+           state_dir: Path, schedule: str, job: str = "shard_tasks") -> int:
+    """Gather every rank's counts; rank 0 prints them (and writes ``json_path``). The exit code:
+    0, or 1 if any item failed or the ranks saw different lists."""
+    fingerprint = int(list_digest[:12], 16)  # 48 bits: exact in an int64
+    mine = torch.tensor([c.done, c.skipped, c.failed, c.duplicate, fingerprint,
+                         round(c.busy_s * 1e6), round(c.wall_s * 1e6)], dtype=torch.int64)
+    if rt.backend == "nccl":
+        mine = mine.to(rt.device)
+    gathered = [torch.zeros_like(mine) for _ in range(rt.world_size)]
+    dist.all_gather(gathered, mine)
+    rows = [g.cpu().tolist() for g in gathered]
+    done, skipped, failed, dup = (sum(r[k] for r in rows) for k in range(4))
+    same_list = len({r[4] for r in rows}) == 1
+    wall = max(r[6] for r in rows) / 1e6  # the slowest rank decides
+    busy = [r[5] / 1e6 for r in rows]
+    elsewhere = n_items - done - skipped - failed
+    if rt.is_main:
+        print(f"{job}: {n_items} items ({schedule}): done {done}, skipped (output existed) {skipped}, "
+              f"failed {failed}" + (f", done by another fleet {elsewhere}" if elsewhere else "")
+              + (f", duplicates discarded {dup}" if dup else "") + f" in {wall:.1f} s "
+              f"(busy {sum(busy):.1f} s over {rt.world_size} ranks)", flush=True)
+        if failed:
+            print(f"failures recorded in {state_dir}/failures-rank*.jsonl", file=sys.stderr, flush=True)
+        if not same_list:
+            print("error: ranks saw different input lists: keep the list (and the files a "
+                  "glob matches) on shared storage and unchanged during the run",
+                  file=sys.stderr, flush=True)
+        if json_path is not None:
+            summary = {
+                "job": job, "world_size": rt.world_size, "inputs": n_items, "schedule": schedule,
+                "done": done, "skipped": skipped, "failed": failed, "duplicates": dup,
+                "done_elsewhere": elsewhere,
+                "per_rank": [dict(zip(("done", "skipped", "failed"), r[:3])) for r in rows],
+                "busy_s_per_rank": busy, "same_input_list_on_all_ranks": same_list, "elapsed_s": wall,
+                "list_sha256": list_digest,
+            }
+            write_bytes_atomic(json_path, (json.dumps(summary, indent=2) + "\n").encode())
+    return 0 if failed == 0 and same_list else 1
 
 
 if __name__ == "__main__":

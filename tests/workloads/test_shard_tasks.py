@@ -50,8 +50,9 @@ def test_ffmpeg_fleet_survives_a_crash_and_a_rerun_redoes_nothing(tmp_path: Path
     broken = tmp_path / "in" / "broken.avi"
     broken.write_bytes(b"not a video")
     out = tmp_path / "out"
-    # Sorted inputs: broken, clip0..clip4; input i -> rank i % 2, so rank 1 owns clip0, 2, 4.
-    args = ["--glob", str(tmp_path / "in" / "*.avi"), "--output-dir", str(out),
+    # Sorted inputs: broken, clip0..clip4; the static split gives input i to rank i % 2, so rank
+    # 1 owns clip0, 2, 4 (the self-balancing schedule has its own tests in test_fleet.py).
+    args = ["--glob", str(tmp_path / "in" / "*.avi"), "--output-dir", str(out), "--schedule", "static",
             "--output-ext", ".mp4", "--command", COMMAND, "--json", str(tmp_path / "s.json")]
 
     crashed = torchrun("workloads.shard_tasks", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="1"))
@@ -170,7 +171,7 @@ def test_rank_0_killed_mid_item_then_rerun_publishes_every_input_exactly_once(tm
     for i in range(6):
         (inp / f"t{i}.txt").write_bytes(f"input {i}".encode())
     out, log = tmp_path / "out", tmp_path / "calls.log"
-    args = ["--glob", str(inp / "*.txt"), "--output-dir", str(out), "--output-ext", ".rev",
+    args = ["--glob", str(inp / "*.txt"), "--output-dir", str(out), "--output-ext", ".rev", "--schedule", "static",
             "--callable", "tests.workloads._logging_callable:run", "--json", str(tmp_path / "s.json")]
     env = dict(GPUC_TEST_CALL_LOG=str(log))
     crashed = torchrun("workloads.shard_tasks", args, nproc=2,

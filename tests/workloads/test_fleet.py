@@ -1,0 +1,374 @@
+"""The self-balancing task fleet: leases that outlive a dead worker, placeholders, object-storage
+outputs against moto's S3 server, and uneven items against the static split."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.workloads.torchrun_util import REPO, explain, job_env, torchrun
+
+CALLABLE = "tests.workloads._fleet_callables:sleepy"
+
+
+def _inputs(d: Path, seconds: list[float]) -> list[Path]:
+    d.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, s in enumerate(seconds):
+        p = d / f"item{i:02d}.txt"
+        p.write_text(f"{s} item {i}\n")
+        paths.append(p)
+    return paths
+
+
+def _calls(log: Path) -> list[tuple[str, int, float, str]]:
+    out = []
+    for line in log.read_text().splitlines():
+        event, pid, t, inp = line.split(" ", 3)
+        out.append((event, int(pid), float(t), inp))
+    return out
+
+
+def _failures(state: Path) -> str:
+    return "".join(p.read_text() for p in sorted(state.glob("failures-*.jsonl")))
+
+
+def _published(out: Path) -> list[str]:
+    return sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+
+
+def test_dynamic_fleet_crash_then_rerun_publishes_each_output_once(tmp_path: Path) -> None:
+    inputs = _inputs(tmp_path / "in", [0.05] * 8)
+    out, log = tmp_path / "out", tmp_path / "calls.log"
+    args = ["--glob", str(tmp_path / "in" / "*.txt"), "--output-dir", str(out), "--output-ext", ".rev",
+            "--callable", CALLABLE, "--json", str(tmp_path / "s.json")]
+    env = dict(GPUC_TEST_CALL_LOG=str(log))
+    crashed = torchrun("workloads.shard_tasks", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="2", GPUC_CRASH_RANK="0", **env))
+    assert crashed.returncode != 0 and "GPUC_CRASH_AFTER=2: exiting hard" in crashed.stderr, explain(crashed)
+    assert "claimed dynamically" in crashed.stdout
+    first = {n: (out / n).stat().st_ino for n in _published(out)}
+    # The crashed item's work sits under a temporary name, its lease still names the dead rank.
+    assert [p for p in out.iterdir() if ".tmp-" in p.name]
+    assert list((out / ".shard_tasks" / "leases").glob("*.[0-9]"))
+
+    rerun = torchrun("workloads.shard_tasks", args, nproc=2, env=job_env(**env))
+    assert rerun.returncode == 0, explain(rerun) + _failures(out / ".shard_tasks")
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert s["schedule"] == "dynamic" and s["skipped"] == len(first) and s["done"] == 8 - len(first)
+    assert s["failed"] == 0 and s["duplicates"] == 0 and s["done_elsewhere"] == 0
+    assert _published(out) == [f"item{i:02d}.rev" for i in range(8)]
+    for p in inputs:
+        assert (out / p.with_suffix(".rev").name).read_text() == p.read_text()[::-1]
+    assert {n: (out / n).stat().st_ino for n in first} == first  # finished work was not redone
+    ends = collections.Counter(inp for e, _, _, inp in _calls(log) if e == "end")
+    assert all(ends[str(tmp_path / "in" / n.replace(".rev", ".txt"))] == 1 for n in first), ends
+    assert [p.name for p in out.iterdir() if ".tmp-" in p.name] == []
+    # The dead rank's lease was taken over at once (its process is gone from this host) and released.
+    assert list((out / ".shard_tasks" / "leases").glob("*.[0-9]")) == []
+
+
+def _worker(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "workloads.shard_tasks", *args], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def test_a_killed_workers_item_is_finished_by_another_once_its_lease_expires(tmp_path: Path) -> None:
+    """Two independent workers (two jobs of one rank each) share a list. The first hangs in
+    item00 and is killed; it looks like another host (GPUC_LEASE_HOST), so only the lease's
+    expiry can free its item, and the second worker finishes it after that, not before."""
+    _inputs(tmp_path / "in", [0.05] * 6)
+    out, log, state = tmp_path / "out", tmp_path / "calls.log", tmp_path / "state"
+    lease_s = 3.0
+    args = ["--glob", str(tmp_path / "in" / "*.txt"), "--output-dir", str(out), "--output-ext", ".rev",
+            "--callable", CALLABLE, "--state-dir", str(state), "--lease-s", str(lease_s), "--fleet-id", "f1"]
+    a = _worker(args, job_env(GPUC_TEST_CALL_LOG=str(log), GPUC_TEST_HANG_ON="item00.txt", GPUC_LEASE_HOST="node-a"))
+    deadline = time.monotonic() + 120
+    while not (log.exists() and "item00.txt" in log.read_text()):
+        assert a.poll() is None and time.monotonic() < deadline, a.communicate()
+        time.sleep(0.2)
+    b = _worker([*args, "--json", str(tmp_path / "b.json")], job_env(GPUC_TEST_CALL_LOG=str(log)))
+    while not (out.is_dir() and len(_published(out)) >= 5):  # b does the other five, then waits
+        assert b.poll() is None and time.monotonic() < deadline, b.communicate()
+        time.sleep(0.2)
+    time.sleep(2 * lease_s)  # a lives on, heartbeating: its item must stay its own
+    assert "item00.rev" not in _published(out)
+    os.killpg(a.pid, signal.SIGKILL)
+    killed_at = time.time()
+    a.wait(timeout=60)
+    b_out, b_err = b.communicate(timeout=300)
+    assert b.returncode == 0, f"{b_out}\n{b_err}"
+    assert _published(out) == [f"item{i:02d}.rev" for i in range(6)]
+    calls = _calls(log)
+    starts = [(pid, t) for e, pid, t, inp in calls if e == "start" and inp.endswith("item00.txt")]
+    assert [pid for pid, _ in starts] == [a.pid, b.pid], starts
+    waited = starts[1][1] - killed_at
+    print(f"\nitem00 taken over {waited:.1f} s after its worker was killed (lease {lease_s} s)")
+    assert lease_s * 0.5 <= waited <= lease_s + 10, waited  # mtime granularity and polling, not earlier
+    s = json.loads((tmp_path / "b.json").read_text())
+    assert (s["done"], s["failed"], s["duplicates"]) == (6, 0, 0)
+
+
+def test_command_placeholders_name_the_rank(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _inputs(tmp_path / "in", [0.0] * 4)
+    out = tmp_path / "out"
+    cmd = "sh -c 'cat {input} > {output}; echo rank={rank} local_rank={local_rank} >> {output}'"
+    r = torchrun("workloads.shard_tasks", ["--glob", str(tmp_path / "in" / "*.txt"), "--output-dir", str(out),
+                                           "--schedule", "static", "--command", cmd], nproc=2)
+    assert r.returncode == 0, explain(r)
+    for i in range(4):  # static: item i on rank i % 2, one node so local_rank == rank
+        assert (out / f"item{i:02d}.txt").read_text().endswith(f"rank={i % 2} local_rank={i % 2}\n")
+    from workloads.shard_tasks import parse_config
+
+    os.environ["GPUC_FORCE_CPU"] = "1"
+    try:
+        with pytest.raises(SystemExit):
+            parse_config(["--glob", str(tmp_path / "in" / "*.txt"), "--output-dir", str(out),
+                          "--command", "ffmpeg -hwaccel_device {gpu} -i {input} {output} {node}"])
+    finally:
+        del os.environ["GPUC_FORCE_CPU"]
+    err = capsys.readouterr().err
+    assert "uses {gpu}, the index of this rank's GPU, and this job runs on the CPU" in err
+    assert "unknown placeholder {node} in '{node}' (allowed: {input}, {output}, {rank}, {local_rank}, {gpu})" in err
+
+
+def _fleet_run(tmp_path: Path, name: str, schedule: str, seconds: list[float], nproc: int) -> dict[str, Any]:
+    _inputs(tmp_path / f"in-{name}", seconds)
+    r = torchrun("workloads.shard_tasks", [
+        "--glob", str(tmp_path / f"in-{name}" / "*.txt"), "--output-dir", str(tmp_path / f"out-{name}"),
+        "--callable", CALLABLE, "--schedule", schedule, "--json", str(tmp_path / f"{name}.json")], nproc=nproc)
+    assert r.returncode == 0, explain(r)
+    return json.loads((tmp_path / f"{name}.json").read_text())  # type: ignore[no-any-return]
+
+
+def uneven_seconds() -> list[float]:
+    """Four 1 s items among twelve of 0.05 s, all four in the first half at even places: the
+    static split (i % 2) puts every long one on rank 0, and so would a split into halves."""
+    return [1.0 if i in (0, 2, 4, 6) else 0.05 for i in range(16)]
+
+
+def test_uneven_items_finish_near_the_ideal_time_only_when_claimed_dynamically(tmp_path: Path) -> None:
+    seconds = uneven_seconds()
+    ideal = sum(seconds) / 2
+    static = _fleet_run(tmp_path, "static", "static", seconds, 2)
+    dynamic = _fleet_run(tmp_path, "dynamic", "dynamic", seconds, 2)
+    print(f"\nuneven items: total {sum(seconds):.2f} s over 2 ranks, ideal {ideal:.2f} s; "
+          f"static {static['elapsed_s']:.2f} s ({static['elapsed_s'] / ideal:.2f}x ideal), "
+          f"dynamic {dynamic['elapsed_s']:.2f} s ({dynamic['elapsed_s'] / ideal:.2f}x ideal)")
+    assert static["done"] == dynamic["done"] == 16
+    assert static["elapsed_s"] >= 4.0  # rank 0 sleeps through all four 1 s items
+    assert dynamic["elapsed_s"] / ideal < 1.4, dynamic
+    assert static["elapsed_s"] / dynamic["elapsed_s"] > 1.3
+
+
+@pytest.fixture(scope="module")
+def s3() -> Any:
+    """moto's S3 server on a free local port, with one bucket; yields the workers' environment."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = dict(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1",
+               AWS_ENDPOINT_URL_S3=f"http://{host}:{port}")
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    import boto3
+
+    boto3.client("s3").create_bucket(Bucket="fleet-out")
+    try:
+        yield env
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        server.stop()
+
+
+def _objects(prefix: str) -> dict[str, bytes]:
+    import boto3
+
+    c = boto3.client("s3")
+    keys = [o["Key"] for o in c.list_objects_v2(Bucket="fleet-out", Prefix=prefix).get("Contents", [])]
+    return {k: c.get_object(Bucket="fleet-out", Key=k)["Body"].read() for k in keys}
+
+
+def test_outputs_to_s3_exactly_once_and_never_partial(tmp_path: Path, s3: dict[str, str]) -> None:
+    inputs = _inputs(tmp_path / "in", [0.05] * 6)
+    log = tmp_path / "calls.log"
+    args = ["--glob", str(tmp_path / "in" / "*.txt"), "--output-dir", "s3://fleet-out/run1", "--output-ext", ".rev",
+            "--state-dir", str(tmp_path / "state"), "--scratch-dir", str(tmp_path / "scratch"),
+            "--callable", CALLABLE, "--json", str(tmp_path / "s.json")]
+    crashed = torchrun("workloads.shard_tasks", args, nproc=2,
+                       env=job_env(GPUC_CRASH_AFTER="1", GPUC_TEST_CALL_LOG=str(log), **s3))
+    assert crashed.returncode != 0 and "GPUC_CRASH_AFTER=1: exiting hard" in crashed.stderr, explain(crashed)
+    first = _objects("run1/")
+    want = {f"run1/{p.stem}.rev": p.read_bytes()[::-1] for p in inputs}
+    # Only final keys, each one whole: the crashed item's work stayed in node-local scratch.
+    assert first and all(want[k] == v for k, v in first.items()), sorted(first)
+    assert [p.name for p in (tmp_path / "scratch").rglob("*.tmp-*")]
+
+    rerun = torchrun("workloads.shard_tasks", args, nproc=2, env=job_env(GPUC_TEST_CALL_LOG=str(log), **s3))
+    assert rerun.returncode == 0, explain(rerun) + _failures(tmp_path / "state")
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert (s["skipped"], s["done"], s["failed"], s["duplicates"]) == (len(first), 6 - len(first), 0, 0)
+    assert _objects("run1/") == want
+    assert list((tmp_path / "scratch").rglob("*.tmp-*")) == []
+
+    # A second writer of an existing output is refused by the conditional put, the object kept.
+    from workloads.tasks.outputs import Outputs
+
+    outs = Outputs("s3://fleet-out/run1", tmp_path / "scratch")
+    final = outs.final(Path("item00.rev"))
+    tmp = outs.work_path(final)
+    tmp.write_bytes(b"a second, different copy")
+    assert outs.publish(tmp, final) is False and not tmp.exists()
+    assert _objects("run1/item00.rev")["run1/item00.rev"] == want["run1/item00.rev"]
+    fresh = outs.final(Path("new.rev"))
+    tmp = outs.work_path(fresh)
+    tmp.write_bytes(b"new")
+    assert outs.publish(tmp, fresh) is True and _objects("run1/new.rev") == {"run1/new.rev": b"new"}
+
+
+def test_object_storage_flags_are_checked_before_the_work(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          s3: dict[str, str]) -> None:
+    from workloads.shard_tasks import parse_config
+
+    _inputs(tmp_path / "in", [0.0])
+    base = ["--glob", str(tmp_path / "in" / "*.txt"), "--callable", CALLABLE]
+    with pytest.raises(SystemExit):
+        parse_config([*base, "--output-dir", "s3://fleet-out/x"])
+    assert "error: --state-dir: needed with --output-dir s3://fleet-out/x: leases and failure records" in \
+        capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_config([*base, "--output-dir", "s3://no-such-bucket-here/x", "--state-dir", str(tmp_path / "st")])
+    assert "bucket 'no-such-bucket-here' does not exist or is not visible" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_config([*base, "--output-dir", "ftp://host/x", "--state-dir", str(tmp_path / "st"),
+                      "--schedule", "random", "--lease-s", "0"])
+    err = capsys.readouterr().err
+    assert "scheme 'ftp' is not supported (allowed: s3://, gs://, or a path)" in err
+    assert "error: --schedule: 'random' is not one of dynamic, static" in err
+    assert "error: --lease-s: 0.0 must be greater than 0.0" in err
+    cfg = parse_config([*base, "--output-dir", "s3://fleet-out/x/", "--state-dir", str(tmp_path / "st")])
+    assert cfg.items[0][1] == "s3://fleet-out/x/item00.txt" and cfg.outputs.remote
+
+
+def test_gs_outputs_go_through_the_same_conditional_put(tmp_path: Path) -> None:
+    """No GCS emulator runs here: this checks our side only (gcsfs maps mode="create" to
+    ifGenerationMatch=0), with a stand-in for the file system that behaves like a bucket."""
+    from workloads.tasks.outputs import Outputs
+
+    class Bucket:
+        def __init__(self) -> None:
+            self.objects: dict[str, bytes] = {}
+            self.modes: list[str] = []
+
+        def put_file(self, lpath: str, rpath: str, mode: str = "overwrite") -> None:
+            self.modes.append(mode)
+            if mode == "create" and rpath in self.objects:
+                raise FileExistsError(rpath)
+            self.objects[rpath] = Path(lpath).read_bytes()
+
+    outs = Outputs("gs://bucket/prefix", tmp_path)
+    outs._fs = Bucket()
+    final = outs.final(Path("a/b.npy"))
+    assert final == "gs://bucket/prefix/a/b.npy"
+    for payload, published in ((b"first", True), (b"second", False)):
+        tmp = outs.work_path(final)
+        tmp.write_bytes(payload)
+        assert outs.publish(tmp, final) is published and not tmp.exists()
+    assert outs._fs.objects == {final: b"first"} and outs._fs.modes == ["create", "create"]
+
+
+def _mlp_checkpoint(d: Path) -> Any:
+    """A ddp_train-style checkpoint directory (DCP, with the completion marker) of the user's MLP."""
+    import torch
+    from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
+
+    from tests.workloads._user_plugins import mlp
+
+    torch.manual_seed(5)
+    model = mlp()
+    dcp_save({"model": model.state_dict()}, checkpoint_id=d / "step_3")
+    (d / "step_3" / "COMPLETE").write_text("{}")
+    return model
+
+
+def test_batch_infer_runs_the_users_model_and_dataset_as_a_fleet(tmp_path: Path) -> None:
+    import torch
+
+    from tests.workloads._user_plugins import Blobs
+
+    model = _mlp_checkpoint(tmp_path / "ckpt")
+    out = tmp_path / "preds"
+    r = torchrun("workloads.batch_infer", [
+        "run", "--model", "tests.workloads._user_plugins:mlp", "--weights", str(tmp_path / "ckpt"),
+        "--dataset", "tests.workloads._user_plugins:blobs", "--rows-per-task", "10", "--batch-size", "4",
+        "--output-dir", str(out), "--json", str(tmp_path / "s.json")], nproc=2)
+    assert r.returncode == 0, explain(r)
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert s["job"] == "batch_infer" and (s["inputs"], s["done"], s["failed"]) == (10, 10, 0)
+    parts = [torch.load(out / f"part-{k:06d}.pt", weights_only=True) for k in range(10)]
+    assert torch.equal(torch.cat([p["index"] for p in parts]), torch.arange(96))
+    ds = Blobs()
+    want = model(torch.stack([ds[i][0] for i in range(96)])).detach()
+    torch.testing.assert_close(torch.cat([p["output"] for p in parts]), want, rtol=1e-5, atol=1e-6)
+    again = torchrun("workloads.batch_infer", [
+        "run", "--model", "tests.workloads._user_plugins:mlp", "--weights", str(tmp_path / "ckpt"),
+        "--dataset", "tests.workloads._user_plugins:blobs", "--rows-per-task", "10",
+        "--output-dir", str(out), "--json", str(tmp_path / "s.json")], nproc=2)
+    assert again.returncode == 0 and json.loads((tmp_path / "s.json").read_text())["skipped"] == 10, explain(again)
+
+
+def test_batch_infer_scores_token_shards_with_the_gpt_into_s3(tmp_path: Path, s3: dict[str, str]) -> None:
+    import io
+
+    import torch
+
+    from workloads.batch_infer import score
+    from workloads.data import TokenWindows, check_shards, write_synthetic
+    from workloads.model import GPT, GPTConfig
+
+    write_synthetic(out=tmp_path / "tok", shards=1, tokens_per_shard=400, vocab=64, seed=2)  # 24 windows of 16
+    r = torchrun("workloads.batch_infer", [
+        "run", "--data", str(tmp_path / "tok" / "*.bin"), "--vocab-size", "64", "--seed", "4",
+        "--rows-per-task", "8", "--output-dir", "s3://fleet-out/scores", "--state-dir", str(tmp_path / "state"),
+        "--json", str(tmp_path / "s.json")], nproc=2, env=job_env(**s3))
+    assert r.returncode == 0, explain(r)
+    objs = _objects("scores/")
+    assert sorted(objs) == [f"scores/part-{k:06d}.pt" for k in range(3)]
+    torch.manual_seed(4)
+    model = GPT(GPTConfig(vocab_size=64)).eval()
+    shards, _ = check_shards(str(tmp_path / "tok" / "*.bin"), seq_len=16, vocab_size=64)
+    ds = TokenWindows(shards, 16)
+    for k in range(3):
+        got = torch.load(io.BytesIO(objs[f"scores/part-{k:06d}.pt"]), weights_only=True)
+        want = score(model, torch.stack([ds[i][0] for i in range(8 * k, 8 * k + 8)]), 64)
+        assert torch.equal(got["index"], torch.arange(8 * k, 8 * k + 8))
+        assert torch.equal(got["next_token"], want["next_token"])
+        torch.testing.assert_close(got["nll"], want["nll"], rtol=1e-5, atol=1e-6)
+
+
+def test_batch_infer_flags_name_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    from workloads.batch_infer import main
+
+    torch.save({"state_dict": {"0.weight": torch.zeros(3, 3)}}, tmp_path / "w.pt")
+    with pytest.raises(SystemExit):
+        main(["run", "--model", "tests.workloads._user_plugins:mlp", "--weights", str(tmp_path / "w.pt"),
+              "--dataset", "tests.workloads._user_plugins:blob_stream", "--output-dir", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert f"error: --weights: {tmp_path / 'w.pt'}: cannot load into the model: RuntimeError" in err
+    assert "is an IterableDataset: tasks are ranges of rows that any worker can claim" in err

@@ -1,0 +1,219 @@
+"""``python -m workloads.batch_infer run``: the user's model over the user's dataset, as a fleet.
+
+See :mod:`workloads.batch_infer` for what it writes. Flags are checked (and the factories called)
+before any process group starts, every problem reported at once, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import default_collate
+
+from workloads import device as devmod
+from workloads.cli import Problems, output_dir_problem
+from workloads.data import TokenWindows, check_shards
+from workloads.model import GPT, GPTConfig
+from workloads.tasks import fleet
+from workloads.tasks.outputs import Outputs, is_uri, uri_problem
+from workloads.train import plugins
+
+STATE_DIR = ".batch_infer"
+
+
+@dataclass(kw_only=True, slots=True)
+class InferConfig:
+    """One inference run, parsed and checked from the flags."""
+
+    model: torch.nn.Module
+    """The model (the ``--model`` factory's, or the bundled GPT), weights loaded, on the CPU."""
+    gpt: bool
+    """The bundled GPT: outputs are its scores rather than raw model outputs."""
+    dataset: Any
+    """Map-style dataset; an item is an input or an ``(input, target)`` pair."""
+    spec: str
+    """What the dataset is, for the fingerprint every rank must agree on."""
+    rows_per_task: int
+    """Consecutive rows in one task (one output part)."""
+    batch_size: int
+    """Rows per forward pass."""
+    outputs: Outputs
+    """Where the parts go."""
+    fleet: fleet.FleetConfig
+    """How the tasks are shared out."""
+    json_path: Path | None
+    """Summary as JSON (rank 0)."""
+    force_cpu: bool
+    """Run on the CPU even where GPUs are visible."""
+
+
+def add_flags(r: argparse.ArgumentParser) -> None:
+    r.add_argument("--model", default=None, metavar="MODULE:FACTORY",
+                   help="callable returning a torch.nn.Module (default: the bundled GPT and its flags)")
+    r.add_argument("--weights", default=None,
+                   help="ddp_train checkpoint directory (newest complete step) or step_<N>, or a state-dict file")
+    r.add_argument("--dataset", default=None, metavar="MODULE:FACTORY",
+                   help="callable returning a map-style dataset (default: the token shards of --data)")
+    r.add_argument("--data", default=None, help="glob of token shards for the bundled dataset")
+    for flag, default in (("--vocab-size", "256"), ("--seq-len", "16"), ("--d-model", "32"),
+                          ("--n-layers", "2"), ("--n-heads", "2")):
+        r.add_argument(flag, default=default, help=f"bundled GPT shape (default {default})")
+    r.add_argument("--seed", default="0", help="initial weights when no --weights are given (default 0)")
+    r.add_argument("--rows-per-task", default="1024", help="rows per task and output part (default 1024)")
+    r.add_argument("--batch-size", default="64", help="rows per forward pass (default 64)")
+    r.add_argument("--output-dir", required=True, help="directory, or s3://BUCKET/PREFIX or gs://BUCKET/PREFIX")
+    r.add_argument("--state-dir", default=None, help="shared directory for leases (default <output-dir>/.batch_infer)")
+    r.add_argument("--scratch-dir", default=None, help="node-local directory for parts before upload")
+    r.add_argument("--schedule", default="dynamic", help="dynamic (default) or static")
+    r.add_argument("--lease-s", default="60", help="lease expiry in seconds (default 60)")
+    r.add_argument("--fleet-id", default=None, help="fleet id (default: torchrun's run id)")
+    r.add_argument("--json", default=None, help="write the summary to this JSON file")
+    r.add_argument("--cpu", action="store_true", help="run on the CPU even if GPUs are visible")
+
+
+def load_weights(model: torch.nn.Module, raw: str, p: Problems) -> None:
+    path = Path(raw)
+    try:
+        if path.is_dir():
+            from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
+
+            from workloads.train.checkpoint import complete_checkpoints
+
+            found = complete_checkpoints(path)
+            step = found[-1][1] if found else path
+            state = {"model": model.state_dict()}
+            dcp_load(state, checkpoint_id=step)  # no process group: DCP reads it as one process
+            model.load_state_dict(state["model"])
+        else:
+            blob = torch.load(path, map_location="cpu", weights_only=True)
+            model.load_state_dict(blob.get("state_dict", blob) if isinstance(blob, dict) else blob)
+    except Exception as e:  # a file that does not fit the model: say which and why
+        p.add("--weights", f"{raw}: cannot load into the model: {type(e).__name__}: {str(e)[:300]}")
+
+
+def parse(a: argparse.Namespace) -> InferConfig:
+    p = Problems()
+    seed = p.integer("--seed", a.seed, lo=0)
+    rows = p.integer("--rows-per-task", a.rows_per_task, lo=1)
+    batch = p.integer("--batch-size", a.batch_size, lo=1)
+    lease_s = p.number("--lease-s", a.lease_s, gt=0.0)
+    if a.schedule not in fleet.SCHEDULES:
+        p.add("--schedule", f"{a.schedule!r} is not one of {', '.join(fleet.SCHEDULES)}")
+    gcfg = GPTConfig(vocab_size=p.integer("--vocab-size", a.vocab_size, lo=2),
+                     seq_len=p.integer("--seq-len", a.seq_len, lo=1), d_model=p.integer("--d-model", a.d_model, lo=1),
+                     n_layers=p.integer("--n-layers", a.n_layers, lo=1), n_heads=p.integer("--n-heads", a.n_heads, lo=1))
+    if not p:
+        p.extend([(f"--{k.replace('_', '-')}", r) for k, r in gcfg.problems()])
+    remote = is_uri(a.output_dir)
+    root = a.output_dir.rstrip("/") if remote else os.path.abspath(a.output_dir)
+    if remote and (why := uri_problem(root)):
+        p.add("--output-dir", why)
+    elif not remote and (why := output_dir_problem(Path(root))):
+        p.add("--output-dir", why)
+    if remote and a.state_dir is None:
+        p.add("--state-dir", f"needed with --output-dir {root}: leases live on a shared file system")
+    state = Path(os.path.abspath(a.state_dir)) if a.state_dir else Path(root) / STATE_DIR
+    json_path = Path(a.json) if a.json else None
+    if json_path is not None and not json_path.parent.is_dir():
+        p.add("--json", f"directory {json_path.parent} does not exist")
+
+    torch.manual_seed(seed)
+    model: torch.nn.Module | None
+    if a.model is not None:
+        model = plugins.build_model(a.model, p)
+    elif not p:
+        model = GPT(gcfg)
+    else:
+        model = None
+    if model is not None and a.weights is not None:
+        load_weights(model, a.weights, p)
+    dataset: Any = None
+    if a.dataset is not None:
+        if a.data is not None:
+            p.add("--data", f"{a.data!r} and --dataset {a.dataset!r} both name the data: give one")
+        dataset = plugins.build_dataset(a.dataset, p)
+        if dataset is not None and plugins.is_iterable(dataset):
+            p.add("--dataset", f"{a.dataset!r} is an IterableDataset: tasks are ranges of rows that any worker "
+                               "can claim, which needs a map-style dataset (__len__, __getitem__); give a stream's "
+                               "files to shard_tasks --callable instead")
+            dataset = None
+        spec = a.dataset
+    elif a.data is None:
+        p.add("--data", "missing: give a glob of token shards, or --dataset MODULE:FACTORY")
+        spec = ""
+    else:
+        shards, problems = check_shards(a.data, seq_len=gcfg.seq_len, vocab_size=gcfg.vocab_size)
+        p.extend(problems)
+        dataset = TokenWindows(shards, gcfg.seq_len)
+        spec = "\n".join(f"{s.path}:{s.n_tokens}" for s in shards)
+    outputs = Outputs(root, Path(a.scratch_dir) if a.scratch_dir else None)
+    if remote and not p and (why := outputs.reachable_problem()):
+        p.add("--output-dir", why)
+    p.exit_if_any()
+    assert model is not None
+    return InferConfig(
+        model=model.eval(), gpt=a.model is None, dataset=dataset, spec=f"{spec} len {len(dataset)} rows {rows}",
+        rows_per_task=rows, batch_size=batch, outputs=outputs,
+        fleet=fleet.FleetConfig(schedule=a.schedule, state_dir=state, lease_s=lease_s,
+                                fleet_id=a.fleet_id or os.environ.get("TORCHELASTIC_RUN_ID", "") or os.urandom(8).hex(),
+                                progress_every_s=30.0),
+        json_path=json_path, force_cpu=bool(a.cpu))
+
+
+def _inputs(item: Any) -> Any:
+    return item[0] if isinstance(item, (tuple, list)) and len(item) == 2 else item
+
+
+@torch.inference_mode()
+def infer_rows(cfg: InferConfig, lo: int, hi: int, dev: torch.device) -> dict[str, torch.Tensor]:
+    """The model's outputs for rows ``lo..hi-1`` of the dataset."""
+    from workloads.batch_infer import score
+
+    parts: dict[str, list[torch.Tensor]] = {}
+    for b in range(lo, hi, cfg.batch_size):
+        x = default_collate([_inputs(cfg.dataset[i]) for i in range(b, min(hi, b + cfg.batch_size))])
+        if cfg.gpt:
+            got = score(cfg.model, x, cfg.batch_size)  # type: ignore[arg-type]
+        else:
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dev.type == "cuda"):
+                out = cfg.model(x.to(dev) if isinstance(x, torch.Tensor) else x)
+            if not isinstance(out, torch.Tensor):
+                raise TypeError(f"the model returned {type(out).__name__}; batch_infer saves tensors")
+            got = {"output": out.float().cpu()}
+        for k, v in got.items():
+            parts.setdefault(k, []).append(v)
+    return {"index": torch.arange(lo, hi), **{k: torch.cat(v) for k, v in parts.items()}}
+
+
+def main(a: argparse.Namespace) -> int:
+    from workloads.shard_tasks import report
+
+    cfg = parse(a)
+    rt = devmod.setup(force_cpu=True if cfg.force_cpu else None)
+    try:
+        cfg.model.to(rt.device)
+        n = len(cfg.dataset)
+        items = [fleet.Item(name=f"rows {lo}..{min(n, lo + cfg.rows_per_task) - 1}",
+                            final=cfg.outputs.final(Path(f"part-{k:06d}.pt")))
+                 for k, lo in enumerate(range(0, n, cfg.rows_per_task))]
+
+        def work(it: fleet.Item, tmp: Path) -> str | None:
+            lo = int(it.name.split()[1].split("..")[0])
+            try:
+                torch.save(infer_rows(cfg, lo, min(n, lo + cfg.rows_per_task), rt.device), tmp)
+            except Exception as e:  # one bad task is recorded; the others go on
+                return f"{type(e).__name__}: {e}"
+            return None
+
+        c = fleet.process(items, cfg.outputs, cfg.fleet, rt, work)
+        digest = hashlib.sha256(cfg.spec.encode()).hexdigest()
+        return report(digest, len(items), c, rt, cfg.json_path, cfg.fleet.state_dir, cfg.fleet.schedule,
+                      job="batch_infer")
+    finally:
+        devmod.teardown()
