@@ -199,6 +199,16 @@ def wiring(fabric: str | None) -> FabricWiring:
         raise CatalogError(f"fabric {fabric!r} is not in the catalog (allowed: {', '.join(sorted(_all()))})") from None
 
 
+def default_image(fabric: str) -> str | None:
+    """The catalog's validation image for a fabric (``fabrics.<f>.image``: image, tag, digest,
+    source), by digest where it has one; None where the catalog names none."""
+    with open(CATALOG_PATH, encoding="utf-8") as fh:
+        raw = (yaml.safe_load(fh).get("fabrics") or {}).get(fabric, {}).get("image")
+    if not raw:
+        return None
+    return Image(image=str(raw["image"]), tag=str(raw["tag"]), digest=raw.get("digest"), source=str(raw.get("source", ""))).ref
+
+
 def shell_lines(*, library_path: tuple[str, ...], env_script: str | None, reexport: Mapping[str, str]) -> list[str]:
     """Bash that puts the fabric's libraries first and sources the plugin's environment script.
     The variables the launcher set are exported again after the script, so the catalog's and

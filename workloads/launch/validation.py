@@ -27,7 +27,8 @@ from typing import Mapping
 from components.catalog import load_catalog
 from components.contract import ClusterOutputs
 from workloads.launch.bundle import JOB_REQUIREMENTS, Bundle
-from workloads.launch.common import Step
+from workloads.launch import fabric as fabric_wiring
+from workloads.launch.common import LaunchSpecError, Step
 from workloads.launch.jobset import JobSetSpec
 from workloads.launch.sbatch import LaunchSpec
 from workloads.validate.launchargs import FABRIC_ONLY_ENV, ddp_args, synthetic_data_args
@@ -97,6 +98,7 @@ def _phases(job: ValidationJob, *, expect_nodes: tuple[str, ...] = ()) -> _Phase
 
 def sbatch_spec(job: ValidationJob) -> LaunchSpec:
     it = load_catalog().get(job.instance_type) if job.instance_type else None
+    slurm = fabric_wiring.wiring(it.network.fabric if it else None).slurm
     phases = _phases(job)
     return LaunchSpec(
         job_name="gpuc-validate",
@@ -112,7 +114,9 @@ def sbatch_spec(job: ValidationJob) -> LaunchSpec:
         exclusive=job.exclusive,
         rdzv_port=job.rdzv_port,
         kill_on_bad_exit=False,
-        fabric_env=dict(it.software.fabric_env) if it else {},
+        fabric_env={**(it.software.fabric_env if it else {}), **slurm.env},
+        library_path=slurm.library_path,
+        env_script=slurm.env_script,
         extra_env=dict(job.extra_env),
         then=phases.then,
         prologue=job.prologue,
@@ -149,6 +153,7 @@ def jobset_spec(
     """The validation run as one JobSet. ``job.drain`` is ignored: the pods carry no
     credentials to cordon nodes, and their host names are pods', not nodes'."""
     it = load_catalog().get(job.instance_type) if job.instance_type else None
+    wired = fabric_wiring.wiring(it.network.fabric if it else None).pod
     nodes = pod_hostnames(name, JOBSET_REPLICATED_JOB, job.nodes)
     phases = _phases(replace(job, drain=False), expect_nodes=nodes)
     return JobSetSpec(
@@ -170,7 +175,10 @@ def jobset_spec(
         lustre_pvc=lustre_pvc,
         lustre_mount=lustre_mount,
         rdzv_port=job.rdzv_port,
-        fabric_env=dict(it.software.fabric_env) if it else {},
+        fabric_env={**(it.software.fabric_env if it else {}), **wired.env},
+        library_path=wired.library_path,
+        env_script=wired.env_script,
+        fabric=wired,
         extra_env=dict(job.extra_env),
         node_selector=dict(node_selector or {}),
         tolerate_taints=tolerate_taints,
@@ -269,7 +277,8 @@ def for_cluster(outputs: ClusterOutputs, run_id: str, bundle: Bundle, *, python:
     kubernetes = outputs.scheduler.kind == "kubernetes"
     if kubernetes:
         code = POD_CODE_DIR
-        prologue = [f"mkdir -p {POD_CODE_DIR}", f"tar -xzf {BUNDLE_MOUNT}/{BUNDLE_KEY} -C {POD_CODE_DIR}"]
+        # --no-same-owner: the container holds no CAP_CHOWN (all capabilities dropped).
+        prologue = [f"mkdir -p {POD_CODE_DIR}", f"tar -xzf {BUNDLE_MOUNT}/{BUNDLE_KEY} -C {POD_CODE_DIR} --no-same-owner"]
         interpreter = python or "python3"
     else:
         code = f"{run}/code"
@@ -293,13 +302,28 @@ def jobset_name(run_id: str) -> str:
     return f"gpuc-{run_id}"
 
 
-def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, image: str = DEFAULT_IMAGE) -> JobSetSpec:
-    """The run as a JobSet on the cluster's GPU nodes, with the fabric's devices."""
+def check_networks(outputs: ClusterOutputs, wired: fabric_wiring.PodWiring) -> None:
+    """The pod's interface annotation names GKE Network objects; each must be one the stack
+    made (its ``fabric.networks`` output), or the pod would never start."""
+    made = {str(n.get("name")) for n in outputs.fabric.networks}
+    missing = [n for n in wired.interfaces.values() if n not in made]
+    if missing:
+        raise LaunchSpecError("stack outputs", [(
+            "fabric.networks", f"has no Network {', '.join(missing)} for the {outputs.fabric.type} pod interfaces "
+                               f"(the stack made: {', '.join(sorted(made)) or 'none'})")])
+
+
+def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, image: str | None = None) -> JobSetSpec:
+    """The run as a JobSet on the cluster's GPU nodes, with the fabric's devices and wiring.
+    ``image``: default the catalog's image for the fabric where it has one, else DEFAULT_IMAGE."""
     it = load_catalog().get(outputs.instance_type)
     efa = it.network.efa_interfaces if outputs.fabric.type == "efa" and job.instance_type else 0
+    if job.instance_type:
+        check_networks(outputs, fabric_wiring.wiring(it.network.fabric).pod)
     sched = outputs.scheduler
     return jobset_spec(
-        job, image=image, lustre_pvc=sched.lustre_claim, namespace=sched.namespace or "default",
+        job, image=image or fabric_wiring.default_image(it.network.fabric) or DEFAULT_IMAGE,
+        lustre_pvc=sched.lustre_claim, namespace=sched.namespace or "default",
         efa_per_node=efa, gpu_vendor=it.accelerator.vendor, node_selector=sched.node_selector,
         tolerate_taints=sched.tolerations, lustre_mount=outputs.mount.mount_point,
         hugepages_2mi=EFA_HUGEPAGES_2MI if efa else None, cpu=EFA_POD_CPU if efa else None,

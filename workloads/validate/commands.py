@@ -25,6 +25,8 @@ from typing import Any, Callable
 from components.contract import ClusterOutputs, OutputsError, load_outputs, read_outputs
 from workloads.launch import bundle as code_bundle
 from workloads.launch import validation as vjob
+from workloads.launch.common import LaunchSpecError
+from workloads.launch.jobset import network_policy
 from workloads.launch.jobset import render as render_jobset
 from workloads.launch.jobset import to_yaml
 from workloads.launch.sbatch import render as render_sbatch
@@ -81,6 +83,7 @@ class Rendered:
     job: vjob.ValidationJob
     jobset: dict[str, Any] | None = None
     configmap: dict[str, Any] | None = None
+    networkpolicy: dict[str, Any] | None = None
 
 
 def render_run(outs: ClusterOutputs, args: argparse.Namespace, run_id: str) -> Rendered:
@@ -96,10 +99,13 @@ def render_run(outs: ClusterOutputs, args: argparse.Namespace, run_id: str) -> R
     if outs.scheduler.kind == "slurm":
         script = render_sbatch(vjob.sbatch_spec(job))
         return Rendered(run_id=run_id, run_dir=job.workdir, files={"validate.sbatch": script}, job=job)
-    manifest = render_jobset(vjob.cluster_jobset(outs, job, run_id, image=args.image))
+    spec = vjob.cluster_jobset(outs, job, run_id, image=args.image)
+    manifest = render_jobset(spec)
     cm = kube.configmap(manifest["metadata"]["name"], manifest["metadata"]["namespace"], bundle)
-    return Rendered(run_id=run_id, run_dir=job.workdir, job=job, jobset=manifest, configmap=cm,
-                    files={"jobset.yaml": to_yaml(manifest), "configmap.yaml": to_yaml(cm)})
+    policy = network_policy(spec)
+    return Rendered(run_id=run_id, run_dir=job.workdir, job=job, jobset=manifest, configmap=cm, networkpolicy=policy,
+                    files={"jobset.yaml": to_yaml(manifest), "configmap.yaml": to_yaml(cm),
+                           "networkpolicy.yaml": to_yaml(policy)})
 
 
 def _env_pair(text: str) -> str:
@@ -117,7 +123,8 @@ def add_job(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-id", help="name of the run directory (default: UTC time + 4 hex digits)")
     p.add_argument("--python", help="Slurm: interpreter with torch on every node (default: a shared virtualenv the "
                                     "job creates once under <mount>/gpu-cluster); Kubernetes: the image's")
-    p.add_argument("--image", default=vjob.DEFAULT_IMAGE, help=f"Kubernetes image (default {vjob.DEFAULT_IMAGE})")
+    p.add_argument("--image", help="Kubernetes image (default: the catalog's image for the fabric, else "
+                                    f"{vjob.DEFAULT_IMAGE})")
     p.add_argument("--env", action="append", default=[], type=_env_pair, metavar="NAME=VALUE",
                    help="extra environment for every step (repeatable)")
     p.add_argument("--run-arg", action="append", default=[], metavar="ARG",
@@ -257,7 +264,7 @@ def dispatch(args: argparse.Namespace, say: Callable[[str], None] = print) -> in
     handlers = {"render": cmd_render, "submit": cmd_submit, "status": cmd_status}
     try:
         return handlers[args.cmd](args, say)
-    except (OutputsError, CommandError) as exc:
+    except (OutputsError, CommandError, LaunchSpecError) as exc:
         print(f"validate {args.cmd}: {exc}", file=sys.stderr)
         return int(Verdict.UNKNOWN)
     except (RuntimeError, TimeoutError) as exc:  # scheduler errors: the message says which command failed
