@@ -221,8 +221,8 @@ def new_run_id(now: datetime | None = None) -> str:
     return f"{at:%Y%m%dt%H%M%Sz}-{secrets.token_hex(2)}"
 
 
-def run_dir(outputs: ClusterOutputs, run_id: str) -> str:
-    return f"{outputs.mount.mount_point.rstrip('/')}/{RUNS_DIR}/{outputs.cluster_name}/{run_id}"
+def run_dir(outputs: ClusterOutputs, run_id: str, runs_dir: str = RUNS_DIR) -> str:
+    return f"{outputs.mount.mount_point.rstrip('/')}/{runs_dir}/{outputs.cluster_name}/{run_id}"
 
 
 def venv_path(outputs: ClusterOutputs) -> str:
@@ -269,10 +269,10 @@ def _venv_lines(venv: str) -> list[str]:
 def for_cluster(outputs: ClusterOutputs, run_id: str, bundle: Bundle, *, python: str | None = None,
                 cpu: bool = False, procs_per_node: int | None = None, run_args: tuple[str, ...] = (),
                 extra_env: Mapping[str, str] | None = None, drain: bool = True, time_limit_min: int = 60,
-                rdzv_port: int = 29500, exclusive: bool = True) -> ValidationJob:
+                rdzv_port: int = 29500, exclusive: bool = True, runs_dir: str = RUNS_DIR) -> ValidationJob:
     """The validation job for a deployed cluster. ``cpu``: the nodes have no GPU (a test
     cluster): ranks on CPU over gloo, no floors."""
-    run = run_dir(outputs, run_id)
+    run = run_dir(outputs, run_id, runs_dir)
     env = {**(extra_env or {})}
     kubernetes = outputs.scheduler.kind == "kubernetes"
     if kubernetes:

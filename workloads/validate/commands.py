@@ -1,6 +1,7 @@
 """``render``, ``submit`` and ``status``: validation as a command over a deployed stack's outputs.
 
     python -m workloads.validate render STACK --out DIR   [--outputs FILE]
+    python -m workloads.validate render STACK --out DIR --job ddp|model-parallel|tasks --job-arg ARG ...
     python -m workloads.validate submit STACK             [--outputs FILE] [--here | --ssh CMD] ...
     python -m workloads.validate status STACK             [--outputs FILE] [--here | --ssh CMD]
 
@@ -29,6 +30,7 @@ from workloads.launch.common import LaunchSpecError
 from workloads.launch.jobset import network_policy
 from workloads.launch.jobset import render as render_jobset
 from workloads.launch.jobset import to_yaml
+from workloads.launch.sbatch import LaunchSpec
 from workloads.launch.sbatch import render as render_sbatch
 from workloads.validate.verdict import Verdict
 
@@ -91,6 +93,8 @@ def render_run(outs: ClusterOutputs, args: argparse.Namespace, run_id: str) -> R
 
     bundle = code_bundle.build()
     env = dict(kv.split("=", 1) for kv in args.env)
+    if getattr(args, "job", None):
+        return _render_user_job(outs, args, run_id, bundle, env)
     job = vjob.for_cluster(
         outs, run_id, bundle, python=args.python, cpu=args.cpu, procs_per_node=args.procs_per_node,
         run_args=tuple(args.run_arg), extra_env=env, drain=not args.no_drain, time_limit_min=args.time_limit,
@@ -104,6 +108,26 @@ def render_run(outs: ClusterOutputs, args: argparse.Namespace, run_id: str) -> R
     cm = kube.configmap(manifest["metadata"]["name"], manifest["metadata"]["namespace"], bundle)
     policy = network_policy(spec)
     return Rendered(run_id=run_id, run_dir=job.workdir, job=job, jobset=manifest, configmap=cm, networkpolicy=policy,
+                    files={"jobset.yaml": to_yaml(manifest), "configmap.yaml": to_yaml(cm),
+                           "networkpolicy.yaml": to_yaml(policy)})
+
+
+def _render_user_job(outs: ClusterOutputs, args: argparse.Namespace, run_id: str, bundle: code_bundle.Bundle,
+                     env: dict[str, str]) -> Rendered:
+    """``render --job PATTERN``: the user's job onto the stack, with the fabric's wiring."""
+    from workloads.launch import userjob
+    from workloads.validate import kube
+
+    spec = userjob.user_job(outs, args.job, tuple(args.job_arg), run_id, bundle, python=args.python, image=args.image,
+                            cpu=args.cpu, procs_per_node=args.procs_per_node, extra_env=env,
+                            time_limit_min=args.time_limit, rdzv_port=args.rdzv_port, exclusive=not args.shared)
+    job = vjob.for_cluster(outs, run_id, bundle, python=args.python, cpu=args.cpu, runs_dir=userjob.JOBS_DIR)
+    if isinstance(spec, LaunchSpec):
+        return Rendered(run_id=run_id, run_dir=spec.workdir, job=job, files={f"{args.job}.sbatch": render_sbatch(spec)})
+    manifest = render_jobset(spec)
+    cm = kube.configmap(manifest["metadata"]["name"], manifest["metadata"]["namespace"], bundle)
+    policy = network_policy(spec)
+    return Rendered(run_id=run_id, run_dir=spec.workdir, job=job, jobset=manifest, configmap=cm, networkpolicy=policy,
                     files={"jobset.yaml": to_yaml(manifest), "configmap.yaml": to_yaml(cm),
                            "networkpolicy.yaml": to_yaml(policy)})
 
@@ -248,6 +272,10 @@ def add_parsers(sub: Any) -> None:
     add_common(render)
     add_job(render)
     render.add_argument("--out", type=Path, required=True, dest="out")
+    render.add_argument("--job", choices=("ddp", "model-parallel", "tasks"),
+                        help="render a user job of this pattern instead of the validation run")
+    render.add_argument("--job-arg", action="append", default=[], metavar="ARG",
+                        help="an argument of the --job module (repeatable, in order), e.g. --job-arg=--data --job-arg=/fsx/tok")
     submit = sub.add_parser("submit", help="run the validation on a deployed stack and bring the report back")
     add_common(submit)
     add_job(submit)
