@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -246,3 +247,14 @@ def test_a_bad_wiring_entry_is_named_by_its_catalog_path(pod: dict[str, Any], pa
     with pytest.raises(CatalogError, match=path.replace("[", r"\[").replace("]", r"\]")):
         fw.parse(_doc(**pod))
     assert fw.parse(_doc())["f"].pod.annotations() == {}
+
+
+def test_run_as_user_makes_the_workload_non_root_and_leaves_the_daemon_root() -> None:
+    job = ValidationJob(nodes=2, workdir="/w", instance_type="a3-megagpu-8g")
+    pod = _pod_spec(jobset.render(replace(jobset_spec(job, image="i:1", lustre_pvc=None), run_as_user=1000)))
+    (c,) = pod["containers"]
+    assert c["securityContext"]["runAsNonRoot"] is True and c["securityContext"]["runAsUser"] == 1000  # CKV_K8S_23
+    assert "runAsNonRoot" not in pod["securityContext"] and pod["securityContext"]["fsGroup"] == 1000
+    assert "runAsNonRoot" not in pod["initContainers"][0]["securityContext"]
+    with pytest.raises(LaunchSpecError, match="run_as_user"):
+        jobset.validate(replace(jobset_spec(job, image="i:1", lustre_pvc=None), run_as_user=0))

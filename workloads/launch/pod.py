@@ -43,9 +43,12 @@ def container_security(caps: tuple[Capability, ...], run_as_user: int | None = N
 
 
 def pod_security(run_as_user: int | None) -> dict[str, Any]:
+    """The pod's part: seccomp for every container; with ``run_as_user`` the volumes' group.
+    The user itself is set on the workload container, not here: the fabric's sidecar must keep
+    the image's root user (see the module notes)."""
     out: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
     if run_as_user is not None:
-        out.update(runAsNonRoot=True, runAsUser=run_as_user, runAsGroup=run_as_user, fsGroup=run_as_user)
+        out["fsGroup"] = run_as_user
     return out
 
 

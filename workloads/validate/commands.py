@@ -234,8 +234,8 @@ def _submit_kubernetes(api: Any, r: Rendered, outs: ClusterOutputs, dest: Path, 
 
     assert r.jobset is not None
     ns, name = r.jobset["metadata"]["namespace"], r.jobset["metadata"]["name"]
-    kube.create(api, r.jobset, code_bundle.build())
-    say(f"created jobset {name} and its code ConfigMap in namespace {ns}")
+    kube.create(api, r.jobset, code_bundle.build(), r.networkpolicy)
+    say(f"created jobset {name}, its code ConfigMap and its NetworkPolicy in namespace {ns}")
     try:
         final = kube.follow(api, ns, name, expected_nodes=outs.nodes, poll_s=args.poll, timeout_s=timeout, say=say)
         got = kube.fetch(api, ns, name, dest)
