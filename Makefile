@@ -2,7 +2,7 @@
 PY      := .venv/bin/python
 VENV_OK := .venv/.installed
 
-.PHONY: demo test sysdeps venv plan policy validate-local bench clean
+.PHONY: demo test sysdeps checkov-venv venv plan policy validate-local bench clean
 
 $(VENV_OK): requirements.txt
 	python3 -m venv .venv
@@ -26,7 +26,11 @@ validate-local: $(VENV_OK)
 
 demo: plan validate-local
 
-test: $(VENV_OK) sysdeps
+# Checkov in a virtualenv of its own (its pins conflict with pulumi's): the Kubernetes scan of the rendered jobs.
+checkov-venv:
+	bash scripts/checkov-venv.sh >/dev/null
+
+test: $(VENV_OK) sysdeps checkov-venv
 	$(PY) -m ruff check components workloads policies tests bench
 	$(PY) -m mypy components workloads policies
 	$(PY) -m pytest -q
@@ -35,6 +39,7 @@ bench: $(VENV_OK)
 	$(PY) -m bench.plan_scale
 	$(PY) -m bench.collectives_overhead
 	$(PY) -m bench.ddp_throughput
+	$(PY) -m bench.model_parallel_memory
 
 clean:
-	rm -rf .venv out .mypy_cache .pytest_cache
+	rm -rf .venv .venv-checkov out .mypy_cache .pytest_cache

@@ -50,6 +50,10 @@ class Recorded:
     retain_on_delete: bool = False
     delete_before_replace: bool = False
     ignore_changes: tuple[str, ...] = ()
+    dependencies: tuple[str, ...] = ()
+    """URNs of the resources it waits for (``depends_on`` and the inputs' own resources)."""
+    provider: str = ""
+    """The explicit provider reference (``<provider urn>::<id>``), '' for the default provider."""
 
 
 @dataclass(slots=True)
@@ -140,6 +144,8 @@ class _RecordingMonitor(_mocks.MockMonitor):
                     retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
                     delete_before_replace=bool(request.deleteBeforeReplace),
                     ignore_changes=tuple(request.ignoreChanges),
+                    dependencies=tuple(request.dependencies),
+                    provider=str(request.provider or ""),
                 )
             )
         return response

@@ -130,7 +130,9 @@ def summarize(stack: str, spec: ClusterSpec, run: OfflineRun, placeholder: bool 
         fabric=it.network.fabric,
         fabric_interfaces_per_node=interfaces,
         mtu=it.network.mtu,
-        placement=spec.interconnect.placement,
+        # What the program created, not what the spec asked: a managed scheduler (Cluster
+        # Director) places its nodes itself and gets no policy.
+        placement=bool((run.outputs.get("fabric") or {}).get("placement")),
         storage_size_gib=lustre.size_gib,
         storage_throughput_mbps_per_tib=lustre.throughput_mbps_per_tib,
         storage_aggregate_mbps=int(lustre.size_gib / 1024 * lustre.throughput_mbps_per_tib),
@@ -183,7 +185,7 @@ def render(summary: Summary, run: OfflineRun, out: TextIO) -> None:
     interfaces = (f"{s.fabric_interfaces_per_node} EFA interfaces per node" if s.fabric == "efa"
                   else f"{s.fabric_interfaces_per_node} GPU NICs per node, MTU {s.mtu}")
     kind = "cluster placement group" if s.cloud == "aws" else "compact placement policy"
-    placement = kind if s.placement else f"no {kind} (capacity is pre-placed, or placement is off)"
+    placement = kind if s.placement else f"no {kind} (capacity is pre-placed, placement is off, or the managed scheduler places nodes)"
     rows = [
         ("nodes", f"{s.nodes} x {s.instance_type} = {s.total_gpus} x {s.gpu_vendor.upper()} {s.gpu_model} ({s.capacity})"),
         ("interconnect", f"{s.fabric.upper()}, {interfaces}, {placement}"),
@@ -279,8 +281,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.policy:
             from policies import offline as policy  # the plan itself needs no policy code
 
-            violations = policy.check_run(run, load_stack(stack, deployer_placeholder=True)[1])
-            policy.render(violations, out)
+            checked = load_stack(stack, deployer_placeholder=True)[1]
+            violations = policy.check_run(run, checked)
+            policy.render(violations, out, exceptions=checked.security.exceptions)
             documents[-1]["policy"] = policy.to_json(violations)
             if any(v.mandatory for v in violations):
                 blocked.append(stack)

@@ -22,6 +22,7 @@ from typing import Any, Callable, Literal, Mapping, NoReturn, Sequence, cast
 import yaml
 
 from components.catalog import CatalogError, InstanceType, load_catalog
+from components.spec_security import SecuritySpec, parse_security
 
 CONFIG_KEY = "gpu-cluster:cluster"
 SUPPORTED_CLOUDS = ("aws", "gcp")
@@ -103,6 +104,10 @@ class CapacitySpec:
     """on-demand | reservation | capacity-block (AWS) | flex-start (GCP) | spot."""
     id: str | None = None
     """AWS capacity reservation id (``cr-...``) for a reservation or capacity block; GCP reservation name."""
+    placement_group: str | None = None
+    """AWS reservation (ODCR) only: the cluster placement group the reservation was created in.
+    An ODCR made in a placement group matches only launches into that group, one made without
+    matches only launches outside any group; unset means the latter (rules: components/aws/rules.py)."""
 
     @property
     def pre_placed(self) -> bool:
@@ -135,7 +140,11 @@ class LustreSpec:
     size_gib: int
     throughput_mbps_per_tib: int
     import_path: str | None = None
-    """Object store prefix loaded into the file system (``s3://`` on AWS, ``gs://`` on GCP)."""
+    """Object store prefix loaded into the file system (``s3://`` on AWS, ``gs://`` on GCP).
+    Optional, and only for a bucket the deployer owns, in the stack's region (an FSx data
+    repository association to a bucket of another account or region fails at ``pulumi up``; the
+    preflight checks it). Bundled stacks set none: a stack file never points at a bucket that the
+    stack neither creates nor can know exists."""
     export_path: str | None = None
     """Where changes are written back (AWS data repository association only)."""
     mount_point: str = "/fsx"
@@ -192,11 +201,18 @@ class ClusterSpec:
     zone: str
     """The one zone all GPU nodes share: EFA and placement groups do not span zones."""
     compute: ComputeSpec
+    zone_id: str | None = None
+    """AWS only, optional: the zone ID behind ``zone`` in the deploying account (``use1-az4``, from
+    ``aws ec2 describe-availability-zones``). Zone names map to different IDs in every account;
+    with the ID the spec can check offline what is tied to IDs (zones EKS refuses, zones the
+    catalog knows offer the type) and the node subnet is created by ID."""
     interconnect: InterconnectSpec
     storage: StorageSpec
     orchestration: OrchestrationSpec
     network: NetworkSpec = field(default_factory=NetworkSpec)
     tags: Mapping[str, str] = field(default_factory=dict)
+    security: SecuritySpec = field(default_factory=SecuritySpec)
+    """Flow logs, log retention, checkpoint version expiry, policy exceptions (components/spec_security.py)."""
 
     @property
     def instance(self) -> InstanceType:
@@ -272,7 +288,8 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-_TOP_KEYS = ("name", "cloud", "region", "zone", "compute", "interconnect", "storage", "orchestration", "network", "tags")
+_TOP_KEYS = ("name", "cloud", "region", "zone", "zone_id", "compute", "interconnect", "storage", "orchestration",
+             "network", "tags", "security")
 
 
 # What the offline plan (and only it) puts in place of missing deployer_cidrs: TEST-NET-1
@@ -304,6 +321,12 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
     if zone is not None and region is not None and not _zone_in_region(cloud, region, zone):
         example = f"{region}a" if cloud == "aws" else f"{region}-a"
         r.bad("zone", f"{zone!r} is not a zone of region {region!r} (allowed: zones such as {example})")
+
+    # The zone ID's form and meaning are AWS rules (components/aws/rules.py).
+    zone_id = r.string(top, "zone_id", "")
+    if zone_id is not None and cloud != "aws":
+        r.bad("zone_id", "only applies to aws (zone names are the same in every GCP project)")
+        zone_id = None
 
     # compute
     comp = r.mapping(top.get("compute"), "compute", ("instance_type", "nodes", "capacity", "root_volume_gib", "image"),
@@ -356,6 +379,7 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
     except ValueError:
         r.bad("network.cidr", f"{cidr!r} is not a CIDR block (allowed: e.g. 10.0.0.0/16)")
     tags = _parse_tags(r, top.get("tags"), cloud)
+    security = parse_security(r, top.get("security"))
 
     if r.problems:
         raise SpecError(r.problems)
@@ -367,12 +391,14 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
         cloud=cast(Literal["aws", "gcp"], cloud),
         region=region,
         zone=zone,
+        zone_id=zone_id,
         compute=ComputeSpec(instance_type=itype, nodes=nodes, capacity=capacity, root_volume_gib=root_gib, image=image),
         interconnect=InterconnectSpec(placement=placement),
         storage=storage,
         orchestration=orch,
         network=NetworkSpec(cidr=cidr),
         tags=tags,
+        security=security,
     )
     # Rules that need the whole typed spec and belong to one cloud live beside that cloud
     # (components/<cloud>/rules.py, pure: no Pulumi); they run once the generic shape is valid.
@@ -405,7 +431,7 @@ def _zone_in_region(cloud: str | None, region: str, zone: str) -> bool:
 def _parse_capacity(r: _Reader, raw: Any, cloud: str | None) -> CapacitySpec | None:
     if raw is None:
         return CapacitySpec(type="on-demand")
-    cap = r.mapping(raw, "compute.capacity", ("type", "id"), required=("type",))
+    cap = r.mapping(raw, "compute.capacity", ("type", "id", "placement_group"), required=("type",))
     allowed = CAPACITY_TYPES.get(cloud or "", tuple(sorted({t for ts in CAPACITY_TYPES.values() for t in ts})))
     ctype = r.string(cap, "type", "compute.capacity", allowed=allowed)
     if ctype is None:
@@ -424,7 +450,12 @@ def _parse_capacity(r: _Reader, raw: Any, cloud: str | None) -> CapacitySpec | N
             return None
     elif cid is not None:
         r.bad("compute.capacity.id", f"an id only applies to reservations (allowed with type: {', '.join(PRE_PLACED)})")
-    return CapacitySpec(type=cast(Capacity, ctype), id=cid)
+    # Which types and clouds may name a placement group is an AWS rule (components/aws/rules.py).
+    pg = r.string(cap, "placement_group", "compute.capacity")
+    if pg is not None and cloud != "aws":
+        r.bad("compute.capacity.placement_group", "only applies to aws reservations (ODCR placement groups)")
+        pg = None
+    return CapacitySpec(type=cast(Capacity, ctype), id=cid, placement_group=pg)
 
 
 def _parse_storage(r: _Reader, raw: Any, cloud: str | None) -> StorageSpec | None:
@@ -504,6 +535,15 @@ def _parse_image(r: _Reader, raw: Any, cloud: str | None, kind: str | None) -> s
     return raw
 
 
+def _default_kubernetes_version(cloud: str | None) -> str:
+    """The Kubernetes version a stack gets when it names none: on AWS the EKS pin of
+    components/aws/versions.py (in standard support), elsewhere the generic default."""
+    if cloud == "aws":
+        from components.aws.versions import EKS_KUBERNETES_VERSION
+        return EKS_KUBERNETES_VERSION
+    return "1.33"
+
+
 def needs_deployer_placeholder(raw: Any) -> bool:
     """True when the offline plan would substitute :data:`DEPLOYER_PLACEHOLDER` for this object."""
     orch = raw.get("orchestration") if isinstance(raw, Mapping) else None
@@ -518,8 +558,9 @@ def _parse_orchestration(r: _Reader, raw: Any, cloud: str | None, placeholder: b
     kind = r.string(o, "kind", "orchestration", allowed=allowed)
     if kind is None and isinstance(o.get("kind"), str) and o["kind"] in ("eks", "gke", "aks", "slurm"):
         r.problems[-1] = ("orchestration.kind", f"{o['kind']!r} does not run on {cloud} (allowed: {', '.join(allowed)})")
-    version = r.string(o, "kubernetes_version", "orchestration", default="1.33", pattern=_K8S_VERSION,
-                       hint="1.28 to 1.39, as a quoted string") or "1.33"
+    default_version = _default_kubernetes_version(cloud)
+    version = r.string(o, "kubernetes_version", "orchestration", default=default_version, pattern=_K8S_VERSION,
+                       hint="1.28 to 1.39, as a quoted string") or default_version
     if "kubernetes_version" in o and isinstance(o["kubernetes_version"], float):
         r.problems[-1] = ("orchestration.kubernetes_version",
                           f"{o['kubernetes_version']!r} was read as a number; quote it (allowed: \"1.28\" to \"1.39\")")

@@ -38,6 +38,11 @@ def _schema() -> PolicyConfigSchema:
     return PolicyConfigSchema(properties={k: dict(v) for k, v in CONTEXT_CONFIG_SCHEMA.items()})
 
 
+def _description(rule: Rule) -> str:
+    """The rule's sentence plus the scanner checks it mirrors (written once, on the rule)."""
+    return f"{rule.description} ({', '.join(rule.ids)})" if rule.ids else f"{rule.description} ({rule.anchor})"
+
+
 def _tag(rule: Rule, message: str) -> str:
     ids = f" [{', '.join(rule.ids)}]" if rule.ids else ""
     return f"{message}{ids}"
@@ -53,7 +58,7 @@ def resource_policy(rule: ResourceRule) -> ResourceValidationPolicy:
             report(_tag(rule, message), None)
 
     return ResourceValidationPolicy(
-        name=rule.name, description=rule.description, validate=validate,
+        name=rule.name, description=_description(rule), validate=validate,
         enforcement_level=_LEVELS[rule.enforcement], config_schema=_schema(),
         tags=list(rule.ids) or None, remediation_steps=None,
     )
@@ -76,7 +81,7 @@ def stack_policy(rule: StackRule) -> StackValidationPolicy:
             report(_tag(rule, message), urn)
 
     return StackValidationPolicy(
-        name=rule.name, description=rule.description, validate=validate,
+        name=rule.name, description=_description(rule), validate=validate,
         enforcement_level=_LEVELS[rule.enforcement], config_schema=_schema(),
         tags=list(rule.ids) or None,
     )

@@ -19,7 +19,7 @@ import argparse
 import json
 import sys
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Sequence, TextIO
+from typing import Any, Iterable, Mapping, Sequence, TextIO
 
 from components.engine import OfflineRun, Recorded
 from components.spec import ClusterSpec
@@ -55,6 +55,7 @@ def context_from_spec(spec: ClusterSpec) -> RuleContext:
         pre_placed=spec.compute.capacity.pre_placed,
         zone=spec.zone,
         instance_type=spec.compute.instance_type,
+        exceptions=dict(spec.security.exceptions),
     )
 
 
@@ -92,14 +93,18 @@ def check_run(run: OfflineRun, spec: ClusterSpec, rules: Iterable[Rule] = ALL_RU
     return found
 
 
-def render(violations: Sequence[Violation], out: TextIO, rules: Iterable[Rule] = ALL_RULES) -> None:
-    """The plan's Policy section: each violated rule with its IDs, then its findings."""
+def render(violations: Sequence[Violation], out: TextIO, rules: Iterable[Rule] = ALL_RULES,
+           exceptions: Mapping[str, str] | None = None) -> None:
+    """The plan's Policy section: the stack's exceptions, each violated rule with its IDs, then its findings."""
+    exceptions = exceptions or {}
     rules = list(rules)
     w = out.write
     mandatory = sum(v.mandatory for v in violations)
     w(f"Policy ({len(rules)} rules: {mandatory} mandatory and {len(violations) - mandatory} advisory findings)\n")
     if not violations:
         w("  every rule holds\n")
+    for name, reason in sorted(exceptions.items()):
+        w(f"  EXCEPTION {name}: {reason}\n")
     for rule in rules:
         mine = [v for v in violations if v.rule == rule.name]
         if not mine:
@@ -146,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     violations = check_run(run_offline(name, raw), spec)
     print(f"== {name}")
-    render(violations, sys.stdout)
+    render(violations, sys.stdout, exceptions=spec.security.exceptions)
     return EXIT_MANDATORY if any(v.mandatory for v in violations) else 0
 
 

@@ -30,6 +30,11 @@ Test-only hooks (environment): ``GPUC_FAULT_RANK=R`` makes rank R add 1 to the f
 of every checked result (only at the sweep size ``GPUC_FAULT_SIZE`` when that is set);
 ``GPUC_STALL_RANK=R`` makes rank R stop before the sweep size ``GPUC_STALL_SIZE`` (default
 the first size) as if its host had died.
+
+Layout of the code: :mod:`workloads.collective_ops` holds the per-op table (layout, busbw factor,
+reduction, root, case builder), :mod:`workloads.collective_table` the nccl-tests table and sizes,
+:mod:`workloads.hang` the watchdog and arrival check; this module is the harness (flags, timing,
+the sweep) and the command line.
 """
 
 from __future__ import annotations
@@ -40,294 +45,28 @@ import datetime as _dt
 import json
 import math
 import os
-import re
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, NoReturn, TextIO
 
 import torch
 import torch.distributed as dist
 
 from workloads import device as _device
-from workloads.node import stall
+from workloads.collective_ops import DTYPE_ALIASES, DTYPES, OPS, Case, bandwidths, count_wrong, layout, make_case, redop_name, root_of
+from workloads.collective_table import (EventStats, OpResult, Row, format_row, format_size, header_lines, parse_size,
+                                        percentile, size_sweep)
+from workloads.hang import EXIT_HANG, CollectiveTimeout, Watchdog, arrival_barrier, grace_s
+from workloads.node import hang_here, stall
 
 EXIT_OK = 0
 EXIT_WRONG = 1
 EXIT_USAGE = 2
-EXIT_HANG = 3
+__all__ = ["EXIT_HANG", "EXIT_OK", "EXIT_USAGE", "EXIT_WRONG", "CollectivesConfig", "UsageError", "main",
+           "parse_args", "run_collectives", "run_op"]
 
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
-
-# name -> (torch dtype, nccl-tests' type name for the table). Aliases are nccl-tests' names.
-DTYPES: dict[str, tuple[torch.dtype, str]] = {
-    "float32": (torch.float32, "float"),
-    "float16": (torch.float16, "half"),
-    "bfloat16": (torch.bfloat16, "bfloat16"),
-    "float64": (torch.float64, "double"),
-    "int32": (torch.int32, "int32"),
-    "int64": (torch.int64, "int64"),
-    "int8": (torch.int8, "int8"),
-    "uint8": (torch.uint8, "uint8"),
-}
-DTYPE_ALIASES = {"float": "float32", "half": "float16", "double": "float64", "int": "int32",
-                 "bf16": "bfloat16", "fp32": "float32", "fp16": "float16"}
-
-# Largest integer each dtype holds exactly: check data stays at or under it, so every
-# reduction order gives the same, exact answer and a comparison can demand equality.
-_EXACT_LIMIT: dict[torch.dtype, int] = {
-    torch.float16: 2048, torch.bfloat16: 256, torch.float32: 1 << 24, torch.float64: 1 << 53,
-    torch.int8: 127, torch.uint8: 255, torch.int32: (1 << 31) - 1, torch.int64: (1 << 63) - 1,
-}
-
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
-_CHUNK = 1 << 20  # elements per step when filling/checking, bounds the check's extra memory
-
-
-# ----------------------------------------------------------------------------- pure helpers
-
-def parse_size(text: str) -> int:
-    """``"8"``, ``"512K"``, ``"1M"``, ``"16G"`` (binary units; ``B``/``iB`` suffix allowed) -> bytes."""
-    m = _SIZE_RE.match(text)
-    if m is None:
-        raise ValueError(
-            f"{text!r} is not a size (allowed: an integer with an optional K, M, G or T suffix, "
-            "binary units, e.g. 8, 512K, 1M, 16G)"
-        )
-    return int(m.group(1)) * _UNITS[m.group(2).upper()]
-
-
-def format_size(nbytes: int) -> str:
-    """Bytes as the shortest exact binary-unit string (``1048576`` -> ``"1M"``)."""
-    for unit in ("T", "G", "M", "K"):
-        scale = _UNITS[unit]
-        if nbytes >= scale and nbytes % scale == 0:
-            return f"{nbytes // scale}{unit}"
-    return str(nbytes)
-
-
-def size_sweep(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
-    """nccl-tests' sweep: ``min``, ``min*f``, ... while not above ``max``."""
-    if min_bytes < 1 or factor < 2 or min_bytes > max_bytes:
-        raise ValueError(f"bad sweep {min_bytes}..{max_bytes} x{factor}")
-    sizes = []
-    size = min_bytes
-    while size <= max_bytes:
-        sizes.append(size)
-        size *= factor
-    return sizes
-
-
-def busbw_factor(op: str, world_size: int) -> float:
-    """nccl-tests' bus-bandwidth factor (``doc/PERFORMANCE.md``)."""
-    n = world_size
-    if op == "all_reduce":
-        return 2.0 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1) / n
-    if op == "broadcast":
-        return 1.0
-    raise ValueError(f"unknown op {op!r} (allowed: {', '.join(OPS)})")
-
-
-def bandwidths(op: str, nbytes: int, seconds: float, world_size: int) -> tuple[float, float]:
-    """``(algbw, busbw)`` in GB/s for ``nbytes`` moved in ``seconds`` per call."""
-    algbw = nbytes / 1e9 / seconds
-    return algbw, algbw * busbw_factor(op, world_size)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Layout:
-    """Element counts of one row, as nccl-tests' ``*GetCollByteCount`` gives them."""
-
-    count: int
-    """The count nccl-tests prints: per rank for all_gather/reduce_scatter, per peer for
-    all_to_all, the whole buffer otherwise."""
-    send_elems: int
-    """Elements in each rank's input."""
-    recv_elems: int
-    """Elements in each rank's output."""
-    nbytes: int
-    """Bytes the bandwidth is computed from; the size printed in the row."""
-
-
-def layout(op: str, size_bytes: int, elem_size: int, world_size: int) -> Layout:
-    """Counts for ``size_bytes`` of ``op``: gathered/scattered/exchanged buffers are rounded
-    down to a multiple of the world size so every rank holds the same share."""
-    total = size_bytes // elem_size
-    n = world_size
-    if op in ("all_reduce", "broadcast"):
-        return Layout(count=total, send_elems=total, recv_elems=total, nbytes=total * elem_size)
-    per = total // n
-    whole = per * n
-    if op == "all_gather":
-        return Layout(count=per, send_elems=per, recv_elems=whole, nbytes=whole * elem_size)
-    if op == "reduce_scatter":
-        return Layout(count=per, send_elems=whole, recv_elems=per, nbytes=whole * elem_size)
-    if op == "all_to_all":
-        return Layout(count=per, send_elems=whole, recv_elems=whole, nbytes=whole * elem_size)
-    raise ValueError(f"unknown op {op!r} (allowed: {', '.join(OPS)})")
-
-
-def redop_name(op: str) -> str:
-    return "sum" if op in ("all_reduce", "reduce_scatter") else "none"
-
-
-def root_of(op: str) -> int:
-    return 0 if op == "broadcast" else -1
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (``q`` in 0..100) of a non-empty sequence."""
-    if not values:
-        raise ValueError("percentile of nothing")
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
-    return ordered[min(rank, len(ordered)) - 1]
-
-
-def _time_str(time_us: float) -> str:
-    # nccl-tests keeps the column 7 wide by dropping decimals as the time grows.
-    if time_us >= 10000.0:
-        return f"{time_us:7.0f}"
-    if time_us >= 100.0:
-        return f"{time_us:7.1f}"
-    return f"{time_us:7.2f}"
-
-
-def header_lines() -> list[str]:
-    """nccl-tests' three header lines."""
-    lead, block = 52, 33  # widths of the (size..root) cells and of one placement's cells
-    title = ("#" + " " * (lead - 1) + "out-of-place".center(block) + "in-place".center(block))
-    return [
-        title.rstrip(),
-        f"# {'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}"
-        f"  {'time':>7}  {'algbw':>6}  {'busbw':>6}  {'#wrong':>6}"
-        f"  {'time':>7}  {'algbw':>6}  {'busbw':>6}  {'#wrong':>6}",
-        f"# {'(B)':>10}  {'(elements)':>12}  {'':>8}  {'':>6}  {'':>6}"
-        f"  {'(us)':>7}  {'(GB/s)':>6}  {'(GB/s)':>6}  {'':>6}"
-        f"  {'(us)':>7}  {'(GB/s)':>6}  {'(GB/s)':>6}  {'':>6}",
-    ]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EventStats:
-    """Per-launch CUDA-event times of the slowest rank, microseconds."""
-
-    min: float
-    p50: float
-    p99: float
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Row:
-    """One measured (size, placement) of one op."""
-
-    op: str
-    """Collective name."""
-    size_bytes: int
-    """Bytes the bandwidth counts (nccl-tests' printed size)."""
-    count: int
-    """Elements as nccl-tests prints them (see :class:`Layout`)."""
-    dtype: str
-    """Element type (torch name)."""
-    in_place: bool
-    """Output aliases the input as nccl-tests' in-place column does."""
-    time_us: float
-    """Time per call, host timer, averaged over ranks (nccl-tests' default ``-a 1``)."""
-    algbw_gbps: float
-    """``size_bytes / 1e9 / seconds``."""
-    busbw_gbps: float
-    """``algbw`` times the op's nccl-tests factor."""
-    wrong: int | None
-    """Wrong elements summed over ranks; None when not checked."""
-    event_us: EventStats | None = None
-    """CUDA-event per-launch times (GPU only)."""
-    slowest_us: float | None = None
-    """The slowest rank's time per call (what the job's slowest rank waits for)."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "size_bytes": self.size_bytes, "count": self.count, "dtype": self.dtype,
-            "in_place": self.in_place, "time_us": self.time_us, "slowest_us": self.slowest_us,
-            "algbw_gbps": self.algbw_gbps,
-            "busbw_gbps": self.busbw_gbps, "wrong": self.wrong,
-            "event_us": None if self.event_us is None else {
-                "min": self.event_us.min, "p50": self.event_us.p50, "p99": self.event_us.p99},
-        }
-
-
-def _cells(row: Row | None, checked: bool) -> str:
-    if row is None:
-        return f"  {'N/A':>7}  {'N/A':>6}  {'N/A':>6}  {'N/A':>6}"
-    wrong = str(row.wrong) if checked and row.wrong is not None else "N/A"
-    return f"  {_time_str(row.time_us)}  {row.algbw_gbps:6.2f}  {row.busbw_gbps:6.2f}  {wrong:>6}"
-
-
-def format_row(*, size_bytes: int, count: int, type_name: str, redop: str, root: int,
-               out_of_place: Row | None, in_place: Row | None, checked: bool) -> str:
-    """One nccl-tests table line; a placement that was not run shows ``N/A``."""
-    return (f"{size_bytes:12d}  {count:12d}  {type_name:>8}  {redop:>6}  {root:6d}"
-            + _cells(out_of_place, checked) + _cells(in_place, checked))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OpResult:
-    """All rows of one op and the summary lines nccl-tests prints under them."""
-
-    op: str
-    world_size: int
-    backend: str
-    dtype: str
-    rows: tuple[Row, ...]
-
-    @property
-    def avg_busbw_gbps(self) -> float:
-        """nccl-tests' "Avg bus bandwidth": mean over every measured column."""
-        return sum(r.busbw_gbps for r in self.rows) / len(self.rows) if self.rows else 0.0
-
-    @property
-    def peak(self) -> Row | None:
-        return max(self.rows, key=lambda r: r.busbw_gbps, default=None)
-
-    @property
-    def largest(self) -> Row | None:
-        """Best placement at the largest size: the figure to hold against a floor."""
-        if not self.rows:
-            return None
-        top = max(r.size_bytes for r in self.rows)
-        return max((r for r in self.rows if r.size_bytes == top), key=lambda r: r.busbw_gbps)
-
-    @property
-    def wrong_total(self) -> int:
-        return sum(r.wrong or 0 for r in self.rows)
-
-    def summary_lines(self) -> list[str]:
-        lines = [f"# Avg bus bandwidth    : {self.avg_busbw_gbps:g}"]
-        peak, largest = self.peak, self.largest
-        if peak is not None and largest is not None:
-            lines.append(f"# Peak bus bandwidth   : {peak.busbw_gbps:g} (at {peak.size_bytes} B)")
-            lines.append(f"# Largest-size busbw   : {largest.busbw_gbps:g} "
-                         f"(at {largest.size_bytes} B)")
-        lines.append(f"# Wrong elements       : {self.wrong_total} "
-                     f"{'OK' if self.wrong_total == 0 else 'FAILED'}")
-        return lines
-
-    def to_json(self) -> dict[str, Any]:
-        peak, largest = self.peak, self.largest
-        return {
-            "op": self.op, "world_size": self.world_size, "backend": self.backend,
-            "dtype": self.dtype, "rows": [r.to_json() for r in self.rows],
-            "avg_busbw_gbps": self.avg_busbw_gbps,
-            "peak_busbw_gbps": None if peak is None else peak.busbw_gbps,
-            "peak_size_bytes": None if peak is None else peak.size_bytes,
-            "largest_size_bytes": None if largest is None else largest.size_bytes,
-            "largest_size_busbw_gbps": None if largest is None else largest.busbw_gbps,
-            "wrong_total": self.wrong_total,
-        }
 
 
 # ----------------------------------------------------------------------------- configuration
@@ -353,7 +92,7 @@ class CollectivesConfig:
     dtype: str = "float32"
     """Element type (a key of ``DTYPES``)."""
     timeout_s: float = 300.0
-    """Bound on each phase (arrival, warm-up, timed loop, check) of every row."""
+    """Bound on one call, and on each arrival and check, of every row (a loop of n calls gets n times it)."""
     json_path: str | None = None
     """Where rank 0 writes the results as JSON."""
 
@@ -391,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-d", "--datatype", default="float32",
                    help=f"one of {', '.join(DTYPES)} (or {', '.join(DTYPE_ALIASES)})")
     p.add_argument("-T", "--timeout", default="300",
-                   help="seconds each phase of a row may take before the job ends")
+                   help="seconds one call (and each arrival and check) may take before the job ends")
     p.add_argument("--json", default=None, help="write results as JSON here (rank 0)")
     return p
 
@@ -464,293 +203,25 @@ def parse_args(argv: Sequence[str] | None = None) -> CollectivesConfig:
                              timeout_s=timeout_s, json_path=ns.json)
 
 
-# ----------------------------------------------------------------------------- hang handling
-
-class CollectiveTimeout(Exception):
-    """A rank did not arrive, or a collective did not finish, within the timeout.
-
-    ``missing`` holds the global ranks that did not arrive, when they are known.
-    """
-
-    def __init__(self, message: str, missing: Sequence[int] = ()):
-        super().__init__(message)
-        self.missing = list(missing)
-
-
-class Watchdog:
-    """Ends the process when a phase outlives its deadline.
-
-    A stuck collective blocks the main thread inside the backend, where no exception can
-    reach it; a second thread is the only place left that can still name what was stuck.
-    """
-
-    def __init__(self, *, rank: int, limit_s: float, out: TextIO = sys.stderr,
-                 on_expire: Callable[[str], None] | None = None):
-        self._on_expire = on_expire
-        self._rank = rank
-        self._limit_s = limit_s
-        self._out = out
-        self._lock = threading.Lock()
-        self._label: str | None = None
-        self._deadline = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="collectives-watchdog",
-                                        daemon=True)
-        self._thread.start()
-
-    @contextlib.contextmanager
-    def phase(self, label: str) -> Iterator[None]:
-        with self._lock:
-            self._label, self._deadline = label, time.monotonic() + self._limit_s
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._label = None
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _watch(self) -> None:
-        while not self._stop.wait(0.25):
-            with self._lock:
-                label, late = self._label, time.monotonic() > self._deadline
-            if label is not None and late:
-                message = (f"collectives: rank {self._rank}: {label} did not finish within "
-                           f"{self._limit_s:g} s; a peer rank is stuck or gone")
-                self._out.write(message + "\n")
-                self._out.flush()
-                if self._on_expire is not None:
-                    self._on_expire(message)  # e.g. the validation job's status file
-                os._exit(EXIT_HANG)
-
-
-def grace_s(timeout_s: float) -> float:
-    """Slack between the arrival timeout, the watchdog and the process group's own timeout."""
-    return max(5.0, 0.5 * timeout_s)
-
-
-def missing_ranks(message: str) -> list[int] | None:
-    """Ranks a message names as missing: this module's ``rank(s) 1, 3 did not arrive`` (global
-    ranks) or gloo's ``Ranks 1, 3 failed to pass monitoredBarrier`` (ranks of that group)."""
-    for pattern in (r"rank\(s\) ([\d, ]+) did not arrive",
-                    r"Ranks? ([\d, ]+) failed to pass monitoredBarrier"):
-        m = re.search(pattern, message)
-        if m is not None:
-            return [int(x) for x in re.findall(r"\d+", m.group(1))]
-    return None
-
-
-def _global_rank(group: Any, group_rank: int) -> int:
-    try:
-        return int(dist.get_global_rank(group, group_rank))
-    except (RuntimeError, ValueError):  # the default group: its ranks are the global ones
-        return group_rank
-
-
-def _where(ranks: Sequence[int], hosts: Sequence[str] | None) -> str:
-    """``"; rank 1 on node-b"``: an operator drains a host, not a rank number."""
-    if not hosts:
-        return ""
-    return "; " + ", ".join(f"rank {r} on {hosts[r] if 0 <= r < len(hosts) else '?'}" for r in ranks)
-
-
-def arrival_barrier(side_group: Any, *, rank: int, timeout_s: float, label: str,
-                    hosts: Sequence[str] | None = None) -> None:
-    """Wait until every rank of ``side_group`` (gloo) reaches ``label``; the group's first rank
-    names the ones that did not.
-
-    Raises :class:`CollectiveTimeout` with the op, size and missing global ranks in its message
-    (and in its ``missing``); with ``hosts`` (host name by global rank) each rank's host too.
-    """
-    try:
-        dist.monitored_barrier(group=side_group, timeout=_dt.timedelta(seconds=timeout_s),
-                               wait_all_ranks=True)
-    except RuntimeError as exc:
-        text = str(exc)
-        missing = missing_ranks(text)
-        if missing is not None:
-            missing = [_global_rank(side_group, r) for r in missing]
-            who = ", ".join(str(r) for r in missing)
-            raise CollectiveTimeout(
-                f"{label}: rank(s) {who} did not arrive within {timeout_s:g} s{_where(missing, hosts)}",
-                missing) from None
-        first = _global_rank(side_group, 0)
-        if rank != first:
-            raise CollectiveTimeout(
-                f"{label}: rank {rank} arrived but lost rank {first}, which names the missing "
-                f"ranks in its own message ({text.splitlines()[0][:200]}){_where([first], hosts)}") from None
-        raise CollectiveTimeout(f"{label}: arrival check failed: {text.splitlines()[0][:300]}"
-                                ) from None
-
-
 # ----------------------------------------------------------------------------- measurement
 
-def _plain_modulus(dtype: torch.dtype) -> int:
-    return min(_EXACT_LIMIT[dtype], 1 << 16)
+def host_time(launch: Callable[[], None], iters: int, device: torch.device,
+              rearm: Callable[[int], None] | None = None) -> float:
+    """nccl-tests' timer: seconds per call over ``iters`` back-to-back launches and one sync.
 
-
-def _reduce_moduli(dtype: torch.dtype, n: int) -> tuple[int, int]:
-    """``(ma, mb)`` so that values ``i % ma + r % mb`` summed over ``n`` ranks stay exact."""
-    limit = _EXACT_LIMIT[dtype]
-    mb = min(n, 8)
-    rank_sum = sum(r % mb for r in range(n))
-    if rank_sum > limit:
-        mb, rank_sum = 1, 0
-    ma = min((limit - rank_sum) // n + 1, 1 << 16)
-    return max(ma, 1), mb
-
-
-def _chunks(numel: int) -> Iterator[tuple[int, int]]:
-    for start in range(0, numel, _CHUNK):
-        yield start, min(start + _CHUNK, numel)
-
-
-def _fill(buf: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
-    flat = buf.view(-1)
-    for start, stop in _chunks(flat.numel()):
-        idx = torch.arange(start, stop, device=flat.device, dtype=torch.int64)
-        flat[start:stop] = fn(idx).to(flat.dtype)
-
-
-def _count_wrong(buf: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> int:
-    flat = buf.view(-1)
-    total = torch.zeros((), dtype=torch.int64, device=flat.device)
-    for start, stop in _chunks(flat.numel()):
-        idx = torch.arange(start, stop, device=flat.device, dtype=torch.int64)
-        total += (flat[start:stop] != fn(idx).to(flat.dtype)).sum()
-    return int(total.item())
-
-
-@dataclass(slots=True, kw_only=True)
-class Case:
-    """Buffers and the launch of one (op, size, placement)."""
-
-    launch: Callable[[], None]
-    prepare: Callable[[], None]
-    """Writes the check inputs (and clears outputs)."""
-    result: torch.Tensor
-    expected: Callable[[torch.Tensor], torch.Tensor]
-    """Global output index -> expected value (int64)."""
-    buffers: list[torch.Tensor] = field(default_factory=list)
-
-
-def _collective(name: str) -> Callable[..., Any]:
-    # torch 2.13 renamed the tensor forms; older torch (GPU images) has only the old names.
-    new = {"all_gather": "all_gather_single", "reduce_scatter": "reduce_scatter_single"}[name]
-    old = {"all_gather": "all_gather_into_tensor", "reduce_scatter": "reduce_scatter_tensor"}[name]
-    fn = getattr(dist, new, None) or getattr(dist, old)
-    return fn  # type: ignore[no-any-return]
-
-
-def make_case(op: str, lay: Layout, *, in_place: bool, rank: int, n: int,
-              dtype: torch.dtype, device: torch.device, group: Any) -> Case | None:
-    """Buffers, launch and check of one row on ``group`` (None: the default group), where
-    ``rank`` and ``n`` are this process's rank in ``group`` and the group's size.
-
-    None where torch has no such form: no in-place all_to_all (send and receive may not alias),
-    no out-of-place all_reduce or broadcast (a copy in front would be timed with the call)."""
-    if not in_place and op in ("all_reduce", "broadcast"):
-        return None
-    pm = _plain_modulus(dtype)
-    ma, mb = _reduce_moduli(dtype, n)
-    rank_sum = sum(r % mb for r in range(n))
-
-    def plain(r: torch.Tensor | int, idx: torch.Tensor) -> torch.Tensor:
-        return (idx + 13 * r) % pm
-
-    def red_in(idx: torch.Tensor) -> torch.Tensor:
-        return idx % ma + rank % mb
-
-    def red_sum(idx: torch.Tensor) -> torch.Tensor:
-        return n * (idx % ma) + rank_sum
-
-    c = lay.count
-    # In-place rows use one buffer; the other is left empty so the row holds no more memory
-    # (and disturbs the allocator no more) than a bare call would.
-    need_send = not (in_place and op == "all_gather")
-    need_recv = not in_place or op == "all_gather"
-    send = torch.zeros(lay.send_elems if need_send else 0, dtype=dtype, device=device)
-    recv = torch.zeros(lay.recv_elems if need_recv else 0, dtype=dtype, device=device)
-
-    if op == "all_reduce":
-        buf = send
-
-        def launch_ar() -> None:
-            dist.all_reduce(buf, group=group)
-
-        def prepare_ar() -> None:
-            recv.zero_()
-            _fill(send, red_in)
-
-        return Case(launch=launch_ar, prepare=prepare_ar, result=buf, expected=red_sum,
-                     buffers=[send, recv])
-
-    if op == "broadcast":
-        root = root_of(op)
-        src = root if group is None else _global_rank(group, root)  # torch wants a global rank
-        buf = send
-
-        def launch_bc() -> None:
-            dist.broadcast(buf, src=src, group=group)
-
-        def prepare_bc() -> None:
-            send.zero_()
-            recv.zero_()
-            if rank == root:
-                _fill(send, lambda idx: plain(root, idx))
-
-        return Case(launch=launch_bc, prepare=prepare_bc, result=buf,
-                     expected=lambda idx: plain(root, idx), buffers=[send, recv])
-
-    if op == "all_gather":
-        gather = _collective("all_gather")
-        out = recv
-        inp = recv.narrow(0, rank * c, c) if in_place else send
-
-        def prepare_ag() -> None:
-            recv.zero_()
-            _fill(inp, lambda idx: plain(rank, idx))
-
-        return Case(launch=lambda: gather(out, inp, group=group), prepare=prepare_ag,
-                     result=out, expected=lambda idx: plain(idx // c, idx % c),
-                     buffers=[send, recv])
-
-    if op == "reduce_scatter":
-        scatter = _collective("reduce_scatter")
-        out = send.narrow(0, rank * c, c) if in_place else recv
-
-        def prepare_rs() -> None:
-            recv.zero_()
-            _fill(send, red_in)
-
-        return Case(launch=lambda: scatter(out, send, group=group), prepare=prepare_rs,
-                     result=out, expected=lambda idx: red_sum(rank * c + idx),
-                     buffers=[send, recv])
-
-    if op == "all_to_all":
-        if in_place:
-            return None
-
-        def prepare_a2a() -> None:
-            recv.zero_()
-            _fill(send, lambda idx: plain(rank, idx))
-
-        return Case(launch=lambda: dist.all_to_all_single(recv, send, group=group),
-                     prepare=prepare_a2a, result=recv,
-                     expected=lambda idx: plain(idx // c, rank * c + idx % c),
-                     buffers=[send, recv])
-
-    raise ValueError(f"unknown op {op!r}")
-
-
-def host_time(launch: Callable[[], None], iters: int, device: torch.device) -> float:
-    """nccl-tests' timer: seconds per call over ``iters`` back-to-back launches and one sync."""
+    ``rearm(k)`` (the watchdog's) gives the next k calls the timeout once each: on the CPU a
+    call returns when it is done, so each gets its own; on a GPU the launches only queue, and
+    the sync at the end waits for all of them."""
+    host = device.type == "cpu"
     start = time.perf_counter()
     for _ in range(iters):
+        if rearm is not None and host:
+            rearm(1)
         launch()
         stall()  # test hook: a no-op unless GPUC_INJECT_SLOW_NODE names this node
+        hang_here()  # test hook: a no-op unless GPUC_INJECT_HANG_NODE names this node
+    if rearm is not None and not host:
+        rearm(iters)
     _device.synchronize(device)
     return (time.perf_counter() - start) / iters
 
@@ -811,19 +282,20 @@ def measure_case(case: Case, *, iters: int, warmup: int, check: bool, rt: _devic
     ranks (None without ``check``), the slowest rank's event statistics (None off GPU) and the
     slowest rank's seconds per call.
     """
-    def guarded(what: str) -> contextlib.AbstractContextManager[None]:
-        return watchdog.phase(f"{label} ({what})") if watchdog else contextlib.nullcontext()
+    def guarded(what: str, calls: int = 1) -> contextlib.AbstractContextManager[None]:
+        # -T bounds one call: a loop of n launches gets n times the limit.
+        return watchdog.phase(f"{label} ({what})", calls) if watchdog else contextlib.nullcontext()
 
-    with guarded("warm-up"):
+    with guarded("warm-up", warmup + 1):
         for _ in range(warmup):
             case.launch()
         _device.synchronize(rt.device)
         dist.barrier(group=side_group)  # every rank starts its timer together
-    with guarded("timed loop"):
-        seconds = host_time(case.launch, iters, rt.device)
+    with guarded("timed loop", iters):
+        seconds = host_time(case.launch, iters, rt.device, watchdog.rearm if watchdog else None)
     events: list[float] = []
     if rt.device.type == "cuda":
-        with guarded("event-timed loop"):
+        with guarded("event-timed loop", iters):
             per_call = event_times_us(case.launch, iters, rt.device)
             events = [min(per_call), percentile(per_call, 50), percentile(per_call, 99)]
     wrong_local = 0
@@ -833,7 +305,7 @@ def measure_case(case: Case, *, iters: int, warmup: int, check: bool, rt: _devic
             case.launch()
             if fault and case.result.numel() > 0:
                 case.result.view(-1)[0] += 1
-            wrong_local = _count_wrong(case.result, case.expected)
+            wrong_local = count_wrong(case.result, case.expected)
     combined = slowest([seconds, *events], side_group)
     total = torch.tensor([seconds], dtype=torch.float64)
     dist.all_reduce(total, group=side_group)
@@ -846,9 +318,10 @@ def measure_case(case: Case, *, iters: int, warmup: int, check: bool, rt: _devic
 
 def run_op(op: str, cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: Any,
            group: Any = None, watchdog: Watchdog | None = None, out: TextIO | None = None,
-           hooks: _Hooks | None = None, hosts: Sequence[str] | None = None) -> OpResult:
+           hooks: _Hooks | None = None, hosts: Sequence[str] | None = None, context: str = "") -> OpResult:
     """Measure ``op`` over ``cfg``'s sweep on ``group`` (None: the default group).
-    ``hosts`` (host name by global rank) lets a timeout name the lost rank's host.
+    ``hosts`` (host name by global rank) lets a timeout name the lost rank's host; ``context``
+    starts every label (e.g. ``"pair a+b: "``), so a watchdog's message says where it was.
 
     ``side_group`` is a gloo group over the same ranks as ``group``: the arrival check, the
     start barrier and the rank combine run on it. Only ranks of ``group`` may call this.
@@ -862,7 +335,7 @@ def run_op(op: str, cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: 
     rows: list[Row] = []
     for size in sizes:
         lay = layout(op, size, torch.tensor([], dtype=dtype).element_size(), n)
-        label = f"{op} size {size} B ({format_size(size)})"
+        label = f"{context}{op} size {size} B ({format_size(size)})"
         if hooks.stall_rank == rt.rank and size == stall_at:
             time.sleep(3600)  # test hook: this rank's host "dies" before the size
         with (watchdog.phase(f"{label} (arrival)") if watchdog else contextlib.nullcontext()):

@@ -64,13 +64,18 @@ def detect_accelerator(force_cpu: bool = False) -> str:
 
 
 def setup(timeout_s: float | None = None, force_cpu: bool | None = None,
-          on_stage: Callable[[str], None] | None = None) -> Runtime:
+          on_stage: Callable[[str], None] | None = None, instance_type: str | None = None) -> Runtime:
     """Bind this process to its device and start the default process group.
 
     ``timeout_s`` bounds every collective (env ``GPUC_PG_TIMEOUT_S`` overrides the default);
     ``force_cpu`` (env ``GPUC_FORCE_CPU=1``) runs on gloo even where GPUs exist. ``on_stage``
     hears ``device-ready`` once the device is bound and ``joined`` once the group has formed,
     so a rank that fails between them can say which step it got to.
+
+    On GPUs, in a job over several nodes of a catalog ``instance_type`` (env ``GPUC_INSTANCE_TYPE``
+    when not given), the node's fabric is checked between the two (:mod:`workloads.fabric_check`;
+    ``fabric-ready`` once it passes, :class:`~workloads.fabric_check.FabricCheckFailed` naming what
+    is missing otherwise). ``GPUC_FABRIC_CHECK=0`` skips it, e.g. to measure the socket fallback.
     """
     from workloads.node import no_device_here
 
@@ -99,6 +104,16 @@ def setup(timeout_s: float | None = None, force_cpu: bool | None = None,
         backend = "nccl"
     if on_stage is not None:
         on_stage("device-ready")
+    if accelerator != "cpu" and _needs_fabric(instance_type, world_size):
+        # NCCL falls back to sockets when the fabric is missing; stop here and say what is missing.
+        from workloads import fabric_check
+
+        report = fabric_check.require(str(instance_type or os.environ.get("GPUC_INSTANCE_TYPE")),
+                                      rocm=accelerator == "rocm")
+        if local_rank == 0:
+            print(report.message(), flush=True)
+        if on_stage is not None:
+            on_stage("fabric-ready")
     if not dist.is_initialized():
         if "MASTER_ADDR" not in os.environ:
             # A plain `python -m workloads.X` run: a group of one on this host.
@@ -122,6 +137,16 @@ def setup(timeout_s: float | None = None, force_cpu: bool | None = None,
         accelerator=accelerator,
         hostname=socket.gethostname(),
     )
+
+
+def _needs_fabric(instance_type: str | None, world_size: int) -> bool:
+    """A catalog type is named, the job spans nodes (one node's ranks talk over NVLink/SHM, never the
+    fabric), and the check is not switched off."""
+    if os.environ.get("GPUC_FABRIC_CHECK", "") == "0":
+        return False
+    if not (instance_type or os.environ.get("GPUC_INSTANCE_TYPE")):
+        return False
+    return world_size > _env_int("LOCAL_WORLD_SIZE", world_size)
 
 
 def teardown() -> None:

@@ -38,7 +38,7 @@ import torch
 import torch.distributed as dist
 
 from workloads import device as _device
-from workloads.collectives import parse_size
+from workloads.collective_table import parse_size
 from workloads.node import node_name, stall
 
 EXIT_OK = 0

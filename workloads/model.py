@@ -63,13 +63,17 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(cfg.d_model, cfg.d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # The fused projection's output is laid out head by head, [head][q|k|v][head_dim]
+        # (Megatron-LM's fused QKV layout, ``ParallelAttention`` in megatron/model/transformer.py:
+        # "[sq, b, (np * 3 * hn)] --> [sq, b, np, 3 * hn]"), so a column-wise tensor-parallel split of
+        # ``qkv`` hands each rank whole heads. The head count is read from the shape (-1),
+        # as torchtitan's attention does: under tensor parallelism a rank sees only its heads.
         b, t, c = x.shape
-        q, k, v = self.qkv(x).split(c, dim=2)
-        q = q.view(b, t, self.n_heads, c // self.n_heads).transpose(1, 2)
-        k = k.view(b, t, self.n_heads, c // self.n_heads).transpose(1, 2)
-        v = v.view(b, t, self.n_heads, c // self.n_heads).transpose(1, 2)
+        hd = c // self.n_heads
+        qkv = self.qkv(x).view(b, t, -1, 3, hd)
+        q, k, v = (qkv[:, :, :, i].transpose(1, 2) for i in range(3))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        out: torch.Tensor = self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
+        out: torch.Tensor = self.proj(y.transpose(1, 2).reshape(b, t, -1))
         return out
 
 

@@ -35,6 +35,16 @@ def stall() -> None:
         time.sleep(float(os.environ.get("GPUC_INJECT_SLOW_MS", "20")) / 1000.0)
 
 
+def hang_here() -> None:
+    """On the node named by GPUC_INJECT_HANG_NODE, never finish: called inside the collectives'
+    timed loops only, every rank has arrived and this one never completes its call, as a
+    collective hung on a bad link does (not a rank that never arrived). GPUC_INJECT_HANG_PHASES
+    (a comma list of validation phases, default every one) limits where."""
+    phases = [p for p in os.environ.get("GPUC_INJECT_HANG_PHASES", "").split(",") if p.strip()]
+    if _targets("GPUC_INJECT_HANG_NODE") and (not phases or os.environ.get("GPUC_PHASE", "") in phases):
+        time.sleep(3600)
+
+
 def maybe_fail(phase: str) -> None:
     """On the node named by GPUC_INJECT_FAIL_NODE, die hard at the start of the phase named by
     GPUC_INJECT_FAIL_PHASE (default 'main'), as a node that loses power does: no message, no cleanup."""

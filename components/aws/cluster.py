@@ -45,8 +45,9 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
     child = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=providers))
 
     network = Network(f"{name}-network", NetworkArgs(
-        cidr=spec.network.cidr, region=spec.region, zone=spec.zone,
+        cidr=spec.network.cidr, region=spec.region, zone=spec.zone, zone_id=spec.zone_id,
         control_plane_zone=second_zone(spec.zone) if kind == "eks" else None, tags=tags,
+        security=spec.security,
     ), child)
     interconnect = Interconnect(f"{name}-interconnect", InterconnectArgs(
         vpc_id=network.vpc_id, instance=instance, placement=spec.interconnect.placement, tags=tags,
@@ -55,17 +56,23 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
     storage = Storage(f"{name}-storage", StorageArgs(
         lustre=lustre, bucket_name=spec.storage.bucket_name, vpc_id=network.vpc_id,
         subnet_id=network.node_subnet_id, node_security_group_id=interconnect.security_group_id, tags=tags,
+        log_bucket=network.log_bucket.id, noncurrent_days=spec.security.checkpoint_noncurrent_days,
     ), child)
     # On EKS the FSx CSI driver mounts the file system into pods; on PCS the nodes mount it.
     user_data = (
         lustre_user_data(storage.mount["dns_name"], storage.mount["mount_name"], lustre.mount_point)
         if kind == "slurm" else None
     )
+    # The group nodes launch into: the stack's own, or the one the reservation was made in (an
+    # ODCR in a cluster placement group matches only launches into that group).
+    placement_group = interconnect.placement_group_name or spec.compute.capacity.placement_group
     compute = Compute(f"{name}-compute", ComputeArgs(
         orchestrator=kind, region=spec.region, capacity=spec.compute.capacity,
+        instance_type=spec.compute.instance_type,
+        subnet_id=network.node_subnet_id if kind == "slurm" else None,
         kubernetes_version=spec.orchestration.kubernetes_version, root_volume_gib=spec.compute.root_volume_gib,
         nics=interconnect.nics, security_group_ids=[interconnect.security_group_id],
-        placement_group_name=interconnect.placement_group_name, user_data=user_data, tags=tags,
+        placement_group_name=placement_group, user_data=user_data, tags=tags,
         image=spec.compute.image,
     ), child)
 
@@ -99,7 +106,8 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
             region=spec.region, node_subnet_id=network.node_subnet_id,
             security_group_id=interconnect.security_group_id,
             launch_template_id=compute.launch_template_id, launch_template_version=compute.launch_template_version,
-            instance_profile_arn=compute.instance_profile_arn, image_id=compute.image_id, user_data=user_data,
+            instance_profile_arn=compute.instance_profile_arn, node_role_name=compute.node_role_name,
+            image_id=compute.image_id, user_data=user_data,
             instance_type=spec.compute.instance_type, nodes=spec.compute.nodes, capacity=spec.compute.capacity,
             login_nodes=spec.orchestration.login_nodes, partition=spec.orchestration.partition, tags=tags,
             image_pinned=spec.compute.image is not None,
@@ -119,7 +127,7 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
         "fabric": {
             "type": "efa",
             "interfaces_per_node": sum(1 for nic in interconnect.nics if nic.is_efa),
-            "placement": interconnect.placement_group_name,
+            "placement": placement_group,
             "mtu": instance.network.mtu,
             "networks": [],
         },

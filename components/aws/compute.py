@@ -19,18 +19,22 @@ an image nobody chose. Moving to a new image is a change of ``compute.image``.
   data, and writing it here would need the cluster's endpoint and CA inside a template the
   cluster's node group is created from.
 * PCS (Slurm): the AWS PCS sample image for the scheduler version, found with
-  ``aws.ec2.get_ami_output`` (owner ``amazon``, name ``aws-pcs-sample_ami-amzn2-x86_64-slurm-<v>*``,
-  most recent). It carries the PCS agent, Slurm, the EFA installer, the NVIDIA driver and
-  CUDA (AWS PCS user guide, "AMI release notes"). AWS calls the sample images a starting
-  point; production clusters build their own from the PCS installers and set the name
-  filter to it.
+  ``aws.ec2.get_ami_output`` (owner ``amazon``, name ``aws-pcs-sample_ami-al2023-x86_64-slurm-<v>*``,
+  most recent; versions.py has the pins and their sources). It carries the PCS agent, Slurm,
+  the EFA installer, the NVIDIA driver and CUDA on Amazon Linux 2023 (AWS PCS user guide, "AMI
+  release notes"). AWS calls the sample images a starting point; production clusters build
+  their own (aws-hpc-recipes ``dlami_for_pcs_imagebuilder``) and pin it in ``compute.image``.
 
 Capacity, as each orchestrator wants it (EKS user guide, "Customizing managed nodes with
 launch templates"; AWS PCS user guide, "Compute node groups"):
 
 * reservation (ODCR): the template targets the reservation id;
-* capacity block: the template sets market type ``capacity-block`` and targets the block;
-  the node group says CAPACITY_BLOCK;
+* capacity block: the template sets market type ``capacity-block``, targets the block and
+  names the instance type; the node group says CAPACITY_BLOCK (and, on EKS, names no instance
+  type). Both EKS ("capacity-blocks-mng": "InstanceType set to an instance type that supports
+  Capacity Blocks", or "the create request will be rejected") and PCS
+  ("capacity-blocks-configure-cng": "A valid InstanceType that matches the instance type of
+  the Capacity Block") require the type in the template;
 * spot: the node group says SPOT. EKS refuses ``InstanceMarketOptions`` in a managed node
   group's template ("Request Spot Instances" is on its prohibited list) and PCS sets the
   market from its purchase option, so the template carries none.
@@ -39,7 +43,6 @@ launch templates"; AWS PCS user guide, "Compute node groups"):
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import dataclass, field
 from typing import Literal, Mapping, Sequence
 
@@ -48,15 +51,18 @@ import pulumi_aws as aws
 
 from components.aws.common import assume_role_policy, managed_policy_arn
 from components.aws.interconnect import Nic
+from components.aws.versions import EKS_KUBERNETES_VERSION, PCS_SLURM_VERSION, pcs_ami_name
 from components.spec import CapacitySpec
 
 # The root device name of Amazon Linux 2 and 2023 images (both images above).
 ROOT_DEVICE = "/dev/xvda"
-# IMDSv2 with one extra hop: a container on the node (the VPC CNI, the EFA and NVIDIA
-# plugins, the training job's SDK calls) sits one network hop behind the host.
-METADATA_HOP_LIMIT = 2
+# IMDSv2, hop limit 1 (CKV_AWS_341): a pod in its own network namespace is one hop further
+# and never reaches the node's metadata, so it cannot take the node role's credentials. What
+# needs the node's metadata runs in the host network (the VPC CNI, the EKS Pod Identity agent,
+# kube-proxy, the FSx CSI node plugin); pods that call AWS get their own role through EKS Pod
+# Identity (orchestration_eks). PCS jobs run on the host.
+METADATA_HOP_LIMIT = 1
 EKS_AMI_TYPE = "AL2023_x86_64_NVIDIA"
-PCS_SLURM_VERSION = "24.11"
 
 EKS_NODE_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
@@ -73,7 +79,7 @@ def eks_release_parameter(kubernetes_version: str) -> str:
 
 
 def pcs_ami_name_filter(slurm_version: str = PCS_SLURM_VERSION) -> str:
-    return f"aws-pcs-sample_ami-amzn2-x86_64-slurm-{slurm_version}*"
+    return pcs_ami_name(slurm_version) + "*"
 
 
 def encode_user_data(user_data: pulumi.Input[str]) -> pulumi.Output[str]:
@@ -89,7 +95,13 @@ class ComputeArgs:
     """Region of the stack; names the ARN partition of managed policies."""
     capacity: CapacitySpec
     """How the GPU capacity is bought (on-demand, reservation, capacity block, spot)."""
-    kubernetes_version: str = "1.33"
+    instance_type: str
+    """The GPU type; written into the template for a capacity block (see the module docstring)."""
+    subnet_id: pulumi.Input[str] | None = None
+    """PCS only: the node subnet, set on every interface of the template as every AWS PCS EFA
+    example does (aws-hpc-recipes recipes/pcs/enable_efa/assets/pcs-lt-efa-p5.yaml). EKS refuses
+    a subnet in a managed node group's template ("launch-templates": prohibited), so None there."""
+    kubernetes_version: str = EKS_KUBERNETES_VERSION
     """EKS only: the version whose recommended NVIDIA image release is looked up."""
     image: str | None = None
     """Pinned node image (spec.compute.image): EKS release version or PCS AMI id; None looks
@@ -101,7 +113,8 @@ class ComputeArgs:
     security_group_ids: Sequence[pulumi.Input[str]]
     """Groups on every interface: EFA refuses traffic unless all of them are in its group."""
     placement_group_name: pulumi.Input[str] | None = None
-    """Cluster placement group, None when the capacity is already placed."""
+    """Cluster placement group: the stack's own, or the one an ODCR was created in; None when
+    the capacity is placed already or the reservation lies outside any group."""
     user_data: pulumi.Input[str] | None = None
     """Plain-text user data (a MIME multipart document), e.g. the Lustre mount on PCS."""
     tags: Mapping[str, str] = field(default_factory=dict)
@@ -161,6 +174,9 @@ class Compute(pulumi.ComponentResource):
     launch_template_id: pulumi.Output[str]
     launch_template_version: pulumi.Output[str]
     node_role_arn: pulumi.Output[str]
+    node_role_name: pulumi.Output[str]
+    """PCS: the role the orchestrator grants registration with its own cluster (its ARN is
+    known only once the PCS cluster exists)."""
     instance_profile_arn: pulumi.Output[str]
     image_id: pulumi.Output[str] | None
     """PCS: the image the node groups launch. None on EKS (the node group's ami_type)."""
@@ -206,19 +222,6 @@ class Compute(pulumi.ComponentResource):
                 policy_arn=managed_policy_arn(args.region, policy),
                 opts=pulumi.ResourceOptions(parent=self),
             )
-        if args.orchestrator == "slurm":
-            # A PCS node registers itself with its node group on boot; without this call
-            # it never joins Slurm (AWS PCS user guide, "IAM instance profiles").
-            aws.iam.RolePolicy(
-                f"{name}-node-pcs",
-                role=self.node_role.name,
-                policy=json.dumps({
-                    "Version": "2012-10-17",
-                    "Statement": [{"Effect": "Allow", "Action": ["pcs:RegisterComputeNodeGroupInstance"],
-                                   "Resource": "*"}],
-                }, sort_keys=True),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
         self.instance_profile = aws.iam.InstanceProfile(
             f"{name}-node",
             role=self.node_role.name,
@@ -229,6 +232,7 @@ class Compute(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.node_role_arn = self.node_role.arn
+        self.node_role_name = self.node_role.name
         self.instance_profile_arn = self.instance_profile.arn
 
     def _lookup_image(self) -> None:
@@ -264,6 +268,7 @@ class Compute(pulumi.ComponentResource):
                 interface_type=nic.interface_type,
                 security_groups=list(args.security_group_ids),
                 delete_on_termination="true",
+                subnet_id=args.subnet_id if args.orchestrator == "slurm" else None,
                 # No public IPs on GPU nodes (CKV_AWS_88): egress goes through the NAT.
                 associate_public_ip_address="false" if nic.device_index == 0 and nic.network_card_index == 0 else None,
             )
@@ -294,4 +299,5 @@ class Compute(pulumi.ComponentResource):
             template.instance_market_options = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
                 market_type="capacity-block",
             )
+            template.instance_type = args.instance_type
         return template

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 
 ACCOUNT = "123456789012"
 MOCK_AMI = "ami-0123456789abcdef0"
-MOCK_EKS_RELEASE = "1.33.5-20251120"
+MOCK_EKS_RELEASE = "1.35.5-20251120"
 
 
 def _ssm_get_parameter(args: Mapping[str, Any]) -> dict[str, Any]:
@@ -109,6 +109,7 @@ COMPUTED: dict[str, Callable[[str, Mapping[str, Any]], dict[str, Any]]] = {
     "aws:s3/bucket:Bucket": _bucket,
     "aws:eks/cluster:Cluster": _eks_cluster,
     "aws:eks/nodeGroup:NodeGroup": _arn("eks", "nodegroup"),
+    "aws:eks/addon:Addon": _arn("eks", "addon"),
     "aws-native:pcs:Cluster": _pcs("cluster", "pcs"),
     "aws-native:pcs:ComputeNodeGroup": _pcs("computenodegroup", "pcs-cng"),
     "aws-native:pcs:Queue": _pcs("queue", "pcs-q"),

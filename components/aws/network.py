@@ -22,7 +22,9 @@ from typing import Mapping
 import pulumi
 import pulumi_aws as aws
 
+from components.aws.audit import network_audit
 from components.aws.common import with_name
+from components.spec_security import SecuritySpec
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -33,10 +35,15 @@ class NetworkArgs:
     """Region of the VPC; names the S3 endpoint service."""
     zone: str
     """The one zone every GPU node shares."""
+    zone_id: str | None = None
+    """That zone's ID when the spec names it: the node and NAT subnets are then created by ID,
+    the zone the spec's rules checked (components/aws/rules.py)."""
     control_plane_zone: str | None = None
     """A second zone for a small control-plane-only subnet (EKS); None adds no such subnet."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Merged into every resource."""
+    security: SecuritySpec = field(default_factory=SecuritySpec)
+    """Flow logs and log retention (components/aws/audit.py)."""
 
 
 def subnet_plan(cidr: str) -> tuple[str, str, str]:
@@ -69,8 +76,10 @@ class Network(pulumi.ComponentResource):
             tags=with_name(args.tags, f"{name}-vpc"),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.public_subnet = self._subnet("public", public_cidr, args.zone)
-        self.node_subnet = self._subnet("nodes", node_cidr, args.zone)
+        # Flow logs into the stack's log bucket, the default security group emptied (audit.py).
+        self.log_bucket = network_audit(name, self.vpc, args.region, args.security, args.tags, self)
+        self.public_subnet = self._subnet("public", public_cidr, args.zone, args.zone_id)
+        self.node_subnet = self._subnet("nodes", node_cidr, args.zone, args.zone_id)
         self.control_plane_subnet = (
             self._subnet("control-plane", cp_cidr, args.control_plane_zone)
             if args.control_plane_zone is not None
@@ -99,12 +108,13 @@ class Network(pulumi.ComponentResource):
             "control_plane_subnet_ids": self.control_plane_subnet_ids,
         })
 
-    def _subnet(self, role: str, cidr: str, zone: str) -> aws.ec2.Subnet:
+    def _subnet(self, role: str, cidr: str, zone: str, zone_id: str | None = None) -> aws.ec2.Subnet:
         return aws.ec2.Subnet(
             f"{self._name}-{role}",
             vpc_id=self.vpc.id,
             cidr_block=cidr,
-            availability_zone=zone,
+            availability_zone=zone if zone_id is None else None,
+            availability_zone_id=zone_id,
             # Even the public subnet hands out no public IPs: only the NAT gateway lives
             # there, and it gets an Elastic IP of its own.
             map_public_ip_on_launch=False,

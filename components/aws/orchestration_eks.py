@@ -3,11 +3,20 @@
 * control plane: private endpoint always; a public one only for the CIDRs the stack lists
   (CKV_AWS_39); secrets envelope-encrypted with a KMS key of the cluster's own
   (CKV_AWS_58); access entries (authentication mode API) instead of the aws-auth ConfigMap;
-* nodes: one managed node group on Compute's launch template, fixed at the spec's node
-  count (min = desired = max: a training job spans every node, autoscaling only breaks it);
+* nodes: a small CPU system node group for controllers and add-ons (it exists before any
+  GPU node does: a capacity block not yet active, GPU nodes still launching), and the GPU
+  nodes on Compute's launch template in as few managed node groups as the "Nodes per managed
+  node group" quota (450) allows (eks_sizing). GPU groups are fixed at their size (min =
+  desired = max: a training job spans every node, autoscaling only breaks it), except on a
+  capacity block: there min = 0 and the desired size is left to EKS after creation, which
+  scales the group to 0 forty minutes before the block ends ("capacity-blocks-mng"); a later
+  `pulumi up` must not fight that;
+* AWS-side add-ons: the VPC CNI with address targets sized for GPU nodes (eks_sizing), the EKS
+  Pod Identity agent, and the FSx CSI driver with its own role through a Pod Identity
+  association (the nodes' metadata is closed to pods: hop limit 1, compute.py);
 * in the cluster: NVIDIA and EFA device plugins (the nodes' GPUs and EFA interfaces become
-  schedulable resources), the FSx CSI driver with a static volume for the file system, and
-  the JobSet controller. The validation job is not a resource: ``python -m workloads.validate
+  schedulable resources), a static volume for the file system, and the JobSet controller
+  (on the system nodes). The validation job is not a resource: ``python -m workloads.validate
   submit STACK`` runs it from the stack's outputs, as often as needed. With
   ``orchestration.endpoint: private`` none of the in-cluster layer is created here: it is
   deployed from inside the VPC (README, "Private clusters").
@@ -28,16 +37,32 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.aws.common import assume_role_policy, managed_policy_arn
-from components.aws.compute import EKS_AMI_TYPE
+from components.aws import eks_sizing
+from components.aws.common import assume_role_policy, managed_policy_arn, with_name
+from components.aws.compute import EKS_AMI_TYPE, launch_template_args
+from components.aws.keys import root_key_policy
+from components.aws.versions import (
+    EFA_PLUGIN_VERSION, EKS_CHARTS_REPO, FSX_CSI_ADDON, NVIDIA_PLUGIN_REPO, NVIDIA_PLUGIN_VERSION,
+    POD_IDENTITY_ADDON, VPC_CNI_ADDON,
+)
 from components.k8s.addons import jobset
 from components.spec import CapacitySpec
 
-NVIDIA_PLUGIN_REPO = "https://nvidia.github.io/k8s-device-plugin"
-NVIDIA_PLUGIN_VERSION = "0.17.1"
-EKS_CHARTS_REPO = "https://aws.github.io/eks-charts"
-EFA_PLUGIN_VERSION = "v0.5.20"
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
+# The FSx CSI controller's service account in the managed add-on, and the AWS-managed policy the
+# EKS user guide attaches to it ("fsx-csi-create": eksctl create iamserviceaccount --name
+# fsx-csi-controller-sa --namespace kube-system --attach-policy-arn .../AmazonFSxFullAccess;
+# awsdocs/amazon-eks-user-guide latest/ug/storage/fsx-csi.adoc at 4d52b4d). The add-on "requires
+# the EKS Pod Identity agent for authentication" (same page, read 2026-12 on docs.aws.amazon.com).
+FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
+FSX_CSI_POLICY = "AmazonFSxFullAccess"
+# The trust policy EKS Pod Identity roles carry (EKS user guide "pod-id-role"; eksctl docs
+# "EKS Pod Identity Associations": principal pods.eks.amazonaws.com, sts:AssumeRole and
+# sts:TagSession).
+POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
+SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
+SYSTEM_LABELS = {"gpu-cluster/role": "system"}
+GPU_LABELS = {"gpu-cluster/role": "gpu", "nvidia.com/gpu.present": "true"}
 FSX_VOLUME = "fsx-lustre"
 # The claim's namespace, where jobs that mount the file system run (a claim is namespaced).
 JOB_NAMESPACE = "default"
@@ -67,6 +92,7 @@ class EksArgs:
     launch_template_id: pulumi.Input[str]
     launch_template_version: pulumi.Input[str]
     node_role_arn: pulumi.Input[str]
+    """The nodes' role (Compute), for the GPU and the system node groups alike."""
     release_version: pulumi.Input[str]
     """Recommended EKS NVIDIA AL2023 image release (Compute.release_version)."""
     instance_type: str
@@ -119,18 +145,22 @@ class Orchestration(pulumi.ComponentResource):
         self._name = name
         self._args = args
         self.cluster = self._create_control_plane()
-        self.node_group = self._create_node_group()
+        # The CNI's address targets apply from the first node on: the add-on comes before any group.
+        self.vpc_cni = self._create_vpc_cni()
+        self.system_group = self._create_system_group()
+        self.node_groups = self._create_gpu_groups()
         self.kubeconfig = kubeconfig(self.cluster.name, self.cluster.endpoint,
                                      self.cluster.certificate_authority.data, args.region)
-        # The managed add-on is an AWS resource, created through the AWS API either way.
+        # The managed add-ons are AWS resources, created through the AWS API either way.
         csi = self._create_fsx_csi()
         if args.in_cluster:
             self.provider = k8s.Provider(
                 f"{name}-k8s",
                 kubeconfig=self.kubeconfig,
-                # Add-ons wait for the nodes: the device plugins' and the CSI node pods have
-                # nowhere to run before, and the charts' readiness waits would time out.
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.node_group]),
+                # The in-cluster layer waits for the system nodes only: its controllers run
+                # there, and the GPU DaemonSets are ready with no GPU node yet (a capacity block
+                # not started must not hold `pulumi up`).
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_group]),
             )
             self._create_addons(csi)
 
@@ -167,6 +197,8 @@ class Orchestration(pulumi.ComponentResource):
             # The longest window: a key deleted with its cluster can still be restored for
             # 30 days, long enough to notice a destroy that should not have happened.
             deletion_window_in_days=30,
+            # CKV2_AWS_64: the key policy written out, not left to AWS (components/aws/keys.py).
+            policy=root_key_policy(role.arn),
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -197,46 +229,143 @@ class Orchestration(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[attachment]),
         )
 
-    def _create_node_group(self) -> aws.eks.NodeGroup:
-        name, args = self._name, self._args
-        return aws.eks.NodeGroup(
-            f"{name}-gpu",
-            cluster_name=self.cluster.name,
-            node_role_arn=args.node_role_arn,
-            subnet_ids=[args.node_subnet_id],
-            instance_types=[args.instance_type],
-            ami_type=EKS_AMI_TYPE,
-            release_version=args.release_version,
-            capacity_type=CAPACITY_TYPES[args.capacity.type],
-            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                desired_size=args.nodes, min_size=args.nodes, max_size=args.nodes,
-            ),
-            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
-                id=args.launch_template_id, version=args.launch_template_version,
-            ),
-            # The NVIDIA chart schedules its plugin only on nodes labelled as GPU nodes (by
-            # node-feature-discovery, or by this label that its values document as the
-            # override); no NFD runs here, so the node group sets the label itself.
-            labels={"gpu-cluster/role": "gpu", "nvidia.com/gpu.present": "true"},
-            tags=dict(args.tags),
-            # A looked-up release is kept once the group exists: a later `pulumi up` must not
-            # roll every GPU node because AWS published a newer image (compute.image moves it).
-            opts=pulumi.ResourceOptions(parent=self,
-                                        ignore_changes=[] if args.image_pinned else ["releaseVersion"]),
-        )
-
-    def _create_fsx_csi(self) -> aws.eks.Addon:
-        # The managed add-on rather than the chart: EKS keeps it compatible with the control
-        # plane version. A static volume needs no AWS permissions (the node plugin only mounts),
-        # so the controller gets no IAM role.
+    def _create_vpc_cni(self) -> aws.eks.Addon:
+        # The env keys are the CNI's own (amazon-vpc-cni-k8s README); the managed add-on takes
+        # them as configuration values {"env": {...}} (EKS user guide "cni-increase-ip-addresses").
         return aws.eks.Addon(
-            f"{self._name}-fsx-csi",
+            f"{self._name}-vpc-cni",
             cluster_name=self.cluster.name,
-            addon_name="aws-fsx-csi-driver",
+            addon_name=VPC_CNI_ADDON,
+            configuration_values=json.dumps({"env": {
+                "MINIMUM_IP_TARGET": str(eks_sizing.CNI_MINIMUM_IP_TARGET),
+                "WARM_IP_TARGET": str(eks_sizing.CNI_WARM_IP_TARGET),
+            }}, sort_keys=True),
+            # The cluster comes with a self-managed CNI; the managed add-on takes it over.
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             tags=dict(self._args.tags),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.node_group]),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _create_system_group(self) -> aws.eks.NodeGroup:
+        name, args = self._name, self._args
+        # Its own template for the same hardening as the GPU nodes (IMDSv2 with hop limit 1,
+        # encrypted gp3 root), in the EFA group: the control plane, the GPU nodes and the file
+        # system all admit that group, and pods on GPU nodes reach CoreDNS here through it.
+        template = aws.ec2.LaunchTemplate(
+            f"{name}-system",
+            args=launch_template_args(
+                root_volume_gib=eks_sizing.SYSTEM_ROOT_GIB,
+                vpc_security_group_ids=[args.security_group_id],
+                tags=with_name(args.tags, f"{name}-system"),
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        n = eks_sizing.SYSTEM_NODES
+        return aws.eks.NodeGroup(
+            f"{name}-system",
+            cluster_name=self.cluster.name,
+            node_role_arn=args.node_role_arn,
+            subnet_ids=[args.node_subnet_id],
+            instance_types=[eks_sizing.SYSTEM_INSTANCE_TYPE],
+            ami_type=SYSTEM_AMI_TYPE,
+            capacity_type="ON_DEMAND",
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(desired_size=n, min_size=n, max_size=n),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=template.id, version=template.latest_version.apply(str),
+            ),
+            labels=dict(SYSTEM_LABELS),
+            tags=dict(args.tags),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.vpc_cni]),
+        )
+
+    def _create_gpu_groups(self) -> list[aws.eks.NodeGroup]:
+        name, args = self._name, self._args
+        block = args.capacity.type == "capacity-block"
+        sizes = eks_sizing.node_group_sizes(args.nodes)
+        groups = []
+        for i, size in enumerate(sizes):
+            ignore = [] if args.image_pinned else ["releaseVersion"]
+            if block:
+                # EKS scales a block's group to 0 before the block ends; keep its desired size.
+                # ("capacity-blocks-mng" also asks for desired size 0 before a node group
+                # upgrade: a compute.image change on a block is made with the group at 0.)
+                ignore.append("scalingConfig.desiredSize")
+            groups.append(aws.eks.NodeGroup(
+                # One group keeps the plain name (an existing stack is not replaced).
+                f"{name}-gpu" if len(sizes) == 1 else f"{name}-gpu-{i}",
+                cluster_name=self.cluster.name,
+                node_role_arn=args.node_role_arn,
+                subnet_ids=[args.node_subnet_id],
+                # A capacity block's type is in the launch template and the node group names
+                # none ("capacity-blocks-mng"; EKS "launch-templates": not in both places).
+                instance_types=None if block else [args.instance_type],
+                ami_type=EKS_AMI_TYPE,
+                release_version=args.release_version,
+                capacity_type=CAPACITY_TYPES[args.capacity.type],
+                # Before a block starts the group launches nothing and scales up to the desired
+                # size once it is active ("capacity-blocks-mng"); min 0 lets EKS's scheduled
+                # scale-down to 0 before the block's end stand.
+                scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                    desired_size=size, min_size=0 if block else size, max_size=size,
+                ),
+                launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                    id=args.launch_template_id, version=args.launch_template_version,
+                ),
+                # The NVIDIA chart schedules its plugin only on nodes labelled as GPU nodes (by
+                # node-feature-discovery, or by this label that its values document as the
+                # override); no NFD runs here, so the node group sets the label itself.
+                labels=dict(GPU_LABELS),
+                tags=dict(args.tags),
+                # A looked-up release is kept once the group exists: a later `pulumi up` must not
+                # roll every GPU node because AWS published a newer image (compute.image moves it).
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.vpc_cni], ignore_changes=ignore),
+            ))
+        return groups
+
+    def _create_fsx_csi(self) -> aws.eks.Addon:
+        # The managed add-on rather than the chart: EKS keeps it compatible with the control
+        # plane version. It authenticates through EKS Pod Identity, so the agent comes first and
+        # the controller's service account gets a role of its own.
+        name, args = self._name, self._args
+        agent = aws.eks.Addon(
+            f"{name}-pod-identity",
+            cluster_name=self.cluster.name,
+            addon_name=POD_IDENTITY_ADDON,
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            tags=dict(args.tags),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_group]),
+        )
+        role = aws.iam.Role(
+            f"{name}-fsx-csi",
+            assume_role_policy=json.dumps({
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
+                               "Action": ["sts:AssumeRole", "sts:TagSession"]}],
+            }, sort_keys=True),
+            description=f"FSx CSI controller of {name} (EKS Pod Identity)",
+            tags=dict(args.tags),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        attachment = aws.iam.RolePolicyAttachment(
+            f"{name}-fsx-csi",
+            role=role.name,
+            policy_arn=managed_policy_arn(args.region, FSX_CSI_POLICY),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return aws.eks.Addon(
+            f"{name}-fsx-csi",
+            cluster_name=self.cluster.name,
+            addon_name=FSX_CSI_ADDON,
+            pod_identity_associations=[aws.eks.AddonPodIdentityAssociationArgs(
+                role_arn=role.arn, service_account=FSX_CSI_SERVICE_ACCOUNT,
+            )],
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            tags=dict(args.tags),
+            # Its controller runs on the system nodes; nothing here waits for a GPU node.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[agent, attachment, self.system_group]),
         )
 
     def _create_addons(self, csi: aws.eks.Addon) -> None:
@@ -260,6 +389,8 @@ class EksLayerArgs:
     size_gib: int
     after: Sequence[pulumi.Resource] = ()
     """What the persistent volume waits for (the FSx CSI add-on, when created alongside)."""
+    controller_node_selector: Mapping[str, str] = field(default_factory=lambda: dict(SYSTEM_LABELS))
+    """Where controllers (JobSet) run: the system node group, which exists before GPU nodes."""
 
 
 def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.ResourceOptions) -> None:
@@ -317,4 +448,4 @@ def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.Reso
         ),
         opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[volume])),
     )
-    jobset(f"{name}-jobset", k8s_opts)
+    jobset(f"{name}-jobset", k8s_opts, node_selector=args.controller_node_selector)

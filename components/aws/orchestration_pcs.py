@@ -8,7 +8,11 @@ pulumi-aws 7.51 has no PCS resources; pulumi-aws-native's ``pcs`` module (CloudF
   admits slurmctld (6817) and slurmd (6818) traffic both ways;
 * a login node group on a small template of its own, in the same private subnet (reached
   through SSM Session Manager: no public IPs anywhere);
-* the GPU node group on Compute's launch template, min = max = nodes (a job spans all);
+* the GPU node group on Compute's launch template, min = max = nodes (a job spans all); on a
+  capacity block min = 0, so that the group can exist before the block starts and PCS can let
+  the nodes go when the block ends;
+* the node role's right to register with this cluster, and no other (the call returns the
+  cluster's Munge key; CKV_AWS_355 / CKV_AWS_290);
 * a queue, the Slurm partition, mapped to the GPU node group.
 
 Every node, login or GPU, mounts the Lustre file system at boot from its user data.
@@ -16,6 +20,7 @@ Every node, login or GPU, mounts the Lustre file system at boot from its user da
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -23,7 +28,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_aws_native as aws_native
 
-from components.aws.compute import PCS_SLURM_VERSION, launch_template_args
+from components.aws.compute import launch_template_args
+from components.aws.versions import PCS_SLURM_VERSION
 from components.spec import CapacitySpec
 
 pcs = aws_native.pcs
@@ -97,6 +103,8 @@ class PcsArgs:
     launch_template_id: pulumi.Input[str]
     launch_template_version: pulumi.Input[str]
     instance_profile_arn: pulumi.Input[str]
+    node_role_name: pulumi.Input[str]
+    """The role in that profile; granted registration with this cluster only."""
     image_id: pulumi.Input[str]
     """The PCS image every node group launches (Compute.image_id)."""
     image_pinned: bool = False
@@ -138,6 +146,7 @@ class Orchestration(pulumi.ComponentResource):
                                         ignore_changes=[] if args.image_pinned else ["amiId"]),
         )
         self.cluster_id = self.cluster.aws_id
+        self.register_policy = self._create_register_policy()
         self.login_group = self._create_login() if args.login_nodes > 0 else None
         self.gpu_group = self._node_group(
             "gpu",
@@ -158,7 +167,7 @@ class Orchestration(pulumi.ComponentResource):
             # The queue's name is the Slurm partition jobs are submitted to, so it is fixed;
             # a replacement must free the name before it can take it.
             # A looked-up image is kept once the group exists (compute.image moves it).
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True,
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[self.register_policy],
                                         ignore_changes=[] if args.image_pinned else ["amiId"]),
         )
 
@@ -176,6 +185,21 @@ class Orchestration(pulumi.ComponentResource):
             self.ssh_command = None
         self.register_outputs({"cluster_id": self.cluster_id, "login": self.login,
                                "ssh_command": self.ssh_command, "queue": self.queue.name})
+
+    def _create_register_policy(self) -> aws.iam.RolePolicy:
+        # A PCS node registers itself with its cluster on boot; without this call it never joins
+        # Slurm (AWS PCS user guide, "IAM instance profiles for AWS PCS"). The call returns the
+        # cluster's Munge key, so the grant names this cluster's ARN, not "*".
+        return aws.iam.RolePolicy(
+            f"{self._name}-node-register",
+            role=self._args.node_role_name,
+            policy=self.cluster.arn.apply(lambda arn: json.dumps({
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": ["pcs:RegisterComputeNodeGroupInstance"],
+                               "Resource": arn}],
+            }, sort_keys=True)),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
 
     def _create_login(self) -> pcs.ComputeNodeGroup:
         name, args = self._name, self._args
@@ -209,9 +233,11 @@ class Orchestration(pulumi.ComponentResource):
             ami_id=args.image_id,
             iam_instance_profile_arn=args.instance_profile_arn,
             instance_configs=[pcs.ComputeNodeGroupInstanceConfigArgs(instance_type=instance_type)],
-            # Static: PCS keeps exactly `count` instances; a job spans all of them.
+            # Static: PCS keeps exactly `count` instances; a job spans all of them. A capacity
+            # block starts at 0: the group may be created while the block is only scheduled, and
+            # maxInstanceCount must not exceed the block ("capacity-blocks-configure-cng").
             scaling_configuration=pcs.ScalingConfigurationPropertiesArgs(
-                min_instance_count=count, max_instance_count=count,
+                min_instance_count=0 if capacity.type == "capacity-block" else count, max_instance_count=count,
             ),
             subnet_ids=[args.node_subnet_id],
             custom_launch_template=pcs.CustomLaunchTemplatePropertiesArgs(
@@ -227,7 +253,7 @@ class Orchestration(pulumi.ComponentResource):
             # Fixed names (Slurm names the nodes after the group): a replacement must free
             # the name first. The nodes are replaced either way.
             # A looked-up image is kept once the group exists (compute.image moves it).
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True,
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[self.register_policy],
                                         ignore_changes=[] if args.image_pinned else ["amiId"]),
         )
 

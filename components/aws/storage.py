@@ -17,7 +17,9 @@ from typing import Any, Mapping
 import pulumi
 import pulumi_aws as aws
 
+from components.aws.audit import checkpoint_audit
 from components.aws.common import with_name
+from components.aws.keys import lustre_key
 from components.spec import LustreSpec
 
 # Lustre's ports: 988 for the LNet traffic itself, 1018-1023 for the client's privileged
@@ -49,6 +51,10 @@ class StorageArgs:
     """The nodes' group; the only source admitted on the Lustre ports."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Merged into every resource."""
+    log_bucket: pulumi.Input[str] | None = None
+    """The stack's log bucket (Network.log_bucket.id): the checkpoint bucket's access logs go there."""
+    noncurrent_days: int = 30
+    """Days a noncurrent checkpoint version is kept (spec.security.checkpoint_noncurrent_days)."""
 
 
 class Storage(pulumi.ComponentResource):
@@ -71,6 +77,9 @@ class Storage(pulumi.ComponentResource):
             )
 
         self.security_group = self._create_security_group()
+        # CKV_AWS_190: the key the stack names, else one it creates with its key policy (keys.py).
+        kms_key = lustre.kms_key_id or lustre_key(name, self.security_group.arn, args.tags,
+                                                  pulumi.ResourceOptions(parent=self)).arn
         self.file_system = aws.fsx.LustreFileSystem(
             f"{name}-lustre",
             deployment_type="PERSISTENT_2",
@@ -82,14 +91,15 @@ class Storage(pulumi.ComponentResource):
             metadata_configuration=aws.fsx.LustreFileSystemMetadataConfigurationArgs(mode="AUTOMATIC"),
             subnet_ids=args.subnet_id,
             security_group_ids=[self.security_group.id],
-            # CKV_AWS_190: a customer key when the stack names one; FSx's own key otherwise.
-            kms_key_id=lustre.kms_key_id,
+            kms_key_id=kms_key,
             copy_tags_to_backups=True,
             tags=with_name(args.tags, f"{name}-lustre"),
             opts=pulumi.ResourceOptions(parent=self, protect=True),
         )
         self.data_repository = self._create_data_repository()
         self._create_bucket()
+        if args.log_bucket is not None:
+            checkpoint_audit(name, self.bucket, args.log_bucket, args.noncurrent_days, self)
 
         self.file_system_id = self.file_system.id
         self.mount = {

@@ -1,7 +1,8 @@
 """GCP: compose the pillars in dependency order and return the stack outputs.
 
-Network -> Interconnect -> Storage -> (GKE: Orchestration then the node pool in Compute |
-Slurm: Compute's node set then Cluster Director in Orchestration).
+Project APIs -> Network -> Interconnect -> Storage -> (GKE: Orchestration then the node pool in
+Compute | Slurm: Compute's node set then Cluster Director in Orchestration). Every pillar uses the
+provider of ``ProjectServices``, so nothing is created before the APIs it needs are on.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from components.gcp.compute import Compute, ComputeArgs
 from components.gcp.interconnect import Interconnect, InterconnectArgs, nic_count
 from components.gcp.network import Network, NetworkArgs
 from components.gcp.orchestration_gke import JOB_NAMESPACE, GkeArgs, GkeOrchestration, node_networks
-from components.gcp.orchestration_slurm import LUSTRE_ID, SlurmArgs, SlurmOrchestration
+from components.gcp.orchestration_slurm import EXTRA_MOUNTS, LUSTRE_ID, SlurmArgs, SlurmOrchestration
+from components.gcp.services import ProjectServices, ServicesArgs
+from components.gcp.workload_identity import CHECKPOINT_KSA
 from components.gcp.storage import Storage, StorageArgs
 from components.spec import ClusterSpec
 
@@ -27,6 +30,8 @@ GPU_TAINT = "nvidia.com/gpu"
 def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[str, Any]:
     proj = project()
     plan = address_plan(spec, nic_count(spec))
+    services = ProjectServices(f"{name}-services", ServicesArgs(spec=spec, project=proj), opts)
+    opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[services.provider]))
     net = Network(f"{name}-network", NetworkArgs(spec=spec, plan=plan), opts)
     ic = Interconnect(f"{name}-interconnect", InterconnectArgs(spec=spec, plan=plan, project=proj), opts)
     st = Storage(f"{name}-storage", StorageArgs(spec=spec, network=net.vpc.id, psa=net.psa), opts)
@@ -40,7 +45,7 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
         gke = GkeOrchestration(f"{name}-orchestration", GkeArgs(
             spec=spec, project=proj, plan=plan, network=net.vpc.id, subnet=net.subnet.id, nics=ic.nics,
             lustre_instance_id=st.instance_id, lustre_mount_point=st.lustre.mount_point,
-            lustre_filesystem=st.filesystem, lustre=st.lustre,
+            lustre_filesystem=st.filesystem, lustre=st.lustre, bucket=st.bucket.name,
         ), opts)
         comp = Compute(f"{name}-compute", ComputeArgs(
             spec=spec, project=proj, cluster=gke.cluster.id, nics=ic.nics, placement=placement,
@@ -57,15 +62,21 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
             "kind": "kubernetes", "namespace": JOB_NAMESPACE, "lustre_claim": gke.lustre_claim_name,
             "node_selector": {"cloud.google.com/gke-nodepool": comp.node_pool_name},
             "tolerations": [GPU_TAINT],
+            # The checkpoint bucket through GCS FUSE: pods run as this Kubernetes account (bound
+            # to workload_account by Workload Identity) and carry gke-gcsfuse/volumes: "true".
+            "checkpoint_claim": gke.checkpoint_claim_name,
+            "service_account": CHECKPOINT_KSA,
+            "workload_account": gke.workload_account.email,
         }
     else:
-        comp = Compute(f"{name}-compute", ComputeArgs(spec=spec, project=proj, lustre_storage_id=LUSTRE_ID), opts)
+        comp = Compute(f"{name}-compute", ComputeArgs(spec=spec, project=proj, lustre_storage_id=LUSTRE_ID,
+                                                    extra_storage=EXTRA_MOUNTS), opts)
         assert comp.compute_resource is not None and comp.node_set is not None
         slurm = SlurmOrchestration(f"{name}-orchestration", SlurmArgs(
-            spec=spec, project=proj, network_name=f"{spec.name}-vpc", subnet_name=f"{spec.name}-subnet",
+            spec=spec, project=proj, network_name=net.vpc.name, subnet_name=net.subnet.name,
             lustre_instance_id=st.instance_id, lustre=st.lustre, bucket=st.bucket.name,
             compute_resource=comp.compute_resource, node_set=comp.node_set,
-        ), pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[net.subnet])))
+        ), opts)
         login = slurm.login.apply(lambda n: n or f"{slurm.cluster_id} login node")
         access = {
             "login": login,

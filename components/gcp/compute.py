@@ -5,9 +5,10 @@
 * Slurm (Cluster Director): the compute resource and node set the managed cluster creates; the
   component holds their typed Args and creates no cloud resource itself.
 
-Capacity: on-demand; a specific reservation (already placed, so no placement policy);
-DWS flex-start (GKE ``flex_start`` with autoscaling from zero, as GKE's flex-start guide asks;
-Cluster Director ``new_flex_start_instances``); spot.
+Capacity: a specific reservation (already placed, so no placement policy); DWS flex-start (GKE
+``flex_start`` with autoscaling from zero, as GKE's flex-start guide asks; Cluster Director
+``new_flex_start_instances``); spot. On-demand, which GCP does not offer for these machine types,
+is refused by ``components.gcp.rules`` before the program runs.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class ComputeArgs:
     """Compact placement policy name, or None."""
     lustre_storage_id: str = "lustre"
     """Slurm: the Cluster Director storage resource id mounted on every node."""
+    extra_storage: tuple[tuple[str, str], ...] = ()
+    """Slurm: further (storage resource id, local mount) pairs on every node (/home, the bucket)."""
 
 
 class Compute(pulumi.ComponentResource):
@@ -136,7 +139,9 @@ class Compute(pulumi.ComponentResource):
         network_config = gcp.container.NodePoolNetworkConfigArgs(
             enable_private_nodes=True,
             additional_node_network_configs=[
-                gcp.container.NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(network=n.network_name, subnetwork=n.subnet_name)
+                # The resources' outputs, not their names: the pool depends on each VPC and subnet,
+                # so `pulumi destroy` removes the nodes before the networks they sit on.
+                gcp.container.NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(network=n.network.name, subnetwork=n.subnet.name)
                 for n in args.nics
             ],
         )
@@ -182,8 +187,8 @@ class Compute(pulumi.ComponentResource):
             cfg = hcc.ClusterComputeResourceConfigArgs(new_spot_instances=hcc.ClusterComputeResourceConfigNewSpotInstancesArgs(
                 machine_type=mt, zone=zone, termination_action="DELETE"))
         else:
-            cfg = hcc.ClusterComputeResourceConfigArgs(new_on_demand_instances=hcc.ClusterComputeResourceConfigNewOnDemandInstancesArgs(
-                machine_type=mt, zone=zone))
+            # components.gcp.rules refuses it first: Cluster Director runs on-demand N2 only.
+            raise ValueError(f"compute.capacity.type: {cap.type!r} is not offered by Cluster Director for {mt}")
         self.compute_resource = hcc.ClusterComputeResourceArgs(id="gpu", config=cfg)
         self.node_set = hcc.ClusterOrchestratorSlurmNodeSetArgs(
             id="gpu",
@@ -196,5 +201,7 @@ class Compute(pulumi.ComponentResource):
                 labels=labels(spec),
             ),
             storage_configs=[hcc.ClusterOrchestratorSlurmNodeSetStorageConfigArgs(
-                id=args.lustre_storage_id, local_mount=spec.storage.lustre.mount_point)],
+                id=args.lustre_storage_id, local_mount=spec.storage.lustre.mount_point)] + [
+                hcc.ClusterOrchestratorSlurmNodeSetStorageConfigArgs(id=sid, local_mount=mount)
+                for sid, mount in args.extra_storage],
         )

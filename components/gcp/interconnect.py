@@ -11,7 +11,13 @@ The layout comes from the catalog, never from code: ``network.gpu_nics`` GPU NIC
   (cluster-toolkit ``modules/network/gpu-rdma-vpc`` and the a3-ultragpu-8g blueprint).
 
 A compact placement policy (COLLOCATED) is made unless the capacity is a reservation, which
-Google hands over already placed (``spec.interconnect.placement``).
+Google hands over already placed (``spec.interconnect.placement``). Without a max distance the
+policy is best-effort only; with one, the VMs are densely colocated or not created
+(docs.cloud.google.com/ai-hypercomputer/docs/placement-policy-and-workload-policy, read 2026-12:
+"When you require densely colocated resources, specify a max distance in the policy"). The
+distance is 2: the tightest A3 machines accept (cluster-toolkit at 1047080,
+community/modules/compute/schedmd-slurm-gcp-v6-nodeset/outputs.tf: "A3 machines do not support
+a placement_max_distance of 1"; valid values 1..3, variables.tf).
 
 Under Cluster Director (managed Slurm) the API takes one network (``hypercomputecluster.Cluster
 .network_resources``: "Must contain at most one value") and has no field for additional NICs or
@@ -30,6 +36,8 @@ import pulumi_gcp as gcp
 
 from components.gcp.common import AddressPlan
 from components.spec import ClusterSpec
+
+PLACEMENT_MAX_DISTANCE = 2
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,7 +127,8 @@ class Interconnect(pulumi.ComponentResource):
                     f"{name}-placement",
                     name=f"{spec.name}-compact",
                     region=spec.region,
-                    group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(collocation="COLLOCATED"),
+                    group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(
+                        collocation="COLLOCATED", max_distance=PLACEMENT_MAX_DISTANCE),
                     opts=self._child,
                 )
         self.register_outputs({

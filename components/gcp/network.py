@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from components.gcp.audit import subnet_log_config
 from components.gcp.common import IAP_RANGE, AddressPlan, labels
 from components.spec import ClusterSpec
 
@@ -63,6 +64,8 @@ class Network(pulumi.ComponentResource):
             ip_cidr_range=plan.nodes,
             secondary_ip_ranges=secondary,
             private_ip_google_access=True,
+            # CKV_GCP_26: VPC flow logs unless the stack switched them off (audit.py).
+            log_config=subnet_log_config(spec.security),
             opts=self._child,
         )
         self._create_firewall(name, spec, plan)

@@ -35,13 +35,28 @@ import pulumi_kubernetes as k8s
 
 from components.gcp.common import GKE_ACCELERATOR, AddressPlan, labels
 from components.gcp.interconnect import NicName, NicNetwork
+from components.gcp.compute import NODE_ROLES
+from components.gcp.workload_identity import bucket_volume, checkpoint_claim_name, workload_account
 from components.k8s.addons import jobset
-from components.k8s.gke import NodeNetwork, gke_networks, lustre_volume, nccl_installer
+from components.k8s.gke import NodeNetwork, gke_networks, lustre_volume
+from components.k8s.gke_installers import NEEDS_DEVICE_INJECTOR, nccl_installer, nri_device_injector
 from components.spec import ClusterSpec
 
 RELEASE_CHANNEL = "REGULAR"
 # The claim's namespace, where jobs that mount the file system run (a claim is namespaced).
 JOB_NAMESPACE = "default"
+# Auto-upgrades stay on (security patches of the control plane), but no minor version and no
+# node upgrade lands while the cluster trains: cluster-toolkit examples/gke-a3-ultragpu/
+# gke-a3-ultragpu.yaml at 1047080 sets exactly this exclusion on the REGULAR channel, and
+# modules/scheduler/gke-cluster/variables.tf its daily window default (09:00 GMT).
+MAINTENANCE_WINDOW = "09:00"
+MAINTENANCE_EXCLUSION = ("no-minor-or-node-upgrades-indefinite", "2025-12-01T00:00:00Z", "NO_MINOR_OR_NODE_UPGRADES",
+                         "UNTIL_END_OF_SUPPORT")
+# The CPU pool where the JobSet controller and other add-ons run, never waiting for GPU nodes
+# (cluster-toolkit modules/scheduler/gke-cluster/variables.tf at 1047080: system pool "system",
+# e2-standard-4, 100 GB, autoscaling 2..10; the A3 Ultra example clears its default taint so
+# add-on charts schedule there without tolerations).
+SYSTEM_POOL_NAME, SYSTEM_MACHINE_TYPE, SYSTEM_DISK_GB, SYSTEM_NODES = "system", "e2-standard-4", 100, (2, 10)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,12 +77,14 @@ class GkeArgs:
     lustre_filesystem: str
     lustre: pulumi.Resource
     """The instance, so the PersistentVolume waits for it."""
+    bucket: pulumi.Input[str]
+    """Checkpoint bucket name (mounted through the GCS FUSE CSI driver)."""
 
 
-def _device_mode(nic: NicNetwork | NicName) -> Literal["NetDevice", "RDMA"] | None:
-    if nic.role == "gpu":
-        return "NetDevice"
-    return "RDMA" if nic.role == "rdma" else None
+def _device_mode(nic: NicNetwork | NicName) -> Literal["NetDevice", "RDMA"]:
+    # cluster-toolkit gke-cluster main.tf at 1047080: RDMA for RoCE NICs, NetDevice for the rest
+    # (the second gVNIC of A3 Ultra/A4 included).
+    return "RDMA" if nic.role == "rdma" else "NetDevice"
 
 
 class GkeOrchestration(pulumi.ComponentResource):
@@ -78,6 +95,9 @@ class GkeOrchestration(pulumi.ComponentResource):
     private_endpoint: bool
     kubeconfig: pulumi.Output[str]
     lustre_claim_name: str
+    system_pool: gcp.container.NodePool
+    workload_account: gcp.serviceaccount.Account
+    checkpoint_claim_name: str
 
     def __init__(self, name: str, args: GkeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-cluster:gcp:Orchestration", name, None, opts)
@@ -99,6 +119,14 @@ class GkeOrchestration(pulumi.ComponentResource):
             initial_node_count=1,
             min_master_version=o.kubernetes_version,
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel=RELEASE_CHANNEL),
+            maintenance_policy=gcp.container.ClusterMaintenancePolicyArgs(
+                daily_maintenance_window=gcp.container.ClusterMaintenancePolicyDailyMaintenanceWindowArgs(
+                    start_time=MAINTENANCE_WINDOW),
+                maintenance_exclusions=[gcp.container.ClusterMaintenancePolicyMaintenanceExclusionArgs(
+                    exclusion_name=MAINTENANCE_EXCLUSION[0], start_time=MAINTENANCE_EXCLUSION[1],
+                    exclusion_options=gcp.container.ClusterMaintenancePolicyMaintenanceExclusionExclusionOptionsArgs(
+                        scope=MAINTENANCE_EXCLUSION[2], end_time_behavior=MAINTENANCE_EXCLUSION[3]))],
+            ),
             networking_mode="VPC_NATIVE",
             ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(
                 cluster_secondary_range_name="pods", services_secondary_range_name="services"),
@@ -129,8 +157,12 @@ class GkeOrchestration(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.kubeconfig = self._kubeconfig(spec)
+        self.system_pool = self._create_system_pool(name, spec, args)
+        self.workload_account = workload_account(name, spec, project=args.project, bucket=args.bucket,
+                                                 namespace=JOB_NAMESPACE, opts=pulumi.ResourceOptions(parent=self))
         # lustre_volume names its claim "<name>-lustre"; jobs mount it by that name.
         self.lustre_claim_name = lustre_claim_name(name)
+        self.checkpoint_claim_name = checkpoint_claim_name(name)
         if o.in_cluster:
             self.provider = k8s.Provider(
                 f"{name}-k8s",
@@ -143,6 +175,41 @@ class GkeOrchestration(pulumi.ComponentResource):
             "endpoint": self.cluster.endpoint,
             "private_endpoint": self.private_endpoint,
         })
+
+    def _create_system_pool(self, name: str, spec: ClusterSpec, args: GkeArgs) -> gcp.container.NodePool:
+        account = gcp.serviceaccount.Account(
+            f"{name}-system-nodes", account_id=spec.name[:20].rstrip("-") + "-sys-nodes",
+            display_name=f"gpu-cluster {spec.name} system nodes", project=args.project,
+            opts=pulumi.ResourceOptions(parent=self))
+        for role in NODE_ROLES:
+            gcp.projects.IAMMember(
+                f"{name}-system-nodes-{role.rsplit('.', 1)[-1].lower()}", project=args.project, role=role,
+                member=pulumi.Output.format("serviceAccount:{0}", account.email), opts=pulumi.ResourceOptions(parent=self))
+        return gcp.container.NodePool(
+            f"{name}-system",
+            name=SYSTEM_POOL_NAME,
+            cluster=self.cluster.id,
+            location=spec.zone,
+            node_locations=[spec.zone],
+            autoscaling=gcp.container.NodePoolAutoscalingArgs(total_min_node_count=SYSTEM_NODES[0],
+                                                              total_max_node_count=SYSTEM_NODES[1]),
+            management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+            node_config=gcp.container.NodePoolNodeConfigArgs(
+                machine_type=SYSTEM_MACHINE_TYPE,
+                disk_size_gb=SYSTEM_DISK_GB,
+                image_type="COS_CONTAINERD",
+                gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
+                shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
+                    enable_secure_boot=True, enable_integrity_monitoring=True),
+                workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
+                service_account=account.email,
+                oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
+                resource_labels=labels(spec),
+                labels={"gpu-cluster/role": "system"},
+            ),
+            network_config=gcp.container.NodePoolNetworkConfigArgs(enable_private_nodes=True),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
 
     def _kubeconfig(self, spec: ClusterSpec) -> pulumi.Output[str]:
         # gke-gcloud-auth-plugin mints short-lived tokens; nothing secret is stored in state.
@@ -157,17 +224,23 @@ class GkeOrchestration(pulumi.ComponentResource):
                                     self.cluster.master_auth.apply(lambda m: m.cluster_ca_certificate if m else ""))
 
     def _create_addons(self, name: str, args: GkeArgs) -> None:
+        # Everything in the cluster waits for the system pool: the JobSet chart's wait would
+        # otherwise time out with only (possibly zero) GPU nodes to schedule on.
         create_in_cluster_layer(name, GkeLayerArgs(
             spec=args.spec, networks=node_networks(args.nics), claim_name=self.lustre_claim_name,
             volume_handle=pulumi.Output.format("{0}/{1}/{2}", args.project, args.spec.zone, args.lustre_instance_id),
             lustre_address=args.lustre_mount_point, filesystem=args.lustre_filesystem, after=[args.lustre],
-        ), pulumi.ResourceOptions(parent=self, provider=self.provider))
+            bucket=args.bucket, checkpoint_claim=self.checkpoint_claim_name,
+            workload_account=self.workload_account.email,
+        ), pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[self.system_pool]))
 
 
 def node_networks(nics: Sequence[NicNetwork | NicName]) -> list[NodeNetwork]:
     """The GKE Network objects the node pool's additional NICs need (also a stack output)."""
-    return [NodeNetwork(name=n.k8s_name, vpc=n.network_name if isinstance(n, NicNetwork) else n.vpc,
-                        subnet=n.subnet_name if isinstance(n, NicNetwork) else n.subnet, device_mode=_device_mode(n))
+    # From the cluster stack's own resources the names are their outputs, so the objects depend
+    # on the VPCs and subnets (destroy removes them first); the private layer has only names.
+    return [NodeNetwork(name=n.k8s_name, vpc=n.network.name if isinstance(n, NicNetwork) else n.vpc,
+                        subnet=n.subnet.name if isinstance(n, NicNetwork) else n.subnet, device_mode=_device_mode(n))
             for n in nics]
 
 
@@ -189,16 +262,26 @@ class GkeLayerArgs:
     lustre_address: pulumi.Input[str]
     """Managed Lustre's ``<ip>@tcp:/<fs>`` (the stack output mount.dns_name)."""
     filesystem: pulumi.Input[str]
+    bucket: pulumi.Input[str]
+    """Checkpoint bucket name."""
+    checkpoint_claim: str
+    workload_account: pulumi.Input[str]
+    """Email of the Google account bound to the jobs' Kubernetes service account."""
     after: list[pulumi.Resource] = field(default_factory=list)
 
 
 def create_in_cluster_layer(name: str, args: GkeLayerArgs, k8s_opts: pulumi.ResourceOptions) -> None:
-    """Network objects, the NCCL plugin installer, the Lustre volume and claim, the JobSet
-    controller: through the Kubernetes provider in ``k8s_opts``."""
+    """Network objects, the NCCL plugin installer (and the NRI device injector for TCPX/TCPXO), the
+    Lustre volume and claim, the checkpoint bucket's volume, the JobSet controller: through the
+    Kubernetes provider in ``k8s_opts``."""
     spec = args.spec
     lab = labels(spec)
+    fabric = spec.instance.network.fabric
+    accelerator = GKE_ACCELERATOR[spec.compute.instance_type]
     gke_networks(name, args.networks, lab, k8s_opts)
-    nccl_installer(name, spec.instance.network.fabric, GKE_ACCELERATOR[spec.compute.instance_type], lab, k8s_opts)
+    nccl_installer(name, fabric, accelerator, lab, k8s_opts)
+    if fabric in NEEDS_DEVICE_INJECTOR:
+        nri_device_injector(name, accelerator, lab, k8s_opts)
     lustre_volume(
         name,
         volume_handle=args.volume_handle,
@@ -209,4 +292,6 @@ def create_in_cluster_layer(name: str, args: GkeLayerArgs, k8s_opts: pulumi.Reso
         claim_name=args.claim_name,
         opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=list(args.after))),
     )
+    bucket_volume(name, bucket=args.bucket, claim_name=args.checkpoint_claim, namespace=JOB_NAMESPACE,
+                  account_email=args.workload_account, labels=lab, opts=k8s_opts)
     jobset(f"{name}-jobset", k8s_opts)

@@ -23,6 +23,21 @@ LOGIN_DISK_GB = 100
 NETWORK_ID = "net"
 LUSTRE_ID = "lustre"
 BUCKET_ID = "checkpoints"
+HOME_ID = "home"
+# Cluster Director needs a Filestore instance for /home ("To specify a Filestore instance, use one
+# of the following flags: --create-filestores | --filestores"; its AI/ML template creates one),
+# GoogleCloudPlatform/cluster-director-mcp assets/GEMINI.md at e459bc6 (a copy of the product
+# docs). The SDK's new-Filestore resource takes tier ZONAL or REGIONAL and 1024..102400 GB
+# (pulumi_gcp 10.2.0 ClusterStorageResourceConfigNewFilestoreArgs / ...FileShareArgs);
+# the smallest zonal instance suffices for home directories.
+HOME_MOUNT = "/home"
+HOME_TIER = "ZONAL"
+HOME_CAPACITY_GB = 1024
+HOME_SHARE = "home"
+# The checkpoint bucket, mounted on every node (Cluster Director mounts a bucket storage
+# resource through Cloud Storage FUSE where a node's storage config names it).
+BUCKET_MOUNT = "/checkpoints"
+EXTRA_MOUNTS = ((HOME_ID, HOME_MOUNT), (BUCKET_ID, BUCKET_MOUNT))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,8 +45,9 @@ class SlurmArgs:
     spec: ClusterSpec
     """The checked cluster description."""
     project: pulumi.Input[str]
-    network_name: str
-    subnet_name: str
+    network_name: pulumi.Input[str]
+    """The system VPC's name (its output: the cluster depends on the VPC)."""
+    subnet_name: pulumi.Input[str]
     lustre_instance_id: str
     lustre: pulumi.Resource
     bucket: pulumi.Input[str]
@@ -53,7 +69,8 @@ class SlurmOrchestration(pulumi.ComponentResource):
         o = spec.orchestration
         lu = spec.storage.lustre
         self.cluster_id = short_id(spec, 10)
-        mounts = [hcc.ClusterOrchestratorSlurmLoginNodesStorageConfigArgs(id=LUSTRE_ID, local_mount=lu.mount_point)]
+        mounts = [hcc.ClusterOrchestratorSlurmLoginNodesStorageConfigArgs(id=sid, local_mount=mount)
+                  for sid, mount in ((LUSTRE_ID, lu.mount_point), *EXTRA_MOUNTS)]
         self.cluster = gcp.hypercomputecluster.Cluster(
             f"{name}-slurm",
             cluster_id=self.cluster_id,
@@ -73,6 +90,17 @@ class SlurmOrchestration(pulumi.ComponentResource):
                     config=hcc.ClusterStorageResourceConfigArgs(existing_lustre=hcc.ClusterStorageResourceConfigExistingLustreArgs(
                         lustre=pulumi.Output.format("projects/{0}/locations/{1}/instances/{2}", args.project, spec.zone,
                                                     args.lustre_instance_id))),
+                ),
+                hcc.ClusterStorageResourceArgs(
+                    id=HOME_ID,
+                    config=hcc.ClusterStorageResourceConfigArgs(new_filestore=hcc.ClusterStorageResourceConfigNewFilestoreArgs(
+                        filestore=pulumi.Output.format("projects/{0}/locations/{1}/instances/{2}-home", args.project, spec.zone,
+                                                       self.cluster_id),
+                        tier=HOME_TIER,
+                        file_shares=[hcc.ClusterStorageResourceConfigNewFilestoreFileShareArgs(
+                            capacity_gb=str(HOME_CAPACITY_GB), file_share=HOME_SHARE)],
+                        description=f"gpu-cluster {spec.name} /home",
+                    )),
                 ),
                 hcc.ClusterStorageResourceArgs(
                     id=BUCKET_ID,

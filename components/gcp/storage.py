@@ -17,6 +17,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from components.gcp.audit import access_log_bucket, checkpoint_lifecycle, checkpoint_logging
 from components.gcp.common import labels, short_id
 from components.spec import ClusterSpec
 
@@ -63,6 +64,8 @@ class Storage(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, protect=True, depends_on=[args.psa]),
         )
         bucket_opts = pulumi.ResourceOptions(parent=self, protect=True)
+        # Usage logs into the stack's log bucket, noncurrent versions expired (audit.py).
+        self.log_bucket = access_log_bucket(name, spec, self)
         self.bucket = gcp.storage.Bucket(
             f"{name}-bucket",
             name=spec.storage.bucket_name,
@@ -70,6 +73,8 @@ class Storage(pulumi.ComponentResource):
             uniform_bucket_level_access=True,
             public_access_prevention="enforced",
             versioning=gcp.storage.BucketVersioningArgs(enabled=True),
+            logging=checkpoint_logging(self.log_bucket),
+            lifecycle_rules=checkpoint_lifecycle(spec.security),
             force_destroy=False,
             labels=labels(spec),
             opts=bucket_opts,

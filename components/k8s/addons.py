@@ -8,20 +8,29 @@ installs what was tested.
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import pulumi
 import pulumi_kubernetes as k8s
 
 # JobSet: the controller the validation job's launcher submits to (kubernetes-sigs/jobset;
-# chart published with each release at registry.k8s.io/jobset/charts/jobset).
+# chart published with each release at registry.k8s.io/jobset/charts/jobset). 0.12.0 is the
+# latest release (tag v0.12.0, f22e565, 2026-05-08; charts/jobset/README.md at 08dfbdf,
+# 2026-08-18: `helm install ... oci://registry.k8s.io/jobset/charts/jobset --version 0.12.0`).
+# The AWS pins (EKS, charts, Slurm) are in components/aws/versions.py.
 JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
-JOBSET_VERSION = "0.10.1"
+JOBSET_VERSION = "0.12.0"
 JOBSET_NAMESPACE = "jobset-system"
 
 
-def jobset(name: str, opts: pulumi.ResourceOptions) -> pulumi.Resource:
+def jobset(name: str, opts: pulumi.ResourceOptions,
+           node_selector: Mapping[str, str] | None = None) -> pulumi.Resource:
     """The JobSet controller and its CRD in their own namespace; returns the chart.
 
-    ``opts`` carries the parent and the cluster's Kubernetes provider.
+    ``opts`` carries the parent and the cluster's Kubernetes provider. ``node_selector`` pins
+    the controller to a node pool (the chart's ``controller.nodeSelector`` value, charts/jobset/
+    values.yaml and templates/controller/deployment.yaml at v0.12.0), e.g. a CPU system pool
+    that exists before any GPU node does.
     """
     # helm.v4.Chart never creates its namespace (unlike `helm install --create-namespace`).
     namespace = k8s.core.v1.Namespace(
@@ -34,5 +43,6 @@ def jobset(name: str, opts: pulumi.ResourceOptions) -> pulumi.Resource:
         chart=JOBSET_CHART,
         version=JOBSET_VERSION,
         namespace=JOBSET_NAMESPACE,
+        values={"controller": {"nodeSelector": dict(node_selector)}} if node_selector else None,
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace])),
     )

@@ -75,6 +75,7 @@ class InClusterLayer(pulumi.ComponentResource):
             from components.gcp.common import address_plan
             from components.gcp.interconnect import nic_names, nic_count
             from components.gcp import orchestration_gke as gke
+            from components.gcp.workload_identity import checkpoint_claim_name
 
             # The Network objects need their names while the program is built, not as Outputs:
             # they come from the spec, by the same function the cluster stack named the VPCs with.
@@ -82,7 +83,9 @@ class InClusterLayer(pulumi.ComponentResource):
             gke.create_in_cluster_layer(name, gke.GkeLayerArgs(
                 spec=spec, networks=networks, claim_name=gke.lustre_claim_name(f"{spec.name}-orchestration"),
                 volume_handle=_get(outs, "mount", "volume_handle"), lustre_address=_get(outs, "mount", "dns_name"),
-                filesystem=_get(outs, "mount", "mount_name"),
+                filesystem=_get(outs, "mount", "mount_name"), bucket=_get(outs, "bucket"),
+                checkpoint_claim=checkpoint_claim_name(f"{spec.name}-orchestration"),
+                workload_account=_get(outs, "scheduler", "workload_account"),
             ), k8s_opts)
         self.register_outputs({})
 

@@ -48,9 +48,12 @@ def test_layer_program_creates_what_the_public_stack_creates(stack: str) -> None
     # The kubeconfig arrives as a secret (Pulumi's secret envelope: a signature key and the value).
     kubeconfig = provider.inputs["kubeconfig"]
     assert isinstance(kubeconfig, dict) and kubeconfig["value"] == private.outputs["access"]["kubeconfig"]
-    pv = next(r for r in layer.resources if r.type == "kubernetes:core/v1:PersistentVolume").inputs["spec"]["csi"]
+    # The Lustre volume (GKE also has the checkpoint bucket's GCS FUSE volume).
+    pv = next(r for r in layer.resources if r.type == "kubernetes:core/v1:PersistentVolume"
+              and "gcsfuse" not in r.inputs["spec"]["csi"]["driver"]).inputs["spec"]["csi"]
     assert pv["volumeHandle"] == private.outputs["mount"]["volume_handle"]
-    pvc = next(r for r in layer.resources if r.type == "kubernetes:core/v1:PersistentVolumeClaim")
+    pvc = next(r for r in layer.resources if r.type == "kubernetes:core/v1:PersistentVolumeClaim"
+               and "checkpoints" not in r.inputs["metadata"]["name"])
     assert pvc.inputs["metadata"]["name"] == private.outputs["scheduler"]["lustre_claim"]
     # Nothing of the cloud is created by the layer program.
     assert not [r.type for r in layer.resources if r.type.startswith(("aws:", "gcp:"))]

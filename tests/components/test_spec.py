@@ -36,7 +36,7 @@ def gcp_base() -> dict[str, Any]:
         "cloud": "gcp",
         "region": "us-central1",
         "zone": "us-central1-a",
-        "compute": {"instance_type": "a3-megagpu-8g", "nodes": 2},
+        "compute": {"instance_type": "a3-megagpu-8g", "nodes": 2, "capacity": {"type": "spot"}},
         "storage": {"lustre": {"size_gib": 36000, "throughput_mbps_per_tib": 250}},
         "orchestration": {"kind": "gke", "deployer_cidrs": [DEPLOYER]},
     }

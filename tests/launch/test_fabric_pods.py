@@ -259,11 +259,3 @@ def test_run_as_user_makes_the_workload_non_root_and_leaves_the_daemon_root() ->
     with pytest.raises(LaunchSpecError, match="run_as_user"):
         jobset.validate(replace(jobset_spec(job, image="i:1", lustre_pvc=None), run_as_user=0))
 
-
-def test_the_catalogs_fabric_image_is_the_default_by_digest() -> None:
-    doc = {"fabrics": {"efa": {"image": {"image": "123.dkr.ecr.us-east-1.amazonaws.com/gpuc/efa", "tag": "2026.12",
-                                         "digest": "sha256:" + "a" * 64, "source": "s"}}, "rdma": {}}}
-    assert fw.default_image("efa", doc) == "123.dkr.ecr.us-east-1.amazonaws.com/gpuc/efa:2026.12@sha256:" + "a" * 64
-    assert fw.default_image("rdma", doc) is None
-    with pytest.raises(CatalogError, match=r"fabrics\.efa\.image\.tag"):
-        fw.default_image("efa", {"fabrics": {"efa": {"image": {"image": "x", "source": "s"}}}})

@@ -112,7 +112,7 @@ def test_slurm_render_carries_the_code_and_makes_its_interpreter(stack: str, tmp
     assert f"{venv}/bin/python \\\n    -m torch.distributed.run" in script
     assert "pip install -q torch==2.13.0" in script and "flock 9" in script
     steps = [line for line in script.splitlines() if line.startswith(("echo 'step ", 'echo "step ')) and "exit" not in line]
-    assert [s.split(": ", 1)[1].strip("'\"") for s in steps] == ["main", "fabric-only", "ddp-data", "ddp", "judge"]
+    assert [s.split(": ", 1)[1].strip("'\"") for s in steps] == ["main", "pairs", "fabric-only", "ddp-data", "ddp", "judge"]
     # --python names an interpreter that exists: no virtualenv is made.
     own = commands.render_run(outs, args(python="/opt/conda/bin/python"), "20261201t070000z-cd35").files
     assert "python3 -m venv" not in own["validate.sbatch"] and "/opt/conda/bin/python \\\n" in own["validate.sbatch"]

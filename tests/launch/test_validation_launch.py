@@ -26,10 +26,12 @@ def test_jobset_runs_the_sbatch_phases() -> None:
     assert (j.module, j.module_args) == (s.module, s.module_args)
     assert j.module_args[:3] == ("run", "--out", "/fsx/validation/c1") and j.module_args[-2:] == ("--phase", "main")
     assert [(t.name, t.module, t.torchrun) for t in j.then] == [(t.name, t.module, t.torchrun) for t in s.then] == [
-        ("fabric-only", "workloads.validate", True), ("ddp-data", "workloads.data", False),
-        ("ddp", "workloads.ddp_train", True), ("judge", "workloads.validate", False)]
-    assert dict(j.then[0].env) == dict(s.then[0].env) == FABRIC_ONLY_ENV
-    assert [t.module_args for t in j.then[:3]] == [t.module_args for t in s.then[:3]]
+        ("pairs", "workloads.validate", True), ("fabric-only", "workloads.validate", True),
+        ("ddp-data", "workloads.data", False), ("ddp", "workloads.ddp_train", True), ("judge", "workloads.validate", False)]
+    # The pairs step runs the search on its own when the main phase hung (it is a no-op otherwise).
+    assert j.then[0].module_args[-2:] == ("--phase", "pairs")
+    assert dict(j.then[1].env) == dict(s.then[1].env) == FABRIC_ONLY_ENV
+    assert [t.module_args for t in j.then[:4]] == [t.module_args for t in s.then[:4]]
     # The judge: Slurm drains failed nodes and finds them in SLURM_JOB_NODELIST; pods have
     # neither, so the JobSet's judge is told the pods' host names and drains nothing.
     assert "--drain" in s.then[-1].module_args and "--drain" not in j.then[-1].module_args

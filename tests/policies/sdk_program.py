@@ -8,6 +8,7 @@ the real thing, as the engine (and CrossGuard) receive it.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -15,6 +16,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_aws_native as aws_native
 import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
 from pulumi.runtime.sync_await import _sync_await
 
 from components.engine import OfflineRun, _RecordingMonitor, _StrictMocks
@@ -61,7 +63,7 @@ def record(body: Callable[[], None], stack: str = "policy-test") -> Recording:
     return rec
 
 
-def _lt(name: str, *, tokens: str | None = "required", hops: int | None = 2, encrypted: str = "true",
+def _lt(name: str, *, tokens: str | None = "required", hops: int | None = 1, encrypted: str = "true",
         public: str | None = None, sg: Any = None, subnet: Any = None, group: Any = None,
         meta: bool = True) -> aws.ec2.LaunchTemplate:
     return aws.ec2.LaunchTemplate(
@@ -136,6 +138,8 @@ def aws_program() -> None:
     _lt("lt-other-zone", sg=efa_sg, subnet=subnet_b, group=group)
     _lt("lt-imdsv1", tokens="optional")
     _lt("lt-hops3", hops=3)
+    _lt("lt-hops2", hops=2)
+    _lt("lt-no-hops", hops=None)
     _lt("lt-no-meta", meta=False)
     _lt("lt-unencrypted", encrypted="false")
     _lt("lt-public", public="true")
@@ -155,7 +159,8 @@ def aws_program() -> None:
             device_index=0, associate_public_ip_address=True)],
     ))
     aws.ec2.Instance("instance-ok", ami="ami-0123456789abcdef0", instance_type="m7i.large",
-                     metadata_options=aws.ec2.InstanceMetadataOptionsArgs(http_tokens="required"),
+                     metadata_options=aws.ec2.InstanceMetadataOptionsArgs(http_tokens="required",
+                                                                          http_put_response_hop_limit=1),
                      root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(encrypted=True),
                      associate_public_ip_address=False)
     aws.ec2.Instance("instance-bad", ami="ami-0123456789abcdef0", instance_type="m7i.large",
@@ -202,6 +207,71 @@ def aws_program() -> None:
     aws.s3.BucketPublicAccessBlock("bucket-partial-pab", bucket=partial.id, block_public_acls=True,
                                    block_public_policy=True)
     aws.s3.Bucket("bucket-bare")
+    _aws_audit(vpc, ok)
+
+
+def _aws_audit(vpc: aws.ec2.Vpc, ok: aws.s3.Bucket) -> None:
+    """Flow logs, default groups, access logs, lifecycle, IAM and KMS: '-ok' passes, '-bad' breaks."""
+    aws.ec2.FlowLog("flow-ok", vpc_id=vpc.id, traffic_type="ALL", log_destination_type="s3",
+                    log_destination="arn:aws:s3:::example-logs/flow-logs/")
+    reject_vpc = aws.ec2.Vpc("vpc-reject-only", cidr_block="10.1.0.0/16")
+    aws.ec2.FlowLog("flow-reject-only", vpc_id=reject_vpc.id, traffic_type="REJECT", log_destination_type="s3",
+                    log_destination="arn:aws:s3:::example-logs/flow-logs/")
+    aws.ec2.Vpc("vpc-bare", cidr_block="10.2.0.0/16")
+    aws.ec2.DefaultSecurityGroup("dsg-ok", vpc_id=vpc.id)
+    open_vpc = aws.ec2.Vpc("vpc-default-open", cidr_block="10.3.0.0/16")
+    aws.ec2.DefaultSecurityGroup("dsg-bad", vpc_id=open_vpc.id, ingress=[
+        aws.ec2.DefaultSecurityGroupIngressArgs(protocol="-1", from_port=0, to_port=0, self=True)])
+
+    logs = aws.s3.Bucket("bucket-logs")
+    aws.s3.BucketPublicAccessBlock("bucket-logs-pab", bucket=logs.id, block_public_acls=True,
+                                   block_public_policy=True, ignore_public_acls=True, restrict_public_buckets=True)
+    aws.s3.BucketLogging("bucket-ok-logging", bucket=ok.id, target_bucket=logs.id, target_prefix="access-logs/")
+    aws.s3.BucketVersioning("bucket-ok-versioning", bucket=ok.id,
+                            versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"))
+    aws.s3.BucketLifecycleConfiguration("bucket-ok-lifecycle", bucket=ok.id, rules=[
+        aws.s3.BucketLifecycleConfigurationRuleArgs(
+            id="noncurrent", status="Enabled", filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+            noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
+                noncurrent_days=30),
+            abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
+                days_after_initiation=7))])
+    kept = aws.s3.Bucket("bucket-versions-kept")
+    aws.s3.BucketVersioning("bucket-versions-kept-versioning", bucket=kept.id,
+                            versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"))
+
+    scoped = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": ["pcs:RegisterComputeNodeGroupInstance"],
+         "Resource": "arn:aws:pcs:us-east-1:111122223333:cluster/pcs_abc"},
+        {"Effect": "Allow", "Action": ["ec2:DescribeInstances", "sts:GetCallerIdentity"], "Resource": "*"},
+        {"Effect": "Deny", "Action": "*", "Resource": "*", "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]}
+    star = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": "pcs:RegisterComputeNodeGroupInstance", "Resource": "*"}]}
+    role = aws.iam.Role("iam-role-ok", assume_role_policy=json.dumps({
+        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
+                                                "Action": "sts:AssumeRole"}]}))
+    aws.iam.RolePolicy("iam-ok", role=role.name, policy=json.dumps(scoped))
+    aws.iam.RolePolicy("iam-bad", role=role.name, policy=json.dumps(star))
+    aws.iam.Policy("iam-policy-bad", policy=json.dumps({"Version": "2012-10-17", "Statement": {
+        "Effect": "Allow", "Action": "s3:*", "Resource": ["*"]}}))
+    aws.iam.Role("iam-role-inline-bad", assume_role_policy=json.dumps({
+        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
+                                                "Action": "sts:AssumeRole"}]}),
+        inline_policies=[aws.iam.RoleInlinePolicyArgs(name="wide", policy=json.dumps(star))])
+
+    root = {"Version": "2012-10-17", "Statement": [{
+        "Sid": "Enable IAM User Permissions", "Effect": "Allow",
+        "Principal": {"AWS": "arn:aws:iam::111122223333:root"}, "Action": "kms:*", "Resource": "*"}]}
+    public = {"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "kms:Decrypt", "Resource": "*"}]}
+    aws.kms.Key("key-ok", enable_key_rotation=True, policy=json.dumps(root))
+    separate = aws.kms.Key("key-separate", enable_key_rotation=True)
+    aws.kms.KeyPolicy("key-separate-policy", key_id=separate.id, policy=json.dumps(root))
+    aws.kms.Key("key-no-policy", enable_key_rotation=True)
+    aws.kms.Key("key-public", enable_key_rotation=True, policy=json.dumps(public))
+    aws.kms.Key("key-no-rotation", policy=json.dumps(root))
+    aws.kms.Key("key-asymmetric", customer_master_key_spec="RSA_2048", key_usage="SIGN_VERIFY",
+                policy=json.dumps(root))
 
 
 def gcp_program() -> None:
@@ -271,11 +341,84 @@ def gcp_program() -> None:
                                workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
                                    mode="GCE_METADATA")))
 
+    gcs_logs = gcp.storage.Bucket("gcs-logs", name="example-logs", location="US-CENTRAL1",
+                                  public_access_prevention="enforced", uniform_bucket_level_access=True)
     gcp.storage.Bucket("gcs-ok", location="US-CENTRAL1", public_access_prevention="enforced",
-                       uniform_bucket_level_access=True)
-    gcp.storage.Bucket("gcs-bad", location="US-CENTRAL1", public_access_prevention="inherited")
+                       uniform_bucket_level_access=True,
+                       logging=gcp.storage.BucketLoggingArgs(log_bucket=gcs_logs.name),
+                       versioning=gcp.storage.BucketVersioningArgs(enabled=True),
+                       lifecycle_rules=[gcp.storage.BucketLifecycleRuleArgs(
+                           action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+                           condition=gcp.storage.BucketLifecycleRuleConditionArgs(days_since_noncurrent_time=30))])
+    gcp.storage.Bucket("gcs-bad", location="US-CENTRAL1", public_access_prevention="inherited",
+                       versioning=gcp.storage.BucketVersioningArgs(enabled=True))
+    gcp.compute.Subnetwork("subnet-ok", network=net.id, ip_cidr_range="10.0.0.0/20", region="us-central1",
+                           log_config=gcp.compute.SubnetworkLogConfigArgs(aggregation_interval="INTERVAL_5_SEC",
+                                                                          flow_sampling=0.5))
+    gcp.compute.Subnetwork("subnet-bad", network=net.id, ip_cidr_range="10.0.16.0/20", region="us-central1")
+    _k8s_workloads()
 
     for name, protect in (("lustre-ok", True), ("lustre-bad", False)):
         gcp.lustre.Instance(name, instance_id=name, capacity_gib="18000", filesystem="scratch", location="us-central1-a",
                             network=net.id, per_unit_storage_throughput="250",
                             opts=pulumi.ResourceOptions(protect=protect))
+
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+class _Chart(pulumi.ComponentResource):
+    def __init__(self, name: str) -> None:
+        super().__init__("kubernetes:helm.sh/v4:Chart", name, None, None)
+
+
+def _k8s_workloads() -> None:
+    """Workload objects: '-ok' hardened and pinned, '-bad' neither, '-skip' with Checkov skips."""
+    hardened = k8s.core.v1.SecurityContextArgs(
+        allow_privilege_escalation=False, run_as_non_root=True, privileged=False,
+        capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
+        seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"))
+
+    def daemonset(name: str, image: str, namespace: str | None, ctx: Any, host_network: bool = False,
+                  token: bool | None = False, annotations: dict[str, str] | None = None) -> None:
+        k8s.apps.v1.DaemonSet(name, metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=namespace,
+                                                                        annotations=annotations),
+                              spec=k8s.apps.v1.DaemonSetSpecArgs(
+                                  selector=k8s.meta.v1.LabelSelectorArgs(match_labels={"app": name}),
+                                  template=k8s.core.v1.PodTemplateSpecArgs(
+                                      metadata=k8s.meta.v1.ObjectMetaArgs(labels={"app": name}),
+                                      spec=k8s.core.v1.PodSpecArgs(
+                                          host_network=host_network, automount_service_account_token=token,
+                                          containers=[k8s.core.v1.ContainerArgs(name="main", image=image,
+                                                                                security_context=ctx)]))))
+
+    daemonset("ds-ok", f"registry.k8s.io/pause:3.10@{DIGEST}", "gpu-system", hardened)
+    # A chart's children, as CrossGuard sees them under `pulumi preview`: their URNs run through
+    # the chart's type (helm.v4.Chart registers its objects as its children).
+    chart = _Chart("chart")
+    k8s.apps.v1.DaemonSet("chart-ds-bad", metadata=k8s.meta.v1.ObjectMetaArgs(name="plugin", namespace="kube-system"),
+                          spec=k8s.apps.v1.DaemonSetSpecArgs(
+                              selector=k8s.meta.v1.LabelSelectorArgs(match_labels={"app": "plugin"}),
+                              template=k8s.core.v1.PodTemplateSpecArgs(
+                                  metadata=k8s.meta.v1.ObjectMetaArgs(labels={"app": "plugin"}),
+                                  spec=k8s.core.v1.PodSpecArgs(containers=[
+                                      k8s.core.v1.ContainerArgs(name="plugin", image="nvcr.io/nvidia/plugin:v0.17.1")]))),
+                          opts=pulumi.ResourceOptions(parent=chart))
+    daemonset("ds-bad", "registry.k8s.io/pause:3.10", None, k8s.core.v1.SecurityContextArgs(privileged=True),
+              host_network=True, token=None)
+    # An installer that must be privileged, saying why in Checkov's own annotation syntax.
+    daemonset("ds-skip", f"registry.k8s.io/pause:3.10@{DIGEST}", "kube-system",
+              k8s.core.v1.SecurityContextArgs(privileged=True, allow_privilege_escalation=True, run_as_non_root=True,
+                                              capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
+                                              seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault")),
+              annotations={"checkov.io/skip1": "CKV_K8S_16=writes the NCCL plugin into the host's library path",
+                           "checkov.io/skip2": "CKV_K8S_20=privileged implies it"})
+    daemonset("ds-skip-no-reason", f"registry.k8s.io/pause:3.10@{DIGEST}", "kube-system",
+              k8s.core.v1.SecurityContextArgs(privileged=True, allow_privilege_escalation=False, run_as_non_root=True,
+                                              capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
+                                              seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault")),
+              annotations={"checkov.io/skip1": "CKV_K8S_16"})
+    k8s.apiextensions.CustomResource("jobset-bad", api_version="jobset.x-k8s.io/v1alpha2", kind="JobSet",
+                                     metadata=k8s.meta.v1.ObjectMetaArgs(name="train", namespace="default"),
+                                     spec={"replicatedJobs": [{"name": "workers", "template": {"spec": {"template": {
+                                         "spec": {"containers": [{"name": "w", "image": "python:3.12"}]}}}}}]})

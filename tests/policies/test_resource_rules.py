@@ -15,6 +15,7 @@ from tests.policies.sdk_program import API_CIDR, KMS_KEY
 
 POLICIES = {p.name: p for p in policies() if isinstance(p, ResourceValidationPolicy)}
 CMK = {"lustreKmsKeyId": KMS_KEY}
+HOPS_REASON = {"exceptions": {"imdsv2-required": "a legacy agent in a pod reads the node's IMDS"}}
 
 # (rule, program, resource, pack config, expected fragment of the one message or None for a pass)
 CASES: list[tuple[str, str, str, dict[str, Any] | None, str | None]] = [
@@ -23,6 +24,10 @@ CASES: list[tuple[str, str, str, dict[str, Any] | None, str | None]] = [
     ("imdsv2-required", "aws", "instance-ok", None, None),
     ("imdsv2-required", "aws", "lt-imdsv1", None, "httpTokens is 'optional'"),
     ("imdsv2-required", "aws", "lt-hops3", None, "httpPutResponseHopLimit is 3"),
+    ("imdsv2-required", "aws", "lt-hops2", None, "httpPutResponseHopLimit is 2, allowed 1"),
+    ("imdsv2-required", "aws", "lt-hops2", HOPS_REASON, None),
+    ("imdsv2-required", "aws", "lt-hops3", HOPS_REASON, "allowed 1..2 under the stack's exception"),
+    ("imdsv2-required", "aws", "lt-no-hops", None, "httpPutResponseHopLimit is unset"),
     ("imdsv2-required", "aws", "lt-no-meta", None, "httpTokens is None"),
     ("imdsv2-required", "aws", "native-lt-bad", None, "httpTokens is 'optional'"),
     ("imdsv2-required", "aws", "instance-bad", None, "httpTokens is None"),
@@ -35,9 +40,10 @@ CASES: list[tuple[str, str, str, dict[str, Any] | None, str | None]] = [
     ("ebs-encrypted", "aws", "instance-bad", None, "rootBlockDevice.encrypted is None"),
     ("ebs-encrypted", "aws", "volume-bad", None, "encrypted is None"),
     ("lustre-encrypted-cmk", "aws", "fsx-ok", CMK, None),
-    ("lustre-encrypted-cmk", "aws", "fsx-service-key", None, None),
+    ("lustre-encrypted-cmk", "aws", "fsx-ok", None, None),
+    ("lustre-encrypted-cmk", "aws", "fsx-service-key", None, "kmsKeyId is unset"),
     ("lustre-encrypted-cmk", "aws", "fsx-bad", CMK, "the stack's config names"),
-    ("lustre-encrypted-cmk", "aws", "fsx-service-key", CMK, "kmsKeyId is None"),
+    ("lustre-encrypted-cmk", "aws", "fsx-service-key", CMK, "kmsKeyId is unset"),
     ("lustre-protected", "aws", "fsx-ok", None, None),
     ("lustre-protected", "gcp", "lustre-ok", None, None),
     ("lustre-protected", "aws", "fsx-bad", None, "not protected"),
@@ -92,6 +98,15 @@ CASES: list[tuple[str, str, str, dict[str, Any] | None, str | None]] = [
     ("gcs-public-access-prevented", "gcp", "gcs-bad", None, "publicAccessPrevention is 'inherited'"),
     ("gke-secrets-encrypted", "gcp", "gke-ok", None, None),
     ("gke-secrets-encrypted", "gcp", "gke-bad", None, "databaseEncryption"),
+    ("iam-no-wildcard-resource", "aws", "iam-ok", None, None),
+    ("iam-no-wildcard-resource", "aws", "iam-role-ok", None, None),
+    ("iam-no-wildcard-resource", "aws", "iam-bad", None,
+     "Statement[0] allows pcs:RegisterComputeNodeGroupInstance on Resource '*'"),
+    ("iam-no-wildcard-resource", "aws", "iam-policy-bad", None, "allows s3:* on Resource '*'"),
+    ("iam-no-wildcard-resource", "aws", "iam-role-inline-bad", None, "inlinePolicies[0]: Statement[0]"),
+    ("kms-key-rotation", "aws", "key-ok", None, None),
+    ("kms-key-rotation", "aws", "key-asymmetric", None, None),
+    ("kms-key-rotation", "aws", "key-no-rotation", None, "enableKeyRotation is None"),
 ]
 
 
@@ -142,7 +157,8 @@ def test_policies_carry_names_levels_and_ids() -> None:
             assert check_id in p.description, (r.name, check_id)
     # The topology rules only warn; the security rules block.
     assert {r.name for r in ALL_RULES if r.enforcement == "advisory"} == {
-        "gke-secrets-encrypted", "efa-sg-self-traffic", "efa-placement", "gpu-network-mtu"}
+        "gke-secrets-encrypted", "efa-sg-self-traffic", "efa-placement", "gpu-network-mtu", "bucket-lifecycle",
+        "k8s-chart-workloads"}
 
 
 def test_readme_lists_every_rule_with_its_ids() -> None:

@@ -14,6 +14,8 @@ import sys
 import torch.distributed as dist
 
 from workloads import collectives as col
+from workloads import hang
+from workloads import collective_ops as ops
 from workloads import device
 
 
@@ -25,15 +27,15 @@ def main(path: str) -> None:
     if rt.rank not in members:
         device.teardown()
         return
-    cfg = col.CollectivesConfig(ops=col.OPS, min_bytes=1 << 10, max_bytes=1 << 12, factor=4,
+    cfg = col.CollectivesConfig(ops=ops.OPS, min_bytes=1 << 10, max_bytes=1 << 12, factor=4,
                                 iters=2, warmup=1, timeout_s=3.0)
     doc: dict[str, object] = {"ok": {op: col.run_op(op, cfg, rt, side_group=side, group=group)
-                                     .to_json() for op in col.OPS}}
+                                     .to_json() for op in ops.OPS}}
     stall = col._Hooks(fault_rank=None, fault_size=None, stall_rank=2, stall_size=None)
     try:
         col.run_op("all_reduce", cfg, rt, side_group=side, group=group, hooks=stall)
-    except col.CollectiveTimeout as exc:
-        doc.update(stall=str(exc), missing=exc.missing, parsed=col.missing_ranks(str(exc)))
+    except hang.CollectiveTimeout as exc:
+        doc.update(stall=str(exc), missing=exc.missing, parsed=hang.missing_ranks(str(exc)))
     if rt.rank == 1:
         with open(path, "w") as fh:
             json.dump(doc, fh)

@@ -15,6 +15,9 @@ from typing import Any
 import pytest
 
 from workloads import collectives as col
+from workloads import hang
+from workloads import collective_ops as ops
+from workloads import collective_table as table
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,65 +40,65 @@ def _torchrun(nproc: int, args: list[str], *, env_extra: dict[str, str] | None =
     ("2MiB", 2 << 20), ("4KB", 4096), ("1T", 1 << 40),
 ])
 def test_parse_size_binary_units(text: str, expected: int) -> None:
-    assert col.parse_size(text) == expected
+    assert table.parse_size(text) == expected
 
 
 @pytest.mark.parametrize("text", ["", "1X", "M", "1.5M", "-1K", "1 M B", "0x10"])
 def test_parse_size_rejects_and_names_the_value(text: str) -> None:
     with pytest.raises(ValueError, match="is not a size"):
-        col.parse_size(text)
+        table.parse_size(text)
 
 
 def test_format_size_round_trips() -> None:
     for n in (1, 1000, 1024, 3 << 20, 1 << 30, 1536):
-        assert col.parse_size(col.format_size(n)) == n
-    assert col.format_size(1 << 20) == "1M"
+        assert table.parse_size(table.format_size(n)) == n
+    assert table.format_size(1 << 20) == "1M"
 
 
 def test_sweep_is_nccl_tests_geometric_sweep() -> None:
-    assert col.size_sweep(1 << 20, 64 << 20, 4) == [1 << 20, 4 << 20, 16 << 20, 64 << 20]
-    assert col.size_sweep(8, 100, 2) == [8, 16, 32, 64]
-    assert col.size_sweep(5, 5, 2) == [5]
+    assert table.size_sweep(1 << 20, 64 << 20, 4) == [1 << 20, 4 << 20, 16 << 20, 64 << 20]
+    assert table.size_sweep(8, 100, 2) == [8, 16, 32, 64]
+    assert table.size_sweep(5, 5, 2) == [5]
 
 
 @pytest.mark.parametrize("n", [2, 3, 8])
 def test_busbw_factors_are_nccl_tests(n: int) -> None:
-    assert col.busbw_factor("all_reduce", n) == pytest.approx(2 * (n - 1) / n)
+    assert ops.busbw_factor("all_reduce", n) == pytest.approx(2 * (n - 1) / n)
     for op in ("all_gather", "reduce_scatter", "all_to_all"):
-        assert col.busbw_factor(op, n) == pytest.approx((n - 1) / n)
-    assert col.busbw_factor("broadcast", n) == 1.0
-    algbw, busbw = col.bandwidths("all_reduce", 10**9, 0.5, n)
+        assert ops.busbw_factor(op, n) == pytest.approx((n - 1) / n)
+    assert ops.busbw_factor("broadcast", n) == 1.0
+    algbw, busbw = ops.bandwidths("all_reduce", 10**9, 0.5, n)
     assert algbw == pytest.approx(2.0) and busbw == pytest.approx(2.0 * 2 * (n - 1) / n)
 
 
 def test_layout_rounds_gathered_buffers_to_the_world_size() -> None:
-    ag = col.layout("all_gather", 1024, 4, 3)  # 256 floats -> 85 per rank
+    ag = ops.layout("all_gather", 1024, 4, 3)  # 256 floats -> 85 per rank
     assert (ag.count, ag.send_elems, ag.recv_elems, ag.nbytes) == (85, 85, 255, 1020)
-    rs = col.layout("reduce_scatter", 1024, 4, 3)
+    rs = ops.layout("reduce_scatter", 1024, 4, 3)
     assert (rs.count, rs.send_elems, rs.recv_elems, rs.nbytes) == (85, 255, 85, 1020)
-    a2a = col.layout("all_to_all", 1024, 2, 3)
+    a2a = ops.layout("all_to_all", 1024, 2, 3)
     assert (a2a.count, a2a.send_elems, a2a.recv_elems, a2a.nbytes) == (170, 510, 510, 1020)
-    ar = col.layout("all_reduce", 1026, 4, 3)
+    ar = ops.layout("all_reduce", 1026, 4, 3)
     assert (ar.count, ar.nbytes) == (256, 1024)
 
 
 def test_percentile_nearest_rank() -> None:
     vals = list(range(1, 101))
-    assert col.percentile(vals, 50) == 50 and col.percentile(vals, 99) == 99
-    assert col.percentile([7.0], 99) == 7.0
-    assert col.percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert table.percentile(vals, 50) == 50 and table.percentile(vals, 99) == 99
+    assert table.percentile([7.0], 99) == 7.0
+    assert table.percentile([3.0, 1.0, 2.0], 50) == 2.0
 
 
 def test_row_lines_up_with_the_header_and_shows_na() -> None:
-    row = col.Row(op="all_reduce", size_bytes=1 << 20, count=1 << 18, dtype="float32",
+    row = table.Row(op="all_reduce", size_bytes=1 << 20, count=1 << 18, dtype="float32",
                   in_place=False, time_us=123.456, algbw_gbps=8.49, busbw_gbps=12.7, wrong=0)
-    line = col.format_row(size_bytes=1 << 20, count=1 << 18, type_name="float", redop="sum",
+    line = table.format_row(size_bytes=1 << 20, count=1 << 18, type_name="float", redop="sum",
                           root=-1, out_of_place=row, in_place=None, checked=True)
-    header = col.header_lines()[1]
+    header = table.header_lines()[1]
     assert len(line) == len(header)
     assert line.split() == ["1048576", "262144", "float", "sum", "-1", "123.5", "8.49",
                             "12.70", "0", "N/A", "N/A", "N/A", "N/A"]
-    unchecked = col.format_row(size_bytes=8, count=2, type_name="float", redop="sum", root=-1,
+    unchecked = table.format_row(size_bytes=8, count=2, type_name="float", redop="sum", root=-1,
                                out_of_place=row, in_place=row, checked=False)
     assert unchecked.split()[8] == "N/A"
 
@@ -125,9 +128,9 @@ def test_bad_flags_end_without_traceback_in_a_real_process() -> None:
 
 
 def test_check_values_stay_exact_for_every_dtype() -> None:
-    for dtype, limit in col._EXACT_LIMIT.items():
+    for dtype, limit in ops._EXACT_LIMIT.items():
         for n in (2, 3, 8, 64, 300, 1000):
-            ma, mb = col._reduce_moduli(dtype, n)
+            ma, mb = ops._reduce_moduli(dtype, n)
             worst = n * (ma - 1) + sum(r % mb for r in range(n))
             assert worst <= limit, (dtype, n)
 
@@ -142,11 +145,11 @@ def _check_rows(doc: dict[str, Any], nproc: int, requested: tuple[int, ...]) -> 
     """Every op ran every size; busbw is algbw times nccl-tests' factor in every row."""
     assert doc["world_size"] == nproc and doc["backend"] == "gloo"
     rows = _rows_by_op(doc)
-    assert set(rows) == set(col.OPS)
+    assert set(rows) == set(ops.OPS)
     for op, op_rows in rows.items():
-        factor = col.busbw_factor(op, nproc)
+        factor = ops.busbw_factor(op, nproc)
         sizes = sorted({r["size_bytes"] for r in op_rows})
-        assert sizes == sorted({col.layout(op, s, 4, nproc).nbytes for s in requested}), op
+        assert sizes == sorted({ops.layout(op, s, 4, nproc).nbytes for s in requested}), op
         placements = {r["in_place"] for r in op_rows}
         # torch has no in-place all_to_all and no out-of-place all_reduce or broadcast: N/A, not emulated.
         want = {False} if op == "all_to_all" else {True} if op in ("all_reduce", "broadcast") else {False, True}
@@ -209,17 +212,17 @@ def test_a_rank_that_never_arrives_ends_the_job_naming_op_size_and_rank(tmp_path
     assert "all_gather size 4096 B (4K): rank(s) 1 did not arrive within 3 s" in proc.stderr
     # ... and its host, from the host names every rank gathered at the start.
     assert f"did not arrive within 3 s; rank 1 on {socket.gethostname()}" in proc.stderr, proc.stderr[-2000:]
-    assert col.missing_ranks(json.loads(out.read_text())["error"]) == [1]  # still parseable
+    assert hang.missing_ranks(json.loads(out.read_text())["error"]) == [1]  # still parseable
     assert json.loads(out.read_text())["error"].startswith("all_gather size 4096 B")
     # The sizes before the stall were measured and printed.
     assert any(line.split()[:1] == ["1024"] for line in proc.stdout.splitlines())
 
 
 def test_missing_ranks_reads_both_messages() -> None:
-    assert col.missing_ranks("all_reduce size 8 B (8): rank(s) 3, 12 did not arrive within 3 s") == [3, 12]
-    assert col.missing_ranks("[Rank 0]: Ranks 1, 2 failed to pass monitoredBarrier in 3000 ms") == [1, 2]
-    assert col.missing_ranks("[Rank 0]: Rank 1 failed to pass monitoredBarrier in 3000 ms") == [1]
-    assert col.missing_ranks("Connection closed by peer") is None
+    assert hang.missing_ranks("all_reduce size 8 B (8): rank(s) 3, 12 did not arrive within 3 s") == [3, 12]
+    assert hang.missing_ranks("[Rank 0]: Ranks 1, 2 failed to pass monitoredBarrier in 3000 ms") == [1, 2]
+    assert hang.missing_ranks("[Rank 0]: Rank 1 failed to pass monitoredBarrier in 3000 ms") == [1]
+    assert hang.missing_ranks("Connection closed by peer") is None
 
 
 @pytest.mark.slow
@@ -235,9 +238,40 @@ def test_run_op_on_a_subgroup_uses_group_ranks_and_names_global_ones(tmp_path: P
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert out.exists(), proc.stderr[-3000:]
     doc = json.loads(out.read_text())
-    assert set(doc["ok"]) == set(col.OPS)
+    assert set(doc["ok"]) == set(ops.OPS)
     for op, res in doc["ok"].items():
         assert res["world_size"] == 2 and res["wrong_total"] == 0, (op, res)
         assert all(r["wrong"] == 0 for r in res["rows"]) and res["rows"], op
     assert "rank(s) 2 did not arrive within 3 s" in doc["stall"]
     assert doc["missing"] == [2] and doc["parsed"] == [2]
+
+
+def test_overhead_bench_judges_the_harness_against_its_own_control() -> None:
+    from bench.collectives_overhead import judge
+
+    assert judge(1.04, 0.01) == "PASS"
+    # 1.114 paired with the control at 1.040 is judged 1.071: a quiet control makes it a FAIL ...
+    assert judge(1.114 / 1.040, 0.040) == "FAIL"
+    # ... a control that strays past the margin makes it undecidable, not a FAIL.
+    assert judge(1.114 / 1.040, 0.145) == "INCONCLUSIVE"
+
+
+def test_the_timeout_bounds_one_call_so_a_loop_of_calls_gets_it_per_call() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, time\n"
+        "from workloads.hang import Watchdog\n"
+        "w = Watchdog(rank=0, limit_s=0.5, out=sys.stdout)\n"
+        "with w.phase('timed loop', calls=8):\n"
+        "    time.sleep(1.5)\n"  # 3 calls' worth of time in a loop of 8: within its bound
+        "print('loop ok', flush=True)\n"
+        "with w.phase('check'):\n"
+        "    time.sleep(3)\n"  # one call's bound is 0.5 s
+        "print('not reached', flush=True)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == hang.EXIT_HANG, proc.stderr
+    assert "loop ok" in proc.stdout and "not reached" not in proc.stdout
+    assert "check did not finish within 0.5 s" in proc.stdout

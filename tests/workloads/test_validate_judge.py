@@ -254,3 +254,47 @@ def test_ranks_left_waiting_for_a_node_without_a_device_are_not_blamed() -> None
     joined = {**statuses[0], "state": "joined", "stages": {"started": 1.0, "device-ready": 2.0, "joined": 3.0}}
     blamed, _ = node_failures([joined, statuses[1]], ["n1", "n2"])
     assert set(blamed) == {"n1", "n2"}
+
+
+def _status(root: Path, phase: str, node: str, rank: int, **doc: Any) -> None:
+    (root / "status").mkdir(parents=True, exist_ok=True)
+    (root / "status" / f"{phase}-{node}-r{rank}.json").write_text(
+        json.dumps({"phase": phase, "node": node, "rank": rank, **doc}))
+
+
+def test_a_pair_that_hung_makes_both_its_nodes_suspects_and_no_other(tmp_path: Path) -> None:
+    # The main phase hung inside a collective: every rank's watchdog fired, nothing names a node.
+    for r, n in enumerate(("n1", "n2", "n3")):
+        _status(tmp_path, "main", n, r, state="error", peer_lost=True,
+                error=f"collectives: rank {r}: all_reduce size 4096 B (4K) in-place (timed loop) did not finish within 8 s")
+    # The pairs phase: the pair n1+n2 hung again; n3 lost its peers while waiting for the round.
+    _status(tmp_path, "pairs", "n1", 0, state="error", peer_lost=True,
+            error="RuntimeError: Connection closed by peer [127.0.0.1]:1234")
+    _status(tmp_path, "pairs", "n2", 1, state="error", peer_lost=True,
+            error="collectives: rank 1: pair n1+n2: all_reduce size 4194304 B (4M) in-place (timed loop) "
+                  "did not finish within 8 s; a peer rank is stuck or gone")
+    _status(tmp_path, "pairs", "n3", 2, state="error", peer_lost=True,
+            error="RuntimeError: Connection closed by peer [127.0.0.1]:1235")
+    rep = judge(tmp_path, instance_type=None, local=True, expected_nodes=["n1", "n2", "n3"])
+    by_node = {v.node: v for v in rep.nodes}
+    assert by_node["n1"].verdict == Verdict.WARN and by_node["n2"].verdict == Verdict.WARN
+    assert all("pair n1+n2 hung" in " ".join(by_node[n].reasons) for n in ("n1", "n2"))
+    assert by_node["n3"].verdict == Verdict.PASS
+    assert any("phase 'main' left no results" in e for e in rep.errors)
+
+
+def test_pairs_from_their_own_phase_are_judged_when_main_left_nothing(tmp_path: Path) -> None:
+    pairs = {"first": [["n1", "n2", 3.0], ["n3", "n4", None]], "second": [], "floor": 1.0, "floor_basis": "test",
+             "good": ["n1", "n2", "n3"], "bad": {"n4": "failed with n3 and n1"}, "unresolved": {},
+             "message_bytes": 4 << 20, "op": "all_reduce", "rounds": 2, "pairing": "topology", "bad_links": []}
+    (tmp_path / "phase-pairs.json").write_text(json.dumps(
+        {"phase": "pairs", "backend": "gloo", "nodes": {n: {"ranks": [i]} for i, n in enumerate(("n1", "n2", "n3", "n4"))},
+         "pairs": pairs}))
+    for i, n in enumerate(("n1", "n2", "n3", "n4")):
+        _status(tmp_path, "pairs", n, i, state="finished")
+    rep = judge(tmp_path, instance_type=None, local=True)
+    by_node = {v.node: v for v in rep.nodes}
+    assert set(by_node) == {"n1", "n2", "n3", "n4"}
+    assert by_node["n4"].verdict == Verdict.FAIL and "failed with n3" in " ".join(by_node["n4"].reasons)
+    assert by_node["n1"].verdict == Verdict.PASS
+    assert any(m.check == "pair.search_rounds" for m in rep.measurements)

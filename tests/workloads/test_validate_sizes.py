@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from components.bandwidth import FLOOR_MESSAGE_BYTES
-from workloads.collectives import size_sweep
+from workloads.collective_table import size_sweep
 from workloads.validate.judge import judge
 from workloads.device import memory_cap
 from workloads.validate.run import RunConfig, _pair_op, _sizes, _want_pairs, sweep_start

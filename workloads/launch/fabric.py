@@ -199,21 +199,6 @@ def wiring(fabric: str | None) -> FabricWiring:
         raise CatalogError(f"fabric {fabric!r} is not in the catalog (allowed: {', '.join(sorted(_all()))})") from None
 
 
-def default_image(fabric: str, doc: Mapping[str, Any] | None = None) -> str | None:
-    """The catalog's validation image for a fabric (``fabrics.<f>.image``: image, tag, digest,
-    source), by digest where it has one; None where the catalog names none."""
-    if doc is None:
-        with open(CATALOG_PATH, encoding="utf-8") as fh:
-            doc = yaml.safe_load(fh)
-    raw = ((doc.get("fabrics") or {}).get(fabric) or {}).get("image")
-    if not raw:
-        return None
-    for key in ("image", "tag", "source"):
-        if not raw.get(key):
-            raise CatalogError(f"fabrics.{fabric}.image.{key}: missing (the image fact is image, tag, digest, source)")
-    return Image(image=str(raw["image"]), tag=str(raw["tag"]), digest=raw.get("digest"), source=str(raw["source"])).ref
-
-
 def shell_lines(*, library_path: tuple[str, ...], env_script: str | None, reexport: Mapping[str, str]) -> list[str]:
     """Bash that puts the fabric's libraries first and sources the plugin's environment script.
     The variables the launcher set are exported again after the script, so the catalog's and

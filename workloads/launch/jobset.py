@@ -327,6 +327,8 @@ def render(spec: JobSetSpec) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": spec.image,
+        # Always: a tag is re-resolved at every start (a digest-pinned image is only re-checked).
+        "imagePullPolicy": "Always",
         "command": ["/bin/bash", "-c", _k8s_escape(pod_script(spec))],
         "env": [{"name": k, "value": _k8s_escape(v)} for k, v in spec.environment().items()],
         "ports": [{"name": "rdzv" if i == 0 else f"rdzv-{i + 1}", "containerPort": port, "protocol": "TCP"}

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping
 
-from components.catalog import load_catalog
+from components.catalog import load_catalog, load_fabric_facts
 from components.contract import ClusterOutputs
 from workloads.launch.bundle import JOB_REQUIREMENTS, Bundle
 from workloads.launch import fabric as fabric_wiring
@@ -86,6 +86,9 @@ def _phases(job: ValidationJob, *, expect_nodes: tuple[str, ...] = ()) -> _Phase
     return _Phases(
         first_args=(*run, "--phase", "main"),
         then=(
+            # Runs only when the main phase left no results (a collective hung inside the backend
+            # and the watchdog ended every rank): the pairwise search that names the node.
+            Step(name="pairs", module="workloads.validate", module_args=(*run, "--phase", "pairs")),
             Step(name="fabric-only", module="workloads.validate", module_args=(*run, "--phase", "fabric"),
                  env=FABRIC_ONLY_ENV),
             Step(name="ddp-data", module="workloads.data", module_args=tuple(synthetic_data_args(data)), torchrun=False),
@@ -205,11 +208,25 @@ POD_CODE_DIR = "/tmp/gpuc-code"
 # image (torch, NCCL, numpy, PyYAML, matplotlib). Whether its NCCL finds the fabric's net
 # plugin is what the judge's transport check reports (a Socket fallback fails the run).
 DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
+
+
+def default_image(fabric: str, cpu: bool = False) -> str:
+    """The fabric's image from the catalog (``fabrics.<f>.image``, by digest), else DEFAULT_IMAGE. An image
+    the catalog names without a digest (built by its user) is refused rather than pulled by tag."""
+    img = load_fabric_facts()[1].get(fabric)
+    if cpu or img is None:
+        return DEFAULT_IMAGE
+    if img.digest is None:
+        raise RuntimeError(
+            f"fabric {fabric}: its image {img.ref} has no digest yet (catalog fabrics.{fabric}.image.digest: unknown, "
+            f"set at build): build {img.dockerfile}, push it, and pass --image <registry>/{img.ref}@sha256:<digest>")
+    return img.ref
 # libfabric's EFA provider allocates its buffers from 2 MiB huge pages; the pod must ask for
 # them (EKS user guide, "Run machine learning training on Amazon EKS with Elastic Fabric
 # Adapter", example pod resources, read 2026-11: hugepages-2Mi 5120Mi). Kubernetes wants a CPU
 # or memory request beside hugepages; a CPU request sets no limit, so ranks are never
-# throttled by it (8 is our choice, not a provider value).
+# throttled by it (8 is our choice, not a provider value). GPU pods on other fabrics ask for the
+# same, so every training pod states a CPU request (Checkov CKV_K8S_10).
 EFA_HUGEPAGES_2MI = "5120Mi"
 EFA_POD_CPU = "8"
 
@@ -286,6 +303,11 @@ def for_cluster(outputs: ClusterOutputs, run_id: str, bundle: Bundle, *, python:
         if python is None:
             prologue += _venv_lines(venv_path(outputs))
         interpreter = python or f"{venv_path(outputs)}/bin/python"
+        if not cpu:
+            # Each node's fabric in the job log before torchrun; its ranks repeat the check for the judge.
+            prologue.append(f'srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=0 {shlex.quote(interpreter)} '
+                            f'-m workloads.fabric_check --instance-type {shlex.quote(outputs.instance_type)} '
+                            '|| echo "fabric check failed on a node above"')
     if cpu:
         env.setdefault("GPUC_FORCE_CPU", "1")
     env["PYTHONPATH"] = code
@@ -315,17 +337,17 @@ def check_networks(outputs: ClusterOutputs, wired: fabric_wiring.PodWiring) -> N
 
 def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, image: str | None = None) -> JobSetSpec:
     """The run as a JobSet on the cluster's GPU nodes, with the fabric's devices and wiring.
-    ``image``: default the catalog's image for the fabric where it has one, else DEFAULT_IMAGE."""
+    ``image``: default the catalog's image for the fabric (by digest), else DEFAULT_IMAGE."""
+    image = image or default_image(outputs.fabric.type, cpu=job.instance_type is None)
     it = load_catalog().get(outputs.instance_type)
     efa = it.network.efa_interfaces if outputs.fabric.type == "efa" and job.instance_type else 0
     if job.instance_type:
         check_networks(outputs, fabric_wiring.wiring(it.network.fabric).pod)
     sched = outputs.scheduler
     return jobset_spec(
-        job, image=image or fabric_wiring.default_image(it.network.fabric) or DEFAULT_IMAGE,
-        lustre_pvc=sched.lustre_claim, namespace=sched.namespace or "default",
+        job, image=image, lustre_pvc=sched.lustre_claim, namespace=sched.namespace or "default",
         efa_per_node=efa, gpu_vendor=it.accelerator.vendor, node_selector=sched.node_selector,
         tolerate_taints=sched.tolerations, lustre_mount=outputs.mount.mount_point,
-        hugepages_2mi=EFA_HUGEPAGES_2MI if efa else None, cpu=EFA_POD_CPU if efa else None,
+        hugepages_2mi=EFA_HUGEPAGES_2MI if efa else None, cpu=EFA_POD_CPU if job.instance_type else None,
         name=jobset_name(run_id), configmaps={jobset_name(run_id): BUNDLE_MOUNT},
     )

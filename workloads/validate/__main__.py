@@ -14,8 +14,10 @@ Exit codes, as Nagios-style checks use: 0 pass, 1 warn, 2 fail, 3 could not run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -37,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _size(text: str) -> int:
-    from workloads.collectives import parse_size
+    from workloads.collective_table import parse_size
 
     try:
         return parse_size(text)
@@ -65,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd")
     run = sub.add_parser("run", help="one phase, on every rank under torchrun")
     run.add_argument("--out", type=Path, required=True, dest="run_out")
-    run.add_argument("--phase", choices=("main", "fabric"), default="main")
+    run.add_argument("--phase", choices=("main", "fabric", "pairs"), default="main")
     run.add_argument("--instance-type", type=_instance)
     run.add_argument("--multi-max", type=_size, help="largest multi-node message (default 8G on GPU)")
     run.add_argument("--single-max", type=_size, help="largest single-node message (default 8G on GPU)")
@@ -73,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--iters", type=int, default=20)
     run.add_argument("--warmup", type=int, default=5)
     run.add_argument("--pairwise", choices=("auto", "always", "never"), default="auto")
+    run.add_argument("--pair-timeout", type=float, default=120.0,
+                     help="seconds each pair's call may take: a pair that hangs makes both nodes suspects")
+    run.add_argument("--pairing", choices=("topology", "random"), default="topology",
+                     help="topology: neighbours in the scheduler's node order; random: shuffled")
     run.add_argument("--timeout", type=float, default=300.0, dest="run_timeout")
     from workloads.validate.commands import add_parsers
 
@@ -99,7 +105,8 @@ def _bad_timeout(value: float) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # argparse's float() takes nan, inf and negatives; each would end a phase at once or never.
-    for flag, value in (("--timeout", args.timeout), ("run --timeout", getattr(args, "run_timeout", 1.0))):
+    for flag, value in (("--timeout", args.timeout), ("run --timeout", getattr(args, "run_timeout", 1.0)),
+                        ("run --pair-timeout", getattr(args, "pair_timeout", 1.0))):
         if _bad_timeout(value):
             print(f"validate: {flag} {value}: allowed a finite number of seconds > 0", file=sys.stderr)
             return 3
@@ -116,7 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 3
         cfg = RunConfig(out_dir=args.run_out, phase=args.phase, instance_type=args.instance_type,
                         multi_max_bytes=args.multi_max, single_max_bytes=args.single_max, pair_bytes=args.pair_size,
-                        iters=args.iters, warmup=args.warmup, pairwise=args.pairwise, timeout_s=args.run_timeout)
+                        iters=args.iters, warmup=args.warmup, pairwise=args.pairwise, timeout_s=args.run_timeout,
+                        pair_timeout_s=args.pair_timeout, pairing=args.pairing)
         return run_phase(cfg)
     if args.cmd == "diff":
         return diff.run(args)
@@ -193,17 +201,27 @@ def _torchrun_nodes(nodes: int, procs: int, module_args: list[str], env_extra: d
                "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={label}-{port}",
                "--max-restarts=0", *module_args]
         log = open(log_dir / f"{label}-local-{i + 1}.log", "w", encoding="utf-8")
-        procs_list.append((subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log))
+        # Its own session, so a kill past the deadline reaches the agent's workers too.
+        procs_list.append((subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True), log))
     deadline = time.monotonic() + timeout
     codes = []
     for p, log in procs_list:
         try:
             codes.append(p.wait(timeout=max(1.0, deadline - time.monotonic())))
         except subprocess.TimeoutExpired:
-            p.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
             codes.append(p.wait())
         log.close()
     return codes
+
+
+def _phase_deadline(timeout: float) -> float:
+    """How long the local harness lets one phase's agents run: the phase's own bounds (arrival,
+    watchdog, group timeout: each a multiple of ``timeout``) plus torchrun's start-up, so a
+    phase that hangs ends by its own watchdog, which names what hung, not by this kill."""
+    return 3 * timeout + 30.0
 
 
 def run_local(out: Path, nodes: int, procs: int, timeout: float) -> int:
@@ -221,22 +239,30 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float) -> int:
     for stale in [*out.glob("phase-*.json"), *out.glob("status/*.json"), out / "ddp.json"]:
         stale.unlink(missing_ok=True)
     logs = out / "logs"
-    steps = 4
+    steps = 5
     print(f"validate --local: {nodes} simulated node(s) x {procs} CPU rank(s), gloo; floors are not applied on CPU", flush=True)
     print(f"[1/{steps}] health, single-node and multi-node collectives ...", flush=True)
     codes = _torchrun_nodes(nodes, procs, ["-m", "workloads.validate", "run", "--out", str(out), "--phase", "main",
                                            "--iters", "5", "--warmup", "2", "--timeout", str(timeout)],
-                            {}, timeout * 3, logs, "main")
+                            {}, _phase_deadline(timeout), logs, "main")
     print(f"      exit codes per node: {codes}", flush=True)
-    print(f"[2/{steps}] fabric-only pass (NCCL P2P and SHM off; on gloo the same path) ...", flush=True)
+    if (out / "phase-main.json").exists():
+        print(f"[2/{steps}] pairwise search: not needed (the main phase finished)", flush=True)
+    else:
+        print(f"[2/{steps}] pairwise search: the main phase left no results (a collective hung) ...", flush=True)
+        codes = _torchrun_nodes(nodes, procs, ["-m", "workloads.validate", "run", "--out", str(out), "--phase", "pairs",
+                                               "--iters", "5", "--warmup", "2", "--timeout", str(timeout),
+                                               "--pair-timeout", str(timeout)], {}, _phase_deadline(timeout), logs, "pairs")
+        print(f"      exit codes per node: {codes}", flush=True)
+    print(f"[3/{steps}] fabric-only pass (NCCL P2P and SHM off; on gloo the same path) ...", flush=True)
     codes = _torchrun_nodes(nodes, procs, ["-m", "workloads.validate", "run", "--out", str(out), "--phase", "fabric",
                                            "--iters", "5", "--warmup", "2", "--timeout", str(timeout)],
-                            FABRIC_ONLY_ENV, timeout * 3, logs, "fabric")
+                            FABRIC_ONLY_ENV, _phase_deadline(timeout), logs, "fabric")
     print(f"      exit codes per node: {codes}", flush=True)
-    print(f"[3/{steps}] short DDP run ...", flush=True)
+    print(f"[4/{steps}] short DDP run ...", flush=True)
     ddp_code = _local_ddp(out, nodes, procs, timeout)
     print(f"      exit code: {ddp_code}", flush=True)
-    print(f"[4/{steps}] judging ...", flush=True)
+    print(f"[5/{steps}] judging ...", flush=True)
     return judge_and_report(out, None, [f"local-{i + 1}" for i in range(nodes)], False, True, time.time() - started)
 
 
@@ -249,7 +275,7 @@ def _local_ddp(out: Path, nodes: int, procs: int, timeout: float) -> int:
     if prep.returncode != 0:
         print(f"      could not write synthetic shards: {prep.stderr.strip()[-300:]}", flush=True)
         return prep.returncode
-    codes = _torchrun_nodes(nodes, procs, ["-m", "workloads.ddp_train", *ddp_args(data, out)], {}, timeout * 3,
+    codes = _torchrun_nodes(nodes, procs, ["-m", "workloads.ddp_train", *ddp_args(data, out)], {}, _phase_deadline(timeout),
                             out / "logs", "ddp")
     return max(codes)
 

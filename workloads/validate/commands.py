@@ -147,8 +147,8 @@ def add_job(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-id", help="name of the run directory (default: UTC time + 4 hex digits)")
     p.add_argument("--python", help="Slurm: interpreter with torch on every node (default: a shared virtualenv the "
                                     "job creates once under <mount>/gpu-cluster); Kubernetes: the image's")
-    p.add_argument("--image", help="Kubernetes image (default: the catalog's image for the fabric, else "
-                                    f"{vjob.DEFAULT_IMAGE})")
+    p.add_argument("--image", help="Kubernetes image (default: the fabric's image in the catalog, by digest; "
+                                   f"{vjob.DEFAULT_IMAGE} where it names none or with --cpu)")
     p.add_argument("--env", action="append", default=[], type=_env_pair, metavar="NAME=VALUE",
                    help="extra environment for every step (repeatable)")
     p.add_argument("--run-arg", action="append", default=[], metavar="ARG",

@@ -6,8 +6,8 @@ crashed, or a node that died, leaves its files missing or marked with an error, 
 judge still reports, naming what it can.
 
 Run directory layout (written by ``workloads.validate.run``):
-    phase-<phase>.json             rank 0's results of the phase (main, fabric)
-    status/<phase>-<node>-r<rank>.json   every rank's state: started, device-ready, joined | finished | error
+    phase-<phase>.json             rank 0's results of the phase (main, fabric, pairs)
+    status/<phase>-<node>-r<rank>.json   every rank's state: started, device-ready, fabric-ready, joined | finished | error
     ddp.json                       the short DDP run's metrics (workloads.ddp_train --json)
     nccl/*.log                     NCCL_DEBUG=INFO output, one file per process
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,6 +138,21 @@ def judge_cluster_figure(check: str, res: Mapping[str, Any], e: Expected | None,
     return m
 
 
+_HUNG_PAIR = re.compile(r"pair (\S+?)\+(\S+?): (.*)")
+
+
+def hung_pairs(statuses: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """Pairs of the pairwise search whose call hung (outlived its watchdog, or the backend gave up
+    on it): ``(a, b) -> what hung``. Every label and error inside a pair starts ``pair a+b: ``."""
+    found: dict[tuple[str, str], str] = {}
+    for s in statuses:
+        m = _HUNG_PAIR.search(str(s.get("error") or "")) if s.get("state") == "error" else None
+        if m is not None:
+            found.setdefault((m.group(1), m.group(2)),
+                             f"{s.get('phase')}: pair {m.group(1)}+{m.group(2)} hung: {m.group(3)[:200]}")
+    return found
+
+
 DEATH_MARGIN_S = 4.0
 """A silent rank whose heartbeat stopped this much earlier than the last one is taken to have died first."""
 
@@ -169,11 +185,14 @@ def node_failures(statuses: list[dict[str, Any]], expected_nodes: list[str]) -> 
                     blamed.setdefault(n, f"{phase}: rank {r} did not arrive (reported by rank {rank} on {node})")
             elif s.get("peer_lost"):
                 peer_errors += 1
+            elif s.get("fabric_missing"):
+                # The start-up check's message names what is missing; keep all of it.
+                blamed.setdefault(node, f"{phase}: rank {rank} lacks its fabric: {s.get('error', '')[:600]}")
             else:
                 blamed.setdefault(node, f"{phase}: rank {rank} failed: {s.get('error', '')[:200]}")
-        elif state in ("started", "device-ready") and phase in failed_before_join:
+        elif state in ("started", "device-ready", "fabric-ready") and phase in failed_before_join:
             peer_errors += 1  # waiting to join a node that could not start
-        elif state in ("started", "device-ready", "joined"):
+        elif state in ("started", "device-ready", "fabric-ready", "joined"):
             silent.append((phase, rank, node, float(s.get("beat") or s.get("at") or 0.0)))
     # Ranks that neither finished nor reported: the ones whose heartbeat stopped well before the
     # last one died first; those that beat on until the end were waiting on them.
@@ -205,9 +224,10 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
         except CatalogError as exc:
             errors.append(str(exc))
     main = files.phases.get("main")
-    backend = (main or {}).get("backend", "gloo")
+    lead: dict[str, Any] = main or files.phases.get("pairs") or files.phases.get("fabric") or {}
+    backend = lead.get("backend", "gloo")
     floors = it is not None and not local and backend != "gloo"
-    node_names: list[str] = list((main or {}).get("nodes", {}).keys()) or sorted(
+    node_names: list[str] = list(lead.get("nodes", {}).keys()) or sorted(
         {str(s.get("node")) for s in files.statuses}) or list(expected_nodes or [])
     for n in expected_nodes or []:
         if n not in node_names:
@@ -302,27 +322,29 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
             curves.append(_curve(res, "all nodes", warn, fail, m.at_bytes))
         if "multi_node_error" in main:
             errors.append(f"multi-node collectives: {main['multi_node_error']}")
-        pairs = main.get("pairs")
-        if pairs:
-            for a_b, why in pairs.get("bad", {}).items():
-                if a_b in nodes:
-                    nodes[a_b].mark(Verdict.FAIL, f"pairwise: {why}")
-            for n, why in pairs.get("unresolved", {}).items():
-                if n in nodes:
-                    nodes[n].mark(Verdict.WARN, f"pairwise: {why}")
-            pe = expectation(it, str(pairs.get("op") or "all_reduce"), 2, "pair") if floors else None
-            pair_basis = f"{pairs.get('floor_basis', '')}; {basis_text(pe)}" if pe else str(pairs.get("floor_basis", ""))
-            for a, b, value in pairs.get("first", []):
-                ms.append(Measurement(check=f"pair.{pairs.get('op') or 'all_reduce'}", scope=f"pair:{a}+{b}", value=value,
-                                      unit="GB/s", floor_fail=pairs.get("floor"), basis=pair_basis,
-                                      at_bytes=pairs.get("message_bytes")).judge())
-            for a, b, why in pairs.get("bad_links", []):
-                ms.append(Measurement(check="pair.link", scope=f"pair:{a}+{b}", value=None, unit="", basis=pair_basis,
-                                      verdict=Verdict.FAIL, detail=why))
-            if "rounds" in pairs:
-                ms.append(Measurement(check="pair.search_rounds", scope="cluster", value=float(pairs["rounds"]),
-                                      unit="rounds", basis=f"{pairs.get('pairing', 'topology')} pairing; "
-                                      f"{len(pairs.get('bad', {}))} node(s) named, {len(pairs.get('bad_links', []))} link(s)"))
+    # The pairs ran inside the main phase, or in a phase of their own after the main phase hung
+    # inside a collective (its watchdog ended every rank before the search could run).
+    pairs = (main or {}).get("pairs") or (files.phases.get("pairs") or {}).get("pairs")
+    if pairs:
+        for a_b, why in pairs.get("bad", {}).items():
+            if a_b in nodes:
+                nodes[a_b].mark(Verdict.FAIL, f"pairwise: {why}")
+        for n, why in pairs.get("unresolved", {}).items():
+            if n in nodes:
+                nodes[n].mark(Verdict.WARN, f"pairwise: {why}")
+        pe = expectation(it, str(pairs.get("op") or "all_reduce"), 2, "pair") if floors else None
+        pair_basis = f"{pairs.get('floor_basis', '')}; {basis_text(pe)}" if pe else str(pairs.get("floor_basis", ""))
+        for a, b, value in pairs.get("first", []):
+            ms.append(Measurement(check=f"pair.{pairs.get('op') or 'all_reduce'}", scope=f"pair:{a}+{b}", value=value,
+                                  unit="GB/s", floor_fail=pairs.get("floor"), basis=pair_basis,
+                                  at_bytes=pairs.get("message_bytes")).judge())
+        for a, b, why in pairs.get("bad_links", []):
+            ms.append(Measurement(check="pair.link", scope=f"pair:{a}+{b}", value=None, unit="", basis=pair_basis,
+                                  verdict=Verdict.FAIL, detail=why))
+        if "rounds" in pairs:
+            ms.append(Measurement(check="pair.search_rounds", scope="cluster", value=float(pairs["rounds"]),
+                                  unit="rounds", basis=f"{pairs.get('pairing', 'topology')} pairing; "
+                                  f"{len(pairs.get('bad', {}))} node(s) named, {len(pairs.get('bad_links', []))} link(s)"))
     fabric = files.phases.get("fabric")
     if fabric is not None:
         for op, res in fabric.get("multi_node", {}).items():
@@ -353,6 +375,12 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
     for n, why in blamed.items():
         nodes.setdefault(n, NodeVerdict(node=n)).mark(Verdict.FAIL, why)
     errors.extend(notes)
+    for (a, b), why in hung_pairs(files.statuses).items():
+        # Both nodes of a pair that hung are suspects; which one is at fault would take a second
+        # pass that the ended process could not run.
+        for n in (a, b):
+            if n not in blamed:
+                nodes.setdefault(n, NodeVerdict(node=n)).mark(Verdict.WARN, f"suspect: {why}")
 
     expected = it.software.expected_transport if it else ""
     tr: dict[str, Any]

@@ -62,7 +62,7 @@ class KubeApi:
     def __init__(self, kubeconfig: str) -> None:
         from kubernetes import client, config
 
-        api_client = config.new_client_from_config_dict(yaml.safe_load(kubeconfig))  # type: ignore[no-untyped-call]
+        api_client = config.new_client_from_config_dict(yaml.safe_load(kubeconfig))
         self._core = client.CoreV1Api(api_client)
         self._custom = client.CustomObjectsApi(api_client)
         self._client = api_client
@@ -76,7 +76,7 @@ class KubeApi:
 
     def create_configmap(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
         # The client takes a plain dict body as it takes its model objects.
-        return self._plain(self._core.create_namespaced_config_map(namespace, dict(body)))  # type: ignore[arg-type]
+        return self._plain(self._core.create_namespaced_config_map(namespace, dict(body)))
 
     def get_jobset(self, namespace: str, name: str) -> dict[str, Any]:
         return self._plain(self._custom.get_namespaced_custom_object(
@@ -99,7 +99,7 @@ class KubeApi:
         from kubernetes import client
 
         return self._plain(client.NetworkingV1Api(self._client).create_namespaced_network_policy(
-            namespace, dict(body)))  # type: ignore[arg-type]
+            namespace, dict(body)))
 
     def set_networkpolicy_owner(self, namespace: str, name: str, owner: Mapping[str, Any]) -> None:
         from kubernetes import client

@@ -6,6 +6,10 @@ multi-node figure falls short or a node lags, pairwise tests that name the bad n
 Phase ``fabric``: the multi-node collectives again; the launcher runs it with NVLink P2P and
 shared memory disabled (NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1, NCCL_NVLS_ENABLE=0), which
 NCCL reads once per process, so it must be its own launch.
+Phase ``pairs``: the pairwise search alone, run after ``main`` when ``main`` left no results
+(a collective hung inside the backend and the watchdog ended every rank); it does nothing when
+``main`` finished. Each pair's labels name the pair, so if a pair hangs too, the watchdog's
+message says which two nodes were measuring.
 
 Every rank records its state in ``status/<phase>-<node>-r<rank>.json`` before and after the
 phase, and on error says whether a peer was lost or it failed itself; rank 0 writes the
@@ -28,23 +32,26 @@ from typing import Any, Literal
 import torch
 import torch.distributed as dist
 
-from workloads import collectives, device, gpu_health, node_gate
+from workloads import collectives, device, gpu_health, hang, node_gate
 from workloads.device import memory_cap
+from workloads.fabric_check import FabricCheckFailed
 from workloads.node import maybe_fail, node_name
 from workloads.validate import isolate
 from workloads.validate import stack as node_stack
 
-Phase = Literal["main", "fabric"]
+Phase = Literal["main", "fabric", "pairs"]
 PEER_LOST_MARKERS = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "NCCL communicator was aborted",
                      "remote process exited", "Socket Timeout", "timed out", "did not arrive", "failed on rank",
-                     "Connection was likely closed", "Failed to recv", "Failed to send", "wait timeout")
+                     "Connection was likely closed", "Failed to recv", "Failed to send", "wait timeout",
+                     # gloo: "Timed out waiting 4000ms for send operation to complete" (a peer stopped).
+                     "Timed out waiting")
 
 
 def _peer_lost(exc: BaseException, text: str) -> bool:
     """An error raised by a communication call because another rank went away, as opposed to
     this rank failing on its own: the judge blames the other node for the first kind."""
     comm_errors = tuple(t for t in (getattr(dist, "DistNetworkError", None), getattr(dist, "DistBackendError", None),
-                                    getattr(dist, "DistStoreError", None), collectives.CollectiveTimeout)
+                                    getattr(dist, "DistStoreError", None), hang.CollectiveTimeout)
                         if isinstance(t, type))
     return isinstance(exc, comm_errors) or any(m in text for m in PEER_LOST_MARKERS)
 
@@ -106,7 +113,7 @@ def _atomic_json(path: Path, doc: Any) -> None:
 HEARTBEAT_S = 1.0
 # A rank's way to the measurements, each state written as it is reached: a rank that stops
 # between two says where (no device, never joined, died measuring). They beat while running.
-RUNNING_STATES = ("started", "device-ready", "joined")
+RUNNING_STATES = ("started", "device-ready", "fabric-ready", "joined")
 
 
 class Status:
@@ -167,6 +174,11 @@ def _coll_cfg(lo: int, hi: int, cfg: RunConfig, op: str, timeout_s: float | None
 
 def run_phase(cfg: RunConfig) -> int:
     node = node_name()
+    os.environ["GPUC_PHASE"] = cfg.phase  # what the test hooks (workloads.node) key on
+    if cfg.phase == "pairs" and (cfg.out_dir / "phase-main.json").exists():
+        # The main phase finished, and ran the search itself when it was wanted.
+        print("validate[pairs]: not needed: the main phase finished", flush=True)
+        return 0
     # Written before the device is touched and before the group forms, so a node that never
     # gets a GPU, or never joins, is the one its own status names.
     status = Status(cfg, node, int(os.environ.get("RANK", "0") or 0))
@@ -182,25 +194,30 @@ def run_phase(cfg: RunConfig) -> int:
     signal.signal(signal.SIGTERM, ended)
     try:
         # The group's own timeout comes last, after the arrival check and the watchdog have spoken.
-        rt = device.setup(timeout_s=cfg.timeout_s + 2 * collectives.grace_s(cfg.timeout_s), on_stage=status.set)
+        rt = device.setup(timeout_s=cfg.timeout_s + 2 * hang.grace_s(cfg.timeout_s), on_stage=status.set,
+                          instance_type=cfg.instance_type)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - recorded for the judge, then exit 1
         stage = status.doc.get("state")
         text = f"{type(exc).__name__}: {exc}"
-        # Failing before the device was bound is this node's own fault; failing while joining
-        # is waiting for a node that never came.
-        status.set("error", error=(f"device setup: {text}" if stage == "started" else f"joining the group: {text}")[:2000],
-                   missing_ranks=[], peer_lost=stage != "started")
+        # Failing before the device was bound, or lacking the fabric once it is, is this node's own
+        # fault; failing while joining is waiting for a node that never came.
+        fabric = isinstance(exc, FabricCheckFailed)
+        where = "device setup" if stage == "started" else "fabric check" if fabric else "joining the group"
+        status.set("error", error=f"{where}: {text}"[:2000], missing_ranks=[],
+                   peer_lost=not (stage == "started" or fabric), fabric_missing=fabric)
         print(f"validate[{cfg.phase}] rank {status.doc['rank']} on {node}: {text.splitlines()[0][:300]}", flush=True)
         return 1
-    watchdog = collectives.Watchdog(
-        rank=rt.rank, limit_s=cfg.timeout_s + collectives.grace_s(cfg.timeout_s),
+    # The pairs phase is nothing but pairs: each call gets the pair's own limit.
+    limit = cfg.pair_timeout_s if cfg.phase == "pairs" else cfg.timeout_s
+    watchdog = hang.Watchdog(
+        rank=rt.rank, limit_s=limit + hang.grace_s(limit),
         on_expire=lambda message: status.set("error", error=message, missing_ranks=[], peer_lost=True))
     try:
         maybe_fail(cfg.phase)
         result = _phase(cfg, rt, node, watchdog)
     except Exception as exc:  # noqa: BLE001 - every failure is recorded for the judge, then re-raised as exit 1
         text = f"{type(exc).__name__}: {exc}"
-        missing = collectives.missing_ranks(text) or []
+        missing = hang.missing_ranks(text) or []
         status.set("error", error=text[:2000], missing_ranks=missing,
                    peer_lost=_peer_lost(exc, text))
         print(f"validate[{cfg.phase}] rank {rt.rank} on {node}: {text.splitlines()[0][:300]}", flush=True)
@@ -214,8 +231,16 @@ def run_phase(cfg: RunConfig) -> int:
     return 0
 
 
-def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: collectives.Watchdog) -> dict[str, Any]:
-    side = dist.new_group(backend="gloo", timeout=_dt.timedelta(seconds=cfg.timeout_s))
+def _side_timeout_s(cfg: RunConfig) -> float:
+    """The side group's bound. In the pairs phase every rank waits there for the slowest pair of
+    a round, whose calls (warm-up, timed loop, check) each get the pair's own limit."""
+    if cfg.phase != "pairs":
+        return cfg.timeout_s
+    return max(cfg.timeout_s, cfg.pair_timeout_s * (cfg.iters + cfg.warmup + 4) + hang.grace_s(cfg.pair_timeout_s))
+
+
+def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: hang.Watchdog) -> dict[str, Any]:
+    side = dist.new_group(backend="gloo", timeout=_dt.timedelta(seconds=_side_timeout_s(cfg)))
     ids: list[Any] = [None] * rt.world_size
     dist.all_gather_object(ids, (node, rt.rank), group=side)
     nodes: dict[str, list[int]] = {}
@@ -231,6 +256,12 @@ def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: collectives.
                               "instance_type": cfg.instance_type}
     if rt.rank == 0:
         print(f"validate[{cfg.phase}]: {len(nodes)} node(s), {rt.world_size} rank(s), backend {rt.backend}", flush=True)
+    if cfg.phase == "pairs":
+        # The main phase hung inside a collective (its watchdog ended every rank before the search
+        # could run): the search runs alone, each pair under its own timeout.
+        if len(nodes) >= 2:
+            result["pairs"] = _pairs(cfg, rt, nodes, pair_bytes, side, watchdog)
+        return result
     if cfg.phase == "main":
         result["gate"], result["stack"] = _node_gate(cfg, rt, node, nodes, side)
         figures = _measure_health(rt, node, side)
@@ -245,7 +276,7 @@ def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: collectives.
         try:
             res = collectives.run_op(op, _coll_cfg(lo, multi_hi, cfg, op), rt, side_group=side, watchdog=watchdog,
                                      hosts=[n for n, _ in ids])
-        except collectives.CollectiveTimeout as exc:
+        except hang.CollectiveTimeout as exc:
             if exc.missing:  # a rank is gone: the judge names its node from the status files
                 raise
             # A collective that failed with every rank present names nobody by itself: record it and
@@ -323,7 +354,7 @@ def _multi_ops(cfg: RunConfig) -> list[str]:
 
 
 def _single_node(cfg: RunConfig, rt: device.Runtime, node: str, nodes: dict[str, list[int]], lo: int, hi: int,
-                 side: Any, watchdog: collectives.Watchdog) -> dict[str, Any]:
+                 side: Any, watchdog: hang.Watchdog) -> dict[str, Any]:
     # Every rank must create every group, in the same order, even those it is not in.
     groups = {n: (dist.new_group(ranks=rs), dist.new_group(ranks=rs, backend="gloo")) for n, rs in nodes.items()}
     mine: dict[str, Any]
@@ -335,7 +366,7 @@ def _single_node(cfg: RunConfig, rt: device.Runtime, node: str, nodes: dict[str,
             res = collectives.run_op("all_reduce", _coll_cfg(lo, hi, cfg, "all_reduce"), rt, side_group=gside,
                                      group=group, watchdog=watchdog)
             mine = res.to_json()
-        except collectives.CollectiveTimeout as exc:
+        except hang.CollectiveTimeout as exc:
             mine = {"error": str(exc)[:500]}
     gathered: list[Any] = [None] * rt.world_size
     dist.all_gather_object(gathered, (node, rt.rank == nodes[node][0], mine), group=side)
@@ -384,7 +415,7 @@ def _pair_floor(cfg: RunConfig, backend: str) -> float | None:
 
 
 def _pairs(cfg: RunConfig, rt: device.Runtime, nodes: dict[str, list[int]], size: int, side: Any,
-           watchdog: collectives.Watchdog) -> dict[str, Any]:
+           watchdog: hang.Watchdog) -> dict[str, Any]:
     mine_node = next(n for n, rs in nodes.items() if rt.rank in rs)
     op = _pair_op(cfg)
     pair_cfg = replace(_coll_cfg(size, size, cfg, op, timeout_s=cfg.pair_timeout_s), factor=2)
@@ -393,15 +424,22 @@ def _pairs(cfg: RunConfig, rt: device.Runtime, nodes: dict[str, list[int]], size
         groups = []
         for a, b in pairs:
             ranks = sorted(nodes[a] + nodes[b])
-            groups.append((a, b, dist.new_group(ranks=ranks), dist.new_group(ranks=ranks, backend="gloo")))
+            limit = _dt.timedelta(seconds=cfg.pair_timeout_s)  # the backend gives up on a hung pair by itself
+            groups.append((a, b, dist.new_group(ranks=ranks, timeout=limit),
+                           dist.new_group(ranks=ranks, backend="gloo", timeout=limit)))
         value: tuple[str, str, float | None] | None = None
         for a, b, g, gside in groups:
             if mine_node in (a, b):
                 try:
-                    res = collectives.run_op(op, pair_cfg, rt, side_group=gside, group=g, watchdog=watchdog)
+                    res = collectives.run_op(op, pair_cfg, rt, side_group=gside, group=g, watchdog=watchdog,
+                                             context=f"pair {a}+{b}: ")
                     value = (a, b, res.to_json().get("peak_busbw_gbps"))
-                except collectives.CollectiveTimeout:
+                except hang.CollectiveTimeout:
                     value = (a, b, None)
+                except Exception as exc:  # noqa: BLE001 - the backend's own timeout inside the pair
+                    # The backend gave up on the pair's collective (gloo's own timeout): the rest of
+                    # the search cannot go on without the pair's ranks, so the error says which pair.
+                    raise RuntimeError(f"pair {a}+{b}: {op}: {type(exc).__name__}: {exc}") from None
         got: list[Any] = [None] * rt.world_size
         dist.all_gather_object(got, value, group=side)
         found: dict[isolate.Pair, float | None] = {}

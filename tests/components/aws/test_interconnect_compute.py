@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 import pytest
@@ -39,7 +40,8 @@ def test_launch_template(stack: str) -> None:
     result, spec = run(stack)
     lt = _gpu_template(result)
     meta = lt["metadataOptions"]
-    assert meta["httpTokens"] == "required" and meta["httpPutResponseHopLimit"] == 2
+    # Hop limit 1 (CKV_AWS_341): pods do not reach the node's credentials (issue 15).
+    assert meta["httpTokens"] == "required" and meta["httpPutResponseHopLimit"] == 1
     (root,) = lt["blockDeviceMappings"]
     assert root["ebs"]["volumeType"] == "gp3" and root["ebs"]["encrypted"] == "true"
     assert root["ebs"]["volumeSize"] == spec.compute.root_volume_gib
@@ -50,6 +52,11 @@ def test_launch_template(stack: str) -> None:
     assert [(n["networkCardIndex"], n["deviceIndex"], n["interfaceType"]) for n in nics] == [
         (e.network_card_index, e.device_index, e.interface_type) for e in expected]
     assert all(n["securityGroups"] == [sg_id] for n in nics)
+    # PCS: the node subnet on every interface, as aws-hpc-recipes pcs-lt-efa-p5.yaml sets it;
+    # EKS refuses a subnet in a managed node group's template ("launch-templates").
+    node_subnet = one(result, "aws:ec2/subnet:Subnet", "-network-nodes").name + "-id"
+    expected_subnets = {node_subnet} if spec.orchestration.kind == "slurm" else {None}
+    assert {n.get("subnetId") for n in nics} == expected_subnets
     assert nics[0]["associatePublicIpAddress"] == "false"
     assert sum(n["interfaceType"] == "efa-only" for n in nics) == spec.instance.network.efa_interfaces
     # The instance and its volumes carry the tags, not only the template.
@@ -80,8 +87,10 @@ def test_capacity_block_market_options() -> None:
     assert lt["instanceMarketOptions"] == {"marketType": "capacity-block"}
     target = lt["capacityReservationSpecification"]["capacityReservationTarget"]
     assert target["capacityReservationId"] == spec.compute.capacity.id == "cr-0123456789abcdef0"
+    # The type is in the template and not on the node group ("capacity-blocks-mng").
+    assert lt["instanceType"] == "p5.48xlarge"
     ng = one(result, "aws:eks/nodeGroup:NodeGroup", "-orchestration-gpu")
-    assert ng.inputs["capacityType"] == "CAPACITY_BLOCK"
+    assert ng.inputs["capacityType"] == "CAPACITY_BLOCK" and "instanceTypes" not in ng.inputs
 
 
 def test_reservation_targets_the_odcr_without_placement() -> None:
@@ -92,7 +101,7 @@ def test_reservation_targets_the_odcr_without_placement() -> None:
     lt = _gpu_template(result)
     assert lt["capacityReservationSpecification"]["capacityReservationTarget"] == {
         "capacityReservationId": "cr-0fedcba9876543210"}
-    assert "instanceMarketOptions" not in lt and "placement" not in lt
+    assert "instanceMarketOptions" not in lt and "placement" not in lt and "instanceType" not in lt
     assert result.of_type("aws:ec2/placementGroup:PlacementGroup") == []
     assert one(result, "aws:eks/nodeGroup:NodeGroup", "-orchestration-gpu").inputs["capacityType"] == "ON_DEMAND"
 
@@ -127,16 +136,34 @@ def test_eks_image_is_the_recommended_nvidia_release() -> None:
     assert {"AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly"} <= policies
 
 
-def test_pcs_image_and_instance_profile() -> None:
-    result, _ = run("aws-h200-slurm")
+def test_pcs_image_and_instance_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    from components.aws import mocks
+
+    queries: list[Any] = []
+    answer = mocks.INVOKES["aws:ec2/getAmi:getAmi"]
+    monkeypatch.setitem(mocks.INVOKES, "aws:ec2/getAmi:getAmi", lambda a: queries.append(a) or answer(a))
+    result, _ = run("aws-h200-slurm", lambda raw: None)
     assert result.invokes == ["aws:ec2/getAmi:getAmi"]
     lt = _gpu_template(result)
     assert lt["imageId"] == "ami-0123456789abcdef0"
-    assert pcs_ami_name_filter() == "aws-pcs-sample_ami-amzn2-x86_64-slurm-24.11*"
+    # Slurm 25.11 sample image, Amazon Linux 2023 (PCS "AMI release notes"; aws-hpc-recipes
+    # cluster.yaml builds the same prefix).
+    assert pcs_ami_name_filter() == "aws-pcs-sample_ami-al2023-x86_64-slurm-25.11*"
+    (query,) = queries
+    assert query["owners"] == ["amazon"] and query["mostRecent"] is True
+    (filt,) = [f for f in query["filters"] if f["name"] == "name"]
+    assert filt["values"] == ["aws-pcs-sample_ami-al2023-x86_64-slurm-25.11*"]
     profile = one(result, "aws:iam/instanceProfile:InstanceProfile", "-compute-node")
     assert profile.inputs["path"] == "/aws-pcs/"
-    policy = one(result, "aws:iam/rolePolicy:RolePolicy", "-compute-node-pcs").inputs["policy"]
-    assert "pcs:RegisterComputeNodeGroupInstance" in policy
+    # Registration with this cluster only (CKV_AWS_355 / CKV_AWS_290, issue 15).
+    policy = json.loads(one(result, "aws:iam/rolePolicy:RolePolicy", "-orchestration-node-register").inputs["policy"])
+    cluster = one(result, "aws-native:pcs:Cluster", "-orchestration-pcs")
+    (statement,) = policy["Statement"]
+    assert statement["Action"] == ["pcs:RegisterComputeNodeGroupInstance"]
+    assert statement["Resource"] == cluster.inputs["arn"] and statement["Resource"] != "*"
+    role = one(result, "aws:iam/role:Role", "-compute-node")
+    assert one(result, "aws:iam/rolePolicy:RolePolicy", "-orchestration-node-register").inputs["role"] == \
+        role.inputs["name"]
     user_data = base64.b64decode(lt["userData"]).decode()
     assert user_data.startswith("Content-Type: multipart/mixed")
 
@@ -150,6 +177,11 @@ def test_pcs_capacity_block() -> None:
     assert lt["instanceMarketOptions"] == {"marketType": "capacity-block"}
     assert lt["capacityReservationSpecification"]["capacityReservationTarget"]["capacityReservationId"] == \
         "cr-0123456789abcdef0"
+    # PCS "capacity-blocks-configure-cng": a valid InstanceType matching the block in the template,
+    # maxInstanceCount not above the block; min 0 so the group can exist before the block starts.
+    assert lt["instanceType"] == "p5en.48xlarge"
+    gpu = [g for g in result.of_type("aws-native:pcs:ComputeNodeGroup") if g.inputs["name"] == "gpu"][0]
+    assert gpu.inputs["scalingConfiguration"] == {"minInstanceCount": 0, "maxInstanceCount": 2}
     assert "placement" not in lt and result.of_type("aws:ec2/placementGroup:PlacementGroup") == []
     groups = {g.inputs["name"]: g.inputs["purchaseOption"] for g in result.of_type("aws-native:pcs:ComputeNodeGroup")}
     assert groups == {"gpu": "CAPACITY_BLOCK", "login": "ONDEMAND"}

@@ -30,7 +30,9 @@ def test_lustre(stack: str) -> None:
     assert i["subnetIds"] == node_subnet
     lustre_sg = one(result, "aws:ec2/securityGroup:SecurityGroup", "-storage-lustre").name + "-id"
     assert i["securityGroupIds"] == [lustre_sg]
-    assert "kmsKeyId" not in i  # none of the bundled stacks names a key
+    # None of the bundled stacks names a key, so the stack's own customer key encrypts it.
+    key = one(result, "aws:kms/key:Key", "-storage-lustre-key")
+    assert i["kmsKeyId"] == key.inputs["arn"] and key.protect is True
 
     efa_sg = one(result, "aws:ec2/securityGroup:SecurityGroup", "-interconnect-efa").name + "-id"
     rules = in_pillar(result, "Storage", "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
@@ -57,32 +59,46 @@ def test_lustre(stack: str) -> None:
     }
 
 
+OWN_BUCKET = "s3://my-own-training-data/tokens/"
+
+
+def _with_import(export: bool) -> Any:
+    def edit(raw: dict[str, Any]) -> None:
+        raw["storage"]["lustre"]["import_path"] = OWN_BUCKET
+        if export:
+            raw["storage"]["lustre"]["export_path"] = OWN_BUCKET
+    return edit
+
+
 @pytest.mark.parametrize("stack", AWS_STACKS)
-def test_data_repository_only_with_import_path(stack: str) -> None:
+def test_no_bundled_stack_points_at_a_bucket_it_does_not_own(stack: str) -> None:
+    """A bundled stack must come up in any account: it links the file system to no bucket that
+    the stack neither creates nor can know exists (issue 13 item 3)."""
     result, spec = run(stack)
     lustre = spec.storage.lustre
-    dras = result.of_type(DRA)
-    if lustre.import_path is None:
-        assert dras == []
-        return
-    (dra,) = dras
-    assert dra.inputs["dataRepositoryPath"] == lustre.import_path
+    assert lustre.import_path is None and lustre.export_path is None
+    assert result.of_type(DRA) == []
+    # The only buckets the stack touches are the ones it creates (checkpoints, and its log bucket).
+    assert sorted(b.name for b in result.of_type("aws:s3/bucket:Bucket")) == [
+        f"{spec.name}-network-logs", f"{spec.name}-storage-checkpoints"]
+
+
+@pytest.mark.parametrize("export", [False, True])
+def test_data_repository_for_a_bucket_the_user_names(export: bool) -> None:
+    result, spec = run("aws-h100-eks", _with_import(export))
+    lustre = spec.storage.lustre
+    (dra,) = result.of_type(DRA)
+    assert dra.inputs["dataRepositoryPath"] == lustre.import_path == OWN_BUCKET
     assert dra.inputs["fileSystemId"] == one(result, FSX, "-storage-lustre").name + "-id"
     assert dra.inputs["batchImportMetaDataOnCreate"] is True
     s3 = dra.inputs["s3"]
     assert s3["autoImportPolicy"]["events"] == ["NEW", "CHANGED", "DELETED"]
-    assert ("autoExportPolicy" in s3) is (lustre.export_path is not None)
-
-
-def test_bundled_stacks_cover_both_data_repository_cases() -> None:
-    with_export = run("aws-h100-eks")[1].storage.lustre
-    import_only = run("aws-h100-capacity-block")[1].storage.lustre
-    assert with_export.export_path is not None and import_only.export_path is None
-    assert import_only.import_path is not None and run("aws-h200-slurm")[1].storage.lustre.import_path is None
+    assert ("autoExportPolicy" in s3) is export
 
 
 def test_export_path_must_be_the_import_path() -> None:
     def edit(raw: dict[str, Any]) -> None:
+        _with_import(False)(raw)
         raw["storage"]["lustre"]["export_path"] = "s3://elsewhere/out/"
 
     # A spec problem like any other: named with its path, before any resource, no traceback.
@@ -99,8 +115,10 @@ def test_customer_key_reaches_file_system_and_bucket() -> None:
 
     result, _ = run("aws-h200-slurm", edit)
     assert one(result, FSX, "-storage-lustre").inputs["kmsKeyId"] == key
-    sse = result.of_type("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")
-    assert sse[0].inputs["rules"][0]["applyServerSideEncryptionByDefault"]["kmsMasterKeyId"] == key
+    assert not [k for k in result.of_type("aws:kms/key:Key") if k.name.endswith("-lustre-key")]
+    sse = one(result, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+              "-storage-checkpoints")
+    assert sse.inputs["rules"][0]["applyServerSideEncryptionByDefault"]["kmsMasterKeyId"] == key
 
 
 @pytest.mark.parametrize("stack", AWS_STACKS)

@@ -9,7 +9,7 @@ from typing import Any, Callable
 import pytest
 
 from components.catalog import load_catalog
-from components.engine import OfflineRun, run_offline
+from components.engine import OfflineRun, Recorded, run_offline
 
 PROJECT = "test-project"
 # A global address (not a documentation range, which the spec refuses for the deployer).
@@ -24,7 +24,7 @@ def gcp_obj(instance_type: str, kind: str = "gke", **over: Any) -> dict[str, Any
         "cloud": "gcp",
         "region": zone.rsplit("-", 1)[0],
         "zone": zone,
-        "compute": {"instance_type": instance_type, "nodes": 2, "capacity": {"type": "on-demand"}},
+        "compute": {"instance_type": instance_type, "nodes": 2, "capacity": {"type": "spot"}},
         "storage": {"lustre": {"size_gib": 36000, "throughput_mbps_per_tib": 250}},
         "orchestration": {"kind": kind, **({"deployer_cidrs": [DEPLOYER]} if kind == "gke" else {})},
         "tags": {"team": "ml", "cost-center": "c42"},
@@ -32,6 +32,17 @@ def gcp_obj(instance_type: str, kind: str = "gke", **over: Any) -> dict[str, Any
     for key, value in over.items():
         obj[key] = value
     return obj
+
+
+def named(run: OfflineRun, type_token: str, suffix: str) -> Recorded:
+    """The one resource of ``type_token`` whose logical name ends with ``suffix``."""
+    found = [r for r in run.of_type(type_token) if r.name.endswith(suffix)]
+    assert len(found) == 1, f"{type_token} *{suffix}: {[r.name for r in run.of_type(type_token)]}"
+    return found[0]
+
+
+def gpu_pool(run: OfflineRun) -> Recorded:
+    return named(run, "gcp:container/nodePool:NodePool", "-compute-pool")
 
 
 _CACHE: dict[str, OfflineRun] = {}

@@ -9,7 +9,7 @@ import pytest
 
 from components.catalog import load_catalog
 from components.engine import OfflineRun
-from tests.components.gcp.conftest import PROJECT, gcp_obj
+from tests.components.gcp.conftest import PROJECT, gcp_obj, gpu_pool, named
 
 GCP_TYPES = load_catalog().names("gcp")
 NETWORK = "gcp:compute/network:Network"
@@ -31,7 +31,7 @@ def test_gpu_networks_match_the_catalog(itype: str, offline: Callable[..., Offli
     subnets = run.of_type(SUBNET)
     # Every VPC of the cluster carries the catalog's MTU.
     assert {n["mtu"] for n in nets.values()} == {it.network.mtu}
-    pool = run.one(POOL).inputs
+    pool = gpu_pool(run).inputs
     extra = pool["networkConfig"]["additionalNodeNetworkConfigs"]
     assert len(extra) == it.network.gpu_nics + it.network.gvnics - 1
     if it.network.fabric == "rdma":
@@ -42,7 +42,9 @@ def test_gpu_networks_match_the_catalog(itype: str, offline: Callable[..., Offli
         # the mock engine gives each resource the id "<logical name>-id"
         rdma_subnets = [s for s in subnets if s.inputs["network"] == f"{rdma[0].name}-id"]
         assert len(rdma_subnets) == it.network.gpu_nics
+        # the pool names each VPC and subnet by the resource's own output (a real dependency)
         assert sum(1 for e in extra if e["network"] == rdma[0].inputs["name"]) == it.network.gpu_nics
+        assert {e["subnetwork"] for e in extra} == {s.inputs["name"] for s in subnets if s.inputs["name"] != "t1-subnet"}
         # system VPC + second gVNIC VPC + the RoCE VPC
         assert len(nets) == 3
     else:
@@ -63,13 +65,18 @@ def test_fabric_output_and_gke_network_objects(itype: str, offline: Callable[...
     assert fabric["mtu"] == it.network.mtu
     params = run.of_type("kubernetes:networking.gke.io/v1:GKENetworkParamSet")
     modes = [p.inputs["spec"].get("deviceMode") for p in params]
-    want = "RDMA" if it.network.fabric == "rdma" else "NetDevice"
-    assert modes.count(want) == it.network.gpu_nics
-    assert modes.count(None) == it.network.gvnics - 1
-    assert len(run.of_type("kubernetes:networking.gke.io/v1:Network")) == len(params)
-    installer = run.one("kubernetes:apps/v1:DaemonSet").inputs
+    rdma = it.network.fabric == "rdma"
+    # cluster-toolkit gke-cluster: RDMA for RoCE NICs, NetDevice for every other additional NIC
+    # (the second gVNIC of A3 Ultra/A4 too), and every Network object of type Device.
+    assert modes.count("RDMA") == (it.network.gpu_nics if rdma else 0)
+    assert modes.count("NetDevice") == (it.network.gvnics - 1 if rdma else it.network.gpu_nics)
+    networks = run.of_type("kubernetes:networking.gke.io/v1:Network")
+    assert len(networks) == len(params) and {n.inputs["spec"]["type"] for n in networks} == {"Device"}
+    # the param sets name the VPCs and subnets the Interconnect created, by their outputs
+    created = {r.inputs["name"] for r in run.of_type(NETWORK)} | {r.inputs["name"] for r in run.of_type(SUBNET)}
+    assert all({p.inputs["spec"]["vpc"], p.inputs["spec"]["vpcSubnet"]} <= created for p in params)
     expected = {"tcpx": "nccl-tcpx-installer", "tcpxo": "nccl-tcpxo-installer", "rdma": "nccl-rdma-installer"}
-    assert installer["metadata"]["name"] == expected[it.network.fabric]
+    named(run, "kubernetes:apps/v1:DaemonSet", expected[it.network.fabric])
 
 
 def test_subnets_do_not_overlap_and_firewalls_admit_only_cluster_ranges(offline: Callable[..., OfflineRun]) -> None:
@@ -96,11 +103,10 @@ def test_nodes_leave_through_cloud_nat_and_lustre_has_private_service_access(off
     conn = run.one("gcp:servicenetworking/connection:Connection").inputs
     assert conn["service"] == "servicenetworking.googleapis.com"
     assert conn["reservedPeeringRanges"] == [addr["name"]]
-    assert run.one(POOL).inputs["networkConfig"]["enablePrivateNodes"] is True
+    assert gpu_pool(run).inputs["networkConfig"]["enablePrivateNodes"] is True
 
 
 CAPACITIES: list[tuple[dict[str, Any], bool]] = [
-    ({"type": "on-demand"}, True),
     ({"type": "spot"}, True),
     ({"type": "flex-start"}, True),
     ({"type": "reservation", "id": "h100-block"}, False),
@@ -113,11 +119,12 @@ def test_placement_follows_capacity(capacity: dict[str, Any], placed: bool, offl
     obj["compute"]["capacity"] = capacity
     run = offline(obj)
     policies = run.of_type("gcp:compute/resourcePolicy:ResourcePolicy")
-    pool = run.one(POOL).inputs
+    pool = gpu_pool(run).inputs
     cfg = pool["nodeConfig"]
     if placed:
         assert len(policies) == 1
-        assert policies[0].inputs["groupPlacementPolicy"]["collocation"] == "COLLOCATED"
+        # with a max distance the policy is dense, not best-effort (2: the tightest A3 accepts)
+        assert policies[0].inputs["groupPlacementPolicy"] == {"collocation": "COLLOCATED", "maxDistance": 2}
         assert pool["placementPolicy"] == {"type": "COMPACT", "policyName": policies[0].inputs["name"]}
         assert run.outputs["fabric"]["placement"] == policies[0].inputs["name"]
     else:
@@ -142,4 +149,4 @@ def test_placement_false_drops_the_policy(offline: Callable[..., OfflineRun]) ->
     obj["interconnect"] = {"placement": False}
     run = offline(obj)
     assert run.of_type("gcp:compute/resourcePolicy:ResourcePolicy") == []
-    assert "placementPolicy" not in run.one(POOL).inputs
+    assert "placementPolicy" not in gpu_pool(run).inputs

@@ -9,7 +9,7 @@ import pytest
 from components.cluster import OUTPUT_KEYS, PILLARS
 from components.engine import OfflineRun
 from components.spec import load_stack
-from tests.components.gcp.conftest import DEPLOYER, PROJECT, gcp_obj
+from tests.components.gcp.conftest import DEPLOYER, PROJECT, gcp_obj, gpu_pool, named
 
 GKE = "gcp:container/cluster:Cluster"
 HCC = "gcp:hypercomputecluster/cluster:Cluster"
@@ -51,7 +51,7 @@ def test_private_endpoint_leaves_the_in_cluster_layer_to_a_program_inside_the_vp
 
 def test_gpu_node_pool_inputs(offline: Callable[..., OfflineRun]) -> None:
     run = offline(gcp_obj("a3-megagpu-8g"))
-    pool = run.one("gcp:container/nodePool:NodePool").inputs
+    pool = gpu_pool(run).inputs
     cfg = pool["nodeConfig"]
     assert pool["cluster"] == "t1-orchestration-gke-id"
     assert cfg["machineType"] == "a3-megagpu-8g"
@@ -62,9 +62,9 @@ def test_gpu_node_pool_inputs(offline: Callable[..., OfflineRun]) -> None:
     assert cfg["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
     assert run.outputs["scheduler"]["node_selector"] == {"cloud.google.com/gke-nodepool": pool["name"]}
     assert run.outputs["scheduler"]["tolerations"] == ["nvidia.com/gpu"]
-    account = run.one("gcp:serviceaccount/account:Account").inputs
+    account = named(run, "gcp:serviceaccount/account:Account", "-compute-nodes").inputs
     assert cfg["serviceAccount"] == f"{account['accountId']}@offline-project.iam.gserviceaccount.com"
-    members = run.of_type("gcp:projects/iAMMember:IAMMember")
+    members = [m for m in run.of_type("gcp:projects/iAMMember:IAMMember") if m.name.startswith("t1-compute-")]
     assert {m.inputs["role"] for m in members} == {"roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader"}
     assert {m.inputs["member"] for m in members} == {f"serviceAccount:{cfg['serviceAccount']}"}
     assert all(m.inputs["project"] == PROJECT for m in members)
@@ -75,24 +75,26 @@ def test_in_cluster_parts_use_the_cluster_provider(offline: Callable[..., Offlin
     provider = run.one("pulumi:providers:kubernetes")
     assert "server: https://10.0.0.2" in provider.inputs["kubeconfig"]
     assert "gke-gcloud-auth-plugin" in provider.inputs["kubeconfig"]
-    pv = run.one("kubernetes:core/v1:PersistentVolume").inputs["spec"]
+    pv = named(run, "kubernetes:core/v1:PersistentVolume", "-lustre-pv").inputs["spec"]
     lustre = run.one("gcp:lustre/instance:Instance").inputs
     assert pv["csi"]["driver"] == "lustre.csi.storage.gke.io"
     assert pv["csi"]["volumeHandle"] == f"{PROJECT}/{lustre['location']}/{lustre['instanceId']}"
     assert pv["csi"]["volumeAttributes"] == {"ip": "10.0.96.2", "filesystem": lustre["filesystem"]}
     assert pv["persistentVolumeReclaimPolicy"] == "Retain"
-    pvc = run.one("kubernetes:core/v1:PersistentVolumeClaim").inputs["spec"]
-    assert pvc["volumeName"] == run.one("kubernetes:core/v1:PersistentVolume").inputs["metadata"]["name"]
+    pvc = named(run, "kubernetes:core/v1:PersistentVolumeClaim", "-lustre-pvc").inputs["spec"]
+    assert pvc["volumeName"] == named(run, "kubernetes:core/v1:PersistentVolume", "-lustre-pv").inputs["metadata"]["name"]
     chart = run.one("kubernetes:helm.sh/v4:Chart").inputs
     assert chart["chart"].endswith("/jobset")
-    ds = run.one("kubernetes:apps/v1:DaemonSet").inputs
-    assert ds["spec"]["template"]["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h200-141gb"}
+    ds = named(run, "kubernetes:apps/v1:DaemonSet", "nccl-rdma-installer").inputs
+    [term] = ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"]
+    assert term["matchExpressions"] == [{"key": "cloud.google.com/gke-accelerator", "operator": "In",
+                                         "values": ["nvidia-h200-141gb"]}]
     assert "gpudirect-gib" in ds["spec"]["template"]["spec"]["initContainers"][0]["image"]
 
 
 @pytest.mark.parametrize("capacity,key", [
     ({"type": "reservation", "id": "h200-block-1"}, "newReservedInstances"),
-    ({"type": "on-demand"}, "newOnDemandInstances"),
     ({"type": "flex-start"}, "newFlexStartInstances"),
     ({"type": "spot"}, "newSpotInstances"),
 ])
@@ -121,7 +123,13 @@ def test_cluster_director_inputs(capacity: dict[str, str], key: str, offline: Ca
     assert slurm["loginNodes"]["count"] == "2" and slurm["loginNodes"]["enablePublicIps"] is False
     [ns] = slurm["nodeSets"]
     assert ns["staticNodeCount"] == "2" and ns["computeId"] == compute["id"]
-    assert ns["storageConfigs"] == [{"id": "lustre", "localMount": "/fsx"}]
+    # Lustre, the Filestore /home Cluster Director needs, and the checkpoint bucket on every node
+    mounts = [{"id": "lustre", "localMount": "/fsx"}, {"id": "home", "localMount": "/home"},
+              {"id": "checkpoints", "localMount": "/checkpoints"}]
+    assert ns["storageConfigs"] == mounts and slurm["loginNodes"]["storageConfigs"] == mounts
+    assert storage["home"]["newFilestore"] == {
+        "filestore": f"projects/{PROJECT}/locations/{zone}/instances/t1-home", "tier": "ZONAL",
+        "fileShares": [{"capacityGb": "1024", "fileShare": "home"}], "description": "gpu-cluster t1 /home"}
     assert slurm["partitions"] == [{"id": "train", "nodeSetIds": [ns["id"]]}]
     assert run.outputs["scheduler"] == {"kind": "slurm", "partition": "train"}
     assert run.outputs["access"]["login"] == "t1-login-001"
@@ -130,7 +138,7 @@ def test_cluster_director_inputs(capacity: dict[str, str], key: str, offline: Ca
     assert run.of_type("gcp:compute/resourcePolicy:ResourcePolicy") == []
 
 
-@pytest.mark.parametrize("stack", ["gcp-h100-gke", "gcp-h200-slurm"])
+@pytest.mark.parametrize("stack", ["gcp-h100-gke", "gcp-h200-gke", "gcp-h200-slurm"])
 def test_bundled_stacks_group_every_resource_under_a_pillar(stack: str, offline: Callable[..., OfflineRun]) -> None:
     from components.spec import read_stack_file
 
@@ -139,7 +147,8 @@ def test_bundled_stacks_group_every_resource_under_a_pillar(stack: str, offline:
     run = offline(raw)
     assert set(run.outputs) == set(OUTPUT_KEYS)
     assert run.outputs["cloud"] == "gcp" and run.outputs["gpus_per_node"] == spec.instance.accelerator.count
-    pillars = {f"gpu-cluster:gcp:{p}" for p in PILLARS}
+    # The project's APIs come before every pillar: their component is the one cluster-level part.
+    pillars = {f"gpu-cluster:gcp:{p}" for p in (*PILLARS, "ProjectServices")}
     for r in run.resources:
         if r.custom:
             assert any(a.type in pillars for a in run.ancestors(r)), f"{r.type} {r.name} has no pillar"

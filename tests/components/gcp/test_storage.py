@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from components.engine import OfflineRun
-from tests.components.gcp.conftest import gcp_obj
+from tests.components.gcp.conftest import gcp_obj, gpu_pool
 
 LUSTRE = "gcp:lustre/instance:Instance"
 BUCKET = "gcp:storage/bucket:Bucket"
@@ -41,7 +41,7 @@ def test_bucket_is_private_versioned_and_protected(offline: Callable[..., Offlin
     obj = gcp_obj("a3-highgpu-8g")
     obj["storage"]["bucket_name"] = "t1-checkpoints"
     run = offline(obj)
-    b = run.one(BUCKET)
+    (b,) = [r for r in run.of_type(BUCKET) if r.name.endswith("-storage-bucket")]
     assert b.protect
     assert b.inputs["name"] == "t1-checkpoints"
     assert b.inputs["publicAccessPrevention"] == "enforced"
@@ -67,7 +67,7 @@ def test_tags_reach_every_labelled_resource(offline: Callable[..., OfflineRun]) 
                     assert {"team": "ml", "cost-center": "c42"}.items() <= lab.items(), f"{r.type} {key}"
                     seen += 1
         if kind == "gke":
-            pool = run.one("gcp:container/nodePool:NodePool").inputs["nodeConfig"]["resourceLabels"]
+            pool = gpu_pool(run).inputs["nodeConfig"]["resourceLabels"]
             assert pool["team"] == "ml"
         else:
             slurm = run.one("gcp:hypercomputecluster/cluster:Cluster").inputs["orchestrator"]["slurm"]

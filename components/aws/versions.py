@@ -1,0 +1,74 @@
+"""Every version the AWS stacks pin, in one place, each with where it was read and when.
+
+Pure data (no Pulumi): the spec reads the EKS default and the supported range from here, the
+components read the chart, add-on and scheduler pins. The JobSet chart, shared with GKE, is
+pinned beside its installer in ``components/k8s/addons.py`` (``JOBSET_VERSION``).
+
+Moving a pin is a deliberate change: re-read the source, update the value and the date, and run
+the offline plan (the tests assert what each pin renders).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+# --- EKS control plane ---------------------------------------------------------------------------
+# Kubernetes minor versions on EKS and the end of their standard support (after which a cluster
+# pays the extended-support price per cluster hour, for 12 more months, and is then upgraded
+# automatically). A minor version is in standard support for 14 months after its EKS release.
+# Source: EKS user guide "Understand the Kubernetes version lifecycle on EKS"
+# (docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html) and its release calendar as
+# mirrored by endoflife.date/amazon-eks (read 2026-12): 1.35 released 2026-01-28, standard support
+# to 2027-03-27; 1.34 to 2026-12-02; 1.33 to 2026-07-29; 1.32 to 2026-03-23; 1.31 to 2025-11-26
+# (its extended support ended 2026-11-26).
+EKS_STANDARD_SUPPORT_END: Mapping[str, str] = {
+    "1.35": "2027-03-27",
+    "1.34": "2026-12-02",
+    "1.33": "2026-07-29",
+    "1.32": "2026-03-23",
+}
+# Versions EKS no longer offers at all (past extended support, 2026-12): a create is refused.
+EKS_UNAVAILABLE = ("1.28", "1.29", "1.30", "1.31")
+# The newest minor with a published standard-support date; what every EKS stack runs unless it
+# says otherwise. (1.36 and 1.37 node images exist, awslabs/amazon-eks-ami v20261112, but their
+# EKS calendar dates were not found to cite; move here once read.)
+EKS_KUBERNETES_VERSION = "1.35"
+
+# --- EKS managed add-ons -------------------------------------------------------------------------
+# Left unpinned on purpose (addon_version unset): EKS installs the add-on's default version for the
+# cluster's Kubernetes version and keeps it compatible with the control plane. Names from the EKS
+# user guide: "aws-fsx-csi-driver" (fsx-csi-create), "eks-pod-identity-agent" (pod-id-agent-setup),
+# "vpc-cni" (managing-vpc-cni).
+FSX_CSI_ADDON = "aws-fsx-csi-driver"
+POD_IDENTITY_ADDON = "eks-pod-identity-agent"
+VPC_CNI_ADDON = "vpc-cni"
+
+# --- in-cluster charts (EKS) ---------------------------------------------------------------------
+# NVIDIA device plugin: chart and app 0.20.0 (NVIDIA/k8s-device-plugin tag v0.20.0, 1b826ac,
+# 2026-08-19, deployments/helm/nvidia-device-plugin/Chart.yaml).
+NVIDIA_PLUGIN_REPO = "https://nvidia.github.io/k8s-device-plugin"
+NVIDIA_PLUGIN_VERSION = "0.20.0"
+# EFA device plugin: chart v0.5.30 installs image v0.5.20 (aws/eks-charts 5239609, 2026-08-03,
+# stable/aws-efa-k8s-device-plugin/Chart.yaml appVersion "v0.5.20"). The chart version is not the
+# image version: chart v0.5.20 installed image v0.5.13.
+EKS_CHARTS_REPO = "https://aws.github.io/eks-charts"
+EFA_PLUGIN_VERSION = "v0.5.30"
+EFA_PLUGIN_IMAGE_TAG = "v0.5.20"
+
+# --- AWS PCS (managed Slurm) ---------------------------------------------------------------------
+# Slurm 25.11: the version aws-hpc-recipes' getting-started cluster offers (recipes/pcs/
+# getting_started/assets/cluster.yaml, SlurmVersion AllowedValues [25.11], 009a29a, 2026-08-07)
+# and the newest in the PCS "AMI release notes" (read 2026-12). PCS updates sample images only for
+# the latest scheduler versions; 25.11 and later sample images are Amazon Linux 2023 only.
+PCS_SLURM_VERSION = "25.11"
+# The PCS sample image for that version: Amazon Linux 2023, EFA installer 1.47.0, GDRCopy 2.5.1,
+# NVIDIA driver 590.48.01, CUDA 13.1 (PCS user guide "AMI release notes", x86_64, Slurm 25.11).
+# AWS calls sample images a starting point; a production image is built from them or from the
+# DLAMI (aws-hpc-recipes recipes/pcs/dlami_for_pcs_imagebuilder, AMIs named
+# dlami-for-pcs-base-al2023-x86_64) and pinned with compute.image.
+PCS_AMI_OS = "al2023"
+
+
+def pcs_ami_name(slurm_version: str = PCS_SLURM_VERSION, os_name: str = PCS_AMI_OS) -> str:
+    """The sample image name prefix (aws-hpc-recipes cluster.yaml ``construct_ami_prefix``)."""
+    return f"aws-pcs-sample_ami-{os_name}-x86_64-slurm-{slurm_version}"

@@ -1,0 +1,51 @@
+"""The Google APIs a stack needs, enabled before anything uses them.
+
+A fresh project has none of them on, and the first resource of each kind would fail with
+"API has not been used in project ... or it is disabled". Each API is a ``gcp.projects.Service``;
+the rest of the stack waits for all of them through an explicit provider that depends on them
+(a provider is inherited by every child resource, ``depends_on`` on a component is not).
+
+``disable_on_destroy=False``: other workloads of the project may use the same APIs, and
+turning an API off on ``pulumi destroy`` would break them (cluster-toolkit at 1047080 does the
+same, modules/database/redis/main.tf and modules/network/dns-managed-zone/main.tf).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+from components.gcp.apis import for_orchestrator
+from components.spec import ClusterSpec
+
+def apis(spec: ClusterSpec) -> tuple[str, ...]:
+    return for_orchestrator(spec.orchestration.kind)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServicesArgs:
+    spec: ClusterSpec
+    project: pulumi.Input[str]
+
+
+class ProjectServices(pulumi.ComponentResource):
+    """One ``gcp.projects.Service`` per API, and the provider the rest of the stack uses."""
+
+    services: list[gcp.projects.Service]
+    provider: gcp.Provider
+
+    def __init__(self, name: str, args: ServicesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-cluster:gcp:ProjectServices", name, None, opts)
+        spec = args.spec
+        child = pulumi.ResourceOptions(parent=self)
+        self.services = [
+            gcp.projects.Service(f"{name}-{api.split('.')[0]}", project=args.project, service=api,
+                                 disable_on_destroy=False, opts=child)
+            for api in apis(spec)
+        ]
+        self.provider = gcp.Provider(
+            f"{name}-provider", project=args.project, region=spec.region, zone=spec.zone,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(self.services)))
+        self.register_outputs({"apis": list(apis(spec))})

@@ -1,0 +1,158 @@
+"""GKE node-level installers for the GPU fabrics: the NCCL net plugin (TCPX, TCPXO, gIB) and the
+NRI device injector TCPX/TCPXO workloads need to get GPU devices into the receive-datapath sidecar.
+
+What each DaemonSet holds follows Google's manifests, container-engine-accelerators at 992db81
+(gpudirect-tcpx/nccl-tcpx-installer.yaml, gpudirect-tcpxo/nccl-tcpxo-installer.yaml,
+gpudirect-rdma/nccl-rdma-installer.yaml, nri_device_injector/nri-device-injector.yaml), which
+cluster-toolkit's GKE examples at 1047080 apply too (examples/gke-a3-megagpu/*.yaml.tftpl,
+examples/gke-a3-ultragpu/nccl-installer.yaml.tftpl, examples/gke-a4/nccl-installer.yaml.tftpl):
+
+* the host's ``/var/lib`` is mounted where the installer writes (``/var/lib/<fabric>``), and the
+  host's ``/home/kubernetes/bin`` at ``/usr/local``, so the copy into ``/usr/local/nvidia/lib64``
+  lands in ``/home/kubernetes/bin/nvidia/lib64``, the directory GKE mounts into GPU pods;
+* gIB copies its ``lib64`` there too and its whole tree into ``/home/kubernetes/bin/gib``, which
+  workload pods mount at ``/usr/local/gib`` (the catalog's ``installer.host_paths``);
+* TCPXO first runs a pre-installation step in the host's namespaces (``nsenter`` into PID 1, so
+  the pod has ``hostPID``): accept TCP on INPUT, load ``import-helper``, and expose every
+  aperture device (PCI id ``1ae0:0084``) under ``/dev/aperture_devices`` for the sidecar.
+
+Images and versions are catalog facts (``fabrics.<fabric>.installer``); an image whose digest the
+catalog knows is pulled by digest with its tag kept beside it (CKV_K8S_43).
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.catalog import installer_fact
+
+# Pinned by digest upstream (every installer manifest of container-engine-accelerators at 992db81).
+PAUSE_IMAGE = "gke.gcr.io/pause:3.8@sha256:880e63f94b145e46f1b1082bb71b85e21f16b99b180b9996407d61240ceb9830"
+# The TCPXO pre-installation image: upstream names plain "ubuntu"; pinned to the tag and digest
+# NVIDIA/aicr docs/user/container-images.md at 005da13 records for the same manifest.
+PREINSTALL_IMAGE = "ubuntu:26.04@sha256:513c074113a871b51a8d16ab445c88779d6452d937a164fb5cc479f32668a41d"
+# Upstream pins the injector by digest only (no tag published beside it):
+# nri_device_injector/nri-device-injector.yaml at 992db81 and cluster-toolkit at 1047080.
+NRI_INJECTOR_IMAGE = "gcr.io/gke-release/nri-device-injector@sha256:6e79483d52abdc28454bf186320b10a56b0f117a10e8d65d5c74dbb821a76970"
+NAMESPACE = "kube-system"
+HOST_BIN = "/home/kubernetes/bin"
+APERTURE_PCI_ID = "1ae0:0084"
+
+
+def _tcpxo_preinstall_script() -> str:
+    # The steps of upstream's pre-installation container, written as a plain POSIX loop.
+    return "\n".join([
+        "set -e",
+        "/sbin/iptables -I INPUT -p tcp -m tcp -j ACCEPT",
+        "modprobe import-helper",
+        "mkdir -p /dev/aperture_devices",
+        f"for bdf in $(lspci -nn -D | grep '{APERTURE_PCI_ID}' | awk '{{print $1}}'); do",
+        "  target=/dev/aperture_devices/$bdf",
+        "  mkdir -p $target",
+        "  umount -R $target 2>/dev/null || true",
+        "  mount --bind $(readlink -f /sys/bus/pci/devices/$bdf) $target",
+        "done",
+        "chmod -R a+r /dev/aperture_devices/",
+        "chmod a+rw /dev/aperture_devices/*/resource* 2>/dev/null || true",
+    ])
+
+
+def _install_script(fabric: str) -> str:
+    if fabric == "rdma":
+        lib64, gib = f"/usr/local{HOST_BIN}/nvidia/lib64", f"/usr/local{HOST_BIN}/gib"
+        return "\n".join(["set -ex", "/scripts/container_entry.sh install",
+                          f"cp -r /var/lib/gib/lib64/. {lib64}", f"cp -r /var/lib/gib/. {gib}"])
+    return "\n".join(["set -ex", "chmod 755 /scripts/container_entry.sh",
+                      "/scripts/container_entry.sh install --install-nccl", "mkdir -p /usr/local/nvidia/lib64",
+                      f"cp -r /var/lib/{fabric}/lib64/. /usr/local/nvidia/lib64"])
+
+
+def _host(name: str, path: str, kind: str | None = None) -> k8s.core.v1.VolumeArgs:
+    return k8s.core.v1.VolumeArgs(name=name, host_path=k8s.core.v1.HostPathVolumeSourceArgs(path=path, type=kind))
+
+
+def _affinity(accelerator: str) -> k8s.core.v1.AffinityArgs:
+    return k8s.core.v1.AffinityArgs(node_affinity=k8s.core.v1.NodeAffinityArgs(
+        required_during_scheduling_ignored_during_execution=k8s.core.v1.NodeSelectorArgs(node_selector_terms=[
+            k8s.core.v1.NodeSelectorTermArgs(match_expressions=[k8s.core.v1.NodeSelectorRequirementArgs(
+                key="cloud.google.com/gke-accelerator", operator="In", values=[accelerator])])])))
+
+
+def _daemonset(name: str, ds_name: str, labels: dict[str, str], spec: k8s.core.v1.PodSpecArgs,
+               opts: pulumi.ResourceOptions) -> k8s.apps.v1.DaemonSet:
+    match = {"k8s-app": ds_name}
+    return k8s.apps.v1.DaemonSet(
+        f"{name}-{ds_name}",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=ds_name, namespace=NAMESPACE, labels={**labels, **match}),
+        spec=k8s.apps.v1.DaemonSetSpecArgs(
+            selector=k8s.meta.v1.LabelSelectorArgs(match_labels=match),
+            update_strategy=k8s.apps.v1.DaemonSetUpdateStrategyArgs(type="RollingUpdate"),
+            template=k8s.core.v1.PodTemplateSpecArgs(metadata=k8s.meta.v1.ObjectMetaArgs(labels=match), spec=spec),
+        ),
+        opts=opts,
+    )
+
+
+def nccl_installer(name: str, fabric: str, accelerator: str, labels: dict[str, str],
+                   opts: pulumi.ResourceOptions) -> k8s.apps.v1.DaemonSet:
+    """DaemonSet that puts the fabric's NCCL net plugin where GPU pods load it from."""
+    fact = installer_fact(fabric)
+    ds_name = "nccl-rdma-installer" if fabric == "rdma" else f"nccl-{fabric}-installer"
+    privileged = k8s.core.v1.SecurityContextArgs(privileged=True)
+    cpu = k8s.core.v1.ResourceRequirementsArgs(requests={"cpu": "150m"})
+    if fabric == "rdma":
+        volumes = [_host("library-dir-host", f"{HOST_BIN}/nvidia/lib64", "DirectoryOrCreate"),
+                   _host("gib", f"{HOST_BIN}/gib")]
+        mounts = [k8s.core.v1.VolumeMountArgs(name="library-dir-host", mount_path=f"/usr/local{HOST_BIN}/nvidia/lib64"),
+                  k8s.core.v1.VolumeMountArgs(name="gib", mount_path=f"/usr/local{HOST_BIN}/gib")]
+    else:
+        volumes = [_host("var-lib", "/var/lib"), _host(fabric, f"/var/lib/{fabric}"), _host("library-dir-host", HOST_BIN)]
+        mounts = [k8s.core.v1.VolumeMountArgs(name="var-lib", mount_path="/var/lib"),
+                  k8s.core.v1.VolumeMountArgs(name="library-dir-host", mount_path="/usr/local")]
+    init = []
+    if fabric == "tcpxo":
+        init.append(k8s.core.v1.ContainerArgs(
+            name="pre-installation", image=PREINSTALL_IMAGE, security_context=privileged,
+            command=["nsenter", "-at", "1", "--", "sh", "-c", _tcpxo_preinstall_script()]))
+    init.append(k8s.core.v1.ContainerArgs(
+        name=ds_name, image=fact.ref, resources=cpu, security_context=privileged, volume_mounts=mounts,
+        command=["/bin/sh", "-c"], args=[_install_script(fabric)]))
+    spec = k8s.core.v1.PodSpecArgs(
+        priority_class_name="system-node-critical",
+        affinity=_affinity(accelerator),
+        tolerations=[k8s.core.v1.TolerationArgs(operator="Exists")],
+        host_network=True,
+        host_pid=True,
+        volumes=volumes,
+        init_containers=init,
+        containers=[k8s.core.v1.ContainerArgs(name="pause", image=PAUSE_IMAGE)],
+    )
+    return _daemonset(name, ds_name, {**labels, "gpu-cluster/plugin-version": fact.plugin_version}, spec, opts)
+
+
+def nri_device_injector(name: str, accelerator: str, labels: dict[str, str],
+                        opts: pulumi.ResourceOptions) -> k8s.apps.v1.DaemonSet:
+    """The NRI device injector: hands the devices a pod's ``devices.gke.io/container.<name>``
+    annotation lists (GPUs, /dev/aperture_devices) to that container, the TCPX(O) sidecar."""
+    spec = k8s.core.v1.PodSpecArgs(
+        priority_class_name="system-node-critical",
+        affinity=_affinity(accelerator),
+        tolerations=[k8s.core.v1.TolerationArgs(operator="Exists")],
+        host_network=True,
+        host_pid=True,
+        volumes=[_host("nri", "/var/run/nri"), _host("dev", "/dev")],
+        containers=[k8s.core.v1.ContainerArgs(
+            name="device-injector", image=NRI_INJECTOR_IMAGE,
+            resources=k8s.core.v1.ResourceRequirementsArgs(requests={"cpu": "150m"}),
+            security_context=k8s.core.v1.SecurityContextArgs(privileged=True),
+            volume_mounts=[k8s.core.v1.VolumeMountArgs(name="dev", mount_path="/dev"),
+                           k8s.core.v1.VolumeMountArgs(name="nri", mount_path="/var/run/nri")])],
+    )
+    return _daemonset(name, "device-injector", labels, spec, opts)
+
+
+# Fabrics whose workloads run the receive-datapath sidecar and so need the injector
+# (cluster-toolkit modules/compute/gke-node-pool/gpu_direct.tf installs it for a3-highgpu-8g
+# and a3-megagpu-8g only).
+NEEDS_DEVICE_INJECTOR = ("tcpx", "tcpxo")

@@ -1,0 +1,392 @@
+"""AWS preflight checks, made with boto3 and the deployer's credentials.
+
+boto3 honours the standard ``AWS_ENDPOINT_URL`` (and ``AWS_ENDPOINT_URL_<SERVICE>``), so the
+same code runs against moto's server in the tests. Each check reads one or two documented API
+answers and says, at the spec's config path, what the account would refuse.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
+from botocore.parsers import ResponseParserError
+
+from components.aws.common import second_zone
+from components.preflight import Check, Context, CouldNotCheck, Fatal, NotApplicable, Problem, deployer_ranges
+
+# EKS refuses cluster subnets in these zone IDs (zone *names* map to different IDs in each
+# account, so only the ID decides). Source: Amazon EKS User Guide, "VPC and subnet requirements",
+# subnet requirements for clusters (docs.aws.amazon.com/eks/latest/userguide/network-reqs.html;
+# awsdocs/amazon-eks-user-guide latest/ug/networking/network-reqs.adoc at 4d52b4d, 2024-12-18).
+EKS_DISALLOWED_ZONE_IDS: dict[str, frozenset[str]] = {
+    "us-east-1": frozenset({"use1-az3"}),
+    "us-west-1": frozenset({"usw1-az2"}),
+    "ca-central-1": frozenset({"cac1-az3"}),
+}
+
+# Service Quotas codes. Each is looked up by code and its QuotaName is compared with the name
+# below, so a wrong code is "could not check", never a wrong verdict. Names: "Running On-Demand
+# P instances" and "All P Spot Instance Requests", both in vCPUs (EC2 User Guide, "On-Demand
+# Instance quotas" and "Spot Instance quotas", using-spot-limits); "Nodes per managed node group",
+# default 450 (EKS User Guide "service-quotas", listed by `aws service-quotas
+# list-aws-default-service-quotas --service-code eks`). The codes were read 2026-12 in public
+# ListAWSDefaultServiceQuotas dumps and in tools that call GetServiceQuota with them.
+QUOTA_ON_DEMAND_P = ("ec2", "L-417A185B", "Running On-Demand P instances")
+QUOTA_SPOT_P = ("ec2", "L-7212CCBC", "All P Spot Instance Requests")
+QUOTA_EKS_NODES_PER_GROUP = ("eks", "L-BD136A63", "Nodes per managed node group")
+
+# Reservation states a launch can use now or later (EC2 API CapacityReservation.State; the enum
+# in botocore's ec2 2016-11-15 model: active, scheduled, expired, cancelled, pending, failed, ...).
+USABLE_STATES = ("active", "scheduled")
+
+_CREDENTIAL_ERRORS = {"AuthFailure", "InvalidClientTokenId", "UnrecognizedClientException", "ExpiredToken",
+                      "ExpiredTokenException", "SignatureDoesNotMatch", "InvalidAccessKeyId"}
+_ACCESS_ERRORS = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"}
+
+
+@dataclass(frozen=True, slots=True)
+class AwsClients:
+    sts: Any
+    ec2: Any
+    s3: Any
+    quotas: Any
+
+    @classmethod
+    def from_environment(cls, region: str) -> AwsClients:
+        """Clients from the standard chain (env, profile, SSO, instance role) and endpoints
+        (``AWS_ENDPOINT_URL``); one attempt each, so an unreachable endpoint says so quickly."""
+        cfg = Config(region_name=region, retries={"max_attempts": 2, "mode": "standard"},
+                     connect_timeout=5, read_timeout=20)
+        session = boto3.session.Session(region_name=region)
+        return cls(sts=session.client("sts", config=cfg), ec2=session.client("ec2", config=cfg),
+                   s3=session.client("s3", config=cfg), quotas=session.client("service-quotas", config=cfg))
+
+
+def call(what: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
+    """One API call; credentials and reachability problems become :class:`Fatal`, a missing
+    permission :class:`CouldNotCheck`, and other client errors are left to the caller."""
+    try:
+        return fn(**kwargs)
+    except (NoCredentialsError, PartialCredentialsError):
+        raise Fatal("no AWS credentials found (set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+                    "or run `aws sso login`)") from None
+    except (EndpointConnectionError, ConnectTimeoutError) as exc:
+        raise Fatal(f"AWS endpoint unreachable: {exc}") from None
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in _CREDENTIAL_ERRORS:
+            raise Fatal(f"AWS refused the credentials ({code}) on {what}") from None
+        if code in _ACCESS_ERRORS:
+            raise CouldNotCheck(f"{what}: access denied to these credentials ({code})") from None
+        raise
+    except (BotoCoreError, ResponseParserError) as exc:
+        raise CouldNotCheck(f"{what}: the endpoint's answer could not be read: {str(exc).splitlines()[0]}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def check_identity(ctx: Context) -> list[Problem]:
+    """Credentials first: without them every other check would fail the same way."""
+    call("sts:GetCallerIdentity", ctx.clients.sts.get_caller_identity)
+    return []
+
+
+def _zone_ids(ctx: Context, zones: list[str]) -> dict[str, str]:
+    try:
+        resp = call("ec2:DescribeAvailabilityZones", ctx.clients.ec2.describe_availability_zones,
+                    Filters=[{"Name": "zone-name", "Values": zones}])
+    except ClientError as exc:
+        raise CouldNotCheck(f"ec2:DescribeAvailabilityZones: {exc}") from None
+    return {z["ZoneName"]: z["ZoneId"] for z in resp.get("AvailabilityZones", [])}
+
+
+def check_zone(ctx: Context) -> list[Problem]:
+    """The zone exists in this account, and on EKS neither control-plane subnet's zone ID is
+    one EKS refuses (the node zone and the second zone the program picks)."""
+    spec = ctx.spec
+    zones = [spec.zone]
+    if spec.orchestration.kind == "eks":
+        zones.append(second_zone(spec.zone))
+    ids = _zone_ids(ctx, zones)
+    if spec.zone not in ids:
+        return [Problem("zone", f"{spec.zone!r} is not a zone this account has in {spec.region} "
+                                f"(allowed: a zone listed by `aws ec2 describe-availability-zones --region {spec.region}`)")]
+    problems = []
+    refused = EKS_DISALLOWED_ZONE_IDS.get(spec.region, frozenset())
+    for zone in zones:
+        zid = ids.get(zone)
+        if spec.orchestration.kind == "eks" and zid in refused:
+            role = "the GPU nodes' zone" if zone == spec.zone else "the EKS control plane's second zone"
+            problems.append(Problem("zone", f"{zone} ({role}) is zone ID {zid} in this account, where EKS creates no "
+                                            f"cluster (refused IDs in {spec.region}: {', '.join(sorted(refused))}; "
+                                            "source: docs.aws.amazon.com/eks/latest/userguide/network-reqs.html); "
+                                            "allowed: another zone of the region"))
+    return problems
+
+
+def check_offering(ctx: Context) -> list[Problem]:
+    """The instance type is offered in the zone (DescribeInstanceTypeOfferings, location type
+    availability-zone). A reservation or capacity block brings its own capacity: there the
+    reservation's own type and zone are what count (next check)."""
+    spec = ctx.spec
+    if spec.compute.capacity.pre_placed:
+        raise NotApplicable(f"a {spec.compute.capacity.type}: its own type and zone are checked next")
+    try:
+        resp = call("ec2:DescribeInstanceTypeOfferings", ctx.clients.ec2.describe_instance_type_offerings,
+                    LocationType="availability-zone",
+                    Filters=[{"Name": "instance-type", "Values": [spec.compute.instance_type]},
+                             {"Name": "location", "Values": [spec.zone]}])
+    except ClientError as exc:
+        raise CouldNotCheck(f"ec2:DescribeInstanceTypeOfferings: {exc}") from None
+    if resp.get("InstanceTypeOfferings"):
+        return []
+    elsewhere = call("ec2:DescribeInstanceTypeOfferings", ctx.clients.ec2.describe_instance_type_offerings,
+                     LocationType="availability-zone",
+                     Filters=[{"Name": "instance-type", "Values": [spec.compute.instance_type]}])
+    zones = sorted({o["Location"] for o in elsewhere.get("InstanceTypeOfferings", [])})
+    return [Problem("zone", f"{spec.compute.instance_type} is not offered in {spec.zone} in this account "
+                            f"(allowed: {', '.join(zones) if zones else f'no zone of {spec.region}'})")]
+
+
+def _reservation(ctx: Context) -> dict[str, Any] | None:
+    """The stack's capacity reservation (ODCR or capacity block) as EC2 describes it, or None."""
+    cid = ctx.spec.compute.capacity.id
+
+    def fetch() -> dict[str, Any] | None:
+        try:
+            resp = call("ec2:DescribeCapacityReservations", ctx.clients.ec2.describe_capacity_reservations,
+                        CapacityReservationIds=[cid])
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code", "").startswith("InvalidCapacityReservationId"):
+                return None
+            raise CouldNotCheck(f"ec2:DescribeCapacityReservations: {exc}") from None
+        found = resp.get("CapacityReservations", [])
+        return found[0] if found else None
+
+    result: dict[str, Any] | None = ctx.cached("reservation", fetch)
+    return result
+
+
+def _when(value: Any) -> str:
+    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if isinstance(value, dt.datetime) else str(value)
+
+
+def check_capacity(ctx: Context, now: dt.datetime | None = None) -> list[Problem]:
+    """The reservation or block exists, is active or scheduled, and matches the stack's type,
+    zone and node count; when it starts and ends goes in the notes."""
+    spec = ctx.spec
+    cap = spec.compute.capacity
+    if not cap.pre_placed:
+        raise NotApplicable(f"{cap.type} capacity")
+    now = now or dt.datetime.now(dt.timezone.utc)
+    cr = _reservation(ctx)
+    kind = "capacity block" if cap.type == "capacity-block" else "capacity reservation"
+    if cr is None:
+        return [Problem("compute.capacity.id", f"{cap.id} is no {kind} this account can see in {spec.region} "
+                                               "(allowed: an id from `aws ec2 describe-capacity-reservations`)")]
+    problems: list[Problem] = []
+    rtype = cr.get("ReservationType", "default")
+    want = "capacity-block" if cap.type == "capacity-block" else "default"
+    if rtype != want:
+        problems.append(Problem("compute.capacity.type", f"{cap.id} is a {'capacity block' if rtype == 'capacity-block' else 'capacity reservation (ODCR)'}, "
+                                                         f"not a {kind} (allowed: {'capacity-block' if rtype == 'capacity-block' else 'reservation'})"))
+    state = cr.get("State", "")
+    if state not in USABLE_STATES:
+        problems.append(Problem("compute.capacity.id", f"{cap.id} is {state!r} (allowed: {', '.join(USABLE_STATES)})"))
+    if cr.get("InstanceType") != spec.compute.instance_type:
+        problems.append(Problem("compute.instance_type", f"{spec.compute.instance_type} does not match {cap.id}, which "
+                                                         f"reserves {cr.get('InstanceType')} (allowed: {cr.get('InstanceType')})"))
+    if cr.get("AvailabilityZone") != spec.zone:
+        problems.append(Problem("zone", f"{spec.zone} does not match {cap.id}, which is in {cr.get('AvailabilityZone')} "
+                                        f"(zone ID {cr.get('AvailabilityZoneId', '?')}; allowed: {cr.get('AvailabilityZone')})"))
+    total, free = int(cr.get("TotalInstanceCount", 0)), int(cr.get("AvailableInstanceCount", 0))
+    if total < spec.compute.nodes:
+        problems.append(Problem("compute.nodes", f"{spec.compute.nodes} nodes do not fit {cap.id}, which holds {total} "
+                                                 f"instances (allowed: 1..{total})"))
+    elif state == "active" and free < spec.compute.nodes:
+        problems.append(Problem("compute.nodes", f"{spec.compute.nodes} nodes do not fit {cap.id}: {total - free} of its "
+                                                 f"{total} instances are in use by other launches, {free} free (allowed: 1..{free})"))
+    start, end = cr.get("StartDate"), cr.get("EndDate")
+    if state == "scheduled" and isinstance(start, dt.datetime):
+        ctx.notes.append(f"{cap.id} ({kind}) is scheduled: it starts {_when(start)}"
+                         + (f" and ends {_when(end)}" if end else "") + "; nodes can launch only from its start")
+    elif end is not None:
+        left = end - now if isinstance(end, dt.datetime) else None
+        hours = f" ({left.total_seconds() / 3600:.0f} h from now)" if left is not None else ""
+        ctx.notes.append(f"{cap.id} ({kind}) is {state}" + (f" since {_when(start)}" if start else "")
+                         + f"; it ends {_when(end)}{hours}")
+    else:
+        ctx.notes.append(f"{cap.id} ({kind}) is {state}, with no end date")
+    return problems
+
+
+def planned_placement_group(ctx: Context) -> str | None:
+    """The placement group the stack launches into: ``None`` for none. ``compute.capacity.
+    placement_group`` names the group an ODCR was made in (the stack then launches into it and
+    creates none); otherwise the stack creates its own group when ``interconnect.placement``."""
+    if ctx.spec.compute.capacity.placement_group:
+        return ctx.spec.compute.capacity.placement_group
+    return "<the stack's own group>" if ctx.spec.interconnect.placement else None
+
+
+def _group_name(arn: str | None) -> str | None:
+    return arn.rsplit("/", 1)[-1] if arn else None
+
+
+def check_placement(ctx: Context) -> list[Problem]:
+    """The placement group and the reservation must agree. ParallelCluster's
+    PlacementGroupCapacityReservationValidator (aws/aws-parallelcluster
+    cli/src/pcluster/validators/ec2_validators.py at 451cc53, 2024-10-24): an ODCR made in a
+    placement group matches only launches into that group (error otherwise), and a launch with
+    no group needs an ODCR made without one; an ODCR without a group under a chosen group is
+    a warning (insufficient capacity outside the reservation's placement)."""
+    spec = ctx.spec
+    if not spec.compute.capacity.pre_placed:
+        raise NotApplicable(f"{spec.compute.capacity.type} capacity")
+    cr = _reservation(ctx)
+    if cr is None:
+        return []  # the capacity check has said it is missing
+    odcr_group = _group_name(cr.get("PlacementGroupArn"))
+    chosen = planned_placement_group(ctx)
+    cid = spec.compute.capacity.id
+    if odcr_group and chosen is None:
+        return [Problem("compute.capacity.placement_group",
+                        f"{cid} was made in cluster placement group {odcr_group!r}; it matches only launches into "
+                        "that group, and this stack launches into none, so no node would use the reservation "
+                        f"(allowed: placement_group: {odcr_group})")]
+    if odcr_group and chosen is not None and chosen != odcr_group:
+        return [Problem("compute.capacity.placement_group",
+                        f"{cid} was made in placement group {odcr_group!r}, but the stack launches into {chosen}; "
+                        f"only launches into {odcr_group!r} match it (allowed: placement_group: {odcr_group})")]
+    if not odcr_group and chosen is not None:
+        ctx.notes.append(f"{cid} has no placement group but the stack uses one: launches may fail for capacity "
+                         "outside the reservation's placement (ParallelCluster warns the same)")
+    return []
+
+
+def _quota(ctx: Context, quota: tuple[str, str, str]) -> float:
+    service, code, name = quota
+    try:
+        resp = call(f"service-quotas:GetServiceQuota {service}/{code}", ctx.clients.quotas.get_service_quota,
+                    ServiceCode=service, QuotaCode=code)
+    except ClientError as exc:
+        raise CouldNotCheck(f"service quota {service}/{code} ({name}): {exc}") from None
+    q = resp.get("Quota", {})
+    if q.get("QuotaName") != name:
+        raise CouldNotCheck(f"service quota {service}/{code} is named {q.get('QuotaName')!r}, not {name!r}; "
+                            "the code in components/preflight/aws.py needs correcting")
+    return float(q.get("Value", 0.0))
+
+
+def check_quotas(ctx: Context) -> list[Problem]:
+    """The vCPU quota of the capacity the nodes launch as (On-Demand or Spot P instances), and on
+    EKS the nodes-per-managed-node-group quota. Instances in a reservation or capacity block
+    use capacity already reserved, so no vCPU quota is asked for them."""
+    spec = ctx.spec
+    problems: list[Problem] = []
+    cap = spec.compute.capacity.type
+    vcpus = spec.compute.nodes * spec.instance.vcpu
+    if cap in ("on-demand", "spot") and re.match(r"^p\d", spec.compute.instance_type):
+        quota = QUOTA_ON_DEMAND_P if cap == "on-demand" else QUOTA_SPOT_P
+        limit = _quota(ctx, quota)
+        if limit < vcpus:
+            problems.append(Problem("compute.nodes", f"{spec.compute.nodes} x {spec.compute.instance_type} need {vcpus} vCPUs "
+                                                     f"but the quota {quota[2]!r} ({quota[1]}) is {limit:.0f} in {spec.region}, "
+                                                     "before any running instance counts against it (allowed: "
+                                                     f"at most {int(limit) // spec.instance.vcpu} nodes, or request an increase)"))
+    if spec.orchestration.kind == "eks":
+        limit = _quota(ctx, QUOTA_EKS_NODES_PER_GROUP)
+        largest = largest_node_group(ctx)
+        if limit < largest:
+            problems.append(Problem("compute.nodes", f"a managed node group of {largest} nodes exceeds the EKS quota "
+                                                     f"{QUOTA_EKS_NODES_PER_GROUP[2]!r} ({QUOTA_EKS_NODES_PER_GROUP[1]}) "
+                                                     f"of {limit:.0f} (allowed: up to {limit:.0f} per group, or request an increase)"))
+    return problems
+
+
+def largest_node_group(ctx: Context) -> int:
+    """The largest EKS managed node group the program makes (it splits the GPU nodes into groups
+    of at most 450: components.aws.eks_sizing)."""
+    from components.aws.eks_sizing import node_group_sizes
+
+    return max(node_group_sizes(ctx.spec.compute.nodes))
+
+
+def _bucket_of(path: str) -> str:
+    return path[len("s3://"):].split("/", 1)[0]
+
+
+def _bucket_region(ctx: Context, bucket: str) -> tuple[int, str | None]:
+    """(HTTP status of HeadBucket, the bucket's region). S3 names the region in the
+    ``x-amz-bucket-region`` header even on a 403 or a redirect."""
+    try:
+        resp = call("s3:HeadBucket", ctx.clients.s3.head_bucket, Bucket=bucket)
+        headers = resp.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+        return 200, headers.get("x-amz-bucket-region")
+    except ClientError as exc:
+        meta = exc.response.get("ResponseMetadata", {})
+        status = int(meta.get("HTTPStatusCode", 0))
+        return status, meta.get("HTTPHeaders", {}).get("x-amz-bucket-region")
+
+
+def check_buckets(ctx: Context) -> list[Problem]:
+    """The data bucket (``storage.lustre.import_path``) exists, these credentials reach it and it
+    is in the stack's region (issue 13 asks for this; the nodes reach S3 through the VPC's S3
+    gateway endpoint, which serves its own region only; whether FSx also refuses a data
+    repository association across regions was not re-read at its page here); a named checkpoint
+    bucket does not exist yet (S3 names are global)."""
+    spec = ctx.spec
+    problems: list[Problem] = []
+    lu = spec.storage.lustre
+    if not lu.import_path and not spec.storage.bucket_name:
+        raise NotApplicable("no import_path, and the checkpoint bucket's name is generated")
+    if lu.import_path:
+        bucket = _bucket_of(lu.import_path)
+        status, region = _bucket_region(ctx, bucket)
+        if status == 404:
+            problems.append(Problem("storage.lustre.import_path", f"bucket {bucket!r} does not exist (allowed: an "
+                                                                  f"existing bucket in {spec.region} that holds the data)"))
+        elif status == 403:
+            problems.append(Problem("storage.lustre.import_path", f"bucket {bucket!r} exists but these credentials may not "
+                                                                  "read it (another account's bucket, or a missing "
+                                                                  "s3:ListBucket permission)"))
+        elif status not in (200, 301):
+            raise CouldNotCheck(f"s3:HeadBucket {bucket}: HTTP {status}")
+        if status in (200, 301, 403) and region and region != spec.region:
+            problems.append(Problem("storage.lustre.import_path", f"bucket {bucket!r} is in {region}, not the stack's "
+                                                                  f"region {spec.region} (allowed: a bucket in {spec.region})"))
+    if spec.storage.bucket_name:
+        status, region = _bucket_region(ctx, spec.storage.bucket_name)
+        if status in (200, 301, 403):
+            owner = "this account" if status == 200 else "another account (or a region these credentials cannot read)"
+            problems.append(Problem("storage.bucket_name", f"bucket {spec.storage.bucket_name!r} already exists "
+                                                           f"({owner}, {region or 'region unknown'}); the stack creates it "
+                                                           "(allowed: an unused name)"))
+    return problems
+
+
+def checks(checkip_url: str | None) -> list[Check]:
+    return [
+        Check("AWS credentials", check_identity),
+        Check("zone and its EKS zone ID", check_zone),
+        Check("instance type offered in the zone", check_offering),
+        Check("capacity reservation / block", check_capacity),
+        Check("placement group and reservation", check_placement),
+        Check("service quotas", check_quotas),
+        Check("S3 buckets", check_buckets),
+        Check("deployer ranges", lambda ctx: deployer_ranges(ctx, checkip_url)),
+    ]

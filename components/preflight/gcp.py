@@ -1,0 +1,273 @@
+"""GCP preflight checks, made with Google's client libraries (REST transport) and the
+deployer's Application Default Credentials.
+
+The clients are built in one place (:class:`GcpClients`), so the tests point the same
+libraries at a loopback server that answers with recorded responses in the documented REST
+shapes; everything from the request the library sends to the object it parses is the library's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import google.auth
+from google.api_core import exceptions as gexc
+from google.auth import credentials as ga_credentials
+from google.auth import exceptions as auth_exc
+from google.cloud import compute_v1, hypercomputecluster_v1, service_usage_v1
+
+from components.gcp.apis import for_orchestrator
+from components.preflight import Check, Context, CouldNotCheck, Fatal, NotApplicable, Problem, deployer_ranges
+
+__all__ = ["Fatal", "GcpClients", "checks"]
+
+CLUSTER_DIRECTOR_API = "hypercomputecluster.googleapis.com"
+
+# Compute Engine GPU quota metrics per machine type: (standard, preemptible), regional; plus the
+# project-wide GPUS_ALL_REGIONS. Source: Compute Engine "Allocation quotas", GPU quotas
+# (cloud.google.com/compute/resource-usage#gpus_quota), metric names read 2026-12 as they are
+# requested and queried in public deployment guides (`gcloud compute regions describe`).
+GPU_QUOTA_METRICS: dict[str, tuple[str, str]] = {
+    "a3-highgpu-8g": ("NVIDIA_H100_GPUS", "PREEMPTIBLE_NVIDIA_H100_GPUS"),
+    "a3-megagpu-8g": ("NVIDIA_H100_MEGA_GPUS", "PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS"),
+    "a3-ultragpu-8g": ("NVIDIA_H200_GPUS", "PREEMPTIBLE_NVIDIA_H200_GPUS"),
+    "a4-highgpu-8g": ("NVIDIA_B200_GPUS", "PREEMPTIBLE_NVIDIA_B200_GPUS"),
+}
+ALL_REGIONS_METRIC = "GPUS_ALL_REGIONS"
+# Which quota each consumption option is charged against. Source: Cluster Director "Choose a
+# consumption option" (GoogleCloudPlatform/cluster-director-mcp assets/GEMINI.md at e459bc6, a
+# copy of cloud.google.com/cluster-director/docs/consumption-options): blocks of capacity raise
+# quota before delivery, calendar mode charges none, flex-start and spot charge preemptible
+# quota, on-demand standard quota.
+QUOTA_KIND = {"on-demand": 0, "spot": 1, "flex-start": 1}
+
+
+@dataclass(frozen=True, slots=True)
+class GcpClients:
+    project: str
+    machine_types: Any
+    reservations: Any
+    regions: Any
+    projects: Any
+    service_usage: Any
+    cluster_director: Any
+
+    @classmethod
+    def build(cls, project: str, credentials: ga_credentials.Credentials, endpoint: str | None = None) -> GcpClients:
+        """``endpoint``: one base URL for every API (tests); unset, each library's own."""
+        def opts(default_host: str) -> dict[str, str]:
+            return {"api_endpoint": endpoint} if endpoint else {"api_endpoint": default_host}
+        kw: dict[str, Any] = {"credentials": credentials, "transport": "rest"}
+        return cls(
+            project=project,
+            machine_types=compute_v1.MachineTypesClient(client_options=opts("compute.googleapis.com"), **kw),
+            reservations=compute_v1.ReservationsClient(client_options=opts("compute.googleapis.com"), **kw),
+            regions=compute_v1.RegionsClient(client_options=opts("compute.googleapis.com"), **kw),
+            projects=compute_v1.ProjectsClient(client_options=opts("compute.googleapis.com"), **kw),
+            service_usage=service_usage_v1.ServiceUsageClient(client_options=opts("serviceusage.googleapis.com"), **kw),
+            cluster_director=hypercomputecluster_v1.HypercomputeClusterClient(
+                client_options=opts("hypercomputecluster.googleapis.com"), **kw),
+        )
+
+    @classmethod
+    def from_environment(cls, project: str) -> GcpClients:
+        try:
+            credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+        except auth_exc.DefaultCredentialsError:
+            raise Fatal("no Google credentials found (run `gcloud auth application-default login`, or set "
+                        "GOOGLE_APPLICATION_CREDENTIALS)") from None
+        return cls.build(project, credentials)
+
+
+def call(what: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
+    """One API call; credentials and reachability problems become :class:`Fatal`, a refused
+    permission or a disabled API :class:`CouldNotCheck`; NotFound is left to the caller."""
+    try:
+        return fn(**kwargs)
+    except (auth_exc.RefreshError, gexc.Unauthenticated, gexc.Unauthorized) as exc:
+        raise Fatal(f"Google refused the credentials on {what}: {exc}") from None
+    except auth_exc.TransportError as exc:
+        raise Fatal(f"Google endpoint unreachable on {what}: {exc}") from None
+    except gexc.NotFound:
+        raise
+    except (gexc.PermissionDenied, gexc.Forbidden) as exc:  # REST answers 403 Forbidden, gRPC PERMISSION_DENIED
+        raise CouldNotCheck(f"{what}: permission denied ({exc.message})") from None
+    except gexc.GoogleAPICallError as exc:
+        raise CouldNotCheck(f"{what}: {exc}") from None
+    except OSError as exc:  # requests' ConnectionError is an OSError
+        raise Fatal(f"Google endpoint unreachable on {what}: {exc}") from None
+
+
+def _enabled(ctx: Context) -> dict[str, bool]:
+    c: GcpClients = ctx.clients
+
+    def fetch() -> dict[str, bool]:
+        needed = for_orchestrator(ctx.spec.orchestration.kind)
+        try:
+            resp = call("serviceusage services.batchGet", c.service_usage.batch_get_services, request={
+                "parent": f"projects/{c.project}", "names": [f"projects/{c.project}/services/{s}" for s in needed]})
+        except gexc.NotFound:
+            raise Fatal(f"project {c.project!r} does not exist or these credentials cannot see it") from None
+        state = {s.config.name or s.name.rsplit("/", 1)[-1]: s.state == service_usage_v1.State.ENABLED
+                 for s in resp.services}
+        return {api: state.get(api, False) for api in needed}
+
+    result: dict[str, bool] = ctx.cached("apis", fetch)
+    return result
+
+
+def check_apis(ctx: Context) -> list[Problem]:
+    """The stack enables every API it needs itself (gcp.projects.Service, components/gcp/
+    services.py), so one that is off is not a problem for ``pulumi up``; it is a note, since
+    enabling takes the deployer's serviceusage permission and a few minutes. Checks that read
+    through an API that is off cannot run and say so."""
+    off = [api for api, on in _enabled(ctx).items() if not on]
+    project = ctx.clients.project
+    for api in off:
+        ctx.notes.append(f"{api} is not enabled in project {project!r}; `pulumi up` enables it "
+                         "(needs roles/serviceusage.serviceUsageAdmin), or `gcloud services enable "
+                         f"{api} --project {project}` first")
+    return []
+
+
+def _needs_compute(ctx: Context) -> None:
+    if not _enabled(ctx).get("compute.googleapis.com", False):
+        raise CouldNotCheck("the Compute Engine API is not enabled in the project")
+
+
+def check_machine_type(ctx: Context) -> list[Problem]:
+    """The machine type is offered in the zone (machineTypes.get answers 404 where it is not)."""
+    _needs_compute(ctx)
+    c: GcpClients = ctx.clients
+    spec = ctx.spec
+    try:
+        call("compute machineTypes.get", c.machine_types.get, project=c.project, zone=spec.zone,
+             machine_type=spec.compute.instance_type)
+    except gexc.NotFound:
+        return [Problem("zone", f"{spec.compute.instance_type} is not offered in {spec.zone} (allowed: a zone listed by "
+                                f"`gcloud compute machine-types list --filter=name={spec.compute.instance_type}`)")]
+    return []
+
+
+def _short(url: str) -> str:
+    return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def check_reservation(ctx: Context) -> list[Problem]:
+    """The reservation exists in the zone, is READY, reserves this machine type, and has room
+    for every node (count minus the VMs already using it)."""
+    spec = ctx.spec
+    cap = spec.compute.capacity
+    if cap.type != "reservation":
+        raise NotApplicable(f"{cap.type} capacity")
+    _needs_compute(ctx)
+    c: GcpClients = ctx.clients
+    try:
+        r = call("compute reservations.get", c.reservations.get, project=c.project, zone=spec.zone, reservation=cap.id)
+    except gexc.NotFound:
+        elsewhere = _reservation_zones(c, cap.id or "")
+        where = (f"it is in {', '.join(elsewhere)}; allowed: zone {elsewhere[0]}, or a reservation in {spec.zone}"
+                 if elsewhere else "allowed: a reservation listed by `gcloud compute reservations list`")
+        return [Problem("compute.capacity.id", f"no reservation {cap.id!r} in {spec.zone} of project {c.project!r} ({where})")]
+    problems: list[Problem] = []
+    if r.status != "READY":
+        problems.append(Problem("compute.capacity.id", f"reservation {cap.id!r} is {r.status} (allowed: READY)"))
+    sr = r.specific_reservation
+    mtype = sr.instance_properties.machine_type
+    if not mtype:
+        ctx.notes.append(f"reservation {cap.id!r} reserves by instance template ({sr.source_instance_template or '?'}); "
+                         "its machine type was not compared")
+    elif _short(mtype) != spec.compute.instance_type:
+        problems.append(Problem("compute.instance_type", f"{spec.compute.instance_type} does not match reservation "
+                                                         f"{cap.id!r}, which reserves {_short(mtype)} (allowed: {_short(mtype)})"))
+    count, used = int(sr.count), int(sr.in_use_count)
+    if count < spec.compute.nodes:
+        problems.append(Problem("compute.nodes", f"{spec.compute.nodes} nodes do not fit reservation {cap.id!r}, which "
+                                                 f"holds {count} VMs (allowed: 1..{count})"))
+    elif count - used < spec.compute.nodes:
+        problems.append(Problem("compute.nodes", f"{spec.compute.nodes} nodes do not fit reservation {cap.id!r}: {used} of "
+                                                 f"its {count} VMs are in use, {count - used} free (allowed: 1..{count - used})"))
+    return problems
+
+
+def _reservation_zones(c: GcpClients, name: str) -> list[str]:
+    """The zones where the project has a reservation of this name (reservations.aggregatedList)."""
+    pages = call("compute reservations.aggregatedList", c.reservations.aggregated_list,
+                 request={"project": c.project, "filter": f"name = {name}"})
+    return sorted(scope.rsplit("/", 1)[-1] for scope, scoped in pages
+                  if any(r.name == name for r in scoped.reservations))
+
+
+def _quota_map(quotas: Any) -> dict[str, tuple[float, float]]:
+    return {q.metric: (float(q.limit), float(q.usage)) for q in quotas}
+
+
+def check_gpu_quota(ctx: Context) -> list[Problem]:
+    """The regional GPU quota the nodes are charged against (standard for on-demand, preemptible
+    for spot and flex-start), and the project's GPUS_ALL_REGIONS, cover nodes x GPUs beside what
+    is already in use. VMs from a reservation are charged to the reservation, not here."""
+    spec = ctx.spec
+    cap = spec.compute.capacity.type
+    if cap not in QUOTA_KIND:
+        raise NotApplicable(f"VMs from a {cap} use the quota the reservation already holds")
+    _needs_compute(ctx)
+    metrics = GPU_QUOTA_METRICS.get(spec.compute.instance_type)
+    if metrics is None:
+        raise CouldNotCheck(f"no GPU quota metric known for {spec.compute.instance_type} (components/preflight/gcp.py)")
+    metric = metrics[QUOTA_KIND[cap]]
+    c: GcpClients = ctx.clients
+    need = spec.compute.nodes * spec.instance.accelerator.count
+    region = call("compute regions.get", c.regions.get, project=c.project, region=spec.region)
+    project = call("compute projects.get", c.projects.get, project=c.project)
+    problems: list[Problem] = []
+    for scope, quotas, name in ((spec.region, region.quotas, metric), ("all regions", project.quotas, ALL_REGIONS_METRIC)):
+        found = _quota_map(quotas).get(name)
+        if found is None:
+            problems.append(Problem("compute.nodes", f"{need} GPUs need quota {name} in {scope}, and the project has none "
+                                                     f"(allowed: request {name} >= {need})"))
+            continue
+        limit, usage = found
+        if limit - usage < need:
+            problems.append(Problem("compute.nodes", f"{spec.compute.nodes} x {spec.compute.instance_type} need {need} GPUs "
+                                                     f"of quota {name} in {scope}: limit {limit:.0f}, {usage:.0f} in use, "
+                                                     f"{limit - usage:.0f} free (allowed: at most {int(limit - usage) // spec.instance.accelerator.count} "
+                                                     f"nodes, or request {name} >= {usage + need:.0f})"))
+    return problems
+
+
+def check_cluster_director(ctx: Context) -> list[Problem]:
+    """Where the stack runs on Cluster Director, the project can use it in the stack's region.
+    How this is determined: the Cluster Director API must be enabled, and its locations.list
+    (projects.locations.list, cloud.google.com/cluster-director/docs/reference/rest) must name
+    the region for this project. A project the service has not admitted (allowlisted) cannot
+    list it; a refusal is reported as could-not-check, since a missing IAM permission
+    (hypercomputecluster.locations.list) reads the same."""
+    spec = ctx.spec
+    if spec.orchestration.kind != "slurm":
+        raise NotApplicable(f"{spec.orchestration.kind}, not Cluster Director")
+    c: GcpClients = ctx.clients
+    if not _enabled(ctx).get(CLUSTER_DIRECTOR_API, False):
+        raise CouldNotCheck(f"{CLUSTER_DIRECTOR_API} is not enabled, so the project's access cannot be read")
+    try:
+        resp = call("hypercomputecluster locations.list", c.cluster_director.list_locations,
+                    request={"name": f"projects/{c.project}"})
+    except gexc.NotFound:
+        return [Problem("orchestration.kind", f"Cluster Director answers that project {c.project!r} has no locations; "
+                                              "the project is not admitted to it (allowed: request access, or kind: gke)")]
+    regions = sorted(loc.location_id for loc in resp.locations)
+    if spec.region in regions:
+        return []
+    return [Problem("region", f"Cluster Director does not offer {spec.region} to project {c.project!r} (allowed: "
+                              f"{', '.join(regions) if regions else 'none: the project is not admitted; request access'})")]
+
+
+def checks(checkip_url: str | None) -> list[Check]:
+    return [
+        Check("APIs enabled", check_apis),
+        Check("machine type offered in the zone", check_machine_type),
+        Check("reservation", check_reservation),
+        Check("GPU quota", check_gpu_quota),
+        Check("Cluster Director access", check_cluster_director),
+        Check("deployer ranges", lambda ctx: deployer_ranges(ctx, checkip_url)),
+    ]

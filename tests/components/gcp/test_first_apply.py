@@ -1,0 +1,229 @@
+"""What a first `pulumi up` on a fresh project needs, checked on the offline plan against the
+reference values (container-engine-accelerators at 992db81, cluster-toolkit at 1047080, Google's
+consumption-option docs): the NCCL plugin installers and the NRI device injector as upstream
+writes them, the system pool, the maintenance exclusion, the APIs before everything else, the
+capacity GCP offers, the checkpoint bucket reachable from GKE jobs."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable
+
+import pytest
+
+from components.engine import OfflineRun
+from components.catalog import installer_fact, rxdm_fact
+from components.spec import SpecError, parse_spec
+from tests.components.gcp.conftest import PROJECT, gcp_obj, named
+
+DS = "kubernetes:apps/v1:DaemonSet"
+
+
+def _pod(run: OfflineRun, ds: str) -> dict[str, Any]:
+    spec: dict[str, Any] = named(run, DS, ds).inputs["spec"]["template"]["spec"]
+    return spec
+
+
+def _host_paths(pod: dict[str, Any]) -> dict[str, str]:
+    return {v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}
+
+
+def test_catalog_pairs_the_tcpxo_plugin_with_its_receive_datapath_release() -> None:
+    # gpudirect-tcpxo/README.md "Jan 9, 2026": plugin v1.0.15 with tcpgpudmarxd-dev v1.0.21.
+    inst, rxdm = installer_fact("tcpxo"), rxdm_fact("tcpxo")
+    assert rxdm is not None
+    assert (inst.tag, rxdm.tag) == ("v1.0.15", "v1.0.21")
+    assert inst.ref == f"{inst.image}:v1.0.15@sha256:4c9f0de3f39455a2ea35e844e0fc92564ca5629f6b03250fde40e8160719dae4"
+    assert rxdm.ref.endswith(":v1.0.21@sha256:8d9e10fd589a34ab8a0aa64f7e70ad075c8f1c69bea176350f8d211367697e3d")
+    assert installer_fact("rdma").tag == "v1.1.1" and rxdm_fact("rdma") is None
+    assert (installer_fact("tcpx").tag, getattr(rxdm_fact("tcpx"), "tag", None)) == ("v3.1.9", "v2.0.12")
+
+
+def test_tcpxo_installer_puts_the_plugin_on_the_host_after_the_pre_installation(offline: Callable[..., OfflineRun]) -> None:
+    run = offline(gcp_obj("a3-megagpu-8g"))
+    pod = _pod(run, "nccl-tcpxo-installer")
+    assert pod["hostNetwork"] is True and pod["hostPID"] is True  # nsenter into PID 1
+    assert pod["priorityClassName"] == "system-node-critical"
+    assert _host_paths(pod) == {"var-lib": "/var/lib", "tcpxo": "/var/lib/tcpxo", "library-dir-host": "/home/kubernetes/bin"}
+    pre, inst = pod["initContainers"]
+    assert pre["name"] == "pre-installation" and pre["securityContext"] == {"privileged": True}
+    assert pre["command"][:5] == ["nsenter", "-at", "1", "--", "sh"]
+    script = pre["command"][-1]
+    for step in ("/sbin/iptables -I INPUT -p tcp -m tcp -j ACCEPT", "modprobe import-helper",
+                 "mkdir -p /dev/aperture_devices", "1ae0:0084", "mount --bind", "chmod -R a+r /dev/aperture_devices/"):
+        assert step in script, step
+    assert "@sha256:" in pre["image"]
+    assert inst["image"] == installer_fact("tcpxo").ref
+    assert {m["name"]: m["mountPath"] for m in inst["volumeMounts"]} == {"var-lib": "/var/lib", "library-dir-host": "/usr/local"}
+    assert inst["command"] == ["/bin/sh", "-c"]
+    assert "/scripts/container_entry.sh install --install-nccl" in inst["args"][0]
+    assert "cp -r /var/lib/tcpxo/lib64/. /usr/local/nvidia/lib64" in inst["args"][0]
+    assert pod["containers"][0]["image"].startswith("gke.gcr.io/pause:3.8@sha256:")
+
+
+def test_tcpx_installer_has_no_pre_installation(offline: Callable[..., OfflineRun]) -> None:
+    pod = _pod(offline(gcp_obj("a3-highgpu-8g")), "nccl-tcpx-installer")
+    [inst] = pod["initContainers"]
+    assert _host_paths(pod) == {"var-lib": "/var/lib", "tcpx": "/var/lib/tcpx", "library-dir-host": "/home/kubernetes/bin"}
+    assert "cp -r /var/lib/tcpx/lib64/. /usr/local/nvidia/lib64" in inst["args"][0]
+    assert inst["image"] == "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.9"
+
+
+@pytest.mark.parametrize("itype,accelerator", [("a3-ultragpu-8g", "nvidia-h200-141gb"), ("a4-highgpu-8g", "nvidia-b200")])
+def test_gib_installer_writes_where_pods_read(itype: str, accelerator: str, offline: Callable[..., OfflineRun]) -> None:
+    run = offline(gcp_obj(itype, compute={"instance_type": itype, "nodes": 2, "capacity": {"type": "spot"}}))
+    pod = _pod(run, "nccl-rdma-installer")
+    fact = installer_fact("rdma")
+    assert _host_paths(pod) == {"library-dir-host": fact.host_paths["lib64"], "gib": fact.host_paths["gib"]}
+    assert pod["volumes"][0]["hostPath"]["type"] == "DirectoryOrCreate"
+    [inst] = pod["initContainers"]
+    mounts = {m["name"]: m["mountPath"] for m in inst["volumeMounts"]}
+    assert mounts == {"library-dir-host": "/usr/local/home/kubernetes/bin/nvidia/lib64", "gib": "/usr/local/home/kubernetes/bin/gib"}
+    assert "cp -r /var/lib/gib/lib64/. /usr/local/home/kubernetes/bin/nvidia/lib64" in inst["args"][0]
+    assert "cp -r /var/lib/gib/. /usr/local/home/kubernetes/bin/gib" in inst["args"][0]
+    assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+        "matchExpressions"][0]["values"] == [accelerator]
+    # gIB needs no receive-datapath sidecar, so no device injector
+    assert [d.inputs["metadata"]["name"] for d in run.of_type(DS)] == ["nccl-rdma-installer"]
+
+
+@pytest.mark.parametrize("itype", ["a3-highgpu-8g", "a3-megagpu-8g"])
+def test_nri_device_injector_for_tcpx_and_tcpxo(itype: str, offline: Callable[..., OfflineRun]) -> None:
+    pod = _pod(offline(gcp_obj(itype)), "device-injector")
+    [c] = pod["containers"]
+    assert c["image"].startswith("gcr.io/gke-release/nri-device-injector@sha256:6e79483d")
+    assert c["securityContext"] == {"privileged": True}
+    assert {m["name"]: m["mountPath"] for m in c["volumeMounts"]} == {"dev": "/dev", "nri": "/var/run/nri"}
+    assert _host_paths(pod) == {"nri": "/var/run/nri", "dev": "/dev"}
+    assert pod["hostPID"] is True and pod["tolerations"] == [{"operator": "Exists"}]
+
+
+def test_system_pool_and_maintenance_exclusion(offline: Callable[..., OfflineRun]) -> None:
+    run = offline(gcp_obj("a3-megagpu-8g", compute={"instance_type": "a3-megagpu-8g", "nodes": 2,
+                                                    "capacity": {"type": "flex-start"}}))
+    sys_pool = named(run, "gcp:container/nodePool:NodePool", "-orchestration-system").inputs
+    assert sys_pool["nodeConfig"]["machineType"] == "e2-standard-4" and "guestAccelerators" not in sys_pool["nodeConfig"]
+    assert sys_pool["autoscaling"] == {"totalMinNodeCount": 2, "totalMaxNodeCount": 10}
+    assert "taints" not in sys_pool["nodeConfig"]  # the JobSet chart schedules there without tolerations
+    assert sys_pool["cluster"] == "t1-orchestration-gke-id"
+    policy = run.one("gcp:container/cluster:Cluster").inputs["maintenancePolicy"]
+    assert policy["dailyMaintenanceWindow"] == {"startTime": "09:00"}
+    assert policy["maintenanceExclusions"] == [{
+        "exclusionName": "no-minor-or-node-upgrades-indefinite", "startTime": "2025-12-01T00:00:00Z",
+        "exclusionOptions": {"scope": "NO_MINOR_OR_NODE_UPGRADES", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"}}]
+
+
+@pytest.mark.parametrize("kind,apis", [
+    ("gke", {"compute", "servicenetworking", "lustre", "storage", "iam", "cloudresourcemanager", "container"}),
+    ("slurm", {"compute", "servicenetworking", "lustre", "storage", "iam", "cloudresourcemanager", "hypercomputecluster",
+               "file"}),
+])
+def test_apis_are_enabled_and_every_cloud_resource_waits_for_them(kind: str, apis: set[str],
+                                                                  offline: Callable[..., OfflineRun]) -> None:
+    run = offline(gcp_obj("a3-ultragpu-8g", kind=kind))
+    services = run.of_type("gcp:projects/service:Service")
+    assert {s.inputs["service"] for s in services} == {f"{a}.googleapis.com" for a in apis}
+    assert all(s.inputs["disableOnDestroy"] is False and s.inputs["project"] == PROJECT for s in services)
+    [provider] = run.of_type("pulumi:providers:gcp")
+    assert provider.inputs["project"] == PROJECT
+    # every Google resource but the Service ones goes through that provider
+    others = [r for r in run.resources if r.custom and r.type.startswith("gcp:") and r.type != "gcp:projects/service:Service"]
+    assert others and all(r.provider.startswith(provider.urn) for r in others), \
+        [r.name for r in others if not r.provider.startswith(provider.urn)]
+
+
+@pytest.mark.parametrize("itype", ["a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g"])
+def test_on_demand_gpu_capacity_is_refused_with_the_options(itype: str) -> None:
+    obj = gcp_obj(itype, compute={"instance_type": itype, "nodes": 2, "capacity": {"type": "on-demand"}})
+    with pytest.raises(SpecError) as info:
+        parse_spec(obj)
+    [(path, reason)] = info.value.problems
+    assert path == "compute.capacity.type" and "allowed: reservation, flex-start, spot" in reason
+
+
+def test_cluster_director_offers_no_a3_high_and_no_on_demand() -> None:
+    obj = gcp_obj("a3-highgpu-8g", kind="slurm", compute={"instance_type": "a3-highgpu-8g", "nodes": 2,
+                                                          "capacity": {"type": "spot"}})
+    with pytest.raises(SpecError) as info:
+        parse_spec(obj)
+    assert info.value.problems == [("compute.instance_type", "Cluster Director (orchestration.kind: slurm) does not "
+                                    "offer a3-highgpu-8g (allowed: a3-megagpu-8g, a3-ultragpu-8g, a4-highgpu-8g)")]
+    obj = gcp_obj("a4-highgpu-8g", kind="slurm", compute={"instance_type": "a4-highgpu-8g", "nodes": 2,
+                                                          "capacity": {"type": "on-demand"}})
+    with pytest.raises(SpecError) as info:
+        parse_spec(obj)
+    [(path, reason)] = info.value.problems
+    assert path == "compute.capacity.type" and "N2 only" in reason and "allowed: reservation, flex-start, spot" in reason
+
+
+def test_checkpoint_bucket_is_mounted_from_gke_through_workload_identity(offline: Callable[..., OfflineRun]) -> None:
+    run = offline(gcp_obj("a3-megagpu-8g"))
+    bucket = run.outputs["bucket"]
+    account = named(run, "gcp:serviceaccount/account:Account", "-orchestration-jobs").inputs
+    email = f"{account['accountId']}@offline-project.iam.gserviceaccount.com"
+    grant = named(run, "gcp:storage/bucketIAMMember:BucketIAMMember", "-orchestration-jobs-bucket").inputs
+    assert grant == {"bucket": bucket, "role": "roles/storage.objectUser", "member": f"serviceAccount:{email}"}
+    wi = run.one("gcp:serviceaccount/iAMMember:IAMMember").inputs
+    assert wi["role"] == "roles/iam.workloadIdentityUser"
+    assert wi["member"] == f"serviceAccount:{PROJECT}.svc.id.goog[default/workload-identity-k8s-sa]"
+    ksa = run.one("kubernetes:core/v1:ServiceAccount").inputs["metadata"]
+    assert ksa["name"] == "workload-identity-k8s-sa" and ksa["annotations"] == {"iam.gke.io/gcp-service-account": email}
+    pv = named(run, "kubernetes:core/v1:PersistentVolume", "-checkpoints-pv").inputs["spec"]
+    assert pv["csi"] == {"driver": "gcsfuse.csi.storage.gke.io", "volumeHandle": bucket}
+    assert pv["accessModes"] == ["ReadWriteMany"] and pv["persistentVolumeReclaimPolicy"] == "Retain"
+    claim = named(run, "kubernetes:core/v1:PersistentVolumeClaim", "-checkpoints-pvc").inputs
+    assert claim["spec"]["volumeName"] == claim["metadata"]["name"] == run.outputs["scheduler"]["checkpoint_claim"]
+    assert run.outputs["scheduler"]["service_account"] == "workload-identity-k8s-sa"
+    assert run.one("gcp:container/cluster:Cluster").inputs["addonsConfig"]["gcsFuseCsiDriverConfig"] == {"enabled": True}
+
+
+@pytest.mark.parametrize("change,path,word", [
+    ({"digest": "sha256:abc"}, "fabrics.tcpxo.installer.digest", "64 hex digits"),
+    ({"source": "nowhere"}, "fabrics.tcpxo.installer.source", "unknown source id"),
+    ({"tag": None}, "fabrics.tcpxo.installer.tag", "missing"),
+])
+def test_installer_fact_refuses_a_malformed_entry(change: dict[str, Any], path: str, word: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from components import catalog
+
+    real = catalog._fabric_images()
+    fabrics = {**real["fabrics"], "tcpxo": {**real["fabrics"]["tcpxo"],
+                                            "installer": {**real["fabrics"]["tcpxo"]["installer"], **change}}}
+    monkeypatch.setattr(catalog, "_fabric_images", lambda: {"fabrics": fabrics, "sources": real["sources"]})
+    with pytest.raises(catalog.CatalogError) as info:
+        catalog.installer_fact("tcpxo")
+    assert str(info.value).startswith(path) and word in str(info.value)
+    with pytest.raises(catalog.CatalogError, match="fabrics with one: tcpx, tcpxo, rdma"):
+        catalog.installer_fact("efa")
+
+
+@pytest.mark.parametrize("itype", ["a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g"])
+def test_in_cluster_objects_are_valid_kubernetes(itype: str, offline: Callable[..., OfflineRun]) -> None:
+    import kubernetes_validate
+
+    run = offline(gcp_obj(itype))
+    kinds = ("kubernetes:apps/v1:DaemonSet", "kubernetes:core/v1:PersistentVolume",
+             "kubernetes:core/v1:PersistentVolumeClaim", "kubernetes:core/v1:ServiceAccount")
+    objects = [r.inputs for r in run.resources if r.type in kinds]
+    assert {o["kind"] for o in objects} == {"DaemonSet", "PersistentVolume", "PersistentVolumeClaim", "ServiceAccount"}
+    for obj in objects:
+        kubernetes_validate.validate(obj, "1.33.0", strict=True)
+    broken = copy.deepcopy(next(o for o in objects if o["kind"] == "DaemonSet"))
+    broken["spec"]["template"]["spec"]["hostPid"] = True  # misspelt: the check can fail
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, "1.33.0", strict=True)
+
+
+@pytest.mark.parametrize("stack,placed", [("gcp-h100-gke", True), ("gcp-h200-gke", False), ("gcp-h200-slurm", False)])
+def test_plan_summary_says_compact_placement_only_where_one_is_created(stack: str, placed: bool) -> None:
+    import io
+
+    from components.plan import plan_stack, render
+
+    summary, run = plan_stack(stack)
+    assert summary.placement is placed
+    assert bool(run.of_type("gcp:compute/resourcePolicy:ResourcePolicy")) is placed
+    out = io.StringIO()
+    render(summary, run, out)
+    line = next(ln for ln in out.getvalue().splitlines() if ln.strip().startswith("interconnect"))
+    assert ("no compact placement policy" not in line) is placed, line

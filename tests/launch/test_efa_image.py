@@ -1,0 +1,99 @@
+"""The EFA validation image: its Dockerfile holds the catalog's pins, puts the plugin where the
+start-up check (and NCCL) look, and the launcher never pulls it by a bare tag."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from components.catalog import load_fabric_facts
+from workloads.launch import validation as vjob
+from workloads.launch.bundle import JOB_REQUIREMENTS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _dockerfile() -> tuple[str, dict[str, str], dict[str, str]]:
+    img = load_fabric_facts()[1]["efa"]
+    text = (ROOT / img.dockerfile).read_text()
+    args = dict(re.findall(r"^ARG (\w+)=(\S+)$", text, re.M))
+    env = dict(re.findall(r"^ENV (\w+)=(\S+)$", text, re.M))
+    return text, args, env
+
+
+def test_dockerfile_pins_what_the_catalog_says() -> None:
+    img = load_fabric_facts()[1]["efa"]
+    text, args, _ = _dockerfile()
+    assert args["BASE"] == img.base  # by tag while the digest is unknown; by digest once recorded
+    assert re.search(r"^FROM \$\{BASE\}$", text, re.M)
+    assert args["EFA_INSTALLER_VERSION"] == img.pins["efa_installer"] == "1.51.0"
+    assert img.pins["aws_ofi_nccl"] == "1.22.0"  # what installer 1.51.0 ships (EFA release notes)
+    assert f"efa{img.pins['efa_installer']}" in img.tag
+    # The reference's container install: no kernel module, no limits file, no device test.
+    assert "./efa_installer.sh -y -g -d --skip-kmod --skip-limit-conf --no-verify" in text
+    # The same Python packages as the Slurm job's virtualenv.
+    pip = re.search(r"pip install --no-cache-dir (.+)$", text, re.M)
+    assert pip is not None and pip.group(1).split() == list(JOB_REQUIREMENTS)
+    torch = next(r for r in JOB_REQUIREMENTS if r.startswith("torch==")).removeprefix("torch==")
+    assert f"torch{torch}" in img.tag
+
+
+def test_the_plugin_directory_is_on_ld_library_path_where_the_check_looks() -> None:
+    _, _, env = _dockerfile()
+    ld = env["LD_LIBRARY_PATH"].split(":")
+    check = load_fabric_facts()[0]["efa"]
+    for arch_dir in ("/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu", "/opt/amazon/ofi-nccl/lib/aarch64-linux-gnu"):
+        assert arch_dir in ld and arch_dir in check.plugin_dirs
+    assert "/opt/amazon/efa/lib" in ld  # libfabric, which the plugin links
+    assert env["PATH"].startswith("/opt/venv/bin:")  # `python3` in the pod is the one with torch
+
+
+def test_image_runs_as_a_non_root_user() -> None:
+    text, _, _ = _dockerfile()
+    users = re.findall(r"^USER (\d+):(\d+)$", text, re.M)
+    assert users and int(users[-1][0]) >= 10000
+
+
+def test_efa_default_image_is_refused_until_its_digest_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    checks, images = load_fabric_facts()
+    assert images["efa"].digest is None  # 'unknown, set at build': nothing here can build or pull it
+    with pytest.raises(RuntimeError, match=r"fabric efa: its image gpu-cluster/efa-pytorch:\S+ has no digest yet "
+                                           r".*build images/efa-pytorch/Dockerfile, push it, and pass --image"):
+        vjob.default_image("efa")
+    digest = "sha256:" + "ab" * 32
+    pinned = {**images, "efa": replace(images["efa"], repository="123.dkr.ecr.us-east-1.amazonaws.com/efa-pytorch",
+                                       digest=digest)}
+    monkeypatch.setattr(vjob, "load_fabric_facts", lambda: (checks, pinned))
+    assert vjob.default_image("efa") == f"123.dkr.ecr.us-east-1.amazonaws.com/efa-pytorch:{images['efa'].tag}@{digest}"
+
+
+def test_fabrics_without_a_catalog_image_and_cpu_runs_keep_the_ngc_image() -> None:
+    assert vjob.default_image("tcpxo") == vjob.DEFAULT_IMAGE
+    assert vjob.default_image("efa", cpu=True) == vjob.DEFAULT_IMAGE
+
+
+@pytest.mark.parametrize("cpu", [False, True])
+def test_slurm_job_checks_each_nodes_fabric_before_torchrun(cpu: bool) -> None:
+    from tests.launch.test_render_stacks import SLURM_STACKS, args, outputs
+    from workloads.validate import commands
+
+    for stack in SLURM_STACKS:
+        outs = outputs(stack)
+        script = commands.render_run(outs, args(cpu=cpu), "20261201t070000z-ab12").files["validate.sbatch"]
+        lines = script.splitlines()
+        check = [i for i, line in enumerate(lines) if "-m workloads.fabric_check" in line]
+        if cpu:
+            assert not check, stack  # a CPU test cluster has no fabric to check
+            continue
+        (at,) = check
+        line = lines[at]
+        assert line.startswith('srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 ')
+        assert f"--instance-type {outs.instance_type}" in line
+        assert f" {vjob.venv_path(outs)}/bin/python -m workloads.fabric_check" in line
+        assert "export PYTHONPATH=" in script  # the check runs from the job's own code
+        first_torchrun = next(i for i, line in enumerate(lines) if "-m torch.distributed.run" in line)
+        venv_made = next(i for i, line in enumerate(lines) if line.strip() == 'touch "$venv/.complete"')
+        assert venv_made < at < first_torchrun, stack

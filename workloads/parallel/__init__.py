@@ -1,0 +1,10 @@
+"""Model parallelism for the shared GPT, torchtitan's way: build on the meta device, apply the
+parallelism (FSDP2, tensor parallel, both on a 2-D mesh, or a pipeline stage), then allocate
+and initialise only this rank's shards, so no rank ever holds the whole model.
+
+* :mod:`workloads.parallel.materialise`: the meta build, the index-addressed initialisation
+  (every element's value depends only on the seed, the parameter's name and the element's
+  position, so any shard of any layout starts from exactly the one-process model's values) and
+  the per-rank accounting of resident parameter, gradient and optimizer-state bytes.
+* :mod:`workloads.parallel.plans`: the device meshes and the parallelisms themselves.
+"""

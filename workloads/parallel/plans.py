@@ -1,0 +1,123 @@
+"""The parallelisms, each applied to a meta-built GPT before any storage exists.
+
+* FSDP2: ``fully_shard`` on every block, then on the whole model (torchtitan's
+  ``apply_fsdp``), with a :class:`MixedPrecisionPolicy`: bf16 parameters for compute and fp32
+  gradient reduction on GPU (torchtitan's defaults, ``mixed_precision_param = "bfloat16"``,
+  ``mixed_precision_reduce = "float32"`` in its training config, ``torchtitan/config/``);
+  plain fp32 where a run is compared with one process.
+* Tensor parallel (Megatron-LM's split, through DTensor's ``parallelize_module``): in every
+  block the fused QKV projection and the MLP's up projection are column-wise (each rank computes
+  its heads and its slice of the hidden layer), the attention output and the MLP's down
+  projection row-wise (partial sums all-reduced); the head column-wise with its logits gathered.
+  The two embeddings are column-wise (every row's slice of the width, gathered after the
+  lookup), not row-wise as in torchtitan: with a row-wise (vocabulary-split) table, torch 2.13's
+  DTensor hands the gradient back ``Replicate``, a full-size table on every rank, which a
+  per-rank memory budget cannot afford (measured here; column-wise gives ``Shard(1)``).
+  LayerNorms are replicated. Each rank holds ~1/tp of every matrix.
+* 2-D: a ``(dp, tp)`` device mesh; tensor parallel on ``mesh["tp"]``, then FSDP2 on
+  ``mesh["dp"]`` over the DTensor shards (torchtitan's ``parallelize_llama`` order).
+* Pipeline: rank ``r`` builds only its contiguous run of blocks (rank 0 also the embeddings,
+  the last rank the final LayerNorm and the head), wrapped in a ``PipelineStage``, driven by
+  ``ScheduleGPipe`` or ``Schedule1F1B`` (one forward, one backward in steady state, so at most
+  ``stages`` microbatches' activations are alive instead of all of them).
+
+Mixed precision with tensor parallel or the pipeline alone is left off, as torchtitan does
+(``maybe_enable_amp`` in ``torchtitan/distributed/utils.py``: "only supported when FSDP/HSDP/CP
+is enabled"); those modes run in fp32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+
+from workloads.model import GPT, GPTConfig
+
+
+def stage_layers(n_layers: int, n_stages: int, stage: int) -> range:
+    """Blocks of ``stage``: contiguous, the first ``n_layers % n_stages`` stages one extra."""
+    base, extra = divmod(n_layers, n_stages)
+    lo = stage * base + min(stage, extra)
+    return range(lo, lo + base + (1 if stage < extra else 0))
+
+
+def mesh_2d(device_type: str, world: int, tp: int) -> DeviceMesh:
+    """``(dp, tp)`` mesh: consecutive ranks form a tensor-parallel group (on one node, NVLink)."""
+    return init_device_mesh(device_type, (world // tp, tp), mesh_dim_names=("dp", "tp"))
+
+
+def mixed_precision(bf16: bool) -> Any:
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    if bf16:
+        return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    return MixedPrecisionPolicy()  # parameters, compute and reduction in the parameters' fp32
+
+
+def apply_fsdp(model: GPT, mesh: DeviceMesh, bf16: bool) -> None:
+    from torch.distributed.fsdp import fully_shard
+
+    mp = mixed_precision(bf16)
+    for block in model.blocks.values():
+        fully_shard(block, mesh=mesh, mp_policy=mp)
+    fully_shard(model, mesh=mesh, mp_policy=mp)
+
+
+def tp_plan(model: GPT) -> dict[str, Any]:
+    """``parallelize_module`` plan for the parts this (possibly partial) model has."""
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    plan: dict[str, Any] = {}
+    if model.tok_emb is not None:
+        plan["tok_emb"] = ColwiseParallel(output_layouts=Replicate())
+        plan["pos_emb"] = ColwiseParallel(output_layouts=Replicate())
+    for i in model.blocks:
+        plan[f"blocks.{i}.attn.qkv"] = ColwiseParallel()  # output Shard(-1): whole heads per rank
+        plan[f"blocks.{i}.attn.proj"] = RowwiseParallel()  # input Shard(-1), output all-reduced
+        plan[f"blocks.{i}.mlp.fc"] = ColwiseParallel()
+        plan[f"blocks.{i}.mlp.proj"] = RowwiseParallel()
+    if model.head is not None:
+        plan["head"] = ColwiseParallel(output_layouts=Replicate())  # logits gathered for the loss
+    return plan
+
+
+def apply_tp(model: GPT, mesh: DeviceMesh) -> None:
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    parallelize_module(model, mesh, tp_plan(model))
+
+
+def tp_problems(cfg: GPTConfig, tp: int, flag: str) -> list[tuple[str, str]]:
+    """Shapes a ``tp``-way split cannot take: heads must not straddle ranks."""
+    out = []
+    if cfg.n_heads % tp:
+        out.append((flag, f"{tp}-way tensor parallel needs --n-heads divisible by it, got {cfg.n_heads}"))
+    return out
+
+
+def pipeline_part(model: GPT, rank: int, n_stages: int) -> GPT:
+    """Drop what stage ``rank`` does not own (on a meta model: nothing was ever allocated)."""
+    keep = stage_layers(model.cfg.n_layers, n_stages, rank)
+    for i in range(model.cfg.n_layers):
+        if i not in keep:
+            del model.blocks[str(i)]
+    if rank != 0:
+        model.tok_emb = None
+        model.pos_emb = None
+    if rank != n_stages - 1:
+        model.ln_f = None
+        model.head = None
+    return model
+
+
+def pipeline_schedule(stage_module: nn.Module, rank: int, n_stages: int, device: torch.device,
+                      schedule: str, microbatches: int, loss_fn: Any) -> Any:
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    stage = PipelineStage(stage_module, rank, n_stages, device)
+    cls = Schedule1F1B if schedule == "1f1b" else ScheduleGPipe
+    return cls(stage, n_microbatches=microbatches, loss_fn=loss_fn)
