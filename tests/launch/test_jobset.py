@@ -266,7 +266,8 @@ def test_bad_input_is_named(overrides: dict[str, object], field: str) -> None:
 def test_every_problem_is_reported_at_once() -> None:
     with pytest.raises(LaunchSpecError) as err:
         render(_p5(name="Bad", nodes=0, gpu_vendor="intel", memory="lots", rdzv_port=99999))
-    assert err.value.fields() == ["name", "nodes", "gpu_vendor", "memory", "rdzv_port"]
+    # The JobSet's own name first, then what runs (the shared job checks), then the pod options.
+    assert err.value.fields() == ["name", "nodes", "rdzv_port", "gpu_vendor", "memory"]
     assert re.search(r"gpu_vendor: 'intel' .*allowed: nvidia, amd", str(err.value))
 
 

@@ -69,6 +69,15 @@ class FakeApi:
         assert configmap == self.objects["configmap"]["metadata"]["name"]
         self.objects["configmap"]["metadata"]["ownerReferences"] = [dict(owner)]
 
+    def create_networkpolicy(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        self.calls.append(("create_networkpolicy", namespace))
+        self.objects["networkpolicy"] = json.loads(json.dumps(body))
+        return self.objects["networkpolicy"]
+
+    def set_networkpolicy_owner(self, namespace: str, name: str, owner: Mapping[str, Any]) -> None:
+        self.calls.append(("set_networkpolicy_owner", name))
+        self.objects["networkpolicy"]["metadata"]["ownerReferences"] = [dict(owner)]
+
     def delete_jobset(self, namespace: str, name: str) -> None:
         self.calls.append(("delete_jobset", name))
 
@@ -114,8 +123,11 @@ def test_submit_creates_the_rendered_objects_follows_and_returns_the_verdict(
                                                   "name": f"gpuc-{RUN_ID}", "uid": "0b5e-uid",
                                                   "blockOwnerDeletion": False}]
     assert cm["metadata"]["annotations"]["gpu-cluster/bundle-digest"] == code_bundle.build().digest
-    # The code exists before any pod could ask for it; then the JobSet owns it.
-    assert [c[0] for c in api.calls] == ["create_configmap", "create_jobset", "set_owner"]
+    # The policy and the code exist before any pod could start; then the JobSet owns both.
+    assert [c[0] for c in api.calls] == ["create_networkpolicy", "create_configmap", "create_jobset", "set_owner",
+                                         "set_networkpolicy_owner"]
+    assert api.objects["networkpolicy"]["spec"] == rendered.networkpolicy["spec"]  # type: ignore[index]
+    assert api.objects["networkpolicy"]["metadata"]["ownerReferences"] == cm["metadata"]["ownerReferences"]
     # Progress as it happened, then the report and every pod's log on this machine.
     assert any("pods 4 Pending of 4" in s for s in said) and any("pods 4 Running of 4" in s for s in said)
     back = tmp_path / "back" / "aws-h100-eks" / RUN_ID

@@ -19,26 +19,16 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from workloads.launch import common
-from workloads.launch.common import (
-    Problems,
-    Step,
-    check_args,
-    check_env,
-    check_int,
-    check_module,
-    check_nccl_debug,
-    check_path,
-    check_steps,
-    has_control_chars,
-    merged_env,
-)
+from workloads.launch import common, pod
+from workloads.launch.common import Problems, Step, check_int, check_path
+from workloads.launch.fabric import PodWiring
+from workloads.launch.job import TorchrunJob, check_job, step_lines
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 GPU_RESOURCES = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
@@ -58,33 +48,23 @@ _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*\Z")
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
-class JobSetSpec:
-    """One multi-node torchrun job as a JobSet."""
+class JobSetSpec(TorchrunJob):
+    """One multi-node torchrun job (what runs: :class:`TorchrunJob`) as a JobSet (where: the pod
+    options below). ``then``: torchrun steps run on every pod, the others on pod 0 only. When the
+    last step is pod 0's alone (a judge reading what every pod wrote), the other pods exit 0 and
+    pod 0 exits with that step's status: a failed pod would make the Job controller end pod 0
+    before it judged. Otherwise every pod exits with its last step's status."""
 
     name: str
     """JobSet name, also the headless Service and DNS subdomain (DNS-1035 label)."""
-    nodes: int
-    """Pods, one per node: parallelism and completions of the Indexed Job."""
     image: str
     """Container image holding Python, torch and the workloads package."""
-    module: str
-    """Python module every rank runs (``torchrun -m``), e.g. ``workloads.validate``."""
-    workdir: str
-    """Absolute directory on shared storage (normally under ``lustre_mount``): cwd and NCCL logs."""
-    module_args: tuple[str, ...] = ()
-    """Arguments after the module."""
     namespace: str = "default"
     """Namespace of the JobSet (and of the PVC it mounts)."""
     replicated_job: str = "workers"
     """Name of the single replicated job; part of every pod's host name."""
-    python: str = "python3"
-    """Interpreter in the image that runs torchrun."""
-    gpus_per_node: int = 0
-    """GPUs per pod and ranks per pod; 0 on CPU-only nodes."""
     gpu_vendor: str = "nvidia"
     """``nvidia`` (resource ``nvidia.com/gpu``) or ``amd`` (``amd.com/gpu``)."""
-    procs_per_node: int | None = None
-    """Ranks per pod on CPU (default 1); with GPUs it must be unset or equal ``gpus_per_node``."""
     efa_per_node: int = 0
     """``vpc.amazonaws.com/efa`` devices per pod (the catalog's EFA interface count); 0 off AWS."""
     hugepages_2mi: str | None = None
@@ -99,55 +79,33 @@ class JobSetSpec:
     """PersistentVolumeClaim of the Lustre file system; unset mounts none."""
     lustre_mount: str = "/fsx"
     """Where the Lustre claim is mounted in the container."""
-    rdzv_port: int = 29500
-    """TCP port of the c10d rendezvous store on pod 0."""
-    rdzv_join_timeout_s: int = 600
-    """How long torchrun waits for every pod to join."""
     dns_wait_s: int = 600
     """How long a pod waits for the rendezvous name to resolve before failing."""
-    fabric_env: Mapping[str, str] = field(default_factory=dict)
-    """Environment the fabric needs (the catalog's ``software.fabric_env``)."""
-    extra_env: Mapping[str, str] = field(default_factory=dict)
-    """Further variables; may not silently change a ``fabric_env`` value."""
-    nccl_debug: str = "INFO"
-    """``NCCL_DEBUG`` level."""
-    nccl_debug_dir: str | None = None
-    """Directory of per-process NCCL logs (``nccl-<host>-<pid>.log``); default ``<workdir>/nccl``."""
     node_selector: Mapping[str, str] = field(default_factory=dict)
     """Node labels the pods require, e.g. the GPU node group's label."""
     tolerate_taints: tuple[str, ...] = ()
     """Taint keys tolerated with ``Exists``/``NoSchedule``, e.g. ``nvidia.com/gpu``."""
     ttl_seconds_after_finished: int | None = None
     """Delete the finished JobSet after this many seconds; unset keeps it for inspection."""
-    then: tuple[Step, ...] = ()
-    """Steps after the first, in the same pod. Torchrun steps run on every pod, the others on
-    pod 0 only. When the last step is pod 0's alone (a judge reading what every pod wrote),
-    the other pods exit 0 and pod 0 exits with that step's status: a failed pod would make
-    the Job controller end pod 0 before it judged. Otherwise every pod exits with its last
-    step's status."""
     wait_for_path: str | None = None
     """A path every pod waits for before its first step, e.g. the package's checkout on
     Lustre when the image does not carry it: a JobSet created with the cluster starts before
     anyone could copy code onto the new file system."""
     wait_for_path_s: int = 3600
     """How long a pod waits for ``wait_for_path`` before failing."""
-    prologue: str = ""
-    """Bash every pod runs before its first step (in the work directory), e.g. unpacking the
-    job's code; rendered by the launcher, never from user input."""
     configmaps: Mapping[str, str] = field(default_factory=dict)
     """ConfigMaps mounted read-only into the container: name -> mount path (e.g. the job's
     code bundle)."""
+    fabric: PodWiring = field(default_factory=PodWiring)
+    """What the pod needs to reach the fabric (annotations, sidecar, volumes, capabilities;
+    :mod:`workloads.launch.fabric`); the default wires nothing."""
+    run_as_user: int | None = None
+    """Run every container of the job as this non-root user (``runAsNonRoot``), where the image
+    and the shared file system allow it; unset runs as the image's user (root in NGC images:
+    the run directory is made under a root-owned Lustre mount). The fabric's sidecar keeps root."""
     rdzv_host: str | None = None
     """Rendezvous address instead of pod 0's service name: for running the pod script outside
     Kubernetes (one node, ``localhost``)."""
-
-    @property
-    def ranks_per_node(self) -> int:
-        return common.ranks_per_node(self.gpus_per_node, self.procs_per_node)
-
-    @property
-    def nccl_dir(self) -> str:
-        return common.nccl_dir(self.nccl_debug_dir, self.workdir)
 
     @property
     def rendezvous_host(self) -> str:
@@ -182,7 +140,7 @@ def validate(spec: JobSetSpec) -> None:
         p.add("name", f"{spec.name!r} is not a DNS-1035 label (allowed: [a-z]([-a-z0-9]*[a-z0-9])?)")
     if not isinstance(spec.replicated_job, str) or not _DNS1123_LABEL.match(spec.replicated_job):
         p.add("replicated_job", f"{spec.replicated_job!r} is not a DNS-1123 label (allowed: [a-z0-9]([-a-z0-9]*[a-z0-9])?)")
-    check_int(p, "nodes", spec.nodes, minimum=1, maximum=100_000)
+    check_job(p, spec, max_nodes=100_000)
     if (
         isinstance(spec.name, str)
         and isinstance(spec.replicated_job, str)
@@ -197,20 +155,8 @@ def validate(spec: JobSetSpec) -> None:
         p.add("namespace", f"{spec.namespace!r} is not a namespace name (DNS-1123 label)")
     if not isinstance(spec.image, str) or not _IMAGE.match(spec.image):
         p.add("image", f"{spec.image!r} is not an image reference (allowed: registry/name:tag or @digest, no blanks)")
-    check_module(p, "module", spec.module)
-    check_args(p, "module_args", spec.module_args)
-    check_path(p, "workdir", spec.workdir)
-    if spec.nccl_debug_dir is not None:
-        check_path(p, "nccl_debug_dir", spec.nccl_debug_dir)
-    if not isinstance(spec.python, str) or not spec.python or has_control_chars(spec.python):
-        p.add("python", f"{spec.python!r} is not an interpreter path or command name")
-    check_int(p, "gpus_per_node", spec.gpus_per_node, minimum=0, maximum=64)
     if not isinstance(spec.gpu_vendor, str) or spec.gpu_vendor not in GPU_RESOURCES:
         p.add("gpu_vendor", f"{spec.gpu_vendor!r} is not a GPU vendor (allowed: {', '.join(GPU_RESOURCES)})")
-    if spec.procs_per_node is not None:
-        check_int(p, "procs_per_node", spec.procs_per_node, minimum=1, maximum=1024)
-        if isinstance(spec.gpus_per_node, int) and spec.gpus_per_node > 0 and spec.procs_per_node != spec.gpus_per_node:
-            p.add("procs_per_node", f"{spec.procs_per_node} differs from gpus_per_node={spec.gpus_per_node} (allowed: unset, or one rank per GPU)")
     check_int(p, "efa_per_node", spec.efa_per_node, minimum=0, maximum=64)
     _check_quantity(p, "hugepages_2mi", spec.hugepages_2mi, optional=True)
     _check_quantity(p, "memory", spec.memory, optional=True)
@@ -223,8 +169,6 @@ def validate(spec: JobSetSpec) -> None:
     check_path(p, "lustre_mount", spec.lustre_mount)
     if spec.lustre_mount in ("/", "/dev/shm"):
         p.add("lustre_mount", f"{spec.lustre_mount!r} would hide a path the container needs")
-    check_int(p, "rdzv_port", spec.rdzv_port, minimum=1, maximum=65535)
-    check_steps(p, "then", spec.then)
     if spec.wait_for_path is not None:
         check_path(p, "wait_for_path", spec.wait_for_path)
     check_int(p, "wait_for_path_s", spec.wait_for_path_s, minimum=1)
@@ -232,7 +176,6 @@ def validate(spec: JobSetSpec) -> None:
         p.add("rdzv_port", f"{spec.rdzv_port} + {len(spec.rdzv_ports) - 1} torchrun steps passes 65535")
     if spec.rdzv_host is not None and (not isinstance(spec.rdzv_host, str) or not _DNS1123_SUBDOMAIN.match(spec.rdzv_host)):
         p.add("rdzv_host", f"{spec.rdzv_host!r} is not a host name (allowed: a DNS name or IPv4 address)")
-    common.check_script(p, "prologue", spec.prologue)
     if not isinstance(spec.configmaps, Mapping):
         p.add("configmaps", f"{spec.configmaps!r} is not a mapping of ConfigMap name to mount path")
     else:
@@ -240,13 +183,7 @@ def validate(spec: JobSetSpec) -> None:
             if not isinstance(cm, str) or not _DNS1123_SUBDOMAIN.match(cm) or len(cm) > 253:
                 p.add(f"configmaps[{cm!r}]", "is not a ConfigMap name (DNS-1123 subdomain)")
             check_path(p, f"configmaps[{cm!r}]", mount)
-    check_int(p, "rdzv_join_timeout_s", spec.rdzv_join_timeout_s, minimum=1)
     check_int(p, "dns_wait_s", spec.dns_wait_s, minimum=1)
-    check_env(p, "fabric_env", spec.fabric_env)
-    check_env(p, "extra_env", spec.extra_env)
-    if isinstance(spec.fabric_env, Mapping) and isinstance(spec.extra_env, Mapping):
-        merged_env(spec.fabric_env, spec.extra_env, p)
-    check_nccl_debug(p, "nccl_debug", spec.nccl_debug)
     if not isinstance(spec.node_selector, Mapping):
         p.add("node_selector", f"{spec.node_selector!r} is not a mapping of label to value")
     else:
@@ -263,6 +200,10 @@ def validate(spec: JobSetSpec) -> None:
                 p.add(f"tolerate_taints[{i}]", f"{key!r} is not a taint key (allowed: [prefix/]name)")
     if spec.ttl_seconds_after_finished is not None:
         check_int(p, "ttl_seconds_after_finished", spec.ttl_seconds_after_finished, minimum=0, maximum=2**31 - 1)
+    if not isinstance(spec.fabric, PodWiring):
+        p.add("fabric", f"{spec.fabric!r} is not a PodWiring (workloads.launch.fabric.wiring(f).pod)")
+    if spec.run_as_user is not None:
+        check_int(p, "run_as_user", spec.run_as_user, minimum=1, maximum=2**31 - 1)
     p.raise_if_any("JobSetSpec")
 
 
@@ -279,30 +220,18 @@ def _torchrun(spec: JobSetSpec, module: str, args: tuple[str, ...], *, port: int
         module=module, module_args=args)
 
 
+def _torchrun_step(spec: JobSetSpec) -> Callable[[int, str, tuple[str, ...], str, int], str]:
+    """Each torchrun step on its own port: a pod that finishes a step early must not join the
+    store pod 0 still holds for it."""
+    def cmd(n: int, module: str, args: tuple[str, ...], env_prefix: str, index: int) -> str:
+        rdzv_id = spec.name if n == 1 else f"{spec.name}-{n}"
+        return env_prefix + " ".join(_torchrun(spec, module, args, port=spec.rdzv_port + index, rdzv_id=rdzv_id))
+    return cmd
+
+
 def _steps(spec: JobSetSpec) -> list[str]:
     """Every step in order, each recording its status; pod-0-only steps inside an if."""
-    q = shlex.quote
-    lines = [
-        "step_rc=0",
-        " ".join(_torchrun(spec, spec.module, spec.module_args, port=spec.rdzv_port, rdzv_id=spec.name))
-        + " || step_rc=$?",
-        'echo "step 1 exit status $step_rc"',
-    ]
-    port = spec.rdzv_port
-    for n, step in enumerate(spec.then, start=2):
-        prefix = "env " + "".join(f"{k}={q(v)} " for k, v in step.env.items()) if step.env else ""
-        if step.torchrun:
-            port += 1
-            cmd = prefix + " ".join(_torchrun(spec, step.module, step.module_args, port=port,
-                                              rdzv_id=f"{spec.name}-{n}"))
-        else:
-            cmd = prefix + " ".join([q(spec.python), "-m", q(step.module), *[q(a) for a in step.module_args]])
-        body = ["", f'echo "step {n}: {step.name}"', "step_rc=0", f"{cmd} || step_rc=$?",
-                f'echo "step {n} ({step.name}) exit status $step_rc"']
-        if step.torchrun:
-            lines += body
-        else:
-            lines += ["", 'if [ "$pod_index" -eq 0 ]; then', *[f"  {line}" if line else "" for line in body[1:]], "fi"]
+    lines = step_lines(spec, _torchrun_step(spec), announce_first=False, local_guard='[ "$pod_index" -eq 0 ]')
     if spec.pod0_decides:
         lines += [
             "",
@@ -360,6 +289,7 @@ def pod_script(spec: JobSetSpec) -> str:
             *_wait_for_path(spec),
             f"cd {q(spec.workdir)}",
             *([spec.prologue.rstrip(chr(10))] if spec.prologue else []),
+            *spec.fabric_lines(),
             f'echo "pod ${{JOB_COMPLETION_INDEX:-?}} of {spec.nodes}: rendezvous $rdzv_host:{spec.rdzv_port}"',
             *launch,
             "",
@@ -393,31 +323,35 @@ def _resources(spec: JobSetSpec) -> dict[str, dict[str, str]]:
 def render(spec: JobSetSpec) -> dict[str, Any]:
     """The JobSet manifest as a dict (after :func:`validate`)."""
     validate(spec)
-    env_vars = {
-        "NCCL_DEBUG": spec.nccl_debug,
-        "NCCL_DEBUG_FILE": f"{spec.nccl_dir}/nccl-%h-%p.log",
-        **merged_env(spec.fabric_env, spec.extra_env, Problems()),
-    }
+    wiring = spec.fabric
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": spec.image,
+        # Always: a tag is re-resolved at every start (a digest-pinned image is only re-checked).
+        "imagePullPolicy": "Always",
         "command": ["/bin/bash", "-c", _k8s_escape(pod_script(spec))],
-        "env": [{"name": k, "value": _k8s_escape(v)} for k, v in env_vars.items()],
+        "env": [{"name": k, "value": _k8s_escape(v)} for k, v in spec.environment().items()],
         "ports": [{"name": "rdzv" if i == 0 else f"rdzv-{i + 1}", "containerPort": port, "protocol": "TCP"}
                   for i, port in enumerate(spec.rdzv_ports)],
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+        "securityContext": pod.container_security(wiring.capabilities, spec.run_as_user),
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, *pod.mounts(wiring)],
     }
     resources = _resources(spec)
     if resources:
         container["resources"] = resources
-    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}}]
+    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}},
+                                     *pod.volumes(wiring)]
     if spec.lustre_pvc is not None:
         container["volumeMounts"].append({"name": "lustre", "mountPath": spec.lustre_mount})
         volumes.append({"name": "lustre", "persistentVolumeClaim": {"claimName": spec.lustre_pvc}})
     for i, (cm, mount) in enumerate(sorted(spec.configmaps.items())):
         container["volumeMounts"].append({"name": f"cm-{i}", "mountPath": mount, "readOnly": True})
         volumes.append({"name": f"cm-{i}", "configMap": {"name": cm}})
-    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container], "volumes": volumes}
+    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "automountServiceAccountToken": False,
+                                "securityContext": pod.pod_security(spec.run_as_user)}
+    if wiring.sidecar is not None:
+        pod_spec["initContainers"] = [pod.sidecar(wiring.sidecar)]
+    pod_spec.update(containers=[container], volumes=volumes)
     if spec.node_selector:
         pod_spec["nodeSelector"] = dict(spec.node_selector)
     if spec.tolerate_taints:
@@ -429,7 +363,8 @@ def render(spec: JobSetSpec) -> dict[str, Any]:
         "completionMode": "Indexed",
         "backoffLimit": 0,
         # A copy: one dict in two places would come out of YAML as an anchor and alias.
-        "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+        "template": {"metadata": {"labels": dict(labels), **({"annotations": wiring.annotations()}
+                                                              if wiring.annotations() else {})}, "spec": pod_spec},
     }
     js_spec: dict[str, Any] = {
         "failurePolicy": {"maxRestarts": 0},
@@ -446,6 +381,13 @@ def render(spec: JobSetSpec) -> dict[str, Any]:
         "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": labels},
         "spec": js_spec,
     }
+
+
+def network_policy(spec: JobSetSpec) -> dict[str, Any]:
+    """The NetworkPolicy that admits the rendezvous and NCCL traffic of the job's pods only
+    from each other (create it with the JobSet)."""
+    labels = {"app.kubernetes.io/name": spec.name, "app.kubernetes.io/component": "torchrun"}
+    return pod.network_policy(spec.name, spec.namespace, labels, labels)
 
 
 def to_yaml(manifest: Mapping[str, Any]) -> str:

@@ -14,23 +14,12 @@ import re
 import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from workloads.launch import common
-from workloads.launch.common import (
-    Problems,
-    Step,
-    check_args,
-    check_env,
-    check_int,
-    check_module,
-    check_nccl_debug,
-    check_path,
-    check_steps,
-    has_control_chars,
-    merged_env,
-)
+from workloads.launch.common import Problems, Step, check_int, check_path, has_control_chars
+from workloads.launch.job import TorchrunJob, check_job, step_lines
 
 __all__ = ["LaunchSpec", "Step", "Submission", "render", "submit", "validate", "write"]
 
@@ -42,30 +31,16 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 _DIRECTIVE_PATH_RE = re.compile(r"^/[A-Za-z0-9_./@+=,:-]*\Z")
 # Slurm host lists (n1,n[3-5]) for --exclude.
 _NODELIST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\[\],-]*\Z")
-_SUBSYS_RE = re.compile(r"^\^?[A-Z]+(,[A-Z]+)*\Z")
 MAX_TIME_MIN = 365 * 24 * 60
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
-class LaunchSpec:
-    """One multi-node torchrun job under Slurm."""
+class LaunchSpec(TorchrunJob):
+    """One multi-node torchrun job (what runs: :class:`TorchrunJob`) under Slurm (where: the
+    fields below)."""
 
     job_name: str
     """Slurm job name (``--job-name``); letters, digits, ``_ . -``, at most 64."""
-    nodes: int
-    """Number of nodes (``--nodes``); one torchrun runs on each."""
-    module: str
-    """Python module every rank runs (``torchrun -m``), e.g. ``workloads.validate``."""
-    workdir: str
-    """Absolute directory on shared storage: the job's cwd, its output and NCCL logs."""
-    module_args: tuple[str, ...] = ()
-    """Arguments after the module, each quoted for the shell."""
-    python: str = "python3"
-    """Interpreter that runs torchrun, e.g. ``/fsx/venv/bin/python``; it must exist on every node."""
-    gpus_per_node: int = 0
-    """GPUs per node (``--gpus-per-node``) and ranks per node; 0 on CPU-only nodes."""
-    procs_per_node: int | None = None
-    """Ranks per node on CPU (default 1); with GPUs it must be unset or equal ``gpus_per_node``."""
     cpus_per_task: int | None = None
     """CPUs for each node's torchrun and its ranks (``--cpus-per-task``); unset leaves Slurm's default."""
     partition: str | None = None
@@ -78,43 +53,12 @@ class LaunchSpec:
     """Whole nodes (``--exclusive``): a validation run must not share a node's GPUs or NICs."""
     exclude: tuple[str, ...] = ()
     """Nodes to keep out (``--exclude``), e.g. ones a previous run isolated."""
-    rdzv_port: int = 29500
-    """TCP port of the c10d rendezvous store on the first node."""
-    rdzv_join_timeout_s: int = 600
-    """How long torchrun waits for all nodes to join before failing the job."""
-    fabric_env: Mapping[str, str] = field(default_factory=dict)
-    """Environment the fabric needs (the catalog's ``software.fabric_env``), exported before srun."""
-    extra_env: Mapping[str, str] = field(default_factory=dict)
-    """Further variables for the job; may not silently change a ``fabric_env`` value."""
-    nccl_debug: str = "INFO"
-    """``NCCL_DEBUG`` level; INFO is what the transport check reads."""
-    nccl_debug_subsys: str | None = None
-    """``NCCL_DEBUG_SUBSYS`` (e.g. ``INIT,NET``); unset keeps NCCL's default."""
-    nccl_debug_dir: str | None = None
-    """Directory of the per-process NCCL logs (``nccl-<host>-<pid>.log``); default ``<workdir>/nccl``."""
     output: str | None = None
     """Batch output file (``--output``, Slurm patterns allowed); default ``<workdir>/%x-%j.out``."""
     kill_on_bad_exit: bool = True
     """End every node's step when one node's torchrun fails. The validation job turns it off:
     its ranks have their own timeouts, and a survivor that is left to notice the lost peer
     records it, which is how the judge tells the node that died from the ones it took along."""
-    then: tuple[Step, ...] = ()
-    """Steps after the first. Every step runs even when an earlier one failed; the script
-    exits with the last step's status, so a closing step that judges the others decides."""
-    first_step: str = "main"
-    """Label of the first step in the job's ``step N: name`` lines (what ``submit`` follows)."""
-    prologue: str = ""
-    """Bash run on the batch host before the first step (after the exports), e.g. unpacking
-    the job's code onto shared storage; rendered by the launcher, never from user input. A
-    failing line ends the job (``set -e``)."""
-
-    @property
-    def ranks_per_node(self) -> int:
-        return common.ranks_per_node(self.gpus_per_node, self.procs_per_node)
-
-    @property
-    def nccl_dir(self) -> str:
-        return common.nccl_dir(self.nccl_debug_dir, self.workdir)
 
     @property
     def output_path(self) -> str:
@@ -126,16 +70,13 @@ def validate(spec: LaunchSpec) -> None:
     p = Problems()
     if not isinstance(spec.job_name, str) or not _NAME_RE.match(spec.job_name):
         p.add("job_name", f"{spec.job_name!r} is not a job name (allowed: [A-Za-z0-9][A-Za-z0-9_.-]{{0,63}})")
-    check_int(p, "nodes", spec.nodes, minimum=1)
-    check_module(p, "module", spec.module)
-    check_args(p, "module_args", spec.module_args)
+    check_job(p, spec)
+    if spec.output is not None:
+        check_path(p, "output", spec.output)
     for name in ("workdir", "nccl_debug_dir", "output"):
         value = getattr(spec, name)
-        if value is None and name != "workdir":
-            continue
-        before = len(p.items)
-        check_path(p, name, value)
-        if len(p.items) > before or not isinstance(value, str):
+        # A value that is no absolute one-line path was named by check_job already.
+        if not isinstance(value, str) or not value.startswith("/") or has_control_chars(value):
             continue
         # Only --output takes Slurm's %-patterns; elsewhere % would be read as one too
         # (by Slurm, or by NCCL in the debug file name).
@@ -143,16 +84,6 @@ def validate(spec: LaunchSpec) -> None:
             p.add(name, f"{value!r} contains '%', which would be read as a file-name pattern")
         elif not _DIRECTIVE_PATH_RE.match(value.replace("%", "")):
             p.add(name, f"{value!r} has characters sbatch directives cannot carry (allowed: letters, digits, _ . / @ + = , : - and % in output)")
-    if not isinstance(spec.python, str) or not spec.python or has_control_chars(spec.python):
-        p.add("python", f"{spec.python!r} is not an interpreter path or command name")
-    check_int(p, "gpus_per_node", spec.gpus_per_node, minimum=0, maximum=64)
-    if spec.procs_per_node is not None:
-        check_int(p, "procs_per_node", spec.procs_per_node, minimum=1, maximum=1024)
-        if isinstance(spec.gpus_per_node, int) and spec.gpus_per_node > 0 and spec.procs_per_node != spec.gpus_per_node:
-            p.add(
-                "procs_per_node",
-                f"{spec.procs_per_node} differs from gpus_per_node={spec.gpus_per_node} (allowed: unset, or one rank per GPU)",
-            )
     if spec.cpus_per_task is not None:
         check_int(p, "cpus_per_task", spec.cpus_per_task, minimum=1)
     for name in ("partition", "account"):
@@ -169,21 +100,6 @@ def validate(spec: LaunchSpec) -> None:
         for i, node in enumerate(spec.exclude):
             if not isinstance(node, str) or not _NODELIST_RE.match(node):
                 p.add(f"exclude[{i}]", f"{node!r} is not a Slurm node name or host list")
-    check_int(p, "rdzv_port", spec.rdzv_port, minimum=1, maximum=65535)
-    check_int(p, "rdzv_join_timeout_s", spec.rdzv_join_timeout_s, minimum=1)
-    check_env(p, "fabric_env", spec.fabric_env)
-    check_env(p, "extra_env", spec.extra_env)
-    if isinstance(spec.fabric_env, Mapping) and isinstance(spec.extra_env, Mapping):
-        merged_env(spec.fabric_env, spec.extra_env, p)
-    check_nccl_debug(p, "nccl_debug", spec.nccl_debug)
-    if spec.nccl_debug_subsys is not None and (
-        not isinstance(spec.nccl_debug_subsys, str) or not _SUBSYS_RE.match(spec.nccl_debug_subsys)
-    ):
-        p.add("nccl_debug_subsys", f"{spec.nccl_debug_subsys!r} is not a subsystem list (allowed: e.g. INIT,NET or ^GRAPH)")
-    check_steps(p, "then", spec.then)
-    if not isinstance(spec.first_step, str) or not common.STEP_NAME_RE.match(spec.first_step):
-        p.add("first_step", f"{spec.first_step!r} is not a step name (allowed: [A-Za-z0-9][A-Za-z0-9_.-]{{0,63}})")
-    common.check_script(p, "prologue", spec.prologue)
     p.raise_if_any("LaunchSpec")
 
 
@@ -216,21 +132,9 @@ def render(spec: LaunchSpec) -> str:
     if spec.exclude:
         directives.append(f"--exclude={','.join(spec.exclude)}")
 
-    env = merged_env(spec.fabric_env, spec.extra_env, Problems())
-    exports = [f"export NCCL_DEBUG={q(spec.nccl_debug)}"]
-    if spec.nccl_debug_subsys is not None:
-        exports.append(f"export NCCL_DEBUG_SUBSYS={q(spec.nccl_debug_subsys)}")
-    # NCCL expands %h (host) and %p (pid): one file per process, never interleaved.
-    exports.append(f"export NCCL_DEBUG_FILE={q(spec.nccl_dir + '/nccl-%h-%p.log')}")
-    exports += [f"export {name}={q(value)}" for name, value in env.items()]
+    exports = [f"export {name}={q(value)}" for name, value in spec.environment().items()]
 
-    def torchrun_cmd(module: str, args: Sequence[str]) -> list[str]:
-        return common.torchrun_argv(
-            python=spec.python, nnodes='"$SLURM_NNODES"', nproc_per_node=spec.ranks_per_node,
-            endpoint=f'"${{head_addr}}:{spec.rdzv_port}"', rdzv_id='"$SLURM_JOB_ID"',
-            join_timeout_s=spec.rdzv_join_timeout_s, module=module, module_args=args)
-
-    def srun(module: str, args: Sequence[str], env_prefix: str = "") -> str:
+    def srun(n: int, module: str, args: Sequence[str], env_prefix: str, index: int) -> str:
         return " \\\n    ".join(
             [
                 # --kill-on-bad-exit: one node's failure ends the others instead of leaving
@@ -239,26 +143,18 @@ def render(spec: LaunchSpec) -> str:
                 # would pin all of a node's ranks to that one core.
                 f'{env_prefix}srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --whole '
                 f'--kill-on-bad-exit={int(spec.kill_on_bad_exit)}',
-                *torchrun_cmd(module, args),
+                *common.torchrun_argv(
+                    python=spec.python, nnodes='"$SLURM_NNODES"', nproc_per_node=spec.ranks_per_node,
+                    endpoint=f'"${{head_addr}}:{spec.rdzv_port}"', rdzv_id='"$SLURM_JOB_ID"',
+                    join_timeout_s=spec.rdzv_join_timeout_s, module=module, module_args=args),
             ]
         )
 
-    launch = srun(spec.module, spec.module_args)
     if spec.then:
         # Every step runs and reports; the last one's status is the job's.
-        steps = [f"echo {q('step 1: ' + spec.first_step)}", "step_rc=0", f"{launch} || step_rc=$?",
-                 'echo "step 1 exit status $step_rc"']
-        for n, step in enumerate(spec.then, start=2):
-            prefix = "".join(f"{k}={q(v)} " for k, v in step.env.items())
-            if step.torchrun:
-                cmd = srun(step.module, step.module_args, env_prefix=f"env {prefix}" if prefix else "")
-            else:
-                cmd = f"{'env ' + prefix if prefix else ''}{q(spec.python)} -m {q(step.module)} " + " ".join(
-                    q(a) for a in step.module_args)
-            steps += ["", f'echo "step {n}: {step.name}"', "step_rc=0", f"{cmd} || step_rc=$?",
-                      f'echo "step {n} ({step.name}) exit status $step_rc"']
-        steps += ["exit \"$step_rc\""]
-        launch = "\n".join(steps)
+        launch = "\n".join([*step_lines(spec, srun, announce_first=True), 'exit "$step_rc"'])
+    else:
+        launch = srun(1, spec.module, spec.module_args, "", 0)
     lines = [
         "#!/bin/bash",
         *[f"#SBATCH {d}" for d in directives],
@@ -267,6 +163,7 @@ def render(spec: LaunchSpec) -> str:
         "set -euo pipefail",
         "",
         *exports,
+        *spec.fabric_lines(),
         f"mkdir -p {q(spec.nccl_dir)}",
         "",
         # sed reads all of its input, so a long host list never ends in SIGPIPE, which

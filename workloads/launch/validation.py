@@ -27,7 +27,8 @@ from typing import Mapping
 from components.catalog import load_catalog, load_fabric_facts
 from components.contract import ClusterOutputs
 from workloads.launch.bundle import JOB_REQUIREMENTS, Bundle
-from workloads.launch.common import Step
+from workloads.launch import fabric as fabric_wiring
+from workloads.launch.common import LaunchSpecError, Step
 from workloads.launch.jobset import JobSetSpec
 from workloads.launch.sbatch import LaunchSpec
 from workloads.validate.launchargs import FABRIC_ONLY_ENV, ddp_args, synthetic_data_args
@@ -104,6 +105,7 @@ def _phases(job: ValidationJob, *, expect_nodes: tuple[str, ...] = ()) -> _Phase
 
 def sbatch_spec(job: ValidationJob) -> LaunchSpec:
     it = load_catalog().get(job.instance_type) if job.instance_type else None
+    slurm = fabric_wiring.wiring(it.network.fabric if it else None).slurm
     phases = _phases(job)
     return LaunchSpec(
         job_name="gpuc-validate",
@@ -119,7 +121,9 @@ def sbatch_spec(job: ValidationJob) -> LaunchSpec:
         exclusive=job.exclusive,
         rdzv_port=job.rdzv_port,
         kill_on_bad_exit=False,
-        fabric_env=dict(it.software.fabric_env) if it else {},
+        fabric_env={**(it.software.fabric_env if it else {}), **slurm.env},
+        library_path=slurm.library_path,
+        env_script=slurm.env_script,
         extra_env=dict(job.extra_env),
         then=phases.then,
         prologue=job.prologue,
@@ -156,6 +160,7 @@ def jobset_spec(
     """The validation run as one JobSet. ``job.drain`` is ignored: the pods carry no
     credentials to cordon nodes, and their host names are pods', not nodes'."""
     it = load_catalog().get(job.instance_type) if job.instance_type else None
+    wired = fabric_wiring.wiring(it.network.fabric if it else None).pod
     nodes = pod_hostnames(name, JOBSET_REPLICATED_JOB, job.nodes)
     phases = _phases(replace(job, drain=False), expect_nodes=nodes)
     return JobSetSpec(
@@ -177,7 +182,10 @@ def jobset_spec(
         lustre_pvc=lustre_pvc,
         lustre_mount=lustre_mount,
         rdzv_port=job.rdzv_port,
-        fabric_env=dict(it.software.fabric_env) if it else {},
+        fabric_env={**(it.software.fabric_env if it else {}), **wired.env},
+        library_path=wired.library_path,
+        env_script=wired.env_script,
+        fabric=wired,
         extra_env=dict(job.extra_env),
         node_selector=dict(node_selector or {}),
         tolerate_taints=tolerate_taints,
@@ -221,7 +229,8 @@ def default_image(fabric: str, cpu: bool = False) -> str:
 # them (EKS user guide, "Run machine learning training on Amazon EKS with Elastic Fabric
 # Adapter", example pod resources, read 2026-11: hugepages-2Mi 5120Mi). Kubernetes wants a CPU
 # or memory request beside hugepages; a CPU request sets no limit, so ranks are never
-# throttled by it (8 is our choice, not a provider value).
+# throttled by it (8 is our choice, not a provider value). GPU pods on other fabrics ask for the
+# same, so every training pod states a CPU request (Checkov CKV_K8S_10).
 EFA_HUGEPAGES_2MI = "5120Mi"
 EFA_POD_CPU = "8"
 
@@ -233,8 +242,8 @@ def new_run_id(now: datetime | None = None) -> str:
     return f"{at:%Y%m%dt%H%M%Sz}-{secrets.token_hex(2)}"
 
 
-def run_dir(outputs: ClusterOutputs, run_id: str) -> str:
-    return f"{outputs.mount.mount_point.rstrip('/')}/{RUNS_DIR}/{outputs.cluster_name}/{run_id}"
+def run_dir(outputs: ClusterOutputs, run_id: str, runs_dir: str = RUNS_DIR) -> str:
+    return f"{outputs.mount.mount_point.rstrip('/')}/{runs_dir}/{outputs.cluster_name}/{run_id}"
 
 
 def venv_path(outputs: ClusterOutputs) -> str:
@@ -281,15 +290,16 @@ def _venv_lines(venv: str) -> list[str]:
 def for_cluster(outputs: ClusterOutputs, run_id: str, bundle: Bundle, *, python: str | None = None,
                 cpu: bool = False, procs_per_node: int | None = None, run_args: tuple[str, ...] = (),
                 extra_env: Mapping[str, str] | None = None, drain: bool = True, time_limit_min: int = 60,
-                rdzv_port: int = 29500, exclusive: bool = True) -> ValidationJob:
+                rdzv_port: int = 29500, exclusive: bool = True, runs_dir: str = RUNS_DIR) -> ValidationJob:
     """The validation job for a deployed cluster. ``cpu``: the nodes have no GPU (a test
     cluster): ranks on CPU over gloo, no floors."""
-    run = run_dir(outputs, run_id)
+    run = run_dir(outputs, run_id, runs_dir)
     env = {**(extra_env or {})}
     kubernetes = outputs.scheduler.kind == "kubernetes"
     if kubernetes:
         code = POD_CODE_DIR
-        prologue = [f"mkdir -p {POD_CODE_DIR}", f"tar -xzf {BUNDLE_MOUNT}/{BUNDLE_KEY} -C {POD_CODE_DIR}"]
+        # --no-same-owner: the container holds no CAP_CHOWN (all capabilities dropped).
+        prologue = [f"mkdir -p {POD_CODE_DIR}", f"tar -xzf {BUNDLE_MOUNT}/{BUNDLE_KEY} -C {POD_CODE_DIR} --no-same-owner"]
         interpreter = python or "python3"
     else:
         code = f"{run}/code"
@@ -318,16 +328,30 @@ def jobset_name(run_id: str) -> str:
     return f"gpuc-{run_id}"
 
 
+def check_networks(outputs: ClusterOutputs, wired: fabric_wiring.PodWiring) -> None:
+    """The pod's interface annotation names GKE Network objects; each must be one the stack
+    made (its ``fabric.networks`` output), or the pod would never start."""
+    made = {str(n.get("name")) for n in outputs.fabric.networks}
+    missing = [n for n in wired.interfaces.values() if n not in made]
+    if missing:
+        raise LaunchSpecError("stack outputs", [(
+            "fabric.networks", f"has no Network {', '.join(missing)} for the {outputs.fabric.type} pod interfaces "
+                               f"(the stack made: {', '.join(sorted(made)) or 'none'})")])
+
+
 def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, image: str | None = None) -> JobSetSpec:
-    """The run as a JobSet on the cluster's GPU nodes, with the fabric's devices."""
+    """The run as a JobSet on the cluster's GPU nodes, with the fabric's devices and wiring.
+    ``image``: default the catalog's image for the fabric (by digest), else DEFAULT_IMAGE."""
     image = image or default_image(outputs.fabric.type, cpu=job.instance_type is None)
     it = load_catalog().get(outputs.instance_type)
     efa = it.network.efa_interfaces if outputs.fabric.type == "efa" and job.instance_type else 0
+    if job.instance_type:
+        check_networks(outputs, fabric_wiring.wiring(it.network.fabric).pod)
     sched = outputs.scheduler
     return jobset_spec(
         job, image=image, lustre_pvc=sched.lustre_claim, namespace=sched.namespace or "default",
         efa_per_node=efa, gpu_vendor=it.accelerator.vendor, node_selector=sched.node_selector,
         tolerate_taints=sched.tolerations, lustre_mount=outputs.mount.mount_point,
-        hugepages_2mi=EFA_HUGEPAGES_2MI if efa else None, cpu=EFA_POD_CPU if efa else None,
+        hugepages_2mi=EFA_HUGEPAGES_2MI if efa else None, cpu=EFA_POD_CPU if job.instance_type else None,
         name=jobset_name(run_id), configmaps={jobset_name(run_id): BUNDLE_MOUNT},
     )

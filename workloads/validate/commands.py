@@ -1,6 +1,7 @@
 """``render``, ``submit`` and ``status``: validation as a command over a deployed stack's outputs.
 
     python -m workloads.validate render STACK --out DIR   [--outputs FILE]
+    python -m workloads.validate render STACK --out DIR --job ddp|model-parallel|tasks --job-arg ARG ...
     python -m workloads.validate submit STACK             [--outputs FILE] [--here | --ssh CMD] ...
     python -m workloads.validate status STACK             [--outputs FILE] [--here | --ssh CMD]
 
@@ -26,8 +27,11 @@ from components.contract import ClusterOutputs, OutputsError, load_outputs, read
 from components.validation_time import Settings, cost_usd, estimate, fit_budget, search_estimate, total_s
 from workloads.launch import bundle as code_bundle
 from workloads.launch import validation as vjob
+from workloads.launch.common import LaunchSpecError
+from workloads.launch.jobset import network_policy
 from workloads.launch.jobset import render as render_jobset
 from workloads.launch.jobset import to_yaml
+from workloads.launch.sbatch import LaunchSpec
 from workloads.launch.sbatch import render as render_sbatch
 from workloads.validate.verdict import Verdict
 
@@ -82,6 +86,7 @@ class Rendered:
     job: vjob.ValidationJob
     jobset: dict[str, Any] | None = None
     configmap: dict[str, Any] | None = None
+    networkpolicy: dict[str, Any] | None = None
     timing: list[str] = field(default_factory=list)
     """What the validation is expected to take and cost, and what a budget gave up."""
 
@@ -118,6 +123,8 @@ def render_run(outs: ClusterOutputs, args: argparse.Namespace, run_id: str) -> R
 
     bundle = code_bundle.build()
     env = dict(kv.split("=", 1) for kv in args.env)
+    if getattr(args, "job", None):
+        return _render_user_job(outs, args, run_id, bundle, env)
     settings, timing = plan_time(outs, getattr(args, "budget", None))
     run_args = tuple(args.run_arg)
     skip: tuple[str, ...] = ()
@@ -134,10 +141,33 @@ def render_run(outs: ClusterOutputs, args: argparse.Namespace, run_id: str) -> R
     if outs.scheduler.kind == "slurm":
         script = render_sbatch(vjob.sbatch_spec(job))
         return Rendered(run_id=run_id, run_dir=job.workdir, files={"validate.sbatch": script}, job=job, timing=timing)
-    manifest = render_jobset(vjob.cluster_jobset(outs, job, run_id, image=args.image))
+    spec = vjob.cluster_jobset(outs, job, run_id, image=args.image)
+    manifest = render_jobset(spec)
     cm = kube.configmap(manifest["metadata"]["name"], manifest["metadata"]["namespace"], bundle)
-    return Rendered(run_id=run_id, run_dir=job.workdir, job=job, jobset=manifest, configmap=cm, timing=timing,
-                    files={"jobset.yaml": to_yaml(manifest), "configmap.yaml": to_yaml(cm)})
+    policy = network_policy(spec)
+    return Rendered(run_id=run_id, run_dir=job.workdir, job=job, jobset=manifest, configmap=cm, networkpolicy=policy,
+                    timing=timing, files={"jobset.yaml": to_yaml(manifest), "configmap.yaml": to_yaml(cm),
+                                          "networkpolicy.yaml": to_yaml(policy)})
+
+
+def _render_user_job(outs: ClusterOutputs, args: argparse.Namespace, run_id: str, bundle: code_bundle.Bundle,
+                     env: dict[str, str]) -> Rendered:
+    """``render --job PATTERN``: the user's job onto the stack, with the fabric's wiring."""
+    from workloads.launch import userjob
+    from workloads.validate import kube
+
+    spec = userjob.user_job(outs, args.job, tuple(args.job_arg), run_id, bundle, python=args.python, image=args.image,
+                            cpu=args.cpu, procs_per_node=args.procs_per_node, extra_env=env,
+                            time_limit_min=args.time_limit, rdzv_port=args.rdzv_port, exclusive=not args.shared)
+    job = vjob.for_cluster(outs, run_id, bundle, python=args.python, cpu=args.cpu, runs_dir=userjob.JOBS_DIR)
+    if isinstance(spec, LaunchSpec):
+        return Rendered(run_id=run_id, run_dir=spec.workdir, job=job, files={f"{args.job}.sbatch": render_sbatch(spec)})
+    manifest = render_jobset(spec)
+    cm = kube.configmap(manifest["metadata"]["name"], manifest["metadata"]["namespace"], bundle)
+    policy = network_policy(spec)
+    return Rendered(run_id=run_id, run_dir=spec.workdir, job=job, jobset=manifest, configmap=cm, networkpolicy=policy,
+                    files={"jobset.yaml": to_yaml(manifest), "configmap.yaml": to_yaml(cm),
+                           "networkpolicy.yaml": to_yaml(policy)})
 
 
 def _env_pair(text: str) -> str:
@@ -259,8 +289,8 @@ def _submit_kubernetes(api: Any, r: Rendered, outs: ClusterOutputs, dest: Path, 
 
     assert r.jobset is not None
     ns, name = r.jobset["metadata"]["namespace"], r.jobset["metadata"]["name"]
-    kube.create(api, r.jobset, code_bundle.build())
-    say(f"created jobset {name} and its code ConfigMap in namespace {ns}")
+    kube.create(api, r.jobset, code_bundle.build(), r.networkpolicy)
+    say(f"created jobset {name}, its code ConfigMap and its NetworkPolicy in namespace {ns}")
     try:
         final = kube.follow(api, ns, name, expected_nodes=outs.nodes, poll_s=args.poll, timeout_s=timeout, say=say)
         got = kube.fetch(api, ns, name, dest)
@@ -297,6 +327,10 @@ def add_parsers(sub: Any) -> None:
     add_common(render)
     add_job(render)
     render.add_argument("--out", type=Path, required=True, dest="out")
+    render.add_argument("--job", choices=("ddp", "model-parallel", "tasks"),
+                        help="render a user job of this pattern instead of the validation run")
+    render.add_argument("--job-arg", action="append", default=[], metavar="ARG",
+                        help="an argument of the --job module (repeatable, in order), e.g. --job-arg=--data --job-arg=/fsx/tok")
     submit = sub.add_parser("submit", help="run the validation on a deployed stack and bring the report back")
     add_common(submit)
     add_job(submit)
@@ -313,7 +347,7 @@ def dispatch(args: argparse.Namespace, say: Callable[[str], None] = print) -> in
     handlers = {"render": cmd_render, "submit": cmd_submit, "status": cmd_status}
     try:
         return handlers[args.cmd](args, say)
-    except (OutputsError, CommandError) as exc:
+    except (OutputsError, CommandError, LaunchSpecError) as exc:
         print(f"validate {args.cmd}: {exc}", file=sys.stderr)
         return int(Verdict.UNKNOWN)
     except (RuntimeError, TimeoutError) as exc:  # scheduler errors: the message says which command failed

@@ -51,6 +51,8 @@ class Api(Protocol):
     def pod_log(self, namespace: str, pod: str) -> str: ...
     def delete_jobset(self, namespace: str, name: str) -> None: ...
     def set_owner(self, namespace: str, configmap: str, owner: Mapping[str, Any]) -> None: ...
+    def create_networkpolicy(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]: ...
+    def set_networkpolicy_owner(self, namespace: str, name: str, owner: Mapping[str, Any]) -> None: ...
     def list_nodes(self, selector: str) -> list[dict[str, Any]]: ...
 
 
@@ -93,17 +95,35 @@ class KubeApi:
     def set_owner(self, namespace: str, configmap: str, owner: Mapping[str, Any]) -> None:
         self._core.patch_namespaced_config_map(configmap, namespace, {"metadata": {"ownerReferences": [dict(owner)]}})
 
+    def create_networkpolicy(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        from kubernetes import client
+
+        return self._plain(client.NetworkingV1Api(self._client).create_namespaced_network_policy(
+            namespace, dict(body)))
+
+    def set_networkpolicy_owner(self, namespace: str, name: str, owner: Mapping[str, Any]) -> None:
+        from kubernetes import client
+
+        client.NetworkingV1Api(self._client).patch_namespaced_network_policy(
+            name, namespace, {"metadata": {"ownerReferences": [dict(owner)]}})
+
     def list_nodes(self, selector: str) -> list[dict[str, Any]]:
         return [self._plain(n) for n in self._core.list_node(label_selector=selector).items]
 
 
-def create(api: Api, jobset: Mapping[str, Any], bundle: Bundle) -> dict[str, Any]:
-    """The code's ConfigMap first (pods that start before it would wait on their volume), then
-    the JobSet, then the JobSet made the ConfigMap's owner; the JobSet as created."""
+def create(api: Api, jobset: Mapping[str, Any], bundle: Bundle,
+           policy: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The job's NetworkPolicy first (no pod of the job is ever unprotected), the code's
+    ConfigMap (pods that start before it would wait on their volume), then the JobSet, then
+    the JobSet made the owner of both; the JobSet as created."""
     meta = jobset["metadata"]
+    if policy is not None:
+        api.create_networkpolicy(meta["namespace"], policy)
     api.create_configmap(meta["namespace"], configmap(meta["name"], meta["namespace"], bundle))
     made = api.create_jobset(meta["namespace"], jobset)
     api.set_owner(meta["namespace"], meta["name"], owner(made))
+    if policy is not None:
+        api.set_networkpolicy_owner(meta["namespace"], policy["metadata"]["name"], owner(made))
     return made
 
 

@@ -1,0 +1,103 @@
+"""The hardened pod of a JobSet job, with its fabric wiring: security contexts, the
+receive-datapath sidecar, the fabric's volumes, and the NetworkPolicy that admits only the
+job's own pods.
+
+Every container drops all capabilities and adds back only what the fabric's catalog entry
+names, each with its reason; no container may escalate privileges; the pod runs under the
+runtime's default seccomp profile, mounts no service-account token (nothing in the job talks
+to the API server) and, where the job says so, as a non-root user. These are the Kubernetes
+checks Checkov runs (CKV_K8S_20, 23, 28, 29, 30, 31, 37, 38, CKV2_K8S_6; images by digest
+CKV_K8S_43 where the catalog has the digest).
+
+Deliberate exceptions, each for a reason the fabric gives:
+* the workload runs as the image's user unless ``run_as_user`` is set (CKV_K8S_23): NGC images
+  run as root and the run directory is made under a root-owned Lustre mount;
+* the TCPX/TCPXO receive-datapath daemon runs as root with NET_ADMIN (and NET_BIND_SERVICE on
+  TCPXO) and mounts the host's ``/sys`` and ``/proc/sys``: it programs the GPU NICs, and a
+  non-root process cannot use added capabilities (container-engine-accelerators' unprivileged
+  profile, the least upstream documents).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from workloads.launch.fabric import Capability, PodWiring, Sidecar
+
+# What the rxdm's startup probe reads (container-engine-accelerators gpudirect-tcpxo/
+# best-practice.md at 992db81: with HEALTH_CHECK_LOG_FILE set, the daemon writes the file once
+# its buffer manager is up, ~30 s; the file name may not contain '_'; probe every 5 s, 6 tries).
+# A native sidecar's startup probe also holds the workload back until the daemon is ready.
+RXDM_HEALTH_FILE = "/run/health-check"
+
+
+def container_security(caps: tuple[Capability, ...], run_as_user: int | None = None) -> dict[str, Any]:
+    capabilities: dict[str, Any] = {"drop": ["ALL"]}
+    if caps:
+        capabilities["add"] = [c.add for c in caps]
+    out: dict[str, Any] = {"allowPrivilegeEscalation": False, "capabilities": capabilities}
+    if run_as_user is not None:
+        out.update(runAsNonRoot=True, runAsUser=run_as_user, runAsGroup=run_as_user)
+    return out
+
+
+def pod_security(run_as_user: int | None) -> dict[str, Any]:
+    """The pod's part: seccomp for every container; with ``run_as_user`` the volumes' group.
+    The user itself is set on the workload container, not here: the fabric's sidecar must keep
+    the image's root user (see the module notes)."""
+    out: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if run_as_user is not None:
+        out["fsGroup"] = run_as_user
+    return out
+
+
+def _env(env: Mapping[str, str]) -> list[dict[str, str]]:
+    # Values with '$' are doubled by the caller where Kubernetes would expand them; the
+    # sidecar's are plain paths.
+    return [{"name": k, "value": v} for k, v in env.items()]
+
+
+def sidecar(sc: Sidecar) -> dict[str, Any]:
+    """The daemon as a native sidecar (an init container that keeps running): it starts before
+    the workload and does not keep the Job from completing (Kubernetes sidecar containers;
+    container-engine-accelerators gpudirect-tcpxo/best-practice.md)."""
+    env = dict(sc.env)
+    out: dict[str, Any] = {
+        "name": sc.name,
+        "image": sc.image.ref,
+        "imagePullPolicy": "Always",
+        "restartPolicy": "Always",
+        "command": list(sc.command),
+        "securityContext": container_security(sc.capabilities),
+        "volumeMounts": [{"name": v, "mountPath": m} for v, m in sc.mounts.items()],
+    }
+    if sc.name == "tcpxo-daemon":
+        env["HEALTH_CHECK_LOG_FILE"] = RXDM_HEALTH_FILE
+        out["startupProbe"] = {"exec": {"command": ["cat", RXDM_HEALTH_FILE]}, "initialDelaySeconds": 1,
+                               "periodSeconds": 5, "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 6}
+    out["env"] = _env(env)
+    return out
+
+
+def volumes(wiring: PodWiring) -> list[dict[str, Any]]:
+    return [{"name": v.name, "hostPath": {"path": v.host_path}} if v.host_path else {"name": v.name, "emptyDir": {}}
+            for v in wiring.volumes]
+
+
+def mounts(wiring: PodWiring) -> list[dict[str, Any]]:
+    return [{"name": v, "mountPath": m} for v, m in wiring.mounts.items()]
+
+
+def network_policy(name: str, namespace: str, labels: Mapping[str, str], selector: Mapping[str, str]) -> dict[str, Any]:
+    """Ingress to the job's pods only from the job's own pods, on any port: the rendezvous
+    ports are fixed, but NCCL's bootstrap and socket connections listen on ephemeral ports, so
+    a port list would cut NCCL off. Egress stays open (DNS, the image registry, storage)."""
+    own = {"podSelector": {"matchLabels": dict(selector)}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": {"podSelector": {"matchLabels": dict(selector)}, "policyTypes": ["Ingress"],
+                 "ingress": [{"from": [own]}]},
+    }
