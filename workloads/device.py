@@ -18,6 +18,7 @@ from typing import Callable, NoReturn
 
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import HashStore
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -124,7 +125,7 @@ def setup(timeout_s: float | None = None, force_cpu: bool | None = None,
             world_size=world_size,
             timeout=_dt.timedelta(seconds=timeout_s),
             device_id=device if backend == "nccl" else None,
-            **({"store": dist.HashStore()} if alone else {}),
+            store=HashStore() if alone else None,
         )
     if on_stage is not None:
         on_stage("joined")
