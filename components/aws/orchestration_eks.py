@@ -45,7 +45,8 @@ from components.aws.versions import (
     EFA_PLUGIN_VERSION, EKS_CHARTS_REPO, FSX_CSI_ADDON, NVIDIA_PLUGIN_REPO, NVIDIA_PLUGIN_VERSION,
     POD_IDENTITY_ADDON, VPC_CNI_ADDON,
 )
-from components.k8s.addons import jobset
+# Re-exported: components/aws/cluster.py names it in the stack output scheduler.namespace.
+from components.k8s.addons import JOB_NAMESPACE as JOB_NAMESPACE, job_namespace, jobset
 from components.spec import CapacitySpec
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
@@ -64,8 +65,8 @@ SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
 SYSTEM_LABELS = {"gpu-cluster/role": "system"}
 GPU_LABELS = {"gpu-cluster/role": "gpu", "nvidia.com/gpu.present": "true"}
 FSX_VOLUME = "fsx-lustre"
-# The claim's namespace, where jobs that mount the file system run (a claim is namespaced).
-JOB_NAMESPACE = "default"
+# The claim lives in JOB_NAMESPACE (components/k8s/addons.py), where the jobs that mount the file
+# system run: a pod mounts only claims of its own namespace.
 
 CAPACITY_TYPES = {
     "on-demand": "ON_DEMAND",
@@ -437,15 +438,16 @@ def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.Reso
         ),
         opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=list(args.after))),
     )
+    namespace = job_namespace(name, k8s_opts)
     k8s.core.v1.PersistentVolumeClaim(
         f"{name}-fsx-pvc",
-        metadata=k8s.meta.v1.ObjectMetaArgs(name=FSX_VOLUME, namespace=JOB_NAMESPACE),
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=FSX_VOLUME, namespace=namespace.metadata.name),
         spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
             access_modes=["ReadWriteMany"],
             storage_class_name="",
             volume_name=FSX_VOLUME,
             resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": storage}),
         ),
-        opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[volume])),
+        opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[volume, namespace])),
     )
     jobset(f"{name}-jobset", k8s_opts, node_selector=args.controller_node_selector)

@@ -12,7 +12,7 @@ import pytest
 
 from typing import Any
 
-from components.k8s.addons import JOBSET_CHART, JOBSET_VERSION
+from components.k8s.addons import JOB_NAMESPACE, JOBSET_CHART, JOBSET_VERSION
 from components.spec import DEPLOYER_PLACEHOLDER
 from tests.components.aws._offline import in_pillar, one, run
 
@@ -48,7 +48,7 @@ def test_eks_control_plane(stack: str) -> None:
     assert access["kubeconfig_command"] == \
         f"aws eks update-kubeconfig --region {spec.region} --name {spec.name}-orchestration-eks"
     assert result.outputs["scheduler"] == {
-        "kind": "kubernetes", "namespace": "default", "lustre_claim": "fsx-lustre",
+        "kind": "kubernetes", "namespace": JOB_NAMESPACE, "lustre_claim": "fsx-lustre",
         "node_selector": {"node.kubernetes.io/instance-type": spec.compute.instance_type}, "tolerations": []}
     kubeconfig = json.loads(access["kubeconfig"])
     assert kubeconfig["clusters"][0]["cluster"]["server"] == access["api_endpoint"]
