@@ -364,8 +364,18 @@ class Orchestration(pulumi.ComponentResource):
             )],
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
+            # No configuration_values pin the controller to the system nodes: CreateAddon validates
+            # them against the add-on version's schema (EKS API CreateAddon, configurationValues:
+            # "validated against the schema in DescribeAddonConfiguration"), and no public copy of
+            # that schema for aws-fsx-csi-driver was found (2026-12). The Helm chart has
+            # controller.nodeSelector and controller.tolerations (kubernetes-sigs/aws-fsx-csi-driver
+            # charts/aws-fsx-csi-driver/values.yaml, chart 1.17.0 at 5b22712), but managed add-on
+            # schemas are not the chart's (the Mountpoint S3 add-on's has no parameters at all,
+            # aws/containers-roadmap issue 2363), and an unknown key fails `pulumi up`. Until
+            # `aws eks describe-addon-configuration --addon-name aws-fsx-csi-driver` shows
+            # controller.nodeSelector, the controller schedules on any node; the system nodes are the
+            # only ones when it is created (it waits for them, not for a GPU node).
             tags=dict(args.tags),
-            # Its controller runs on the system nodes; nothing here waits for a GPU node.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[agent, attachment, self.system_group]),
         )
 

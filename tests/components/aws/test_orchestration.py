@@ -116,6 +116,9 @@ def test_eks_in_cluster_addons() -> None:
 
     addon = one(result, "aws:eks/addon:Addon", "-orchestration-fsx-csi").inputs
     assert addon["addonName"] == "aws-fsx-csi-driver"
+    # No configuration values until the add-on's schema is known to take controller.nodeSelector
+    # (CreateAddon rejects a key its schema lacks; orchestration_eks._create_fsx_csi).
+    assert "configurationValues" not in addon
     pv = one(result, "kubernetes:core/v1:PersistentVolume", "-orchestration-fsx-pv").inputs["spec"]
     csi = pv["csi"]
     assert csi["driver"] == "fsx.csi.aws.com"
