@@ -122,3 +122,37 @@ def test_the_efa_image_scanned_is_pinned_by_digest() -> None:
         job = rendered(stack)[2]
         (c,) = job["spec"]["template"]["spec"]["containers"]
         assert c["image"].endswith("@" + BUILT_DIGEST)
+
+
+# Pod Security Standards, Baseline (kubernetes.io/docs/concepts/security/pod-security-standards,
+# v1.35): capabilities that may be added, and the controls the job's pods could touch.
+BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                         "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+
+
+def beyond_baseline(pod: dict[str, Any]) -> list[str]:
+    out = [f"hostPath volume {v['name']}" for v in pod.get("volumes", []) if "hostPath" in v]
+    out += [f"host namespace {k}" for k in ("hostNetwork", "hostPID", "hostIPC") if pod.get(k)]
+    for c in [*pod.get("initContainers", []), *pod["containers"]]:
+        sc = c.get("securityContext", {})
+        out += [f"{c['name']} privileged"] * bool(sc.get("privileged"))
+        out += [f"{c['name']} adds {cap}" for cap in sc.get("capabilities", {}).get("add", [])
+                if cap not in BASELINE_CAPABILITIES]
+    return out
+
+
+def test_the_jobs_namespace_admits_the_pods_at_the_least_level_they_need() -> None:
+    """Every bundled Kubernetes stack's job pod goes beyond Baseline (hostPath, NET_ADMIN, IPC_LOCK),
+    so the namespace enforces `privileged` and audits `baseline`; none is `privileged: true`. When a
+    stack's pods fit Baseline, this fails: lower the level (components/k8s/addons.py)."""
+    from components.k8s.addons import JOB_POD_SECURITY
+
+    assert JOB_POD_SECURITY["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert JOB_POD_SECURITY["pod-security.kubernetes.io/audit"] == "baseline"
+    for stack in K8S_STACKS:
+        job = rendered(stack)[2]
+        assert job["metadata"]["namespace"] == outputs(stack).scheduler.namespace != "default"
+        pod = job["spec"]["template"]["spec"]
+        found = beyond_baseline(pod)
+        assert found, f"{stack}: the job pod fits Baseline; enforce baseline in its namespace"
+        assert not [f for f in found if f.endswith("privileged") or f.startswith("host namespace")], (stack, found)
