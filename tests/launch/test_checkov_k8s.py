@@ -34,9 +34,7 @@ BUILT_DIGEST = "sha256:" + "0" * 64
 # Failures that are not deliberate but are not the launcher's to fix: GKE's default image is NGC's by
 # tag. (The job's namespace is the stacks' own, components/k8s/addons.py JOB_NAMESPACE, no longer
 # `default`: CKV_K8S_21 passes.) Each entry must still fail (the test says when one stops failing).
-NOT_YET_HARDENED = {
-    ("CKV_K8S_43", "Job"),    # image by tag (GKE's default image)
-}
+NOT_YET_HARDENED: set[tuple[str, str]] = set()  # every failure left is a listed, deliberate exception
 
 
 @pytest.fixture(scope="module")
