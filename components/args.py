@@ -13,10 +13,9 @@ mapping from the args and parses it, so a bad argument gets the stack file's
 go to the network as :class:`components.aws.network.ExistingNetwork`.
 """
 
-from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Optional, TypedDict
+from typing import Any, Optional, Required, TypedDict
 
 import pulumi
 
@@ -26,7 +25,7 @@ from components.spec import DEPLOY_TIME_ID, ClusterSpec, SpecError, default_name
 class CapacityArgs(TypedDict, total=False):
     """How the GPU nodes are bought."""
 
-    type: str
+    type: Required[str]
     """on-demand, reservation, capacity-block (aws), flex-start (gcp) or spot."""
     id: str
     """The reservation: an AWS capacity reservation id (cr-...) or a GCP reservation name."""
@@ -37,9 +36,9 @@ class CapacityArgs(TypedDict, total=False):
 class ComputeArgs(TypedDict, total=False):
     """The GPU nodes."""
 
-    instance_type: str
+    instance_type: Required[str]
     """A catalog instance type offered on the cloud (p5.48xlarge, a3-megagpu-8g, ...)."""
-    nodes: int
+    nodes: Required[int]
     """GPU nodes in the one group a job spans (1..2048)."""
     capacity: CapacityArgs
     """How the nodes are bought; on-demand when unset."""
@@ -59,9 +58,9 @@ class InterconnectArgs(TypedDict, total=False):
 class LustreArgs(TypedDict, total=False):
     """The shared Lustre file system (FSx for Lustre, Managed Lustre)."""
 
-    size_gib: int
+    size_gib: Required[int]
     """Capacity in GiB (the cloud's sizes: FSx 1200 or multiples of 2400; Managed Lustre per tier)."""
-    throughput_mbps_per_tib: int
+    throughput_mbps_per_tib: Required[int]
     """125, 250, 500 or 1000 MB/s per TiB."""
     import_path: str
     """Object store prefix loaded into the file system (s3:// or gs://)."""
@@ -76,7 +75,7 @@ class LustreArgs(TypedDict, total=False):
 class StorageArgs(TypedDict, total=False):
     """File system and checkpoint bucket."""
 
-    lustre: LustreArgs
+    lustre: Required[LustreArgs]
     """The Lustre file system."""
     bucket_name: str
     """Checkpoint bucket name; generated when unset."""
@@ -85,7 +84,7 @@ class StorageArgs(TypedDict, total=False):
 class OrchestrationArgs(TypedDict, total=False):
     """What schedules the jobs."""
 
-    kind: str
+    kind: Required[str]
     """eks or slurm on aws; gke or slurm on gcp."""
     kubernetes_version: str
     """Kubernetes minor version, e.g. "1.33" (eks, gke)."""
@@ -130,21 +129,21 @@ class GpuClusterArgs(TypedDict, total=False):
 
     name: str
     """Prefix of every resource name (2-32 characters); the component's name when unset."""
-    cloud: str
+    cloud: Required[str]
     """aws or gcp."""
-    region: str
+    region: Required[str]
     """The region, e.g. us-east-1 or us-central1."""
-    zone: str
+    zone: Required[str]
     """The one zone every GPU node shares, e.g. us-east-1a or us-central1-a."""
     zone_id: str
     """AWS only: the zone ID behind zone in the deploying account (use1-az4)."""
-    compute: ComputeArgs
+    compute: Required[ComputeArgs]
     """The GPU nodes."""
     interconnect: InterconnectArgs
     """Placement of the GPU fabric."""
-    storage: StorageArgs
+    storage: Required[StorageArgs]
     """File system and checkpoint bucket."""
-    orchestration: OrchestrationArgs
+    orchestration: Required[OrchestrationArgs]
     """EKS, GKE or Slurm."""
     network: NetworkArgs
     """A new network, or the caller's."""

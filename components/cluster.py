@@ -13,7 +13,6 @@ the package served by components/provider.py) parses the args through components
 parsed. The component's annotated attributes are its schema outputs (the analyzer reads them).
 """
 
-from __future__ import annotations
 
 import importlib
 from typing import Any, Mapping, Optional, TypedDict
@@ -116,7 +115,7 @@ class GpuCluster(pulumi.ComponentResource):
         self._build(name, spec, existing_network(spec, args))
 
     @classmethod
-    def from_spec(cls, name: str, spec: ClusterSpec, opts: Optional[pulumi.ResourceOptions] = None) -> GpuCluster:
+    def from_spec(cls, name: str, spec: ClusterSpec, opts: Optional[pulumi.ResourceOptions] = None) -> "GpuCluster":
         """The component for a spec already parsed (the stack file's, components/program.py)."""
         self = cls.__new__(cls)
         pulumi.ComponentResource.__init__(self, TYPE, name, None, opts)
