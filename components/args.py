@@ -171,7 +171,7 @@ def _id(value: Any) -> str:
 
 def to_raw(args: Mapping[str, Any]) -> dict[str, Any]:
     """The raw ``gpu-cluster:cluster`` object these args describe (network Inputs as placeholders)."""
-    raw = _plain({k: v for k, v in args.items() if k != "network"})
+    raw: dict[str, Any] = _plain({k: v for k, v in args.items() if k != "network"})
     network = args.get("network")
     if isinstance(network, Mapping):
         net: dict[str, Any] = {k: _plain(v) for k, v in network.items() if k not in (*_NETWORK_IDS, "control_plane_subnet_ids")}
@@ -203,7 +203,8 @@ def existing_network(spec: ClusterSpec, args: Optional[Mapping[str, Any]] = None
     from components.aws.network import ExistingNetwork
 
     net = (args or {}).get("network") or {}
-    vpc = net.get("vpc_id", spec.network.vpc_id)
-    subnet = net.get("node_subnet_id", spec.network.node_subnet_id)
+    given_vpc, given_subnet = net.get("vpc_id"), net.get("node_subnet_id")
+    vpc: pulumi.Input[str] = given_vpc if given_vpc is not None else str(spec.network.vpc_id)
+    subnet: pulumi.Input[str] = given_subnet if given_subnet is not None else str(spec.network.node_subnet_id)
     cps = net.get("control_plane_subnet_ids", list(spec.network.control_plane_subnet_ids))
     return ExistingNetwork(vpc_id=vpc, node_subnet_id=subnet, control_plane_subnet_ids=tuple(cps or ()))

@@ -150,7 +150,7 @@ class GpuCluster(pulumi.ComponentResource):
         self.security_group_id = out(facts["security_group_id"])
         self.file_system_id = out(facts["file_system_id"])
         self.node_groups = out(list(facts["node_groups"]))
-        self.mount = out(built["mount"])  # type: ignore[arg-type]
+        self.mount = out(built["mount"])
         self.fabric = out({k: fabric[k] for k in ("type", "interfaces_per_node", "placement", "mtu")})  # type: ignore[arg-type]
         self.stack_outputs = out(built)
         self.register_outputs({k: getattr(self, k) for k in (

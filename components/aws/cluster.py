@@ -42,7 +42,7 @@ def _region_checked(spec: ClusterSpec, providers: list[pulumi.ProviderResource])
                 raise ValueError(f"region: the provider given to the component deploys to {region!r}, the cluster "
                                  f"description says {spec.region!r} (allowed: a provider for {spec.region})")
         return spec.region
-    given = [p.region for p in providers if isinstance(p, (aws.Provider, aws_native.Provider))]  # type: ignore[attr-defined]
+    given = [p.region for p in providers if isinstance(p, (aws.Provider, aws_native.Provider))]
     return pulumi.Output.all(*given).apply(check)
 
 
