@@ -162,6 +162,11 @@ def _plain(value: Any) -> Any:
         return {k: _plain(v) for k, v in value.items() if v is not None}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
+    # Numbers cross the engine as floats; pulumi 3.272's ComponentProvider.map_input_properties
+    # converts integer properties with int() and then stores the float anyway (no `continue`),
+    # so whole floats are taken as the integers they are (a fraction still fails the spec).
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     return value
 
 

@@ -113,3 +113,52 @@ def test_aws_callers_provider_in_another_region_is_refused() -> None:
         return {"region": cluster.region}
     with pytest.raises(Exception, match="deploys to 'us-west-2', the cluster description says 'us-east-1'"):
         run_program("c", program)
+
+
+def test_stack_file_with_an_existing_vpc_creates_no_network() -> None:
+    from components.engine import run_offline
+
+    raw = {**EKS, "network": {"vpc_id": VPC, "node_subnet_id": SUBNET, "control_plane_subnet_ids": [SUBNET_B]}}
+    run = run_offline("mine", raw)
+    types = {r.type for r in run.resources}
+    assert "aws:ec2/vpc:Vpc" not in types and "aws:ec2/subnet:Subnet" not in types
+    assert "aws:s3/bucket:Bucket" in types  # the log bucket the checkpoint bucket's access logs go to
+    (eks,) = run.of_type("aws:eks/cluster:Cluster")
+    assert eks.inputs["vpcConfig"]["subnetIds"] == [SUBNET, SUBNET_B]
+    assert "aws:ec2/getVpc:getVpc" in run.invokes
+    assert set(run.outputs) == set(__import__("components.contract", fromlist=["OUTPUT_KEYS"]).OUTPUT_KEYS)
+
+
+def test_a_vpc_without_dns_hostnames_is_refused() -> None:
+    from components.aws.network import _dns_checked
+
+    assert _dns_checked(["arn:aws:ec2:us-east-1:1:vpc/" + VPC, True, True, VPC]).endswith(VPC)
+    with pytest.raises(ValueError, match="enableDnsHostnames=False"):
+        _dns_checked(["arn", True, False, VPC])
+
+
+def test_the_package_provider_constructs_the_component_from_schema_inputs() -> None:
+    """What `pulumi package add` consumers reach: the component provider maps camelCase inputs
+    (as a YAML program sends them) to GpuClusterArgs and builds the cluster."""
+    from pulumi.provider.experimental.component import ComponentProvider
+
+    from components.provider import COMPONENTS, PACKAGE
+
+    provider = ComponentProvider(list(COMPONENTS), PACKAGE, None, "0.1.0")
+    inputs = {"cloud": "aws", "region": "us-east-1", "zone": "us-east-1a",
+              "compute": {"instanceType": "p5.48xlarge", "nodes": 2.0},
+              "storage": {"lustre": {"sizeGib": 4800.0, "throughputMbpsPerTib": 250.0}},
+              "orchestration": {"kind": "slurm", "loginNodes": 1.0},
+              "network": {"vpcId": VPC, "nodeSubnetId": SUBNET}}
+    state: dict[str, Any] = {}
+
+    def program() -> dict[str, Any]:
+        result = provider.construct("pkg", "gpu-cluster:index:GpuCluster", inputs, pulumi.ResourceOptions())
+        state.update(result.state)
+        return {k: state[k] for k in ("clusterName", "networkId", "nodeSubnetId", "nodeGroups", "mount")}
+
+    run = run_program("pkg", program)
+    assert run.outputs["clusterName"] == "pkg" and run.outputs["networkId"] == VPC
+    assert run.outputs["nodeSubnetId"] == SUBNET and len(run.outputs["nodeGroups"]) == 1
+    assert run.outputs["mount"]["mountPoint"] == "/fsx"
+    assert not run.of_type("aws:ec2/vpc:Vpc") and run.of_type("aws-native:pcs:Cluster")
