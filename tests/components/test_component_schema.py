@@ -170,3 +170,22 @@ def test_yaml_checker_finds_a_wrong_name(doc: dict[str, Any]) -> None:
         "compute.node: not in the schema", "compute.nodes: required"]
     assert _check({"lustre": {"sizeGib": "36000"}}, res["inputProperties"]["storage"], doc, "storage") == [
         "storage.lustre.throughputMbpsPerTib: required", "storage.lustre.sizeGib: '36000' is not a integer"]
+
+
+def test_plugin_manifest_starts_the_component_provider_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PulumiPlugin.yaml's main, run as the Python plugin host runs it (a script), hands
+    component_provider_host the component, the package name and the version."""
+    import runpy
+
+    import pulumi.provider.experimental as experimental
+
+    manifest = yaml.safe_load((ROOT / "PulumiPlugin.yaml").read_text(encoding="utf-8"))
+    assert manifest["runtime"]["name"] == "python"
+    main = ROOT / manifest["main"]
+    calls: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(experimental, "component_provider_host",
+                        lambda components, name, namespace=None, version=None: calls.append((components, name, version)))
+    runpy.run_path(str(main), run_name="__main__")
+    ((components, name, version),) = calls
+    assert [c.__name__ for c in components] == ["GpuCluster"] and name == "gpu-cluster"
+    assert version == schema()["version"]
