@@ -212,8 +212,8 @@ class Network(pulumi.ComponentResource):
 def _dns_checked(vpc: list[object]) -> str:
     arn, dns_support, dns_hostnames, vpc_id = vpc
     if not (dns_support and dns_hostnames):
-        # FSx for Lustre is mounted by its DNS name, and the EKS private endpoint resolves only in
-        # a VPC with both attributes on (EKS user guide "cluster-endpoint"; FSx user guide, mounting).
+        # The same reason the VPC we create turns both on (Network.__init__): FSx for Lustre is
+        # mounted by its DNS name and the EKS private endpoint resolves only in a VPC with both on.
         raise ValueError(f"network.vpc_id: {vpc_id} has enableDnsSupport={dns_support}, "
                          f"enableDnsHostnames={dns_hostnames} (allowed: both true; "
                          "aws ec2 modify-vpc-attribute --vpc-id ... --enable-dns-hostnames)")
