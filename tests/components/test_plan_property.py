@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from components.catalog import load_catalog
 from components.engine import run_offline
 from components.plan import summarize
-from components.spec import (CAPACITY_TYPES, FSX_THROUGHPUTS, GCP_LUSTRE_MIN_GIB, ORCHESTRATORS, PRE_PLACED,
-                             SpecError, parse_spec)
+from components.lustre_tiers import lustre_tiers
+from components.spec import CAPACITY_TYPES, ORCHESTRATORS, PRE_PLACED, SpecError, parse_spec
 
 CATALOG = load_catalog()
 
@@ -46,11 +46,12 @@ def valid_cluster(draw: st.DrawFn) -> dict[str, Any]:
     capacity: dict[str, Any] = {"type": ctype}
     if ctype in PRE_PLACED:
         capacity["id"] = "cr-0123456789abcdef0" if cloud == "aws" else draw(st.sampled_from(["res-a", "block1"]))
-    tput = draw(st.sampled_from(FSX_THROUGHPUTS))
+    tiers = lustre_tiers(cloud)
+    tput = draw(st.sampled_from(tiers.throughputs))
     if cloud == "aws":
         size = draw(st.sampled_from([1200, 2400, 4800, 2400 * 1000]))
     else:
-        size = GCP_LUSTRE_MIN_GIB[tput] * draw(st.integers(1, 3))
+        size = tiers.tiers[tput].min * draw(st.integers(1, 3))
     lustre: dict[str, Any] = {"size_gib": size, "throughput_mbps_per_tib": tput}
     if draw(st.booleans()):
         lustre["import_path"] = ("s3://" if cloud == "aws" else "gs://") + "bucket/prefix/"
