@@ -68,7 +68,6 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
     ``deployer_cidrs`` gets :data:`DEPLOYER_PLACEHOLDER` instead of an error."""
     r = _Reader()
     catalog = load_catalog()
-    rules: CloudRules | None = None
     top = r.mapping(raw, "", _TOP_KEYS, required=("cloud", "region", "zone", "compute", "storage", "orchestration"))
 
     name = r.string(top, "name", "", default=default_name, pattern=_NAME,
