@@ -36,6 +36,11 @@ OUTPUT_KEYS = (
 )
 
 
+# The key under which components/<cloud>/cluster.py build() hands GpuCluster the facts that are
+# its typed attributes but not stack outputs (network, subnet, security group, file system, ...).
+COMPONENT_FACTS = "_component"
+
+
 class OutputsError(ProblemsError):
     """Stack outputs that do not have the contract's shape; every problem at once (components/problems.py)."""
 

@@ -178,6 +178,33 @@ def _tables(cloud: str) -> tuple[Mapping[str, InvokeFn], Mapping[str, ComputedFn
     return invokes, computed
 
 
+def run_program(stack: str, program: Callable[[], Mapping[str, Any] | None], cloud: str = "aws",
+                config: Mapping[str, str] | None = None) -> OfflineRun:
+    """Run any Pulumi program body under the same strict mocks (a program using GpuCluster as a
+    library, examples/python). ``program`` returns the outputs to resolve, or None."""
+    os.environ["PULUMI_ERROR_OUTPUT_STRING"] = "1"
+    run = OfflineRun(stack=stack)
+    invokes, computed = _tables(cloud)
+    mocks = _StrictMocks(invokes, computed, run)
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False,
+                             monitor=_RecordingMonitor(mocks, run))
+    pulumi.runtime.set_all_config(dict(config or {}))
+    settings = pulumi.runtime.settings.SETTINGS
+    settings.rpc_manager.clear()
+    settings.outputs.clear()
+
+    def body() -> None:
+        outputs = program()
+        if outputs is None:  # a program that exports: the stack's own outputs
+            root = pulumi.runtime.settings.get_root_resource()
+            outputs = dict(getattr(root, "outputs", {}) or {})
+        resolved = _sync_await(pulumi.Output.all(**outputs).future()) if outputs else {}
+        run.outputs = _plain(resolved or {})
+
+    _sync_await(pulumi.runtime.stack.run_pulumi_func(body))
+    return run
+
+
 def run_offline(stack: str, cluster: Mapping[str, Any], extra_config: Mapping[str, str] | None = None,
                 stack_outputs: Mapping[str, Mapping[str, Any]] | None = None) -> OfflineRun:
     """Run ``components.program.build`` for one stack's cluster object and record everything.

@@ -37,7 +37,7 @@ def build() -> dict[str, Any]:
     spec = spec_from_config()
     layer = config.get(LAYER_KEY)
     if layer is None:
-        cluster = GpuCluster(spec.name, spec)
+        cluster = GpuCluster.from_spec(spec.name, spec)
         return dict(cluster.outputs)
     problems = []
     if layer != LAYER_IN_CLUSTER:

@@ -133,6 +133,19 @@ class OrchestrationSpec:
 class NetworkSpec:
     cidr: str = "10.0.0.0/16"
     """The cluster's address range (VPC on AWS, subnet base on GCP)."""
+    # An existing network (the caller's): no network is created; the cloud's rules check the
+    # ids' form (components/<cloud>/rules.py). ``DEPLOY_TIME_ID`` stands for an id that is an
+    # output of another resource (components/args.py), known only at ``pulumi up``.
+    vpc_id: str | None = None
+    node_subnet_id: str | None = None
+    control_plane_subnet_ids: tuple[str, ...] = ()
+
+    @property
+    def existing(self) -> bool:
+        return self.vpc_id is not None
+
+
+DEPLOY_TIME_ID = "(an output of another resource)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -135,8 +135,18 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
     storage = _parse_storage(r, top.get("storage"), cloud, rules)
     orch = _parse_orchestration(r, top.get("orchestration"), cloud, rules, deployer_placeholder)
     image = _parse_image(r, comp.get("image"), cloud, rules, orch.kind if orch else None)
-    net = r.mapping(top.get("network"), "network", ("cidr",))
+    net = r.mapping(top.get("network"), "network", ("cidr", "vpc_id", "node_subnet_id", "control_plane_subnet_ids"))
     cidr = r.string(net, "cidr", "network", default="10.0.0.0/16") or "10.0.0.0/16"
+    vpc_id, node_subnet_id = r.string(net, "vpc_id", "network"), r.string(net, "node_subnet_id", "network")
+    if (vpc_id is None) != (node_subnet_id is None):
+        r.bad("network.vpc_id" if vpc_id is None else "network.node_subnet_id",
+              "an existing network needs both network.vpc_id and network.node_subnet_id (allowed: both or neither)")
+    cp_raw = net.get("control_plane_subnet_ids") or []
+    if not isinstance(cp_raw, list) or not all(isinstance(c, str) and c for c in cp_raw):
+        r.bad("network.control_plane_subnet_ids", f"expected a list of subnet ids, got {short(cp_raw)}")
+        cp_raw = []
+    if cp_raw and vpc_id is None:
+        r.bad("network.control_plane_subnet_ids", "only applies to an existing network (set network.vpc_id)")
     try:
         n = ipaddress.ip_network(cidr)
         if not n.is_private or not 16 <= n.prefixlen <= 20:
@@ -161,7 +171,8 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
         interconnect=InterconnectSpec(placement=placement),
         storage=storage,
         orchestration=orch,
-        network=NetworkSpec(cidr=cidr),
+        network=NetworkSpec(cidr=cidr, vpc_id=vpc_id, node_subnet_id=node_subnet_id,
+                            control_plane_subnet_ids=tuple(cp_raw)),
         tags=tags,
         security=security,
         rules=RULES_RAN,

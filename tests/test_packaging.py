@@ -133,7 +133,8 @@ def test_wheel_metadata_matches_requirements(wheel: Path) -> None:
     assert {"pulumi", "pyyaml", "torch"} <= runtime.keys()
 
 
-def test_installed_wheel_works_without_the_repository(wheel: Path, tmp_path: Path) -> None:
+def _fresh_venv(wheel: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """(python, purelib) of a fresh virtualenv with the wheel installed and the deps on a .pth."""
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     py = venv / "bin" / "python"
@@ -145,6 +146,28 @@ def test_installed_wheel_works_without_the_repository(wheel: Path, tmp_path: Pat
     paths = sysconfig.get_paths()
     ours = dict.fromkeys([*site.getsitepackages(), paths["purelib"], paths["platlib"]])
     (purelib / "_gpu_cluster_test_deps.pth").write_text("".join(f"{p}\n" for p in ours), encoding="utf-8")
+    return py, purelib
+
+
+def test_installed_wheel_runs_the_library_example(wheel: Path, tmp_path: Path) -> None:
+    """pip install of the wheel, then examples/python's own test, away from the checkout."""
+    py, purelib = _fresh_venv(wheel, tmp_path)
+    work = tmp_path / "elsewhere"
+    shutil.copytree(ROOT / "examples" / "python", work / "example")
+    (work / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    runner = (
+        "import sys, pytest, components; from pathlib import Path\n"
+        f"assert Path(components.__file__).resolve().is_relative_to(Path({str(purelib.resolve())!r})), components.__file__\n"
+        "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-W', 'ignore::DeprecationWarning', "
+        "'example/test_program.py']))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    proc = _run([str(py), "-I", "-c", runner], cwd=work, env=env)
+    assert "1 passed" in proc.stdout, proc.stdout
+
+
+def test_installed_wheel_works_without_the_repository(wheel: Path, tmp_path: Path) -> None:
+    py, purelib = _fresh_venv(wheel, tmp_path)
 
     probe = r"""
 import importlib, importlib.util, json, pkgutil, sys

@@ -18,6 +18,7 @@ from typing import Callable, NoReturn
 
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import HashStore
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -115,16 +116,16 @@ def setup(timeout_s: float | None = None, force_cpu: bool | None = None,
         if on_stage is not None:
             on_stage("fabric-ready")
     if not dist.is_initialized():
-        if "MASTER_ADDR" not in os.environ:
-            # A plain `python -m workloads.X` run: a group of one on this host.
-            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-            os.environ.setdefault("MASTER_PORT", str(_free_port()))
+        # A plain `python -m workloads.X` run is a group of one: its store lives in the process, so
+        # no port is picked and then raced for (two such runs on one host once took the same one).
+        alone = "MASTER_ADDR" not in os.environ and world_size == 1
         dist.init_process_group(
             backend=backend,
             rank=rank,
             world_size=world_size,
             timeout=_dt.timedelta(seconds=timeout_s),
             device_id=device if backend == "nccl" else None,
+            store=HashStore() if alone else None,
         )
     if on_stage is not None:
         on_stage("joined")
@@ -159,12 +160,6 @@ def synchronize(device: torch.device) -> None:
     """Wait for queued device work; a no-op on CPU, where collectives return when done."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def memory_cap(device_bytes: int, check: bool) -> int:

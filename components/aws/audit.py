@@ -84,15 +84,21 @@ def log_bucket_policy(bucket_arn: str, vpc_arn: str, region: str, flow_logs: boo
     return json.dumps({"Version": "2012-10-17", "Statement": statements}, sort_keys=True)
 
 
-def network_audit(name: str, vpc: aws.ec2.Vpc, region: str, security: SecuritySpec, tags: Mapping[str, str],
-                  parent: pulumi.Resource) -> aws.s3.Bucket:
-    """The log bucket, the VPC's flow log into it, and the default security group emptied."""
+def network_audit(name: str, vpc_id: pulumi.Input[str], vpc_arn: pulumi.Input[str], region: str,
+                  security: SecuritySpec, tags: Mapping[str, str], parent: pulumi.Resource,
+                  owned: bool = True) -> aws.s3.Bucket:
+    """The log bucket, the VPC's flow log into it, and the default security group emptied.
+
+    ``owned=False`` (the caller's VPC): the log bucket only. The caller's VPC keeps its own
+    flow logs and default group; adopting that group would strip every rule it has."""
     child = pulumi.ResourceOptions(parent=parent)
+    flow_logs = security.flow_logs and owned
     # CKV2_AWS_12: Pulumi adopts the VPC's default group and removes every rule it has when no
     # ingress/egress is given (pulumi-aws ec2.DefaultSecurityGroup docs): anything launched
     # into it by default then reaches nothing.
-    aws.ec2.DefaultSecurityGroup(f"{name}-default-sg", vpc_id=vpc.id, tags={**dict(tags), "Name": f"{name}-default"},
-                                 opts=child)
+    if owned:
+        aws.ec2.DefaultSecurityGroup(f"{name}-default-sg", vpc_id=vpc_id,
+                                     tags={**dict(tags), "Name": f"{name}-default"}, opts=child)
     bucket = aws.s3.Bucket(
         f"{name}-logs",
         force_destroy=False,
@@ -125,14 +131,14 @@ def network_audit(name: str, vpc: aws.ec2.Vpc, region: str, security: SecuritySp
         opts=child)
     policy = aws.s3.BucketPolicy(
         f"{name}-logs", bucket=bucket.id,
-        policy=pulumi.Output.all(bucket.arn, vpc.arn).apply(
-            lambda a: log_bucket_policy(a[0], a[1], region, security.flow_logs)),
+        policy=pulumi.Output.all(bucket.arn, vpc_arn).apply(
+            lambda a: log_bucket_policy(a[0], a[1], region, flow_logs)),
         # The public access block first: a policy put while it is still open could be refused later.
         opts=pulumi.ResourceOptions(parent=parent, depends_on=[pab, ownership]))
-    if security.flow_logs:
+    if flow_logs:
         aws.ec2.FlowLog(
             f"{name}-flow-log",
-            vpc_id=vpc.id,
+            vpc_id=vpc_id,
             traffic_type="ALL",
             log_destination_type="s3",
             log_destination=pulumi.Output.concat(bucket.arn, "/", FLOW_LOG_PREFIX),

@@ -6,7 +6,11 @@ orchestration (EKS or PCS, launching nodes from that template).
 
 The providers are explicit and take the spec's region, so a stack deploys where its
 cluster description says, whatever ``aws:region`` the stack file or the shell carries.
-Every pillar component inherits them; invokes inherit them through ``parent``.
+Every pillar component inherits them; invokes inherit them through ``parent``. A provider the
+caller gave the component (``opts.providers``) is used instead of ours, for every child; its
+region, when it names one, must be the spec's (the ``region`` output fails otherwise).
+
+``existing``: the caller's VPC and subnets (``network.vpc_id``); Network then creates none.
 """
 
 from __future__ import annotations
@@ -20,34 +24,53 @@ import pulumi_aws_native as aws_native
 from components.aws.common import cluster_tags, second_zone
 from components.aws.compute import Compute, ComputeArgs
 from components.aws.interconnect import Interconnect, InterconnectArgs
-from components.aws.network import Network, NetworkArgs
+from components.aws.network import ExistingNetwork, Network, NetworkArgs
 from components.aws.orchestration_eks import FSX_VOLUME, JOB_NAMESPACE, EksArgs
 from components.aws.orchestration_eks import Orchestration as EksOrchestration
 from components.aws.orchestration_pcs import Orchestration as PcsOrchestration
 from components.aws.orchestration_pcs import PcsArgs, lustre_user_data
 from components.aws.storage import Storage, StorageArgs
+from components.contract import COMPONENT_FACTS
 from components.spec import ClusterSpec
 
 
-def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[str, Any]:
+def _region_checked(spec: ClusterSpec, providers: list[pulumi.ProviderResource]) -> pulumi.Output[str]:
+    """The spec's region, once every caller's provider that names a region agrees with it."""
+    def check(regions: list[Any]) -> str:
+        for region in regions:
+            if region and region != spec.region:
+                raise ValueError(f"region: the provider given to the component deploys to {region!r}, the cluster "
+                                 f"description says {spec.region!r} (allowed: a provider for {spec.region})")
+        return spec.region
+    given = [p.region for p in providers if isinstance(p, (aws.Provider, aws_native.Provider))]
+    return pulumi.Output.all(*given).apply(check)
+
+
+def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions,
+          existing: ExistingNetwork | None = None) -> dict[str, Any]:
     kind = spec.orchestration.kind
     if kind not in ("eks", "slurm"):
         raise ValueError(f"orchestration.kind: {kind!r} does not run on aws (allowed: eks, slurm)")
     instance = spec.instance
     tags = cluster_tags(spec)
 
-    providers: list[pulumi.ProviderResource] = [
-        aws.Provider(f"{name}-aws", region=spec.region, opts=pulumi.ResourceOptions(parent=opts.parent))
-    ]
-    if kind == "slurm":
-        providers.append(aws_native.Provider(f"{name}-aws-native", region=spec.region,
-                                             opts=pulumi.ResourceOptions(parent=opts.parent)))
-    child = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=providers))
+    parent = opts.parent
+    providers: list[pulumi.ProviderResource] = []
+    callers: list[pulumi.ProviderResource] = []
+    for pkg, cls in (("aws", aws.Provider), ("aws-native", aws_native.Provider)):
+        if pkg == "aws-native" and kind != "slurm":
+            continue
+        given = parent.get_provider(f"{pkg}:index:x") if parent is not None else None
+        if given is not None:
+            callers.append(given)
+        else:
+            providers.append(cls(f"{name}-{pkg}", region=spec.region, opts=pulumi.ResourceOptions(parent=parent)))
+    child = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=providers + callers))
 
     network = Network(f"{name}-network", NetworkArgs(
         cidr=spec.network.cidr, region=spec.region, zone=spec.zone, zone_id=spec.zone_id,
         control_plane_zone=second_zone(spec.zone) if kind == "eks" else None, tags=tags,
-        security=spec.security,
+        security=spec.security, existing=existing,
     ), child)
     interconnect = Interconnect(f"{name}-interconnect", InterconnectArgs(
         vpc_id=network.vpc_id, instance=instance, placement=spec.interconnect.placement, tags=tags,
@@ -94,6 +117,8 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
         ), child)
         access = {"api_endpoint": eks.api_endpoint, "kubeconfig_command": eks.kubeconfig_command,
                   "kubeconfig": pulumi.Output.secret(eks.kubeconfig)}
+        node_groups: list[Any] = [g.node_group_name for g in eks.node_groups]
+        ca: Any = eks.cluster.certificate_authority.data
         scheduler = {
             "kind": "kubernetes", "namespace": JOB_NAMESPACE, "lustre_claim": FSX_VOLUME,
             "node_selector": {"node.kubernetes.io/instance-type": spec.compute.instance_type},
@@ -113,11 +138,13 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
             image_pinned=spec.compute.image is not None,
         ), child)
         access = {"cluster_id": slurm.cluster_id, "login": slurm.login, "ssh_command": slurm.ssh_command}
+        node_groups = [slurm.gpu_group.name]
+        ca = None
         scheduler = {"kind": "slurm", "partition": spec.orchestration.partition}
 
     return {
         "cloud": "aws",
-        "region": spec.region,
+        "region": _region_checked(spec, callers) if callers else spec.region,
         "zone": spec.zone,
         "orchestrator": kind,
         "cluster_name": spec.name,
@@ -135,4 +162,10 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
         "bucket": storage.bucket_name,
         "access": access,
         "scheduler": scheduler,
+        # Not stack outputs: the component's typed attributes (components/cluster.py).
+        COMPONENT_FACTS: {
+            "network_id": network.vpc_id, "node_subnet_id": network.node_subnet_id,
+            "security_group_id": interconnect.security_group_id, "file_system_id": storage.file_system_id,
+            "node_groups": node_groups, "certificate_authority": ca,
+        },
     }

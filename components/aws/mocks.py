@@ -43,7 +43,16 @@ def _ec2_get_ami(args: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _ec2_get_vpc(args: Mapping[str, Any]) -> dict[str, Any]:
+    """An existing VPC (network.vpc_id), as DescribeVpcs shows one with DNS support and hostnames on."""
+    vpc_id = str(args["id"])
+    return {"id": vpc_id, "arn": f"arn:aws:ec2:us-east-1:{ACCOUNT}:vpc/{vpc_id}", "cidrBlock": "10.0.0.0/16",
+            "enableDnsSupport": True, "enableDnsHostnames": True, "default": False, "state": "available",
+            "ownerId": ACCOUNT, "tags": {}, "region": "us-east-1"}
+
+
 INVOKES: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+    "aws:ec2/getVpc:getVpc": _ec2_get_vpc,
     "aws:ssm/getParameter:getParameter": _ssm_get_parameter,
     "aws:ec2/getAmi:getAmi": _ec2_get_ami,
 }

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -44,6 +44,18 @@ class NetworkArgs:
     """Merged into every resource."""
     security: SecuritySpec = field(default_factory=SecuritySpec)
     """Flow logs and log retention (components/aws/audit.py)."""
+    existing: ExistingNetwork | None = None
+    """The caller's VPC and subnets: then no network resource is created, only the log bucket."""
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class ExistingNetwork:
+    """A VPC the caller made (``network.vpc_id``; checked by components/aws/network_rules.py)."""
+
+    vpc_id: pulumi.Input[str]
+    node_subnet_id: pulumi.Input[str]
+    control_plane_subnet_ids: Sequence[pulumi.Input[str]] = ()
+    """EKS: subnets of other zones for the control plane (the node subnet is added to them)."""
 
 
 def subnet_plan(cidr: str) -> tuple[str, str, str]:
@@ -64,6 +76,9 @@ class Network(pulumi.ComponentResource):
         super().__init__("gpu-cluster:aws:Network", name, None, opts)
         self._name = name
         self._args = args
+        if args.existing is not None:
+            self._adopt(name, args.existing)
+            return
         node_cidr, public_cidr, cp_cidr = subnet_plan(args.cidr)
 
         # DNS support and hostnames: FSx for Lustre is mounted by DNS name and the EKS private
@@ -77,7 +92,7 @@ class Network(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         # Flow logs into the stack's log bucket, the default security group emptied (audit.py).
-        self.log_bucket = network_audit(name, self.vpc, args.region, args.security, args.tags, self)
+        self.log_bucket = network_audit(name, self.vpc.id, self.vpc.arn, args.region, args.security, args.tags, self)
         self.public_subnet = self._subnet("public", public_cidr, args.zone, args.zone_id)
         self.node_subnet = self._subnet("nodes", node_cidr, args.zone, args.zone_id)
         self.control_plane_subnet = (
@@ -173,3 +188,33 @@ class Network(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
         return rt
+
+    def _adopt(self, name: str, existing: ExistingNetwork) -> None:
+        """The caller's VPC: read it (its ARN names the account for the log bucket's policy,
+        its DNS attributes are checked) and create nothing in it but what the pillars add."""
+        args = self._args
+        vpc = aws.ec2.get_vpc_output(id=existing.vpc_id, opts=pulumi.InvokeOutputOptions(parent=self))
+        self.vpc_arn = pulumi.Output.all(vpc.arn, vpc.enable_dns_support, vpc.enable_dns_hostnames,
+                                         vpc.id).apply(_dns_checked)
+        self.log_bucket = network_audit(name, existing.vpc_id, self.vpc_arn, args.region, args.security, args.tags,
+                                        self, owned=False)
+        self.vpc_id = pulumi.Output.from_input(existing.vpc_id)
+        self.node_subnet_id = pulumi.Output.from_input(existing.node_subnet_id)
+        self.control_plane_subnet_ids = [self.node_subnet_id,
+                                         *(pulumi.Output.from_input(s) for s in existing.control_plane_subnet_ids)]
+        self.register_outputs({
+            "vpc_id": self.vpc_id,
+            "node_subnet_id": self.node_subnet_id,
+            "control_plane_subnet_ids": self.control_plane_subnet_ids,
+        })
+
+
+def _dns_checked(vpc: list[object]) -> str:
+    arn, dns_support, dns_hostnames, vpc_id = vpc
+    if not (dns_support and dns_hostnames):
+        # The same reason the VPC we create turns both on (Network.__init__): FSx for Lustre is
+        # mounted by its DNS name and the EKS private endpoint resolves only in a VPC with both on.
+        raise ValueError(f"network.vpc_id: {vpc_id} has enableDnsSupport={dns_support}, "
+                         f"enableDnsHostnames={dns_hostnames} (allowed: both true; "
+                         "aws ec2 modify-vpc-attribute --vpc-id ... --enable-dns-hostnames)")
+    return str(arn)

@@ -45,7 +45,8 @@ from components.aws.versions import (
     EFA_PLUGIN_VERSION, EKS_CHARTS_REPO, FSX_CSI_ADDON, NVIDIA_PLUGIN_REPO, NVIDIA_PLUGIN_VERSION,
     POD_IDENTITY_ADDON, VPC_CNI_ADDON,
 )
-from components.k8s.addons import jobset
+# Re-exported: components/aws/cluster.py names it in the stack output scheduler.namespace.
+from components.k8s.addons import JOB_NAMESPACE as JOB_NAMESPACE, job_namespace, jobset
 from components.spec import CapacitySpec
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
@@ -64,8 +65,8 @@ SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
 SYSTEM_LABELS = {"gpu-cluster/role": "system"}
 GPU_LABELS = {"gpu-cluster/role": "gpu", "nvidia.com/gpu.present": "true"}
 FSX_VOLUME = "fsx-lustre"
-# The claim's namespace, where jobs that mount the file system run (a claim is namespaced).
-JOB_NAMESPACE = "default"
+# The claim lives in JOB_NAMESPACE (components/k8s/addons.py), where the jobs that mount the file
+# system run: a pod mounts only claims of its own namespace.
 
 CAPACITY_TYPES = {
     "on-demand": "ON_DEMAND",
@@ -363,8 +364,18 @@ class Orchestration(pulumi.ComponentResource):
             )],
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
+            # No configuration_values pin the controller to the system nodes: CreateAddon validates
+            # them against the add-on version's schema (EKS API CreateAddon, configurationValues:
+            # "validated against the schema in DescribeAddonConfiguration"), and no public copy of
+            # that schema for aws-fsx-csi-driver was found (2026-12). The Helm chart has
+            # controller.nodeSelector and controller.tolerations (kubernetes-sigs/aws-fsx-csi-driver
+            # charts/aws-fsx-csi-driver/values.yaml, chart 1.17.0 at 5b22712), but managed add-on
+            # schemas are not the chart's (the Mountpoint S3 add-on's has no parameters at all,
+            # aws/containers-roadmap issue 2363), and an unknown key fails `pulumi up`. Until
+            # `aws eks describe-addon-configuration --addon-name aws-fsx-csi-driver` shows
+            # controller.nodeSelector, the controller schedules on any node; the system nodes are the
+            # only ones when it is created (it waits for them, not for a GPU node).
             tags=dict(args.tags),
-            # Its controller runs on the system nodes; nothing here waits for a GPU node.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[agent, attachment, self.system_group]),
         )
 
@@ -437,15 +448,16 @@ def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.Reso
         ),
         opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=list(args.after))),
     )
+    namespace = job_namespace(name, k8s_opts)
     k8s.core.v1.PersistentVolumeClaim(
         f"{name}-fsx-pvc",
-        metadata=k8s.meta.v1.ObjectMetaArgs(name=FSX_VOLUME, namespace=JOB_NAMESPACE),
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=FSX_VOLUME, namespace=namespace.metadata.name),
         spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
             access_modes=["ReadWriteMany"],
             storage_class_name="",
             volume_name=FSX_VOLUME,
             resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": storage}),
         ),
-        opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[volume])),
+        opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[volume, namespace])),
     )
     jobset(f"{name}-jobset", k8s_opts, node_selector=args.controller_node_selector)

@@ -20,6 +20,7 @@ import re
 from typing import TYPE_CHECKING, Any, Mapping
 
 from components.aws import eks_sizing
+from components.aws.network_rules import existing_network
 from components.aws.versions import EKS_KUBERNETES_VERSION, EKS_STANDARD_SUPPORT_END, EKS_UNAVAILABLE
 from components.lustre_tiers import lustre_tiers
 
@@ -45,9 +46,11 @@ def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     problems += _placement_group(spec)
     problems += _zone_id(spec)
+    problems += existing_network(spec)
     if spec.orchestration.kind == "eks":
         problems += _eks_version(spec)
-        problems += _eks_addresses(spec)
+        if not spec.network.existing:  # the caller's subnets are not carved from network.cidr
+            problems += _eks_addresses(spec)
     return problems
 
 

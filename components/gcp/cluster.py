@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
+import pulumi_gcp as gcp
 
+from components.contract import COMPONENT_FACTS
 from components.gcp.common import address_plan, project
 from components.gcp.compute import Compute, ComputeArgs
 from components.gcp.interconnect import Interconnect, InterconnectArgs, nic_count
@@ -27,11 +29,16 @@ from components.spec import ClusterSpec
 GPU_TAINT = "nvidia.com/gpu"
 
 
-def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[str, Any]:
-    proj = project()
+def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: object = None) -> dict[str, Any]:
+    if existing is not None:  # components/gcp/rules.py refuses network.vpc_id on gcp before this
+        raise ValueError("network.vpc_id: an existing network is supported on aws only for now")
+    # The caller's provider (opts.providers of the component), if any: its project, and every child uses it.
+    given = opts.parent.get_provider("gcp:index:x") if opts.parent is not None else None
+    proj = project() if given is None else gcp.organizations.get_client_config_output(
+        opts=pulumi.InvokeOutputOptions(provider=given)).project
     plan = address_plan(spec, nic_count(spec))
     services = ProjectServices(f"{name}-services", ServicesArgs(spec=spec, project=proj), opts)
-    opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[services.provider]))
+    opts = pulumi.ResourceOptions.merge(opts, services.after_apis())
     net = Network(f"{name}-network", NetworkArgs(spec=spec, plan=plan), opts)
     ic = Interconnect(f"{name}-interconnect", InterconnectArgs(spec=spec, plan=plan, project=proj), opts)
     st = Storage(f"{name}-storage", StorageArgs(spec=spec, network=net.vpc.id, psa=net.psa), opts)
@@ -58,6 +65,8 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
                 spec.name, spec.zone, proj, internal),
             "kubeconfig": pulumi.Output.secret(gke.kubeconfig),
         }
+        node_groups: list[Any] = [comp.node_pool_name]
+        ca: Any = gke.cluster.master_auth.cluster_ca_certificate
         scheduler = {
             "kind": "kubernetes", "namespace": JOB_NAMESPACE, "lustre_claim": gke.lustre_claim_name,
             "node_selector": {"cloud.google.com/gke-nodepool": comp.node_pool_name},
@@ -84,6 +93,8 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
                 "gcloud compute ssh {0} --zone {1} --project {2} --tunnel-through-iap", login, spec.zone, proj),
         }
         scheduler = {"kind": "slurm", "partition": o.partition}
+        node_groups = [comp.node_set.id]
+        ca = None
 
     return {
         "cloud": "gcp",
@@ -108,4 +119,9 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> dict[st
         "bucket": st.bucket.name,
         "access": access,
         "scheduler": scheduler,
+        # Not stack outputs: the component's typed attributes (components/cluster.py).
+        COMPONENT_FACTS: {
+            "network_id": net.vpc.id, "node_subnet_id": net.subnet.id, "security_group_id": net.firewall.id,
+            "file_system_id": st.instance_id, "node_groups": node_groups, "certificate_authority": ca,
+        },
     }

@@ -34,6 +34,8 @@ class Network(pulumi.ComponentResource):
     vpc: gcp.compute.Network
     subnet: gcp.compute.Subnetwork
     psa: gcp.servicenetworking.Connection
+    firewall: gcp.compute.Firewall
+    """The rule admitting the cluster's own range (nodes, pods, Lustre servers)."""
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-cluster:gcp:Network", name, None, opts)
@@ -76,7 +78,7 @@ class Network(pulumi.ComponentResource):
     def _create_firewall(self, name: str, spec: ClusterSpec, plan: AddressPlan) -> None:
         # One rule covers nodes, pods, services and the Lustre servers in the peered range
         # (Lustre clients must accept LNet traffic on 988/6988 from that range).
-        gcp.compute.Firewall(
+        self.firewall = gcp.compute.Firewall(
             f"{name}-internal",
             network=self.vpc.id,
             direction="INGRESS",

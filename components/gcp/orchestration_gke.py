@@ -37,14 +37,16 @@ from components.gcp.common import GKE_ACCELERATOR, AddressPlan, labels
 from components.gcp.interconnect import NicName, NicNetwork
 from components.gcp.compute import NODE_ROLES
 from components.gcp.workload_identity import bucket_volume, checkpoint_claim_name, workload_account
-from components.k8s.addons import jobset
+# Re-exported: components/gcp/cluster.py names it in the stack output scheduler.namespace.
+from components.k8s.addons import JOB_NAMESPACE as JOB_NAMESPACE, job_namespace, jobset
 from components.k8s.gke import NodeNetwork, gke_networks, lustre_volume
 from components.k8s.gke_installers import NEEDS_DEVICE_INJECTOR, nccl_installer, nri_device_injector
 from components.spec import ClusterSpec
 
 RELEASE_CHANNEL = "REGULAR"
-# The claim's namespace, where jobs that mount the file system run (a claim is namespaced).
-JOB_NAMESPACE = "default"
+# The Lustre and checkpoint claims and the Workload Identity service account live in JOB_NAMESPACE
+# (components/k8s/addons.py), where the jobs run: a pod mounts only claims of its own namespace and
+# runs only as a service account of its own namespace.
 # Auto-upgrades stay on (security patches of the control plane), but no minor version and no
 # node upgrade lands while the cluster trains: cluster-toolkit examples/gke-a3-ultragpu/
 # gke-a3-ultragpu.yaml at 1047080 sets exactly this exclusion on the REGULAR channel, and
@@ -279,6 +281,8 @@ def create_in_cluster_layer(name: str, args: GkeLayerArgs, k8s_opts: pulumi.Reso
     fabric = spec.instance.network.fabric
     accelerator = GKE_ACCELERATOR[spec.compute.instance_type]
     gke_networks(name, args.networks, lab, k8s_opts)
+    namespace = job_namespace(name, k8s_opts, lab)
+    in_namespace = pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[namespace]))
     nccl_installer(name, fabric, accelerator, lab, k8s_opts)
     if fabric in NEEDS_DEVICE_INJECTOR:
         nri_device_injector(name, accelerator, lab, k8s_opts)
@@ -290,8 +294,9 @@ def create_in_cluster_layer(name: str, args: GkeLayerArgs, k8s_opts: pulumi.Reso
         size_gib=spec.storage.lustre.size_gib,
         labels=lab,
         claim_name=args.claim_name,
-        opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=list(args.after))),
+        namespace=JOB_NAMESPACE,
+        opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=list(args.after))),
     )
     bucket_volume(name, bucket=args.bucket, claim_name=args.checkpoint_claim, namespace=JOB_NAMESPACE,
-                  account_email=args.workload_account, labels=lab, opts=k8s_opts)
+                  account_email=args.workload_account, labels=lab, opts=in_namespace)
     jobset(f"{name}-jobset", k8s_opts)

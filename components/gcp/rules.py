@@ -38,6 +38,11 @@ CLUSTER_DIRECTOR_CAPACITY: Mapping[str, tuple[str, ...]] = {
 
 def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
+    if spec.network.existing:
+        # Not built yet: the caller's network would need the GKE secondary ranges, the private
+        # service access peering Managed Lustre attaches through, and the firewall (network.py).
+        problems.append(("network.vpc_id", "an existing network is supported on aws only for now "
+                                           "(allowed on gcp: leave network.vpc_id unset)"))
     itype = spec.compute.instance_type
     cap = spec.compute.capacity.type
     if spec.orchestration.kind == "slurm":

@@ -31,10 +31,14 @@ class ServicesArgs:
 
 
 class ProjectServices(pulumi.ComponentResource):
-    """One ``gcp.projects.Service`` per API, and the provider the rest of the stack uses."""
+    """One ``gcp.projects.Service`` per API, and the provider the rest of the stack uses.
+
+    When the caller gave the component a gcp provider, the services are created with it and
+    no provider of ours is made (``provider`` is None); the rest of the stack then waits for
+    the services through :meth:`after_apis`, the caller's provider being used everywhere."""
 
     services: list[gcp.projects.Service]
-    provider: gcp.Provider
+    provider: gcp.Provider | None
 
     def __init__(self, name: str, args: ServicesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-cluster:gcp:ProjectServices", name, None, opts)
@@ -45,7 +49,22 @@ class ProjectServices(pulumi.ComponentResource):
                                  disable_on_destroy=False, opts=child)
             for api in apis(spec)
         ]
-        self.provider = gcp.Provider(
+        self.provider = None if self.get_provider("gcp:index:x") is not None else gcp.Provider(
             f"{name}-provider", project=args.project, region=spec.region, zone=spec.zone,
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(self.services)))
         self.register_outputs({"apis": list(apis(spec))})
+
+    def after_apis(self) -> pulumi.ResourceOptions:
+        """Options under which every resource created waits for the APIs: our provider, or
+        (with the caller's provider) a transformation, which children inherit, adding the
+        services to each resource's ``depends_on`` (a component's own ``depends_on`` is not
+        inherited by its children)."""
+        if self.provider is not None:
+            return pulumi.ResourceOptions(providers=[self.provider])
+        services = list(self.services)
+
+        def wait(args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult:
+            extra = pulumi.ResourceOptions(depends_on=list(services))
+            return pulumi.ResourceTransformationResult(args.props, pulumi.ResourceOptions.merge(args.opts, extra))
+
+        return pulumi.ResourceOptions(transformations=[wait])

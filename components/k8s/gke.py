@@ -63,10 +63,11 @@ def gke_networks(name: str, networks: list[NodeNetwork], labels: dict[str, str],
 
 
 def lustre_volume(name: str, *, volume_handle: pulumi.Input[str], ip: pulumi.Input[str], filesystem: pulumi.Input[str],
-                  size_gib: int, labels: dict[str, str], opts: pulumi.ResourceOptions,
+                  size_gib: int, labels: dict[str, str], opts: pulumi.ResourceOptions, namespace: str,
                   claim_name: str | None = None) -> k8s.core.v1.PersistentVolumeClaim:
     """A statically provisioned PV for the existing Managed Lustre instance and its claim
-    (both named ``claim_name``, default ``<name>-lustre``)."""
+    (both named ``claim_name``, default ``<name>-lustre``), the claim in ``namespace``: the jobs'
+    (a pod mounts only claims of its own namespace)."""
     pv_name = claim_name or f"{name}-lustre"
     pv = k8s.core.v1.PersistentVolume(
         f"{name}-lustre-pv",
@@ -88,7 +89,7 @@ def lustre_volume(name: str, *, volume_handle: pulumi.Input[str], ip: pulumi.Inp
     )
     return k8s.core.v1.PersistentVolumeClaim(
         f"{name}-lustre-pvc",
-        metadata=k8s.meta.v1.ObjectMetaArgs(name=pv_name, namespace="default", labels=labels),
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=pv_name, namespace=namespace, labels=labels),
         spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
             storage_class_name="",
             volume_name=pv_name,

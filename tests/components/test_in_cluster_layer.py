@@ -66,3 +66,27 @@ def test_layer_stack_misconfiguration_is_named() -> None:
         run_offline(name, raw, extra_config={"gpu-cluster:layer": "everything"})
     text = str(info.value) + repr(getattr(info.value, "errors", ""))
     assert "gpu-cluster:layer" in text and "gpu-cluster:cluster_stack" in text and "slurm" in text
+
+
+@pytest.mark.parametrize("stack", ["aws-h100-eks", "gcp-h100-gke", "gcp-h200-gke"])
+def test_jobs_run_in_their_own_namespace_with_what_they_mount(stack: str) -> None:
+    """The jobs' namespace (not `default`, CKV_K8S_21) is the stack output scheduler.namespace; the
+    claims and the Workload Identity service account the pods use are created in it, after it (a pod
+    mounts only claims of its own namespace), by the public stack and the private layer alike."""
+    from components.k8s.addons import JOB_NAMESPACE, JOB_POD_SECURITY
+
+    public, private, layer = _runs(stack)
+    assert public.outputs["scheduler"]["namespace"] == private.outputs["scheduler"]["namespace"] == JOB_NAMESPACE
+    assert JOB_NAMESPACE != "default"
+    for run in (public, layer):
+        (ns,) = [r for r in run.resources if r.type == "kubernetes:core/v1:Namespace"
+                 and r.inputs["metadata"]["name"] == JOB_NAMESPACE]
+        labels = ns.inputs["metadata"]["labels"]
+        assert {k: labels[k] for k in JOB_POD_SECURITY} == JOB_POD_SECURITY
+        assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+        used = [r for r in run.resources if r.type in ("kubernetes:core/v1:PersistentVolumeClaim",
+                                                        "kubernetes:core/v1:ServiceAccount")]
+        assert {r.type for r in used} >= {"kubernetes:core/v1:PersistentVolumeClaim"}
+        for r in used:
+            assert r.inputs["metadata"]["namespace"] == JOB_NAMESPACE, r.name
+            assert ns.urn in r.dependencies, f"{r.name} does not wait for its namespace"

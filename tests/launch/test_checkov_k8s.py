@@ -31,15 +31,10 @@ RUN_ID = "20261201t070000z-ab12"
 # built from the catalog's Dockerfile, pushed, named by digest (a stand-in value; the scan judges
 # the pod around it, and that it is pinned by digest).
 BUILT_DIGEST = "sha256:" + "0" * 64
-# Failures that are not deliberate but are not the launcher's to fix: the stacks put the Lustre
-# claim, and so the job, in the default namespace (components/<cloud>/orchestration_*.py
-# JOB_NAMESPACE; a pod cannot mount a claim of another namespace), and GKE's default image is
-# NGC's by tag. Each entry must still fail (the test says when one stops failing).
-NOT_YET_HARDENED = {
-    ("CKV_K8S_21", "ConfigMap"),  # default namespace
-    ("CKV_K8S_21", "Job"),
-    ("CKV_K8S_43", "Job"),    # image by tag (GKE's default image)
-}
+# Failures that are not deliberate but are not the launcher's to fix: GKE's default image is NGC's by
+# tag. (The job's namespace is the stacks' own, components/k8s/addons.py JOB_NAMESPACE, no longer
+# `default`: CKV_K8S_21 passes.) Each entry must still fail (the test says when one stops failing).
+NOT_YET_HARDENED: set[tuple[str, str]] = set()  # every failure left is a listed, deliberate exception
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +120,37 @@ def test_the_efa_image_scanned_is_pinned_by_digest() -> None:
         job = rendered(stack)[2]
         (c,) = job["spec"]["template"]["spec"]["containers"]
         assert c["image"].endswith("@" + BUILT_DIGEST)
+
+
+# Pod Security Standards, Baseline (kubernetes.io/docs/concepts/security/pod-security-standards,
+# v1.35): capabilities that may be added, and the controls the job's pods could touch.
+BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                         "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+
+
+def beyond_baseline(pod: dict[str, Any]) -> list[str]:
+    out = [f"hostPath volume {v['name']}" for v in pod.get("volumes", []) if "hostPath" in v]
+    out += [f"host namespace {k}" for k in ("hostNetwork", "hostPID", "hostIPC") if pod.get(k)]
+    for c in [*pod.get("initContainers", []), *pod["containers"]]:
+        sc = c.get("securityContext", {})
+        out += [f"{c['name']} privileged"] * bool(sc.get("privileged"))
+        out += [f"{c['name']} adds {cap}" for cap in sc.get("capabilities", {}).get("add", [])
+                if cap not in BASELINE_CAPABILITIES]
+    return out
+
+
+def test_the_jobs_namespace_admits_the_pods_at_the_least_level_they_need() -> None:
+    """Every bundled Kubernetes stack's job pod goes beyond Baseline (hostPath, NET_ADMIN, IPC_LOCK),
+    so the namespace enforces `privileged` and audits `baseline`; none is `privileged: true`. When a
+    stack's pods fit Baseline, this fails: lower the level (components/k8s/addons.py)."""
+    from components.k8s.addons import JOB_POD_SECURITY
+
+    assert JOB_POD_SECURITY["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert JOB_POD_SECURITY["pod-security.kubernetes.io/audit"] == "baseline"
+    for stack in K8S_STACKS:
+        job = rendered(stack)[2]
+        assert job["metadata"]["namespace"] == outputs(stack).scheduler.namespace != "default"
+        pod = job["spec"]["template"]["spec"]
+        found = beyond_baseline(pod)
+        assert found, f"{stack}: the job pod fits Baseline; enforce baseline in its namespace"
+        assert not [f for f in found if f.endswith("privileged") or f.startswith("host namespace")], (stack, found)

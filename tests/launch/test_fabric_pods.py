@@ -181,6 +181,9 @@ def test_efa_pod_has_devices_hugepages_and_the_plugin_on_the_library_path(instan
     # awsome-distributed-training micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml at 7217859.
     assert 'export LD_LIBRARY_PATH=/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu"${LD_LIBRARY_PATH:+' in script
     assert _env(c)["FI_PROVIDER"] == "efa" and not _annotations(manifest)
+    # IPC_LOCK and nothing else added: the EFA provider pins its bounce buffers, and a pod cannot
+    # raise its memlock limit (catalog fabrics.efa.pod.capabilities).
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
 
 
 def test_slurm_efa_job_puts_the_host_plugin_on_the_library_path() -> None:

@@ -348,8 +348,12 @@ def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, 
     if job.instance_type:
         check_networks(outputs, fabric_wiring.wiring(it.network.fabric).pod)
     sched = outputs.scheduler
+    if not sched.namespace:
+        # The stacks name the jobs' namespace, where their claims are (never `default`, CKV_K8S_21);
+        # read_outputs requires it of a Kubernetes cluster, so this is a hand-built ClusterOutputs.
+        raise ValueError("scheduler.namespace: missing (the stack output names the jobs' namespace)")
     return jobset_spec(
-        job, image=image, lustre_pvc=sched.lustre_claim, namespace=sched.namespace or "default",
+        job, image=image, lustre_pvc=sched.lustre_claim, namespace=sched.namespace,
         efa_per_node=efa, gpu_vendor=it.accelerator.vendor, node_selector=sched.node_selector,
         tolerate_taints=sched.tolerations, lustre_mount=outputs.mount.mount_point,
         hugepages_2mi=EFA_HUGEPAGES_2MI if efa else None, cpu=EFA_POD_CPU if job.instance_type else None,

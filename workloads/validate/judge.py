@@ -444,7 +444,9 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
         began += [float(st["started_at"]) for st in files.statuses if isinstance(st.get("started_at"), (int, float))]
         if began:
             duration_s = max(0.0, time.time() - min(began))
-    walls = {p: float(doc["wall_s"]) for p, doc in files.phases.items() if isinstance(doc.get("wall_s"), (int, float))}
+    order = ("main", "pairs", "storage", "fabric")  # the order the steps run in
+    walls = {p: float(files.phases[p]["wall_s"]) for p in sorted(files.phases, key=lambda p: (p not in order, order.index(p)
+             if p in order else 0, p)) if isinstance(files.phases[p].get("wall_s"), (int, float))}
     model: dict[str, float] = {}
     if floors and it is not None:
         from components.validation_time import estimate

@@ -92,7 +92,7 @@ def render_markdown(r: Report) -> str:
     lines.append(f"{len(r.nodes)} node(s), {r.world_size} rank(s), {where}; took {r.duration_s:.0f} s.")
     if r.phase_seconds:
         lines.append("")
-        lines.append("Phase wall times: " + ", ".join(
+        lines.append("Phase wall times (each from its ranks' start, after torch's import): " + ", ".join(
             f"{p} {s:.0f} s" + (f" (model {r.phase_model_seconds[p]:.0f} s)" if p in r.phase_model_seconds else "")
             for p, s in r.phase_seconds.items()) + ".")
     if not r.floors_applied:

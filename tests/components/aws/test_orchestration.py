@@ -12,7 +12,7 @@ import pytest
 
 from typing import Any
 
-from components.k8s.addons import JOBSET_CHART, JOBSET_VERSION
+from components.k8s.addons import JOB_NAMESPACE, JOBSET_CHART, JOBSET_VERSION
 from components.spec import DEPLOYER_PLACEHOLDER
 from tests.components.aws._offline import in_pillar, one, run
 
@@ -48,7 +48,7 @@ def test_eks_control_plane(stack: str) -> None:
     assert access["kubeconfig_command"] == \
         f"aws eks update-kubeconfig --region {spec.region} --name {spec.name}-orchestration-eks"
     assert result.outputs["scheduler"] == {
-        "kind": "kubernetes", "namespace": "default", "lustre_claim": "fsx-lustre",
+        "kind": "kubernetes", "namespace": JOB_NAMESPACE, "lustre_claim": "fsx-lustre",
         "node_selector": {"node.kubernetes.io/instance-type": spec.compute.instance_type}, "tolerations": []}
     kubeconfig = json.loads(access["kubeconfig"])
     assert kubeconfig["clusters"][0]["cluster"]["server"] == access["api_endpoint"]
@@ -116,6 +116,9 @@ def test_eks_in_cluster_addons() -> None:
 
     addon = one(result, "aws:eks/addon:Addon", "-orchestration-fsx-csi").inputs
     assert addon["addonName"] == "aws-fsx-csi-driver"
+    # No configuration values until the add-on's schema is known to take controller.nodeSelector
+    # (CreateAddon rejects a key its schema lacks; orchestration_eks._create_fsx_csi).
+    assert "configurationValues" not in addon
     pv = one(result, "kubernetes:core/v1:PersistentVolume", "-orchestration-fsx-pv").inputs["spec"]
     csi = pv["csi"]
     assert csi["driver"] == "fsx.csi.aws.com"

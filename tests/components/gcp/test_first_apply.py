@@ -13,6 +13,7 @@ import pytest
 
 from components.engine import OfflineRun
 from components.catalog import installer_fact, rxdm_fact
+from components.k8s.addons import JOB_NAMESPACE
 from components.spec import SpecError, parse_spec
 from tests.components.gcp.conftest import PROJECT, gcp_obj, named
 
@@ -165,13 +166,15 @@ def test_checkpoint_bucket_is_mounted_from_gke_through_workload_identity(offline
     assert grant == {"bucket": bucket, "role": "roles/storage.objectUser", "member": f"serviceAccount:{email}"}
     wi = run.one("gcp:serviceaccount/iAMMember:IAMMember").inputs
     assert wi["role"] == "roles/iam.workloadIdentityUser"
-    assert wi["member"] == f"serviceAccount:{PROJECT}.svc.id.goog[default/workload-identity-k8s-sa]"
+    assert wi["member"] == f"serviceAccount:{PROJECT}.svc.id.goog[{JOB_NAMESPACE}/workload-identity-k8s-sa]"
     ksa = run.one("kubernetes:core/v1:ServiceAccount").inputs["metadata"]
+    assert ksa["namespace"] == JOB_NAMESPACE == run.outputs["scheduler"]["namespace"]
     assert ksa["name"] == "workload-identity-k8s-sa" and ksa["annotations"] == {"iam.gke.io/gcp-service-account": email}
     pv = named(run, "kubernetes:core/v1:PersistentVolume", "-checkpoints-pv").inputs["spec"]
     assert pv["csi"] == {"driver": "gcsfuse.csi.storage.gke.io", "volumeHandle": bucket}
     assert pv["accessModes"] == ["ReadWriteMany"] and pv["persistentVolumeReclaimPolicy"] == "Retain"
     claim = named(run, "kubernetes:core/v1:PersistentVolumeClaim", "-checkpoints-pvc").inputs
+    assert claim["metadata"]["namespace"] == JOB_NAMESPACE
     assert claim["spec"]["volumeName"] == claim["metadata"]["name"] == run.outputs["scheduler"]["checkpoint_claim"]
     assert run.outputs["scheduler"]["service_account"] == "workload-identity-k8s-sa"
     assert run.one("gcp:container/cluster:Cluster").inputs["addonsConfig"]["gcsFuseCsiDriverConfig"] == {"enabled": True}
@@ -203,9 +206,10 @@ def test_in_cluster_objects_are_valid_kubernetes(itype: str, offline: Callable[.
 
     run = offline(gcp_obj(itype))
     kinds = ("kubernetes:apps/v1:DaemonSet", "kubernetes:core/v1:PersistentVolume",
-             "kubernetes:core/v1:PersistentVolumeClaim", "kubernetes:core/v1:ServiceAccount")
+             "kubernetes:core/v1:PersistentVolumeClaim", "kubernetes:core/v1:ServiceAccount", "kubernetes:core/v1:Namespace")
     objects = [r.inputs for r in run.resources if r.type in kinds]
-    assert {o["kind"] for o in objects} == {"DaemonSet", "PersistentVolume", "PersistentVolumeClaim", "ServiceAccount"}
+    assert {o["kind"] for o in objects} == {"DaemonSet", "PersistentVolume", "PersistentVolumeClaim", "ServiceAccount",
+                                            "Namespace"}
     for obj in objects:
         kubernetes_validate.validate(obj, "1.33.0", strict=True)
     broken = copy.deepcopy(next(o for o in objects if o["kind"] == "DaemonSet"))

@@ -1,0 +1,51 @@
+"""What the cluster needs of an existing VPC that can be checked offline (``network.vpc_id``).
+
+Checked here: the ids' form and, on EKS, that the control plane has a subnet besides the node
+subnet. Left to ``pulumi up`` (and the caller): that the node subnet is in ``zone`` and in that
+VPC, that the VPC has DNS support and hostnames on (FSx is mounted by DNS name; the EKS private
+endpoint resolves only with both), and that the node subnet has a route out (the nodes pull
+images and reach the EKS and S3 endpoints). Pure: no Pulumi, no network.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from components.spec import ClusterSpec
+
+# EC2 resource ids: the type's prefix, then 8 (before 2016) or 17 lower-case hex digits
+# (EC2 user guide "Resource IDs", docs.aws.amazon.com/AWSEC2/latest/UserGuide/resource-ids.html,
+# read 2026-12; the same 8/17 in the EC2 API reference, ModifyIdFormat).
+_VPC_ID = re.compile(r"^vpc-([0-9a-f]{8}|[0-9a-f]{17})\Z")
+_SUBNET_ID = re.compile(r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})\Z")
+
+
+def existing_network(spec: ClusterSpec) -> list[tuple[str, str]]:
+    from components.spec import DEPLOY_TIME_ID
+
+    net = spec.network
+    if not net.existing:
+        return []
+    problems: list[tuple[str, str]] = []
+
+    def form(path: str, value: str | None, pattern: re.Pattern[str], example: str) -> None:
+        if value is not None and value != DEPLOY_TIME_ID and not pattern.match(value):
+            problems.append((path, f"{value!r} is malformed (allowed: an id such as {example})"))
+
+    form("network.vpc_id", net.vpc_id, _VPC_ID, "vpc-0123456789abcdef0")
+    form("network.node_subnet_id", net.node_subnet_id, _SUBNET_ID, "subnet-0123456789abcdef0")
+    for i, sid in enumerate(net.control_plane_subnet_ids):
+        form(f"network.control_plane_subnet_ids[{i}]", sid, _SUBNET_ID, "subnet-0123456789abcdef0")
+    if spec.orchestration.kind == "eks":
+        others = [s for s in net.control_plane_subnet_ids if s != net.node_subnet_id or s == DEPLOY_TIME_ID]
+        if not others:
+            # EKS user guide "network-reqs", subnet requirements: the cluster's subnets in at least
+            # two Availability Zones (awsdocs/amazon-eks-user-guide latest/ug/networking/network-reqs.adoc at 4d52b4d).
+            problems.append(("network.control_plane_subnet_ids",
+                             "EKS needs the cluster's subnets in at least two zones: give at least one subnet of "
+                             f"another zone than {spec.zone} besides the node subnet (allowed: a list of subnet ids)"))
+    elif net.control_plane_subnet_ids:
+        problems.append(("network.control_plane_subnet_ids", "only applies to eks (kind is slurm)"))
+    return problems

@@ -1,0 +1,55 @@
+"""The component served as a Pulumi package: ``pulumi package add <this repository>`` runs this
+(PulumiPlugin.yaml names the Python runtime and this file as ``main``: ``__main__.py`` at the
+repository root is the stack program, not the plugin).
+
+``schema()`` is the schema the host infers (Pulumi's analyzer over the component's type
+annotations and docstrings), for the tests and for checking examples/ against it offline.
+"""
+
+import sys
+from pathlib import Path
+from typing import Any
+
+if __name__ == "__main__" and __package__ in (None, ""):
+    # Run as a script (PulumiPlugin.yaml's main): the repository root holds the packages.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from components.cluster import GpuCluster  # noqa: E402
+
+PACKAGE = "gpu-cluster"
+COMPONENTS = [GpuCluster]
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version(PACKAGE)
+    except PackageNotFoundError:  # run from a checkout that is not installed
+        import tomllib
+
+        pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+        return str(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"])
+
+
+def schema() -> dict[str, Any]:
+    """The package schema as the component provider host generates it."""
+    from pulumi.provider.experimental.analyzer import Analyzer
+    from pulumi.provider.experimental.schema import generate_schema
+
+    result = Analyzer(PACKAGE).analyze(list(COMPONENTS))
+    deps = sorted(result["dependencies"], key=lambda d: f"{d.name}{d.version}")
+    out: dict[str, Any] = generate_schema(PACKAGE, version(), None, result["component_definitions"],
+                                          result["type_definitions"], deps).to_json()
+    return out
+
+
+def main() -> None:
+    from pulumi.provider.experimental import component_provider_host
+
+    component_provider_host(list(COMPONENTS), name=PACKAGE, version=version())
+
+
+if __name__ == "__main__":
+    main()
