@@ -23,10 +23,12 @@ Shapes (every value plain JSON once the stack is up):
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from components.problems import Problems, ProblemsError
 
 OUTPUT_KEYS = (
     "cloud", "region", "zone", "orchestrator", "cluster_name", "instance_type", "nodes", "gpus_per_node",
@@ -39,13 +41,11 @@ OUTPUT_KEYS = (
 COMPONENT_FACTS = "_component"
 
 
-class OutputsError(ValueError):
-    """Stack outputs that do not have the contract's shape; every problem at once."""
+class OutputsError(ProblemsError):
+    """Stack outputs that do not have the contract's shape; every problem at once (components/problems.py)."""
 
-    def __init__(self, source: str, problems: list[tuple[str, str]]) -> None:
-        self.problems = problems
-        lines = "\n".join(f"  {path}: {reason}" for path, reason in problems)
-        super().__init__(f"{source}: {len(problems)} problem(s) in the stack outputs:\n{lines}")
+    def __init__(self, source: str, problems: Sequence[tuple[str, str]]) -> None:
+        super().__init__(f"{source}: {len(problems)} problem(s) in the stack outputs:", problems)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,13 +113,12 @@ class ClusterOutputs:
     scheduler: Scheduler
 
 
-class _Reader:
-    def __init__(self) -> None:
-        self.problems: list[tuple[str, str]] = []
+class _Reader(Problems):
+    """The shared collector (components/problems.py) with the readers the outputs need."""
 
     def obj(self, raw: Any, path: str) -> Mapping[str, Any]:
         if not isinstance(raw, Mapping):
-            self.problems.append((path, f"expected an object, got {type(raw).__name__}"))
+            self.add(path, f"expected an object, got {type(raw).__name__}")
             return {}
         return raw
 
@@ -128,7 +127,7 @@ class _Reader:
         if value is None and optional:
             return None
         if not isinstance(value, str) or not value:
-            self.problems.append((f"{path}{key}", f"expected a non-empty string, got {value!r}"))
+            self.add(f"{path}{key}", f"expected a non-empty string, got {value!r}")
             return None
         return value
 
@@ -138,7 +137,7 @@ class _Reader:
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            self.problems.append((f"{path}{key}", f"expected an integer >= {minimum}, got {value!r}"))
+            self.add(f"{path}{key}", f"expected an integer >= {minimum}, got {value!r}")
             return minimum
         return value
 
@@ -149,17 +148,17 @@ def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
     top = r.obj(raw, "outputs")
     missing = [k for k in OUTPUT_KEYS if k not in top]
     for key in missing:
-        r.problems.append((key, "missing (is the stack up, and built by this version of gpu-cluster?)"))
+        r.add(key, "missing (is the stack up, and built by this version of gpu-cluster?)")
     if missing:
-        raise OutputsError(source, r.problems)
+        raise OutputsError(source, r.items)
     orchestrator = r.text(top, "orchestrator", "")
     if orchestrator not in (None, "eks", "gke", "slurm"):
-        r.problems.append(("orchestrator", f"{orchestrator!r} (allowed: eks, gke, slurm)"))
+        r.add("orchestrator", f"{orchestrator!r} (allowed: eks, gke, slurm)")
     fab = r.obj(top["fabric"], "fabric")
     networks = fab.get("networks") or []
     if not isinstance(networks, list) or not all(isinstance(n, Mapping) and isinstance(n.get("name"), str)
                                                  for n in networks):
-        r.problems.append(("fabric.networks", f"expected a list of {{name, vpc, subnet, device_mode}}, got {networks!r}"))
+        r.add("fabric.networks", f"expected a list of {{name, vpc, subnet, device_mode}}, got {networks!r}")
         networks = []
     fabric = Fabric(type=r.text(fab, "type", "fabric.") or "", interfaces_per_node=r.number(fab, "interfaces_per_node", "fabric.", 0),
                     placement=r.text(fab, "placement", "fabric.", optional=True), mtu=r.number(fab, "mtu", "fabric.", 0),
@@ -169,7 +168,7 @@ def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
                   mount_name=r.text(mo, "mount_name", "mount.") or "", mount_command=r.text(mo, "mount_command", "mount.") or "",
                   volume_handle=r.text(mo, "volume_handle", "mount.") or "")
     if not mount.mount_point.startswith("/"):
-        r.problems.append(("mount.mount_point", f"{mount.mount_point!r} is not an absolute path"))
+        r.add("mount.mount_point", f"{mount.mount_point!r} is not an absolute path")
     ac = r.obj(top["access"], "access")
     access = Access(**{k: r.text(ac, k, "access.", optional=True) for k in
                        ("api_endpoint", "kubeconfig_command", "kubeconfig", "login", "ssh_command", "cluster_id")})
@@ -177,23 +176,23 @@ def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
     raw_kind = sc.get("kind")
     kind: Literal["slurm", "kubernetes"] = "kubernetes" if raw_kind == "kubernetes" else "slurm"
     if raw_kind not in ("slurm", "kubernetes"):
-        r.problems.append(("scheduler.kind", f"{raw_kind!r} (allowed: slurm, kubernetes)"))
+        r.add("scheduler.kind", f"{raw_kind!r} (allowed: slurm, kubernetes)")
     selector = sc.get("node_selector") or {}
     if not isinstance(selector, Mapping) or not all(isinstance(v, str) for v in selector.values()):
-        r.problems.append(("scheduler.node_selector", f"expected an object of label to value, got {selector!r}"))
+        r.add("scheduler.node_selector", f"expected an object of label to value, got {selector!r}")
         selector = {}
     tolerations = sc.get("tolerations") or []
     if not isinstance(tolerations, list) or not all(isinstance(t, str) for t in tolerations):
-        r.problems.append(("scheduler.tolerations", f"expected a list of taint keys, got {tolerations!r}"))
+        r.add("scheduler.tolerations", f"expected a list of taint keys, got {tolerations!r}")
         tolerations = []
     scheduler = Scheduler(kind=kind, partition=r.text(sc, "partition", "scheduler.", optional=kind != "slurm"),
                           namespace=r.text(sc, "namespace", "scheduler.", optional=kind != "kubernetes"),
                           lustre_claim=r.text(sc, "lustre_claim", "scheduler.", optional=True),
                           node_selector=dict(selector), tolerations=tuple(tolerations))
     if orchestrator == "slurm" and kind != "slurm" or orchestrator in ("eks", "gke") and kind != "kubernetes":
-        r.problems.append(("scheduler.kind", f"{kind!r} does not go with orchestrator {orchestrator!r}"))
+        r.add("scheduler.kind", f"{kind!r} does not go with orchestrator {orchestrator!r}")
     if kind == "kubernetes" and not access.kubeconfig:
-        r.problems.append(("access.kubeconfig", "missing: read the outputs with --show-secrets"))
+        r.add("access.kubeconfig", "missing: read the outputs with --show-secrets")
     out = ClusterOutputs(
         cloud=r.text(top, "cloud", "") or "", region=r.text(top, "region", "") or "", zone=r.text(top, "zone", "") or "",
         orchestrator=orchestrator if orchestrator in ("eks", "gke", "slurm") else "slurm",  # type: ignore[arg-type]
@@ -201,8 +200,8 @@ def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
         nodes=r.number(top, "nodes", "", 1), gpus_per_node=r.number(top, "gpus_per_node", "", 0),
         fabric=fabric, mount=mount, bucket=r.text(top, "bucket", "") or "", access=access, scheduler=scheduler,
     )
-    if r.problems:
-        raise OutputsError(source, r.problems)
+    if r:
+        raise OutputsError(source, r.items)
     return out
 
 

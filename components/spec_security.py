@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
-    from components.spec import _Reader
+    from components.spec_reader import _Reader
 
 SECURITY_KEYS = ("flow_logs", "log_retention_days", "checkpoint_noncurrent_days", "exceptions")
 # The pack's rule for flow logs (policies/network.py FLOW_LOGS_RULE); switching flow logs off

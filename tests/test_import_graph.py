@@ -1,8 +1,8 @@
 """The one-way flow of shared/DESIGN.md, held by reading every import in the product:
 stack -> components -> outputs -> launch -> workloads -> report. A component never imports
 ``workloads``; a workload never imports Pulumi, and of ``components`` only the modules both
-sides share (the catalog with its bandwidth model, the validation-time model, and the output
-contract)."""
+sides share (the catalog with its bandwidth model, the validation-time model, the output
+contract, and the one problem type)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = {"components", "components.catalog", "components.contract", "components.bandwidth",
-          "components.validation_time"}
+          "components.validation_time", "components.problems"}
 
 
 def _imports(path: Path) -> set[str]:
@@ -47,7 +47,7 @@ def test_workloads_import_no_pulumi_and_only_the_shared_components() -> None:
 
 def test_shared_modules_import_neither_side() -> None:
     for mod in ("components/catalog.py", "components/contract.py", "components/bandwidth.py",
-                "components/validation_time.py"):
+                "components/validation_time.py", "components/problems.py"):
         imps = _imports(ROOT / mod)
         assert not {i for i in imps if i.split(".")[0] in ("pulumi", "workloads", "torch")} and \
             not {i for i in imps if i.startswith("pulumi")}, mod

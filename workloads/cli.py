@@ -1,34 +1,49 @@
 """Flag checking shared by the job entry points: gather every problem, then stop once.
 
 Flags arrive from argparse as strings and are converted here, so that a bad number and a
-missing file are reported together instead of one per run. A problem is ``(where, reason)``;
-``where`` is the flag (or file) and ``reason`` names the bad value and what is allowed.
+missing file are reported together instead of one per run. A problem is ``(where, reason)``
+(components/problems.py, the one problem type of the project); ``where`` is the flag (or file)
+and ``reason`` names the bad value and what is allowed. :class:`Problems` collects while flags
+are converted and exits once (``error: where: reason`` per line, exit 2); entry points that
+report under their own name (``collectives: ...``) raise :class:`UsageError` instead, and their
+:class:`ArgumentParser` makes argparse's own errors join the others.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NoReturn
+
+from components.problems import Problem, ProblemsError
+from components.problems import Problems as _Problems
 
 EXIT_USAGE = 2
 
 
-class Problems:
-    """Collects ``(where, reason)`` pairs while flags are converted."""
+class UsageError(ProblemsError):
+    """Every problem found in a job's flags; the entry point prints each as ``prog: problem``."""
 
-    def __init__(self) -> None:
-        self.items: list[tuple[str, str]] = []
+    def __init__(self, problems: Iterable[tuple[str, str]]) -> None:
+        items = [Problem(*p) for p in problems]
+        super().__init__(f"{len(items)} problem(s) in the flags:", items)
 
-    def add(self, where: str, reason: str) -> None:
-        self.items.append((where, reason))
+    def lines(self, prog: str) -> str:
+        return "".join(f"{prog}: {p.render()}\n" for p in self.problems)
 
-    def extend(self, items: list[tuple[str, str]]) -> None:
-        self.items.extend(items)
 
-    def __bool__(self) -> bool:
-        return bool(self.items)
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose own errors (an unknown flag, a missing value) become a :class:`UsageError`."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError([("", message)])
+
+
+class Problems(_Problems):
+    """The shared collector with the flag converters; :meth:`exit_if_any` stops the job once."""
 
     def integer(self, flag: str, raw: str | int, *, lo: int | None = None) -> int:
         try:
@@ -79,7 +94,7 @@ def is_main_process() -> bool:
     return os.environ.get("RANK", "0") == "0"
 
 
-def fail(problems: list[tuple[str, str]]) -> NoReturn:
+def fail(problems: Iterable[tuple[str, str]]) -> NoReturn:
     """Print every problem (rank 0 only, so a 64-rank job prints each once) and exit 2."""
     if is_main_process():
         for where, reason in problems:

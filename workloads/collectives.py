@@ -49,12 +49,13 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, NoReturn, TextIO
+from typing import Any, TextIO
 
 import torch
 import torch.distributed as dist
 
 from workloads import device as _device
+from workloads.cli import ArgumentParser, Problems, UsageError
 from workloads.collective_ops import DTYPE_ALIASES, DTYPES, OPS, Case, bandwidths, count_wrong, layout, make_case, redop_name, root_of
 from workloads.collective_table import (EventStats, OpResult, Row, format_row, format_size, header_lines, parse_size,
                                         percentile, size_sweep)
@@ -103,21 +104,8 @@ class CollectivesConfig:
         return size_sweep(lo, max(lo, hi), self.factor)
 
 
-class UsageError(Exception):
-    """Every problem found in the flags, one per line."""
-
-    def __init__(self, problems: list[str]):
-        super().__init__("\n".join(problems))
-        self.problems = problems
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # argparse's own errors join the others
-        raise UsageError([message])
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m workloads.collectives", description=__doc__.split("\n\n")[0],
+    p = ArgumentParser(prog="python -m workloads.collectives", description=__doc__.split("\n\n")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-o", "--op", default="all_reduce",
                    help=f"one of {', '.join(OPS)}, a comma list, or 'all' (default all_reduce)")
@@ -135,21 +123,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _int_flag(problems: list[str], name: str, raw: str, lo: int) -> int:
+def _int_flag(problems: Problems, name: str, raw: str, lo: int) -> int:
     try:
         value = int(raw)
     except ValueError:
-        problems.append(f"{name}: {raw!r} is not an integer (allowed: an integer >= {lo})")
+        problems.add(name, f"{raw!r} is not an integer (allowed: an integer >= {lo})")
         return lo
     if value < lo:
-        problems.append(f"{name}: {value} is too small (allowed: an integer >= {lo})")
+        problems.add(name, f"{value} is too small (allowed: an integer >= {lo})")
     return value
 
 
 def parse_args(argv: Sequence[str] | None = None) -> CollectivesConfig:
     """Flags -> config, raising :class:`UsageError` naming every bad value at once."""
     ns = build_parser().parse_args(argv)
-    problems: list[str] = []
+    problems = Problems()
 
     raw_ops = [o.strip() for o in str(ns.op).split(",") if o.strip()]
     if raw_ops == ["all"]:
@@ -157,8 +145,8 @@ def parse_args(argv: Sequence[str] | None = None) -> CollectivesConfig:
     else:
         bad = [o for o in raw_ops if o not in OPS]
         if bad or not raw_ops:
-            problems.append(f"-o/--op: {ns.op!r} is not an op "
-                            f"(allowed: {', '.join(OPS)}, a comma list of them, or all)")
+            problems.add("-o/--op", f"{ns.op!r} is not an op "
+                                  f"(allowed: {', '.join(OPS)}, a comma list of them, or all)")
         ops = tuple(o for o in raw_ops if o in OPS)
 
     sizes: dict[str, int | None] = {}
@@ -169,33 +157,33 @@ def parse_args(argv: Sequence[str] | None = None) -> CollectivesConfig:
         try:
             sizes[flag] = parse_size(raw)
             if sizes[flag] == 0:
-                problems.append(f"{flag}: size must be at least 1 byte (got {raw!r})")
+                problems.add(flag, f"size must be at least 1 byte (got {raw!r})")
         except ValueError as exc:
-            problems.append(f"{flag}: {exc}")
+            problems.add(flag, str(exc))
             sizes[flag] = None
     lo, hi = sizes["-b/--minbytes"], sizes["-e/--maxbytes"]
     if lo is not None and hi is not None and lo > hi:
-        problems.append(f"-b/--minbytes {ns.minbytes} is larger than -e/--maxbytes {ns.maxbytes} "
-                        "(allowed: min <= max)")
+        problems.add("", f"-b/--minbytes {ns.minbytes} is larger than -e/--maxbytes {ns.maxbytes} "
+                         "(allowed: min <= max)")
 
     factor = _int_flag(problems, "-f/--stepfactor", ns.stepfactor, 2)
     iters = _int_flag(problems, "-n/--iters", ns.iters, 1)
     warmup = _int_flag(problems, "-w/--warmup_iters", ns.warmup_iters, 0)
     if ns.check not in ("0", "1"):
-        problems.append(f"-c/--check: {ns.check!r} is not allowed (allowed: 0, 1)")
+        problems.add("-c/--check", f"{ns.check!r} is not allowed (allowed: 0, 1)")
     dtype = DTYPE_ALIASES.get(ns.datatype, ns.datatype)
     if dtype not in DTYPES:
-        problems.append(f"-d/--datatype: {ns.datatype!r} is not a type "
-                        f"(allowed: {', '.join(DTYPES)}; aliases {', '.join(DTYPE_ALIASES)})")
+        problems.add("-d/--datatype", f"{ns.datatype!r} is not a type "
+                                      f"(allowed: {', '.join(DTYPES)}; aliases {', '.join(DTYPE_ALIASES)})")
     try:
         timeout_s = float(ns.timeout)
         if not timeout_s > 0 or math.isinf(timeout_s):
-            problems.append(f"-T/--timeout: {ns.timeout!r} must be a positive number of seconds")
+            problems.add("-T/--timeout", f"{ns.timeout!r} must be a positive number of seconds")
     except ValueError:
-        problems.append(f"-T/--timeout: {ns.timeout!r} is not a number of seconds")
+        problems.add("-T/--timeout", f"{ns.timeout!r} is not a number of seconds")
         timeout_s = 1.0
     if ns.json and not os.access(os.path.dirname(os.path.abspath(ns.json)), os.W_OK):
-        problems.append(f"--json: {ns.json}: its directory does not exist or is not writable")  # before the sweep
+        problems.add("--json", f"{ns.json}: its directory does not exist or is not writable")  # before the sweep
     if problems:
         raise UsageError(problems)
     return CollectivesConfig(ops=ops, min_bytes=lo, max_bytes=hi, factor=factor, iters=iters,
@@ -460,7 +448,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = parse_args(argv)
     except UsageError as exc:
         if is_main:
-            sys.stderr.write("".join(f"collectives: {p}\n" for p in exc.problems))
+            sys.stderr.write(exc.lines("collectives"))
         return EXIT_USAGE
     # The backend's own timeout (NCCL's watchdog aborts the process) comes last, after the
     # arrival barrier and our watchdog have had the chance to name the op, size and ranks.

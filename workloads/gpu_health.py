@@ -32,12 +32,13 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, NoReturn, TextIO
+from typing import Any, TextIO
 
 import torch
 import torch.distributed as dist
 
 from workloads import device as _device
+from workloads.cli import ArgumentParser, Problems, UsageError
 from workloads.collective_table import parse_size
 from workloads.node import node_name, stall
 
@@ -275,19 +276,8 @@ def measure_device(device: torch.device, *, matmul_n: int | None = None,
 
 # ----------------------------------------------------------------------------- CLI
 
-class UsageError(Exception):
-    def __init__(self, problems: list[str]):
-        super().__init__("\n".join(problems))
-        self.problems = problems
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError([message])
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m workloads.gpu_health", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="python -m workloads.gpu_health", description=__doc__.split("\n\n")[0])
     p.add_argument("--instance-type", default=None,
                    help="catalog instance type to judge against (GPU count, peaks)")
     p.add_argument("--matmul-size", default=None, help="square matmul size N (default 8192 GPU, 512 CPU)")
@@ -301,34 +291,34 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _positive_int(problems: list[str], flag: str, raw: str | None) -> int | None:
+def _positive_int(problems: Problems, flag: str, raw: str | None) -> int | None:
     if raw is None:
         return None
     try:
         v = int(raw)
     except ValueError:
-        problems.append(f"{flag}: {raw!r} is not an integer (allowed: an integer >= 1)")
+        problems.add(flag, f"{raw!r} is not an integer (allowed: an integer >= 1)")
         return None
     if v < 1:
-        problems.append(f"{flag}: {v} is too small (allowed: an integer >= 1)")
+        problems.add(flag, f"{v} is too small (allowed: an integer >= 1)")
     return v
 
 
-def _fraction(problems: list[str], flag: str, raw: str) -> float:
+def _fraction(problems: Problems, flag: str, raw: str) -> float:
     try:
         v = float(raw)
     except ValueError:
-        problems.append(f"{flag}: {raw!r} is not a number (allowed: a fraction in (0, 1])")
+        problems.add(flag, f"{raw!r} is not a number (allowed: a fraction in (0, 1])")
         return 0.5
     if not 0.0 < v <= 1.0:
-        problems.append(f"{flag}: {v:g} is out of range (allowed: a fraction in (0, 1])")
+        problems.add(flag, f"{v:g} is out of range (allowed: a fraction in (0, 1])")
     return v
 
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[HealthConfig, Peaks | None]:
     """Flags -> config and the catalog's peaks, raising :class:`UsageError` with every problem."""
     ns = build_parser().parse_args(argv)
-    problems: list[str] = []
+    problems = Problems()
     n = _positive_int(problems, "--matmul-size", ns.matmul_size)
     iters = _positive_int(problems, "--iters", ns.iters)
     copy_bytes = None
@@ -336,17 +326,17 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[HealthConfig, Peaks |
         try:
             copy_bytes = parse_size(ns.copy_bytes)
             if copy_bytes < 1:
-                problems.append("--copy-bytes: must be at least 1 byte")
+                problems.add("--copy-bytes", "must be at least 1 byte")
         except ValueError as exc:
-            problems.append(f"--copy-bytes: {exc}")
+            problems.add("--copy-bytes", str(exc))
     mw = _fraction(problems, "--matmul-warn", ns.matmul_warn)
     mf = _fraction(problems, "--matmul-fail", ns.matmul_fail)
     bw = _fraction(problems, "--mem-warn", ns.mem_warn)
     bf = _fraction(problems, "--mem-fail", ns.mem_fail)
     if mf > mw:
-        problems.append(f"--matmul-fail {mf:g} is above --matmul-warn {mw:g} (allowed: fail <= warn)")
+        problems.add("", f"--matmul-fail {mf:g} is above --matmul-warn {mw:g} (allowed: fail <= warn)")
     if bf > bw:
-        problems.append(f"--mem-fail {bf:g} is above --mem-warn {bw:g} (allowed: fail <= warn)")
+        problems.add("", f"--mem-fail {bf:g} is above --mem-warn {bw:g} (allowed: fail <= warn)")
     peaks = None
     if ns.instance_type is not None:
         from components.catalog import CatalogError, load_catalog
@@ -358,7 +348,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[HealthConfig, Peaks |
                           dense_bf16_tflops=it.accelerator.peak_dense_bf16_tflops,
                           memory_bandwidth_gbps=it.accelerator.memory_bandwidth_tbps * 1000.0)
         except CatalogError as exc:
-            problems.append(f"--instance-type: {exc}")
+            problems.add("--instance-type", str(exc))
     if problems:
         raise UsageError(problems)
     cfg = HealthConfig(instance_type=ns.instance_type, matmul_n=n, copy_bytes=copy_bytes,
@@ -419,7 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg, peaks = parse_args(argv)
     except UsageError as exc:
         if is_main:
-            sys.stderr.write("".join(f"gpu_health: {p}\n" for p in exc.problems))
+            sys.stderr.write(exc.lines("gpu_health"))
         return EXIT_USAGE
     if "RANK" in os.environ:
         # Under torchrun: this rank's own device; rank 0 gathers everyone's figures.

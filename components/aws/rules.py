@@ -1,7 +1,10 @@
 """AWS rules on a whole, typed cluster description, each beside the page it follows.
 
 ``check(spec, raw)`` returns ``(config path, reason)`` problems, as ``components.spec`` reports
-them; ``parse_spec`` calls it once the generic rules pass. Pure: no Pulumi, no network.
+them; ``parse_spec`` calls it once the generic rules pass. The field rules below it (region and
+zone names, reservation ids, bucket names, Lustre sizes, the export path, tags, the node image)
+are called by the generic reader while it reads each field, so their problems come with the
+others in one pass; each returns a reason, or None for a good value. Pure: no Pulumi, no network.
 
 What needs the account is left to the online preflight (``python -m components.preflight STACK``):
 whether the reservation or capacity block exists, is active or scheduled, matches type, zone and
@@ -18,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from components.aws import eks_sizing
 from components.aws.network_rules import existing_network
-from components.aws.versions import EKS_STANDARD_SUPPORT_END, EKS_UNAVAILABLE
+from components.aws.versions import EKS_KUBERNETES_VERSION, EKS_STANDARD_SUPPORT_END, EKS_UNAVAILABLE
+from components.lustre_tiers import lustre_tiers
 
 if TYPE_CHECKING:
     from components.spec import ClusterSpec
@@ -142,3 +146,75 @@ def _eks_addresses(spec: ClusterSpec) -> list[tuple[str, str]]:
              f"{eks_sizing.ADDRESSES_PER_GPU_NODE} addresses each (node, VPC CNI MINIMUM_IP_TARGET "
              f"{eks_sizing.CNI_MINIMUM_IP_TARGET}, WARM_IP_TARGET {eks_sizing.CNI_WARM_IP_TARGET}) and the "
              f"system nodes need {need} (allowed: {allowed})")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Field rules, called by the generic reader (components/spec_parse.py) as it reads each field.
+
+REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d\Z")
+REGION_HINT = "an AWS region such as us-east-1"
+# S3 bucket names: 3-63 lower-case letters, digits, '.' and '-', starting and ending with a letter
+# or digit (S3 user guide, "General purpose bucket naming rules").
+BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
+OBJECT_STORE_SCHEME = "s3://"
+RESERVATION_WHAT = "capacity reservation id (cr-...)"
+# EC2 capacity reservation ids: cr- and 8 or 17 hex digits (EC2 API, CapacityReservationId).
+_RESERVATION = re.compile(r"^cr-[0-9a-f]{8}([0-9a-f]{9})?\Z")
+DEFAULT_KUBERNETES_VERSION = EKS_KUBERNETES_VERSION
+"""The EKS pin of components/aws/versions.py (in standard support)."""
+# EKS AMI release versions are "<kubernetes major.minor.patch>-<YYYYMMDD>" (the value of the
+# SSM parameter .../recommended/release_version, and of the node group's releaseVersion;
+# EKS user guide, "Retrieve recommended Amazon Linux AMI IDs", read 2026-11).
+_EKS_RELEASE = re.compile(r"^1\.[0-9]{2}\.[0-9]{1,3}-20[0-9]{6}\Z")
+_AMI_ID = re.compile(r"^ami-([0-9a-f]{8}|[0-9a-f]{17})\Z")
+
+
+def zone_in_region(region: str, zone: str) -> bool:
+    return re.fullmatch(re.escape(region) + r"[a-z]", zone) is not None
+
+
+def zone_example(region: str) -> str:
+    return f"{region}a"
+
+
+def reservation_id(cid: str) -> str | None:
+    if not _RESERVATION.match(cid):
+        return f"{cid!r} is not a capacity reservation id (allowed: cr- and 8 or 17 hex digits)"
+    return None
+
+
+def lustre_size(size: int, tput: int | None) -> str | None:
+    """FSx PERSISTENT_2 SSD sizes do not depend on the throughput (the catalog repeats them per
+    tier); with a throughput that is not offered, the smallest tier's sizes are checked."""
+    tiers = lustre_tiers("aws")
+    tier = tiers.tiers.get(tput) if tput is not None else None
+    tier = tier or tiers.tiers[tiers.throughputs[0]]
+    if tier.size_ok(size):
+        return None
+    return (f"{size} GiB is not a PERSISTENT_2 size (allowed: {tier.first}, or a multiple of {tier.step} "
+            f"up to {tier.max})")
+
+
+def export_path(import_path: str | None, export: str) -> str | None:
+    """One FSx data repository association links one S3 prefix both ways (an export without an
+    import path is the generic rule's)."""
+    if import_path is None or export == import_path:
+        return None
+    return (f"{export!r} differs from import_path {import_path!r}; an FSx data repository association imports "
+            "from and exports to the same S3 prefix (allowed: the import path)")
+
+
+def tag(key: str, value: str) -> str | None:
+    if len(key) > 128 or len(value) > 256 or key.lower().startswith("aws:"):
+        return "AWS tag keys are at most 128 characters, values 256, and 'aws:' is reserved"
+    return None
+
+
+def node_image(raw: object, kind: str | None) -> str | None:
+    from components.spec_reader import short
+
+    pattern, example = (_EKS_RELEASE, "an EKS AL2023 NVIDIA release such as 1.33.5-20251120") if kind == "eks" \
+        else (_AMI_ID, "an AMI id such as ami-0123456789abcdef0")
+    if not isinstance(raw, str) or not pattern.match(raw):
+        return f"{short(raw)} is not a node image for {kind} (allowed: {example})"
+    return None

@@ -1,12 +1,19 @@
 """GCP rules on a whole, typed cluster description, each beside the page it follows.
 
 ``check(spec, raw)`` returns ``(config path, reason)`` problems, as ``components.spec`` reports
-them; ``parse_spec`` calls it once the generic rules pass. Pure: no Pulumi, no network.
+them; ``parse_spec`` calls it once the generic rules pass. The field rules below it (region and
+zone names, reservation names, bucket names, Lustre sizes, the export path, labels, the node
+image) are called by the generic reader while it reads each field, so their problems come with
+the others in one pass; each returns a reason, or None for a good value. Pure: no Pulumi, no
+network.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, Mapping
+
+from components.lustre_tiers import lustre_tiers
 
 if TYPE_CHECKING:
     from components.spec import ClusterSpec
@@ -53,3 +60,64 @@ def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
                          f"GCP offers {itype} through reservations, flex-start and spot, not {cap} "
                          f"(allowed: {', '.join(GKE_GPU_CAPACITY)})"))
     return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# Field rules, called by the generic reader (components/spec_parse.py) as it reads each field.
+
+REGION = re.compile(r"^[a-z]+-[a-z]+\d\Z")
+REGION_HINT = "a GCP region such as us-central1"
+# Resource names (reservations, buckets here): RFC 1035 labels, lower case, 1-63 characters.
+NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+BUCKET = NAME
+OBJECT_STORE_SCHEME = "gs://"
+RESERVATION_WHAT = "reservation name"
+DEFAULT_KUBERNETES_VERSION = "1.33"
+# Labels: keys start with a lower-case letter; keys and values are lower-case letters, digits,
+# '_' and '-', at most 63 characters.
+_LABEL = re.compile(r"^[a-z][a-z0-9_-]{0,62}\Z")
+_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}\Z")
+
+
+def zone_in_region(region: str, zone: str) -> bool:
+    return re.fullmatch(re.escape(region) + r"-[a-z]", zone) is not None
+
+
+def zone_example(region: str) -> str:
+    return f"{region}-a"
+
+
+def reservation_id(cid: str) -> str | None:
+    if not NAME.match(cid):
+        return f"{cid!r} is not a reservation name (allowed: lower-case RFC 1035 name)"
+    return None
+
+
+def lustre_size(size: int, tput: int | None) -> str | None:
+    """Each Managed Lustre tier has its own sizes; with a throughput that is not offered there is
+    nothing to check the size against (the throughput's own problem says so)."""
+    tiers = lustre_tiers("gcp")
+    tier = tiers.tiers.get(tput) if tput is not None else None
+    if tier is None or tier.size_ok(size):
+        return None
+    steps = (f"multiples of {tier.step} from {tier.min} to {tier.max}" if tier.single_step else
+             f"multiples of {tier.step} from {tier.min} to {tier.step_up_to}, then multiples of {tier.large_step} "
+             f"up to {tier.max}")
+    return (f"{size} GiB is not a Managed Lustre size at {tput} MB/s/TiB (allowed: {steps}; "
+            f"source: {tiers.source.url.removeprefix('https://')})")
+
+
+def export_path(import_path: str | None, export: str) -> str | None:
+    return "Managed Lustre has no automatic export (allowed on aws only)"
+
+
+def tag(key: str, value: str) -> str | None:
+    if not (_LABEL.match(key) and _LABEL_VALUE.match(value)):
+        return ("GCP labels are lower-case letters, digits, '_' and '-', at most 63 characters "
+                "(allowed: keys starting with a letter)")
+    return None
+
+
+def node_image(raw: object, kind: str | None) -> str | None:
+    return ("only applies to aws for now (on gcp the node image follows the GKE release channel or Cluster "
+            "Director's image)")

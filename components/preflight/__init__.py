@@ -22,19 +22,14 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence, TextIO
 
+# A Problem is something the cloud would refuse or that would break the cluster, at a config
+# path: the project's one problem type (components/problems.py).
+from components.problems import Problem as Problem
 from components.spec import DEPLOYER_PLACEHOLDER, MY_ADDRESS_HINT, ClusterSpec, needs_deployer_placeholder
 
 OK = 0
 PROBLEMS = 2
 UNCHECKED = 3
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """Something the cloud would refuse or that would break the cluster, at a config path."""
-
-    path: str
-    reason: str
 
 
 class CouldNotCheck(Exception):
@@ -127,7 +122,7 @@ def run_checks(ctx: Context, checks: Sequence[Check], progress: TextIO | None = 
 def render(result: Result, out: TextIO) -> None:
     """``config path: reason``, one a line, all at once; then what could not be checked."""
     for p in result.problems:
-        print(f"{p.path}: {p.reason}", file=out)
+        print(p.render(), file=out)
     for name, why in result.unchecked:
         print(f"could not check {name}: {why}", file=out)
     for note in result.notes:

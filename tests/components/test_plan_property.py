@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from components.catalog import load_catalog
 from components.engine import run_offline
 from components.plan import summarize
-from components.spec import (CAPACITY_TYPES, FSX_THROUGHPUTS, GCP_LUSTRE_MIN_GIB, ORCHESTRATORS, PRE_PLACED,
-                             SpecError, parse_spec)
+from components.lustre_tiers import lustre_tiers
+from components.spec import CAPACITY_TYPES, ORCHESTRATORS, PRE_PLACED, SpecError, parse_spec
 
 CATALOG = load_catalog()
 
@@ -46,20 +46,40 @@ def valid_cluster(draw: st.DrawFn) -> dict[str, Any]:
     capacity: dict[str, Any] = {"type": ctype}
     if ctype in PRE_PLACED:
         capacity["id"] = "cr-0123456789abcdef0" if cloud == "aws" else draw(st.sampled_from(["res-a", "block1"]))
-    tput = draw(st.sampled_from(FSX_THROUGHPUTS))
+    tiers = lustre_tiers(cloud)
+    tput = draw(st.sampled_from(tiers.throughputs))
     if cloud == "aws":
         size = draw(st.sampled_from([1200, 2400, 4800, 2400 * 1000]))
     else:
-        size = GCP_LUSTRE_MIN_GIB[tput] * draw(st.integers(1, 3))
+        size = tiers.tiers[tput].min * draw(st.integers(1, 3))
     lustre: dict[str, Any] = {"size_gib": size, "throughput_mbps_per_tib": tput}
+    scheme = "s3://" if cloud == "aws" else "gs://"
     if draw(st.booleans()):
-        lustre["import_path"] = ("s3://" if cloud == "aws" else "gs://") + "bucket/prefix/"
+        lustre["import_path"] = scheme + "bucket/prefix/"
+    # The export path: the import path (the one FSx data repository association), another
+    # prefix, or one without an import path; only the first, and only on AWS, is a valid stack.
+    export = draw(st.sampled_from([None, None, None, None, "same", "same", "other", "orphan"]))
+    if export == "same":
+        lustre["import_path"] = lustre["export_path"] = scheme + "bucket/prefix/"
+    elif export == "other":
+        lustre["import_path"], lustre["export_path"] = scheme + "bucket/prefix/", scheme + "bucket/elsewhere/"
+    elif export == "orphan":
+        lustre.pop("import_path", None)
+        lustre["export_path"] = scheme + "bucket/prefix/"
     orch: dict[str, Any] = {"kind": draw(st.sampled_from(ORCHESTRATORS[cloud]))}
     if orch["kind"] == "slurm" and draw(st.booleans()):
         orch["login_nodes"] = draw(st.integers(0, 2))
         orch["partition"] = draw(st.sampled_from(["gpu", "train1"]))
-    elif orch["kind"] != "slurm" and draw(st.booleans()):
-        orch["api_access_cidrs"] = ["203.0.113.0/24"]
+    elif orch["kind"] != "slurm":
+        # A public endpoint needs the deployer's range (a global one: documentation ranges are
+        # refused); a private one needs none. Now and then the renamed key, which is refused.
+        choice = draw(st.sampled_from(["public", "public", "private", "renamed"]))
+        if choice == "public":
+            orch["deployer_cidrs"] = ["203.0.114.0/24"]
+        elif choice == "private":
+            orch["endpoint"] = "private"
+        else:
+            orch["api_access_cidrs"] = ["203.0.114.0/24"]
     raw: dict[str, Any] = {
         "cloud": cloud, "region": region, "zone": zone,
         "compute": {"instance_type": itype, "nodes": draw(st.integers(1, 4)), "capacity": capacity},
@@ -73,7 +93,27 @@ def valid_cluster(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         raw["tags"] = draw(st.dictionaries(st.sampled_from(["team", "env", "cost_center"]),
                                            st.sampled_from(["ml", "prod", "a-1"]), max_size=2))
+    if draw(st.booleans()):
+        raw["security"] = draw(security())
     return raw
+
+
+@st.composite
+def security(draw: st.DrawFn) -> dict[str, Any]:
+    """The security: block: each key present or not; flow logs off with or without its reason."""
+    block: dict[str, Any] = {}
+    if draw(st.booleans()):
+        block["flow_logs"] = draw(st.booleans())
+    if draw(st.booleans()):
+        block["log_retention_days"] = draw(st.sampled_from([1, 90, 365, 3653]))
+    if draw(st.booleans()):
+        block["checkpoint_noncurrent_days"] = draw(st.sampled_from([1, 7, 30]))
+    why = "two-day benchmark cluster, torn down after the run"
+    exceptions = draw(st.sampled_from([None, {"flow-logs": why}, {"flow-logs": why}, {"flow-logs": "short"},
+                                       {"flow-logs": why, "bucket-versioning": why}]))
+    if exceptions is not None:
+        block["exceptions"] = exceptions
+    return block
 
 
 def _paths(obj: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -132,6 +172,11 @@ def test_parse_spec_raises_only_spec_error(raw: Any) -> None:
         assert err.render()
         return
     assert spec.compute.nodes >= 1
+    lustre = spec.storage.lustre
+    if lustre.export_path is not None:  # one data repository association, on AWS only
+        assert spec.cloud == "aws" and lustre.export_path == lustre.import_path, raw
+    if not spec.security.flow_logs:  # switched off only with the stack's reason
+        assert len(spec.security.exceptions.get("flow-logs", "")) >= 10, raw
     for text in _strings(spec):
         assert not any(ord(c) < 0x20 for c in text), f"parse_spec accepted {text!r}"
 
@@ -185,3 +230,19 @@ def test_trailing_newline_is_refused_in_every_patterned_field() -> None:
         if _parses(raw):
             accepted.append(field)
     assert not accepted, f"parse_spec accepted a trailing newline in {accepted}"
+
+
+def test_the_generator_reaches_accepted_export_paths_and_security_blocks() -> None:
+    """The properties above see these fields only if valid examples carry them."""
+    from hypothesis import find
+
+    reach = {
+        "export_path": lambda r: "export_path" in r["storage"]["lustre"],
+        "flow logs off with the reason": lambda r: r.get("security", {}).get("flow_logs") is False,
+        "log retention": lambda r: "log_retention_days" in r.get("security", {}),
+    }
+    for what, has in reach.items():
+        raw = find(valid_cluster(), lambda r, has=has: has(r) and _parses(r),
+                   settings=settings(max_examples=2000, database=None, derandomize=True,
+                                     suppress_health_check=list(HealthCheck)))
+        assert has(raw), what

@@ -271,3 +271,31 @@ def test_unreadable_stack_files(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as info:
         load_stack("no-such-stack")
     assert "aws-h100-eks" in info.value.problems[0][1] and "no such stack file" in info.value.problems[0][1]
+
+
+def test_a_cluster_spec_is_built_only_by_parse_spec() -> None:
+    """A ClusterSpec that skipped its rules would reach `pulumi up` with values no rule has seen:
+    built directly, or copied with a change, the constructor refuses and names the way in."""
+    import dataclasses
+
+    from components.spec import ClusterSpec
+
+    spec = parse_spec(aws_base())
+    parts = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
+    with pytest.raises(TypeError, match="built by components.spec.parse_spec"):
+        ClusterSpec(**parts)
+    # A change that the rules refuse (a GCP zone on an AWS stack) cannot slip in by copying either.
+    with pytest.raises(TypeError, match="built by components.spec.parse_spec"):
+        dataclasses.replace(spec, zone="us-central1-a")
+    # The way in: change the raw object and parse it again, where the rule speaks.
+    raw = aws_base()
+    raw["zone"] = "us-central1-a"
+    assert [p for p, _ in problems(raw)] == ["zone"]
+
+
+def test_problems_are_the_shared_type_and_compare_as_pairs() -> None:
+    from components.problems import Problem
+
+    got = problems({**aws_base(), "zone": "us-central1-a"})
+    assert got == [("zone", "'us-central1-a' is not a zone of region 'us-east-1' (allowed: zones such as us-east-1a)")]
+    assert all(isinstance(p, Problem) for p in got) and got[0].path == "zone"

@@ -64,7 +64,9 @@ def test_collectives_flags_fail_only_with_usage_error(argv: list[str]) -> None:
     try:
         cfg = collectives.parse_args(argv)
     except collectives.UsageError as e:
-        assert e.problems and all(isinstance(p, str) and p for p in e.problems)
+        assert e.problems and all(isinstance(p.path, str) and p.reason for p in e.problems)
+        text = e.lines("collectives")
+        assert text.startswith("collectives: ") and all(f"collectives: {p.render()}\n" in text for p in e.problems)
         return
     assert cfg.iters >= 1 and cfg.factor >= 2 and cfg.timeout_s > 0
 

@@ -25,10 +25,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # What the job imports: the workloads package, and the modules of components it shares with
-# the Pulumi side (the catalog with its data, the outputs contract) with whatever of
+# the Pulumi side (the catalog with its data, the outputs contract, the problem type) with whatever of
 # components those import in turn (the bandwidth model). Nothing that imports Pulumi.
 PACKAGES = ("workloads",)
-SHARED = ("components/catalog.py", "components/contract.py", "components/validation_time.py")
+SHARED = ("components/catalog.py", "components/contract.py", "components/validation_time.py",
+          "components/problems.py")
 DATA = ("components/__init__.py", "components/catalog.yaml")
 # The job's own dependencies, pinned like requirements.txt (a test holds them equal).
 JOB_REQUIREMENTS = ("torch==2.13.0", "numpy==2.4.6", "PyYAML==6.0.4", "matplotlib==3.11.2")

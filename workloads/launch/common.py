@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from components.problems import Problems as _Problems
+from components.problems import ProblemsError
 
 # torchrun's training module, e.g. ``workloads.validate``: dotted Python identifiers only, so
 # the name can never carry a shell word or an option.
@@ -38,27 +41,15 @@ RESERVED_ENV = frozenset(
 )
 
 
-class LaunchSpecError(ValueError):
-    """Every problem found in a launch spec, each as ``(field, reason)``."""
+class LaunchSpecError(ProblemsError):
+    """Every problem found in a launch spec, each as ``(field, reason)`` (components/problems.py)."""
 
-    def __init__(self, spec_name: str, problems: list[tuple[str, str]]) -> None:
-        self.problems = list(problems)
-        lines = "\n".join(f"  {field}: {reason}" for field, reason in self.problems)
-        super().__init__(f"{spec_name} has {len(self.problems)} problem(s):\n{lines}")
-
-    def fields(self) -> list[str]:
-        """The names of the fields that failed, in the order found."""
-        return [field for field, _ in self.problems]
+    def __init__(self, spec_name: str, problems: Sequence[tuple[str, str]]) -> None:
+        super().__init__(f"{spec_name} has {len(problems)} problem(s):", problems)
 
 
-class Problems:
-    """Collects ``(field, reason)`` pairs so a check never stops at the first one."""
-
-    def __init__(self) -> None:
-        self.items: list[tuple[str, str]] = []
-
-    def add(self, field: str, reason: str) -> None:
-        self.items.append((field, reason))
+class Problems(_Problems):
+    """The shared collector; a launch check raises what it found as one :class:`LaunchSpecError`."""
 
     def raise_if_any(self, spec_name: str) -> None:
         if self.items:

@@ -23,19 +23,31 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Iterable
+from typing import NoReturn, Sequence
 
+from components.problems import Problem, Problems
 from workloads.validate import diff
 from workloads.validate.verdict import Verdict
 
 from workloads.validate.launchargs import FABRIC_ONLY_ENV
 
 
+# A usage error exits 3, the verdict UNKNOWN: the cluster was not judged.
+EXIT_USAGE = 3
+
+
+def _print_problems(prog: str, problems: Iterable[tuple[str, str]]) -> None:
+    """Every argument problem as ``prog: path: reason`` (components/problems.py)."""
+    for p in problems:
+        print(f"{prog}: {Problem(*p).render()}", file=sys.stderr)
+
+
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> "None":  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        print(f"{self.prog}: {message}", file=sys.stderr)
-        raise SystemExit(3)
+        _print_problems(self.prog, [("", message)])
+        raise SystemExit(EXIT_USAGE)
 
 
 def _size(text: str) -> int:
@@ -110,11 +122,14 @@ def _bad_timeout(value: float) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # argparse's float() takes nan, inf and negatives; each would end a phase at once or never.
+    bad = Problems()
     for flag, value in (("--timeout", args.timeout), ("run --timeout", getattr(args, "run_timeout", 1.0)),
                         ("run --pair-timeout", getattr(args, "pair_timeout", 1.0))):
         if _bad_timeout(value):
-            print(f"validate: {flag} {value}: allowed a finite number of seconds > 0", file=sys.stderr)
-            return 3
+            bad.add(flag, f"{value}", allowed="a finite number of seconds > 0")
+    if bad:
+        _print_problems("validate", bad)
+        return EXIT_USAGE
     if args.cmd in ("render", "submit", "status"):
         from workloads.validate.commands import dispatch
 

@@ -10,8 +10,8 @@ import pytest
 
 from components.catalog import load_catalog
 from components.engine import run_offline
-from components.spec import (GCP_LUSTRE_MIN_GIB, GCP_LUSTRE_TIER_MAX_GIB, SpecError, gcp_lustre_size_ok,
-                             parse_spec)
+from components.lustre_tiers import lustre_tiers
+from components.spec import SpecError, parse_spec
 from tests.components.gcp.conftest import gcp_obj
 
 
@@ -74,7 +74,7 @@ def test_gcp_mistake_names_its_path(change: Callable[[dict[str, Any]], Any], pat
     (125, 72000, True), (125, 36000, False), (125, 12240000, True), (125, 12312000, False),
 ])
 def test_managed_lustre_tier_table(tput: int, size: int, ok: bool) -> None:
-    assert gcp_lustre_size_ok(size, tput) is ok
+    assert lustre_tiers("gcp").size_ok(size, tput) is ok
     obj = _with(lambda o: o["storage"]["lustre"].update(size_gib=size, throughput_mbps_per_tib=tput))
     if ok:
         assert parse_spec(obj).storage.lustre.size_gib == size
@@ -83,8 +83,11 @@ def test_managed_lustre_tier_table(tput: int, size: int, ok: bool) -> None:
 
 
 def test_every_tier_minimum_and_maximum_is_accepted() -> None:
-    for tput, low in GCP_LUSTRE_MIN_GIB.items():
-        assert gcp_lustre_size_ok(low, tput) and gcp_lustre_size_ok(GCP_LUSTRE_TIER_MAX_GIB[tput], tput)
+    tiers = lustre_tiers("gcp")
+    assert tiers.throughputs == (125, 250, 500, 1000)
+    for tput, tier in tiers.tiers.items():
+        assert tiers.size_ok(tier.min, tput) and tiers.size_ok(tier.max, tput)
+        assert not tiers.size_ok(tier.min - tier.step, tput) and not tiers.size_ok(tier.max + tier.large_step, tput)
 
 
 def test_program_reports_gcp_mistakes_as_input_errors() -> None:

@@ -1,0 +1,82 @@
+"""One way to report a problem: where it is, what is wrong with the value there, what is allowed.
+
+Every reader of user input collects problems instead of stopping at the first, then reports them
+all at once, so a user fixes a stack file, a launch spec or a command line in one pass:
+
+* the cluster description (``components.spec``: ``SpecError``), with the per-cloud rules;
+* the stack outputs (``components.contract``: ``OutputsError``);
+* the online preflight (``components.preflight``);
+* the launchers (``workloads.launch.common``: ``LaunchSpecError``);
+* every job's flags (``workloads.cli``, ``workloads.collectives``, ``workloads.gpu_health``) and
+  the validation command's arguments (``workloads.validate``).
+
+A :class:`Problem` is ``(path, reason)``: ``path`` is the config path, spec field or flag
+(``storage.lustre.size_gib``, ``nodes``, ``-b/--minbytes``), ``reason`` names the bad value and
+ends with what is allowed (``"... (allowed: 1..2048)"``; :meth:`Problems.add` writes that tail
+from ``allowed=``). It is a tuple, so ``for path, reason in problems`` and comparisons with plain
+pairs keep working. Pure standard library: both sides of the project import it
+(tests/test_import_graph.py, workloads/launch/bundle.py SHARED).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+
+class Problem(NamedTuple):
+    path: str
+    """Where: a config path, a spec field or a flag; empty for a problem of the whole input."""
+    reason: str
+    """What is wrong, naming the bad value, and what is allowed."""
+
+    def render(self) -> str:
+        """``path: reason`` (the reason alone when there is no path)."""
+        return f"{self.path}: {self.reason}" if self.path else self.reason
+
+
+def with_allowed(reason: str, allowed: str | None) -> str:
+    """``reason (allowed: ...)``: the one spelling of the allowed tail."""
+    return f"{reason} (allowed: {allowed})" if allowed is not None else reason
+
+
+class Problems:
+    """Collects problems while input is read; readers and checkers add, the caller raises once."""
+
+    def __init__(self, items: Iterable[tuple[str, str]] = ()) -> None:
+        self.items: list[Problem] = [Problem(*p) for p in items]
+
+    def add(self, path: str, reason: str, allowed: str | None = None) -> None:
+        self.items.append(Problem(path, with_allowed(reason, allowed)))
+
+    def extend(self, items: Iterable[tuple[str, str]]) -> None:
+        self.items.extend(Problem(*p) for p in items)
+
+    def replace_last(self, path: str, reason: str) -> None:
+        """Swap the last problem for a clearer one (a reader's generic words for a known mistake)."""
+        self.items[-1] = Problem(path, reason)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self) -> Iterator[Problem]:
+        return iter(self.items)
+
+
+class ProblemsError(ValueError):
+    """Every problem found in one input, under a heading; ``problems`` holds them as :class:`Problem`."""
+
+    def __init__(self, heading: str, problems: Iterable[tuple[str, str]]) -> None:
+        self.heading = heading
+        self.problems: list[Problem] = [Problem(*p) for p in problems]
+        super().__init__(self.render())
+
+    def render(self, indent: str = "  ") -> str:
+        return "\n".join([self.heading, *(indent + p.render() for p in self.problems)])
+
+    def fields(self) -> list[str]:
+        """The paths that failed, in the order found."""
+        return [p.path for p in self.problems]

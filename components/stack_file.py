@@ -1,0 +1,88 @@
+"""Stack files and the spec's command line: where a stack's cluster description is read from.
+
+A stack file (``stacks/Pulumi.<stack>.yaml``, or any path) holds the cluster object under the
+config key ``gpu-cluster:cluster``; ``read_stack_file`` returns it raw (a bad file is a
+``SpecError`` too), ``load_stack`` parsed. ``python -m components.spec STACK`` checks one and
+prints the parsed spec; ``fail_cli`` is how every CLI reports a bad stack. Pure: no Pulumi.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable, Mapping, NoReturn, Sequence
+
+import yaml
+
+from components.spec_model import ClusterSpec
+from components.spec_parse import parse_spec
+from components.spec_reader import SpecError
+
+CONFIG_KEY = "gpu-cluster:cluster"
+STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
+
+
+def stack_path(stack: str) -> Path:
+    """A bundled stack's name (``aws-h100-eks``) or a path to a stack file."""
+    p = Path(stack)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return p
+    return STACKS_DIR / f"Pulumi.{stack}.yaml"
+
+
+def bundled_stacks() -> list[str]:
+    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml"))
+
+
+def stack_name(path: Path) -> str:
+    n = path.name
+    return n[len("Pulumi."):-len(".yaml")] if n.startswith("Pulumi.") and n.endswith(".yaml") else path.stem
+
+
+def read_stack_file(stack: str) -> tuple[str, Any]:
+    """Return (stack name, raw cluster object) of a stack file; SpecError for a bad file."""
+    path = stack_path(stack)
+    if not path.exists():
+        raise SpecError([(str(path), f"no such stack file (bundled stacks: {', '.join(bundled_stacks())})")])
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "unknown position"
+        raise SpecError([(str(path), f"not valid YAML at {where}: {getattr(exc, 'problem', exc)}")]) from None
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("config"), Mapping):
+        raise SpecError([(str(path), "a stack file needs a 'config:' mapping")])
+    if CONFIG_KEY not in doc["config"]:
+        raise SpecError([(f"config.{CONFIG_KEY}", "required (the cluster description)")])
+    return stack_name(path), doc["config"][CONFIG_KEY]
+
+
+def load_stack(stack: str, *, deployer_placeholder: bool = False) -> tuple[str, ClusterSpec]:
+    name, raw = read_stack_file(stack)
+    return name, parse_spec(raw, default_name=default_name(name), deployer_placeholder=deployer_placeholder)
+
+
+def default_name(stack: str) -> str:
+    cleaned = re.sub(r"[^a-z0-9-]", "-", stack.lower()).strip("-")[:32] or "gpu"
+    return cleaned if cleaned[0].isalpha() else f"c-{cleaned}"[:32]
+
+
+def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> int:
+    """``python -m components.spec STACK``: check a stack file and print the parsed spec."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m components.spec STACK (a bundled stack name or a stack file)", file=sys.stderr)
+        return 2
+    try:
+        name, spec = load_stack(args[0])
+    except SpecError as err:
+        fail_cli(err)
+    out(f"{name}: ok ({spec.cloud} {spec.compute.nodes} x {spec.compute.instance_type}, {spec.orchestration.kind})")
+    return 0
+
+
+def fail_cli(err: SpecError, prefix: str = "gpu-cluster") -> NoReturn:
+    """How every CLI reports a bad stack: the list on stderr, exit 2, no traceback."""
+    print(f"{prefix}: {err.render()}", file=sys.stderr)
+    raise SystemExit(2)
