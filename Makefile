@@ -31,7 +31,8 @@ checkov-venv:
 	bash scripts/checkov-venv.sh >/dev/null
 
 test: $(VENV_OK) sysdeps checkov-venv
-	$(PY) -m ruff check components workloads policies tests bench
+	$(PY) -m ruff check components workloads policies tests bench examples
+	$(PY) -m ruff format --check components workloads policies tests bench examples
 	$(PY) -m mypy components workloads policies
 	$(PY) -m pytest -q --ignore=tests/preflight
 	# A process of their own: Google's client libraries register google/rpc/status.proto, and

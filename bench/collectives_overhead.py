@@ -38,8 +38,7 @@ LIMIT = 1.05
 SIZES = (1 << 20, 4 << 20, 16 << 20, 64 << 20)
 
 
-def _bare_seconds(buf: torch.Tensor, iters: int, warmup: int, side: dist.ProcessGroup,
-                  device: torch.device) -> float:
+def _bare_seconds(buf: torch.Tensor, iters: int, warmup: int, side: dist.ProcessGroup, device: torch.device) -> float:
     from workloads import device as _device
 
     for _ in range(warmup):
@@ -69,12 +68,20 @@ def worker(rounds: int, iters: int, warmup: int) -> int:
         times: dict[str, list[float]] = {"harness": [], "bare": [], "control": []}
 
         def run_harness() -> float:
-            case = ops.make_case("all_reduce", lay, in_place=True, rank=rt.rank, n=n,
-                                 dtype=torch.float32, device=rt.device, group=None)
+            case = ops.make_case(
+                "all_reduce", lay, in_place=True, rank=rt.rank, n=n, dtype=torch.float32, device=rt.device, group=None
+            )
             assert case is not None
-            _, _, _, seconds = col.measure_case(case, iters=iters, warmup=warmup, check=False,
-                                             rt=rt, side_group=side, watchdog=None,
-                                             label=f"all_reduce {size}")
+            _, _, _, seconds = col.measure_case(
+                case,
+                iters=iters,
+                warmup=warmup,
+                check=False,
+                rt=rt,
+                side_group=side,
+                watchdog=None,
+                label=f"all_reduce {size}",
+            )
             return seconds
 
         def run_bare() -> float:
@@ -87,22 +94,36 @@ def worker(rounds: int, iters: int, warmup: int) -> int:
         for r in range(size_rounds):
             # Rotate the order so no arm always runs first (or right after the allocation of
             # the previous arm's buffers).
-            for name, fn in arms[r % 3:] + arms[:r % 3]:
+            for name, fn in arms[r % 3 :] + arms[: r % 3]:
                 times[name].append(fn())
         h, b, c = (times[k] for k in ("harness", "bare", "control"))
-        rows.append((lay.nbytes, size_rounds, statistics.median(h), statistics.median(b),
-                     statistics.median(x / y for x, y in zip(h, b)),
-                     statistics.median(x / y for x, y in zip(c, b)), min(h) / min(b)))
+        rows.append(
+            (
+                lay.nbytes,
+                size_rounds,
+                statistics.median(h),
+                statistics.median(b),
+                statistics.median(x / y for x, y in zip(h, b)),
+                statistics.median(x / y for x, y in zip(c, b)),
+                min(h) / min(b),
+            )
+        )
     if rt.is_main:
         factor = ops.busbw_factor("all_reduce", n)
-        print(f"# collectives harness vs bare dist.all_reduce: {n} ranks {rt.backend}, float32, "
-              f"in-place, {iters} iters per arm, rotating rounds, medians of the slowest rank")
-        print("# ratio: median harness / median bare; paired: median of per-round harness/bare"
-              ";\n# control: paired for a second bare loop (the noise floor); judged: paired / control;"
-              " best: fastest harness / fastest bare")
-        print(f"# {'size':>10}  {'rounds':>6}  {'harness us':>10}  {'bare us':>10}  "
-              f"{'harness busbw':>13}  {'bare busbw':>10}  {'ratio':>6}  {'paired':>6}  "
-              f"{'control':>7}  {'judged':>6}  {'best':>6}  verdict")
+        print(
+            f"# collectives harness vs bare dist.all_reduce: {n} ranks {rt.backend}, float32, "
+            f"in-place, {iters} iters per arm, rotating rounds, medians of the slowest rank"
+        )
+        print(
+            "# ratio: median harness / median bare; paired: median of per-round harness/bare"
+            ";\n# control: paired for a second bare loop (the noise floor); judged: paired / control;"
+            " best: fastest harness / fastest bare"
+        )
+        print(
+            f"# {'size':>10}  {'rounds':>6}  {'harness us':>10}  {'bare us':>10}  "
+            f"{'harness busbw':>13}  {'bare busbw':>10}  {'ratio':>6}  {'paired':>6}  "
+            f"{'control':>7}  {'judged':>6}  {'best':>6}  verdict"
+        )
         worst = noise = 0.0
         lines = []
         for nbytes, nr, hm, bm, paired, control, best in rows:
@@ -113,14 +134,20 @@ def worker(rounds: int, iters: int, warmup: int) -> int:
         verdict = judge(worst, noise)
         for nbytes, nr, hm, bm, paired, control, best, judged in lines:
             mark = "PASS" if judged <= LIMIT else ("FAIL" if verdict == "FAIL" else "NOISY")
-            print(f"  {nbytes:>10}  {nr:>6}  {hm * 1e6:>10.1f}  {bm * 1e6:>10.1f}  "
-                  f"{nbytes / 1e9 / hm * factor:>13.3f}  {nbytes / 1e9 / bm * factor:>10.3f}  "
-                  f"{hm / bm:>6.3f}  {paired:>6.3f}  {control:>7.3f}  {judged:>6.3f}  {best:>6.3f}  {mark}")
-        print(f"# overall: {verdict} (largest judged ratio {worst:.3f}, limit {LIMIT:.2f} at sizes >= 1 MiB; "
-              f"the control strays up to {noise:.1%} from 1)")
+            print(
+                f"  {nbytes:>10}  {nr:>6}  {hm * 1e6:>10.1f}  {bm * 1e6:>10.1f}  "
+                f"{nbytes / 1e9 / hm * factor:>13.3f}  {nbytes / 1e9 / bm * factor:>10.3f}  "
+                f"{hm / bm:>6.3f}  {paired:>6.3f}  {control:>7.3f}  {judged:>6.3f}  {best:>6.3f}  {mark}"
+            )
+        print(
+            f"# overall: {verdict} (largest judged ratio {worst:.3f}, limit {LIMIT:.2f} at sizes >= 1 MiB; "
+            f"the control strays up to {noise:.1%} from 1)"
+        )
         if verdict == "INCONCLUSIVE":
-            print(f"# the control (bare vs bare) strays {noise:.1%} from 1, more than the {LIMIT - 1.0:.0%} "
-                  "being judged: run again on a quieter machine")
+            print(
+                f"# the control (bare vs bare) strays {noise:.1%} from 1, more than the {LIMIT - 1.0:.0%} "
+                "being judged: run again on a quieter machine"
+            )
         result = os.environ.get("GPUC_BENCH_RESULT")
         if result:
             Path(result).write_text(json.dumps({"verdict": verdict, "worst": worst, "noise": noise}))
@@ -142,8 +169,9 @@ def judge(worst_judged: float, noise: float) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.collectives_overhead")
     ap.add_argument("--nproc", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=25,
-                    help="rounds at 16 MiB and up; smaller sizes get proportionally more")
+    ap.add_argument(
+        "--rounds", type=int, default=25, help="rounds at 16 MiB and up; smaller sizes get proportionally more"
+    )
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--gpu", action="store_true", help="one rank per GPU on NCCL (default: CPU ranks on gloo)")
@@ -156,9 +184,23 @@ def main() -> int:
         env = dict(os.environ, PYTHONWARNINGS="ignore", GPUC_BENCH_RESULT=str(result))
         if not args.gpu:
             env.update(GPUC_FORCE_CPU="1", OMP_NUM_THREADS="1")
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc-per-node", str(args.nproc), "-m", "bench.collectives_overhead", "--worker",
-               "--rounds", str(args.rounds), "--iters", str(args.iters), "--warmup", str(args.warmup)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            str(args.nproc),
+            "-m",
+            "bench.collectives_overhead",
+            "--worker",
+            "--rounds",
+            str(args.rounds),
+            "--iters",
+            str(args.iters),
+            "--warmup",
+            str(args.warmup),
+        ]
         rc = subprocess.call(cmd, cwd=Path(__file__).resolve().parents[1], env=env)
         if rc != 0 or not result.exists():
             print(f"# could not run: torchrun exited {rc} before a verdict", file=sys.stderr)

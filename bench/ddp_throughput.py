@@ -27,12 +27,35 @@ REPO = Path(__file__).resolve().parents[1]
 
 def run(ranks: int, data: Path, out: Path, args: argparse.Namespace) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(REPO), GPUC_FORCE_CPU="1", OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc-per-node={ranks}", "-m", "workloads.ddp_train",
-           "--data", str(data / "train-*.bin"), "--vocab-size", "256",
-           "--seq-len", str(args.seq_len), "--d-model", str(args.d_model),
-           "--n-layers", str(args.n_layers), "--n-heads", "4", "--batch-size", str(args.batch_size),
-           "--steps", str(args.steps), "--log-every", str(args.steps), "--json", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={ranks}",
+        "-m",
+        "workloads.ddp_train",
+        "--data",
+        str(data / "train-*.bin"),
+        "--vocab-size",
+        "256",
+        "--seq-len",
+        str(args.seq_len),
+        "--d-model",
+        str(args.d_model),
+        "--n-layers",
+        str(args.n_layers),
+        "--n-heads",
+        "4",
+        "--batch-size",
+        str(args.batch_size),
+        "--steps",
+        str(args.steps),
+        "--log-every",
+        str(args.steps),
+        "--json",
+        str(out),
+    ]
     r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200, check=False)
     if r.returncode != 0:
         sys.exit(f"{ranks}-rank run failed (exit {r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
@@ -51,22 +74,27 @@ def main() -> int:
         d = Path(tmp)
         # Enough windows that 2 ranks x batch x steps stays inside one epoch.
         need = 2 * args.batch_size * args.steps * args.seq_len + 1
-        write_synthetic(out=d / "data", shards=2, tokens_per_shard=need // 2 + args.seq_len + 1,
-                        vocab=256, seed=0)
+        write_synthetic(out=d / "data", shards=2, tokens_per_shard=need // 2 + args.seq_len + 1, vocab=256, seed=0)
         load_before = os.getloadavg()[0]
         results = {n: run(n, d / "data", d / f"r{n}.json", args) for n in (1, 2)}
         load_after = os.getloadavg()[0]
     m = results[1]["model"]
-    print(f"DDP throughput, CPU gloo, 1 thread/rank: GPT d_model {m['d_model']}, {m['n_layers']} layers, "
-          f"seq {m['seq_len']}, {m['params']:,} params, batch {args.batch_size}/rank, {args.steps} steps "
-          f"(median step of the slowest rank, first step excluded)")
+    print(
+        f"DDP throughput, CPU gloo, 1 thread/rank: GPT d_model {m['d_model']}, {m['n_layers']} layers, "
+        f"seq {m['seq_len']}, {m['params']:,} params, batch {args.batch_size}/rank, {args.steps} steps "
+        f"(median step of the slowest rank, first step excluded)"
+    )
     print(f"{'ranks':>5}  {'tokens/s total':>14}  {'tokens/s/rank':>13}  {'step p50 ms':>11}")
     for n, r in results.items():
-        print(f"{n:>5}  {r['tokens_per_s_total']:>14.0f}  {r['tokens_per_s_per_gpu']:>13.0f}  "
-              f"{1e3 * r['step_time_p50_s']:>11.1f}")
+        print(
+            f"{n:>5}  {r['tokens_per_s_total']:>14.0f}  {r['tokens_per_s_per_gpu']:>13.0f}  "
+            f"{1e3 * r['step_time_p50_s']:>11.1f}"
+        )
     ratio = results[2]["tokens_per_s_total"] / results[1]["tokens_per_s_total"]
-    print(f"scaling 1 -> 2 ranks: {ratio:.2f}x total tokens/s ({100 * ratio / 2:.0f}% efficiency); "
-          f"{os.cpu_count()} CPUs, load average {load_before:.1f} before, {load_after:.1f} after")
+    print(
+        f"scaling 1 -> 2 ranks: {ratio:.2f}x total tokens/s ({100 * ratio / 2:.0f}% efficiency); "
+        f"{os.cpu_count()} CPUs, load average {load_before:.1f} before, {load_after:.1f} after"
+    )
     return 0
 
 

@@ -37,9 +37,25 @@ def sleep_item(inp: str, out: str) -> None:
 def run(schedule: str, inputs: Path, out: Path, ranks: int) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(REPO), GPUC_FORCE_CPU="1", OMP_NUM_THREADS="1")
     js = out.with_suffix(".json")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
-           "-m", "workloads.shard_tasks", "--glob", str(inputs / "*.txt"), "--output-dir", str(out),
-           "--callable", "bench.fleet_balance:sleep_item", "--schedule", schedule, "--json", str(js)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={ranks}",
+        "-m",
+        "workloads.shard_tasks",
+        "--glob",
+        str(inputs / "*.txt"),
+        "--output-dir",
+        str(out),
+        "--callable",
+        "bench.fleet_balance:sleep_item",
+        "--schedule",
+        schedule,
+        "--json",
+        str(js),
+    ]
     r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200, check=False)
     if r.returncode != 0:
         sys.exit(f"{schedule} run failed (exit {r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
@@ -63,15 +79,19 @@ def main() -> int:
         for i, s in enumerate(seconds):
             (d / "in" / f"item{i:04d}.txt").write_text(f"{s} item {i}\n")
         res = {sch: run(sch, d / "in", d / f"out-{sch}", a.ranks) for sch in ("static", "dynamic")}
-    print(f"task fleet, {a.items} items over {a.ranks} ranks: {len(long_at)} x {a.long_s} s (all on rank 0 "
-          f"under i % {a.ranks}) + {a.items - len(long_at)} x {a.short_s} s; total {sum(seconds):.2f} s, "
-          f"ideal {ideal:.2f} s (total / ranks)")
+    print(
+        f"task fleet, {a.items} items over {a.ranks} ranks: {len(long_at)} x {a.long_s} s (all on rank 0 "
+        f"under i % {a.ranks}) + {a.items - len(long_at)} x {a.short_s} s; total {sum(seconds):.2f} s, "
+        f"ideal {ideal:.2f} s (total / ranks)"
+    )
     print(f"{'schedule':>8}  {'wall s':>7}  {'x ideal':>7}  {'busy s per rank':<24}")
     for sch, r in res.items():
         busy = " ".join(f"{b:.2f}" for b in r["busy_s_per_rank"])
         print(f"{sch:>8}  {r['elapsed_s']:>7.2f}  {r['elapsed_s'] / ideal:>7.2f}  {busy:<24}")
-    print(f"dynamic is {res['static']['elapsed_s'] / res['dynamic']['elapsed_s']:.2f}x faster than static; "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"dynamic is {res['static']['elapsed_s'] / res['dynamic']['elapsed_s']:.2f}x faster than static; "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
+    )
     return 0
 
 

@@ -32,17 +32,63 @@ MIB = 1 << 20
 def launch(args: argparse.Namespace, out: Path) -> tuple[dict[str, Any], str]:
     from workloads.model import GPTConfig, total_params
 
-    full = total_params(GPTConfig(vocab_size=args.vocab_size, seq_len=args.seq_len, d_model=args.d_model,
-                                  n_layers=args.n_layers, n_heads=args.n_heads, tie_weights=False)) * 4
+    full = (
+        total_params(
+            GPTConfig(
+                vocab_size=args.vocab_size,
+                seq_len=args.seq_len,
+                d_model=args.d_model,
+                n_layers=args.n_layers,
+                n_heads=args.n_heads,
+                tie_weights=False,
+            )
+        )
+        * 4
+    )
     budget_mib = args.budget_frac * full / MIB
-    env = dict(os.environ, PYTHONPATH=str(REPO), GPUC_FORCE_CPU="1", OMP_NUM_THREADS="1",
-               TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.ranks}",
-           "-m", "workloads.model_parallel", "--mode", ",".join(MODES), "--tp", str(args.tp),
-           "--vocab-size", str(args.vocab_size), "--seq-len", str(args.seq_len), "--d-model", str(args.d_model),
-           "--n-layers", str(args.n_layers), "--n-heads", str(args.n_heads), "--batch-size", str(args.batch_size),
-           "--microbatches", str(args.ranks), "--steps", str(args.steps), "--precision", "fp32",
-           "--param-budget-mib", f"{budget_mib:.6f}", "--check-reference", "--json", str(out)]
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(REPO),
+        GPUC_FORCE_CPU="1",
+        OMP_NUM_THREADS="1",
+        TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1",
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={args.ranks}",
+        "-m",
+        "workloads.model_parallel",
+        "--mode",
+        ",".join(MODES),
+        "--tp",
+        str(args.tp),
+        "--vocab-size",
+        str(args.vocab_size),
+        "--seq-len",
+        str(args.seq_len),
+        "--d-model",
+        str(args.d_model),
+        "--n-layers",
+        str(args.n_layers),
+        "--n-heads",
+        str(args.n_heads),
+        "--batch-size",
+        str(args.batch_size),
+        "--microbatches",
+        str(args.ranks),
+        "--steps",
+        str(args.steps),
+        "--precision",
+        "fp32",
+        "--param-budget-mib",
+        f"{budget_mib:.6f}",
+        "--check-reference",
+        "--json",
+        str(out),
+    ]
     r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800, check=False)
     if not out.exists():
         sys.exit(f"model_parallel failed (exit {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
@@ -66,25 +112,33 @@ def main() -> int:
         m, _ = launch(args, Path(tmp) / "mp.json")
     full, budget, world = m["full_model_param_bytes"], m["param_budget_bytes"], m["world_size"]
     md = m["model"]
-    print(f"model_parallel memory, CPU gloo, {world} ranks (2-D: dp {world // args.tp} x tp {args.tp}): "
-          f"GPT d_model {md['d_model']}, {md['n_layers']} layers, vocab {md['vocab_size']}, "
-          f"{full // 4:,} parameters = {full / MIB:.3f} MiB fp32; budget {budget / MIB:.3f} MiB per rank "
-          f"({args.budget_frac:.0%} of the model)")
+    print(
+        f"model_parallel memory, CPU gloo, {world} ranks (2-D: dp {world // args.tp} x tp {args.tp}): "
+        f"GPT d_model {md['d_model']}, {md['n_layers']} layers, vocab {md['vocab_size']}, "
+        f"{full // 4:,} parameters = {full / MIB:.3f} MiB fp32; budget {budget / MIB:.3f} MiB per rank "
+        f"({args.budget_frac:.0%} of the model)"
+    )
     ranks = " ".join(f"{'rank ' + str(r):>9}" for r in range(world))
     print(f"{'mode':<14} {'figure (MiB)':<22} {ranks} {'max/full':>9}")
     print(f"{'one process':<14} {'params resident':<22} {full / MIB:>9.3f}{'':>{10 * (world - 1)}} {1.0:>9.3f}")
     for run in m["runs"]:
-        for key, label in (("params_materialised", "params resident"),
-                           ("params_peak_materialise", "peak materialising"),
-                           ("optimizer_state", "optimizer state")):
+        for key, label in (
+            ("params_materialised", "params resident"),
+            ("params_peak_materialise", "peak materialising"),
+            ("optimizer_state", "optimizer state"),
+        ):
             vals = [row[key] for row in run["per_rank"]]
             cells = " ".join(f"{v / MIB:>9.3f}" for v in vals)
-            print(f"{run['mode'] if key == 'params_materialised' else '':<14} {label:<22} {cells} "
-                  f"{max(vals) / full:>9.3f}")
+            print(
+                f"{run['mode'] if key == 'params_materialised' else '':<14} {label:<22} {cells} "
+                f"{max(vals) / full:>9.3f}"
+            )
     print("per mode: within budget | max relative loss difference from the one-process reference | time")
     for run in m["runs"]:
-        print(f"  {run['mode']:<14} {'yes' if run['within_budget'] else 'NO':<4} {run['max_rel_diff']:.2e} "
-              f"({'match' if run['match'] else 'MISMATCH'}, rtol {m['loss_rtol']})  {run['elapsed_s']:.1f} s")
+        print(
+            f"  {run['mode']:<14} {'yes' if run['within_budget'] else 'NO':<4} {run['max_rel_diff']:.2e} "
+            f"({'match' if run['match'] else 'MISMATCH'}, rtol {m['loss_rtol']})  {run['elapsed_s']:.1f} s"
+        )
     ok = m["match"] is True and all(run["within_budget"] for run in m["runs"])
     return 0 if ok else 1
 

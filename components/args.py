@@ -13,7 +13,6 @@ mapping from the args and parses it, so a bad argument gets the stack file's
 go to the network as :class:`components.aws.network.ExistingNetwork`.
 """
 
-
 from collections.abc import Mapping
 from typing import Any, Optional, Required, TypedDict
 
@@ -179,7 +178,9 @@ def to_raw(args: Mapping[str, Any]) -> dict[str, Any]:
     raw: dict[str, Any] = _plain({k: v for k, v in args.items() if k != "network"})
     network = args.get("network")
     if isinstance(network, Mapping):
-        net: dict[str, Any] = {k: _plain(v) for k, v in network.items() if k not in (*_NETWORK_IDS, "control_plane_subnet_ids")}
+        net: dict[str, Any] = {
+            k: _plain(v) for k, v in network.items() if k not in (*_NETWORK_IDS, "control_plane_subnet_ids")
+        }
         for key in _NETWORK_IDS:
             if network.get(key) is not None:
                 net[key] = _id(network[key])
@@ -198,7 +199,8 @@ def to_spec(resource_name: str, args: Mapping[str, Any]) -> ClusterSpec:
         return parse_spec(to_raw(args), default_name=default_name(resource_name))
     except SpecError as err:
         raise pulumi.InputPropertiesError(
-            err.render(), [{"property_path": path, "reason": reason} for path, reason in err.problems]) from None
+            err.render(), [{"property_path": path, "reason": reason} for path, reason in err.problems]
+        ) from None
 
 
 def existing_network(spec: ClusterSpec, args: Optional[Mapping[str, Any]] = None) -> Any:

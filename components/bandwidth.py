@@ -132,8 +132,10 @@ class BandwidthModel:
                 value, basis = None, f"no published single-node {op} for this GPU board: no floor"
             else:
                 value = ref.gbps
-                basis = (f"{ref.kind} {ref.gbps:g} GB/s at {_size(ref.message_bytes)} on {ref.hardware or 'this type'} "
-                         f"({ref.source})")
+                basis = (
+                    f"{ref.kind} {ref.gbps:g} GB/s at {_size(ref.message_bytes)} on {ref.hardware or 'this type'} "
+                    f"({ref.source})"
+                )
         else:
             eff = self.efficiency.get(op)
             if eff is None or bound is None:
@@ -149,9 +151,18 @@ class BandwidthModel:
         value = None if value is None else round(value, 1)
         warn = None if value is None else round(WARN_OF_EXPECTED * value, 1)
         fail = None if value is None else round(FAIL_OF_EXPECTED * value, 1)
-        return Expected(path=path, op=op, nodes=n, message_bytes=size, bound_gbps=None if bound is None else round(bound, 1),
-                        algorithm=algorithm, expected_gbps=value,
-                        floor_warn_gbps=warn, floor_fail_gbps=fail, basis=basis)
+        return Expected(
+            path=path,
+            op=op,
+            nodes=n,
+            message_bytes=size,
+            bound_gbps=None if bound is None else round(bound, 1),
+            algorithm=algorithm,
+            expected_gbps=value,
+            floor_warn_gbps=warn,
+            floor_fail_gbps=fail,
+            basis=basis,
+        )
 
 
 def _size(n: int) -> str:
@@ -171,8 +182,10 @@ def calibrate(models: Mapping[str, BandwidthModel]) -> dict[str, dict[str, tuple
             bound, _ = m.bound(ref.op, ref.nodes, "multi-node")
             assert bound is not None
             own.setdefault(name, {})[ref.op] = (
-                ref.gbps / bound, f"{ref.gbps:g} GB/s {ref.op} on {ref.nodes} x {ref.hardware or name} at "
-                                  f"{_size(ref.message_bytes)}, {ref.source}")
+                ref.gbps / bound,
+                f"{ref.gbps:g} GB/s {ref.op} on {ref.nodes} x {ref.hardware or name} at "
+                f"{_size(ref.message_bytes)}, {ref.source}",
+            )
     lowest: dict[str, tuple[float, str]] = {}
     for name, per_op in own.items():
         for op, (eff, why) in per_op.items():

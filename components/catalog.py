@@ -28,7 +28,6 @@ CLOUDS: tuple[Cloud, ...] = ("aws", "gcp", "azure")
 FABRICS: tuple[Fabric, ...] = ("efa", "tcpx", "tcpxo", "rdma", "infiniband")
 
 
-
 class CatalogError(LookupError):
     """An instance type the catalog does not hold, or a malformed catalog file."""
 
@@ -144,7 +143,9 @@ def _req(d: Mapping[str, Any], key: str, where: str) -> Any:
     return d[key]
 
 
-def _parse_instance(name: str, raw: Mapping[str, Any], fabrics: Mapping[str, Any], sources: Mapping[str, Source]) -> InstanceType:
+def _parse_instance(
+    name: str, raw: Mapping[str, Any], fabrics: Mapping[str, Any], sources: Mapping[str, Source]
+) -> InstanceType:
     where = f"instances.{name}"
     cloud = _req(raw, "cloud", where)
     if cloud not in CLOUDS:
@@ -200,24 +201,45 @@ def _parse_instance(name: str, raw: Mapping[str, Any], fabrics: Mapping[str, Any
     return it
 
 
-def _parse_bandwidth(bw: Mapping[str, Any], name: str, gpus: int, sources: Mapping[str, Source],
-                     where: str) -> BandwidthModel:
+def _parse_bandwidth(
+    bw: Mapping[str, Any], name: str, gpus: int, sources: Mapping[str, Source], where: str
+) -> BandwidthModel:
     refs = []
     for i, r in enumerate(bw.get("references") or []):
         if r.get("path") not in PATHS:
-            raise CatalogError(f"{where}.bandwidth.references[{i}].path: {r.get('path')!r} (allowed: {', '.join(PATHS)})")
+            raise CatalogError(
+                f"{where}.bandwidth.references[{i}].path: {r.get('path')!r} (allowed: {', '.join(PATHS)})"
+            )
         if r.get("source") not in sources:
             raise CatalogError(f"{where}.bandwidth.references[{i}].source: unknown source id {r.get('source')!r}")
-        refs.append(Reference(path=r["path"], op=str(r["op"]), nodes=int(r["nodes"]), message_bytes=int(r["message_bytes"]),
-                              gbps=float(r["gbps"]), source=str(r["source"]), kind=r.get("kind", "measured"),
-                              hardware=str(r.get("hardware", "")), calibrates=bool(r.get("calibrates", False))))
+        refs.append(
+            Reference(
+                path=r["path"],
+                op=str(r["op"]),
+                nodes=int(r["nodes"]),
+                message_bytes=int(r["message_bytes"]),
+                gbps=float(r["gbps"]),
+                source=str(r["source"]),
+                kind=r.get("kind", "measured"),
+                hardware=str(r.get("hardware", "")),
+                calibrates=bool(r.get("calibrates", False)),
+            )
+        )
     for key in ("nvlink_source", "nic_source"):
         if bw.get(key) not in sources:
             raise CatalogError(f"{where}.bandwidth.{key}: unknown source id {bw.get(key)!r}")
-    return BandwidthModel(op=str(bw["op"]), gpus=gpus, nvlink_gbytes_per_gpu=bw.get("nvlink_gbytes_per_gpu"),
-                          nvlink_source=str(bw["nvlink_source"]), nic_gbps=float(_req(bw, "nic_gbps", where)),
-                          nics=int(_req(bw, "nics", where)), nic_source=str(bw["nic_source"]), references=tuple(refs),
-                          calibration=str(bw.get("calibration", name)), note=str(bw.get("note", "")))
+    return BandwidthModel(
+        op=str(bw["op"]),
+        gpus=gpus,
+        nvlink_gbytes_per_gpu=bw.get("nvlink_gbytes_per_gpu"),
+        nvlink_source=str(bw["nvlink_source"]),
+        nic_gbps=float(_req(bw, "nic_gbps", where)),
+        nics=int(_req(bw, "nics", where)),
+        nic_source=str(bw["nic_source"]),
+        references=tuple(refs),
+        calibration=str(bw.get("calibration", name)),
+        note=str(bw.get("note", "")),
+    )
 
 
 def parse_catalog(doc: Mapping[str, Any]) -> Catalog:
@@ -234,7 +256,9 @@ def parse_catalog(doc: Mapping[str, Any]) -> Catalog:
         if it.bandwidth.calibration not in instances:
             raise CatalogError(f"instances.{name}.bandwidth.calibration: unknown type {it.bandwidth.calibration!r}")
     efficiency = calibrate({n: it.bandwidth for n, it in instances.items()})
-    instances = {n: replace(it, bandwidth=replace(it.bandwidth, efficiency=efficiency[n])) for n, it in instances.items()}
+    instances = {
+        n: replace(it, bandwidth=replace(it.bandwidth, efficiency=efficiency[n])) for n, it in instances.items()
+    }
     return Catalog(instances=instances, sources=sources)
 
 
@@ -262,13 +286,16 @@ class GpuModel:
 
     def matches(self, reported_name: str) -> bool:
         name = reported_name.lower()
-        return (all(t.lower() in name for t in self.name_tokens)
-                and not any(t.lower() in name for t in self.name_excludes))
+        return all(t.lower() in name for t in self.name_tokens) and not any(
+            t.lower() in name for t in self.name_excludes
+        )
 
 
 def parse_gpu_models(doc: Mapping[str, Any]) -> dict[str, GpuModel]:
-    sources = {sid: Source(id=sid, title=str(s["title"]), url=str(s["url"]), read=str(s["read"]))
-               for sid, s in (doc.get("gpu_model_sources") or {}).items()}
+    sources = {
+        sid: Source(id=sid, title=str(s["title"]), url=str(s["url"]), read=str(s["read"]))
+        for sid, s in (doc.get("gpu_model_sources") or {}).items()
+    }
     out: dict[str, GpuModel] = {}
     for model, raw in (doc.get("gpu_models") or {}).items():
         sid = raw.get("source")
@@ -277,10 +304,14 @@ def parse_gpu_models(doc: Mapping[str, Any]) -> dict[str, GpuModel]:
         if not raw.get("name_tokens"):
             raise CatalogError(f"gpu_models.{model}.name_tokens: missing")
         value = raw.get("achievable_bf16_tflops")
-        out[model] = GpuModel(model=model, name_tokens=tuple(str(t) for t in raw["name_tokens"]),
-                              name_excludes=tuple(str(t) for t in raw.get("name_excludes") or ()),
-                              achievable_bf16_tflops=None if value is None else float(value),
-                              source=sources[sid], note=str(raw.get("note", "")).strip())
+        out[model] = GpuModel(
+            model=model,
+            name_tokens=tuple(str(t) for t in raw["name_tokens"]),
+            name_excludes=tuple(str(t) for t in raw.get("name_excludes") or ()),
+            achievable_bf16_tflops=None if value is None else float(value),
+            source=sources[sid],
+            note=str(raw.get("note", "")).strip(),
+        )
     return out
 
 
@@ -332,26 +363,39 @@ def _image(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
             raise CatalogError(f"{where}.{key}: unknown source id {raw[key]!r}")
     digest = raw.get("digest")
     if digest is not None and not re.fullmatch(r"sha256:[0-9a-f]{64}", str(digest)):
-        raise CatalogError(f"{where}.digest: {digest!r} (allowed: sha256:<64 hex digits>, or null where no source gives one)")
-    return {"image": str(raw["image"]), "tag": str(raw["tag"]), "digest": None if digest is None else str(digest),
-            "source": str(raw["source"])}
+        raise CatalogError(
+            f"{where}.digest: {digest!r} (allowed: sha256:<64 hex digits>, or null where no source gives one)"
+        )
+    return {
+        "image": str(raw["image"]),
+        "tag": str(raw["tag"]),
+        "digest": None if digest is None else str(digest),
+        "source": str(raw["source"]),
+    }
 
 
 def installer_fact(fabric: str) -> InstallerFact:
     """The catalog's ``fabrics.<fabric>.installer``."""
     raw = (_fabric_images()["fabrics"].get(fabric) or {}).get("installer")
     if not raw:
-        raise CatalogError(f"fabrics.{fabric}.installer: missing in {CATALOG_PATH.name} (fabrics with one: "
-                           f"{', '.join(f for f, v in _fabric_images()['fabrics'].items() if v.get('installer'))})")
+        raise CatalogError(
+            f"fabrics.{fabric}.installer: missing in {CATALOG_PATH.name} (fabrics with one: "
+            f"{', '.join(f for f, v in _fabric_images()['fabrics'].items() if v.get('installer'))})"
+        )
     where = f"fabrics.{fabric}.installer"
-    return InstallerFact(**_image(raw, where), plugin_version=str(raw["plugin_version"]),
-                         host_paths={str(k): str(v) for k, v in (raw.get("host_paths") or {}).items()})
+    return InstallerFact(
+        **_image(raw, where),
+        plugin_version=str(raw["plugin_version"]),
+        host_paths={str(k): str(v) for k, v in (raw.get("host_paths") or {}).items()},
+    )
 
 
 def rxdm_fact(fabric: str) -> ImageFact | None:
     """The catalog's ``fabrics.<fabric>.rxdm`` (the receive-datapath daemon), None where there is none."""
     raw = (_fabric_images()["fabrics"].get(fabric) or {}).get("rxdm")
     return ImageFact(**_image(raw, f"fabrics.{fabric}.rxdm")) if raw else None
+
+
 # Per fabric: what the job's start-up check verifies (workloads/fabric_check.py) and the image that
 # reaches the fabric by construction. Read from the same file, each fact with its sources.
 DeviceKind = Literal["efa", "netdev", "roce", "ib"]
@@ -413,8 +457,10 @@ def _fabric_sources(raw: Mapping[str, Any], where: str, sources: Mapping[str, So
 
 
 def parse_fabric_facts(doc: Mapping[str, Any]) -> tuple[dict[str, StartupCheck], dict[str, FabricImage]]:
-    sources = {sid: Source(id=sid, title=str(s["title"]), url=str(s["url"]), read=str(s["read"]))
-               for sid, s in doc["sources"].items()}
+    sources = {
+        sid: Source(id=sid, title=str(s["title"]), url=str(s["url"]), read=str(s["read"]))
+        for sid, s in doc["sources"].items()
+    }
     checks: dict[str, StartupCheck] = {}
     images: dict[str, FabricImage] = {}
     for fname, f in doc["fabrics"].items():
@@ -425,16 +471,22 @@ def parse_fabric_facts(doc: Mapping[str, Any]) -> tuple[dict[str, StartupCheck],
         if not isinstance(sc, Mapping):
             raise CatalogError(f"{where}.startup_check: missing")
         if sc.get("devices") not in DEVICE_KINDS:
-            raise CatalogError(f"{where}.startup_check.devices: {sc.get('devices')!r} (allowed: {', '.join(DEVICE_KINDS)})")
+            raise CatalogError(
+                f"{where}.startup_check.devices: {sc.get('devices')!r} (allowed: {', '.join(DEVICE_KINDS)})"
+            )
         if sc["devices"] == "netdev" and not sc.get("nics_env"):
             raise CatalogError(f"{where}.startup_check.nics_env: required when devices is netdev")
         checks[fname] = StartupCheck(
-            fabric=fname, plugin=str(f["collectives_plugin"]),
-            plugin_dirs=tuple(str(d) for d in sc.get("plugin_dirs") or ()), devices=sc["devices"],
-            nics_env=sc.get("nics_env"), rxdm_socket=sc.get("rxdm_socket"),
+            fabric=fname,
+            plugin=str(f["collectives_plugin"]),
+            plugin_dirs=tuple(str(d) for d in sc.get("plugin_dirs") or ()),
+            devices=sc["devices"],
+            nics_env=sc.get("nics_env"),
+            rxdm_socket=sc.get("rxdm_socket"),
             rxdm_wait_s=float(sc.get("rxdm_wait_s", 0)),
             fabric_env={str(k): str(v) for k, v in (f.get("env") or {}).items()},
-            sources=_fabric_sources(sc, f"{where}.startup_check", sources))
+            sources=_fabric_sources(sc, f"{where}.startup_check", sources),
+        )
         img = f.get("image")
         if isinstance(img, Mapping):
             iw = f"{where}.image"
@@ -443,11 +495,14 @@ def parse_fabric_facts(doc: Mapping[str, Any]) -> tuple[dict[str, StartupCheck],
                 raise CatalogError(f"{iw}.base.source: unknown source id {base.get('source')!r}")
             base_digest = _digest(base.get("digest"), f"{iw}.base.digest")
             images[fname] = FabricImage(
-                repository=str(img["repository"]), tag=str(img["tag"]), digest=_digest(img.get("digest"), f"{iw}.digest"),
+                repository=str(img["repository"]),
+                tag=str(img["tag"]),
+                digest=_digest(img.get("digest"), f"{iw}.digest"),
                 dockerfile=str(img["dockerfile"]),
                 base=f"{base['ref']}:{base['tag']}" + (f"@{base_digest}" if base_digest else ""),
                 pins={k: str(img[k]) for k in ("efa_installer", "aws_ofi_nccl") if k in img},
-                sources=_fabric_sources(img, iw, sources))
+                sources=_fabric_sources(img, iw, sources),
+            )
     return checks, images
 
 

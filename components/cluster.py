@@ -13,7 +13,6 @@ the package served by components/provider.py) parses the args through components
 parsed. The component's annotated attributes are its schema outputs (the analyzer reads them).
 """
 
-
 import importlib
 from typing import Any, Mapping, Optional, TypedDict
 
@@ -137,8 +136,17 @@ class GpuCluster(pulumi.ComponentResource):
         self._outputs = built
         out = pulumi.Output.from_input
         access, fabric = built["access"], built["fabric"]
-        for key in ("cluster_name", "cloud", "region", "zone", "orchestrator", "instance_type", "nodes",
-                    "gpus_per_node", "bucket"):
+        for key in (
+            "cluster_name",
+            "cloud",
+            "region",
+            "zone",
+            "orchestrator",
+            "instance_type",
+            "nodes",
+            "gpus_per_node",
+            "bucket",
+        ):
             setattr(self, key, out(built[key]))
         self.kubeconfig = out(access.get("kubeconfig"))
         self.api_endpoint = out(access.get("api_endpoint"))
@@ -153,8 +161,32 @@ class GpuCluster(pulumi.ComponentResource):
         self.mount = out(built["mount"])
         self.fabric = out({k: fabric[k] for k in ("type", "interfaces_per_node", "placement", "mtu")})  # type: ignore[arg-type]
         self.stack_outputs = out(built)
-        self.register_outputs({k: getattr(self, k) for k in (
-            "cluster_name", "cloud", "region", "zone", "orchestrator", "instance_type", "nodes", "gpus_per_node",
-            "kubeconfig", "api_endpoint", "certificate_authority", "login", "ssh_command", "network_id",
-            "node_subnet_id", "security_group_id", "file_system_id", "mount", "bucket", "node_groups", "fabric",
-            "stack_outputs")})
+        self.register_outputs(
+            {
+                k: getattr(self, k)
+                for k in (
+                    "cluster_name",
+                    "cloud",
+                    "region",
+                    "zone",
+                    "orchestrator",
+                    "instance_type",
+                    "nodes",
+                    "gpus_per_node",
+                    "kubeconfig",
+                    "api_endpoint",
+                    "certificate_authority",
+                    "login",
+                    "ssh_command",
+                    "network_id",
+                    "node_subnet_id",
+                    "security_group_id",
+                    "file_system_id",
+                    "mount",
+                    "bucket",
+                    "node_groups",
+                    "fabric",
+                    "stack_outputs",
+                )
+            }
+        )

@@ -31,8 +31,19 @@ from typing import Any, Literal
 from components.problems import Problems, ProblemsError
 
 OUTPUT_KEYS = (
-    "cloud", "region", "zone", "orchestrator", "cluster_name", "instance_type", "nodes", "gpus_per_node",
-    "fabric", "mount", "bucket", "access", "scheduler",
+    "cloud",
+    "region",
+    "zone",
+    "orchestrator",
+    "cluster_name",
+    "instance_type",
+    "nodes",
+    "gpus_per_node",
+    "fabric",
+    "mount",
+    "bucket",
+    "access",
+    "scheduler",
 )
 
 
@@ -156,22 +167,35 @@ def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
         r.add("orchestrator", f"{orchestrator!r} (allowed: eks, gke, slurm)")
     fab = r.obj(top["fabric"], "fabric")
     networks = fab.get("networks") or []
-    if not isinstance(networks, list) or not all(isinstance(n, Mapping) and isinstance(n.get("name"), str)
-                                                 for n in networks):
+    if not isinstance(networks, list) or not all(
+        isinstance(n, Mapping) and isinstance(n.get("name"), str) for n in networks
+    ):
         r.add("fabric.networks", f"expected a list of {{name, vpc, subnet, device_mode}}, got {networks!r}")
         networks = []
-    fabric = Fabric(type=r.text(fab, "type", "fabric.") or "", interfaces_per_node=r.number(fab, "interfaces_per_node", "fabric.", 0),
-                    placement=r.text(fab, "placement", "fabric.", optional=True), mtu=r.number(fab, "mtu", "fabric.", 0),
-                    networks=tuple(dict(n) for n in networks))
+    fabric = Fabric(
+        type=r.text(fab, "type", "fabric.") or "",
+        interfaces_per_node=r.number(fab, "interfaces_per_node", "fabric.", 0),
+        placement=r.text(fab, "placement", "fabric.", optional=True),
+        mtu=r.number(fab, "mtu", "fabric.", 0),
+        networks=tuple(dict(n) for n in networks),
+    )
     mo = r.obj(top["mount"], "mount")
-    mount = Mount(mount_point=r.text(mo, "mount_point", "mount.") or "/", dns_name=r.text(mo, "dns_name", "mount.") or "",
-                  mount_name=r.text(mo, "mount_name", "mount.") or "", mount_command=r.text(mo, "mount_command", "mount.") or "",
-                  volume_handle=r.text(mo, "volume_handle", "mount.") or "")
+    mount = Mount(
+        mount_point=r.text(mo, "mount_point", "mount.") or "/",
+        dns_name=r.text(mo, "dns_name", "mount.") or "",
+        mount_name=r.text(mo, "mount_name", "mount.") or "",
+        mount_command=r.text(mo, "mount_command", "mount.") or "",
+        volume_handle=r.text(mo, "volume_handle", "mount.") or "",
+    )
     if not mount.mount_point.startswith("/"):
         r.add("mount.mount_point", f"{mount.mount_point!r} is not an absolute path")
     ac = r.obj(top["access"], "access")
-    access = Access(**{k: r.text(ac, k, "access.", optional=True) for k in
-                       ("api_endpoint", "kubeconfig_command", "kubeconfig", "login", "ssh_command", "cluster_id")})
+    access = Access(
+        **{
+            k: r.text(ac, k, "access.", optional=True)
+            for k in ("api_endpoint", "kubeconfig_command", "kubeconfig", "login", "ssh_command", "cluster_id")
+        }
+    )
     sc = r.obj(top["scheduler"], "scheduler")
     raw_kind = sc.get("kind")
     kind: Literal["slurm", "kubernetes"] = "kubernetes" if raw_kind == "kubernetes" else "slurm"
@@ -185,20 +209,32 @@ def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
     if not isinstance(tolerations, list) or not all(isinstance(t, str) for t in tolerations):
         r.add("scheduler.tolerations", f"expected a list of taint keys, got {tolerations!r}")
         tolerations = []
-    scheduler = Scheduler(kind=kind, partition=r.text(sc, "partition", "scheduler.", optional=kind != "slurm"),
-                          namespace=r.text(sc, "namespace", "scheduler.", optional=kind != "kubernetes"),
-                          lustre_claim=r.text(sc, "lustre_claim", "scheduler.", optional=True),
-                          node_selector=dict(selector), tolerations=tuple(tolerations))
+    scheduler = Scheduler(
+        kind=kind,
+        partition=r.text(sc, "partition", "scheduler.", optional=kind != "slurm"),
+        namespace=r.text(sc, "namespace", "scheduler.", optional=kind != "kubernetes"),
+        lustre_claim=r.text(sc, "lustre_claim", "scheduler.", optional=True),
+        node_selector=dict(selector),
+        tolerations=tuple(tolerations),
+    )
     if orchestrator == "slurm" and kind != "slurm" or orchestrator in ("eks", "gke") and kind != "kubernetes":
         r.add("scheduler.kind", f"{kind!r} does not go with orchestrator {orchestrator!r}")
     if kind == "kubernetes" and not access.kubeconfig:
         r.add("access.kubeconfig", "missing: read the outputs with --show-secrets")
     out = ClusterOutputs(
-        cloud=r.text(top, "cloud", "") or "", region=r.text(top, "region", "") or "", zone=r.text(top, "zone", "") or "",
+        cloud=r.text(top, "cloud", "") or "",
+        region=r.text(top, "region", "") or "",
+        zone=r.text(top, "zone", "") or "",
         orchestrator=orchestrator if orchestrator in ("eks", "gke", "slurm") else "slurm",  # type: ignore[arg-type]
-        cluster_name=r.text(top, "cluster_name", "") or "", instance_type=r.text(top, "instance_type", "") or "",
-        nodes=r.number(top, "nodes", "", 1), gpus_per_node=r.number(top, "gpus_per_node", "", 0),
-        fabric=fabric, mount=mount, bucket=r.text(top, "bucket", "") or "", access=access, scheduler=scheduler,
+        cluster_name=r.text(top, "cluster_name", "") or "",
+        instance_type=r.text(top, "instance_type", "") or "",
+        nodes=r.number(top, "nodes", "", 1),
+        gpus_per_node=r.number(top, "gpus_per_node", "", 0),
+        fabric=fabric,
+        mount=mount,
+        bucket=r.text(top, "bucket", "") or "",
+        access=access,
+        scheduler=scheduler,
     )
     if r:
         raise OutputsError(source, r.items)

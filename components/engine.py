@@ -89,8 +89,13 @@ STACK_REFERENCE = "pulumi:pulumi:StackReference"
 
 
 class _StrictMocks(pulumi.runtime.Mocks):
-    def __init__(self, invokes: Mapping[str, InvokeFn], computed: Mapping[str, ComputedFn], run: OfflineRun,
-                 stack_outputs: Mapping[str, Mapping[str, Any]] | None = None):
+    def __init__(
+        self,
+        invokes: Mapping[str, InvokeFn],
+        computed: Mapping[str, ComputedFn],
+        run: OfflineRun,
+        stack_outputs: Mapping[str, Mapping[str, Any]] | None = None,
+    ):
         self._invokes = invokes
         self._computed = computed
         self._run = run
@@ -102,10 +107,15 @@ class _StrictMocks(pulumi.runtime.Mocks):
             # A stack the engine was not given is a test that forgot it, not an empty stack.
             referenced = str(args.inputs.get("name", ""))
             if referenced not in self._stack_outputs:
-                raise UnknownInvokeError(f"offline engine: StackReference {referenced!r} was not given to run_offline "
-                                         f"(given: {sorted(self._stack_outputs)})")
-            return referenced, {"name": referenced, "outputs": dict(self._stack_outputs[referenced]),
-                                "secretOutputNames": []}
+                raise UnknownInvokeError(
+                    f"offline engine: StackReference {referenced!r} was not given to run_offline "
+                    f"(given: {sorted(self._stack_outputs)})"
+                )
+            return referenced, {
+                "name": referenced,
+                "outputs": dict(self._stack_outputs[referenced]),
+                "secretOutputNames": [],
+            }
         fn = self._computed.get(args.typ)
         if fn is not None:
             state.update(fn(args.name, args.inputs))
@@ -178,16 +188,19 @@ def _tables(cloud: str) -> tuple[Mapping[str, InvokeFn], Mapping[str, ComputedFn
     return invokes, computed
 
 
-def run_program(stack: str, program: Callable[[], Mapping[str, Any] | None], cloud: str = "aws",
-                config: Mapping[str, str] | None = None) -> OfflineRun:
+def run_program(
+    stack: str,
+    program: Callable[[], Mapping[str, Any] | None],
+    cloud: str = "aws",
+    config: Mapping[str, str] | None = None,
+) -> OfflineRun:
     """Run any Pulumi program body under the same strict mocks (a program using GpuCluster as a
     library, examples/python). ``program`` returns the outputs to resolve, or None."""
     os.environ["PULUMI_ERROR_OUTPUT_STRING"] = "1"
     run = OfflineRun(stack=stack)
     invokes, computed = _tables(cloud)
     mocks = _StrictMocks(invokes, computed, run)
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False,
-                             monitor=_RecordingMonitor(mocks, run))
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=_RecordingMonitor(mocks, run))
     pulumi.runtime.set_all_config(dict(config or {}))
     settings = pulumi.runtime.settings.SETTINGS
     settings.rpc_manager.clear()
@@ -205,8 +218,12 @@ def run_program(stack: str, program: Callable[[], Mapping[str, Any] | None], clo
     return run
 
 
-def run_offline(stack: str, cluster: Mapping[str, Any], extra_config: Mapping[str, str] | None = None,
-                stack_outputs: Mapping[str, Mapping[str, Any]] | None = None) -> OfflineRun:
+def run_offline(
+    stack: str,
+    cluster: Mapping[str, Any],
+    extra_config: Mapping[str, str] | None = None,
+    stack_outputs: Mapping[str, Mapping[str, Any]] | None = None,
+) -> OfflineRun:
     """Run ``components.program.build`` for one stack's cluster object and record everything.
 
     ``cluster`` is the raw ``gpu-cluster:cluster`` object: the program parses it itself,

@@ -74,14 +74,17 @@ def _int(raw: Mapping[str, Any], key: str, where: str) -> int:
 
 
 def parse_lustre(doc: Mapping[str, Any]) -> dict[str, LustreTiers]:
-    sources = {sid: Source(id=sid, title=str(s["title"]), url=str(s["url"]), read=str(s["read"]))
-               for sid, s in (doc.get("lustre_sources") or {}).items()}
+    sources = {
+        sid: Source(id=sid, title=str(s["title"]), url=str(s["url"]), read=str(s["read"]))
+        for sid, s in (doc.get("lustre_sources") or {}).items()
+    }
     out: dict[str, LustreTiers] = {}
     for cloud, raw in (doc.get("lustre") or {}).items():
         where = f"lustre.{cloud}"
         if raw.get("source") not in sources:
-            raise CatalogError(f"{where}.source: unknown source id {raw.get('source')!r} "
-                               f"(allowed: {', '.join(sources)})")
+            raise CatalogError(
+                f"{where}.source: unknown source id {raw.get('source')!r} (allowed: {', '.join(sources)})"
+            )
         tiers: dict[int, Tier] = {}
         for tput, t in (raw.get("tiers") or {}).items():
             tw = f"{where}.tiers.{tput}"
@@ -90,14 +93,17 @@ def parse_lustre(doc: Mapping[str, Any]) -> dict[str, LustreTiers]:
             large = _int(t, "large_step", tw) if "large_step" in t else step
             first = _int(t, "first", tw) if "first" in t else None
             if not low <= up_to <= top or low % step or up_to % step:
-                raise CatalogError(f"{tw}: min {low}, step_up_to {up_to} and max {top} must be ordered and "
-                                   f"on the step {step}")
-            tiers[int(tput)] = Tier(throughput=int(tput), min=low, step=step, max=top, step_up_to=up_to,
-                                    large_step=large, first=first)
+                raise CatalogError(
+                    f"{tw}: min {low}, step_up_to {up_to} and max {top} must be ordered and on the step {step}"
+                )
+            tiers[int(tput)] = Tier(
+                throughput=int(tput), min=low, step=step, max=top, step_up_to=up_to, large_step=large, first=first
+            )
         if not tiers:
             raise CatalogError(f"{where}.tiers: missing")
-        out[str(cloud)] = LustreTiers(cloud=str(cloud), service=str(raw["service"]), tiers=tiers,
-                                      source=sources[raw["source"]])
+        out[str(cloud)] = LustreTiers(
+            cloud=str(cloud), service=str(raw["service"]), tiers=tiers, source=sources[raw["source"]]
+        )
     return out
 
 

@@ -24,8 +24,17 @@ from components.bandwidth import phase_floors
 from components.catalog import load_catalog
 from components.cluster import PILLARS
 from components.engine import OfflineRun, Recorded, run_offline
-from components.spec import (DEPLOYER_PLACEHOLDER, ClusterSpec, SpecError, bundled_stacks, default_name, load_stack,
-                             needs_deployer_placeholder, parse_spec, read_stack_file)
+from components.spec import (
+    DEPLOYER_PLACEHOLDER,
+    ClusterSpec,
+    SpecError,
+    bundled_stacks,
+    default_name,
+    load_stack,
+    needs_deployer_placeholder,
+    parse_spec,
+    read_stack_file,
+)
 
 OFFLINE_NOTE = (
     "offline plan: the real Pulumi program ran under Pulumi's mock engine; no cloud was contacted, "
@@ -97,11 +106,15 @@ def _endpoint(spec: ClusterSpec, placeholder: bool) -> str:
     if o.kind == "slurm":
         return ""
     if o.endpoint == "private":
-        return ("private (VPC only): the in-cluster layer is not deployed by this stack; "
-                "run it from inside the VPC (README, Private clusters)")
+        return (
+            "private (VPC only): the in-cluster layer is not deployed by this stack; "
+            "run it from inside the VPC (README, Private clusters)"
+        )
     if placeholder:
-        return (f"public, limited to the placeholder {DEPLOYER_PLACEHOLDER}: the stack sets no "
-                "orchestration.deployer_cidrs, which `pulumi up` requires (your address as a /32)")
+        return (
+            f"public, limited to the placeholder {DEPLOYER_PLACEHOLDER}: the stack sets no "
+            "orchestration.deployer_cidrs, which `pulumi up` requires (your address as a /32)"
+        )
     return f"public, limited to {', '.join(o.deployer_cidrs)} (the deployers) and the VPC"
 
 
@@ -176,8 +189,10 @@ def _num(v: float | None) -> str:
 
 def render(summary: Summary, run: OfflineRun, out: TextIO) -> None:
     w = out.write
-    w(f"== {summary.stack}: {summary.nodes} x {summary.instance_type} on {summary.cloud} "
-      f"({summary.region}/{summary.zone}), {summary.orchestrator}\n")
+    w(
+        f"== {summary.stack}: {summary.nodes} x {summary.instance_type} on {summary.cloud} "
+        f"({summary.region}/{summary.zone}), {summary.orchestrator}\n"
+    )
     w(f"   ({OFFLINE_NOTE})\n\n")
     groups: dict[str, list[Recorded]] = {p: [] for p in (*PILLARS, "Cluster")}
     for r in run.resources:
@@ -193,37 +208,67 @@ def render(summary: Summary, run: OfflineRun, out: TextIO) -> None:
             w(f"  + {r.type:<{width}}  {r.name}{flags}\n")
         w("\n")
     s = summary
-    interfaces = (f"{s.fabric_interfaces_per_node} EFA interfaces per node" if s.fabric == "efa"
-                  else f"{s.fabric_interfaces_per_node} GPU NICs per node, MTU {s.mtu}")
+    interfaces = (
+        f"{s.fabric_interfaces_per_node} EFA interfaces per node"
+        if s.fabric == "efa"
+        else f"{s.fabric_interfaces_per_node} GPU NICs per node, MTU {s.mtu}"
+    )
     kind = "cluster placement group" if s.cloud == "aws" else "compact placement policy"
-    placement = kind if s.placement else f"no {kind} (capacity is pre-placed, placement is off, or the managed scheduler places nodes)"
+    placement = (
+        kind
+        if s.placement
+        else f"no {kind} (capacity is pre-placed, placement is off, or the managed scheduler places nodes)"
+    )
     rows = [
-        ("nodes", f"{s.nodes} x {s.instance_type} = {s.total_gpus} x {s.gpu_vendor.upper()} {s.gpu_model} ({s.capacity})"),
+        (
+            "nodes",
+            f"{s.nodes} x {s.instance_type} = {s.total_gpus} x {s.gpu_vendor.upper()} {s.gpu_model} ({s.capacity})",
+        ),
         ("interconnect", f"{s.fabric.upper()}, {interfaces}, {placement}"),
-        ("storage", f"Lustre {s.storage_size_gib} GiB at {s.storage_throughput_mbps_per_tib} MB/s/TiB "
-                    f"(~{s.storage_aggregate_mbps} MB/s aggregate)"
-                    + (f", imports {s.storage_import_path}" if s.storage_import_path else "")),
+        (
+            "storage",
+            f"Lustre {s.storage_size_gib} GiB at {s.storage_throughput_mbps_per_tib} MB/s/TiB "
+            f"(~{s.storage_aggregate_mbps} MB/s aggregate)"
+            + (f", imports {s.storage_import_path}" if s.storage_import_path else ""),
+        ),
         ("orchestrator", s.orchestrator + (f"; API endpoint {s.api_endpoint}" if s.api_endpoint else "")),
         ("cost", f"${s.usd_per_hour:,.2f}/hour, ${s.usd_per_day:,.2f}/day ({s.price_note}; prices of {s.price_date})"),
-        ("validation", f"~{s.validation_minutes:g} min of cluster time, ${s.validation_usd:,.2f} at that price ("
-                       + ", ".join(f"{p['phase']} {p['seconds']:.0f} s" for p in s.validation_phases)
-                       + f"); the pairwise search adds ~{s.validation_search_minutes:g} min when it runs; "
-                         "image pulls and queueing not included (components/validation_time.py)"),
-        ("busbw model", f"GPU-fabric NICs {s.nic_gbytes_per_node:g} GB/s per node, {s.nic_gbytes_per_gpu:g} per GPU; "
-                        + (f"NVLink/xGMI {s.nvlink_gbytes_per_gpu:g} GB/s per GPU (both directions)"
-                           if s.nvlink_gbytes_per_gpu else "no NVLink figure")),
-        ("resources", f"{s.resources} (" + ", ".join(
-            f"{k} {s.resources_by_pillar[k]}" for k in (*PILLARS, "Cluster") if k in s.resources_by_pillar) + ")"),
+        (
+            "validation",
+            f"~{s.validation_minutes:g} min of cluster time, ${s.validation_usd:,.2f} at that price ("
+            + ", ".join(f"{p['phase']} {p['seconds']:.0f} s" for p in s.validation_phases)
+            + f"); the pairwise search adds ~{s.validation_search_minutes:g} min when it runs; "
+            "image pulls and queueing not included (components/validation_time.py)",
+        ),
+        (
+            "busbw model",
+            f"GPU-fabric NICs {s.nic_gbytes_per_node:g} GB/s per node, {s.nic_gbytes_per_gpu:g} per GPU; "
+            + (
+                f"NVLink/xGMI {s.nvlink_gbytes_per_gpu:g} GB/s per GPU (both directions)"
+                if s.nvlink_gbytes_per_gpu
+                else "no NVLink figure"
+            ),
+        ),
+        (
+            "resources",
+            f"{s.resources} ("
+            + ", ".join(f"{k} {s.resources_by_pillar[k]}" for k in (*PILLARS, "Cluster") if k in s.resources_by_pillar)
+            + ")",
+        ),
     ]
     w("Summary\n")
     for key, value in rows:
         w(f"  {key:<13} {value}\n")
-    w(f"  {'busbw floors':<13} nccl-tests busbw in GB/s at {_gib(s.busbw_phases[0]['message_bytes'])}; "
-      "warn < 0.90 x expected, fail < 0.75 x expected\n")
+    w(
+        f"  {'busbw floors':<13} nccl-tests busbw in GB/s at {_gib(s.busbw_phases[0]['message_bytes'])}; "
+        "warn < 0.90 x expected, fail < 0.75 x expected\n"
+    )
     w(f"    {'phase':<12} {'op':<11} {'nodes':>5} {'bound':>7} {'expected':>8} {'warn<':>7} {'fail<':>7}  basis\n")
     for e in s.busbw_phases:
-        w(f"    {e['path']:<12} {e['op']:<11} {e['nodes']:>5} {_num(e['bound_gbps']):>7} {_num(e['expected_gbps']):>8} "
-          f"{_num(e['floor_warn_gbps']):>7} {_num(e['floor_fail_gbps']):>7}  {e['algorithm']}; {e['basis']}\n")
+        w(
+            f"    {e['path']:<12} {e['op']:<11} {e['nodes']:>5} {_num(e['bound_gbps']):>7} {_num(e['expected_gbps']):>8} "
+            f"{_num(e['floor_warn_gbps']):>7} {_num(e['floor_fail_gbps']):>7}  {e['algorithm']}; {e['basis']}\n"
+        )
 
 
 def plan_stack(stack: str) -> tuple[Summary, OfflineRun]:
@@ -241,9 +286,16 @@ def to_json(summary: Summary, run: OfflineRun) -> dict[str, Any]:
         "offline": True,
         "note": OFFLINE_NOTE,
         "resources": [
-            {"type": r.type, "name": r.name, "parent": names.get(r.parent, ""), "pillar": pillar_of(run, r),
-             "protect": r.protect, "inputs": r.inputs}
-            for r in run.resources if _is_listed(r)
+            {
+                "type": r.type,
+                "name": r.name,
+                "parent": names.get(r.parent, ""),
+                "pillar": pillar_of(run, r),
+                "protect": r.protect,
+                "inputs": r.inputs,
+            }
+            for r in run.resources
+            if _is_listed(r)
         ],
         "outputs": run.outputs,
         "summary": asdict(summary),
@@ -265,11 +317,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("stack", nargs="?", help="bundled stack name or stack file path")
     ap.add_argument("--all", action="store_true", help="plan every bundled stack")
     ap.add_argument("--json", metavar="PATH", help="write the plan as JSON to PATH ('-' for stdout)")
-    ap.add_argument("--outputs", metavar="PATH",
-                    help="write the stack outputs as `pulumi stack output --json --show-secrets` would ('-' for "
-                         "stdout; one stack only): what `workloads.validate render` reads offline")
-    ap.add_argument("--policy", action="store_true",
-                    help="check the security policy pack's rules too (exit 3 when a mandatory rule is violated)")
+    ap.add_argument(
+        "--outputs",
+        metavar="PATH",
+        help="write the stack outputs as `pulumi stack output --json --show-secrets` would ('-' for "
+        "stdout; one stack only): what `workloads.validate render` reads offline",
+    )
+    ap.add_argument(
+        "--policy",
+        action="store_true",
+        help="check the security policy pack's rules too (exit 3 when a mandatory rule is violated)",
+    )
     args = ap.parse_args(argv)
     if bool(args.stack) == bool(args.all):
         ap.error(f"give one STACK or --all (bundled stacks: {', '.join(bundled_stacks())})")

@@ -44,13 +44,18 @@ def build() -> dict[str, Any]:
         problems.append((f"gpu-cluster:{LAYER_KEY}", f"{layer!r} (allowed: {LAYER_IN_CLUSTER})"))
     source = config.get(STACK_KEY)
     if not source:
-        problems.append((f"gpu-cluster:{STACK_KEY}", "required with the in-cluster layer: the cluster stack, "
-                                                    "e.g. my-org/gpu-cluster/h100-eks"))
+        problems.append(
+            (
+                f"gpu-cluster:{STACK_KEY}",
+                "required with the in-cluster layer: the cluster stack, e.g. my-org/gpu-cluster/h100-eks",
+            )
+        )
     if spec.orchestration.kind == "slurm":
         problems.append(("gpu-cluster:cluster.orchestration.kind", "slurm has no in-cluster layer (allowed: eks, gke)"))
     if problems:
-        raise pulumi.InputPropertiesError("the in-cluster layer stack is misconfigured",
-                                          [{"property_path": p, "reason": r} for p, r in problems])
+        raise pulumi.InputPropertiesError(
+            "the in-cluster layer stack is misconfigured", [{"property_path": p, "reason": r} for p, r in problems]
+        )
     ref = pulumi.StackReference(f"{spec.name}-cluster", stack_name=source)
     InClusterLayer(f"{spec.name}-layer", LayerArgs(spec=spec, outputs=ref.outputs))
     return {"in_cluster_layer_of": source}

@@ -40,8 +40,9 @@ def schema() -> dict[str, Any]:
 
     result = Analyzer(PACKAGE).analyze(list(COMPONENTS))
     deps = sorted(result["dependencies"], key=lambda d: f"{d.name}{d.version}")
-    out: dict[str, Any] = generate_schema(PACKAGE, version(), None, result["component_definitions"],
-                                          result["type_definitions"], deps).to_json()
+    out: dict[str, Any] = generate_schema(
+        PACKAGE, version(), None, result["component_definitions"], result["type_definitions"], deps
+    ).to_json()
     return out
 
 

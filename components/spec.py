@@ -21,20 +21,69 @@ This module is the front door; the work is split by job:
 
 from __future__ import annotations
 
-from components.spec_model import (CAPACITY_TYPES, DEPLOY_TIME_ID, MAX_NODES, ORCHESTRATORS, PRE_PLACED,
-                                   SUPPORTED_CLOUDS, Capacity, CapacitySpec, ClusterSpec, ComputeSpec, InterconnectSpec,
-                                   LustreSpec, NetworkSpec, OrchestrationSpec, StorageSpec)
+from components.spec_model import (
+    CAPACITY_TYPES,
+    DEPLOY_TIME_ID,
+    MAX_NODES,
+    ORCHESTRATORS,
+    PRE_PLACED,
+    SUPPORTED_CLOUDS,
+    Capacity,
+    CapacitySpec,
+    ClusterSpec,
+    ComputeSpec,
+    InterconnectSpec,
+    LustreSpec,
+    NetworkSpec,
+    OrchestrationSpec,
+    StorageSpec,
+)
 from components.spec_parse import DEPLOYER_PLACEHOLDER, MY_ADDRESS_HINT, needs_deployer_placeholder, parse_spec
 from components.spec_reader import SpecError
-from components.stack_file import (CONFIG_KEY, STACKS_DIR, bundled_stacks, default_name, fail_cli, load_stack, main,
-                                   read_stack_file, stack_name, stack_path)
+from components.stack_file import (
+    CONFIG_KEY,
+    STACKS_DIR,
+    bundled_stacks,
+    default_name,
+    fail_cli,
+    load_stack,
+    main,
+    read_stack_file,
+    stack_name,
+    stack_path,
+)
 
 __all__ = [
-    "CAPACITY_TYPES", "CONFIG_KEY", "DEPLOYER_PLACEHOLDER", "DEPLOY_TIME_ID", "MAX_NODES", "MY_ADDRESS_HINT", "ORCHESTRATORS",
-    "PRE_PLACED", "STACKS_DIR", "SUPPORTED_CLOUDS", "Capacity", "CapacitySpec", "ClusterSpec", "ComputeSpec",
-    "InterconnectSpec", "LustreSpec", "NetworkSpec", "OrchestrationSpec", "SpecError", "StorageSpec",
-    "bundled_stacks", "default_name", "fail_cli", "load_stack", "main", "needs_deployer_placeholder", "parse_spec",
-    "read_stack_file", "stack_name", "stack_path",
+    "CAPACITY_TYPES",
+    "CONFIG_KEY",
+    "DEPLOYER_PLACEHOLDER",
+    "DEPLOY_TIME_ID",
+    "MAX_NODES",
+    "MY_ADDRESS_HINT",
+    "ORCHESTRATORS",
+    "PRE_PLACED",
+    "STACKS_DIR",
+    "SUPPORTED_CLOUDS",
+    "Capacity",
+    "CapacitySpec",
+    "ClusterSpec",
+    "ComputeSpec",
+    "InterconnectSpec",
+    "LustreSpec",
+    "NetworkSpec",
+    "OrchestrationSpec",
+    "SpecError",
+    "StorageSpec",
+    "bundled_stacks",
+    "default_name",
+    "fail_cli",
+    "load_stack",
+    "main",
+    "needs_deployer_placeholder",
+    "parse_spec",
+    "read_stack_file",
+    "stack_name",
+    "stack_path",
 ]
 
 if __name__ == "__main__":

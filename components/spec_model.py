@@ -174,9 +174,11 @@ class ClusterSpec:
 
     def __post_init__(self, rules: RulesRan | None) -> None:
         if rules is not RULES_RAN:
-            raise TypeError("a ClusterSpec is built by components.spec.parse_spec, which runs its rules; "
-                            "construct the raw gpu-cluster:cluster object and parse it (dataclasses.replace "
-                            "and direct construction would skip the rules)")
+            raise TypeError(
+                "a ClusterSpec is built by components.spec.parse_spec, which runs its rules; "
+                "construct the raw gpu-cluster:cluster object and parse it (dataclasses.replace "
+                "and direct construction would skip the rules)"
+            )
 
     @property
     def instance(self) -> InstanceType:
@@ -185,5 +187,3 @@ class ClusterSpec:
     @property
     def total_gpus(self) -> int:
         return self.compute.nodes * self.instance.accelerator.count
-
-

@@ -19,9 +19,23 @@ from components.aws import rules as aws_rules
 from components.catalog import CatalogError, InstanceType, load_catalog
 from components.gcp import rules as gcp_rules
 from components.lustre_tiers import load_lustre
-from components.spec_model import (CAPACITY_TYPES, MAX_NODES, ORCHESTRATORS, PRE_PLACED, RULES_RAN, SUPPORTED_CLOUDS,
-                                   Capacity, CapacitySpec, ClusterSpec, ComputeSpec, InterconnectSpec, LustreSpec,
-                                   NetworkSpec, OrchestrationSpec, StorageSpec)
+from components.spec_model import (
+    CAPACITY_TYPES,
+    MAX_NODES,
+    ORCHESTRATORS,
+    PRE_PLACED,
+    RULES_RAN,
+    SUPPORTED_CLOUDS,
+    Capacity,
+    CapacitySpec,
+    ClusterSpec,
+    ComputeSpec,
+    InterconnectSpec,
+    LustreSpec,
+    NetworkSpec,
+    OrchestrationSpec,
+    StorageSpec,
+)
 from components.spec_reader import SpecError, _Reader, short
 from components.spec_security import parse_security
 
@@ -52,8 +66,20 @@ class CloudRules(Protocol):
 
 CLOUD_RULES: Mapping[str, CloudRules] = {"aws": aws_rules, "gcp": gcp_rules}
 
-_TOP_KEYS = ("name", "cloud", "region", "zone", "zone_id", "compute", "interconnect", "storage", "orchestration",
-             "network", "tags", "security")
+_TOP_KEYS = (
+    "name",
+    "cloud",
+    "region",
+    "zone",
+    "zone_id",
+    "compute",
+    "interconnect",
+    "storage",
+    "orchestration",
+    "network",
+    "tags",
+    "security",
+)
 
 
 # What the offline plan (and only it) puts in place of missing deployer_cidrs: TEST-NET-1
@@ -70,22 +96,35 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
     catalog = load_catalog()
     top = r.mapping(raw, "", _TOP_KEYS, required=("cloud", "region", "zone", "compute", "storage", "orchestration"))
 
-    name = r.string(top, "name", "", default=default_name, pattern=_NAME,
-                    hint="2-32 characters: lower-case letters, digits, '-', starting with a letter") or default_name
+    name = (
+        r.string(
+            top,
+            "name",
+            "",
+            default=default_name,
+            pattern=_NAME,
+            hint="2-32 characters: lower-case letters, digits, '-', starting with a letter",
+        )
+        or default_name
+    )
     cloud = r.string(top, "cloud", "", allowed=SUPPORTED_CLOUDS)
     if cloud is None and isinstance(top.get("cloud"), str) and top["cloud"] == "azure":
         r.replace_last("cloud", "'azure' is in the hardware catalog but has no components yet (allowed: aws, gcp)")
     rules = CLOUD_RULES.get(cloud or "")
 
-    region = r.string(top, "region", "", pattern=rules.REGION if rules else None,
-                      hint=rules.REGION_HINT if rules else "")
+    region = r.string(
+        top, "region", "", pattern=rules.REGION if rules else None, hint=rules.REGION_HINT if rules else ""
+    )
     zone = r.string(top, "zone", "")
     if isinstance(top.get("zone"), list):
-        r.replace_last("zone", "EFA, GPUDirect networks and placement groups need every GPU node in one zone; "
-                               "give one zone, not a list")
+        r.replace_last(
+            "zone",
+            "EFA, GPUDirect networks and placement groups need every GPU node in one zone; give one zone, not a list",
+        )
     if zone is not None and region is not None and rules is not None and not rules.zone_in_region(region, zone):
-        r.bad("zone", f"{zone!r} is not a zone of region {region!r} "
-                      f"(allowed: zones such as {rules.zone_example(region)})")
+        r.bad(
+            "zone", f"{zone!r} is not a zone of region {region!r} (allowed: zones such as {rules.zone_example(region)})"
+        )
 
     # The zone ID's form and meaning are AWS rules (components/aws/rules.py).
     zone_id = r.string(top, "zone_id", "")
@@ -94,8 +133,12 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
         zone_id = None
 
     # compute
-    comp = r.mapping(top.get("compute"), "compute", ("instance_type", "nodes", "capacity", "root_volume_gib", "image"),
-                     required=("instance_type", "nodes"))
+    comp = r.mapping(
+        top.get("compute"),
+        "compute",
+        ("instance_type", "nodes", "capacity", "root_volume_gib", "image"),
+        required=("instance_type", "nodes"),
+    )
     itype = r.string(comp, "instance_type", "compute")
     instance: InstanceType | None = None
     if itype is not None:
@@ -105,15 +148,20 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
             offered = catalog.names(cloud) if cloud else catalog.names()
             r.bad("compute.instance_type", f"{itype!r} is not in the hardware catalog (allowed: {', '.join(offered)})")
     if instance is not None and cloud is not None and instance.cloud != cloud:
-        r.bad("compute.instance_type",
-              f"{itype!r} is a {instance.cloud} type, not offered on {cloud} (allowed: {', '.join(catalog.names(cloud))})")
+        r.bad(
+            "compute.instance_type",
+            f"{itype!r} is a {instance.cloud} type, not offered on {cloud} (allowed: {', '.join(catalog.names(cloud))})",
+        )
         instance = None
     if instance is not None and cloud is not None:
         where = zone if cloud == "gcp" else region
         if where is not None and where not in instance.locations:
             kind = "zone" if cloud == "gcp" else "region"
-            r.bad(kind, f"{itype} is not offered in {kind} {where!r} "
-                        f"(allowed: {', '.join(instance.locations)}; source: {catalog.source(instance.locations_source).url})")
+            r.bad(
+                kind,
+                f"{itype} is not offered in {kind} {where!r} "
+                f"(allowed: {', '.join(instance.locations)}; source: {catalog.source(instance.locations_source).url})",
+            )
     nodes = r.integer(comp, "nodes", "compute", None, 1, MAX_NODES)
     root_gib = r.integer(comp, "root_volume_gib", "compute", 500, 100, 16384) or 500
 
@@ -126,9 +174,11 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
     if placement_raw not in ("auto", True, False):
         r.bad("interconnect.placement", f"{short(placement_raw)} is not allowed (allowed: auto, true, false)")
     elif placement_raw is True and capacity is not None and capacity.pre_placed:
-        r.bad("interconnect.placement",
-              f"a {capacity.type} is already placed by the cloud; a placement group on top of it is refused "
-              "(allowed: auto, false)")
+        r.bad(
+            "interconnect.placement",
+            f"a {capacity.type} is already placed by the cloud; a placement group on top of it is refused "
+            "(allowed: auto, false)",
+        )
     elif isinstance(placement_raw, bool):
         placement = placement_raw
 
@@ -139,8 +189,10 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
     cidr = r.string(net, "cidr", "network", default="10.0.0.0/16") or "10.0.0.0/16"
     vpc_id, node_subnet_id = r.string(net, "vpc_id", "network"), r.string(net, "node_subnet_id", "network")
     if (vpc_id is None) != (node_subnet_id is None):
-        r.bad("network.vpc_id" if vpc_id is None else "network.node_subnet_id",
-              "an existing network needs both network.vpc_id and network.node_subnet_id (allowed: both or neither)")
+        r.bad(
+            "network.vpc_id" if vpc_id is None else "network.node_subnet_id",
+            "an existing network needs both network.vpc_id and network.node_subnet_id (allowed: both or neither)",
+        )
     cp_raw = net.get("control_plane_subnet_ids") or []
     if not isinstance(cp_raw, list) or not all(isinstance(c, str) and c for c in cp_raw):
         r.bad("network.control_plane_subnet_ids", f"expected a list of subnet ids, got {short(cp_raw)}")
@@ -171,8 +223,9 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
         interconnect=InterconnectSpec(placement=placement),
         storage=storage,
         orchestration=orch,
-        network=NetworkSpec(cidr=cidr, vpc_id=vpc_id, node_subnet_id=node_subnet_id,
-                            control_plane_subnet_ids=tuple(cp_raw)),
+        network=NetworkSpec(
+            cidr=cidr, vpc_id=vpc_id, node_subnet_id=node_subnet_id, control_plane_subnet_ids=tuple(cp_raw)
+        ),
         tags=tags,
         security=security,
         rules=RULES_RAN,
@@ -217,17 +270,25 @@ def _parse_capacity(r: _Reader, raw: Any, cloud: str | None, rules: CloudRules |
 
 def _parse_storage(r: _Reader, raw: Any, cloud: str | None, rules: CloudRules | None) -> StorageSpec | None:
     st = r.mapping(raw, "storage", ("lustre", "bucket_name"), required=("lustre",))
-    lu = r.mapping(st.get("lustre"), "storage.lustre",
-                   ("size_gib", "throughput_mbps_per_tib", "import_path", "export_path", "mount_point", "kms_key_id"),
-                   required=("size_gib", "throughput_mbps_per_tib"))
+    lu = r.mapping(
+        st.get("lustre"),
+        "storage.lustre",
+        ("size_gib", "throughput_mbps_per_tib", "import_path", "export_path", "mount_point", "kms_key_id"),
+        required=("size_gib", "throughput_mbps_per_tib"),
+    )
     # The tiers of each cloud's Lustre service are catalog facts (catalog.yaml, section lustre).
     tiers = load_lustre()
     size = r.integer(lu, "size_gib", "storage.lustre", None, 1, max(t.max_gib for t in tiers.values()))
     tput = r.integer(lu, "throughput_mbps_per_tib", "storage.lustre", None, 1, 100_000)
-    offered = tiers[cloud].throughputs if cloud in tiers else tuple(sorted({t for c in tiers.values()
-                                                                              for t in c.throughputs}))
+    offered = (
+        tiers[cloud].throughputs
+        if cloud in tiers
+        else tuple(sorted({t for c in tiers.values() for t in c.throughputs}))
+    )
     if tput is not None and tput not in offered:
-        r.bad("storage.lustre.throughput_mbps_per_tib", f"{tput} is not offered (allowed: {', '.join(map(str, offered))})")
+        r.bad(
+            "storage.lustre.throughput_mbps_per_tib", f"{tput} is not offered (allowed: {', '.join(map(str, offered))})"
+        )
         tput = None
     why = rules.lustre_size(size, tput) if size is not None and rules is not None else None
     if why is not None:
@@ -237,22 +298,48 @@ def _parse_storage(r: _Reader, raw: Any, cloud: str | None, rules: CloudRules | 
     export_path = r.string(lu, "export_path", "storage.lustre")
     for key, value in (("import_path", import_path), ("export_path", export_path)):
         if value is not None and scheme and not (value.startswith(scheme) and len(value) > len(scheme)):
-            r.bad(f"storage.lustre.{key}", f"{value!r} is not an object store path on {cloud} (allowed: {scheme}bucket/prefix)")
+            r.bad(
+                f"storage.lustre.{key}",
+                f"{value!r} is not an object store path on {cloud} (allowed: {scheme}bucket/prefix)",
+            )
     why = rules.export_path(import_path, export_path) if export_path is not None and rules is not None else None
     if why is not None:
         r.bad("storage.lustre.export_path", why)
     if export_path is not None and import_path is None:
-        r.bad("storage.lustre.export_path", "an export path needs an import path (the data repository association holds both)")
-    mount = r.string(lu, "mount_point", "storage.lustre", default="/fsx",
-                     pattern=re.compile(r"^/[A-Za-z0-9_./-]*\Z"), hint="an absolute path") or "/fsx"
+        r.bad(
+            "storage.lustre.export_path",
+            "an export path needs an import path (the data repository association holds both)",
+        )
+    mount = (
+        r.string(
+            lu,
+            "mount_point",
+            "storage.lustre",
+            default="/fsx",
+            pattern=re.compile(r"^/[A-Za-z0-9_./-]*\Z"),
+            hint="an absolute path",
+        )
+        or "/fsx"
+    )
     kms = r.string(lu, "kms_key_id", "storage.lustre")
-    bucket = r.string(st, "bucket_name", "storage", pattern=rules.BUCKET if rules else None,
-                      hint="3-63 lower-case letters, digits, '-' (and '.' on AWS)")
+    bucket = r.string(
+        st,
+        "bucket_name",
+        "storage",
+        pattern=rules.BUCKET if rules else None,
+        hint="3-63 lower-case letters, digits, '-' (and '.' on AWS)",
+    )
     if size is None or tput is None:
         return None
     return StorageSpec(
-        lustre=LustreSpec(size_gib=size, throughput_mbps_per_tib=tput, import_path=import_path,
-                          export_path=export_path, mount_point=mount, kms_key_id=kms),
+        lustre=LustreSpec(
+            size_gib=size,
+            throughput_mbps_per_tib=tput,
+            import_path=import_path,
+            export_path=export_path,
+            mount_point=mount,
+            kms_key_id=kms,
+        ),
         bucket_name=bucket,
     )
 
@@ -264,9 +351,14 @@ MY_ADDRESS_HINT = "your address as seen from the internet, e.g. `curl -s https:/
 def _parse_image(r: _Reader, raw: Any, cloud: str | None, rules: CloudRules | None, kind: str | None) -> str | None:
     if raw is None:
         return None
-    why = rules.node_image(raw, kind) if rules else (
-        f"only applies to aws for now (on {cloud} the node image follows the GKE release channel or Cluster "
-        "Director's image)")
+    why = (
+        rules.node_image(raw, kind)
+        if rules
+        else (
+            f"only applies to aws for now (on {cloud} the node image follows the GKE release channel or Cluster "
+            "Director's image)"
+        )
+    )
     if why is not None:
         r.bad("compute.image", why)
         return None
@@ -276,14 +368,23 @@ def _parse_image(r: _Reader, raw: Any, cloud: str | None, rules: CloudRules | No
 def needs_deployer_placeholder(raw: Any) -> bool:
     """True when the offline plan would substitute :data:`DEPLOYER_PLACEHOLDER` for this object."""
     orch = raw.get("orchestration") if isinstance(raw, Mapping) else None
-    return (isinstance(orch, Mapping) and orch.get("kind") in ("eks", "gke")
-            and orch.get("endpoint", "public") == "public" and not orch.get("deployer_cidrs"))
+    return (
+        isinstance(orch, Mapping)
+        and orch.get("kind") in ("eks", "gke")
+        and orch.get("endpoint", "public") == "public"
+        and not orch.get("deployer_cidrs")
+    )
 
 
-def _parse_orchestration(r: _Reader, raw: Any, cloud: str | None, rules: CloudRules | None,
-                         placeholder: bool = False) -> OrchestrationSpec | None:
-    o = r.mapping(raw, "orchestration", ("kind", "kubernetes_version", "endpoint", "deployer_cidrs", "api_access_cidrs",
-                                         "login_nodes", "partition"), required=("kind",))
+def _parse_orchestration(
+    r: _Reader, raw: Any, cloud: str | None, rules: CloudRules | None, placeholder: bool = False
+) -> OrchestrationSpec | None:
+    o = r.mapping(
+        raw,
+        "orchestration",
+        ("kind", "kubernetes_version", "endpoint", "deployer_cidrs", "api_access_cidrs", "login_nodes", "partition"),
+        required=("kind",),
+    )
     allowed = ORCHESTRATORS.get(cloud or "", ("eks", "gke", "slurm"))
     kind = r.string(o, "kind", "orchestration", allowed=allowed)
     if kind is None and isinstance(o.get("kind"), str) and o["kind"] in ("eks", "gke", "aks", "slurm"):
@@ -291,14 +392,28 @@ def _parse_orchestration(r: _Reader, raw: Any, cloud: str | None, rules: CloudRu
     # The Kubernetes version a stack gets when it names none: the cloud's (on AWS the EKS pin of
     # components/aws/versions.py, in standard support).
     default_version = rules.DEFAULT_KUBERNETES_VERSION if rules else "1.33"
-    version = r.string(o, "kubernetes_version", "orchestration", default=default_version, pattern=_K8S_VERSION,
-                       hint="1.28 to 1.39, as a quoted string") or default_version
+    version = (
+        r.string(
+            o,
+            "kubernetes_version",
+            "orchestration",
+            default=default_version,
+            pattern=_K8S_VERSION,
+            hint="1.28 to 1.39, as a quoted string",
+        )
+        or default_version
+    )
     if "kubernetes_version" in o and isinstance(o["kubernetes_version"], float):
-        r.replace_last("orchestration.kubernetes_version",
-                       f"{o['kubernetes_version']!r} was read as a number; quote it (allowed: \"1.28\" to \"1.39\")")
+        r.replace_last(
+            "orchestration.kubernetes_version",
+            f'{o["kubernetes_version"]!r} was read as a number; quote it (allowed: "1.28" to "1.39")',
+        )
     if "api_access_cidrs" in o:
-        r.bad("orchestration.api_access_cidrs", "renamed to orchestration.deployer_cidrs (the ranges `pulumi up` "
-                                                "runs from; the API admits no other public range)")
+        r.bad(
+            "orchestration.api_access_cidrs",
+            "renamed to orchestration.deployer_cidrs (the ranges `pulumi up` "
+            "runs from; the API admits no other public range)",
+        )
     endpoint = r.string(o, "endpoint", "orchestration", default="public", allowed=("public", "private")) or "public"
     cidrs_raw = o.get("deployer_cidrs", [])
     cidrs: list[str] = []
@@ -313,25 +428,47 @@ def _parse_orchestration(r: _Reader, raw: Any, cloud: str | None, rules: CloudRu
                 r.bad(path, f"{short(c)} is not a CIDR block (allowed: e.g. {MY_ADDRESS_HINT})")
                 continue
             if net.prefixlen == 0:
-                r.bad(path, f"{c} opens the API to the whole internet (allowed: specific ranges, e.g. {MY_ADDRESS_HINT})")
+                r.bad(
+                    path, f"{c} opens the API to the whole internet (allowed: specific ranges, e.g. {MY_ADDRESS_HINT})"
+                )
                 continue
             if not net.is_global:
-                r.bad(path, f"{c} is not a global address range (private, shared or documentation), which the public endpoint never sees "
-                            f"(allowed: public ranges, e.g. {MY_ADDRESS_HINT}; for access from inside the VPC "
-                            "set orchestration.endpoint: private)")
+                r.bad(
+                    path,
+                    f"{c} is not a global address range (private, shared or documentation), which the public endpoint never sees "
+                    f"(allowed: public ranges, e.g. {MY_ADDRESS_HINT}; for access from inside the VPC "
+                    "set orchestration.endpoint: private)",
+                )
                 continue
             cidrs.append(str(net))
-    if kind in ("eks", "gke") and endpoint == "public" and isinstance(cidrs_raw, list) and not cidrs_raw and placeholder:
+    if (
+        kind in ("eks", "gke")
+        and endpoint == "public"
+        and isinstance(cidrs_raw, list)
+        and not cidrs_raw
+        and placeholder
+    ):
         cidrs.append(DEPLOYER_PLACEHOLDER)
     elif kind in ("eks", "gke") and endpoint == "public" and isinstance(cidrs_raw, list) and not cidrs_raw:
-        r.bad("orchestration.deployer_cidrs",
-              f"required for {kind} with a public endpoint: `pulumi up` deploys the in-cluster layer (device plugins, "
-              f"CSI volume, JobSet controller) through the cluster's API, so it must reach it from where it runs "
-              f"(allowed: {MY_ADDRESS_HINT}; or set orchestration.endpoint: private and deploy that layer from inside "
-              "the VPC, README \"Private clusters\")")
+        r.bad(
+            "orchestration.deployer_cidrs",
+            f"required for {kind} with a public endpoint: `pulumi up` deploys the in-cluster layer (device plugins, "
+            f"CSI volume, JobSet controller) through the cluster's API, so it must reach it from where it runs "
+            f"(allowed: {MY_ADDRESS_HINT}; or set orchestration.endpoint: private and deploy that layer from inside "
+            'the VPC, README "Private clusters")',
+        )
     login = r.integer(o, "login_nodes", "orchestration", 1, 0, 8)
-    partition = r.string(o, "partition", "orchestration", default="gpu", pattern=re.compile(r"^[a-z][a-z0-9]{0,9}\Z"),
-                         hint="1-10 lower-case letters and digits") or "gpu"
+    partition = (
+        r.string(
+            o,
+            "partition",
+            "orchestration",
+            default="gpu",
+            pattern=re.compile(r"^[a-z][a-z0-9]{0,9}\Z"),
+            hint="1-10 lower-case letters and digits",
+        )
+        or "gpu"
+    )
     if kind != "slurm":
         for key in ("login_nodes", "partition"):
             if key in o:
@@ -342,9 +479,14 @@ def _parse_orchestration(r: _Reader, raw: Any, cloud: str | None, rules: CloudRu
                 r.bad(f"orchestration.{key}", "only applies to eks and gke (kind is slurm)")
     if kind is None or login is None:
         return None
-    return OrchestrationSpec(kind=cast(Literal["eks", "gke", "slurm"], kind), kubernetes_version=version,
-                             endpoint=cast(Literal["public", "private"], endpoint), deployer_cidrs=tuple(cidrs),
-                             login_nodes=login, partition=partition)
+    return OrchestrationSpec(
+        kind=cast(Literal["eks", "gke", "slurm"], kind),
+        kubernetes_version=version,
+        endpoint=cast(Literal["public", "private"], endpoint),
+        deployer_cidrs=tuple(cidrs),
+        login_nodes=login,
+        partition=partition,
+    )
 
 
 def _parse_tags(r: _Reader, raw: Any, rules: CloudRules | None) -> dict[str, str]:

@@ -54,9 +54,16 @@ class _Reader(Problems):
                 self.bad(f"{path}.{key}" if path else key, "required")
         return out
 
-    def string(self, obj: Mapping[str, Any], key: str, path: str, default: str | None = None,
-               pattern: re.Pattern[str] | None = None, allowed: Sequence[str] | None = None,
-               hint: str = "") -> str | None:
+    def string(
+        self,
+        obj: Mapping[str, Any],
+        key: str,
+        path: str,
+        default: str | None = None,
+        pattern: re.Pattern[str] | None = None,
+        allowed: Sequence[str] | None = None,
+        hint: str = "",
+    ) -> str | None:
         full = f"{path}.{key}" if path else key
         if key not in obj or obj[key] is None:
             return default

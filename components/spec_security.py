@@ -84,7 +84,14 @@ def parse_security(r: _Reader, raw: Any) -> SecuritySpec:
             else:
                 exceptions[name] = reason.strip()
     if flow is False and FLOW_LOGS_RULE not in exceptions:
-        r.bad("security.flow_logs", f"false needs security.exceptions.{FLOW_LOGS_RULE}: the reason the stack "
-                                    "runs without a network trail (allowed: true, or false with that reason)")
-    return SecuritySpec(flow_logs=flow, log_retention_days=retention or DEFAULT_LOG_RETENTION_DAYS,
-                        checkpoint_noncurrent_days=noncurrent or DEFAULT_NONCURRENT_DAYS, exceptions=exceptions)
+        r.bad(
+            "security.flow_logs",
+            f"false needs security.exceptions.{FLOW_LOGS_RULE}: the reason the stack "
+            "runs without a network trail (allowed: true, or false with that reason)",
+        )
+    return SecuritySpec(
+        flow_logs=flow,
+        log_retention_days=retention or DEFAULT_LOG_RETENTION_DAYS,
+        checkpoint_noncurrent_days=noncurrent or DEFAULT_NONCURRENT_DAYS,
+        exceptions=exceptions,
+    )

@@ -32,12 +32,12 @@ def stack_path(stack: str) -> Path:
 
 
 def bundled_stacks() -> list[str]:
-    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml"))
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml"))
 
 
 def stack_name(path: Path) -> str:
     n = path.name
-    return n[len("Pulumi."):-len(".yaml")] if n.startswith("Pulumi.") and n.endswith(".yaml") else path.stem
+    return n[len("Pulumi.") : -len(".yaml")] if n.startswith("Pulumi.") and n.endswith(".yaml") else path.stem
 
 
 def read_stack_file(stack: str) -> tuple[str, Any]:

@@ -102,21 +102,36 @@ def estimate(it: InstanceType, nodes: int, s: Settings = Settings()) -> list[Pha
     gate = s.gemm_seconds + 15.0
     main = LAUNCH_S + gate + HEALTH_S + _sweep_s("all_reduce", single, g, s, sizes)
     for op in ops:
-        main += _sweep_s(op, bw.expected(op, nodes, "multi-node").expected_gbps if nodes > 1 else None, nodes * g, s, sizes)
-    out.append(PhaseTime(phase="main", seconds=main,
-                         basis=f"launch {LAUNCH_S:g} s, node gate {gate:g} s (GEMM {s.gemm_seconds:g} s), health "
-                               f"{HEALTH_S:g} s, single-node and multi-node sweeps {len(sizes)} sizes to 8 GiB "
-                               f"({', '.join(ops)}), {s.iters} iters"))
+        main += _sweep_s(
+            op, bw.expected(op, nodes, "multi-node").expected_gbps if nodes > 1 else None, nodes * g, s, sizes
+        )
+    out.append(
+        PhaseTime(
+            phase="main",
+            seconds=main,
+            basis=f"launch {LAUNCH_S:g} s, node gate {gate:g} s (GEMM {s.gemm_seconds:g} s), health "
+            f"{HEALTH_S:g} s, single-node and multi-node sweeps {len(sizes)} sizes to 8 GiB "
+            f"({', '.join(ops)}), {s.iters} iters",
+        )
+    )
     if s.storage:
         out.append(PhaseTime(phase="storage", seconds=LAUNCH_S + STORAGE_S, basis="launch, streaming and checkpoint"))
     if nodes > 1:
-        fabric = LAUNCH_S + sum(_sweep_s(op, bw.expected(op, nodes, "fabric-only").expected_gbps, nodes * g, s, sizes)
-                                for op in ops)
-        out.append(PhaseTime(phase="fabric-only", seconds=fabric, basis="launch, the multi-node sweeps through the NICs"))
+        fabric = LAUNCH_S + sum(
+            _sweep_s(op, bw.expected(op, nodes, "fabric-only").expected_gbps, nodes * g, s, sizes) for op in ops
+        )
+        out.append(
+            PhaseTime(phase="fabric-only", seconds=fabric, basis="launch, the multi-node sweeps through the NICs")
+        )
     if s.ddp:
         out.append(PhaseTime(phase="ddp", seconds=LAUNCH_S + DDP_S, basis="launch, 30 steps"))
-    out.append(PhaseTime(phase="steps", seconds=STEPS_S, basis="the pairs step (a no-op after a finished main phase), "
-                                                              "the DDP data, the judge"))
+    out.append(
+        PhaseTime(
+            phase="steps",
+            seconds=STEPS_S,
+            basis="the pairs step (a no-op after a finished main phase), the DDP data, the judge",
+        )
+    )
     return out
 
 
@@ -126,8 +141,9 @@ def search_estimate(it: InstanceType, nodes: int, s: Settings = Settings()) -> P
     pair = bw.expected(bw.op, 2, "pair").expected_gbps
     per_round = _sweep_s(bw.op, pair, 2 * it.accelerator.count, s, [FLOOR_MESSAGE_BYTES]) + 5.0
     rounds = SEARCH_ROUNDS if nodes > 2 else 1
-    return PhaseTime(phase="pairs", seconds=rounds * per_round,
-                     basis=f"{rounds} round(s) of all pairs at once, {bw.op} at 8 GiB")
+    return PhaseTime(
+        phase="pairs", seconds=rounds * per_round, basis=f"{rounds} round(s) of all pairs at once, {bw.op} at 8 GiB"
+    )
 
 
 def total_s(phases: list[PhaseTime]) -> float:

@@ -56,8 +56,10 @@ AWS_VPC = "aws:ec2/vpc:Vpc"
 AWS_FLOW_LOG = "aws:ec2/flowLog:FlowLog"
 AWS_DEFAULT_SECURITY_GROUP = "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup"
 AWS_S3_BUCKET_LOGGING = ("aws:s3/bucketLogging:BucketLogging", "aws:s3/bucketLoggingV2:BucketLoggingV2")
-AWS_S3_LIFECYCLE = ("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
-                    "aws:s3/bucketLifecycleConfigurationV2:BucketLifecycleConfigurationV2")
+AWS_S3_LIFECYCLE = (
+    "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
+    "aws:s3/bucketLifecycleConfigurationV2:BucketLifecycleConfigurationV2",
+)
 AWS_S3_VERSIONING = ("aws:s3/bucketVersioning:BucketVersioning", "aws:s3/bucketVersioningV2:BucketVersioningV2")
 AWS_KMS_KEY = "aws:kms/key:Key"
 AWS_KMS_KEY_POLICY = "aws:kms/keyPolicy:KeyPolicy"
@@ -143,13 +145,19 @@ class RuleContext:
 # The JSON schema of RuleContext.from_config, for the pack's PolicyConfigSchema.
 CONTEXT_CONFIG_SCHEMA: Mapping[str, Mapping[str, Any]] = {
     "lustreKmsKeyId": {"type": "string", "description": "KMS key the Lustre file system must use"},
-    "apiAccessCidrs": {"type": "array", "items": {"type": "string"},
-                       "description": "CIDRs allowed to reach a public Kubernetes API endpoint; [] = private only"},
+    "apiAccessCidrs": {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "CIDRs allowed to reach a public Kubernetes API endpoint; [] = private only",
+    },
     "prePlaced": {"type": "boolean", "description": "GPU capacity is already placed (capacity block, reservation)"},
     "zone": {"type": "string", "description": "the one zone all GPU nodes share"},
     "instanceType": {"type": "string", "description": "the GPU instance/machine type (catalog name)"},
-    "exceptions": {"type": "object", "additionalProperties": {"type": "string"},
-                   "description": "rule name -> the stack's reason for a deliberate exception"},
+    "exceptions": {
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+        "description": "rule name -> the stack's reason for a deliberate exception",
+    },
 }
 
 
@@ -209,25 +217,43 @@ RULES: list[Rule] = []
 """Every rule, in the order the domain modules declare them (``policies.rules`` imports them all)."""
 
 
-def resource_rule(*, name: str, description: str, enforcement: Enforcement, ids: tuple[str, ...], anchor: str,
-                  resource_types: tuple[str, ...]) -> Callable[[ResourceCheck], ResourceCheck]:
+def resource_rule(
+    *,
+    name: str,
+    description: str,
+    enforcement: Enforcement,
+    ids: tuple[str, ...],
+    anchor: str,
+    resource_types: tuple[str, ...],
+) -> Callable[[ResourceCheck], ResourceCheck]:
     """Declare the decorated function as a resource rule's check."""
 
     def declare(check: ResourceCheck) -> ResourceCheck:
-        RULES.append(ResourceRule(name=name, description=description, enforcement=enforcement, ids=ids,
-                                  anchor=anchor, resource_types=resource_types, check=check))
+        RULES.append(
+            ResourceRule(
+                name=name,
+                description=description,
+                enforcement=enforcement,
+                ids=ids,
+                anchor=anchor,
+                resource_types=resource_types,
+                check=check,
+            )
+        )
         return check
 
     return declare
 
 
-def stack_rule(*, name: str, description: str, enforcement: Enforcement, ids: tuple[str, ...],
-               anchor: str) -> Callable[[StackCheck], StackCheck]:
+def stack_rule(
+    *, name: str, description: str, enforcement: Enforcement, ids: tuple[str, ...], anchor: str
+) -> Callable[[StackCheck], StackCheck]:
     """Declare the decorated function as a stack rule's check."""
 
     def declare(check: StackCheck) -> StackCheck:
-        RULES.append(StackRule(name=name, description=description, enforcement=enforcement, ids=ids, anchor=anchor,
-                               check=check))
+        RULES.append(
+            StackRule(name=name, description=description, enforcement=enforcement, ids=ids, anchor=anchor, check=check)
+        )
         return check
 
     return declare
@@ -349,4 +375,3 @@ def _launch_template_data(resource_type: str, props: Props) -> Props:
 def _efa_interfaces(resource_type: str, props: Props) -> list[Mapping[str, Any]]:
     data = _launch_template_data(resource_type, props)
     return [ni for ni in _items(data.get("networkInterfaces")) if ni.get("interfaceType") in EFA_INTERFACE_TYPES]
-

@@ -58,16 +58,23 @@ def resource_policy(rule: ResourceRule) -> ResourceValidationPolicy:
             report(_tag(rule, message), None)
 
     return ResourceValidationPolicy(
-        name=rule.name, description=_description(rule), validate=validate,
-        enforcement_level=_LEVELS[rule.enforcement], config_schema=_schema(),
-        tags=list(rule.ids) or None, remediation_steps=None,
+        name=rule.name,
+        description=_description(rule),
+        validate=validate,
+        enforcement_level=_LEVELS[rule.enforcement],
+        config_schema=_schema(),
+        tags=list(rule.ids) or None,
+        remediation_steps=None,
     )
 
 
 def stack_resource(res: PolicyResource) -> StackResource:
     deps: Mapping[str, Any] = res.property_dependencies or {}
     return StackResource(
-        type=res.resource_type, name=res.name, urn=res.urn, props=res.props,
+        type=res.resource_type,
+        name=res.name,
+        urn=res.urn,
+        props=res.props,
         protect=bool(getattr(res.opts, "protect", False)),
         id=None,
         refs={k: tuple(d.urn for d in v) for k, v in deps.items()},
@@ -81,8 +88,11 @@ def stack_policy(rule: StackRule) -> StackValidationPolicy:
             report(_tag(rule, message), urn)
 
     return StackValidationPolicy(
-        name=rule.name, description=_description(rule), validate=validate,
-        enforcement_level=_LEVELS[rule.enforcement], config_schema=_schema(),
+        name=rule.name,
+        description=_description(rule),
+        validate=validate,
+        enforcement_level=_LEVELS[rule.enforcement],
+        config_schema=_schema(),
         tags=list(rule.ids) or None,
     )
 

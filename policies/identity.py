@@ -32,8 +32,7 @@ from policies.core import (
 # permissions; sts:GetCallerIdentity), and Checkov's
 # CKV_AWS_355 passing example uses the two X-Ray put actions (bridgecrewio/checkov
 # tests/terraform/checks/resource/aws/example_IAMStarResourcePolicyDocument).
-UNRESTRICTABLE_ACTIONS = ("ec2:Describe*", "sts:GetCallerIdentity", "xray:PutTelemetryRecords",
-                          "xray:PutTraceSegments")
+UNRESTRICTABLE_ACTIONS = ("ec2:Describe*", "sts:GetCallerIdentity", "xray:PutTelemetryRecords", "xray:PutTraceSegments")
 
 
 def _document(text: Any) -> Mapping[str, Any] | None:
@@ -70,20 +69,24 @@ def wildcard_statements(doc: Mapping[str, Any]) -> list[str]:
         bad = [a for a in actions if not _unrestrictable(a)]
         if bad:
             sid = f" ({st['Sid']})" if st.get("Sid") else ""
-            problems.append(f"Statement[{i}]{sid} allows {', '.join(bad)} on Resource '*': scope it to the ARNs "
-                            "it needs (these actions take resource ARNs)")
+            problems.append(
+                f"Statement[{i}]{sid} allows {', '.join(bad)} on Resource '*': scope it to the ARNs "
+                "it needs (these actions take resource ARNs)"
+            )
     return problems
 
 
 @resource_rule(
     name="iam-no-wildcard-resource",
     description="IAM policies (managed, inline on roles, users and groups) never allow an action that takes "
-                "resource ARNs on Resource '*'; actions with no resource types are exempt (a short, sourced "
-                "list: anything else counts as restrictable, stricter than Checkov's full table). AWS-managed "
-                "policies attached by ARN are not read",
-    enforcement="mandatory", ids=("CKV_AWS_355", "CKV_AWS_290", "AVD-AWS-0057"),
+    "resource ARNs on Resource '*'; actions with no resource types are exempt (a short, sourced "
+    "list: anything else counts as restrictable, stricter than Checkov's full table). AWS-managed "
+    "policies attached by ARN are not read",
+    enforcement="mandatory",
+    ids=("CKV_AWS_355", "CKV_AWS_290", "AVD-AWS-0057"),
     anchor="Checkov CKV_AWS_355/CKV_AWS_290, Trivy AVD-AWS-0057",
-    resource_types=(*AWS_IAM_POLICY_DOCUMENTS, AWS_IAM_ROLE))
+    resource_types=(*AWS_IAM_POLICY_DOCUMENTS, AWS_IAM_ROLE),
+)
 def check_iam_wildcard_resource(resource_type: str, props: Props, protect: bool, ctx: RuleContext) -> list[str]:
     docs: list[tuple[str, Any]] = []
     if resource_type in AWS_IAM_POLICY_DOCUMENTS:
@@ -115,19 +118,29 @@ def _public_statements(doc: Mapping[str, Any]) -> list[int]:
 @stack_rule(
     name="kms-key-policy",
     description="Every KMS key has a key policy of its own (inline policy, or an aws.kms.KeyPolicy on the key) "
-                "rather than the one AWS writes when none is given, and no statement of it allows any principal "
-                "without a condition",
-    enforcement="mandatory", ids=("CKV2_AWS_64", "CKV_AWS_33"), anchor="Checkov CKV2_AWS_64/CKV_AWS_33")
+    "rather than the one AWS writes when none is given, and no statement of it allows any principal "
+    "without a condition",
+    enforcement="mandatory",
+    ids=("CKV2_AWS_64", "CKV_AWS_33"),
+    anchor="Checkov CKV2_AWS_64/CKV_AWS_33",
+)
 def check_kms_key_policy(resources: Sequence[StackResource], ctx: RuleContext) -> list[StackFinding]:
     findings: list[StackFinding] = []
     separate = [r for r in resources if r.type == AWS_KMS_KEY_POLICY]
     for key in (r for r in resources if r.type == AWS_KMS_KEY):
-        texts = [(owner, _known(owner.props, "policy")) for owner in
-                 [key, *(p for p in separate if _refers_to(p, "keyId", key))]]
+        texts = [
+            (owner, _known(owner.props, "policy"))
+            for owner in [key, *(p for p in separate if _refers_to(p, "keyId", key))]
+        ]
         texts = [(owner, text) for owner, text in texts if text]
         if not texts:
-            findings.append((f"KMS key {key.name!r} has no key policy: AWS then writes its default, which nobody "
-                             "reviewed for this key", key.urn))
+            findings.append(
+                (
+                    f"KMS key {key.name!r} has no key policy: AWS then writes its default, which nobody "
+                    "reviewed for this key",
+                    key.urn,
+                )
+            )
         for owner, text in texts:
             if text is _UNKNOWN:
                 continue  # set, from other resources' outputs: its text is checked once known
@@ -137,16 +150,23 @@ def check_kms_key_policy(resources: Sequence[StackResource], ctx: RuleContext) -
                     findings.append((f"key policy of {key.name!r} is not a JSON policy document", owner.urn))
                 continue
             for i in _public_statements(doc):
-                findings.append((f"key policy of {key.name!r}: Statement[{i}] allows any principal ('*') "
-                                 "without a condition", owner.urn))
+                findings.append(
+                    (
+                        f"key policy of {key.name!r}: Statement[{i}] allows any principal ('*') without a condition",
+                        owner.urn,
+                    )
+                )
     return findings
 
 
 @resource_rule(
     name="kms-key-rotation",
     description="Symmetric KMS keys rotate their key material every year (enableKeyRotation)",
-    enforcement="mandatory", ids=("CKV_AWS_7", "AVD-AWS-0065"), anchor="Checkov CKV_AWS_7, Trivy AVD-AWS-0065",
-    resource_types=(AWS_KMS_KEY,))
+    enforcement="mandatory",
+    ids=("CKV_AWS_7", "AVD-AWS-0065"),
+    anchor="Checkov CKV_AWS_7, Trivy AVD-AWS-0065",
+    resource_types=(AWS_KMS_KEY,),
+)
 def check_kms_key_rotation(resource_type: str, props: Props, protect: bool, ctx: RuleContext) -> list[str]:
     if resource_type != AWS_KMS_KEY:
         return []

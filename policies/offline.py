@@ -66,8 +66,11 @@ def mock_id(res: Recorded) -> str:
 
 
 def stack_resources(run: OfflineRun) -> list[StackResource]:
-    return [StackResource(type=r.type, name=r.name, urn=r.urn, props=r.inputs, protect=r.protect, id=mock_id(r))
-            for r in run.resources if r.custom]
+    return [
+        StackResource(type=r.type, name=r.name, urn=r.urn, props=r.inputs, protect=r.protect, id=mock_id(r))
+        for r in run.resources
+        if r.custom
+    ]
 
 
 def check_run(run: OfflineRun, spec: ClusterSpec, rules: Iterable[Rule] = ALL_RULES) -> list[Violation]:
@@ -80,21 +83,42 @@ def check_run(run: OfflineRun, spec: ClusterSpec, rules: Iterable[Rule] = ALL_RU
     for res in resources:
         for rule in rules:
             if isinstance(rule, ResourceRule) and res.type in rule.resource_types:
-                found += [Violation(rule=rule.name, enforcement=rule.enforcement, ids=rule.ids, message=m,
-                                    resource_type=res.type, resource_name=res.name, urn=res.urn)
-                          for m in rule.check(res.type, res.props, res.protect, ctx)]
+                found += [
+                    Violation(
+                        rule=rule.name,
+                        enforcement=rule.enforcement,
+                        ids=rule.ids,
+                        message=m,
+                        resource_type=res.type,
+                        resource_name=res.name,
+                        urn=res.urn,
+                    )
+                    for m in rule.check(res.type, res.props, res.protect, ctx)
+                ]
     for rule in rules:
         if isinstance(rule, StackRule):
             for message, urn in rule.check(resources, ctx):
                 at = by_urn.get(urn) if urn else None
-                found.append(Violation(rule=rule.name, enforcement=rule.enforcement, ids=rule.ids, message=message,
-                                       resource_type=at.type if at else None, resource_name=at.name if at else None,
-                                       urn=urn))
+                found.append(
+                    Violation(
+                        rule=rule.name,
+                        enforcement=rule.enforcement,
+                        ids=rule.ids,
+                        message=message,
+                        resource_type=at.type if at else None,
+                        resource_name=at.name if at else None,
+                        urn=urn,
+                    )
+                )
     return found
 
 
-def render(violations: Sequence[Violation], out: TextIO, rules: Iterable[Rule] = ALL_RULES,
-           exceptions: Mapping[str, str] | None = None) -> None:
+def render(
+    violations: Sequence[Violation],
+    out: TextIO,
+    rules: Iterable[Rule] = ALL_RULES,
+    exceptions: Mapping[str, str] | None = None,
+) -> None:
     """The plan's Policy section: the stack's exceptions, each violated rule with its IDs, then its findings."""
     exceptions = exceptions or {}
     rules = list(rules)

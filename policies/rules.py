@@ -40,8 +40,21 @@ from policies.core import (
     StackRule,
 )
 
-__all__ = ["ALL_RULES", "AWS_LAUNCH_TEMPLATES", "CONTEXT_CONFIG_SCHEMA", "Enforcement", "RESOURCE_RULES", "STACK_RULES",
-           "ResourceRule", "Rule", "RuleContext", "StackResource", "StackRule", "covered_types", "rule"]
+__all__ = [
+    "ALL_RULES",
+    "AWS_LAUNCH_TEMPLATES",
+    "CONTEXT_CONFIG_SCHEMA",
+    "Enforcement",
+    "RESOURCE_RULES",
+    "STACK_RULES",
+    "ResourceRule",
+    "Rule",
+    "RuleContext",
+    "StackResource",
+    "StackRule",
+    "covered_types",
+    "rule",
+]
 
 RESOURCE_RULES: tuple[ResourceRule, ...] = tuple(r for r in RULES if isinstance(r, ResourceRule))
 STACK_RULES: tuple[StackRule, ...] = tuple(r for r in RULES if isinstance(r, StackRule))

@@ -42,8 +42,11 @@ def _is_self_all(rule: Mapping[str, Any], proto_key: str = "protocol") -> bool:
 @stack_rule(
     name="efa-sg-self-traffic",
     description="Every EFA launch template carries a security group that allows all traffic in from and out "
-                "to itself (AWS EFA user guide; ParallelCluster's EFA security group check)",
-    enforcement="advisory", ids=(), anchor="AWS EFA user guide, 'Prepare an EFA-enabled security group'")
+    "to itself (AWS EFA user guide; ParallelCluster's EFA security group check)",
+    enforcement="advisory",
+    ids=(),
+    anchor="AWS EFA user guide, 'Prepare an EFA-enabled security group'",
+)
 def check_efa_sg_self(resources: Sequence[StackResource], ctx: RuleContext) -> list[StackFinding]:
     findings: list[StackFinding] = []
     groups = [r for r in resources if r.type == AWS_SECURITY_GROUP]
@@ -51,15 +54,26 @@ def check_efa_sg_self(resources: Sequence[StackResource], ctx: RuleContext) -> l
         data_prop = "launchTemplateData" if lt.type == AWS_NATIVE_LAUNCH_TEMPLATE else "networkInterfaces"
         attached = [sg for sg in groups if _refers_to(lt, data_prop, sg)]
         if not attached:
-            findings.append((f"EFA launch template {lt.name!r}: none of its interfaces' security groups is "
-                             "declared in this stack, so its self rules cannot be checked", lt.urn))
+            findings.append(
+                (
+                    f"EFA launch template {lt.name!r}: none of its interfaces' security groups is "
+                    "declared in this stack, so its self rules cannot be checked",
+                    lt.urn,
+                )
+            )
             continue
         if not any(_sg_allows_self(sg, resources) == (True, True) for sg in attached):
-            missing = {d for sg in attached for d, ok in zip(("ingress", "egress"), _sg_allows_self(sg, resources))
-                       if not ok}
-            findings.append((f"EFA launch template {lt.name!r}: no attached security group allows all traffic "
-                             f"to and from itself ({'/'.join(sorted(missing))} self rule with protocol -1 "
-                             "missing); EFA's SRD traffic is dropped without both", lt.urn))
+            missing = {
+                d for sg in attached for d, ok in zip(("ingress", "egress"), _sg_allows_self(sg, resources)) if not ok
+            }
+            findings.append(
+                (
+                    f"EFA launch template {lt.name!r}: no attached security group allows all traffic "
+                    f"to and from itself ({'/'.join(sorted(missing))} self rule with protocol -1 "
+                    "missing); EFA's SRD traffic is dropped without both",
+                    lt.urn,
+                )
+            )
     return findings
 
 
@@ -72,8 +86,11 @@ def _sg_allows_self(sg: StackResource, resources: Sequence[StackResource]) -> tu
                 seen[direction] = True
     for r in resources:
         if r.type == AWS_SECURITY_GROUP_RULE and _refers_to(r, "securityGroupId", sg):
-            if r.props.get("type") in seen and _is_self_all(r.props) and (
-                    _is_true(r.props.get("self")) or _refers_to(r, "sourceSecurityGroupId", sg)):
+            if (
+                r.props.get("type") in seen
+                and _is_self_all(r.props)
+                and (_is_true(r.props.get("self")) or _refers_to(r, "sourceSecurityGroupId", sg))
+            ):
                 seen[str(r.props["type"])] = True
         elif r.type in (AWS_SG_INGRESS_RULE, AWS_SG_EGRESS_RULE) and _refers_to(r, "securityGroupId", sg):
             if _is_self_all(r.props, "ipProtocol") and _refers_to(r, "referencedSecurityGroupId", sg):
@@ -84,8 +101,11 @@ def _sg_allows_self(sg: StackResource, resources: Sequence[StackResource]) -> tu
 @stack_rule(
     name="efa-placement",
     description="EFA nodes share one zone and a cluster placement group, unless the capacity is already "
-                "placed (capacity block, reservation), where a placement group must not be named",
-    enforcement="advisory", ids=(), anchor="AWS EC2 placement groups and capacity blocks guides")
+    "placed (capacity block, reservation), where a placement group must not be named",
+    enforcement="advisory",
+    ids=(),
+    anchor="AWS EC2 placement groups and capacity blocks guides",
+)
 def check_efa_placement(resources: Sequence[StackResource], ctx: RuleContext) -> list[StackFinding]:
     findings: list[StackFinding] = []
     efa = _efa_templates(resources)
@@ -97,28 +117,55 @@ def check_efa_placement(resources: Sequence[StackResource], ctx: RuleContext) ->
         group = _get(data, "placement", "groupName")
         if ctx.pre_placed:
             if group:
-                findings.append((f"EFA launch template {lt.name!r} names placement group {group!r} but the "
-                                 "capacity is already placed (capacity block/reservation): launches can fail", lt.urn))
+                findings.append(
+                    (
+                        f"EFA launch template {lt.name!r} names placement group {group!r} but the "
+                        "capacity is already placed (capacity block/reservation): launches can fail",
+                        lt.urn,
+                    )
+                )
             continue
         if not group:
-            findings.append((f"EFA launch template {lt.name!r} has no placement.groupName: nodes may land far apart "
-                             "on the network spine", lt.urn))
-        elif clusters and not any(_refers_to(lt, "placement" if lt.type == AWS_LAUNCH_TEMPLATE
-                                             else "launchTemplateData", pg, pg.props.get("name") or "")
-                                  for pg in clusters):
-            findings.append((f"EFA launch template {lt.name!r}: placement group {group!r} is not a 'cluster' "
-                             "placement group of this stack", lt.urn))
+            findings.append(
+                (
+                    f"EFA launch template {lt.name!r} has no placement.groupName: nodes may land far apart "
+                    "on the network spine",
+                    lt.urn,
+                )
+            )
+        elif clusters and not any(
+            _refers_to(
+                lt,
+                "placement" if lt.type == AWS_LAUNCH_TEMPLATE else "launchTemplateData",
+                pg,
+                pg.props.get("name") or "",
+            )
+            for pg in clusters
+        ):
+            findings.append(
+                (
+                    f"EFA launch template {lt.name!r}: placement group {group!r} is not a 'cluster' "
+                    "placement group of this stack",
+                    lt.urn,
+                )
+            )
         elif not clusters:
-            findings.append((f"EFA launch template {lt.name!r}: the stack declares no 'cluster' placement group",
-                             lt.urn))
+            findings.append(
+                (f"EFA launch template {lt.name!r}: the stack declares no 'cluster' placement group", lt.urn)
+            )
     if ctx.zone:
         subnets = [r for r in resources if r.type == AWS_SUBNET]
         for lt in efa:
             for sn in subnets:
                 zone = sn.props.get("availabilityZone")
                 if zone and zone != ctx.zone and _refers_to(lt, "networkInterfaces", sn):
-                    findings.append((f"EFA launch template {lt.name!r} uses subnet {sn.name!r} in {zone}, not the "
-                                     f"cluster's zone {ctx.zone}: EFA does not cross zones", lt.urn))
+                    findings.append(
+                        (
+                            f"EFA launch template {lt.name!r} uses subnet {sn.name!r} in {zone}, not the "
+                            f"cluster's zone {ctx.zone}: EFA does not cross zones",
+                            lt.urn,
+                        )
+                    )
     return findings
 
 
@@ -157,21 +204,34 @@ def _walk_strings_at(value: Any, key: str) -> list[str]:
 @stack_rule(
     name="gpu-network-mtu",
     description="The stack's VPC networks use the MTU the catalog gives for the GPU machine type "
-                "(components/catalog.yaml)",
-    enforcement="advisory", ids=(), anchor="GCP GPU network bandwidth and MTU guidance (catalog source)")
+    "(components/catalog.yaml)",
+    enforcement="advisory",
+    ids=(),
+    anchor="GCP GPU network bandwidth and MTU guidance (catalog source)",
+)
 def check_gpu_network_mtu(resources: Sequence[StackResource], ctx: RuleContext) -> list[StackFinding]:
     networks = [r for r in resources if r.type == GCP_NETWORK]
     if not networks:
         return []
     found = _catalog_mtu(resources, ctx)
     if found is None:
-        return [("the stack's GPU machine type is not in the catalog (set instanceType in the policy config), "
-                 "so network MTUs cannot be checked", None)]
+        return [
+            (
+                "the stack's GPU machine type is not in the catalog (set instanceType in the policy config), "
+                "so network MTUs cannot be checked",
+                None,
+            )
+        ]
     machine, mtu = found
     findings: list[StackFinding] = []
     for net in networks:
         given = net.props.get("mtu")
         if given is None or int(given) != mtu:
-            findings.append((f"network {net.name!r} has MTU {given if given is not None else 'unset (1460)'}, the "
-                             f"catalog gives {mtu} for {machine}: smaller frames cut GPU-to-GPU bandwidth", net.urn))
+            findings.append(
+                (
+                    f"network {net.name!r} has MTU {given if given is not None else 'unset (1460)'}, the "
+                    f"catalog gives {mtu} for {machine}: smaller frames cut GPU-to-GPU bandwidth",
+                    net.urn,
+                )
+            )
     return findings

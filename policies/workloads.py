@@ -92,8 +92,11 @@ def skips(*metas: Any) -> dict[str, str]:
 
 
 def _containers(spec: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    return [(f"{key}[{i}] ({c.get('name', '?')})", c) for key in ("initContainers", "containers", "ephemeralContainers")
-            for i, c in enumerate(_items(spec.get(key)))]
+    return [
+        (f"{key}[{i}] ({c.get('name', '?')})", c)
+        for key in ("initContainers", "containers", "ephemeralContainers")
+        for i, c in enumerate(_items(spec.get(key)))
+    ]
 
 
 def digest_findings(kind: str, obj: Mapping[str, Any]) -> list[str]:
@@ -105,8 +108,10 @@ def digest_findings(kind: str, obj: Mapping[str, Any]) -> list[str]:
         for where, c in _containers(spec):
             image = c.get("image")
             if not isinstance(image, str) or not _DIGEST.search(image):
-                problems.append(f"{path}.{where}: image {image!r} is not pinned by digest (@sha256:...); a tag "
-                                "can be moved to other code")
+                problems.append(
+                    f"{path}.{where}: image {image!r} is not pinned by digest (@sha256:...); a tag "
+                    "can be moved to other code"
+                )
     return problems
 
 
@@ -148,8 +153,11 @@ def hardening_findings(kind: str, obj: Mapping[str, Any]) -> list[str]:
                 bad("CKV_K8S_37", f"{at}.capabilities.drop does not drop ALL (NET_RAW and the other defaults stay)")
             seccomp = _get(sc, "seccompProfile", "type") or _get(pod_ctx, "seccompProfile", "type")
             if seccomp not in ("RuntimeDefault", "Localhost"):
-                bad("CKV_K8S_31", f"{at}.seccompProfile.type is {seccomp!r} (nor set on the pod), must be "
-                                  "RuntimeDefault or Localhost")
+                bad(
+                    "CKV_K8S_31",
+                    f"{at}.seccompProfile.type is {seccomp!r} (nor set on the pod), must be "
+                    "RuntimeDefault or Localhost",
+                )
     return problems
 
 
@@ -173,38 +181,75 @@ def _workloads(resources: Sequence[StackResource], charted: bool) -> list[tuple[
 @stack_rule(
     name="k8s-images-by-digest",
     description="Every container image of a Kubernetes workload the stack writes (pod templates of Pods, "
-                "Deployments, DaemonSets, StatefulSets, Jobs, CronJobs, JobSets) is pinned by digest; a tag may "
-                "stay beside it (repo:tag@sha256:...). Exceptions: a checkov.io/skip annotation with a reason",
-    enforcement="mandatory", ids=("CKV_K8S_43",), anchor="Checkov CKV_K8S_43")
+    "Deployments, DaemonSets, StatefulSets, Jobs, CronJobs, JobSets) is pinned by digest; a tag may "
+    "stay beside it (repo:tag@sha256:...). Exceptions: a checkov.io/skip annotation with a reason",
+    enforcement="mandatory",
+    ids=("CKV_K8S_43",),
+    anchor="Checkov CKV_K8S_43",
+)
 def check_images_by_digest(resources: Sequence[StackResource], ctx: RuleContext) -> list[StackFinding]:
-    return [(f"{kind} {r.name!r}: {m}", r.urn) for r, kind in _workloads(resources, charted=False)
-            for m in digest_findings(kind, r.props)]
+    return [
+        (f"{kind} {r.name!r}: {m}", r.urn)
+        for r, kind in _workloads(resources, charted=False)
+        for m in digest_findings(kind, r.props)
+    ]
 
 
 @stack_rule(
     name="k8s-workload-hardening",
     description="Every pod template of a Kubernetes workload the stack writes runs outside the default "
-                "namespace, without the node's network/PID/IPC namespaces, without a mounted service-account "
-                "token, and each container with a securityContext: not privileged, no privilege escalation, "
-                "non-root, all capabilities dropped, seccomp RuntimeDefault. Each finding names its Checkov id; "
-                "a checkov.io/skip annotation with a reason waives that one check. NetworkPolicy coverage "
-                "(CKV2_K8S_6) is not checked here: the stack's own workloads are node daemons on the host network",
+    "namespace, without the node's network/PID/IPC namespaces, without a mounted service-account "
+    "token, and each container with a securityContext: not privileged, no privilege escalation, "
+    "non-root, all capabilities dropped, seccomp RuntimeDefault. Each finding names its Checkov id; "
+    "a checkov.io/skip annotation with a reason waives that one check. NetworkPolicy coverage "
+    "(CKV2_K8S_6) is not checked here: the stack's own workloads are node daemons on the host network",
     enforcement="mandatory",
-    ids=("CKV_K8S_16", "CKV_K8S_17", "CKV_K8S_18", "CKV_K8S_19", "CKV_K8S_20", "CKV_K8S_21", "CKV_K8S_23",
-         "CKV_K8S_28", "CKV_K8S_30", "CKV_K8S_31", "CKV_K8S_37", "CKV_K8S_38", "KSV001", "KSV003", "KSV008",
-         "KSV009", "KSV010", "KSV012", "KSV017", "KSV030", "KSV036", "KSV110"),
-    anchor="Checkov CKV_K8S_16-38, Trivy KSV001-110")
+    ids=(
+        "CKV_K8S_16",
+        "CKV_K8S_17",
+        "CKV_K8S_18",
+        "CKV_K8S_19",
+        "CKV_K8S_20",
+        "CKV_K8S_21",
+        "CKV_K8S_23",
+        "CKV_K8S_28",
+        "CKV_K8S_30",
+        "CKV_K8S_31",
+        "CKV_K8S_37",
+        "CKV_K8S_38",
+        "KSV001",
+        "KSV003",
+        "KSV008",
+        "KSV009",
+        "KSV010",
+        "KSV012",
+        "KSV017",
+        "KSV030",
+        "KSV036",
+        "KSV110",
+    ),
+    anchor="Checkov CKV_K8S_16-38, Trivy KSV001-110",
+)
 def check_workload_hardening(resources: Sequence[StackResource], ctx: RuleContext) -> list[StackFinding]:
-    return [(f"{kind} {r.name!r}: {m}", r.urn) for r, kind in _workloads(resources, charted=False)
-            for m in hardening_findings(kind, r.props)]
+    return [
+        (f"{kind} {r.name!r}: {m}", r.urn)
+        for r, kind in _workloads(resources, charted=False)
+        for m in hardening_findings(kind, r.props)
+    ]
 
 
 @stack_rule(
     name="k8s-chart-workloads",
     description="The same image-digest and hardening checks on the workloads a pinned Helm chart renders (seen "
-                "only under pulumi preview, where CrossGuard sees a chart's children); advisory: the chart's "
-                "maintainers own those templates and device plugins need host access",
-    enforcement="advisory", ids=(), anchor="Checkov CKV_K8S_16-43 on third-party charts")
+    "only under pulumi preview, where CrossGuard sees a chart's children); advisory: the chart's "
+    "maintainers own those templates and device plugins need host access",
+    enforcement="advisory",
+    ids=(),
+    anchor="Checkov CKV_K8S_16-43 on third-party charts",
+)
 def check_chart_workloads(resources: Sequence[StackResource], ctx: RuleContext) -> list[StackFinding]:
-    return [(f"{kind} {r.name!r} (from a chart): {m}", r.urn) for r, kind in _workloads(resources, charted=True)
-            for m in digest_findings(kind, r.props) + hardening_findings(kind, r.props)]
+    return [
+        (f"{kind} {r.name!r} (from a chart): {m}", r.urn)
+        for r, kind in _workloads(resources, charted=True)
+        for m in digest_findings(kind, r.props) + hardening_findings(kind, r.props)
+    ]

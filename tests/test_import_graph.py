@@ -10,8 +10,14 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = {"components", "components.catalog", "components.contract", "components.bandwidth",
-          "components.validation_time", "components.problems"}
+SHARED = {
+    "components",
+    "components.catalog",
+    "components.contract",
+    "components.bandwidth",
+    "components.validation_time",
+    "components.problems",
+}
 
 
 def _imports(path: Path) -> set[str]:
@@ -37,20 +43,33 @@ def test_components_never_import_workloads() -> None:
 def test_workloads_import_no_pulumi_and_only_the_shared_components() -> None:
     problems = {}
     for f, imps in _graph("workloads").items():
-        wrong = sorted(i for i in imps if i.split(".")[0].startswith("pulumi")
-                       or (i.split(".")[0] == "components" and i not in SHARED
-                           and not any(i.startswith(s + ".") and s != "components" for s in SHARED)))
+        wrong = sorted(
+            i
+            for i in imps
+            if i.split(".")[0].startswith("pulumi")
+            or (
+                i.split(".")[0] == "components"
+                and i not in SHARED
+                and not any(i.startswith(s + ".") and s != "components" for s in SHARED)
+            )
+        )
         if wrong:
             problems[f] = wrong
     assert not problems
 
 
 def test_shared_modules_import_neither_side() -> None:
-    for mod in ("components/catalog.py", "components/contract.py", "components/bandwidth.py",
-                "components/validation_time.py", "components/problems.py"):
+    for mod in (
+        "components/catalog.py",
+        "components/contract.py",
+        "components/bandwidth.py",
+        "components/validation_time.py",
+        "components/problems.py",
+    ):
         imps = _imports(ROOT / mod)
-        assert not {i for i in imps if i.split(".")[0] in ("pulumi", "workloads", "torch")} and \
-            not {i for i in imps if i.startswith("pulumi")}, mod
+        assert not {i for i in imps if i.split(".")[0] in ("pulumi", "workloads", "torch")} and not {
+            i for i in imps if i.startswith("pulumi")
+        }, mod
 
 
 def test_the_check_sees_an_arrow_back(tmp_path: Path) -> None:

@@ -35,24 +35,42 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("components", "workloads", "policies")
 NOT_PACKAGES = ("tests", "bench", "stacks", "scripts", "docs", "examples")
 DATA = ("components/catalog.yaml",)
-_COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.pyc", "build", "dist", "*.egg-info",
-                                      ".mypy_cache", ".pytest_cache", ".hypothesis", "out")
+_COPY_IGNORE = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    "__pycache__",
+    "*.pyc",
+    "build",
+    "dist",
+    "*.egg-info",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".hypothesis",
+    "out",
+)
 
 
 def _source_packages() -> list[str]:
-    return sorted(".".join(init.parent.relative_to(ROOT).parts)
-                  for top in PACKAGES for init in (ROOT / top).rglob("__init__.py")
-                  if "__pycache__" not in init.parts)
+    return sorted(
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for top in PACKAGES
+        for init in (ROOT / top).rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    )
 
 
 def _source_modules() -> list[str]:
     """Every .py file of the packages, as a path in the wheel."""
-    return sorted(str(py.relative_to(ROOT).as_posix()) for pkg in _source_packages()
-                  for py in (ROOT / pkg.replace(".", "/")).glob("*.py"))
+    return sorted(
+        str(py.relative_to(ROOT).as_posix())
+        for pkg in _source_packages()
+        for py in (ROOT / pkg.replace(".", "/")).glob("*.py")
+    )
 
 
-def _run(cmd: list[str], cwd: Path | None = None,
-         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _run(
+    cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=cwd, env=env)
     assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc
@@ -63,8 +81,22 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("wheel")
     src, dist = tmp / "src", tmp / "dist"
     shutil.copytree(ROOT, src, ignore=_COPY_IGNORE)
-    _run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "--no-index",
-          "--disable-pip-version-check", "-q", "-w", str(dist)])
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(src),
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--disable-pip-version-check",
+            "-q",
+            "-w",
+            str(dist),
+        ]
+    )
     wheels = list(dist.glob("*.whl"))
     assert len(wheels) == 1, wheels
     assert wheels[0].name.startswith("gpu_cluster-") and wheels[0].name.endswith("-py3-none-any.whl")
@@ -138,10 +170,24 @@ def _fresh_venv(wheel: Path, tmp_path: Path) -> tuple[Path, Path]:
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     py = venv / "bin" / "python"
-    _run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index",
-          "--disable-pip-version-check", "-q", str(wheel)])
-    purelib = Path(_run([str(py), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
-                   .stdout.strip())
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(py),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--disable-pip-version-check",
+            "-q",
+            str(wheel),
+        ]
+    )
+    purelib = Path(
+        _run([str(py), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+    )
     # The dependencies, from the virtualenv running this test (after purelib on the fresh one's sys.path).
     paths = sysconfig.get_paths()
     ours = dict.fromkeys([*site.getsitepackages(), paths["purelib"], paths["platlib"]])
@@ -189,8 +235,11 @@ print(json.dumps({"modules": mods, "catalog": str(CATALOG_PATH), "instances": so
 
     # Nothing of the checkout's sources is importable (the dependencies' virtualenv may live
     # inside it, as .venv does).
-    assert not [p for p in out["sys_path"] if p and Path(p).resolve().is_relative_to(ROOT)
-                and not Path(p).resolve().is_relative_to(ROOT / ".venv")]
+    assert not [
+        p
+        for p in out["sys_path"]
+        if p and Path(p).resolve().is_relative_to(ROOT) and not Path(p).resolve().is_relative_to(ROOT / ".venv")
+    ]
     installed = purelib.resolve()
     expected = {m[: -len(".py")].replace("/", ".").removesuffix(".__init__") for m in _source_modules()}
     assert set(out["modules"]) == {m for m in expected if not m.endswith(".__main__")}

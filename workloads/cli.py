@@ -82,8 +82,11 @@ def output_dir_problem(path: Path) -> str | None:
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir():
-        return f"{path} cannot be created: {probe} is not a directory" if probe != path \
+        return (
+            f"{path} cannot be created: {probe} is not a directory"
+            if probe != path
             else f"{path} exists and is not a directory"
+        )
     if not os.access(probe, os.W_OK | os.X_OK):
         return f"{path} cannot be written: {probe} is not writable by this user"
     return None

@@ -30,14 +30,27 @@ DTYPES: dict[str, tuple[torch.dtype, str]] = {
     "int8": (torch.int8, "int8"),
     "uint8": (torch.uint8, "uint8"),
 }
-DTYPE_ALIASES = {"float": "float32", "half": "float16", "double": "float64", "int": "int32",
-                 "bf16": "bfloat16", "fp32": "float32", "fp16": "float16"}
+DTYPE_ALIASES = {
+    "float": "float32",
+    "half": "float16",
+    "double": "float64",
+    "int": "int32",
+    "bf16": "bfloat16",
+    "fp32": "float32",
+    "fp16": "float16",
+}
 
 # Largest integer each dtype holds exactly: check data stays at or under it, so every
 # reduction order gives the same, exact answer and a comparison can demand equality.
 _EXACT_LIMIT: dict[torch.dtype, int] = {
-    torch.float16: 2048, torch.bfloat16: 256, torch.float32: 1 << 24, torch.float64: 1 << 53,
-    torch.int8: 127, torch.uint8: 255, torch.int32: (1 << 31) - 1, torch.int64: (1 << 63) - 1,
+    torch.float16: 2048,
+    torch.bfloat16: 256,
+    torch.float32: 1 << 24,
+    torch.float64: 1 << 53,
+    torch.int8: 127,
+    torch.uint8: 255,
+    torch.int32: (1 << 31) - 1,
+    torch.int64: (1 << 63) - 1,
 }
 
 _CHUNK = 1 << 20  # elements per step when filling/checking, bounds the check's extra memory
@@ -168,6 +181,7 @@ def count_wrong(buf: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -
 
 # ----------------------------------------------------------------------------- the ops
 
+
 def _all_reduce(c: CaseInputs) -> Case:
     buf, send, recv = c.send, c.send, c.recv
 
@@ -175,8 +189,13 @@ def _all_reduce(c: CaseInputs) -> Case:
         recv.zero_()
         _fill(send, c.red_in)
 
-    return Case(launch=lambda: dist.all_reduce(buf, group=c.group), prepare=prepare, result=buf,
-                expected=c.red_sum, buffers=[send, recv])
+    return Case(
+        launch=lambda: dist.all_reduce(buf, group=c.group),
+        prepare=prepare,
+        result=buf,
+        expected=c.red_sum,
+        buffers=[send, recv],
+    )
 
 
 def _broadcast(c: CaseInputs) -> Case:
@@ -190,8 +209,13 @@ def _broadcast(c: CaseInputs) -> Case:
         if c.rank == root:
             _fill(send, lambda idx: c.plain(root, idx))
 
-    return Case(launch=lambda: dist.broadcast(buf, src=src, group=c.group), prepare=prepare,
-                result=buf, expected=lambda idx: c.plain(root, idx), buffers=[send, recv])
+    return Case(
+        launch=lambda: dist.broadcast(buf, src=src, group=c.group),
+        prepare=prepare,
+        result=buf,
+        expected=lambda idx: c.plain(root, idx),
+        buffers=[send, recv],
+    )
 
 
 def _all_gather(c: CaseInputs) -> Case:
@@ -203,8 +227,13 @@ def _all_gather(c: CaseInputs) -> Case:
         recv.zero_()
         _fill(inp, lambda idx: c.plain(c.rank, idx))
 
-    return Case(launch=lambda: gather(recv, inp, group=c.group), prepare=prepare, result=recv,
-                expected=lambda idx: c.plain(idx // k, idx % k), buffers=[send, recv])
+    return Case(
+        launch=lambda: gather(recv, inp, group=c.group),
+        prepare=prepare,
+        result=recv,
+        expected=lambda idx: c.plain(idx // k, idx % k),
+        buffers=[send, recv],
+    )
 
 
 def _reduce_scatter(c: CaseInputs) -> Case:
@@ -216,8 +245,13 @@ def _reduce_scatter(c: CaseInputs) -> Case:
         recv.zero_()
         _fill(send, c.red_in)
 
-    return Case(launch=lambda: scatter(out, send, group=c.group), prepare=prepare, result=out,
-                expected=lambda idx: c.red_sum(c.rank * k + idx), buffers=[send, recv])
+    return Case(
+        launch=lambda: scatter(out, send, group=c.group),
+        prepare=prepare,
+        result=out,
+        expected=lambda idx: c.red_sum(c.rank * k + idx),
+        buffers=[send, recv],
+    )
 
 
 def _all_to_all(c: CaseInputs) -> Case:
@@ -227,23 +261,70 @@ def _all_to_all(c: CaseInputs) -> Case:
         recv.zero_()
         _fill(send, lambda idx: c.plain(c.rank, idx))
 
-    return Case(launch=lambda: dist.all_to_all_single(recv, send, group=c.group), prepare=prepare,
-                result=recv, expected=lambda idx: c.plain(idx // k, c.rank * k + idx % k),
-                buffers=[send, recv])
+    return Case(
+        launch=lambda: dist.all_to_all_single(recv, send, group=c.group),
+        prepare=prepare,
+        result=recv,
+        expected=lambda idx: c.plain(idx // k, c.rank * k + idx % k),
+        buffers=[send, recv],
+    )
 
 
-OP_SPECS: dict[str, OpSpec] = {s.name: s for s in (
-    OpSpec(name="all_reduce", shape="whole", bus_factor=lambda n: 2.0 * (n - 1) / n, redop="sum",
-           root=-1, in_place=True, out_of_place=False, build=_all_reduce),
-    OpSpec(name="all_gather", shape="gathered", bus_factor=lambda n: (n - 1) / n, redop="none",
-           root=-1, in_place=True, out_of_place=True, build=_all_gather),
-    OpSpec(name="reduce_scatter", shape="scattered", bus_factor=lambda n: (n - 1) / n, redop="sum",
-           root=-1, in_place=True, out_of_place=True, build=_reduce_scatter),
-    OpSpec(name="broadcast", shape="whole", bus_factor=lambda n: 1.0, redop="none",
-           root=0, in_place=True, out_of_place=False, build=_broadcast),
-    OpSpec(name="all_to_all", shape="exchanged", bus_factor=lambda n: (n - 1) / n, redop="none",
-           root=-1, in_place=False, out_of_place=True, build=_all_to_all),
-)}
+OP_SPECS: dict[str, OpSpec] = {
+    s.name: s
+    for s in (
+        OpSpec(
+            name="all_reduce",
+            shape="whole",
+            bus_factor=lambda n: 2.0 * (n - 1) / n,
+            redop="sum",
+            root=-1,
+            in_place=True,
+            out_of_place=False,
+            build=_all_reduce,
+        ),
+        OpSpec(
+            name="all_gather",
+            shape="gathered",
+            bus_factor=lambda n: (n - 1) / n,
+            redop="none",
+            root=-1,
+            in_place=True,
+            out_of_place=True,
+            build=_all_gather,
+        ),
+        OpSpec(
+            name="reduce_scatter",
+            shape="scattered",
+            bus_factor=lambda n: (n - 1) / n,
+            redop="sum",
+            root=-1,
+            in_place=True,
+            out_of_place=True,
+            build=_reduce_scatter,
+        ),
+        OpSpec(
+            name="broadcast",
+            shape="whole",
+            bus_factor=lambda n: 1.0,
+            redop="none",
+            root=0,
+            in_place=True,
+            out_of_place=False,
+            build=_broadcast,
+        ),
+        OpSpec(
+            name="all_to_all",
+            shape="exchanged",
+            bus_factor=lambda n: (n - 1) / n,
+            redop="none",
+            root=-1,
+            in_place=False,
+            out_of_place=True,
+            build=_all_to_all,
+        ),
+    )
+}
 OPS: tuple[str, ...] = tuple(OP_SPECS)
 
 
@@ -286,8 +367,9 @@ def root_of(op: str) -> int:
     return op_spec(op).root
 
 
-def make_case(op: str, lay: Layout, *, in_place: bool, rank: int, n: int,
-              dtype: torch.dtype, device: torch.device, group: Any) -> Case | None:
+def make_case(
+    op: str, lay: Layout, *, in_place: bool, rank: int, n: int, dtype: torch.dtype, device: torch.device, group: Any
+) -> Case | None:
     """Buffers, launch and check of one row on ``group`` (None: the default group), where
     ``rank`` and ``n`` are this process's rank in ``group`` and the group's size.
 
@@ -305,8 +387,17 @@ def make_case(op: str, lay: Layout, *, in_place: bool, rank: int, n: int,
     need_recv = not in_place or op == "all_gather"
     send = torch.zeros(lay.send_elems if need_send else 0, dtype=dtype, device=device)
     recv = torch.zeros(lay.recv_elems if need_recv else 0, dtype=dtype, device=device)
-    return spec.build(CaseInputs(
-        lay=lay, in_place=in_place, rank=rank, n=n, group=group, send=send, recv=recv,
-        plain=lambda r, idx: (idx + 13 * r) % pm,
-        red_in=lambda idx: idx % ma + rank % mb,
-        red_sum=lambda idx: n * (idx % ma) + rank_sum))
+    return spec.build(
+        CaseInputs(
+            lay=lay,
+            in_place=in_place,
+            rank=rank,
+            n=n,
+            group=group,
+            send=send,
+            recv=recv,
+            plain=lambda r, idx: (idx + 13 * r) % pm,
+            red_in=lambda idx: idx % ma + rank % mb,
+            red_sum=lambda idx: n * (idx % ma) + rank_sum,
+        )
+    )

@@ -70,7 +70,7 @@ def _time_str(time_us: float) -> str:
 def header_lines() -> list[str]:
     """nccl-tests' three header lines."""
     lead, block = 52, 33  # widths of the (size..root) cells and of one placement's cells
-    title = ("#" + " " * (lead - 1) + "out-of-place".center(block) + "in-place".center(block))
+    title = "#" + " " * (lead - 1) + "out-of-place".center(block) + "in-place".center(block)
     return [
         title.rstrip(),
         f"# {'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}"
@@ -120,12 +120,18 @@ class Row:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "size_bytes": self.size_bytes, "count": self.count, "dtype": self.dtype,
-            "in_place": self.in_place, "time_us": self.time_us, "slowest_us": self.slowest_us,
+            "size_bytes": self.size_bytes,
+            "count": self.count,
+            "dtype": self.dtype,
+            "in_place": self.in_place,
+            "time_us": self.time_us,
+            "slowest_us": self.slowest_us,
             "algbw_gbps": self.algbw_gbps,
-            "busbw_gbps": self.busbw_gbps, "wrong": self.wrong,
-            "event_us": None if self.event_us is None else {
-                "min": self.event_us.min, "p50": self.event_us.p50, "p99": self.event_us.p99},
+            "busbw_gbps": self.busbw_gbps,
+            "wrong": self.wrong,
+            "event_us": None
+            if self.event_us is None
+            else {"min": self.event_us.min, "p50": self.event_us.p50, "p99": self.event_us.p99},
         }
 
 
@@ -136,11 +142,23 @@ def _cells(row: Row | None, checked: bool) -> str:
     return f"  {_time_str(row.time_us)}  {row.algbw_gbps:6.2f}  {row.busbw_gbps:6.2f}  {wrong:>6}"
 
 
-def format_row(*, size_bytes: int, count: int, type_name: str, redop: str, root: int,
-               out_of_place: Row | None, in_place: Row | None, checked: bool) -> str:
+def format_row(
+    *,
+    size_bytes: int,
+    count: int,
+    type_name: str,
+    redop: str,
+    root: int,
+    out_of_place: Row | None,
+    in_place: Row | None,
+    checked: bool,
+) -> str:
     """One nccl-tests table line; a placement that was not run shows ``N/A``."""
-    return (f"{size_bytes:12d}  {count:12d}  {type_name:>8}  {redop:>6}  {root:6d}"
-            + _cells(out_of_place, checked) + _cells(in_place, checked))
+    return (
+        f"{size_bytes:12d}  {count:12d}  {type_name:>8}  {redop:>6}  {root:6d}"
+        + _cells(out_of_place, checked)
+        + _cells(in_place, checked)
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -179,17 +197,18 @@ class OpResult:
         peak, largest = self.peak, self.largest
         if peak is not None and largest is not None:
             lines.append(f"# Peak bus bandwidth   : {peak.busbw_gbps:g} (at {peak.size_bytes} B)")
-            lines.append(f"# Largest-size busbw   : {largest.busbw_gbps:g} "
-                         f"(at {largest.size_bytes} B)")
-        lines.append(f"# Wrong elements       : {self.wrong_total} "
-                     f"{'OK' if self.wrong_total == 0 else 'FAILED'}")
+            lines.append(f"# Largest-size busbw   : {largest.busbw_gbps:g} (at {largest.size_bytes} B)")
+        lines.append(f"# Wrong elements       : {self.wrong_total} {'OK' if self.wrong_total == 0 else 'FAILED'}")
         return lines
 
     def to_json(self) -> dict[str, Any]:
         peak, largest = self.peak, self.largest
         return {
-            "op": self.op, "world_size": self.world_size, "backend": self.backend,
-            "dtype": self.dtype, "rows": [r.to_json() for r in self.rows],
+            "op": self.op,
+            "world_size": self.world_size,
+            "backend": self.backend,
+            "dtype": self.dtype,
+            "rows": [r.to_json() for r in self.rows],
             "avg_busbw_gbps": self.avg_busbw_gbps,
             "peak_busbw_gbps": None if peak is None else peak.busbw_gbps,
             "peak_size_bytes": None if peak is None else peak.size_bytes,

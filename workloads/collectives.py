@@ -56,21 +56,51 @@ import torch.distributed as dist
 
 from workloads import device as _device
 from workloads.cli import ArgumentParser, Problems, UsageError
-from workloads.collective_ops import DTYPE_ALIASES, DTYPES, OPS, Case, bandwidths, count_wrong, layout, make_case, redop_name, root_of
-from workloads.collective_table import (EventStats, OpResult, Row, format_row, format_size, header_lines, parse_size,
-                                        percentile, size_sweep)
+from workloads.collective_ops import (
+    DTYPE_ALIASES,
+    DTYPES,
+    OPS,
+    Case,
+    bandwidths,
+    count_wrong,
+    layout,
+    make_case,
+    redop_name,
+    root_of,
+)
+from workloads.collective_table import (
+    EventStats,
+    OpResult,
+    Row,
+    format_row,
+    format_size,
+    header_lines,
+    parse_size,
+    percentile,
+    size_sweep,
+)
 from workloads.hang import EXIT_HANG, CollectiveTimeout, Watchdog, arrival_barrier, grace_s
 from workloads.node import hang_here, stall
 
 EXIT_OK = 0
 EXIT_WRONG = 1
 EXIT_USAGE = 2
-__all__ = ["EXIT_HANG", "EXIT_OK", "EXIT_USAGE", "EXIT_WRONG", "CollectivesConfig", "UsageError", "main",
-           "parse_args", "run_collectives", "run_op"]
-
+__all__ = [
+    "EXIT_HANG",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "EXIT_WRONG",
+    "CollectivesConfig",
+    "UsageError",
+    "main",
+    "parse_args",
+    "run_collectives",
+    "run_op",
+]
 
 
 # ----------------------------------------------------------------------------- configuration
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CollectivesConfig:
@@ -105,20 +135,29 @@ class CollectivesConfig:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog="python -m workloads.collectives", description=__doc__.split("\n\n")[0],
-                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-o", "--op", default="all_reduce",
-                   help=f"one of {', '.join(OPS)}, a comma list, or 'all' (default all_reduce)")
+    p = ArgumentParser(
+        prog="python -m workloads.collectives",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "-o", "--op", default="all_reduce", help=f"one of {', '.join(OPS)}, a comma list, or 'all' (default all_reduce)"
+    )
     p.add_argument("-b", "--minbytes", default=None, help="smallest size, e.g. 8, 512K, 1M")
     p.add_argument("-e", "--maxbytes", default=None, help="largest size, e.g. 1G")
     p.add_argument("-f", "--stepfactor", default="2", help="size multiplier between rows (>= 2)")
     p.add_argument("-n", "--iters", default="20", help="timed launches per row")
     p.add_argument("-w", "--warmup_iters", default="5", help="untimed launches per row")
     p.add_argument("-c", "--check", default="1", help="1: verify results exactly, 0: skip")
-    p.add_argument("-d", "--datatype", default="float32",
-                   help=f"one of {', '.join(DTYPES)} (or {', '.join(DTYPE_ALIASES)})")
-    p.add_argument("-T", "--timeout", default="300",
-                   help="seconds one call (and each arrival and check) may take before the job ends")
+    p.add_argument(
+        "-d", "--datatype", default="float32", help=f"one of {', '.join(DTYPES)} (or {', '.join(DTYPE_ALIASES)})"
+    )
+    p.add_argument(
+        "-T",
+        "--timeout",
+        default="300",
+        help="seconds one call (and each arrival and check) may take before the job ends",
+    )
     p.add_argument("--json", default=None, help="write results as JSON here (rank 0)")
     return p
 
@@ -145,8 +184,7 @@ def parse_args(argv: Sequence[str] | None = None) -> CollectivesConfig:
     else:
         bad = [o for o in raw_ops if o not in OPS]
         if bad or not raw_ops:
-            problems.add("-o/--op", f"{ns.op!r} is not an op "
-                                  f"(allowed: {', '.join(OPS)}, a comma list of them, or all)")
+            problems.add("-o/--op", f"{ns.op!r} is not an op (allowed: {', '.join(OPS)}, a comma list of them, or all)")
         ops = tuple(o for o in raw_ops if o in OPS)
 
     sizes: dict[str, int | None] = {}
@@ -163,8 +201,9 @@ def parse_args(argv: Sequence[str] | None = None) -> CollectivesConfig:
             sizes[flag] = None
     lo, hi = sizes["-b/--minbytes"], sizes["-e/--maxbytes"]
     if lo is not None and hi is not None and lo > hi:
-        problems.add("", f"-b/--minbytes {ns.minbytes} is larger than -e/--maxbytes {ns.maxbytes} "
-                         "(allowed: min <= max)")
+        problems.add(
+            "", f"-b/--minbytes {ns.minbytes} is larger than -e/--maxbytes {ns.maxbytes} (allowed: min <= max)"
+        )
 
     factor = _int_flag(problems, "-f/--stepfactor", ns.stepfactor, 2)
     iters = _int_flag(problems, "-n/--iters", ns.iters, 1)
@@ -173,8 +212,10 @@ def parse_args(argv: Sequence[str] | None = None) -> CollectivesConfig:
         problems.add("-c/--check", f"{ns.check!r} is not allowed (allowed: 0, 1)")
     dtype = DTYPE_ALIASES.get(ns.datatype, ns.datatype)
     if dtype not in DTYPES:
-        problems.add("-d/--datatype", f"{ns.datatype!r} is not a type "
-                                      f"(allowed: {', '.join(DTYPES)}; aliases {', '.join(DTYPE_ALIASES)})")
+        problems.add(
+            "-d/--datatype",
+            f"{ns.datatype!r} is not a type (allowed: {', '.join(DTYPES)}; aliases {', '.join(DTYPE_ALIASES)})",
+        )
     try:
         timeout_s = float(ns.timeout)
         if not timeout_s > 0 or math.isinf(timeout_s):
@@ -186,15 +227,26 @@ def parse_args(argv: Sequence[str] | None = None) -> CollectivesConfig:
         problems.add("--json", f"{ns.json}: its directory does not exist or is not writable")  # before the sweep
     if problems:
         raise UsageError(problems)
-    return CollectivesConfig(ops=ops, min_bytes=lo, max_bytes=hi, factor=factor, iters=iters,
-                             warmup=warmup, check=ns.check == "1", dtype=dtype,
-                             timeout_s=timeout_s, json_path=ns.json)
+    return CollectivesConfig(
+        ops=ops,
+        min_bytes=lo,
+        max_bytes=hi,
+        factor=factor,
+        iters=iters,
+        warmup=warmup,
+        check=ns.check == "1",
+        dtype=dtype,
+        timeout_s=timeout_s,
+        json_path=ns.json,
+    )
 
 
 # ----------------------------------------------------------------------------- measurement
 
-def host_time(launch: Callable[[], None], iters: int, device: torch.device,
-              rearm: Callable[[int], None] | None = None) -> float:
+
+def host_time(
+    launch: Callable[[], None], iters: int, device: torch.device, rearm: Callable[[int], None] | None = None
+) -> float:
     """nccl-tests' timer: seconds per call over ``iters`` back-to-back launches and one sync.
 
     ``rearm(k)`` (the watchdog's) gives the next k calls the timeout once each: on the CPU a
@@ -257,19 +309,33 @@ class _Hooks:
             raw = os.environ.get(name, "").strip()
             return parse_size(raw) if raw else None
 
-        return _Hooks(fault_rank=_env_int("GPUC_FAULT_RANK"), fault_size=size("GPUC_FAULT_SIZE"),
-                      stall_rank=_env_int("GPUC_STALL_RANK"), stall_size=size("GPUC_STALL_SIZE"))
+        return _Hooks(
+            fault_rank=_env_int("GPUC_FAULT_RANK"),
+            fault_size=size("GPUC_FAULT_SIZE"),
+            stall_rank=_env_int("GPUC_STALL_RANK"),
+            stall_size=size("GPUC_STALL_SIZE"),
+        )
 
 
-def measure_case(case: Case, *, iters: int, warmup: int, check: bool, rt: _device.Runtime,
-                 side_group: Any, watchdog: Watchdog | None, label: str,
-                 fault: bool = False) -> tuple[float, int | None, EventStats | None, float]:
+def measure_case(
+    case: Case,
+    *,
+    iters: int,
+    warmup: int,
+    check: bool,
+    rt: _device.Runtime,
+    side_group: Any,
+    watchdog: Watchdog | None,
+    label: str,
+    fault: bool = False,
+) -> tuple[float, int | None, EventStats | None, float]:
     """Warm up, time, (on GPU) event-time and check one case.
 
     Returns the ranks' mean seconds per call (nccl-tests ``-a 1``), wrong elements summed over
     ranks (None without ``check``), the slowest rank's event statistics (None off GPU) and the
     slowest rank's seconds per call.
     """
+
     def guarded(what: str, calls: int = 1) -> contextlib.AbstractContextManager[None]:
         # -T bounds one call: a loop of n launches gets n times the limit.
         return watchdog.phase(f"{label} ({what})", calls) if watchdog else contextlib.nullcontext()
@@ -304,9 +370,19 @@ def measure_case(case: Case, *, iters: int, warmup: int, check: bool, rt: _devic
     return mean, (int(wrong_t.item()) if check else None), stats, combined[0]
 
 
-def run_op(op: str, cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: Any,
-           group: Any = None, watchdog: Watchdog | None = None, out: TextIO | None = None,
-           hooks: _Hooks | None = None, hosts: Sequence[str] | None = None, context: str = "") -> OpResult:
+def run_op(
+    op: str,
+    cfg: CollectivesConfig,
+    rt: _device.Runtime,
+    *,
+    side_group: Any,
+    group: Any = None,
+    watchdog: Watchdog | None = None,
+    out: TextIO | None = None,
+    hooks: _Hooks | None = None,
+    hosts: Sequence[str] | None = None,
+    context: str = "",
+) -> OpResult:
     """Measure ``op`` over ``cfg``'s sweep on ``group`` (None: the default group).
     ``hosts`` (host name by global rank) lets a timeout name the lost rank's host; ``context``
     starts every label (e.g. ``"pair a+b: "``), so a watchdog's message says where it was.
@@ -326,7 +402,7 @@ def run_op(op: str, cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: 
         label = f"{context}{op} size {size} B ({format_size(size)})"
         if hooks.stall_rank == rt.rank and size == stall_at:
             time.sleep(3600)  # test hook: this rank's host "dies" before the size
-        with (watchdog.phase(f"{label} (arrival)") if watchdog else contextlib.nullcontext()):
+        with watchdog.phase(f"{label} (arrival)") if watchdog else contextlib.nullcontext():
             arrival_barrier(side_group, rank=rt.rank, timeout_s=cfg.timeout_s, label=label, hosts=hosts)
         if lay.count == 0:
             if out is not None:
@@ -334,8 +410,7 @@ def run_op(op: str, cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: 
             continue
         pair: list[Row | None] = []
         for in_place in (False, True):
-            case = make_case(op, lay, in_place=in_place, rank=grank, n=n, dtype=dtype,
-                             device=rt.device, group=group)
+            case = make_case(op, lay, in_place=in_place, rank=grank, n=n, dtype=dtype, device=rt.device, group=group)
             if case is None:
                 pair.append(None)
                 continue
@@ -345,25 +420,51 @@ def run_op(op: str, cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: 
             where = f"{label} {'in-place' if in_place else 'out-of-place'}"
             try:
                 seconds, wrong, stats, slow = measure_case(
-                    case, iters=cfg.iters, warmup=cfg.warmup, check=cfg.check, rt=rt,
-                    side_group=side_group, watchdog=watchdog, label=where,
-                    fault=hooks.fault_rank == rt.rank
-                    and hooks.fault_size in (None, size))
+                    case,
+                    iters=cfg.iters,
+                    warmup=cfg.warmup,
+                    check=cfg.check,
+                    rt=rt,
+                    side_group=side_group,
+                    watchdog=watchdog,
+                    label=where,
+                    fault=hooks.fault_rank == rt.rank and hooks.fault_size in (None, size),
+                )
             except RuntimeError as exc:  # gloo/NCCL timeouts and lost peers surface here
                 first = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
                 host = f" ({rt.hostname})" if hosts else ""
                 raise CollectiveTimeout(f"{where}: failed on rank {rt.rank}{host}: {first}") from None
             algbw, busbw = bandwidths(op, lay.nbytes, seconds, n)
-            row = Row(op=op, size_bytes=lay.nbytes, count=lay.count, dtype=cfg.dtype,
-                      in_place=in_place, time_us=seconds * 1e6, algbw_gbps=algbw,
-                      busbw_gbps=busbw, wrong=wrong, event_us=stats, slowest_us=slow * 1e6)
+            row = Row(
+                op=op,
+                size_bytes=lay.nbytes,
+                count=lay.count,
+                dtype=cfg.dtype,
+                in_place=in_place,
+                time_us=seconds * 1e6,
+                algbw_gbps=algbw,
+                busbw_gbps=busbw,
+                wrong=wrong,
+                event_us=stats,
+                slowest_us=slow * 1e6,
+            )
             rows.append(row)
             pair.append(row)
             del case
         if out is not None:
-            out.write(format_row(size_bytes=lay.nbytes, count=lay.count, type_name=type_name,
-                                 redop=redop_name(op), root=root_of(op), out_of_place=pair[0],
-                                 in_place=pair[1], checked=cfg.check) + "\n")
+            out.write(
+                format_row(
+                    size_bytes=lay.nbytes,
+                    count=lay.count,
+                    type_name=type_name,
+                    redop=redop_name(op),
+                    root=root_of(op),
+                    out_of_place=pair[0],
+                    in_place=pair[1],
+                    checked=cfg.check,
+                )
+                + "\n"
+            )
             out.flush()
     return OpResult(op=op, world_size=n, backend=rt.backend, dtype=cfg.dtype, rows=tuple(rows))
 
@@ -372,13 +473,16 @@ def _event_lines(result: OpResult) -> list[str]:
     lines = ["# CUDA-event time per launch, slowest rank (us): size placement min p50 p99"]
     for r in result.rows:
         if r.event_us is not None:
-            lines.append(f"# {r.size_bytes:12d} {'in-place' if r.in_place else 'out-of-place':>12}"
-                         f" {r.event_us.min:9.2f} {r.event_us.p50:9.2f} {r.event_us.p99:9.2f}")
+            lines.append(
+                f"# {r.size_bytes:12d} {'in-place' if r.in_place else 'out-of-place':>12}"
+                f" {r.event_us.min:9.2f} {r.event_us.p50:9.2f} {r.event_us.p99:9.2f}"
+            )
     return lines if len(lines) > 1 else []
 
 
-def run_collectives(cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: Any = None,
-                    out: TextIO | None = None) -> list[OpResult]:
+def run_collectives(
+    cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: Any = None, out: TextIO | None = None
+) -> list[OpResult]:
     """Run every op in ``cfg`` on the already-started default group (the validation job's
     entry point). ``out`` receives the nccl-tests table (pass it on rank 0 only).
 
@@ -390,8 +494,7 @@ def run_collectives(cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: 
     if side_group is None:
         # A host-side gloo group: the arrival check and the rank combine never queue behind
         # (or on) the GPU's collectives.
-        side_group = dist.new_group(backend="gloo",
-                                    timeout=_dt.timedelta(seconds=cfg.timeout_s))
+        side_group = dist.new_group(backend="gloo", timeout=_dt.timedelta(seconds=cfg.timeout_s))
     # The arrival barrier has its own timeout; the watchdog waits a little longer so the
     # barrier's message, which names the ranks, is the one that gets out.
     watchdog = Watchdog(rank=rt.rank, limit_s=cfg.timeout_s + grace_s(cfg.timeout_s))
@@ -402,9 +505,11 @@ def run_collectives(cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: 
     dist.all_gather_object(hosts, (rt.hostname, str(rt.device)), group=side_group)
     host_names = [h for h, _ in hosts]
     if out is not None:
-        out.write(f"# collectives: world size {rt.world_size}, backend {rt.backend}, "
-                  f"dtype {cfg.dtype}, iters {cfg.iters}, warm-up {cfg.warmup}, "
-                  f"check {int(cfg.check)}\n")
+        out.write(
+            f"# collectives: world size {rt.world_size}, backend {rt.backend}, "
+            f"dtype {cfg.dtype}, iters {cfg.iters}, warm-up {cfg.warmup}, "
+            f"check {int(cfg.check)}\n"
+        )
         for r, (host, dev) in enumerate(hosts):
             out.write(f"#  Rank {r:3d} on {host} device {dev}\n")
     results = []
@@ -413,8 +518,9 @@ def run_collectives(cfg: CollectivesConfig, rt: _device.Runtime, *, side_group: 
             if out is not None:
                 out.write(f"#\n# {op}\n")
                 out.write("\n".join(header_lines()) + "\n")
-            result = run_op(op, cfg, rt, side_group=side_group, watchdog=watchdog, out=out,
-                            hooks=hooks, hosts=host_names)
+            result = run_op(
+                op, cfg, rt, side_group=side_group, watchdog=watchdog, out=out, hooks=hooks, hosts=host_names
+            )
             results.append(result)
             if out is not None:
                 out.write("\n".join(result.summary_lines() + _event_lines(result)) + "\n")
@@ -428,9 +534,12 @@ def results_json(results: Sequence[OpResult], rt: _device.Runtime) -> dict[str, 
     """One op: its object. Several: ``{"world_size", "backend", "wrong_total", "results"}``."""
     if len(results) == 1:
         return results[0].to_json()
-    return {"world_size": rt.world_size, "backend": rt.backend,
-            "wrong_total": sum(r.wrong_total for r in results),
-            "results": [r.to_json() for r in results]}
+    return {
+        "world_size": rt.world_size,
+        "backend": rt.backend,
+        "wrong_total": sum(r.wrong_total for r in results),
+        "results": [r.to_json() for r in results],
+    }
 
 
 def cap_to_memory(cfg: CollectivesConfig, device_bytes: int | None, backend: str) -> tuple[CollectivesConfig, str]:
@@ -464,8 +573,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.flush()
         if rt.is_main and cfg.json_path:
             with open(cfg.json_path, "w") as fh:
-                json.dump({"error": str(exc), "world_size": rt.world_size,
-                           "backend": rt.backend}, fh, indent=2)
+                json.dump({"error": str(exc), "world_size": rt.world_size, "backend": rt.backend}, fh, indent=2)
         # Tearing the group down would wait on the rank that never came.
         os._exit(EXIT_HANG)
     if rt.is_main and cfg.json_path:

@@ -81,9 +81,7 @@ def read_shard(path: Path) -> Shard:
     except OSError as e:
         raise ShardError(f"{path}: cannot read: {e.strerror}") from None
     if len(raw) < HEADER_BYTES:
-        raise ShardError(
-            f"{path}: truncated: {size} bytes, shorter than the {HEADER_BYTES}-byte header"
-        )
+        raise ShardError(f"{path}: truncated: {size} bytes, shorter than the {HEADER_BYTES}-byte header")
     magic, version, code, n_tokens, vocab, _ = HEADER.unpack(raw)
     if magic != MAGIC:
         raise ShardError(f"{path}: not a token shard (magic {magic!r}, expected {MAGIC!r})")
@@ -97,8 +95,7 @@ def read_shard(path: Path) -> Shard:
     if size != expected:
         have = size - HEADER_BYTES
         detail = (
-            f"header says {n_tokens} tokens of {DTYPE_NAMES[code]} = {n_tokens * itemsize} "
-            f"data bytes, file has {have}"
+            f"header says {n_tokens} tokens of {DTYPE_NAMES[code]} = {n_tokens * itemsize} data bytes, file has {have}"
         )
         if size < expected:
             hint = "truncated (an interrupted copy?)"
@@ -139,13 +136,15 @@ def check_shards(
     for s in shards:
         if seq_len is not None and s.n_tokens < seq_len + 1:
             problems.append(
-                (flag, f"{s.path}: {s.n_tokens} tokens, fewer than seq_len + 1 = {seq_len + 1} "
-                       "needed for one training window (lower --seq-len or drop the shard)")
+                (
+                    flag,
+                    f"{s.path}: {s.n_tokens} tokens, fewer than seq_len + 1 = {seq_len + 1} "
+                    "needed for one training window (lower --seq-len or drop the shard)",
+                )
             )
         if vocab_size is not None and s.vocab_size > vocab_size:
             problems.append(
-                (flag, f"{s.path}: written for vocab {s.vocab_size}, larger than the model's "
-                       f"--vocab-size {vocab_size}")
+                (flag, f"{s.path}: written for vocab {s.vocab_size}, larger than the model's --vocab-size {vocab_size}")
             )
     return shards, problems
 
@@ -231,8 +230,9 @@ def write_shard(path: Path, tokens: np.ndarray, vocab: int) -> None:
         raise
 
 
-def write_synthetic(*, out: Path, shards: int, tokens_per_shard: int, vocab: int, seed: int,
-                    prefix: str = "train") -> list[Path]:
+def write_synthetic(
+    *, out: Path, shards: int, tokens_per_shard: int, vocab: int, seed: int, prefix: str = "train"
+) -> list[Path]:
     """Write ``shards`` synthetic shards; shard ``k`` depends only on ``(seed, k)``."""
     out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -278,8 +278,9 @@ def main(argv: list[str] | None = None) -> int:
         elif out.exists() and not out.is_dir():
             p.add("--out", f"{out} exists and is not a directory")
         p.exit_if_any()
-        paths = write_synthetic(out=out, shards=shards, tokens_per_shard=tps, vocab=vocab,
-                                seed=seed, prefix=args.prefix)
+        paths = write_synthetic(
+            out=out, shards=shards, tokens_per_shard=tps, vocab=vocab, seed=seed, prefix=args.prefix
+        )
         print(f"wrote {len(paths)} shards x {tps} tokens (vocab {vocab}) to {out}")
         return 0
 
@@ -291,8 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     p.exit_if_any()
     total = sum(s.n_tokens for s in found)
     dtypes = sorted({DTYPE_NAMES[s.dtype_code] for s in found})
-    print(f"{len(found)} shards, {total} tokens, dtype {'/'.join(dtypes)}, "
-          f"vocab <= {max(s.vocab_size for s in found)}")
+    print(f"{len(found)} shards, {total} tokens, dtype {'/'.join(dtypes)}, vocab <= {max(s.vocab_size for s in found)}")
     return 0
 
 

@@ -60,8 +60,19 @@ from workloads.train.checkpoint import COMPLETE_MARKER, Progress, complete_check
 from workloads.train.config import Parts, TrainConfig, build_parser, parse_config
 from workloads.train.loop import lr_at, param_digest, train
 
-__all__ = ["COMPLETE_MARKER", "Parts", "Progress", "TrainConfig", "build_parser", "complete_checkpoints",
-           "lr_at", "main", "param_digest", "parse_config", "train"]
+__all__ = [
+    "COMPLETE_MARKER",
+    "Parts",
+    "Progress",
+    "TrainConfig",
+    "build_parser",
+    "complete_checkpoints",
+    "lr_at",
+    "main",
+    "param_digest",
+    "parse_config",
+    "train",
+]
 
 
 def _fmt(x: float | None) -> str:
@@ -74,12 +85,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = train(cfg, parts, rt)
         if rt.is_main:
-            why = ("FLOPs are known for the bundled GPT on token shards only" if cfg.model_spec or cfg.dataset_spec
-                   else "no --peak-tflops/--instance-type")
+            why = (
+                "FLOPs are known for the bundled GPT on token shards only"
+                if cfg.model_spec or cfg.dataset_spec
+                else "no --peak-tflops/--instance-type"
+            )
             mfu = f"n/a ({why})" if result["mfu"] is None else f"{100 * result['mfu']:.1f}%"
             p50 = result["step_time_p50_s"]
-            rate = (f"{result['tokens_per_s_per_gpu']:.0f} tokens/s/gpu" if result["tokens_per_s_per_gpu"]
-                    else f"{result['samples_per_s_per_gpu']:.1f} samples/s/gpu" if p50 else "")
+            rate = (
+                f"{result['tokens_per_s_per_gpu']:.0f} tokens/s/gpu"
+                if result["tokens_per_s_per_gpu"]
+                else f"{result['samples_per_s_per_gpu']:.1f} samples/s/gpu"
+                if p50
+                else ""
+            )
             print(
                 f"done: {result['steps']} steps, loss {_fmt(result['loss_first'])} -> "
                 f"{_fmt(result['loss_last'])}, "

@@ -64,8 +64,12 @@ def detect_accelerator(force_cpu: bool = False) -> str:
     return "rocm" if getattr(torch.version, "hip", None) else "cuda"
 
 
-def setup(timeout_s: float | None = None, force_cpu: bool | None = None,
-          on_stage: Callable[[str], None] | None = None, instance_type: str | None = None) -> Runtime:
+def setup(
+    timeout_s: float | None = None,
+    force_cpu: bool | None = None,
+    on_stage: Callable[[str], None] | None = None,
+    instance_type: str | None = None,
+) -> Runtime:
     """Bind this process to its device and start the default process group.
 
     ``timeout_s`` bounds every collective (env ``GPUC_PG_TIMEOUT_S`` overrides the default);
@@ -109,8 +113,9 @@ def setup(timeout_s: float | None = None, force_cpu: bool | None = None,
         # NCCL falls back to sockets when the fabric is missing; stop here and say what is missing.
         from workloads import fabric_check
 
-        report = fabric_check.require(str(instance_type or os.environ.get("GPUC_INSTANCE_TYPE")),
-                                      rocm=accelerator == "rocm")
+        report = fabric_check.require(
+            str(instance_type or os.environ.get("GPUC_INSTANCE_TYPE")), rocm=accelerator == "rocm"
+        )
         if local_rank == 0:
             print(report.message(), flush=True)
         if on_stage is not None:

@@ -81,8 +81,10 @@ class FabricReport:
     def message(self) -> str:
         if self.ok:
             return f"fabric check on {self.host}: {self.fabric} ok: " + "; ".join(self.found)
-        return (f"fabric check on {self.host}: {self.fabric} is not usable, NCCL would fall back to sockets: "
-                + "; ".join(self.problems))
+        return (
+            f"fabric check on {self.host}: {self.fabric} is not usable, NCCL would fall back to sockets: "
+            + "; ".join(self.problems)
+        )
 
 
 def plugin_names(env: Mapping[str, str], rocm: bool = False) -> list[str]:
@@ -116,7 +118,9 @@ def _ld_conf_dirs(conf: Path = Path("/etc/ld.so.conf")) -> tuple[Path, ...]:
     return (*dirs, Path("/lib"), Path("/usr/lib"), Path("/lib64"), Path("/usr/lib64"))
 
 
-def check_plugin(sc: StartupCheck, env: Mapping[str, str], roots: Roots, rocm: bool = False) -> tuple[str | None, str | None]:
+def check_plugin(
+    sc: StartupCheck, env: Mapping[str, str], roots: Roots, rocm: bool = False
+) -> tuple[str | None, str | None]:
     """(problem, found): the plugin file NCCL would load, loaded, with its entry symbol."""
     names = plugin_names(env, rocm)
     ld_path = [Path(d) for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
@@ -132,14 +136,22 @@ def check_plugin(sc: StartupCheck, env: Mapping[str, str], roots: Roots, rocm: b
             break
     label = f"{sc.plugin} ({' or '.join(names)})"
     if hit is None:
-        elsewhere = [roots.files / d.lstrip("/") / n for d in sc.plugin_dirs for n in names
-                     if (roots.files / d.lstrip("/") / n).is_file()]
+        elsewhere = [
+            roots.files / d.lstrip("/") / n
+            for d in sc.plugin_dirs
+            for n in names
+            if (roots.files / d.lstrip("/") / n).is_file()
+        ]
         if elsewhere:
-            return (f"net plugin {label} is installed at {elsewhere[0]} but {elsewhere[0].parent} is not on "
-                    f"LD_LIBRARY_PATH ({env.get('LD_LIBRARY_PATH', '') or 'unset'}), so NCCL will not load it"), None
+            return (
+                f"net plugin {label} is installed at {elsewhere[0]} but {elsewhere[0].parent} is not on "
+                f"LD_LIBRARY_PATH ({env.get('LD_LIBRARY_PATH', '') or 'unset'}), so NCCL will not load it"
+            ), None
         where = ", ".join(sc.plugin_dirs) or "any directory"
-        return (f"net plugin {label} not found on LD_LIBRARY_PATH ({env.get('LD_LIBRARY_PATH', '') or 'unset'}) "
-                f"nor in the loader's directories, nor in {where}"), None
+        return (
+            f"net plugin {label} not found on LD_LIBRARY_PATH ({env.get('LD_LIBRARY_PATH', '') or 'unset'}) "
+            f"nor in the loader's directories, nor in {where}"
+        ), None
     try:
         lib = ctypes.CDLL(str(hit))
     except OSError as exc:
@@ -172,12 +184,16 @@ def check_efa(expect: int, roots: Roots) -> tuple[str | None, str]:
             usable.append(d.name)
     found = f"{len(usable)} EFA device(s) usable ({', '.join(usable[:4])}{', ...' if len(usable) > 4 else ''})"
     if not efa:
-        return (f"EFA is missing: no device under {roots.sys}/class/infiniband is bound to the efa driver "
-                f"(expected {expect}: no EFA interface attached, or the efa kernel driver not loaded)"), found
+        return (
+            f"EFA is missing: no device under {roots.sys}/class/infiniband is bound to the efa driver "
+            f"(expected {expect}: no EFA interface attached, or the efa kernel driver not loaded)"
+        ), found
     if len(usable) < expect:
-        return (f"EFA: {len(usable)} of {expect} expected EFA devices are usable here ({len(efa)} in sysfs; "
-                f"the others have no {roots.dev}/infiniband/uverbs* node: request vpc.amazonaws.com/efa: {expect} "
-                f"or attach {expect} EFA interfaces)"), found
+        return (
+            f"EFA: {len(usable)} of {expect} expected EFA devices are usable here ({len(efa)} in sysfs; "
+            f"the others have no {roots.dev}/infiniband/uverbs* node: request vpc.amazonaws.com/efa: {expect} "
+            f"or attach {expect} EFA interfaces)"
+        ), found
     return None, found
 
 
@@ -195,8 +211,10 @@ def check_rdma_ports(expect: int, link_layer: str, roots: Roots) -> tuple[str | 
     found = f"{len(active)} active {kind} device(s) ({', '.join(active)})"
     if len(active) < expect:
         inactive = sorted(set(devs) - set(active))
-        return (f"{kind}: {len(active)} of {expect} expected devices with an ACTIVE port under "
-                f"{roots.sys}/class/infiniband" + (f" (not active: {', '.join(inactive)})" if inactive else "")), found
+        return (
+            f"{kind}: {len(active)} of {expect} expected devices with an ACTIVE port under "
+            f"{roots.sys}/class/infiniband" + (f" (not active: {', '.join(inactive)})" if inactive else "")
+        ), found
     return None, found
 
 
@@ -218,8 +236,10 @@ def check_nics(sc: StartupCheck, expect: int, env: Mapping[str, str], roots: Roo
     if len(names) < expect:
         problems.append(f"{sc.nics_env}={listed!r} names {len(names)} GPU NICs, the instance has {expect}")
     if missing:
-        problems.append(f"GPU NIC(s) {', '.join(missing)} missing from {roots.sys}/class/net (the pod's "
-                        f"networking.gke.io/interfaces annotation or the node's GPU VPCs)")
+        problems.append(
+            f"GPU NIC(s) {', '.join(missing)} missing from {roots.sys}/class/net (the pod's "
+            f"networking.gke.io/interfaces annotation or the node's GPU VPCs)"
+        )
     if down:
         problems.append(f"GPU NIC(s) {', '.join(down)} are down")
     return ("; ".join(problems) or None), found
@@ -244,8 +264,14 @@ def rxdm_listening(name: str, env: Mapping[str, str], roots: Roots) -> bool:
     return False
 
 
-def check_rxdm(sc: StartupCheck, env: Mapping[str, str], roots: Roots, wait_s: float,
-               sleep: Callable[[float], None], clock: Callable[[], float]) -> tuple[str | None, str]:
+def check_rxdm(
+    sc: StartupCheck,
+    env: Mapping[str, str],
+    roots: Roots,
+    wait_s: float,
+    sleep: Callable[[float], None],
+    clock: Callable[[], float],
+) -> tuple[str | None, str]:
     assert sc.rxdm_socket is not None
     deadline = clock() + wait_s
     while True:
@@ -254,15 +280,29 @@ def check_rxdm(sc: StartupCheck, env: Mapping[str, str], roots: Roots, wait_s: f
         if clock() >= deadline:
             break
         sleep(min(RXDM_POLL_S, max(0.0, deadline - clock())))
-    where = (f"{env['FILE_BASED_UDS_PATH_PREFIX']}/{sc.rxdm_socket}" if env.get("FILE_BASED_UDS_PATH_PREFIX")
-             else f"@{sc.rxdm_socket} in {roots.proc}/net/unix")
-    return (f"TCPXO receive-datapath manager (RxDM) not reachable: no listening socket {where} after {wait_s:.0f} s "
-            "(GKE: the pod's tcpxo-daemon sidecar; Slurm: the RxDM prolog)"), ""
+    where = (
+        f"{env['FILE_BASED_UDS_PATH_PREFIX']}/{sc.rxdm_socket}"
+        if env.get("FILE_BASED_UDS_PATH_PREFIX")
+        else f"@{sc.rxdm_socket} in {roots.proc}/net/unix"
+    )
+    return (
+        f"TCPXO receive-datapath manager (RxDM) not reachable: no listening socket {where} after {wait_s:.0f} s "
+        "(GKE: the pod's tcpxo-daemon sidecar; Slurm: the RxDM prolog)"
+    ), ""
 
 
-def check(fabric: str, expect: int, *, env: Mapping[str, str] | None = None, roots: Roots | None = None,
-          rocm: bool = False, rxdm_wait_s: float | None = None, sleep: Callable[[float], None] = time.sleep,
-          clock: Callable[[], float] = time.monotonic, host: str | None = None) -> FabricReport:
+def check(
+    fabric: str,
+    expect: int,
+    *,
+    env: Mapping[str, str] | None = None,
+    roots: Roots | None = None,
+    rocm: bool = False,
+    rxdm_wait_s: float | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    host: str | None = None,
+) -> FabricReport:
     """Every problem with this node's ``fabric``, given the count of devices its type has."""
     checks, _ = load_fabric_facts()
     if fabric not in checks:
@@ -299,8 +339,14 @@ def expectation(instance_type: str) -> tuple[str, int]:
     return net.fabric, (net.efa_interfaces if net.fabric == "efa" else net.gpu_nics)
 
 
-def require(instance_type: str, *, env: Mapping[str, str] | None = None, roots: Roots | None = None,
-            rocm: bool = False, rxdm_wait_s: float | None = None) -> FabricReport:
+def require(
+    instance_type: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    roots: Roots | None = None,
+    rocm: bool = False,
+    rxdm_wait_s: float | None = None,
+) -> FabricReport:
     """Raise :class:`FabricCheckFailed` naming what is missing; the report when all is there."""
     fabric, expect = expectation(instance_type)
     report = check(fabric, expect, env=env, roots=roots, rocm=rocm, rxdm_wait_s=rxdm_wait_s)

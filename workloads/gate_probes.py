@@ -30,8 +30,13 @@ CRITICAL_XIDS = frozenset({48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 8
 # GPU idle and none pass and warns on the rest.
 THROTTLE_FAIL = {0x8: "HW slowdown", 0x40: "HW thermal slowdown", 0x80: "HW power brake slowdown"}
 THROTTLE_WARN = {0x20: "SW thermal slowdown"}
-THROTTLE_INFO = {0x4: "SW power cap", 0x1: "GPU idle", 0x2: "applications clocks", 0x10: "sync boost",
-                 0x100: "display clocks"}
+THROTTLE_INFO = {
+    0x4: "SW power cap",
+    0x1: "GPU idle",
+    0x2: "applications clocks",
+    0x10: "sync boost",
+    0x100: "display clocks",
+}
 NVLINK_COUNTERS = {0: "replay", 1: "recovery", 2: "crc_flit", 3: "crc_data"}
 _NVML_ERROR_NOT_SUPPORTED = 3
 _NVML_ERROR_INVALID_ARGUMENT = 2
@@ -83,6 +88,7 @@ def _version(raw: Any) -> str:
 
 # ----------------------------------------------------------------------------- NVML, per node
 
+
 def nvml_node_checks(nvml: Any, count: int | None, matches: Callable[[str], bool] | None, model: str) -> list[Check]:
     out: list[Check] = []
     n, why = _try(nvml, "nvmlDeviceGetCount")
@@ -91,8 +97,15 @@ def nvml_node_checks(nvml: Any, count: int | None, matches: Callable[[str], bool
     if count is None:
         out.append(Check(name="gpu.count", scope="node", status=INFO, value=n, detail="no instance type"))
     else:
-        out.append(Check(name="gpu.count", scope="node", status=PASS if n == count else FAIL, value=n,
-                         detail=f"{n} GPUs, the catalog says {count}"))
+        out.append(
+            Check(
+                name="gpu.count",
+                scope="node",
+                status=PASS if n == count else FAIL,
+                value=n,
+                detail=f"{n} GPUs, the catalog says {count}",
+            )
+        )
     names = []
     for i in range(n):
         h, why = _try(nvml, "nvmlDeviceGetHandleByIndex", i)
@@ -100,20 +113,33 @@ def nvml_node_checks(nvml: Any, count: int | None, matches: Callable[[str], bool
         names.append(_version(name) if name is not None else f"? ({why2})")
     odd = [f"gpu{i} {nm!r}" for i, nm in enumerate(names) if matches is not None and not matches(nm)]
     if matches is None:
-        out.append(Check(name="gpu.model", scope="node", status=INFO, value=sorted(set(names)), detail="no instance type"))
+        out.append(
+            Check(name="gpu.model", scope="node", status=INFO, value=sorted(set(names)), detail="no instance type")
+        )
     else:
-        out.append(Check(name="gpu.model", scope="node", status=FAIL if odd else PASS, value=sorted(set(names)),
-                         detail=f"not {model}: {', '.join(odd)}" if odd else f"all {model}"))
+        out.append(
+            Check(
+                name="gpu.model",
+                scope="node",
+                status=FAIL if odd else PASS,
+                value=sorted(set(names)),
+                detail=f"not {model}: {', '.join(odd)}" if odd else f"all {model}",
+            )
+        )
     drv, why = _try(nvml, "nvmlSystemGetDriverVersion")
     cuda, why_c = _try(nvml, "nvmlSystemGetCudaDriverVersion")
-    vers = {"driver": _version(drv) if drv is not None else None,
-            "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else None}
-    out.append(Check(name="versions", scope="node", status=INFO, value=vers,
-                     detail="; ".join(w for w in (why, why_c) if w)))
+    vers = {
+        "driver": _version(drv) if drv is not None else None,
+        "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else None,
+    }
+    out.append(
+        Check(name="versions", scope="node", status=INFO, value=vers, detail="; ".join(w for w in (why, why_c) if w))
+    )
     return out
 
 
 # ----------------------------------------------------------------------------- NVML, per GPU
+
 
 def _ecc(nvml: Any, h: Any, scope: str) -> list[Check]:
     out = []
@@ -123,8 +149,15 @@ def _ecc(nvml: Any, h: Any, scope: str) -> list[Check]:
         if why:
             out.append(not_run(name, scope, why))
         else:
-            out.append(Check(name=name, scope=scope, status=FAIL if v else PASS, value=v,
-                             detail=f"{v} uncorrectable ECC errors ({label})"))
+            out.append(
+                Check(
+                    name=name,
+                    scope=scope,
+                    status=FAIL if v else PASS,
+                    value=v,
+                    detail=f"{v} uncorrectable ECC errors ({label})",
+                )
+            )
     return out
 
 
@@ -132,19 +165,33 @@ def _remap(nvml: Any, h: Any, scope: str) -> Check:
     rows, why = _try(nvml, "nvmlDeviceGetRemappedRows", h)
     if rows is not None:
         corr, unc, pending, failed = rows
-        bad = [w for w, flag in (("a row remap is pending (the GPU needs a reset)", pending),
-                                 ("a row remap has failed", failed)) if flag]
-        return Check(name="memory.remap", scope=scope, status=FAIL if bad else PASS,
-                     value={"correctable": corr, "uncorrectable": unc, "pending": bool(pending), "failed": bool(failed)},
-                     detail="; ".join(bad) or f"{corr + unc} rows remapped, none pending")
+        bad = [
+            w
+            for w, flag in (
+                ("a row remap is pending (the GPU needs a reset)", pending),
+                ("a row remap has failed", failed),
+            )
+            if flag
+        ]
+        return Check(
+            name="memory.remap",
+            scope=scope,
+            status=FAIL if bad else PASS,
+            value={"correctable": corr, "uncorrectable": unc, "pending": bool(pending), "failed": bool(failed)},
+            detail="; ".join(bad) or f"{corr + unc} rows remapped, none pending",
+        )
     # Before Ampere: page retirement instead of row remapping.
     pend, why2 = _try(nvml, "nvmlDeviceGetRetiredPagesPendingStatus", h)
     if pend is None:
         return not_run("memory.remap", scope, f"{why}; {why2}")
     pages, _ = _try(nvml, "nvmlDeviceGetRetiredPages", h, nvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
-    return Check(name="memory.remap", scope=scope, status=FAIL if pend else PASS,
-                 value={"retired_dbe_pages": len(pages or []), "pending": bool(pend)},
-                 detail="a page retirement is pending (the GPU needs a reset)" if pend else "no retirement pending")
+    return Check(
+        name="memory.remap",
+        scope=scope,
+        status=FAIL if pend else PASS,
+        value={"retired_dbe_pages": len(pages or []), "pending": bool(pend)},
+        detail="a page retirement is pending (the GPU needs a reset)" if pend else "no retirement pending",
+    )
 
 
 def _nvlink(nvml: Any, h: Any, scope: str) -> list[Check]:
@@ -162,11 +209,17 @@ def _nvlink(nvml: Any, h: Any, scope: str) -> list[Check]:
             continue
         (up if state else down).append(link)
     if not up and not down:
-        return [not_run("nvlink.links", scope, why_state or "no NVLink on this GPU"),
-                not_run("nvlink.errors", scope, "no NVLink on this GPU")]
-    links = Check(name="nvlink.links", scope=scope, status=FAIL if down else PASS,
-                  value={"up": len(up), "down": down},
-                  detail=f"links down: {down}" if down else f"{len(up)} links up")
+        return [
+            not_run("nvlink.links", scope, why_state or "no NVLink on this GPU"),
+            not_run("nvlink.errors", scope, "no NVLink on this GPU"),
+        ]
+    links = Check(
+        name="nvlink.links",
+        scope=scope,
+        status=FAIL if down else PASS,
+        value={"up": len(up), "down": down},
+        detail=f"links down: {down}" if down else f"{len(up)} links up",
+    )
     unread = 0
     for link in up:
         for counter, label in NVLINK_COUNTERS.items():
@@ -178,8 +231,13 @@ def _nvlink(nvml: Any, h: Any, scope: str) -> list[Check]:
     if unread == len(up) * len(NVLINK_COUNTERS):
         errs = not_run("nvlink.errors", scope, "nvmlDeviceGetNvLinkErrorCounter not answered on any link")
     else:
-        errs = Check(name="nvlink.errors", scope=scope, status=WARN if errors else PASS, value=errors,
-                     detail=f"error counters since boot: {errors}" if errors else "no replay, recovery or CRC errors")
+        errs = Check(
+            name="nvlink.errors",
+            scope=scope,
+            status=WARN if errors else PASS,
+            value=errors,
+            detail=f"error counters since boot: {errors}" if errors else "no replay, recovery or CRC errors",
+        )
     return [links, errs]
 
 
@@ -192,8 +250,15 @@ def nvml_gpu_checks(nvml: Any, index: int) -> list[Check]:
     out.append(_remap(nvml, h, scope))
     out.extend(_nvlink(nvml, h, scope))
     vbios, why = _try(nvml, "nvmlDeviceGetVbiosVersion", h)
-    out.append(Check(name="versions", scope=scope, status=INFO, value={"vbios": _version(vbios) if vbios else None},
-                     detail=why or ""))
+    out.append(
+        Check(
+            name="versions",
+            scope=scope,
+            status=INFO,
+            value={"vbios": _version(vbios) if vbios else None},
+            detail=why or "",
+        )
+    )
     return out
 
 
@@ -202,28 +267,52 @@ def judge_throttle(seen: int, samples: int, bad_samples: int, scope: str) -> Che
         return not_run("clocks.throttle", scope, "no clocks event reasons could be read during the GEMM")
     names = [n for bit, n in {**THROTTLE_FAIL, **THROTTLE_WARN, **THROTTLE_INFO}.items() if seen & bit]
     status = FAIL if any(seen & b for b in THROTTLE_FAIL) else WARN if any(seen & b for b in THROTTLE_WARN) else PASS
-    return Check(name="clocks.throttle", scope=scope, status=status, value={"reasons": names, "mask": seen},
-                 detail=(f"{bad_samples} of {samples} samples throttled: {', '.join(names)}" if status != PASS
-                         else f"{samples} samples; seen: {', '.join(names) or 'none'}"))
+    return Check(
+        name="clocks.throttle",
+        scope=scope,
+        status=status,
+        value={"reasons": names, "mask": seen},
+        detail=(
+            f"{bad_samples} of {samples} samples throttled: {', '.join(names)}"
+            if status != PASS
+            else f"{samples} samples; seen: {', '.join(names) or 'none'}"
+        ),
+    )
 
 
 def judge_pcie(cur_gen: int, max_gen: int, cur_width: int, max_width: int, scope: str) -> Check:
     value = {"gen": cur_gen, "max_gen": max_gen, "width": cur_width, "max_width": max_width}
     if cur_width < max_width:
-        return Check(name="pcie.link", scope=scope, status=FAIL, value=value,
-                     detail=f"PCIe x{cur_width} of x{max_width} under load (a degraded link)")
+        return Check(
+            name="pcie.link",
+            scope=scope,
+            status=FAIL,
+            value=value,
+            detail=f"PCIe x{cur_width} of x{max_width} under load (a degraded link)",
+        )
     if cur_gen < max_gen:
-        return Check(name="pcie.link", scope=scope, status=WARN, value=value,
-                     detail=f"PCIe gen {cur_gen} of {max_gen} under load")
+        return Check(
+            name="pcie.link",
+            scope=scope,
+            status=WARN,
+            value=value,
+            detail=f"PCIe gen {cur_gen} of {max_gen} under load",
+        )
     return Check(name="pcie.link", scope=scope, status=PASS, value=value, detail=f"gen {cur_gen} x{cur_width}")
 
 
 def judge_xids(xids: Sequence[int], name: str, scope: str, where: str) -> Check:
     crit = sorted({x for x in xids if x in CRITICAL_XIDS})
     status = FAIL if crit else WARN if xids else PASS
-    return Check(name=name, scope=scope, status=status, value=sorted(set(xids)),
-                 detail=f"XIDs {where}: {sorted(set(xids))}" + (f" (critical: {crit})" if crit else "")
-                 if xids else f"no XID {where}")
+    return Check(
+        name=name,
+        scope=scope,
+        status=status,
+        value=sorted(set(xids)),
+        detail=f"XIDs {where}: {sorted(set(xids))}" + (f" (critical: {crit})" if crit else "")
+        if xids
+        else f"no XID {where}",
+    )
 
 
 class NvmlWatch:
@@ -314,8 +403,13 @@ def judge_kernel_xids(dmesg: str) -> Check:
     found = [(m.group(1), int(m.group(2))) for m in _KERNEL_XID.finditer(dmesg)]
     chk = judge_xids([x for _, x in found], "xid.kernel", "node", "in the kernel log since boot")
     if found:
-        return Check(name=chk.name, scope=chk.scope, status=chk.status, value=chk.value,
-                     detail=chk.detail + f"; on {sorted({pci for pci, _ in found})}")
+        return Check(
+            name=chk.name,
+            scope=chk.scope,
+            status=chk.status,
+            value=chk.value,
+            detail=chk.detail + f"; on {sorted({pci for pci, _ in found})}",
+        )
     return chk
 
 
@@ -338,12 +432,35 @@ def parse_dcgm(doc: Any, level: int) -> list[Check]:
                     notes.append(str(w.get("warning", w) if isinstance(w, dict) else w)[:200])
                 if s in ("fail", "warn", "warning"):
                     bad.append(f"gpu {gpu}: {s}")
-            status = (FAIL if "fail" in statuses else WARN if {"warn", "warning"} & set(statuses)
-                      else PASS if "pass" in statuses else NOT_RUN)
+            status = (
+                FAIL
+                if "fail" in statuses
+                else WARN
+                if {"warn", "warning"} & set(statuses)
+                else PASS
+                if "pass" in statuses
+                else NOT_RUN
+            )
             name = "dcgm." + re.sub(r"[^a-z0-9]+", "_", str(test.get("name", "?")).lower()).strip("_")
-            detail = "; ".join(bad + notes) or ("skipped by DCGM" if status == NOT_RUN else f"{len(statuses)} result(s)")
-            out.append(Check(name=name, scope="node", status=status, value=f"{cat.get('category')} (level {level})",
-                             detail=detail[:500]))
-    out.append(Check(name="dcgm.diag", scope="node", status=worst([c.status for c in out]),
-                     value=str(root.get("version", "")), detail=f"dcgmi diag -r {level}: {len(out)} tests"))
+            detail = "; ".join(bad + notes) or (
+                "skipped by DCGM" if status == NOT_RUN else f"{len(statuses)} result(s)"
+            )
+            out.append(
+                Check(
+                    name=name,
+                    scope="node",
+                    status=status,
+                    value=f"{cat.get('category')} (level {level})",
+                    detail=detail[:500],
+                )
+            )
+    out.append(
+        Check(
+            name="dcgm.diag",
+            scope="node",
+            status=worst([c.status for c in out]),
+            value=str(root.get("version", "")),
+            detail=f"dcgmi diag -r {level}: {len(out)} tests",
+        )
+    )
     return out

@@ -124,8 +124,12 @@ class DeviceVerdict:
 
     def to_json(self) -> dict[str, Any]:
         d = self.figures.to_json()
-        d.update(matmul_fraction=self.matmul_fraction, mem_fraction=self.mem_fraction,
-                 verdict=self.verdict, problems=self.problems)
+        d.update(
+            matmul_fraction=self.matmul_fraction,
+            mem_fraction=self.mem_fraction,
+            verdict=self.verdict,
+            problems=self.problems,
+        )
         return d
 
 
@@ -139,12 +143,18 @@ class HostVerdict:
     problems: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"node": self.node, "gpus_found": self.gpus_found,
-                "gpus_expected": self.gpus_expected, "verdict": self.verdict,
-                "problems": self.problems, "devices": [d.to_json() for d in self.devices]}
+        return {
+            "node": self.node,
+            "gpus_found": self.gpus_found,
+            "gpus_expected": self.gpus_expected,
+            "verdict": self.verdict,
+            "problems": self.problems,
+            "devices": [d.to_json() for d in self.devices],
+        }
 
 
 # ----------------------------------------------------------------------------- pure judgement
+
 
 def worst(verdicts: Sequence[str]) -> str:
     judged = [v for v in verdicts if v in VERDICTS]
@@ -165,26 +175,25 @@ def judge_device(fig: DeviceFigures, peaks: Peaks | None, cfg: HealthConfig) -> 
     out = DeviceVerdict(figures=fig)
     if peaks is None or fig.device == "cpu":
         return out
-    out.matmul_fraction, mv = grade(fig.matmul_tflops, peaks.dense_bf16_tflops,
-                                    cfg.matmul_warn, cfg.matmul_fail)
-    out.mem_fraction, bv = grade(fig.mem_gbps, peaks.memory_bandwidth_gbps,
-                                 cfg.mem_warn, cfg.mem_fail)
+    out.matmul_fraction, mv = grade(fig.matmul_tflops, peaks.dense_bf16_tflops, cfg.matmul_warn, cfg.matmul_fail)
+    out.mem_fraction, bv = grade(fig.mem_gbps, peaks.memory_bandwidth_gbps, cfg.mem_warn, cfg.mem_fail)
     if mv != "pass":
         out.problems.append(
             f"{fig.device}: bf16 matmul {fig.matmul_tflops:.1f} TFLOP/s is "
             f"{out.matmul_fraction:.0%} of the {peaks.dense_bf16_tflops:g} peak "
-            f"({mv}: under {cfg.matmul_warn if mv == 'warn' else cfg.matmul_fail:.0%})")
+            f"({mv}: under {cfg.matmul_warn if mv == 'warn' else cfg.matmul_fail:.0%})"
+        )
     if bv != "pass":
         out.problems.append(
             f"{fig.device}: copy {fig.mem_gbps:.0f} GB/s is {out.mem_fraction:.0%} of the "
             f"{peaks.memory_bandwidth_gbps:g} GB/s peak "
-            f"({bv}: under {cfg.mem_warn if bv == 'warn' else cfg.mem_fail:.0%})")
+            f"({bv}: under {cfg.mem_warn if bv == 'warn' else cfg.mem_fail:.0%})"
+        )
     out.verdict = worst([mv, bv])
     return out
 
 
-def judge_hosts(figures: Sequence[DeviceFigures], peaks: Peaks | None,
-                cfg: HealthConfig) -> list[HostVerdict]:
+def judge_hosts(figures: Sequence[DeviceFigures], peaks: Peaks | None, cfg: HealthConfig) -> list[HostVerdict]:
     """Group devices by host; a host fails when it sees other than the catalog's GPU count."""
     by_node: dict[str, list[DeviceFigures]] = {}
     for f in figures:
@@ -194,14 +203,17 @@ def judge_hosts(figures: Sequence[DeviceFigures], peaks: Peaks | None,
         devs = [judge_device(f, peaks, cfg) for f in sorted(figs, key=lambda f: f.rank)]
         found = max(f.gpus_visible for f in figs)
         on_gpu = any(f.device != "cpu" for f in figs)
-        host = HostVerdict(node=node, devices=devs, gpus_found=found,
-                           gpus_expected=peaks.gpus if peaks and on_gpu else None)
+        host = HostVerdict(
+            node=node, devices=devs, gpus_found=found, gpus_expected=peaks.gpus if peaks and on_gpu else None
+        )
         verdicts = [d.verdict for d in devs]
         if host.gpus_expected is not None:
             if found != host.gpus_expected:
-                host.problems.append(f"{node}: {found} GPUs visible, the catalog's "
-                                     f"{peaks.instance_type if peaks else ''} has "
-                                     f"{host.gpus_expected}")
+                host.problems.append(
+                    f"{node}: {found} GPUs visible, the catalog's "
+                    f"{peaks.instance_type if peaks else ''} has "
+                    f"{host.gpus_expected}"
+                )
                 verdicts.append("fail")
             else:
                 verdicts.append("pass")
@@ -212,6 +224,7 @@ def judge_hosts(figures: Sequence[DeviceFigures], peaks: Peaks | None,
 
 
 # ----------------------------------------------------------------------------- measurement
+
 
 def _seconds_per_call(fn: Callable[[], Any], iters: int, device: torch.device) -> float:
     for _ in range(3):
@@ -239,10 +252,17 @@ def _seconds_per_call(fn: Callable[[], Any], iters: int, device: torch.device) -
     return best
 
 
-def measure_device(device: torch.device, *, matmul_n: int | None = None,
-                   copy_bytes: int | None = None, iters: int | None = None,
-                   node: str | None = None, rank: int = 0, local_rank: int = 0,
-                   quick: bool = False) -> DeviceFigures:
+def measure_device(
+    device: torch.device,
+    *,
+    matmul_n: int | None = None,
+    copy_bytes: int | None = None,
+    iters: int | None = None,
+    node: str | None = None,
+    rank: int = 0,
+    local_rank: int = 0,
+    quick: bool = False,
+) -> DeviceFigures:
     """Dense matmul rate and copy bandwidth of ``device`` (bf16 on GPU, fp32 on CPU).
 
     ``quick`` picks tiny sizes whatever the device (a smoke run; figures too small to judge).
@@ -267,19 +287,26 @@ def measure_device(device: torch.device, *, matmul_n: int | None = None,
         del src, dst
     name = torch.cuda.get_device_name(device) if gpu else "cpu"
     return DeviceFigures(
-        node=node or node_name(), rank=rank, local_rank=local_rank, device=str(device),
-        name=name, matmul_dtype=str(dtype).removeprefix("torch."), matmul_n=n,
-        matmul_tflops=2.0 * n ** 3 / mm_s / 1e12, mem_bytes=nbytes,
+        node=node or node_name(),
+        rank=rank,
+        local_rank=local_rank,
+        device=str(device),
+        name=name,
+        matmul_dtype=str(dtype).removeprefix("torch."),
+        matmul_n=n,
+        matmul_tflops=2.0 * n**3 / mm_s / 1e12,
+        mem_bytes=nbytes,
         mem_gbps=2.0 * nbytes / copy_s / 1e9,
-        gpus_visible=torch.cuda.device_count() if gpu else 0)
+        gpus_visible=torch.cuda.device_count() if gpu else 0,
+    )
 
 
 # ----------------------------------------------------------------------------- CLI
 
+
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="python -m workloads.gpu_health", description=__doc__.split("\n\n")[0])
-    p.add_argument("--instance-type", default=None,
-                   help="catalog instance type to judge against (GPU count, peaks)")
+    p.add_argument("--instance-type", default=None, help="catalog instance type to judge against (GPU count, peaks)")
     p.add_argument("--matmul-size", default=None, help="square matmul size N (default 8192 GPU, 512 CPU)")
     p.add_argument("--copy-bytes", default=None, help="bytes per copy, e.g. 1G (default 1G GPU, 32M CPU)")
     p.add_argument("--iters", default=None, help="timed repetitions (default 50 GPU, 5 CPU)")
@@ -343,61 +370,86 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[HealthConfig, Peaks |
 
         try:
             it = load_catalog().get(ns.instance_type)
-            peaks = Peaks(instance_type=it.name, gpus=it.accelerator.count,
-                          model=it.accelerator.model,
-                          dense_bf16_tflops=it.accelerator.peak_dense_bf16_tflops,
-                          memory_bandwidth_gbps=it.accelerator.memory_bandwidth_tbps * 1000.0)
+            peaks = Peaks(
+                instance_type=it.name,
+                gpus=it.accelerator.count,
+                model=it.accelerator.model,
+                dense_bf16_tflops=it.accelerator.peak_dense_bf16_tflops,
+                memory_bandwidth_gbps=it.accelerator.memory_bandwidth_tbps * 1000.0,
+            )
         except CatalogError as exc:
             problems.add("--instance-type", str(exc))
     if problems:
         raise UsageError(problems)
-    cfg = HealthConfig(instance_type=ns.instance_type, matmul_n=n, copy_bytes=copy_bytes,
-                       iters=iters, matmul_warn=mw, matmul_fail=mf, mem_warn=bw, mem_fail=bf,
-                       json_path=ns.json)
+    cfg = HealthConfig(
+        instance_type=ns.instance_type,
+        matmul_n=n,
+        copy_bytes=copy_bytes,
+        iters=iters,
+        matmul_warn=mw,
+        matmul_fail=mf,
+        mem_warn=bw,
+        mem_fail=bf,
+        json_path=ns.json,
+    )
     return cfg, peaks
 
 
-def report(hosts: Sequence[HostVerdict], peaks: Peaks | None, cfg: HealthConfig,
-           out: TextIO) -> dict[str, Any]:
+def report(hosts: Sequence[HostVerdict], peaks: Peaks | None, cfg: HealthConfig, out: TextIO) -> dict[str, Any]:
     """Print the per-host tables and return the JSON document."""
     devices = [d for h in hosts for d in h.devices]
     on_cpu = all(d.figures.device == "cpu" for d in devices)
     judged = peaks is not None and not on_cpu
     verdict = worst([h.verdict for h in hosts]) if judged else NOT_JUDGED
     if on_cpu:
-        out.write("# gpu_health: no GPU; CPU figures (fp32 matmul, memcpy) only, "
-                  "no judgement passed (judged: false)\n")
+        out.write("# gpu_health: no GPU; CPU figures (fp32 matmul, memcpy) only, no judgement passed (judged: false)\n")
     elif peaks is None:
         out.write("# gpu_health: no --instance-type, figures only (judged: false)\n")
     else:
-        out.write(f"# gpu_health: {peaks.instance_type}: {peaks.gpus} x {peaks.model}, peak "
-                  f"{peaks.dense_bf16_tflops:g} TFLOP/s dense bf16, "
-                  f"{peaks.memory_bandwidth_gbps:g} GB/s memory\n")
+        out.write(
+            f"# gpu_health: {peaks.instance_type}: {peaks.gpus} x {peaks.model}, peak "
+            f"{peaks.dense_bf16_tflops:g} TFLOP/s dense bf16, "
+            f"{peaks.memory_bandwidth_gbps:g} GB/s memory\n"
+        )
     unit = "GFLOP/s" if on_cpu else "TFLOP/s"
     scale = 1000.0 if on_cpu else 1.0
     for h in hosts:
         expected = "" if h.gpus_expected is None else f" of {h.gpus_expected} expected"
         out.write(f"# host {h.node}: {h.gpus_found} GPU(s) visible{expected}; verdict {h.verdict}\n")
-        out.write(f"#  {'rank':>4}  {'device':<8}  {'name':<28}  {'matmul ' + unit:>15}  "
-                  f"{'of peak':>7}  {'copy GB/s':>10}  {'of peak':>7}  verdict\n")
+        out.write(
+            f"#  {'rank':>4}  {'device':<8}  {'name':<28}  {'matmul ' + unit:>15}  "
+            f"{'of peak':>7}  {'copy GB/s':>10}  {'of peak':>7}  verdict\n"
+        )
         for d in h.devices:
             f = d.figures
             mfrac = "-" if d.matmul_fraction is None else f"{d.matmul_fraction:.0%}"
             bfrac = "-" if d.mem_fraction is None else f"{d.mem_fraction:.0%}"
-            out.write(f"   {f.rank:>4}  {f.device:<8}  {f.name[:28]:<28}  "
-                      f"{f.matmul_tflops * scale:>15.1f}  {mfrac:>7}  {f.mem_gbps:>10.1f}  "
-                      f"{bfrac:>7}  {d.verdict}\n")
+            out.write(
+                f"   {f.rank:>4}  {f.device:<8}  {f.name[:28]:<28}  "
+                f"{f.matmul_tflops * scale:>15.1f}  {mfrac:>7}  {f.mem_gbps:>10.1f}  "
+                f"{bfrac:>7}  {d.verdict}\n"
+            )
         for p in h.problems:
             out.write(f"#  {p}\n")
     out.write(f"# verdict: {verdict}\n")
     out.flush()
     return {
-        "judged": judged, "verdict": verdict, "instance_type": cfg.instance_type,
-        "peak": None if peaks is None else {
+        "judged": judged,
+        "verdict": verdict,
+        "instance_type": cfg.instance_type,
+        "peak": None
+        if peaks is None
+        else {
             "dense_bf16_tflops": peaks.dense_bf16_tflops,
-            "memory_bandwidth_gbps": peaks.memory_bandwidth_gbps, "gpus": peaks.gpus},
-        "thresholds": {"matmul_warn": cfg.matmul_warn, "matmul_fail": cfg.matmul_fail,
-                       "mem_warn": cfg.mem_warn, "mem_fail": cfg.mem_fail},
+            "memory_bandwidth_gbps": peaks.memory_bandwidth_gbps,
+            "gpus": peaks.gpus,
+        },
+        "thresholds": {
+            "matmul_warn": cfg.matmul_warn,
+            "matmul_fail": cfg.matmul_fail,
+            "mem_warn": cfg.mem_warn,
+            "mem_fail": cfg.mem_fail,
+        },
         "hosts": [h.to_json() for h in hosts],
         "devices": [d.to_json() for d in devices],
     }
@@ -414,9 +466,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "RANK" in os.environ:
         # Under torchrun: this rank's own device; rank 0 gathers everyone's figures.
         rt = _device.setup()
-        mine = measure_device(rt.device, matmul_n=cfg.matmul_n, copy_bytes=cfg.copy_bytes,
-                              iters=cfg.iters, node=rt.hostname, rank=rt.rank,
-                              local_rank=rt.local_rank)
+        mine = measure_device(
+            rt.device,
+            matmul_n=cfg.matmul_n,
+            copy_bytes=cfg.copy_bytes,
+            iters=cfg.iters,
+            node=rt.hostname,
+            rank=rt.rank,
+            local_rank=rt.local_rank,
+        )
         side = dist.new_group(backend="gloo")
         gathered: list[Any] = [None] * rt.world_size
         dist.all_gather_object(gathered, mine, group=side)
@@ -424,11 +482,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         _device.teardown()
     else:
         accel = _device.detect_accelerator(os.environ.get("GPUC_FORCE_CPU", "") == "1")
-        devices = ([torch.device("cuda", i) for i in range(torch.cuda.device_count())]
-                   if accel != "cpu" else [torch.device("cpu")])
-        figures = [measure_device(d, matmul_n=cfg.matmul_n, copy_bytes=cfg.copy_bytes,
-                                  iters=cfg.iters, rank=i, local_rank=i)
-                   for i, d in enumerate(devices)]
+        devices = (
+            [torch.device("cuda", i) for i in range(torch.cuda.device_count())]
+            if accel != "cpu"
+            else [torch.device("cpu")]
+        )
+        figures = [
+            measure_device(d, matmul_n=cfg.matmul_n, copy_bytes=cfg.copy_bytes, iters=cfg.iters, rank=i, local_rank=i)
+            for i, d in enumerate(devices)
+        ]
     if not is_main:
         return EXIT_OK
     hosts = judge_hosts(figures, peaks, cfg)

@@ -44,8 +44,9 @@ class Watchdog:
     reach it; a second thread is the only place left that can still name what was stuck.
     """
 
-    def __init__(self, *, rank: int, limit_s: float, out: TextIO = sys.stderr,
-                 on_expire: Callable[[str], None] | None = None):
+    def __init__(
+        self, *, rank: int, limit_s: float, out: TextIO = sys.stderr, on_expire: Callable[[str], None] | None = None
+    ):
         self._on_expire = on_expire
         self._rank = rank
         self._limit_s = limit_s
@@ -55,8 +56,7 @@ class Watchdog:
         self._deadline = 0.0
         self._phase_limit = limit_s
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="collectives-watchdog",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._watch, name="collectives-watchdog", daemon=True)
         self._thread.start()
 
     @contextlib.contextmanager
@@ -87,8 +87,10 @@ class Watchdog:
             with self._lock:
                 label, late, limit = self._label, time.monotonic() > self._deadline, self._phase_limit
             if label is not None and late:
-                message = (f"collectives: rank {self._rank}: {label} did not finish within "
-                           f"{limit:g} s; a peer rank is stuck or gone")
+                message = (
+                    f"collectives: rank {self._rank}: {label} did not finish within "
+                    f"{limit:g} s; a peer rank is stuck or gone"
+                )
                 self._out.write(message + "\n")
                 self._out.flush()
                 if self._on_expire is not None:
@@ -104,8 +106,7 @@ def grace_s(timeout_s: float) -> float:
 def missing_ranks(message: str) -> list[int] | None:
     """Ranks a message names as missing: this module's ``rank(s) 1, 3 did not arrive`` (global
     ranks) or gloo's ``Ranks 1, 3 failed to pass monitoredBarrier`` (ranks of that group)."""
-    for pattern in (r"rank\(s\) ([\d, ]+) did not arrive",
-                    r"Ranks? ([\d, ]+) failed to pass monitoredBarrier"):
+    for pattern in (r"rank\(s\) ([\d, ]+) did not arrive", r"Ranks? ([\d, ]+) failed to pass monitoredBarrier"):
         m = re.search(pattern, message)
         if m is not None:
             return [int(x) for x in re.findall(r"\d+", m.group(1))]
@@ -119,8 +120,9 @@ def _where(ranks: Sequence[int], hosts: Sequence[str] | None) -> str:
     return "; " + ", ".join(f"rank {r} on {hosts[r] if 0 <= r < len(hosts) else '?'}" for r in ranks)
 
 
-def arrival_barrier(side_group: Any, *, rank: int, timeout_s: float, label: str,
-                    hosts: Sequence[str] | None = None) -> None:
+def arrival_barrier(
+    side_group: Any, *, rank: int, timeout_s: float, label: str, hosts: Sequence[str] | None = None
+) -> None:
     """Wait until every rank of ``side_group`` (gloo) reaches ``label``; the group's first rank
     names the ones that did not.
 
@@ -128,8 +130,7 @@ def arrival_barrier(side_group: Any, *, rank: int, timeout_s: float, label: str,
     (and in its ``missing``); with ``hosts`` (host name by global rank) each rank's host too.
     """
     try:
-        dist.monitored_barrier(group=side_group, timeout=_dt.timedelta(seconds=timeout_s),
-                               wait_all_ranks=True)
+        dist.monitored_barrier(group=side_group, timeout=_dt.timedelta(seconds=timeout_s), wait_all_ranks=True)
     except RuntimeError as exc:
         text = str(exc)
         missing = missing_ranks(text)
@@ -137,12 +138,12 @@ def arrival_barrier(side_group: Any, *, rank: int, timeout_s: float, label: str,
             missing = [_global_rank(side_group, r) for r in missing]
             who = ", ".join(str(r) for r in missing)
             raise CollectiveTimeout(
-                f"{label}: rank(s) {who} did not arrive within {timeout_s:g} s{_where(missing, hosts)}",
-                missing) from None
+                f"{label}: rank(s) {who} did not arrive within {timeout_s:g} s{_where(missing, hosts)}", missing
+            ) from None
         first = _global_rank(side_group, 0)
         if rank != first:
             raise CollectiveTimeout(
                 f"{label}: rank {rank} arrived but lost rank {first}, which names the missing "
-                f"ranks in its own message ({text.splitlines()[0][:200]}){_where([first], hosts)}") from None
-        raise CollectiveTimeout(f"{label}: arrival check failed: {text.splitlines()[0][:300]}"
-                                ) from None
+                f"ranks in its own message ({text.splitlines()[0][:200]}){_where([first], hosts)}"
+            ) from None
+        raise CollectiveTimeout(f"{label}: arrival check failed: {text.splitlines()[0][:300]}") from None

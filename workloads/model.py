@@ -45,9 +45,7 @@ class GPTConfig:
             if value < 1:
                 out.append((name, f"{value} must be a positive integer"))
         if self.n_heads >= 1 and self.d_model >= 1 and self.d_model % self.n_heads:
-            out.append(
-                ("n_heads", f"{self.n_heads} does not divide d_model={self.d_model}")
-            )
+            out.append(("n_heads", f"{self.n_heads} does not divide d_model={self.d_model}"))
         return out
 
     @property
@@ -171,10 +169,14 @@ def matmul_params(cfg: GPTConfig) -> int:
     d, f, v = cfg.d_model, cfg.mlp_ratio * cfg.d_model, cfg.vocab_size
     per_block = (
         2 * 2 * d  # two LayerNorms
-        + d * 3 * d + 3 * d  # qkv
-        + d * d + d  # attention output projection
-        + d * f + f  # MLP up
-        + f * d + d  # MLP down
+        + d * 3 * d
+        + 3 * d  # qkv
+        + d * d
+        + d  # attention output projection
+        + d * f
+        + f  # MLP up
+        + f * d
+        + d  # MLP down
     )
     return cfg.n_layers * per_block + 2 * d + v * d  # + final LayerNorm + head
 

@@ -71,12 +71,18 @@ from workloads.cli import Problems, fail
 from workloads.data import TokenWindows, check_shards, synthetic_tokens
 from workloads.model import GPT, GPTConfig, lm_loss, total_params
 from workloads.parallel import plans
-from workloads.parallel.materialise import (FIGURES, Residency, init_local, materialise, meta_model,
-                                            optimizer_state_bytes, storage_bytes)
+from workloads.parallel.materialise import (
+    FIGURES,
+    Residency,
+    init_local,
+    materialise,
+    meta_model,
+    optimizer_state_bytes,
+    storage_bytes,
+)
 from workloads.parallel.plans import stage_layers
 
-__all__ = ["LOSS_RTOL", "MODES", "MPConfig", "compare", "main", "parse_config", "run_reference",
-           "stage_layers"]
+__all__ = ["LOSS_RTOL", "MODES", "MPConfig", "compare", "main", "parse_config", "run_reference", "stage_layers"]
 
 LOSS_RTOL = 1e-5
 """Largest relative difference allowed between a split run's loss and the reference's, per step (fp32)."""
@@ -121,11 +127,14 @@ class MPConfig:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m workloads.model_parallel",
-                                 description="FSDP2, tensor-parallel, 2-D or pipeline training of a meta-built "
-                                             "model, checked against one process.")
-    ap.add_argument("--mode", required=True,
-                    help=f"one of {', '.join(MODES)}, or a comma-separated list of the split modes")
+    ap = argparse.ArgumentParser(
+        prog="python -m workloads.model_parallel",
+        description="FSDP2, tensor-parallel, 2-D or pipeline training of a meta-built "
+        "model, checked against one process.",
+    )
+    ap.add_argument(
+        "--mode", required=True, help=f"one of {', '.join(MODES)}, or a comma-separated list of the split modes"
+    )
     ap.add_argument("--vocab-size", default="256")
     ap.add_argument("--seq-len", default="16")
     ap.add_argument("--d-model", default="32")
@@ -138,12 +147,17 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--lr", default="3e-3")
     ap.add_argument("--seed", default="0")
     ap.add_argument("--data", default=None, help="token shard glob (default: synthetic tokens)")
-    ap.add_argument("--precision", default="auto",
-                    help="fp32, bf16 or auto (bf16 for fsdp and 2d on GPU, fp32 otherwise)")
-    ap.add_argument("--param-budget-mib", default=None,
-                    help="fail if any rank's resident parameters exceed this many MiB")
-    ap.add_argument("--check-reference", action="store_true",
-                    help=f"rank 0 also runs the reference; exit 1 if a loss differs by more than rtol {LOSS_RTOL}")
+    ap.add_argument(
+        "--precision", default="auto", help="fp32, bf16 or auto (bf16 for fsdp and 2d on GPU, fp32 otherwise)"
+    )
+    ap.add_argument(
+        "--param-budget-mib", default=None, help="fail if any rank's resident parameters exceed this many MiB"
+    )
+    ap.add_argument(
+        "--check-reference",
+        action="store_true",
+        help=f"rank 0 also runs the reference; exit 1 if a loss differs by more than rtol {LOSS_RTOL}",
+    )
     ap.add_argument("--json", default=None)
     ap.add_argument("--cpu", action="store_true")
     return ap
@@ -190,10 +204,22 @@ def parse_config(argv: list[str] | None = None) -> MPConfig:
     if json_path is not None and not json_path.parent.is_dir():
         p.add("--json", f"directory {json_path.parent} does not exist")
     p.exit_if_any()
-    return MPConfig(modes=modes, model=model, batch_size=batch, microbatches=micro, tp=tp, steps=steps,
-                    lr=lr, seed=seed, data=a.data, precision=a.precision,
-                    param_budget_bytes=None if budget is None else int(budget * MIB),
-                    check_reference=bool(a.check_reference), json_path=json_path, force_cpu=bool(a.cpu))
+    return MPConfig(
+        modes=modes,
+        model=model,
+        batch_size=batch,
+        microbatches=micro,
+        tp=tp,
+        steps=steps,
+        lr=lr,
+        seed=seed,
+        data=a.data,
+        precision=a.precision,
+        param_budget_bytes=None if budget is None else int(budget * MIB),
+        check_reference=bool(a.check_reference),
+        json_path=json_path,
+        force_cpu=bool(a.cpu),
+    )
 
 
 def batches(cfg: MPConfig) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -262,7 +288,9 @@ def world_problems(cfg: MPConfig, world: int) -> list[tuple[str, str]]:
             out.extend(plans.tp_problems(cfg.model, world, "--n-heads"))
         dp, _ = _data_parallel(mode, cfg, world, 0)
         if cfg.batch_size % dp:
-            out.append(("--batch-size", f"{cfg.batch_size} is not divisible by the {dp} data-parallel groups of {mode}"))
+            out.append(
+                ("--batch-size", f"{cfg.batch_size} is not divisible by the {dp} data-parallel groups of {mode}")
+            )
         if mode.startswith("pipeline") and cfg.model.n_layers < world:
             out.append(("--n-layers", f"{cfg.model.n_layers} blocks cannot fill {world} pipeline stages"))
         if mode == "pipeline-1f1b" and cfg.microbatches < world:
@@ -298,8 +326,9 @@ def run_split(mode: str, cfg: MPConfig, rt: devmod.Runtime) -> tuple[list[float]
     lo, hi = dp_rank * per, (dp_rank + 1) * per
     schedule = None
     if mode.startswith("pipeline"):
-        schedule = plans.pipeline_schedule(model, rt.rank, n, dev, "1f1b" if mode.endswith("1f1b") else "gpipe",
-                                           cfg.microbatches, lm_loss)
+        schedule = plans.pipeline_schedule(
+            model, rt.rank, n, dev, "1f1b" if mode.endswith("1f1b") else "gpipe", cfg.microbatches, lm_loss
+        )
     losses = []
     for x, y in batches(cfg):
         opt.zero_grad(set_to_none=True)
@@ -362,8 +391,7 @@ def over_budget(rows: list[dict[str, int | None]], budget: int | None) -> list[s
     if budget is None:
         return []
     keys = ("params_materialised", "params_peak_materialise", "params_peak_between_steps")
-    return [f"rank {r}: {k} {row[k]} bytes" for r, row in enumerate(rows) for k in keys
-            if (row[k] or 0) > budget]
+    return [f"rank {r}: {k} {row[k]} bytes" for r, row in enumerate(rows) for k in keys if (row[k] or 0) > budget]
 
 
 def compare(losses: list[float], reference: list[float]) -> tuple[float, bool]:
@@ -422,38 +450,67 @@ def _finish(cfg: MPConfig, rt: devmod.Runtime | None, runs: list[SplitRun]) -> i
     budget = cfg.param_budget_bytes
     out_runs = []
     for run in runs:
-        line = (f"model_parallel {run.mode}: {world} ranks, loss {run.losses[0]:.6f} -> {run.losses[-1]:.6f} "
-                f"over {cfg.steps} steps in {run.elapsed_s:.1f} s{' (bf16)' if run.bf16 else ''}")
+        line = (
+            f"model_parallel {run.mode}: {world} ranks, loss {run.losses[0]:.6f} -> {run.losses[-1]:.6f} "
+            f"over {cfg.steps} steps in {run.elapsed_s:.1f} s{' (bf16)' if run.bf16 else ''}"
+        )
         worst: float | None = None
         ok: bool | None = None
         if ref is not None:
             worst, within = compare(run.losses, ref)
             ok = None if run.bf16 else within
-            verdict = "bf16: trend only, no verdict" if run.bf16 else f"{'within' if ok else 'OUTSIDE'} rtol {LOSS_RTOL}"
+            verdict = (
+                "bf16: trend only, no verdict" if run.bf16 else f"{'within' if ok else 'OUTSIDE'} rtol {LOSS_RTOL}"
+            )
             line += f"; max relative difference from the reference {worst:.2e} ({verdict})"
         print(line, flush=True)
         over = over_budget(run.per_rank, budget)
         for r, row in enumerate(run.per_rank):
-            print(f"  rank {r}: params {_mib(row['params_materialised'])} MiB resident, "
-                  f"peak {_mib(row['params_peak_materialise'])} MiB while materialising, "
-                  f"{_mib(row['params_peak_between_steps'])} MiB after steps; grads {_mib(row['grads'])} MiB, "
-                  f"optimizer {_mib(row['optimizer_state'])} MiB; device peak {_mib(row['device_peak'])} MiB "
-                  f"(full model {_mib(full_bytes)} MiB)", flush=True)
+            print(
+                f"  rank {r}: params {_mib(row['params_materialised'])} MiB resident, "
+                f"peak {_mib(row['params_peak_materialise'])} MiB while materialising, "
+                f"{_mib(row['params_peak_between_steps'])} MiB after steps; grads {_mib(row['grads'])} MiB, "
+                f"optimizer {_mib(row['optimizer_state'])} MiB; device peak {_mib(row['device_peak'])} MiB "
+                f"(full model {_mib(full_bytes)} MiB)",
+                flush=True,
+            )
         if budget is not None:
-            print(f"  budget {_mib(budget)} MiB per rank: "
-                  f"{'every rank within' if not over else 'OVER: ' + '; '.join(over)}", flush=True)
-        out_runs.append({"mode": run.mode, "losses": run.losses, "elapsed_s": run.elapsed_s, "bf16": run.bf16,
-                         "max_rel_diff": worst, "match": ok, "per_rank": run.per_rank,
-                         "within_budget": None if budget is None else not over})
+            print(
+                f"  budget {_mib(budget)} MiB per rank: "
+                f"{'every rank within' if not over else 'OVER: ' + '; '.join(over)}",
+                flush=True,
+            )
+        out_runs.append(
+            {
+                "mode": run.mode,
+                "losses": run.losses,
+                "elapsed_s": run.elapsed_s,
+                "bf16": run.bf16,
+                "max_rel_diff": worst,
+                "match": ok,
+                "per_rank": run.per_rank,
+                "within_budget": None if budget is None else not over,
+            }
+        )
     judged = [r["match"] for r in out_runs if r["match"] is not None]
     match = None if ref is None or not judged else all(judged)
     if ref is not None:
         print(f"reference (one process): loss {ref[0]:.6f} -> {ref[-1]:.6f}", flush=True)
     result: dict[str, Any] = {
-        "job": "model_parallel", "world_size": world, "model": asdict(cfg.model),
-        "batch_size": cfg.batch_size, "microbatches": cfg.microbatches, "tp": cfg.tp, "steps": cfg.steps,
-        "precision": cfg.precision, "loss_rtol": LOSS_RTOL, "full_model_param_bytes": full_bytes,
-        "param_budget_bytes": budget, "reference_losses": ref, "runs": out_runs, "match": match,
+        "job": "model_parallel",
+        "world_size": world,
+        "model": asdict(cfg.model),
+        "batch_size": cfg.batch_size,
+        "microbatches": cfg.microbatches,
+        "tp": cfg.tp,
+        "steps": cfg.steps,
+        "precision": cfg.precision,
+        "loss_rtol": LOSS_RTOL,
+        "full_model_param_bytes": full_bytes,
+        "param_budget_bytes": budget,
+        "reference_losses": ref,
+        "runs": out_runs,
+        "match": match,
     }
     if cfg.json_path is not None:
         write_bytes_atomic(cfg.json_path, (json.dumps(result, indent=2) + "\n").encode())

@@ -24,6 +24,7 @@ def node_name() -> str:
 # Test hooks. They are how the tests make one node of a real run slow or dead; a user never
 # sets them. Each names the node it applies to, so the same environment can go to every node.
 
+
 def _targets(var: str) -> bool:
     return os.environ.get(var, "").strip() == node_name()
 

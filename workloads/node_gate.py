@@ -81,21 +81,26 @@ def expected_for(instance_type: str | None) -> Expected | None:
 
     acc = load_catalog().get(instance_type).accelerator
     gm = load_gpu_models().get(acc.model)
-    return Expected(model=acc.model, count=acc.count,
-                    achievable_tflops=gm.achievable_bf16_tflops if gm else None,
-                    source=f"{gm.source.title} <{gm.source.url}>" if gm else "no gpu_models entry",
-                    matches=gm.matches if gm else (lambda name: acc.model.lower() in name.lower()))
+    return Expected(
+        model=acc.model,
+        count=acc.count,
+        achievable_tflops=gm.achievable_bf16_tflops if gm else None,
+        source=f"{gm.source.title} <{gm.source.url}>" if gm else "no gpu_models entry",
+        matches=gm.matches if gm else (lambda name: acc.model.lower() in name.lower()),
+    )
 
 
 def config_from_env(instance_type: str | None) -> GateConfig:
     """The validation job's gate settings (its flags belong to the CLI being rewritten)."""
     secs = os.environ.get("GPUC_GATE_GEMM_SECONDS")
     level = os.environ.get("GPUC_GATE_DCGM_LEVEL")
-    return GateConfig(instance_type=instance_type, gemm_seconds=float(secs) if secs else None,
-                      dcgm_level=int(level) if level else 1)
+    return GateConfig(
+        instance_type=instance_type, gemm_seconds=float(secs) if secs else None, dcgm_level=int(level) if level else 1
+    )
 
 
 # ----------------------------------------------------------------------------- sustained GEMM
+
 
 @dataclass(slots=True, kw_only=True)
 class GemmResult:
@@ -110,7 +115,7 @@ class GemmResult:
     @property
     def sustained_tflops(self) -> float:
         """Mean of the later half of the windows: the rate once boost clocks and heat settle."""
-        tail = self.window_tflops[len(self.window_tflops) // 2:]
+        tail = self.window_tflops[len(self.window_tflops) // 2 :]
         return sum(tail) / len(tail) if tail else 0.0
 
     @property
@@ -134,6 +139,7 @@ def sustained_gemm(device: torch.device, seconds: float, n: int, windows: int = 
     a = torch.randn(n, n, dtype=dtype, device=device, generator=gen)
     b = torch.randn(n, n, dtype=dtype, device=device, generator=gen)
     c = torch.empty(n, n, dtype=dtype, device=device)
+
     def sync() -> None:
         if gpu:
             torch.cuda.synchronize(device)
@@ -157,34 +163,64 @@ def sustained_gemm(device: torch.device, seconds: float, n: int, windows: int = 
         sync()
         dt = time.perf_counter() - t
         calls += k
-        rates.append(2.0 * n ** 3 * k / dt / 1e12)
+        rates.append(2.0 * n**3 * k / dt / 1e12)
     name = torch.cuda.get_device_name(device) if gpu else "cpu"
-    return GemmResult(device=str(device), name=name, dtype=str(dtype).removeprefix("torch."), n=n,
-                      seconds=time.perf_counter() - start, calls=calls, window_tflops=rates)
+    return GemmResult(
+        device=str(device),
+        name=name,
+        dtype=str(dtype).removeprefix("torch."),
+        n=n,
+        seconds=time.perf_counter() - start,
+        calls=calls,
+        window_tflops=rates,
+    )
 
 
 def judge_gemm(res: GemmResult, scope: str, expected: Expected | None) -> Check:
     value = round(res.sustained_tflops, 2)
     if res.device == "cpu":
-        return Check(name="gemm.sustained", scope=scope, status=INFO, value=value,
-                     detail=f"CPU fp32 {res.n}^3 for {res.seconds:.1f} s: the path, not a GPU figure")
+        return Check(
+            name="gemm.sustained",
+            scope=scope,
+            status=INFO,
+            value=value,
+            detail=f"CPU fp32 {res.n}^3 for {res.seconds:.1f} s: the path, not a GPU figure",
+        )
     if expected is None or expected.achievable_tflops is None:
         why = "no instance type" if expected is None else f"no published achievable figure for {expected.model}"
-        return Check(name="gemm.sustained", scope=scope, status=INFO, value=value,
-                     detail=f"{value} TFLOP/s bf16 over {res.seconds:.0f} s, not judged ({why})")
+        return Check(
+            name="gemm.sustained",
+            scope=scope,
+            status=INFO,
+            value=value,
+            detail=f"{value} TFLOP/s bf16 over {res.seconds:.0f} s, not judged ({why})",
+        )
     ach = expected.achievable_tflops
     frac = value / ach
     status = FAIL if frac < GEMM_FAIL_OF_ACHIEVABLE else WARN if frac < GEMM_WARN_OF_ACHIEVABLE else PASS
-    return Check(name="gemm.sustained", scope=scope, status=status, value=value,
-                 detail=(f"{value} TFLOP/s bf16 {res.n}^3 over {res.seconds:.0f} s = {frac:.0%} of {ach:g} "
-                         f"achievable (warn < {GEMM_WARN_OF_ACHIEVABLE:.0%}, fail < {GEMM_FAIL_OF_ACHIEVABLE:.0%}); "
-                         f"last window {res.drop:.0%} slower than the first"))
+    return Check(
+        name="gemm.sustained",
+        scope=scope,
+        status=status,
+        value=value,
+        detail=(
+            f"{value} TFLOP/s bf16 {res.n}^3 over {res.seconds:.0f} s = {frac:.0%} of {ach:g} "
+            f"achievable (warn < {GEMM_WARN_OF_ACHIEVABLE:.0%}, fail < {GEMM_FAIL_OF_ACHIEVABLE:.0%}); "
+            f"last window {res.drop:.0%} slower than the first"
+        ),
+    )
 
 
 # ----------------------------------------------------------------------------- DCGM, kernel log
 
-def run_dcgm(level: int, *, which: Callable[[str], str | None] = shutil.which,
-             run: Runner = subprocess.run, timeout_s: float = 1800.0) -> list[Check]:
+
+def run_dcgm(
+    level: int,
+    *,
+    which: Callable[[str], str | None] = shutil.which,
+    run: Runner = subprocess.run,
+    timeout_s: float = 1800.0,
+) -> list[Check]:
     if level == 0:
         return [not_run("dcgm.diag", "node", "disabled (dcgm level 0)")]
     exe = which("dcgmi")
@@ -196,7 +232,7 @@ def run_dcgm(level: int, *, which: Callable[[str], str | None] = shutil.which,
         return [not_run("dcgm.diag", "node", f"dcgmi diag -r {level}: {exc}")]
     out = proc.stdout or ""
     try:
-        doc = json.loads(out[out.index("{"):])
+        doc = json.loads(out[out.index("{") :])
     except ValueError:
         tail = (proc.stderr or out).strip()[-300:]
         return [not_run("dcgm.diag", "node", f"dcgmi diag -r {level} exited {proc.returncode} without JSON: {tail}")]
@@ -215,6 +251,7 @@ def kernel_xids(*, run: Runner = subprocess.run) -> Check:
 
 # ----------------------------------------------------------------------------- the gate
 
+
 @dataclass(slots=True, kw_only=True)
 class GateReport:
     node: str
@@ -228,9 +265,14 @@ class GateReport:
         return worst([c.status for c in self.checks])
 
     def to_json(self) -> dict[str, Any]:
-        return {"node": self.node, "vendor": self.vendor, "verdict": self.verdict,
-                "checks": [c.to_json() for c in self.checks], "gemm": [g.to_json() for g in self.gemm],
-                "not_run": [f"{c.name} ({c.scope}): {c.detail}" for c in self.checks if c.status == NOT_RUN]}
+        return {
+            "node": self.node,
+            "vendor": self.vendor,
+            "verdict": self.verdict,
+            "checks": [c.to_json() for c in self.checks],
+            "gemm": [g.to_json() for g in self.gemm],
+            "not_run": [f"{c.name} ({c.scope}): {c.detail}" for c in self.checks if c.status == NOT_RUN],
+        }
 
 
 def open_library(nvml: Any | None = None, amdsmi: Any | None = None) -> tuple[str, Any, str]:
@@ -259,30 +301,42 @@ def open_library(nvml: Any | None = None, amdsmi: Any | None = None) -> tuple[st
     return "none", None, "; ".join(whys)
 
 
-def node_checks(cfg: GateConfig, vendor: str, lib: Any, why: str, *, which: Callable[[str], str | None] = shutil.which,
-                run: Runner = subprocess.run) -> list[Check]:
+def node_checks(
+    cfg: GateConfig,
+    vendor: str,
+    lib: Any,
+    why: str,
+    *,
+    which: Callable[[str], str | None] = shutil.which,
+    run: Runner = subprocess.run,
+) -> list[Check]:
     """What the node answers once: GPU count and model, versions, the kernel's XIDs, DCGM."""
     exp = expected_for(cfg.instance_type)
     if vendor == "nvidia":
-        checks = probes.nvml_node_checks(lib, exp.count if exp else None, exp.matches if exp else None,
-                                         exp.model if exp else "")
+        checks = probes.nvml_node_checks(
+            lib, exp.count if exp else None, exp.matches if exp else None, exp.model if exp else ""
+        )
         checks.append(kernel_xids(run=run))
         checks.extend(run_dcgm(cfg.dcgm_level, which=which, run=run))
     elif vendor == "amd":
         from workloads import node_gate_amd
 
-        checks = node_gate_amd.node_checks(lib, exp.count if exp else None, exp.matches if exp else None,
-                                           exp.model if exp else "")
+        checks = node_gate_amd.node_checks(
+            lib, exp.count if exp else None, exp.matches if exp else None, exp.model if exp else ""
+        )
         checks.append(not_run("dcgm.diag", "node", "DCGM is NVIDIA's; not run on AMD"))
     else:
-        checks = [not_run(name, "node", f"no GPU management library on this host ({why})")
-                  for name in ("gpu.count", "gpu.model", "versions", "xid.kernel")]
+        checks = [
+            not_run(name, "node", f"no GPU management library on this host ({why})")
+            for name in ("gpu.count", "gpu.model", "versions", "xid.kernel")
+        ]
         checks.extend(run_dcgm(cfg.dcgm_level, which=which, run=run))
     return checks
 
 
-def gpu_checks(cfg: GateConfig, vendor: str, lib: Any, why: str, devices: Sequence[torch.device],
-               indices: Sequence[int]) -> tuple[list[Check], list[GemmResult]]:
+def gpu_checks(
+    cfg: GateConfig, vendor: str, lib: Any, why: str, devices: Sequence[torch.device], indices: Sequence[int]
+) -> tuple[list[Check], list[GemmResult]]:
     """Per GPU: the counters, then the sustained GEMM with the clocks, link and XIDs watched."""
     exp = expected_for(cfg.instance_type)
     checks: list[Check] = []
@@ -297,13 +351,32 @@ def gpu_checks(cfg: GateConfig, vendor: str, lib: Any, why: str, devices: Sequen
             checks.extend(node_gate_amd.gpu_checks(lib, idx))
             watches.append(node_gate_amd.AmdWatch(lib, idx, cfg.sample_s))
         else:
-            checks.extend(not_run(name, f"gpu{idx}", f"no GPU management library ({why})")
-                          for name in ("ecc.volatile", "ecc.aggregate", "memory.remap", "nvlink.links",
-                                       "nvlink.errors", "pcie.link", "clocks.throttle", "xid.run"))
+            checks.extend(
+                not_run(name, f"gpu{idx}", f"no GPU management library ({why})")
+                for name in (
+                    "ecc.volatile",
+                    "ecc.aggregate",
+                    "memory.remap",
+                    "nvlink.links",
+                    "nvlink.errors",
+                    "pcie.link",
+                    "clocks.throttle",
+                    "xid.run",
+                )
+            )
     if not indices:
-        checks.extend(not_run(name, "gpu", "no GPU in this process (CPU run)")
-                      for name in ("ecc.volatile", "ecc.aggregate", "memory.remap", "nvlink.links", "pcie.link",
-                                   "clocks.throttle", "xid.run"))
+        checks.extend(
+            not_run(name, "gpu", "no GPU in this process (CPU run)")
+            for name in (
+                "ecc.volatile",
+                "ecc.aggregate",
+                "memory.remap",
+                "nvlink.links",
+                "pcie.link",
+                "clocks.throttle",
+                "xid.run",
+            )
+        )
     gemms = []
     for w in watches:
         w.start()
@@ -320,9 +393,17 @@ def gpu_checks(cfg: GateConfig, vendor: str, lib: Any, why: str, devices: Sequen
     return checks, gemms
 
 
-def run_gate(cfg: GateConfig, devices: Sequence[torch.device], *, indices: Sequence[int] | None = None,
-             nvml: Any | None = None, amdsmi: Any | None = None, whole_node: bool = True,
-             which: Callable[[str], str | None] = shutil.which, run: Runner = subprocess.run) -> GateReport:
+def run_gate(
+    cfg: GateConfig,
+    devices: Sequence[torch.device],
+    *,
+    indices: Sequence[int] | None = None,
+    nvml: Any | None = None,
+    amdsmi: Any | None = None,
+    whole_node: bool = True,
+    which: Callable[[str], str | None] = shutil.which,
+    run: Runner = subprocess.run,
+) -> GateReport:
     """The gate on this process's GPUs (``indices`` in the management library's numbering)."""
     vendor, lib, why = open_library(nvml, amdsmi)
     rep = GateReport(node=node_name(), vendor=vendor)
@@ -340,8 +421,10 @@ def print_report(rep: GateReport, out: Any = sys.stdout) -> None:
     for c in rep.checks:
         out.write(f"  {c.status:<8} {c.name:<18} {c.scope:<6} {'' if c.value is None else c.value!s:<14} {c.detail}\n")
     for g in rep.gemm:
-        out.write(f"  gemm {g.device} {g.name}: {g.dtype} {g.n}^3, {g.calls} calls in {g.seconds:.1f} s, "
-                  f"windows TFLOP/s {', '.join(f'{w:.4g}' for w in g.window_tflops)}\n")
+        out.write(
+            f"  gemm {g.device} {g.name}: {g.dtype} {g.n}^3, {g.calls} calls in {g.seconds:.1f} s, "
+            f"windows TFLOP/s {', '.join(f'{w:.4g}' for w in g.window_tflops)}\n"
+        )
     out.flush()
 
 
@@ -364,8 +447,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ns.gemm_seconds is not None and not ns.gemm_seconds > 0:
         print("node_gate: --gemm-seconds must be > 0", file=sys.stderr)
         return 2
-    cfg = GateConfig(instance_type=ns.instance_type, gemm_seconds=ns.gemm_seconds, gemm_n=ns.gemm_size,
-                     dcgm_level=ns.dcgm_level)
+    cfg = GateConfig(
+        instance_type=ns.instance_type, gemm_seconds=ns.gemm_seconds, gemm_n=ns.gemm_size, dcgm_level=ns.dcgm_level
+    )
     gpu = torch.cuda.is_available() and os.environ.get("GPUC_FORCE_CPU", "") != "1"
     devices = [torch.device("cuda", i) for i in range(torch.cuda.device_count())] if gpu else [torch.device("cpu")]
     rep = run_gate(cfg, devices, indices=list(range(len(devices))) if gpu else [])

@@ -40,18 +40,39 @@ def node_checks(lib: Any, count: int | None, matches: Callable[[str], bool] | No
     hs, why = _handles(lib)
     if why:
         return [not_run("gpu.count", "node", why)]
-    out = [Check(name="gpu.count", scope="node", status=INFO if count is None else PASS if len(hs) == count else FAIL,
-                 value=len(hs), detail=f"{len(hs)} GPUs" + (f", the catalog says {count}" if count else ""))]
+    out = [
+        Check(
+            name="gpu.count",
+            scope="node",
+            status=INFO if count is None else PASS if len(hs) == count else FAIL,
+            value=len(hs),
+            detail=f"{len(hs)} GPUs" + (f", the catalog says {count}" if count else ""),
+        )
+    ]
     names = []
     for h in hs:
         info, why = _try(lib, "amdsmi_get_gpu_asic_info", h)
         names.append(str(info.get("market_name", "?")) if isinstance(info, dict) else f"? ({why})")
     odd = [f"gpu{i} {n!r}" for i, n in enumerate(names) if matches is not None and not matches(n)]
-    out.append(Check(name="gpu.model", scope="node", status=INFO if matches is None else FAIL if odd else PASS,
-                     value=sorted(set(names)), detail=f"not {model}: {', '.join(odd)}" if odd else model or "no type"))
+    out.append(
+        Check(
+            name="gpu.model",
+            scope="node",
+            status=INFO if matches is None else FAIL if odd else PASS,
+            value=sorted(set(names)),
+            detail=f"not {model}: {', '.join(odd)}" if odd else model or "no type",
+        )
+    )
     drv, why = _try(lib, "amdsmi_get_gpu_driver_info", hs[0]) if hs else (None, "no GPU")
-    out.append(Check(name="versions", scope="node", status=INFO,
-                     value={"driver": drv.get("driver_version") if isinstance(drv, dict) else None}, detail=why or ""))
+    out.append(
+        Check(
+            name="versions",
+            scope="node",
+            status=INFO,
+            value={"driver": drv.get("driver_version") if isinstance(drv, dict) else None},
+            detail=why or "",
+        )
+    )
     out.append(not_run("xid.kernel", "node", "XIDs are NVIDIA's; AMD reports RAS errors through ECC counts"))
     return out
 
@@ -69,10 +90,15 @@ def gpu_checks(lib: Any, index: int) -> list[Check]:
     else:
         unc = int(ecc.get("uncorrectable_count", 0))
         deferred = int(ecc.get("deferred_count", 0))
-        out.append(Check(name="ecc.aggregate", scope=scope, status=FAIL if unc or deferred else PASS,
-                         value={"uncorrectable": unc, "deferred": deferred,
-                                "correctable": int(ecc.get("correctable_count", 0))},
-                         detail=f"{unc} uncorrectable, {deferred} deferred ECC errors"))
+        out.append(
+            Check(
+                name="ecc.aggregate",
+                scope=scope,
+                status=FAIL if unc or deferred else PASS,
+                value={"uncorrectable": unc, "deferred": deferred, "correctable": int(ecc.get("correctable_count", 0))},
+                detail=f"{unc} uncorrectable, {deferred} deferred ECC errors",
+            )
+        )
     out.append(_xgmi(lib, hs, index, scope))
     return out
 
@@ -93,8 +119,13 @@ def _xgmi(lib: Any, hs: list[Any], index: int, scope: str) -> Check:
             up += 1
         else:
             down.append(j)
-    return Check(name="xgmi.links", scope=scope, status=FAIL if down else PASS, value={"up": up, "not_xgmi": down},
-                 detail=f"no direct xGMI link to GPUs {down}" if down else f"{up} xGMI peers")
+    return Check(
+        name="xgmi.links",
+        scope=scope,
+        status=FAIL if down else PASS,
+        value={"up": up, "not_xgmi": down},
+        detail=f"no direct xGMI link to GPUs {down}" if down else f"{up} xGMI peers",
+    )
 
 
 class AmdWatch:
@@ -136,9 +167,15 @@ class AmdWatch:
         if self.samples == 0:
             out.append(not_run("clocks.throttle", self.scope, "gpu_metrics throttle_status not readable"))
         else:
-            out.append(Check(name="clocks.throttle", scope=self.scope, status=WARN if self.throttled else PASS,
-                             value={"throttled_samples": self.throttled, "samples": self.samples},
-                             detail=f"{self.throttled} of {self.samples} samples with throttle_status set"))
+            out.append(
+                Check(
+                    name="clocks.throttle",
+                    scope=self.scope,
+                    status=WARN if self.throttled else PASS,
+                    value={"throttled_samples": self.throttled, "samples": self.samples},
+                    detail=f"{self.throttled} of {self.samples} samples with throttle_status set",
+                )
+            )
         p, why = _try(self.lib, "amdsmi_get_pcie_info", self.handle)
         static = p.get("pcie_static", {}) if isinstance(p, dict) else {}
         if not static or not self.width:
@@ -146,6 +183,13 @@ class AmdWatch:
         else:
             # MT/s per PCIe generation: 2.5, 5, 8, 16, 32 GT/s for gen 1..5.
             gen = {2500: 1, 5000: 2, 8000: 3, 16000: 4, 32000: 5, 64000: 6}
-            out.append(judge_pcie(gen.get(self.speed, 0), gen.get(int(static.get("max_pcie_speed", 0)), 0),
-                                  self.width, int(static.get("max_pcie_width", 0)), self.scope))
+            out.append(
+                judge_pcie(
+                    gen.get(self.speed, 0),
+                    gen.get(int(static.get("max_pcie_speed", 0)), 0),
+                    self.width,
+                    int(static.get("max_pcie_width", 0)),
+                    self.scope,
+                )
+            )
         return out

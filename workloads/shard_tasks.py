@@ -119,26 +119,45 @@ def build_parser() -> argparse.ArgumentParser:
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--inputs", help="file with one input path per line ('#' comments allowed)")
     src.add_argument("--glob", help="glob of input files (quote it)")
-    ap.add_argument("--output-dir", required=True,
-                    help="root of the outputs: a directory, or s3://BUCKET/PREFIX or gs://BUCKET/PREFIX")
+    ap.add_argument(
+        "--output-dir",
+        required=True,
+        help="root of the outputs: a directory, or s3://BUCKET/PREFIX or gs://BUCKET/PREFIX",
+    )
     ap.add_argument("--output-ext", default=None, help="replace each input's extension, e.g. .mp4")
-    ap.add_argument("--input-root", default=None,
-                    help="inputs' paths below this dir are kept under --output-dir (default: their common directory)")
+    ap.add_argument(
+        "--input-root",
+        default=None,
+        help="inputs' paths below this dir are kept under --output-dir (default: their common directory)",
+    )
     work = ap.add_mutually_exclusive_group(required=True)
-    work.add_argument("--command",
-                      help="command run per input (no shell), with {input} and {output}, and optionally "
-                           "{rank}, {local_rank}, {gpu}")
-    work.add_argument("--callable", dest="callable_", metavar="MODULE:FUNCTION",
-                      help="python callable f(input_path, output_tmp_path)")
+    work.add_argument(
+        "--command",
+        help="command run per input (no shell), with {input} and {output}, and optionally {rank}, {local_rank}, {gpu}",
+    )
+    work.add_argument(
+        "--callable", dest="callable_", metavar="MODULE:FUNCTION", help="python callable f(input_path, output_tmp_path)"
+    )
     ap.add_argument("--schedule", default="dynamic", help="dynamic (leases, default) or static (i % world)")
-    ap.add_argument("--state-dir", default=None,
-                    help="shared directory for leases and failure records (default <output-dir>/.shard_tasks; "
-                         "needed with an s3:// or gs:// --output-dir)")
-    ap.add_argument("--lease-s", default="60", help="a dead worker's lease expires after this many seconds (default 60)")
-    ap.add_argument("--fleet-id", default=None,
-                    help="workers with the same id are one fleet (default: torchrun's run id, else Slurm's job id)")
-    ap.add_argument("--scratch-dir", default=None,
-                    help="node-local directory for work before it is uploaded to a URI (default: the temp dir)")
+    ap.add_argument(
+        "--state-dir",
+        default=None,
+        help="shared directory for leases and failure records (default <output-dir>/.shard_tasks; "
+        "needed with an s3:// or gs:// --output-dir)",
+    )
+    ap.add_argument(
+        "--lease-s", default="60", help="a dead worker's lease expires after this many seconds (default 60)"
+    )
+    ap.add_argument(
+        "--fleet-id",
+        default=None,
+        help="workers with the same id are one fleet (default: torchrun's run id, else Slurm's job id)",
+    )
+    ap.add_argument(
+        "--scratch-dir",
+        default=None,
+        help="node-local directory for work before it is uploaded to a URI (default: the temp dir)",
+    )
     ap.add_argument("--timeout-s", default=None, help="per-input time limit for --command (default none)")
     ap.add_argument("--progress-every-s", default="30", help="rank 0 progress interval (default 30)")
     ap.add_argument("--json", default=None, help="write the final summary to this JSON file")
@@ -190,8 +209,11 @@ def _check_template(template: str, p: Problems, force_cpu: bool) -> list[str] | 
     if "{" not in argv[0] and shutil.which(argv[0]) is None:
         p.add("--command", f"program {argv[0]!r} is not on PATH")
     if "gpu" in seen and devmod.detect_accelerator(force_cpu) == "cpu":
-        p.add("--command", f"{template!r} uses {{gpu}}, the index of this rank's GPU, and this job runs on the "
-                           "CPU (no GPU visible, or --cpu / GPUC_FORCE_CPU=1)")
+        p.add(
+            "--command",
+            f"{template!r} uses {{gpu}}, the index of this rank's GPU, and this job runs on the "
+            "CPU (no GPU visible, or --cpu / GPUC_FORCE_CPU=1)",
+        )
     return argv
 
 
@@ -227,8 +249,7 @@ def parse_config(argv: list[str] | None = None) -> TaskConfig:
     if a.inputs is not None:
         inputs = _read_list(Path(a.inputs), p)
     else:
-        inputs = [Path(os.path.abspath(x)) for x in globlib.glob(os.path.expanduser(a.glob))
-                  if os.path.isfile(x)]
+        inputs = [Path(os.path.abspath(x)) for x in globlib.glob(os.path.expanduser(a.glob)) if os.path.isfile(x)]
         if not inputs:
             p.add("--glob", f"{a.glob!r} matches no files")
     inputs.sort(key=str)
@@ -236,12 +257,22 @@ def parse_config(argv: list[str] | None = None) -> TaskConfig:
     if dups:
         p.add("--inputs", f"{len(dups)} inputs listed more than once, e.g. {dups[:3]}")
     ext = a.output_ext
-    ext_ok = ext is None or (ext.startswith(".") and len(ext) >= 2 and ext != ".."
-                             and not any(c in ext for c in "/\x00") and not any(ord(c) < 0x20 for c in ext))
+    ext_ok = ext is None or (
+        ext.startswith(".")
+        and len(ext) >= 2
+        and ext != ".."
+        and not any(c in ext for c in "/\x00")
+        and not any(ord(c) < 0x20 for c in ext)
+    )
     if not ext_ok:
         p.add("--output-ext", f"{ext!r} must look like .mp4")
-    for flag, value in (("--output-dir", a.output_dir), ("--input-root", a.input_root), ("--json", a.json),
-                        ("--state-dir", a.state_dir), ("--scratch-dir", a.scratch_dir)):
+    for flag, value in (
+        ("--output-dir", a.output_dir),
+        ("--input-root", a.input_root),
+        ("--json", a.json),
+        ("--state-dir", a.state_dir),
+        ("--scratch-dir", a.scratch_dir),
+    ):
         if value is not None and "\x00" in value:
             p.add(flag, f"{value!r} contains a NUL byte")
     force_cpu = bool(a.cpu) or os.environ.get("GPUC_FORCE_CPU", "") == "1"
@@ -251,8 +282,11 @@ def parse_config(argv: list[str] | None = None) -> TaskConfig:
         if why := uri_problem(raw_out):
             p.add("--output-dir", why)
         if a.state_dir is None:
-            p.add("--state-dir", f"needed with --output-dir {raw_out}: leases and failure records live on a "
-                                 "shared file system (e.g. /fsx/fleet/<job>)")
+            p.add(
+                "--state-dir",
+                f"needed with --output-dir {raw_out}: leases and failure records live on a "
+                "shared file system (e.g. /fsx/fleet/<job>)",
+            )
         output_root = raw_out.rstrip("/")
     else:
         output_root = os.path.abspath(raw_out)
@@ -269,8 +303,11 @@ def parse_config(argv: list[str] | None = None) -> TaskConfig:
     lease_s = p.number("--lease-s", a.lease_s, gt=0.0)
     root: Path | None = None
     if inputs:
-        root = Path(os.path.abspath(a.input_root)) if a.input_root else Path(
-            os.path.commonpath([str(x.parent) for x in inputs]))
+        root = (
+            Path(os.path.abspath(a.input_root))
+            if a.input_root
+            else Path(os.path.commonpath([str(x.parent) for x in inputs]))
+        )
         outside = [x for x in inputs if not x.is_relative_to(root)]
         if outside:
             p.add("--input-root", f"{root} does not contain {len(outside)} inputs, e.g. {outside[0]}")
@@ -301,10 +338,22 @@ def parse_config(argv: list[str] | None = None) -> TaskConfig:
         p.add("--output-dir", why)
     p.exit_if_any()
     digest = hashlib.sha256("\n".join(str(x) for x in inputs).encode()).hexdigest()
-    return TaskConfig(items=items, list_digest=digest, output_dir=output_root, outputs=outputs,
-                      state_dir=state_dir, schedule=a.schedule, lease_s=lease_s, fleet_id=_fleet_id(a.fleet_id),
-                      command=command, function=function, timeout_s=timeout, progress_every_s=every,
-                      json_path=json_path, force_cpu=force_cpu)
+    return TaskConfig(
+        items=items,
+        list_digest=digest,
+        output_dir=output_root,
+        outputs=outputs,
+        state_dir=state_dir,
+        schedule=a.schedule,
+        lease_s=lease_s,
+        fleet_id=_fleet_id(a.fleet_id),
+        command=command,
+        function=function,
+        timeout_s=timeout,
+        progress_every_s=every,
+        json_path=json_path,
+        force_cpu=force_cpu,
+    )
 
 
 def _tail(text: str) -> str:
@@ -317,11 +366,11 @@ def run_item(cfg: TaskConfig, inp: Path, tmp: Path, rt: devmod.Runtime | None = 
         rank = rt.rank if rt else 0
         local = rt.local_rank if rt else 0
         gpu = rt.device.index if rt is not None and rt.device.type == "cuda" else ""
-        argv = [arg.format(input=str(inp), output=str(tmp), rank=rank, local_rank=local, gpu=gpu)
-                for arg in cfg.command]
+        argv = [
+            arg.format(input=str(inp), output=str(tmp), rank=rank, local_rank=local, gpu=gpu) for arg in cfg.command
+        ]
         try:
-            r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                               timeout=cfg.timeout_s, check=False)
+            r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=cfg.timeout_s, check=False)
         except subprocess.TimeoutExpired as e:
             err = (e.stderr or b"").decode(errors="replace")
             return f"timed out after {cfg.timeout_s} s\n{_tail(err)}"
@@ -345,21 +394,36 @@ def main(argv: list[str] | None = None) -> int:
     rt = devmod.setup(force_cpu=True if cfg.force_cpu else None)
     try:
         items = [fleet.Item(name=str(inp), final=str(out)) for inp, out in cfg.items]
-        fc = fleet.FleetConfig(schedule=cfg.schedule, state_dir=cfg.state_dir, lease_s=cfg.lease_s,
-                               fleet_id=cfg.fleet_id, progress_every_s=cfg.progress_every_s)
+        fc = fleet.FleetConfig(
+            schedule=cfg.schedule,
+            state_dir=cfg.state_dir,
+            lease_s=cfg.lease_s,
+            fleet_id=cfg.fleet_id,
+            progress_every_s=cfg.progress_every_s,
+        )
         c = fleet.process(items, cfg.outputs, fc, rt, lambda it, tmp: run_item(cfg, Path(it.name), tmp, rt))
         return report(cfg.list_digest, len(items), c, rt, cfg.json_path, cfg.state_dir, cfg.schedule)
     finally:
         devmod.teardown()
 
 
-def report(list_digest: str, n_items: int, c: fleet.Counts, rt: devmod.Runtime, json_path: Path | None,
-           state_dir: Path, schedule: str, job: str = "shard_tasks") -> int:
+def report(
+    list_digest: str,
+    n_items: int,
+    c: fleet.Counts,
+    rt: devmod.Runtime,
+    json_path: Path | None,
+    state_dir: Path,
+    schedule: str,
+    job: str = "shard_tasks",
+) -> int:
     """Gather every rank's counts; rank 0 prints them (and writes ``json_path``). The exit code:
     0, or 1 if any item failed or the ranks saw different lists."""
     fingerprint = int(list_digest[:12], 16)  # 48 bits: exact in an int64
-    mine = torch.tensor([c.done, c.skipped, c.failed, c.duplicate, fingerprint,
-                         round(c.busy_s * 1e6), round(c.wall_s * 1e6)], dtype=torch.int64)
+    mine = torch.tensor(
+        [c.done, c.skipped, c.failed, c.duplicate, fingerprint, round(c.busy_s * 1e6), round(c.wall_s * 1e6)],
+        dtype=torch.int64,
+    )
     if rt.backend == "nccl":
         mine = mine.to(rt.device)
     gathered = [torch.zeros_like(mine) for _ in range(rt.world_size)]
@@ -371,23 +435,39 @@ def report(list_digest: str, n_items: int, c: fleet.Counts, rt: devmod.Runtime, 
     busy = [r[5] / 1e6 for r in rows]
     elsewhere = n_items - done - skipped - failed
     if rt.is_main:
-        print(f"{job}: {n_items} items ({schedule}): done {done}, skipped (output existed) {skipped}, "
-              f"failed {failed}" + (f", done by another fleet {elsewhere}" if elsewhere else "")
-              + (f", duplicates discarded {dup}" if dup else "") + f" in {wall:.1f} s "
-              f"(busy {sum(busy):.1f} s over {rt.world_size} ranks)", flush=True)
+        print(
+            f"{job}: {n_items} items ({schedule}): done {done}, skipped (output existed) {skipped}, "
+            f"failed {failed}"
+            + (f", done by another fleet {elsewhere}" if elsewhere else "")
+            + (f", duplicates discarded {dup}" if dup else "")
+            + f" in {wall:.1f} s "
+            f"(busy {sum(busy):.1f} s over {rt.world_size} ranks)",
+            flush=True,
+        )
         if failed:
             print(f"failures recorded in {state_dir}/failures-rank*.jsonl", file=sys.stderr, flush=True)
         if not same_list:
-            print("error: ranks saw different input lists: keep the list (and the files a "
-                  "glob matches) on shared storage and unchanged during the run",
-                  file=sys.stderr, flush=True)
+            print(
+                "error: ranks saw different input lists: keep the list (and the files a "
+                "glob matches) on shared storage and unchanged during the run",
+                file=sys.stderr,
+                flush=True,
+            )
         if json_path is not None:
             summary = {
-                "job": job, "world_size": rt.world_size, "inputs": n_items, "schedule": schedule,
-                "done": done, "skipped": skipped, "failed": failed, "duplicates": dup,
+                "job": job,
+                "world_size": rt.world_size,
+                "inputs": n_items,
+                "schedule": schedule,
+                "done": done,
+                "skipped": skipped,
+                "failed": failed,
+                "duplicates": dup,
                 "done_elsewhere": elsewhere,
                 "per_rank": [dict(zip(("done", "skipped", "failed"), r[:3])) for r in rows],
-                "busy_s_per_rank": busy, "same_input_list_on_all_ranks": same_list, "elapsed_s": wall,
+                "busy_s_per_rank": busy,
+                "same_input_list_on_all_ranks": same_list,
+                "elapsed_s": wall,
                 "list_sha256": list_digest,
             }
             write_bytes_atomic(json_path, (json.dumps(summary, indent=2) + "\n").encode())

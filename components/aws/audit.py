@@ -53,13 +53,18 @@ def log_bucket_policy(bucket_arn: str, vpc_arn: str, region: str, flow_logs: boo
     statements: list[dict[str, Any]] = [
         {
             # AWS Foundational Security Best Practices S3.5: requests must use TLS.
-            "Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
+            "Sid": "DenyInsecureTransport",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:*",
             "Resource": [bucket_arn, f"{bucket_arn}/*"],
             "Condition": {"Bool": {"aws:SecureTransport": "false"}},
         },
         {
-            "Sid": "S3ServerAccessLogsPolicy", "Effect": "Allow",
-            "Principal": {"Service": "logging.s3.amazonaws.com"}, "Action": "s3:PutObject",
+            "Sid": "S3ServerAccessLogsPolicy",
+            "Effect": "Allow",
+            "Principal": {"Service": "logging.s3.amazonaws.com"},
+            "Action": "s3:PutObject",
             "Resource": f"{bucket_arn}/{ACCESS_LOG_PREFIX}*",
             "Condition": {"StringEquals": source_account},
         },
@@ -68,25 +73,38 @@ def log_bucket_policy(bucket_arn: str, vpc_arn: str, region: str, flow_logs: boo
         logs_arn = {"aws:SourceArn": f"arn:{part}:logs:{region}:{account}:*"}
         statements += [
             {
-                "Sid": "AWSLogDeliveryWrite", "Effect": "Allow",
-                "Principal": {"Service": "delivery.logs.amazonaws.com"}, "Action": "s3:PutObject",
+                "Sid": "AWSLogDeliveryWrite",
+                "Effect": "Allow",
+                "Principal": {"Service": "delivery.logs.amazonaws.com"},
+                "Action": "s3:PutObject",
                 "Resource": f"{bucket_arn}/{FLOW_LOG_PREFIX}AWSLogs/{account}/*",
-                "Condition": {"StringEquals": {"s3:x-amz-acl": "bucket-owner-full-control", **source_account},
-                              "ArnLike": logs_arn},
+                "Condition": {
+                    "StringEquals": {"s3:x-amz-acl": "bucket-owner-full-control", **source_account},
+                    "ArnLike": logs_arn,
+                },
             },
             {
-                "Sid": "AWSLogDeliveryAclCheck", "Effect": "Allow",
+                "Sid": "AWSLogDeliveryAclCheck",
+                "Effect": "Allow",
                 "Principal": {"Service": "delivery.logs.amazonaws.com"},
-                "Action": ["s3:GetBucketAcl", "s3:ListBucket"], "Resource": bucket_arn,
+                "Action": ["s3:GetBucketAcl", "s3:ListBucket"],
+                "Resource": bucket_arn,
                 "Condition": {"StringEquals": source_account, "ArnLike": logs_arn},
             },
         ]
     return json.dumps({"Version": "2012-10-17", "Statement": statements}, sort_keys=True)
 
 
-def network_audit(name: str, vpc_id: pulumi.Input[str], vpc_arn: pulumi.Input[str], region: str,
-                  security: SecuritySpec, tags: Mapping[str, str], parent: pulumi.Resource,
-                  owned: bool = True) -> aws.s3.Bucket:
+def network_audit(
+    name: str,
+    vpc_id: pulumi.Input[str],
+    vpc_arn: pulumi.Input[str],
+    region: str,
+    security: SecuritySpec,
+    tags: Mapping[str, str],
+    parent: pulumi.Resource,
+    owned: bool = True,
+) -> aws.s3.Bucket:
     """The log bucket, the VPC's flow log into it, and the default security group emptied.
 
     ``owned=False`` (the caller's VPC): the log bucket only. The caller's VPC keeps its own
@@ -97,8 +115,9 @@ def network_audit(name: str, vpc_id: pulumi.Input[str], vpc_arn: pulumi.Input[st
     # ingress/egress is given (pulumi-aws ec2.DefaultSecurityGroup docs): anything launched
     # into it by default then reaches nothing.
     if owned:
-        aws.ec2.DefaultSecurityGroup(f"{name}-default-sg", vpc_id=vpc_id,
-                                     tags={**dict(tags), "Name": f"{name}-default"}, opts=child)
+        aws.ec2.DefaultSecurityGroup(
+            f"{name}-default-sg", vpc_id=vpc_id, tags={**dict(tags), "Name": f"{name}-default"}, opts=child
+        )
     bucket = aws.s3.Bucket(
         f"{name}-logs",
         force_destroy=False,
@@ -106,35 +125,58 @@ def network_audit(name: str, vpc_id: pulumi.Input[str], vpc_arn: pulumi.Input[st
         # The audit trail outlives a mistaken destroy like the checkpoints do (STYLE.md 5).
         opts=pulumi.ResourceOptions(parent=parent, protect=True),
     )
-    pab = aws.s3.BucketPublicAccessBlock(f"{name}-logs", bucket=bucket.id, block_public_acls=True,
-                                         block_public_policy=True, ignore_public_acls=True,
-                                         restrict_public_buckets=True, opts=child)
+    pab = aws.s3.BucketPublicAccessBlock(
+        f"{name}-logs",
+        bucket=bucket.id,
+        block_public_acls=True,
+        block_public_policy=True,
+        ignore_public_acls=True,
+        restrict_public_buckets=True,
+        opts=child,
+    )
     ownership = aws.s3.BucketOwnershipControls(
-        f"{name}-logs", bucket=bucket.id,
-        rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"), opts=child)
+        f"{name}-logs",
+        bucket=bucket.id,
+        rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"),
+        opts=child,
+    )
     aws.s3.BucketServerSideEncryptionConfiguration(
-        f"{name}-logs", bucket=bucket.id,
-        rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
-            apply_server_side_encryption_by_default=(
-                aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
-                    sse_algorithm="AES256")))],
-        opts=child)
+        f"{name}-logs",
+        bucket=bucket.id,
+        rules=[
+            aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
+                apply_server_side_encryption_by_default=(
+                    aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
+                        sse_algorithm="AES256"
+                    )
+                )
+            )
+        ],
+        opts=child,
+    )
     aws.s3.BucketLifecycleConfiguration(
-        f"{name}-logs", bucket=bucket.id,
-        rules=[aws.s3.BucketLifecycleConfigurationRuleArgs(
-            id="expire-logs", status="Enabled",
-            filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
-            expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(days=security.log_retention_days),
-            abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
-                days_after_initiation=ABORT_INCOMPLETE_UPLOAD_DAYS),
-        )],
-        opts=child)
+        f"{name}-logs",
+        bucket=bucket.id,
+        rules=[
+            aws.s3.BucketLifecycleConfigurationRuleArgs(
+                id="expire-logs",
+                status="Enabled",
+                filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+                expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(days=security.log_retention_days),
+                abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
+                    days_after_initiation=ABORT_INCOMPLETE_UPLOAD_DAYS
+                ),
+            )
+        ],
+        opts=child,
+    )
     policy = aws.s3.BucketPolicy(
-        f"{name}-logs", bucket=bucket.id,
-        policy=pulumi.Output.all(bucket.arn, vpc_arn).apply(
-            lambda a: log_bucket_policy(a[0], a[1], region, flow_logs)),
+        f"{name}-logs",
+        bucket=bucket.id,
+        policy=pulumi.Output.all(bucket.arn, vpc_arn).apply(lambda a: log_bucket_policy(a[0], a[1], region, flow_logs)),
         # The public access block first: a policy put while it is still open could be refused later.
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[pab, ownership]))
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[pab, ownership]),
+    )
     if flow_logs:
         aws.ec2.FlowLog(
             f"{name}-flow-log",
@@ -152,21 +194,34 @@ def network_audit(name: str, vpc_id: pulumi.Input[str], vpc_arn: pulumi.Input[st
     return bucket
 
 
-def checkpoint_audit(name: str, bucket: aws.s3.Bucket, log_bucket: pulumi.Input[str], noncurrent_days: int,
-                     parent: pulumi.Resource) -> None:
+def checkpoint_audit(
+    name: str, bucket: aws.s3.Bucket, log_bucket: pulumi.Input[str], noncurrent_days: int, parent: pulumi.Resource
+) -> None:
     """Access logging (CKV_AWS_18) and a lifecycle (CKV2_AWS_61, CKV_AWS_300) on the checkpoint bucket."""
     child = pulumi.ResourceOptions(parent=parent)
-    aws.s3.BucketLogging(f"{name}-checkpoints", bucket=bucket.id, target_bucket=log_bucket,
-                         target_prefix=f"{ACCESS_LOG_PREFIX}{name}-checkpoints/", opts=child)
+    aws.s3.BucketLogging(
+        f"{name}-checkpoints",
+        bucket=bucket.id,
+        target_bucket=log_bucket,
+        target_prefix=f"{ACCESS_LOG_PREFIX}{name}-checkpoints/",
+        opts=child,
+    )
     aws.s3.BucketLifecycleConfiguration(
-        f"{name}-checkpoints", bucket=bucket.id,
-        rules=[aws.s3.BucketLifecycleConfigurationRuleArgs(
-            id="expire-noncurrent-checkpoints", status="Enabled",
-            filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
-            # Versioning keeps an overwritten checkpoint recoverable; this bounds for how long.
-            noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
-                noncurrent_days=noncurrent_days),
-            abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
-                days_after_initiation=ABORT_INCOMPLETE_UPLOAD_DAYS),
-        )],
-        opts=child)
+        f"{name}-checkpoints",
+        bucket=bucket.id,
+        rules=[
+            aws.s3.BucketLifecycleConfigurationRuleArgs(
+                id="expire-noncurrent-checkpoints",
+                status="Enabled",
+                filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+                # Versioning keeps an overwritten checkpoint recoverable; this bounds for how long.
+                noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
+                    noncurrent_days=noncurrent_days
+                ),
+                abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
+                    days_after_initiation=ABORT_INCOMPLETE_UPLOAD_DAYS
+                ),
+            )
+        ],
+        opts=child,
+    )

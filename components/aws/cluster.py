@@ -36,18 +36,23 @@ from components.spec import ClusterSpec
 
 def _region_checked(spec: ClusterSpec, providers: list[pulumi.ProviderResource]) -> pulumi.Output[str]:
     """The spec's region, once every caller's provider that names a region agrees with it."""
+
     def check(regions: list[Any]) -> str:
         for region in regions:
             if region and region != spec.region:
-                raise ValueError(f"region: the provider given to the component deploys to {region!r}, the cluster "
-                                 f"description says {spec.region!r} (allowed: a provider for {spec.region})")
+                raise ValueError(
+                    f"region: the provider given to the component deploys to {region!r}, the cluster "
+                    f"description says {spec.region!r} (allowed: a provider for {spec.region})"
+                )
         return spec.region
+
     given = [p.region for p in providers if isinstance(p, (aws.Provider, aws_native.Provider))]
     return pulumi.Output.all(*given).apply(check)
 
 
-def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions,
-          existing: ExistingNetwork | None = None) -> dict[str, Any]:
+def build(
+    name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: ExistingNetwork | None = None
+) -> dict[str, Any]:
     kind = spec.orchestration.kind
     if kind not in ("eks", "slurm"):
         raise ValueError(f"orchestration.kind: {kind!r} does not run on aws (allowed: eks, slurm)")
@@ -67,76 +72,143 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions,
             providers.append(cls(f"{name}-{pkg}", region=spec.region, opts=pulumi.ResourceOptions(parent=parent)))
     child = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=providers + callers))
 
-    network = Network(f"{name}-network", NetworkArgs(
-        cidr=spec.network.cidr, region=spec.region, zone=spec.zone, zone_id=spec.zone_id,
-        control_plane_zone=second_zone(spec.zone) if kind == "eks" else None, tags=tags,
-        security=spec.security, existing=existing,
-    ), child)
-    interconnect = Interconnect(f"{name}-interconnect", InterconnectArgs(
-        vpc_id=network.vpc_id, instance=instance, placement=spec.interconnect.placement, tags=tags,
-    ), child)
+    network = Network(
+        f"{name}-network",
+        NetworkArgs(
+            cidr=spec.network.cidr,
+            region=spec.region,
+            zone=spec.zone,
+            zone_id=spec.zone_id,
+            control_plane_zone=second_zone(spec.zone) if kind == "eks" else None,
+            tags=tags,
+            security=spec.security,
+            existing=existing,
+        ),
+        child,
+    )
+    interconnect = Interconnect(
+        f"{name}-interconnect",
+        InterconnectArgs(
+            vpc_id=network.vpc_id,
+            instance=instance,
+            placement=spec.interconnect.placement,
+            tags=tags,
+        ),
+        child,
+    )
     lustre = spec.storage.lustre
-    storage = Storage(f"{name}-storage", StorageArgs(
-        lustre=lustre, bucket_name=spec.storage.bucket_name, vpc_id=network.vpc_id,
-        subnet_id=network.node_subnet_id, node_security_group_id=interconnect.security_group_id, tags=tags,
-        log_bucket=network.log_bucket.id, noncurrent_days=spec.security.checkpoint_noncurrent_days,
-    ), child)
+    storage = Storage(
+        f"{name}-storage",
+        StorageArgs(
+            lustre=lustre,
+            bucket_name=spec.storage.bucket_name,
+            vpc_id=network.vpc_id,
+            subnet_id=network.node_subnet_id,
+            node_security_group_id=interconnect.security_group_id,
+            tags=tags,
+            log_bucket=network.log_bucket.id,
+            noncurrent_days=spec.security.checkpoint_noncurrent_days,
+        ),
+        child,
+    )
     # On EKS the FSx CSI driver mounts the file system into pods; on PCS the nodes mount it.
     user_data = (
         lustre_user_data(storage.mount["dns_name"], storage.mount["mount_name"], lustre.mount_point)
-        if kind == "slurm" else None
+        if kind == "slurm"
+        else None
     )
     # The group nodes launch into: the stack's own, or the one the reservation was made in (an
     # ODCR in a cluster placement group matches only launches into that group).
     placement_group = interconnect.placement_group_name or spec.compute.capacity.placement_group
-    compute = Compute(f"{name}-compute", ComputeArgs(
-        orchestrator=kind, region=spec.region, capacity=spec.compute.capacity,
-        instance_type=spec.compute.instance_type,
-        subnet_id=network.node_subnet_id if kind == "slurm" else None,
-        kubernetes_version=spec.orchestration.kubernetes_version, root_volume_gib=spec.compute.root_volume_gib,
-        nics=interconnect.nics, security_group_ids=[interconnect.security_group_id],
-        placement_group_name=placement_group, user_data=user_data, tags=tags,
-        image=spec.compute.image,
-    ), child)
+    compute = Compute(
+        f"{name}-compute",
+        ComputeArgs(
+            orchestrator=kind,
+            region=spec.region,
+            capacity=spec.compute.capacity,
+            instance_type=spec.compute.instance_type,
+            subnet_id=network.node_subnet_id if kind == "slurm" else None,
+            kubernetes_version=spec.orchestration.kubernetes_version,
+            root_volume_gib=spec.compute.root_volume_gib,
+            nics=interconnect.nics,
+            security_group_ids=[interconnect.security_group_id],
+            placement_group_name=placement_group,
+            user_data=user_data,
+            tags=tags,
+            image=spec.compute.image,
+        ),
+        child,
+    )
 
     access: dict[str, Any]
     scheduler: dict[str, Any]
     if kind == "eks":
         assert compute.release_version is not None
-        eks = EksOrchestration(f"{name}-orchestration", EksArgs(
-            region=spec.region, kubernetes_version=spec.orchestration.kubernetes_version,
-            api_access_cidrs=spec.orchestration.api_access_cidrs,
-            control_plane_subnet_ids=network.control_plane_subnet_ids, node_subnet_id=network.node_subnet_id,
-            security_group_id=interconnect.security_group_id,
-            launch_template_id=compute.launch_template_id, launch_template_version=compute.launch_template_version,
-            node_role_arn=compute.node_role_arn, release_version=compute.release_version,
-            instance_type=spec.compute.instance_type, nodes=spec.compute.nodes, capacity=spec.compute.capacity,
-            file_system_id=storage.file_system_id, dns_name=storage.mount["dns_name"],
-            mount_name=storage.mount["mount_name"], size_gib=lustre.size_gib, tags=tags,
-            in_cluster=spec.orchestration.in_cluster, image_pinned=spec.compute.image is not None,
-        ), child)
-        access = {"api_endpoint": eks.api_endpoint, "kubeconfig_command": eks.kubeconfig_command,
-                  "kubeconfig": pulumi.Output.secret(eks.kubeconfig)}
+        eks = EksOrchestration(
+            f"{name}-orchestration",
+            EksArgs(
+                region=spec.region,
+                kubernetes_version=spec.orchestration.kubernetes_version,
+                api_access_cidrs=spec.orchestration.api_access_cidrs,
+                control_plane_subnet_ids=network.control_plane_subnet_ids,
+                node_subnet_id=network.node_subnet_id,
+                security_group_id=interconnect.security_group_id,
+                launch_template_id=compute.launch_template_id,
+                launch_template_version=compute.launch_template_version,
+                node_role_arn=compute.node_role_arn,
+                release_version=compute.release_version,
+                instance_type=spec.compute.instance_type,
+                nodes=spec.compute.nodes,
+                capacity=spec.compute.capacity,
+                file_system_id=storage.file_system_id,
+                dns_name=storage.mount["dns_name"],
+                mount_name=storage.mount["mount_name"],
+                size_gib=lustre.size_gib,
+                tags=tags,
+                in_cluster=spec.orchestration.in_cluster,
+                image_pinned=spec.compute.image is not None,
+            ),
+            child,
+        )
+        access = {
+            "api_endpoint": eks.api_endpoint,
+            "kubeconfig_command": eks.kubeconfig_command,
+            "kubeconfig": pulumi.Output.secret(eks.kubeconfig),
+        }
         node_groups: list[Any] = [g.node_group_name for g in eks.node_groups]
         ca: Any = eks.cluster.certificate_authority.data
         scheduler = {
-            "kind": "kubernetes", "namespace": JOB_NAMESPACE, "lustre_claim": FSX_VOLUME,
+            "kind": "kubernetes",
+            "namespace": JOB_NAMESPACE,
+            "lustre_claim": FSX_VOLUME,
             "node_selector": {"node.kubernetes.io/instance-type": spec.compute.instance_type},
             # The node group sets no taint (its nodes are all GPU nodes), so nothing to tolerate.
             "tolerations": [],
         }
     else:
         assert compute.image_id is not None and user_data is not None
-        slurm = PcsOrchestration(f"{name}-orchestration", PcsArgs(
-            region=spec.region, node_subnet_id=network.node_subnet_id,
-            security_group_id=interconnect.security_group_id,
-            launch_template_id=compute.launch_template_id, launch_template_version=compute.launch_template_version,
-            instance_profile_arn=compute.instance_profile_arn, node_role_name=compute.node_role_name,
-            image_id=compute.image_id, user_data=user_data,
-            instance_type=spec.compute.instance_type, nodes=spec.compute.nodes, capacity=spec.compute.capacity,
-            login_nodes=spec.orchestration.login_nodes, partition=spec.orchestration.partition, tags=tags,
-            image_pinned=spec.compute.image is not None,
-        ), child)
+        slurm = PcsOrchestration(
+            f"{name}-orchestration",
+            PcsArgs(
+                region=spec.region,
+                node_subnet_id=network.node_subnet_id,
+                security_group_id=interconnect.security_group_id,
+                launch_template_id=compute.launch_template_id,
+                launch_template_version=compute.launch_template_version,
+                instance_profile_arn=compute.instance_profile_arn,
+                node_role_name=compute.node_role_name,
+                image_id=compute.image_id,
+                user_data=user_data,
+                instance_type=spec.compute.instance_type,
+                nodes=spec.compute.nodes,
+                capacity=spec.compute.capacity,
+                login_nodes=spec.orchestration.login_nodes,
+                partition=spec.orchestration.partition,
+                tags=tags,
+                image_pinned=spec.compute.image is not None,
+            ),
+            child,
+        )
         access = {"cluster_id": slurm.cluster_id, "login": slurm.login, "ssh_command": slurm.ssh_command}
         node_groups = [slurm.gpu_group.name]
         ca = None
@@ -164,8 +236,11 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions,
         "scheduler": scheduler,
         # Not stack outputs: the component's typed attributes (components/cluster.py).
         COMPONENT_FACTS: {
-            "network_id": network.vpc_id, "node_subnet_id": network.node_subnet_id,
-            "security_group_id": interconnect.security_group_id, "file_system_id": storage.file_system_id,
-            "node_groups": node_groups, "certificate_authority": ca,
+            "network_id": network.vpc_id,
+            "node_subnet_id": network.node_subnet_id,
+            "security_group_id": interconnect.security_group_id,
+            "file_system_id": storage.file_system_id,
+            "node_groups": node_groups,
+            "certificate_authority": ca,
         },
     }

@@ -46,9 +46,7 @@ def assume_role_policy(service: str) -> str:
     return json.dumps(
         {
             "Version": "2012-10-17",
-            "Statement": [
-                {"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}
-            ],
+            "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}],
         },
         sort_keys=True,
     )

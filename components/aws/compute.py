@@ -74,8 +74,10 @@ PCS_NODE_POLICIES = ("AmazonSSMManagedInstanceCore",)
 
 
 def eks_release_parameter(kubernetes_version: str) -> str:
-    return (f"/aws/service/eks/optimized-ami/{kubernetes_version}/amazon-linux-2023/"
-            "x86_64/nvidia/recommended/release_version")
+    return (
+        f"/aws/service/eks/optimized-ami/{kubernetes_version}/amazon-linux-2023/"
+        "x86_64/nvidia/recommended/release_version"
+    )
 
 
 def pcs_ami_name_filter(slurm_version: str = PCS_SLURM_VERSION) -> str:
@@ -158,7 +160,8 @@ def launch_template_args(
         vpc_security_group_ids=vpc_security_group_ids,
         iam_instance_profile=(
             aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=iam_instance_profile_arn)
-            if iam_instance_profile_arn is not None else None
+            if iam_instance_profile_arn is not None
+            else None
         ),
         user_data=encode_user_data(user_data) if user_data is not None else None,
         tag_specifications=[
@@ -198,12 +201,14 @@ class Compute(pulumi.ComponentResource):
         self.launch_template_id = self.launch_template.id
         # Node groups pin a version so that a template change rolls the nodes on purpose.
         self.launch_template_version = self.launch_template.latest_version.apply(str)
-        self.register_outputs({
-            "launch_template_id": self.launch_template_id,
-            "launch_template_version": self.launch_template_version,
-            "node_role_arn": self.node_role_arn,
-            "instance_profile_arn": self.instance_profile_arn,
-        })
+        self.register_outputs(
+            {
+                "launch_template_id": self.launch_template_id,
+                "launch_template_version": self.launch_template_version,
+                "node_role_arn": self.node_role_arn,
+                "instance_profile_arn": self.instance_profile_arn,
+            }
+        )
 
     def _create_iam(self) -> None:
         name, args = self._name, self._args
@@ -244,7 +249,8 @@ class Compute(pulumi.ComponentResource):
             return
         if args.orchestrator == "eks":
             self.release_version = aws.ssm.get_parameter_output(
-                name=eks_release_parameter(args.kubernetes_version), opts=invoke,
+                name=eks_release_parameter(args.kubernetes_version),
+                opts=invoke,
             ).value
             self.image_id = None
         else:

@@ -56,7 +56,7 @@ def efa_layout(instance: InstanceType) -> list[Nic]:
     """The network interfaces a node of this type gets, primary first."""
     net = instance.network
     cards, efa = net.network_cards, net.efa_interfaces
-    where = (f"catalog entry {instance.name}: network_cards={cards}, efa_interfaces={efa}")
+    where = f"catalog entry {instance.name}: network_cards={cards}, efa_interfaces={efa}"
     if net.fabric != "efa":
         raise EfaLayoutError(f"{where}: fabric is {net.fabric!r}, not 'efa'; no EFA layout applies")
     if cards < 1 or efa < 1:
@@ -153,8 +153,10 @@ class Interconnect(pulumi.ComponentResource):
         )
         self.security_group_id = sg_id
         self.placement_group_name = self.placement_group.name if self.placement_group is not None else None
-        self.register_outputs({
-            "security_group_id": self.security_group_id,
-            "placement_group_name": self.placement_group_name,
-            "efa_interfaces": sum(1 for n in self.nics if n.is_efa),
-        })
+        self.register_outputs(
+            {
+                "security_group_id": self.security_group_id,
+                "placement_group_name": self.placement_group_name,
+                "efa_interfaces": sum(1 for n in self.nics if n.is_efa),
+            }
+        )

@@ -40,23 +40,29 @@ def root_key_policy(arn_in_account: pulumi.Input[str]) -> pulumi.Output[str]:
 
     def render(arn: str) -> str:
         part, account = account_of(arn)
-        return json.dumps({
-            "Version": "2012-10-17",
-            "Id": "key-default-1",
-            "Statement": [{
-                "Sid": "Enable IAM User Permissions",
-                "Effect": "Allow",
-                "Principal": {"AWS": f"arn:{part}:iam::{account}:root"},
-                "Action": "kms:*",
-                "Resource": "*",
-            }],
-        }, sort_keys=True)
+        return json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Id": "key-default-1",
+                "Statement": [
+                    {
+                        "Sid": "Enable IAM User Permissions",
+                        "Effect": "Allow",
+                        "Principal": {"AWS": f"arn:{part}:iam::{account}:root"},
+                        "Action": "kms:*",
+                        "Resource": "*",
+                    }
+                ],
+            },
+            sort_keys=True,
+        )
 
     return pulumi.Output.from_input(arn_in_account).apply(render)
 
 
-def lustre_key(name: str, arn_in_account: pulumi.Input[str], tags: Mapping[str, str],
-               opts: pulumi.ResourceOptions) -> aws.kms.Key:
+def lustre_key(
+    name: str, arn_in_account: pulumi.Input[str], tags: Mapping[str, str], opts: pulumi.ResourceOptions
+) -> aws.kms.Key:
     """The customer-managed key FSx for Lustre encrypts with when the stack names none (CKV_AWS_190).
 
     FSx uses a persistent file system's key through KMS grants made on the caller's behalf (FSx

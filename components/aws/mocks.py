@@ -25,20 +25,39 @@ def _ssm_get_parameter(args: Mapping[str, Any]) -> dict[str, Any]:
         value = MOCK_AMI
     else:
         raise KeyError(f"offline mock: no answer for SSM parameter {name!r}")
-    return {"id": name, "name": name, "type": "String", "value": value, "insecureValue": value,
-            "version": 1, "arn": f"arn:aws:ssm:us-east-1::parameter{name}", "withDecryption": True,
-            "region": "us-east-1"}
+    return {
+        "id": name,
+        "name": name,
+        "type": "String",
+        "value": value,
+        "insecureValue": value,
+        "version": 1,
+        "arn": f"arn:aws:ssm:us-east-1::parameter{name}",
+        "withDecryption": True,
+        "region": "us-east-1",
+    }
 
 
 def _ec2_get_ami(args: Mapping[str, Any]) -> dict[str, Any]:
     filters = {f["name"]: f["values"] for f in args.get("filters", [])}
     pattern = filters.get("name", ["unnamed*"])[0]
     return {
-        "id": MOCK_AMI, "imageId": MOCK_AMI, "name": pattern.rstrip("*") + "-2025-11-01T00-00-00.000Z",
-        "architecture": "x86_64", "ownerId": "amazon", "imageOwnerAlias": "amazon", "state": "available",
-        "rootDeviceName": "/dev/xvda", "rootDeviceType": "ebs", "virtualizationType": "hvm",
-        "owners": list(args.get("owners", [])), "mostRecent": bool(args.get("mostRecent", False)),
-        "filters": list(args.get("filters", [])), "blockDeviceMappings": [], "productCodes": [], "tags": {},
+        "id": MOCK_AMI,
+        "imageId": MOCK_AMI,
+        "name": pattern.rstrip("*") + "-2025-11-01T00-00-00.000Z",
+        "architecture": "x86_64",
+        "ownerId": "amazon",
+        "imageOwnerAlias": "amazon",
+        "state": "available",
+        "rootDeviceName": "/dev/xvda",
+        "rootDeviceType": "ebs",
+        "virtualizationType": "hvm",
+        "owners": list(args.get("owners", [])),
+        "mostRecent": bool(args.get("mostRecent", False)),
+        "filters": list(args.get("filters", [])),
+        "blockDeviceMappings": [],
+        "productCodes": [],
+        "tags": {},
         "region": "us-east-1",
     }
 
@@ -46,9 +65,18 @@ def _ec2_get_ami(args: Mapping[str, Any]) -> dict[str, Any]:
 def _ec2_get_vpc(args: Mapping[str, Any]) -> dict[str, Any]:
     """An existing VPC (network.vpc_id), as DescribeVpcs shows one with DNS support and hostnames on."""
     vpc_id = str(args["id"])
-    return {"id": vpc_id, "arn": f"arn:aws:ec2:us-east-1:{ACCOUNT}:vpc/{vpc_id}", "cidrBlock": "10.0.0.0/16",
-            "enableDnsSupport": True, "enableDnsHostnames": True, "default": False, "state": "available",
-            "ownerId": ACCOUNT, "tags": {}, "region": "us-east-1"}
+    return {
+        "id": vpc_id,
+        "arn": f"arn:aws:ec2:us-east-1:{ACCOUNT}:vpc/{vpc_id}",
+        "cidrBlock": "10.0.0.0/16",
+        "enableDnsSupport": True,
+        "enableDnsHostnames": True,
+        "default": False,
+        "state": "available",
+        "ownerId": ACCOUNT,
+        "tags": {},
+        "region": "us-east-1",
+    }
 
 
 INVOKES: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
@@ -61,6 +89,7 @@ INVOKES: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
 def _arn(service: str, kind: str) -> Callable[[str, Mapping[str, Any]], dict[str, Any]]:
     def computed(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
         return {"arn": f"arn:aws:{service}:us-east-1:{ACCOUNT}:{kind}/{name}"}
+
     return computed
 
 
@@ -68,25 +97,36 @@ def _iam(kind: str) -> Callable[[str, Mapping[str, Any]], dict[str, Any]]:
     def computed(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
         path = str(inputs.get("path", "/"))
         return {"arn": f"arn:aws:iam::{ACCOUNT}:{kind}{path}{name}", "name": inputs.get("name", name)}
+
     return computed
 
 
 def _lustre(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     fs = "fs-0123456789abcdef0"
-    return {"arn": f"arn:aws:fsx:us-east-1:{ACCOUNT}:file-system/{fs}",
-            "dnsName": f"{fs}.fsx.us-east-1.amazonaws.com", "mountName": "abcdefgh"}
+    return {
+        "arn": f"arn:aws:fsx:us-east-1:{ACCOUNT}:file-system/{fs}",
+        "dnsName": f"{fs}.fsx.us-east-1.amazonaws.com",
+        "mountName": "abcdefgh",
+    }
 
 
 def _eks_cluster(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMOCK\n-----END CERTIFICATE-----\n").decode()
-    return {"arn": f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/{name}", "name": inputs.get("name", name),
-            "endpoint": "https://0123456789ABCDEF0123456789ABCDEF.gr7.us-east-1.eks.amazonaws.com",
-            "certificateAuthority": {"data": ca}, "status": "ACTIVE"}
+    return {
+        "arn": f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/{name}",
+        "name": inputs.get("name", name),
+        "endpoint": "https://0123456789ABCDEF0123456789ABCDEF.gr7.us-east-1.eks.amazonaws.com",
+        "certificateAuthority": {"data": ca},
+        "status": "ACTIVE",
+    }
 
 
 def _launch_template(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    return {"arn": f"arn:aws:ec2:us-east-1:{ACCOUNT}:launch-template/lt-{name}", "latestVersion": 1,
-            "defaultVersion": 1}
+    return {
+        "arn": f"arn:aws:ec2:us-east-1:{ACCOUNT}:launch-template/lt-{name}",
+        "latestVersion": 1,
+        "defaultVersion": 1,
+    }
 
 
 def _bucket(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -95,13 +135,17 @@ def _bucket(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _placement_group(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    return {"name": inputs.get("name") or f"{name}-0a1b2c3", "arn": f"arn:aws:ec2:us-east-1:{ACCOUNT}:placement-group/{name}"}
+    return {
+        "name": inputs.get("name") or f"{name}-0a1b2c3",
+        "arn": f"arn:aws:ec2:us-east-1:{ACCOUNT}:placement-group/{name}",
+    }
 
 
 def _pcs(kind: str, prefix: str) -> Callable[[str, Mapping[str, Any]], dict[str, Any]]:
     def computed(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
         ident = f"{prefix}_{name}"
         return {"awsId": ident, "arn": f"arn:aws:pcs:us-east-1:{ACCOUNT}:{kind}/{ident}", "status": "ACTIVE"}
+
     return computed
 
 

@@ -117,11 +117,13 @@ class Network(pulumi.ComponentResource):
         self.control_plane_subnet_ids = [self.node_subnet.id]
         if self.control_plane_subnet is not None:
             self.control_plane_subnet_ids.append(self.control_plane_subnet.id)
-        self.register_outputs({
-            "vpc_id": self.vpc_id,
-            "node_subnet_id": self.node_subnet_id,
-            "control_plane_subnet_ids": self.control_plane_subnet_ids,
-        })
+        self.register_outputs(
+            {
+                "vpc_id": self.vpc_id,
+                "node_subnet_id": self.node_subnet_id,
+                "control_plane_subnet_ids": self.control_plane_subnet_ids,
+            }
+        )
 
     def _subnet(self, role: str, cidr: str, zone: str, zone_id: str | None = None) -> aws.ec2.Subnet:
         return aws.ec2.Subnet(
@@ -140,23 +142,34 @@ class Network(pulumi.ComponentResource):
     def _create_egress(self) -> aws.ec2.NatGateway:
         name, tags = self._name, self._args.tags
         igw = aws.ec2.InternetGateway(
-            f"{name}-igw", vpc_id=self.vpc.id, tags=with_name(tags, f"{name}-igw"),
+            f"{name}-igw",
+            vpc_id=self.vpc.id,
+            tags=with_name(tags, f"{name}-igw"),
             opts=pulumi.ResourceOptions(parent=self),
         )
         public_rt = aws.ec2.RouteTable(
-            f"{name}-public", vpc_id=self.vpc.id, tags=with_name(tags, f"{name}-public"),
+            f"{name}-public",
+            vpc_id=self.vpc.id,
+            tags=with_name(tags, f"{name}-public"),
             opts=pulumi.ResourceOptions(parent=self),
         )
         aws.ec2.Route(
-            f"{name}-public-default", route_table_id=public_rt.id, destination_cidr_block="0.0.0.0/0",
-            gateway_id=igw.id, opts=pulumi.ResourceOptions(parent=self),
+            f"{name}-public-default",
+            route_table_id=public_rt.id,
+            destination_cidr_block="0.0.0.0/0",
+            gateway_id=igw.id,
+            opts=pulumi.ResourceOptions(parent=self),
         )
         aws.ec2.RouteTableAssociation(
-            f"{name}-public-assoc", route_table_id=public_rt.id, subnet_id=self.public_subnet.id,
+            f"{name}-public-assoc",
+            route_table_id=public_rt.id,
+            subnet_id=self.public_subnet.id,
             opts=pulumi.ResourceOptions(parent=self),
         )
         eip = aws.ec2.Eip(
-            f"{name}-nat", domain="vpc", tags=with_name(tags, f"{name}-nat"),
+            f"{name}-nat",
+            domain="vpc",
+            tags=with_name(tags, f"{name}-nat"),
             opts=pulumi.ResourceOptions(parent=self),
         )
         # One NAT gateway, in the nodes' zone: every GPU node is in that zone, so a second
@@ -172,19 +185,26 @@ class Network(pulumi.ComponentResource):
     def _create_private_routes(self) -> aws.ec2.RouteTable:
         name = self._name
         rt = aws.ec2.RouteTable(
-            f"{name}-private", vpc_id=self.vpc.id, tags=with_name(self._args.tags, f"{name}-private"),
+            f"{name}-private",
+            vpc_id=self.vpc.id,
+            tags=with_name(self._args.tags, f"{name}-private"),
             opts=pulumi.ResourceOptions(parent=self),
         )
         aws.ec2.Route(
-            f"{name}-private-default", route_table_id=rt.id, destination_cidr_block="0.0.0.0/0",
-            nat_gateway_id=self.nat_gateway.id, opts=pulumi.ResourceOptions(parent=self),
+            f"{name}-private-default",
+            route_table_id=rt.id,
+            destination_cidr_block="0.0.0.0/0",
+            nat_gateway_id=self.nat_gateway.id,
+            opts=pulumi.ResourceOptions(parent=self),
         )
         subnets = [("nodes", self.node_subnet)]
         if self.control_plane_subnet is not None:
             subnets.append(("control-plane", self.control_plane_subnet))
         for role, subnet in subnets:
             aws.ec2.RouteTableAssociation(
-                f"{name}-{role}-assoc", route_table_id=rt.id, subnet_id=subnet.id,
+                f"{name}-{role}-assoc",
+                route_table_id=rt.id,
+                subnet_id=subnet.id,
                 opts=pulumi.ResourceOptions(parent=self),
             )
         return rt
@@ -194,19 +214,25 @@ class Network(pulumi.ComponentResource):
         its DNS attributes are checked) and create nothing in it but what the pillars add."""
         args = self._args
         vpc = aws.ec2.get_vpc_output(id=existing.vpc_id, opts=pulumi.InvokeOutputOptions(parent=self))
-        self.vpc_arn = pulumi.Output.all(vpc.arn, vpc.enable_dns_support, vpc.enable_dns_hostnames,
-                                         vpc.id).apply(_dns_checked)
-        self.log_bucket = network_audit(name, existing.vpc_id, self.vpc_arn, args.region, args.security, args.tags,
-                                        self, owned=False)
+        self.vpc_arn = pulumi.Output.all(vpc.arn, vpc.enable_dns_support, vpc.enable_dns_hostnames, vpc.id).apply(
+            _dns_checked
+        )
+        self.log_bucket = network_audit(
+            name, existing.vpc_id, self.vpc_arn, args.region, args.security, args.tags, self, owned=False
+        )
         self.vpc_id = pulumi.Output.from_input(existing.vpc_id)
         self.node_subnet_id = pulumi.Output.from_input(existing.node_subnet_id)
-        self.control_plane_subnet_ids = [self.node_subnet_id,
-                                         *(pulumi.Output.from_input(s) for s in existing.control_plane_subnet_ids)]
-        self.register_outputs({
-            "vpc_id": self.vpc_id,
-            "node_subnet_id": self.node_subnet_id,
-            "control_plane_subnet_ids": self.control_plane_subnet_ids,
-        })
+        self.control_plane_subnet_ids = [
+            self.node_subnet_id,
+            *(pulumi.Output.from_input(s) for s in existing.control_plane_subnet_ids),
+        ]
+        self.register_outputs(
+            {
+                "vpc_id": self.vpc_id,
+                "node_subnet_id": self.node_subnet_id,
+                "control_plane_subnet_ids": self.control_plane_subnet_ids,
+            }
+        )
 
 
 def _dns_checked(vpc: list[object]) -> str:
@@ -214,7 +240,9 @@ def _dns_checked(vpc: list[object]) -> str:
     if not (dns_support and dns_hostnames):
         # The same reason the VPC we create turns both on (Network.__init__): FSx for Lustre is
         # mounted by its DNS name and the EKS private endpoint resolves only in a VPC with both on.
-        raise ValueError(f"network.vpc_id: {vpc_id} has enableDnsSupport={dns_support}, "
-                         f"enableDnsHostnames={dns_hostnames} (allowed: both true; "
-                         "aws ec2 modify-vpc-attribute --vpc-id ... --enable-dns-hostnames)")
+        raise ValueError(
+            f"network.vpc_id: {vpc_id} has enableDnsSupport={dns_support}, "
+            f"enableDnsHostnames={dns_hostnames} (allowed: both true; "
+            "aws ec2 modify-vpc-attribute --vpc-id ... --enable-dns-hostnames)"
+        )
     return str(arn)

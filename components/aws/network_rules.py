@@ -43,9 +43,13 @@ def existing_network(spec: ClusterSpec) -> list[tuple[str, str]]:
         if not others:
             # EKS user guide "network-reqs", subnet requirements: the cluster's subnets in at least
             # two Availability Zones (awsdocs/amazon-eks-user-guide latest/ug/networking/network-reqs.adoc at 4d52b4d).
-            problems.append(("network.control_plane_subnet_ids",
-                             "EKS needs the cluster's subnets in at least two zones: give at least one subnet of "
-                             f"another zone than {spec.zone} besides the node subnet (allowed: a list of subnet ids)"))
+            problems.append(
+                (
+                    "network.control_plane_subnet_ids",
+                    "EKS needs the cluster's subnets in at least two zones: give at least one subnet of "
+                    f"another zone than {spec.zone} besides the node subnet (allowed: a list of subnet ids)",
+                )
+            )
     elif net.control_plane_subnet_ids:
         problems.append(("network.control_plane_subnet_ids", "only applies to eks (kind is slurm)"))
     return problems

@@ -42,9 +42,15 @@ from components.aws.common import assume_role_policy, managed_policy_arn, with_n
 from components.aws.compute import EKS_AMI_TYPE, launch_template_args
 from components.aws.keys import root_key_policy
 from components.aws.versions import (
-    EFA_PLUGIN_VERSION, EKS_CHARTS_REPO, FSX_CSI_ADDON, NVIDIA_PLUGIN_REPO, NVIDIA_PLUGIN_VERSION,
-    POD_IDENTITY_ADDON, VPC_CNI_ADDON,
+    EFA_PLUGIN_VERSION,
+    EKS_CHARTS_REPO,
+    FSX_CSI_ADDON,
+    NVIDIA_PLUGIN_REPO,
+    NVIDIA_PLUGIN_VERSION,
+    POD_IDENTITY_ADDON,
+    VPC_CNI_ADDON,
 )
+
 # Re-exported: components/aws/cluster.py names it in the stack output scheduler.namespace.
 from components.k8s.addons import JOB_NAMESPACE as JOB_NAMESPACE, job_namespace, jobset
 from components.spec import CapacitySpec
@@ -113,24 +119,44 @@ class EksArgs:
     the API; False for a private endpoint, whose layer is deployed from inside the VPC."""
 
 
-def kubeconfig(cluster_name: pulumi.Input[str], endpoint: pulumi.Input[str], ca_data: pulumi.Input[str],
-               region: str) -> pulumi.Output[str]:
+def kubeconfig(
+    cluster_name: pulumi.Input[str], endpoint: pulumi.Input[str], ca_data: pulumi.Input[str], region: str
+) -> pulumi.Output[str]:
     """A kubeconfig that authenticates with ``aws eks get-token`` (no long-lived secret)."""
 
     def render(values: list[Any]) -> str:
         name, server, ca = values
-        return json.dumps({
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority-data": ca}}],
-            "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
-            "current-context": name,
-            "users": [{"name": name, "user": {"exec": {
-                "apiVersion": "client.authentication.k8s.io/v1beta1",
-                "command": "aws",
-                "args": ["eks", "get-token", "--region", region, "--cluster-name", name, "--output", "json"],
-            }}}],
-        }, sort_keys=True)
+        return json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority-data": ca}}],
+                "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+                "current-context": name,
+                "users": [
+                    {
+                        "name": name,
+                        "user": {
+                            "exec": {
+                                "apiVersion": "client.authentication.k8s.io/v1beta1",
+                                "command": "aws",
+                                "args": [
+                                    "eks",
+                                    "get-token",
+                                    "--region",
+                                    region,
+                                    "--cluster-name",
+                                    name,
+                                    "--output",
+                                    "json",
+                                ],
+                            }
+                        },
+                    }
+                ],
+            },
+            sort_keys=True,
+        )
 
     return pulumi.Output.all(cluster_name, endpoint, ca_data).apply(render)
 
@@ -150,8 +176,9 @@ class Orchestration(pulumi.ComponentResource):
         self.vpc_cni = self._create_vpc_cni()
         self.system_group = self._create_system_group()
         self.node_groups = self._create_gpu_groups()
-        self.kubeconfig = kubeconfig(self.cluster.name, self.cluster.endpoint,
-                                     self.cluster.certificate_authority.data, args.region)
+        self.kubeconfig = kubeconfig(
+            self.cluster.name, self.cluster.endpoint, self.cluster.certificate_authority.data, args.region
+        )
         # The managed add-ons are AWS resources, created through the AWS API either way.
         csi = self._create_fsx_csi()
         if args.in_cluster:
@@ -168,13 +195,16 @@ class Orchestration(pulumi.ComponentResource):
         self.cluster_name = self.cluster.name
         self.api_endpoint = self.cluster.endpoint
         self.kubeconfig_command = pulumi.Output.format(
-            "aws eks update-kubeconfig --region {0} --name {1}", args.region, self.cluster.name)
-        self.register_outputs({
-            "cluster_name": self.cluster_name,
-            "kubeconfig": pulumi.Output.secret(self.kubeconfig),
-            "api_endpoint": self.api_endpoint,
-            "kubeconfig_command": self.kubeconfig_command,
-        })
+            "aws eks update-kubeconfig --region {0} --name {1}", args.region, self.cluster.name
+        )
+        self.register_outputs(
+            {
+                "cluster_name": self.cluster_name,
+                "kubeconfig": pulumi.Output.secret(self.kubeconfig),
+                "api_endpoint": self.api_endpoint,
+                "kubeconfig_command": self.kubeconfig_command,
+            }
+        )
 
     def _create_control_plane(self) -> aws.eks.Cluster:
         name, args = self._name, self._args
@@ -237,10 +267,15 @@ class Orchestration(pulumi.ComponentResource):
             f"{self._name}-vpc-cni",
             cluster_name=self.cluster.name,
             addon_name=VPC_CNI_ADDON,
-            configuration_values=json.dumps({"env": {
-                "MINIMUM_IP_TARGET": str(eks_sizing.CNI_MINIMUM_IP_TARGET),
-                "WARM_IP_TARGET": str(eks_sizing.CNI_WARM_IP_TARGET),
-            }}, sort_keys=True),
+            configuration_values=json.dumps(
+                {
+                    "env": {
+                        "MINIMUM_IP_TARGET": str(eks_sizing.CNI_MINIMUM_IP_TARGET),
+                        "WARM_IP_TARGET": str(eks_sizing.CNI_WARM_IP_TARGET),
+                    }
+                },
+                sort_keys=True,
+            ),
             # The cluster comes with a self-managed CNI; the managed add-on takes it over.
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
@@ -273,7 +308,8 @@ class Orchestration(pulumi.ComponentResource):
             capacity_type="ON_DEMAND",
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(desired_size=n, min_size=n, max_size=n),
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
-                id=template.id, version=template.latest_version.apply(str),
+                id=template.id,
+                version=template.latest_version.apply(str),
             ),
             labels=dict(SYSTEM_LABELS),
             tags=dict(args.tags),
@@ -292,36 +328,41 @@ class Orchestration(pulumi.ComponentResource):
                 # ("capacity-blocks-mng" also asks for desired size 0 before a node group
                 # upgrade: a compute.image change on a block is made with the group at 0.)
                 ignore.append("scalingConfig.desiredSize")
-            groups.append(aws.eks.NodeGroup(
-                # One group keeps the plain name (an existing stack is not replaced).
-                f"{name}-gpu" if len(sizes) == 1 else f"{name}-gpu-{i}",
-                cluster_name=self.cluster.name,
-                node_role_arn=args.node_role_arn,
-                subnet_ids=[args.node_subnet_id],
-                # A capacity block's type is in the launch template and the node group names
-                # none ("capacity-blocks-mng"; EKS "launch-templates": not in both places).
-                instance_types=None if block else [args.instance_type],
-                ami_type=EKS_AMI_TYPE,
-                release_version=args.release_version,
-                capacity_type=CAPACITY_TYPES[args.capacity.type],
-                # Before a block starts the group launches nothing and scales up to the desired
-                # size once it is active ("capacity-blocks-mng"); min 0 lets EKS's scheduled
-                # scale-down to 0 before the block's end stand.
-                scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                    desired_size=size, min_size=0 if block else size, max_size=size,
-                ),
-                launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
-                    id=args.launch_template_id, version=args.launch_template_version,
-                ),
-                # The NVIDIA chart schedules its plugin only on nodes labelled as GPU nodes (by
-                # node-feature-discovery, or by this label that its values document as the
-                # override); no NFD runs here, so the node group sets the label itself.
-                labels=dict(GPU_LABELS),
-                tags=dict(args.tags),
-                # A looked-up release is kept once the group exists: a later `pulumi up` must not
-                # roll every GPU node because AWS published a newer image (compute.image moves it).
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.vpc_cni], ignore_changes=ignore),
-            ))
+            groups.append(
+                aws.eks.NodeGroup(
+                    # One group keeps the plain name (an existing stack is not replaced).
+                    f"{name}-gpu" if len(sizes) == 1 else f"{name}-gpu-{i}",
+                    cluster_name=self.cluster.name,
+                    node_role_arn=args.node_role_arn,
+                    subnet_ids=[args.node_subnet_id],
+                    # A capacity block's type is in the launch template and the node group names
+                    # none ("capacity-blocks-mng"; EKS "launch-templates": not in both places).
+                    instance_types=None if block else [args.instance_type],
+                    ami_type=EKS_AMI_TYPE,
+                    release_version=args.release_version,
+                    capacity_type=CAPACITY_TYPES[args.capacity.type],
+                    # Before a block starts the group launches nothing and scales up to the desired
+                    # size once it is active ("capacity-blocks-mng"); min 0 lets EKS's scheduled
+                    # scale-down to 0 before the block's end stand.
+                    scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                        desired_size=size,
+                        min_size=0 if block else size,
+                        max_size=size,
+                    ),
+                    launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                        id=args.launch_template_id,
+                        version=args.launch_template_version,
+                    ),
+                    # The NVIDIA chart schedules its plugin only on nodes labelled as GPU nodes (by
+                    # node-feature-discovery, or by this label that its values document as the
+                    # override); no NFD runs here, so the node group sets the label itself.
+                    labels=dict(GPU_LABELS),
+                    tags=dict(args.tags),
+                    # A looked-up release is kept once the group exists: a later `pulumi up` must not
+                    # roll every GPU node because AWS published a newer image (compute.image moves it).
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[self.vpc_cni], ignore_changes=ignore),
+                )
+            )
         return groups
 
     def _create_fsx_csi(self) -> aws.eks.Addon:
@@ -340,11 +381,19 @@ class Orchestration(pulumi.ComponentResource):
         )
         role = aws.iam.Role(
             f"{name}-fsx-csi",
-            assume_role_policy=json.dumps({
-                "Version": "2012-10-17",
-                "Statement": [{"Effect": "Allow", "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
-                               "Action": ["sts:AssumeRole", "sts:TagSession"]}],
-            }, sort_keys=True),
+            assume_role_policy=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
+                            "Action": ["sts:AssumeRole", "sts:TagSession"],
+                        }
+                    ],
+                },
+                sort_keys=True,
+            ),
             description=f"FSx CSI controller of {name} (EKS Pod Identity)",
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self),
@@ -359,9 +408,12 @@ class Orchestration(pulumi.ComponentResource):
             f"{name}-fsx-csi",
             cluster_name=self.cluster.name,
             addon_name=FSX_CSI_ADDON,
-            pod_identity_associations=[aws.eks.AddonPodIdentityAssociationArgs(
-                role_arn=role.arn, service_account=FSX_CSI_SERVICE_ACCOUNT,
-            )],
+            pod_identity_associations=[
+                aws.eks.AddonPodIdentityAssociationArgs(
+                    role_arn=role.arn,
+                    service_account=FSX_CSI_SERVICE_ACCOUNT,
+                )
+            ],
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             # No configuration_values pin the controller to the system nodes: CreateAddon validates
@@ -381,10 +433,18 @@ class Orchestration(pulumi.ComponentResource):
 
     def _create_addons(self, csi: aws.eks.Addon) -> None:
         args = self._args
-        create_in_cluster_layer(self._name, EksLayerArgs(
-            instance_type=args.instance_type, volume_handle=args.file_system_id, dns_name=args.dns_name,
-            mount_name=args.mount_name, size_gib=args.size_gib, after=[csi],
-        ), pulumi.ResourceOptions(parent=self, provider=self.provider))
+        create_in_cluster_layer(
+            self._name,
+            EksLayerArgs(
+                instance_type=args.instance_type,
+                volume_handle=args.file_system_id,
+                dns_name=args.dns_name,
+                mount_name=args.mount_name,
+                size_gib=args.size_gib,
+                after=[csi],
+            ),
+            pulumi.ResourceOptions(parent=self, provider=self.provider),
+        )
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -423,8 +483,9 @@ def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.Reso
         namespace="kube-system",
         # The chart runs only on the instance types it lists; name ours, so a type newer
         # than the pinned chart's list still gets its EFA devices advertised.
-        values={"supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"],
-                                            "values": [args.instance_type]}},
+        values={
+            "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"], "values": [args.instance_type]}
+        },
         opts=k8s_opts,
     )
     storage = f"{args.size_gib}Gi"

@@ -61,7 +61,9 @@ def pcs_size(instances: int) -> pcs.ClusterSize:
     return pcs.ClusterSize.LARGE
 
 
-def lustre_user_data(dns_name: pulumi.Input[str], mount_name: pulumi.Input[str], mount_point: str) -> pulumi.Output[str]:
+def lustre_user_data(
+    dns_name: pulumi.Input[str], mount_name: pulumi.Input[str], mount_point: str
+) -> pulumi.Output[str]:
     """MIME multipart user data that mounts the file system at boot, idempotently, with the
     options of Storage's mount command (``flock``: torch's FileStore locks files on it).
 
@@ -69,11 +71,11 @@ def lustre_user_data(dns_name: pulumi.Input[str], mount_name: pulumi.Input[str],
     MIME documents (AWS PCS user guide, "Using Amazon EC2 launch templates with AWS PCS").
     """
     script = (
-        "Content-Type: multipart/mixed; boundary=\"{b}\"\n"
+        'Content-Type: multipart/mixed; boundary="{b}"\n'
         "MIME-Version: 1.0\n"
         "\n"
         "--{b}\n"
-        "Content-Type: text/x-shellscript; charset=\"us-ascii\"\n"
+        'Content-Type: text/x-shellscript; charset="us-ascii"\n'
         "\n"
         "#!/bin/bash\n"
         "set -euo pipefail\n"
@@ -131,8 +133,9 @@ class Orchestration(pulumi.ComponentResource):
         self._args = args
         self.cluster = pcs.Cluster(
             f"{name}-pcs",
-            scheduler=pcs.SchedulerPropertiesArgs(type=pcs.ClusterSchedulerPropertiesType.SLURM,
-                                                  version=PCS_SLURM_VERSION),
+            scheduler=pcs.SchedulerPropertiesArgs(
+                type=pcs.ClusterSchedulerPropertiesType.SLURM, version=PCS_SLURM_VERSION
+            ),
             size=pcs_size(args.nodes + args.login_nodes),
             networking=pcs.NetworkingPropertiesArgs(
                 subnet_ids=[args.node_subnet_id],
@@ -142,8 +145,9 @@ class Orchestration(pulumi.ComponentResource):
             # Fixed names (Slurm names the nodes after the group): a replacement must free
             # the name first. The nodes are replaced either way.
             # A looked-up image is kept once the group exists (compute.image moves it).
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True,
-                                        ignore_changes=[] if args.image_pinned else ["amiId"]),
+            opts=pulumi.ResourceOptions(
+                parent=self, delete_before_replace=True, ignore_changes=[] if args.image_pinned else ["amiId"]
+            ),
         )
         self.cluster_id = self.cluster.aws_id
         self.register_policy = self._create_register_policy()
@@ -167,24 +171,37 @@ class Orchestration(pulumi.ComponentResource):
             # The queue's name is the Slurm partition jobs are submitted to, so it is fixed;
             # a replacement must free the name before it can take it.
             # A looked-up image is kept once the group exists (compute.image moves it).
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[self.register_policy],
-                                        ignore_changes=[] if args.image_pinned else ["amiId"]),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                delete_before_replace=True,
+                depends_on=[self.register_policy],
+                ignore_changes=[] if args.image_pinned else ["amiId"],
+            ),
         )
 
         if self.login_group is not None:
-            self.login = pulumi.Output.format("PCS compute node group {0} (tag {1})",
-                                              self.login_group.aws_id, NODE_GROUP_TAG)
+            self.login = pulumi.Output.format(
+                "PCS compute node group {0} (tag {1})", self.login_group.aws_id, NODE_GROUP_TAG
+            )
             self.ssh_command = pulumi.Output.format(
                 "aws ssm start-session --region {0} --target $(aws ec2 describe-instances --region {0} "
                 "--filters Name=tag:{1},Values={2} Name=instance-state-name,Values=running "
                 "--query 'Reservations[0].Instances[0].InstanceId' --output text)",
-                args.region, NODE_GROUP_TAG, self.login_group.aws_id,
+                args.region,
+                NODE_GROUP_TAG,
+                self.login_group.aws_id,
             )
         else:
             self.login = None
             self.ssh_command = None
-        self.register_outputs({"cluster_id": self.cluster_id, "login": self.login,
-                               "ssh_command": self.ssh_command, "queue": self.queue.name})
+        self.register_outputs(
+            {
+                "cluster_id": self.cluster_id,
+                "login": self.login,
+                "ssh_command": self.ssh_command,
+                "queue": self.queue.name,
+            }
+        )
 
     def _create_register_policy(self) -> aws.iam.RolePolicy:
         # A PCS node registers itself with its cluster on boot; without this call it never joins
@@ -193,11 +210,17 @@ class Orchestration(pulumi.ComponentResource):
         return aws.iam.RolePolicy(
             f"{self._name}-node-register",
             role=self._args.node_role_name,
-            policy=self.cluster.arn.apply(lambda arn: json.dumps({
-                "Version": "2012-10-17",
-                "Statement": [{"Effect": "Allow", "Action": ["pcs:RegisterComputeNodeGroupInstance"],
-                               "Resource": arn}],
-            }, sort_keys=True)),
+            policy=self.cluster.arn.apply(
+                lambda arn: json.dumps(
+                    {
+                        "Version": "2012-10-17",
+                        "Statement": [
+                            {"Effect": "Allow", "Action": ["pcs:RegisterComputeNodeGroupInstance"], "Resource": arn}
+                        ],
+                    },
+                    sort_keys=True,
+                )
+            ),
             opts=pulumi.ResourceOptions(parent=self),
         )
 
@@ -222,8 +245,16 @@ class Orchestration(pulumi.ComponentResource):
             capacity=CapacitySpec(type="on-demand"),
         )
 
-    def _node_group(self, role: str, *, instance_type: str, count: int, template_id: pulumi.Input[str],
-                    template_version: pulumi.Input[str], capacity: CapacitySpec) -> pcs.ComputeNodeGroup:
+    def _node_group(
+        self,
+        role: str,
+        *,
+        instance_type: str,
+        count: int,
+        template_id: pulumi.Input[str],
+        template_version: pulumi.Input[str],
+        capacity: CapacitySpec,
+    ) -> pcs.ComputeNodeGroup:
         args = self._args
         option = PURCHASE_OPTIONS[capacity.type]
         return pcs.ComputeNodeGroup(
@@ -237,23 +268,30 @@ class Orchestration(pulumi.ComponentResource):
             # block starts at 0: the group may be created while the block is only scheduled, and
             # maxInstanceCount must not exceed the block ("capacity-blocks-configure-cng").
             scaling_configuration=pcs.ScalingConfigurationPropertiesArgs(
-                min_instance_count=0 if capacity.type == "capacity-block" else count, max_instance_count=count,
+                min_instance_count=0 if capacity.type == "capacity-block" else count,
+                max_instance_count=count,
             ),
             subnet_ids=[args.node_subnet_id],
             custom_launch_template=pcs.CustomLaunchTemplatePropertiesArgs(
-                template_id=template_id, version=template_version,
+                template_id=template_id,
+                version=template_version,
             ),
             purchase_option=option,
             spot_options=(
                 pcs.SpotOptionsPropertiesArgs(
-                    allocation_strategy=pcs.ComputeNodeGroupSpotOptionsPropertiesAllocationStrategy.CAPACITY_OPTIMIZED)
-                if capacity.type == "spot" else None
+                    allocation_strategy=pcs.ComputeNodeGroupSpotOptionsPropertiesAllocationStrategy.CAPACITY_OPTIMIZED
+                )
+                if capacity.type == "spot"
+                else None
             ),
             tags=dict(args.tags),
             # Fixed names (Slurm names the nodes after the group): a replacement must free
             # the name first. The nodes are replaced either way.
             # A looked-up image is kept once the group exists (compute.image moves it).
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[self.register_policy],
-                                        ignore_changes=[] if args.image_pinned else ["amiId"]),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                delete_before_replace=True,
+                depends_on=[self.register_policy],
+                ignore_changes=[] if args.image_pinned else ["amiId"],
+            ),
         )
-

@@ -58,8 +58,17 @@ def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
 # zone IDs in the catalog's SkyPilot table show (use1, use2, usw1, usw2, apne1, aps1, apse3, cac1,
 # euc1, eun1, eus2, euw2, mec1 for us-east-1 ... me-central-1). The GovCloud form (usgw1) is the
 # same rule, not read from a table.
-_DIRECTIONS = {"east": "e", "west": "w", "north": "n", "south": "s", "central": "c",
-               "northeast": "ne", "northwest": "nw", "southeast": "se", "southwest": "sw"}
+_DIRECTIONS = {
+    "east": "e",
+    "west": "w",
+    "north": "n",
+    "south": "s",
+    "central": "c",
+    "northeast": "ne",
+    "northwest": "nw",
+    "southeast": "se",
+    "southwest": "sw",
+}
 
 
 def zone_id_prefix(region: str) -> str | None:
@@ -81,19 +90,34 @@ def _zone_id(spec: ClusterSpec) -> list[tuple[str, str]]:
     prefix = zone_id_prefix(spec.region)
     if prefix is None or not re.fullmatch(re.escape(prefix) + r"-az[0-9]+", zid):
         example = f"{prefix}-az1" if prefix else "use1-az1"
-        return [("zone_id", f"{zid!r} is not a zone ID of region {spec.region!r} (allowed: an ID such as {example}, "
-                            "as `aws ec2 describe-availability-zones` lists it; local zones are not supported)")]
+        return [
+            (
+                "zone_id",
+                f"{zid!r} is not a zone ID of region {spec.region!r} (allowed: an ID such as {example}, "
+                "as `aws ec2 describe-availability-zones` lists it; local zones are not supported)",
+            )
+        ]
     problems: list[tuple[str, str]] = []
     refused = EKS_DISALLOWED_ZONE_IDS.get(spec.region, ())
     if spec.orchestration.kind == "eks" and zid in refused:
         # The node subnet is one of the control plane's subnets (network.py).
-        problems.append(("zone_id", f"EKS refuses cluster subnets in {zid} (EKS user guide \"network-reqs\", "
-                                    f"subnet requirements for clusters); allowed: another zone of {spec.region}"))
+        problems.append(
+            (
+                "zone_id",
+                f'EKS refuses cluster subnets in {zid} (EKS user guide "network-reqs", '
+                f"subnet requirements for clusters); allowed: another zone of {spec.region}",
+            )
+        )
     offered = spec.instance.zone_ids.get(spec.region)
     if offered and zid not in offered:
-        problems.append(("zone_id", f"{spec.compute.instance_type} is not offered in {zid} (allowed: "
-                                    f"{', '.join(offered)}; source: the catalog's zone_ids, SkyPilot's EC2 "
-                                    "offerings table)"))
+        problems.append(
+            (
+                "zone_id",
+                f"{spec.compute.instance_type} is not offered in {zid} (allowed: "
+                f"{', '.join(offered)}; source: the catalog's zone_ids, SkyPilot's EC2 "
+                "offerings table)",
+            )
+        )
     return problems
 
 
@@ -109,14 +133,29 @@ def _placement_group(spec: ClusterSpec) -> list[tuple[str, str]]:
     if cap.placement_group is None:
         return []
     if cap.type == "capacity-block":
-        return [(path, "a capacity block is placed by AWS and its instances launch into no placement group "
-                       "(allowed: only with type reservation, for an ODCR made in a cluster placement group)")]
+        return [
+            (
+                path,
+                "a capacity block is placed by AWS and its instances launch into no placement group "
+                "(allowed: only with type reservation, for an ODCR made in a cluster placement group)",
+            )
+        ]
     if cap.type != "reservation":
-        return [(path, f"only applies to a reservation (type is {cap.type}); for {cap.type} capacity the stack "
-                       "creates its own cluster placement group (interconnect.placement)")]
+        return [
+            (
+                path,
+                f"only applies to a reservation (type is {cap.type}); for {cap.type} capacity the stack "
+                "creates its own cluster placement group (interconnect.placement)",
+            )
+        ]
     if not _PLACEMENT_GROUP.match(cap.placement_group):
-        return [(path, f"{cap.placement_group!r} is not a placement group name (allowed: 1-255 printable ASCII "
-                       "characters, no spaces)")]
+        return [
+            (
+                path,
+                f"{cap.placement_group!r} is not a placement group name (allowed: 1-255 printable ASCII "
+                "characters, no spaces)",
+            )
+        ]
     return []
 
 
@@ -124,9 +163,13 @@ def _eks_version(spec: ClusterSpec) -> list[tuple[str, str]]:
     version = spec.orchestration.kubernetes_version
     if version in EKS_UNAVAILABLE:
         supported = ", ".join(sorted(EKS_STANDARD_SUPPORT_END, reverse=True))
-        return [("orchestration.kubernetes_version",
-                 f"{version!r} is past the end of EKS extended support and can no longer be created "
-                 f"(allowed: {supported}; source: docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html)")]
+        return [
+            (
+                "orchestration.kubernetes_version",
+                f"{version!r} is past the end of EKS extended support and can no longer be created "
+                f"(allowed: {supported}; source: docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html)",
+            )
+        ]
     return []
 
 
@@ -139,13 +182,20 @@ def _eks_addresses(spec: ClusterSpec) -> list[tuple[str, str]]:
     if need <= have:
         return []
     fits = eks_sizing.smallest_vpc_prefix(nodes)
-    allowed = (f"a range of /{fits} or larger, e.g. 10.0.0.0/{fits}" if fits is not None
-               else "fewer nodes: even a /16 is too small")
-    return [("network.cidr",
-             f"{spec.network.cidr!r} leaves a node subnet of {have} addresses; {nodes} EKS nodes with "
-             f"{eks_sizing.ADDRESSES_PER_GPU_NODE} addresses each (node, VPC CNI MINIMUM_IP_TARGET "
-             f"{eks_sizing.CNI_MINIMUM_IP_TARGET}, WARM_IP_TARGET {eks_sizing.CNI_WARM_IP_TARGET}) and the "
-             f"system nodes need {need} (allowed: {allowed})")]
+    allowed = (
+        f"a range of /{fits} or larger, e.g. 10.0.0.0/{fits}"
+        if fits is not None
+        else "fewer nodes: even a /16 is too small"
+    )
+    return [
+        (
+            "network.cidr",
+            f"{spec.network.cidr!r} leaves a node subnet of {have} addresses; {nodes} EKS nodes with "
+            f"{eks_sizing.ADDRESSES_PER_GPU_NODE} addresses each (node, VPC CNI MINIMUM_IP_TARGET "
+            f"{eks_sizing.CNI_MINIMUM_IP_TARGET}, WARM_IP_TARGET {eks_sizing.CNI_WARM_IP_TARGET}) and the "
+            f"system nodes need {need} (allowed: {allowed})",
+        )
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,8 +241,9 @@ def lustre_size(size: int, tput: int | None) -> str | None:
     tier = tier or tiers.tiers[tiers.throughputs[0]]
     if tier.size_ok(size):
         return None
-    return (f"{size} GiB is not a PERSISTENT_2 size (allowed: {tier.first}, or a multiple of {tier.step} "
-            f"up to {tier.max})")
+    return (
+        f"{size} GiB is not a PERSISTENT_2 size (allowed: {tier.first}, or a multiple of {tier.step} up to {tier.max})"
+    )
 
 
 def export_path(import_path: str | None, export: str) -> str | None:
@@ -200,8 +251,10 @@ def export_path(import_path: str | None, export: str) -> str | None:
     import path is the generic rule's)."""
     if import_path is None or export == import_path:
         return None
-    return (f"{export!r} differs from import_path {import_path!r}; an FSx data repository association imports "
-            "from and exports to the same S3 prefix (allowed: the import path)")
+    return (
+        f"{export!r} differs from import_path {import_path!r}; an FSx data repository association imports "
+        "from and exports to the same S3 prefix (allowed: the import path)"
+    )
 
 
 def tag(key: str, value: str) -> str | None:
@@ -213,8 +266,11 @@ def tag(key: str, value: str) -> str | None:
 def node_image(raw: object, kind: str | None) -> str | None:
     from components.spec_reader import short
 
-    pattern, example = (_EKS_RELEASE, "an EKS AL2023 NVIDIA release such as 1.33.5-20251120") if kind == "eks" \
+    pattern, example = (
+        (_EKS_RELEASE, "an EKS AL2023 NVIDIA release such as 1.33.5-20251120")
+        if kind == "eks"
         else (_AMI_ID, "an AMI id such as ami-0123456789abcdef0")
+    )
     if not isinstance(raw, str) or not pattern.match(raw):
         return f"{short(raw)} is not a node image for {kind} (allowed: {example})"
     return None

@@ -32,9 +32,7 @@ DATA_REPOSITORY_PATH = "/data"
 
 def mount_command(dns_name: pulumi.Input[str], mount_name: pulumi.Input[str], mount_point: str) -> pulumi.Output[str]:
     """The one command that mounts the file system on a node (flock: PyTorch's file store)."""
-    return pulumi.Output.format(
-        "mount -t lustre -o relatime,flock {0}@tcp:/{1} {2}", dns_name, mount_name, mount_point
-    )
+    return pulumi.Output.format("mount -t lustre -o relatime,flock {0}@tcp:/{1} {2}", dns_name, mount_name, mount_point)
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -78,8 +76,10 @@ class Storage(pulumi.ComponentResource):
 
         self.security_group = self._create_security_group()
         # CKV_AWS_190: the key the stack names, else one it creates with its key policy (keys.py).
-        kms_key = lustre.kms_key_id or lustre_key(name, self.security_group.arn, args.tags,
-                                                  pulumi.ResourceOptions(parent=self)).arn
+        kms_key = (
+            lustre.kms_key_id
+            or lustre_key(name, self.security_group.arn, args.tags, pulumi.ResourceOptions(parent=self)).arn
+        )
         self.file_system = aws.fsx.LustreFileSystem(
             f"{name}-lustre",
             deployment_type="PERSISTENT_2",
@@ -111,8 +111,9 @@ class Storage(pulumi.ComponentResource):
             "volume_handle": self.file_system.id,
             "mount_command": mount_command(self.file_system.dns_name, self.file_system.mount_name, lustre.mount_point),
         }
-        self.register_outputs({"mount": self.mount, "bucket_name": self.bucket_name,
-                               "file_system_id": self.file_system_id})
+        self.register_outputs(
+            {"mount": self.mount, "bucket_name": self.bucket_name, "file_system_id": self.file_system_id}
+        )
 
     def _create_security_group(self) -> aws.ec2.SecurityGroup:
         name, args = self._name, self._args
@@ -190,7 +191,8 @@ class Storage(pulumi.ComponentResource):
                 auto_import_policy=aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(events=events),
                 auto_export_policy=(
                     aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(events=events)
-                    if lustre.export_path is not None else None
+                    if lustre.export_path is not None
+                    else None
                 ),
             ),
             tags=dict(self._args.tags),

@@ -10,8 +10,14 @@ Cluster Director adds hypercomputecluster and file (the Filestore instance for /
 
 from __future__ import annotations
 
-COMMON = ("compute.googleapis.com", "servicenetworking.googleapis.com", "lustre.googleapis.com",
-          "storage.googleapis.com", "iam.googleapis.com", "cloudresourcemanager.googleapis.com")
+COMMON = (
+    "compute.googleapis.com",
+    "servicenetworking.googleapis.com",
+    "lustre.googleapis.com",
+    "storage.googleapis.com",
+    "iam.googleapis.com",
+    "cloudresourcemanager.googleapis.com",
+)
 BY_ORCHESTRATOR: dict[str, tuple[str, ...]] = {
     "gke": ("container.googleapis.com",),
     "slurm": ("hypercomputecluster.googleapis.com", "file.googleapis.com"),

@@ -38,8 +38,9 @@ def subnet_log_config(security: SecuritySpec) -> gcp.compute.SubnetworkLogConfig
     """The subnet's flow log settings, or None when the stack switched flow logs off."""
     if not security.flow_logs:
         return None
-    return gcp.compute.SubnetworkLogConfigArgs(aggregation_interval=FLOW_AGGREGATION, flow_sampling=FLOW_SAMPLING,
-                                               metadata=FLOW_METADATA)
+    return gcp.compute.SubnetworkLogConfigArgs(
+        aggregation_interval=FLOW_AGGREGATION, flow_sampling=FLOW_SAMPLING, metadata=FLOW_METADATA
+    )
 
 
 def access_log_bucket(name: str, spec: ClusterSpec, parent: pulumi.Resource) -> gcp.storage.Bucket:
@@ -49,17 +50,24 @@ def access_log_bucket(name: str, spec: ClusterSpec, parent: pulumi.Resource) -> 
         location=spec.region.upper(),
         uniform_bucket_level_access=True,
         public_access_prevention="enforced",
-        lifecycle_rules=[gcp.storage.BucketLifecycleRuleArgs(
-            action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
-            condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=spec.security.log_retention_days),
-        )],
+        lifecycle_rules=[
+            gcp.storage.BucketLifecycleRuleArgs(
+                action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+                condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=spec.security.log_retention_days),
+            )
+        ],
         force_destroy=False,
         labels=labels(spec),
         # The audit trail outlives a mistaken destroy like the checkpoints do (STYLE.md 5).
         opts=pulumi.ResourceOptions(parent=parent, protect=True),
     )
-    gcp.storage.BucketIAMMember(f"{name}-logs-writer", bucket=bucket.name, role="roles/storage.objectCreator",
-                                member=USAGE_LOG_WRITER, opts=pulumi.ResourceOptions(parent=parent))
+    gcp.storage.BucketIAMMember(
+        f"{name}-logs-writer",
+        bucket=bucket.name,
+        role="roles/storage.objectCreator",
+        member=USAGE_LOG_WRITER,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
     return bucket
 
 
@@ -68,8 +76,11 @@ def checkpoint_logging(log_bucket: gcp.storage.Bucket) -> gcp.storage.BucketLogg
 
 
 def checkpoint_lifecycle(security: SecuritySpec) -> list[gcp.storage.BucketLifecycleRuleArgs]:
-    return [gcp.storage.BucketLifecycleRuleArgs(
-        action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
-        condition=gcp.storage.BucketLifecycleRuleConditionArgs(
-            days_since_noncurrent_time=security.checkpoint_noncurrent_days),
-    )]
+    return [
+        gcp.storage.BucketLifecycleRuleArgs(
+            action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+            condition=gcp.storage.BucketLifecycleRuleConditionArgs(
+                days_since_noncurrent_time=security.checkpoint_noncurrent_days
+            ),
+        )
+    ]

@@ -34,8 +34,11 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
         raise ValueError("network.vpc_id: an existing network is supported on aws only for now")
     # The caller's provider (opts.providers of the component), if any: its project, and every child uses it.
     given = opts.parent.get_provider("gcp:index:x") if opts.parent is not None else None
-    proj = project() if given is None else gcp.organizations.get_client_config_output(
-        opts=pulumi.InvokeOutputOptions(provider=given)).project
+    proj = (
+        project()
+        if given is None
+        else gcp.organizations.get_client_config_output(opts=pulumi.InvokeOutputOptions(provider=given)).project
+    )
     plan = address_plan(spec, nic_count(spec))
     services = ProjectServices(f"{name}-services", ServicesArgs(spec=spec, project=proj), opts)
     opts = pulumi.ResourceOptions.merge(opts, services.after_apis())
@@ -49,26 +52,52 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
     access: dict[str, Any]
     scheduler: dict[str, Any]
     if o.kind == "gke":
-        gke = GkeOrchestration(f"{name}-orchestration", GkeArgs(
-            spec=spec, project=proj, plan=plan, network=net.vpc.id, subnet=net.subnet.id, nics=ic.nics,
-            lustre_instance_id=st.instance_id, lustre_mount_point=st.lustre.mount_point,
-            lustre_filesystem=st.filesystem, lustre=st.lustre, bucket=st.bucket.name,
-        ), opts)
-        comp = Compute(f"{name}-compute", ComputeArgs(
-            spec=spec, project=proj, cluster=gke.cluster.id, nics=ic.nics, placement=placement,
-        ), opts)
+        gke = GkeOrchestration(
+            f"{name}-orchestration",
+            GkeArgs(
+                spec=spec,
+                project=proj,
+                plan=plan,
+                network=net.vpc.id,
+                subnet=net.subnet.id,
+                nics=ic.nics,
+                lustre_instance_id=st.instance_id,
+                lustre_mount_point=st.lustre.mount_point,
+                lustre_filesystem=st.filesystem,
+                lustre=st.lustre,
+                bucket=st.bucket.name,
+            ),
+            opts,
+        )
+        comp = Compute(
+            f"{name}-compute",
+            ComputeArgs(
+                spec=spec,
+                project=proj,
+                cluster=gke.cluster.id,
+                nics=ic.nics,
+                placement=placement,
+            ),
+            opts,
+        )
         internal = " --internal-ip" if gke.private_endpoint else ""
         access = {
             "api_endpoint": pulumi.Output.format("https://{0}", gke.cluster.endpoint),
             "kubeconfig_command": pulumi.Output.format(
                 "gcloud container clusters get-credentials {0} --zone {1} --project {2}{3}",
-                spec.name, spec.zone, proj, internal),
+                spec.name,
+                spec.zone,
+                proj,
+                internal,
+            ),
             "kubeconfig": pulumi.Output.secret(gke.kubeconfig),
         }
         node_groups: list[Any] = [comp.node_pool_name]
         ca: Any = gke.cluster.master_auth.cluster_ca_certificate
         scheduler = {
-            "kind": "kubernetes", "namespace": JOB_NAMESPACE, "lustre_claim": gke.lustre_claim_name,
+            "kind": "kubernetes",
+            "namespace": JOB_NAMESPACE,
+            "lustre_claim": gke.lustre_claim_name,
             "node_selector": {"cloud.google.com/gke-nodepool": comp.node_pool_name},
             "tolerations": [GPU_TAINT],
             # The checkpoint bucket through GCS FUSE: pods run as this Kubernetes account (bound
@@ -78,19 +107,33 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
             "workload_account": gke.workload_account.email,
         }
     else:
-        comp = Compute(f"{name}-compute", ComputeArgs(spec=spec, project=proj, lustre_storage_id=LUSTRE_ID,
-                                                    extra_storage=EXTRA_MOUNTS), opts)
+        comp = Compute(
+            f"{name}-compute",
+            ComputeArgs(spec=spec, project=proj, lustre_storage_id=LUSTRE_ID, extra_storage=EXTRA_MOUNTS),
+            opts,
+        )
         assert comp.compute_resource is not None and comp.node_set is not None
-        slurm = SlurmOrchestration(f"{name}-orchestration", SlurmArgs(
-            spec=spec, project=proj, network_name=net.vpc.name, subnet_name=net.subnet.name,
-            lustre_instance_id=st.instance_id, lustre=st.lustre, bucket=st.bucket.name,
-            compute_resource=comp.compute_resource, node_set=comp.node_set,
-        ), opts)
+        slurm = SlurmOrchestration(
+            f"{name}-orchestration",
+            SlurmArgs(
+                spec=spec,
+                project=proj,
+                network_name=net.vpc.name,
+                subnet_name=net.subnet.name,
+                lustre_instance_id=st.instance_id,
+                lustre=st.lustre,
+                bucket=st.bucket.name,
+                compute_resource=comp.compute_resource,
+                node_set=comp.node_set,
+            ),
+            opts,
+        )
         login = slurm.login.apply(lambda n: n or f"{slurm.cluster_id} login node")
         access = {
             "login": login,
             "ssh_command": pulumi.Output.format(
-                "gcloud compute ssh {0} --zone {1} --project {2} --tunnel-through-iap", login, spec.zone, proj),
+                "gcloud compute ssh {0} --zone {1} --project {2} --tunnel-through-iap", login, spec.zone, proj
+            ),
         }
         scheduler = {"kind": "slurm", "partition": o.partition}
         node_groups = [comp.node_set.id]
@@ -111,8 +154,12 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
             "placement": placement,
             "mtu": inst.network.mtu,
             # The GKE Network objects of the additional NICs (pod annotations name them).
-            "networks": [{"name": n.name, "vpc": n.vpc, "subnet": n.subnet, "device_mode": n.device_mode}
-                         for n in node_networks(ic.nics)] if o.kind == "gke" else [],
+            "networks": [
+                {"name": n.name, "vpc": n.vpc, "subnet": n.subnet, "device_mode": n.device_mode}
+                for n in node_networks(ic.nics)
+            ]
+            if o.kind == "gke"
+            else [],
         },
         # The Lustre CSI driver's volume handle is <project>/<zone>/<instance>.
         "mount": {**st.mount, "volume_handle": pulumi.Output.format("{0}/{1}/{2}", proj, spec.zone, st.instance_id)},
@@ -121,7 +168,11 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
         "scheduler": scheduler,
         # Not stack outputs: the component's typed attributes (components/cluster.py).
         COMPONENT_FACTS: {
-            "network_id": net.vpc.id, "node_subnet_id": net.subnet.id, "security_group_id": net.firewall.id,
-            "file_system_id": st.instance_id, "node_groups": node_groups, "certificate_authority": ca,
+            "network_id": net.vpc.id,
+            "node_subnet_id": net.subnet.id,
+            "security_group_id": net.firewall.id,
+            "file_system_id": st.instance_id,
+            "node_groups": node_groups,
+            "certificate_authority": ca,
         },
     }

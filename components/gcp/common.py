@@ -82,6 +82,10 @@ def address_plan(spec: ClusterSpec, extra_subnets: int) -> AddressPlan:
     pool = next(p for p in pools if not p.overlaps(net))
     gpu = [str(s) for s in pool.subnets(new_prefix=20)][:extra_subnets]
     return AddressPlan(
-        cluster=str(net), nodes=str(quarters[0]), services=str(eighths[2]), psa=str(eighths[3]),
-        pods=str(halves[1]), gpu_subnets=tuple(gpu),
+        cluster=str(net),
+        nodes=str(quarters[0]),
+        services=str(eighths[2]),
+        psa=str(eighths[3]),
+        pods=str(halves[1]),
+        gpu_subnets=tuple(gpu),
     )

@@ -77,14 +77,18 @@ class Compute(pulumi.ComponentResource):
             self.node_pool = self._create_node_pool(name, spec, args)
         else:
             self._describe_node_set(spec, args)
-        self.register_outputs({
-            "instance_type": spec.compute.instance_type,
-            "nodes": spec.compute.nodes,
-            "capacity": spec.compute.capacity.type,
-            "node_pool": self.node_pool.name if self.node_pool else None,
-        })
+        self.register_outputs(
+            {
+                "instance_type": spec.compute.instance_type,
+                "nodes": spec.compute.nodes,
+                "capacity": spec.compute.capacity.type,
+                "node_pool": self.node_pool.name if self.node_pool else None,
+            }
+        )
 
-    def _create_node_identity(self, name: str, spec: ClusterSpec, project: pulumi.Input[str]) -> gcp.serviceaccount.Account:
+    def _create_node_identity(
+        self, name: str, spec: ClusterSpec, project: pulumi.Input[str]
+    ) -> gcp.serviceaccount.Account:
         account = gcp.serviceaccount.Account(
             f"{name}-nodes",
             account_id=spec.name[:20].rstrip("-") + "-gpu-nodes",
@@ -109,16 +113,20 @@ class Compute(pulumi.ComponentResource):
         affinity = gcp.container.NodePoolNodeConfigReservationAffinityArgs(consume_reservation_type="NO_RESERVATION")
         if cap.type == "reservation":
             affinity = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
-                consume_reservation_type="SPECIFIC_RESERVATION", key=RESERVATION_KEY, values=[cap.id or ""])
+                consume_reservation_type="SPECIFIC_RESERVATION", key=RESERVATION_KEY, values=[cap.id or ""]
+            )
         flex = cap.type == "flex-start"
         node_config = gcp.container.NodePoolNodeConfigArgs(
             machine_type=spec.compute.instance_type,
-            guest_accelerators=[gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
-                type=GKE_ACCELERATOR[spec.compute.instance_type],
-                count=inst.accelerator.count,
-                gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
-                    gpu_driver_version="LATEST"),
-            )],
+            guest_accelerators=[
+                gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
+                    type=GKE_ACCELERATOR[spec.compute.instance_type],
+                    count=inst.accelerator.count,
+                    gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
+                        gpu_driver_version="LATEST"
+                    ),
+                )
+            ],
             gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
             disk_size_gb=spec.compute.root_volume_gib,
             disk_type=boot_disk_type(spec),
@@ -128,7 +136,8 @@ class Compute(pulumi.ComponentResource):
             flex_start=True if flex else None,
             max_run_duration=FLEX_START_MAX_DURATION if flex else None,
             shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
-                enable_secure_boot=True, enable_integrity_monitoring=True),
+                enable_secure_boot=True, enable_integrity_monitoring=True
+            ),
             workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
             service_account=account.email,
             # Access is decided by the account's IAM roles; the scope only has to allow it.
@@ -141,7 +150,9 @@ class Compute(pulumi.ComponentResource):
             additional_node_network_configs=[
                 # The resources' outputs, not their names: the pool depends on each VPC and subnet,
                 # so `pulumi destroy` removes the nodes before the networks they sit on.
-                gcp.container.NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(network=n.network.name, subnetwork=n.subnet.name)
+                gcp.container.NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(
+                    network=n.network.name, subnetwork=n.subnet.name
+                )
                 for n in args.nics
             ],
         )
@@ -154,7 +165,8 @@ class Compute(pulumi.ComponentResource):
         management = gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True)
         if flex:
             autoscaling = gcp.container.NodePoolAutoscalingArgs(
-                total_min_node_count=0, total_max_node_count=spec.compute.nodes, location_policy="ANY")
+                total_min_node_count=0, total_max_node_count=spec.compute.nodes, location_policy="ANY"
+            )
             management = gcp.container.NodePoolManagementArgs(auto_repair=False, auto_upgrade=True)
         return gcp.container.NodePool(
             f"{name}-pool",
@@ -178,14 +190,25 @@ class Compute(pulumi.ComponentResource):
         mt, zone = spec.compute.instance_type, spec.zone
         cfg: hcc.ClusterComputeResourceConfigArgs
         if cap.type == "reservation":
-            cfg = hcc.ClusterComputeResourceConfigArgs(new_reserved_instances=hcc.ClusterComputeResourceConfigNewReservedInstancesArgs(
-                reservation=pulumi.Output.format("projects/{0}/zones/{1}/reservations/{2}", args.project, zone, cap.id)))
+            cfg = hcc.ClusterComputeResourceConfigArgs(
+                new_reserved_instances=hcc.ClusterComputeResourceConfigNewReservedInstancesArgs(
+                    reservation=pulumi.Output.format(
+                        "projects/{0}/zones/{1}/reservations/{2}", args.project, zone, cap.id
+                    )
+                )
+            )
         elif cap.type == "flex-start":
-            cfg = hcc.ClusterComputeResourceConfigArgs(new_flex_start_instances=hcc.ClusterComputeResourceConfigNewFlexStartInstancesArgs(
-                machine_type=mt, zone=zone, max_duration=FLEX_START_MAX_DURATION))
+            cfg = hcc.ClusterComputeResourceConfigArgs(
+                new_flex_start_instances=hcc.ClusterComputeResourceConfigNewFlexStartInstancesArgs(
+                    machine_type=mt, zone=zone, max_duration=FLEX_START_MAX_DURATION
+                )
+            )
         elif cap.type == "spot":
-            cfg = hcc.ClusterComputeResourceConfigArgs(new_spot_instances=hcc.ClusterComputeResourceConfigNewSpotInstancesArgs(
-                machine_type=mt, zone=zone, termination_action="DELETE"))
+            cfg = hcc.ClusterComputeResourceConfigArgs(
+                new_spot_instances=hcc.ClusterComputeResourceConfigNewSpotInstancesArgs(
+                    machine_type=mt, zone=zone, termination_action="DELETE"
+                )
+            )
         else:
             # components.gcp.rules refuses it first: Cluster Director runs on-demand N2 only.
             raise ValueError(f"compute.capacity.type: {cap.type!r} is not offered by Cluster Director for {mt}")
@@ -197,11 +220,19 @@ class Compute(pulumi.ComponentResource):
             compute_instance=hcc.ClusterOrchestratorSlurmNodeSetComputeInstanceArgs(
                 boot_disk=hcc.ClusterOrchestratorSlurmNodeSetComputeInstanceBootDiskArgs(
                     size_gb=str(spec.compute.root_volume_gib),
-                    type=pulumi.Output.format("projects/{0}/zones/{1}/diskTypes/{2}", args.project, zone, boot_disk_type(spec))),
+                    type=pulumi.Output.format(
+                        "projects/{0}/zones/{1}/diskTypes/{2}", args.project, zone, boot_disk_type(spec)
+                    ),
+                ),
                 labels=labels(spec),
             ),
-            storage_configs=[hcc.ClusterOrchestratorSlurmNodeSetStorageConfigArgs(
-                id=args.lustre_storage_id, local_mount=spec.storage.lustre.mount_point)] + [
+            storage_configs=[
+                hcc.ClusterOrchestratorSlurmNodeSetStorageConfigArgs(
+                    id=args.lustre_storage_id, local_mount=spec.storage.lustre.mount_point
+                )
+            ]
+            + [
                 hcc.ClusterOrchestratorSlurmNodeSetStorageConfigArgs(id=sid, local_mount=mount)
-                for sid, mount in args.extra_storage],
+                for sid, mount in args.extra_storage
+            ],
         )

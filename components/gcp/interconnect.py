@@ -91,14 +91,38 @@ def nic_names(spec: ClusterSpec, plan: AddressPlan) -> list[NicName]:
         return []
     net = spec.instance.network
     ranges = list(plan.gpu_subnets)
-    out = [NicName(role="gvnic", k8s_name=f"gvnic-{i}", vpc=f"{spec.name}-gvnic{i}", subnet=f"{spec.name}-gvnic{i}-sub",
-                   cidr=ranges.pop(0)) for i in range(1, net.gvnics)]
+    out = [
+        NicName(
+            role="gvnic",
+            k8s_name=f"gvnic-{i}",
+            vpc=f"{spec.name}-gvnic{i}",
+            subnet=f"{spec.name}-gvnic{i}-sub",
+            cidr=ranges.pop(0),
+        )
+        for i in range(1, net.gvnics)
+    ]
     if net.fabric == "rdma":
-        out += [NicName(role="rdma", k8s_name=f"rdma-{i}", vpc=f"{spec.name}-rdma", subnet=f"{spec.name}-rdma-sub-{i}",
-                        cidr=cidr) for i, cidr in enumerate(ranges[: net.gpu_nics])]
+        out += [
+            NicName(
+                role="rdma",
+                k8s_name=f"rdma-{i}",
+                vpc=f"{spec.name}-rdma",
+                subnet=f"{spec.name}-rdma-sub-{i}",
+                cidr=cidr,
+            )
+            for i, cidr in enumerate(ranges[: net.gpu_nics])
+        ]
     else:
-        out += [NicName(role="gpu", k8s_name=f"vpc{i + 1}", vpc=f"{spec.name}-gpu{i + 1}",
-                        subnet=f"{spec.name}-gpu{i + 1}-sub", cidr=ranges.pop(0)) for i in range(net.gpu_nics)]
+        out += [
+            NicName(
+                role="gpu",
+                k8s_name=f"vpc{i + 1}",
+                vpc=f"{spec.name}-gpu{i + 1}",
+                subnet=f"{spec.name}-gpu{i + 1}-sub",
+                cidr=ranges.pop(0),
+            )
+            for i in range(net.gpu_nics)
+        ]
     return out
 
 
@@ -129,28 +153,40 @@ class Interconnect(pulumi.ComponentResource):
                     name=f"{spec.name}-compact",
                     region=spec.region,
                     group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(
-                        collocation="COLLOCATED", max_distance=PLACEMENT_MAX_DISTANCE),
+                        collocation="COLLOCATED", max_distance=PLACEMENT_MAX_DISTANCE
+                    ),
                     opts=self._child,
                 )
-        self.register_outputs({
-            "fabric": net.fabric,
-            "gpu_nics": net.gpu_nics,
-            "mtu": net.mtu,
-            "networks": [n.network_name for n in self.nics],
-            "placement": self.placement.name if self.placement else None,
-        })
+        self.register_outputs(
+            {
+                "fabric": net.fabric,
+                "gpu_nics": net.gpu_nics,
+                "mtu": net.mtu,
+                "networks": [n.network_name for n in self.nics],
+                "placement": self.placement.name if self.placement else None,
+            }
+        )
 
     def _vpc_with_subnet(self, name: str, spec: ClusterSpec, nic: NicName, firewall: bool) -> NicNetwork:
         mtu = spec.instance.network.mtu
         vpc_name, subnet_name, cidr = nic.vpc, nic.subnet, nic.cidr
         suffix = vpc_name.removeprefix(f"{spec.name}-")
         vpc = gcp.compute.Network(
-            f"{name}-{suffix}", name=vpc_name, auto_create_subnetworks=False, routing_mode="REGIONAL", mtu=mtu,
+            f"{name}-{suffix}",
+            name=vpc_name,
+            auto_create_subnetworks=False,
+            routing_mode="REGIONAL",
+            mtu=mtu,
             opts=self._child,
         )
         subnet = gcp.compute.Subnetwork(
-            f"{name}-{suffix}-sub", name=subnet_name, network=vpc.id, region=spec.region, ip_cidr_range=cidr,
-            log_config=subnet_log_config(spec.security), opts=self._child,
+            f"{name}-{suffix}-sub",
+            name=subnet_name,
+            network=vpc.id,
+            region=spec.region,
+            ip_cidr_range=cidr,
+            log_config=subnet_log_config(spec.security),
+            opts=self._child,
         )
         if firewall:
             # GPU traffic flows between nodes of this subnet only; nothing else may enter.
@@ -159,12 +195,22 @@ class Interconnect(pulumi.ComponentResource):
                 network=vpc.id,
                 direction="INGRESS",
                 source_ranges=[cidr],
-                allows=[gcp.compute.FirewallAllowArgs(protocol="tcp"), gcp.compute.FirewallAllowArgs(protocol="udp"),
-                        gcp.compute.FirewallAllowArgs(protocol="icmp")],
+                allows=[
+                    gcp.compute.FirewallAllowArgs(protocol="tcp"),
+                    gcp.compute.FirewallAllowArgs(protocol="udp"),
+                    gcp.compute.FirewallAllowArgs(protocol="icmp"),
+                ],
                 opts=self._child,
             )
-        return NicNetwork(role=nic.role, k8s_name=nic.k8s_name, network=vpc, subnet=subnet, network_name=vpc_name,
-                          subnet_name=subnet_name, cidr=cidr)
+        return NicNetwork(
+            role=nic.role,
+            k8s_name=nic.k8s_name,
+            network=vpc,
+            subnet=subnet,
+            network_name=vpc_name,
+            subnet_name=subnet_name,
+            cidr=cidr,
+        )
 
     def _create_rdma(self, name: str, spec: ClusterSpec, project: pulumi.Input[str], nics: list[NicName]) -> None:
         vpc_name = nics[0].vpc
@@ -176,13 +222,28 @@ class Interconnect(pulumi.ComponentResource):
             auto_create_subnetworks=False,
             routing_mode="REGIONAL",
             mtu=spec.instance.network.mtu,
-            network_profile=pulumi.Output.format("projects/{0}/global/networkProfiles/{1}-vpc-roce", project, spec.zone),
+            network_profile=pulumi.Output.format(
+                "projects/{0}/global/networkProfiles/{1}-vpc-roce", project, spec.zone
+            ),
             opts=self._child,
         )
         for i, nic in enumerate(nics):
             subnet = gcp.compute.Subnetwork(
-                f"{name}-rdma-sub-{i}", name=nic.subnet, network=vpc.id, region=spec.region, ip_cidr_range=nic.cidr,
+                f"{name}-rdma-sub-{i}",
+                name=nic.subnet,
+                network=vpc.id,
+                region=spec.region,
+                ip_cidr_range=nic.cidr,
                 opts=self._child,
             )
-            self.nics.append(NicNetwork(role="rdma", k8s_name=nic.k8s_name, network=vpc, subnet=subnet,
-                                        network_name=vpc_name, subnet_name=nic.subnet, cidr=nic.cidr))
+            self.nics.append(
+                NicNetwork(
+                    role="rdma",
+                    k8s_name=nic.k8s_name,
+                    network=vpc,
+                    subnet=subnet,
+                    network_name=vpc_name,
+                    subnet_name=nic.subnet,
+                    cidr=nic.cidr,
+                )
+            )

@@ -14,8 +14,14 @@ MOCK_PROJECT = "offline-project"
 
 
 def _client_config(args: Mapping[str, Any]) -> dict[str, Any]:
-    return {"id": "offline", "project": MOCK_PROJECT, "region": "", "zone": "", "accessToken": "offline-token",
-            "defaultLabels": {}}
+    return {
+        "id": "offline",
+        "project": MOCK_PROJECT,
+        "region": "",
+        "zone": "",
+        "accessToken": "offline-token",
+        "defaultLabels": {},
+    }
 
 
 INVOKES = {
@@ -29,12 +35,18 @@ def _autoname(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _lustre(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    return {"mountPoint": f"10.0.96.2@tcp:/{inputs.get('filesystem', 'lustre')}", "state": "ACTIVE",
-            "name": f"projects/{MOCK_PROJECT}/locations/{inputs.get('location')}/instances/{inputs.get('instanceId')}"}
+    return {
+        "mountPoint": f"10.0.96.2@tcp:/{inputs.get('filesystem', 'lustre')}",
+        "state": "ACTIVE",
+        "name": f"projects/{MOCK_PROJECT}/locations/{inputs.get('location')}/instances/{inputs.get('instanceId')}",
+    }
 
 
 def _gke(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    return {"endpoint": "10.0.0.2", "masterAuth": {"clusterCaCertificate": "TFMwdExTMUNSVWRKVGlCRFJWSlVTVVpKUTBGVVJTMHRMUzB0"}}
+    return {
+        "endpoint": "10.0.0.2",
+        "masterAuth": {"clusterCaCertificate": "TFMwdExTMUNSVWRKVGlCRFJWSlVTVVpKUTBGVVJTMHRMUzB0"},
+    }
 
 
 def _hypercompute(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -43,8 +55,10 @@ def _hypercompute(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     login = slurm.get("loginNodes") or {}
     count = int(str(login.get("count", "0")) or 0)
     zone = login.get("zone", "zone")
-    login["instances"] = [{"instance": f"projects/{MOCK_PROJECT}/zones/{zone}/instances/{inputs.get('clusterId')}-login-{i:03d}"}
-                          for i in range(1, count + 1)]
+    login["instances"] = [
+        {"instance": f"projects/{MOCK_PROJECT}/zones/{zone}/instances/{inputs.get('clusterId')}-login-{i:03d}"}
+        for i in range(1, count + 1)
+    ]
     return {"orchestrator": orch}
 
 

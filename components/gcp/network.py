@@ -100,8 +100,9 @@ class Network(pulumi.ComponentResource):
         )
 
     def _create_nat(self, name: str, spec: ClusterSpec) -> None:
-        router = gcp.compute.Router(f"{name}-router", name=f"{spec.name}-router", network=self.vpc.id,
-                                    region=spec.region, opts=self._child)
+        router = gcp.compute.Router(
+            f"{name}-router", name=f"{spec.name}-router", network=self.vpc.id, region=spec.region, opts=self._child
+        )
         gcp.compute.RouterNat(
             f"{name}-nat",
             router=router.name,
@@ -112,7 +113,9 @@ class Network(pulumi.ComponentResource):
             opts=self._child,
         )
 
-    def _create_private_service_access(self, name: str, spec: ClusterSpec, plan: AddressPlan) -> gcp.servicenetworking.Connection:
+    def _create_private_service_access(
+        self, name: str, spec: ClusterSpec, plan: AddressPlan
+    ) -> gcp.servicenetworking.Connection:
         base, prefix = plan.psa.split("/")
         address = gcp.compute.GlobalAddress(
             f"{name}-psa-range",

@@ -37,6 +37,7 @@ from components.gcp.common import GKE_ACCELERATOR, AddressPlan, labels
 from components.gcp.interconnect import NicName, NicNetwork
 from components.gcp.compute import NODE_ROLES
 from components.gcp.workload_identity import bucket_volume, checkpoint_claim_name, workload_account
+
 # Re-exported: components/gcp/cluster.py names it in the stack output scheduler.namespace.
 from components.k8s.addons import JOB_NAMESPACE as JOB_NAMESPACE, job_namespace, jobset
 from components.k8s.gke import NodeNetwork, gke_networks, lustre_volume
@@ -52,8 +53,12 @@ RELEASE_CHANNEL = "REGULAR"
 # gke-a3-ultragpu.yaml at 1047080 sets exactly this exclusion on the REGULAR channel, and
 # modules/scheduler/gke-cluster/variables.tf its daily window default (09:00 GMT).
 MAINTENANCE_WINDOW = "09:00"
-MAINTENANCE_EXCLUSION = ("no-minor-or-node-upgrades-indefinite", "2025-12-01T00:00:00Z", "NO_MINOR_OR_NODE_UPGRADES",
-                         "UNTIL_END_OF_SUPPORT")
+MAINTENANCE_EXCLUSION = (
+    "no-minor-or-node-upgrades-indefinite",
+    "2025-12-01T00:00:00Z",
+    "NO_MINOR_OR_NODE_UPGRADES",
+    "UNTIL_END_OF_SUPPORT",
+)
 # The CPU pool where the JobSet controller and other add-ons run, never waiting for GPU nodes
 # (cluster-toolkit modules/scheduler/gke-cluster/variables.tf at 1047080: system pool "system",
 # e2-standard-4, 100 GB, autoscaling 2..10; the A3 Ultra example clears its default taint so
@@ -123,35 +128,50 @@ class GkeOrchestration(pulumi.ComponentResource):
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel=RELEASE_CHANNEL),
             maintenance_policy=gcp.container.ClusterMaintenancePolicyArgs(
                 daily_maintenance_window=gcp.container.ClusterMaintenancePolicyDailyMaintenanceWindowArgs(
-                    start_time=MAINTENANCE_WINDOW),
-                maintenance_exclusions=[gcp.container.ClusterMaintenancePolicyMaintenanceExclusionArgs(
-                    exclusion_name=MAINTENANCE_EXCLUSION[0], start_time=MAINTENANCE_EXCLUSION[1],
-                    exclusion_options=gcp.container.ClusterMaintenancePolicyMaintenanceExclusionExclusionOptionsArgs(
-                        scope=MAINTENANCE_EXCLUSION[2], end_time_behavior=MAINTENANCE_EXCLUSION[3]))],
+                    start_time=MAINTENANCE_WINDOW
+                ),
+                maintenance_exclusions=[
+                    gcp.container.ClusterMaintenancePolicyMaintenanceExclusionArgs(
+                        exclusion_name=MAINTENANCE_EXCLUSION[0],
+                        start_time=MAINTENANCE_EXCLUSION[1],
+                        exclusion_options=gcp.container.ClusterMaintenancePolicyMaintenanceExclusionExclusionOptionsArgs(
+                            scope=MAINTENANCE_EXCLUSION[2], end_time_behavior=MAINTENANCE_EXCLUSION[3]
+                        ),
+                    )
+                ],
             ),
             networking_mode="VPC_NATIVE",
             ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(
-                cluster_secondary_range_name="pods", services_secondary_range_name="services"),
+                cluster_secondary_range_name="pods", services_secondary_range_name="services"
+            ),
             private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
                 enable_private_nodes=True,
                 enable_private_endpoint=self.private_endpoint,
-                master_global_access_config=gcp.container.ClusterPrivateClusterConfigMasterGlobalAccessConfigArgs(enabled=True),
+                master_global_access_config=gcp.container.ClusterPrivateClusterConfigMasterGlobalAccessConfigArgs(
+                    enabled=True
+                ),
             ),
             master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
-                cidr_blocks=[gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(cidr_block=c, display_name=f"allowed-{i}")
-                             for i, c in enumerate(cidrs)],
+                cidr_blocks=[
+                    gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
+                        cidr_block=c, display_name=f"allowed-{i}"
+                    )
+                    for i, c in enumerate(cidrs)
+                ],
                 gcp_public_cidrs_access_enabled=False,
             ),
             enable_shielded_nodes=True,
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
-                workload_pool=pulumi.Output.format("{0}.svc.id.goog", args.project)),
+                workload_pool=pulumi.Output.format("{0}.svc.id.goog", args.project)
+            ),
             datapath_provider="ADVANCED_DATAPATH",
             enable_multi_networking=True,
             addons_config=gcp.container.ClusterAddonsConfigArgs(
                 # The instance is created with gke_support_enabled (Lustre on 6988, clear of
                 # the GKE metadata server's 988); the driver must use the same port.
                 lustre_csi_driver_config=gcp.container.ClusterAddonsConfigLustreCsiDriverConfigArgs(
-                    enabled=True, enable_legacy_lustre_port=True),
+                    enabled=True, enable_legacy_lustre_port=True
+                ),
                 gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True),
             ),
             resource_labels=labels(spec),
@@ -160,8 +180,14 @@ class GkeOrchestration(pulumi.ComponentResource):
         )
         self.kubeconfig = self._kubeconfig(spec)
         self.system_pool = self._create_system_pool(name, spec, args)
-        self.workload_account = workload_account(name, spec, project=args.project, bucket=args.bucket,
-                                                 namespace=JOB_NAMESPACE, opts=pulumi.ResourceOptions(parent=self))
+        self.workload_account = workload_account(
+            name,
+            spec,
+            project=args.project,
+            bucket=args.bucket,
+            namespace=JOB_NAMESPACE,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         # lustre_volume names its claim "<name>-lustre"; jobs mount it by that name.
         self.lustre_claim_name = lustre_claim_name(name)
         self.checkpoint_claim_name = checkpoint_claim_name(name)
@@ -172,29 +198,39 @@ class GkeOrchestration(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
             self._create_addons(name, args)
-        self.register_outputs({
-            "cluster": self.cluster.name,
-            "endpoint": self.cluster.endpoint,
-            "private_endpoint": self.private_endpoint,
-        })
+        self.register_outputs(
+            {
+                "cluster": self.cluster.name,
+                "endpoint": self.cluster.endpoint,
+                "private_endpoint": self.private_endpoint,
+            }
+        )
 
     def _create_system_pool(self, name: str, spec: ClusterSpec, args: GkeArgs) -> gcp.container.NodePool:
         account = gcp.serviceaccount.Account(
-            f"{name}-system-nodes", account_id=spec.name[:20].rstrip("-") + "-sys-nodes",
-            display_name=f"gpu-cluster {spec.name} system nodes", project=args.project,
-            opts=pulumi.ResourceOptions(parent=self))
+            f"{name}-system-nodes",
+            account_id=spec.name[:20].rstrip("-") + "-sys-nodes",
+            display_name=f"gpu-cluster {spec.name} system nodes",
+            project=args.project,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         for role in NODE_ROLES:
             gcp.projects.IAMMember(
-                f"{name}-system-nodes-{role.rsplit('.', 1)[-1].lower()}", project=args.project, role=role,
-                member=pulumi.Output.format("serviceAccount:{0}", account.email), opts=pulumi.ResourceOptions(parent=self))
+                f"{name}-system-nodes-{role.rsplit('.', 1)[-1].lower()}",
+                project=args.project,
+                role=role,
+                member=pulumi.Output.format("serviceAccount:{0}", account.email),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         return gcp.container.NodePool(
             f"{name}-system",
             name=SYSTEM_POOL_NAME,
             cluster=self.cluster.id,
             location=spec.zone,
             node_locations=[spec.zone],
-            autoscaling=gcp.container.NodePoolAutoscalingArgs(total_min_node_count=SYSTEM_NODES[0],
-                                                              total_max_node_count=SYSTEM_NODES[1]),
+            autoscaling=gcp.container.NodePoolAutoscalingArgs(
+                total_min_node_count=SYSTEM_NODES[0], total_max_node_count=SYSTEM_NODES[1]
+            ),
             management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
             node_config=gcp.container.NodePoolNodeConfigArgs(
                 machine_type=SYSTEM_MACHINE_TYPE,
@@ -202,8 +238,11 @@ class GkeOrchestration(pulumi.ComponentResource):
                 image_type="COS_CONTAINERD",
                 gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
                 shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
-                    enable_secure_boot=True, enable_integrity_monitoring=True),
-                workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
+                    enable_secure_boot=True, enable_integrity_monitoring=True
+                ),
+                workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
+                    mode="GKE_METADATA"
+                ),
                 service_account=account.email,
                 oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
                 resource_labels=labels(spec),
@@ -222,28 +261,48 @@ class GkeOrchestration(pulumi.ComponentResource):
             "users:\n- name: gke\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n"
             "      command: gke-gcloud-auth-plugin\n      provideClusterInfo: true\n"
         )
-        return pulumi.Output.format(template, self.cluster.endpoint,
-                                    self.cluster.master_auth.apply(lambda m: m.cluster_ca_certificate if m else ""))
+        return pulumi.Output.format(
+            template,
+            self.cluster.endpoint,
+            self.cluster.master_auth.apply(lambda m: m.cluster_ca_certificate if m else ""),
+        )
 
     def _create_addons(self, name: str, args: GkeArgs) -> None:
         # Everything in the cluster waits for the system pool: the JobSet chart's wait would
         # otherwise time out with only (possibly zero) GPU nodes to schedule on.
-        create_in_cluster_layer(name, GkeLayerArgs(
-            spec=args.spec, networks=node_networks(args.nics), claim_name=self.lustre_claim_name,
-            volume_handle=pulumi.Output.format("{0}/{1}/{2}", args.project, args.spec.zone, args.lustre_instance_id),
-            lustre_address=args.lustre_mount_point, filesystem=args.lustre_filesystem, after=[args.lustre],
-            bucket=args.bucket, checkpoint_claim=self.checkpoint_claim_name,
-            workload_account=self.workload_account.email,
-        ), pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[self.system_pool]))
+        create_in_cluster_layer(
+            name,
+            GkeLayerArgs(
+                spec=args.spec,
+                networks=node_networks(args.nics),
+                claim_name=self.lustre_claim_name,
+                volume_handle=pulumi.Output.format(
+                    "{0}/{1}/{2}", args.project, args.spec.zone, args.lustre_instance_id
+                ),
+                lustre_address=args.lustre_mount_point,
+                filesystem=args.lustre_filesystem,
+                after=[args.lustre],
+                bucket=args.bucket,
+                checkpoint_claim=self.checkpoint_claim_name,
+                workload_account=self.workload_account.email,
+            ),
+            pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[self.system_pool]),
+        )
 
 
 def node_networks(nics: Sequence[NicNetwork | NicName]) -> list[NodeNetwork]:
     """The GKE Network objects the node pool's additional NICs need (also a stack output)."""
     # From the cluster stack's own resources the names are their outputs, so the objects depend
     # on the VPCs and subnets (destroy removes them first); the private layer has only names.
-    return [NodeNetwork(name=n.k8s_name, vpc=n.network.name if isinstance(n, NicNetwork) else n.vpc,
-                        subnet=n.subnet.name if isinstance(n, NicNetwork) else n.subnet, device_mode=_device_mode(n))
-            for n in nics]
+    return [
+        NodeNetwork(
+            name=n.k8s_name,
+            vpc=n.network.name if isinstance(n, NicNetwork) else n.vpc,
+            subnet=n.subnet.name if isinstance(n, NicNetwork) else n.subnet,
+            device_mode=_device_mode(n),
+        )
+        for n in nics
+    ]
 
 
 def lustre_claim_name(orchestration_component: str) -> str:
@@ -297,6 +356,13 @@ def create_in_cluster_layer(name: str, args: GkeLayerArgs, k8s_opts: pulumi.Reso
         namespace=JOB_NAMESPACE,
         opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=list(args.after))),
     )
-    bucket_volume(name, bucket=args.bucket, claim_name=args.checkpoint_claim, namespace=JOB_NAMESPACE,
-                  account_email=args.workload_account, labels=lab, opts=in_namespace)
+    bucket_volume(
+        name,
+        bucket=args.bucket,
+        claim_name=args.checkpoint_claim,
+        namespace=JOB_NAMESPACE,
+        account_email=args.workload_account,
+        labels=lab,
+        opts=in_namespace,
+    )
     jobset(f"{name}-jobset", k8s_opts)

@@ -69,62 +69,95 @@ class SlurmOrchestration(pulumi.ComponentResource):
         o = spec.orchestration
         lu = spec.storage.lustre
         self.cluster_id = short_id(spec, 10)
-        mounts = [hcc.ClusterOrchestratorSlurmLoginNodesStorageConfigArgs(id=sid, local_mount=mount)
-                  for sid, mount in ((LUSTRE_ID, lu.mount_point), *EXTRA_MOUNTS)]
+        mounts = [
+            hcc.ClusterOrchestratorSlurmLoginNodesStorageConfigArgs(id=sid, local_mount=mount)
+            for sid, mount in ((LUSTRE_ID, lu.mount_point), *EXTRA_MOUNTS)
+        ]
         self.cluster = gcp.hypercomputecluster.Cluster(
             f"{name}-slurm",
             cluster_id=self.cluster_id,
             location=spec.region,
             description=f"gpu-cluster {spec.name}: {spec.compute.nodes} x {spec.compute.instance_type}",
-            network_resources=[hcc.ClusterNetworkResourceArgs(
-                id=NETWORK_ID,
-                config=hcc.ClusterNetworkResourceConfigArgs(existing_network=hcc.ClusterNetworkResourceConfigExistingNetworkArgs(
-                    network=pulumi.Output.format("projects/{0}/global/networks/{1}", args.project, args.network_name),
-                    subnetwork=pulumi.Output.format("projects/{0}/regions/{1}/subnetworks/{2}", args.project, spec.region,
-                                                    args.subnet_name),
-                )),
-            )],
+            network_resources=[
+                hcc.ClusterNetworkResourceArgs(
+                    id=NETWORK_ID,
+                    config=hcc.ClusterNetworkResourceConfigArgs(
+                        existing_network=hcc.ClusterNetworkResourceConfigExistingNetworkArgs(
+                            network=pulumi.Output.format(
+                                "projects/{0}/global/networks/{1}", args.project, args.network_name
+                            ),
+                            subnetwork=pulumi.Output.format(
+                                "projects/{0}/regions/{1}/subnetworks/{2}", args.project, spec.region, args.subnet_name
+                            ),
+                        )
+                    ),
+                )
+            ],
             storage_resources=[
                 hcc.ClusterStorageResourceArgs(
                     id=LUSTRE_ID,
-                    config=hcc.ClusterStorageResourceConfigArgs(existing_lustre=hcc.ClusterStorageResourceConfigExistingLustreArgs(
-                        lustre=pulumi.Output.format("projects/{0}/locations/{1}/instances/{2}", args.project, spec.zone,
-                                                    args.lustre_instance_id))),
+                    config=hcc.ClusterStorageResourceConfigArgs(
+                        existing_lustre=hcc.ClusterStorageResourceConfigExistingLustreArgs(
+                            lustre=pulumi.Output.format(
+                                "projects/{0}/locations/{1}/instances/{2}",
+                                args.project,
+                                spec.zone,
+                                args.lustre_instance_id,
+                            )
+                        )
+                    ),
                 ),
                 hcc.ClusterStorageResourceArgs(
                     id=HOME_ID,
-                    config=hcc.ClusterStorageResourceConfigArgs(new_filestore=hcc.ClusterStorageResourceConfigNewFilestoreArgs(
-                        filestore=pulumi.Output.format("projects/{0}/locations/{1}/instances/{2}-home", args.project, spec.zone,
-                                                       self.cluster_id),
-                        tier=HOME_TIER,
-                        file_shares=[hcc.ClusterStorageResourceConfigNewFilestoreFileShareArgs(
-                            capacity_gb=str(HOME_CAPACITY_GB), file_share=HOME_SHARE)],
-                        description=f"gpu-cluster {spec.name} /home",
-                    )),
+                    config=hcc.ClusterStorageResourceConfigArgs(
+                        new_filestore=hcc.ClusterStorageResourceConfigNewFilestoreArgs(
+                            filestore=pulumi.Output.format(
+                                "projects/{0}/locations/{1}/instances/{2}-home",
+                                args.project,
+                                spec.zone,
+                                self.cluster_id,
+                            ),
+                            tier=HOME_TIER,
+                            file_shares=[
+                                hcc.ClusterStorageResourceConfigNewFilestoreFileShareArgs(
+                                    capacity_gb=str(HOME_CAPACITY_GB), file_share=HOME_SHARE
+                                )
+                            ],
+                            description=f"gpu-cluster {spec.name} /home",
+                        )
+                    ),
                 ),
                 hcc.ClusterStorageResourceArgs(
                     id=BUCKET_ID,
-                    config=hcc.ClusterStorageResourceConfigArgs(existing_bucket=hcc.ClusterStorageResourceConfigExistingBucketArgs(
-                        bucket=args.bucket)),
+                    config=hcc.ClusterStorageResourceConfigArgs(
+                        existing_bucket=hcc.ClusterStorageResourceConfigExistingBucketArgs(bucket=args.bucket)
+                    ),
                 ),
             ],
             compute_resources=[args.compute_resource],
-            orchestrator=hcc.ClusterOrchestratorArgs(slurm=hcc.ClusterOrchestratorSlurmArgs(
-                login_nodes=hcc.ClusterOrchestratorSlurmLoginNodesArgs(
-                    count=str(o.login_nodes),
-                    machine_type=LOGIN_MACHINE_TYPE,
-                    zone=spec.zone,
-                    enable_os_login=True,
-                    enable_public_ips=False,
-                    boot_disk=hcc.ClusterOrchestratorSlurmLoginNodesBootDiskArgs(
-                        size_gb=str(LOGIN_DISK_GB),
-                        type=pulumi.Output.format("projects/{0}/zones/{1}/diskTypes/pd-balanced", args.project, spec.zone)),
-                    labels=labels(spec),
-                    storage_configs=mounts,
-                ),
-                node_sets=[args.node_set],
-                partitions=[hcc.ClusterOrchestratorSlurmPartitionArgs(id=o.partition, node_set_ids=[args.node_set.id])],
-            )),
+            orchestrator=hcc.ClusterOrchestratorArgs(
+                slurm=hcc.ClusterOrchestratorSlurmArgs(
+                    login_nodes=hcc.ClusterOrchestratorSlurmLoginNodesArgs(
+                        count=str(o.login_nodes),
+                        machine_type=LOGIN_MACHINE_TYPE,
+                        zone=spec.zone,
+                        enable_os_login=True,
+                        enable_public_ips=False,
+                        boot_disk=hcc.ClusterOrchestratorSlurmLoginNodesBootDiskArgs(
+                            size_gb=str(LOGIN_DISK_GB),
+                            type=pulumi.Output.format(
+                                "projects/{0}/zones/{1}/diskTypes/pd-balanced", args.project, spec.zone
+                            ),
+                        ),
+                        labels=labels(spec),
+                        storage_configs=mounts,
+                    ),
+                    node_sets=[args.node_set],
+                    partitions=[
+                        hcc.ClusterOrchestratorSlurmPartitionArgs(id=o.partition, node_set_ids=[args.node_set.id])
+                    ],
+                )
+            ),
             labels=labels(spec),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[args.lustre]),
         )

@@ -41,24 +41,40 @@ def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
     if spec.network.existing:
         # Not built yet: the caller's network would need the GKE secondary ranges, the private
         # service access peering Managed Lustre attaches through, and the firewall (network.py).
-        problems.append(("network.vpc_id", "an existing network is supported on aws only for now "
-                                           "(allowed on gcp: leave network.vpc_id unset)"))
+        problems.append(
+            (
+                "network.vpc_id",
+                "an existing network is supported on aws only for now (allowed on gcp: leave network.vpc_id unset)",
+            )
+        )
     itype = spec.compute.instance_type
     cap = spec.compute.capacity.type
     if spec.orchestration.kind == "slurm":
         allowed = CLUSTER_DIRECTOR_CAPACITY.get(itype)
         if allowed is None:
-            problems.append(("compute.instance_type",
-                             f"Cluster Director (orchestration.kind: slurm) does not offer {itype} "
-                             f"(allowed: {', '.join(CLUSTER_DIRECTOR_CAPACITY)})"))
+            problems.append(
+                (
+                    "compute.instance_type",
+                    f"Cluster Director (orchestration.kind: slurm) does not offer {itype} "
+                    f"(allowed: {', '.join(CLUSTER_DIRECTOR_CAPACITY)})",
+                )
+            )
         elif cap not in allowed:
-            problems.append(("compute.capacity.type",
-                             f"Cluster Director offers {itype} as {', '.join(allowed)}, not {cap} "
-                             f"(on-demand is for N2 only; allowed: {', '.join(allowed)})"))
+            problems.append(
+                (
+                    "compute.capacity.type",
+                    f"Cluster Director offers {itype} as {', '.join(allowed)}, not {cap} "
+                    f"(on-demand is for N2 only; allowed: {', '.join(allowed)})",
+                )
+            )
     elif cap not in GKE_GPU_CAPACITY:
-        problems.append(("compute.capacity.type",
-                         f"GCP offers {itype} through reservations, flex-start and spot, not {cap} "
-                         f"(allowed: {', '.join(GKE_GPU_CAPACITY)})"))
+        problems.append(
+            (
+                "compute.capacity.type",
+                f"GCP offers {itype} through reservations, flex-start and spot, not {cap} "
+                f"(allowed: {', '.join(GKE_GPU_CAPACITY)})",
+            )
+        )
     return problems
 
 
@@ -100,11 +116,16 @@ def lustre_size(size: int, tput: int | None) -> str | None:
     tier = tiers.tiers.get(tput) if tput is not None else None
     if tier is None or tier.size_ok(size):
         return None
-    steps = (f"multiples of {tier.step} from {tier.min} to {tier.max}" if tier.single_step else
-             f"multiples of {tier.step} from {tier.min} to {tier.step_up_to}, then multiples of {tier.large_step} "
-             f"up to {tier.max}")
-    return (f"{size} GiB is not a Managed Lustre size at {tput} MB/s/TiB (allowed: {steps}; "
-            f"source: {tiers.source.url.removeprefix('https://')})")
+    steps = (
+        f"multiples of {tier.step} from {tier.min} to {tier.max}"
+        if tier.single_step
+        else f"multiples of {tier.step} from {tier.min} to {tier.step_up_to}, then multiples of {tier.large_step} "
+        f"up to {tier.max}"
+    )
+    return (
+        f"{size} GiB is not a Managed Lustre size at {tput} MB/s/TiB (allowed: {steps}; "
+        f"source: {tiers.source.url.removeprefix('https://')})"
+    )
 
 
 def export_path(import_path: str | None, export: str) -> str | None:
@@ -113,11 +134,15 @@ def export_path(import_path: str | None, export: str) -> str | None:
 
 def tag(key: str, value: str) -> str | None:
     if not (_LABEL.match(key) and _LABEL_VALUE.match(value)):
-        return ("GCP labels are lower-case letters, digits, '_' and '-', at most 63 characters "
-                "(allowed: keys starting with a letter)")
+        return (
+            "GCP labels are lower-case letters, digits, '_' and '-', at most 63 characters "
+            "(allowed: keys starting with a letter)"
+        )
     return None
 
 
 def node_image(raw: object, kind: str | None) -> str | None:
-    return ("only applies to aws for now (on gcp the node image follows the GKE release channel or Cluster "
-            "Director's image)")
+    return (
+        "only applies to aws for now (on gcp the node image follows the GKE release channel or Cluster "
+        "Director's image)"
+    )

@@ -20,6 +20,7 @@ import pulumi_gcp as gcp
 from components.gcp.apis import for_orchestrator
 from components.spec import ClusterSpec
 
+
 def apis(spec: ClusterSpec) -> tuple[str, ...]:
     return for_orchestrator(spec.orchestration.kind)
 
@@ -45,13 +46,22 @@ class ProjectServices(pulumi.ComponentResource):
         spec = args.spec
         child = pulumi.ResourceOptions(parent=self)
         self.services = [
-            gcp.projects.Service(f"{name}-{api.split('.')[0]}", project=args.project, service=api,
-                                 disable_on_destroy=False, opts=child)
+            gcp.projects.Service(
+                f"{name}-{api.split('.')[0]}", project=args.project, service=api, disable_on_destroy=False, opts=child
+            )
             for api in apis(spec)
         ]
-        self.provider = None if self.get_provider("gcp:index:x") is not None else gcp.Provider(
-            f"{name}-provider", project=args.project, region=spec.region, zone=spec.zone,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(self.services)))
+        self.provider = (
+            None
+            if self.get_provider("gcp:index:x") is not None
+            else gcp.Provider(
+                f"{name}-provider",
+                project=args.project,
+                region=spec.region,
+                zone=spec.zone,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(self.services)),
+            )
+        )
         self.register_outputs({"apis": list(apis(spec))})
 
     def after_apis(self) -> pulumi.ResourceOptions:

@@ -86,11 +86,15 @@ class Storage(pulumi.ComponentResource):
             "dns_name": self.lustre.mount_point,
             "mount_name": self.filesystem,
             "mount_command": pulumi.Output.format(
-                "sudo mkdir -p {1} && sudo mount -t lustre {0} {1}", self.lustre.mount_point, lu.mount_point),
+                "sudo mkdir -p {1} && sudo mount -t lustre {0} {1}", self.lustre.mount_point, lu.mount_point
+            ),
         }
         self.import_command = None
         if lu.import_path:
             self.import_command = pulumi.Output.format(
                 "gcloud lustre instances import-data {0} --location={1} --gcs-path-uri={2} --lustre-path=/",
-                self.instance_id, spec.zone, lu.import_path)
+                self.instance_id,
+                spec.zone,
+                lu.import_path,
+            )
         self.register_outputs({"mount": self.mount, "bucket": self.bucket.name, "import_command": self.import_command})

@@ -36,8 +36,15 @@ def checkpoint_claim_name(orchestration_component: str) -> str:
     return f"{orchestration_component}-checkpoints"
 
 
-def workload_account(name: str, spec: ClusterSpec, *, project: pulumi.Input[str], bucket: pulumi.Input[str],
-                     namespace: str, opts: pulumi.ResourceOptions) -> gcp.serviceaccount.Account:
+def workload_account(
+    name: str,
+    spec: ClusterSpec,
+    *,
+    project: pulumi.Input[str],
+    bucket: pulumi.Input[str],
+    namespace: str,
+    opts: pulumi.ResourceOptions,
+) -> gcp.serviceaccount.Account:
     """The Google account the jobs act as, allowed on the checkpoint bucket, and its binding."""
     account = gcp.serviceaccount.Account(
         f"{name}-jobs",
@@ -47,23 +54,41 @@ def workload_account(name: str, spec: ClusterSpec, *, project: pulumi.Input[str]
         opts=opts,
     )
     gcp.storage.BucketIAMMember(
-        f"{name}-jobs-bucket", bucket=bucket, role=BUCKET_ROLE,
-        member=pulumi.Output.format("serviceAccount:{0}", account.email), opts=opts)
+        f"{name}-jobs-bucket",
+        bucket=bucket,
+        role=BUCKET_ROLE,
+        member=pulumi.Output.format("serviceAccount:{0}", account.email),
+        opts=opts,
+    )
     gcp.serviceaccount.IAMMember(
-        f"{name}-jobs-wi", service_account_id=account.name, role="roles/iam.workloadIdentityUser",
+        f"{name}-jobs-wi",
+        service_account_id=account.name,
+        role="roles/iam.workloadIdentityUser",
         member=pulumi.Output.format("serviceAccount:{0}.svc.id.goog[{1}/{2}]", project, namespace, CHECKPOINT_KSA),
-        opts=opts)
+        opts=opts,
+    )
     return account
 
 
-def bucket_volume(name: str, *, bucket: pulumi.Input[str], claim_name: str, namespace: str,
-                  account_email: pulumi.Input[str], labels: dict[str, str],
-                  opts: pulumi.ResourceOptions) -> k8s.core.v1.PersistentVolumeClaim:
+def bucket_volume(
+    name: str,
+    *,
+    bucket: pulumi.Input[str],
+    claim_name: str,
+    namespace: str,
+    account_email: pulumi.Input[str],
+    labels: dict[str, str],
+    opts: pulumi.ResourceOptions,
+) -> k8s.core.v1.PersistentVolumeClaim:
     """The Kubernetes account bound to the Google one, and the bucket's PV and claim."""
     k8s.core.v1.ServiceAccount(
         f"{name}-jobs-ksa",
-        metadata=k8s.meta.v1.ObjectMetaArgs(name=CHECKPOINT_KSA, namespace=namespace, labels=labels,
-                                            annotations={"iam.gke.io/gcp-service-account": account_email}),
+        metadata=k8s.meta.v1.ObjectMetaArgs(
+            name=CHECKPOINT_KSA,
+            namespace=namespace,
+            labels=labels,
+            annotations={"iam.gke.io/gcp-service-account": account_email},
+        ),
         opts=opts,
     )
     pv = k8s.core.v1.PersistentVolume(
@@ -84,7 +109,10 @@ def bucket_volume(name: str, *, bucket: pulumi.Input[str], claim_name: str, name
         f"{name}-checkpoints-pvc",
         metadata=k8s.meta.v1.ObjectMetaArgs(name=claim_name, namespace=namespace, labels=labels),
         spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
-            storage_class_name="", volume_name=claim_name, access_modes=["ReadWriteMany"],
-            resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": NOMINAL_CAPACITY})),
+            storage_class_name="",
+            volume_name=claim_name,
+            access_modes=["ReadWriteMany"],
+            resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": NOMINAL_CAPACITY}),
+        ),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[pv])),
     )

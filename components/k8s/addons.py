@@ -47,7 +47,9 @@ JOB_POD_SECURITY = {
 }
 
 
-def job_namespace(name: str, opts: pulumi.ResourceOptions, labels: Mapping[str, str] | None = None) -> k8s.core.v1.Namespace:
+def job_namespace(
+    name: str, opts: pulumi.ResourceOptions, labels: Mapping[str, str] | None = None
+) -> k8s.core.v1.Namespace:
     """The jobs' namespace with its Pod Security labels; what is created in it depends on it."""
     return k8s.core.v1.Namespace(
         f"{name}-jobs-ns",
@@ -56,8 +58,7 @@ def job_namespace(name: str, opts: pulumi.ResourceOptions, labels: Mapping[str, 
     )
 
 
-def jobset(name: str, opts: pulumi.ResourceOptions,
-           node_selector: Mapping[str, str] | None = None) -> pulumi.Resource:
+def jobset(name: str, opts: pulumi.ResourceOptions, node_selector: Mapping[str, str] | None = None) -> pulumi.Resource:
     """The JobSet controller and its CRD in their own namespace; returns the chart.
 
     ``opts`` carries the parent and the cluster's Kubernetes provider. ``node_selector`` pins

@@ -35,7 +35,9 @@ class NodeNetwork:
     ``type: Device`` for all)."""
 
 
-def gke_networks(name: str, networks: list[NodeNetwork], labels: dict[str, str], opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+def gke_networks(
+    name: str, networks: list[NodeNetwork], labels: dict[str, str], opts: pulumi.ResourceOptions
+) -> list[pulumi.Resource]:
     made: list[pulumi.Resource] = []
     for n in networks:
         params: dict[str, object] = {"vpc": n.vpc, "vpcSubnet": n.subnet, "deviceMode": n.device_mode}
@@ -62,9 +64,18 @@ def gke_networks(name: str, networks: list[NodeNetwork], labels: dict[str, str],
     return made
 
 
-def lustre_volume(name: str, *, volume_handle: pulumi.Input[str], ip: pulumi.Input[str], filesystem: pulumi.Input[str],
-                  size_gib: int, labels: dict[str, str], opts: pulumi.ResourceOptions, namespace: str,
-                  claim_name: str | None = None) -> k8s.core.v1.PersistentVolumeClaim:
+def lustre_volume(
+    name: str,
+    *,
+    volume_handle: pulumi.Input[str],
+    ip: pulumi.Input[str],
+    filesystem: pulumi.Input[str],
+    size_gib: int,
+    labels: dict[str, str],
+    opts: pulumi.ResourceOptions,
+    namespace: str,
+    claim_name: str | None = None,
+) -> k8s.core.v1.PersistentVolumeClaim:
     """A statically provisioned PV for the existing Managed Lustre instance and its claim
     (both named ``claim_name``, default ``<name>-lustre``), the claim in ``namespace``: the jobs'
     (a pod mounts only claims of its own namespace)."""

@@ -34,7 +34,9 @@ PAUSE_IMAGE = "gke.gcr.io/pause:3.8@sha256:880e63f94b145e46f1b1082bb71b85e21f16b
 PREINSTALL_IMAGE = "ubuntu:26.04@sha256:513c074113a871b51a8d16ab445c88779d6452d937a164fb5cc479f32668a41d"
 # Upstream pins the injector by digest only (no tag published beside it):
 # nri_device_injector/nri-device-injector.yaml at 992db81 and cluster-toolkit at 1047080.
-NRI_INJECTOR_IMAGE = "gcr.io/gke-release/nri-device-injector@sha256:6e79483d52abdc28454bf186320b10a56b0f117a10e8d65d5c74dbb821a76970"
+NRI_INJECTOR_IMAGE = (
+    "gcr.io/gke-release/nri-device-injector@sha256:6e79483d52abdc28454bf186320b10a56b0f117a10e8d65d5c74dbb821a76970"
+)
 NAMESPACE = "kube-system"
 HOST_BIN = "/home/kubernetes/bin"
 APERTURE_PCI_ID = "1ae0:0084"
@@ -42,30 +44,44 @@ APERTURE_PCI_ID = "1ae0:0084"
 
 def _tcpxo_preinstall_script() -> str:
     # The steps of upstream's pre-installation container, written as a plain POSIX loop.
-    return "\n".join([
-        "set -e",
-        "/sbin/iptables -I INPUT -p tcp -m tcp -j ACCEPT",
-        "modprobe import-helper",
-        "mkdir -p /dev/aperture_devices",
-        f"for bdf in $(lspci -nn -D | grep '{APERTURE_PCI_ID}' | awk '{{print $1}}'); do",
-        "  target=/dev/aperture_devices/$bdf",
-        "  mkdir -p $target",
-        "  umount -R $target 2>/dev/null || true",
-        "  mount --bind $(readlink -f /sys/bus/pci/devices/$bdf) $target",
-        "done",
-        "chmod -R a+r /dev/aperture_devices/",
-        "chmod a+rw /dev/aperture_devices/*/resource* 2>/dev/null || true",
-    ])
+    return "\n".join(
+        [
+            "set -e",
+            "/sbin/iptables -I INPUT -p tcp -m tcp -j ACCEPT",
+            "modprobe import-helper",
+            "mkdir -p /dev/aperture_devices",
+            f"for bdf in $(lspci -nn -D | grep '{APERTURE_PCI_ID}' | awk '{{print $1}}'); do",
+            "  target=/dev/aperture_devices/$bdf",
+            "  mkdir -p $target",
+            "  umount -R $target 2>/dev/null || true",
+            "  mount --bind $(readlink -f /sys/bus/pci/devices/$bdf) $target",
+            "done",
+            "chmod -R a+r /dev/aperture_devices/",
+            "chmod a+rw /dev/aperture_devices/*/resource* 2>/dev/null || true",
+        ]
+    )
 
 
 def _install_script(fabric: str) -> str:
     if fabric == "rdma":
         lib64, gib = f"/usr/local{HOST_BIN}/nvidia/lib64", f"/usr/local{HOST_BIN}/gib"
-        return "\n".join(["set -ex", "/scripts/container_entry.sh install",
-                          f"cp -r /var/lib/gib/lib64/. {lib64}", f"cp -r /var/lib/gib/. {gib}"])
-    return "\n".join(["set -ex", "chmod 755 /scripts/container_entry.sh",
-                      "/scripts/container_entry.sh install --install-nccl", "mkdir -p /usr/local/nvidia/lib64",
-                      f"cp -r /var/lib/{fabric}/lib64/. /usr/local/nvidia/lib64"])
+        return "\n".join(
+            [
+                "set -ex",
+                "/scripts/container_entry.sh install",
+                f"cp -r /var/lib/gib/lib64/. {lib64}",
+                f"cp -r /var/lib/gib/. {gib}",
+            ]
+        )
+    return "\n".join(
+        [
+            "set -ex",
+            "chmod 755 /scripts/container_entry.sh",
+            "/scripts/container_entry.sh install --install-nccl",
+            "mkdir -p /usr/local/nvidia/lib64",
+            f"cp -r /var/lib/{fabric}/lib64/. /usr/local/nvidia/lib64",
+        ]
+    )
 
 
 def _host(name: str, path: str, kind: str | None = None) -> k8s.core.v1.VolumeArgs:
@@ -73,10 +89,21 @@ def _host(name: str, path: str, kind: str | None = None) -> k8s.core.v1.VolumeAr
 
 
 def _affinity(accelerator: str) -> k8s.core.v1.AffinityArgs:
-    return k8s.core.v1.AffinityArgs(node_affinity=k8s.core.v1.NodeAffinityArgs(
-        required_during_scheduling_ignored_during_execution=k8s.core.v1.NodeSelectorArgs(node_selector_terms=[
-            k8s.core.v1.NodeSelectorTermArgs(match_expressions=[k8s.core.v1.NodeSelectorRequirementArgs(
-                key="cloud.google.com/gke-accelerator", operator="In", values=[accelerator])])])))
+    return k8s.core.v1.AffinityArgs(
+        node_affinity=k8s.core.v1.NodeAffinityArgs(
+            required_during_scheduling_ignored_during_execution=k8s.core.v1.NodeSelectorArgs(
+                node_selector_terms=[
+                    k8s.core.v1.NodeSelectorTermArgs(
+                        match_expressions=[
+                            k8s.core.v1.NodeSelectorRequirementArgs(
+                                key="cloud.google.com/gke-accelerator", operator="In", values=[accelerator]
+                            )
+                        ]
+                    )
+                ]
+            )
+        )
+    )
 
 
 # What a node daemon that installs into the host, or hands devices out, cannot do without; each
@@ -85,7 +112,7 @@ def _affinity(accelerator: str) -> k8s.core.v1.AffinityArgs:
 # k8s-workload-hardening rule reads too. Everything else is hardened.
 HOST_DAEMON_NEEDS = {
     "CKV_K8S_16": "privileged: writes the NCCL plugin into host paths and (TCPXO) loads a kernel module and "
-                  "binds host devices through nsenter, as upstream's installer does",
+    "binds host devices through nsenter, as upstream's installer does",
     "CKV_K8S_17": "hostPID: nsenter into the host's PID 1 namespaces for the pre-installation step (upstream)",
     "CKV_K8S_19": "hostNetwork: the installer and the injector act on the node, not in a pod network (upstream)",
     "CKV_K8S_20": "privilege escalation is implied by privileged",
@@ -101,13 +128,24 @@ def _skips(needs: dict[str, str]) -> dict[str, str]:
 # The pause image runs as 65535:65535 (kubernetes/kubernetes build/pause/Dockerfile, USER
 # 65535:65535): it needs nothing, so it gets nothing.
 PAUSE_SECURITY = k8s.core.v1.SecurityContextArgs(
-    allow_privilege_escalation=False, run_as_non_root=True, run_as_user=65535, run_as_group=65535,
-    read_only_root_filesystem=True, capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]))
+    allow_privilege_escalation=False,
+    run_as_non_root=True,
+    run_as_user=65535,
+    run_as_group=65535,
+    read_only_root_filesystem=True,
+    capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
+)
 POD_SECURITY = k8s.core.v1.PodSecurityContextArgs(seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"))
 
 
-def _daemonset(name: str, ds_name: str, labels: dict[str, str], spec: k8s.core.v1.PodSpecArgs,
-               opts: pulumi.ResourceOptions, extra_needs: dict[str, str] | None = None) -> k8s.apps.v1.DaemonSet:
+def _daemonset(
+    name: str,
+    ds_name: str,
+    labels: dict[str, str],
+    spec: k8s.core.v1.PodSpecArgs,
+    opts: pulumi.ResourceOptions,
+    extra_needs: dict[str, str] | None = None,
+) -> k8s.apps.v1.DaemonSet:
     match = {"k8s-app": ds_name}
     return k8s.apps.v1.DaemonSet(
         f"{name}-{ds_name}",
@@ -116,37 +154,64 @@ def _daemonset(name: str, ds_name: str, labels: dict[str, str], spec: k8s.core.v
             selector=k8s.meta.v1.LabelSelectorArgs(match_labels=match),
             update_strategy=k8s.apps.v1.DaemonSetUpdateStrategyArgs(type="RollingUpdate"),
             template=k8s.core.v1.PodTemplateSpecArgs(
-                metadata=k8s.meta.v1.ObjectMetaArgs(labels=match, annotations=_skips({**HOST_DAEMON_NEEDS, **(extra_needs or {})})),
-                spec=spec),
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    labels=match, annotations=_skips({**HOST_DAEMON_NEEDS, **(extra_needs or {})})
+                ),
+                spec=spec,
+            ),
         ),
         opts=opts,
     )
 
 
-def nccl_installer(name: str, fabric: str, accelerator: str, labels: dict[str, str],
-                   opts: pulumi.ResourceOptions) -> k8s.apps.v1.DaemonSet:
+def nccl_installer(
+    name: str, fabric: str, accelerator: str, labels: dict[str, str], opts: pulumi.ResourceOptions
+) -> k8s.apps.v1.DaemonSet:
     """DaemonSet that puts the fabric's NCCL net plugin where GPU pods load it from."""
     fact = installer_fact(fabric)
     ds_name = "nccl-rdma-installer" if fabric == "rdma" else f"nccl-{fabric}-installer"
     privileged = k8s.core.v1.SecurityContextArgs(privileged=True)
     cpu = k8s.core.v1.ResourceRequirementsArgs(requests={"cpu": "150m"})
     if fabric == "rdma":
-        volumes = [_host("library-dir-host", f"{HOST_BIN}/nvidia/lib64", "DirectoryOrCreate"),
-                   _host("gib", f"{HOST_BIN}/gib")]
-        mounts = [k8s.core.v1.VolumeMountArgs(name="library-dir-host", mount_path=f"/usr/local{HOST_BIN}/nvidia/lib64"),
-                  k8s.core.v1.VolumeMountArgs(name="gib", mount_path=f"/usr/local{HOST_BIN}/gib")]
+        volumes = [
+            _host("library-dir-host", f"{HOST_BIN}/nvidia/lib64", "DirectoryOrCreate"),
+            _host("gib", f"{HOST_BIN}/gib"),
+        ]
+        mounts = [
+            k8s.core.v1.VolumeMountArgs(name="library-dir-host", mount_path=f"/usr/local{HOST_BIN}/nvidia/lib64"),
+            k8s.core.v1.VolumeMountArgs(name="gib", mount_path=f"/usr/local{HOST_BIN}/gib"),
+        ]
     else:
-        volumes = [_host("var-lib", "/var/lib"), _host(fabric, f"/var/lib/{fabric}"), _host("library-dir-host", HOST_BIN)]
-        mounts = [k8s.core.v1.VolumeMountArgs(name="var-lib", mount_path="/var/lib"),
-                  k8s.core.v1.VolumeMountArgs(name="library-dir-host", mount_path="/usr/local")]
+        volumes = [
+            _host("var-lib", "/var/lib"),
+            _host(fabric, f"/var/lib/{fabric}"),
+            _host("library-dir-host", HOST_BIN),
+        ]
+        mounts = [
+            k8s.core.v1.VolumeMountArgs(name="var-lib", mount_path="/var/lib"),
+            k8s.core.v1.VolumeMountArgs(name="library-dir-host", mount_path="/usr/local"),
+        ]
     init = []
     if fabric == "tcpxo":
-        init.append(k8s.core.v1.ContainerArgs(
-            name="pre-installation", image=PREINSTALL_IMAGE, security_context=privileged,
-            command=["nsenter", "-at", "1", "--", "sh", "-c", _tcpxo_preinstall_script()]))
-    init.append(k8s.core.v1.ContainerArgs(
-        name=ds_name, image=fact.ref, resources=cpu, security_context=privileged, volume_mounts=mounts,
-        command=["/bin/sh", "-c"], args=[_install_script(fabric)]))
+        init.append(
+            k8s.core.v1.ContainerArgs(
+                name="pre-installation",
+                image=PREINSTALL_IMAGE,
+                security_context=privileged,
+                command=["nsenter", "-at", "1", "--", "sh", "-c", _tcpxo_preinstall_script()],
+            )
+        )
+    init.append(
+        k8s.core.v1.ContainerArgs(
+            name=ds_name,
+            image=fact.ref,
+            resources=cpu,
+            security_context=privileged,
+            volume_mounts=mounts,
+            command=["/bin/sh", "-c"],
+            args=[_install_script(fabric)],
+        )
+    )
     spec = k8s.core.v1.PodSpecArgs(
         priority_class_name="system-node-critical",
         affinity=_affinity(accelerator),
@@ -161,15 +226,22 @@ def nccl_installer(name: str, fabric: str, accelerator: str, labels: dict[str, s
     )
     # Where no public source gives the installer's digest (catalog digest: null), the tag is all
     # there is: the waiver says so and goes away by itself once the digest is recorded.
-    unpinned = {} if fact.digest else {
-        "CKV_K8S_43": f"no public source gives the digest of {fact.image}:{fact.tag}; record it in the catalog "
-                      f"(fabrics.{fabric}.installer.digest, from `gcloud artifacts docker images describe`) to pin it"}
-    return _daemonset(name, ds_name, {**labels, "gpu-cluster/plugin-version": fact.plugin_version}, spec, opts,
-                      extra_needs=unpinned)
+    unpinned = (
+        {}
+        if fact.digest
+        else {
+            "CKV_K8S_43": f"no public source gives the digest of {fact.image}:{fact.tag}; record it in the catalog "
+            f"(fabrics.{fabric}.installer.digest, from `gcloud artifacts docker images describe`) to pin it"
+        }
+    )
+    return _daemonset(
+        name, ds_name, {**labels, "gpu-cluster/plugin-version": fact.plugin_version}, spec, opts, extra_needs=unpinned
+    )
 
 
-def nri_device_injector(name: str, accelerator: str, labels: dict[str, str],
-                        opts: pulumi.ResourceOptions) -> k8s.apps.v1.DaemonSet:
+def nri_device_injector(
+    name: str, accelerator: str, labels: dict[str, str], opts: pulumi.ResourceOptions
+) -> k8s.apps.v1.DaemonSet:
     """The NRI device injector: hands the devices a pod's ``devices.gke.io/container.<name>``
     annotation lists (GPUs, /dev/aperture_devices) to that container, the TCPX(O) sidecar."""
     spec = k8s.core.v1.PodSpecArgs(
@@ -181,12 +253,18 @@ def nri_device_injector(name: str, accelerator: str, labels: dict[str, str],
         automount_service_account_token=False,  # it talks to the runtime's NRI socket, not the API
         security_context=POD_SECURITY,
         volumes=[_host("nri", "/var/run/nri"), _host("dev", "/dev")],
-        containers=[k8s.core.v1.ContainerArgs(
-            name="device-injector", image=NRI_INJECTOR_IMAGE,
-            resources=k8s.core.v1.ResourceRequirementsArgs(requests={"cpu": "150m"}),
-            security_context=k8s.core.v1.SecurityContextArgs(privileged=True),
-            volume_mounts=[k8s.core.v1.VolumeMountArgs(name="dev", mount_path="/dev"),
-                           k8s.core.v1.VolumeMountArgs(name="nri", mount_path="/var/run/nri")])],
+        containers=[
+            k8s.core.v1.ContainerArgs(
+                name="device-injector",
+                image=NRI_INJECTOR_IMAGE,
+                resources=k8s.core.v1.ResourceRequirementsArgs(requests={"cpu": "150m"}),
+                security_context=k8s.core.v1.SecurityContextArgs(privileged=True),
+                volume_mounts=[
+                    k8s.core.v1.VolumeMountArgs(name="dev", mount_path="/dev"),
+                    k8s.core.v1.VolumeMountArgs(name="nri", mount_path="/var/run/nri"),
+                ],
+            )
+        ],
     )
     return _daemonset(name, "device-injector", labels, spec, opts)
 

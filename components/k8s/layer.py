@@ -43,8 +43,10 @@ def _get(outputs: pulumi.Output[Any], *path: str) -> pulumi.Output[Any]:
     def pick(o: Any) -> Any:
         for key in path:
             if not isinstance(o, dict) or key not in o:
-                raise ValueError(f"the cluster stack has no output {'.'.join(path)}: is it a gpu-cluster stack "
-                                 "of this version, and up?")
+                raise ValueError(
+                    f"the cluster stack has no output {'.'.join(path)}: is it a gpu-cluster stack "
+                    "of this version, and up?"
+                )
             o = o[key]
         return o
 
@@ -58,19 +60,29 @@ class InClusterLayer(pulumi.ComponentResource):
         super().__init__("gpu-cluster:k8s:InClusterLayer", name, None, opts)
         spec, outs = args.spec, args.outputs
         if spec.orchestration.kind not in ("eks", "gke"):
-            raise ValueError(f"orchestration.kind: {spec.orchestration.kind!r} has no in-cluster layer "
-                             "(allowed: eks, gke)")
-        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=pulumi.Output.secret(_get(outs, "access", "kubeconfig")),
-                                     opts=pulumi.ResourceOptions(parent=self))
+            raise ValueError(
+                f"orchestration.kind: {spec.orchestration.kind!r} has no in-cluster layer (allowed: eks, gke)"
+            )
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=pulumi.Output.secret(_get(outs, "access", "kubeconfig")),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=self.provider)
         if spec.cloud == "aws":
             from components.aws import orchestration_eks as eks
 
-            eks.create_in_cluster_layer(name, eks.EksLayerArgs(
-                instance_type=spec.compute.instance_type, volume_handle=_get(outs, "mount", "volume_handle"),
-                dns_name=_get(outs, "mount", "dns_name"), mount_name=_get(outs, "mount", "mount_name"),
-                size_gib=spec.storage.lustre.size_gib,
-            ), k8s_opts)
+            eks.create_in_cluster_layer(
+                name,
+                eks.EksLayerArgs(
+                    instance_type=spec.compute.instance_type,
+                    volume_handle=_get(outs, "mount", "volume_handle"),
+                    dns_name=_get(outs, "mount", "dns_name"),
+                    mount_name=_get(outs, "mount", "mount_name"),
+                    size_gib=spec.storage.lustre.size_gib,
+                ),
+                k8s_opts,
+            )
         else:
             from components.gcp.common import address_plan
             from components.gcp.interconnect import nic_names, nic_count
@@ -80,12 +92,19 @@ class InClusterLayer(pulumi.ComponentResource):
             # The Network objects need their names while the program is built, not as Outputs:
             # they come from the spec, by the same function the cluster stack named the VPCs with.
             networks = gke.node_networks(nic_names(spec, address_plan(spec, nic_count(spec))))
-            gke.create_in_cluster_layer(name, gke.GkeLayerArgs(
-                spec=spec, networks=networks, claim_name=gke.lustre_claim_name(f"{spec.name}-orchestration"),
-                volume_handle=_get(outs, "mount", "volume_handle"), lustre_address=_get(outs, "mount", "dns_name"),
-                filesystem=_get(outs, "mount", "mount_name"), bucket=_get(outs, "bucket"),
-                checkpoint_claim=checkpoint_claim_name(f"{spec.name}-orchestration"),
-                workload_account=_get(outs, "scheduler", "workload_account"),
-            ), k8s_opts)
+            gke.create_in_cluster_layer(
+                name,
+                gke.GkeLayerArgs(
+                    spec=spec,
+                    networks=networks,
+                    claim_name=gke.lustre_claim_name(f"{spec.name}-orchestration"),
+                    volume_handle=_get(outs, "mount", "volume_handle"),
+                    lustre_address=_get(outs, "mount", "dns_name"),
+                    filesystem=_get(outs, "mount", "mount_name"),
+                    bucket=_get(outs, "bucket"),
+                    checkpoint_claim=checkpoint_claim_name(f"{spec.name}-orchestration"),
+                    workload_account=_get(outs, "scheduler", "workload_account"),
+                ),
+                k8s_opts,
+            )
         self.register_outputs({})
-

@@ -111,7 +111,9 @@ def run_checks(ctx: Context, checks: Sequence[Check], progress: TextIO | None = 
             continue
         except Exception as exc:  # an API answer no check foresaw: say so, keep checking the rest
             print("could not check", file=err)
-            result.unchecked.append((check.name, f"unexpected {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"))
+            result.unchecked.append(
+                (check.name, f"unexpected {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            )
             continue
         print("ok" if not found else f"{len(found)} problem(s)", file=err)
         result.problems += found
@@ -145,10 +147,14 @@ def deployer_ranges(ctx: Context, checkip_url: str | None = CHECKIP_URL, timeout
     if not orch.in_cluster:
         raise NotApplicable("slurm" if orch.kind == "slurm" else "private endpoint")
     if needs_deployer_placeholder(ctx.raw) or orch.deployer_cidrs == (DEPLOYER_PLACEHOLDER,):
-        return [Problem("orchestration.deployer_cidrs",
-                        f"required for {orch.kind} with a public endpoint: the API admits only these ranges and "
-                        f"`pulumi up` deploys the in-cluster layer through it (allowed: {MY_ADDRESS_HINT}; or "
-                        "orchestration.endpoint: private)")]
+        return [
+            Problem(
+                "orchestration.deployer_cidrs",
+                f"required for {orch.kind} with a public endpoint: the API admits only these ranges and "
+                f"`pulumi up` deploys the in-cluster layer through it (allowed: {MY_ADDRESS_HINT}; or "
+                "orchestration.endpoint: private)",
+            )
+        ]
     if checkip_url is None:
         return []
     try:
@@ -156,11 +162,17 @@ def deployer_ranges(ctx: Context, checkip_url: str | None = CHECKIP_URL, timeout
             text = resp.read(64).decode("ascii", "replace").strip()
         me = ipaddress.ip_address(text)
     except (OSError, ValueError) as exc:
-        raise CouldNotCheck(f"this machine's public address ({checkip_url} did not answer: {exc}); "
-                            f"the ranges are set: {', '.join(orch.deployer_cidrs)}") from None
+        raise CouldNotCheck(
+            f"this machine's public address ({checkip_url} did not answer: {exc}); "
+            f"the ranges are set: {', '.join(orch.deployer_cidrs)}"
+        ) from None
     if any(me in ipaddress.ip_network(c) for c in orch.deployer_cidrs):
         return []
-    return [Problem("orchestration.deployer_cidrs",
-                    f"this machine leaves from {me}, which is in none of {', '.join(orch.deployer_cidrs)}; the "
-                    f"{spec.cloud} API endpoint would refuse `pulumi up` from here (allowed: add {me}/32, or run "
-                    "from inside a listed range)")]
+    return [
+        Problem(
+            "orchestration.deployer_cidrs",
+            f"this machine leaves from {me}, which is in none of {', '.join(orch.deployer_cidrs)}; the "
+            f"{spec.cloud} API endpoint would refuse `pulumi up` from here (allowed: add {me}/32, or run "
+            "from inside a listed range)",
+        )
+    ]

@@ -25,16 +25,26 @@ def _stack_config(stack: str) -> dict[str, Any]:
     return dict(doc.get("config") or {})
 
 
-def main(argv: Sequence[str] | None = None, *, aws_clients: Any = None, gcp_clients: Any = None,
-         out: TextIO | None = None, err: TextIO | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    aws_clients: Any = None,
+    gcp_clients: Any = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    ap = argparse.ArgumentParser(prog="python -m components.preflight",
-                                 description="Check a stack against the cloud account before `pulumi up`.")
+    ap = argparse.ArgumentParser(
+        prog="python -m components.preflight", description="Check a stack against the cloud account before `pulumi up`."
+    )
     ap.add_argument("stack", help="a bundled stack name (aws-h100-eks) or a stack file")
     ap.add_argument("--project", help="GCP project (default: the stack's gcp:project, then GOOGLE_CLOUD_PROJECT)")
-    ap.add_argument("--no-address-check", action="store_true",
-                    help=f"do not ask {CHECKIP_URL} for this machine's address (deployer_cidrs are still required)")
+    ap.add_argument(
+        "--no-address-check",
+        action="store_true",
+        help=f"do not ask {CHECKIP_URL} for this machine's address (deployer_cidrs are still required)",
+    )
     args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
         name, raw = read_stack_file(args.stack)
@@ -46,18 +56,26 @@ def main(argv: Sequence[str] | None = None, *, aws_clients: Any = None, gcp_clie
             print(f"{path}: {reason}", file=out)
         return PROBLEMS
     checkip = None if args.no_address_check else os.environ.get("GPU_CLUSTER_CHECKIP_URL", CHECKIP_URL)
-    print(f"preflight: {name} ({spec.cloud} {spec.region}/{spec.zone}, {spec.compute.nodes} x "
-          f"{spec.compute.instance_type}, {spec.compute.capacity.type}, {spec.orchestration.kind})", file=err)
+    print(
+        f"preflight: {name} ({spec.cloud} {spec.region}/{spec.zone}, {spec.compute.nodes} x "
+        f"{spec.compute.instance_type}, {spec.compute.capacity.type}, {spec.orchestration.kind})",
+        file=err,
+    )
     if spec.cloud == "aws":
         import components.preflight.aws as aws
+
         clients = aws_clients or aws.AwsClients.from_environment(spec.region)
         checks = aws.checks(checkip)
     else:
         import components.preflight.gcp as gcp
+
         project = args.project or _stack_config(args.stack).get("gcp:project") or os.environ.get("GOOGLE_CLOUD_PROJECT")
         if not project:
-            print("gcp:project: required to check a GCP stack (allowed: the stack's gcp:project, --project, "
-                  "or GOOGLE_CLOUD_PROJECT)", file=out)
+            print(
+                "gcp:project: required to check a GCP stack (allowed: the stack's gcp:project, --project, "
+                "or GOOGLE_CLOUD_PROJECT)",
+                file=out,
+            )
             return UNCHECKED
         try:
             clients = gcp_clients or gcp.GcpClients.from_environment(str(project))

@@ -52,8 +52,15 @@ QUOTA_EKS_NODES_PER_GROUP = ("eks", "L-BD136A63", "Nodes per managed node group"
 # in botocore's ec2 2016-11-15 model: active, scheduled, expired, cancelled, pending, failed, ...).
 USABLE_STATES = ("active", "scheduled")
 
-_CREDENTIAL_ERRORS = {"AuthFailure", "InvalidClientTokenId", "UnrecognizedClientException", "ExpiredToken",
-                      "ExpiredTokenException", "SignatureDoesNotMatch", "InvalidAccessKeyId"}
+_CREDENTIAL_ERRORS = {
+    "AuthFailure",
+    "InvalidClientTokenId",
+    "UnrecognizedClientException",
+    "ExpiredToken",
+    "ExpiredTokenException",
+    "SignatureDoesNotMatch",
+    "InvalidAccessKeyId",
+}
 _ACCESS_ERRORS = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"}
 
 
@@ -68,11 +75,16 @@ class AwsClients:
     def from_environment(cls, region: str) -> AwsClients:
         """Clients from the standard chain (env, profile, SSO, instance role) and endpoints
         (``AWS_ENDPOINT_URL``); one attempt each, so an unreachable endpoint says so quickly."""
-        cfg = Config(region_name=region, retries={"max_attempts": 2, "mode": "standard"},
-                     connect_timeout=5, read_timeout=20)
+        cfg = Config(
+            region_name=region, retries={"max_attempts": 2, "mode": "standard"}, connect_timeout=5, read_timeout=20
+        )
         session = boto3.session.Session(region_name=region)
-        return cls(sts=session.client("sts", config=cfg), ec2=session.client("ec2", config=cfg),
-                   s3=session.client("s3", config=cfg), quotas=session.client("service-quotas", config=cfg))
+        return cls(
+            sts=session.client("sts", config=cfg),
+            ec2=session.client("ec2", config=cfg),
+            s3=session.client("s3", config=cfg),
+            quotas=session.client("service-quotas", config=cfg),
+        )
 
 
 def call(what: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
@@ -81,8 +93,10 @@ def call(what: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
     try:
         return fn(**kwargs)
     except (NoCredentialsError, PartialCredentialsError):
-        raise Fatal("no AWS credentials found (set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
-                    "or run `aws sso login`)") from None
+        raise Fatal(
+            "no AWS credentials found (set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+            "or run `aws sso login`)"
+        ) from None
     except (EndpointConnectionError, ConnectTimeoutError) as exc:
         raise Fatal(f"AWS endpoint unreachable: {exc}") from None
     except ClientError as exc:
@@ -107,8 +121,11 @@ def check_identity(ctx: Context) -> list[Problem]:
 
 def _zone_ids(ctx: Context, zones: list[str]) -> dict[str, str]:
     try:
-        resp = call("ec2:DescribeAvailabilityZones", ctx.clients.ec2.describe_availability_zones,
-                    Filters=[{"Name": "zone-name", "Values": zones}])
+        resp = call(
+            "ec2:DescribeAvailabilityZones",
+            ctx.clients.ec2.describe_availability_zones,
+            Filters=[{"Name": "zone-name", "Values": zones}],
+        )
     except ClientError as exc:
         raise CouldNotCheck(f"ec2:DescribeAvailabilityZones: {exc}") from None
     return {z["ZoneName"]: z["ZoneId"] for z in resp.get("AvailabilityZones", [])}
@@ -123,18 +140,28 @@ def check_zone(ctx: Context) -> list[Problem]:
         zones.append(second_zone(spec.zone))
     ids = _zone_ids(ctx, zones)
     if spec.zone not in ids:
-        return [Problem("zone", f"{spec.zone!r} is not a zone this account has in {spec.region} "
-                                f"(allowed: a zone listed by `aws ec2 describe-availability-zones --region {spec.region}`)")]
+        return [
+            Problem(
+                "zone",
+                f"{spec.zone!r} is not a zone this account has in {spec.region} "
+                f"(allowed: a zone listed by `aws ec2 describe-availability-zones --region {spec.region}`)",
+            )
+        ]
     problems = []
     refused = EKS_DISALLOWED_ZONE_IDS.get(spec.region, frozenset())
     for zone in zones:
         zid = ids.get(zone)
         if spec.orchestration.kind == "eks" and zid in refused:
             role = "the GPU nodes' zone" if zone == spec.zone else "the EKS control plane's second zone"
-            problems.append(Problem("zone", f"{zone} ({role}) is zone ID {zid} in this account, where EKS creates no "
-                                            f"cluster (refused IDs in {spec.region}: {', '.join(sorted(refused))}; "
-                                            "source: docs.aws.amazon.com/eks/latest/userguide/network-reqs.html); "
-                                            "allowed: another zone of the region"))
+            problems.append(
+                Problem(
+                    "zone",
+                    f"{zone} ({role}) is zone ID {zid} in this account, where EKS creates no "
+                    f"cluster (refused IDs in {spec.region}: {', '.join(sorted(refused))}; "
+                    "source: docs.aws.amazon.com/eks/latest/userguide/network-reqs.html); "
+                    "allowed: another zone of the region",
+                )
+            )
     return problems
 
 
@@ -146,20 +173,33 @@ def check_offering(ctx: Context) -> list[Problem]:
     if spec.compute.capacity.pre_placed:
         raise NotApplicable(f"a {spec.compute.capacity.type}: its own type and zone are checked next")
     try:
-        resp = call("ec2:DescribeInstanceTypeOfferings", ctx.clients.ec2.describe_instance_type_offerings,
-                    LocationType="availability-zone",
-                    Filters=[{"Name": "instance-type", "Values": [spec.compute.instance_type]},
-                             {"Name": "location", "Values": [spec.zone]}])
+        resp = call(
+            "ec2:DescribeInstanceTypeOfferings",
+            ctx.clients.ec2.describe_instance_type_offerings,
+            LocationType="availability-zone",
+            Filters=[
+                {"Name": "instance-type", "Values": [spec.compute.instance_type]},
+                {"Name": "location", "Values": [spec.zone]},
+            ],
+        )
     except ClientError as exc:
         raise CouldNotCheck(f"ec2:DescribeInstanceTypeOfferings: {exc}") from None
     if resp.get("InstanceTypeOfferings"):
         return []
-    elsewhere = call("ec2:DescribeInstanceTypeOfferings", ctx.clients.ec2.describe_instance_type_offerings,
-                     LocationType="availability-zone",
-                     Filters=[{"Name": "instance-type", "Values": [spec.compute.instance_type]}])
+    elsewhere = call(
+        "ec2:DescribeInstanceTypeOfferings",
+        ctx.clients.ec2.describe_instance_type_offerings,
+        LocationType="availability-zone",
+        Filters=[{"Name": "instance-type", "Values": [spec.compute.instance_type]}],
+    )
     zones = sorted({o["Location"] for o in elsewhere.get("InstanceTypeOfferings", [])})
-    return [Problem("zone", f"{spec.compute.instance_type} is not offered in {spec.zone} in this account "
-                            f"(allowed: {', '.join(zones) if zones else f'no zone of {spec.region}'})")]
+    return [
+        Problem(
+            "zone",
+            f"{spec.compute.instance_type} is not offered in {spec.zone} in this account "
+            f"(allowed: {', '.join(zones) if zones else f'no zone of {spec.region}'})",
+        )
+    ]
 
 
 def _reservation(ctx: Context) -> dict[str, Any] | None:
@@ -168,8 +208,11 @@ def _reservation(ctx: Context) -> dict[str, Any] | None:
 
     def fetch() -> dict[str, Any] | None:
         try:
-            resp = call("ec2:DescribeCapacityReservations", ctx.clients.ec2.describe_capacity_reservations,
-                        CapacityReservationIds=[cid])
+            resp = call(
+                "ec2:DescribeCapacityReservations",
+                ctx.clients.ec2.describe_capacity_reservations,
+                CapacityReservationIds=[cid],
+            )
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code", "").startswith("InvalidCapacityReservationId"):
                 return None
@@ -182,7 +225,11 @@ def _reservation(ctx: Context) -> dict[str, Any] | None:
 
 
 def _when(value: Any) -> str:
-    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if isinstance(value, dt.datetime) else str(value)
+    return (
+        value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        if isinstance(value, dt.datetime)
+        else str(value)
+    )
 
 
 def check_capacity(ctx: Context, now: dt.datetime | None = None) -> list[Problem]:
@@ -196,39 +243,74 @@ def check_capacity(ctx: Context, now: dt.datetime | None = None) -> list[Problem
     cr = _reservation(ctx)
     kind = "capacity block" if cap.type == "capacity-block" else "capacity reservation"
     if cr is None:
-        return [Problem("compute.capacity.id", f"{cap.id} is no {kind} this account can see in {spec.region} "
-                                               "(allowed: an id from `aws ec2 describe-capacity-reservations`)")]
+        return [
+            Problem(
+                "compute.capacity.id",
+                f"{cap.id} is no {kind} this account can see in {spec.region} "
+                "(allowed: an id from `aws ec2 describe-capacity-reservations`)",
+            )
+        ]
     problems: list[Problem] = []
     rtype = cr.get("ReservationType", "default")
     want = "capacity-block" if cap.type == "capacity-block" else "default"
     if rtype != want:
-        problems.append(Problem("compute.capacity.type", f"{cap.id} is a {'capacity block' if rtype == 'capacity-block' else 'capacity reservation (ODCR)'}, "
-                                                         f"not a {kind} (allowed: {'capacity-block' if rtype == 'capacity-block' else 'reservation'})"))
+        problems.append(
+            Problem(
+                "compute.capacity.type",
+                f"{cap.id} is a {'capacity block' if rtype == 'capacity-block' else 'capacity reservation (ODCR)'}, "
+                f"not a {kind} (allowed: {'capacity-block' if rtype == 'capacity-block' else 'reservation'})",
+            )
+        )
     state = cr.get("State", "")
     if state not in USABLE_STATES:
         problems.append(Problem("compute.capacity.id", f"{cap.id} is {state!r} (allowed: {', '.join(USABLE_STATES)})"))
     if cr.get("InstanceType") != spec.compute.instance_type:
-        problems.append(Problem("compute.instance_type", f"{spec.compute.instance_type} does not match {cap.id}, which "
-                                                         f"reserves {cr.get('InstanceType')} (allowed: {cr.get('InstanceType')})"))
+        problems.append(
+            Problem(
+                "compute.instance_type",
+                f"{spec.compute.instance_type} does not match {cap.id}, which "
+                f"reserves {cr.get('InstanceType')} (allowed: {cr.get('InstanceType')})",
+            )
+        )
     if cr.get("AvailabilityZone") != spec.zone:
-        problems.append(Problem("zone", f"{spec.zone} does not match {cap.id}, which is in {cr.get('AvailabilityZone')} "
-                                        f"(zone ID {cr.get('AvailabilityZoneId', '?')}; allowed: {cr.get('AvailabilityZone')})"))
+        problems.append(
+            Problem(
+                "zone",
+                f"{spec.zone} does not match {cap.id}, which is in {cr.get('AvailabilityZone')} "
+                f"(zone ID {cr.get('AvailabilityZoneId', '?')}; allowed: {cr.get('AvailabilityZone')})",
+            )
+        )
     total, free = int(cr.get("TotalInstanceCount", 0)), int(cr.get("AvailableInstanceCount", 0))
     if total < spec.compute.nodes:
-        problems.append(Problem("compute.nodes", f"{spec.compute.nodes} nodes do not fit {cap.id}, which holds {total} "
-                                                 f"instances (allowed: 1..{total})"))
+        problems.append(
+            Problem(
+                "compute.nodes",
+                f"{spec.compute.nodes} nodes do not fit {cap.id}, which holds {total} instances (allowed: 1..{total})",
+            )
+        )
     elif state == "active" and free < spec.compute.nodes:
-        problems.append(Problem("compute.nodes", f"{spec.compute.nodes} nodes do not fit {cap.id}: {total - free} of its "
-                                                 f"{total} instances are in use by other launches, {free} free (allowed: 1..{free})"))
+        problems.append(
+            Problem(
+                "compute.nodes",
+                f"{spec.compute.nodes} nodes do not fit {cap.id}: {total - free} of its "
+                f"{total} instances are in use by other launches, {free} free (allowed: 1..{free})",
+            )
+        )
     start, end = cr.get("StartDate"), cr.get("EndDate")
     if state == "scheduled" and isinstance(start, dt.datetime):
-        ctx.notes.append(f"{cap.id} ({kind}) is scheduled: it starts {_when(start)}"
-                         + (f" and ends {_when(end)}" if end else "") + "; nodes can launch only from its start")
+        ctx.notes.append(
+            f"{cap.id} ({kind}) is scheduled: it starts {_when(start)}"
+            + (f" and ends {_when(end)}" if end else "")
+            + "; nodes can launch only from its start"
+        )
     elif end is not None:
         left = end - now if isinstance(end, dt.datetime) else None
         hours = f" ({left.total_seconds() / 3600:.0f} h from now)" if left is not None else ""
-        ctx.notes.append(f"{cap.id} ({kind}) is {state}" + (f" since {_when(start)}" if start else "")
-                         + f"; it ends {_when(end)}{hours}")
+        ctx.notes.append(
+            f"{cap.id} ({kind}) is {state}"
+            + (f" since {_when(start)}" if start else "")
+            + f"; it ends {_when(end)}{hours}"
+        )
     else:
         ctx.notes.append(f"{cap.id} ({kind}) is {state}, with no end date")
     return problems
@@ -264,31 +346,47 @@ def check_placement(ctx: Context) -> list[Problem]:
     chosen = planned_placement_group(ctx)
     cid = spec.compute.capacity.id
     if odcr_group and chosen is None:
-        return [Problem("compute.capacity.placement_group",
-                        f"{cid} was made in cluster placement group {odcr_group!r}; it matches only launches into "
-                        "that group, and this stack launches into none, so no node would use the reservation "
-                        f"(allowed: placement_group: {odcr_group})")]
+        return [
+            Problem(
+                "compute.capacity.placement_group",
+                f"{cid} was made in cluster placement group {odcr_group!r}; it matches only launches into "
+                "that group, and this stack launches into none, so no node would use the reservation "
+                f"(allowed: placement_group: {odcr_group})",
+            )
+        ]
     if odcr_group and chosen is not None and chosen != odcr_group:
-        return [Problem("compute.capacity.placement_group",
-                        f"{cid} was made in placement group {odcr_group!r}, but the stack launches into {chosen}; "
-                        f"only launches into {odcr_group!r} match it (allowed: placement_group: {odcr_group})")]
+        return [
+            Problem(
+                "compute.capacity.placement_group",
+                f"{cid} was made in placement group {odcr_group!r}, but the stack launches into {chosen}; "
+                f"only launches into {odcr_group!r} match it (allowed: placement_group: {odcr_group})",
+            )
+        ]
     if not odcr_group and chosen is not None:
-        ctx.notes.append(f"{cid} has no placement group but the stack uses one: launches may fail for capacity "
-                         "outside the reservation's placement (ParallelCluster warns the same)")
+        ctx.notes.append(
+            f"{cid} has no placement group but the stack uses one: launches may fail for capacity "
+            "outside the reservation's placement (ParallelCluster warns the same)"
+        )
     return []
 
 
 def _quota(ctx: Context, quota: tuple[str, str, str]) -> float:
     service, code, name = quota
     try:
-        resp = call(f"service-quotas:GetServiceQuota {service}/{code}", ctx.clients.quotas.get_service_quota,
-                    ServiceCode=service, QuotaCode=code)
+        resp = call(
+            f"service-quotas:GetServiceQuota {service}/{code}",
+            ctx.clients.quotas.get_service_quota,
+            ServiceCode=service,
+            QuotaCode=code,
+        )
     except ClientError as exc:
         raise CouldNotCheck(f"service quota {service}/{code} ({name}): {exc}") from None
     q = resp.get("Quota", {})
     if q.get("QuotaName") != name:
-        raise CouldNotCheck(f"service quota {service}/{code} is named {q.get('QuotaName')!r}, not {name!r}; "
-                            "the code in components/preflight/aws.py needs correcting")
+        raise CouldNotCheck(
+            f"service quota {service}/{code} is named {q.get('QuotaName')!r}, not {name!r}; "
+            "the code in components/preflight/aws.py needs correcting"
+        )
     return float(q.get("Value", 0.0))
 
 
@@ -304,17 +402,27 @@ def check_quotas(ctx: Context) -> list[Problem]:
         quota = QUOTA_ON_DEMAND_P if cap == "on-demand" else QUOTA_SPOT_P
         limit = _quota(ctx, quota)
         if limit < vcpus:
-            problems.append(Problem("compute.nodes", f"{spec.compute.nodes} x {spec.compute.instance_type} need {vcpus} vCPUs "
-                                                     f"but the quota {quota[2]!r} ({quota[1]}) is {limit:.0f} in {spec.region}, "
-                                                     "before any running instance counts against it (allowed: "
-                                                     f"at most {int(limit) // spec.instance.vcpu} nodes, or request an increase)"))
+            problems.append(
+                Problem(
+                    "compute.nodes",
+                    f"{spec.compute.nodes} x {spec.compute.instance_type} need {vcpus} vCPUs "
+                    f"but the quota {quota[2]!r} ({quota[1]}) is {limit:.0f} in {spec.region}, "
+                    "before any running instance counts against it (allowed: "
+                    f"at most {int(limit) // spec.instance.vcpu} nodes, or request an increase)",
+                )
+            )
     if spec.orchestration.kind == "eks":
         limit = _quota(ctx, QUOTA_EKS_NODES_PER_GROUP)
         largest = largest_node_group(ctx)
         if limit < largest:
-            problems.append(Problem("compute.nodes", f"a managed node group of {largest} nodes exceeds the EKS quota "
-                                                     f"{QUOTA_EKS_NODES_PER_GROUP[2]!r} ({QUOTA_EKS_NODES_PER_GROUP[1]}) "
-                                                     f"of {limit:.0f} (allowed: up to {limit:.0f} per group, or request an increase)"))
+            problems.append(
+                Problem(
+                    "compute.nodes",
+                    f"a managed node group of {largest} nodes exceeds the EKS quota "
+                    f"{QUOTA_EKS_NODES_PER_GROUP[2]!r} ({QUOTA_EKS_NODES_PER_GROUP[1]}) "
+                    f"of {limit:.0f} (allowed: up to {limit:.0f} per group, or request an increase)",
+                )
+            )
     return problems
 
 
@@ -327,7 +435,7 @@ def largest_node_group(ctx: Context) -> int:
 
 
 def _bucket_of(path: str) -> str:
-    return path[len("s3://"):].split("/", 1)[0]
+    return path[len("s3://") :].split("/", 1)[0]
 
 
 def _bucket_region(ctx: Context, bucket: str) -> tuple[int, str | None]:
@@ -358,24 +466,44 @@ def check_buckets(ctx: Context) -> list[Problem]:
         bucket = _bucket_of(lu.import_path)
         status, region = _bucket_region(ctx, bucket)
         if status == 404:
-            problems.append(Problem("storage.lustre.import_path", f"bucket {bucket!r} does not exist (allowed: an "
-                                                                  f"existing bucket in {spec.region} that holds the data)"))
+            problems.append(
+                Problem(
+                    "storage.lustre.import_path",
+                    f"bucket {bucket!r} does not exist (allowed: an "
+                    f"existing bucket in {spec.region} that holds the data)",
+                )
+            )
         elif status == 403:
-            problems.append(Problem("storage.lustre.import_path", f"bucket {bucket!r} exists but these credentials may not "
-                                                                  "read it (another account's bucket, or a missing "
-                                                                  "s3:ListBucket permission)"))
+            problems.append(
+                Problem(
+                    "storage.lustre.import_path",
+                    f"bucket {bucket!r} exists but these credentials may not "
+                    "read it (another account's bucket, or a missing "
+                    "s3:ListBucket permission)",
+                )
+            )
         elif status not in (200, 301):
             raise CouldNotCheck(f"s3:HeadBucket {bucket}: HTTP {status}")
         if status in (200, 301, 403) and region and region != spec.region:
-            problems.append(Problem("storage.lustre.import_path", f"bucket {bucket!r} is in {region}, not the stack's "
-                                                                  f"region {spec.region} (allowed: a bucket in {spec.region})"))
+            problems.append(
+                Problem(
+                    "storage.lustre.import_path",
+                    f"bucket {bucket!r} is in {region}, not the stack's "
+                    f"region {spec.region} (allowed: a bucket in {spec.region})",
+                )
+            )
     if spec.storage.bucket_name:
         status, region = _bucket_region(ctx, spec.storage.bucket_name)
         if status in (200, 301, 403):
             owner = "this account" if status == 200 else "another account (or a region these credentials cannot read)"
-            problems.append(Problem("storage.bucket_name", f"bucket {spec.storage.bucket_name!r} already exists "
-                                                           f"({owner}, {region or 'region unknown'}); the stack creates it "
-                                                           "(allowed: an unused name)"))
+            problems.append(
+                Problem(
+                    "storage.bucket_name",
+                    f"bucket {spec.storage.bucket_name!r} already exists "
+                    f"({owner}, {region or 'region unknown'}); the stack creates it "
+                    "(allowed: an unused name)",
+                )
+            )
     return problems
 
 

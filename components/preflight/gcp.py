@@ -56,8 +56,10 @@ class GcpClients:
     @classmethod
     def build(cls, project: str, credentials: ga_credentials.Credentials, endpoint: str | None = None) -> GcpClients:
         """``endpoint``: one base URL for every API (tests); unset, each library's own."""
+
         def opts(default_host: str) -> dict[str, str]:
             return {"api_endpoint": endpoint} if endpoint else {"api_endpoint": default_host}
+
         kw: dict[str, Any] = {"credentials": credentials, "transport": "rest"}
         return cls(
             project=project,
@@ -67,7 +69,8 @@ class GcpClients:
             projects=compute_v1.ProjectsClient(client_options=opts("compute.googleapis.com"), **kw),
             service_usage=service_usage_v1.ServiceUsageClient(client_options=opts("serviceusage.googleapis.com"), **kw),
             cluster_director=hypercomputecluster_v1.HypercomputeClusterClient(
-                client_options=opts("hypercomputecluster.googleapis.com"), **kw),
+                client_options=opts("hypercomputecluster.googleapis.com"), **kw
+            ),
         )
 
     @classmethod
@@ -75,8 +78,10 @@ class GcpClients:
         try:
             credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
         except auth_exc.DefaultCredentialsError:
-            raise Fatal("no Google credentials found (run `gcloud auth application-default login`, or set "
-                        "GOOGLE_APPLICATION_CREDENTIALS)") from None
+            raise Fatal(
+                "no Google credentials found (run `gcloud auth application-default login`, or set "
+                "GOOGLE_APPLICATION_CREDENTIALS)"
+            ) from None
         return cls.build(project, credentials)
 
 
@@ -105,12 +110,19 @@ def _enabled(ctx: Context) -> dict[str, bool]:
     def fetch() -> dict[str, bool]:
         needed = for_orchestrator(ctx.spec.orchestration.kind)
         try:
-            resp = call("serviceusage services.batchGet", c.service_usage.batch_get_services, request={
-                "parent": f"projects/{c.project}", "names": [f"projects/{c.project}/services/{s}" for s in needed]})
+            resp = call(
+                "serviceusage services.batchGet",
+                c.service_usage.batch_get_services,
+                request={
+                    "parent": f"projects/{c.project}",
+                    "names": [f"projects/{c.project}/services/{s}" for s in needed],
+                },
+            )
         except gexc.NotFound:
             raise Fatal(f"project {c.project!r} does not exist or these credentials cannot see it") from None
-        state = {s.config.name or s.name.rsplit("/", 1)[-1]: s.state == service_usage_v1.State.ENABLED
-                 for s in resp.services}
+        state = {
+            s.config.name or s.name.rsplit("/", 1)[-1]: s.state == service_usage_v1.State.ENABLED for s in resp.services
+        }
         return {api: state.get(api, False) for api in needed}
 
     result: dict[str, bool] = ctx.cached("apis", fetch)
@@ -125,9 +137,11 @@ def check_apis(ctx: Context) -> list[Problem]:
     off = [api for api, on in _enabled(ctx).items() if not on]
     project = ctx.clients.project
     for api in off:
-        ctx.notes.append(f"{api} is not enabled in project {project!r}; `pulumi up` enables it "
-                         "(needs roles/serviceusage.serviceUsageAdmin), or `gcloud services enable "
-                         f"{api} --project {project}` first")
+        ctx.notes.append(
+            f"{api} is not enabled in project {project!r}; `pulumi up` enables it "
+            "(needs roles/serviceusage.serviceUsageAdmin), or `gcloud services enable "
+            f"{api} --project {project}` first"
+        )
     return []
 
 
@@ -142,11 +156,21 @@ def check_machine_type(ctx: Context) -> list[Problem]:
     c: GcpClients = ctx.clients
     spec = ctx.spec
     try:
-        call("compute machineTypes.get", c.machine_types.get, project=c.project, zone=spec.zone,
-             machine_type=spec.compute.instance_type)
+        call(
+            "compute machineTypes.get",
+            c.machine_types.get,
+            project=c.project,
+            zone=spec.zone,
+            machine_type=spec.compute.instance_type,
+        )
     except gexc.NotFound:
-        return [Problem("zone", f"{spec.compute.instance_type} is not offered in {spec.zone} (allowed: a zone listed by "
-                                f"`gcloud compute machine-types list --filter=name={spec.compute.instance_type}`)")]
+        return [
+            Problem(
+                "zone",
+                f"{spec.compute.instance_type} is not offered in {spec.zone} (allowed: a zone listed by "
+                f"`gcloud compute machine-types list --filter=name={spec.compute.instance_type}`)",
+            )
+        ]
     return []
 
 
@@ -167,36 +191,64 @@ def check_reservation(ctx: Context) -> list[Problem]:
         r = call("compute reservations.get", c.reservations.get, project=c.project, zone=spec.zone, reservation=cap.id)
     except gexc.NotFound:
         elsewhere = _reservation_zones(c, cap.id or "")
-        where = (f"it is in {', '.join(elsewhere)}; allowed: zone {elsewhere[0]}, or a reservation in {spec.zone}"
-                 if elsewhere else "allowed: a reservation listed by `gcloud compute reservations list`")
-        return [Problem("compute.capacity.id", f"no reservation {cap.id!r} in {spec.zone} of project {c.project!r} ({where})")]
+        where = (
+            f"it is in {', '.join(elsewhere)}; allowed: zone {elsewhere[0]}, or a reservation in {spec.zone}"
+            if elsewhere
+            else "allowed: a reservation listed by `gcloud compute reservations list`"
+        )
+        return [
+            Problem(
+                "compute.capacity.id", f"no reservation {cap.id!r} in {spec.zone} of project {c.project!r} ({where})"
+            )
+        ]
     problems: list[Problem] = []
     if r.status != "READY":
         problems.append(Problem("compute.capacity.id", f"reservation {cap.id!r} is {r.status} (allowed: READY)"))
     sr = r.specific_reservation
     mtype = sr.instance_properties.machine_type
     if not mtype:
-        ctx.notes.append(f"reservation {cap.id!r} reserves by instance template ({sr.source_instance_template or '?'}); "
-                         "its machine type was not compared")
+        ctx.notes.append(
+            f"reservation {cap.id!r} reserves by instance template ({sr.source_instance_template or '?'}); "
+            "its machine type was not compared"
+        )
     elif _short(mtype) != spec.compute.instance_type:
-        problems.append(Problem("compute.instance_type", f"{spec.compute.instance_type} does not match reservation "
-                                                         f"{cap.id!r}, which reserves {_short(mtype)} (allowed: {_short(mtype)})"))
+        problems.append(
+            Problem(
+                "compute.instance_type",
+                f"{spec.compute.instance_type} does not match reservation "
+                f"{cap.id!r}, which reserves {_short(mtype)} (allowed: {_short(mtype)})",
+            )
+        )
     count, used = int(sr.count), int(sr.in_use_count)
     if count < spec.compute.nodes:
-        problems.append(Problem("compute.nodes", f"{spec.compute.nodes} nodes do not fit reservation {cap.id!r}, which "
-                                                 f"holds {count} VMs (allowed: 1..{count})"))
+        problems.append(
+            Problem(
+                "compute.nodes",
+                f"{spec.compute.nodes} nodes do not fit reservation {cap.id!r}, which "
+                f"holds {count} VMs (allowed: 1..{count})",
+            )
+        )
     elif count - used < spec.compute.nodes:
-        problems.append(Problem("compute.nodes", f"{spec.compute.nodes} nodes do not fit reservation {cap.id!r}: {used} of "
-                                                 f"its {count} VMs are in use, {count - used} free (allowed: 1..{count - used})"))
+        problems.append(
+            Problem(
+                "compute.nodes",
+                f"{spec.compute.nodes} nodes do not fit reservation {cap.id!r}: {used} of "
+                f"its {count} VMs are in use, {count - used} free (allowed: 1..{count - used})",
+            )
+        )
     return problems
 
 
 def _reservation_zones(c: GcpClients, name: str) -> list[str]:
     """The zones where the project has a reservation of this name (reservations.aggregatedList)."""
-    pages = call("compute reservations.aggregatedList", c.reservations.aggregated_list,
-                 request={"project": c.project, "filter": f"name = {name}"})
-    return sorted(scope.rsplit("/", 1)[-1] for scope, scoped in pages
-                  if any(r.name == name for r in scoped.reservations))
+    pages = call(
+        "compute reservations.aggregatedList",
+        c.reservations.aggregated_list,
+        request={"project": c.project, "filter": f"name = {name}"},
+    )
+    return sorted(
+        scope.rsplit("/", 1)[-1] for scope, scoped in pages if any(r.name == name for r in scoped.reservations)
+    )
 
 
 def _quota_map(quotas: Any) -> dict[str, tuple[float, float]]:
@@ -221,18 +273,31 @@ def check_gpu_quota(ctx: Context) -> list[Problem]:
     region = call("compute regions.get", c.regions.get, project=c.project, region=spec.region)
     project = call("compute projects.get", c.projects.get, project=c.project)
     problems: list[Problem] = []
-    for scope, quotas, name in ((spec.region, region.quotas, metric), ("all regions", project.quotas, ALL_REGIONS_METRIC)):
+    for scope, quotas, name in (
+        (spec.region, region.quotas, metric),
+        ("all regions", project.quotas, ALL_REGIONS_METRIC),
+    ):
         found = _quota_map(quotas).get(name)
         if found is None:
-            problems.append(Problem("compute.nodes", f"{need} GPUs need quota {name} in {scope}, and the project has none "
-                                                     f"(allowed: request {name} >= {need})"))
+            problems.append(
+                Problem(
+                    "compute.nodes",
+                    f"{need} GPUs need quota {name} in {scope}, and the project has none "
+                    f"(allowed: request {name} >= {need})",
+                )
+            )
             continue
         limit, usage = found
         if limit - usage < need:
-            problems.append(Problem("compute.nodes", f"{spec.compute.nodes} x {spec.compute.instance_type} need {need} GPUs "
-                                                     f"of quota {name} in {scope}: limit {limit:.0f}, {usage:.0f} in use, "
-                                                     f"{limit - usage:.0f} free (allowed: at most {int(limit - usage) // spec.instance.accelerator.count} "
-                                                     f"nodes, or request {name} >= {usage + need:.0f})"))
+            problems.append(
+                Problem(
+                    "compute.nodes",
+                    f"{spec.compute.nodes} x {spec.compute.instance_type} need {need} GPUs "
+                    f"of quota {name} in {scope}: limit {limit:.0f}, {usage:.0f} in use, "
+                    f"{limit - usage:.0f} free (allowed: at most {int(limit - usage) // spec.instance.accelerator.count} "
+                    f"nodes, or request {name} >= {usage + need:.0f})",
+                )
+            )
     return problems
 
 
@@ -250,16 +315,29 @@ def check_cluster_director(ctx: Context) -> list[Problem]:
     if not _enabled(ctx).get(CLUSTER_DIRECTOR_API, False):
         raise CouldNotCheck(f"{CLUSTER_DIRECTOR_API} is not enabled, so the project's access cannot be read")
     try:
-        resp = call("hypercomputecluster locations.list", c.cluster_director.list_locations,
-                    request={"name": f"projects/{c.project}"})
+        resp = call(
+            "hypercomputecluster locations.list",
+            c.cluster_director.list_locations,
+            request={"name": f"projects/{c.project}"},
+        )
     except gexc.NotFound:
-        return [Problem("orchestration.kind", f"Cluster Director answers that project {c.project!r} has no locations; "
-                                              "the project is not admitted to it (allowed: request access, or kind: gke)")]
+        return [
+            Problem(
+                "orchestration.kind",
+                f"Cluster Director answers that project {c.project!r} has no locations; "
+                "the project is not admitted to it (allowed: request access, or kind: gke)",
+            )
+        ]
     regions = sorted(loc.location_id for loc in resp.locations)
     if spec.region in regions:
         return []
-    return [Problem("region", f"Cluster Director does not offer {spec.region} to project {c.project!r} (allowed: "
-                              f"{', '.join(regions) if regions else 'none: the project is not admitted; request access'})")]
+    return [
+        Problem(
+            "region",
+            f"Cluster Director does not offer {spec.region} to project {c.project!r} (allowed: "
+            f"{', '.join(regions) if regions else 'none: the project is not admitted; request access'})",
+        )
+    ]
 
 
 def checks(checkip_url: str | None) -> list[Check]:

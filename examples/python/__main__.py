@@ -30,7 +30,11 @@ cluster = GpuCluster(
         zone="us-east-1a",
         compute={"instance_type": "p5.48xlarge", "nodes": 2, "capacity": {"type": "on-demand"}},
         storage={"lustre": {"size_gib": 4800, "throughput_mbps_per_tib": 250}},
-        orchestration={"kind": "eks", "kubernetes_version": "1.35", "deployer_cidrs": [config.require("deployer_cidr")]},
+        orchestration={
+            "kind": "eks",
+            "kubernetes_version": "1.35",
+            "deployer_cidrs": [config.require("deployer_cidr")],
+        },
         network={
             "vpc_id": config.require("vpc_id"),
             "node_subnet_id": config.require("node_subnet_id"),

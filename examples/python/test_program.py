@@ -10,15 +10,21 @@ from components.contract import read_outputs
 from components.engine import run_program
 
 PROGRAM = Path(__file__).resolve().parent / "__main__.py"
-CONFIG = {"example:vpc_id": "vpc-0a1b2c3d4e5f60718", "example:node_subnet_id": "subnet-0a1b2c3d4e5f60718",
-          "example:control_plane_subnet_id": "subnet-0f1e2d3c4b5a69788", "example:deployer_cidr": "52.0.0.1/32",
-          "example:role_arn": "arn:aws:iam::123456789012:role/deploy"}
+CONFIG = {
+    "example:vpc_id": "vpc-0a1b2c3d4e5f60718",
+    "example:node_subnet_id": "subnet-0a1b2c3d4e5f60718",
+    "example:control_plane_subnet_id": "subnet-0f1e2d3c4b5a69788",
+    "example:deployer_cidr": "52.0.0.1/32",
+    "example:role_arn": "arn:aws:iam::123456789012:role/deploy",
+}
 
 
 def test_library_example_uses_the_callers_provider_and_vpc() -> None:
     run = run_program("example", lambda: runpy.run_path(str(PROGRAM), run_name="__main__") and None, config=CONFIG)
     providers = [r for r in run.resources if r.type.startswith("pulumi:providers:")]
-    assert [(p.type, p.name) for p in providers if p.type == "pulumi:providers:aws"] == [("pulumi:providers:aws", "deploy")]
+    assert [(p.type, p.name) for p in providers if p.type == "pulumi:providers:aws"] == [
+        ("pulumi:providers:aws", "deploy")
+    ]
     (deploy,) = [p for p in providers if p.name == "deploy"]
     roles = deploy.inputs["assumeRoles"]  # provider inputs travel JSON-encoded
     assert json.loads(roles)[0]["roleArn"] == CONFIG["example:role_arn"]
@@ -27,15 +33,26 @@ def test_library_example_uses_the_callers_provider_and_vpc() -> None:
     stray = [r.name for r in aws_resources if not r.provider.startswith(deploy.urn + "::")]
     assert not stray, f"not created with the caller's provider: {stray}"
     created = {r.type for r in aws_resources}
-    for network_type in ("aws:ec2/vpc:Vpc", "aws:ec2/subnet:Subnet", "aws:ec2/natGateway:NatGateway",
-                         "aws:ec2/internetGateway:InternetGateway", "aws:ec2/routeTable:RouteTable",
-                         "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup", "aws:ec2/flowLog:FlowLog"):
+    for network_type in (
+        "aws:ec2/vpc:Vpc",
+        "aws:ec2/subnet:Subnet",
+        "aws:ec2/natGateway:NatGateway",
+        "aws:ec2/internetGateway:InternetGateway",
+        "aws:ec2/routeTable:RouteTable",
+        "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup",
+        "aws:ec2/flowLog:FlowLog",
+    ):
         assert network_type not in created, f"{network_type} created in the caller's VPC"
-    vpc, subnet, cp = CONFIG["example:vpc_id"], CONFIG["example:node_subnet_id"], CONFIG["example:control_plane_subnet_id"]
+    vpc, subnet, cp = (
+        CONFIG["example:vpc_id"],
+        CONFIG["example:node_subnet_id"],
+        CONFIG["example:control_plane_subnet_id"],
+    )
     eks = [r for r in aws_resources if r.type == "aws:eks/cluster:Cluster"]
     assert len(eks) == 1 and eks[0].inputs["vpcConfig"]["subnetIds"] == [subnet, cp]
-    (sg,) = [r for r in aws_resources if r.type == "aws:ec2/securityGroup:SecurityGroup" and "efa" in r.name.lower()] or \
-        [r for r in aws_resources if r.type == "aws:ec2/securityGroup:SecurityGroup"][:1]
+    (sg,) = [
+        r for r in aws_resources if r.type == "aws:ec2/securityGroup:SecurityGroup" and "efa" in r.name.lower()
+    ] or [r for r in aws_resources if r.type == "aws:ec2/securityGroup:SecurityGroup"][:1]
     assert sg.inputs["vpcId"] == vpc
     (fsx,) = [r for r in aws_resources if r.type == "aws:fsx/lustreFileSystem:LustreFileSystem"]
     assert fsx.inputs["subnetIds"] == subnet  # pulumi-aws 7 takes the one subnet as a string

@@ -8,7 +8,7 @@ import pytest
 from components.bandwidth import FAIL_OF_EXPECTED, WARN_OF_EXPECTED, phase_floors
 from components.catalog import load_catalog
 
-NODES = [2 ** k for k in range(1, 11)]  # 2 .. 1024
+NODES = [2**k for k in range(1, 11)]  # 2 .. 1024
 
 
 def _table() -> list[tuple[str, int, float, float, float, float]]:
@@ -95,8 +95,13 @@ def test_phase_floors_cover_every_phase_and_state_a_basis() -> None:
     m = load_catalog().get("a3-megagpu-8g").bandwidth
     got = phase_floors(m, 4)
     assert [(e.path, e.op) for e in got] == [
-        ("single-node", "all_reduce"), ("multi-node", "all_reduce"), ("multi-node", "all_gather"),
-        ("fabric-only", "all_reduce"), ("fabric-only", "all_gather"), ("pair", "all_gather")]
+        ("single-node", "all_reduce"),
+        ("multi-node", "all_reduce"),
+        ("multi-node", "all_gather"),
+        ("fabric-only", "all_reduce"),
+        ("fabric-only", "all_gather"),
+        ("pair", "all_gather"),
+    ]
     assert all(e.basis for e in got)
     assert [e.path for e in phase_floors(m, 1)] == ["single-node"]
     assert WARN_OF_EXPECTED > FAIL_OF_EXPECTED

@@ -8,9 +8,18 @@ from components.bandwidth import FAIL_OF_EXPECTED, WARN_OF_EXPECTED
 from components.catalog import CatalogError, load_catalog
 
 REQUIRED = [
-    "p4d.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge",
-    "a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g",
-    "Standard_ND96isr_H100_v5", "Standard_ND96isr_H200_v5", "Standard_ND96isr_MI300X_v5",
+    "p4d.24xlarge",
+    "p5.48xlarge",
+    "p5e.48xlarge",
+    "p5en.48xlarge",
+    "p6-b200.48xlarge",
+    "a3-highgpu-8g",
+    "a3-megagpu-8g",
+    "a3-ultragpu-8g",
+    "a4-highgpu-8g",
+    "Standard_ND96isr_H100_v5",
+    "Standard_ND96isr_H200_v5",
+    "Standard_ND96isr_MI300X_v5",
 ]
 
 
@@ -24,8 +33,15 @@ def test_instance_is_consistent(name: str) -> None:
     it = cat.get(name)
     b = it.bandwidth
     refs = [r.source for r in b.references]
-    for sid in (it.accelerator.source, it.network.source, b.nvlink_source, b.nic_source, *refs, it.price.source,
-                it.locations_source):
+    for sid in (
+        it.accelerator.source,
+        it.network.source,
+        b.nvlink_source,
+        b.nic_source,
+        *refs,
+        it.price.source,
+        it.locations_source,
+    ):
         src = cat.source(sid)
         assert src.url.startswith("https://") and src.read
     assert it.accelerator.count == 8 and it.accelerator.peak_dense_bf16_tflops > 100

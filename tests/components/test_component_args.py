@@ -14,7 +14,9 @@ from components.engine import run_program
 from components.spec import DEPLOY_TIME_ID, SpecError, default_name, load_stack, parse_spec, read_stack_file
 
 EKS: dict[str, Any] = {
-    "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a",
+    "cloud": "aws",
+    "region": "us-east-1",
+    "zone": "us-east-1a",
     "compute": {"instance_type": "p5.48xlarge", "nodes": 2},
     "storage": {"lustre": {"size_gib": 4800, "throughput_mbps_per_tib": 250}},
     "orchestration": {"kind": "eks", "deployer_cidrs": ["52.0.0.1/32"]},
@@ -56,18 +58,27 @@ def _problems(network: dict[str, Any], kind: str = "eks") -> list[tuple[str, str
 def test_existing_network_checks() -> None:
     assert _problems({"vpc_id": VPC, "node_subnet_id": SUBNET, "control_plane_subnet_ids": [SUBNET_B]}) == []
     assert _problems({"vpc_id": "vpc-12", "node_subnet_id": SUBNET, "control_plane_subnet_ids": [SUBNET_B]}) == [
-        ("network.vpc_id", "'vpc-12' is malformed (allowed: an id such as vpc-0123456789abcdef0)")]
+        ("network.vpc_id", "'vpc-12' is malformed (allowed: an id such as vpc-0123456789abcdef0)")
+    ]
     assert [p for p, _ in _problems({"vpc_id": VPC})] == ["network.node_subnet_id"]
     assert [p for p, _ in _problems({"vpc_id": VPC, "node_subnet_id": SUBNET})] == ["network.control_plane_subnet_ids"]
-    assert [p for p, _ in _problems({"vpc_id": VPC, "node_subnet_id": SUBNET, "control_plane_subnet_ids": [SUBNET]})] \
-        == ["network.control_plane_subnet_ids"]
+    assert [
+        p for p, _ in _problems({"vpc_id": VPC, "node_subnet_id": SUBNET, "control_plane_subnet_ids": [SUBNET]})
+    ] == ["network.control_plane_subnet_ids"]
     assert _problems({"vpc_id": VPC, "node_subnet_id": SUBNET}, kind="slurm") == []
     assert [p for p, _ in _problems({"control_plane_subnet_ids": [SUBNET_B]})] == ["network.control_plane_subnet_ids"]
-    gcp_raw = to_raw({**EKS, "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a",  # type: ignore[typeddict-item]
-                      "compute": {"instance_type": "a3-megagpu-8g", "nodes": 2, "capacity": {"type": "flex-start"}},
-                      "storage": {"lustre": {"size_gib": 36000, "throughput_mbps_per_tib": 250}},
-                      "orchestration": {"kind": "gke", "deployer_cidrs": ["52.0.0.1/32"]},
-                      "network": {"vpc_id": "projects/p/global/networks/n", "node_subnet_id": "s"}})
+    gcp_raw = to_raw(
+        {
+            **EKS,
+            "cloud": "gcp",
+            "region": "us-central1",
+            "zone": "us-central1-a",  # type: ignore[typeddict-item]
+            "compute": {"instance_type": "a3-megagpu-8g", "nodes": 2, "capacity": {"type": "flex-start"}},
+            "storage": {"lustre": {"size_gib": 36000, "throughput_mbps_per_tib": 250}},
+            "orchestration": {"kind": "gke", "deployer_cidrs": ["52.0.0.1/32"]},
+            "network": {"vpc_id": "projects/p/global/networks/n", "node_subnet_id": "s"},
+        }
+    )
     with pytest.raises(SpecError) as err:
         parse_spec(gcp_raw)
     assert [p for p, _ in err.value.problems] == ["network.vpc_id"]
@@ -75,19 +86,34 @@ def test_existing_network_checks() -> None:
 
 def test_ids_from_other_resources_stand_in_as_deploy_time() -> None:
     out = pulumi.Output.from_input(VPC)
-    raw = to_raw({**EKS, "network": {"vpc_id": out, "node_subnet_id": SUBNET,  # type: ignore[typeddict-item]
-                                     "control_plane_subnet_ids": [pulumi.Output.from_input(SUBNET_B)]}})
-    assert raw["network"] == {"vpc_id": DEPLOY_TIME_ID, "node_subnet_id": SUBNET,
-                              "control_plane_subnet_ids": [DEPLOY_TIME_ID]}
+    raw = to_raw(
+        {
+            **EKS,
+            "network": {
+                "vpc_id": out,
+                "node_subnet_id": SUBNET,  # type: ignore[typeddict-item]
+                "control_plane_subnet_ids": [pulumi.Output.from_input(SUBNET_B)],
+            },
+        }
+    )
+    assert raw["network"] == {
+        "vpc_id": DEPLOY_TIME_ID,
+        "node_subnet_id": SUBNET,
+        "control_plane_subnet_ids": [DEPLOY_TIME_ID],
+    }
     assert parse_spec(raw).network.existing
 
 
 def _gcp_program() -> None:
     caller = gcp.Provider("mine", project="caller-project", region="us-central1")
-    args = {"cloud": "gcp", "region": "us-central1", "zone": "us-central1-a",
-            "compute": {"instance_type": "a3-megagpu-8g", "nodes": 2, "capacity": {"type": "flex-start"}},
-            "storage": {"lustre": {"size_gib": 36000, "throughput_mbps_per_tib": 250}},
-            "orchestration": {"kind": "gke", "deployer_cidrs": ["52.0.0.1/32"]}}
+    args = {
+        "cloud": "gcp",
+        "region": "us-central1",
+        "zone": "us-central1-a",
+        "compute": {"instance_type": "a3-megagpu-8g", "nodes": 2, "capacity": {"type": "flex-start"}},
+        "storage": {"lustre": {"size_gib": 36000, "throughput_mbps_per_tib": 250}},
+        "orchestration": {"kind": "gke", "deployer_cidrs": ["52.0.0.1/32"]},
+    }
     GpuCluster("g", args, pulumi.ResourceOptions(providers=[caller]))  # type: ignore[arg-type]
 
 
@@ -111,6 +137,7 @@ def test_aws_callers_provider_in_another_region_is_refused() -> None:
         caller = aws.Provider("west", region="us-west-2")
         cluster = GpuCluster("c", EKS, pulumi.ResourceOptions(providers=[caller]))  # type: ignore[arg-type]
         return {"region": cluster.region}
+
     with pytest.raises(Exception, match="deploys to 'us-west-2', the cluster description says 'us-east-1'"):
         run_program("c", program)
 
@@ -145,11 +172,15 @@ def test_the_package_provider_constructs_the_component_from_schema_inputs() -> N
     from components.provider import COMPONENTS, PACKAGE
 
     provider = ComponentProvider(list(COMPONENTS), PACKAGE, None, "0.1.0")
-    inputs = {"cloud": "aws", "region": "us-east-1", "zone": "us-east-1a",
-              "compute": {"instanceType": "p5.48xlarge", "nodes": 2.0},
-              "storage": {"lustre": {"sizeGib": 4800.0, "throughputMbpsPerTib": 250.0}},
-              "orchestration": {"kind": "slurm", "loginNodes": 1.0},
-              "network": {"vpcId": VPC, "nodeSubnetId": SUBNET}}
+    inputs = {
+        "cloud": "aws",
+        "region": "us-east-1",
+        "zone": "us-east-1a",
+        "compute": {"instanceType": "p5.48xlarge", "nodes": 2.0},
+        "storage": {"lustre": {"sizeGib": 4800.0, "throughputMbpsPerTib": 250.0}},
+        "orchestration": {"kind": "slurm", "loginNodes": 1.0},
+        "network": {"vpcId": VPC, "nodeSubnetId": SUBNET},
+    }
     state: dict[str, Any] = {}
 
     def program() -> dict[str, Any]:

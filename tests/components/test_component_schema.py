@@ -20,19 +20,42 @@ TOKEN = "gpu-cluster:index:GpuCluster"
 
 # name -> (type or referenced type, required)
 INPUTS = {
-    "name": ("string", False), "cloud": ("string", True), "region": ("string", True), "zone": ("string", True),
-    "zoneId": ("string", False), "compute": ("ComputeArgs", True), "interconnect": ("InterconnectArgs", False),
-    "storage": ("StorageArgs", True), "orchestration": ("OrchestrationArgs", True),
-    "network": ("NetworkArgs", False), "tags": ("object", False), "security": ("SecurityArgs", False),
+    "name": ("string", False),
+    "cloud": ("string", True),
+    "region": ("string", True),
+    "zone": ("string", True),
+    "zoneId": ("string", False),
+    "compute": ("ComputeArgs", True),
+    "interconnect": ("InterconnectArgs", False),
+    "storage": ("StorageArgs", True),
+    "orchestration": ("OrchestrationArgs", True),
+    "network": ("NetworkArgs", False),
+    "tags": ("object", False),
+    "security": ("SecurityArgs", False),
 }
 OUTPUTS = {
-    "clusterName": ("string", True), "cloud": ("string", True), "region": ("string", True), "zone": ("string", True),
-    "orchestrator": ("string", True), "instanceType": ("string", True), "nodes": ("integer", True),
-    "gpusPerNode": ("integer", True), "kubeconfig": ("string", False), "apiEndpoint": ("string", False),
-    "certificateAuthority": ("string", False), "login": ("string", False), "sshCommand": ("string", False),
-    "networkId": ("string", True), "nodeSubnetId": ("string", True), "securityGroupId": ("string", True),
-    "fileSystemId": ("string", True), "mount": ("Mount", True), "bucket": ("string", True),
-    "nodeGroups": ("array", True), "fabric": ("Fabric", True), "stackOutputs": ("object", True),
+    "clusterName": ("string", True),
+    "cloud": ("string", True),
+    "region": ("string", True),
+    "zone": ("string", True),
+    "orchestrator": ("string", True),
+    "instanceType": ("string", True),
+    "nodes": ("integer", True),
+    "gpusPerNode": ("integer", True),
+    "kubeconfig": ("string", False),
+    "apiEndpoint": ("string", False),
+    "certificateAuthority": ("string", False),
+    "login": ("string", False),
+    "sshCommand": ("string", False),
+    "networkId": ("string", True),
+    "nodeSubnetId": ("string", True),
+    "securityGroupId": ("string", True),
+    "fileSystemId": ("string", True),
+    "mount": ("Mount", True),
+    "bucket": ("string", True),
+    "nodeGroups": ("array", True),
+    "fabric": ("Fabric", True),
+    "stackOutputs": ("object", True),
 }
 # The ids of an existing network may come from other resources: Inputs, not plain.
 NOT_PLAIN = {("NetworkArgs", "vpcId"), ("NetworkArgs", "nodeSubnetId")}
@@ -59,8 +82,12 @@ def _docstrings(path: Path) -> dict[str, dict[str, str]]:
         if isinstance(node, ast.ClassDef):
             fields: dict[str, str] = {}
             for stmt, nxt in zip(node.body, node.body[1:]):
-                if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
-                        and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)):
+                if (
+                    isinstance(stmt, ast.AnnAssign)
+                    and isinstance(stmt.target, ast.Name)
+                    and isinstance(nxt, ast.Expr)
+                    and isinstance(nxt.value, ast.Constant)
+                ):
                     fields[stmt.target.id] = str(nxt.value.value)
             out[node.name] = fields
     return out
@@ -87,15 +114,21 @@ def test_component_inputs_and_outputs(doc: dict[str, Any]) -> None:
         for key, prop in typ["properties"].items():
             if typ["properties"] and name.endswith("Args"):
                 assert bool(prop.get("plain")) == ((name.rsplit(":", 1)[-1], key) not in NOT_PLAIN), (name, key)
-    assert doc["types"]["gpu-cluster:index:NetworkArgs"]["properties"]["controlPlaneSubnetIds"]["items"].get("plain") is None
+    assert (
+        doc["types"]["gpu-cluster:index:NetworkArgs"]["properties"]["controlPlaneSubnetIds"]["items"].get("plain")
+        is None
+    )
 
 
 def test_descriptions_come_from_the_docstrings(doc: dict[str, Any]) -> None:
     res = doc["resources"][TOKEN]
     sources = {**_docstrings(Path(args_module.__file__)), **_docstrings(Path(cluster_module.__file__))}
     checked = 0
-    for cls, props in [("GpuClusterArgs", res["inputProperties"]), ("GpuCluster", res["properties"]),
-                       *[(n.rsplit(":", 1)[-1], t["properties"]) for n, t in doc["types"].items()]]:
+    for cls, props in [
+        ("GpuClusterArgs", res["inputProperties"]),
+        ("GpuCluster", res["properties"]),
+        *[(n.rsplit(":", 1)[-1], t["properties"]) for n, t in doc["types"].items()],
+    ]:
         fields = sources[cls]
         assert {_camel(f) for f in fields} == set(props), cls
         for field, text in fields.items():
@@ -120,8 +153,13 @@ def _check(value: Any, prop: dict[str, Any], doc: dict[str, Any], path: str) -> 
     kind = prop["type"]
     if isinstance(value, str) and value.startswith("${"):
         return []
-    ok = {"string": isinstance(value, str), "integer": isinstance(value, int) and not isinstance(value, bool),
-          "boolean": isinstance(value, bool), "array": isinstance(value, list), "object": isinstance(value, dict)}[kind]
+    ok = {
+        "string": isinstance(value, str),
+        "integer": isinstance(value, int) and not isinstance(value, bool),
+        "boolean": isinstance(value, bool),
+        "array": isinstance(value, list),
+        "object": isinstance(value, dict),
+    }[kind]
     if not ok:
         return [f"{path}: {value!r} is not a {kind}"]
     if kind == "array":
@@ -167,9 +205,13 @@ def test_yaml_example_matches_the_schema(doc: dict[str, Any]) -> None:
 def test_yaml_checker_finds_a_wrong_name(doc: dict[str, Any]) -> None:
     res = doc["resources"][TOKEN]
     assert _check({"instanceType": "x", "node": 2}, res["inputProperties"]["compute"], doc, "compute") == [
-        "compute.node: not in the schema", "compute.nodes: required"]
+        "compute.node: not in the schema",
+        "compute.nodes: required",
+    ]
     assert _check({"lustre": {"sizeGib": "36000"}}, res["inputProperties"]["storage"], doc, "storage") == [
-        "storage.lustre.throughputMbpsPerTib: required", "storage.lustre.sizeGib: '36000' is not a integer"]
+        "storage.lustre.throughputMbpsPerTib: required",
+        "storage.lustre.sizeGib: '36000' is not a integer",
+    ]
 
 
 def test_plugin_manifest_starts_the_component_provider_host(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -183,8 +225,11 @@ def test_plugin_manifest_starts_the_component_provider_host(monkeypatch: pytest.
     assert manifest["runtime"]["name"] == "python"
     main = ROOT / manifest["main"]
     calls: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(experimental, "component_provider_host",
-                        lambda components, name, namespace=None, version=None: calls.append((components, name, version)))
+    monkeypatch.setattr(
+        experimental,
+        "component_provider_host",
+        lambda components, name, namespace=None, version=None: calls.append((components, name, version)),
+    )
     runpy.run_path(str(main), run_name="__main__")
     ((components, name, version),) = calls
     assert [c.__name__ for c in components] == ["GpuCluster"] and name == "gpu-cluster"

@@ -19,8 +19,11 @@ REF = "my-org/gpu-cluster/cluster"
 
 
 def _k8s(run: OfflineRun) -> list[tuple[str, str]]:
-    return sorted((r.type, r.name.split("-", 2)[-1]) for r in run.resources
-                  if r.type.startswith("kubernetes:") and not r.type.startswith("kubernetes:index"))
+    return sorted(
+        (r.type, r.name.split("-", 2)[-1])
+        for r in run.resources
+        if r.type.startswith("kubernetes:") and not r.type.startswith("kubernetes:index")
+    )
 
 
 def _runs(stack: str) -> tuple[OfflineRun, OfflineRun, OfflineRun]:
@@ -30,8 +33,12 @@ def _runs(stack: str) -> tuple[OfflineRun, OfflineRun, OfflineRun]:
     private_raw = copy.deepcopy(raw)
     private_raw["orchestration"] = {**raw["orchestration"], "endpoint": "private"}
     private = run_offline(name, private_raw, extra_config=extra)
-    layer = run_offline(f"{name}-layer", private_raw, extra_config={
-        **extra, "gpu-cluster:layer": "in-cluster", "gpu-cluster:cluster_stack": REF}, stack_outputs={REF: private.outputs})
+    layer = run_offline(
+        f"{name}-layer",
+        private_raw,
+        extra_config={**extra, "gpu-cluster:layer": "in-cluster", "gpu-cluster:cluster_stack": REF},
+        stack_outputs={REF: private.outputs},
+    )
     return public, private, layer
 
 
@@ -39,21 +46,32 @@ def _runs(stack: str) -> tuple[OfflineRun, OfflineRun, OfflineRun]:
 def test_layer_program_creates_what_the_public_stack_creates(stack: str) -> None:
     public, private, layer = _runs(stack)
     assert _k8s(private) == []
+
     # Same objects, same Kubernetes names (the resource names differ only by their prefix).
     def objects(run: OfflineRun) -> list[tuple[str, Any]]:
-        return sorted((r.type, json.dumps(r.inputs.get("metadata", {}).get("name", r.inputs.get("chart"))))
-                      for r in run.resources if r.type.startswith("kubernetes:") and "providers" not in r.type)
+        return sorted(
+            (r.type, json.dumps(r.inputs.get("metadata", {}).get("name", r.inputs.get("chart"))))
+            for r in run.resources
+            if r.type.startswith("kubernetes:") and "providers" not in r.type
+        )
+
     assert objects(layer) == objects(public) and objects(layer)
     (provider,) = [r for r in layer.resources if r.type == "pulumi:providers:kubernetes"]
     # The kubeconfig arrives as a secret (Pulumi's secret envelope: a signature key and the value).
     kubeconfig = provider.inputs["kubeconfig"]
     assert isinstance(kubeconfig, dict) and kubeconfig["value"] == private.outputs["access"]["kubeconfig"]
     # The Lustre volume (GKE also has the checkpoint bucket's GCS FUSE volume).
-    pv = next(r for r in layer.resources if r.type == "kubernetes:core/v1:PersistentVolume"
-              and "gcsfuse" not in r.inputs["spec"]["csi"]["driver"]).inputs["spec"]["csi"]
+    pv = next(
+        r
+        for r in layer.resources
+        if r.type == "kubernetes:core/v1:PersistentVolume" and "gcsfuse" not in r.inputs["spec"]["csi"]["driver"]
+    ).inputs["spec"]["csi"]
     assert pv["volumeHandle"] == private.outputs["mount"]["volume_handle"]
-    pvc = next(r for r in layer.resources if r.type == "kubernetes:core/v1:PersistentVolumeClaim"
-               and "checkpoints" not in r.inputs["metadata"]["name"])
+    pvc = next(
+        r
+        for r in layer.resources
+        if r.type == "kubernetes:core/v1:PersistentVolumeClaim" and "checkpoints" not in r.inputs["metadata"]["name"]
+    )
     assert pvc.inputs["metadata"]["name"] == private.outputs["scheduler"]["lustre_claim"]
     # Nothing of the cloud is created by the layer program.
     assert not [r.type for r in layer.resources if r.type.startswith(("aws:", "gcp:"))]
@@ -79,13 +97,19 @@ def test_jobs_run_in_their_own_namespace_with_what_they_mount(stack: str) -> Non
     assert public.outputs["scheduler"]["namespace"] == private.outputs["scheduler"]["namespace"] == JOB_NAMESPACE
     assert JOB_NAMESPACE != "default"
     for run in (public, layer):
-        (ns,) = [r for r in run.resources if r.type == "kubernetes:core/v1:Namespace"
-                 and r.inputs["metadata"]["name"] == JOB_NAMESPACE]
+        (ns,) = [
+            r
+            for r in run.resources
+            if r.type == "kubernetes:core/v1:Namespace" and r.inputs["metadata"]["name"] == JOB_NAMESPACE
+        ]
         labels = ns.inputs["metadata"]["labels"]
         assert {k: labels[k] for k in JOB_POD_SECURITY} == JOB_POD_SECURITY
         assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
-        used = [r for r in run.resources if r.type in ("kubernetes:core/v1:PersistentVolumeClaim",
-                                                        "kubernetes:core/v1:ServiceAccount")]
+        used = [
+            r
+            for r in run.resources
+            if r.type in ("kubernetes:core/v1:PersistentVolumeClaim", "kubernetes:core/v1:ServiceAccount")
+        ]
         assert {r.type for r in used} >= {"kubernetes:core/v1:PersistentVolumeClaim"}
         for r in used:
             assert r.inputs["metadata"]["namespace"] == JOB_NAMESPACE, r.name

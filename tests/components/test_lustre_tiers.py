@@ -23,12 +23,17 @@ def test_both_clouds_offer_the_four_tiers_with_their_source() -> None:
     for cloud, t in tiers.items():
         assert t.throughputs == (125, 250, 500, 1000), cloud
         assert t.source.url.startswith("https://") and t.source.read
-    assert lustre_tiers("aws").source.url == "https://docs.aws.amazon.com/fsx/latest/APIReference/API_CreateFileSystem.html"
+    assert (
+        lustre_tiers("aws").source.url
+        == "https://docs.aws.amazon.com/fsx/latest/APIReference/API_CreateFileSystem.html"
+    )
     assert lustre_tiers("gcp").source.url == "https://cloud.google.com/managed-lustre/docs/performance-tiers"
 
 
-@pytest.mark.parametrize("size,ok", [(1200, True), (2400, True), (3600, False), (4800, True), (2400 * 1000, True),
-                                     (2400 * 1001, False), (600, False)])
+@pytest.mark.parametrize(
+    "size,ok",
+    [(1200, True), (2400, True), (3600, False), (4800, True), (2400 * 1000, True), (2400 * 1001, False), (600, False)],
+)
 def test_fsx_persistent_2_sizes_are_1200_then_steps_of_2400(size: int, ok: bool) -> None:
     # CreateFileSystem StorageCapacity: "1200 GiB, 2400 GiB, and increments of 2400 GiB", at every tier.
     for tput in (125, 250, 500, 1000):

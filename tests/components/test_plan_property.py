@@ -26,8 +26,12 @@ from components.spec import CAPACITY_TYPES, ORCHESTRATORS, PRE_PLACED, SpecError
 CATALOG = load_catalog()
 
 garbage = st.one_of(
-    st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(allow_nan=True),
-    st.text(max_size=12), st.lists(st.integers(), max_size=3),
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**12), 10**12),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.lists(st.integers(), max_size=3),
     st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
     st.sampled_from(["", " ", "\x00", "us-east-1", "aws", "gcp", "auto", "1.33", "-1", "1e9", "cr-zz"]),
 )
@@ -81,7 +85,9 @@ def valid_cluster(draw: st.DrawFn) -> dict[str, Any]:
         else:
             orch["api_access_cidrs"] = ["203.0.114.0/24"]
     raw: dict[str, Any] = {
-        "cloud": cloud, "region": region, "zone": zone,
+        "cloud": cloud,
+        "region": region,
+        "zone": zone,
         "compute": {"instance_type": itype, "nodes": draw(st.integers(1, 4)), "capacity": capacity},
         "storage": {"lustre": lustre},
         "orchestration": orch,
@@ -91,8 +97,11 @@ def valid_cluster(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         raw["interconnect"] = {"placement": draw(st.sampled_from(["auto", True, False]))}
     if draw(st.booleans()):
-        raw["tags"] = draw(st.dictionaries(st.sampled_from(["team", "env", "cost_center"]),
-                                           st.sampled_from(["ml", "prod", "a-1"]), max_size=2))
+        raw["tags"] = draw(
+            st.dictionaries(
+                st.sampled_from(["team", "env", "cost_center"]), st.sampled_from(["ml", "prod", "a-1"]), max_size=2
+            )
+        )
     if draw(st.booleans()):
         raw["security"] = draw(security())
     return raw
@@ -109,8 +118,17 @@ def security(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         block["checkpoint_noncurrent_days"] = draw(st.sampled_from([1, 7, 30]))
     why = "two-day benchmark cluster, torn down after the run"
-    exceptions = draw(st.sampled_from([None, {"flow-logs": why}, {"flow-logs": why}, {"flow-logs": "short"},
-                                       {"flow-logs": why, "bucket-versioning": why}]))
+    exceptions = draw(
+        st.sampled_from(
+            [
+                None,
+                {"flow-logs": why},
+                {"flow-logs": why},
+                {"flow-logs": "short"},
+                {"flow-logs": why, "bucket-versioning": why},
+            ]
+        )
+    )
     if exceptions is not None:
         block["exceptions"] = exceptions
     return block
@@ -193,8 +211,12 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
-@settings(max_examples=35, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=35,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(clusters)
 def test_program_fails_only_with_input_properties_error(raw: Any) -> None:
     if not _parses(raw):
@@ -242,7 +264,11 @@ def test_the_generator_reaches_accepted_export_paths_and_security_blocks() -> No
         "log retention": lambda r: "log_retention_days" in r.get("security", {}),
     }
     for what, has in reach.items():
-        raw = find(valid_cluster(), lambda r, has=has: has(r) and _parses(r),
-                   settings=settings(max_examples=2000, database=None, derandomize=True,
-                                     suppress_health_check=list(HealthCheck)))
+        raw = find(
+            valid_cluster(),
+            lambda r, has=has: has(r) and _parses(r),
+            settings=settings(
+                max_examples=2000, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+            ),
+        )
         assert has(raw), what

@@ -40,5 +40,7 @@ def test_validate_reports_every_bad_timeout_at_once(capsys: pytest.CaptureFixtur
 
     assert main(["--timeout", "nan", "run", "--out", "/tmp/x", "--timeout", "-1"]) == 3
     err = capsys.readouterr().err.splitlines()
-    assert err == ["validate: --timeout: nan (allowed: a finite number of seconds > 0)",
-                   "validate: run --timeout: -1.0 (allowed: a finite number of seconds > 0)"]
+    assert err == [
+        "validate: --timeout: nan (allowed: a finite number of seconds > 0)",
+        "validate: run --timeout: -1.0 (allowed: a finite number of seconds > 0)",
+    ]

@@ -66,7 +66,7 @@ def test_every_bundled_stack_parses(stack: str) -> None:
     assert spec.orchestration.deployer_cidrs == (DEPLOYER_PLACEHOLDER,)
     with pytest.raises(SpecError) as info:
         load_stack(stack)
-    (path, reason), = info.value.problems
+    ((path, reason),) = info.value.problems
     assert path == "orchestration.deployer_cidrs" and "required" in reason and "checkip" in reason
 
 
@@ -77,13 +77,16 @@ def test_bundled_stacks_carry_no_documentation_range() -> None:
             assert doc_range not in text, f"{stack} carries a documentation range"
 
 
-@pytest.mark.parametrize("cidr,word", [
-    ("203.0.113.0/24", "not a global address"),
-    ("10.0.0.0/8", "not a global address"),
-    ("192.0.2.1/32", "not a global address"),
-    ("0.0.0.0/0", "whole internet"),
-    ("300.1.1.1/8", "not a CIDR"),
-])
+@pytest.mark.parametrize(
+    "cidr,word",
+    [
+        ("203.0.113.0/24", "not a global address"),
+        ("10.0.0.0/8", "not a global address"),
+        ("192.0.2.1/32", "not a global address"),
+        ("0.0.0.0/0", "whole internet"),
+        ("300.1.1.1/8", "not a CIDR"),
+    ],
+)
 def test_deployer_cidrs_must_be_reachable_public_ranges(cidr: str, word: str) -> None:
     obj = aws_base()
     obj["orchestration"]["deployer_cidrs"] = [cidr]
@@ -129,6 +132,7 @@ def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
         for k in keys[:-1]:
             node = node.setdefault(k, {})
         node[keys[-1]] = value
+
     return apply
 
 
@@ -139,6 +143,7 @@ def _drop(path: str) -> Callable[[dict[str, Any]], None]:
         for k in keys[:-1]:
             node = node[k]
         del node[keys[-1]]
+
     return apply
 
 
@@ -150,26 +155,72 @@ MISTAKES: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
     ("malformed region", _set("region", "US East"), "region", "malformed"),
     ("zone of another region", _set("zone", "us-west-2a"), "zone", "not a zone of region"),
     ("several zones", _set("zone", ["us-east-1a", "us-east-1b"]), "zone", "one zone"),
-    ("unknown instance type", _set("compute.instance_type", "p9.huge"), "compute.instance_type", "allowed: p4d.24xlarge"),
+    (
+        "unknown instance type",
+        _set("compute.instance_type", "p9.huge"),
+        "compute.instance_type",
+        "allowed: p4d.24xlarge",
+    ),
     ("type of another cloud", _set("compute.instance_type", "a3-megagpu-8g"), "compute.instance_type", "gcp type"),
     ("type not offered in region", _set("region", "af-south-1"), "region", "not offered"),
     ("zero nodes", _set("compute.nodes", 0), "compute.nodes", "1..2048"),
     ("nodes as text", _set("compute.nodes", "four"), "compute.nodes", "expected an integer"),
     ("unknown capacity", _set("compute.capacity", {"type": "free"}), "compute.capacity.type", "allowed: on-demand"),
     ("block without id", _set("compute.capacity", {"type": "capacity-block"}), "compute.capacity.id", "cr-"),
-    ("malformed reservation id", _set("compute.capacity", {"type": "reservation", "id": "res-1"}), "compute.capacity.id", "hex"),
-    ("placement on a block", lambda o: (o["compute"].update(capacity={"type": "capacity-block", "id": "cr-0123456789abcdef0"}),
-                                        o.update(interconnect={"placement": True})), "interconnect.placement", "already placed"),
-    ("placement not a bool", _set("interconnect.placement", "yes"), "interconnect.placement", "allowed: auto, true, false"),
+    (
+        "malformed reservation id",
+        _set("compute.capacity", {"type": "reservation", "id": "res-1"}),
+        "compute.capacity.id",
+        "hex",
+    ),
+    (
+        "placement on a block",
+        lambda o: (
+            o["compute"].update(capacity={"type": "capacity-block", "id": "cr-0123456789abcdef0"}),
+            o.update(interconnect={"placement": True}),
+        ),
+        "interconnect.placement",
+        "already placed",
+    ),
+    (
+        "placement not a bool",
+        _set("interconnect.placement", "yes"),
+        "interconnect.placement",
+        "allowed: auto, true, false",
+    ),
     ("lustre size", _set("storage.lustre.size_gib", 3000), "storage.lustre.size_gib", "PERSISTENT_2"),
-    ("lustre throughput", _set("storage.lustre.throughput_mbps_per_tib", 200), "storage.lustre.throughput_mbps_per_tib", "125, 250, 500, 1000"),
+    (
+        "lustre throughput",
+        _set("storage.lustre.throughput_mbps_per_tib", 200),
+        "storage.lustre.throughput_mbps_per_tib",
+        "125, 250, 500, 1000",
+    ),
     ("import path scheme", _set("storage.lustre.import_path", "gs://b"), "storage.lustre.import_path", "s3://"),
-    ("export without import", lambda o: (o["storage"]["lustre"].pop("import_path"),
-                                         o["storage"]["lustre"].update(export_path="s3://b/out")), "storage.lustre.export_path", "import path"),
+    (
+        "export without import",
+        lambda o: (o["storage"]["lustre"].pop("import_path"), o["storage"]["lustre"].update(export_path="s3://b/out")),
+        "storage.lustre.export_path",
+        "import path",
+    ),
     ("orchestrator of another cloud", _set("orchestration.kind", "gke"), "orchestration.kind", "does not run on aws"),
-    ("kubernetes version as number", _set("orchestration.kubernetes_version", 1.30), "orchestration.kubernetes_version", "quote"),
-    ("api open to the world", _set("orchestration.deployer_cidrs", ["0.0.0.0/0"]), "orchestration.deployer_cidrs[0]", "whole internet"),
-    ("bad cidr", _set("orchestration.deployer_cidrs", ["300.1.1.1/8"]), "orchestration.deployer_cidrs[0]", "not a CIDR"),
+    (
+        "kubernetes version as number",
+        _set("orchestration.kubernetes_version", 1.30),
+        "orchestration.kubernetes_version",
+        "quote",
+    ),
+    (
+        "api open to the world",
+        _set("orchestration.deployer_cidrs", ["0.0.0.0/0"]),
+        "orchestration.deployer_cidrs[0]",
+        "whole internet",
+    ),
+    (
+        "bad cidr",
+        _set("orchestration.deployer_cidrs", ["300.1.1.1/8"]),
+        "orchestration.deployer_cidrs[0]",
+        "not a CIDR",
+    ),
     ("no deployer", _set("orchestration.deployer_cidrs", []), "orchestration.deployer_cidrs", "required"),
     ("slurm key on eks", _set("orchestration.partition", "gpu"), "orchestration.partition", "only applies to slurm"),
     ("public vpc range", _set("network.cidr", "8.8.0.0/16"), "network.cidr", "private"),
@@ -202,8 +253,16 @@ def test_every_problem_is_reported_at_once() -> None:
 
 def test_not_a_mapping_at_all() -> None:
     assert problems("just a string")[0][1].startswith("expected a mapping")
-    assert "compute" in paths({"cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "compute": [1],
-                               "storage": {}, "orchestration": {}})
+    assert "compute" in paths(
+        {
+            "cloud": "aws",
+            "region": "us-east-1",
+            "zone": "us-east-1a",
+            "compute": [1],
+            "storage": {},
+            "orchestration": {},
+        }
+    )
 
 
 def test_placement_derived_from_capacity() -> None:
@@ -219,11 +278,25 @@ def test_placement_derived_from_capacity() -> None:
 
 GCP_MISTAKES: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
     ("zone without the type", _set("zone", "us-central1-f"), "zone", "not offered"),
-    ("capacity block is AWS only", _set("compute.capacity", {"type": "capacity-block", "id": "x"}), "compute.capacity.type", "flex-start"),
-    ("lustre throughput", _set("storage.lustre.throughput_mbps_per_tib", 300), "storage.lustre.throughput_mbps_per_tib", "125"),
+    (
+        "capacity block is AWS only",
+        _set("compute.capacity", {"type": "capacity-block", "id": "x"}),
+        "compute.capacity.type",
+        "flex-start",
+    ),
+    (
+        "lustre throughput",
+        _set("storage.lustre.throughput_mbps_per_tib", 300),
+        "storage.lustre.throughput_mbps_per_tib",
+        "125",
+    ),
     ("lustre size step", _set("storage.lustre.size_gib", 20000), "storage.lustre.size_gib", "Managed Lustre"),
-    ("export on gcp", lambda o: o["storage"]["lustre"].update(import_path="gs://b/x", export_path="gs://b/y"),
-     "storage.lustre.export_path", "aws only"),
+    (
+        "export on gcp",
+        lambda o: o["storage"]["lustre"].update(import_path="gs://b/x", export_path="gs://b/y"),
+        "storage.lustre.export_path",
+        "aws only",
+    ),
     ("upper-case label", _set("tags", {"Team": "x"}), "tags.Team", "lower-case"),
     ("eks on gcp", _set("orchestration.kind", "eks"), "orchestration.kind", "does not run on gcp"),
 ]
@@ -250,7 +323,9 @@ def test_cli_exits_2_with_the_list_and_no_traceback(tmp_path: Path, module: str)
     obj["compute"]["nodes"] = 0
     obj["storage"]["lustre"]["throughput_mbps_per_tib"] = 7
     path = _write_stack(tmp_path, obj)
-    proc = subprocess.run([sys.executable, "-m", module, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", module, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "compute.nodes: 0 is out of range (allowed: 1..2048)" in proc.stderr

@@ -38,7 +38,9 @@ def test_every_bundled_stack_has_a_time_and_a_cost(stack: str) -> None:
     assert {p.phase for p in phases} >= {"main", "storage", "ddp", "steps"}
     assert all(p.seconds > 0 and p.basis for p in phases)
     total = vt.total_s(phases)
-    assert vt.cost_usd(total, it, spec.compute.nodes) == pytest.approx(total / 3600 * spec.compute.nodes * it.price.usd_per_hour)
+    assert vt.cost_usd(total, it, spec.compute.nodes) == pytest.approx(
+        total / 3600 * spec.compute.nodes * it.price.usd_per_hour
+    )
 
 
 def test_a_64_node_cluster_is_validated_with_the_search_in_under_ten_minutes_by_the_model() -> None:

@@ -42,11 +42,14 @@ def checkov() -> Path:
     exe = os.environ.get("GPUC_CHECKOV")
     if exe:
         return Path(exe)
-    made = subprocess.run(["bash", str(ROOT / "scripts" / "checkov-venv.sh")], capture_output=True, text=True,
-                          cwd=ROOT, timeout=900)
+    made = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "checkov-venv.sh")], capture_output=True, text=True, cwd=ROOT, timeout=900
+    )
     if made.returncode != 0:
-        pytest.skip(f"the Checkov virtualenv could not be created (scripts/checkov-venv.sh exit {made.returncode}): "
-                    f"{made.stderr.strip().splitlines()[-1:] or ''}")
+        pytest.skip(
+            f"the Checkov virtualenv could not be created (scripts/checkov-venv.sh exit {made.returncode}): "
+            f"{made.stderr.strip().splitlines()[-1:] or ''}"
+        )
     return ROOT / made.stdout.strip().splitlines()[-1]
 
 
@@ -66,10 +69,18 @@ def rendered(stack: str) -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = [r.jobset, r.configmap]
     meta = r.jobset["metadata"]
     for rj in r.jobset["spec"]["replicatedJobs"]:
-        docs.append({"apiVersion": "batch/v1", "kind": "Job",
-                     "metadata": {"name": f"{meta['name']}-{rj['name']}", "namespace": meta["namespace"],
-                                  "labels": dict(rj["template"].get("metadata", {}).get("labels", {}))},
-                     "spec": rj["template"]["spec"]})
+        docs.append(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {
+                    "name": f"{meta['name']}-{rj['name']}",
+                    "namespace": meta["namespace"],
+                    "labels": dict(rj["template"].get("metadata", {}).get("labels", {})),
+                },
+                "spec": rj["template"]["spec"],
+            }
+        )
     # The job's NetworkPolicy, created with it (CKV2_K8S_6 looks for one selecting the pods).
     return [*docs, r.networkpolicy]
 
@@ -86,8 +97,12 @@ def load_exceptions() -> list[dict[str, str]]:
 def scan(checkov: Path, tmp: Path) -> dict[str, Any]:
     for stack in K8S_STACKS:
         (tmp / f"{stack}.yaml").write_text(yaml.safe_dump_all(rendered(stack), sort_keys=False))
-    proc = subprocess.run([str(checkov), "-d", str(tmp), "--framework", "kubernetes", "-o", "json", "--skip-download"],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [str(checkov), "-d", str(tmp), "--framework", "kubernetes", "-o", "json", "--skip-download"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode in (0, 1), proc.stderr[-2000:]  # 1: some check failed
     out = json.loads(proc.stdout)
     return out[0] if isinstance(out, list) else out
@@ -98,16 +113,26 @@ def test_rendered_jobs_pass_checkov_but_for_the_listed_exceptions(checkov: Path,
     results = report["results"]
     assert not results["parsing_errors"]
     # The pod templates were checked, not only the wrapper objects: a scan that saw no Job proves nothing.
-    jobs_checked = {(c["file_path"], c["resource"]) for c in results["passed_checks"] + results["failed_checks"]
-                    if c["resource"].startswith("Job.")}
+    jobs_checked = {
+        (c["file_path"], c["resource"])
+        for c in results["passed_checks"] + results["failed_checks"]
+        if c["resource"].startswith("Job.")
+    }
     assert len(jobs_checked) == len(K8S_STACKS) > 0
     exceptions = load_exceptions()
     listed = {(e["id"], e["kind"]) for e in exceptions}
-    failed = [(c["check_id"], c["resource"].split(".", 1)[0], c["resource"], c["file_path"], c["check_name"])
-              for c in results["failed_checks"]]
+    failed = [
+        (c["check_id"], c["resource"].split(".", 1)[0], c["resource"], c["file_path"], c["check_name"])
+        for c in results["failed_checks"]
+    ]
     seen = {(cid, kind) for cid, kind, *_ in failed}
-    unlisted = sorted({f"{cid} {kind} ({name}) in {file}: {res}" for cid, kind, res, file, name in failed
-                       if (cid, kind) not in listed | NOT_YET_HARDENED})
+    unlisted = sorted(
+        {
+            f"{cid} {kind} ({name}) in {file}: {res}"
+            for cid, kind, res, file, name in failed
+            if (cid, kind) not in listed | NOT_YET_HARDENED
+        }
+    )
     assert not unlisted, "Checkov failures not in " + EXCEPTIONS.name + ":\n" + "\n".join(unlisted)
     assert not listed - seen, f"{EXCEPTIONS.name} lists exceptions nothing fails any more: {sorted(listed - seen)}"
     assert not NOT_YET_HARDENED - seen, f"now hardened, drop from NOT_YET_HARDENED: {sorted(NOT_YET_HARDENED - seen)}"
@@ -124,8 +149,21 @@ def test_the_efa_image_scanned_is_pinned_by_digest() -> None:
 
 # Pod Security Standards, Baseline (kubernetes.io/docs/concepts/security/pod-security-standards,
 # v1.35): capabilities that may be added, and the controls the job's pods could touch.
-BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
-                         "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+BASELINE_CAPABILITIES = {
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+}
 
 
 def beyond_baseline(pod: dict[str, Any]) -> list[str]:
@@ -134,8 +172,11 @@ def beyond_baseline(pod: dict[str, Any]) -> list[str]:
     for c in [*pod.get("initContainers", []), *pod["containers"]]:
         sc = c.get("securityContext", {})
         out += [f"{c['name']} privileged"] * bool(sc.get("privileged"))
-        out += [f"{c['name']} adds {cap}" for cap in sc.get("capabilities", {}).get("add", [])
-                if cap not in BASELINE_CAPABILITIES]
+        out += [
+            f"{c['name']} adds {cap}"
+            for cap in sc.get("capabilities", {}).get("add", [])
+            if cap not in BASELINE_CAPABILITIES
+        ]
     return out
 
 

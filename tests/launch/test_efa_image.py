@@ -60,12 +60,17 @@ def test_image_runs_as_a_non_root_user() -> None:
 def test_efa_default_image_is_refused_until_its_digest_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
     checks, images = load_fabric_facts()
     assert images["efa"].digest is None  # 'unknown, set at build': nothing here can build or pull it
-    with pytest.raises(RuntimeError, match=r"fabric efa: its image gpu-cluster/efa-pytorch:\S+ has no digest yet "
-                                           r".*build images/efa-pytorch/Dockerfile, push it, and pass --image"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"fabric efa: its image gpu-cluster/efa-pytorch:\S+ has no digest yet "
+        r".*build images/efa-pytorch/Dockerfile, push it, and pass --image",
+    ):
         vjob.default_image("efa")
     digest = "sha256:" + "ab" * 32
-    pinned = {**images, "efa": replace(images["efa"], repository="123.dkr.ecr.us-east-1.amazonaws.com/efa-pytorch",
-                                       digest=digest)}
+    pinned = {
+        **images,
+        "efa": replace(images["efa"], repository="123.dkr.ecr.us-east-1.amazonaws.com/efa-pytorch", digest=digest),
+    }
     monkeypatch.setattr(vjob, "load_fabric_facts", lambda: (checks, pinned))
     assert vjob.default_image("efa") == f"123.dkr.ecr.us-east-1.amazonaws.com/efa-pytorch:{images['efa'].tag}@{digest}"
 

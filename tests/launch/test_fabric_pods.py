@@ -19,7 +19,14 @@ from components.contract import ClusterOutputs, Fabric
 from workloads.launch import fabric as fw
 from workloads.launch import jobset, sbatch
 from workloads.launch.common import LaunchSpecError
-from workloads.launch.validation import EFA_HUGEPAGES_2MI, EFA_POD_CPU, ValidationJob, check_networks, jobset_spec, sbatch_spec
+from workloads.launch.validation import (
+    EFA_HUGEPAGES_2MI,
+    EFA_POD_CPU,
+    ValidationJob,
+    check_networks,
+    jobset_spec,
+    sbatch_spec,
+)
 from tests.launch.test_jobset import K8S_VERSIONS, _crd_errors, _pod
 from tests.launch.test_jobset import jobset_schema as jobset_schema  # the fixture, by its name
 
@@ -29,8 +36,15 @@ TYPES = ["a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g", "p
 def _render(instance_type: str) -> tuple[dict[str, Any], str]:
     job = ValidationJob(nodes=2, workdir="/fsx/validation/c1/r1", instance_type=instance_type)
     efa = load_catalog().get(instance_type).network.efa_interfaces
-    spec = jobset_spec(job, image="registry.example/validate:1", lustre_pvc="lustre", namespace="gpuc-jobs",
-                       efa_per_node=efa, hugepages_2mi=EFA_HUGEPAGES_2MI if efa else None, cpu=EFA_POD_CPU if efa else None)
+    spec = jobset_spec(
+        job,
+        image="registry.example/validate:1",
+        lustre_pvc="lustre",
+        namespace="gpuc-jobs",
+        efa_per_node=efa,
+        hugepages_2mi=EFA_HUGEPAGES_2MI if efa else None,
+        cpu=EFA_POD_CPU if efa else None,
+    )
     return jobset.render(spec), jobset.pod_script(spec)
 
 
@@ -54,8 +68,14 @@ def test_pod_is_valid_kubernetes_and_jobset(instance_type: str, jobset_schema: d
     assert _crd_errors(jobset_schema, manifest) == []
     for version in K8S_VERSIONS:
         kubernetes_validate.validate(_pod(manifest), version, strict=True)
-        policy = jobset.network_policy(jobset_spec(ValidationJob(nodes=2, workdir="/w", instance_type=instance_type),
-                                                   image="i:1", lustre_pvc=None, namespace="gpuc-jobs"))
+        policy = jobset.network_policy(
+            jobset_spec(
+                ValidationJob(nodes=2, workdir="/w", instance_type=instance_type),
+                image="i:1",
+                lustre_pvc=None,
+                namespace="gpuc-jobs",
+            )
+        )
         kubernetes_validate.validate(policy, version, strict=True)
 
 
@@ -91,9 +111,15 @@ def test_a3_mega_tcpxo_pod_has_what_the_reference_pod_has() -> None:
     assert ann["networking.gke.io/default-interface"] == "eth0"
     assert json.loads(ann["networking.gke.io/interfaces"]) == [
         {"interfaceName": "eth0", "network": "default"},
-        *[{"interfaceName": f"eth{i}", "network": f"vpc{i}"} for i in range(1, 9)]]
+        *[{"interfaceName": f"eth{i}", "network": f"vpc{i}"} for i in range(1, 9)],
+    ]
     devices = [d["path"] for d in yaml.safe_load(ann["devices.gke.io/container.tcpxo-daemon"])]
-    assert devices == [*[f"/dev/nvidia{i}" for i in range(8)], "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/dmabuf_import_helper"]
+    assert devices == [
+        *[f"/dev/nvidia{i}" for i in range(8)],
+        "/dev/nvidiactl",
+        "/dev/nvidia-uvm",
+        "/dev/dmabuf_import_helper",
+    ]
     (rxdm,) = pod["initContainers"]
     assert rxdm["name"] == "tcpxo-daemon" and rxdm["restartPolicy"] == "Always"  # native sidecar (best-practice.md)
     assert rxdm["image"].startswith("us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21")
@@ -102,27 +128,48 @@ def test_a3_mega_tcpxo_pod_has_what_the_reference_pod_has() -> None:
     vols = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["mountPath"]: vols[m["name"]] for m in rxdm["volumeMounts"]}
     assert {p: v["hostPath"]["path"] for p, v in mounts.items()} == {
-        "/usr/local/nvidia": "/home/kubernetes/bin/nvidia", "/hostsysfs": "/sys", "/hostprocsysfs": "/proc/sys"}
+        "/usr/local/nvidia": "/home/kubernetes/bin/nvidia",
+        "/hostsysfs": "/sys",
+        "/hostprocsysfs": "/proc/sys",
+    }
     assert {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"} in rxdm["env"]
     assert rxdm["startupProbe"]["exec"]["command"] == ["cat", "/run/health-check"]
     (c,) = pod["containers"]
-    main = {m["mountPath"]: vols[m["name"]] for m in c["volumeMounts"] if m["name"] in vols and "hostPath" in vols[m["name"]]}
+    main = {
+        m["mountPath"]: vols[m["name"]]
+        for m in c["volumeMounts"]
+        if m["name"] in vols and "hostPath" in vols[m["name"]]
+    }
     assert main["/dev/aperture_devices"]["hostPath"]["path"] == "/dev/aperture_devices"
     assert main["/usr/local/nvidia"]["hostPath"]["path"] == "/home/kubernetes/bin/nvidia"
     env = _env(c)
     assert env["NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"] == "/dev/aperture_devices"
     assert 'export LD_LIBRARY_PATH=/usr/local/nvidia/lib64"${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"' in script
     # google/nccl-plugin-gpudirect-tcpxo tcpxo_scripts/nccl-env-profile.sh at v1.0.15, NCCL_LIB_DIR=/usr/local/nvidia/lib64.
-    profile = {"NCCL_FASTRAK_IFNAME": "eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8", "NCCL_FASTRAK_CTRL_DEV": "eth0",
-               "NCCL_SOCKET_IFNAME": "eth0", "NCCL_CROSS_NIC": "0", "NCCL_PROTO": "Simple,LL128", "NCCL_MIN_NCHANNELS": "4",
-               "NCCL_NVLSTREE_MAX_CHUNKSIZE": "131072", "NCCL_P2P_NET_CHUNKSIZE": "524288", "NCCL_P2P_PCI_CHUNKSIZE": "524288",
-               "NCCL_P2P_NVL_CHUNKSIZE": "1048576", "NCCL_FASTRAK_NUM_FLOWS": "2", "NCCL_FASTRAK_ENABLE_CONTROL_CHANNEL": "0",
-               "NCCL_BUFFSIZE": "8388608", "NCCL_FASTRAK_USE_SNAP": "1", "NCCL_FASTRAK_USE_LLCM": "1",
-               "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "NCCL_NET_GDR_LEVEL": "PIX",
-               "NCCL_FASTRAK_ENABLE_HOTPATH_LOGGING": "0", "NCCL_TUNER_PLUGIN": "libnccl-tuner.so",
-               "NCCL_TUNER_CONFIG_PATH": "/usr/local/nvidia/lib64/a3plus_tuner_config.textproto",
-               "NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE": "/usr/local/nvidia/lib64/a3plus_guest_config.textproto",
-               "NCCL_FASTRAK_PLUGIN_ACCEPT_TIMEOUT_MS": "600000"}
+    profile = {
+        "NCCL_FASTRAK_IFNAME": "eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8",
+        "NCCL_FASTRAK_CTRL_DEV": "eth0",
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "NCCL_CROSS_NIC": "0",
+        "NCCL_PROTO": "Simple,LL128",
+        "NCCL_MIN_NCHANNELS": "4",
+        "NCCL_NVLSTREE_MAX_CHUNKSIZE": "131072",
+        "NCCL_P2P_NET_CHUNKSIZE": "524288",
+        "NCCL_P2P_PCI_CHUNKSIZE": "524288",
+        "NCCL_P2P_NVL_CHUNKSIZE": "1048576",
+        "NCCL_FASTRAK_NUM_FLOWS": "2",
+        "NCCL_FASTRAK_ENABLE_CONTROL_CHANNEL": "0",
+        "NCCL_BUFFSIZE": "8388608",
+        "NCCL_FASTRAK_USE_SNAP": "1",
+        "NCCL_FASTRAK_USE_LLCM": "1",
+        "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7",
+        "NCCL_NET_GDR_LEVEL": "PIX",
+        "NCCL_FASTRAK_ENABLE_HOTPATH_LOGGING": "0",
+        "NCCL_TUNER_PLUGIN": "libnccl-tuner.so",
+        "NCCL_TUNER_CONFIG_PATH": "/usr/local/nvidia/lib64/a3plus_tuner_config.textproto",
+        "NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE": "/usr/local/nvidia/lib64/a3plus_guest_config.textproto",
+        "NCCL_FASTRAK_PLUGIN_ACCEPT_TIMEOUT_MS": "600000",
+    }
     assert {k: env.get(k) for k in profile} == profile
     assert env["NCCL_DEBUG"] == "INFO" and "NCCL_ALGO" not in env  # the profile leaves NCCL_ALGO unset
 
@@ -132,7 +179,8 @@ def test_a3_high_tcpx_pod_has_what_the_reference_pod_has() -> None:
     ann, pod = _annotations(manifest), _pod_spec(manifest)
     # container-engine-accelerators gpudirect-tcpx/nccl-test-latest.yaml at 992db81.
     assert json.loads(ann["networking.gke.io/interfaces"])[1:] == [
-        {"interfaceName": f"eth{i}", "network": f"vpc{i}"} for i in range(1, 5)]
+        {"interfaceName": f"eth{i}", "network": f"vpc{i}"} for i in range(1, 5)
+    ]
     assert "/dev/dmabuf_import_helper" not in ann["devices.gke.io/container.tcpx-daemon"]
     (rxdm,) = pod["initContainers"]
     assert rxdm["image"].startswith("us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.12")
@@ -144,7 +192,10 @@ def test_a3_high_tcpx_pod_has_what_the_reference_pod_has() -> None:
     socket = {m["mountPath"] for m in [*rxdm["volumeMounts"], *c["volumeMounts"]] if m["name"] == "tcpx-socket"}
     assert socket == {"/run/tcpx", "/tmp"} and vols["tcpx-socket"] == {"name": "tcpx-socket", "emptyDir": {}}
     env = _env(c)
-    assert env["NCCL_GPUDIRECTTCPX_SOCKET_IFNAME"] == "eth1,eth2,eth3,eth4" and env["NCCL_GPUDIRECTTCPX_CTRL_DEV"] == "eth0"
+    assert (
+        env["NCCL_GPUDIRECTTCPX_SOCKET_IFNAME"] == "eth1,eth2,eth3,eth4"
+        and env["NCCL_GPUDIRECTTCPX_CTRL_DEV"] == "eth0"
+    )
     assert env["NCCL_GPUDIRECTTCPX_TX_BINDINGS"].startswith("eth1:8-21,112-125;")
 
 
@@ -155,11 +206,14 @@ def test_gib_pod_has_what_the_reference_pod_has(instance_type: str) -> None:
     # cluster-toolkit examples/gke-a3-ultragpu/nccl-jobset-example.yaml and gke-a4/ at 1047080.
     assert json.loads(ann["networking.gke.io/interfaces"]) == [
         {"interfaceName": "eth0", "network": "default"},
-        *[{"interfaceName": f"eth{i + 2}", "network": f"rdma-{i}"} for i in range(8)]]
+        *[{"interfaceName": f"eth{i + 2}", "network": f"rdma-{i}"} for i in range(8)],
+    ]
     assert "initContainers" not in pod and not any(k.startswith("devices.gke.io") for k in ann)
     vols = {v["name"]: v for v in pod["volumes"]}
     (c,) = pod["containers"]
-    host = {m["mountPath"]: vols[m["name"]]["hostPath"]["path"] for m in c["volumeMounts"] if "hostPath" in vols[m["name"]]}
+    host = {
+        m["mountPath"]: vols[m["name"]]["hostPath"]["path"] for m in c["volumeMounts"] if "hostPath" in vols[m["name"]]
+    }
     assert host == {"/usr/local/gib": "/home/kubernetes/bin/gib", "/usr/local/nvidia": "/home/kubernetes/bin/nvidia"}
     assert _env(c)["NCCL_NET"] == "gIB"
     assert "source /usr/local/gib/scripts/set_nccl_env.sh" in script
@@ -179,7 +233,10 @@ def test_efa_pod_has_devices_hugepages_and_the_plugin_on_the_library_path(instan
     assert c["resources"]["limits"]["vpc.amazonaws.com/efa"] == efa
     assert c["resources"]["limits"]["hugepages-2Mi"] == "5120Mi"
     # awsome-distributed-training micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml at 7217859.
-    assert 'export LD_LIBRARY_PATH=/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu"${LD_LIBRARY_PATH:+' in script
+    assert (
+        'export LD_LIBRARY_PATH=/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu"${LD_LIBRARY_PATH:+'
+        in script
+    )
     assert _env(c)["FI_PROVIDER"] == "efa" and not _annotations(manifest)
     # IPC_LOCK and nothing else added: the EFA provider pins its bounce buffers, and a pod cannot
     # raise its memlock limit (catalog fabrics.efa.pod.capabilities).
@@ -208,24 +265,38 @@ def test_env_script_is_sourced_then_the_launchers_values_win(tmp_path: Path) -> 
     good = tmp_path / "set_env.sh"
     good.write_text("export NCCL_DEBUG=WARN\nexport FROM_SCRIPT=1\n")
     lines = fw.shell_lines(library_path=("/opt/a", "/opt/b"), env_script=str(good), reexport={"NCCL_DEBUG": "INFO"})
-    body = "\n".join(["set -euo pipefail", "LD_LIBRARY_PATH=/old", *lines, 'echo "$NCCL_DEBUG $FROM_SCRIPT $LD_LIBRARY_PATH"'])
+    body = "\n".join(
+        ["set -euo pipefail", "LD_LIBRARY_PATH=/old", *lines, 'echo "$NCCL_DEBUG $FROM_SCRIPT $LD_LIBRARY_PATH"']
+    )
     done = subprocess.run(["bash", "-c", body], capture_output=True, text=True)
     assert done.stdout.strip() == "INFO 1 /opt/a:/opt/b:/old", done.stderr
     missing = fw.shell_lines(library_path=(), env_script=str(tmp_path / "nope.sh"), reexport={})
-    done = subprocess.run(["bash", "-c", "\n".join(["set -euo pipefail", *missing, "echo reached"])],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["bash", "-c", "\n".join(["set -euo pipefail", *missing, "echo reached"])], capture_output=True, text=True
+    )
     assert done.returncode == 1 and "nope.sh is missing" in done.stderr and "reached" not in done.stdout
 
 
 def _outputs(networks: list[str]) -> ClusterOutputs:
     from components.contract import Access, Mount, Scheduler
 
-    return ClusterOutputs(cloud="gcp", region="r", zone="z", orchestrator="gke", cluster_name="c",
-                          instance_type="a3-megagpu-8g", nodes=2, gpus_per_node=8,
-                          fabric=Fabric(type="tcpxo", interfaces_per_node=8, placement=None, mtu=8244,
-                                        networks=tuple({"name": n} for n in networks)),
-                          mount=Mount(mount_point="/lustre", dns_name="d", mount_name="m", mount_command="c"),
-                          bucket="b", access=Access(kubeconfig="k"), scheduler=Scheduler(kind="kubernetes", namespace="ns"))
+    return ClusterOutputs(
+        cloud="gcp",
+        region="r",
+        zone="z",
+        orchestrator="gke",
+        cluster_name="c",
+        instance_type="a3-megagpu-8g",
+        nodes=2,
+        gpus_per_node=8,
+        fabric=Fabric(
+            type="tcpxo", interfaces_per_node=8, placement=None, mtu=8244, networks=tuple({"name": n} for n in networks)
+        ),
+        mount=Mount(mount_point="/lustre", dns_name="d", mount_name="m", mount_command="c"),
+        bucket="b",
+        access=Access(kubeconfig="k"),
+        scheduler=Scheduler(kind="kubernetes", namespace="ns"),
+    )
 
 
 def test_pod_interfaces_must_name_networks_the_stack_made() -> None:
@@ -240,12 +311,15 @@ def _doc(**pod: Any) -> dict[str, Any]:
     return {"sources": {"s": {}}, "fabrics": {"f": {"pod": {"source": "s", **pod}}}}
 
 
-@pytest.mark.parametrize(("pod", "path"), [
-    ({"capabilities": [{"add": "SYS_ADMIN", "reason": "x"}]}, "fabrics.f.pod.capabilities[0].add"),
-    ({"capabilities": [{"add": "IPC_LOCK"}]}, "fabrics.f.pod.capabilities[0].reason"),
-    ({"mounts": {"nowhere": "/x"}}, "fabrics.f.pod.mounts['nowhere']"),
-    ({"sidecar": {"name": "d", "command": ["x"]}}, "fabrics.f.rxdm"),
-])
+@pytest.mark.parametrize(
+    ("pod", "path"),
+    [
+        ({"capabilities": [{"add": "SYS_ADMIN", "reason": "x"}]}, "fabrics.f.pod.capabilities[0].add"),
+        ({"capabilities": [{"add": "IPC_LOCK"}]}, "fabrics.f.pod.capabilities[0].reason"),
+        ({"mounts": {"nowhere": "/x"}}, "fabrics.f.pod.mounts['nowhere']"),
+        ({"sidecar": {"name": "d", "command": ["x"]}}, "fabrics.f.rxdm"),
+    ],
+)
 def test_a_bad_wiring_entry_is_named_by_its_catalog_path(pod: dict[str, Any], path: str) -> None:
     with pytest.raises(CatalogError, match=path.replace("[", r"\[").replace("]", r"\]")):
         fw.parse(_doc(**pod))
@@ -261,4 +335,3 @@ def test_run_as_user_makes_the_workload_non_root_and_leaves_the_daemon_root() ->
     assert "runAsNonRoot" not in pod["initContainers"][0]["securityContext"]
     with pytest.raises(LaunchSpecError, match="run_as_user"):
         jobset.validate(replace(jobset_spec(job, image="i:1", lustre_pvc=None), run_as_user=0))
-

@@ -53,13 +53,22 @@ def _p5(**overrides: object) -> JobSetSpec:
 def _job(manifest: dict[str, Any]) -> dict[str, Any]:
     """The replicated job's template as the batch/v1 Job the JobSet controller creates."""
     rjob = manifest["spec"]["replicatedJobs"][0]
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"{manifest['metadata']['name']}-{rjob['name']}-0"},
-            "spec": rjob["template"]["spec"]}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"{manifest['metadata']['name']}-{rjob['name']}-0"},
+        "spec": rjob["template"]["spec"],
+    }
 
 
 def _pod(manifest: dict[str, Any]) -> dict[str, Any]:
     template = _job(manifest)["spec"]["template"]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", **template["metadata"]}, "spec": template["spec"]}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", **template["metadata"]},
+        "spec": template["spec"],
+    }
 
 
 def _strict(schema: Any) -> Any:
@@ -67,7 +76,11 @@ def _strict(schema: Any) -> Any:
     server-side field validation (Strict) rejects them; open objects stay open."""
     if isinstance(schema, dict):
         out = {k: _strict(v) for k, v in schema.items()}
-        if "properties" in out and "additionalProperties" not in out and not out.get("x-kubernetes-preserve-unknown-fields"):
+        if (
+            "properties" in out
+            and "additionalProperties" not in out
+            and not out.get("x-kubernetes-preserve-unknown-fields")
+        ):
             out["additionalProperties"] = False
         return out
     if isinstance(schema, list):
@@ -89,11 +102,26 @@ def _crd_errors(schema: dict[str, Any], manifest: dict[str, Any]) -> list[str]:
     return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in v.iter_errors(manifest)]
 
 
-@pytest.mark.parametrize("spec", [_p5(), _p5(gpu_vendor="amd", efa_per_node=0, hugepages_2mi=None, gpus_per_node=8),
-                                  _p5(gpus_per_node=0, procs_per_node=2, efa_per_node=0, hugepages_2mi=None,
-                                      memory=None, cpu=None, lustre_pvc=None, node_selector={}, tolerate_taints=(),
-                                      ttl_seconds_after_finished=None)],
-                         ids=["p5-efa", "mi300x", "cpu-minimal"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        _p5(),
+        _p5(gpu_vendor="amd", efa_per_node=0, hugepages_2mi=None, gpus_per_node=8),
+        _p5(
+            gpus_per_node=0,
+            procs_per_node=2,
+            efa_per_node=0,
+            hugepages_2mi=None,
+            memory=None,
+            cpu=None,
+            lustre_pvc=None,
+            node_selector={},
+            tolerate_taints=(),
+            ttl_seconds_after_finished=None,
+        ),
+    ],
+    ids=["p5-efa", "mi300x", "cpu-minimal"],
+)
 def test_pod_template_is_valid_kubernetes(spec: JobSetSpec) -> None:
     manifest = render(spec)
     for version in K8S_VERSIONS:
@@ -144,7 +172,12 @@ def test_one_indexed_job_of_nodes_pods_that_never_restart() -> None:
     (rjob,) = m["spec"]["replicatedJobs"]
     assert rjob["replicas"] == 1
     job = rjob["template"]["spec"]
-    assert (job["parallelism"], job["completions"], job["completionMode"], job["backoffLimit"]) == (16, 16, "Indexed", 0)
+    assert (job["parallelism"], job["completions"], job["completionMode"], job["backoffLimit"]) == (
+        16,
+        16,
+        "Indexed",
+        0,
+    )
     assert job["template"]["spec"]["restartPolicy"] == "Never"
 
 
@@ -190,9 +223,16 @@ def test_command_waits_for_rendezvous_dns_then_execs_torchrun() -> None:
     wait_at = script.index("until ")
     exec_line = next(line for line in script.splitlines() if line.startswith("exec "))
     assert wait_at < script.index(exec_line)
-    for flag in ("-m torch.distributed.run", "--nnodes=4", "--nproc-per-node=8", "--rdzv-backend=c10d",
-                 '--rdzv-endpoint="$rdzv_host:29500"', "--rdzv-id=validate-p5", "--max-restarts=0",
-                 "-m workloads.validate --instance-type p5.48xlarge --out /fsx/runs/r1/report"):
+    for flag in (
+        "-m torch.distributed.run",
+        "--nnodes=4",
+        "--nproc-per-node=8",
+        "--rdzv-backend=c10d",
+        '--rdzv-endpoint="$rdzv_host:29500"',
+        "--rdzv-id=validate-p5",
+        "--max-restarts=0",
+        "-m workloads.validate --instance-type p5.48xlarge --out /fsx/runs/r1/report",
+    ):
         assert flag in exec_line, flag
 
 
@@ -297,7 +337,8 @@ def _steps_spec(**overrides: object) -> JobSetSpec:
     from workloads.launch.common import Step
 
     base = _p5(
-        module="probe", module_args=("main", "0"),
+        module="probe",
+        module_args=("main", "0"),
         then=(
             Step(name="fabric-only", module="probe", module_args=("fabric", "3"), env={"PROBE_VAR": "fabric"}),
             Step(name="data", module="probe", module_args=("data", "0"), torchrun=False),
@@ -331,7 +372,7 @@ def test_multi_step_pod_script_order_ports_and_pod0_steps(tmp_path: Path) -> Non
         guarded = any(lines[j] == 'if [ "$pod_index" -eq 0 ]; then' for j in range(i - 4, i))
         assert guarded == ("torch.distributed.run" not in lines[i]), lines[i]
     # Pods other than 0 finish with 0 so the Job never ends pod 0 before it judges.
-    assert lines[-1] == 'exit "$step_rc"' and '  exit 0' in lines
+    assert lines[-1] == 'exit "$step_rc"' and "  exit 0" in lines
     container = _pod(render(spec))["spec"]["containers"][0]
     assert [p["containerPort"] for p in container["ports"]] == [29500, 29501, 29502]
 
@@ -381,11 +422,23 @@ def test_multi_step_pod_script_runs_for_real(tmp_path: Path, index: int) -> None
     mods.mkdir()
     (mods / "probe.py").write_text(PROBE)
     log = tmp_path / "steps.log"
-    spec = _steps_spec(nodes=1, gpus_per_node=0, procs_per_node=2, efa_per_node=0, python=sys.executable,
-                       rdzv_host="localhost", rdzv_port=_free_port_run(3), rdzv_join_timeout_s=120,
-                       workdir=str(tmp_path / "run"))
-    env = {**__import__("os").environ, "PYTHONPATH": str(mods), "PROBE_LOG": str(log),
-           "JOB_COMPLETION_INDEX": str(index)}
+    spec = _steps_spec(
+        nodes=1,
+        gpus_per_node=0,
+        procs_per_node=2,
+        efa_per_node=0,
+        python=sys.executable,
+        rdzv_host="localhost",
+        rdzv_port=_free_port_run(3),
+        rdzv_join_timeout_s=120,
+        workdir=str(tmp_path / "run"),
+    )
+    env = {
+        **__import__("os").environ,
+        "PYTHONPATH": str(mods),
+        "PROBE_LOG": str(log),
+        "JOB_COMPLETION_INDEX": str(index),
+    }
     env.pop("PROBE_VAR", None)
     done = subprocess.run(["bash", "-c", pod_script(spec)], capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == (2 if index == 0 else 0), done.stdout + done.stderr
@@ -414,8 +467,16 @@ def test_pod_waits_for_the_package_path_then_gives_up(tmp_path: Path) -> None:
     """Run for real: a missing path stops the pod before any step, naming the path; once it
     exists the pod goes on (here to a first step that fails fast on a missing module)."""
     missing = tmp_path / "repo" / "workloads"
-    spec = _p5(python=sys.executable, rdzv_host="localhost", wait_for_path=str(missing), wait_for_path_s=2,
-               workdir=str(tmp_path / "run"), nodes=1, gpus_per_node=0, efa_per_node=0)
+    spec = _p5(
+        python=sys.executable,
+        rdzv_host="localhost",
+        wait_for_path=str(missing),
+        wait_for_path_s=2,
+        workdir=str(tmp_path / "run"),
+        nodes=1,
+        gpus_per_node=0,
+        efa_per_node=0,
+    )
     done = subprocess.run(["bash", "-c", pod_script(spec)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert f"{missing} did not appear within 2s" in done.stderr

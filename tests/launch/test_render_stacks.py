@@ -42,8 +42,18 @@ def outputs(stack: str) -> ClusterOutputs:
 
 
 def args(**over: Any) -> argparse.Namespace:
-    base: dict[str, Any] = dict(python=None, image=vjob.DEFAULT_IMAGE, env=[], run_arg=[], cpu=False,
-                                procs_per_node=None, time_limit=60, rdzv_port=29500, no_drain=False, shared=False)
+    base: dict[str, Any] = dict(
+        python=None,
+        image=vjob.DEFAULT_IMAGE,
+        env=[],
+        run_arg=[],
+        cpu=False,
+        procs_per_node=None,
+        time_limit=60,
+        rdzv_port=29500,
+        no_drain=False,
+        shared=False,
+    )
     base.update(over)
     return argparse.Namespace(**base)
 
@@ -111,16 +121,29 @@ def test_slurm_render_carries_the_code_and_makes_its_interpreter(stack: str, tmp
     assert venv.startswith(f"{outs.mount.mount_point}/gpu-cluster/venv-")
     assert f"{venv}/bin/python \\\n    -m torch.distributed.run" in script
     assert "pip install -q torch==2.13.0" in script and "flock 9" in script
-    steps = [line for line in script.splitlines() if line.startswith(("echo 'step ", 'echo "step ')) and "exit" not in line]
-    assert [s.split(": ", 1)[1].strip("'\"") for s in steps] == ["main", "pairs", "storage", "fabric-only", "ddp-data", "ddp", "judge"]
+    steps = [
+        line for line in script.splitlines() if line.startswith(("echo 'step ", 'echo "step ')) and "exit" not in line
+    ]
+    assert [s.split(": ", 1)[1].strip("'\"") for s in steps] == [
+        "main",
+        "pairs",
+        "storage",
+        "fabric-only",
+        "ddp-data",
+        "ddp",
+        "judge",
+    ]
     # --python names an interpreter that exists: no virtualenv is made.
     own = commands.render_run(outs, args(python="/opt/conda/bin/python"), "20261201t070000z-cd35").files
     assert "python3 -m venv" not in own["validate.sbatch"] and "/opt/conda/bin/python \\\n" in own["validate.sbatch"]
 
 
 def test_job_requirements_are_the_repository_pins() -> None:
-    pins = dict(line.split("==") for line in (ROOT / "requirements.txt").read_text().splitlines()
-                if "==" in line and not line.startswith("#"))
+    pins = dict(
+        line.split("==")
+        for line in (ROOT / "requirements.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    )
     for req in code_bundle.JOB_REQUIREMENTS:
         name, version = req.split("==")
         assert pins[name] == version, req
@@ -138,9 +161,17 @@ def test_bundle_is_reproducible_and_unpacks_to_importable_code(tmp_path: Path) -
         if name.endswith(".py"):
             text = (tmp_path / name).read_text()
             assert not re.search(r"^\s*(import|from) pulumi", text, re.M), name
-    done = subprocess.run(["python3", "-c", "import components.catalog as c, workloads.launch.common; "
-                           "print(len(c.load_catalog().names()))"], cwd=tmp_path, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [
+            "python3",
+            "-c",
+            "import components.catalog as c, workloads.launch.common; print(len(c.load_catalog().names()))",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
     # The system interpreter may lack PyYAML; what matters is that the import resolves inside the bundle.
     assert done.returncode == 0 or "yaml" in done.stderr, done.stderr
 

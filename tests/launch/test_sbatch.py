@@ -65,9 +65,12 @@ def test_script_passes_shellcheck(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stdout + done.stderr
     # Hostile values: still clean, except SC2016 (a $ inside single quotes), which is the
     # point of shlex.quote keeping "$(x)" literal.
-    path = write(_gpu_spec(module_args=("--tag", "a b; $(x) 'q'"), extra_env={"NOTE": "`x` $HOME"}), tmp_path / "job.sbatch")
-    done = subprocess.run([tool, "--severity=style", "--shell=bash", "--exclude=SC2016", str(path)],
-                          capture_output=True, text=True)
+    path = write(
+        _gpu_spec(module_args=("--tag", "a b; $(x) 'q'"), extra_env={"NOTE": "`x` $HOME"}), tmp_path / "job.sbatch"
+    )
+    done = subprocess.run(
+        [tool, "--severity=style", "--shell=bash", "--exclude=SC2016", str(path)], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -15,27 +15,72 @@ from workloads.launch.common import LaunchSpecError
 
 odd_text = st.one_of(
     st.text(max_size=20),
-    st.sampled_from(["", " ", "ok\n", "ok\nrm -rf /", "a\x00b", "-x", "$(id)", "`id`", "a b", "%j", "/fsx\n",
-                     "workloads.validate\n", "gpu\n", "/fsx/r\n", "INIT\n", "n[1-2]\n", "\t", "é", "x" * 70]),
-    st.builds(lambda s, c: s + c, st.sampled_from(["ok", "/fsx/r", "gpu", "workloads.x", "a.b"]),
-              st.sampled_from(["\n", "\r", "\x00", "\x1b", "\x7f", "\n#SBATCH --x"])),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "ok\n",
+            "ok\nrm -rf /",
+            "a\x00b",
+            "-x",
+            "$(id)",
+            "`id`",
+            "a b",
+            "%j",
+            "/fsx\n",
+            "workloads.validate\n",
+            "gpu\n",
+            "/fsx/r\n",
+            "INIT\n",
+            "n[1-2]\n",
+            "\t",
+            "é",
+            "x" * 70,
+        ]
+    ),
+    st.builds(
+        lambda s, c: s + c,
+        st.sampled_from(["ok", "/fsx/r", "gpu", "workloads.x", "a.b"]),
+        st.sampled_from(["\n", "\r", "\x00", "\x1b", "\x7f", "\n#SBATCH --x"]),
+    ),
 )
 odd_value = st.one_of(
-    odd_text, st.integers(-2**40, 2**40), st.sampled_from([-1, 0, 65536, 2**63]), st.none(), st.booleans(),
-    st.floats(allow_nan=True), st.lists(odd_text, max_size=2).map(tuple),
+    odd_text,
+    st.integers(-(2**40), 2**40),
+    st.sampled_from([-1, 0, 65536, 2**63]),
+    st.none(),
+    st.booleans(),
+    st.floats(allow_nan=True),
+    st.lists(odd_text, max_size=2).map(tuple),
     st.dictionaries(odd_text, odd_text, max_size=2),
 )
 
 SBATCH_BASE = sbatch.LaunchSpec(
-    job_name="validate", nodes=2, module="workloads.validate", module_args=("--out", "/fsx/r"),
-    workdir="/fsx/r", gpus_per_node=8, partition="gpu", fabric_env={"FI_PROVIDER": "efa"},
+    job_name="validate",
+    nodes=2,
+    module="workloads.validate",
+    module_args=("--out", "/fsx/r"),
+    workdir="/fsx/r",
+    gpus_per_node=8,
+    partition="gpu",
+    fabric_env={"FI_PROVIDER": "efa"},
     then=(sbatch.Step(name="judge", module="workloads.validate", module_args=("judge",), torchrun=False),),
 )
 JOBSET_BASE = jobset.JobSetSpec(
-    name="validate", nodes=2, image="registry.example/v:1", module="workloads.validate",
-    module_args=("--out", "/fsx/r"), workdir="/fsx/r", gpus_per_node=8, efa_per_node=4,
-    memory="100Gi", hugepages_2mi="512Mi", lustre_pvc="fsx", fabric_env={"FI_PROVIDER": "efa"},
-    node_selector={"k": "v"}, tolerate_taints=("nvidia.com/gpu",),
+    name="validate",
+    nodes=2,
+    image="registry.example/v:1",
+    module="workloads.validate",
+    module_args=("--out", "/fsx/r"),
+    workdir="/fsx/r",
+    gpus_per_node=8,
+    efa_per_node=4,
+    memory="100Gi",
+    hugepages_2mi="512Mi",
+    lustre_pvc="fsx",
+    fabric_env={"FI_PROVIDER": "efa"},
+    node_selector={"k": "v"},
+    tolerate_taints=("nvidia.com/gpu",),
 )
 
 
@@ -66,8 +111,9 @@ def _check(module: Any, base: Any, edits: dict[str, Any]) -> Any:
     for key, value in edits.items():
         allowed = "\n" if key == "prologue" else ""
         for s in _strings(value):
-            assert not any((ord(c) < 0x20 and c not in allowed) or ord(c) == 0x7F for c in s), \
+            assert not any((ord(c) < 0x20 and c not in allowed) or ord(c) == 0x7F for c in s), (
                 f"validate accepted {s!r} in {edits}"
+            )
     return module.render(spec)
 
 

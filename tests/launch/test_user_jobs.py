@@ -23,8 +23,14 @@ from tests.launch.test_render_stacks import args, outputs
 JOB_ARGS = {
     "ddp": ["--data", "/lustre/tokens", "--steps", "100", "--ckpt-dir", "/lustre/ckpt"],
     "model-parallel": ["--mode", "fsdp", "--steps", "5"],
-    "tasks": ["--glob", "/lustre/in/*.mp4", "--output-dir", "/lustre/out",
-              "--command", "ffmpeg -hwaccel cuda -hwaccel_device {local_rank} -i {input} {output}"],
+    "tasks": [
+        "--glob",
+        "/lustre/in/*.mp4",
+        "--output-dir",
+        "/lustre/out",
+        "--command",
+        "ffmpeg -hwaccel cuda -hwaccel_device {local_rank} -i {input} {output}",
+    ],
 }
 RUN = "20261201t070000z-ab12"
 
@@ -77,7 +83,22 @@ def test_an_unknown_pattern_is_named() -> None:
 def test_render_command_writes_a_user_job(tmp_path: Path) -> None:
     from workloads.validate.__main__ import main
 
-    assert main(["render", "aws-h200-slurm", "--out", str(tmp_path), "--run-id", RUN, "--job", "ddp",
-                 "--job-arg=--data", "--job-arg=/fsx/tokens"]) == 0
+    assert (
+        main(
+            [
+                "render",
+                "aws-h200-slurm",
+                "--out",
+                str(tmp_path),
+                "--run-id",
+                RUN,
+                "--job",
+                "ddp",
+                "--job-arg=--data",
+                "--job-arg=/fsx/tokens",
+            ]
+        )
+        == 0
+    )
     text = (tmp_path / "ddp.sbatch").read_text()
     assert "-m workloads.ddp_train --data /fsx/tokens" in " ".join(text.replace("\\\n", " ").split())

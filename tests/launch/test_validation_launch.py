@@ -21,14 +21,27 @@ def test_jobset_runs_the_sbatch_phases() -> None:
     job = _job()
     s = sbatch_spec(job)
     it = load_catalog().get("p5.48xlarge")
-    j = jobset_spec(job, image="nvcr.io/nvidia/pytorch:25.01-py3", lustre_pvc="fsx-lustre",
-                    efa_per_node=it.network.efa_interfaces, node_selector={"node.kubernetes.io/instance-type": "p5.48xlarge"})
+    j = jobset_spec(
+        job,
+        image="nvcr.io/nvidia/pytorch:25.01-py3",
+        lustre_pvc="fsx-lustre",
+        efa_per_node=it.network.efa_interfaces,
+        node_selector={"node.kubernetes.io/instance-type": "p5.48xlarge"},
+    )
     assert (j.module, j.module_args) == (s.module, s.module_args)
     assert j.module_args[:3] == ("run", "--out", "/fsx/validation/c1") and j.module_args[-2:] == ("--phase", "main")
-    assert [(t.name, t.module, t.torchrun) for t in j.then] == [(t.name, t.module, t.torchrun) for t in s.then] == [
-        ("pairs", "workloads.validate", True), ("storage", "workloads.validate", True),
-        ("fabric-only", "workloads.validate", True),
-        ("ddp-data", "workloads.data", False), ("ddp", "workloads.ddp_train", True), ("judge", "workloads.validate", False)]
+    assert (
+        [(t.name, t.module, t.torchrun) for t in j.then]
+        == [(t.name, t.module, t.torchrun) for t in s.then]
+        == [
+            ("pairs", "workloads.validate", True),
+            ("storage", "workloads.validate", True),
+            ("fabric-only", "workloads.validate", True),
+            ("ddp-data", "workloads.data", False),
+            ("ddp", "workloads.ddp_train", True),
+            ("judge", "workloads.validate", False),
+        ]
+    )
     # The pairs step runs the search on its own when the main phase hung (it is a no-op otherwise).
     assert j.then[0].module_args[-2:] == ("--phase", "pairs")
     assert j.then[1].module_args[-2:] == ("--phase", "storage")
@@ -68,8 +81,10 @@ def test_both_launchers_build_torchrun_the_same_way() -> None:
 
     def options(text: str) -> list[str]:
         words = " ".join(text.replace("\\\n", " ").split()).split(" -m torch.distributed.run ", 1)[1].split(" -m ")[0]
-        return [w.split("=", 1)[0] if w.startswith(("--nnodes", "--rdzv-endpoint", "--rdzv-id")) else w
-                for w in words.split()]
+        return [
+            w.split("=", 1)[0] if w.startswith(("--nnodes", "--rdzv-endpoint", "--rdzv-id")) else w
+            for w in words.split()
+        ]
 
     assert options(slurm) == options(pod)
     assert "--rdzv-conf=join_timeout=600,read_timeout=600" in options(slurm)

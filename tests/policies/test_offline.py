@@ -36,8 +36,11 @@ def test_bundled_stack_mandatory_findings_are_only_the_pending_ones(stack: str) 
     # each of those still there (a fixed one must leave the list).
     violations = offline.check_run(bundled_run(stack), load_stack(stack, deployer_placeholder=True)[1])
     found = {v.rule for v in violations if v.mandatory}
-    unexpected = [f"{v.rule} {v.resource_type} {v.resource_name}: {v.message}" for v in violations
-                  if v.mandatory and v.rule not in pending(stack)]
+    unexpected = [
+        f"{v.rule} {v.resource_type} {v.resource_name}: {v.message}"
+        for v in violations
+        if v.mandatory and v.rule not in pending(stack)
+    ]
     assert unexpected == []
     assert found == pending(stack), f"fixed, remove from tests/policies/pending.py: {sorted(pending(stack) - found)}"
 
@@ -50,9 +53,15 @@ def test_bundled_stack_is_governed(stack: str) -> None:
     governed = {t for r in ALL_RULES for t in getattr(r, "resource_types", ())}
     seen = {r.type for r in run.resources} & governed
     spec = load_stack(stack, deployer_placeholder=True)[1]
-    must = ({"aws:ec2/launchTemplate:LaunchTemplate", "aws:ec2/securityGroup:SecurityGroup",
-             "aws:fsx/lustreFileSystem:LustreFileSystem"} if spec.cloud == "aws" else
-            {"gcp:lustre/instance:Instance", "gcp:compute/firewall:Firewall", "gcp:storage/bucket:Bucket"})
+    must = (
+        {
+            "aws:ec2/launchTemplate:LaunchTemplate",
+            "aws:ec2/securityGroup:SecurityGroup",
+            "aws:fsx/lustreFileSystem:LustreFileSystem",
+        }
+        if spec.cloud == "aws"
+        else {"gcp:lustre/instance:Instance", "gcp:compute/firewall:Firewall", "gcp:storage/bucket:Bucket"}
+    )
     assert must <= seen, f"{stack}: no {sorted(must - seen)} among {sorted({r.type for r in run.resources})}"
 
 
@@ -87,8 +96,7 @@ def test_broken_launch_template_is_reported_with_its_ids(stack: str) -> None:
     assert broken.name in text.getvalue()
 
 
-def test_plan_policy_flag(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-                          tmp_path: Path) -> None:
+def test_plan_policy_flag(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     clean = next(s for s in bundled_stacks() if not pending(s))
     monkeypatch.setattr(plan, "run_offline", lambda name, raw: bundled_run(clean))
     out = tmp_path / "plan.json"
@@ -111,10 +119,16 @@ def test_sdk_declared_resources_through_the_offline_check(aws_rec: Recording) ->
     spec = load_stack("aws-h100-eks", deployer_placeholder=True)[1]  # on-demand in us-east-1a, like the test resources
     violations = offline.check_run(aws_rec.run, spec)
     found = {(v.rule, v.resource_name) for v in violations}
-    for expected in [("imdsv2-required", "lt-imdsv1"), ("ebs-encrypted", "lt-unencrypted"),
-                     ("no-public-ip-nodes", "lt-public"), ("no-open-ingress", "sg-bad"),
-                     ("eks-endpoint-restricted", "eks-bad"), ("lustre-protected", "fsx-bad"),
-                     ("s3-public-access-blocked", "bucket-bare"), ("efa-sg-self-traffic", "lt-half-sg")]:
+    for expected in [
+        ("imdsv2-required", "lt-imdsv1"),
+        ("ebs-encrypted", "lt-unencrypted"),
+        ("no-public-ip-nodes", "lt-public"),
+        ("no-open-ingress", "sg-bad"),
+        ("eks-endpoint-restricted", "eks-bad"),
+        ("lustre-protected", "fsx-bad"),
+        ("s3-public-access-blocked", "bucket-bare"),
+        ("efa-sg-self-traffic", "lt-half-sg"),
+    ]:
         assert expected in found, expected
     clean = {v.rule for v in violations if v.resource_name in ("lt-ok", "sg-ok", "fsx-ok", "bucket-ok")}
     assert clean == set()

@@ -30,8 +30,13 @@ ROOT = Path(__file__).resolve().parents[2]
 def analyzer() -> Iterator[analyzer_pb2_grpc.AnalyzerStub]:
     # Pulumi starts a Python pack as the program in its directory; the pack puts the
     # repository root on sys.path itself, so the working directory is the pack's own.
-    proc = subprocess.Popen([sys.executable, str(ROOT / "policies" / "__main__.py")], cwd=ROOT / "policies",
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "policies" / "__main__.py")],
+        cwd=ROOT / "policies",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         port = proc.stdout.readline().strip()
@@ -53,8 +58,12 @@ def _struct(value: dict[str, Any]) -> struct_pb2.Struct:
 
 def _analyze(stub: analyzer_pb2_grpc.AnalyzerStub, res: Recorded) -> list[Any]:
     request = analyzer_pb2.AnalyzeRequest(
-        type=res.type, properties=_struct(res.inputs), urn=res.urn, name=res.name,
-        options=analyzer_pb2.AnalyzerResourceOptions(protect=res.protect))
+        type=res.type,
+        properties=_struct(res.inputs),
+        urn=res.urn,
+        name=res.name,
+        options=analyzer_pb2.AnalyzerResourceOptions(protect=res.protect),
+    )
     return list(stub.Analyze(request, timeout=60).diagnostics)
 
 
@@ -72,8 +81,9 @@ def test_pack_announces_every_rule(analyzer: analyzer_pb2_grpc.AnalyzerStub) -> 
     assert all((p.policy_type == analyzer_pb2.POLICY_TYPE_RESOURCE) == (p.name in resource) for p in info.policies)
 
 
-def test_pack_passes_a_good_resource_and_blocks_a_broken_one(analyzer: analyzer_pb2_grpc.AnalyzerStub,
-                                                             aws_rec: Recording) -> None:
+def test_pack_passes_a_good_resource_and_blocks_a_broken_one(
+    analyzer: analyzer_pb2_grpc.AnalyzerStub, aws_rec: Recording
+) -> None:
     assert _analyze(analyzer, aws_rec.get("lt-ok")) == []
     found = _analyze(analyzer, aws_rec.get("lt-imdsv1"))
     assert [(d.policyName, d.enforcementLevel) for d in found] == [("imdsv2-required", analyzer_pb2.MANDATORY)]
@@ -85,10 +95,16 @@ def test_pack_passes_a_good_resource_and_blocks_a_broken_one(analyzer: analyzer_
 def test_pack_config_reaches_the_rules(analyzer: analyzer_pb2_grpc.AnalyzerStub, aws_rec: Recording) -> None:
     fsx = aws_rec.get("fsx-ok")
     assert _analyze(analyzer, fsx) == []
-    analyzer.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={
-        "lustre-encrypted-cmk": analyzer_pb2.PolicyConfig(enforcementLevel=analyzer_pb2.MANDATORY,
-                                                          properties=_struct({"lustreKmsKeyId": OTHER_KEY}))}),
-        timeout=60)
+    analyzer.Configure(
+        analyzer_pb2.ConfigureAnalyzerRequest(
+            policyConfig={
+                "lustre-encrypted-cmk": analyzer_pb2.PolicyConfig(
+                    enforcementLevel=analyzer_pb2.MANDATORY, properties=_struct({"lustreKmsKeyId": OTHER_KEY})
+                )
+            }
+        ),
+        timeout=60,
+    )
     try:
         found = _analyze(analyzer, fsx)
         assert [d.policyName for d in found] == ["lustre-encrypted-cmk"]
@@ -102,23 +118,47 @@ def test_pack_checks_a_stack(analyzer: analyzer_pb2_grpc.AnalyzerStub, aws_rec: 
         r = aws_rec.get(name)
         deps = aws_rec.property_dependencies.get(r.urn, {})
         return analyzer_pb2.AnalyzerResource(
-            type=r.type, properties=_struct(r.inputs), urn=r.urn, name=r.name,
+            type=r.type,
+            properties=_struct(r.inputs),
+            urn=r.urn,
+            name=r.name,
             options=analyzer_pb2.AnalyzerResourceOptions(protect=r.protect),
-            propertyDependencies={k: analyzer_pb2.AnalyzerPropertyDependencies(urns=v) for k, v in deps.items()})
+            propertyDependencies={k: analyzer_pb2.AnalyzerPropertyDependencies(urns=v) for k, v in deps.items()},
+        )
 
-    ok = analyzer.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(
-        resources=[resource(n) for n in ("bucket-ok", "bucket-ok-pab", "bucket-ok-logging", "bucket-logs",
-                                         "bucket-logs-pab", "lt-ok", "sg-ok", "pg")]),
-        timeout=60)
+    ok = analyzer.AnalyzeStack(
+        analyzer_pb2.AnalyzeStackRequest(
+            resources=[
+                resource(n)
+                for n in (
+                    "bucket-ok",
+                    "bucket-ok-pab",
+                    "bucket-ok-logging",
+                    "bucket-logs",
+                    "bucket-logs-pab",
+                    "lt-ok",
+                    "sg-ok",
+                    "pg",
+                )
+            ]
+        ),
+        timeout=60,
+    )
     assert list(ok.diagnostics) == []
-    bad = analyzer.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(
-        resources=[resource("bucket-bare"), resource("lt-half-sg"), resource("sg-ingress-only")]), timeout=60)
-    assert sorted((d.policyName, d.urn) for d in bad.diagnostics) == sorted([
-        ("s3-public-access-blocked", aws_rec.get("bucket-bare").urn),
-        ("bucket-access-logging", aws_rec.get("bucket-bare").urn),
-        ("efa-sg-self-traffic", aws_rec.get("lt-half-sg").urn),
-        ("efa-placement", aws_rec.get("lt-half-sg").urn),  # no placement group in this stack
-    ])
+    bad = analyzer.AnalyzeStack(
+        analyzer_pb2.AnalyzeStackRequest(
+            resources=[resource("bucket-bare"), resource("lt-half-sg"), resource("sg-ingress-only")]
+        ),
+        timeout=60,
+    )
+    assert sorted((d.policyName, d.urn) for d in bad.diagnostics) == sorted(
+        [
+            ("s3-public-access-blocked", aws_rec.get("bucket-bare").urn),
+            ("bucket-access-logging", aws_rec.get("bucket-bare").urn),
+            ("efa-sg-self-traffic", aws_rec.get("lt-half-sg").urn),
+            ("efa-placement", aws_rec.get("lt-half-sg").urn),  # no placement group in this stack
+        ]
+    )
 
 
 @pytest.mark.parametrize("stack", ["aws-h100-eks", "aws-h200-slurm", "gcp-h100-gke", "gcp-h200-gke", "gcp-h200-slurm"])
@@ -128,8 +168,13 @@ def test_pack_passes_every_resource_of_a_bundled_stack(analyzer: analyzer_pb2_gr
     from tests.policies.test_offline import bundled_run
 
     run = bundled_run(stack)
-    mandatory = [(r.name, d.policyName, d.message) for r in run.resources if r.custom
-                 for d in _analyze(analyzer, r) if d.enforcementLevel == analyzer_pb2.MANDATORY]
+    mandatory = [
+        (r.name, d.policyName, d.message)
+        for r in run.resources
+        if r.custom
+        for d in _analyze(analyzer, r)
+        if d.enforcementLevel == analyzer_pb2.MANDATORY
+    ]
     # Only the resource rules among the findings tests/policies/pending.py lists for the stack.
     expected = pending(stack) & {r.name for r in RESOURCE_RULES}
     assert {name for _, name, _ in mandatory} == expected, mandatory

@@ -52,7 +52,13 @@ CASES: list[tuple[str, str, str, dict[str, Any] | None, str | None]] = [
     ("no-public-ip-nodes", "aws", "native-lt-ok", None, None),
     ("no-public-ip-nodes", "aws", "instance-ok", None, None),
     ("no-public-ip-nodes", "gcp", "template-ok", None, None),
-    ("no-public-ip-nodes", "aws", "lt-public", None, "networkInterfaces[0] (device 0, card 0): associatePublicIpAddress"),
+    (
+        "no-public-ip-nodes",
+        "aws",
+        "lt-public",
+        None,
+        "networkInterfaces[0] (device 0, card 0): associatePublicIpAddress",
+    ),
     ("no-public-ip-nodes", "aws", "native-lt-bad", None, "associatePublicIpAddress is true"),
     ("no-public-ip-nodes", "aws", "instance-bad", None, "associatePublicIpAddress is true"),
     ("no-public-ip-nodes", "gcp", "template-bad", None, "has accessConfigs"),
@@ -100,8 +106,13 @@ CASES: list[tuple[str, str, str, dict[str, Any] | None, str | None]] = [
     ("gke-secrets-encrypted", "gcp", "gke-bad", None, "databaseEncryption"),
     ("iam-no-wildcard-resource", "aws", "iam-ok", None, None),
     ("iam-no-wildcard-resource", "aws", "iam-role-ok", None, None),
-    ("iam-no-wildcard-resource", "aws", "iam-bad", None,
-     "Statement[0] allows pcs:RegisterComputeNodeGroupInstance on Resource '*'"),
+    (
+        "iam-no-wildcard-resource",
+        "aws",
+        "iam-bad",
+        None,
+        "Statement[0] allows pcs:RegisterComputeNodeGroupInstance on Resource '*'",
+    ),
     ("iam-no-wildcard-resource", "aws", "iam-policy-bad", None, "allows s3:* on Resource '*'"),
     ("iam-no-wildcard-resource", "aws", "iam-role-inline-bad", None, "inlinePolicies[0]: Statement[0]"),
     ("kms-key-rotation", "aws", "key-ok", None, None),
@@ -110,10 +121,19 @@ CASES: list[tuple[str, str, str, dict[str, Any] | None, str | None]] = [
 ]
 
 
-@pytest.mark.parametrize("name,program,resource,config,expected", CASES,
-                         ids=[f"{c[0]}:{c[2]}" + (":ok" if c[4] is None else ":bad") for c in CASES])
-def test_rule(request: pytest.FixtureRequest, name: str, program: str, resource: str,
-              config: dict[str, Any] | None, expected: str | None) -> None:
+@pytest.mark.parametrize(
+    "name,program,resource,config,expected",
+    CASES,
+    ids=[f"{c[0]}:{c[2]}" + (":ok" if c[4] is None else ":bad") for c in CASES],
+)
+def test_rule(
+    request: pytest.FixtureRequest,
+    name: str,
+    program: str,
+    resource: str,
+    config: dict[str, Any] | None,
+    expected: str | None,
+) -> None:
     rec = request.getfixturevalue(f"{program}_rec")
     policy = POLICIES[name]
     reports = Reports()
@@ -157,8 +177,13 @@ def test_policies_carry_names_levels_and_ids() -> None:
             assert check_id in p.description, (r.name, check_id)
     # The topology rules only warn; the security rules block.
     assert {r.name for r in ALL_RULES if r.enforcement == "advisory"} == {
-        "gke-secrets-encrypted", "efa-sg-self-traffic", "efa-placement", "gpu-network-mtu", "bucket-lifecycle",
-        "k8s-chart-workloads"}
+        "gke-secrets-encrypted",
+        "efa-sg-self-traffic",
+        "efa-placement",
+        "gpu-network-mtu",
+        "bucket-lifecycle",
+        "k8s-chart-workloads",
+    }
 
 
 def test_readme_lists_every_rule_with_its_ids() -> None:

@@ -25,10 +25,20 @@ NO_FLOW_LOGS = {"exceptions": {"flow-logs": "a two-day benchmark; the trail cost
 CASES: list[tuple[str, str, list[str], dict[str, Any] | None, str | None]] = [
     ("s3-public-access-blocked", "aws", ["bucket-ok", "bucket-ok-pab"], None, None),
     ("s3-public-access-blocked", "aws", ["bucket-by-name", "bucket-by-name-pab"], None, None),
-    ("s3-public-access-blocked", "aws", ["bucket-partial", "bucket-partial-pab"], None,
-     "leaves ignorePublicAcls, restrictPublicBuckets unset or false"),
-    ("s3-public-access-blocked", "aws", ["bucket-bare", "bucket-ok-pab"], None,
-     "'bucket-bare' has no BucketPublicAccessBlock"),
+    (
+        "s3-public-access-blocked",
+        "aws",
+        ["bucket-partial", "bucket-partial-pab"],
+        None,
+        "leaves ignorePublicAcls, restrictPublicBuckets unset or false",
+    ),
+    (
+        "s3-public-access-blocked",
+        "aws",
+        ["bucket-bare", "bucket-ok-pab"],
+        None,
+        "'bucket-bare' has no BucketPublicAccessBlock",
+    ),
     ("efa-sg-self-traffic", "aws", ["lt-ok", "sg-ok"], None, None),
     ("efa-sg-self-traffic", "aws", ["lt-split-sg", "sg-split", "sg-split-in", "sg-split-out"], None, None),
     ("efa-sg-self-traffic", "aws", ["lt-legacy-sg", "sg-legacy", "sg-legacy-in", "sg-legacy-out"], None, None),
@@ -61,8 +71,13 @@ CASES: list[tuple[str, str, list[str], dict[str, Any] | None, str | None]] = [
     ("bucket-access-logging", "gcp", ["gcs-ok", "gcs-logs"], None, None),
     ("bucket-access-logging", "gcp", ["gcs-bad"], None, "'gcs-bad' has no logging.logBucket"),
     ("bucket-lifecycle", "aws", ["bucket-ok", "bucket-ok-versioning", "bucket-ok-lifecycle"], None, None),
-    ("bucket-lifecycle", "aws", ["bucket-versions-kept", "bucket-versions-kept-versioning"], None,
-     "has no enabled lifecycle rule expiring noncurrent versions"),
+    (
+        "bucket-lifecycle",
+        "aws",
+        ["bucket-versions-kept", "bucket-versions-kept-versioning"],
+        None,
+        "has no enabled lifecycle rule expiring noncurrent versions",
+    ),
     ("bucket-lifecycle", "gcp", ["gcs-ok"], None, None),
     ("bucket-lifecycle", "gcp", ["gcs-bad"], None, "no Delete rule on condition.daysSinceNoncurrentTime"),
     ("kms-key-policy", "aws", ["key-ok"], None, None),
@@ -87,8 +102,14 @@ IDS = [f"{c[0]}:{'+'.join(c[2])}" + (":ok" if c[4] is None else ":bad") for c in
 
 
 @pytest.mark.parametrize("name,program,names,config,expected", CASES, ids=IDS)
-def test_stack_rule_as_crossguard_sees_it(request: pytest.FixtureRequest, name: str, program: str, names: list[str],
-                                          config: dict[str, Any] | None, expected: str | None) -> None:
+def test_stack_rule_as_crossguard_sees_it(
+    request: pytest.FixtureRequest,
+    name: str,
+    program: str,
+    names: list[str],
+    config: dict[str, Any] | None,
+    expected: str | None,
+) -> None:
     rec: Recording = request.getfixturevalue(f"{program}_rec")
     policy = POLICIES[name]
     assert isinstance(policy, StackValidationPolicy)
@@ -103,9 +124,14 @@ def test_stack_rule_as_crossguard_sees_it(request: pytest.FixtureRequest, name: 
 
 
 @pytest.mark.parametrize("name,program,names,config,expected", CASES, ids=IDS)
-def test_stack_rule_as_the_offline_engine_records_it(request: pytest.FixtureRequest, name: str, program: str,
-                                                      names: list[str], config: dict[str, Any] | None,
-                                                      expected: str | None) -> None:
+def test_stack_rule_as_the_offline_engine_records_it(
+    request: pytest.FixtureRequest,
+    name: str,
+    program: str,
+    names: list[str],
+    config: dict[str, Any] | None,
+    expected: str | None,
+) -> None:
     rec: Recording = request.getfixturevalue(f"{program}_rec")
     run = OfflineRun(stack="policy-test", resources=[rec.get(n) for n in names])
     findings = cast(StackRule, rule(name)).check(stack_resources(run), RuleContext.from_config(config))
@@ -138,13 +164,22 @@ def test_manifest_findings_reads_rendered_yaml() -> None:
     from policies.workloads import manifest_findings
 
     digest = "@sha256:" + "0" * 64
-    hardened = {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
-                "seccompProfile": {"type": "RuntimeDefault"}}
-    pod = {"automountServiceAccountToken": False,
-           "containers": [{"name": "w", "image": f"ghcr.io/x/train:1{digest}", "securityContext": hardened}]}
-    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-              "metadata": {"name": "v", "namespace": "gpu-jobs"},
-              "spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {"template": {"spec": pod}}}}]}}
+    hardened = {
+        "allowPrivilegeEscalation": False,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    pod = {
+        "automountServiceAccountToken": False,
+        "containers": [{"name": "w", "image": f"ghcr.io/x/train:1{digest}", "securityContext": hardened}],
+    }
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "v", "namespace": "gpu-jobs"},
+        "spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {"template": {"spec": pod}}}}]},
+    }
     assert manifest_findings(jobset) == []
     pod["containers"][0]["image"] = "ghcr.io/x/train:1"
     del pod["containers"][0]["securityContext"]["capabilities"]
@@ -163,8 +198,9 @@ def test_new_stack_rules_run_during_a_preview_with_unknown_inputs(aws_rec: Recor
         if res.name == "key-ok":
             res.props = unknown_checking_proxy({**aws_rec.get("key-ok").inputs, "policy": UNKNOWN_STRING_VALUE})
         if res.name == "bucket-ok-logging":
-            res.props = unknown_checking_proxy({**aws_rec.get("bucket-ok-logging").inputs,
-                                                "targetBucket": UNKNOWN_STRING_VALUE})
+            res.props = unknown_checking_proxy(
+                {**aws_rec.get("bucket-ok-logging").inputs, "targetBucket": UNKNOWN_STRING_VALUE}
+            )
     for name in ("kms-key-policy", "bucket-access-logging"):
         reports = Reports()
         POLICIES[name].validate(args, reports)

@@ -20,8 +20,11 @@ DEPLOYER_ADDR = "8.8.8.8"
 def write_stack(tmp_path: Path) -> Callable[..., str]:
     def write(cluster: dict[str, Any], config: dict[str, Any] | None = None) -> str:
         path = tmp_path / "Pulumi.preflight-test.yaml"
-        path.write_text(yaml.safe_dump({"config": {**(config or {}), "gpu-cluster:cluster": cluster}}), encoding="utf-8")
+        path.write_text(
+            yaml.safe_dump({"config": {**(config or {}), "gpu-cluster:cluster": cluster}}), encoding="utf-8"
+        )
         return str(path)
+
     return write
 
 

@@ -36,10 +36,18 @@ NUMBER = "123456789012"
 
 def machine_type(zone: str, name: str, gpus: int = 8, accel: str = "nvidia-h100-mega-80gb") -> dict[str, Any]:
     return {
-        "kind": "compute#machineType", "id": "901208", "creationTimestamp": "2024-01-01T00:00:00.000-08:00",
-        "name": name, "description": f"{gpus} {accel} GPUs", "guestCpus": 208, "memoryMb": 1916928,
-        "imageSpaceGb": 0, "maximumPersistentDisks": 128, "maximumPersistentDisksSizeGb": "263168",
-        "zone": zone, "isSharedCpu": False,
+        "kind": "compute#machineType",
+        "id": "901208",
+        "creationTimestamp": "2024-01-01T00:00:00.000-08:00",
+        "name": name,
+        "description": f"{gpus} {accel} GPUs",
+        "guestCpus": 208,
+        "memoryMb": 1916928,
+        "imageSpaceGb": 0,
+        "maximumPersistentDisks": 128,
+        "maximumPersistentDisksSizeGb": "263168",
+        "zone": zone,
+        "isSharedCpu": False,
         "accelerators": [{"guestAcceleratorType": accel, "guestAcceleratorCount": gpus}],
         "selfLink": f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{zone}/machineTypes/{name}",
     }
@@ -47,8 +55,11 @@ def machine_type(zone: str, name: str, gpus: int = 8, accel: str = "nvidia-h100-
 
 def reservation(zone: str, name: str, mtype: str, count: int, in_use: int = 0, status: str = "READY") -> dict[str, Any]:
     return {
-        "kind": "compute#reservation", "id": "4445556667", "creationTimestamp": "2026-11-20T10:00:00.000-08:00",
-        "name": name, "zone": f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{zone}",
+        "kind": "compute#reservation",
+        "id": "4445556667",
+        "creationTimestamp": "2026-11-20T10:00:00.000-08:00",
+        "name": name,
+        "zone": f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{zone}",
         "selfLink": f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{zone}/reservations/{name}",
         "specificReservation": {
             "instanceProperties": {
@@ -56,21 +67,36 @@ def reservation(zone: str, name: str, mtype: str, count: int, in_use: int = 0, s
                 "guestAccelerators": [{"acceleratorType": "nvidia-h200-141gb", "acceleratorCount": 8}],
                 "localSsds": [{"diskSizeGb": "375", "interface": "NVME"}] * 8,
             },
-            "count": str(count), "inUseCount": str(in_use), "assuredCount": str(count),
+            "count": str(count),
+            "inUseCount": str(in_use),
+            "assuredCount": str(count),
         },
-        "specificReservationRequired": True, "status": status, "deploymentType": "DENSE",
+        "specificReservationRequired": True,
+        "status": status,
+        "deploymentType": "DENSE",
     }
 
 
 def aggregated_reservations(by_scope: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     items: dict[str, Any] = {}
     for scope, found in by_scope.items():
-        items[scope] = {"reservations": found} if found else {
-            "warning": {"code": "NO_RESULTS_ON_PAGE", "message": "There are no results for scope "
-                                                                 f"'{scope}' on this page.",
-                        "data": [{"key": "scope", "value": scope}]}}
-    return {"kind": "compute#reservationAggregatedList", "id": f"projects/{PROJECT}/aggregated/reservations",
-            "items": items, "selfLink": f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/aggregated/reservations"}
+        items[scope] = (
+            {"reservations": found}
+            if found
+            else {
+                "warning": {
+                    "code": "NO_RESULTS_ON_PAGE",
+                    "message": f"There are no results for scope '{scope}' on this page.",
+                    "data": [{"key": "scope", "value": scope}],
+                }
+            }
+        )
+    return {
+        "kind": "compute#reservationAggregatedList",
+        "id": f"projects/{PROJECT}/aggregated/reservations",
+        "items": items,
+        "selfLink": f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/aggregated/reservations",
+    }
 
 
 def quotas(*items: tuple[str, float, float]) -> list[dict[str, Any]]:
@@ -78,20 +104,32 @@ def quotas(*items: tuple[str, float, float]) -> list[dict[str, Any]]:
 
 
 def region(name: str, *items: tuple[str, float, float]) -> dict[str, Any]:
-    return {"kind": "compute#region", "id": "1000", "name": name, "status": "UP",
-            "selfLink": f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/regions/{name}",
-            "quotas": quotas(("CPUS", 2400, 0), *items)}
+    return {
+        "kind": "compute#region",
+        "id": "1000",
+        "name": name,
+        "status": "UP",
+        "selfLink": f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/regions/{name}",
+        "quotas": quotas(("CPUS", 2400, 0), *items),
+    }
 
 
 def project(*items: tuple[str, float, float]) -> dict[str, Any]:
-    return {"kind": "compute#project", "id": NUMBER, "name": PROJECT,
-            "quotas": quotas(("SNAPSHOTS", 5000, 0), *items)}
+    return {"kind": "compute#project", "id": NUMBER, "name": PROJECT, "quotas": quotas(("SNAPSHOTS", 5000, 0), *items)}
 
 
 def services(states: dict[str, str]) -> dict[str, Any]:
-    return {"services": [{"name": f"projects/{NUMBER}/services/{api}", "parent": f"projects/{NUMBER}",
-                          "config": {"name": api, "title": api.split(".")[0]}, "state": state}
-                         for api, state in states.items()]}
+    return {
+        "services": [
+            {
+                "name": f"projects/{NUMBER}/services/{api}",
+                "parent": f"projects/{NUMBER}",
+                "config": {"name": api, "title": api.split(".")[0]},
+                "state": state,
+            }
+            for api, state in states.items()
+        ]
+    }
 
 
 def locations(*regions: str) -> dict[str, Any]:

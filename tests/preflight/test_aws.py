@@ -56,9 +56,14 @@ def aws_env(moto_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> st
 
 def cluster(**over: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
-        "name": "pf", "cloud": "aws", "region": REGION, "zone": "us-east-1a",
+        "name": "pf",
+        "cloud": "aws",
+        "region": REGION,
+        "zone": "us-east-1a",
         "compute": {"instance_type": "p5.48xlarge", "nodes": 4, "capacity": {"type": "on-demand"}},
-        "storage": {"lustre": {"size_gib": 4800, "throughput_mbps_per_tib": 250, "import_path": f"s3://{DATA}/tokens/"}},
+        "storage": {
+            "lustre": {"size_gib": 4800, "throughput_mbps_per_tib": 250, "import_path": f"s3://{DATA}/tokens/"}
+        },
         "orchestration": {"kind": "eks", "deployer_cidrs": [DEPLOYER_NET]},
     }
     for path, value in over.items():
@@ -72,11 +77,21 @@ def cluster(**over: Any) -> dict[str, Any]:
 
 def quota_answer(code: str, name: str, value: float, service: str = "ec2") -> dict[str, Any]:
     """GetServiceQuota's documented response (Service Quotas API reference, GetServiceQuota)."""
-    return {"Quota": {"ServiceCode": service, "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)"
-                      if service == "ec2" else "Amazon Elastic Kubernetes Service (Amazon EKS)",
-                      "QuotaArn": f"arn:aws:servicequotas:{REGION}:123456789012:{service}/{code}",
-                      "QuotaCode": code, "QuotaName": name, "Value": value, "Unit": "None",
-                      "Adjustable": True, "GlobalQuota": False}}
+    return {
+        "Quota": {
+            "ServiceCode": service,
+            "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)"
+            if service == "ec2"
+            else "Amazon Elastic Kubernetes Service (Amazon EKS)",
+            "QuotaArn": f"arn:aws:servicequotas:{REGION}:123456789012:{service}/{code}",
+            "QuotaCode": code,
+            "QuotaName": name,
+            "Value": value,
+            "Unit": "None",
+            "Adjustable": True,
+            "GlobalQuota": False,
+        }
+    }
 
 
 def quotas_client(answers: list[dict[str, Any]]) -> Any:
@@ -90,8 +105,10 @@ def quotas_client(answers: list[dict[str, Any]]) -> Any:
 
 
 def good_quotas(p_vcpus: float = 1536, nodes_per_group: float = 450) -> list[dict[str, Any]]:
-    return [quota_answer("L-417A185B", "Running On-Demand P instances", p_vcpus),
-            quota_answer("L-BD136A63", "Nodes per managed node group", nodes_per_group, service="eks")]
+    return [
+        quota_answer("L-417A185B", "Running On-Demand P instances", p_vcpus),
+        quota_answer("L-BD136A63", "Nodes per managed node group", nodes_per_group, service="eks"),
+    ]
 
 
 def make_bucket(name: str = DATA, region: str = REGION) -> None:
@@ -102,8 +119,13 @@ def make_bucket(name: str = DATA, region: str = REGION) -> None:
         s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": region})
 
 
-def run_cli(write_stack: Callable[..., str], obj: dict[str, Any], quotas: list[dict[str, Any]],
-            checkip_url: str | None = None, monkeypatch: pytest.MonkeyPatch | None = None) -> tuple[int, str, str]:
+def run_cli(
+    write_stack: Callable[..., str],
+    obj: dict[str, Any],
+    quotas: list[dict[str, Any]],
+    checkip_url: str | None = None,
+    monkeypatch: pytest.MonkeyPatch | None = None,
+) -> tuple[int, str, str]:
     clients = replace(pf.AwsClients.from_environment(REGION), quotas=quotas_client(quotas))
     out, err = io.StringIO(), io.StringIO()
     args = [write_stack(obj)]
@@ -119,8 +141,9 @@ def run_cli(write_stack: Callable[..., str], obj: dict[str, Any], quotas: list[d
 # The whole command against moto
 
 
-def test_a_good_on_demand_eks_stack_passes(aws_env: str, write_stack: Callable[..., str],
-                                           checkip: Callable[[str], str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_good_on_demand_eks_stack_passes(
+    aws_env: str, write_stack: Callable[..., str], checkip: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     make_bucket()
     code, out, err = run_cli(write_stack, cluster(), good_quotas(), checkip(DEPLOYER_ADDR), monkeypatch)
     assert (code, out) == (0, ""), out + err
@@ -136,15 +159,22 @@ def test_every_problem_is_reported_at_once_with_its_path(aws_env: str, write_sta
     lines = out.strip().splitlines()
     assert code == 2
     assert any(line.startswith("zone: us-east-1e (the GPU nodes' zone) is zone ID use1-az3") for line in lines), out
-    assert any(line.startswith("compute.nodes: 4 x p5.48xlarge need 768 vCPUs") and "L-417A185B" in line
-               and "allowed: at most 2 nodes" in line for line in lines), out
+    assert any(
+        line.startswith("compute.nodes: 4 x p5.48xlarge need 768 vCPUs")
+        and "L-417A185B" in line
+        and "allowed: at most 2 nodes" in line
+        for line in lines
+    ), out
     assert any(line.startswith(f"storage.lustre.import_path: bucket '{DATA}' does not exist") for line in lines), out
 
 
-def test_a_type_not_offered_in_the_zone_names_the_zones_that_offer_it(aws_env: str, write_stack: Callable[..., str]) -> None:
+def test_a_type_not_offered_in_the_zone_names_the_zones_that_offer_it(
+    aws_env: str, write_stack: Callable[..., str]
+) -> None:
     make_bucket()
     offered = boto3.client("ec2", region_name=REGION).describe_instance_type_offerings(
-        LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": ["p5en.48xlarge"]}])
+        LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": ["p5en.48xlarge"]}]
+    )
     zones = sorted(o["Location"] for o in offered["InstanceTypeOfferings"])
     assert zones and "us-east-1b" not in zones  # moto's offering data, read rather than assumed
     obj = cluster(zone="us-east-1b", compute__instance_type="p5en.48xlarge")
@@ -157,8 +187,10 @@ def test_a_bucket_in_another_region_is_refused(aws_env: str, write_stack: Callab
     make_bucket(region="us-west-2")
     code, out, _ = run_cli(write_stack, cluster(), good_quotas())
     assert code == 2
-    assert out.strip() == (f"storage.lustre.import_path: bucket '{DATA}' is in us-west-2, not the stack's region "
-                           f"us-east-1 (allowed: a bucket in us-east-1)")
+    assert out.strip() == (
+        f"storage.lustre.import_path: bucket '{DATA}' is in us-west-2, not the stack's region "
+        f"us-east-1 (allowed: a bucket in us-east-1)"
+    )
 
 
 def test_a_checkpoint_bucket_name_already_taken_is_refused(aws_env: str, write_stack: Callable[..., str]) -> None:
@@ -174,8 +206,10 @@ def test_eks_nodes_per_group_quota(aws_env: str, write_stack: Callable[..., str]
     make_bucket()
     code, out, _ = run_cli(write_stack, cluster(compute__nodes=4), good_quotas(nodes_per_group=3))
     assert code == 2
-    assert "compute.nodes: a managed node group of 4 nodes exceeds the EKS quota 'Nodes per managed node group' " \
-           "(L-BD136A63) of 3" in out
+    assert (
+        "compute.nodes: a managed node group of 4 nodes exceeds the EKS quota 'Nodes per managed node group' "
+        "(L-BD136A63) of 3" in out
+    )
 
 
 def test_a_quota_code_whose_name_differs_is_could_not_check(aws_env: str, write_stack: Callable[..., str]) -> None:
@@ -183,13 +217,15 @@ def test_a_quota_code_whose_name_differs_is_could_not_check(aws_env: str, write_
     wrong = [quota_answer("L-417A185B", "Running On-Demand G and VT instances", 9999), good_quotas()[1]]
     code, out, _ = run_cli(write_stack, cluster(), wrong)
     assert code == 3
-    assert "could not check service quotas: service quota ec2/L-417A185B is named 'Running On-Demand G and VT " \
-           "instances', not 'Running On-Demand P instances'" in out
+    assert (
+        "could not check service quotas: service quota ec2/L-417A185B is named 'Running On-Demand G and VT "
+        "instances', not 'Running On-Demand P instances'" in out
+    )
 
 
-def test_missing_deployer_ranges_and_an_address_outside_them(aws_env: str, write_stack: Callable[..., str],
-                                                             checkip: Callable[[str], str],
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_deployer_ranges_and_an_address_outside_them(
+    aws_env: str, write_stack: Callable[..., str], checkip: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     make_bucket()
     obj = cluster()
     del obj["orchestration"]["deployer_cidrs"]
@@ -197,7 +233,9 @@ def test_missing_deployer_ranges_and_an_address_outside_them(aws_env: str, write
     assert code == 2 and out.startswith("orchestration.deployer_cidrs: required for eks with a public endpoint")
     code, out, _ = run_cli(write_stack, cluster(), good_quotas(), checkip("1.1.1.1"), monkeypatch)
     assert code == 2
-    assert out.strip().startswith(f"orchestration.deployer_cidrs: this machine leaves from 1.1.1.1, which is in none of {DEPLOYER_NET}")
+    assert out.strip().startswith(
+        f"orchestration.deployer_cidrs: this machine leaves from 1.1.1.1, which is in none of {DEPLOYER_NET}"
+    )
 
 
 def test_a_slurm_stack_asks_no_eks_quota_and_no_deployer_range(aws_env: str, write_stack: Callable[..., str]) -> None:
@@ -207,8 +245,9 @@ def test_a_slurm_stack_asks_no_eks_quota_and_no_deployer_range(aws_env: str, wri
     assert (code, out) == (0, ""), out + err
 
 
-def test_no_credentials_is_could_not_check(aws_env: str, write_stack: Callable[..., str],
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_credentials_is_could_not_check(
+    aws_env: str, write_stack: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
@@ -218,8 +257,9 @@ def test_no_credentials_is_could_not_check(aws_env: str, write_stack: Callable[.
     assert "could not check S3 buckets: not run: no AWS credentials found" in out
 
 
-def test_an_unreachable_endpoint_is_could_not_check(aws_env: str, write_stack: Callable[..., str],
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unreachable_endpoint_is_could_not_check(
+    aws_env: str, write_stack: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -243,13 +283,23 @@ CR = "cr-0123456789abcdef0"
 
 def reservation(**over: Any) -> dict[str, Any]:
     r: dict[str, Any] = {
-        "CapacityReservationId": CR, "OwnerId": "123456789012",
+        "CapacityReservationId": CR,
+        "OwnerId": "123456789012",
         "CapacityReservationArn": f"arn:aws:ec2:{REGION}:123456789012:capacity-reservation/{CR}",
-        "AvailabilityZoneId": "use1-az6", "InstanceType": "p5.48xlarge", "InstancePlatform": "Linux/UNIX",
-        "AvailabilityZone": "us-east-1a", "Tenancy": "default", "TotalInstanceCount": 16,
-        "AvailableInstanceCount": 16, "EbsOptimized": True, "State": "active",
-        "StartDate": NOW - dt.timedelta(hours=2), "EndDate": NOW + dt.timedelta(days=2), "EndDateType": "limited",
-        "InstanceMatchCriteria": "targeted", "CreateDate": NOW - dt.timedelta(days=3),
+        "AvailabilityZoneId": "use1-az6",
+        "InstanceType": "p5.48xlarge",
+        "InstancePlatform": "Linux/UNIX",
+        "AvailabilityZone": "us-east-1a",
+        "Tenancy": "default",
+        "TotalInstanceCount": 16,
+        "AvailableInstanceCount": 16,
+        "EbsOptimized": True,
+        "State": "active",
+        "StartDate": NOW - dt.timedelta(hours=2),
+        "EndDate": NOW + dt.timedelta(days=2),
+        "EndDateType": "limited",
+        "InstanceMatchCriteria": "targeted",
+        "CreateDate": NOW - dt.timedelta(days=3),
         "ReservationType": "capacity-block",
     }
     r.update(over)
@@ -260,11 +310,18 @@ def capacity_ctx(obj: dict[str, Any], answer: dict[str, Any] | None, error: str 
     ec2 = boto3.client("ec2", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
     stub = Stubber(ec2)
     if error:
-        stub.add_client_error("describe_capacity_reservations", service_error_code=error, http_status_code=400,
-                              expected_params={"CapacityReservationIds": [CR]})
+        stub.add_client_error(
+            "describe_capacity_reservations",
+            service_error_code=error,
+            http_status_code=400,
+            expected_params={"CapacityReservationIds": [CR]},
+        )
     else:
-        stub.add_response("describe_capacity_reservations", {"CapacityReservations": [answer] if answer else []},
-                          {"CapacityReservationIds": [CR]})
+        stub.add_response(
+            "describe_capacity_reservations",
+            {"CapacityReservations": [answer] if answer else []},
+            {"CapacityReservationIds": [CR]},
+        )
     stub.activate()
     spec = parse_spec(obj)
     return Context(spec=spec, raw=obj, clients=pf.AwsClients(sts=None, ec2=ec2, s3=None, quotas=None))
@@ -282,21 +339,34 @@ def problems(ctx: Context) -> list[str]:
 def test_an_active_block_that_fits_passes_and_says_when_it_ends() -> None:
     ctx = capacity_ctx(block_stack(), reservation())
     assert problems(ctx) == []
-    assert ctx.notes == [f"{CR} (capacity block) is active since 2026-12-01 07:00 UTC; it ends 2026-12-03 09:00 UTC (48 h from now)"]
+    assert ctx.notes == [
+        f"{CR} (capacity block) is active since 2026-12-01 07:00 UTC; it ends 2026-12-03 09:00 UTC (48 h from now)"
+    ]
 
 
 def test_a_scheduled_block_passes_and_says_when_it_starts() -> None:
-    ctx = capacity_ctx(block_stack(), reservation(State="scheduled", StartDate=NOW + dt.timedelta(days=1),
-                                                  EndDate=NOW + dt.timedelta(days=8)))
+    ctx = capacity_ctx(
+        block_stack(),
+        reservation(State="scheduled", StartDate=NOW + dt.timedelta(days=1), EndDate=NOW + dt.timedelta(days=8)),
+    )
     assert problems(ctx) == []
-    assert ctx.notes == [f"{CR} (capacity block) is scheduled: it starts 2026-12-02 09:00 UTC and ends "
-                         "2026-12-09 09:00 UTC; nodes can launch only from its start"]
+    assert ctx.notes == [
+        f"{CR} (capacity block) is scheduled: it starts 2026-12-02 09:00 UTC and ends "
+        "2026-12-09 09:00 UTC; nodes can launch only from its start"
+    ]
 
 
 def test_a_block_of_the_wrong_type_zone_and_size_is_refused_on_each_count() -> None:
-    ctx = capacity_ctx(block_stack(), reservation(InstanceType="p5en.48xlarge", AvailabilityZone="us-east-1c",
-                                                  AvailabilityZoneId="use1-az2", TotalInstanceCount=8,
-                                                  AvailableInstanceCount=8))
+    ctx = capacity_ctx(
+        block_stack(),
+        reservation(
+            InstanceType="p5en.48xlarge",
+            AvailabilityZone="us-east-1c",
+            AvailabilityZoneId="use1-az2",
+            TotalInstanceCount=8,
+            AvailableInstanceCount=8,
+        ),
+    )
     assert problems(ctx) == [
         f"compute.instance_type: p5.48xlarge does not match {CR}, which reserves p5en.48xlarge (allowed: p5en.48xlarge)",
         f"zone: us-east-1a does not match {CR}, which is in us-east-1c (zone ID use1-az2; allowed: us-east-1c)",
@@ -314,55 +384,89 @@ def test_an_expired_block_and_an_odcr_named_as_a_block_are_refused() -> None:
 
 def test_instances_in_use_by_other_launches_leave_too_few() -> None:
     obj = cluster(compute__capacity={"type": "reservation", "id": CR}, compute__nodes=4)
-    answer = reservation(ReservationType="default", TotalInstanceCount=4, AvailableInstanceCount=1,
-                         EndDateType="unlimited")
+    answer = reservation(
+        ReservationType="default", TotalInstanceCount=4, AvailableInstanceCount=1, EndDateType="unlimited"
+    )
     del answer["EndDate"]
     ctx = capacity_ctx(obj, answer)
-    assert problems(ctx) == [f"compute.nodes: 4 nodes do not fit {CR}: 3 of its 4 instances are in use by other "
-                             "launches, 1 free (allowed: 1..1)"]
+    assert problems(ctx) == [
+        f"compute.nodes: 4 nodes do not fit {CR}: 3 of its 4 instances are in use by other "
+        "launches, 1 free (allowed: 1..1)"
+    ]
     assert ctx.notes == [f"{CR} (capacity reservation) is active, with no end date"]
 
 
 def test_a_missing_reservation_is_refused() -> None:
     ctx = capacity_ctx(block_stack(), None, error="InvalidCapacityReservationId.NotFound")
-    assert problems(ctx) == [f"compute.capacity.id: {CR} is no capacity block this account can see in us-east-1 "
-                             "(allowed: an id from `aws ec2 describe-capacity-reservations`)"]
+    assert problems(ctx) == [
+        f"compute.capacity.id: {CR} is no capacity block this account can see in us-east-1 "
+        "(allowed: an id from `aws ec2 describe-capacity-reservations`)"
+    ]
 
 
 def test_an_odcr_made_in_a_placement_group_does_not_match_a_launch_without_one() -> None:
     obj = cluster(compute__capacity={"type": "reservation", "id": CR}, compute__nodes=4)
-    ctx = capacity_ctx(obj, reservation(ReservationType="default", TotalInstanceCount=4, AvailableInstanceCount=4,
-                                        PlacementGroupArn=f"arn:aws:ec2:{REGION}:123456789012:placement-group/train-pg"))
+    ctx = capacity_ctx(
+        obj,
+        reservation(
+            ReservationType="default",
+            TotalInstanceCount=4,
+            AvailableInstanceCount=4,
+            PlacementGroupArn=f"arn:aws:ec2:{REGION}:123456789012:placement-group/train-pg",
+        ),
+    )
     assert not ctx.spec.interconnect.placement
-    assert problems(ctx) == [f"compute.capacity.placement_group: {CR} was made in cluster placement group 'train-pg'; "
-                             "it matches only launches into that group, and this stack launches into none, so no "
-                             "node would use the reservation (allowed: placement_group: train-pg)"]
+    assert problems(ctx) == [
+        f"compute.capacity.placement_group: {CR} was made in cluster placement group 'train-pg'; "
+        "it matches only launches into that group, and this stack launches into none, so no "
+        "node would use the reservation (allowed: placement_group: train-pg)"
+    ]
     # Naming the group the reservation was made in is what makes it match.
     obj = cluster(compute__capacity={"type": "reservation", "id": CR, "placement_group": "train-pg"}, compute__nodes=4)
-    ctx = capacity_ctx(obj, reservation(ReservationType="default", TotalInstanceCount=4, AvailableInstanceCount=4,
-                                        PlacementGroupArn=f"arn:aws:ec2:{REGION}:123456789012:placement-group/train-pg"))
+    ctx = capacity_ctx(
+        obj,
+        reservation(
+            ReservationType="default",
+            TotalInstanceCount=4,
+            AvailableInstanceCount=4,
+            PlacementGroupArn=f"arn:aws:ec2:{REGION}:123456789012:placement-group/train-pg",
+        ),
+    )
     assert [p for p in problems(ctx) if "placement" in p] == []
     obj = cluster(compute__capacity={"type": "reservation", "id": CR, "placement_group": "other-pg"}, compute__nodes=4)
-    ctx = capacity_ctx(obj, reservation(ReservationType="default", TotalInstanceCount=4, AvailableInstanceCount=4,
-                                        PlacementGroupArn=f"arn:aws:ec2:{REGION}:123456789012:placement-group/train-pg"))
+    ctx = capacity_ctx(
+        obj,
+        reservation(
+            ReservationType="default",
+            TotalInstanceCount=4,
+            AvailableInstanceCount=4,
+            PlacementGroupArn=f"arn:aws:ec2:{REGION}:123456789012:placement-group/train-pg",
+        ),
+    )
     assert any("launches into other-pg; only launches into 'train-pg' match it" in p for p in problems(ctx))
 
 
 def test_the_capacity_checks_run_in_the_runner_with_one_call() -> None:
     ctx = capacity_ctx(block_stack(), reservation())
-    result = run_checks(ctx, [c for c in pf.checks(None) if c.name.startswith(("capacity", "placement"))],
-                        progress=io.StringIO())
+    result = run_checks(
+        ctx, [c for c in pf.checks(None) if c.name.startswith(("capacity", "placement"))], progress=io.StringIO()
+    )
     assert result.exit_code == 0 and result.problems == []  # the Stubber held one answer: the cache shared it
 
 
 def test_a_zone_the_account_lacks_is_refused(aws_env: str, write_stack: Callable[..., str]) -> None:
     make_bucket()
-    zones = [z["ZoneName"] for z in boto3.client("ec2", region_name=REGION).describe_availability_zones()["AvailabilityZones"]]
+    zones = [
+        z["ZoneName"]
+        for z in boto3.client("ec2", region_name=REGION).describe_availability_zones()["AvailabilityZones"]
+    ]
     assert "us-east-1g" not in zones
     code, out, _ = run_cli(write_stack, cluster(zone="us-east-1g", orchestration={"kind": "slurm"}), good_quotas()[:1])
     assert code == 2
-    assert out.splitlines()[0] == ("zone: 'us-east-1g' is not a zone this account has in us-east-1 (allowed: a zone listed "
-                                   "by `aws ec2 describe-availability-zones --region us-east-1`)")
+    assert out.splitlines()[0] == (
+        "zone: 'us-east-1g' is not a zone this account has in us-east-1 (allowed: a zone listed "
+        "by `aws ec2 describe-availability-zones --region us-east-1`)"
+    )
 
 
 def test_spot_nodes_are_held_to_the_spot_p_quota(aws_env: str, write_stack: Callable[..., str]) -> None:
@@ -370,9 +474,11 @@ def test_spot_nodes_are_held_to_the_spot_p_quota(aws_env: str, write_stack: Call
     spot = [quota_answer("L-7212CCBC", "All P Spot Instance Requests", 192), good_quotas()[1]]
     code, out, _ = run_cli(write_stack, cluster(compute__capacity={"type": "spot"}), spot)
     assert code == 2
-    assert out.strip() == ("compute.nodes: 4 x p5.48xlarge need 768 vCPUs but the quota 'All P Spot Instance Requests' "
-                           "(L-7212CCBC) is 192 in us-east-1, before any running instance counts against it (allowed: "
-                           "at most 1 nodes, or request an increase)")
+    assert out.strip() == (
+        "compute.nodes: 4 x p5.48xlarge need 768 vCPUs but the quota 'All P Spot Instance Requests' "
+        "(L-7212CCBC) is 192 in us-east-1, before any running instance counts against it (allowed: "
+        "at most 1 nodes, or request an increase)"
+    )
 
 
 def test_a_reservation_asks_no_vcpu_quota(aws_env: str, write_stack: Callable[..., str]) -> None:

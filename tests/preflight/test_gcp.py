@@ -33,7 +33,10 @@ def server() -> Iterator[rec.Recorded]:
 
 def gke_stack() -> dict[str, Any]:
     return {
-        "name": "pf", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a",
+        "name": "pf",
+        "cloud": "gcp",
+        "region": "us-central1",
+        "zone": "us-central1-a",
         "compute": {"instance_type": "a3-megagpu-8g", "nodes": 4, "capacity": {"type": "flex-start"}},
         "storage": {"lustre": {"size_gib": 36000, "throughput_mbps_per_tib": 250}},
         "orchestration": {"kind": "gke", "deployer_cidrs": [DEPLOYER_NET]},
@@ -42,30 +45,56 @@ def gke_stack() -> dict[str, Any]:
 
 def slurm_stack() -> dict[str, Any]:
     return {
-        "name": "pf", "cloud": "gcp", "region": "europe-west1", "zone": "europe-west1-b",
-        "compute": {"instance_type": "a3-ultragpu-8g", "nodes": 2, "capacity": {"type": "reservation", "id": "h200-block-1"}},
+        "name": "pf",
+        "cloud": "gcp",
+        "region": "europe-west1",
+        "zone": "europe-west1-b",
+        "compute": {
+            "instance_type": "a3-ultragpu-8g",
+            "nodes": 2,
+            "capacity": {"type": "reservation", "id": "h200-block-1"},
+        },
         "storage": {"lustre": {"size_gib": 36000, "throughput_mbps_per_tib": 500}},
         "orchestration": {"kind": "slurm"},
     }
 
 
-def record_gke(s: rec.Recorded, preemptible: float = 64, all_regions: float = 64, disabled: tuple[str, ...] = ()) -> None:
-    s.answer(f"/v1/projects/{P}/services:batchGet",
-             rec.services({a: "DISABLED" if a in disabled else "ENABLED" for a in GKE_APIS}))
-    s.answer(f"/compute/v1/projects/{P}/zones/us-central1-a/machineTypes/a3-megagpu-8g",
-             rec.machine_type("us-central1-a", "a3-megagpu-8g"))
-    s.answer(f"/compute/v1/projects/{P}/regions/us-central1",
-             rec.region("us-central1", ("NVIDIA_H100_MEGA_GPUS", 0, 0), ("PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS", preemptible, 0)))
+def record_gke(
+    s: rec.Recorded, preemptible: float = 64, all_regions: float = 64, disabled: tuple[str, ...] = ()
+) -> None:
+    s.answer(
+        f"/v1/projects/{P}/services:batchGet",
+        rec.services({a: "DISABLED" if a in disabled else "ENABLED" for a in GKE_APIS}),
+    )
+    s.answer(
+        f"/compute/v1/projects/{P}/zones/us-central1-a/machineTypes/a3-megagpu-8g",
+        rec.machine_type("us-central1-a", "a3-megagpu-8g"),
+    )
+    s.answer(
+        f"/compute/v1/projects/{P}/regions/us-central1",
+        rec.region(
+            "us-central1", ("NVIDIA_H100_MEGA_GPUS", 0, 0), ("PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS", preemptible, 0)
+        ),
+    )
     s.answer(f"/compute/v1/projects/{P}", rec.project(("GPUS_ALL_REGIONS", all_regions, 0)))
 
 
-def record_slurm(s: rec.Recorded, count: int = 2, in_use: int = 0, mtype: str = "a3-ultragpu-8g",
-                 regions: tuple[str, ...] = ("us-central1", "europe-west1")) -> None:
+def record_slurm(
+    s: rec.Recorded,
+    count: int = 2,
+    in_use: int = 0,
+    mtype: str = "a3-ultragpu-8g",
+    regions: tuple[str, ...] = ("us-central1", "europe-west1"),
+) -> None:
     s.answer(f"/v1/projects/{P}/services:batchGet", rec.services({a: "ENABLED" for a in SLURM_APIS}))
-    s.answer(f"/compute/v1/projects/{P}/zones/europe-west1-b/machineTypes/a3-ultragpu-8g",
-             rec.machine_type("europe-west1-b", "a3-ultragpu-8g", accel="nvidia-h200-141gb"))
-    s.answer(f"/compute/v1/projects/{P}/zones/europe-west1-b/reservations/h200-block-1",
-             rec.reservation("europe-west1-b", "h200-block-1", mtype, count, in_use))
+    s.answer(
+        f"/compute/v1/projects/{P}/zones/europe-west1-b/machineTypes/a3-ultragpu-8g",
+        rec.machine_type("europe-west1-b", "a3-ultragpu-8g", accel="nvidia-h200-141gb"),
+    )
+    s.answer(
+        f"/compute/v1/projects/{P}/zones/europe-west1-b/reservations/h200-block-1",
+        rec.reservation("europe-west1-b", "h200-block-1", mtype, count, in_use),
+    )
     s.answer(f"/v1/projects/{P}/locations", rec.locations(*regions))
 
 
@@ -107,13 +136,17 @@ def test_gke_problems_are_reported_at_once(write_stack: Callable[..., str], serv
 
 def test_quota_in_use_counts(write_stack: Callable[..., str], server: rec.Recorded) -> None:
     record_gke(server)
-    server.answer(f"/compute/v1/projects/{P}/regions/us-central1",
-                  rec.region("us-central1", ("PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS", 64, 40)))
+    server.answer(
+        f"/compute/v1/projects/{P}/regions/us-central1",
+        rec.region("us-central1", ("PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS", 64, 40)),
+    )
     code, out, _ = run(write_stack, server, gke_stack())
     assert code == 2 and "limit 64, 40 in use, 24 free (allowed: at most 3 nodes" in out
 
 
-def test_a_good_cluster_director_reservation_stack_passes(write_stack: Callable[..., str], server: rec.Recorded) -> None:
+def test_a_good_cluster_director_reservation_stack_passes(
+    write_stack: Callable[..., str], server: rec.Recorded
+) -> None:
     record_slurm(server)
     code, out, err = run(write_stack, server, slurm_stack())
     assert (code, out) == (0, ""), out + err
@@ -122,15 +155,34 @@ def test_a_good_cluster_director_reservation_stack_passes(write_stack: Callable[
     assert not any("/regions/" in r for r in server.requests)
 
 
-@pytest.mark.parametrize("count,in_use,mtype,expected", [
-    (1, 0, "a3-ultragpu-8g", "compute.nodes: 2 nodes do not fit reservation 'h200-block-1', which holds 1 VMs (allowed: 1..1)"),
-    (2, 1, "a3-ultragpu-8g", "compute.nodes: 2 nodes do not fit reservation 'h200-block-1': 1 of its 2 VMs are in use, "
-                             "1 free (allowed: 1..1)"),
-    (2, 0, "a4-highgpu-8g", "compute.instance_type: a3-ultragpu-8g does not match reservation 'h200-block-1', which "
-                            "reserves a4-highgpu-8g (allowed: a4-highgpu-8g)"),
-])
-def test_a_reservation_that_does_not_fit(write_stack: Callable[..., str], server: rec.Recorded,
-                                         count: int, in_use: int, mtype: str, expected: str) -> None:
+@pytest.mark.parametrize(
+    "count,in_use,mtype,expected",
+    [
+        (
+            1,
+            0,
+            "a3-ultragpu-8g",
+            "compute.nodes: 2 nodes do not fit reservation 'h200-block-1', which holds 1 VMs (allowed: 1..1)",
+        ),
+        (
+            2,
+            1,
+            "a3-ultragpu-8g",
+            "compute.nodes: 2 nodes do not fit reservation 'h200-block-1': 1 of its 2 VMs are in use, "
+            "1 free (allowed: 1..1)",
+        ),
+        (
+            2,
+            0,
+            "a4-highgpu-8g",
+            "compute.instance_type: a3-ultragpu-8g does not match reservation 'h200-block-1', which "
+            "reserves a4-highgpu-8g (allowed: a4-highgpu-8g)",
+        ),
+    ],
+)
+def test_a_reservation_that_does_not_fit(
+    write_stack: Callable[..., str], server: rec.Recorded, count: int, in_use: int, mtype: str, expected: str
+) -> None:
     record_slurm(server, count=count, in_use=in_use, mtype=mtype)
     code, out, _ = run(write_stack, server, slurm_stack())
     assert code == 2 and out.splitlines()[0] == expected
@@ -138,17 +190,32 @@ def test_a_reservation_that_does_not_fit(write_stack: Callable[..., str], server
 
 def test_a_reservation_in_another_zone_is_missing_here(write_stack: Callable[..., str], server: rec.Recorded) -> None:
     record_slurm(server)
-    server.answer(f"/compute/v1/projects/{P}/zones/europe-west1-b/reservations/h200-block-1",
-                  rec.error(404, "NOT_FOUND", "The resource 'projects/pf-project/zones/europe-west1-b/reservations/"
-                                              "h200-block-1' was not found", reason="notFound"), status=404)
-    server.answer(f"/compute/v1/projects/{P}/aggregated/reservations", rec.aggregated_reservations({
-        "zones/europe-west1-c": [rec.reservation("europe-west1-c", "h200-block-1", "a3-ultragpu-8g", 2)],
-        "zones/europe-west1-b": [rec.reservation("europe-west1-b", "other", "a3-ultragpu-8g", 2)],
-        "zones/us-central1-a": []}))
+    server.answer(
+        f"/compute/v1/projects/{P}/zones/europe-west1-b/reservations/h200-block-1",
+        rec.error(
+            404,
+            "NOT_FOUND",
+            "The resource 'projects/pf-project/zones/europe-west1-b/reservations/h200-block-1' was not found",
+            reason="notFound",
+        ),
+        status=404,
+    )
+    server.answer(
+        f"/compute/v1/projects/{P}/aggregated/reservations",
+        rec.aggregated_reservations(
+            {
+                "zones/europe-west1-c": [rec.reservation("europe-west1-c", "h200-block-1", "a3-ultragpu-8g", 2)],
+                "zones/europe-west1-b": [rec.reservation("europe-west1-b", "other", "a3-ultragpu-8g", 2)],
+                "zones/us-central1-a": [],
+            }
+        ),
+    )
     code, out, _ = run(write_stack, server, slurm_stack())
     assert code == 2
-    assert out.splitlines()[0] == (f"compute.capacity.id: no reservation 'h200-block-1' in europe-west1-b of project '{P}' "
-                                   "(it is in europe-west1-c; allowed: zone europe-west1-c, or a reservation in europe-west1-b)")
+    assert out.splitlines()[0] == (
+        f"compute.capacity.id: no reservation 'h200-block-1' in europe-west1-b of project '{P}' "
+        "(it is in europe-west1-c; allowed: zone europe-west1-c, or a reservation in europe-west1-b)"
+    )
     assert any("filter=name" in r for r in server.requests if "aggregated" in r)
     # nowhere at all
     server.answer(f"/compute/v1/projects/{P}/aggregated/reservations", rec.aggregated_reservations({}))
@@ -168,21 +235,29 @@ def test_cluster_director_not_offered_in_the_region(write_stack: Callable[..., s
     record_slurm(server, regions=("us-central1",))
     code, out, _ = run(write_stack, server, slurm_stack())
     assert code == 2
-    assert out.splitlines()[0] == f"region: Cluster Director does not offer europe-west1 to project '{P}' (allowed: us-central1)"
+    assert (
+        out.splitlines()[0]
+        == f"region: Cluster Director does not offer europe-west1 to project '{P}' (allowed: us-central1)"
+    )
 
 
-def test_cluster_director_refusing_the_project_is_could_not_check(write_stack: Callable[..., str],
-                                                                   server: rec.Recorded) -> None:
+def test_cluster_director_refusing_the_project_is_could_not_check(
+    write_stack: Callable[..., str], server: rec.Recorded
+) -> None:
     record_slurm(server)
-    server.answer(f"/v1/projects/{P}/locations",
-                  rec.error(403, "PERMISSION_DENIED", "Permission 'hypercomputecluster.locations.list' denied"), status=403)
+    server.answer(
+        f"/v1/projects/{P}/locations",
+        rec.error(403, "PERMISSION_DENIED", "Permission 'hypercomputecluster.locations.list' denied"),
+        status=403,
+    )
     code, out, _ = run(write_stack, server, slurm_stack())
     assert code == 3
     assert "could not check Cluster Director access: hypercomputecluster locations.list: permission denied" in out
 
 
-def test_a_disabled_compute_api_makes_the_compute_checks_could_not_check(write_stack: Callable[..., str],
-                                                                        server: rec.Recorded) -> None:
+def test_a_disabled_compute_api_makes_the_compute_checks_could_not_check(
+    write_stack: Callable[..., str], server: rec.Recorded
+) -> None:
     record_gke(server, disabled=("compute.googleapis.com",))
     code, out, _ = run(write_stack, server, gke_stack())
     assert code == 3  # nothing wrong found, but the compute checks could not run
@@ -196,14 +271,19 @@ def test_an_unreachable_endpoint_stops_with_could_not_check(write_stack: Callabl
         port = s.getsockname()[1]
     clients = pf.GcpClients.build(P, AnonymousCredentials(), endpoint=f"http://127.0.0.1:{port}")  # type: ignore[no-untyped-call]
     out = io.StringIO()
-    code = main([write_stack(gke_stack(), {"gcp:project": P}), "--no-address-check"], gcp_clients=clients,
-                out=out, err=io.StringIO())
+    code = main(
+        [write_stack(gke_stack(), {"gcp:project": P}), "--no-address-check"],
+        gcp_clients=clients,
+        out=out,
+        err=io.StringIO(),
+    )
     assert code == 3
     assert out.getvalue().startswith("could not check APIs enabled: Google endpoint unreachable on serviceusage")
 
 
-def test_no_credentials_is_could_not_check(write_stack: Callable[..., str], monkeypatch: pytest.MonkeyPatch,
-                                           tmp_path: Any) -> None:
+def test_no_credentials_is_could_not_check(
+    write_stack: Callable[..., str], monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
     # An explicit credentials file that does not exist: google.auth stops there, before any
     # metadata-server probe (no traffic leaves the machine).
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
@@ -212,7 +292,9 @@ def test_no_credentials_is_could_not_check(write_stack: Callable[..., str], monk
     assert code == 3 and out.getvalue().startswith("could not check anything: no Google credentials found")
 
 
-def test_a_gcp_stack_without_a_project_says_so(write_stack: Callable[..., str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_gcp_stack_without_a_project_says_so(
+    write_stack: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
     out = io.StringIO()
     code = main([write_stack(copy.deepcopy(gke_stack())), "--no-address-check"], out=out, err=io.StringIO())
@@ -221,15 +303,24 @@ def test_a_gcp_stack_without_a_project_says_so(write_stack: Callable[..., str], 
 
 def test_credentials_the_api_refuses_stop_the_run(write_stack: Callable[..., str], server: rec.Recorded) -> None:
     record_gke(server)
-    server.answer(f"/v1/projects/{P}/services:batchGet",
-                  rec.error(401, "UNAUTHENTICATED", "Request had invalid authentication credentials."), status=401)
+    server.answer(
+        f"/v1/projects/{P}/services:batchGet",
+        rec.error(401, "UNAUTHENTICATED", "Request had invalid authentication credentials."),
+        status=401,
+    )
     # An access token that has expired and cannot be refreshed (no refresh token): on the 401,
     # google-auth tries to refresh and fails, as it would for a stale `gcloud auth` session.
     clients = pf.GcpClients.build(P, OAuthCredentials(token="expired"), endpoint=server.url)
     out_io = io.StringIO()
-    code = main([write_stack(gke_stack(), {"gcp:project": P}), "--no-address-check"], gcp_clients=clients,
-                out=out_io, err=io.StringIO())
+    code = main(
+        [write_stack(gke_stack(), {"gcp:project": P}), "--no-address-check"],
+        gcp_clients=clients,
+        out=out_io,
+        err=io.StringIO(),
+    )
     out = out_io.getvalue()
     assert code == 3
-    assert out.startswith("could not check APIs enabled: Google refused the credentials on serviceusage services.batchGet")
+    assert out.startswith(
+        "could not check APIs enabled: Google refused the credentials on serviceusage services.batchGet"
+    )
     assert "could not check GPU quota: not run: Google refused the credentials" in out

@@ -24,13 +24,17 @@ def boom(_: Context) -> list[Problem]:
 def test_each_check_runs_on_its_own_and_the_worst_outcome_decides() -> None:
     def unchecked(_: Context) -> list[Problem]:
         raise CouldNotCheck("denied")
+
     problem = Check("p", lambda _: [Problem("zone", "bad")])
     err = io.StringIO()
     r = run_checks(ctx(), [Check("u", unchecked), Check("x", boom), problem], progress=err)
     assert [p.path for p in r.problems] == ["zone"] and r.exit_code == PROBLEMS
     assert r.unchecked == [("u", "denied"), ("x", "unexpected RuntimeError: an answer nobody foresaw")]
-    assert err.getvalue().splitlines() == ["preflight [1/3] u ... could not check", "preflight [2/3] x ... could not check",
-                                           "preflight [3/3] p ... 1 problem(s)"]
+    assert err.getvalue().splitlines() == [
+        "preflight [1/3] u ... could not check",
+        "preflight [2/3] x ... could not check",
+        "preflight [3/3] p ... 1 problem(s)",
+    ]
     assert run_checks(ctx(), [Check("u", unchecked)], progress=io.StringIO()).exit_code == UNCHECKED
     assert run_checks(ctx(), [Check("ok", lambda _: [])], progress=io.StringIO()).exit_code == OK
 
@@ -38,6 +42,7 @@ def test_each_check_runs_on_its_own_and_the_worst_outcome_decides() -> None:
 def test_a_fatal_stops_the_run_and_names_what_was_not_run() -> None:
     def fatal(_: Context) -> list[Problem]:
         raise Fatal("no AWS credentials found; details")
+
     r = run_checks(ctx(), [Check("a", fatal), Check("b", lambda _: [Problem("zone", "never")])], progress=io.StringIO())
     assert r.problems == [] and r.exit_code == UNCHECKED
     assert r.unchecked == [("a", "no AWS credentials found; details"), ("b", "not run: no AWS credentials found")]

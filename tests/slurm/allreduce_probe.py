@@ -18,7 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.slurm.allreduce_probe")
     parser.add_argument("--out", required=True, type=Path, help="JSON result file (written by rank 0)")
     parser.add_argument("--tag", default="", help="free text echoed into the result (quoting checks)")
-    parser.add_argument("--crash-on-node", default="", help="ranks on this Slurm node die (exit 3) before the all_reduce")
+    parser.add_argument(
+        "--crash-on-node", default="", help="ranks on this Slurm node die (exit 3) before the all_reduce"
+    )
     args = parser.parse_args(argv)
     # torch is imported after the arguments are checked: a bad command line fails in
     # milliseconds instead of after the import, on every rank.

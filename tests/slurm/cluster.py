@@ -182,7 +182,7 @@ KillWait=5
 MinJobAge=600
 MessageTimeout=20
 {nodes}
-PartitionName={PARTITION} Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=UP
+PartitionName={PARTITION} Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP
 """
 
     def _spawn(self, name: str, argv: Sequence[str]) -> None:
@@ -263,8 +263,13 @@ PartitionName={PARTITION} Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE S
         if not self._procs:
             return
         if self._procs.get("slurmctld") is not None and self._procs["slurmctld"].poll() is None:
-            subprocess.run(["scancel", "--full", "--quiet", "--partition", PARTITION], env=self.env,
-                           capture_output=True, timeout=30, check=False)
+            subprocess.run(
+                ["scancel", "--full", "--quiet", "--partition", PARTITION],
+                env=self.env,
+                capture_output=True,
+                timeout=30,
+                check=False,
+            )
         for name in [f"slurmd-{n}" for n in NODES] + ["slurmctld", "munged"]:
             proc = self._procs.get(name)
             if proc is None or proc.poll() is not None:
@@ -347,7 +352,10 @@ PartitionName={PARTITION} Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE S
             Path(name).write_text(script)
             script = Path(name)
         args = list(extra_args)
-        if not any(a.startswith(("--output", "-o")) for a in args) and "#SBATCH --output" not in Path(script).read_text():
+        if (
+            not any(a.startswith(("--output", "-o")) for a in args)
+            and "#SBATCH --output" not in Path(script).read_text()
+        ):
             args.append(f"--output={self.jobs}/job-%j.out")
         sub = sbatch_launcher.submit(script, extra_args=args, env={**self.env, **(env or {})}, timeout_s=60)
         deadline = time.monotonic() + timeout_s

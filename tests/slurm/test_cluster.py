@@ -64,8 +64,7 @@ def test_stop_ends_daemons_and_running_jobs() -> None:
         pytest.skip(reason)
     cluster = SlurmCluster.start()
     try:
-        cluster.run("sbatch", "--nodes=2", f"--output={cluster.jobs}/sleep-%j.out",
-                    "--wrap", "srun sleep 600")
+        cluster.run("sbatch", "--nodes=2", f"--output={cluster.jobs}/sleep-%j.out", "--wrap", "srun sleep 600")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if any("sleep 600" in cmd for _, cmd in cluster.leftover_processes()):

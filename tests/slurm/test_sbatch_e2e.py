@@ -59,7 +59,9 @@ def test_rendered_script_runs_allreduce_across_both_nodes(slurm_cluster: SlurmCl
 
     job = slurm_cluster.run_job(script, timeout_s=240)
 
-    assert (job.state, job.returncode) == ("COMPLETED", 0), f"job {job.job_id} failed:\n{job.output}\n{slurm_cluster.log_report()}"
+    assert (job.state, job.returncode) == ("COMPLETED", 0), (
+        f"job {job.job_id} failed:\n{job.output}\n{slurm_cluster.log_report()}"
+    )
     out_file = workdir / f"probe-{job.job_id}.out"
     assert out_file.exists(), sorted(p.name for p in workdir.iterdir())
     log = out_file.read_text()

@@ -40,16 +40,52 @@ def _outputs_file(cluster: SlurmCluster) -> Path:
     return path
 
 
-def _submit(cluster: SlurmCluster, tmp_path: Path, inject: dict[str, str],
-            run_timeout: str = "60") -> tuple[int, str, Path]:
-    argv = [sys.executable, "-m", "workloads.validate", "submit", "aws-h200-slurm",
-            "--outputs", str(_outputs_file(cluster)), "--here", "--cpu", "--procs-per-node", "1",
-            "--python", sys.executable, "--shared", "--time-limit", "10", "--rdzv-port", str(free_port()),
-            "--poll", "1", "--fetch-to", str(tmp_path / "back"),
-            # Small messages and few iterations: the point here is the path, not CPU bandwidth.
-            *[f"--run-arg={a}" for a in ("--multi-max", "1M", "--single-max", "1M", "--pair-size", "1M",
-                                         "--iters", "3", "--warmup", "1", "--timeout", run_timeout)],
-            *[f"--env={k}={v}" for k, v in {"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", **inject}.items()]]
+def _submit(
+    cluster: SlurmCluster, tmp_path: Path, inject: dict[str, str], run_timeout: str = "60"
+) -> tuple[int, str, Path]:
+    argv = [
+        sys.executable,
+        "-m",
+        "workloads.validate",
+        "submit",
+        "aws-h200-slurm",
+        "--outputs",
+        str(_outputs_file(cluster)),
+        "--here",
+        "--cpu",
+        "--procs-per-node",
+        "1",
+        "--python",
+        sys.executable,
+        "--shared",
+        "--time-limit",
+        "10",
+        "--rdzv-port",
+        str(free_port()),
+        "--poll",
+        "1",
+        "--fetch-to",
+        str(tmp_path / "back"),
+        # Small messages and few iterations: the point here is the path, not CPU bandwidth.
+        *[
+            f"--run-arg={a}"
+            for a in (
+                "--multi-max",
+                "1M",
+                "--single-max",
+                "1M",
+                "--pair-size",
+                "1M",
+                "--iters",
+                "3",
+                "--warmup",
+                "1",
+                "--timeout",
+                run_timeout,
+            )
+        ],
+        *[f"--env={k}={v}" for k, v in {"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", **inject}.items()],
+    ]
     env = {k: v for k, v in cluster.env.items() if k != "PYTHONPATH"}  # the job must bring its own code
     done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, timeout=480)
     runs = sorted((tmp_path / "back" / "aws-h200-slurm").iterdir())
@@ -81,7 +117,8 @@ def test_submit_runs_a_healthy_validation_end_to_end(slurm_cluster: SlurmCluster
     # the pairs step found the main phase finished and did nothing.
     assert {"storage.write", "storage.read", "storage.checkpoint_save", "storage.checkpoint_load"} <= checks
     assert {"main", "storage", "fabric"} <= set(report["phase_seconds"]) and all(
-        v > 0 for v in report["phase_seconds"].values())
+        v > 0 for v in report["phase_seconds"].values()
+    )
     assert "validate[pairs]: not needed: the main phase finished" in log.read_text()
     # It ran the code it carried: the bundle unpacked in its own run directory.
     run_dirs = sorted((slurm_cluster.jobs / "fsx" / "validation" / "h200-slurm").iterdir())
@@ -90,12 +127,14 @@ def test_submit_runs_a_healthy_validation_end_to_end(slurm_cluster: SlurmCluster
 
 
 def test_second_run_gets_its_own_directory_and_is_judged_on_its_own_files(
-        slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
     first_code, first_out, first = _submit(slurm_cluster, tmp_path, {})
     assert first_code == 0, first_out
     try:
-        code, out, second = _submit(slurm_cluster, tmp_path, {"GPUC_INJECT_FAIL_NODE": "n2",
-                                                               "GPUC_INJECT_FAIL_PHASE": "main"})
+        code, out, second = _submit(
+            slurm_cluster, tmp_path, {"GPUC_INJECT_FAIL_NODE": "n2", "GPUC_INJECT_FAIL_PHASE": "main"}
+        )
         assert second.name != first.name
         report = json.loads((second / "report.json").read_text())
         assert report["verdict"] == "FAIL" and code == 2, out
@@ -112,8 +151,7 @@ def test_second_run_gets_its_own_directory_and_is_judged_on_its_own_files(
 
 def test_slow_node_is_named_and_drained(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     try:
-        code, out, back = _submit(slurm_cluster, tmp_path, {"GPUC_INJECT_SLOW_NODE": "n2",
-                                                            "GPUC_INJECT_SLOW_MS": "60"})
+        code, out, back = _submit(slurm_cluster, tmp_path, {"GPUC_INJECT_SLOW_NODE": "n2", "GPUC_INJECT_SLOW_MS": "60"})
         report = json.loads((back / "report.json").read_text())
         assert report["verdict"] == "FAIL" and code == 2, out
         assert _node(report, "n2")["verdict"] == "FAIL"
@@ -124,9 +162,22 @@ def test_slow_node_is_named_and_drained(slurm_cluster: SlurmCluster, tmp_path: P
         assert "gpu-cluster validate" in slurm_cluster.node("n2").reason
         assert not slurm_cluster.node("n1").draining_or_drained
         # status shows the drained node and the judge's reason.
-        status = subprocess.run([sys.executable, "-m", "workloads.validate", "status", "aws-h200-slurm",
-                                 "--outputs", str(_outputs_file(slurm_cluster)), "--here"],
-                                capture_output=True, text=True, env=slurm_cluster.env, timeout=60)
+        status = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "workloads.validate",
+                "status",
+                "aws-h200-slurm",
+                "--outputs",
+                str(_outputs_file(slurm_cluster)),
+                "--here",
+            ],
+            capture_output=True,
+            text=True,
+            env=slurm_cluster.env,
+            timeout=60,
+        )
         line = next(x for x in status.stdout.splitlines() if x.strip().startswith("n2"))
         assert "drain" in line and "gpu-cluster validate" in line, status.stdout
     finally:
@@ -139,8 +190,9 @@ def test_node_without_a_device_is_the_only_one_named_and_drained(slurm_cluster: 
     try:
         # Short group timeouts: the survivors wait for n2 to join until they expire (the DDP
         # step's too, which takes its timeout from GPUC_PG_TIMEOUT_S).
-        code, out, back = _submit(slurm_cluster, tmp_path, {"GPUC_INJECT_NO_DEVICE_NODE": "n2",
-                                                            "GPUC_PG_TIMEOUT_S": "20"}, run_timeout="20")
+        code, out, back = _submit(
+            slurm_cluster, tmp_path, {"GPUC_INJECT_NO_DEVICE_NODE": "n2", "GPUC_PG_TIMEOUT_S": "20"}, run_timeout="20"
+        )
         report = json.loads((back / "report.json").read_text())
         assert report["verdict"] == "FAIL" and code == 2, out
         n2 = _node(report, "n2")

@@ -52,8 +52,12 @@ def main(path: str) -> None:
                 mismatched.append(name)
         every: list[list[str] | None] = [None] * rt.world_size
         dist.all_gather_object(every, mismatched)  # a pipeline rank checks only the parts it owns
-        out[mode] = {"mismatched": sorted({n for names in every for n in names or []}), "placements": sorted(placements),
-                     "local_bytes": res.materialised, "full_bytes": sum(p.nbytes for p in full.parameters())}
+        out[mode] = {
+            "mismatched": sorted({n for names in every for n in names or []}),
+            "placements": sorted(placements),
+            "local_bytes": res.materialised,
+            "full_bytes": sum(p.nbytes for p in full.parameters()),
+        }
     if rt.is_main:
         with open(path, "w") as f:
             json.dump(out, f)

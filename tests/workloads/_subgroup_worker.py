@@ -27,10 +27,12 @@ def main(path: str) -> None:
     if rt.rank not in members:
         device.teardown()
         return
-    cfg = col.CollectivesConfig(ops=ops.OPS, min_bytes=1 << 10, max_bytes=1 << 12, factor=4,
-                                iters=2, warmup=1, timeout_s=3.0)
-    doc: dict[str, object] = {"ok": {op: col.run_op(op, cfg, rt, side_group=side, group=group)
-                                     .to_json() for op in ops.OPS}}
+    cfg = col.CollectivesConfig(
+        ops=ops.OPS, min_bytes=1 << 10, max_bytes=1 << 12, factor=4, iters=2, warmup=1, timeout_s=3.0
+    )
+    doc: dict[str, object] = {
+        "ok": {op: col.run_op(op, cfg, rt, side_group=side, group=group).to_json() for op in ops.OPS}
+    }
     stall = col._Hooks(fault_rank=None, fault_size=None, stall_rank=2, stall_size=None)
     try:
         col.run_op("all_reduce", cfg, rt, side_group=side, group=group, hooks=stall)

@@ -22,14 +22,55 @@ from hypothesis import strategies as st
 from workloads import collectives, data, ddp_train, shard_tasks
 from workloads.validate import __main__ as validate_cli
 
-SETTINGS = settings(max_examples=120, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+SETTINGS = settings(
+    max_examples=120,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 
 odd = st.one_of(
     st.text(max_size=12),
-    st.sampled_from(["", "-1", "0", "-0", "1e309", "nan", "inf", "-inf", "1.5", "0x10", "1_000", "99999999999999999999",
-                     "9" * 5000, "\n", "a\nb", "\x00", "\x1b[2J", "{input}", "{", "}", "{x}", "'", '"', "*", "?",
-                     "/", "..", "/dev/null", "/nonexistent/x", "٣", "1G", "8T", "-5K", " 3 ", "4294967296", "a\x00b"]),
+    st.sampled_from(
+        [
+            "",
+            "-1",
+            "0",
+            "-0",
+            "1e309",
+            "nan",
+            "inf",
+            "-inf",
+            "1.5",
+            "0x10",
+            "1_000",
+            "99999999999999999999",
+            "9" * 5000,
+            "\n",
+            "a\nb",
+            "\x00",
+            "\x1b[2J",
+            "{input}",
+            "{",
+            "}",
+            "{x}",
+            "'",
+            '"',
+            "*",
+            "?",
+            "/",
+            "..",
+            "/dev/null",
+            "/nonexistent/x",
+            "٣",
+            "1G",
+            "8T",
+            "-5K",
+            " 3 ",
+            "4294967296",
+            "a\x00b",
+        ]
+    ),
 )
 
 
@@ -37,7 +78,8 @@ def _argv(flags: list[str], base: list[str]) -> st.SearchStrategy[list[str]]:
     pair = st.tuples(st.sampled_from(flags), odd).map(list)
     stray = st.one_of(odd.map(lambda v: [v]), st.sampled_from(flags).map(lambda f: [f]))
     return st.lists(st.one_of(pair, pair, stray), min_size=1, max_size=4).map(
-        lambda chunks: base + [tok for c in chunks for tok in c])
+        lambda chunks: base + [tok for c in chunks for tok in c]
+    )
 
 
 def _expect_exit(fn: Callable[[], Any], code: int) -> None:
@@ -48,14 +90,34 @@ def _expect_exit(fn: Callable[[], Any], code: int) -> None:
 
 
 def _no_help(argv: list[str]) -> bool:
-    return not any(a in ("-h", "--help") or (a.startswith("--") and "--help".startswith(a) and len(a) > 2)
-                   for a in argv)
+    return not any(
+        a in ("-h", "--help") or (a.startswith("--") and "--help".startswith(a) and len(a) > 2) for a in argv
+    )
 
 
 # --------------------------------------------------------------------------- collectives
 
-COLL_FLAGS = ["-o", "--op", "-b", "--minbytes", "-e", "--maxbytes", "-f", "--stepfactor", "-n", "--iters",
-              "-w", "--warmup_iters", "-c", "--check", "-d", "--datatype", "-T", "--timeout", "--json"]
+COLL_FLAGS = [
+    "-o",
+    "--op",
+    "-b",
+    "--minbytes",
+    "-e",
+    "--maxbytes",
+    "-f",
+    "--stepfactor",
+    "-n",
+    "--iters",
+    "-w",
+    "--warmup_iters",
+    "-c",
+    "--check",
+    "-d",
+    "--datatype",
+    "-T",
+    "--timeout",
+    "--json",
+]
 
 
 @SETTINGS
@@ -81,9 +143,27 @@ def shard_dir() -> Any:
         yield d
 
 
-DDP_FLAGS = ["--data", "--vocab-size", "--seq-len", "--d-model", "--n-layers", "--n-heads", "--batch-size",
-             "--steps", "--lr", "--warmup-steps", "--weight-decay", "--seed", "--ckpt-dir", "--ckpt-every",
-             "--ckpt-keep", "--log-every", "--peak-tflops", "--instance-type", "--json"]
+DDP_FLAGS = [
+    "--data",
+    "--vocab-size",
+    "--seq-len",
+    "--d-model",
+    "--n-layers",
+    "--n-heads",
+    "--batch-size",
+    "--steps",
+    "--lr",
+    "--warmup-steps",
+    "--weight-decay",
+    "--seed",
+    "--ckpt-dir",
+    "--ckpt-every",
+    "--ckpt-keep",
+    "--log-every",
+    "--peak-tflops",
+    "--instance-type",
+    "--json",
+]
 
 
 @settings(SETTINGS, suppress_health_check=[*SETTINGS.suppress_health_check, HealthCheck.function_scoped_fixture])
@@ -95,8 +175,13 @@ def test_ddp_config_fails_only_with_exit_2(shard_dir: str, argv: list[str]) -> N
 def _shard_bytes() -> st.SearchStrategy[bytes]:
     header = st.builds(
         lambda magic, ver, code, n, vocab, pad: struct.pack("<8sIIQII", magic, ver, code, n, vocab, pad),
-        st.sampled_from([data.MAGIC, b"GPUCTOK\x01", b"\x00" * 8]), st.sampled_from([1, 0, 2, 2**32 - 1]),
-        st.integers(0, 2**32 - 1), st.integers(0, 2**64 - 1), st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1))
+        st.sampled_from([data.MAGIC, b"GPUCTOK\x01", b"\x00" * 8]),
+        st.sampled_from([1, 0, 2, 2**32 - 1]),
+        st.integers(0, 2**32 - 1),
+        st.integers(0, 2**64 - 1),
+        st.integers(0, 2**32 - 1),
+        st.integers(0, 2**32 - 1),
+    )
     return st.one_of(
         st.binary(max_size=64),
         st.tuples(header, st.binary(max_size=40), st.integers(0, 40)).map(lambda t: (t[0] + t[1])[: 32 + t[2]]),
@@ -117,8 +202,9 @@ def test_shard_reader_fails_only_with_shard_error(raw: bytes) -> None:
             return
         # Accepted: the header and the size agree, so every token can be mapped.
         assert data.HEADER_BYTES + shard.n_tokens * shard.dtype.itemsize == len(raw)
-        np.memmap(path, dtype=shard.dtype, mode="r", offset=data.HEADER_BYTES, shape=(shard.n_tokens,)) \
-            if shard.n_tokens else None
+        np.memmap(
+            path, dtype=shard.dtype, mode="r", offset=data.HEADER_BYTES, shape=(shard.n_tokens,)
+        ) if shard.n_tokens else None
 
 
 WRITE_FLAGS = ["--shards", "--tokens-per-shard", "--vocab", "--seed", "--prefix"]
@@ -132,8 +218,7 @@ def test_write_synthetic_bad_args_exit_2_and_leave_nothing(argv: list[str]) -> N
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "out"
         # A bad value anywhere must stop the run before the directory is even made.
-        full = ["write-synthetic", "--out", str(out), "--shards", "1", "--tokens-per-shard", "4", "--vocab", "8",
-                *argv]
+        full = ["write-synthetic", "--out", str(out), "--shards", "1", "--tokens-per-shard", "4", "--vocab", "8", *argv]
         try:
             code = data.main(full)
         except SystemExit as e:
@@ -149,11 +234,30 @@ def test_write_synthetic_bad_args_exit_2_and_leave_nothing(argv: list[str]) -> N
 
 # --------------------------------------------------------------------------- shard_tasks
 
-TASK_FLAGS = ["--inputs", "--glob", "--output-dir", "--output-ext", "--input-root", "--command", "--timeout-s",
-              "--progress-every-s", "--json"]
+TASK_FLAGS = [
+    "--inputs",
+    "--glob",
+    "--output-dir",
+    "--output-ext",
+    "--input-root",
+    "--command",
+    "--timeout-s",
+    "--progress-every-s",
+    "--json",
+]
 # --callable imports the module it names; only harmless names are tried.
-callable_values = st.sampled_from(["nope", ":", "os:", ":f", "workloads.data:nothere", "workloads.data:MAGIC",
-                                   "no_such_module_xyz:f", "workloads.data:main"])
+callable_values = st.sampled_from(
+    [
+        "nope",
+        ":",
+        "os:",
+        ":f",
+        "workloads.data:nothere",
+        "workloads.data:MAGIC",
+        "no_such_module_xyz:f",
+        "workloads.data:main",
+    ]
+)
 
 
 @SETTINGS
@@ -173,24 +277,45 @@ def test_shard_tasks_config_fails_only_with_exit_2(argv: list[str], fn: str | No
 # --------------------------------------------------------------------------- validate
 
 VALIDATE_TOP = ["--local", "--out", "--nodes", "--procs-per-node", "--timeout"]
-VALIDATE_RUN = ["--out", "--phase", "--instance-type", "--multi-max", "--single-max", "--pair-size", "--iters",
-                "--warmup", "--pairwise", "--timeout"]
+VALIDATE_RUN = [
+    "--out",
+    "--phase",
+    "--instance-type",
+    "--multi-max",
+    "--single-max",
+    "--pair-size",
+    "--iters",
+    "--warmup",
+    "--pairwise",
+    "--timeout",
+]
 
 
 @SETTINGS
-@given(st.one_of(_argv(VALIDATE_TOP, []), _argv(VALIDATE_RUN, ["run", "--out", "/tmp/x"]),
-                 _argv(["--out", "--instance-type", "--expect-nodes", "--started"], ["judge", "--out", "/tmp/x"]))
-       .filter(_no_help))
+@given(
+    st.one_of(
+        _argv(VALIDATE_TOP, []),
+        _argv(VALIDATE_RUN, ["run", "--out", "/tmp/x"]),
+        _argv(["--out", "--instance-type", "--expect-nodes", "--started"], ["judge", "--out", "/tmp/x"]),
+    ).filter(_no_help)
+)
 def test_validate_cli_fails_only_with_exit_3(argv: list[str]) -> None:
     _expect_exit(lambda: validate_cli.build_parser().parse_args(argv), 3)
 
 
-@pytest.mark.parametrize("argv", [
-    ["--local", "--nodes", "0"], ["--local", "--procs-per-node", "-1"], ["--local", "--timeout", "nan"],
-    ["--local", "--timeout", "-5"], ["--local", "--timeout", "inf"],
-    ["run", "--out", "/nonexistent/x", "--timeout", "nan"], ["run", "--out", "/nonexistent/x", "--timeout", "0"],
-    ["run", "--out", "/nonexistent/x", "--iters", "0"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--local", "--nodes", "0"],
+        ["--local", "--procs-per-node", "-1"],
+        ["--local", "--timeout", "nan"],
+        ["--local", "--timeout", "-5"],
+        ["--local", "--timeout", "inf"],
+        ["run", "--out", "/nonexistent/x", "--timeout", "nan"],
+        ["run", "--out", "/nonexistent/x", "--timeout", "0"],
+        ["run", "--out", "/nonexistent/x", "--iters", "0"],
+    ],
+)
 def test_validate_refuses_bad_numbers_before_running(argv: list[str], tmp_path: Path) -> None:
     argv = [a if a != "/nonexistent/x" else str(tmp_path / "run") for a in argv]
     if "--local" in argv:
@@ -200,7 +325,8 @@ def test_validate_refuses_bad_numbers_before_running(argv: list[str], tmp_path: 
 
 
 def test_output_directories_that_cannot_be_made_are_refused_before_the_work(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A checkpoint or output directory under a regular file would only fail at the first
     checkpoint or the first finished task; the flags say so before anything runs."""
     from workloads import ddp_train, shard_tasks
@@ -212,14 +338,16 @@ def test_output_directories_that_cannot_be_made_are_refused_before_the_work(
     assert "is not a directory" in (output_dir_problem(blocker / "ckpt") or "")
     assert "exists and is not a directory" in (output_dir_problem(blocker) or "")
     with pytest.raises(SystemExit) as info:
-        ddp_train.parse_config(["--data", str(tmp_path / "none-*.bin"), "--ckpt-dir", str(blocker / "ckpt"),
-                                "--ckpt-every", "2"])
+        ddp_train.parse_config(
+            ["--data", str(tmp_path / "none-*.bin"), "--ckpt-dir", str(blocker / "ckpt"), "--ckpt-every", "2"]
+        )
     assert info.value.code == 2
     assert f"--ckpt-dir: {blocker / 'ckpt'} cannot be created: {blocker} is not a directory" in capsys.readouterr().err
     inp = tmp_path / "in.txt"
     inp.write_text("x")
     with pytest.raises(SystemExit) as info:
-        shard_tasks.parse_config(["--inputs", str(inp), "--output-dir", str(blocker / "out"),
-                                  "--command", "cp {input} {output}"])
+        shard_tasks.parse_config(
+            ["--inputs", str(inp), "--output-dir", str(blocker / "out"), "--command", "cp {input} {output}"]
+        )
     assert info.value.code == 2
     assert "--output-dir" in capsys.readouterr().err

@@ -22,23 +22,42 @@ from workloads import collective_table as table
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _torchrun(nproc: int, args: list[str], *, env_extra: dict[str, str] | None = None,
-              timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def _torchrun(
+    nproc: int, args: list[str], *, env_extra: dict[str, str] | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUC_")}
     env.update({"GPUC_FORCE_CPU": "1", "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"})
     env.update(env_extra or {})
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           "--nproc-per-node", str(nproc), "-m", "workloads.collectives", *args]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        str(nproc),
+        "-m",
+        "workloads.collectives",
+        *args,
+    ]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 # ----------------------------------------------------------------------------- pure helpers
 
-@pytest.mark.parametrize("text,expected", [
-    ("8", 8), ("512K", 512 * 1024), ("1M", 1 << 20), ("16G", 16 << 30), ("1m", 1 << 20),
-    ("2MiB", 2 << 20), ("4KB", 4096), ("1T", 1 << 40),
-])
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("8", 8),
+        ("512K", 512 * 1024),
+        ("1M", 1 << 20),
+        ("16G", 16 << 30),
+        ("1m", 1 << 20),
+        ("2MiB", 2 << 20),
+        ("4KB", 4096),
+        ("1T", 1 << 40),
+    ],
+)
 def test_parse_size_binary_units(text: str, expected: int) -> None:
     assert table.parse_size(text) == expected
 
@@ -90,27 +109,65 @@ def test_percentile_nearest_rank() -> None:
 
 
 def test_row_lines_up_with_the_header_and_shows_na() -> None:
-    row = table.Row(op="all_reduce", size_bytes=1 << 20, count=1 << 18, dtype="float32",
-                  in_place=False, time_us=123.456, algbw_gbps=8.49, busbw_gbps=12.7, wrong=0)
-    line = table.format_row(size_bytes=1 << 20, count=1 << 18, type_name="float", redop="sum",
-                          root=-1, out_of_place=row, in_place=None, checked=True)
+    row = table.Row(
+        op="all_reduce",
+        size_bytes=1 << 20,
+        count=1 << 18,
+        dtype="float32",
+        in_place=False,
+        time_us=123.456,
+        algbw_gbps=8.49,
+        busbw_gbps=12.7,
+        wrong=0,
+    )
+    line = table.format_row(
+        size_bytes=1 << 20,
+        count=1 << 18,
+        type_name="float",
+        redop="sum",
+        root=-1,
+        out_of_place=row,
+        in_place=None,
+        checked=True,
+    )
     header = table.header_lines()[1]
     assert len(line) == len(header)
-    assert line.split() == ["1048576", "262144", "float", "sum", "-1", "123.5", "8.49",
-                            "12.70", "0", "N/A", "N/A", "N/A", "N/A"]
-    unchecked = table.format_row(size_bytes=8, count=2, type_name="float", redop="sum", root=-1,
-                               out_of_place=row, in_place=row, checked=False)
+    assert line.split() == [
+        "1048576",
+        "262144",
+        "float",
+        "sum",
+        "-1",
+        "123.5",
+        "8.49",
+        "12.70",
+        "0",
+        "N/A",
+        "N/A",
+        "N/A",
+        "N/A",
+    ]
+    unchecked = table.format_row(
+        size_bytes=8, count=2, type_name="float", redop="sum", root=-1, out_of_place=row, in_place=row, checked=False
+    )
     assert unchecked.split()[8] == "N/A"
 
 
 def test_every_bad_flag_is_reported_at_once(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = col.main(["-b", "1X", "-e", "5", "-f", "1", "-n", "0", "-c", "2", "-d", "float8",
-                   "-o", "all_reduce,bogus", "-T", "-1"])
+    rc = col.main(
+        ["-b", "1X", "-e", "5", "-f", "1", "-n", "0", "-c", "2", "-d", "float8", "-o", "all_reduce,bogus", "-T", "-1"]
+    )
     err = capsys.readouterr().err
     assert rc == 2
-    for needle in ("-o/--op: 'all_reduce,bogus'", "-b/--minbytes: '1X' is not a size",
-                   "-f/--stepfactor: 1 is too small", "-n/--iters: 0 is too small",
-                   "-c/--check: '2'", "-d/--datatype: 'float8'", "-T/--timeout: '-1'"):
+    for needle in (
+        "-o/--op: 'all_reduce,bogus'",
+        "-b/--minbytes: '1X' is not a size",
+        "-f/--stepfactor: 1 is too small",
+        "-n/--iters: 0 is too small",
+        "-c/--check: '2'",
+        "-d/--datatype: 'float8'",
+        "-T/--timeout: '-1'",
+    ):
         assert needle in err
 
 
@@ -120,8 +177,13 @@ def test_min_above_max_is_named(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_bad_flags_end_without_traceback_in_a_real_process() -> None:
-    proc = subprocess.run([sys.executable, "-m", "workloads.collectives", "-b", "one", "-f", "x"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "workloads.collectives", "-b", "one", "-f", "x"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert "-b/--minbytes: 'one'" in proc.stderr and "-f/--stepfactor: 'x'" in proc.stderr
@@ -136,6 +198,7 @@ def test_check_values_stay_exact_for_every_dtype() -> None:
 
 
 # ----------------------------------------------------------------------------- real runs
+
 
 def _rows_by_op(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return {res["op"]: res["rows"] for res in doc["results"]}
@@ -157,21 +220,18 @@ def _check_rows(doc: dict[str, Any], nproc: int, requested: tuple[int, ...]) -> 
         for r in op_rows:
             # The time is the ranks' mean (nccl-tests -a 1); the slowest rank's is kept and is never faster.
             assert 0 < r["time_us"] <= r["slowest_us"] * (1 + 1e-9)
-            assert math.isclose(r["algbw_gbps"], r["size_bytes"] / 1e9 / (r["time_us"] / 1e6),
-                                rel_tol=1e-9)
+            assert math.isclose(r["algbw_gbps"], r["size_bytes"] / 1e9 / (r["time_us"] / 1e6), rel_tol=1e-9)
             assert math.isclose(r["busbw_gbps"], r["algbw_gbps"] * factor, rel_tol=1e-12), (op, r)
             assert r["event_us"] is None  # CUDA events only on GPUs
         res = next(x for x in doc["results"] if x["op"] == op)
-        assert math.isclose(res["avg_busbw_gbps"],
-                            sum(r["busbw_gbps"] for r in op_rows) / len(op_rows))
+        assert math.isclose(res["avg_busbw_gbps"], sum(r["busbw_gbps"] for r in op_rows) / len(op_rows))
         assert res["largest_size_bytes"] == max(sizes)
 
 
 @pytest.mark.slow
 def test_two_ranks_every_op_right_and_busbw_is_algbw_times_factor(tmp_path: Path) -> None:
     out = tmp_path / "c.json"
-    proc = _torchrun(2, ["-o", "all", "-b", "1K", "-e", "64K", "-f", "8", "-n", "3",
-                         "-w", "1", "--json", str(out)])
+    proc = _torchrun(2, ["-o", "all", "-b", "1K", "-e", "64K", "-f", "8", "-n", "3", "-w", "1", "--json", str(out)])
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "# Avg bus bandwidth" in proc.stdout and "# Peak bus bandwidth" in proc.stdout
     doc = json.loads(out.read_text())
@@ -184,9 +244,11 @@ def test_two_ranks_every_op_right_and_busbw_is_algbw_times_factor(tmp_path: Path
 def test_three_ranks_right_until_one_rank_plants_a_fault(tmp_path: Path) -> None:
     # One launch covers both: the 1K rows must be exact, the 8K rows carry rank 2's fault.
     out = tmp_path / "f.json"
-    proc = _torchrun(3, ["-o", "all", "-b", "1K", "-e", "8K", "-f", "8", "-n", "2", "-w", "1",
-                         "--json", str(out)],
-                     env_extra={"GPUC_FAULT_RANK": "2", "GPUC_FAULT_SIZE": "8K"})
+    proc = _torchrun(
+        3,
+        ["-o", "all", "-b", "1K", "-e", "8K", "-f", "8", "-n", "2", "-w", "1", "--json", str(out)],
+        env_extra={"GPUC_FAULT_RANK": "2", "GPUC_FAULT_SIZE": "8K"},
+    )
     assert proc.returncode != 0
     assert "FAILED" in proc.stdout and "wrong elements" in proc.stderr
     doc = json.loads(out.read_text())
@@ -203,9 +265,12 @@ def test_three_ranks_right_until_one_rank_plants_a_fault(tmp_path: Path) -> None
 def test_a_rank_that_never_arrives_ends_the_job_naming_op_size_and_rank(tmp_path: Path) -> None:
     out = tmp_path / "s.json"
     start = time.monotonic()
-    proc = _torchrun(2, ["-o", "all_gather", "-b", "1K", "-e", "16K", "-f", "4", "-n", "2",
-                         "-w", "0", "-T", "3", "--json", str(out)],
-                     env_extra={"GPUC_STALL_RANK": "1", "GPUC_STALL_SIZE": "4K"}, timeout=120)
+    proc = _torchrun(
+        2,
+        ["-o", "all_gather", "-b", "1K", "-e", "16K", "-f", "4", "-n", "2", "-w", "0", "-T", "3", "--json", str(out)],
+        env_extra={"GPUC_STALL_RANK": "1", "GPUC_STALL_SIZE": "4K"},
+        timeout=120,
+    )
     elapsed = time.monotonic() - start
     assert proc.returncode != 0
     assert elapsed < 90
@@ -233,9 +298,23 @@ def test_run_op_on_a_subgroup_uses_group_ranks_and_names_global_ones(tmp_path: P
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUC_")}
     env.update({"GPUC_FORCE_CPU": "1", "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"})
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "3",
-         "-m", "tests.workloads._subgroup_worker", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "3",
+            "-m",
+            "tests.workloads._subgroup_worker",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert out.exists(), proc.stderr[-3000:]
     doc = json.loads(out.read_text())
     assert set(doc["ok"]) == set(ops.OPS)

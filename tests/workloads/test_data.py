@@ -11,7 +11,14 @@ import pytest
 
 from tests.workloads.torchrun_util import explain, python_m
 from workloads.data import (
-    HEADER, HEADER_BYTES, MAGIC, VERSION, ShardError, TokenWindows, check_shards, read_shard,
+    HEADER,
+    HEADER_BYTES,
+    MAGIC,
+    VERSION,
+    ShardError,
+    TokenWindows,
+    check_shards,
+    read_shard,
     write_synthetic,
 )
 
@@ -22,8 +29,22 @@ def _tokens(path: Path) -> np.ndarray:
 
 
 def test_write_synthetic_cli_writes_checked_deterministic_shards(tmp_path: Path) -> None:
-    r = python_m("workloads.data", ["write-synthetic", "--out", str(tmp_path / "a"), "--shards", "3",
-                                    "--tokens-per-shard", "500", "--vocab", "100", "--seed", "7"])
+    r = python_m(
+        "workloads.data",
+        [
+            "write-synthetic",
+            "--out",
+            str(tmp_path / "a"),
+            "--shards",
+            "3",
+            "--tokens-per-shard",
+            "500",
+            "--vocab",
+            "100",
+            "--seed",
+            "7",
+        ],
+    )
     assert r.returncode == 0, explain(r)
     paths = sorted((tmp_path / "a").iterdir())
     # Only the three shards: no temporary file is left behind.
@@ -45,7 +66,9 @@ def test_write_synthetic_cli_writes_checked_deterministic_shards(tmp_path: Path)
 def test_truncated_shard_is_named(tmp_path: Path) -> None:
     (p,) = write_synthetic(out=tmp_path, shards=1, tokens_per_shard=100, vocab=50, seed=0)
     p.write_bytes(p.read_bytes()[:-10])
-    with pytest.raises(ShardError, match=rf"{re.escape(str(p))}: truncated.*100 tokens of uint16 = 200 data bytes, file has 190"):
+    with pytest.raises(
+        ShardError, match=rf"{re.escape(str(p))}: truncated.*100 tokens of uint16 = 200 data bytes, file has 190"
+    ):
         read_shard(p)
     p.write_bytes(p.read_bytes()[:20])
     with pytest.raises(ShardError, match=rf"{re.escape(str(p))}: truncated: 20 bytes, shorter than the 32-byte header"):
@@ -74,8 +97,21 @@ def test_trainer_reports_every_bad_shard_and_flag_at_once(tmp_path: Path) -> Non
     short.write_bytes(HEADER.pack(MAGIC, VERSION, 1, 10, 64, 0) + np.zeros(10, "<u2").tobytes())
     wide = tmp_path / "train-00009.bin"
     wide.write_bytes(HEADER.pack(MAGIC, VERSION, 1, 200, 64, 0) + np.zeros(200, "<u4").tobytes())
-    r = python_m("workloads.ddp_train", ["--data", str(tmp_path / "train-*.bin"), "--seq-len", "16",
-                                         "--vocab-size", "64", "--steps", "0", "--lr", "fast"])
+    r = python_m(
+        "workloads.ddp_train",
+        [
+            "--data",
+            str(tmp_path / "train-*.bin"),
+            "--seq-len",
+            "16",
+            "--vocab-size",
+            "64",
+            "--steps",
+            "0",
+            "--lr",
+            "fast",
+        ],
+    )
     assert r.returncode == 2, explain(r)
     assert "Traceback" not in r.stderr
     err = r.stderr
@@ -87,13 +123,22 @@ def test_trainer_reports_every_bad_shard_and_flag_at_once(tmp_path: Path) -> Non
     assert str(good) not in err
 
 
-
 def test_trainer_flags_checked_before_any_process_group(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from workloads.ddp_train import parse_config
 
     with pytest.raises(SystemExit) as e:
-        parse_config(["--data", str(tmp_path / "nothing-*.bin"), "--n-heads", "3",
-                      "--instance-type", "no-such-type", "--ckpt-every", "5"])
+        parse_config(
+            [
+                "--data",
+                str(tmp_path / "nothing-*.bin"),
+                "--n-heads",
+                "3",
+                "--instance-type",
+                "no-such-type",
+                "--ckpt-every",
+                "5",
+            ]
+        )
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert f"error: --data: glob '{tmp_path}/nothing-*.bin' matches no files" in err
@@ -128,4 +173,3 @@ def test_mfu_peak_comes_from_the_catalog(tmp_path: Path) -> None:
     it = load_catalog().get("p5.48xlarge")
     assert cfg.peak_tflops == it.accelerator.peak_dense_bf16_tflops
     assert cfg.peak_source is not None and "p5.48xlarge" in cfg.peak_source
-

@@ -15,9 +15,28 @@ from workloads.model import GPT, GPTConfig, flops_per_token, matmul_params, tota
 STEPS = 12
 # 2 shards x 600 tokens -> 74 windows of 16; 2 ranks x 4 rows -> 9 steps per epoch, so the
 # run crosses an epoch boundary (a reshuffle) after the crash point.
-COMMON = ["--vocab-size", "64", "--seq-len", "16", "--d-model", "32", "--n-layers", "2",
-          "--n-heads", "2", "--batch-size", "4", "--steps", str(STEPS), "--lr", "1e-2",
-          "--log-every", "4", "--seed", "3"]
+COMMON = [
+    "--vocab-size",
+    "64",
+    "--seq-len",
+    "16",
+    "--d-model",
+    "32",
+    "--n-layers",
+    "2",
+    "--n-heads",
+    "2",
+    "--batch-size",
+    "4",
+    "--steps",
+    str(STEPS),
+    "--lr",
+    "1e-2",
+    "--log-every",
+    "4",
+    "--seed",
+    "3",
+]
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +51,10 @@ def baseline(data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     """An uninterrupted 2-rank run, without checkpoints: the resumed run must match it even
     though writing and reading checkpoints touches the optimizer."""
     d = tmp_path_factory.mktemp("baseline")
-    r = torchrun("workloads.ddp_train", ["--data", str(data / "train-*.bin"), *COMMON,
-                                         "--peak-tflops", "2", "--json", str(d / "m.json")])
+    r = torchrun(
+        "workloads.ddp_train",
+        ["--data", str(data / "train-*.bin"), *COMMON, "--peak-tflops", "2", "--json", str(d / "m.json")],
+    )
     assert r.returncode == 0, explain(r)
     return json.loads((d / "m.json").read_text())  # type: ignore[no-any-return]
 
@@ -69,9 +90,22 @@ def test_killed_run_resumes_to_bitwise_identical_parameters(
     (ckpt / "step_11").mkdir(parents=True)
     (ckpt / "step_11" / ".metadata").write_bytes(b"half-written")
     (ckpt / ".step_10.tmp").mkdir()
-    r = torchrun("workloads.ddp_train", ["--data", str(data / "train-*.bin"), *COMMON,
-                                         "--ckpt-dir", str(ckpt), "--ckpt-every", "4", "--json", str(tmp_path / "m.json")],
-                 max_restarts=1, env=job_env(GPUC_CRASH_AT_STEP="7"))
+    r = torchrun(
+        "workloads.ddp_train",
+        [
+            "--data",
+            str(data / "train-*.bin"),
+            *COMMON,
+            "--ckpt-dir",
+            str(ckpt),
+            "--ckpt-every",
+            "4",
+            "--json",
+            str(tmp_path / "m.json"),
+        ],
+        max_restarts=1,
+        env=job_env(GPUC_CRASH_AT_STEP="7"),
+    )
     assert r.returncode == 0, explain(r)
     assert "GPUC_CRASH_AT_STEP=7: exiting hard before step 7" in r.stderr, explain(r)
     assert "resumed from" in r.stdout and "step_4 (step 4, epoch 0, batch 4)" in r.stdout, explain(r)
@@ -101,16 +135,27 @@ def test_flops_formula_counts_the_real_model(tied: bool) -> None:
     assert flops_per_token(cfg) == 6 * matmul_params(cfg) + 12 * 3 * 4 * 6 * 12
 
 
-def test_crash_inside_a_checkpoint_write_never_loads_it(
-    data: Path, baseline: dict[str, Any], tmp_path: Path
-) -> None:
+def test_crash_inside_a_checkpoint_write_never_loads_it(data: Path, baseline: dict[str, Any], tmp_path: Path) -> None:
     """Rank 0 (the DCP coordinator, so .metadata is written too) dies after its step 8 files
     are on disk and before the marker: the directory looks loadable to DCP but must be
     ignored; the restart resumes from step 4 and ends bitwise where the uninterrupted run did."""
     ckpt = tmp_path / "ckpt"
-    r = torchrun("workloads.ddp_train", ["--data", str(data / "train-*.bin"), *COMMON,
-                                         "--ckpt-dir", str(ckpt), "--ckpt-every", "4", "--json", str(tmp_path / "m.json")],
-                 max_restarts=1, env=job_env(GPUC_CRASH_IN_CHECKPOINT="8", GPUC_CRASH_RANK="0"))
+    r = torchrun(
+        "workloads.ddp_train",
+        [
+            "--data",
+            str(data / "train-*.bin"),
+            *COMMON,
+            "--ckpt-dir",
+            str(ckpt),
+            "--ckpt-every",
+            "4",
+            "--json",
+            str(tmp_path / "m.json"),
+        ],
+        max_restarts=1,
+        env=job_env(GPUC_CRASH_IN_CHECKPOINT="8", GPUC_CRASH_RANK="0"),
+    )
     assert r.returncode == 0, explain(r)
     crash = [ln for ln in r.stderr.splitlines() if "GPUC_CRASH_IN_CHECKPOINT=8" in ln]
     assert crash, explain(r)

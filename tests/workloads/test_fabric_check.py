@@ -98,8 +98,10 @@ def test_gpu_without_efa_says_efa_is_missing(tree: Tree) -> None:
     lib = plugin(tree.root / "opt" / "ofi-nccl" / "lib")
     r = check("efa", 32, env={"LD_LIBRARY_PATH": str(lib.parent)}, roots=tree.roots, host="gpu-box")
     assert not r.ok
-    assert r.problems == [f"EFA is missing: no device under {tree.roots.sys}/class/infiniband is bound to the efa "
-                          "driver (expected 32: no EFA interface attached, or the efa kernel driver not loaded)"]
+    assert r.problems == [
+        f"EFA is missing: no device under {tree.roots.sys}/class/infiniband is bound to the efa "
+        "driver (expected 32: no EFA interface attached, or the efa kernel driver not loaded)"
+    ]
     assert r.message().startswith("fabric check on gpu-box: efa is not usable")
 
 
@@ -107,8 +109,9 @@ def test_missing_plugin_is_named_with_the_path_searched(tree: Tree) -> None:
     tree.efa(2)
     r = check("efa", 2, env={"LD_LIBRARY_PATH": "/usr/local/cuda/lib64"}, roots=tree.roots)
     assert len(r.problems) == 1
-    assert r.problems[0].startswith("net plugin aws-ofi-nccl (libnccl-net.so) not found on LD_LIBRARY_PATH "
-                                    "(/usr/local/cuda/lib64)")
+    assert r.problems[0].startswith(
+        "net plugin aws-ofi-nccl (libnccl-net.so) not found on LD_LIBRARY_PATH (/usr/local/cuda/lib64)"
+    )
     assert "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu" in r.problems[0]
 
 
@@ -118,16 +121,21 @@ def test_plugin_installed_but_off_the_loader_path_names_its_directory(tree: Tree
     lib = plugin(tree.roots.files / "opt/amazon/ofi-nccl/lib/x86_64-linux-gnu")
     tree.efa(2)
     r = check("efa", 2, env={}, roots=tree.roots)
-    assert r.problems == [f"net plugin aws-ofi-nccl (libnccl-net.so) is installed at {lib} but {lib.parent} is not "
-                          "on LD_LIBRARY_PATH (unset), so NCCL will not load it"]
+    assert r.problems == [
+        f"net plugin aws-ofi-nccl (libnccl-net.so) is installed at {lib} but {lib.parent} is not "
+        "on LD_LIBRARY_PATH (unset), so NCCL will not load it"
+    ]
 
 
 @needs_cc
 def test_plugin_that_cannot_load_names_the_loader_error(tree: Tree) -> None:
     dep = _so(tree.root / "deps" / "libfakefabric.so", "int fi_getinfo(void) { return 0; }\n")
-    lib = _so(tree.root / "plug" / "libnccl-net.so",
-              "extern int fi_getinfo(void); int ncclNetPlugin_v9 = 9; int use(void) { return fi_getinfo(); }\n",
-              f"-L{dep.parent}", "-lfakefabric")
+    lib = _so(
+        tree.root / "plug" / "libnccl-net.so",
+        "extern int fi_getinfo(void); int ncclNetPlugin_v9 = 9; int use(void) { return fi_getinfo(); }\n",
+        f"-L{dep.parent}",
+        "-lfakefabric",
+    )
     dep.unlink()  # the plugin's libfabric is gone: the loader refuses the plugin
     tree.efa(1)
     r = check("efa", 1, env={"LD_LIBRARY_PATH": str(lib.parent)}, roots=tree.roots)
@@ -179,8 +187,11 @@ def test_tcpxo_names_missing_and_down_nics_and_waits_for_rxdm(tree: Tree) -> Non
     assert not r.ok
     assert "GPU NIC(s) eth5 missing from" in r.message()
     assert "GPU NIC(s) eth7 are down" in r.message()
-    assert any(p.startswith("TCPXO receive-datapath manager (RxDM) not reachable: no listening socket "
-                            "@rxdm_uds_nic_mapping") and "after 10 s" in p for p in r.problems)
+    assert any(
+        p.startswith("TCPXO receive-datapath manager (RxDM) not reachable: no listening socket @rxdm_uds_nic_mapping")
+        and "after 10 s" in p
+        for p in r.problems
+    )
     assert now[0] == pytest.approx(10.0)  # it waited the whole time before giving up
 
 
@@ -196,8 +207,15 @@ def test_tcpxo_passes_once_rxdm_listens(tree: Tree) -> None:
         if len(calls) == 2:
             tree.rxdm()  # the daemon finishes its start-up during the wait
 
-    r = check("tcpxo", 8, env={"LD_LIBRARY_PATH": str(lib.parent)}, roots=tree.roots, sleep=sleep,
-              clock=lambda: float(len(calls)), rxdm_wait_s=60)
+    r = check(
+        "tcpxo",
+        8,
+        env={"LD_LIBRARY_PATH": str(lib.parent)},
+        roots=tree.roots,
+        sleep=sleep,
+        clock=lambda: float(len(calls)),
+        rxdm_wait_s=60,
+    )
     assert r.ok, r.problems
     assert "RxDM listening on rxdm_uds_nic_mapping" in r.found
     assert len(calls) == 2
@@ -234,8 +252,10 @@ def test_gib_needs_active_roce_ports(tree: Tree) -> None:
     env = {"LD_LIBRARY_PATH": str(lib.parent)}
     tree.rdma([f"mlx5_{i}" for i in range(8)], "Ethernet", down=("mlx5_3",))
     r = check("rdma", 8, env=env, roots=tree.roots)
-    assert r.problems == [f"RoCE: 7 of 8 expected devices with an ACTIVE port under {tree.roots.sys}/class/infiniband "
-                          "(not active: mlx5_3)"]
+    assert r.problems == [
+        f"RoCE: 7 of 8 expected devices with an ACTIVE port under {tree.roots.sys}/class/infiniband "
+        "(not active: mlx5_3)"
+    ]
 
 
 def test_infiniband_counts_ib_ports_only_and_needs_no_plugin(tree: Tree) -> None:
@@ -244,7 +264,9 @@ def test_infiniband_counts_ib_ports_only_and_needs_no_plugin(tree: Tree) -> None
     r = check("infiniband", 8, env={}, roots=tree.roots)
     assert r.ok, r.problems
     r = check("infiniband", 9, env={}, roots=tree.roots)
-    assert r.problems == [f"InfiniBand: 8 of 9 expected devices with an ACTIVE port under {tree.roots.sys}/class/infiniband"]
+    assert r.problems == [
+        f"InfiniBand: 8 of 9 expected devices with an ACTIVE port under {tree.roots.sys}/class/infiniband"
+    ]
 
 
 def test_require_raises_with_the_instance_types_count(tree: Tree) -> None:

@@ -51,7 +51,8 @@ def test_the_check_runs_only_where_the_fabric_carries_traffic(monkeypatch: pytes
 
 
 def test_a_missing_fabric_is_the_nodes_own_failure_and_the_judge_names_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The rank's status says "fabric check", not "joining the group", and is not a lost peer."""
     message = "fabric check on gpu-2: efa is not usable, NCCL would fall back to sockets: EFA is missing: ..."
 
@@ -70,8 +71,14 @@ def test_a_missing_fabric_is_the_nodes_own_failure_and_the_judge_names_it(
     assert status["peer_lost"] is False and status["fabric_missing"] is True
     assert status["error"] == f"fabric check: FabricCheckFailed: {message}"
     # Its peer, left waiting to join, is not blamed; the node without EFA is, with the reason.
-    waiting = {"phase": "main", "rank": 0, "node": "gpu-1", "state": "fabric-ready", "beat": 9.0,
-               "stages": {"started": 1.0, "device-ready": 2.0, "fabric-ready": 3.0}}
+    waiting = {
+        "phase": "main",
+        "rank": 0,
+        "node": "gpu-1",
+        "state": "fabric-ready",
+        "beat": 9.0,
+        "stages": {"started": 1.0, "device-ready": 2.0, "fabric-ready": 3.0},
+    }
     blamed, _ = node_failures([waiting, status], ["gpu-1", "gpu-2"])
     assert set(blamed) == {"gpu-2"}
     assert blamed["gpu-2"].startswith("main: rank 1 lacks its fabric: fabric check: FabricCheckFailed: ")

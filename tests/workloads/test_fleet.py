@@ -49,10 +49,22 @@ def _published(out: Path) -> list[str]:
 def test_dynamic_fleet_crash_then_rerun_publishes_each_output_once(tmp_path: Path) -> None:
     inputs = _inputs(tmp_path / "in", [0.05] * 8)
     out, log = tmp_path / "out", tmp_path / "calls.log"
-    args = ["--glob", str(tmp_path / "in" / "*.txt"), "--output-dir", str(out), "--output-ext", ".rev",
-            "--callable", CALLABLE, "--json", str(tmp_path / "s.json")]
+    args = [
+        "--glob",
+        str(tmp_path / "in" / "*.txt"),
+        "--output-dir",
+        str(out),
+        "--output-ext",
+        ".rev",
+        "--callable",
+        CALLABLE,
+        "--json",
+        str(tmp_path / "s.json"),
+    ]
     env = dict(GPUC_TEST_CALL_LOG=str(log))
-    crashed = torchrun("workloads.shard_tasks", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="2", GPUC_CRASH_RANK="0", **env))
+    crashed = torchrun(
+        "workloads.shard_tasks", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="2", GPUC_CRASH_RANK="0", **env)
+    )
     assert crashed.returncode != 0 and "GPUC_CRASH_AFTER=2: exiting hard" in crashed.stderr, explain(crashed)
     assert "claimed dynamically" in crashed.stdout
     first = {n: (out / n).stat().st_ino for n in _published(out)}
@@ -77,8 +89,15 @@ def test_dynamic_fleet_crash_then_rerun_publishes_each_output_once(tmp_path: Pat
 
 
 def _worker(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "workloads.shard_tasks", *args], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "workloads.shard_tasks", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def test_a_killed_workers_item_is_finished_by_another_once_its_lease_expires(tmp_path: Path) -> None:
@@ -88,8 +107,22 @@ def test_a_killed_workers_item_is_finished_by_another_once_its_lease_expires(tmp
     _inputs(tmp_path / "in", [0.05] * 6)
     out, log, state = tmp_path / "out", tmp_path / "calls.log", tmp_path / "state"
     lease_s = 3.0
-    args = ["--glob", str(tmp_path / "in" / "*.txt"), "--output-dir", str(out), "--output-ext", ".rev",
-            "--callable", CALLABLE, "--state-dir", str(state), "--lease-s", str(lease_s), "--fleet-id", "f1"]
+    args = [
+        "--glob",
+        str(tmp_path / "in" / "*.txt"),
+        "--output-dir",
+        str(out),
+        "--output-ext",
+        ".rev",
+        "--callable",
+        CALLABLE,
+        "--state-dir",
+        str(state),
+        "--lease-s",
+        str(lease_s),
+        "--fleet-id",
+        "f1",
+    ]
     a = _worker(args, job_env(GPUC_TEST_CALL_LOG=str(log), GPUC_TEST_HANG_ON="item00.txt", GPUC_LEASE_HOST="node-a"))
     deadline = time.monotonic() + 120
     while not (log.exists() and "item00.txt" in log.read_text()):
@@ -121,8 +154,11 @@ def test_command_placeholders_name_the_rank(tmp_path: Path, capsys: pytest.Captu
     _inputs(tmp_path / "in", [0.0] * 4)
     out = tmp_path / "out"
     cmd = "sh -c 'cat {input} > {output}; echo rank={rank} local_rank={local_rank} >> {output}'"
-    r = torchrun("workloads.shard_tasks", ["--glob", str(tmp_path / "in" / "*.txt"), "--output-dir", str(out),
-                                           "--schedule", "static", "--command", cmd], nproc=2)
+    r = torchrun(
+        "workloads.shard_tasks",
+        ["--glob", str(tmp_path / "in" / "*.txt"), "--output-dir", str(out), "--schedule", "static", "--command", cmd],
+        nproc=2,
+    )
     assert r.returncode == 0, explain(r)
     for i in range(4):  # static: item i on rank i % 2, one node so local_rank == rank
         assert (out / f"item{i:02d}.txt").read_text().endswith(f"rank={i % 2} local_rank={i % 2}\n")
@@ -131,8 +167,16 @@ def test_command_placeholders_name_the_rank(tmp_path: Path, capsys: pytest.Captu
     os.environ["GPUC_FORCE_CPU"] = "1"
     try:
         with pytest.raises(SystemExit):
-            parse_config(["--glob", str(tmp_path / "in" / "*.txt"), "--output-dir", str(out),
-                          "--command", "ffmpeg -hwaccel_device {gpu} -i {input} {output} {node}"])
+            parse_config(
+                [
+                    "--glob",
+                    str(tmp_path / "in" / "*.txt"),
+                    "--output-dir",
+                    str(out),
+                    "--command",
+                    "ffmpeg -hwaccel_device {gpu} -i {input} {output} {node}",
+                ]
+            )
     finally:
         del os.environ["GPUC_FORCE_CPU"]
     err = capsys.readouterr().err
@@ -142,9 +186,22 @@ def test_command_placeholders_name_the_rank(tmp_path: Path, capsys: pytest.Captu
 
 def _fleet_run(tmp_path: Path, name: str, schedule: str, seconds: list[float], nproc: int) -> dict[str, Any]:
     _inputs(tmp_path / f"in-{name}", seconds)
-    r = torchrun("workloads.shard_tasks", [
-        "--glob", str(tmp_path / f"in-{name}" / "*.txt"), "--output-dir", str(tmp_path / f"out-{name}"),
-        "--callable", CALLABLE, "--schedule", schedule, "--json", str(tmp_path / f"{name}.json")], nproc=nproc)
+    r = torchrun(
+        "workloads.shard_tasks",
+        [
+            "--glob",
+            str(tmp_path / f"in-{name}" / "*.txt"),
+            "--output-dir",
+            str(tmp_path / f"out-{name}"),
+            "--callable",
+            CALLABLE,
+            "--schedule",
+            schedule,
+            "--json",
+            str(tmp_path / f"{name}.json"),
+        ],
+        nproc=nproc,
+    )
     assert r.returncode == 0, explain(r)
     return json.loads((tmp_path / f"{name}.json").read_text())  # type: ignore[no-any-return]
 
@@ -160,9 +217,11 @@ def test_uneven_items_finish_near_the_ideal_time_only_when_claimed_dynamically(t
     ideal = sum(seconds) / 2
     static = _fleet_run(tmp_path, "static", "static", seconds, 2)
     dynamic = _fleet_run(tmp_path, "dynamic", "dynamic", seconds, 2)
-    print(f"\nuneven items: total {sum(seconds):.2f} s over 2 ranks, ideal {ideal:.2f} s; "
-          f"static {static['elapsed_s']:.2f} s ({static['elapsed_s'] / ideal:.2f}x ideal), "
-          f"dynamic {dynamic['elapsed_s']:.2f} s ({dynamic['elapsed_s'] / ideal:.2f}x ideal)")
+    print(
+        f"\nuneven items: total {sum(seconds):.2f} s over 2 ranks, ideal {ideal:.2f} s; "
+        f"static {static['elapsed_s']:.2f} s ({static['elapsed_s'] / ideal:.2f}x ideal), "
+        f"dynamic {dynamic['elapsed_s']:.2f} s ({dynamic['elapsed_s'] / ideal:.2f}x ideal)"
+    )
     assert static["done"] == dynamic["done"] == 16
     assert static["elapsed_s"] >= 4.0  # rank 0 sleeps through all four 1 s items
     assert dynamic["elapsed_s"] / ideal < 1.4, dynamic
@@ -177,8 +236,12 @@ def s3() -> Any:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    env = dict(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1",
-               AWS_ENDPOINT_URL_S3=f"http://{host}:{port}")
+    env = dict(
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ENDPOINT_URL_S3=f"http://{host}:{port}",
+    )
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     import boto3
@@ -206,11 +269,25 @@ def _objects(prefix: str) -> dict[str, bytes]:
 def test_outputs_to_s3_exactly_once_and_never_partial(tmp_path: Path, s3: dict[str, str]) -> None:
     inputs = _inputs(tmp_path / "in", [0.05] * 6)
     log = tmp_path / "calls.log"
-    args = ["--glob", str(tmp_path / "in" / "*.txt"), "--output-dir", "s3://fleet-out/run1", "--output-ext", ".rev",
-            "--state-dir", str(tmp_path / "state"), "--scratch-dir", str(tmp_path / "scratch"),
-            "--callable", CALLABLE, "--json", str(tmp_path / "s.json")]
-    crashed = torchrun("workloads.shard_tasks", args, nproc=2,
-                       env=job_env(GPUC_CRASH_AFTER="1", GPUC_TEST_CALL_LOG=str(log), **s3))
+    args = [
+        "--glob",
+        str(tmp_path / "in" / "*.txt"),
+        "--output-dir",
+        "s3://fleet-out/run1",
+        "--output-ext",
+        ".rev",
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--scratch-dir",
+        str(tmp_path / "scratch"),
+        "--callable",
+        CALLABLE,
+        "--json",
+        str(tmp_path / "s.json"),
+    ]
+    crashed = torchrun(
+        "workloads.shard_tasks", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="1", GPUC_TEST_CALL_LOG=str(log), **s3)
+    )
     assert crashed.returncode != 0 and "GPUC_CRASH_AFTER=1: exiting hard" in crashed.stderr, explain(crashed)
     first = _objects("run1/")
     want = {f"run1/{p.stem}.rev": p.read_bytes()[::-1] for p in inputs}
@@ -240,22 +317,36 @@ def test_outputs_to_s3_exactly_once_and_never_partial(tmp_path: Path, s3: dict[s
     assert outs.publish(tmp, fresh) is True and _objects("run1/new.rev") == {"run1/new.rev": b"new"}
 
 
-def test_object_storage_flags_are_checked_before_the_work(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                          s3: dict[str, str]) -> None:
+def test_object_storage_flags_are_checked_before_the_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], s3: dict[str, str]
+) -> None:
     from workloads.shard_tasks import parse_config
 
     _inputs(tmp_path / "in", [0.0])
     base = ["--glob", str(tmp_path / "in" / "*.txt"), "--callable", CALLABLE]
     with pytest.raises(SystemExit):
         parse_config([*base, "--output-dir", "s3://fleet-out/x"])
-    assert "error: --state-dir: needed with --output-dir s3://fleet-out/x: leases and failure records" in \
-        capsys.readouterr().err
+    assert (
+        "error: --state-dir: needed with --output-dir s3://fleet-out/x: leases and failure records"
+        in capsys.readouterr().err
+    )
     with pytest.raises(SystemExit):
         parse_config([*base, "--output-dir", "s3://no-such-bucket-here/x", "--state-dir", str(tmp_path / "st")])
     assert "bucket 'no-such-bucket-here' does not exist or is not visible" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        parse_config([*base, "--output-dir", "ftp://host/x", "--state-dir", str(tmp_path / "st"),
-                      "--schedule", "random", "--lease-s", "0"])
+        parse_config(
+            [
+                *base,
+                "--output-dir",
+                "ftp://host/x",
+                "--state-dir",
+                str(tmp_path / "st"),
+                "--schedule",
+                "random",
+                "--lease-s",
+                "0",
+            ]
+        )
     err = capsys.readouterr().err
     assert "scheme 'ftp' is not supported (allowed: s3://, gs://, or a path)" in err
     assert "error: --schedule: 'random' is not one of dynamic, static" in err
@@ -312,10 +403,27 @@ def test_batch_infer_runs_the_users_model_and_dataset_as_a_fleet(tmp_path: Path)
 
     model = _mlp_checkpoint(tmp_path / "ckpt")
     out = tmp_path / "preds"
-    r = torchrun("workloads.batch_infer", [
-        "run", "--model", "tests.workloads._user_plugins:mlp", "--weights", str(tmp_path / "ckpt"),
-        "--dataset", "tests.workloads._user_plugins:blobs", "--rows-per-task", "10", "--batch-size", "4",
-        "--output-dir", str(out), "--json", str(tmp_path / "s.json")], nproc=2)
+    r = torchrun(
+        "workloads.batch_infer",
+        [
+            "run",
+            "--model",
+            "tests.workloads._user_plugins:mlp",
+            "--weights",
+            str(tmp_path / "ckpt"),
+            "--dataset",
+            "tests.workloads._user_plugins:blobs",
+            "--rows-per-task",
+            "10",
+            "--batch-size",
+            "4",
+            "--output-dir",
+            str(out),
+            "--json",
+            str(tmp_path / "s.json"),
+        ],
+        nproc=2,
+    )
     assert r.returncode == 0, explain(r)
     s = json.loads((tmp_path / "s.json").read_text())
     assert s["job"] == "batch_infer" and (s["inputs"], s["done"], s["failed"]) == (10, 10, 0)
@@ -324,10 +432,25 @@ def test_batch_infer_runs_the_users_model_and_dataset_as_a_fleet(tmp_path: Path)
     ds = Blobs()
     want = model(torch.stack([ds[i][0] for i in range(96)])).detach()
     torch.testing.assert_close(torch.cat([p["output"] for p in parts]), want, rtol=1e-5, atol=1e-6)
-    again = torchrun("workloads.batch_infer", [
-        "run", "--model", "tests.workloads._user_plugins:mlp", "--weights", str(tmp_path / "ckpt"),
-        "--dataset", "tests.workloads._user_plugins:blobs", "--rows-per-task", "10",
-        "--output-dir", str(out), "--json", str(tmp_path / "s.json")], nproc=2)
+    again = torchrun(
+        "workloads.batch_infer",
+        [
+            "run",
+            "--model",
+            "tests.workloads._user_plugins:mlp",
+            "--weights",
+            str(tmp_path / "ckpt"),
+            "--dataset",
+            "tests.workloads._user_plugins:blobs",
+            "--rows-per-task",
+            "10",
+            "--output-dir",
+            str(out),
+            "--json",
+            str(tmp_path / "s.json"),
+        ],
+        nproc=2,
+    )
     assert again.returncode == 0 and json.loads((tmp_path / "s.json").read_text())["skipped"] == 10, explain(again)
 
 
@@ -341,10 +464,28 @@ def test_batch_infer_scores_token_shards_with_the_gpt_into_s3(tmp_path: Path, s3
     from workloads.model import GPT, GPTConfig
 
     write_synthetic(out=tmp_path / "tok", shards=1, tokens_per_shard=400, vocab=64, seed=2)  # 24 windows of 16
-    r = torchrun("workloads.batch_infer", [
-        "run", "--data", str(tmp_path / "tok" / "*.bin"), "--vocab-size", "64", "--seed", "4",
-        "--rows-per-task", "8", "--output-dir", "s3://fleet-out/scores", "--state-dir", str(tmp_path / "state"),
-        "--json", str(tmp_path / "s.json")], nproc=2, env=job_env(**s3))
+    r = torchrun(
+        "workloads.batch_infer",
+        [
+            "run",
+            "--data",
+            str(tmp_path / "tok" / "*.bin"),
+            "--vocab-size",
+            "64",
+            "--seed",
+            "4",
+            "--rows-per-task",
+            "8",
+            "--output-dir",
+            "s3://fleet-out/scores",
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--json",
+            str(tmp_path / "s.json"),
+        ],
+        nproc=2,
+        env=job_env(**s3),
+    )
     assert r.returncode == 0, explain(r)
     objs = _objects("scores/")
     assert sorted(objs) == [f"scores/part-{k:06d}.pt" for k in range(3)]
@@ -367,8 +508,19 @@ def test_batch_infer_flags_name_what_is_wrong(tmp_path: Path, capsys: pytest.Cap
 
     torch.save({"state_dict": {"0.weight": torch.zeros(3, 3)}}, tmp_path / "w.pt")
     with pytest.raises(SystemExit):
-        main(["run", "--model", "tests.workloads._user_plugins:mlp", "--weights", str(tmp_path / "w.pt"),
-              "--dataset", "tests.workloads._user_plugins:blob_stream", "--output-dir", str(tmp_path / "o")])
+        main(
+            [
+                "run",
+                "--model",
+                "tests.workloads._user_plugins:mlp",
+                "--weights",
+                str(tmp_path / "w.pt"),
+                "--dataset",
+                "tests.workloads._user_plugins:blob_stream",
+                "--output-dir",
+                str(tmp_path / "o"),
+            ]
+        )
     err = capsys.readouterr().err
     assert f"error: --weights: {tmp_path / 'w.pt'}: cannot load into the model: RuntimeError" in err
     assert "is an IterableDataset: tasks are ranges of rows that any worker can claim" in err

@@ -22,10 +22,19 @@ def _peaks(name: str = "p5.48xlarge") -> gh.Peaks:
 
 
 def _fig(node: str, rank: int, tflops: float, gbps: float, visible: int = 8) -> gh.DeviceFigures:
-    return gh.DeviceFigures(node=node, rank=rank, local_rank=rank % 8, device=f"cuda:{rank % 8}",
-                            name="NVIDIA H100 80GB HBM3", matmul_dtype="bfloat16", matmul_n=8192,
-                            matmul_tflops=tflops, mem_bytes=1 << 30, mem_gbps=gbps,
-                            gpus_visible=visible)
+    return gh.DeviceFigures(
+        node=node,
+        rank=rank,
+        local_rank=rank % 8,
+        device=f"cuda:{rank % 8}",
+        name="NVIDIA H100 80GB HBM3",
+        matmul_dtype="bfloat16",
+        matmul_n=8192,
+        matmul_tflops=tflops,
+        mem_bytes=1 << 30,
+        mem_gbps=gbps,
+        gpus_visible=visible,
+    )
 
 
 def test_peaks_come_from_the_catalog() -> None:
@@ -49,10 +58,10 @@ def test_a_slow_gpu_and_a_missing_gpu_are_named() -> None:
     cfg = gh.HealthConfig(instance_type=peaks.instance_type)
     good_tf, good_bw = 0.78 * peaks.dense_bf16_tflops, 0.88 * peaks.memory_bandwidth_gbps
     figs = [_fig("a", r, good_tf, good_bw) for r in range(8)]
-    figs[3] = _fig("a", 3, 0.62 * peaks.dense_bf16_tflops, good_bw)        # warn
+    figs[3] = _fig("a", 3, 0.62 * peaks.dense_bf16_tflops, good_bw)  # warn
     figs += [_fig("b", 8 + r, good_tf, good_bw, visible=7) for r in range(7)]  # lost a GPU
     figs += [_fig("c", 16 + r, good_tf, good_bw) for r in range(8)]
-    figs[-1] = _fig("c", 23, good_tf, 0.4 * peaks.memory_bandwidth_gbps)   # fail
+    figs[-1] = _fig("c", 23, good_tf, 0.4 * peaks.memory_bandwidth_gbps)  # fail
     hosts = {h.node: h for h in gh.judge_hosts(figs, peaks, cfg)}
     assert hosts["a"].verdict == "warn" and "cuda:3: bf16 matmul" in hosts["a"].problems[0]
     assert hosts["b"].verdict == "fail" and "7 GPUs visible" in hosts["b"].problems[0]
@@ -66,24 +75,39 @@ def test_without_a_catalog_type_nothing_is_judged() -> None:
 
 
 def test_every_bad_flag_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = gh.main(["--instance-type", "p9.nope", "--iters", "0", "--copy-bytes", "1Q",
-                  "--matmul-fail", "0.9"])
+    rc = gh.main(["--instance-type", "p9.nope", "--iters", "0", "--copy-bytes", "1Q", "--matmul-fail", "0.9"])
     err = capsys.readouterr().err
     assert rc == 2
-    for needle in ("--instance-type: instance type 'p9.nope' is not in the catalog (allowed:",
-                   "--iters: 0 is too small", "--copy-bytes: '1Q' is not a size",
-                   "--matmul-fail 0.9 is above --matmul-warn"):
+    for needle in (
+        "--instance-type: instance type 'p9.nope' is not in the catalog (allowed:",
+        "--iters: 0 is too small",
+        "--copy-bytes: '1Q' is not a size",
+        "--matmul-fail 0.9 is above --matmul-warn",
+    ):
         assert needle in err
 
 
 def test_single_process_cpu_run_measures_and_passes_no_judgement(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("GPUC_FORCE_CPU", "1")
     out = tmp_path / "h.json"
-    rc = gh.main(["--instance-type", "p5.48xlarge", "--matmul-size", "128", "--copy-bytes", "1M",
-                  "--iters", "2", "--json", str(out)])
+    rc = gh.main(
+        [
+            "--instance-type",
+            "p5.48xlarge",
+            "--matmul-size",
+            "128",
+            "--copy-bytes",
+            "1M",
+            "--iters",
+            "2",
+            "--json",
+            str(out),
+        ]
+    )
     assert rc == 0
     assert "no judgement passed (judged: false)" in capsys.readouterr().out
     doc = json.loads(out.read_text())
@@ -99,10 +123,30 @@ def test_under_torchrun_rank0_gathers_every_rank(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUC_")}
     env.update({"GPUC_FORCE_CPU": "1", "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"})
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         "-m", "workloads.gpu_health", "--matmul-size", "128", "--copy-bytes", "1M",
-         "--iters", "2", "--json", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "workloads.gpu_health",
+            "--matmul-size",
+            "128",
+            "--copy-bytes",
+            "1M",
+            "--iters",
+            "2",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
     assert doc["judged"] is False

@@ -18,8 +18,9 @@ N = 1024
 NODES = [f"n{i:04d}" for i in range(N)]
 
 
-def _simulate(bad: set[str], hung: set[str], bad_link: frozenset[str] | None, pairing: str
-              ) -> tuple[isolate.Isolation, list[list[isolate.Pair]]]:
+def _simulate(
+    bad: set[str], hung: set[str], bad_link: frozenset[str] | None, pairing: str
+) -> tuple[isolate.Isolation, list[list[isolate.Pair]]]:
     bw = load_catalog().get("p5.48xlarge").bandwidth
     e = bw.expected(bw.op, 2, "pair")
     assert e.expected_gbps is not None and e.floor_fail_gbps is not None

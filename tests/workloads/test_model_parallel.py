@@ -18,9 +18,28 @@ from workloads.model import GPT, GPTConfig, total_params
 from workloads.model_parallel import LOSS_RTOL, compare, parse_config, run_reference, stage_layers, world_problems
 from workloads.parallel.materialise import fill_box, init_local, materialise, meta_model, normal_at, storage_bytes
 
-ARGS = ["--vocab-size", "64", "--seq-len", "16", "--d-model", "32", "--n-layers", "2",
-        "--n-heads", "2", "--batch-size", "8", "--microbatches", "4", "--steps", "6",
-        "--lr", "1e-2", "--seed", "5"]
+ARGS = [
+    "--vocab-size",
+    "64",
+    "--seq-len",
+    "16",
+    "--d-model",
+    "32",
+    "--n-layers",
+    "2",
+    "--n-heads",
+    "2",
+    "--batch-size",
+    "8",
+    "--microbatches",
+    "4",
+    "--steps",
+    "6",
+    "--lr",
+    "1e-2",
+    "--seed",
+    "5",
+]
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +50,9 @@ def reference() -> list[float]:
 def test_fsdp_and_pipeline_match_reference(reference: list[float], tmp_path: Path) -> None:
     out = tmp_path / "m.json"
     # Both modes in one launch, one after the other on the same ranks.
-    r = torchrun("workloads.model_parallel", ["--mode", "fsdp,pipeline", *ARGS, "--check-reference",
-                                              "--json", str(out)], nproc=2)
+    r = torchrun(
+        "workloads.model_parallel", ["--mode", "fsdp,pipeline", *ARGS, "--check-reference", "--json", str(out)], nproc=2
+    )
     assert r.returncode == 0, explain(r)
     m = json.loads(out.read_text())
     assert m["world_size"] == 2 and m["match"] is True
@@ -89,8 +109,22 @@ def test_modes_and_sizes_checked(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_world_size_problems_reported_together_before_any_mode_runs() -> None:
-    cfg = parse_config(["--mode", "fsdp,tp,2d,pipeline-1f1b", "--n-heads", "2", "--n-layers", "2",
-                        "--batch-size", "8", "--microbatches", "2", "--tp", "2"])
+    cfg = parse_config(
+        [
+            "--mode",
+            "fsdp,tp,2d,pipeline-1f1b",
+            "--n-heads",
+            "2",
+            "--n-layers",
+            "2",
+            "--batch-size",
+            "8",
+            "--microbatches",
+            "2",
+            "--tp",
+            "2",
+        ]
+    )
     assert world_problems(cfg, 2) == []
     assert world_problems(cfg, 3) == [
         ("--batch-size", "8 is not divisible by the 3 data-parallel groups of fsdp"),
@@ -154,9 +188,24 @@ def test_any_box_gets_the_full_tensors_values() -> None:
 
 def test_every_parallelism_materialises_the_one_process_values(tmp_path: Path) -> None:
     out = tmp_path / "m.json"
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4",
-                        "-m", "tests.workloads._materialise_worker", str(out)],
-                       cwd=REPO, env=job_env(), capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node=4",
+            "-m",
+            "tests.workloads._materialise_worker",
+            str(out),
+        ],
+        cwd=REPO,
+        env=job_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
     assert r.returncode == 0, explain(r)
     doc = json.loads(out.read_text())
     assert set(doc) == {"fsdp", "tp", "2d", "pipeline"}
@@ -171,9 +220,28 @@ def test_every_parallelism_materialises_the_one_process_values(tmp_path: Path) -
 
 # --- the parameter budget: training proceeds with every rank under it ----------------------------
 
-BUDGET_ARGS = ["--vocab-size", "256", "--seq-len", "16", "--d-model", "128", "--n-layers", "4",
-               "--n-heads", "4", "--batch-size", "8", "--microbatches", "4", "--steps", "5",
-               "--lr", "3e-3", "--seed", "3"]
+BUDGET_ARGS = [
+    "--vocab-size",
+    "256",
+    "--seq-len",
+    "16",
+    "--d-model",
+    "128",
+    "--n-layers",
+    "4",
+    "--n-heads",
+    "4",
+    "--batch-size",
+    "8",
+    "--microbatches",
+    "4",
+    "--steps",
+    "5",
+    "--lr",
+    "3e-3",
+    "--seed",
+    "3",
+]
 BUDGET_CFG = parse_config(["--mode", "reference", *BUDGET_ARGS])
 FULL_BYTES = total_params(BUDGET_CFG.model) * 4
 PARAM_FIGURES = ("params_materialised", "params_peak_materialise", "params_peak_between_steps")
@@ -209,9 +277,20 @@ def _check_budget_run(m: dict[str, Any], budget: int, world: int, reference: lis
 def test_two_ranks_train_under_a_parameter_budget(budget_reference: list[float], tmp_path: Path) -> None:
     out = tmp_path / "m.json"
     budget_mib = 0.7 * FULL_BYTES / (1 << 20)
-    r = torchrun("workloads.model_parallel", ["--mode", "fsdp,tp,pipeline,pipeline-1f1b", *BUDGET_ARGS,
-                                              "--param-budget-mib", f"{budget_mib:.6f}", "--check-reference",
-                                              "--json", str(out)], nproc=2)
+    r = torchrun(
+        "workloads.model_parallel",
+        [
+            "--mode",
+            "fsdp,tp,pipeline,pipeline-1f1b",
+            *BUDGET_ARGS,
+            "--param-budget-mib",
+            f"{budget_mib:.6f}",
+            "--check-reference",
+            "--json",
+            str(out),
+        ],
+        nproc=2,
+    )
     assert r.returncode == 0, explain(r)
     m = json.loads(out.read_text())
     _check_budget_run(m, m["param_budget_bytes"], 2, budget_reference)
@@ -223,9 +302,22 @@ def test_two_ranks_train_under_a_parameter_budget(budget_reference: list[float],
 def test_four_ranks_2d_under_a_quarter_budget(budget_reference: list[float], tmp_path: Path) -> None:
     out = tmp_path / "m.json"
     budget_mib = 0.35 * FULL_BYTES / (1 << 20)  # (dp 2) x (tp 2): each rank ~1/4 of the model
-    r = torchrun("workloads.model_parallel", ["--mode", "2d,fsdp", "--tp", "2", *BUDGET_ARGS,
-                                              "--param-budget-mib", f"{budget_mib:.6f}", "--check-reference",
-                                              "--json", str(out)], nproc=4)
+    r = torchrun(
+        "workloads.model_parallel",
+        [
+            "--mode",
+            "2d,fsdp",
+            "--tp",
+            "2",
+            *BUDGET_ARGS,
+            "--param-budget-mib",
+            f"{budget_mib:.6f}",
+            "--check-reference",
+            "--json",
+            str(out),
+        ],
+        nproc=4,
+    )
     assert r.returncode == 0, explain(r)
     m = json.loads(out.read_text())
     _check_budget_run(m, m["param_budget_bytes"], 4, budget_reference)
@@ -235,9 +327,21 @@ def test_a_budget_no_rank_can_meet_fails_the_job(tmp_path: Path) -> None:
     # The budget check can fail: a pipeline stage of a 4-block model on 2 ranks holds ~1/2.
     out = tmp_path / "m.json"
     budget_mib = 0.3 * FULL_BYTES / (1 << 20)
-    r = torchrun("workloads.model_parallel", ["--mode", "pipeline", *BUDGET_ARGS, "--steps", "1",
-                                              "--param-budget-mib", f"{budget_mib:.6f}", "--json", str(out)],
-                 nproc=2)
+    r = torchrun(
+        "workloads.model_parallel",
+        [
+            "--mode",
+            "pipeline",
+            *BUDGET_ARGS,
+            "--steps",
+            "1",
+            "--param-budget-mib",
+            f"{budget_mib:.6f}",
+            "--json",
+            str(out),
+        ],
+        nproc=2,
+    )
     assert r.returncode != 0, explain(r)
     m = json.loads(out.read_text())
     assert m["runs"][0]["within_budget"] is False
@@ -245,11 +349,15 @@ def test_a_budget_no_rank_can_meet_fails_the_job(tmp_path: Path) -> None:
 
 
 def test_bf16_mixed_precision_runs_on_gloo_and_only_tracks_the_reference(
-        budget_reference: list[float], tmp_path: Path) -> None:
+    budget_reference: list[float], tmp_path: Path
+) -> None:
     # FSDP2's MixedPrecisionPolicy(bf16 params, fp32 reduce), what --precision auto picks on GPU.
     out = tmp_path / "m.json"
-    r = torchrun("workloads.model_parallel", ["--mode", "fsdp,tp", *BUDGET_ARGS, "--precision", "bf16",
-                                              "--check-reference", "--json", str(out)], nproc=2)
+    r = torchrun(
+        "workloads.model_parallel",
+        ["--mode", "fsdp,tp", *BUDGET_ARGS, "--precision", "bf16", "--check-reference", "--json", str(out)],
+        nproc=2,
+    )
     assert r.returncode == 0, explain(r)
     m = json.loads(out.read_text())
     fsdp, tp = m["runs"]

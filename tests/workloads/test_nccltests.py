@@ -16,8 +16,10 @@ from workloads.validate.__main__ import main as validate_main
 from workloads.validate.verdict import Verdict
 
 LOGS = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "nccl-logs"
-pytestmark = pytest.mark.skipif(not (LOGS / "cases.yaml").is_file(),
-                                reason=f"published nccl-tests corpus not found at {LOGS} (CI puts shared/ beside the clone)")
+pytestmark = pytest.mark.skipif(
+    not (LOGS / "cases.yaml").is_file(),
+    reason=f"published nccl-tests corpus not found at {LOGS} (CI puts shared/ beside the clone)",
+)
 
 
 def _cases() -> list[dict[str, Any]]:
@@ -67,8 +69,11 @@ def test_verdict_matches_what_a_sound_judge_concludes(case: dict[str, Any]) -> N
         assert rep.verdict == Verdict.UNKNOWN and not rep.floors_applied
         assert any("not in the catalog" in e or "no --instance-type" in e for e in rep.errors)
         return
-    allowed = {"healthy": {Verdict.PASS, Verdict.WARN}, "degraded": {Verdict.FAIL},
-               "either": {Verdict.WARN, Verdict.FAIL}}[case["expected"]]
+    allowed = {
+        "healthy": {Verdict.PASS, Verdict.WARN},
+        "degraded": {Verdict.FAIL},
+        "either": {Verdict.WARN, Verdict.FAIL},
+    }[case["expected"]]
     assert rep.verdict in allowed, [m.to_json() for m in rep.measurements]
     judged = rep.measurements[0]
     assert judged.floor_fail is not None and "expected" in judged.basis
@@ -111,8 +116,19 @@ def test_wrong_node_count_is_reported() -> None:
 
 def test_cli_writes_the_same_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     case = next(c for c in _cases() if c["file"].startswith("01-"))
-    code = validate_main(["judge", "--nccl-tests", str(LOGS / case["file"]), "--instance-type", "p5.48xlarge",
-                          "--nodes", "2", "--out", str(tmp_path)])
+    code = validate_main(
+        [
+            "judge",
+            "--nccl-tests",
+            str(LOGS / case["file"]),
+            "--instance-type",
+            "p5.48xlarge",
+            "--nodes",
+            "2",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code == int(Verdict.PASS)
     doc = json.loads((tmp_path / "report.json").read_text())
     assert doc["verdict"] == "PASS" and doc["measurements"][0]["at_bytes"] == 8 << 30

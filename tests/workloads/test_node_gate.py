@@ -27,8 +27,9 @@ def quiet_runner(*_a: Any, **_k: Any) -> subprocess.CompletedProcess[str]:
     return _proc(["dmesg"], 0, "[    1.0] Linux version 6.8\n")
 
 
-def gate(gpus: list[FakeGpu], cfg: node_gate.GateConfig = FAST, *, dcgm: str | None = None,
-         runner: Any = None) -> dict[tuple[str, str], gp.Check]:
+def gate(
+    gpus: list[FakeGpu], cfg: node_gate.GateConfig = FAST, *, dcgm: str | None = None, runner: Any = None
+) -> dict[tuple[str, str], gp.Check]:
     nvml = FakeNvml(gpus)
     which = (lambda exe: "/usr/bin/dcgmi") if dcgm is not None else (lambda exe: None)
 
@@ -52,8 +53,16 @@ def test_healthy_node_passes_every_nvml_check() -> None:
     checks = gate(eight())
     for name in ("gpu.count", "gpu.model", "xid.kernel"):
         assert checks[(name, "node")].status == PASS, checks[(name, "node")]
-    for name in ("ecc.volatile", "ecc.aggregate", "memory.remap", "nvlink.links", "nvlink.errors",
-                 "clocks.throttle", "pcie.link", "xid.run"):
+    for name in (
+        "ecc.volatile",
+        "ecc.aggregate",
+        "memory.remap",
+        "nvlink.links",
+        "nvlink.errors",
+        "clocks.throttle",
+        "pcie.link",
+        "xid.run",
+    ):
         assert checks[(name, "gpu3")].status == PASS, checks[(name, "gpu3")]
     assert checks[("versions", "node")].value == {"driver": "550.90.07", "cuda_driver": "12.4"}
     assert checks[("nvlink.links", "gpu0")].value == {"up": 18, "down": []}
@@ -129,24 +138,48 @@ def test_xid_event_during_the_run(xid: int, status: str) -> None:
 
 
 def test_kernel_log_xids_since_boot() -> None:
-    log = ("[12.3] NVRM: Xid (PCI:0000:53:00): 79, pid=1234, name=python, GPU has fallen off the bus.\n"
-           "[13.0] NVRM: Xid (PCI:0000:64:00): 31, pid=99, Ch 00000010, intr 10000000\n")
+    log = (
+        "[12.3] NVRM: Xid (PCI:0000:53:00): 79, pid=1234, name=python, GPU has fallen off the bus.\n"
+        "[13.0] NVRM: Xid (PCI:0000:64:00): 31, pid=99, Ch 00000010, intr 10000000\n"
+    )
     c = gate(eight(), runner=lambda *a, **k: _proc(["dmesg"], 0, log))[("xid.kernel", "node")]
     assert c.status == FAIL and c.value == [31, 79]
     assert "0000:53:00" in c.detail
-    denied = gate(eight(), runner=lambda *a, **k: _proc(["dmesg"], 1, "", "dmesg: read kernel buffer failed: "
-                                                                         "Operation not permitted"))
+    denied = gate(
+        eight(),
+        runner=lambda *a, **k: _proc(["dmesg"], 1, "", "dmesg: read kernel buffer failed: Operation not permitted"),
+    )
     assert denied[("xid.kernel", "node")].status == NOT_RUN
 
 
-DCGM_DOC = {"DCGM GPU Diagnostic": {"version": "3.3.5", "test_categories": [
-    {"category": "Deployment", "tests": [{"name": "Denylist", "results": [{"status": "Pass"}]}]},
-    {"category": "Integration", "tests": [{"name": "PCIe", "results": [
-        {"gpu_ids": "0", "status": "Pass"},
-        {"gpu_ids": "3", "status": "Fail", "warnings": [{"warning": "GPU 3 PCIe replay rate too high", "error_id": 37}]},
-    ]}]},
-    {"category": "Hardware", "tests": [{"name": "GPU Memory", "results": [{"gpu_ids": "0", "status": "Skip"}]}]},
-]}}
+DCGM_DOC = {
+    "DCGM GPU Diagnostic": {
+        "version": "3.3.5",
+        "test_categories": [
+            {"category": "Deployment", "tests": [{"name": "Denylist", "results": [{"status": "Pass"}]}]},
+            {
+                "category": "Integration",
+                "tests": [
+                    {
+                        "name": "PCIe",
+                        "results": [
+                            {"gpu_ids": "0", "status": "Pass"},
+                            {
+                                "gpu_ids": "3",
+                                "status": "Fail",
+                                "warnings": [{"warning": "GPU 3 PCIe replay rate too high", "error_id": 37}],
+                            },
+                        ],
+                    }
+                ],
+            },
+            {
+                "category": "Hardware",
+                "tests": [{"name": "GPU Memory", "results": [{"gpu_ids": "0", "status": "Skip"}]}],
+            },
+        ],
+    }
+}
 
 
 def test_dcgm_failure_is_parsed_into_the_report() -> None:
@@ -160,8 +193,16 @@ def test_dcgm_failure_is_parsed_into_the_report() -> None:
 
 
 def test_dcgm_pass_and_dcgm4_root_name() -> None:
-    doc = {"DCGM Diagnostic": {"test_categories": [{"category": "Deployment", "tests": [
-        {"name": "software", "results": [{"entity_id": 0, "status": "Pass"}]}]}]}}
+    doc = {
+        "DCGM Diagnostic": {
+            "test_categories": [
+                {
+                    "category": "Deployment",
+                    "tests": [{"name": "software", "results": [{"entity_id": 0, "status": "Pass"}]}],
+                }
+            ]
+        }
+    }
     assert gate(eight(), dcgm=json.dumps(doc))[("dcgm.diag", "node")].status == PASS
 
 
@@ -173,8 +214,9 @@ def test_dcgm_without_json_or_disabled_is_not_run() -> None:
 
 
 def _gemm(device: str, rates: list[float]) -> node_gate.GemmResult:
-    return node_gate.GemmResult(device=device, name="x", dtype="bfloat16", n=8192, seconds=30.0, calls=100,
-                                window_tflops=rates)
+    return node_gate.GemmResult(
+        device=device, name="x", dtype="bfloat16", n=8192, seconds=30.0, calls=100, window_tflops=rates
+    )
 
 
 def test_gemm_is_judged_against_the_catalogs_achievable_figure() -> None:
@@ -209,8 +251,9 @@ def test_host_without_nvml_reports_not_run_never_pass() -> None:
 
 
 def test_one_bad_gpu_fails_the_node_report() -> None:
-    rep = node_gate.run_gate(FAST, CPU, indices=list(range(8)), nvml=FakeNvml(eight(ecc_volatile=1)),
-                             which=lambda e: None, run=quiet_runner)
+    rep = node_gate.run_gate(
+        FAST, CPU, indices=list(range(8)), nvml=FakeNvml(eight(ecc_volatile=1)), which=lambda e: None, run=quiet_runner
+    )
     doc = rep.to_json()
     assert doc["verdict"] == FAIL and doc["vendor"] == "nvidia"
     assert [c["scope"] for c in doc["checks"] if c["status"] == FAIL] == ["gpu3"]

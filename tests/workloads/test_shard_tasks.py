@@ -14,8 +14,10 @@ import torch
 from tests.workloads.torchrun_util import explain, job_env, torchrun
 from workloads.batch_infer import load_model, make_inputs, score
 
-pytestmark = pytest.mark.skipif(shutil.which("ffmpeg") is None or shutil.which("ffprobe") is None,
-                                reason="ffmpeg/ffprobe not installed (make sysdeps)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("ffmpeg") is None or shutil.which("ffprobe") is None,
+    reason="ffmpeg/ffprobe not installed (make sysdeps)",
+)
 
 COMMAND = "ffmpeg -nostdin -loglevel error -y -i {input} -c:v libx264 -preset ultrafast {output}"
 
@@ -25,9 +27,23 @@ def _make_clips(d: Path, n: int) -> list[Path]:
     clips = []
     for i in range(n):
         p = d / f"clip{i}.avi"
-        subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-f", "lavfi", "-i",
-                        "testsrc=duration=0.2:size=64x48:rate=10", "-c:v", "mpeg4", str(p)],
-                       check=True, timeout=120)
+        subprocess.run(
+            [
+                "ffmpeg",
+                "-nostdin",
+                "-loglevel",
+                "error",
+                "-f",
+                "lavfi",
+                "-i",
+                "testsrc=duration=0.2:size=64x48:rate=10",
+                "-c:v",
+                "mpeg4",
+                str(p),
+            ],
+            check=True,
+            timeout=120,
+        )
         clips.append(p)
     return clips
 
@@ -38,9 +54,24 @@ def _finals(d: Path) -> list[Path]:
 
 
 def _probe(p: Path) -> tuple[str, int, int]:
-    r = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
-                        "stream=codec_name,width,height", "-of", "json", str(p)],
-                       capture_output=True, text=True, timeout=60, check=True)
+    r = subprocess.run(
+        [
+            "ffprobe",
+            "-v",
+            "error",
+            "-select_streams",
+            "v:0",
+            "-show_entries",
+            "stream=codec_name,width,height",
+            "-of",
+            "json",
+            str(p),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     s = json.loads(r.stdout)["streams"][0]
     return s["codec_name"], s["width"], s["height"]
 
@@ -52,8 +83,20 @@ def test_ffmpeg_fleet_survives_a_crash_and_a_rerun_redoes_nothing(tmp_path: Path
     out = tmp_path / "out"
     # Sorted inputs: broken, clip0..clip4; the static split gives input i to rank i % 2, so rank
     # 1 owns clip0, 2, 4 (the self-balancing schedule has its own tests in test_fleet.py).
-    args = ["--glob", str(tmp_path / "in" / "*.avi"), "--output-dir", str(out), "--schedule", "static",
-            "--output-ext", ".mp4", "--command", COMMAND, "--json", str(tmp_path / "s.json")]
+    args = [
+        "--glob",
+        str(tmp_path / "in" / "*.avi"),
+        "--output-dir",
+        str(out),
+        "--schedule",
+        "static",
+        "--output-ext",
+        ".mp4",
+        "--command",
+        COMMAND,
+        "--json",
+        str(tmp_path / "s.json"),
+    ]
 
     crashed = torchrun("workloads.shard_tasks", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="1"))
     assert crashed.returncode != 0, explain(crashed)
@@ -96,10 +139,22 @@ def test_batch_inference_callable_matches_in_process_scores(tmp_path: Path) -> N
     bad = tmp_path / "in" / "batch-bad.pt"
     torch.save(torch.rand(4, 16), bad)
     out = tmp_path / "out"
-    r = torchrun("workloads.shard_tasks", [
-        "--glob", str(tmp_path / "in" / "*.pt"), "--output-dir", str(out),
-        "--output-ext", ".scores.pt", "--callable", "workloads.batch_infer:run",
-        "--json", str(tmp_path / "s.json")], nproc=2)
+    r = torchrun(
+        "workloads.shard_tasks",
+        [
+            "--glob",
+            str(tmp_path / "in" / "*.pt"),
+            "--output-dir",
+            str(out),
+            "--output-ext",
+            ".scores.pt",
+            "--callable",
+            "workloads.batch_infer:run",
+            "--json",
+            str(tmp_path / "s.json"),
+        ],
+        nproc=2,
+    )
     assert r.returncode == 1, explain(r)
     s = json.loads((tmp_path / "s.json").read_text())
     assert (s["done"], s["skipped"], s["failed"]) == (3, 0, 1)
@@ -119,20 +174,34 @@ def test_bad_flags_are_reported_together(tmp_path: Path, capsys: pytest.CaptureF
     from workloads.shard_tasks import parse_config
 
     with pytest.raises(SystemExit) as e:
-        parse_config(["--glob", str(tmp_path / "none-*.avi"), "--output-dir", str(tmp_path / "o"),
-                      "--command", "ffmpeg -i {inptu} {output}", "--timeout-s", "-1",
-                      "--output-ext", "mp4"])
+        parse_config(
+            [
+                "--glob",
+                str(tmp_path / "none-*.avi"),
+                "--output-dir",
+                str(tmp_path / "o"),
+                "--command",
+                "ffmpeg -i {inptu} {output}",
+                "--timeout-s",
+                "-1",
+                "--output-ext",
+                "mp4",
+            ]
+        )
     assert e.value.code == 2
     err = capsys.readouterr().err
-    for msg in (f"error: --glob: '{tmp_path}/none-*.avi' matches no files",
-                "error: --command: unknown placeholder {inptu}",
-                "has no {input} placeholder",
-                "error: --timeout-s: -1.0 must be greater than 0.0",
-                "error: --output-ext: 'mp4' must look like .mp4"):
+    for msg in (
+        f"error: --glob: '{tmp_path}/none-*.avi' matches no files",
+        "error: --command: unknown placeholder {inptu}",
+        "has no {input} placeholder",
+        "error: --timeout-s: -1.0 must be greater than 0.0",
+        "error: --output-ext: 'mp4' must look like .mp4",
+    ):
         assert msg in err, err
     with pytest.raises(SystemExit):
-        parse_config(["--glob", str(tmp_path / "*"), "--output-dir", str(tmp_path),
-                      "--callable", "workloads.batch_infer:nope"])
+        parse_config(
+            ["--glob", str(tmp_path / "*"), "--output-dir", str(tmp_path), "--callable", "workloads.batch_infer:nope"]
+        )
     assert "error: --callable: workloads.batch_infer has no callable 'nope'" in capsys.readouterr().err
 
 
@@ -144,23 +213,55 @@ def test_input_list_maps_outputs_and_refuses_collisions(tmp_path: Path, capsys: 
         (tmp_path / rel).write_bytes(b"")
     lst = tmp_path / "videos" / "list.txt"
     lst.write_text("# relative to this file\nb/y.avi\n\na/x.mov\n  b/x.mov  \n")
-    cfg = parse_config(["--inputs", str(lst), "--output-dir", str(tmp_path / "out"),
-                        "--output-ext", ".mp4", "--command", "true {input} {output}"])
+    cfg = parse_config(
+        [
+            "--inputs",
+            str(lst),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--output-ext",
+            ".mp4",
+            "--command",
+            "true {input} {output}",
+        ]
+    )
     assert [(str(i.relative_to(tmp_path)), str(o.relative_to(tmp_path))) for i, o in cfg.items] == [
-        ("videos/a/x.mov", "out/a/x.mp4"), ("videos/b/x.mov", "out/b/x.mp4"),
-        ("videos/b/y.avi", "out/b/y.mp4")]
+        ("videos/a/x.mov", "out/a/x.mp4"),
+        ("videos/b/x.mov", "out/b/x.mp4"),
+        ("videos/b/y.avi", "out/b/y.mp4"),
+    ]
 
     (tmp_path / "videos/b/y.mov").write_bytes(b"")
     lst.write_text("b/y.avi\nb/y.mov\na/x.mov\na/x.mov\n")
     with pytest.raises(SystemExit):
-        parse_config(["--inputs", str(lst), "--output-dir", str(tmp_path / "out"),
-                      "--output-ext", ".mp4", "--command", "true {input} {output}"])
+        parse_config(
+            [
+                "--inputs",
+                str(lst),
+                "--output-dir",
+                str(tmp_path / "out"),
+                "--output-ext",
+                ".mp4",
+                "--command",
+                "true {input} {output}",
+            ]
+        )
     err = capsys.readouterr().err
     assert "1 inputs listed more than once" in err
     lst.write_text("b/y.avi\nb/y.mov\n")
     with pytest.raises(SystemExit):
-        parse_config(["--inputs", str(lst), "--output-dir", str(tmp_path / "out"),
-                      "--output-ext", ".mp4", "--command", "true {input} {output}"])
+        parse_config(
+            [
+                "--inputs",
+                str(lst),
+                "--output-dir",
+                str(tmp_path / "out"),
+                "--output-ext",
+                ".mp4",
+                "--command",
+                "true {input} {output}",
+            ]
+        )
     assert f"would both write {tmp_path}/out/y.mp4" in capsys.readouterr().err
 
 
@@ -171,11 +272,24 @@ def test_rank_0_killed_mid_item_then_rerun_publishes_every_input_exactly_once(tm
     for i in range(6):
         (inp / f"t{i}.txt").write_bytes(f"input {i}".encode())
     out, log = tmp_path / "out", tmp_path / "calls.log"
-    args = ["--glob", str(inp / "*.txt"), "--output-dir", str(out), "--output-ext", ".rev", "--schedule", "static",
-            "--callable", "tests.workloads._logging_callable:run", "--json", str(tmp_path / "s.json")]
+    args = [
+        "--glob",
+        str(inp / "*.txt"),
+        "--output-dir",
+        str(out),
+        "--output-ext",
+        ".rev",
+        "--schedule",
+        "static",
+        "--callable",
+        "tests.workloads._logging_callable:run",
+        "--json",
+        str(tmp_path / "s.json"),
+    ]
     env = dict(GPUC_TEST_CALL_LOG=str(log))
-    crashed = torchrun("workloads.shard_tasks", args, nproc=2,
-                       env=job_env(GPUC_CRASH_AFTER="1", GPUC_CRASH_RANK="0", **env))
+    crashed = torchrun(
+        "workloads.shard_tasks", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="1", GPUC_CRASH_RANK="0", **env)
+    )
     assert crashed.returncode != 0 and "GPUC_CRASH_AFTER=1: exiting hard" in crashed.stderr, explain(crashed)
     # Rank 0 owns t0, t2, t4: t0 published, t2 written under a temporary name only.
     assert (out / "t0.rev").is_file() and not (out / "t2.rev").exists()

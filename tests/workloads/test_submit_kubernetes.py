@@ -53,8 +53,13 @@ class FakeApi:
         assert selector == f"{kube.NAME_LABEL}={self.objects['jobset']['metadata']['name']}"
         phase = "Pending" if self.polls < 2 else "Running" if self.polls < 3 else "Succeeded"
         name = self.objects["jobset"]["metadata"]["name"]
-        return [{"metadata": {"name": f"{name}-node-0-{i}-x", "labels": {kube.INDEX_LABEL: str(i)}},
-                 "status": {"phase": phase}} for i in range(self.nodes)]
+        return [
+            {
+                "metadata": {"name": f"{name}-node-0-{i}-x", "labels": {kube.INDEX_LABEL: str(i)}},
+                "status": {"phase": phase},
+            }
+            for i in range(self.nodes)
+        ]
 
     def pod_log(self, namespace: str, pod: str) -> str:
         if not pod.endswith("-0-0-x"):
@@ -82,11 +87,18 @@ class FakeApi:
         self.calls.append(("delete_jobset", name))
 
     def list_nodes(self, selector: str) -> list[dict[str, Any]]:
-        return [{"metadata": {"name": "ip-10-0-1-5"}, "spec": {"taints": [
-                    {"key": "gpu-cluster/validation", "value": "fail", "effect": "NoSchedule"}]},
-                 "status": {"conditions": [{"type": "Ready", "status": "True"}]}},
-                {"metadata": {"name": "ip-10-0-1-6"}, "spec": {"unschedulable": True},
-                 "status": {"conditions": [{"type": "Ready", "status": "False"}]}}]
+        return [
+            {
+                "metadata": {"name": "ip-10-0-1-5"},
+                "spec": {"taints": [{"key": "gpu-cluster/validation", "value": "fail", "effect": "NoSchedule"}]},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+            },
+            {
+                "metadata": {"name": "ip-10-0-1-6"},
+                "spec": {"unschedulable": True},
+                "status": {"conditions": [{"type": "Ready", "status": "False"}]},
+            },
+        ]
 
 
 def _report(tmp_path: Path, verdict: str) -> Path:
@@ -108,7 +120,8 @@ def _submit(tmp_path: Path, outs: ClusterOutputs, api: FakeApi, delete: bool) ->
 
 @pytest.mark.parametrize("verdict,code", [("PASS", 0), ("WARN", 1), ("FAIL", 2)])
 def test_submit_creates_the_rendered_objects_follows_and_returns_the_verdict(
-        tmp_path: Path, verdict: str, code: int) -> None:
+    tmp_path: Path, verdict: str, code: int
+) -> None:
     outs = outputs("aws-h100-eks")
     api = FakeApi(_report(tmp_path, verdict), outs.nodes)
     got, said = _submit(tmp_path, outs, api, delete=False)
@@ -119,13 +132,24 @@ def test_submit_creates_the_rendered_objects_follows_and_returns_the_verdict(
     assert api.objects["jobset"]["spec"] == rendered.jobset["spec"]
     cm = api.objects["configmap"]
     assert cm["binaryData"] == rendered.configmap["binaryData"]
-    assert cm["metadata"]["ownerReferences"] == [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-                                                  "name": f"gpuc-{RUN_ID}", "uid": "0b5e-uid",
-                                                  "blockOwnerDeletion": False}]
+    assert cm["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "name": f"gpuc-{RUN_ID}",
+            "uid": "0b5e-uid",
+            "blockOwnerDeletion": False,
+        }
+    ]
     assert cm["metadata"]["annotations"]["gpu-cluster/bundle-digest"] == code_bundle.build().digest
     # The policy and the code exist before any pod could start; then the JobSet owns both.
-    assert [c[0] for c in api.calls] == ["create_networkpolicy", "create_configmap", "create_jobset", "set_owner",
-                                         "set_networkpolicy_owner"]
+    assert [c[0] for c in api.calls] == [
+        "create_networkpolicy",
+        "create_configmap",
+        "create_jobset",
+        "set_owner",
+        "set_networkpolicy_owner",
+    ]
     assert api.objects["networkpolicy"]["spec"] == rendered.networkpolicy["spec"]  # type: ignore[index]
     assert api.objects["networkpolicy"]["metadata"]["ownerReferences"] == cm["metadata"]["ownerReferences"]
     # Progress as it happened, then the report and every pod's log on this machine.
@@ -148,8 +172,10 @@ def test_delete_on_request_and_no_report_is_could_not_run(tmp_path: Path) -> Non
 
 def test_status_lists_nodes_with_their_taints() -> None:
     rows = kube.node_states(FakeApi(Path("."), 1), {"node.kubernetes.io/instance-type": "p5.48xlarge"})
-    assert rows == [("ip-10-0-1-5", "Ready", "gpu-cluster/validation=fail:NoSchedule"),
-                    ("ip-10-0-1-6", "NotReady,SchedulingDisabled", "")]
+    assert rows == [
+        ("ip-10-0-1-5", "Ready", "gpu-cluster/validation=fail:NoSchedule"),
+        ("ip-10-0-1-6", "NotReady,SchedulingDisabled", ""),
+    ]
 
 
 @pytest.mark.parametrize("stack", ["aws-h100-eks", "gcp-h100-gke"])

@@ -17,17 +17,27 @@ def _check(name: str, scope: str, status: str, value: Any = None, detail: str = 
     return {"name": name, "scope": scope, "status": status, "value": value, "detail": detail}
 
 
-def _gate_doc(node: str, rank: int, *extra: dict[str, Any], vendor: str = "nvidia", tflops: float = 700.0) -> dict[str, Any]:
-    checks = [_check("gpu.count", "node", "pass", 8), _check("ecc.volatile", f"gpu{rank}", "pass", 0),
-              _check("dcgm.diag", "node", "not run", detail="DCGM is not installed (no dcgmi on PATH)"),
-              _check("gemm.sustained", f"gpu{rank}", "pass", tflops), *extra]
-    return {"node": node, "rank": rank, "vendor": vendor, "checks": checks,
-            "gemm": [{"sustained_tflops": tflops}]}
+def _gate_doc(
+    node: str, rank: int, *extra: dict[str, Any], vendor: str = "nvidia", tflops: float = 700.0
+) -> dict[str, Any]:
+    checks = [
+        _check("gpu.count", "node", "pass", 8),
+        _check("ecc.volatile", f"gpu{rank}", "pass", 0),
+        _check("dcgm.diag", "node", "not run", detail="DCGM is not installed (no dcgmi on PATH)"),
+        _check("gemm.sustained", f"gpu{rank}", "pass", tflops),
+        *extra,
+    ]
+    return {"node": node, "rank": rank, "vendor": vendor, "checks": checks, "gemm": [{"sustained_tflops": tflops}]}
 
 
 def test_a_failed_gate_check_fails_its_node_and_is_a_measurement() -> None:
-    main = {"gate": [_gate_doc("a", 0), _gate_doc("b", 1, _check("ecc.volatile", "gpu3", "fail", 2, "2 uncorrectable")),
-                     _gate_doc("b", 2, _check("clocks.throttle", "gpu2", "warn", None, "SW thermal"))]}
+    main = {
+        "gate": [
+            _gate_doc("a", 0),
+            _gate_doc("b", 1, _check("ecc.volatile", "gpu3", "fail", 2, "2 uncorrectable")),
+            _gate_doc("b", 2, _check("clocks.throttle", "gpu2", "warn", None, "SW thermal")),
+        ]
+    }
     nodes = {"a": NodeVerdict(node="a"), "b": NodeVerdict(node="b")}
     ms, summary = certificate.judge_gate(main, nodes, gpu_run=True)
     assert nodes["a"].verdict == Verdict.PASS
@@ -54,12 +64,20 @@ def test_gpu_node_without_readable_counters_is_a_warning_but_cpu_is_not() -> Non
 
 def test_stack_from_nccl_logs_and_efa_installer(tmp_path: Path) -> None:
     log = tmp_path / "nccl-p5-node-7-4242.log"
-    log.write_text("p5-node-7:4242:4242 [0] NCCL INFO NCCL version 2.26.2+cuda12.2\n"
-                   "p5-node-7:4242:4242 [0] NCCL INFO NET/Plugin: Loaded net plugin Libfabric (v11)\n"
-                   "p5-node-7:4242:4242 [0] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.14.0\n", encoding="utf-8")
+    log.write_text(
+        "p5-node-7:4242:4242 [0] NCCL INFO NCCL version 2.26.2+cuda12.2\n"
+        "p5-node-7:4242:4242 [0] NCCL INFO NET/Plugin: Loaded net plugin Libfabric (v11)\n"
+        "p5-node-7:4242:4242 [0] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.14.0\n",
+        encoding="utf-8",
+    )
     seen = stack.from_nccl_logs([log])
-    assert seen == {"p5-node-7": {"nccl_log": "2.26.2+cuda12.2", "net_plugin": "Libfabric (v11)",
-                                  "net_plugin_version": "aws-ofi-nccl 1.14.0"}}
+    assert seen == {
+        "p5-node-7": {
+            "nccl_log": "2.26.2+cuda12.2",
+            "net_plugin": "Libfabric (v11)",
+            "net_plugin_version": "aws-ofi-nccl 1.14.0",
+        }
+    }
     merged = stack.node_stacks({"stack": {"p5-node-7": {"kernel": "6.8.0"}}}, [log])
     assert merged["p5-node-7"]["kernel"] == "6.8.0" and merged["p5-node-7"]["net_plugin"] == "Libfabric (v11)"
     efa = tmp_path / "efa_installed_packages"
@@ -75,25 +93,43 @@ def test_collect_records_this_nodes_stack(monkeypatch: Any) -> None:
     assert s["kernel"]
 
 
-def _report(values: dict[str, float], *, stack_: dict[str, dict[str, Any]], nodes: list[str],
-            drained: list[str] | None = None, verdict: str = "PASS") -> dict[str, Any]:
-    return {"verdict": verdict, "versions": {"torch": "2.13.0"}, "stack": stack_,
-            "nodes": [{"node": n, "verdict": "PASS", "reasons": []} for n in nodes], "drained": drained or [],
-            "measurements": [{"check": c, "scope": "cluster", "value": v, "unit": "GB/s", "verdict": "PASS"}
-                             for c, v in values.items()]}
+def _report(
+    values: dict[str, float],
+    *,
+    stack_: dict[str, dict[str, Any]],
+    nodes: list[str],
+    drained: list[str] | None = None,
+    verdict: str = "PASS",
+) -> dict[str, Any]:
+    return {
+        "verdict": verdict,
+        "versions": {"torch": "2.13.0"},
+        "stack": stack_,
+        "nodes": [{"node": n, "verdict": "PASS", "reasons": []} for n in nodes],
+        "drained": drained or [],
+        "measurements": [
+            {"check": c, "scope": "cluster", "value": v, "unit": "GB/s", "verdict": "PASS"} for c, v in values.items()
+        ],
+    }
 
 
 def test_diff_lists_versions_figures_and_nodes_and_flags_a_regression() -> None:
-    old = _report({"multi_node.all_reduce": 480.0, "single_node.busbw": 470.0},
-                  stack_={"n1": {"driver": "550.90.07", "net_plugin_version": "aws-ofi-nccl 1.13.2"}, "n2": {}},
-                  nodes=["n1", "n2"])
-    new = _report({"multi_node.all_reduce": 300.0, "single_node.busbw": 465.0},
-                  stack_={"n1": {"driver": "560.35.03", "net_plugin_version": "aws-ofi-nccl 1.14.0"}, "n3": {}},
-                  nodes=["n1", "n3"], drained=["n3"])
+    old = _report(
+        {"multi_node.all_reduce": 480.0, "single_node.busbw": 470.0},
+        stack_={"n1": {"driver": "550.90.07", "net_plugin_version": "aws-ofi-nccl 1.13.2"}, "n2": {}},
+        nodes=["n1", "n2"],
+    )
+    new = _report(
+        {"multi_node.all_reduce": 300.0, "single_node.busbw": 465.0},
+        stack_={"n1": {"driver": "560.35.03", "net_plugin_version": "aws-ofi-nccl 1.14.0"}, "n3": {}},
+        nodes=["n1", "n3"],
+        drained=["n3"],
+    )
     d = diff.diff_reports(old, new, threshold=0.1)
     assert {(v.scope, v.key, v.old, v.new) for v in d.versions} == {
         ("node:n1", "driver", "550.90.07", "560.35.03"),
-        ("node:n1", "net_plugin_version", "aws-ofi-nccl 1.13.2", "aws-ofi-nccl 1.14.0")}
+        ("node:n1", "net_plugin_version", "aws-ofi-nccl 1.13.2", "aws-ofi-nccl 1.14.0"),
+    }
     assert d.nodes_added == ["n3"] and d.nodes_removed == ["n2"] and d.drained == ["n3"]
     assert [(f.check, f.ratio) for f in d.regressions] == [("multi_node.all_reduce", 0.625)]
     small = next(f for f in d.figures if f.check == "single_node.busbw")
@@ -108,12 +144,15 @@ def test_diff_cli_exit_codes_and_update(tmp_path: Path, capsys: Any) -> None:
     new_dir.mkdir()
     base = _report({"multi_node.all_reduce": 480.0}, stack_={}, nodes=["n1"])
     (old_dir / "report.json").write_text(json.dumps(base), encoding="utf-8")
-    (new_dir / "report.json").write_text(json.dumps(_report({"multi_node.all_reduce": 470.0}, stack_={}, nodes=["n1"])),
-                                         encoding="utf-8")
+    (new_dir / "report.json").write_text(
+        json.dumps(_report({"multi_node.all_reduce": 470.0}, stack_={}, nodes=["n1"])), encoding="utf-8"
+    )
     (new_dir / "report.md").write_text("# Cluster validation: PASS\n", encoding="utf-8")
     assert validate_main(["diff", str(old_dir / "report.json"), str(new_dir), "--update"]) == diff.EXIT_OK
     # A 2 % drop passes at the default threshold and regresses at a 1 % one.
-    assert validate_main(["diff", str(old_dir), str(new_dir), "--threshold", "0.01", "--update"]) == diff.EXIT_REGRESSION
+    assert (
+        validate_main(["diff", str(old_dir), str(new_dir), "--threshold", "0.01", "--update"]) == diff.EXIT_REGRESSION
+    )
     md = (new_dir / "report.md").read_text(encoding="utf-8")
     assert md.count(diff.SECTION) == 1 and "1 regression(s)" in md and md.startswith("# Cluster validation: PASS")
     assert json.loads((new_dir / "diff.json").read_text(encoding="utf-8"))["regressions"] == 1
@@ -123,10 +162,18 @@ def test_diff_cli_exit_codes_and_update(tmp_path: Path, capsys: Any) -> None:
 
 
 def test_judge_puts_the_gate_and_stack_in_the_report(tmp_path: Path) -> None:
-    main = {"phase": "main", "world_size": 2, "backend": "gloo", "nodes": {"a": {"ranks": [0]}, "b": {"ranks": [1]}},
-            "versions": {"torch": "2.13.0"}, "health": [], "single_node": {}, "multi_node": {},
-            "gate": [_gate_doc("a", 0, vendor="none"), _gate_doc("b", 1, vendor="none")],
-            "stack": {"a": {"kernel": "6.8.0", "torch": "2.13.0"}, "b": {"kernel": "6.9.1", "torch": "2.13.0"}}}
+    main = {
+        "phase": "main",
+        "world_size": 2,
+        "backend": "gloo",
+        "nodes": {"a": {"ranks": [0]}, "b": {"ranks": [1]}},
+        "versions": {"torch": "2.13.0"},
+        "health": [],
+        "single_node": {},
+        "multi_node": {},
+        "gate": [_gate_doc("a", 0, vendor="none"), _gate_doc("b", 1, vendor="none")],
+        "stack": {"a": {"kernel": "6.8.0", "torch": "2.13.0"}, "b": {"kernel": "6.9.1", "torch": "2.13.0"}},
+    }
     (tmp_path / "phase-main.json").write_text(json.dumps(main), encoding="utf-8")
     rep = judge(tmp_path, instance_type=None, local=True, expected_nodes=["a", "b"])
     doc = rep.to_json()

@@ -19,9 +19,27 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_a_hung_collective_leads_to_the_pairs_phase_and_names_the_hung_pair(tmp_path: Path) -> None:
     out = tmp_path / "run"
     env = dict(os.environ, GPUC_INJECT_HANG_NODE="local-2", GPUC_INJECT_HANG_PHASES="main,pairs")
-    proc = subprocess.run([sys.executable, "-m", "workloads.validate", "--local", "--nodes", "3",
-                           "--procs-per-node", "1", "--timeout", "3", "--out", str(out)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "workloads.validate",
+            "--local",
+            "--nodes",
+            "3",
+            "--procs-per-node",
+            "1",
+            "--timeout",
+            "3",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert "pairwise search: the main phase left no results" in proc.stdout, proc.stdout[-3000:]
     assert not (out / "phase-main.json").exists()
     report = json.loads((out / "report.json").read_text())

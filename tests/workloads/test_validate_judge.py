@@ -93,18 +93,37 @@ def test_stragglers() -> None:
 
 
 def _rows(op: str, sizes: list[int], busbw: float) -> dict[str, Any]:
-    return {"op": op, "rows": [{"size_bytes": s, "count": s // 4, "dtype": "float32", "in_place": ip, "time_us": 1.0,
-                                "algbw_gbps": busbw / 2, "busbw_gbps": busbw * (s / sizes[-1]) ** 0.1, "wrong": 0}
-                               for s in sizes for ip in (False, True)]}
+    return {
+        "op": op,
+        "rows": [
+            {
+                "size_bytes": s,
+                "count": s // 4,
+                "dtype": "float32",
+                "in_place": ip,
+                "time_us": 1.0,
+                "algbw_gbps": busbw / 2,
+                "busbw_gbps": busbw * (s / sizes[-1]) ** 0.1,
+                "wrong": 0,
+            }
+            for s in sizes
+            for ip in (False, True)
+        ],
+    }
 
 
 def _write_run(root: Path, *, multi: float, node2_rate: float, backend: str = "nccl", dead: str | None = None) -> None:
     sizes = [2**20 * 4**i for i in range(8)]
     main = {
-        "phase": "main", "world_size": 16, "backend": backend,
+        "phase": "main",
+        "world_size": 16,
+        "backend": backend,
         "nodes": {"n1": {"ranks": list(range(8))}, "n2": {"ranks": list(range(8, 16))}},
-        "health": [{"node": n, "local_rank": i, "matmul_tflops": (740.0 if n == "n1" else node2_rate), "mem_gbps": 3000.0}
-                   for n in ("n1", "n2") for i in range(8)],
+        "health": [
+            {"node": n, "local_rank": i, "matmul_tflops": (740.0 if n == "n1" else node2_rate), "mem_gbps": 3000.0}
+            for n in ("n1", "n2")
+            for i in range(8)
+        ],
         "single_node": {n: _rows("all_reduce", sizes, 470.0) for n in ("n1", "n2")},
         "multi_node": {"all_reduce": _rows("all_reduce", sizes, multi)},
         "versions": {"torch": "2.13.0", "nccl": "2.27.3"},
@@ -114,10 +133,14 @@ def _write_run(root: Path, *, multi: float, node2_rate: float, backend: str = "n
     for n, ranks in (("n1", range(8)), ("n2", range(8, 16))):
         for r in ranks:
             state = "started" if n == dead else "finished"
-            (root / "status" / f"main-{n}-r{r}.json").write_text(json.dumps({"phase": "main", "node": n, "rank": r, "state": state}))
+            (root / "status" / f"main-{n}-r{r}.json").write_text(
+                json.dumps({"phase": "main", "node": n, "rank": r, "state": state})
+            )
     (root / "nccl").mkdir()
     (root / "nccl" / "nccl-n1-1.log").write_text(EFA_LOG)
-    (root / "ddp.json").write_text(json.dumps({"loss_first": 10.8, "loss_last": 6.1, "tokens_per_s_per_gpu": 41000.0, "mfu": 0.41}))
+    (root / "ddp.json").write_text(
+        json.dumps({"loss_first": 10.8, "loss_last": 6.1, "tokens_per_s_per_gpu": 41000.0, "mfu": 0.41})
+    )
 
 
 def test_judge_passes_a_healthy_p5_run(tmp_path: Path) -> None:
@@ -163,7 +186,14 @@ def test_judge_with_nothing_is_could_not_run(tmp_path: Path) -> None:
 
 def test_node_failures_blames_missing_ranks() -> None:
     statuses = [
-        {"phase": "main", "node": "n1", "rank": 0, "state": "error", "missing_ranks": [1], "error": "rank 1 did not arrive"},
+        {
+            "phase": "main",
+            "node": "n1",
+            "rank": 0,
+            "state": "error",
+            "missing_ranks": [1],
+            "error": "rank 1 did not arrive",
+        },
         {"phase": "main", "node": "n2", "rank": 1, "state": "started"},
     ]
     blamed, _ = node_failures(statuses, ["n1", "n2"])
@@ -185,8 +215,12 @@ def test_the_rank_whose_heartbeat_stopped_first_is_blamed() -> None:
 
 def _fabric_phase(root: Path, nodes: int, busbw: float) -> None:
     sizes = [2**20 * 2**i for i in range(14)]  # 1 MiB .. 8 GiB
-    doc = {"phase": "fabric", "world_size": 8 * nodes, "backend": "nccl",
-           "multi_node": {"all_reduce": _rows("all_reduce", sizes, busbw)}}
+    doc = {
+        "phase": "fabric",
+        "world_size": 8 * nodes,
+        "backend": "nccl",
+        "multi_node": {"all_reduce": _rows("all_reduce", sizes, busbw)},
+    }
     (root / "phase-fabric.json").write_text(json.dumps(doc))
 
 
@@ -200,8 +234,14 @@ def test_fabric_only_floor_is_reachable_under_the_nic_per_gpu(tmp_path: Path) ->
     assert fab.floor_fail is not None and fab.floor_warn is not None and fab.floor_warn < nic_per_gpu
     assert fab.verdict == Verdict.PASS and fab.at_bytes == 8 << 30
     _fabric_phase(tmp_path, 2, 20.0)
-    assert next(m for m in judge(tmp_path, instance_type="p5.48xlarge", local=False).measurements
-                if m.check == "fabric_only.all_reduce").verdict == Verdict.FAIL
+    assert (
+        next(
+            m
+            for m in judge(tmp_path, instance_type="p5.48xlarge", local=False).measurements
+            if m.check == "fabric_only.all_reduce"
+        ).verdict
+        == Verdict.FAIL
+    )
 
 
 def test_sixteen_node_p5_can_pass(tmp_path: Path) -> None:
@@ -240,10 +280,23 @@ def test_ranks_left_waiting_for_a_node_without_a_device_are_not_blamed() -> None
     from workloads.validate.judge import node_failures
 
     statuses = [
-        {"phase": "main", "rank": 0, "node": "n1", "state": "device-ready",
-         "stages": {"started": 1.0, "device-ready": 2.0}, "beat": 50.0},
-        {"phase": "main", "rank": 1, "node": "n2", "state": "error", "peer_lost": False,
-         "error": "device setup: RuntimeError: no GPU is visible on n2", "stages": {"started": 1.0, "error": 1.5}},
+        {
+            "phase": "main",
+            "rank": 0,
+            "node": "n1",
+            "state": "device-ready",
+            "stages": {"started": 1.0, "device-ready": 2.0},
+            "beat": 50.0,
+        },
+        {
+            "phase": "main",
+            "rank": 1,
+            "node": "n2",
+            "state": "error",
+            "peer_lost": False,
+            "error": "device setup: RuntimeError: no GPU is visible on n2",
+            "stages": {"started": 1.0, "error": 1.5},
+        },
     ]
     blamed, _ = node_failures(statuses, ["n1", "n2"])
     assert set(blamed) == {"n2"} and "device setup" in blamed["n2"]
@@ -259,22 +312,51 @@ def test_ranks_left_waiting_for_a_node_without_a_device_are_not_blamed() -> None
 def _status(root: Path, phase: str, node: str, rank: int, **doc: Any) -> None:
     (root / "status").mkdir(parents=True, exist_ok=True)
     (root / "status" / f"{phase}-{node}-r{rank}.json").write_text(
-        json.dumps({"phase": phase, "node": node, "rank": rank, **doc}))
+        json.dumps({"phase": phase, "node": node, "rank": rank, **doc})
+    )
 
 
 def test_a_pair_that_hung_makes_both_its_nodes_suspects_and_no_other(tmp_path: Path) -> None:
     # The main phase hung inside a collective: every rank's watchdog fired, nothing names a node.
     for r, n in enumerate(("n1", "n2", "n3")):
-        _status(tmp_path, "main", n, r, state="error", peer_lost=True,
-                error=f"collectives: rank {r}: all_reduce size 4096 B (4K) in-place (timed loop) did not finish within 8 s")
+        _status(
+            tmp_path,
+            "main",
+            n,
+            r,
+            state="error",
+            peer_lost=True,
+            error=f"collectives: rank {r}: all_reduce size 4096 B (4K) in-place (timed loop) did not finish within 8 s",
+        )
     # The pairs phase: the pair n1+n2 hung again; n3 lost its peers while waiting for the round.
-    _status(tmp_path, "pairs", "n1", 0, state="error", peer_lost=True,
-            error="RuntimeError: Connection closed by peer [127.0.0.1]:1234")
-    _status(tmp_path, "pairs", "n2", 1, state="error", peer_lost=True,
-            error="collectives: rank 1: pair n1+n2: all_reduce size 4194304 B (4M) in-place (timed loop) "
-                  "did not finish within 8 s; a peer rank is stuck or gone")
-    _status(tmp_path, "pairs", "n3", 2, state="error", peer_lost=True,
-            error="RuntimeError: Connection closed by peer [127.0.0.1]:1235")
+    _status(
+        tmp_path,
+        "pairs",
+        "n1",
+        0,
+        state="error",
+        peer_lost=True,
+        error="RuntimeError: Connection closed by peer [127.0.0.1]:1234",
+    )
+    _status(
+        tmp_path,
+        "pairs",
+        "n2",
+        1,
+        state="error",
+        peer_lost=True,
+        error="collectives: rank 1: pair n1+n2: all_reduce size 4194304 B (4M) in-place (timed loop) "
+        "did not finish within 8 s; a peer rank is stuck or gone",
+    )
+    _status(
+        tmp_path,
+        "pairs",
+        "n3",
+        2,
+        state="error",
+        peer_lost=True,
+        error="RuntimeError: Connection closed by peer [127.0.0.1]:1235",
+    )
     rep = judge(tmp_path, instance_type=None, local=True, expected_nodes=["n1", "n2", "n3"])
     by_node = {v.node: v for v in rep.nodes}
     assert by_node["n1"].verdict == Verdict.WARN and by_node["n2"].verdict == Verdict.WARN
@@ -284,12 +366,30 @@ def test_a_pair_that_hung_makes_both_its_nodes_suspects_and_no_other(tmp_path: P
 
 
 def test_pairs_from_their_own_phase_are_judged_when_main_left_nothing(tmp_path: Path) -> None:
-    pairs = {"first": [["n1", "n2", 3.0], ["n3", "n4", None]], "second": [], "floor": 1.0, "floor_basis": "test",
-             "good": ["n1", "n2", "n3"], "bad": {"n4": "failed with n3 and n1"}, "unresolved": {},
-             "message_bytes": 4 << 20, "op": "all_reduce", "rounds": 2, "pairing": "topology", "bad_links": []}
-    (tmp_path / "phase-pairs.json").write_text(json.dumps(
-        {"phase": "pairs", "backend": "gloo", "nodes": {n: {"ranks": [i]} for i, n in enumerate(("n1", "n2", "n3", "n4"))},
-         "pairs": pairs}))
+    pairs = {
+        "first": [["n1", "n2", 3.0], ["n3", "n4", None]],
+        "second": [],
+        "floor": 1.0,
+        "floor_basis": "test",
+        "good": ["n1", "n2", "n3"],
+        "bad": {"n4": "failed with n3 and n1"},
+        "unresolved": {},
+        "message_bytes": 4 << 20,
+        "op": "all_reduce",
+        "rounds": 2,
+        "pairing": "topology",
+        "bad_links": [],
+    }
+    (tmp_path / "phase-pairs.json").write_text(
+        json.dumps(
+            {
+                "phase": "pairs",
+                "backend": "gloo",
+                "nodes": {n: {"ranks": [i]} for i, n in enumerate(("n1", "n2", "n3", "n4"))},
+                "pairs": pairs,
+            }
+        )
+    )
     for i, n in enumerate(("n1", "n2", "n3", "n4")):
         _status(tmp_path, "pairs", n, i, state="finished")
     rep = judge(tmp_path, instance_type=None, local=True)

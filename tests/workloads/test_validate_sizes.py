@@ -16,8 +16,9 @@ from workloads.validate.run import RunConfig, _pair_op, _sizes, _want_pairs, swe
 from workloads.validate.verdict import Verdict
 
 
-@pytest.mark.parametrize("lo,hi,factor", [(1 << 20, 8 << 30, 4), (1 << 20, 8 << 30, 2), (1 << 16, 4 << 20, 2),
-                                          (1 << 20, 3 << 30, 4)])
+@pytest.mark.parametrize(
+    "lo,hi,factor", [(1 << 20, 8 << 30, 4), (1 << 20, 8 << 30, 2), (1 << 16, 4 << 20, 2), (1 << 20, 3 << 30, 4)]
+)
 def test_sweep_lands_on_the_largest_size(lo: int, hi: int, factor: int) -> None:
     start = sweep_start(lo, hi, factor)
     sizes = size_sweep(start, hi, factor)
@@ -44,8 +45,13 @@ def test_pairs_use_the_floor_op() -> None:
 
 def _result(op: str, busbw: float, nodes: int = 4, hung: bool = False) -> dict[str, object]:
     rows = [{"size_bytes": FLOOR_MESSAGE_BYTES, "in_place": ip, "busbw_gbps": busbw} for ip in (False, True)]
-    return {"backend": "nccl", "nodes": {f"n{i}": {} for i in range(nodes)}, "multi_node": {op: {"rows": rows}},
-            "health": [], **({"hung": True} if hung else {})}
+    return {
+        "backend": "nccl",
+        "nodes": {f"n{i}": {} for i in range(nodes)},
+        "multi_node": {op: {"rows": rows}},
+        "health": [],
+        **({"hung": True} if hung else {}),
+    }
 
 
 def test_pairs_run_below_the_warn_floor_and_after_a_hang() -> None:
@@ -57,13 +63,29 @@ def test_pairs_run_below_the_warn_floor_and_after_a_hang() -> None:
 
 
 def test_report_states_rounds_and_bad_links(tmp_path: Path) -> None:
-    main = {"phase": "main", "world_size": 32, "backend": "nccl",
-            "nodes": {f"n{i}": {"ranks": list(range(8 * i, 8 * i + 8))} for i in range(4)},
-            "multi_node": {}, "health": [], "single_node": {},
-            "pairs": {"first": [["n0", "n1", 100.0], ["n2", "n3", 480.0]], "second": [], "floor": 360.3,
-                      "floor_basis": "catalog floor", "good": ["n0", "n1", "n2", "n3"], "bad": {}, "unresolved": {},
-                      "message_bytes": FLOOR_MESSAGE_BYTES, "op": "all_reduce", "rounds": 2, "pairing": "topology",
-                      "bad_links": [["n0", "n1", "n0+n1: 100.00 together, both pass with a known-good partner"]]}}
+    main = {
+        "phase": "main",
+        "world_size": 32,
+        "backend": "nccl",
+        "nodes": {f"n{i}": {"ranks": list(range(8 * i, 8 * i + 8))} for i in range(4)},
+        "multi_node": {},
+        "health": [],
+        "single_node": {},
+        "pairs": {
+            "first": [["n0", "n1", 100.0], ["n2", "n3", 480.0]],
+            "second": [],
+            "floor": 360.3,
+            "floor_basis": "catalog floor",
+            "good": ["n0", "n1", "n2", "n3"],
+            "bad": {},
+            "unresolved": {},
+            "message_bytes": FLOOR_MESSAGE_BYTES,
+            "op": "all_reduce",
+            "rounds": 2,
+            "pairing": "topology",
+            "bad_links": [["n0", "n1", "n0+n1: 100.00 together, both pass with a known-good partner"]],
+        },
+    }
     (tmp_path / "phase-main.json").write_text(json.dumps(main))
     rep = judge(tmp_path, instance_type="p5.48xlarge", local=False)
     link = next(m for m in rep.measurements if m.check == "pair.link")

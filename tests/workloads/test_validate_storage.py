@@ -43,10 +43,24 @@ def test_sizes_fit_about_thirty_seconds_at_the_provisioned_rate() -> None:
 
 
 def _result(write: float, read: float, ok: bool = True, expect: float | None = 1.2) -> dict[str, object]:
-    return {"write_gbps": write, "read_gbps": read, "ranks": 16, "nodes": 2, "file_bytes_per_rank": 1 << 30,
-            "cached": False, "expect_gbps": expect,
-            "checkpoint": {"bytes": 1 << 30, "save_s": 2.0, "load_s": 1.0, "save_gbps": 0.5, "load_gbps": 1.0,
-                           "ok": ok, "bad_ranks": [] if ok else [3]}}
+    return {
+        "write_gbps": write,
+        "read_gbps": read,
+        "ranks": 16,
+        "nodes": 2,
+        "file_bytes_per_rank": 1 << 30,
+        "cached": False,
+        "expect_gbps": expect,
+        "checkpoint": {
+            "bytes": 1 << 30,
+            "save_s": 2.0,
+            "load_s": 1.0,
+            "save_gbps": 0.5,
+            "load_gbps": 1.0,
+            "ok": ok,
+            "bad_ranks": [] if ok else [3],
+        },
+    }
 
 
 def test_the_judge_warns_below_half_the_provisioned_rate_and_never_fails_on_throughput() -> None:

@@ -26,17 +26,35 @@ def job_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def torchrun(module: str, args: list[str], *, nproc: int = 2, max_restarts: int = 0,
-             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc-per-node={nproc}", f"--max-restarts={max_restarts}", "-m", module, *args]
-    return subprocess.run(cmd, cwd=REPO, env=env or job_env(), capture_output=True, text=True,
-                          timeout=TIMEOUT_S, check=False)
+def torchrun(
+    module: str, args: list[str], *, nproc: int = 2, max_restarts: int = 0, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        f"--max-restarts={max_restarts}",
+        "-m",
+        module,
+        *args,
+    ]
+    return subprocess.run(
+        cmd, cwd=REPO, env=env or job_env(), capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+    )
 
 
 def python_m(module: str, args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=env or job_env(),
-                          capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=REPO,
+        env=env or job_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
 
 
 def explain(r: subprocess.CompletedProcess[str]) -> str:

@@ -28,8 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # the Pulumi side (the catalog with its data, the outputs contract, the problem type) with whatever of
 # components those import in turn (the bandwidth model). Nothing that imports Pulumi.
 PACKAGES = ("workloads",)
-SHARED = ("components/catalog.py", "components/contract.py", "components/validation_time.py",
-          "components/problems.py")
+SHARED = ("components/catalog.py", "components/contract.py", "components/validation_time.py", "components/problems.py")
 DATA = ("components/__init__.py", "components/catalog.yaml")
 # The job's own dependencies, pinned like requirements.txt (a test holds them equal).
 JOB_REQUIREMENTS = ("torch==2.13.0", "numpy==2.4.6", "PyYAML==6.0.4", "matplotlib==3.11.2")
@@ -58,8 +57,13 @@ def shared_modules(root: Path = ROOT) -> tuple[str, ...]:
             continue
         seen.add(rel)
         for node in ast.walk(ast.parse((root / rel).read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+                else []
+            )
             todo += [n.replace(".", "/") + ".py" for n in names if n.startswith("components.")]
     return tuple(sorted(seen | set(DATA)))
 
@@ -67,8 +71,11 @@ def shared_modules(root: Path = ROOT) -> tuple[str, ...]:
 def _files(root: Path) -> list[Path]:
     files: list[Path] = []
     for pkg in PACKAGES:
-        files += [p for p in sorted((root / pkg).rglob("*")) if p.is_file() and p.suffix in (".py", ".yaml")
-                  and "__pycache__" not in p.parts]
+        files += [
+            p
+            for p in sorted((root / pkg).rglob("*"))
+            if p.is_file() and p.suffix in (".py", ".yaml") and "__pycache__" not in p.parts
+        ]
     files += [root / m for m in shared_modules(root)]
     return files
 

@@ -173,8 +173,17 @@ def check_steps(p: Problems, field_name: str, steps: object) -> None:
             p.add(f"{where}.torchrun", f"{step.torchrun!r} is not a bool")
 
 
-def torchrun_argv(*, python: str, nnodes: str, nproc_per_node: int, endpoint: str, rdzv_id: str,
-                  join_timeout_s: int, module: str, module_args: Iterable[str]) -> list[str]:
+def torchrun_argv(
+    *,
+    python: str,
+    nnodes: str,
+    nproc_per_node: int,
+    endpoint: str,
+    rdzv_id: str,
+    join_timeout_s: int,
+    module: str,
+    module_args: Iterable[str],
+) -> list[str]:
     """The one torchrun command of both launchers, as shell words. ``python`` and the module
     arguments are quoted here; ``nnodes``, ``endpoint`` and ``rdzv_id`` arrive as shell words
     already (they may expand a variable: ``"$SLURM_NNODES"``, ``"$rdzv_host:29500"``).

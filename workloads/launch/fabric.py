@@ -24,14 +24,51 @@ import yaml
 from components.catalog import CATALOG_PATH, CatalogError
 
 # Kubernetes capability names (without CAP_), as the container runtime takes them.
-_CAPABILITY = frozenset({
-    "AUDIT_CONTROL", "AUDIT_READ", "AUDIT_WRITE", "BLOCK_SUSPEND", "BPF", "CHECKPOINT_RESTORE", "CHOWN",
-    "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "IPC_LOCK", "IPC_OWNER", "KILL", "LEASE",
-    "LINUX_IMMUTABLE", "MAC_ADMIN", "MAC_OVERRIDE", "MKNOD", "NET_ADMIN", "NET_BIND_SERVICE", "NET_BROADCAST",
-    "NET_RAW", "PERFMON", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYSLOG", "SYS_ADMIN", "SYS_BOOT",
-    "SYS_CHROOT", "SYS_MODULE", "SYS_NICE", "SYS_PACCT", "SYS_PTRACE", "SYS_RAWIO", "SYS_RESOURCE", "SYS_TIME",
-    "SYS_TTY_CONFIG", "WAKE_ALARM",
-})
+_CAPABILITY = frozenset(
+    {
+        "AUDIT_CONTROL",
+        "AUDIT_READ",
+        "AUDIT_WRITE",
+        "BLOCK_SUSPEND",
+        "BPF",
+        "CHECKPOINT_RESTORE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "DAC_READ_SEARCH",
+        "FOWNER",
+        "FSETID",
+        "IPC_LOCK",
+        "IPC_OWNER",
+        "KILL",
+        "LEASE",
+        "LINUX_IMMUTABLE",
+        "MAC_ADMIN",
+        "MAC_OVERRIDE",
+        "MKNOD",
+        "NET_ADMIN",
+        "NET_BIND_SERVICE",
+        "NET_BROADCAST",
+        "NET_RAW",
+        "PERFMON",
+        "SETFCAP",
+        "SETGID",
+        "SETPCAP",
+        "SETUID",
+        "SYSLOG",
+        "SYS_ADMIN",
+        "SYS_BOOT",
+        "SYS_CHROOT",
+        "SYS_MODULE",
+        "SYS_NICE",
+        "SYS_PACCT",
+        "SYS_PTRACE",
+        "SYS_RAWIO",
+        "SYS_RESOURCE",
+        "SYS_TIME",
+        "SYS_TTY_CONFIG",
+        "WAKE_ALARM",
+    }
+)
 # Never added back, whatever a catalog entry says: each gives the container the node.
 _FORBIDDEN = frozenset({"SYS_ADMIN", "SYS_MODULE", "SYS_PTRACE", "SYS_RAWIO", "NET_RAW"})
 
@@ -105,7 +142,9 @@ class PodWiring:
             entries += [{"interfaceName": i, "network": n} for i, n in self.interfaces.items()]
             out["networking.gke.io/interfaces"] = json.dumps(entries)
         if self.sidecar is not None and self.sidecar.devices:
-            out[f"devices.gke.io/container.{self.sidecar.name}"] = "".join(f"- path: {d}\n" for d in self.sidecar.devices)
+            out[f"devices.gke.io/container.{self.sidecar.name}"] = "".join(
+                f"- path: {d}\n" for d in self.sidecar.devices
+            )
         return out
 
 
@@ -132,8 +171,10 @@ def _caps(raw: Any, where: str) -> tuple[Capability, ...]:
     for i, c in enumerate(raw or []):
         name, reason = c.get("add"), c.get("reason")
         if name not in _CAPABILITY or name in _FORBIDDEN:
-            raise CatalogError(f"{where}.capabilities[{i}].add: {name!r} (allowed: a capability other than "
-                               f"{', '.join(sorted(_FORBIDDEN))})")
+            raise CatalogError(
+                f"{where}.capabilities[{i}].add: {name!r} (allowed: a capability other than "
+                f"{', '.join(sorted(_FORBIDDEN))})"
+            )
         if not reason:
             raise CatalogError(f"{where}.capabilities[{i}].reason: missing (say why the fabric needs {name})")
         out.append(Capability(add=str(name), reason=str(reason)))
@@ -154,31 +195,50 @@ def parse(doc: Mapping[str, Any]) -> dict[str, FabricWiring]:
         for block, raw in (("pod", pod_raw), ("slurm", slurm_raw)):
             if raw and raw.get("source") not in sources:
                 raise CatalogError(f"{where}.{block}.source: unknown source id {raw.get('source')!r}")
-        volumes = tuple(Volume(name=str(n), host_path=v.get("host_path")) for n, v in (pod_raw.get("volumes") or {}).items())
+        volumes = tuple(
+            Volume(name=str(n), host_path=v.get("host_path")) for n, v in (pod_raw.get("volumes") or {}).items()
+        )
         names = {v.name for v in volumes}
         sidecar = None
         if pod_raw.get("sidecar"):
             sc, rx = pod_raw["sidecar"], f.get("rxdm")
             if not rx or rx.get("source") not in sources:
                 raise CatalogError(f"{where}.rxdm: missing or without a known source (the sidecar's image)")
-            sidecar = Sidecar(name=str(sc["name"]), image=Image(image=str(rx["image"]), tag=str(rx["tag"]),
-                                                                 digest=rx.get("digest"), source=str(rx["source"])),
-                              command=tuple(str(c) for c in sc["command"]), mounts=_strs(sc.get("mounts")),
-                              env=_strs(sc.get("env")), capabilities=_caps(sc.get("capabilities"), f"{where}.pod.sidecar"),
-                              devices=tuple(str(d) for d in sc.get("devices") or ()))
+            sidecar = Sidecar(
+                name=str(sc["name"]),
+                image=Image(
+                    image=str(rx["image"]), tag=str(rx["tag"]), digest=rx.get("digest"), source=str(rx["source"])
+                ),
+                command=tuple(str(c) for c in sc["command"]),
+                mounts=_strs(sc.get("mounts")),
+                env=_strs(sc.get("env")),
+                capabilities=_caps(sc.get("capabilities"), f"{where}.pod.sidecar"),
+                devices=tuple(str(d) for d in sc.get("devices") or ()),
+            )
         pod = PodWiring(
             default_interface=(pod_raw.get("interfaces") or {}).get("default"),
             interfaces=_strs((pod_raw.get("interfaces") or {}).get("attach")),
-            volumes=volumes, mounts=_strs(pod_raw.get("mounts")), env=_strs(pod_raw.get("env")),
-            library_path=tuple(str(d) for d in pod_raw.get("library_path") or ()), env_script=pod_raw.get("env_script"),
-            capabilities=_caps(pod_raw.get("capabilities"), f"{where}.pod"), sidecar=sidecar,
-            source=str(pod_raw.get("source", "")))
+            volumes=volumes,
+            mounts=_strs(pod_raw.get("mounts")),
+            env=_strs(pod_raw.get("env")),
+            library_path=tuple(str(d) for d in pod_raw.get("library_path") or ()),
+            env_script=pod_raw.get("env_script"),
+            capabilities=_caps(pod_raw.get("capabilities"), f"{where}.pod"),
+            sidecar=sidecar,
+            source=str(pod_raw.get("source", "")),
+        )
         for owner, mounts in (("pod.mounts", pod.mounts), ("pod.sidecar.mounts", sidecar.mounts if sidecar else {})):
             for vol in mounts:
                 if vol not in names:
-                    raise CatalogError(f"{where}.{owner}[{vol!r}]: no such volume (allowed: {', '.join(sorted(names))})")
-        slurm = SlurmWiring(env=_strs(slurm_raw.get("env")), library_path=tuple(str(d) for d in slurm_raw.get("library_path") or ()),
-                            env_script=slurm_raw.get("env_script"), source=str(slurm_raw.get("source", "")))
+                    raise CatalogError(
+                        f"{where}.{owner}[{vol!r}]: no such volume (allowed: {', '.join(sorted(names))})"
+                    )
+        slurm = SlurmWiring(
+            env=_strs(slurm_raw.get("env")),
+            library_path=tuple(str(d) for d in slurm_raw.get("library_path") or ()),
+            env_script=slurm_raw.get("env_script"),
+            source=str(slurm_raw.get("source", "")),
+        )
         out[str(fname)] = FabricWiring(fabric=str(fname), pod=pod, slurm=slurm)
     return out
 
@@ -211,11 +271,13 @@ def shell_lines(*, library_path: tuple[str, ...], env_script: str | None, reexpo
         dirs = ":".join(library_path)
         lines.append(f'export LD_LIBRARY_PATH={q(dirs)}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"')
     if env_script:
-        lines += [f"if [ ! -r {q(env_script)} ]; then",
-                  f"  echo {q(f'fabric environment script {env_script} is missing: is the plugin installed on this node?')} >&2",
-                  "  exit 1",
-                  "fi",
-                  # set_nccl_env.sh is the plugin's; it is not written for set -u.
-                  f"set +u; source {q(env_script)}; set -u",
-                  *[f"export {k}={q(v)}" for k, v in reexport.items()]]
+        lines += [
+            f"if [ ! -r {q(env_script)} ]; then",
+            f"  echo {q(f'fabric environment script {env_script} is missing: is the plugin installed on this node?')} >&2",
+            "  exit 1",
+            "fi",
+            # set_nccl_env.sh is the plugin's; it is not written for set -u.
+            f"set +u; source {q(env_script)}; set -u",
+            *[f"export {k}={q(v)}" for k, v in reexport.items()],
+        ]
     return lines

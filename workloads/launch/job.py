@@ -117,8 +117,11 @@ def check_job(p: Problems, job: TorchrunJob, *, max_nodes: int | None = None) ->
     if job.procs_per_node is not None:
         check_int(p, "procs_per_node", job.procs_per_node, minimum=1, maximum=1024)
         if isinstance(job.gpus_per_node, int) and job.gpus_per_node > 0 and job.procs_per_node != job.gpus_per_node:
-            p.add("procs_per_node", f"{job.procs_per_node} differs from gpus_per_node={job.gpus_per_node} "
-                                    "(allowed: unset, or one rank per GPU)")
+            p.add(
+                "procs_per_node",
+                f"{job.procs_per_node} differs from gpus_per_node={job.gpus_per_node} "
+                "(allowed: unset, or one rank per GPU)",
+            )
     check_int(p, "rdzv_port", job.rdzv_port, minimum=1, maximum=65535)
     check_int(p, "rdzv_join_timeout_s", job.rdzv_join_timeout_s, minimum=1)
     check_env(p, "fabric_env", job.fabric_env)
@@ -138,7 +141,9 @@ def check_job(p: Problems, job: TorchrunJob, *, max_nodes: int | None = None) ->
     if job.nccl_debug_subsys is not None and (
         not isinstance(job.nccl_debug_subsys, str) or not _SUBSYS_RE.match(job.nccl_debug_subsys)
     ):
-        p.add("nccl_debug_subsys", f"{job.nccl_debug_subsys!r} is not a subsystem list (allowed: e.g. INIT,NET or ^GRAPH)")
+        p.add(
+            "nccl_debug_subsys", f"{job.nccl_debug_subsys!r} is not a subsystem list (allowed: e.g. INIT,NET or ^GRAPH)"
+        )
     check_steps(p, "then", job.then)
     if not isinstance(job.first_step, str) or not common.STEP_NAME_RE.match(job.first_step):
         p.add("first_step", f"{job.first_step!r} is not a step name (allowed: [A-Za-z0-9][A-Za-z0-9_.-]{{0,63}})")
@@ -161,15 +166,19 @@ def python_cmd(job: TorchrunJob, step: Step) -> str:
 TorchrunCmd = Callable[[int, str, tuple[str, ...], str, int], str]
 
 
-def step_lines(job: TorchrunJob, torchrun_cmd: TorchrunCmd, *, announce_first: bool,
-               local_guard: str | None = None) -> list[str]:
+def step_lines(
+    job: TorchrunJob, torchrun_cmd: TorchrunCmd, *, announce_first: bool, local_guard: str | None = None
+) -> list[str]:
     """Every step in order, each recording its status in ``step_rc``; the last one's status is
     the script's. ``local_guard`` (a shell condition) wraps the steps that run once, where
     only one of several hosts may run them (pod 0 of a JobSet)."""
     q = shlex.quote
     lines = [f"echo {q('step 1: ' + job.first_step)}"] if announce_first else []
-    lines += ["step_rc=0", f"{torchrun_cmd(1, job.module, job.module_args, '', 0)} || step_rc=$?",
-              'echo "step 1 exit status $step_rc"']
+    lines += [
+        "step_rc=0",
+        f"{torchrun_cmd(1, job.module, job.module_args, '', 0)} || step_rc=$?",
+        'echo "step 1 exit status $step_rc"',
+    ]
     index = 0
     for n, step in enumerate(job.then, start=2):
         if step.torchrun:
@@ -177,8 +186,12 @@ def step_lines(job: TorchrunJob, torchrun_cmd: TorchrunCmd, *, announce_first: b
             cmd = torchrun_cmd(n, step.module, step.module_args, env_prefix(step.env), index)
         else:
             cmd = python_cmd(job, step)
-        body = [f'echo "step {n}: {step.name}"', "step_rc=0", f"{cmd} || step_rc=$?",
-                f'echo "step {n} ({step.name}) exit status $step_rc"']
+        body = [
+            f'echo "step {n}: {step.name}"',
+            "step_rc=0",
+            f"{cmd} || step_rc=$?",
+            f'echo "step {n} ({step.name}) exit status $step_rc"',
+        ]
         if step.torchrun or local_guard is None:
             lines += ["", *body]
         else:

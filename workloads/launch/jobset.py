@@ -139,7 +139,10 @@ def validate(spec: JobSetSpec) -> None:
     if not isinstance(spec.name, str) or not _DNS1035.match(spec.name):
         p.add("name", f"{spec.name!r} is not a DNS-1035 label (allowed: [a-z]([-a-z0-9]*[a-z0-9])?)")
     if not isinstance(spec.replicated_job, str) or not _DNS1123_LABEL.match(spec.replicated_job):
-        p.add("replicated_job", f"{spec.replicated_job!r} is not a DNS-1123 label (allowed: [a-z0-9]([-a-z0-9]*[a-z0-9])?)")
+        p.add(
+            "replicated_job",
+            f"{spec.replicated_job!r} is not a DNS-1123 label (allowed: [a-z0-9]([-a-z0-9]*[a-z0-9])?)",
+        )
     check_job(p, spec, max_nodes=100_000)
     if (
         isinstance(spec.name, str)
@@ -150,7 +153,10 @@ def validate(spec: JobSetSpec) -> None:
         # The last pod's host name must fit a DNS label, as the JobSet webhook requires.
         longest = f"{spec.name}-{spec.replicated_job}-0-{spec.nodes - 1}"
         if len(longest) > 63:
-            p.add("name", f"pod host name {longest!r} is {len(longest)} characters (allowed: at most 63); shorten name or replicated_job")
+            p.add(
+                "name",
+                f"pod host name {longest!r} is {len(longest)} characters (allowed: at most 63); shorten name or replicated_job",
+            )
     if not isinstance(spec.namespace, str) or not _DNS1123_LABEL.match(spec.namespace) or len(spec.namespace) > 63:
         p.add("namespace", f"{spec.namespace!r} is not a namespace name (DNS-1123 label)")
     if not isinstance(spec.image, str) or not _IMAGE.match(spec.image):
@@ -164,7 +170,9 @@ def validate(spec: JobSetSpec) -> None:
     _check_quantity(p, "shm_size", spec.shm_size, optional=False)
     if spec.hugepages_2mi is not None and spec.memory is None and spec.cpu is None:
         p.add("hugepages_2mi", "Kubernetes requires a memory or cpu request alongside hugepages; set memory")
-    if spec.lustre_pvc is not None and (not isinstance(spec.lustre_pvc, str) or not _DNS1123_SUBDOMAIN.match(spec.lustre_pvc)):
+    if spec.lustre_pvc is not None and (
+        not isinstance(spec.lustre_pvc, str) or not _DNS1123_SUBDOMAIN.match(spec.lustre_pvc)
+    ):
         p.add("lustre_pvc", f"{spec.lustre_pvc!r} is not a PersistentVolumeClaim name (DNS-1123 subdomain)")
     check_path(p, "lustre_mount", spec.lustre_mount)
     if spec.lustre_mount in ("/", "/dev/shm"):
@@ -174,7 +182,9 @@ def validate(spec: JobSetSpec) -> None:
     check_int(p, "wait_for_path_s", spec.wait_for_path_s, minimum=1)
     if isinstance(spec.rdzv_port, int) and not p.items and spec.rdzv_ports[-1] > 65535:
         p.add("rdzv_port", f"{spec.rdzv_port} + {len(spec.rdzv_ports) - 1} torchrun steps passes 65535")
-    if spec.rdzv_host is not None and (not isinstance(spec.rdzv_host, str) or not _DNS1123_SUBDOMAIN.match(spec.rdzv_host)):
+    if spec.rdzv_host is not None and (
+        not isinstance(spec.rdzv_host, str) or not _DNS1123_SUBDOMAIN.match(spec.rdzv_host)
+    ):
         p.add("rdzv_host", f"{spec.rdzv_host!r} is not a host name (allowed: a DNS name or IPv4 address)")
     if not isinstance(spec.configmaps, Mapping):
         p.add("configmaps", f"{spec.configmaps!r} is not a mapping of ConfigMap name to mount path")
@@ -215,17 +225,25 @@ def _k8s_escape(text: str) -> str:
 
 def _torchrun(spec: JobSetSpec, module: str, args: tuple[str, ...], *, port: int, rdzv_id: str) -> list[str]:
     return common.torchrun_argv(
-        python=spec.python, nnodes=str(spec.nodes), nproc_per_node=spec.ranks_per_node,
-        endpoint=f'"$rdzv_host:{port}"', rdzv_id=shlex.quote(rdzv_id), join_timeout_s=spec.rdzv_join_timeout_s,
-        module=module, module_args=args)
+        python=spec.python,
+        nnodes=str(spec.nodes),
+        nproc_per_node=spec.ranks_per_node,
+        endpoint=f'"$rdzv_host:{port}"',
+        rdzv_id=shlex.quote(rdzv_id),
+        join_timeout_s=spec.rdzv_join_timeout_s,
+        module=module,
+        module_args=args,
+    )
 
 
 def _torchrun_step(spec: JobSetSpec) -> Callable[[int, str, tuple[str, ...], str, int], str]:
     """Each torchrun step on its own port: a pod that finishes a step early must not join the
     store pod 0 still holds for it."""
+
     def cmd(n: int, module: str, args: tuple[str, ...], env_prefix: str, index: int) -> str:
         rdzv_id = spec.name if n == 1 else f"{spec.name}-{n}"
         return env_prefix + " ".join(_torchrun(spec, module, args, port=spec.rdzv_port + index, rdzv_id=rdzv_id))
+
     return cmd
 
 
@@ -270,8 +288,11 @@ def pod_script(spec: JobSetSpec) -> str:
     if spec.then:
         # An Indexed Job always sets it; without it no pod could know whether it is pod 0.
         head.append('pod_index="${JOB_COMPLETION_INDEX:?not set: the pod must belong to an Indexed Job}"')
-    launch = ["exec " + " ".join(_torchrun(spec, spec.module, spec.module_args, port=spec.rdzv_port,
-                                           rdzv_id=spec.name))] if not spec.then else _steps(spec)
+    launch = (
+        ["exec " + " ".join(_torchrun(spec, spec.module, spec.module_args, port=spec.rdzv_port, rdzv_id=spec.name))]
+        if not spec.then
+        else _steps(spec)
+    )
     return "\n".join(
         [
             *head,
@@ -331,31 +352,40 @@ def render(spec: JobSetSpec) -> dict[str, Any]:
         "imagePullPolicy": "Always",
         "command": ["/bin/bash", "-c", _k8s_escape(pod_script(spec))],
         "env": [{"name": k, "value": _k8s_escape(v)} for k, v in spec.environment().items()],
-        "ports": [{"name": "rdzv" if i == 0 else f"rdzv-{i + 1}", "containerPort": port, "protocol": "TCP"}
-                  for i, port in enumerate(spec.rdzv_ports)],
+        "ports": [
+            {"name": "rdzv" if i == 0 else f"rdzv-{i + 1}", "containerPort": port, "protocol": "TCP"}
+            for i, port in enumerate(spec.rdzv_ports)
+        ],
         "securityContext": pod.container_security(wiring.capabilities, spec.run_as_user),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, *pod.mounts(wiring)],
     }
     resources = _resources(spec)
     if resources:
         container["resources"] = resources
-    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}},
-                                     *pod.volumes(wiring)]
+    volumes: list[dict[str, Any]] = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}},
+        *pod.volumes(wiring),
+    ]
     if spec.lustre_pvc is not None:
         container["volumeMounts"].append({"name": "lustre", "mountPath": spec.lustre_mount})
         volumes.append({"name": "lustre", "persistentVolumeClaim": {"claimName": spec.lustre_pvc}})
     for i, (cm, mount) in enumerate(sorted(spec.configmaps.items())):
         container["volumeMounts"].append({"name": f"cm-{i}", "mountPath": mount, "readOnly": True})
         volumes.append({"name": f"cm-{i}", "configMap": {"name": cm}})
-    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "automountServiceAccountToken": False,
-                                "securityContext": pod.pod_security(spec.run_as_user)}
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "securityContext": pod.pod_security(spec.run_as_user),
+    }
     if wiring.sidecar is not None:
         pod_spec["initContainers"] = [pod.sidecar(wiring.sidecar)]
     pod_spec.update(containers=[container], volumes=volumes)
     if spec.node_selector:
         pod_spec["nodeSelector"] = dict(spec.node_selector)
     if spec.tolerate_taints:
-        pod_spec["tolerations"] = [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in spec.tolerate_taints]
+        pod_spec["tolerations"] = [
+            {"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in spec.tolerate_taints
+        ]
     labels = {"app.kubernetes.io/name": spec.name, "app.kubernetes.io/component": "torchrun"}
     job_spec = {
         "parallelism": spec.nodes,
@@ -363,8 +393,13 @@ def render(spec: JobSetSpec) -> dict[str, Any]:
         "completionMode": "Indexed",
         "backoffLimit": 0,
         # A copy: one dict in two places would come out of YAML as an anchor and alias.
-        "template": {"metadata": {"labels": dict(labels), **({"annotations": wiring.annotations()}
-                                                              if wiring.annotations() else {})}, "spec": pod_spec},
+        "template": {
+            "metadata": {
+                "labels": dict(labels),
+                **({"annotations": wiring.annotations()} if wiring.annotations() else {}),
+            },
+            "spec": pod_spec,
+        },
     }
     js_spec: dict[str, Any] = {
         "failurePolicy": {"maxRestarts": 0},

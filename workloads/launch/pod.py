@@ -74,15 +74,23 @@ def sidecar(sc: Sidecar) -> dict[str, Any]:
     }
     if sc.name == "tcpxo-daemon":
         env["HEALTH_CHECK_LOG_FILE"] = RXDM_HEALTH_FILE
-        out["startupProbe"] = {"exec": {"command": ["cat", RXDM_HEALTH_FILE]}, "initialDelaySeconds": 1,
-                               "periodSeconds": 5, "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 6}
+        out["startupProbe"] = {
+            "exec": {"command": ["cat", RXDM_HEALTH_FILE]},
+            "initialDelaySeconds": 1,
+            "periodSeconds": 5,
+            "timeoutSeconds": 1,
+            "successThreshold": 1,
+            "failureThreshold": 6,
+        }
     out["env"] = _env(env)
     return out
 
 
 def volumes(wiring: PodWiring) -> list[dict[str, Any]]:
-    return [{"name": v.name, "hostPath": {"path": v.host_path}} if v.host_path else {"name": v.name, "emptyDir": {}}
-            for v in wiring.volumes]
+    return [
+        {"name": v.name, "hostPath": {"path": v.host_path}} if v.host_path else {"name": v.name, "emptyDir": {}}
+        for v in wiring.volumes
+    ]
 
 
 def mounts(wiring: PodWiring) -> list[dict[str, Any]]:
@@ -98,6 +106,9 @@ def network_policy(name: str, namespace: str, labels: Mapping[str, str], selecto
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
-        "spec": {"podSelector": {"matchLabels": dict(selector)}, "policyTypes": ["Ingress"],
-                 "ingress": [{"from": [own]}]},
+        "spec": {
+            "podSelector": {"matchLabels": dict(selector)},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [own]}],
+        },
     }

@@ -83,7 +83,10 @@ def validate(spec: LaunchSpec) -> None:
         if name != "output" and "%" in value:
             p.add(name, f"{value!r} contains '%', which would be read as a file-name pattern")
         elif not _DIRECTIVE_PATH_RE.match(value.replace("%", "")):
-            p.add(name, f"{value!r} has characters sbatch directives cannot carry (allowed: letters, digits, _ . / @ + = , : - and % in output)")
+            p.add(
+                name,
+                f"{value!r} has characters sbatch directives cannot carry (allowed: letters, digits, _ . / @ + = , : - and % in output)",
+            )
     if spec.cpus_per_task is not None:
         check_int(p, "cpus_per_task", spec.cpus_per_task, minimum=1)
     for name in ("partition", "account"):
@@ -142,11 +145,17 @@ def render(spec: LaunchSpec) -> str:
                 # 20.11 a step gets only what it asks for (one CPU per task), and task/cgroup
                 # would pin all of a node's ranks to that one core.
                 f'{env_prefix}srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --whole '
-                f'--kill-on-bad-exit={int(spec.kill_on_bad_exit)}',
+                f"--kill-on-bad-exit={int(spec.kill_on_bad_exit)}",
                 *common.torchrun_argv(
-                    python=spec.python, nnodes='"$SLURM_NNODES"', nproc_per_node=spec.ranks_per_node,
-                    endpoint=f'"${{head_addr}}:{spec.rdzv_port}"', rdzv_id='"$SLURM_JOB_ID"',
-                    join_timeout_s=spec.rdzv_join_timeout_s, module=module, module_args=args),
+                    python=spec.python,
+                    nnodes='"$SLURM_NNODES"',
+                    nproc_per_node=spec.ranks_per_node,
+                    endpoint=f'"${{head_addr}}:{spec.rdzv_port}"',
+                    rdzv_id='"$SLURM_JOB_ID"',
+                    join_timeout_s=spec.rdzv_join_timeout_s,
+                    module=module,
+                    module_args=args,
+                ),
             ]
         )
 
@@ -168,7 +177,7 @@ def render(spec: LaunchSpec) -> str:
         "",
         # sed reads all of its input, so a long host list never ends in SIGPIPE, which
         # pipefail would turn into a failed job (head -n1 could).
-        "head_node=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | sed -n 1p)",
+        'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)',
         "head_addr=$(scontrol show node -o \"$head_node\" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p')",
         'if [ -z "$head_addr" ]; then',
         '  echo "cannot find NodeAddr of first node $head_node in scontrol show node" >&2',

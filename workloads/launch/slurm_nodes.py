@@ -57,7 +57,10 @@ def _check_node(name: str) -> None:
 def _scontrol(args: list[str], env: Mapping[str, str] | None, timeout_s: float) -> str:
     # No shell: the reason is one argv element, whatever blanks or quotes it holds.
     done = subprocess.run(
-        ["scontrol", *args], capture_output=True, text=True, env=dict(env) if env is not None else None,
+        ["scontrol", *args],
+        capture_output=True,
+        text=True,
+        env=dict(env) if env is not None else None,
         timeout=timeout_s,
     )
     if done.returncode != 0:
@@ -73,7 +76,7 @@ def parse_show_node(line: str) -> NodeInfo:
     if " Reason=" in head:
         head, tail = head.split(" Reason=", 1)
         cut = _AFTER_REASON.search(tail)
-        reason, rest = (tail[: cut.start()], tail[cut.start():]) if cut else (tail, "")
+        reason, rest = (tail[: cut.start()], tail[cut.start() :]) if cut else (tail, "")
         head = f"{head} {rest}"
     for token in head.split():
         key, sep, value = token.partition("=")
@@ -81,8 +84,9 @@ def parse_show_node(line: str) -> NodeInfo:
             fields.setdefault(key, value)
     if "NodeName" not in fields or "State" not in fields:
         raise SlurmNodeError(f"cannot read scontrol show node output: {line!r}")
-    return NodeInfo(name=fields["NodeName"], state=fields["State"], addr=fields.get("NodeAddr", ""),
-                    reason=reason.strip())
+    return NodeInfo(
+        name=fields["NodeName"], state=fields["State"], addr=fields.get("NodeAddr", ""), reason=reason.strip()
+    )
 
 
 def show(node: str, *, env: Mapping[str, str] | None = None, timeout_s: float = 30.0) -> NodeInfo:

@@ -87,19 +87,35 @@ def _phases(job: ValidationJob, *, expect_nodes: tuple[str, ...] = ()) -> _Phase
         judge_args.append("--print-archive")
     return _Phases(
         first_args=(*run, "--phase", "main"),
-        then=tuple(step for step in (
-            # Runs only when the main phase left no results (a collective hung inside the backend
-            # and the watchdog ended every rank): the pairwise search that names the node.
-            Step(name="pairs", module="workloads.validate", module_args=(*run, "--phase", "pairs")),
-            # Every node reads and writes the shared file system at once, then a DCP checkpoint.
-            Step(name="storage", module="workloads.validate", module_args=(*run, "--phase", "storage")),
-            Step(name="fabric-only", module="workloads.validate", module_args=(*run, "--phase", "fabric"),
-                 env=FABRIC_ONLY_ENV),
-            Step(name="ddp-data", module="workloads.data", module_args=tuple(synthetic_data_args(data)), torchrun=False),
-            Step(name="ddp", module="workloads.ddp_train",
-                 module_args=tuple(ddp_args(data, Path(out), instance_type=job.instance_type))),
-            Step(name="judge", module="workloads.validate", module_args=tuple(judge_args), torchrun=False),
-        ) if step.name not in job.skip_steps and not (step.name == "ddp-data" and "ddp" in job.skip_steps)),
+        then=tuple(
+            step
+            for step in (
+                # Runs only when the main phase left no results (a collective hung inside the backend
+                # and the watchdog ended every rank): the pairwise search that names the node.
+                Step(name="pairs", module="workloads.validate", module_args=(*run, "--phase", "pairs")),
+                # Every node reads and writes the shared file system at once, then a DCP checkpoint.
+                Step(name="storage", module="workloads.validate", module_args=(*run, "--phase", "storage")),
+                Step(
+                    name="fabric-only",
+                    module="workloads.validate",
+                    module_args=(*run, "--phase", "fabric"),
+                    env=FABRIC_ONLY_ENV,
+                ),
+                Step(
+                    name="ddp-data",
+                    module="workloads.data",
+                    module_args=tuple(synthetic_data_args(data)),
+                    torchrun=False,
+                ),
+                Step(
+                    name="ddp",
+                    module="workloads.ddp_train",
+                    module_args=tuple(ddp_args(data, Path(out), instance_type=job.instance_type)),
+                ),
+                Step(name="judge", module="workloads.validate", module_args=tuple(judge_args), torchrun=False),
+            )
+            if step.name not in job.skip_steps and not (step.name == "ddp-data" and "ddp" in job.skip_steps)
+        ),
     )
 
 
@@ -223,8 +239,11 @@ def default_image(fabric: str, cpu: bool = False) -> str:
     if img.digest is None:
         raise RuntimeError(
             f"fabric {fabric}: its image {img.ref} has no digest yet (catalog fabrics.{fabric}.image.digest: unknown, "
-            f"set at build): build {img.dockerfile}, push it, and pass --image <registry>/{img.ref}@sha256:<digest>")
+            f"set at build): build {img.dockerfile}, push it, and pass --image <registry>/{img.ref}@sha256:<digest>"
+        )
     return img.ref
+
+
 # libfabric's EFA provider allocates its buffers from 2 MiB huge pages; the pod must ask for
 # them (EKS user guide, "Run machine learning training on Amazon EKS with Elastic Fabric
 # Adapter", example pod resources, read 2026-11: hugepages-2Mi 5120Mi). Kubernetes wants a CPU
@@ -259,7 +278,7 @@ def _unpack_lines(bundle: Bundle, dest: str) -> list[str]:
         f"# The job's code ({bundle.digest}), carried inline: nothing is copied by hand.",
         f"mkdir -p {q(dest)}",
         f"base64 -d > {q(dest + '/bundle.tar.gz')} <<'GPUC_BUNDLE'",
-        *[bundle.base64[i:i + 76] for i in range(0, len(bundle.base64), 76)],
+        *[bundle.base64[i : i + 76] for i in range(0, len(bundle.base64), 76)],
         "GPUC_BUNDLE",
         f"tar -xzf {q(dest + '/bundle.tar.gz')} -C {q(dest)}",
     ]
@@ -274,23 +293,35 @@ def _venv_lines(venv: str) -> list[str]:
         f"venv={q(venv)}",
         'if [ ! -e "$venv/.complete" ]; then',
         '  mkdir -p "$(dirname "$venv")"',
-        '  (',
-        '    flock 9',
+        "  (",
+        "    flock 9",
         '    if [ ! -e "$venv/.complete" ]; then',
         '      echo "creating the job interpreter $venv (once per cluster)"',
         '      rm -rf "$venv" && python3 -m venv "$venv"',
         f'      "$venv/bin/python" -m pip install -q {reqs}',
         '      touch "$venv/.complete"',
-        '    fi',
+        "    fi",
         '  ) 9>"$venv.lock"',
-        'fi',
+        "fi",
     ]
 
 
-def for_cluster(outputs: ClusterOutputs, run_id: str, bundle: Bundle, *, python: str | None = None,
-                cpu: bool = False, procs_per_node: int | None = None, run_args: tuple[str, ...] = (),
-                extra_env: Mapping[str, str] | None = None, drain: bool = True, time_limit_min: int = 60,
-                rdzv_port: int = 29500, exclusive: bool = True, runs_dir: str = RUNS_DIR) -> ValidationJob:
+def for_cluster(
+    outputs: ClusterOutputs,
+    run_id: str,
+    bundle: Bundle,
+    *,
+    python: str | None = None,
+    cpu: bool = False,
+    procs_per_node: int | None = None,
+    run_args: tuple[str, ...] = (),
+    extra_env: Mapping[str, str] | None = None,
+    drain: bool = True,
+    time_limit_min: int = 60,
+    rdzv_port: int = 29500,
+    exclusive: bool = True,
+    runs_dir: str = RUNS_DIR,
+) -> ValidationJob:
     """The validation job for a deployed cluster. ``cpu``: the nodes have no GPU (a test
     cluster): ranks on CPU over gloo, no floors."""
     run = run_dir(outputs, run_id, runs_dir)
@@ -299,7 +330,10 @@ def for_cluster(outputs: ClusterOutputs, run_id: str, bundle: Bundle, *, python:
     if kubernetes:
         code = POD_CODE_DIR
         # --no-same-owner: the container holds no CAP_CHOWN (all capabilities dropped).
-        prologue = [f"mkdir -p {POD_CODE_DIR}", f"tar -xzf {BUNDLE_MOUNT}/{BUNDLE_KEY} -C {POD_CODE_DIR} --no-same-owner"]
+        prologue = [
+            f"mkdir -p {POD_CODE_DIR}",
+            f"tar -xzf {BUNDLE_MOUNT}/{BUNDLE_KEY} -C {POD_CODE_DIR} --no-same-owner",
+        ]
         interpreter = python or "python3"
     else:
         code = f"{run}/code"
@@ -309,17 +343,29 @@ def for_cluster(outputs: ClusterOutputs, run_id: str, bundle: Bundle, *, python:
         interpreter = python or f"{venv_path(outputs)}/bin/python"
         if not cpu:
             # Each node's fabric in the job log before torchrun; its ranks repeat the check for the judge.
-            prologue.append(f'srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=0 {shlex.quote(interpreter)} '
-                            f'-m workloads.fabric_check --instance-type {shlex.quote(outputs.instance_type)} '
-                            '|| echo "fabric check failed on a node above"')
+            prologue.append(
+                f'srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=0 {shlex.quote(interpreter)} '
+                f"-m workloads.fabric_check --instance-type {shlex.quote(outputs.instance_type)} "
+                '|| echo "fabric check failed on a node above"'
+            )
     if cpu:
         env.setdefault("GPUC_FORCE_CPU", "1")
     env["PYTHONPATH"] = code
     return ValidationJob(
-        nodes=outputs.nodes, workdir=run, instance_type=None if cpu else outputs.instance_type,
-        python=interpreter, partition=outputs.scheduler.partition, procs_per_node=procs_per_node if cpu else None,
-        drain=drain, time_limit_min=time_limit_min, run_args=run_args, extra_env=env, exclusive=exclusive,
-        rdzv_port=rdzv_port, prologue="\n".join(prologue), print_archive=kubernetes,
+        nodes=outputs.nodes,
+        workdir=run,
+        instance_type=None if cpu else outputs.instance_type,
+        python=interpreter,
+        partition=outputs.scheduler.partition,
+        procs_per_node=procs_per_node if cpu else None,
+        drain=drain,
+        time_limit_min=time_limit_min,
+        run_args=run_args,
+        extra_env=env,
+        exclusive=exclusive,
+        rdzv_port=rdzv_port,
+        prologue="\n".join(prologue),
+        print_archive=kubernetes,
     )
 
 
@@ -334,9 +380,16 @@ def check_networks(outputs: ClusterOutputs, wired: fabric_wiring.PodWiring) -> N
     made = {str(n.get("name")) for n in outputs.fabric.networks}
     missing = [n for n in wired.interfaces.values() if n not in made]
     if missing:
-        raise LaunchSpecError("stack outputs", [(
-            "fabric.networks", f"has no Network {', '.join(missing)} for the {outputs.fabric.type} pod interfaces "
-                               f"(the stack made: {', '.join(sorted(made)) or 'none'})")])
+        raise LaunchSpecError(
+            "stack outputs",
+            [
+                (
+                    "fabric.networks",
+                    f"has no Network {', '.join(missing)} for the {outputs.fabric.type} pod interfaces "
+                    f"(the stack made: {', '.join(sorted(made)) or 'none'})",
+                )
+            ],
+        )
 
 
 def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, image: str | None = None) -> JobSetSpec:
@@ -353,9 +406,17 @@ def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, 
         # read_outputs requires it of a Kubernetes cluster, so this is a hand-built ClusterOutputs.
         raise ValueError("scheduler.namespace: missing (the stack output names the jobs' namespace)")
     return jobset_spec(
-        job, image=image, lustre_pvc=sched.lustre_claim, namespace=sched.namespace,
-        efa_per_node=efa, gpu_vendor=it.accelerator.vendor, node_selector=sched.node_selector,
-        tolerate_taints=sched.tolerations, lustre_mount=outputs.mount.mount_point,
-        hugepages_2mi=EFA_HUGEPAGES_2MI if efa else None, cpu=EFA_POD_CPU if job.instance_type else None,
-        name=jobset_name(run_id), configmaps={jobset_name(run_id): BUNDLE_MOUNT},
+        job,
+        image=image,
+        lustre_pvc=sched.lustre_claim,
+        namespace=sched.namespace,
+        efa_per_node=efa,
+        gpu_vendor=it.accelerator.vendor,
+        node_selector=sched.node_selector,
+        tolerate_taints=sched.tolerations,
+        lustre_mount=outputs.mount.mount_point,
+        hugepages_2mi=EFA_HUGEPAGES_2MI if efa else None,
+        cpu=EFA_POD_CPU if job.instance_type else None,
+        name=jobset_name(run_id),
+        configmaps={jobset_name(run_id): BUNDLE_MOUNT},
     )

@@ -58,7 +58,7 @@ def normal_at(seed: int, name: str, index: np.ndarray) -> np.ndarray:
     z = (z ^ (z >> np.uint64(30))) * _M1
     z = (z ^ (z >> np.uint64(27))) * _M2
     z = z ^ (z >> np.uint64(31))
-    u: np.ndarray = ((z >> np.uint64(11)).astype(np.float64) + 0.5) * (2.0 ** -53)  # in (0, 1), never 0 or 1
+    u: np.ndarray = ((z >> np.uint64(11)).astype(np.float64) + 0.5) * (2.0**-53)  # in (0, 1), never 0 or 1
     t = torch.from_numpy(u)
     torch.special.ndtri(t, out=t)  # in place: the memory stays numpy's
     return u
@@ -88,12 +88,13 @@ def local_box(p: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...], tuple[int
     return p, (0,) * p.dim(), tuple(p.shape)
 
 
-def fill_box(local: torch.Tensor, seed: int, name: str, full_shape: tuple[int, ...],
-             offset: tuple[int, ...], std: float) -> None:
+def fill_box(
+    local: torch.Tensor, seed: int, name: str, full_shape: tuple[int, ...], offset: tuple[int, ...], std: float
+) -> None:
     """Write into ``local`` the values of the box at ``offset`` of the full ``full_shape`` tensor."""
     shape = tuple(local.shape)
     nd = len(full_shape)
-    strides = [int(np.prod(full_shape[d + 1:], dtype=np.int64)) for d in range(nd)]
+    strides = [int(np.prod(full_shape[d + 1 :], dtype=np.int64)) for d in range(nd)]
     rows_per_chunk = max(1, INIT_CHUNK // max(int(np.prod(shape[1:], dtype=np.int64)), 1))
     # Flat index in the full tensor of every element of one local row, less the row's own term.
     row_index = np.zeros(shape[1:], dtype=np.uint64)
@@ -155,8 +156,9 @@ def storage_bytes(tensors: Any) -> int:
 
 def optimizer_state_bytes(opt: torch.optim.Optimizer) -> int:
     """Bytes of the optimizer's tensor state on this rank (AdamW: two moments per parameter)."""
-    return storage_bytes(v for s in opt.state.values() for v in s.values()
-                         if isinstance(v, torch.Tensor) and v.dim() > 0)
+    return storage_bytes(
+        v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor) and v.dim() > 0
+    )
 
 
 @dataclass(slots=True)
@@ -179,12 +181,24 @@ class Residency:
     """Parameter storage after each step."""
 
     def figures(self) -> list[int]:
-        return [self.materialised, self.peak_materialise, self.peak_between_steps, self.grads,
-                self.optimizer, -1 if self.device_peak is None else self.device_peak]
+        return [
+            self.materialised,
+            self.peak_materialise,
+            self.peak_between_steps,
+            self.grads,
+            self.optimizer,
+            -1 if self.device_peak is None else self.device_peak,
+        ]
 
 
-FIGURES = ("params_materialised", "params_peak_materialise", "params_peak_between_steps",
-           "grads", "optimizer_state", "device_peak")
+FIGURES = (
+    "params_materialised",
+    "params_peak_materialise",
+    "params_peak_between_steps",
+    "grads",
+    "optimizer_state",
+    "device_peak",
+)
 """Names of :meth:`Residency.figures`, in order (bytes; ``device_peak`` -1 off GPU)."""
 
 

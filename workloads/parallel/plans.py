@@ -114,8 +114,15 @@ def pipeline_part(model: GPT, rank: int, n_stages: int) -> GPT:
     return model
 
 
-def pipeline_schedule(stage_module: nn.Module, rank: int, n_stages: int, device: torch.device,
-                      schedule: str, microbatches: int, loss_fn: Any) -> Any:
+def pipeline_schedule(
+    stage_module: nn.Module,
+    rank: int,
+    n_stages: int,
+    device: torch.device,
+    schedule: str,
+    microbatches: int,
+    loss_fn: Any,
+) -> Any:
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
     stage = PipelineStage(stage_module, rank, n_stages, device)

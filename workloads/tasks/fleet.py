@@ -104,8 +104,11 @@ def process(items: list[Item], outputs: Outputs, fc: FleetConfig, rt: devmod.Run
     dist.barrier()
     t0 = last = time.monotonic()
     if rt.is_main:
-        how = (f"claimed dynamically (lease {fc.lease_s:g} s in {fc.state_dir})" if fc.schedule == "dynamic"
-               else f"item i -> rank i % {w}")
+        how = (
+            f"claimed dynamically (lease {fc.lease_s:g} s in {fc.state_dir})"
+            if fc.schedule == "dynamic"
+            else f"item i -> rank i % {w}"
+        )
         print(f"shard_tasks: {n} items over {w} ranks, {how}", flush=True)
 
     def do(it: Item, key: str, leases: Leases | None) -> None:
@@ -114,16 +117,22 @@ def process(items: list[Item], outputs: Outputs, fc: FleetConfig, rt: devmod.Run
         tmp = outputs.work_path(it.final)
         error = work(it, tmp)
         if crash_here and c.done + c.failed == int(crash_after or 0):
-            print(f"[rank {rt.rank}] GPUC_CRASH_AFTER={crash_after}: exiting hard with {tmp} "
-                  "written but not published", file=sys.stderr, flush=True)
+            print(
+                f"[rank {rt.rank}] GPUC_CRASH_AFTER={crash_after}: exiting hard with {tmp} written but not published",
+                file=sys.stderr,
+                flush=True,
+            )
             os._exit(1)
         if error is None:
             if outputs.publish(tmp, it.final):
                 c.done += 1
             else:
                 c.duplicate += 1
-                print(f"[rank {rt.rank}] {it.final} was published by another worker meanwhile; "
-                      "this copy is discarded", file=sys.stderr, flush=True)
+                print(
+                    f"[rank {rt.rank}] {it.final} was published by another worker meanwhile; this copy is discarded",
+                    file=sys.stderr,
+                    flush=True,
+                )
         else:
             outputs.discard(tmp)
             c.failed += 1
@@ -137,8 +146,9 @@ def process(items: list[Item], outputs: Outputs, fc: FleetConfig, rt: devmod.Run
         if rt.is_main and now - last >= fc.progress_every_s:
             last = now
             rate = (c.done + c.failed) / (now - t0)
-            print(f"rank 0: done {c.done}, failed {c.failed}, skipped {c.skipped} of {n}, "
-                  f"{rate:.2f} items/s", flush=True)
+            print(
+                f"rank 0: done {c.done}, failed {c.failed}, skipped {c.skipped} of {n}, {rate:.2f} items/s", flush=True
+            )
 
     if fc.schedule == "static":
         for i in range(rt.rank, n, w):

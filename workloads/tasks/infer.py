@@ -54,15 +54,31 @@ class InferConfig:
 
 
 def add_flags(r: argparse.ArgumentParser) -> None:
-    r.add_argument("--model", default=None, metavar="MODULE:FACTORY",
-                   help="callable returning a torch.nn.Module (default: the bundled GPT and its flags)")
-    r.add_argument("--weights", default=None,
-                   help="ddp_train checkpoint directory (newest complete step) or step_<N>, or a state-dict file")
-    r.add_argument("--dataset", default=None, metavar="MODULE:FACTORY",
-                   help="callable returning a map-style dataset (default: the token shards of --data)")
+    r.add_argument(
+        "--model",
+        default=None,
+        metavar="MODULE:FACTORY",
+        help="callable returning a torch.nn.Module (default: the bundled GPT and its flags)",
+    )
+    r.add_argument(
+        "--weights",
+        default=None,
+        help="ddp_train checkpoint directory (newest complete step) or step_<N>, or a state-dict file",
+    )
+    r.add_argument(
+        "--dataset",
+        default=None,
+        metavar="MODULE:FACTORY",
+        help="callable returning a map-style dataset (default: the token shards of --data)",
+    )
     r.add_argument("--data", default=None, help="glob of token shards for the bundled dataset")
-    for flag, default in (("--vocab-size", "256"), ("--seq-len", "16"), ("--d-model", "32"),
-                          ("--n-layers", "2"), ("--n-heads", "2")):
+    for flag, default in (
+        ("--vocab-size", "256"),
+        ("--seq-len", "16"),
+        ("--d-model", "32"),
+        ("--n-layers", "2"),
+        ("--n-heads", "2"),
+    ):
         r.add_argument(flag, default=default, help=f"bundled GPT shape (default {default})")
     r.add_argument("--seed", default="0", help="initial weights when no --weights are given (default 0)")
     r.add_argument("--rows-per-task", default="1024", help="rows per task and output part (default 1024)")
@@ -105,9 +121,13 @@ def parse(a: argparse.Namespace) -> InferConfig:
     lease_s = p.number("--lease-s", a.lease_s, gt=0.0)
     if a.schedule not in fleet.SCHEDULES:
         p.add("--schedule", f"{a.schedule!r} is not one of {', '.join(fleet.SCHEDULES)}")
-    gcfg = GPTConfig(vocab_size=p.integer("--vocab-size", a.vocab_size, lo=2),
-                     seq_len=p.integer("--seq-len", a.seq_len, lo=1), d_model=p.integer("--d-model", a.d_model, lo=1),
-                     n_layers=p.integer("--n-layers", a.n_layers, lo=1), n_heads=p.integer("--n-heads", a.n_heads, lo=1))
+    gcfg = GPTConfig(
+        vocab_size=p.integer("--vocab-size", a.vocab_size, lo=2),
+        seq_len=p.integer("--seq-len", a.seq_len, lo=1),
+        d_model=p.integer("--d-model", a.d_model, lo=1),
+        n_layers=p.integer("--n-layers", a.n_layers, lo=1),
+        n_heads=p.integer("--n-heads", a.n_heads, lo=1),
+    )
     if not p:
         p.extend([(f"--{k.replace('_', '-')}", r) for k, r in gcfg.problems()])
     remote = is_uri(a.output_dir)
@@ -139,9 +159,12 @@ def parse(a: argparse.Namespace) -> InferConfig:
             p.add("--data", f"{a.data!r} and --dataset {a.dataset!r} both name the data: give one")
         dataset = plugins.build_dataset(a.dataset, p)
         if dataset is not None and plugins.is_iterable(dataset):
-            p.add("--dataset", f"{a.dataset!r} is an IterableDataset: tasks are ranges of rows that any worker "
-                               "can claim, which needs a map-style dataset (__len__, __getitem__); give a stream's "
-                               "files to shard_tasks --callable instead")
+            p.add(
+                "--dataset",
+                f"{a.dataset!r} is an IterableDataset: tasks are ranges of rows that any worker "
+                "can claim, which needs a map-style dataset (__len__, __getitem__); give a stream's "
+                "files to shard_tasks --callable instead",
+            )
             dataset = None
         spec = a.dataset
     elif a.data is None:
@@ -158,12 +181,23 @@ def parse(a: argparse.Namespace) -> InferConfig:
     p.exit_if_any()
     assert model is not None
     return InferConfig(
-        model=model.eval(), gpt=a.model is None, dataset=dataset, spec=f"{spec} len {len(dataset)} rows {rows}",
-        rows_per_task=rows, batch_size=batch, outputs=outputs,
-        fleet=fleet.FleetConfig(schedule=a.schedule, state_dir=state, lease_s=lease_s,
-                                fleet_id=a.fleet_id or os.environ.get("TORCHELASTIC_RUN_ID", "") or os.urandom(8).hex(),
-                                progress_every_s=30.0),
-        json_path=json_path, force_cpu=bool(a.cpu))
+        model=model.eval(),
+        gpt=a.model is None,
+        dataset=dataset,
+        spec=f"{spec} len {len(dataset)} rows {rows}",
+        rows_per_task=rows,
+        batch_size=batch,
+        outputs=outputs,
+        fleet=fleet.FleetConfig(
+            schedule=a.schedule,
+            state_dir=state,
+            lease_s=lease_s,
+            fleet_id=a.fleet_id or os.environ.get("TORCHELASTIC_RUN_ID", "") or os.urandom(8).hex(),
+            progress_every_s=30.0,
+        ),
+        json_path=json_path,
+        force_cpu=bool(a.cpu),
+    )
 
 
 def _inputs(item: Any) -> Any:
@@ -199,9 +233,13 @@ def main(a: argparse.Namespace) -> int:
     try:
         cfg.model.to(rt.device)
         n = len(cfg.dataset)
-        items = [fleet.Item(name=f"rows {lo}..{min(n, lo + cfg.rows_per_task) - 1}",
-                            final=cfg.outputs.final(Path(f"part-{k:06d}.pt")))
-                 for k, lo in enumerate(range(0, n, cfg.rows_per_task))]
+        items = [
+            fleet.Item(
+                name=f"rows {lo}..{min(n, lo + cfg.rows_per_task) - 1}",
+                final=cfg.outputs.final(Path(f"part-{k:06d}.pt")),
+            )
+            for k, lo in enumerate(range(0, n, cfg.rows_per_task))
+        ]
 
         def work(it: fleet.Item, tmp: Path) -> str | None:
             lo = int(it.name.split()[1].split("..")[0])
@@ -213,7 +251,8 @@ def main(a: argparse.Namespace) -> int:
 
         c = fleet.process(items, cfg.outputs, cfg.fleet, rt, work)
         digest = hashlib.sha256(cfg.spec.encode()).hexdigest()
-        return report(digest, len(items), c, rt, cfg.json_path, cfg.fleet.state_dir, cfg.fleet.schedule,
-                      job="batch_infer")
+        return report(
+            digest, len(items), c, rt, cfg.json_path, cfg.fleet.state_dir, cfg.fleet.schedule, job="batch_infer"
+        )
     finally:
         devmod.teardown()

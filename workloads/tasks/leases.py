@@ -51,8 +51,9 @@ class Holder:
 
 
 def this_holder(rank: int, fleet: str) -> Holder:
-    return Holder(host=os.environ.get("GPUC_LEASE_HOST") or socket.gethostname(), pid=os.getpid(),
-                  rank=rank, fleet=fleet)
+    return Holder(
+        host=os.environ.get("GPUC_LEASE_HOST") or socket.gethostname(), pid=os.getpid(), rank=rank, fleet=fleet
+    )
 
 
 def _pid_alive(pid: int) -> bool:
@@ -96,8 +97,12 @@ class Leases:
             info = json.loads(path.read_text() or "{}")
         except (OSError, ValueError):
             info = {}  # being written: judge by its age alone
-        if info.get("host") == self.me.host and isinstance(info.get("pid"), int) and info["pid"] != self.me.pid \
-                and not _pid_alive(info["pid"]):
+        if (
+            info.get("host") == self.me.host
+            and isinstance(info.get("pid"), int)
+            and info["pid"] != self.me.pid
+            and not _pid_alive(info["pid"])
+        ):
             return True
         return now - st.st_mtime > self.ttl_s
 

@@ -119,8 +119,9 @@ def layout(cfg: TrainConfig, rt: devmod.Runtime) -> dict[str, int]:
     return {"world_size": rt.world_size, "batch_size": cfg.batch_size, "grad_accum": cfg.grad_accum}
 
 
-def save_checkpoint(ckpt_dir: Path, step: int, state: dict[str, Any], rt: devmod.Runtime, keep: int,
-                    lay: dict[str, int]) -> None:
+def save_checkpoint(
+    ckpt_dir: Path, step: int, state: dict[str, Any], rt: devmod.Runtime, keep: int, lay: dict[str, int]
+) -> None:
     from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
     final = ckpt_dir / f"step_{step}"
@@ -175,6 +176,10 @@ def checkpoint_crash_hook(step: int, tmp: Path, rank: int) -> None:
         return
     if step == int(at) and rank == int(os.environ.get("GPUC_CRASH_RANK", "1")):
         files = sorted(p.name for p in tmp.iterdir())
-        print(f"[rank {rank}] GPUC_CRASH_IN_CHECKPOINT={at}: exiting hard inside the step {step} checkpoint "
-              f"write, before its marker; {tmp.name} holds {files}", file=sys.stderr, flush=True)
+        print(
+            f"[rank {rank}] GPUC_CRASH_IN_CHECKPOINT={at}: exiting hard inside the step {step} checkpoint "
+            f"write, before its marker; {tmp.name} holds {files}",
+            file=sys.stderr,
+            flush=True,
+        )
         os._exit(1)

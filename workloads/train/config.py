@@ -90,16 +90,30 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m workloads.ddp_train",
         description="DDP training of a small GPT on token shards (or your own model and data), with exact resume.",
     )
-    ap.add_argument("--data", default=None,
-                    help="glob of token shards (quote it), e.g. '/fsx/data/train-*.bin'; not with --dataset")
+    ap.add_argument(
+        "--data", default=None, help="glob of token shards (quote it), e.g. '/fsx/data/train-*.bin'; not with --dataset"
+    )
     u = ap.add_argument_group("your own model and data")
-    u.add_argument("--model", dest="model_spec", default=None, metavar="MODULE:FACTORY",
-                   help="callable returning a torch.nn.Module (default: the bundled GPT and its flags below)")
-    u.add_argument("--dataset", dest="dataset_spec", default=None, metavar="MODULE:FACTORY",
-                   help="callable returning a map-style or iterable dataset of (input, target) pairs "
-                        "(default: the token shards of --data)")
-    u.add_argument("--loss", default="cross_entropy",
-                   help="cross_entropy (default), mse, or MODULE:FUNCTION taking (output, target)")
+    u.add_argument(
+        "--model",
+        dest="model_spec",
+        default=None,
+        metavar="MODULE:FACTORY",
+        help="callable returning a torch.nn.Module (default: the bundled GPT and its flags below)",
+    )
+    u.add_argument(
+        "--dataset",
+        dest="dataset_spec",
+        default=None,
+        metavar="MODULE:FACTORY",
+        help="callable returning a map-style or iterable dataset of (input, target) pairs "
+        "(default: the token shards of --data)",
+    )
+    u.add_argument(
+        "--loss",
+        default="cross_entropy",
+        help="cross_entropy (default), mse, or MODULE:FUNCTION taking (output, target)",
+    )
     m = ap.add_argument_group("bundled GPT")
     m.add_argument("--vocab-size", default="256", help="token ids the model covers (default 256)")
     m.add_argument("--seq-len", default="16", help="tokens per training window (default 16)")
@@ -121,17 +135,20 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--num-workers", default="2", help="DataLoader workers per rank (default 2)")
     t.add_argument("--cpu", action="store_true", help="run on CPU/gloo even if GPUs are visible")
     c = ap.add_argument_group("checkpoints")
-    c.add_argument("--ckpt-dir", default=None,
-                   help="checkpoint directory on shared storage; resumes from its newest complete step_<N>, "
-                        "at this run's world size")
-    c.add_argument("--ckpt-every", default="0",
-                   help="checkpoint every K steps (needs --ckpt-dir; default 0 = never)")
+    c.add_argument(
+        "--ckpt-dir",
+        default=None,
+        help="checkpoint directory on shared storage; resumes from its newest complete step_<N>, "
+        "at this run's world size",
+    )
+    c.add_argument("--ckpt-every", default="0", help="checkpoint every K steps (needs --ckpt-dir; default 0 = never)")
     c.add_argument("--ckpt-keep", default="2", help="complete checkpoints to keep, 0 = all (default 2)")
     o = ap.add_argument_group("reporting")
     o.add_argument("--log-every", default="10", help="print every N steps (default 10)")
     o.add_argument("--peak-tflops", default=None, help="peak dense bf16 TFLOP/s per accelerator, for MFU")
-    o.add_argument("--instance-type", default=None,
-                   help="take the MFU peak from the hardware catalog entry of this instance type")
+    o.add_argument(
+        "--instance-type", default=None, help="take the MFU peak from the hardware catalog entry of this instance type"
+    )
     o.add_argument("--json", default=None, help="write the final metrics to this JSON file")
     return ap
 
@@ -150,8 +167,10 @@ def _peak_from_catalog(instance_type: str, p: Problems) -> tuple[float | None, s
         return None, None
     peak = it.accelerator.peak_dense_bf16_tflops
     if not peak or peak <= 0:
-        p.add("--instance-type", f"the catalog has no peak dense bf16 TFLOP/s for {instance_type}; "
-                                 "give --peak-tflops instead")
+        p.add(
+            "--instance-type",
+            f"the catalog has no peak dense bf16 TFLOP/s for {instance_type}; give --peak-tflops instead",
+        )
         return None, None
     return float(peak), f"catalog {instance_type} ({it.accelerator.model})"
 
@@ -227,11 +246,29 @@ def parse_config(argv: list[str] | None = None) -> tuple[TrainConfig, Parts]:
     p.exit_if_any()
     assert loss_fn is not None
     cfg = TrainConfig(
-        data=a.data, model=model, model_spec=a.model_spec, dataset_spec=a.dataset_spec, loss_spec=a.loss,
-        batch_size=batch_size, grad_accum=grad_accum, steps=steps, lr=lr, warmup_steps=warmup,
-        lr_schedule=a.lr_schedule, min_lr_ratio=min_lr_ratio, clip_grad_norm=clip, weight_decay=wd,
-        seed=seed, num_workers=workers, ckpt_dir=ckpt_dir, ckpt_every=ckpt_every, ckpt_keep=ckpt_keep,
-        log_every=log_every, peak_tflops=peak, peak_source=source, json_path=json_path,
+        data=a.data,
+        model=model,
+        model_spec=a.model_spec,
+        dataset_spec=a.dataset_spec,
+        loss_spec=a.loss,
+        batch_size=batch_size,
+        grad_accum=grad_accum,
+        steps=steps,
+        lr=lr,
+        warmup_steps=warmup,
+        lr_schedule=a.lr_schedule,
+        min_lr_ratio=min_lr_ratio,
+        clip_grad_norm=clip,
+        weight_decay=wd,
+        seed=seed,
+        num_workers=workers,
+        ckpt_dir=ckpt_dir,
+        ckpt_every=ckpt_every,
+        ckpt_keep=ckpt_keep,
+        log_every=log_every,
+        peak_tflops=peak,
+        peak_source=source,
+        json_path=json_path,
         force_cpu=bool(a.cpu),
     )
     return cfg, Parts(shards=shards, dataset=dataset, user_model=user_model, loss_fn=loss_fn)

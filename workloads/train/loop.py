@@ -66,8 +66,9 @@ def _crash_hook(next_step: int, rank: int) -> None:
     if not at or os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") not in ("", "0"):
         return
     if next_step == int(at) and rank == int(os.environ.get("GPUC_CRASH_RANK", "1")):
-        print(f"[rank {rank}] GPUC_CRASH_AT_STEP={at}: exiting hard before step {next_step}",
-              file=sys.stderr, flush=True)
+        print(
+            f"[rank {rank}] GPUC_CRASH_AT_STEP={at}: exiting hard before step {next_step}", file=sys.stderr, flush=True
+        )
         os._exit(1)
 
 
@@ -100,16 +101,29 @@ class Batches:
         else:
             self.sampler = ResumableSampler(parts.dataset, num_replicas=rt.world_size, rank=rt.rank, seed=cfg.seed)
             if len(self.sampler) // self.per_step < 1:
-                fail([("--batch-size", f"{cfg.batch_size} samples per rank x {cfg.grad_accum} micro-batches x "
-                       f"{rt.world_size} ranks exceeds the {len(parts.dataset)} samples of "
-                       f"{cfg.dataset_spec or cfg.data}: lower --batch-size or --grad-accum, or add data")])
+                fail(
+                    [
+                        (
+                            "--batch-size",
+                            f"{cfg.batch_size} samples per rank x {cfg.grad_accum} micro-batches x "
+                            f"{rt.world_size} ranks exceeds the {len(parts.dataset)} samples of "
+                            f"{cfg.dataset_spec or cfg.data}: lower --batch-size or --grad-accum, or add data",
+                        )
+                    ]
+                )
         self.source = source
         # Persistent workers keep their processes across epochs; the sampler runs in this
         # process, so its epoch and start still apply. A stream's epoch lives in the workers'
         # copy of it, so they are started afresh each epoch.
-        self.loader = DataLoader(source, batch_size=cfg.batch_size, sampler=self.sampler, drop_last=True,
-                                 num_workers=cfg.num_workers, pin_memory=rt.device.type == "cuda",
-                                 persistent_workers=cfg.num_workers > 0 and not self.iterable)
+        self.loader = DataLoader(
+            source,
+            batch_size=cfg.batch_size,
+            sampler=self.sampler,
+            drop_last=True,
+            num_workers=cfg.num_workers,
+            pin_memory=rt.device.type == "cuda",
+            persistent_workers=cfg.num_workers > 0 and not self.iterable,
+        )
         self.it: Iterator[Any] | None = None
         self.steps_left = 0
 
@@ -150,9 +164,16 @@ class Batches:
                     continue
             self.steps_left -= 1
             return micro
-        fail([("--dataset", f"{self.cfg.dataset_spec}: an epoch of the stream gave some rank fewer than "
-               f"--batch-size x --grad-accum = {self.per_step} items (split over {self.rt.world_size} ranks "
-               f"x {max(1, self.cfg.num_workers)} readers)")])
+        fail(
+            [
+                (
+                    "--dataset",
+                    f"{self.cfg.dataset_spec}: an epoch of the stream gave some rank fewer than "
+                    f"--batch-size x --grad-accum = {self.per_step} items (split over {self.rt.world_size} ranks "
+                    f"x {max(1, self.cfg.num_workers)} readers)",
+                )
+            ]
+        )
 
     def after_step(self, prog: Progress) -> None:
         """A map-style epoch ends with its last full step, so a checkpoint taken then (and the
@@ -185,11 +206,17 @@ def train(cfg: TrainConfig, parts: Parts, rt: devmod.Runtime) -> dict[str, Any]:
     n_params = sum(p.numel() for p in model.parameters())
     if rt.is_main:
         what = cfg.model_spec or "GPT"
-        data = (f"{len(parts.dataset)} samples, {batches.steps_per_full_epoch()} steps/epoch"
-                if batches.sampler is not None else f"stream {cfg.dataset_spec}")
-        print(f"ddp_train: {rt.world_size} ranks on {rt.accelerator} ({rt.backend}), {what} "
-              f"{n_params:,} params, {data}, batch {cfg.batch_size}/rank x {cfg.grad_accum} accum "
-              f"= {cfg.batch_size * cfg.grad_accum * rt.world_size} global", flush=True)
+        data = (
+            f"{len(parts.dataset)} samples, {batches.steps_per_full_epoch()} steps/epoch"
+            if batches.sampler is not None
+            else f"stream {cfg.dataset_spec}"
+        )
+        print(
+            f"ddp_train: {rt.world_size} ranks on {rt.accelerator} ({rt.backend}), {what} "
+            f"{n_params:,} params, {data}, batch {cfg.batch_size}/rank x {cfg.grad_accum} accum "
+            f"= {cfg.batch_size * cfg.grad_accum * rt.world_size} global",
+            flush=True,
+        )
 
     ident = identity(cfg, parts, model)
     lay = layout(cfg, rt)
@@ -207,17 +234,29 @@ def train(cfg: TrainConfig, parts: Parts, rt: devmod.Runtime) -> dict[str, Any]:
             path, marker = found
             same_world = marker.get("world_size") == rt.world_size
             msd, osd = get_state_dict(ddp, opt)
-            state: dict[str, Any] = {"model": msd, "optim": osd, "progress": json.dumps(asdict(Progress())),
-                                     "identity": json.dumps(ident)}
+            state: dict[str, Any] = {
+                "model": msd,
+                "optim": osd,
+                "progress": json.dumps(asdict(Progress())),
+                "identity": json.dumps(ident),
+            }
             if same_world:
                 state[rng_key] = rng_state(rt.device)
             dcp_load(state, checkpoint_id=path)
             saved = json.loads(state["identity"])
             mismatched = [k for k in ident if saved.get(k) != ident[k]]
             if mismatched:
-                fail([("--ckpt-dir", f"{path} was written by a run with different {k}: "
-                       f"{saved.get(k)!r}, this run has {ident[k]!r}; resuming needs the same value "
-                       "(or use a fresh --ckpt-dir)") for k in mismatched])
+                fail(
+                    [
+                        (
+                            "--ckpt-dir",
+                            f"{path} was written by a run with different {k}: "
+                            f"{saved.get(k)!r}, this run has {ident[k]!r}; resuming needs the same value "
+                            "(or use a fresh --ckpt-dir)",
+                        )
+                        for k in mismatched
+                    ]
+                )
             set_state_dict(ddp, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
             prog = Progress(**json.loads(state["progress"]))
             resumed_from = prog.step
@@ -227,11 +266,16 @@ def train(cfg: TrainConfig, parts: Parts, rt: devmod.Runtime) -> dict[str, Any]:
                 seed_rank_streams(cfg.seed, rt.rank, prog.step)
                 resharded_from = {k: marker.get(k) for k in lay}
             if rt.is_main:
-                print(f"resumed from {path} (step {prog.step}, epoch {prog.epoch}, "
-                      f"batch {prog.batch_in_epoch})", flush=True)
+                print(
+                    f"resumed from {path} (step {prog.step}, epoch {prog.epoch}, batch {prog.batch_in_epoch})",
+                    flush=True,
+                )
                 if resharded_from is not None:
-                    print(f"resharded: written by {resharded_from}, loaded by {lay} (DCP); the data goes on "
-                          f"at sample {prog.samples_in_epoch} of epoch {prog.epoch}", flush=True)
+                    print(
+                        f"resharded: written by {resharded_from}, loaded by {lay} (DCP); the data goes on "
+                        f"at sample {prog.samples_in_epoch} of epoch {prog.epoch}",
+                        flush=True,
+                    )
 
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=on_gpu)
     step_times: list[float] = []
@@ -253,9 +297,16 @@ def train(cfg: TrainConfig, parts: Parts, rt: devmod.Runtime) -> dict[str, Any]:
         total = torch.zeros((), device=rt.device)
         for k, batch in enumerate(micro):
             if not (isinstance(batch, (list, tuple)) and len(batch) == 2):
-                fail([("--dataset", f"{cfg.dataset_spec}: items must be (input, target) pairs; a collated "
-                       f"batch came out as {type(batch).__name__}"
-                       + (f" of {len(batch)}" if isinstance(batch, (list, tuple)) else ""))])
+                fail(
+                    [
+                        (
+                            "--dataset",
+                            f"{cfg.dataset_spec}: items must be (input, target) pairs; a collated "
+                            f"batch came out as {type(batch).__name__}"
+                            + (f" of {len(batch)}" if isinstance(batch, (list, tuple)) else ""),
+                        )
+                    ]
+                )
             x, y = _to(batch[0], rt.device), _to(batch[1], rt.device)
             # Only the last micro-batch all-reduces: the others add into the local gradients.
             with contextlib.nullcontext() if k == k_last else ddp.no_sync():
@@ -287,19 +338,32 @@ def train(cfg: TrainConfig, parts: Parts, rt: devmod.Runtime) -> dict[str, Any]:
             slowest = torch.tensor([window_t], dtype=torch.float64, device=rt.device)
             dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
             if rt.is_main:
-                print(f"step {prog.step}/{cfg.steps} loss {float(losses[-1]):.4f} lr {lr:.3e} "
-                      f"step_time {1e3 * float(slowest) / window_n:.1f} ms (slowest rank, mean "
-                      f"of {window_n})", flush=True)
+                print(
+                    f"step {prog.step}/{cfg.steps} loss {float(losses[-1]):.4f} lr {lr:.3e} "
+                    f"step_time {1e3 * float(slowest) / window_n:.1f} ms (slowest rank, mean "
+                    f"of {window_n})",
+                    flush=True,
+                )
             window_t = 0.0
             window_n = 0
         if cfg.ckpt_dir is not None and cfg.ckpt_every and prog.step % cfg.ckpt_every == 0:
             prog.loss_last = float(losses[-1])
             t_ck = time.perf_counter()
             msd, osd = get_state_dict(ddp, opt)
-            save_checkpoint(cfg.ckpt_dir, prog.step, {
-                "model": msd, "optim": osd, "progress": json.dumps(asdict(prog)), "identity": json.dumps(ident),
-                rng_key: rng_state(rt.device),
-            }, rt, cfg.ckpt_keep, lay)
+            save_checkpoint(
+                cfg.ckpt_dir,
+                prog.step,
+                {
+                    "model": msd,
+                    "optim": osd,
+                    "progress": json.dumps(asdict(prog)),
+                    "identity": json.dumps(ident),
+                    rng_key: rng_state(rt.device),
+                },
+                rt,
+                cfg.ckpt_keep,
+                lay,
+            )
             ckpt_s.append(time.perf_counter() - t_ck)
             saved_steps.append(prog.step)
     if losses:
@@ -310,9 +374,17 @@ def train(cfg: TrainConfig, parts: Parts, rt: devmod.Runtime) -> dict[str, Any]:
     return result
 
 
-def _report(cfg: TrainConfig, rt: devmod.Runtime, model: torch.nn.Module, n_params: int, prog: Progress,
-            step_times: list[float], resumed_from: int | None, saved: list[int],
-            ckpt_s: list[float]) -> dict[str, Any]:
+def _report(
+    cfg: TrainConfig,
+    rt: devmod.Runtime,
+    model: torch.nn.Module,
+    n_params: int,
+    prog: Progress,
+    step_times: list[float],
+    resumed_from: int | None,
+    saved: list[int],
+    ckpt_s: list[float],
+) -> dict[str, Any]:
     n = len(step_times)
     # Ranks that ran a different number of steps cannot happen (every step all-reduces);
     # the MAX over ranks per step is the step the job actually waited for.
@@ -322,8 +394,7 @@ def _report(cfg: TrainConfig, rt: devmod.Runtime, model: torch.nn.Module, n_para
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
     timed = slowest.tolist()[1:] if n > 1 else slowest.tolist()[:n]
     mine = step_times[1:] if n > 1 else step_times
-    own_p50 = torch.tensor([statistics.median(mine) if mine else float("nan")],
-                           dtype=torch.float64, device=dev)
+    own_p50 = torch.tensor([statistics.median(mine) if mine else float("nan")], dtype=torch.float64, device=dev)
     per_rank = [torch.zeros(1, dtype=torch.float64, device=dev) for _ in range(rt.world_size)]
     dist.all_gather(per_rank, own_p50)
     digest, psum = param_digest(model)
@@ -340,7 +411,9 @@ def _report(cfg: TrainConfig, rt: devmod.Runtime, model: torch.nn.Module, n_para
     mfu = tps * fpt / (cfg.peak_tflops * 1e12) if (tps and fpt and cfg.peak_tflops) else None
     model_info: dict[str, Any] = (
         {**asdict(cfg.model), "params": total_params(cfg.model), "flops_per_token": fpt}
-        if cfg.model_spec is None else {"spec": cfg.model_spec, "params": n_params, "flops_per_token": None})
+        if cfg.model_spec is None
+        else {"spec": cfg.model_spec, "params": n_params, "flops_per_token": None}
+    )
     return {
         "job": "ddp_train",
         "world_size": rt.world_size,

@@ -133,7 +133,10 @@ def build_loss(spec: str, p: Problems, flag: str = "--loss") -> LossFn | None:
     if spec == "mse":
         return _mse
     if ":" not in spec:
-        p.add(flag, f"{spec!r} is not one of {', '.join(BUILTIN_LOSSES)} nor MODULE:FUNCTION "
-                    "(a function (output, target) -> scalar tensor)")
+        p.add(
+            flag,
+            f"{spec!r} is not one of {', '.join(BUILTIN_LOSSES)} nor MODULE:FUNCTION "
+            "(a function (output, target) -> scalar tensor)",
+        )
         return None
     return resolve(spec, flag, "a scalar loss tensor from (output, target)", p)

@@ -38,7 +38,7 @@ class ResumableSampler(tud.distributed.DistributedSampler):  # type: ignore[type
             return super().__iter__()  # exactly DistributedSampler's order
         g = torch.Generator()
         g.manual_seed(self.seed + self.epoch)  # as DistributedSampler.__iter__ seeds it
-        order = torch.randperm(len(self.dataset), generator=g).tolist()[self.start:]  # type: ignore[arg-type]
+        order = torch.randperm(len(self.dataset), generator=g).tolist()[self.start :]  # type: ignore[arg-type]
         usable = len(order) // self.num_replicas * self.num_replicas
         return iter(order[self.rank : usable : self.num_replicas])
 

@@ -82,8 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--phase", choices=("main", "fabric", "pairs", "storage"), default="main")
     run.add_argument("--storage-size", type=_size, help="storage phase: bytes each rank writes and reads")
     run.add_argument("--ckpt-size", type=_size, help="storage phase: checkpoint bytes per rank")
-    run.add_argument("--storage-expect-gbps", type=float,
-                     help="storage phase: the file system's provisioned throughput (stack outputs), GB/s")
+    run.add_argument(
+        "--storage-expect-gbps",
+        type=float,
+        help="storage phase: the file system's provisioned throughput (stack outputs), GB/s",
+    )
     run.add_argument("--instance-type", type=_instance)
     run.add_argument("--multi-max", type=_size, help="largest multi-node message (default 8G on GPU)")
     run.add_argument("--single-max", type=_size, help="largest single-node message (default 8G on GPU)")
@@ -92,25 +95,40 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--iters", type=int, default=20)
     run.add_argument("--warmup", type=int, default=5)
     run.add_argument("--pairwise", choices=("auto", "always", "never"), default="auto")
-    run.add_argument("--pair-timeout", type=float, default=120.0,
-                     help="seconds each pair's call may take: a pair that hangs makes both nodes suspects")
-    run.add_argument("--pairing", choices=("topology", "random"), default="topology",
-                     help="topology: neighbours in the scheduler's node order; random: shuffled")
+    run.add_argument(
+        "--pair-timeout",
+        type=float,
+        default=120.0,
+        help="seconds each pair's call may take: a pair that hangs makes both nodes suspects",
+    )
+    run.add_argument(
+        "--pairing",
+        choices=("topology", "random"),
+        default="topology",
+        help="topology: neighbours in the scheduler's node order; random: shuffled",
+    )
     run.add_argument("--timeout", type=float, default=300.0, dest="run_timeout")
     from workloads.validate.commands import add_parsers
 
     add_parsers(sub)
     judge = sub.add_parser("judge", help="read the run directory, write report.json/.md and busbw.png")
-    judge.add_argument("--out", type=Path, dest="judge_out", help="run directory; with --nccl-tests, where to write the report")
-    judge.add_argument("--nccl-tests", type=Path, nargs="+", metavar="FILE", help="judge nccl-tests/rccl-tests stdout instead")
+    judge.add_argument(
+        "--out", type=Path, dest="judge_out", help="run directory; with --nccl-tests, where to write the report"
+    )
+    judge.add_argument(
+        "--nccl-tests", type=Path, nargs="+", metavar="FILE", help="judge nccl-tests/rccl-tests stdout instead"
+    )
     judge.add_argument("--nodes", type=int, dest="judge_nodes", help="--nccl-tests: the node count the run used")
     judge.add_argument("--instance-type", type=_instance)
     judge.add_argument("--expect-nodes", default="", help="comma-separated node names that should have reported")
     judge.add_argument("--drain", action="store_true", help="drain (Slurm) or taint (Kubernetes) the failed nodes")
     judge.add_argument("--cpu", action="store_true", help="the run was on CPU: compare nodes, apply no floors")
     judge.add_argument("--started", type=float, default=0.0, help="epoch seconds the run began (for the duration)")
-    judge.add_argument("--print-archive", action="store_true",
-                       help="print the report files as an archive on stdout (how a pod's report leaves it)")
+    judge.add_argument(
+        "--print-archive",
+        action="store_true",
+        help="print the report files as an archive on stdout (how a pod's report leaves it)",
+    )
     diff.add_subparser(sub)
     return ap
 
@@ -123,8 +141,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # argparse's float() takes nan, inf and negatives; each would end a phase at once or never.
     bad = Problems()
-    for flag, value in (("--timeout", args.timeout), ("run --timeout", getattr(args, "run_timeout", 1.0)),
-                        ("run --pair-timeout", getattr(args, "pair_timeout", 1.0))):
+    for flag, value in (
+        ("--timeout", args.timeout),
+        ("run --timeout", getattr(args, "run_timeout", 1.0)),
+        ("run --pair-timeout", getattr(args, "pair_timeout", 1.0)),
+    ):
         if _bad_timeout(value):
             bad.add(flag, f"{value}", allowed="a finite number of seconds > 0")
     if bad:
@@ -141,12 +162,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             if getattr(args, name) < 1 and not (name == "warmup" and args.warmup == 0):
                 print(f"validate: --{name} {getattr(args, name)} must be at least 1", file=sys.stderr)
                 return 3
-        cfg = RunConfig(out_dir=args.run_out, phase=args.phase, instance_type=args.instance_type,
-                        multi_max_bytes=args.multi_max, single_max_bytes=args.single_max, pair_bytes=args.pair_size,
-                        iters=args.iters, warmup=args.warmup, pairwise=args.pairwise, timeout_s=args.run_timeout,
-                        pair_timeout_s=args.pair_timeout, pairing=args.pairing, storage_bytes=args.storage_size,
-                        ckpt_bytes=args.ckpt_size, storage_expect_gbps=args.storage_expect_gbps,
-                        sweep_min_bytes=args.sweep_min)
+        cfg = RunConfig(
+            out_dir=args.run_out,
+            phase=args.phase,
+            instance_type=args.instance_type,
+            multi_max_bytes=args.multi_max,
+            single_max_bytes=args.single_max,
+            pair_bytes=args.pair_size,
+            iters=args.iters,
+            warmup=args.warmup,
+            pairwise=args.pairwise,
+            timeout_s=args.run_timeout,
+            pair_timeout_s=args.pair_timeout,
+            pairing=args.pairing,
+            storage_bytes=args.storage_size,
+            ckpt_bytes=args.ckpt_size,
+            storage_expect_gbps=args.storage_expect_gbps,
+            sweep_min_bytes=args.sweep_min,
+        )
         return run_phase(cfg)
     if args.cmd == "diff":
         return diff.run(args)
@@ -159,8 +192,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 3
     if args.cmd == "judge":
         expect = [n for n in args.expect_nodes.split(",") if n] or _slurm_nodes()
-        code = judge_and_report(args.judge_out, args.instance_type, expect, args.drain, args.cpu,
-                                time.time() - args.started if args.started else 0.0)
+        code = judge_and_report(
+            args.judge_out,
+            args.instance_type,
+            expect,
+            args.drain,
+            args.cpu,
+            time.time() - args.started if args.started else 0.0,
+        )
         if args.print_archive:
             from workloads.validate import archive
 
@@ -184,8 +223,9 @@ def _slurm_nodes() -> list[str]:
     return proc.stdout.split() if proc.returncode == 0 else []
 
 
-def judge_and_report(out: Path, instance_type: str | None, expect_nodes: list[str], drain: bool, cpu: bool,
-                     duration_s: float) -> int:
+def judge_and_report(
+    out: Path, instance_type: str | None, expect_nodes: list[str], drain: bool, cpu: bool, duration_s: float
+) -> int:
     from workloads.validate import report
     from workloads.validate.drain import drain as drain_nodes
     from workloads.validate.judge import judge
@@ -193,8 +233,11 @@ def judge_and_report(out: Path, instance_type: str | None, expect_nodes: list[st
     rep = judge(out, instance_type=instance_type, local=cpu, expected_nodes=expect_nodes, duration_s=duration_s)
     failed = [n.node for n in rep.nodes if n.verdict == Verdict.FAIL]
     if drain and failed:
-        for res in drain_nodes(failed, f"gpu-cluster validate {out.name}: " + "; ".join(
-                next(n.reasons for n in rep.nodes if n.node == f)[0] for f in failed)):
+        for res in drain_nodes(
+            failed,
+            f"gpu-cluster validate {out.name}: "
+            + "; ".join(next(n.reasons for n in rep.nodes if n.node == f)[0] for f in failed),
+        ):
             if res.ok:
                 rep.drained.append(res.node)
             else:
@@ -211,21 +254,32 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _torchrun_nodes(nodes: int, procs: int, module_args: list[str], env_extra: dict[str, str], timeout: float,
-                    log_dir: Path, label: str) -> list[int]:
+def _torchrun_nodes(
+    nodes: int, procs: int, module_args: list[str], env_extra: dict[str, str], timeout: float, log_dir: Path, label: str
+) -> list[int]:
     """Start one torchrun agent per simulated node, as srun does on a cluster; return their exit codes."""
     port = _free_port()
     procs_list = []
     log_dir.mkdir(parents=True, exist_ok=True)
     for i in range(nodes):
         env = dict(os.environ, GPUC_NODE_NAME=f"local-{i + 1}", GPUC_FORCE_CPU="1", **env_extra)
-        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nodes}", f"--nproc-per-node={procs}",
-               "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={label}-{port}",
-               "--max-restarts=0", *module_args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            f"--nnodes={nodes}",
+            f"--nproc-per-node={procs}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint=127.0.0.1:{port}",
+            f"--rdzv-id={label}-{port}",
+            "--max-restarts=0",
+            *module_args,
+        ]
         log = open(log_dir / f"{label}-local-{i + 1}.log", "w", encoding="utf-8")
         # Its own session, so a kill past the deadline reaches the agent's workers too.
-        procs_list.append((subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True), log))
+        procs_list.append(
+            (subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True), log)
+        )
     deadline = time.monotonic() + timeout
     codes = []
     for p, log in procs_list:
@@ -262,29 +316,103 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float) -> int:
         stale.unlink(missing_ok=True)
     logs = out / "logs"
     steps = 6
-    print(f"validate --local: {nodes} simulated node(s) x {procs} CPU rank(s), gloo; floors are not applied on CPU", flush=True)
+    print(
+        f"validate --local: {nodes} simulated node(s) x {procs} CPU rank(s), gloo; floors are not applied on CPU",
+        flush=True,
+    )
     print(f"[1/{steps}] health, single-node and multi-node collectives ...", flush=True)
-    codes = _torchrun_nodes(nodes, procs, ["-m", "workloads.validate", "run", "--out", str(out), "--phase", "main",
-                                           "--iters", "5", "--warmup", "2", "--timeout", str(timeout)],
-                            {}, _phase_deadline(timeout), logs, "main")
+    codes = _torchrun_nodes(
+        nodes,
+        procs,
+        [
+            "-m",
+            "workloads.validate",
+            "run",
+            "--out",
+            str(out),
+            "--phase",
+            "main",
+            "--iters",
+            "5",
+            "--warmup",
+            "2",
+            "--timeout",
+            str(timeout),
+        ],
+        {},
+        _phase_deadline(timeout),
+        logs,
+        "main",
+    )
     print(f"      exit codes per node: {codes}", flush=True)
     if (out / "phase-main.json").exists():
         print(f"[2/{steps}] pairwise search: not needed (the main phase finished)", flush=True)
     else:
         print(f"[2/{steps}] pairwise search: the main phase left no results (a collective hung) ...", flush=True)
-        codes = _torchrun_nodes(nodes, procs, ["-m", "workloads.validate", "run", "--out", str(out), "--phase", "pairs",
-                                               "--iters", "5", "--warmup", "2", "--timeout", str(timeout),
-                                               "--pair-timeout", str(timeout)], {}, _phase_deadline(timeout), logs, "pairs")
+        codes = _torchrun_nodes(
+            nodes,
+            procs,
+            [
+                "-m",
+                "workloads.validate",
+                "run",
+                "--out",
+                str(out),
+                "--phase",
+                "pairs",
+                "--iters",
+                "5",
+                "--warmup",
+                "2",
+                "--timeout",
+                str(timeout),
+                "--pair-timeout",
+                str(timeout),
+            ],
+            {},
+            _phase_deadline(timeout),
+            logs,
+            "pairs",
+        )
         print(f"      exit codes per node: {codes}", flush=True)
-    print(f"[3/{steps}] storage: every rank writes and reads the run directory at once, then a DCP checkpoint ...",
-          flush=True)
-    codes = _torchrun_nodes(nodes, procs, ["-m", "workloads.validate", "run", "--out", str(out), "--phase", "storage",
-                                           "--timeout", str(timeout)], {}, _phase_deadline(timeout), logs, "storage")
+    print(
+        f"[3/{steps}] storage: every rank writes and reads the run directory at once, then a DCP checkpoint ...",
+        flush=True,
+    )
+    codes = _torchrun_nodes(
+        nodes,
+        procs,
+        ["-m", "workloads.validate", "run", "--out", str(out), "--phase", "storage", "--timeout", str(timeout)],
+        {},
+        _phase_deadline(timeout),
+        logs,
+        "storage",
+    )
     print(f"      exit codes per node: {codes}", flush=True)
     print(f"[4/{steps}] fabric-only pass (NCCL P2P and SHM off; on gloo the same path) ...", flush=True)
-    codes = _torchrun_nodes(nodes, procs, ["-m", "workloads.validate", "run", "--out", str(out), "--phase", "fabric",
-                                           "--iters", "5", "--warmup", "2", "--timeout", str(timeout)],
-                            FABRIC_ONLY_ENV, _phase_deadline(timeout), logs, "fabric")
+    codes = _torchrun_nodes(
+        nodes,
+        procs,
+        [
+            "-m",
+            "workloads.validate",
+            "run",
+            "--out",
+            str(out),
+            "--phase",
+            "fabric",
+            "--iters",
+            "5",
+            "--warmup",
+            "2",
+            "--timeout",
+            str(timeout),
+        ],
+        FABRIC_ONLY_ENV,
+        _phase_deadline(timeout),
+        logs,
+        "fabric",
+    )
     print(f"      exit codes per node: {codes}", flush=True)
     print(f"[5/{steps}] short DDP run ...", flush=True)
     ddp_code = _local_ddp(out, nodes, procs, timeout)
@@ -297,13 +425,24 @@ def _local_ddp(out: Path, nodes: int, procs: int, timeout: float) -> int:
     from workloads.validate.launchargs import ddp_args, synthetic_data_args
 
     data = out / "data"
-    prep = subprocess.run([sys.executable, "-m", "workloads.data", *synthetic_data_args(data)],
-                          capture_output=True, text=True, timeout=timeout)
+    prep = subprocess.run(
+        [sys.executable, "-m", "workloads.data", *synthetic_data_args(data)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if prep.returncode != 0:
         print(f"      could not write synthetic shards: {prep.stderr.strip()[-300:]}", flush=True)
         return prep.returncode
-    codes = _torchrun_nodes(nodes, procs, ["-m", "workloads.ddp_train", *ddp_args(data, out)], {}, _phase_deadline(timeout),
-                            out / "logs", "ddp")
+    codes = _torchrun_nodes(
+        nodes,
+        procs,
+        ["-m", "workloads.ddp_train", *ddp_args(data, out)],
+        {},
+        _phase_deadline(timeout),
+        out / "logs",
+        "ddp",
+    )
     return max(codes)
 
 
@@ -311,4 +450,3 @@ if __name__ == "__main__":
     from workloads.device import exit_process
 
     exit_process(main())
-

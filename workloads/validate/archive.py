@@ -31,7 +31,7 @@ def emit(run_dir: Path, out: TextIO) -> None:
     text = base64.b64encode(raw.getvalue()).decode("ascii")
     out.write(BEGIN + "\n")
     for i in range(0, len(text), 120):
-        out.write(text[i:i + 120] + "\n")
+        out.write(text[i : i + 120] + "\n")
     out.write(END + "\n")
     out.flush()
 
@@ -44,7 +44,7 @@ def extract(log: str, dest: Path) -> list[str]:
     except ValueError:
         return []
     body = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if line.strip() == END:
             break
         body.append(line.strip())

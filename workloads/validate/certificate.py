@@ -13,16 +13,30 @@ from typing import Any
 from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
 
 _STATUS = {"fail": Verdict.FAIL, "warn": Verdict.WARN}
-STACK_COLUMNS = ("kernel", "driver", "cuda_driver", "cuda_runtime", "rocm", "nccl", "rccl", "net_plugin",
-                 "net_plugin_version", "efa_installer", "tcpxo_rxdm", "image_digest", "torch")
+STACK_COLUMNS = (
+    "kernel",
+    "driver",
+    "cuda_driver",
+    "cuda_runtime",
+    "rocm",
+    "nccl",
+    "rccl",
+    "net_plugin",
+    "net_plugin_version",
+    "efa_installer",
+    "tcpxo_rxdm",
+    "image_digest",
+    "torch",
+)
 
 
 def _scope(node: str, scope: str) -> str:
     return f"gpu:{node}/{scope[3:]}" if scope.startswith("gpu") and scope[3:].isdigit() else f"node:{node}"
 
 
-def judge_gate(main: dict[str, Any] | None, nodes: dict[str, NodeVerdict], gpu_run: bool
-               ) -> tuple[list[Measurement], list[dict[str, Any]]]:
+def judge_gate(
+    main: dict[str, Any] | None, nodes: dict[str, NodeVerdict], gpu_run: bool
+) -> tuple[list[Measurement], list[dict[str, Any]]]:
     """(measurement rows, per-node summary). A failed check fails its node, a warning warns it;
     a check that could not run marks nothing, but on a GPU run a node whose GPU counters could
     not be read at all is a warning: the gate did not see it."""
@@ -51,9 +65,17 @@ def judge_gate(main: dict[str, Any] | None, nodes: dict[str, NodeVerdict], gpu_r
                 nv.mark(v, f"gate {name} ({scope}): {c.get('detail', '')}"[:300])
                 (failed if v == Verdict.FAIL else warned).append(f"{name} ({scope})")
                 value = c.get("value")
-                ms.append(Measurement(check=f"gate.{name}", scope=_scope(n, scope),
-                                      value=float(value) if isinstance(value, (int, float)) else None, unit="",
-                                      basis="node gate", verdict=v, detail=str(c.get("detail", ""))[:300]))
+                ms.append(
+                    Measurement(
+                        check=f"gate.{name}",
+                        scope=_scope(n, scope),
+                        value=float(value) if isinstance(value, (int, float)) else None,
+                        unit="",
+                        basis="node gate",
+                        verdict=v,
+                        detail=str(c.get("detail", ""))[:300],
+                    )
+                )
             elif status == "not run":
                 not_run.append(f"{name}: {c.get('detail', '')}")
             elif status == "pass":
@@ -64,27 +86,48 @@ def judge_gate(main: dict[str, Any] | None, nodes: dict[str, NodeVerdict], gpu_r
         if worst_gemm is not None:
             statuses = [str(c["status"]) for (name, _), c in checks.items() if name == "gemm.sustained"]
             v = Verdict.FAIL if "fail" in statuses else Verdict.WARN if "warn" in statuses else Verdict.PASS
-            ms.append(Measurement(check="gate.gemm_sustained", scope=f"node:{n}",
-                                  value=worst_gemm * (1.0 if gpu_run else 1000.0),
-                                  unit="TFLOP/s" if gpu_run else "GFLOP/s (CPU)",
-                                  basis="catalog gpu_models achievable" if gpu_run else "information (CPU)",
-                                  verdict=v))
-        summary.append({"node": n, "vendor": vendor.get(n), "verdict": nv.verdict.name if failed or warned
-                        else ("PASS" if passed else "NOT RUN"), "passed": passed, "failed": failed,
-                        "warned": warned, "not_run": sorted(set(not_run)), "gemm_tflops": worst_gemm})
+            ms.append(
+                Measurement(
+                    check="gate.gemm_sustained",
+                    scope=f"node:{n}",
+                    value=worst_gemm * (1.0 if gpu_run else 1000.0),
+                    unit="TFLOP/s" if gpu_run else "GFLOP/s (CPU)",
+                    basis="catalog gpu_models achievable" if gpu_run else "information (CPU)",
+                    verdict=v,
+                )
+            )
+        summary.append(
+            {
+                "node": n,
+                "vendor": vendor.get(n),
+                "verdict": nv.verdict.name if failed or warned else ("PASS" if passed else "NOT RUN"),
+                "passed": passed,
+                "failed": failed,
+                "warned": warned,
+                "not_run": sorted(set(not_run)),
+                "gemm_tflops": worst_gemm,
+            }
+        )
     return ms, summary
 
 
 def render_gate(gate: list[dict[str, Any]]) -> list[str]:
     if not gate:
         return []
-    lines = ["", "## Node gate", "", "| node | gate | vendor | checks passed | failed | warned | slowest sustained GEMM |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "## Node gate",
+        "",
+        "| node | gate | vendor | checks passed | failed | warned | slowest sustained GEMM |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for g in gate:
         tf = g.get("gemm_tflops")
-        lines.append(f"| {g['node']} | {g['verdict']} | {g.get('vendor')} | {g['passed']} | "
-                     f"{', '.join(g['failed']) or '-'} | {', '.join(g['warned']) or '-'} | "
-                     f"{'-' if tf is None else f'{tf:,.3f} TFLOP/s'} |")
+        lines.append(
+            f"| {g['node']} | {g['verdict']} | {g.get('vendor')} | {g['passed']} | "
+            f"{', '.join(g['failed']) or '-'} | {', '.join(g['warned']) or '-'} | "
+            f"{'-' if tf is None else f'{tf:,.3f} TFLOP/s'} |"
+        )
     # The same reason on every node is said once, with the nodes it applies to.
     why: dict[str, list[str]] = {}
     for g in gate:
@@ -92,7 +135,9 @@ def render_gate(gate: list[dict[str, Any]]) -> list[str]:
             why.setdefault(item, []).append(g["node"])
     if why:
         lines += ["", "Could not run on this host (not counted as a pass):", ""]
-        lines += [f"- {item} [{', '.join(ns) if len(ns) < len(gate) else 'all nodes'}]" for item, ns in sorted(why.items())]
+        lines += [
+            f"- {item} [{', '.join(ns) if len(ns) < len(gate) else 'all nodes'}]" for item, ns in sorted(why.items())
+        ]
     return lines
 
 

@@ -60,21 +60,35 @@ def load(stack: str, outputs_file: Path | None, *, allow_plan: bool) -> Loaded:
     pulumi = shutil.which("pulumi")
     why = "the Pulumi CLI is not installed"
     if pulumi:
-        done = subprocess.run([pulumi, "stack", "output", "--json", "--show-secrets", "--stack", stack],
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [pulumi, "stack", "output", "--json", "--show-secrets", "--stack", stack],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if done.returncode == 0:
             return Loaded(read_outputs(json.loads(done.stdout), f"pulumi stack {stack}"), f"pulumi stack {stack}")
         why = f"`pulumi stack output --stack {stack}` failed: {done.stderr.strip()[-300:]}"
     if allow_plan and _bundled(stack):
         # The plan imports Pulumi; the validation side does not, so it runs as its own process.
-        done = subprocess.run([sys.executable, "-m", "components.plan", stack, "--outputs", "-"], capture_output=True,
-                              text=True, timeout=300, cwd=REPO)
+        done = subprocess.run(
+            [sys.executable, "-m", "components.plan", stack, "--outputs", "-"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=REPO,
+        )
         if done.returncode != 0:
             raise CommandError(f"offline plan of {stack} failed: {done.stderr.strip()[-600:]}")
-        return Loaded(read_outputs(json.loads(done.stdout), f"offline plan of {stack}"),
-                      f"the offline plan of bundled stack {stack} ({why}): placeholder endpoints and IDs", True)
-    raise CommandError(f"no outputs for stack {stack!r}: {why}; pass --outputs FILE "
-                       f"(from `pulumi stack output --json --show-secrets --stack {stack} > FILE`)")
+        return Loaded(
+            read_outputs(json.loads(done.stdout), f"offline plan of {stack}"),
+            f"the offline plan of bundled stack {stack} ({why}): placeholder endpoints and IDs",
+            True,
+        )
+    raise CommandError(
+        f"no outputs for stack {stack!r}: {why}; pass --outputs FILE "
+        f"(from `pulumi stack output --json --show-secrets --stack {stack} > FILE`)"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,16 +117,20 @@ def plan_time(outs: ClusterOutputs, budget_min: float | None) -> tuple[Settings,
     if budget_min is not None:
         fit = fit_budget(it, outs.nodes, budget_min * 60.0)
         if not fit.fits:
-            raise CommandError(f"--budget {budget_min:g}: the validation of {outs.nodes} x {outs.instance_type} needs "
-                               f"about {fit.seconds / 60:.1f} min even after giving up {', '.join(fit.dropped)} "
-                               f"(allowed: --budget {fit.seconds / 60:.1f} or more)")
+            raise CommandError(
+                f"--budget {budget_min:g}: the validation of {outs.nodes} x {outs.instance_type} needs "
+                f"about {fit.seconds / 60:.1f} min even after giving up {', '.join(fit.dropped)} "
+                f"(allowed: --budget {fit.seconds / 60:.1f} or more)"
+            )
         settings, dropped = fit.settings, fit.dropped
     phases = estimate(it, outs.nodes, settings)
     search = search_estimate(it, outs.nodes, settings)
     base = total_s(phases)
-    lines = [f"expected cluster time {base / 60:.1f} min (${cost_usd(base, it, outs.nodes):,.0f} at the on-demand "
-             f"price; the pairwise search adds {search.seconds / 60:.1f} min when it runs): "
-             + ", ".join(f"{p.phase} {p.seconds:.0f} s" for p in phases)]
+    lines = [
+        f"expected cluster time {base / 60:.1f} min (${cost_usd(base, it, outs.nodes):,.0f} at the on-demand "
+        f"price; the pairwise search adds {search.seconds / 60:.1f} min when it runs): "
+        + ", ".join(f"{p.phase} {p.seconds:.0f} s" for p in phases)
+    ]
     if dropped:
         lines.append(f"to fit --budget {budget_min:g} min, gave up: {', '.join(dropped)}")
     return settings, lines
@@ -133,9 +151,18 @@ def render_run(outs: ClusterOutputs, args: argparse.Namespace, run_id: str) -> R
         env.setdefault("GPUC_GATE_GEMM_SECONDS", f"{settings.gemm_seconds:g}")
         skip = tuple(name for name, on in (("storage", settings.storage), ("ddp", settings.ddp)) if not on)
     job = vjob.for_cluster(
-        outs, run_id, bundle, python=args.python, cpu=args.cpu, procs_per_node=args.procs_per_node,
-        run_args=run_args, extra_env=env, drain=not args.no_drain, time_limit_min=args.time_limit,
-        rdzv_port=args.rdzv_port, exclusive=not args.shared,
+        outs,
+        run_id,
+        bundle,
+        python=args.python,
+        cpu=args.cpu,
+        procs_per_node=args.procs_per_node,
+        run_args=run_args,
+        extra_env=env,
+        drain=not args.no_drain,
+        time_limit_min=args.time_limit,
+        rdzv_port=args.rdzv_port,
+        exclusive=not args.shared,
     )
     job = replace(job, skip_steps=skip)
     if outs.scheduler.kind == "slurm":
@@ -145,29 +172,55 @@ def render_run(outs: ClusterOutputs, args: argparse.Namespace, run_id: str) -> R
     manifest = render_jobset(spec)
     cm = kube.configmap(manifest["metadata"]["name"], manifest["metadata"]["namespace"], bundle)
     policy = network_policy(spec)
-    return Rendered(run_id=run_id, run_dir=job.workdir, job=job, jobset=manifest, configmap=cm, networkpolicy=policy,
-                    timing=timing, files={"jobset.yaml": to_yaml(manifest), "configmap.yaml": to_yaml(cm),
-                                          "networkpolicy.yaml": to_yaml(policy)})
+    return Rendered(
+        run_id=run_id,
+        run_dir=job.workdir,
+        job=job,
+        jobset=manifest,
+        configmap=cm,
+        networkpolicy=policy,
+        timing=timing,
+        files={"jobset.yaml": to_yaml(manifest), "configmap.yaml": to_yaml(cm), "networkpolicy.yaml": to_yaml(policy)},
+    )
 
 
-def _render_user_job(outs: ClusterOutputs, args: argparse.Namespace, run_id: str, bundle: code_bundle.Bundle,
-                     env: dict[str, str]) -> Rendered:
+def _render_user_job(
+    outs: ClusterOutputs, args: argparse.Namespace, run_id: str, bundle: code_bundle.Bundle, env: dict[str, str]
+) -> Rendered:
     """``render --job PATTERN``: the user's job onto the stack, with the fabric's wiring."""
     from workloads.launch import userjob
     from workloads.validate import kube
 
-    spec = userjob.user_job(outs, args.job, tuple(args.job_arg), run_id, bundle, python=args.python, image=args.image,
-                            cpu=args.cpu, procs_per_node=args.procs_per_node, extra_env=env,
-                            time_limit_min=args.time_limit, rdzv_port=args.rdzv_port, exclusive=not args.shared)
+    spec = userjob.user_job(
+        outs,
+        args.job,
+        tuple(args.job_arg),
+        run_id,
+        bundle,
+        python=args.python,
+        image=args.image,
+        cpu=args.cpu,
+        procs_per_node=args.procs_per_node,
+        extra_env=env,
+        time_limit_min=args.time_limit,
+        rdzv_port=args.rdzv_port,
+        exclusive=not args.shared,
+    )
     job = vjob.for_cluster(outs, run_id, bundle, python=args.python, cpu=args.cpu, runs_dir=userjob.JOBS_DIR)
     if isinstance(spec, LaunchSpec):
         return Rendered(run_id=run_id, run_dir=spec.workdir, job=job, files={f"{args.job}.sbatch": render_sbatch(spec)})
     manifest = render_jobset(spec)
     cm = kube.configmap(manifest["metadata"]["name"], manifest["metadata"]["namespace"], bundle)
     policy = network_policy(spec)
-    return Rendered(run_id=run_id, run_dir=spec.workdir, job=job, jobset=manifest, configmap=cm, networkpolicy=policy,
-                    files={"jobset.yaml": to_yaml(manifest), "configmap.yaml": to_yaml(cm),
-                           "networkpolicy.yaml": to_yaml(policy)})
+    return Rendered(
+        run_id=run_id,
+        run_dir=spec.workdir,
+        job=job,
+        jobset=manifest,
+        configmap=cm,
+        networkpolicy=policy,
+        files={"jobset.yaml": to_yaml(manifest), "configmap.yaml": to_yaml(cm), "networkpolicy.yaml": to_yaml(policy)},
+    )
 
 
 def _env_pair(text: str) -> str:
@@ -193,30 +246,54 @@ def add_common(p: argparse.ArgumentParser) -> None:
 
 def add_job(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-id", help="name of the run directory (default: UTC time + 4 hex digits)")
-    p.add_argument("--python", help="Slurm: interpreter with torch on every node (default: a shared virtualenv the "
-                                    "job creates once under <mount>/gpu-cluster); Kubernetes: the image's")
-    p.add_argument("--image", help="Kubernetes image (default: the fabric's image in the catalog, by digest; "
-                                   f"{vjob.DEFAULT_IMAGE} where it names none or with --cpu)")
-    p.add_argument("--env", action="append", default=[], type=_env_pair, metavar="NAME=VALUE",
-                   help="extra environment for every step (repeatable)")
-    p.add_argument("--run-arg", action="append", default=[], metavar="ARG",
-                   help="extra argument for every `validate run` phase, e.g. --run-arg=--multi-max --run-arg=64M")
+    p.add_argument(
+        "--python",
+        help="Slurm: interpreter with torch on every node (default: a shared virtualenv the "
+        "job creates once under <mount>/gpu-cluster); Kubernetes: the image's",
+    )
+    p.add_argument(
+        "--image",
+        help="Kubernetes image (default: the fabric's image in the catalog, by digest; "
+        f"{vjob.DEFAULT_IMAGE} where it names none or with --cpu)",
+    )
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        type=_env_pair,
+        metavar="NAME=VALUE",
+        help="extra environment for every step (repeatable)",
+    )
+    p.add_argument(
+        "--run-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra argument for every `validate run` phase, e.g. --run-arg=--multi-max --run-arg=64M",
+    )
     p.add_argument("--cpu", action="store_true", help="the nodes have no GPU (a test cluster): CPU ranks, no floors")
     p.add_argument("--procs-per-node", type=int, help="with --cpu: ranks per node (default 1)")
     p.add_argument("--time-limit", type=int, default=60, help="job time limit in minutes (default 60)")
     p.add_argument("--rdzv-port", type=int, default=29500)
     p.add_argument("--no-drain", action="store_true", help="do not drain the nodes the judge fails (Slurm)")
     p.add_argument("--shared", action="store_true", help="do not ask for whole nodes (Slurm --exclusive off)")
-    p.add_argument("--budget", type=_minutes, metavar="MINUTES",
-                   help="fit the phases to this much cluster time (fewer iterations and sizes, a shorter GEMM, "
-                        "then the storage and DDP phases), saying what was given up")
+    p.add_argument(
+        "--budget",
+        type=_minutes,
+        metavar="MINUTES",
+        help="fit the phases to this much cluster time (fewer iterations and sizes, a shorter GEMM, "
+        "then the storage and DDP phases), saying what was given up",
+    )
 
 
 def add_access(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--here", action="store_true", help="Slurm: run sbatch/squeue on this machine (the login node)")
-    g.add_argument("--ssh", help="Slurm: remote shell to the login node, e.g. 'ssh ec2-user@10.0.1.5' "
-                                 "(default: the stack's access.ssh_command when it runs commands)")
+    g.add_argument(
+        "--ssh",
+        help="Slurm: remote shell to the login node, e.g. 'ssh ec2-user@10.0.1.5' "
+        "(default: the stack's access.ssh_command when it runs commands)",
+    )
 
 
 def cmd_render(args: argparse.Namespace, say: Callable[[str], None]) -> int:
@@ -272,8 +349,11 @@ def cmd_submit(args: argparse.Namespace, say: Callable[[str], None]) -> int:
         say(f"submitted Slurm job {job.job_id} to partition {outs.scheduler.partition}")
         final = job.follow(expected_nodes=outs.nodes, poll_s=args.poll, timeout_s=timeout, say=say)
         got = job.fetch(dest)
-        say(f"job {job.job_id} ended {final.state}" + (f" (exit {final.exit_code})" if final.exit_code is not None
-                                                       else "") + f"; fetched {', '.join(sorted(got)) or 'nothing'}")
+        say(
+            f"job {job.job_id} ended {final.state}"
+            + (f" (exit {final.exit_code})" if final.exit_code is not None else "")
+            + f"; fetched {', '.join(sorted(got)) or 'nothing'}"
+        )
     else:
         from workloads.validate import kube
 
@@ -283,8 +363,15 @@ def cmd_submit(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     return _verdict(dest, say)
 
 
-def _submit_kubernetes(api: Any, r: Rendered, outs: ClusterOutputs, dest: Path, args: argparse.Namespace,
-                       say: Callable[[str], None], timeout: float) -> int:
+def _submit_kubernetes(
+    api: Any,
+    r: Rendered,
+    outs: ClusterOutputs,
+    dest: Path,
+    args: argparse.Namespace,
+    say: Callable[[str], None],
+    timeout: float,
+) -> int:
     from workloads.validate import kube
 
     assert r.jobset is not None
@@ -308,8 +395,9 @@ def cmd_status(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     if outs.scheduler.kind == "slurm":
         from workloads.validate import slurm
 
-        rows = slurm.node_states(slurm.shell_for(args.ssh or outs.access.ssh_command, args.here),
-                                 outs.scheduler.partition)
+        rows = slurm.node_states(
+            slurm.shell_for(args.ssh or outs.access.ssh_command, args.here), outs.scheduler.partition
+        )
     else:
         from workloads.validate import kube
 
@@ -327,10 +415,18 @@ def add_parsers(sub: Any) -> None:
     add_common(render)
     add_job(render)
     render.add_argument("--out", type=Path, required=True, dest="out")
-    render.add_argument("--job", choices=("ddp", "model-parallel", "tasks"),
-                        help="render a user job of this pattern instead of the validation run")
-    render.add_argument("--job-arg", action="append", default=[], metavar="ARG",
-                        help="an argument of the --job module (repeatable, in order), e.g. --job-arg=--data --job-arg=/fsx/tok")
+    render.add_argument(
+        "--job",
+        choices=("ddp", "model-parallel", "tasks"),
+        help="render a user job of this pattern instead of the validation run",
+    )
+    render.add_argument(
+        "--job-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="an argument of the --job module (repeatable, in order), e.g. --job-arg=--data --job-arg=/fsx/tok",
+    )
     submit = sub.add_parser("submit", help="run the validation on a deployed stack and bring the report back")
     add_common(submit)
     add_job(submit)

@@ -85,14 +85,27 @@ def _stacks(rep: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _figures(rep: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
-    return {(str(m["check"]), str(m["scope"])): m for m in rep.get("measurements", []) if _num(m.get("value")) is not None}
+    return {
+        (str(m["check"]), str(m["scope"])): m for m in rep.get("measurements", []) if _num(m.get("value")) is not None
+    }
 
 
-def diff_reports(old: dict[str, Any], new: dict[str, Any], *, threshold: float = DEFAULT_THRESHOLD,
-                 old_path: str = "old", new_path: str = "new") -> Diff:
-    d = Diff(old_path=old_path, new_path=new_path, threshold=threshold,
-             old_verdict=str(old.get("verdict")), new_verdict=str(new.get("verdict")),
-             local=bool(old.get("local") or new.get("local")))
+def diff_reports(
+    old: dict[str, Any],
+    new: dict[str, Any],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    old_path: str = "old",
+    new_path: str = "new",
+) -> Diff:
+    d = Diff(
+        old_path=old_path,
+        new_path=new_path,
+        threshold=threshold,
+        old_verdict=str(old.get("verdict")),
+        new_verdict=str(new.get("verdict")),
+        local=bool(old.get("local") or new.get("local")),
+    )
     so, sn = _stacks(old), _stacks(new)
     for scope in sorted(set(so) & set(sn)):
         for key in sorted(set(so[scope]) | set(sn[scope])):
@@ -113,10 +126,19 @@ def diff_reports(old: dict[str, Any], new: dict[str, Any], *, threshold: float =
         better_up = unit.startswith(HIGHER_IS_BETTER)
         regressed = better_up and ratio is not None and ratio < 1.0 - threshold
         if regressed or va != vb or a.get("verdict") != b.get("verdict"):
-            d.figures.append(FigureChange(check=fkey[0], scope=fkey[1], unit=unit, old=va, new=vb,
-                                          ratio=None if ratio is None else round(ratio, 4),
-                                          old_verdict=str(a.get("verdict")), new_verdict=str(b.get("verdict")),
-                                          regressed=regressed))
+            d.figures.append(
+                FigureChange(
+                    check=fkey[0],
+                    scope=fkey[1],
+                    unit=unit,
+                    old=va,
+                    new=vb,
+                    ratio=None if ratio is None else round(ratio, 4),
+                    old_verdict=str(a.get("verdict")),
+                    new_verdict=str(b.get("verdict")),
+                    regressed=regressed,
+                )
+            )
     d.only_old = [f"{c} {s}" for c, s in sorted(set(fo) - set(fn))]
     d.only_new = [f"{c} {s}" for c, s in sorted(set(fn) - set(fo))]
     return d
@@ -127,15 +149,25 @@ def _fmt(v: Any) -> str:
 
 
 def render_markdown(d: Diff) -> list[str]:
-    lines = ["", SECTION, "",
-             f"Against {d.old_path} (verdict {d.old_verdict}, now {d.new_verdict}); a figure regresses when it "
-             f"falls under {1 - d.threshold:.0%} of the previous run. {len(d.regressions)} regression(s)."]
+    lines = [
+        "",
+        SECTION,
+        "",
+        f"Against {d.old_path} (verdict {d.old_verdict}, now {d.new_verdict}); a figure regresses when it "
+        f"falls under {1 - d.threshold:.0%} of the previous run. {len(d.regressions)} regression(s).",
+    ]
     if d.local:
-        lines += ["", "A CPU (--local) run is compared: its figures vary with the host's other load, so a "
-                      "regression here says the pipeline works, nothing about a GPU fabric."]
+        lines += [
+            "",
+            "A CPU (--local) run is compared: its figures vary with the host's other load, so a "
+            "regression here says the pipeline works, nothing about a GPU fabric.",
+        ]
     if d.nodes_added or d.nodes_removed or d.drained:
-        lines += ["", f"Nodes added: {', '.join(d.nodes_added) or '-'}; removed: {', '.join(d.nodes_removed) or '-'}; "
-                      f"drained in this run: {', '.join(d.drained) or '-'}."]
+        lines += [
+            "",
+            f"Nodes added: {', '.join(d.nodes_added) or '-'}; removed: {', '.join(d.nodes_removed) or '-'}; "
+            f"drained in this run: {', '.join(d.drained) or '-'}.",
+        ]
     if d.versions:
         lines += ["", "| where | what | before | now |", "|---|---|---|---|"]
         lines += [f"| {v.scope} | {v.key} | {_fmt(v.old)} | {_fmt(v.new)} |" for v in d.versions]
@@ -146,11 +178,16 @@ def render_markdown(d: Diff) -> list[str]:
         for f in sorted(d.figures, key=lambda f: (not f.regressed, f.ratio if f.ratio is not None else 9.0)):
             ratio = "-" if f.ratio is None else f"{f.ratio:.3f}"
             verdict = f.new_verdict if f.old_verdict == f.new_verdict else f"{f.old_verdict} -> {f.new_verdict}"
-            lines.append(f"| {f.check} | {f.scope} | {_fmt(f.old)} {f.unit} | {_fmt(f.new)} {f.unit} | {ratio} | "
-                         f"{verdict} | {'**yes**' if f.regressed else '-'} |")
+            lines.append(
+                f"| {f.check} | {f.scope} | {_fmt(f.old)} {f.unit} | {_fmt(f.new)} {f.unit} | {ratio} | "
+                f"{verdict} | {'**yes**' if f.regressed else '-'} |"
+            )
     if d.only_old or d.only_new:
-        lines += ["", f"Figures only in the previous run: {', '.join(d.only_old) or '-'}; "
-                      f"only in this one: {', '.join(d.only_new) or '-'}."]
+        lines += [
+            "",
+            f"Figures only in the previous run: {', '.join(d.only_old) or '-'}; "
+            f"only in this one: {', '.join(d.only_new) or '-'}.",
+        ]
     return lines
 
 
@@ -185,8 +222,12 @@ def add_subparser(sub: Any) -> None:
     p = sub.add_parser("diff", help="what changed between two runs' report.json; non-zero on a regression")
     p.add_argument("old", type=Path, help="previous run's report.json (or its directory)")
     p.add_argument("new", type=Path, help="this run's report.json (or its directory)")
-    p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
-                   help=f"a figure regresses under (1 - threshold) x its previous value (default {DEFAULT_THRESHOLD})")
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=DEFAULT_THRESHOLD,
+        help=f"a figure regresses under (1 - threshold) x its previous value (default {DEFAULT_THRESHOLD})",
+    )
     p.add_argument("--update", action="store_true", help="write NEW/diff.json and add the diff to NEW/report.md")
 
 

@@ -48,7 +48,9 @@ def drain(nodes: Sequence[str], reason: str, scheduler: Scheduler | None = None)
     reason = " ".join(reason.split())[:120] or "gpu-cluster validation failed"
     for node in nodes:
         if scheduler == "none":
-            results.append(DrainResult(node, False, "no scheduler found (not in a Slurm job, no kubectl): drain by hand"))
+            results.append(
+                DrainResult(node, False, "no scheduler found (not in a Slurm job, no kubectl): drain by hand")
+            )
             continue
         cmd = _command(scheduler, node, reason)
         try:
@@ -57,6 +59,12 @@ def drain(nodes: Sequence[str], reason: str, scheduler: Scheduler | None = None)
             results.append(DrainResult(node, False, f"{' '.join(cmd[:2])} failed: {exc}"))
             continue
         ok = proc.returncode == 0
-        msg = "drained" if ok and scheduler == "slurm" else "tainted" if ok else (proc.stderr or proc.stdout).strip()[:300]
+        msg = (
+            "drained"
+            if ok and scheduler == "slurm"
+            else "tainted"
+            if ok
+            else (proc.stderr or proc.stdout).strip()[:300]
+        )
         results.append(DrainResult(node, ok, msg))
     return results

@@ -55,7 +55,7 @@ def second_pass_rounds(suspects: Sequence[str], good: Sequence[str]) -> list[lis
     pending = list(suspects)
     good = list(good)
     while pending and good:
-        batch, pending = pending[: len(good)], pending[len(good):]
+        batch, pending = pending[: len(good)], pending[len(good) :]
         rounds.append([(s, good[i]) for i, s in enumerate(batch)])
     return rounds
 
@@ -109,17 +109,23 @@ def isolate(nodes: Sequence[str], measure: Measure, floor: float | None) -> Isol
             out.good.add(suspect)
         else:
             shown = "failed" if value is None else f"{value:.2f}"
-            out.bad[suspect] = f"pair with known-good {partner}: {shown} (floor {out.floor:.2f}, {out.floor_basis})" \
-                if out.floor is not None else f"pair with known-good {partner}: {shown}"
+            out.bad[suspect] = (
+                f"pair with known-good {partner}: {shown} (floor {out.floor:.2f}, {out.floor_basis})"
+                if out.floor is not None
+                else f"pair with known-good {partner}: {shown}"
+            )
     for (a, b), value in out.pair_results.items():
         if not ok(value) and a not in out.bad and b not in out.bad and a in out.good and b in out.good:
             shown = "failed" if value is None else f"{value:.2f}"
-            out.bad_links[(a, b)] = f"{a}+{b}: {shown} together, both pass with a known-good partner (the link or switch port)"
+            out.bad_links[(a, b)] = (
+                f"{a}+{b}: {shown} together, both pass with a known-good partner (the link or switch port)"
+            )
     return out
 
 
-def stragglers(per_node: Mapping[str, float | None], floor: float | None,
-               relative: float = RELATIVE_FLOOR) -> dict[str, str]:
+def stragglers(
+    per_node: Mapping[str, float | None], floor: float | None, relative: float = RELATIVE_FLOOR
+) -> dict[str, str]:
     """Nodes whose own figure is under its floor, or under ``relative`` x the median of the other nodes."""
     named: dict[str, str] = {}
     for node, value in per_node.items():

@@ -24,6 +24,7 @@ from typing import Any, Mapping
 
 from components.bandwidth import Expected
 from components.catalog import CatalogError, InstanceType, load_catalog
+
 # Per-GPU health tiers are the health check's own, so both judge a GPU alike.
 from workloads.gpu_health import MATMUL_FAIL_OF_PEAK as HEALTH_FAIL_OF_PEAK
 from workloads.gpu_health import MATMUL_WARN_OF_PEAK as HEALTH_WARN_OF_PEAK
@@ -32,7 +33,6 @@ from workloads.gpu_health import MEM_WARN_OF_PEAK as MEMBW_WARN_OF_PEAK
 from workloads.validate import certificate, isolate, stack, transport
 from workloads.validate.report import Curve, Report
 from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
-
 
 
 @dataclass(slots=True)
@@ -59,13 +59,18 @@ def load(root: Path) -> RunFiles:
     for p in sorted(root.glob("phase-*.json")):
         doc = _read_json(p, unreadable)
         if isinstance(doc, dict):
-            phases[p.stem[len("phase-"):]] = doc
+            phases[p.stem[len("phase-") :]] = doc
     statuses = [d for p in sorted((root / "status").glob("*.json")) if isinstance(d := _read_json(p, unreadable), dict)]
     ddp_path = root / "ddp.json"
     ddp = _read_json(ddp_path, unreadable) if ddp_path.exists() else None
-    return RunFiles(root=root, phases=phases, statuses=statuses, ddp=ddp if isinstance(ddp, dict) else None,
-                    nccl_logs=sorted((root / "nccl").glob("*.log")) if (root / "nccl").is_dir() else [],
-                    unreadable=unreadable)
+    return RunFiles(
+        root=root,
+        phases=phases,
+        statuses=statuses,
+        ddp=ddp if isinstance(ddp, dict) else None,
+        nccl_logs=sorted((root / "nccl").glob("*.log")) if (root / "nccl").is_dir() else [],
+        unreadable=unreadable,
+    )
 
 
 def figure_at(op_result: Mapping[str, Any], size: int) -> tuple[int | None, float | None, str]:
@@ -95,17 +100,19 @@ def expectation(it: InstanceType | None, op: str, nodes: int, path: str) -> Expe
     """The catalog's expected figure and floors for this op, node count and path; None without a type."""
     if it is None:
         return None
-    return it.bandwidth.expected(op, max(nodes, 2) if path in ("multi-node", "fabric-only") else nodes,
-                                 path)  # type: ignore[arg-type]
+    return it.bandwidth.expected(op, max(nodes, 2) if path in ("multi-node", "fabric-only") else nodes, path)  # type: ignore[arg-type]
 
 
 def basis_text(e: Expected) -> str:
-    return (f"expected {e.expected_gbps if e.expected_gbps is not None else '-'} GB/s ({e.path}, {e.op}, "
-            f"{e.nodes} node(s)): {e.algorithm}, bound {e.bound_gbps}; {e.basis}")
+    return (
+        f"expected {e.expected_gbps if e.expected_gbps is not None else '-'} GB/s ({e.path}, {e.op}, "
+        f"{e.nodes} node(s)): {e.algorithm}, bound {e.bound_gbps}; {e.basis}"
+    )
 
 
-def _curve(op_result: Mapping[str, Any], scope: str, warn: float | None, fail: float | None,
-           at: int | None = None) -> Curve:
+def _curve(
+    op_result: Mapping[str, Any], scope: str, warn: float | None, fail: float | None, at: int | None = None
+) -> Curve:
     """What the judge judges, per size: the better placement (all_reduce and broadcast have only the
     in-place one), with the floors marked at the size they apply to."""
     best: dict[int, float] = {}
@@ -113,8 +120,14 @@ def _curve(op_result: Mapping[str, Any], scope: str, warn: float | None, fail: f
         if r.get("busbw_gbps") is not None:
             s = int(r["size_bytes"])
             best[s] = max(best.get(s, 0.0), float(r["busbw_gbps"]))
-    return Curve(op=str(op_result.get("op", "?")), scope=scope, points=sorted(best.items()), floor_warn=warn,
-                 floor_fail=fail, floor_at=at)
+    return Curve(
+        op=str(op_result.get("op", "?")),
+        scope=scope,
+        points=sorted(best.items()),
+        floor_warn=warn,
+        floor_fail=fail,
+        floor_at=at,
+    )
 
 
 def _wrong(op_result: Mapping[str, Any]) -> int:
@@ -126,9 +139,16 @@ def judge_cluster_figure(check: str, res: Mapping[str, Any], e: Expected | None,
     that stopped short is judged at its largest size, and a FAIL there is only a WARN: the floor
     belongs to a larger message."""
     at, value, short = figure_at(res, e.message_bytes if e else 1 << 62)
-    m = Measurement(check=check, scope="cluster", value=value, unit="GB/s",
-                    floor_warn=e.floor_warn_gbps if e else None, floor_fail=e.floor_fail_gbps if e else None,
-                    basis=basis_text(e) if e else no_floor, at_bytes=at).judge()
+    m = Measurement(
+        check=check,
+        scope="cluster",
+        value=value,
+        unit="GB/s",
+        floor_warn=e.floor_warn_gbps if e else None,
+        floor_fail=e.floor_fail_gbps if e else None,
+        basis=basis_text(e) if e else no_floor,
+        at_bytes=at,
+    ).judge()
     if e is not None and e.expected_gbps is None:
         m.basis = basis_text(e)
     if short and e is not None:
@@ -148,8 +168,9 @@ def hung_pairs(statuses: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
     for s in statuses:
         m = _HUNG_PAIR.search(str(s.get("error") or "")) if s.get("state") == "error" else None
         if m is not None:
-            found.setdefault((m.group(1), m.group(2)),
-                             f"{s.get('phase')}: pair {m.group(1)}+{m.group(2)} hung: {m.group(3)[:200]}")
+            found.setdefault(
+                (m.group(1), m.group(2)), f"{s.get('phase')}: pair {m.group(1)}+{m.group(2)} hung: {m.group(3)[:200]}"
+            )
     return found
 
 
@@ -163,23 +184,46 @@ def judge_storage(st: Mapping[str, Any], *, floors: bool) -> list[Measurement]:
     expect = st.get("expect_gbps") if floors else None
     ranks, nbytes = st.get("ranks"), st.get("file_bytes_per_rank")
     how = f"{ranks} ranks on {st.get('nodes')} node(s), {nbytes} B each"
-    basis = (f"provisioned {expect:.3g} GB/s (capacity x throughput per TiB); warn < {WARN_OF_PROVISIONED:g} x"
-             if expect else "information (no provisioned figure, or a CPU run)")
+    basis = (
+        f"provisioned {expect:.3g} GB/s (capacity x throughput per TiB); warn < {WARN_OF_PROVISIONED:g} x"
+        if expect
+        else "information (no provisioned figure, or a CPU run)"
+    )
     out = []
     for what in ("write", "read"):
-        m = Measurement(check=f"storage.{what}", scope="cluster", value=st.get(f"{what}_gbps"), unit="GB/s",
-                        floor_warn=WARN_OF_PROVISIONED * expect if expect else None,
-                        basis=f"{basis}; {how}" + ("; read of its own file (one node: page cache)" if what == "read"
-                                                   and st.get("cached") else "")).judge()
+        m = Measurement(
+            check=f"storage.{what}",
+            scope="cluster",
+            value=st.get(f"{what}_gbps"),
+            unit="GB/s",
+            floor_warn=WARN_OF_PROVISIONED * expect if expect else None,
+            basis=f"{basis}; {how}"
+            + ("; read of its own file (one node: page cache)" if what == "read" and st.get("cached") else ""),
+        ).judge()
         out.append(m)
     ck = st.get("checkpoint") or {}
     for what in ("save", "load"):
-        out.append(Measurement(check=f"storage.checkpoint_{what}", scope="cluster", value=ck.get(f"{what}_gbps"),
-                               unit="GB/s", basis=f"information: {ck.get('bytes')} B in {ck.get(f'{what}_s', 0):.3g} s "
-                                                  "(torch.distributed.checkpoint)").judge())
+        out.append(
+            Measurement(
+                check=f"storage.checkpoint_{what}",
+                scope="cluster",
+                value=ck.get(f"{what}_gbps"),
+                unit="GB/s",
+                basis=f"information: {ck.get('bytes')} B in {ck.get(f'{what}_s', 0):.3g} s "
+                "(torch.distributed.checkpoint)",
+            ).judge()
+        )
     if ck and not ck.get("ok"):
-        out.append(Measurement(check="storage.checkpoint_roundtrip", scope="cluster", value=None, unit="",
-                               verdict=Verdict.FAIL, detail=f"ranks {ck.get('bad_ranks')} loaded other values than they saved"))
+        out.append(
+            Measurement(
+                check="storage.checkpoint_roundtrip",
+                scope="cluster",
+                value=None,
+                unit="",
+                verdict=Verdict.FAIL,
+                detail=f"ranks {ck.get('bad_ranks')} loaded other values than they saved",
+            )
+        )
     return out
 
 
@@ -201,9 +245,14 @@ def node_failures(statuses: list[dict[str, Any]], expected_nodes: list[str]) -> 
     silent: list[tuple[str, int, str, float]] = []
     # Phases in which a rank failed on its own before the group formed (no device): ranks of
     # other nodes that never joined in that phase were waiting for it, whatever ended them.
-    failed_before_join = {str(s.get("phase")) for s in statuses if s.get("state") == "error"
-                          and not s.get("peer_lost") and "joined" not in (s.get("stages") or {})
-                          and "stages" in s}
+    failed_before_join = {
+        str(s.get("phase"))
+        for s in statuses
+        if s.get("state") == "error"
+        and not s.get("peer_lost")
+        and "joined" not in (s.get("stages") or {})
+        and "stages" in s
+    }
     for (phase, rank), s in sorted(by_key.items()):
         node = str(s.get("node"))
         state = s.get("state")
@@ -232,8 +281,9 @@ def node_failures(statuses: list[dict[str, Any]], expected_nodes: list[str]) -> 
     for phase, rank, node, beat in silent:
         # Beats too close together to tell who went first: every silent node is suspect.
         if one_node or last_beat - first_beat <= DEATH_MARGIN_S or beat < last_beat - DEATH_MARGIN_S:
-            blamed.setdefault(node, f"{phase}: rank {rank} started but never finished nor reported an error "
-                                    "(process or node died)")
+            blamed.setdefault(
+                node, f"{phase}: rank {rank} started but never finished nor reported an error (process or node died)"
+            )
     seen_nodes = {str(s.get("node")) for s in statuses}
     for n in expected_nodes:
         if n not in seen_nodes:
@@ -243,8 +293,14 @@ def node_failures(statuses: list[dict[str, Any]], expected_nodes: list[str]) -> 
     return blamed, notes
 
 
-def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes: list[str] | None = None,
-          duration_s: float = 0.0) -> Report:
+def judge(
+    root: Path,
+    *,
+    instance_type: str | None,
+    local: bool,
+    expected_nodes: list[str] | None = None,
+    duration_s: float = 0.0,
+) -> Report:
     files = load(root)
     it: InstanceType | None = None
     errors: list[str] = list(files.unreadable)
@@ -257,8 +313,11 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
     lead: dict[str, Any] = main or files.phases.get("pairs") or files.phases.get("fabric") or {}
     backend = lead.get("backend", "gloo")
     floors = it is not None and not local and backend != "gloo"
-    node_names: list[str] = list(lead.get("nodes", {}).keys()) or sorted(
-        {str(s.get("node")) for s in files.statuses}) or list(expected_nodes or [])
+    node_names: list[str] = (
+        list(lead.get("nodes", {}).keys())
+        or sorted({str(s.get("node")) for s in files.statuses})
+        or list(expected_nodes or [])
+    )
     for n in expected_nodes or []:
         if n not in node_names:
             node_names.append(n)
@@ -266,17 +325,36 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
     ms: list[Measurement] = []
     curves: list[Curve] = []
 
-    def per_node_check(check: str, values: Mapping[str, float | None], unit: str, warn: float | None,
-                       fail: float | None, basis: str, at: int | None = None, compare: bool = True) -> None:
+    def per_node_check(
+        check: str,
+        values: Mapping[str, float | None],
+        unit: str,
+        warn: float | None,
+        fail: float | None,
+        basis: str,
+        at: int | None = None,
+        compare: bool = True,
+    ) -> None:
         made: dict[str, Measurement] = {}
         for node, value in values.items():
-            m = Measurement(check=check, scope=f"node:{node}", value=value, unit=unit, floor_warn=warn,
-                            floor_fail=fail, basis=basis, at_bytes=at).judge()
+            m = Measurement(
+                check=check,
+                scope=f"node:{node}",
+                value=value,
+                unit=unit,
+                floor_warn=warn,
+                floor_fail=fail,
+                basis=basis,
+                at_bytes=at,
+            ).judge()
             ms.append(m)
             made[node] = m
             if m.verdict in (Verdict.WARN, Verdict.FAIL) and node in nodes:
-                nodes[node].mark(m.verdict, f"{check} {value if value is None else round(value, 2)} {unit} "
-                                             f"under {'fail' if m.verdict == Verdict.FAIL else 'warn'} floor")
+                nodes[node].mark(
+                    m.verdict,
+                    f"{check} {value if value is None else round(value, 2)} {unit} "
+                    f"under {'fail' if m.verdict == Verdict.FAIL else 'warn'} floor",
+                )
         # Whatever the floors, a node far behind the others is a straggler.
         if not compare:
             return
@@ -299,23 +377,39 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
         if backend == "gloo":
             rate = {n: v * 1000.0 for n, v in rate.items()}
         peak = it.accelerator.peak_dense_bf16_tflops if it else None
-        per_node_check("health.matmul", rate, unit,
-                       HEALTH_WARN_OF_PEAK * peak if floors and peak else None,
-                       HEALTH_FAIL_OF_PEAK * peak if floors and peak else None,
-                       f"catalog {it.name} peak {peak:g}" if floors and it else "relative to the other nodes")
+        per_node_check(
+            "health.matmul",
+            rate,
+            unit,
+            HEALTH_WARN_OF_PEAK * peak if floors and peak else None,
+            HEALTH_FAIL_OF_PEAK * peak if floors and peak else None,
+            f"catalog {it.name} peak {peak:g}" if floors and it else "relative to the other nodes",
+        )
         mem = {n: min(float(h["mem_gbps"]) for h in hs) for n, hs in by_node.items()}
         mpeak = it.accelerator.memory_bandwidth_tbps * 1000 if it else None
-        per_node_check("health.memory_bandwidth", mem, "GB/s",
-                       MEMBW_WARN_OF_PEAK * mpeak if floors and mpeak else None,
-                       MEMBW_FAIL_OF_PEAK * mpeak if floors and mpeak else None,
-                       "catalog" if floors else "information (CPU copies vary with the neighbours' load)",
-                       compare=backend != "gloo")
+        per_node_check(
+            "health.memory_bandwidth",
+            mem,
+            "GB/s",
+            MEMBW_WARN_OF_PEAK * mpeak if floors and mpeak else None,
+            MEMBW_FAIL_OF_PEAK * mpeak if floors and mpeak else None,
+            "catalog" if floors else "information (CPU copies vary with the neighbours' load)",
+            compare=backend != "gloo",
+        )
         if floors and it is not None:
             for n, hs in by_node.items():
                 if len(hs) != it.accelerator.count:
                     nodes[n].mark(Verdict.FAIL, f"{len(hs)} GPUs answered, the catalog says {it.accelerator.count}")
-                    ms.append(Measurement(check="health.gpu_count", scope=f"node:{n}", value=float(len(hs)), unit="GPUs",
-                                          floor_fail=float(it.accelerator.count), basis="catalog").judge())
+                    ms.append(
+                        Measurement(
+                            check="health.gpu_count",
+                            scope=f"node:{n}",
+                            value=float(len(hs)),
+                            unit="GPUs",
+                            floor_fail=float(it.accelerator.count),
+                            basis="catalog",
+                        ).judge()
+                    )
         # Single-node collectives (NVLink/xGMI inside each node).
         single = main.get("single_node", {})
         sn_values: dict[str, float | None] = {}
@@ -323,7 +417,9 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
         for n, res in single.items():
             if "error" in res:
                 sn_values[n] = None
-                nodes.setdefault(n, NodeVerdict(node=n)).mark(Verdict.FAIL, f"single-node collectives failed: {res['error']}")
+                nodes.setdefault(n, NodeVerdict(node=n)).mark(
+                    Verdict.FAIL, f"single-node collectives failed: {res['error']}"
+                )
                 continue
             sn_exp = expectation(it, "all_reduce", 1, "single-node") if floors else None
             sn_at, sn_values[n], _ = figure_at(res, sn_exp.message_bytes if sn_exp else 1 << 62)
@@ -334,14 +430,26 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
             sn = expectation(it, "all_reduce", 1, "single-node") if floors else None
             sw = sn.floor_warn_gbps if sn else None
             sf = sn.floor_fail_gbps if sn else None
-            per_node_check("single_node.busbw", sn_values, "GB/s", sw, sf,
-                           f"catalog {it.name}: {basis_text(sn)}" if sn and it
-                           else "information (gloo over loopback)" if backend == "gloo" else "relative to the other nodes",
-                           sn_at, compare=backend != "gloo")
+            per_node_check(
+                "single_node.busbw",
+                sn_values,
+                "GB/s",
+                sw,
+                sf,
+                f"catalog {it.name}: {basis_text(sn)}"
+                if sn and it
+                else "information (gloo over loopback)"
+                if backend == "gloo"
+                else "relative to the other nodes",
+                sn_at,
+                compare=backend != "gloo",
+            )
         # Multi-node collectives over the whole fabric.
         for op, res in main.get("multi_node", {}).items():
             e = expectation(it, op, len(node_names), "multi-node") if floors else None
-            m = judge_cluster_figure(f"multi_node.{op}", res, e, "none (CPU run)" if not floors else "no floor for this op")
+            m = judge_cluster_figure(
+                f"multi_node.{op}", res, e, "none (CPU run)" if not floors else "no floor for this op"
+            )
             warn, fail = m.floor_warn, m.floor_fail
             if not floors and m.value is not None:
                 m.verdict = Verdict.PASS
@@ -365,16 +473,40 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
         pe = expectation(it, str(pairs.get("op") or "all_reduce"), 2, "pair") if floors else None
         pair_basis = f"{pairs.get('floor_basis', '')}; {basis_text(pe)}" if pe else str(pairs.get("floor_basis", ""))
         for a, b, value in pairs.get("first", []):
-            ms.append(Measurement(check=f"pair.{pairs.get('op') or 'all_reduce'}", scope=f"pair:{a}+{b}", value=value,
-                                  unit="GB/s", floor_fail=pairs.get("floor"), basis=pair_basis,
-                                  at_bytes=pairs.get("message_bytes")).judge())
+            ms.append(
+                Measurement(
+                    check=f"pair.{pairs.get('op') or 'all_reduce'}",
+                    scope=f"pair:{a}+{b}",
+                    value=value,
+                    unit="GB/s",
+                    floor_fail=pairs.get("floor"),
+                    basis=pair_basis,
+                    at_bytes=pairs.get("message_bytes"),
+                ).judge()
+            )
         for a, b, why in pairs.get("bad_links", []):
-            ms.append(Measurement(check="pair.link", scope=f"pair:{a}+{b}", value=None, unit="", basis=pair_basis,
-                                  verdict=Verdict.FAIL, detail=why))
+            ms.append(
+                Measurement(
+                    check="pair.link",
+                    scope=f"pair:{a}+{b}",
+                    value=None,
+                    unit="",
+                    basis=pair_basis,
+                    verdict=Verdict.FAIL,
+                    detail=why,
+                )
+            )
         if "rounds" in pairs:
-            ms.append(Measurement(check="pair.search_rounds", scope="cluster", value=float(pairs["rounds"]),
-                                  unit="rounds", basis=f"{pairs.get('pairing', 'topology')} pairing; "
-                                  f"{len(pairs.get('bad', {}))} node(s) named, {len(pairs.get('bad_links', []))} link(s)"))
+            ms.append(
+                Measurement(
+                    check="pair.search_rounds",
+                    scope="cluster",
+                    value=float(pairs["rounds"]),
+                    unit="rounds",
+                    basis=f"{pairs.get('pairing', 'topology')} pairing; "
+                    f"{len(pairs.get('bad', {}))} node(s) named, {len(pairs.get('bad_links', []))} link(s)",
+                )
+            )
     storage = (files.phases.get("storage") or {}).get("storage")
     if storage is not None:
         ms.extend(judge_storage(storage, floors=floors))
@@ -391,17 +523,36 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
             errors.append(f"fabric-only collectives: {fabric['multi_node_error']}")
     if files.ddp is not None:
         first, last = files.ddp.get("loss_first"), files.ddp.get("loss_last")
-        loss_ok = isinstance(first, (int, float)) and isinstance(last, (int, float)) and math.isfinite(last) and last < first
-        ms.append(Measurement(check="ddp.loss_falls", scope="cluster", value=float(last) if isinstance(last, (int, float)) else None,
-                              unit="loss", basis=f"first {first}", verdict=Verdict.PASS if loss_ok else Verdict.FAIL,
-                              detail="" if loss_ok else "loss did not fall or is not finite"))
+        loss_ok = (
+            isinstance(first, (int, float)) and isinstance(last, (int, float)) and math.isfinite(last) and last < first
+        )
+        ms.append(
+            Measurement(
+                check="ddp.loss_falls",
+                scope="cluster",
+                value=float(last) if isinstance(last, (int, float)) else None,
+                unit="loss",
+                basis=f"first {first}",
+                verdict=Verdict.PASS if loss_ok else Verdict.FAIL,
+                detail="" if loss_ok else "loss did not fall or is not finite",
+            )
+        )
         tps = files.ddp.get("tokens_per_s_per_gpu")
         if isinstance(tps, (int, float)):
-            ms.append(Measurement(check="ddp.tokens_per_s_per_gpu", scope="cluster", value=float(tps), unit="tokens/s",
-                                  basis="information"))
+            ms.append(
+                Measurement(
+                    check="ddp.tokens_per_s_per_gpu",
+                    scope="cluster",
+                    value=float(tps),
+                    unit="tokens/s",
+                    basis="information",
+                )
+            )
         mfu = files.ddp.get("mfu")
         if isinstance(mfu, (int, float)):
-            ms.append(Measurement(check="ddp.mfu", scope="cluster", value=float(mfu), unit="fraction", basis="information"))
+            ms.append(
+                Measurement(check="ddp.mfu", scope="cluster", value=float(mfu), unit="fraction", basis="information")
+            )
 
     gate_ms, gate = certificate.judge_gate(main, nodes, gpu_run=backend != "gloo")
     ms.extend(gate_ms)
@@ -421,15 +572,28 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
     tr: dict[str, Any]
     ok: bool | None
     if backend == "gloo":
-        tr = {"expected": expected or None, "seen": ["gloo/tcp"], "ok": None,
-              "message": "CPU run over gloo (TCP); the GPU fabric transport is not judged"}
+        tr = {
+            "expected": expected or None,
+            "seen": ["gloo/tcp"],
+            "ok": None,
+            "message": "CPU run over gloo (TCP); the GPU fabric transport is not judged",
+        }
     else:
         seen = transport.scan_files(files.nccl_logs)
         ok, msg = transport.judge(expected, seen) if expected else (None, "no instance type given")
         tr = {"expected": expected, "seen": sorted(seen.used()), "ok": ok, "message": msg, "log_files": seen.files}
         if ok is False:
-            ms.append(Measurement(check="transport", scope="cluster", value=None, unit="", basis=expected,
-                                  verdict=Verdict.FAIL, detail=msg))
+            ms.append(
+                Measurement(
+                    check="transport",
+                    scope="cluster",
+                    value=None,
+                    unit="",
+                    basis=expected,
+                    verdict=Verdict.FAIL,
+                    detail=msg,
+                )
+            )
     verdicts = [m.verdict for m in ms] + [n.verdict for n in nodes.values()]
     overall = Verdict.worst(verdicts)
     if main is None and not blamed:
@@ -445,15 +609,31 @@ def judge(root: Path, *, instance_type: str | None, local: bool, expected_nodes:
         if began:
             duration_s = max(0.0, time.time() - min(began))
     order = ("main", "pairs", "storage", "fabric")  # the order the steps run in
-    walls = {p: float(files.phases[p]["wall_s"]) for p in sorted(files.phases, key=lambda p: (p not in order, order.index(p)
-             if p in order else 0, p)) if isinstance(files.phases[p].get("wall_s"), (int, float))}
+    walls = {
+        p: float(files.phases[p]["wall_s"])
+        for p in sorted(files.phases, key=lambda p: (p not in order, order.index(p) if p in order else 0, p))
+        if isinstance(files.phases[p].get("wall_s"), (int, float))
+    }
     model: dict[str, float] = {}
     if floors and it is not None:
         from components.validation_time import estimate
 
         model = {("fabric" if p.phase == "fabric-only" else p.phase): p.seconds for p in estimate(it, len(node_names))}
-    return Report(verdict=overall, local=local, floors_applied=floors, instance_type=instance_type,
-                  nodes=list(nodes.values()), measurements=ms, transport=tr, versions=versions, curves=curves,
-                  errors=errors, duration_s=duration_s, world_size=int((main or {}).get("world_size", 0)),
-                  gate=gate, stack=stack.node_stacks(main, files.nccl_logs), phase_seconds=walls,
-                  phase_model_seconds={p: s for p, s in model.items() if p in walls})
+    return Report(
+        verdict=overall,
+        local=local,
+        floors_applied=floors,
+        instance_type=instance_type,
+        nodes=list(nodes.values()),
+        measurements=ms,
+        transport=tr,
+        versions=versions,
+        curves=curves,
+        errors=errors,
+        duration_s=duration_s,
+        world_size=int((main or {}).get("world_size", 0)),
+        gate=gate,
+        stack=stack.node_stacks(main, files.nccl_logs),
+        phase_seconds=walls,
+        phase_model_seconds={p: s for p, s in model.items() if p in walls},
+    )

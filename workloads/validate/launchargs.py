@@ -16,14 +16,46 @@ TOKENS_PER_SHARD = 16384
 
 
 def synthetic_data_args(data_dir: Path) -> list[str]:
-    return ["write-synthetic", "--out", str(data_dir), "--shards", str(SHARDS),
-            "--tokens-per-shard", str(TOKENS_PER_SHARD), "--vocab", str(VOCAB), "--seed", "7"]
+    return [
+        "write-synthetic",
+        "--out",
+        str(data_dir),
+        "--shards",
+        str(SHARDS),
+        "--tokens-per-shard",
+        str(TOKENS_PER_SHARD),
+        "--vocab",
+        str(VOCAB),
+        "--seed",
+        "7",
+    ]
 
 
 def ddp_args(data_dir: Path, out_dir: Path, *, steps: int = 30, instance_type: str | None = None) -> list[str]:
-    args = ["--data", str(data_dir / "*.bin"), "--vocab-size", str(VOCAB), "--seq-len", "32", "--d-model", "64",
-            "--n-layers", "2", "--n-heads", "2", "--batch-size", "8", "--steps", str(steps), "--lr", "3e-3",
-            "--log-every", "10", "--json", str(out_dir / "ddp.json")]
+    args = [
+        "--data",
+        str(data_dir / "*.bin"),
+        "--vocab-size",
+        str(VOCAB),
+        "--seq-len",
+        "32",
+        "--d-model",
+        "64",
+        "--n-layers",
+        "2",
+        "--n-heads",
+        "2",
+        "--batch-size",
+        "8",
+        "--steps",
+        str(steps),
+        "--lr",
+        "3e-3",
+        "--log-every",
+        "10",
+        "--json",
+        str(out_dir / "ddp.json"),
+    ]
     if instance_type:
         args += ["--instance-type", instance_type]
     return args

@@ -29,22 +29,35 @@ from workloads.validate.report import Curve, Report, render_markdown, write
 from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
 
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:\s)")
-_PARAMS = re.compile(r"nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)\s+step:\s*(\S+)"
-                     r"\s+warmup iters:\s*(\d+)\s+iters:\s*(\d+)(?:\s+agg iters:\s*(\d+))?\s+validation:\s*(\d+)")
-_DEVICE = re.compile(r"Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s+(.+?)\s*$")
+_PARAMS = re.compile(
+    r"nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)\s+step:\s*(\S+)"
+    r"\s+warmup iters:\s*(\d+)\s+iters:\s*(\d+)(?:\s+agg iters:\s*(\d+))?\s+validation:\s*(\d+)"
+)
+_DEVICE = re.compile(
+    r"Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s+(.+?)\s*$"
+)
 _AVG = re.compile(r"Avg bus bandwidth\s*:\s*([0-9.]+)")
 _OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(\w+)")
 _PROVIDER = re.compile(r"Selected [Pp]rovider is (\w+)(?:.*?found (\d+) nics)?")
 _ENV_OFF = re.compile(r"NCCL_(P2P|SHM|NVLS)_(?:DISABLE|ENABLE) set by environment to (\d)")
-_VERSIONS = (("nccl", re.compile(r"NCCL version (\S+)")), ("rccl", re.compile(r"RCCL version\s*:\s*(\S+)")),
-             ("hip", re.compile(r"HIP version\s*:\s*(\S+)")), ("rocm", re.compile(r"ROCm version\s*:\s*(\S+)")),
-             ("rccl-tests", re.compile(r"rccl-tests: Version (\S+)")),
-             ("nccl-tests", re.compile(r"nccl-tests version (\S+)")))
+_VERSIONS = (
+    ("nccl", re.compile(r"NCCL version (\S+)")),
+    ("rccl", re.compile(r"RCCL version\s*:\s*(\S+)")),
+    ("hip", re.compile(r"HIP version\s*:\s*(\S+)")),
+    ("rocm", re.compile(r"ROCm version\s*:\s*(\S+)")),
+    ("rccl-tests", re.compile(r"rccl-tests: Version (\S+)")),
+    ("nccl-tests", re.compile(r"nccl-tests version (\S+)")),
+)
 
 # nccl-tests' busbw factors (doc/PERFORMANCE.md), by the redop/root a table row carries.
-FACTORS: dict[str, Callable[[int], float]] = {"all_reduce": lambda n: 2 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
-           "all_gather": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n,
-           "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0}
+FACTORS: dict[str, Callable[[int], float]] = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+}
 JUDGED_OPS = ("all_reduce", "all_gather", "reduce_scatter")
 
 
@@ -147,8 +160,13 @@ def parse(text: str, file: str = "") -> list[NcclTestsRun]:
         if "size" in body and "count" in body and "busbw" in body:
             if columns is not None and cur.rows:
                 runs.append(cur)
-                cur = NcclTestsRun(file=file, params=dict(cur.params), devices=list(cur.devices),
-                                   versions=dict(cur.versions), seen=cur.seen)
+                cur = NcclTestsRun(
+                    file=file,
+                    params=dict(cur.params),
+                    devices=list(cur.devices),
+                    versions=dict(cur.versions),
+                    seen=cur.seen,
+                )
             columns = [c.lstrip("#") for c in body]
             continue
         if line.strip() in ("...", "…"):
@@ -164,20 +182,31 @@ def parse(text: str, file: str = "") -> list[NcclTestsRun]:
         cur.redop, cur.root = row.get("redop", ""), int(row.get("root", -1))
         idx = [i for i, c in enumerate(columns) if c == "time"]
         for placement, start in zip((False, True), idx):
-            vals = toks[start:start + 4]
+            vals = toks[start : start + 4]
             algbw, busbw = _num(vals[1]), _num(vals[2])
             if algbw is None or busbw is None:
                 continue
             # '#wrong' counts wrong elements; the old 'error' column is a relative error, not a count.
             wrong = int(vals[3]) if columns[start + 3] in ("wrong", "#wrong") and vals[3].isdigit() else None
-            cur.rows.append({"size_bytes": size, "count": int(row["count"]), "dtype": row.get("type", ""),
-                             "in_place": placement, "time_us": _num(vals[0]), "algbw_gbps": algbw,
-                             "busbw_gbps": busbw, "wrong": wrong})
+            cur.rows.append(
+                {
+                    "size_bytes": size,
+                    "count": int(row["count"]),
+                    "dtype": row.get("type", ""),
+                    "in_place": placement,
+                    "time_us": _num(vals[0]),
+                    "algbw_gbps": algbw,
+                    "busbw_gbps": busbw,
+                    "wrong": wrong,
+                }
+            )
     if cur.rows:
         runs.append(cur)
     if not runs:
-        raise ParseError(f"{file or 'input'}: no nccl-tests table found (a line with size, count and busbw columns, "
-                         "then numeric rows)")
+        raise ParseError(
+            f"{file or 'input'}: no nccl-tests table found (a line with size, count and busbw columns, "
+            "then numeric rows)"
+        )
     return runs
 
 
@@ -211,13 +240,17 @@ def judge_runs(runs: Sequence[NcclTestsRun], instance_type: str | None, nodes: i
         seen.files += 1
         log_nodes = len(run.hosts) or None
         if log_nodes is not None and log_nodes != nodes:
-            errors.append(f"{run.file}: the log names {log_nodes} host(s) ({', '.join(run.hosts)}); --nodes says {nodes}")
+            errors.append(
+                f"{run.file}: the log names {log_nodes} host(s) ({', '.join(run.hosts)}); --nodes says {nodes}"
+            )
         ranks = len(run.devices) or (nodes * it.accelerator.count if it else None)
         op, implied = run.infer_op(ranks)
         r = run.ratio()
         if ranks and r is not None and op in FACTORS and abs(FACTORS[op](ranks) - r) > 0.01 * FACTORS[op](ranks):
-            errors.append(f"{run.file}: busbw/algbw = {r:.4f} does not match {op} on {ranks} ranks "
-                          f"({FACTORS[op](ranks):.4f}); check --nodes and --instance-type")
+            errors.append(
+                f"{run.file}: busbw/algbw = {r:.4f} does not match {op} on {ranks} ranks "
+                f"({FACTORS[op](ranks):.4f}); check --nodes and --instance-type"
+            )
         path = _path(run, nodes)
         check = f"{path.replace('-', '_')}.{op}"
         res = {"op": op, "rows": run.rows}
@@ -235,12 +268,26 @@ def judge_runs(runs: Sequence[NcclTestsRun], instance_type: str | None, nodes: i
             m.verdict, m.detail = Verdict.FAIL, f"out of bounds values: {run.out_of_bounds[0]} {run.out_of_bounds[1]}"
         ms.append(m)
         if run.avg_busbw is not None:
-            ms.append(Measurement(check=f"{path.replace('-', '_')}.{op}.avg_bus_bandwidth", scope=m.scope,
-                                  value=run.avg_busbw, unit="GB/s",
-                                  basis="information: nccl-tests' mean over every row, small sizes included; not judged"))
+            ms.append(
+                Measurement(
+                    check=f"{path.replace('-', '_')}.{op}.avg_bus_bandwidth",
+                    scope=m.scope,
+                    value=run.avg_busbw,
+                    unit="GB/s",
+                    basis="information: nccl-tests' mean over every row, small sizes included; not judged",
+                )
+            )
         pts = sorted((int(x["size_bytes"]), float(x["busbw_gbps"])) for x in run.rows if not x["in_place"])
-        curves.append(Curve(op=op, scope=Path(run.file).name or "nccl-tests", points=pts,
-                            floor_warn=m.floor_warn, floor_fail=m.floor_fail, floor_at=m.at_bytes))
+        curves.append(
+            Curve(
+                op=op,
+                scope=Path(run.file).name or "nccl-tests",
+                points=pts,
+                floor_warn=m.floor_warn,
+                floor_fail=m.floor_fail,
+                floor_at=m.at_bytes,
+            )
+        )
     tr = _transport(it, seen, nodes, runs, ms)
     node_verdicts = [NodeVerdict(node=h) for h in sorted(hosts)]
     verdict = Verdict.worst([m.verdict for m in ms])
@@ -248,24 +295,46 @@ def judge_runs(runs: Sequence[NcclTestsRun], instance_type: str | None, nodes: i
         verdict = Verdict.UNKNOWN
     elif errors and verdict == Verdict.PASS:
         verdict = Verdict.WARN
-    return Report(verdict=verdict, local=False, floors_applied=it is not None, instance_type=instance_type,
-                  nodes=node_verdicts, measurements=ms, transport=tr, versions=versions, curves=curves,
-                  errors=errors, world_size=max((len(r.devices) for r in runs), default=0)
-                  or (nodes * it.accelerator.count if it else 0))
+    return Report(
+        verdict=verdict,
+        local=False,
+        floors_applied=it is not None,
+        instance_type=instance_type,
+        nodes=node_verdicts,
+        measurements=ms,
+        transport=tr,
+        versions=versions,
+        curves=curves,
+        errors=errors,
+        world_size=max((len(r.devices) for r in runs), default=0) or (nodes * it.accelerator.count if it else 0),
+    )
 
 
-def _transport(it: InstanceType | None, seen: transport.TransportSeen, nodes: int, runs: Sequence[NcclTestsRun],
-               ms: list[Measurement]) -> dict[str, Any]:
+def _transport(
+    it: InstanceType | None,
+    seen: transport.TransportSeen,
+    nodes: int,
+    runs: Sequence[NcclTestsRun],
+    ms: list[Measurement],
+) -> dict[str, Any]:
     expected = it.software.expected_transport if it else None
     provider = next((r.provider for r in runs if r.provider), None)
     nics = next((r.nics for r in runs if r.nics), None)
     extra = {"provider": provider, "nics": nics, "disabled": sorted(set().union(*(r.disabled for r in runs)))}
     if nodes <= 1:
-        return {"expected": expected, "seen": sorted(seen.used()), "ok": None,
-                "message": "single node: no network transport to judge", **extra}
+        return {
+            "expected": expected,
+            "seen": sorted(seen.used()),
+            "ok": None,
+            "message": "single node: no network transport to judge",
+            **extra,
+        }
     if expected is None:
-        msg = ("NCCL used TCP sockets across nodes; without a catalog type the expected fabric is unknown"
-               if "socket" in seen.used() else "no catalog type: transport not judged")
+        msg = (
+            "NCCL used TCP sockets across nodes; without a catalog type the expected fabric is unknown"
+            if "socket" in seen.used()
+            else "no catalog type: transport not judged"
+        )
         return {"expected": None, "seen": sorted(seen.used()), "ok": None, "message": msg, **extra}
     ok, msg = transport.judge(expected, seen)
     if ok is None:
@@ -273,8 +342,17 @@ def _transport(it: InstanceType | None, seen: transport.TransportSeen, nodes: in
     if ok and it is not None and it.network.fabric == "efa" and provider not in (None, "efa"):
         ok, msg = False, f"libfabric selected provider {provider!r}, not efa"
     if ok is False:
-        ms.append(Measurement(check="transport", scope="cluster", value=None, unit="", basis=expected,
-                              verdict=Verdict.FAIL, detail=msg))
+        ms.append(
+            Measurement(
+                check="transport",
+                scope="cluster",
+                value=None,
+                unit="",
+                basis=expected,
+                verdict=Verdict.FAIL,
+                detail=msg,
+            )
+        )
     return {"expected": expected, "seen": sorted(seen.used()), "ok": ok, "message": msg, **extra}
 
 

@@ -61,8 +61,17 @@ class Report:
             "measurements": [m.to_json() for m in self.measurements],
             "transport": self.transport,
             "versions": self.versions,
-            "curves": [{"op": c.op, "scope": c.scope, "points": c.points, "floor_warn": c.floor_warn,
-                        "floor_fail": c.floor_fail, "floor_at": c.floor_at} for c in self.curves],
+            "curves": [
+                {
+                    "op": c.op,
+                    "scope": c.scope,
+                    "points": c.points,
+                    "floor_warn": c.floor_warn,
+                    "floor_fail": c.floor_fail,
+                    "floor_at": c.floor_at,
+                }
+                for c in self.curves
+            ],
             "errors": self.errors,
             "drained": self.drained,
             "duration_s": round(self.duration_s, 1),
@@ -92,14 +101,21 @@ def render_markdown(r: Report) -> str:
     lines.append(f"{len(r.nodes)} node(s), {r.world_size} rank(s), {where}; took {r.duration_s:.0f} s.")
     if r.phase_seconds:
         lines.append("")
-        lines.append("Phase wall times (each from its ranks' start, after torch's import): " + ", ".join(
-            f"{p} {s:.0f} s" + (f" (model {r.phase_model_seconds[p]:.0f} s)" if p in r.phase_model_seconds else "")
-            for p, s in r.phase_seconds.items()) + ".")
+        lines.append(
+            "Phase wall times (each from its ranks' start, after torch's import): "
+            + ", ".join(
+                f"{p} {s:.0f} s" + (f" (model {r.phase_model_seconds[p]:.0f} s)" if p in r.phase_model_seconds else "")
+                for p, s in r.phase_seconds.items()
+            )
+            + "."
+        )
     if not r.floors_applied:
         lines.append("")
-        lines.append("**Floors not applied**: this run is on CPU processes (gloo) or on a type the catalog has no "
-                     "floors for. The figures show the pipeline works; they say nothing about a GPU fabric. "
-                     "Nodes are still compared with each other.")
+        lines.append(
+            "**Floors not applied**: this run is on CPU processes (gloo) or on a type the catalog has no "
+            "floors for. The figures show the pipeline works; they say nothing about a GPU fabric. "
+            "Nodes are still compared with each other."
+        )
     bad = [n for n in r.nodes if n.verdict != Verdict.PASS]
     lines += ["", "## Nodes", ""]
     if not r.nodes:
@@ -111,18 +127,29 @@ def render_markdown(r: Report) -> str:
         lines.append(f"| {n.node} | {n.verdict.name} | {'; '.join(n.reasons) or '-'} |")
     if r.drained:
         lines += ["", f"Drained: {', '.join(r.drained)}."]
-    lines += ["", "## Measurements", "", "| check | scope | value | warn below | fail below | at | verdict |",
-              "|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Measurements",
+        "",
+        "| check | scope | value | warn below | fail below | at | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for m in r.measurements:
-        lines.append(f"| {m.check} | {m.scope} | {_fmt(m.value)} {m.unit} | {_fmt(m.floor_warn)} | {_fmt(m.floor_fail)} "
-                     f"| {_size(m.at_bytes)} | {m.verdict.name} |")
+        lines.append(
+            f"| {m.check} | {m.scope} | {_fmt(m.value)} {m.unit} | {_fmt(m.floor_warn)} | {_fmt(m.floor_fail)} "
+            f"| {_size(m.at_bytes)} | {m.verdict.name} |"
+        )
     based = [m for m in r.measurements if m.basis and m.floor_fail is not None or "expected" in m.basis]
     if based:
         lines += ["", "## Expected figures, floors and their basis", ""]
         lines += [f"- {m.check} ({m.scope}){': ' + m.detail if m.detail else ''}: {m.basis}" for m in based]
     t = r.transport
-    lines += ["", "## Transport", "", f"Expected {t.get('expected') or '-'}; seen {', '.join(t.get('seen') or []) or '-'}. "
-              f"{t.get('message', '')}"]
+    lines += [
+        "",
+        "## Transport",
+        "",
+        f"Expected {t.get('expected') or '-'}; seen {', '.join(t.get('seen') or []) or '-'}. {t.get('message', '')}",
+    ]
     if r.errors:
         lines += ["", "## Could not run", ""] + [f"- {e}" for e in r.errors]
     lines += certificate.render_gate(r.gate) + certificate.render_stack(r.stack)
@@ -145,16 +172,27 @@ def plot(r: Report, path: Path) -> bool:
     for c in curves:
         xs = [p[0] for p in c.points]
         ys = [p[1] for p in c.points]
-        line, = ax.plot(xs, ys, marker="o", markersize=3, label=f"{c.op} ({c.scope})")
+        (line,) = ax.plot(xs, ys, marker="o", markersize=3, label=f"{c.op} ({c.scope})")
         for floor, style, what in ((c.floor_fail, "v", "fail"), (c.floor_warn, "^", "warn")):
             if floor is None:
                 continue
             if c.floor_at is not None:  # the floor belongs to one size: mark it there
-                ax.plot([c.floor_at], [floor], marker=style, linestyle="none", color=line.get_color(),
-                        label=f"{c.op} {what} floor {floor:g} at {_size(c.floor_at)}")
+                ax.plot(
+                    [c.floor_at],
+                    [floor],
+                    marker=style,
+                    linestyle="none",
+                    color=line.get_color(),
+                    label=f"{c.op} {what} floor {floor:g} at {_size(c.floor_at)}",
+                )
             else:
-                ax.axhline(floor, color=line.get_color(), linestyle="--" if what == "fail" else ":", linewidth=1,
-                           label=f"{c.op} {what} floor {floor:g}")
+                ax.axhline(
+                    floor,
+                    color=line.get_color(),
+                    linestyle="--" if what == "fail" else ":",
+                    linewidth=1,
+                    label=f"{c.op} {what} floor {floor:g}",
+                )
     ax.set_xscale("log", base=2)
     from matplotlib.ticker import FuncFormatter
 

@@ -42,19 +42,38 @@ from workloads.validate import isolate
 from workloads.validate import stack as node_stack
 
 Phase = Literal["main", "fabric", "pairs", "storage"]
-PEER_LOST_MARKERS = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "NCCL communicator was aborted",
-                     "remote process exited", "Socket Timeout", "timed out", "did not arrive", "failed on rank",
-                     "Connection was likely closed", "Failed to recv", "Failed to send", "wait timeout",
-                     # gloo: "Timed out waiting 4000ms for send operation to complete" (a peer stopped).
-                     "Timed out waiting")
+PEER_LOST_MARKERS = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "Broken pipe",
+    "NCCL communicator was aborted",
+    "remote process exited",
+    "Socket Timeout",
+    "timed out",
+    "did not arrive",
+    "failed on rank",
+    "Connection was likely closed",
+    "Failed to recv",
+    "Failed to send",
+    "wait timeout",
+    # gloo: "Timed out waiting 4000ms for send operation to complete" (a peer stopped).
+    "Timed out waiting",
+)
 
 
 def _peer_lost(exc: BaseException, text: str) -> bool:
     """An error raised by a communication call because another rank went away, as opposed to
     this rank failing on its own: the judge blames the other node for the first kind."""
-    comm_errors = tuple(t for t in (getattr(dist, "DistNetworkError", None), getattr(dist, "DistBackendError", None),
-                                    getattr(dist, "DistStoreError", None), hang.CollectiveTimeout)
-                        if isinstance(t, type))
+    comm_errors = tuple(
+        t
+        for t in (
+            getattr(dist, "DistNetworkError", None),
+            getattr(dist, "DistBackendError", None),
+            getattr(dist, "DistStoreError", None),
+            hang.CollectiveTimeout,
+        )
+        if isinstance(t, type)
+    )
     return isinstance(exc, comm_errors) or any(m in text for m in PEER_LOST_MARKERS)
 
 
@@ -155,8 +174,14 @@ class Status:
 
     def __init__(self, cfg: RunConfig, node: str, rank: int) -> None:
         self.path = cfg.out_dir / "status" / f"{cfg.phase}-{node}-r{rank}.json"
-        self.doc: dict[str, Any] = {"phase": cfg.phase, "node": node, "rank": rank, "host": platform.node(),
-                                    "pid": os.getpid(), "started_at": time.time()}
+        self.doc: dict[str, Any] = {
+            "phase": cfg.phase,
+            "node": node,
+            "rank": rank,
+            "host": platform.node(),
+            "pid": os.getpid(),
+            "started_at": time.time(),
+        }
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -193,11 +218,20 @@ def _versions() -> dict[str, str]:
     return v
 
 
-def _coll_cfg(lo: int, hi: int, cfg: RunConfig, op: str, timeout_s: float | None = None) -> collectives.CollectivesConfig:
+def _coll_cfg(
+    lo: int, hi: int, cfg: RunConfig, op: str, timeout_s: float | None = None
+) -> collectives.CollectivesConfig:
     factor = 4 if hi > lo * 64 else 2
-    return collectives.CollectivesConfig(ops=(op,), min_bytes=sweep_start(lo, hi, factor), max_bytes=hi, factor=factor,
-                                         iters=cfg.iters, warmup=cfg.warmup, check=True,
-                                         timeout_s=timeout_s or cfg.timeout_s)
+    return collectives.CollectivesConfig(
+        ops=(op,),
+        min_bytes=sweep_start(lo, hi, factor),
+        max_bytes=hi,
+        factor=factor,
+        iters=cfg.iters,
+        warmup=cfg.warmup,
+        check=True,
+        timeout_s=timeout_s or cfg.timeout_s,
+    )
 
 
 def run_phase(cfg: RunConfig) -> int:
@@ -211,19 +245,27 @@ def run_phase(cfg: RunConfig) -> int:
     # gets a GPU, or never joins, is the one its own status names.
     status = Status(cfg, node, int(os.environ.get("RANK", "0") or 0))
     status.set("started")
+
     # When another node fails, the scheduler ends this one too (srun --kill-on-bad-exit,
     # torchrun ending the workers of a failed rendezvous, even while
     # this one still waits to join): record that it was ended, not that it failed.
     def ended(signum: int, _frame: Any) -> None:
-        status.set("error", error=f"ended by signal {signal.Signals(signum).name} (another rank or node failed first)",
-                   missing_ranks=[], peer_lost=True)
+        status.set(
+            "error",
+            error=f"ended by signal {signal.Signals(signum).name} (another rank or node failed first)",
+            missing_ranks=[],
+            peer_lost=True,
+        )
         os._exit(128 + signum)
 
     signal.signal(signal.SIGTERM, ended)
     try:
         # The group's own timeout comes last, after the arrival check and the watchdog have spoken.
-        rt = device.setup(timeout_s=cfg.timeout_s + 2 * hang.grace_s(cfg.timeout_s), on_stage=status.set,
-                          instance_type=cfg.instance_type)
+        rt = device.setup(
+            timeout_s=cfg.timeout_s + 2 * hang.grace_s(cfg.timeout_s),
+            on_stage=status.set,
+            instance_type=cfg.instance_type,
+        )
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - recorded for the judge, then exit 1
         stage = status.doc.get("state")
         text = f"{type(exc).__name__}: {exc}"
@@ -231,23 +273,29 @@ def run_phase(cfg: RunConfig) -> int:
         # fault; failing while joining is waiting for a node that never came.
         fabric = isinstance(exc, FabricCheckFailed)
         where = "device setup" if stage == "started" else "fabric check" if fabric else "joining the group"
-        status.set("error", error=f"{where}: {text}"[:2000], missing_ranks=[],
-                   peer_lost=not (stage == "started" or fabric), fabric_missing=fabric)
+        status.set(
+            "error",
+            error=f"{where}: {text}"[:2000],
+            missing_ranks=[],
+            peer_lost=not (stage == "started" or fabric),
+            fabric_missing=fabric,
+        )
         print(f"validate[{cfg.phase}] rank {status.doc['rank']} on {node}: {text.splitlines()[0][:300]}", flush=True)
         return 1
     # The pairs phase is nothing but pairs: each call gets the pair's own limit.
     limit = cfg.pair_timeout_s if cfg.phase == "pairs" else cfg.timeout_s
     watchdog = hang.Watchdog(
-        rank=rt.rank, limit_s=limit + hang.grace_s(limit),
-        on_expire=lambda message: status.set("error", error=message, missing_ranks=[], peer_lost=True))
+        rank=rt.rank,
+        limit_s=limit + hang.grace_s(limit),
+        on_expire=lambda message: status.set("error", error=message, missing_ranks=[], peer_lost=True),
+    )
     try:
         maybe_fail(cfg.phase)
         result = _phase(cfg, rt, node, watchdog)
     except Exception as exc:  # noqa: BLE001 - every failure is recorded for the judge, then re-raised as exit 1
         text = f"{type(exc).__name__}: {exc}"
         missing = hang.missing_ranks(text) or []
-        status.set("error", error=text[:2000], missing_ranks=missing,
-                   peer_lost=_peer_lost(exc, text))
+        status.set("error", error=text[:2000], missing_ranks=missing, peer_lost=_peer_lost(exc, text))
         print(f"validate[{cfg.phase}] rank {rt.rank} on {node}: {text.splitlines()[0][:300]}", flush=True)
         return 1
     finally:
@@ -282,24 +330,38 @@ def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: hang.Watchdo
     dist.all_gather_object(mem, own, group=side)
     # Every rank must sweep the same sizes: the smallest device decides, as in nccl-tests.
     lo, single_hi, multi_hi, pair_bytes = _sizes(cfg, rt.backend, min((m for m in mem if m), default=None))
-    result: dict[str, Any] = {"phase": cfg.phase, "world_size": rt.world_size, "backend": rt.backend,
-                              "nodes": {n: {"ranks": rs} for n, rs in nodes.items()}, "versions": _versions(),
-                              "instance_type": cfg.instance_type}
+    result: dict[str, Any] = {
+        "phase": cfg.phase,
+        "world_size": rt.world_size,
+        "backend": rt.backend,
+        "nodes": {n: {"ranks": rs} for n, rs in nodes.items()},
+        "versions": _versions(),
+        "instance_type": cfg.instance_type,
+    }
     if rt.rank == 0:
         print(f"validate[{cfg.phase}]: {len(nodes)} node(s), {rt.world_size} rank(s), backend {rt.backend}", flush=True)
     if cfg.phase == "storage":
         from workloads.validate import storage
 
         stream, ckpt = storage_sizes(cfg, rt.backend, rt.world_size)
-        result["storage"] = storage.measure(cfg.out_dir, storage.StorageConfig(file_bytes=stream, ckpt_bytes=ckpt),
-                                            rank=rt.rank, world=rt.world_size, node=node, ranks_by_node=nodes,
-                                            side=side, device=rt.device)
+        result["storage"] = storage.measure(
+            cfg.out_dir,
+            storage.StorageConfig(file_bytes=stream, ckpt_bytes=ckpt),
+            rank=rt.rank,
+            world=rt.world_size,
+            node=node,
+            ranks_by_node=nodes,
+            side=side,
+            device=rt.device,
+        )
         result["storage"]["expect_gbps"] = cfg.storage_expect_gbps
         if rt.rank == 0:
             st = result["storage"]
-            print(f"validate[storage]: write {st['write_gbps']:.3g} GB/s, read {st['read_gbps']:.3g} GB/s, "
-                  f"checkpoint save {st['checkpoint']['save_gbps']:.3g} / load {st['checkpoint']['load_gbps']:.3g} GB/s",
-                  flush=True)
+            print(
+                f"validate[storage]: write {st['write_gbps']:.3g} GB/s, read {st['read_gbps']:.3g} GB/s, "
+                f"checkpoint save {st['checkpoint']['save_gbps']:.3g} / load {st['checkpoint']['load_gbps']:.3g} GB/s",
+                flush=True,
+            )
         return result
     if cfg.phase == "pairs":
         # The main phase hung inside a collective (its watchdog ended every rank before the search
@@ -319,8 +381,9 @@ def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: hang.Watchdo
     multi: dict[str, Any] = {}
     for op in _multi_ops(cfg):
         try:
-            res = collectives.run_op(op, _coll_cfg(lo, multi_hi, cfg, op), rt, side_group=side, watchdog=watchdog,
-                                     hosts=[n for n, _ in ids])
+            res = collectives.run_op(
+                op, _coll_cfg(lo, multi_hi, cfg, op), rt, side_group=side, watchdog=watchdog, hosts=[n for n, _ in ids]
+            )
         except hang.CollectiveTimeout as exc:
             if exc.missing:  # a rank is gone: the judge names its node from the status files
                 raise
@@ -346,8 +409,9 @@ def _mgmt_index(dev: torch.device) -> int:
     return int(visible[idx]) if idx < len(visible) and visible[idx].strip().isdigit() else idx
 
 
-def _node_gate(cfg: RunConfig, rt: device.Runtime, node: str, nodes: dict[str, list[int]],
-               side: Any) -> tuple[list[Any], dict[str, Any]]:
+def _node_gate(
+    cfg: RunConfig, rt: device.Runtime, node: str, nodes: dict[str, list[int]], side: Any
+) -> tuple[list[Any], dict[str, Any]]:
     """The GPU node gate, before anything else: the node's own checks (and DCGM's diagnostic,
     which wants the GPUs to itself) on its first rank while the others wait, then every rank's
     sustained GEMM at once with its GPU's clocks and XIDs watched. Settings from the
@@ -372,9 +436,11 @@ def _measure_health(rt: device.Runtime, node: str, side: Any) -> gpu_health.Devi
     """Each GPU measures itself at once. CPU ranks share the host's cores, so they take turns:
     measured together they would each see a random share of the cores, and the comparison
     between nodes would measure the scheduler instead of the nodes."""
+
     def measure() -> gpu_health.DeviceFigures:
-        return gpu_health.measure_device(rt.device, node=node, rank=rt.rank, local_rank=rt.local_rank,
-                                         quick=rt.backend == "gloo")
+        return gpu_health.measure_device(
+            rt.device, node=node, rank=rt.rank, local_rank=rt.local_rank, quick=rt.backend == "gloo"
+        )
 
     if rt.device.type != "cpu":
         return measure()
@@ -398,8 +464,16 @@ def _multi_ops(cfg: RunConfig) -> list[str]:
     return ops
 
 
-def _single_node(cfg: RunConfig, rt: device.Runtime, node: str, nodes: dict[str, list[int]], lo: int, hi: int,
-                 side: Any, watchdog: hang.Watchdog) -> dict[str, Any]:
+def _single_node(
+    cfg: RunConfig,
+    rt: device.Runtime,
+    node: str,
+    nodes: dict[str, list[int]],
+    lo: int,
+    hi: int,
+    side: Any,
+    watchdog: hang.Watchdog,
+) -> dict[str, Any]:
     # Every rank must create every group, in the same order, even those it is not in.
     groups = {n: (dist.new_group(ranks=rs), dist.new_group(ranks=rs, backend="gloo")) for n, rs in nodes.items()}
     mine: dict[str, Any]
@@ -408,8 +482,9 @@ def _single_node(cfg: RunConfig, rt: device.Runtime, node: str, nodes: dict[str,
     else:
         group, gside = groups[node]
         try:
-            res = collectives.run_op("all_reduce", _coll_cfg(lo, hi, cfg, "all_reduce"), rt, side_group=gside,
-                                     group=group, watchdog=watchdog)
+            res = collectives.run_op(
+                "all_reduce", _coll_cfg(lo, hi, cfg, "all_reduce"), rt, side_group=gside, group=group, watchdog=watchdog
+            )
             mine = res.to_json()
         except hang.CollectiveTimeout as exc:
             mine = {"error": str(exc)[:500]}
@@ -459,8 +534,9 @@ def _pair_floor(cfg: RunConfig, backend: str) -> float | None:
     return bw.expected(bw.op, 2, "pair").floor_fail_gbps
 
 
-def _pairs(cfg: RunConfig, rt: device.Runtime, nodes: dict[str, list[int]], size: int, side: Any,
-           watchdog: hang.Watchdog) -> dict[str, Any]:
+def _pairs(
+    cfg: RunConfig, rt: device.Runtime, nodes: dict[str, list[int]], size: int, side: Any, watchdog: hang.Watchdog
+) -> dict[str, Any]:
     mine_node = next(n for n, rs in nodes.items() if rt.rank in rs)
     op = _pair_op(cfg)
     pair_cfg = replace(_coll_cfg(size, size, cfg, op, timeout_s=cfg.pair_timeout_s), factor=2)
@@ -470,14 +546,21 @@ def _pairs(cfg: RunConfig, rt: device.Runtime, nodes: dict[str, list[int]], size
         for a, b in pairs:
             ranks = sorted(nodes[a] + nodes[b])
             limit = _dt.timedelta(seconds=cfg.pair_timeout_s)  # the backend gives up on a hung pair by itself
-            groups.append((a, b, dist.new_group(ranks=ranks, timeout=limit),
-                           dist.new_group(ranks=ranks, backend="gloo", timeout=limit)))
+            groups.append(
+                (
+                    a,
+                    b,
+                    dist.new_group(ranks=ranks, timeout=limit),
+                    dist.new_group(ranks=ranks, backend="gloo", timeout=limit),
+                )
+            )
         value: tuple[str, str, float | None] | None = None
         for a, b, g, gside in groups:
             if mine_node in (a, b):
                 try:
-                    res = collectives.run_op(op, pair_cfg, rt, side_group=gside, group=g, watchdog=watchdog,
-                                             context=f"pair {a}+{b}: ")
+                    res = collectives.run_op(
+                        op, pair_cfg, rt, side_group=gside, group=g, watchdog=watchdog, context=f"pair {a}+{b}: "
+                    )
                     value = (a, b, res.to_json().get("peak_busbw_gbps"))
                 except hang.CollectiveTimeout:
                     value = (a, b, None)
@@ -496,12 +579,20 @@ def _pairs(cfg: RunConfig, rt: device.Runtime, nodes: dict[str, list[int]], size
                 found[(a, b)] = None if v is None or prev is None else min(v, prev)
         return {p: found.get(p) for p in pairs}
 
-    iso = isolate.isolate(isolate.order(list(nodes), cfg.pairing, seed=len(nodes)), measure, _pair_floor(cfg, rt.backend))
+    iso = isolate.isolate(
+        isolate.order(list(nodes), cfg.pairing, seed=len(nodes)), measure, _pair_floor(cfg, rt.backend)
+    )
     return {
         "first": [[a, b, v] for (a, b), v in iso.pair_results.items()],
         "second": [[a, b, v] for (a, b), v in iso.second_pass.items()],
-        "floor": iso.floor, "floor_basis": iso.floor_basis,
-        "good": sorted(iso.good), "bad": iso.bad, "unresolved": iso.unresolved, "message_bytes": size,
-        "op": op, "rounds": iso.rounds, "pairing": cfg.pairing,
+        "floor": iso.floor,
+        "floor_basis": iso.floor_basis,
+        "good": sorted(iso.good),
+        "bad": iso.bad,
+        "unresolved": iso.unresolved,
+        "message_bytes": size,
+        "op": op,
+        "rounds": iso.rounds,
+        "pairing": cfg.pairing,
         "bad_links": [[a, b, why] for (a, b), why in iso.bad_links.items()],
     }

@@ -22,8 +22,9 @@ from pathlib import Path
 
 from workloads.validate.archive import REPORT_FILES
 
-TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
-                      "DEADLINE", "PREEMPTED"})
+TERMINAL = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+)
 _STATUS_FILE = re.compile(r"^(?:main|fabric)-(?P<node>.+)-r\d+\.json$")
 
 
@@ -38,8 +39,9 @@ class Shell:
     prefix: tuple[str, ...] = ()
     env: Mapping[str, str] | None = None
 
-    def run(self, command: str, *, stdin: bytes | None = None, timeout_s: float = 120.0,
-            check: bool = True) -> subprocess.CompletedProcess[bytes]:
+    def run(
+        self, command: str, *, stdin: bytes | None = None, timeout_s: float = 120.0, check: bool = True
+    ) -> subprocess.CompletedProcess[bytes]:
         if not self.prefix:
             argv = ["bash", "-c", command]
         elif Path(self.prefix[0]).name == "gcloud":
@@ -47,8 +49,13 @@ class Shell:
         else:
             argv = [*self.prefix, command]
         try:
-            done = subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout_s,
-                                  env=dict(self.env) if self.env is not None else None)
+            done = subprocess.run(
+                argv,
+                input=stdin,
+                capture_output=True,
+                timeout=timeout_s,
+                env=dict(self.env) if self.env is not None else None,
+            )
         except FileNotFoundError as exc:
             raise SchedulerError(f"cannot run {argv[0]!r}: {exc.strerror}") from None
         except subprocess.TimeoutExpired:
@@ -70,9 +77,11 @@ def shell_for(ssh_command: str | None, here: bool, env: Mapping[str, str] | None
     argv = tuple(shlex.split(ssh_command))
     if argv[:2] == ("gcloud", "compute") or Path(argv[0]).name == "ssh":
         return Shell(argv, env)
-    raise SchedulerError(f"access.ssh_command {ssh_command[:80]!r}... opens an interactive session and cannot run a "
-                         "command; pass --ssh with an ssh command that reaches the login node (for AWS PCS: ssh through "
-                         "SSM's AWS-StartSSHSession proxy, README Validate), or run on the login node with --here")
+    raise SchedulerError(
+        f"access.ssh_command {ssh_command[:80]!r}... opens an interactive session and cannot run a "
+        "command; pass --ssh with an ssh command that reaches the login node (for AWS PCS: ssh through "
+        "SSM's AWS-StartSSHSession proxy, README Validate), or run on the login node with --here"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,8 +105,9 @@ class SlurmJob:
     def submit(cls, shell: Shell, run_dir: str, script: str) -> SlurmJob:
         q = shlex.quote
         path = f"{run_dir}/validate.sbatch"
-        done = shell.run(f"mkdir -p {q(run_dir)} && cat > {q(path)} && sbatch --parsable {q(path)}",
-                         stdin=script.encode())
+        done = shell.run(
+            f"mkdir -p {q(run_dir)} && cat > {q(path)} && sbatch --parsable {q(path)}", stdin=script.encode()
+        )
         first = done.stdout.decode().strip().splitlines()[:1]
         job = first[0].split(";", 1)[0] if first else ""
         if not job.isdigit():
@@ -109,7 +119,9 @@ class SlurmJob:
         done = self.shell.run(
             f"scontrol show job -o {self.job_id} 2>/dev/null || true; echo '--'; "
             f"cat {q(self.run_dir)}/*.out 2>/dev/null | grep '^step [0-9]*:' | tail -n 1; echo '--'; "
-            f"ls {q(self.run_dir)}/status 2>/dev/null || true", check=False)
+            f"ls {q(self.run_dir)}/status 2>/dev/null || true",
+            check=False,
+        )
         parts = (done.stdout.decode(errors="replace").split("--\n") + ["", "", ""])[:3]
         fields = dict(f.split("=", 1) for f in parts[0].split() if "=" in f)
         state = fields.get("JobState", "UNKNOWN")
@@ -118,8 +130,7 @@ class SlurmJob:
         nodes = sorted({m.group("node") for line in parts[2].split() if (m := _STATUS_FILE.match(line))})
         return JobState(state=state, exit_code=exit_code, step=parts[1].strip(), nodes_seen=tuple(nodes))
 
-    def follow(self, *, expected_nodes: int, poll_s: float, timeout_s: float,
-               say: Callable[[str], None]) -> JobState:
+    def follow(self, *, expected_nodes: int, poll_s: float, timeout_s: float, say: Callable[[str], None]) -> JobState:
         """Poll until the job ends, printing a line whenever its state, step or nodes change."""
         started = time.monotonic()
         last = ""
@@ -127,8 +138,11 @@ class SlurmJob:
         while True:
             st = self.poll()
             elapsed = time.monotonic() - started
-            line = (f"{st.state.lower()}" + (f" · {st.step}" if st.step else "")
-                    + f" · nodes reporting {len(st.nodes_seen)}/{expected_nodes}")
+            line = (
+                f"{st.state.lower()}"
+                + (f" · {st.step}" if st.step else "")
+                + f" · nodes reporting {len(st.nodes_seen)}/{expected_nodes}"
+            )
             if line != last:
                 say(f"[{int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}] job {self.job_id} {line}")
                 last = line
@@ -139,8 +153,10 @@ class SlurmJob:
             if unknown >= 3:
                 return st
             if elapsed > timeout_s:
-                raise SchedulerError(f"job {self.job_id} still {st.state} after {timeout_s:.0f} s; it keeps running "
-                                     f"(scancel {self.job_id} to stop it)")
+                raise SchedulerError(
+                    f"job {self.job_id} still {st.state} after {timeout_s:.0f} s; it keeps running "
+                    f"(scancel {self.job_id} to stop it)"
+                )
             time.sleep(poll_s)
 
     def fetch(self, dest: Path) -> list[str]:
@@ -148,7 +164,8 @@ class SlurmJob:
         q = shlex.quote
         names = " ".join(REPORT_FILES)
         done = self.shell.run(
-            f"cd {q(self.run_dir)} && tar -czf - $(ls {names} *.out 2>/dev/null)", check=False, timeout_s=300)
+            f"cd {q(self.run_dir)} && tar -czf - $(ls {names} *.out 2>/dev/null)", check=False, timeout_s=300
+        )
         dest.mkdir(parents=True, exist_ok=True)
         if done.returncode != 0 or not done.stdout:
             return []
@@ -166,4 +183,3 @@ def node_states(shell: Shell, partition: str | None) -> list[tuple[str, str, str
         node, state, reason = (line.split("|", 2) + ["", ""])[:3]
         rows.append((node.strip(), state.strip(), "" if reason.strip() == "none" else reason.strip()))
     return sorted(set(rows))
-

@@ -112,8 +112,17 @@ def _aggregate(per_rank: Sequence[tuple[str, float, int]]) -> tuple[float, dict[
     return total / 1e9 / slowest, {n: b / 1e9 / t for n, (t, b) in by_node.items()}
 
 
-def measure(root: Path, cfg: StorageConfig, *, rank: int, world: int, node: str,
-            ranks_by_node: dict[str, list[int]], side: Any, device: torch.device) -> dict[str, Any]:
+def measure(
+    root: Path,
+    cfg: StorageConfig,
+    *,
+    rank: int,
+    world: int,
+    node: str,
+    ranks_by_node: dict[str, list[int]],
+    side: Any,
+    device: torch.device,
+) -> dict[str, Any]:
     """Run the three tests on every rank at once; every rank returns the same result."""
     work = root / "storage-test"
     mine = work / f"r{rank}.bin"
@@ -138,12 +147,18 @@ def measure(root: Path, cfg: StorageConfig, *, rank: int, world: int, node: str,
     if rank == 0:
         shutil.rmtree(work, ignore_errors=True)
     return {
-        "file_bytes_per_rank": cfg.file_bytes, "block_bytes": cfg.block_bytes, "ranks": world,
-        "nodes": len(ranks_by_node), "cached": len(ranks_by_node) == 1,
-        "write_gbps": write_gbps, "read_gbps": read_gbps,
-        "write_s": max(s for _, s, _ in writes), "read_s": max(s for _, s, _ in reads),
+        "file_bytes_per_rank": cfg.file_bytes,
+        "block_bytes": cfg.block_bytes,
+        "ranks": world,
+        "nodes": len(ranks_by_node),
+        "cached": len(ranks_by_node) == 1,
+        "write_gbps": write_gbps,
+        "read_gbps": read_gbps,
+        "write_s": max(s for _, s, _ in writes),
+        "read_s": max(s for _, s, _ in reads),
         "per_node": {n: {"write_gbps": write_nodes[n], "read_gbps": read_nodes.get(n)} for n in write_nodes},
-        "short_reads": short, "checkpoint": ckpt,
+        "short_reads": short,
+        "checkpoint": ckpt,
     }
 
 
@@ -168,6 +183,13 @@ def _checkpoint(path: Path, nbytes: int, *, rank: int, world: int, side: Any, de
     ok = all(torch.equal(back[k], v) for k, v in state.items())
     oks = _gather(ok, side, world)
     total = n * 4 * world
-    return {"bytes_per_rank": n * 4, "bytes": total, "save_s": save_s, "load_s": load_s,
-            "save_gbps": total / 1e9 / save_s, "load_gbps": total / 1e9 / load_s,
-            "ok": all(oks), "bad_ranks": [r for r, good in enumerate(oks) if not good]}
+    return {
+        "bytes_per_rank": n * 4,
+        "bytes": total,
+        "save_s": save_s,
+        "load_s": load_s,
+        "save_gbps": total / 1e9 / save_s,
+        "load_gbps": total / 1e9 / load_s,
+        "ok": all(oks),
+        "bad_ranks": [r for r, good in enumerate(oks) if not good],
+    }

@@ -20,10 +20,15 @@ _NET_INIT = re.compile(r"NCCL INFO NET/([A-Za-z0-9_-]+)\s*:\s*Using\b")
 
 # Names one plugin goes by in different log lines and versions.
 ALIASES = {
-    "libfabric": "libfabric", "aws libfabric": "libfabric", "ofi": "libfabric",
+    "libfabric": "libfabric",
+    "aws libfabric": "libfabric",
+    "ofi": "libfabric",
     # "via NET/AWS Libfabric/0/GDRDMA" (plugins <= 1.11.0): the channel regex stops at the space.
     "aws": "libfabric",
-    "ib": "ib", "gib": "gib", "fastrak": "fastrak", "gpudirecttcpx": "gpudirecttcpx",
+    "ib": "ib",
+    "gib": "gib",
+    "fastrak": "fastrak",
+    "gpudirecttcpx": "gpudirecttcpx",
     "socket": "socket",
 }
 

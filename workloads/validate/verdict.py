@@ -53,9 +53,16 @@ class Measurement:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "check": self.check, "scope": self.scope, "value": self.value, "unit": self.unit,
-            "floor_warn": self.floor_warn, "floor_fail": self.floor_fail, "basis": self.basis,
-            "at_bytes": self.at_bytes, "verdict": self.verdict.name, "detail": self.detail,
+            "check": self.check,
+            "scope": self.scope,
+            "value": self.value,
+            "unit": self.unit,
+            "floor_warn": self.floor_warn,
+            "floor_fail": self.floor_fail,
+            "basis": self.basis,
+            "at_bytes": self.at_bytes,
+            "verdict": self.verdict.name,
+            "detail": self.detail,
         }
 
 

@@ -35,15 +35,20 @@ def test_flow_log_into_the_log_bucket(stack: str) -> None:
     write = sid["AWSLogDeliveryWrite"]
     assert write["Principal"] == {"Service": "delivery.logs.amazonaws.com"} and write["Action"] == "s3:PutObject"
     assert write["Resource"] == f"{bucket.inputs['arn']}/flow-logs/AWSLogs/{ACCOUNT}/*"
-    assert write["Condition"]["StringEquals"] == {"s3:x-amz-acl": "bucket-owner-full-control",
-                                                  "aws:SourceAccount": ACCOUNT}
+    assert write["Condition"]["StringEquals"] == {
+        "s3:x-amz-acl": "bucket-owner-full-control",
+        "aws:SourceAccount": ACCOUNT,
+    }
     assert write["Condition"]["ArnLike"] == {"aws:SourceArn": f"arn:aws:logs:{spec.region}:{ACCOUNT}:*"}
     assert set(sid["AWSLogDeliveryAclCheck"]["Action"]) == {"s3:GetBucketAcl", "s3:ListBucket"}
     assert sid["DenyInsecureTransport"]["Effect"] == "Deny"
     lifecycle = one(result, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration", "-network-logs")
     assert lifecycle.inputs["rules"][0]["expiration"]["days"] == spec.security.log_retention_days == 365
-    sse = one(result, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
-              "-network-logs")
+    sse = one(
+        result,
+        "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+        "-network-logs",
+    )
     assert sse.inputs["rules"][0]["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "AES256"
     owner = one(result, "aws:s3/bucketOwnershipControls:BucketOwnershipControls", "-network-logs")
     assert owner.inputs["rule"]["objectOwnership"] == "BucketOwnerEnforced"
@@ -65,8 +70,9 @@ def test_checkpoint_bucket_logs_and_expires_old_versions(stack: str) -> None:
     logging = one(result, "aws:s3/bucketLogging:BucketLogging", "-storage-checkpoints").inputs
     assert logging["bucket"] == bucket_id and logging["targetBucket"] == logs_id
     assert logging["targetPrefix"].startswith("access-logs/")
-    (rule,) = one(result, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
-                  "-storage-checkpoints").inputs["rules"]
+    (rule,) = one(
+        result, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration", "-storage-checkpoints"
+    ).inputs["rules"]
     assert rule["status"] == "Enabled" and rule["noncurrentVersionExpiration"]["noncurrentDays"] == 30
     assert rule["abortIncompleteMultipartUpload"]["daysAfterInitiation"] == 7
     sid = _statements(one(result, "aws:s3/bucketPolicy:BucketPolicy", "-network-logs").inputs["policy"])
@@ -84,24 +90,41 @@ def test_every_key_has_its_policy(stack: str) -> None:
     for key in keys:
         doc = json.loads(key.inputs["policy"])
         (st,) = doc["Statement"]
-        assert st == {"Sid": "Enable IAM User Permissions", "Effect": "Allow",
-                      "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}, "Action": "kms:*", "Resource": "*"}
+        assert st == {
+            "Sid": "Enable IAM User Permissions",
+            "Effect": "Allow",
+            "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"},
+            "Action": "kms:*",
+            "Resource": "*",
+        }
         assert key.inputs["enableKeyRotation"] is True and key.inputs["deletionWindowInDays"] == 30
 
 
 def test_flow_logs_off_with_a_reason() -> None:
     def edit(raw: dict[str, Any]) -> None:
-        raw["security"] = {"flow_logs": False, "log_retention_days": 90, "checkpoint_noncurrent_days": 7,
-                           "exceptions": {"flow-logs": "two-day benchmark cluster, torn down after the run"}}
+        raw["security"] = {
+            "flow_logs": False,
+            "log_retention_days": 90,
+            "checkpoint_noncurrent_days": 7,
+            "exceptions": {"flow-logs": "two-day benchmark cluster, torn down after the run"},
+        }
 
     result, spec = run("aws-h100-eks", edit)
     assert result.of_type("aws:ec2/flowLog:FlowLog") == []
     sid = _statements(one(result, "aws:s3/bucketPolicy:BucketPolicy", "-network-logs").inputs["policy"])
     assert set(sid) == {"DenyInsecureTransport", "S3ServerAccessLogsPolicy"}
-    assert one(result, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
-               "-network-logs").inputs["rules"][0]["expiration"]["days"] == 90
-    assert one(result, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
-               "-storage-checkpoints").inputs["rules"][0]["noncurrentVersionExpiration"]["noncurrentDays"] == 7
+    assert (
+        one(result, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration", "-network-logs").inputs[
+            "rules"
+        ][0]["expiration"]["days"]
+        == 90
+    )
+    assert (
+        one(result, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration", "-storage-checkpoints").inputs[
+            "rules"
+        ][0]["noncurrentVersionExpiration"]["noncurrentDays"]
+        == 7
+    )
     # The pack reads the exception from the spec: no flow-logs finding, and the Policy section says why.
     violations = offline.check_run(result, spec)
     assert not [v for v in violations if v.rule == "flow-logs"]
@@ -125,7 +148,8 @@ def test_account_of_reads_partition_and_account() -> None:
     assert account_of("arn:aws-us-gov:ec2:us-gov-west-1:111122223333:vpc/vpc-1") == ("aws-us-gov", "111122223333")
     with pytest.raises(ValueError, match="not an ARN"):
         account_of("arn:aws:s3:::bucket")
-    policy = json.loads(log_bucket_policy("arn:aws-cn:s3:::b", "arn:aws-cn:ec2:cn-north-1:111122223333:vpc/v",
-                                          "cn-north-1", True))
+    policy = json.loads(
+        log_bucket_policy("arn:aws-cn:s3:::b", "arn:aws-cn:ec2:cn-north-1:111122223333:vpc/v", "cn-north-1", True)
+    )
     arns = {s["Sid"]: s.get("Condition", {}).get("ArnLike") for s in policy["Statement"]}
     assert arns["AWSLogDeliveryWrite"] == {"aws:SourceArn": "arn:aws-cn:logs:cn-north-1:111122223333:*"}

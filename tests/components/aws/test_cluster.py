@@ -23,8 +23,7 @@ UNTAGGABLE = {
     "aws:ec2/routeTableAssociation:RouteTableAssociation": aws.ec2.RouteTableAssociation,
     "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": aws.s3.BucketPublicAccessBlock,
     "aws:s3/bucketVersioning:BucketVersioning": aws.s3.BucketVersioning,
-    "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration":
-        aws.s3.BucketServerSideEncryptionConfiguration,
+    "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration": aws.s3.BucketServerSideEncryptionConfiguration,
     "aws:s3/bucketLogging:BucketLogging": aws.s3.BucketLogging,
     "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration": aws.s3.BucketLifecycleConfiguration,
     "aws:s3/bucketOwnershipControls:BucketOwnershipControls": aws.s3.BucketOwnershipControls,
@@ -48,8 +47,11 @@ def test_outputs(stack: str) -> None:
     assert out["gpus_per_node"] == spec.instance.accelerator.count == 8
     assert out["fabric"]["type"] == "efa" and out["fabric"]["mtu"] == 9001
     assert out["fabric"]["interfaces_per_node"] == spec.instance.network.efa_interfaces
-    expected_access = {"api_endpoint", "kubeconfig_command", "kubeconfig"} if spec.orchestration.kind == "eks" \
+    expected_access = (
+        {"api_endpoint", "kubeconfig_command", "kubeconfig"}
+        if spec.orchestration.kind == "eks"
         else {"cluster_id", "login", "ssh_command"}
+    )
     assert set(out["access"]) == expected_access
     assert all(isinstance(v, str) and v for v in out["access"].values())
     assert out["cluster_name"] == spec.name
@@ -92,6 +94,7 @@ def test_resource_count_does_not_grow_with_nodes(stack: str) -> None:
     def nodes(n: int) -> Any:
         def edit(raw: dict[str, Any]) -> None:
             raw["compute"]["nodes"] = n
+
         return edit
 
     small, _ = run(stack, nodes(2))

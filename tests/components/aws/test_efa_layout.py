@@ -49,7 +49,10 @@ def test_card_zero_without_efa_gets_only_the_primary() -> None:
     it = _with_counts(load_catalog().get("p5en.48xlarge"), cards=4, efa=3)
     nics = efa_layout(it)
     assert [(n.network_card_index, n.device_index, n.interface_type) for n in nics] == [
-        (0, 0, "interface"), (1, 0, "efa-only"), (2, 0, "efa-only"), (3, 0, "efa-only"),
+        (0, 0, "interface"),
+        (1, 0, "efa-only"),
+        (2, 0, "efa-only"),
+        (3, 0, "efa-only"),
     ]
 
 

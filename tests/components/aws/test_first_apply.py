@@ -32,6 +32,7 @@ def _edit(**changes: Any) -> Callable[[dict[str, Any]], None]:
             for key in parents:
                 node = node.setdefault(key, {})
             node[last] = value
+
     return edit
 
 
@@ -48,6 +49,7 @@ def _gpu_groups(result: Any) -> list[Any]:
 
 
 # --- 1. capacity blocks --------------------------------------------------------------------------
+
 
 def test_capacity_block_group_survives_eks_scale_to_zero() -> None:
     """capacity-blocks-mng: the type only in the template (else "the create request will be
@@ -70,6 +72,7 @@ def test_capacity_block_group_survives_eks_scale_to_zero() -> None:
 
 # --- 2. FSx CSI add-on identity, 9. system node group, issue 15 IMDS ---------------------------
 
+
 @pytest.mark.parametrize("stack", ["aws-h100-eks", "aws-h100-capacity-block"])
 def test_fsx_csi_addon_authenticates_through_pod_identity(stack: str) -> None:
     result, _ = run(stack)
@@ -80,8 +83,13 @@ def test_fsx_csi_addon_authenticates_through_pod_identity(stack: str) -> None:
     role = one(result, "aws:iam/role:Role", "-orchestration-fsx-csi")
     assert assoc["roleArn"] == f"arn:aws:iam::123456789012:role/{role.name}"
     trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
-    assert trust == [{"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
-                      "Action": ["sts:AssumeRole", "sts:TagSession"]}]
+    assert trust == [
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": "pods.eks.amazonaws.com"},
+            "Action": ["sts:AssumeRole", "sts:TagSession"],
+        }
+    ]
     attached = one(result, "aws:iam/rolePolicyAttachment:RolePolicyAttachment", "-orchestration-fsx-csi")
     assert attached.inputs["policyArn"] == "arn:aws:iam::aws:policy/AmazonFSxFullAccess"
     assert attached.inputs["role"] == role.inputs["name"]
@@ -121,6 +129,7 @@ def test_every_node_template_closes_metadata_to_pods(stack: str) -> None:
 
 # --- 8. scale: node groups of at most 450, addresses for pods -------------------------------------
 
+
 def test_node_group_sizes() -> None:
     assert eks_sizing.node_group_sizes(4) == [4]
     assert eks_sizing.node_group_sizes(450) == [450]
@@ -146,8 +155,9 @@ def test_1024_node_eks_offline_plan(tmp_path: Path) -> None:
     assert plan.main([str(stack), "--json", str(out), "--policy"]) == 0
     planned = json.loads(out.read_text())
     assert planned["summary"]["nodes"] == 1024 and planned["summary"]["total_gpus"] == 8192
-    gpu_groups = [r for r in planned["resources"] if r["type"] == NG
-                  and r["inputs"]["labels"].get("gpu-cluster/role") == "gpu"]
+    gpu_groups = [
+        r for r in planned["resources"] if r["type"] == NG and r["inputs"]["labels"].get("gpu-cluster/role") == "gpu"
+    ]
     sizes = sorted((g["inputs"]["scalingConfig"]["maxSize"] for g in gpu_groups), reverse=True)
     assert sizes == [342, 341, 341] and sum(sizes) == 1024
     assert all(g["inputs"]["scalingConfig"]["maxSize"] <= eks_sizing.NODES_PER_MANAGED_NODE_GROUP for g in gpu_groups)
@@ -158,7 +168,7 @@ def test_1024_node_eks_offline_plan(tmp_path: Path) -> None:
     assert {tuple(g["inputs"]["instanceTypes"]) for g in gpu_groups} == {("p5.48xlarge",)}
     # Addresses: 1024 nodes need fewer than the /17 node subnet of the default /16 holds.
     need = eks_sizing.node_subnet_addresses_needed(1024)
-    assert need == 1024 * 11 + 2 * 32 + 85 < 2 ** 15
+    assert need == 1024 * 11 + 2 * 32 + 85 < 2**15
 
 
 def test_vpc_cni_address_targets() -> None:
@@ -170,10 +180,15 @@ def test_vpc_cni_address_targets() -> None:
     assert cni.inputs["resolveConflictsOnCreate"] == "OVERWRITE"
 
 
-@pytest.mark.parametrize("cidr,nodes,ok,fits", [
-    ("10.0.0.0/16", 2048, True, 16), ("10.0.0.0/20", 160, True, 20), ("10.0.0.0/20", 200, False, 19),
-    ("10.0.0.0/18", 1024, False, 17),
-])
+@pytest.mark.parametrize(
+    "cidr,nodes,ok,fits",
+    [
+        ("10.0.0.0/16", 2048, True, 16),
+        ("10.0.0.0/20", 160, True, 20),
+        ("10.0.0.0/20", 200, False, 19),
+        ("10.0.0.0/18", 1024, False, 17),
+    ],
+)
 def test_node_subnet_must_hold_the_pods(cidr: str, nodes: int, ok: bool, fits: int) -> None:
     edit = _edit(network={"cidr": cidr}, compute__nodes=nodes)
     assert eks_sizing.smallest_vpc_prefix(nodes) == fits
@@ -193,6 +208,7 @@ def test_node_subnet_must_hold_the_pods(cidr: str, nodes: int, ok: bool, fits: i
 
 # --- 7. ODCR and placement group -----------------------------------------------------------------
 
+
 def test_reservation_in_a_placement_group_launches_into_that_group() -> None:
     capacity = {"type": "reservation", "id": "cr-0fedcba9876543210", "placement_group": "odcr-pg"}
     for stack in ("aws-h100-eks", "aws-h200-slurm"):
@@ -200,7 +216,8 @@ def test_reservation_in_a_placement_group_launches_into_that_group() -> None:
         lt = one(result, LT, "-compute-gpu").inputs
         assert lt["placement"] == {"groupName": "odcr-pg"}
         assert lt["capacityReservationSpecification"]["capacityReservationTarget"] == {
-            "capacityReservationId": "cr-0fedcba9876543210"}
+            "capacityReservationId": "cr-0fedcba9876543210"
+        }
         # The group is the reservation's: the stack creates none of its own.
         assert result.of_type("aws:ec2/placementGroup:PlacementGroup") == []
         assert result.outputs["fabric"]["placement"] == "odcr-pg"
@@ -213,20 +230,27 @@ def test_reservation_without_a_group_launches_outside_any() -> None:
     assert result.outputs["fabric"]["placement"] is None
 
 
-@pytest.mark.parametrize("capacity,word", [
-    ({"type": "capacity-block", "id": "cr-0123456789abcdef0", "placement_group": "pg"}, "capacity block"),
-    ({"type": "on-demand", "placement_group": "pg"}, "interconnect.placement"),
-    ({"type": "spot", "placement_group": "pg"}, "only applies to a reservation"),
-    ({"type": "reservation", "id": "cr-0fedcba9876543210", "placement_group": "has space"}, "not a placement group"),
-])
+@pytest.mark.parametrize(
+    "capacity,word",
+    [
+        ({"type": "capacity-block", "id": "cr-0123456789abcdef0", "placement_group": "pg"}, "capacity block"),
+        ({"type": "on-demand", "placement_group": "pg"}, "interconnect.placement"),
+        ({"type": "spot", "placement_group": "pg"}, "only applies to a reservation"),
+        (
+            {"type": "reservation", "id": "cr-0fedcba9876543210", "placement_group": "has space"},
+            "not a placement group",
+        ),
+    ],
+)
 def test_placement_group_mismatch_is_refused(capacity: dict[str, Any], word: str) -> None:
     problems = _problems("aws-h100-eks", _edit(compute__capacity=capacity))
     assert [p for p, r in problems if word in r] == ["compute.capacity.placement_group"]
 
 
 def test_reservation_with_a_new_placement_group_is_refused() -> None:
-    edit = _edit(compute__capacity={"type": "reservation", "id": "cr-0fedcba9876543210"},
-                 interconnect={"placement": True})
+    edit = _edit(
+        compute__capacity={"type": "reservation", "id": "cr-0fedcba9876543210"}, interconnect={"placement": True}
+    )
     assert [p for p, _ in _problems("aws-h100-eks", edit)] == ["interconnect.placement"]
 
 
@@ -239,6 +263,7 @@ def test_placement_group_is_aws_only() -> None:
 
 
 # --- 10. versions --------------------------------------------------------------------------------
+
 
 def test_versions_are_current_and_pinned_in_one_place() -> None:
     # EKS: the pin is in standard support past the date it was read (2026-12).
@@ -277,6 +302,7 @@ def test_eks_versions_past_extended_support_are_refused(version: str, ok: bool) 
 
 # --- 11. zones -----------------------------------------------------------------------------------
 
+
 def test_zone_id_is_checked_where_it_can_be_offline() -> None:
     # EKS refuses use1-az3 (network-reqs): the node subnet is one of the control plane's.
     assert "use1-az3" in EKS_DISALLOWED_ZONE_IDS["us-east-1"]
@@ -302,8 +328,15 @@ def test_a_good_zone_id_creates_the_node_subnet_by_id() -> None:
     cp = one(result, "aws:ec2/subnet:Subnet", "-network-control-plane").inputs
     assert cp["availabilityZone"] == "us-east-1b"
     # PCS has no EKS zone restriction: use1-az3 is fine for p5 there (offered in all six IDs).
-    parse_spec({**raw_stack("aws-h200-slurm")[1], "region": "us-east-1", "zone": "us-east-1a",
-                "zone_id": "use1-az3", "compute": {"instance_type": "p5.48xlarge", "nodes": 2}})
+    parse_spec(
+        {
+            **raw_stack("aws-h200-slurm")[1],
+            "region": "us-east-1",
+            "zone": "us-east-1a",
+            "zone_id": "use1-az3",
+            "compute": {"instance_type": "p5.48xlarge", "nodes": 2},
+        }
+    )
 
 
 def test_zone_id_is_aws_only() -> None:

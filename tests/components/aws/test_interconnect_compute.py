@@ -26,10 +26,12 @@ def test_efa_security_group(stack: str) -> None:
     sg_id = sg.name + "-id"
     ingress = in_pillar(result, "Interconnect", "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
     egress = in_pillar(result, "Interconnect", "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule")
-    assert [(r.inputs["ipProtocol"], r.inputs.get("referencedSecurityGroupId"), r.inputs.get("cidrIpv4"))
-            for r in ingress] == [("-1", sg_id, None)]
-    assert sorted((r.inputs["ipProtocol"], r.inputs.get("referencedSecurityGroupId") or r.inputs.get("cidrIpv4"))
-                  for r in egress) == sorted([("-1", sg_id), ("-1", "0.0.0.0/0")])
+    assert [
+        (r.inputs["ipProtocol"], r.inputs.get("referencedSecurityGroupId"), r.inputs.get("cidrIpv4")) for r in ingress
+    ] == [("-1", sg_id, None)]
+    assert sorted(
+        (r.inputs["ipProtocol"], r.inputs.get("referencedSecurityGroupId") or r.inputs.get("cidrIpv4")) for r in egress
+    ) == sorted([("-1", sg_id), ("-1", "0.0.0.0/0")])
     assert all(r.inputs["securityGroupId"] == sg_id for r in ingress + egress)
     # No inline rules that would fight the standalone ones.
     assert "ingress" not in sg.inputs and "egress" not in sg.inputs
@@ -50,7 +52,8 @@ def test_launch_template(stack: str) -> None:
     expected = efa_layout(spec.instance)
     nics = lt["networkInterfaces"]
     assert [(n["networkCardIndex"], n["deviceIndex"], n["interfaceType"]) for n in nics] == [
-        (e.network_card_index, e.device_index, e.interface_type) for e in expected]
+        (e.network_card_index, e.device_index, e.interface_type) for e in expected
+    ]
     assert all(n["securityGroups"] == [sg_id] for n in nics)
     # PCS: the node subnet on every interface, as aws-hpc-recipes pcs-lt-efa-p5.yaml sets it;
     # EKS refuses a subnet in a managed node group's template ("launch-templates").
@@ -65,8 +68,9 @@ def test_launch_template(stack: str) -> None:
     assert "iamInstanceProfile" not in lt  # both orchestrators set it from the node group
 
 
-@pytest.mark.parametrize("stack,placed", [("aws-h100-eks", True), ("aws-h200-slurm", True),
-                                          ("aws-h100-capacity-block", False)])
+@pytest.mark.parametrize(
+    "stack,placed", [("aws-h100-eks", True), ("aws-h200-slurm", True), ("aws-h100-capacity-block", False)]
+)
 def test_placement_group_follows_capacity(stack: str, placed: bool) -> None:
     result, spec = run(stack)
     groups = result.of_type("aws:ec2/placementGroup:PlacementGroup")
@@ -100,16 +104,20 @@ def test_reservation_targets_the_odcr_without_placement() -> None:
     result, _ = run("aws-h100-eks", edit)
     lt = _gpu_template(result)
     assert lt["capacityReservationSpecification"]["capacityReservationTarget"] == {
-        "capacityReservationId": "cr-0fedcba9876543210"}
+        "capacityReservationId": "cr-0fedcba9876543210"
+    }
     assert "instanceMarketOptions" not in lt and "placement" not in lt and "instanceType" not in lt
     assert result.of_type("aws:ec2/placementGroup:PlacementGroup") == []
     assert one(result, "aws:eks/nodeGroup:NodeGroup", "-orchestration-gpu").inputs["capacityType"] == "ON_DEMAND"
 
 
-@pytest.mark.parametrize("stack,field,value", [
-    ("aws-h100-eks", "capacityType", "SPOT"),
-    ("aws-h200-slurm", "purchaseOption", "SPOT"),
-])
+@pytest.mark.parametrize(
+    "stack,field,value",
+    [
+        ("aws-h100-eks", "capacityType", "SPOT"),
+        ("aws-h200-slurm", "purchaseOption", "SPOT"),
+    ],
+)
 def test_spot_is_bought_by_the_node_group(stack: str, field: str, value: str) -> None:
     def edit(raw: dict[str, Any]) -> None:
         raw["compute"]["capacity"] = {"type": "spot"}
@@ -128,11 +136,15 @@ def test_eks_image_is_the_recommended_nvidia_release() -> None:
     ng = one(result, "aws:eks/nodeGroup:NodeGroup", "-orchestration-gpu").inputs
     assert ng["amiType"] == "AL2023_x86_64_NVIDIA"
     assert ng["releaseVersion"].startswith(spec.orchestration.kubernetes_version + ".")
-    assert eks_release_parameter("1.33") == \
-        "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/nvidia/recommended/release_version"
+    assert (
+        eks_release_parameter("1.33")
+        == "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/nvidia/recommended/release_version"
+    )
     assert "imageId" not in _gpu_template(result)
-    policies = {r.inputs["policyArn"].rsplit("/", 1)[1]
-                for r in in_pillar(result, "Compute", "aws:iam/rolePolicyAttachment:RolePolicyAttachment")}
+    policies = {
+        r.inputs["policyArn"].rsplit("/", 1)[1]
+        for r in in_pillar(result, "Compute", "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    }
     assert {"AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly"} <= policies
 
 
@@ -162,8 +174,10 @@ def test_pcs_image_and_instance_profile(monkeypatch: pytest.MonkeyPatch) -> None
     assert statement["Action"] == ["pcs:RegisterComputeNodeGroupInstance"]
     assert statement["Resource"] == cluster.inputs["arn"] and statement["Resource"] != "*"
     role = one(result, "aws:iam/role:Role", "-compute-node")
-    assert one(result, "aws:iam/rolePolicy:RolePolicy", "-orchestration-node-register").inputs["role"] == \
-        role.inputs["name"]
+    assert (
+        one(result, "aws:iam/rolePolicy:RolePolicy", "-orchestration-node-register").inputs["role"]
+        == role.inputs["name"]
+    )
     user_data = base64.b64decode(lt["userData"]).decode()
     assert user_data.startswith("Content-Type: multipart/mixed")
 
@@ -175,8 +189,10 @@ def test_pcs_capacity_block() -> None:
     result, _ = run("aws-h200-slurm", edit)
     lt = _gpu_template(result)
     assert lt["instanceMarketOptions"] == {"marketType": "capacity-block"}
-    assert lt["capacityReservationSpecification"]["capacityReservationTarget"]["capacityReservationId"] == \
-        "cr-0123456789abcdef0"
+    assert (
+        lt["capacityReservationSpecification"]["capacityReservationTarget"]["capacityReservationId"]
+        == "cr-0123456789abcdef0"
+    )
     # PCS "capacity-blocks-configure-cng": a valid InstanceType matching the block in the template,
     # maxInstanceCount not above the block; min 0 so the group can exist before the block starts.
     assert lt["instanceType"] == "p5en.48xlarge"
@@ -231,9 +247,14 @@ def test_unpinned_image_is_kept_once_created_and_a_pin_moves_it() -> None:
     assert {g.ignore_changes for g in groups} == {()}
 
 
-@pytest.mark.parametrize("kind,image,word", [("eks", "ami-0123456789abcdef0", "EKS AL2023 NVIDIA release"),
-                                             ("slurm", "1.33.5-20251120", "AMI id"),
-                                             ("eks", "latest", "EKS AL2023 NVIDIA release")])
+@pytest.mark.parametrize(
+    "kind,image,word",
+    [
+        ("eks", "ami-0123456789abcdef0", "EKS AL2023 NVIDIA release"),
+        ("slurm", "1.33.5-20251120", "AMI id"),
+        ("eks", "latest", "EKS AL2023 NVIDIA release"),
+    ],
+)
 def test_image_pin_must_fit_the_orchestrator(kind: str, image: str, word: str) -> None:
     from components.spec import SpecError, parse_spec
 

@@ -27,7 +27,7 @@ def test_network(stack: str) -> None:
     vpc_net = ipaddress.ip_network(spec.network.cidr)
     nets = [ipaddress.ip_network(s.inputs["cidrBlock"]) for s in subnets.values()]
     assert all(n.subnet_of(vpc_net) for n in nets)  # type: ignore[arg-type]
-    assert not any(a.overlaps(b) for i, a in enumerate(nets) for b in nets[i + 1:])
+    assert not any(a.overlaps(b) for i, a in enumerate(nets) for b in nets[i + 1 :])
     # The node subnet is the big one: pods on EKS take VPC addresses.
     assert ipaddress.ip_network(nodes["cidrBlock"]).num_addresses == vpc_net.num_addresses // 2
     if spec.orchestration.kind == "eks":
@@ -42,8 +42,10 @@ def test_network(stack: str) -> None:
     public = next(v for k, v in routes.items() if k.endswith("public-default"))
     assert public["gatewayId"].endswith("-network-igw-id")
     # The node subnet routes through the NAT, never the internet gateway.
-    assoc = {r.inputs["subnetId"]: r.inputs["routeTableId"]
-             for r in result.of_type("aws:ec2/routeTableAssociation:RouteTableAssociation")}
+    assoc = {
+        r.inputs["subnetId"]: r.inputs["routeTableId"]
+        for r in result.of_type("aws:ec2/routeTableAssociation:RouteTableAssociation")
+    }
     assert assoc[subnets["nodes"].name + "-id"] == private["routeTableId"]
 
     s3 = one(result, "aws:ec2/vpcEndpoint:VpcEndpoint", "-network-s3")

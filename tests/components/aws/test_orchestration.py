@@ -45,11 +45,17 @@ def test_eks_control_plane(stack: str) -> None:
 
     access = result.outputs["access"]
     assert access["api_endpoint"].startswith("https://")
-    assert access["kubeconfig_command"] == \
-        f"aws eks update-kubeconfig --region {spec.region} --name {spec.name}-orchestration-eks"
+    assert (
+        access["kubeconfig_command"]
+        == f"aws eks update-kubeconfig --region {spec.region} --name {spec.name}-orchestration-eks"
+    )
     assert result.outputs["scheduler"] == {
-        "kind": "kubernetes", "namespace": JOB_NAMESPACE, "lustre_claim": "fsx-lustre",
-        "node_selector": {"node.kubernetes.io/instance-type": spec.compute.instance_type}, "tolerations": []}
+        "kind": "kubernetes",
+        "namespace": JOB_NAMESPACE,
+        "lustre_claim": "fsx-lustre",
+        "node_selector": {"node.kubernetes.io/instance-type": spec.compute.instance_type},
+        "tolerations": [],
+    }
     kubeconfig = json.loads(access["kubeconfig"])
     assert kubeconfig["clusters"][0]["cluster"]["server"] == access["api_endpoint"]
 
@@ -122,7 +128,9 @@ def test_eks_in_cluster_addons() -> None:
     pv = one(result, "kubernetes:core/v1:PersistentVolume", "-orchestration-fsx-pv").inputs["spec"]
     csi = pv["csi"]
     assert csi["driver"] == "fsx.csi.aws.com"
-    assert csi["volumeHandle"] == one(result, "aws:fsx/lustreFileSystem:LustreFileSystem", "-storage-lustre").name + "-id"
+    assert (
+        csi["volumeHandle"] == one(result, "aws:fsx/lustreFileSystem:LustreFileSystem", "-storage-lustre").name + "-id"
+    )
     mount = result.outputs["mount"]
     assert csi["volumeAttributes"] == {"dnsname": mount["dns_name"], "mountname": mount["mount_name"]}
     assert pv["persistentVolumeReclaimPolicy"] == "Retain" and pv["accessModes"] == ["ReadWriteMany"]
@@ -151,8 +159,9 @@ def test_pcs_cluster_node_groups_queue() -> None:
     assert gpu["clusterId"] == c["awsId"] and gpu["subnetIds"] == [node_subnet]
     gpu_lt = one(result, "aws:ec2/launchTemplate:LaunchTemplate", "-compute-gpu").name + "-id"
     assert gpu["customLaunchTemplate"] == {"templateId": gpu_lt, "version": "1"}
-    assert gpu["iamInstanceProfileArn"].endswith("/aws-pcs/" + one(
-        result, "aws:iam/instanceProfile:InstanceProfile", "-compute-node").name)
+    assert gpu["iamInstanceProfileArn"].endswith(
+        "/aws-pcs/" + one(result, "aws:iam/instanceProfile:InstanceProfile", "-compute-node").name
+    )
     assert login["scalingConfiguration"] == {"minInstanceCount": 1, "maxInstanceCount": 1}
     assert login["instanceConfigs"][0]["instanceType"].startswith(("m6i.", "c6i."))
     assert all(groups[g].delete_before_replace for g in groups)

@@ -43,7 +43,10 @@ def test_lustre(stack: str) -> None:
     lustre_ports = [(988, 988), (1018, 1023)]
     # nodes -> servers, servers -> servers, servers -> nodes; nothing from an address range.
     assert {k: sorted(v) for k, v in by_direction.items()} == {
-        (efa_sg, lustre_sg): lustre_ports, (lustre_sg, lustre_sg): lustre_ports, (lustre_sg, efa_sg): lustre_ports}
+        (efa_sg, lustre_sg): lustre_ports,
+        (lustre_sg, lustre_sg): lustre_ports,
+        (lustre_sg, efa_sg): lustre_ports,
+    }
     assert all(r.inputs["ipProtocol"] == "tcp" and "cidrIpv4" not in r.inputs for r in rules)
 
     mount = result.outputs["mount"]
@@ -55,7 +58,7 @@ def test_lustre(stack: str) -> None:
         # The FSx CSI driver's volume handle: the file system's id.
         "volume_handle": one(result, "aws:fsx/lustreFileSystem:LustreFileSystem", "-storage-lustre").name + "-id",
         "mount_command": f"mount -t lustre -o relatime,flock "
-                         f"fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh {lustre.mount_point}",
+        f"fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh {lustre.mount_point}",
     }
 
 
@@ -67,6 +70,7 @@ def _with_import(export: bool) -> Any:
         raw["storage"]["lustre"]["import_path"] = OWN_BUCKET
         if export:
             raw["storage"]["lustre"]["export_path"] = OWN_BUCKET
+
     return edit
 
 
@@ -80,7 +84,9 @@ def test_no_bundled_stack_points_at_a_bucket_it_does_not_own(stack: str) -> None
     assert result.of_type(DRA) == []
     # The only buckets the stack touches are the ones it creates (checkpoints, and its log bucket).
     assert sorted(b.name for b in result.of_type("aws:s3/bucket:Bucket")) == [
-        f"{spec.name}-network-logs", f"{spec.name}-storage-checkpoints"]
+        f"{spec.name}-network-logs",
+        f"{spec.name}-storage-checkpoints",
+    ]
 
 
 @pytest.mark.parametrize("export", [False, True])
@@ -116,8 +122,11 @@ def test_customer_key_reaches_file_system_and_bucket() -> None:
     result, _ = run("aws-h200-slurm", edit)
     assert one(result, FSX, "-storage-lustre").inputs["kmsKeyId"] == key
     assert not [k for k in result.of_type("aws:kms/key:Key") if k.name.endswith("-lustre-key")]
-    sse = one(result, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
-              "-storage-checkpoints")
+    sse = one(
+        result,
+        "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+        "-storage-checkpoints",
+    )
     assert sse.inputs["rules"][0]["applyServerSideEncryptionByDefault"]["kmsMasterKeyId"] == key
 
 
@@ -129,12 +138,16 @@ def test_checkpoint_bucket(stack: str) -> None:
     bucket_id = bucket.name + "-id"
     pab = one(result, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "-storage-checkpoints").inputs
     assert pab["bucket"] == bucket_id
-    assert all(pab[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls",
-                                        "restrictPublicBuckets"))
+    assert all(
+        pab[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+    )
     versioning = one(result, "aws:s3/bucketVersioning:BucketVersioning", "-storage-checkpoints").inputs
     assert versioning["bucket"] == bucket_id and versioning["versioningConfiguration"]["status"] == "Enabled"
-    sse = one(result, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
-              "-storage-checkpoints").inputs
+    sse = one(
+        result,
+        "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+        "-storage-checkpoints",
+    ).inputs
     assert sse["rules"][0]["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "aws:kms"
     assert result.outputs["bucket"].startswith(bucket.name)
 

@@ -56,4 +56,5 @@ def offline() -> Callable[..., OfflineRun]:
             extra = {"gcp:project": project} if project else {}
             _CACHE[key] = run_offline("test", copy.deepcopy(obj), extra_config=extra)
         return _CACHE[key]
+
     return run

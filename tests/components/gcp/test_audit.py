@@ -18,13 +18,17 @@ def _named(run: OfflineRun, type_token: str, suffix: str) -> dict[str, object]:
 def test_system_subnet_has_flow_logs(offline: Callable[..., OfflineRun]) -> None:
     run = offline(gcp_obj("a3-highgpu-8g"))
     subnet = _named(run, "gcp:compute/subnetwork:Subnetwork", "-network-subnet")
-    assert subnet["logConfig"] == {"aggregationInterval": "INTERVAL_5_SEC", "flowSampling": 0.5,
-                                   "metadata": "INCLUDE_ALL_METADATA"}
+    assert subnet["logConfig"] == {
+        "aggregationInterval": "INTERVAL_5_SEC",
+        "flowSampling": 0.5,
+        "metadata": "INCLUDE_ALL_METADATA",
+    }
 
 
 def test_flow_logs_off_with_a_reason(offline: Callable[..., OfflineRun]) -> None:
-    obj = gcp_obj("a3-highgpu-8g", security={"flow_logs": False,
-                                             "exceptions": {"flow-logs": "short benchmark, no trail wanted"}})
+    obj = gcp_obj(
+        "a3-highgpu-8g", security={"flow_logs": False, "exceptions": {"flow-logs": "short benchmark, no trail wanted"}}
+    )
     subnet = _named(offline(obj), "gcp:compute/subnetwork:Subnetwork", "-network-subnet")
     assert "logConfig" not in subnet
 
@@ -41,5 +45,8 @@ def test_checkpoint_bucket_logs_usage_and_expires_old_versions(offline: Callable
     assert ckpt["logging"] == {"logBucket": li["name"], "logObjectPrefix": "checkpoints"}
     assert ckpt["lifecycleRules"] == [{"action": {"type": "Delete"}, "condition": {"daysSinceNoncurrentTime": 30}}]
     writer = _named(run, "gcp:storage/bucketIAMMember:BucketIAMMember", "-storage-logs-writer")
-    assert writer == {"bucket": li["name"], "role": "roles/storage.objectCreator",
-                      "member": "group:cloud-storage-analytics@google.com"}
+    assert writer == {
+        "bucket": li["name"],
+        "role": "roles/storage.objectCreator",
+        "member": "group:cloud-storage-analytics@google.com",
+    }

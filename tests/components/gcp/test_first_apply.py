@@ -40,22 +40,37 @@ def test_catalog_pairs_the_tcpxo_plugin_with_its_receive_datapath_release() -> N
     assert (installer_fact("tcpx").tag, getattr(rxdm_fact("tcpx"), "tag", None)) == ("v3.1.9", "v2.0.12")
 
 
-def test_tcpxo_installer_puts_the_plugin_on_the_host_after_the_pre_installation(offline: Callable[..., OfflineRun]) -> None:
+def test_tcpxo_installer_puts_the_plugin_on_the_host_after_the_pre_installation(
+    offline: Callable[..., OfflineRun],
+) -> None:
     run = offline(gcp_obj("a3-megagpu-8g"))
     pod = _pod(run, "nccl-tcpxo-installer")
     assert pod["hostNetwork"] is True and pod["hostPID"] is True  # nsenter into PID 1
     assert pod["priorityClassName"] == "system-node-critical"
-    assert _host_paths(pod) == {"var-lib": "/var/lib", "tcpxo": "/var/lib/tcpxo", "library-dir-host": "/home/kubernetes/bin"}
+    assert _host_paths(pod) == {
+        "var-lib": "/var/lib",
+        "tcpxo": "/var/lib/tcpxo",
+        "library-dir-host": "/home/kubernetes/bin",
+    }
     pre, inst = pod["initContainers"]
     assert pre["name"] == "pre-installation" and pre["securityContext"] == {"privileged": True}
     assert pre["command"][:5] == ["nsenter", "-at", "1", "--", "sh"]
     script = pre["command"][-1]
-    for step in ("/sbin/iptables -I INPUT -p tcp -m tcp -j ACCEPT", "modprobe import-helper",
-                 "mkdir -p /dev/aperture_devices", "1ae0:0084", "mount --bind", "chmod -R a+r /dev/aperture_devices/"):
+    for step in (
+        "/sbin/iptables -I INPUT -p tcp -m tcp -j ACCEPT",
+        "modprobe import-helper",
+        "mkdir -p /dev/aperture_devices",
+        "1ae0:0084",
+        "mount --bind",
+        "chmod -R a+r /dev/aperture_devices/",
+    ):
         assert step in script, step
     assert "@sha256:" in pre["image"]
     assert inst["image"] == installer_fact("tcpxo").ref
-    assert {m["name"]: m["mountPath"] for m in inst["volumeMounts"]} == {"var-lib": "/var/lib", "library-dir-host": "/usr/local"}
+    assert {m["name"]: m["mountPath"] for m in inst["volumeMounts"]} == {
+        "var-lib": "/var/lib",
+        "library-dir-host": "/usr/local",
+    }
     assert inst["command"] == ["/bin/sh", "-c"]
     assert "/scripts/container_entry.sh install --install-nccl" in inst["args"][0]
     assert "cp -r /var/lib/tcpxo/lib64/. /usr/local/nvidia/lib64" in inst["args"][0]
@@ -65,12 +80,18 @@ def test_tcpxo_installer_puts_the_plugin_on_the_host_after_the_pre_installation(
 def test_tcpx_installer_has_no_pre_installation(offline: Callable[..., OfflineRun]) -> None:
     pod = _pod(offline(gcp_obj("a3-highgpu-8g")), "nccl-tcpx-installer")
     [inst] = pod["initContainers"]
-    assert _host_paths(pod) == {"var-lib": "/var/lib", "tcpx": "/var/lib/tcpx", "library-dir-host": "/home/kubernetes/bin"}
+    assert _host_paths(pod) == {
+        "var-lib": "/var/lib",
+        "tcpx": "/var/lib/tcpx",
+        "library-dir-host": "/home/kubernetes/bin",
+    }
     assert "cp -r /var/lib/tcpx/lib64/. /usr/local/nvidia/lib64" in inst["args"][0]
     assert inst["image"] == "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.9"
 
 
-@pytest.mark.parametrize("itype,accelerator", [("a3-ultragpu-8g", "nvidia-h200-141gb"), ("a4-highgpu-8g", "nvidia-b200")])
+@pytest.mark.parametrize(
+    "itype,accelerator", [("a3-ultragpu-8g", "nvidia-h200-141gb"), ("a4-highgpu-8g", "nvidia-b200")]
+)
 def test_gib_installer_writes_where_pods_read(itype: str, accelerator: str, offline: Callable[..., OfflineRun]) -> None:
     run = offline(gcp_obj(itype, compute={"instance_type": itype, "nodes": 2, "capacity": {"type": "spot"}}))
     pod = _pod(run, "nccl-rdma-installer")
@@ -79,11 +100,15 @@ def test_gib_installer_writes_where_pods_read(itype: str, accelerator: str, offl
     assert pod["volumes"][0]["hostPath"]["type"] == "DirectoryOrCreate"
     [inst] = pod["initContainers"]
     mounts = {m["name"]: m["mountPath"] for m in inst["volumeMounts"]}
-    assert mounts == {"library-dir-host": "/usr/local/home/kubernetes/bin/nvidia/lib64", "gib": "/usr/local/home/kubernetes/bin/gib"}
+    assert mounts == {
+        "library-dir-host": "/usr/local/home/kubernetes/bin/nvidia/lib64",
+        "gib": "/usr/local/home/kubernetes/bin/gib",
+    }
     assert "cp -r /var/lib/gib/lib64/. /usr/local/home/kubernetes/bin/nvidia/lib64" in inst["args"][0]
     assert "cp -r /var/lib/gib/. /usr/local/home/kubernetes/bin/gib" in inst["args"][0]
     assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
-        "matchExpressions"][0]["values"] == [accelerator]
+        "matchExpressions"
+    ][0]["values"] == [accelerator]
     # gIB needs no receive-datapath sidecar, so no device injector
     assert [d.inputs["metadata"]["name"] for d in run.of_type(DS)] == ["nccl-rdma-installer"]
 
@@ -100,27 +125,51 @@ def test_nri_device_injector_for_tcpx_and_tcpxo(itype: str, offline: Callable[..
 
 
 def test_system_pool_and_maintenance_exclusion(offline: Callable[..., OfflineRun]) -> None:
-    run = offline(gcp_obj("a3-megagpu-8g", compute={"instance_type": "a3-megagpu-8g", "nodes": 2,
-                                                    "capacity": {"type": "flex-start"}}))
+    run = offline(
+        gcp_obj(
+            "a3-megagpu-8g", compute={"instance_type": "a3-megagpu-8g", "nodes": 2, "capacity": {"type": "flex-start"}}
+        )
+    )
     sys_pool = named(run, "gcp:container/nodePool:NodePool", "-orchestration-system").inputs
-    assert sys_pool["nodeConfig"]["machineType"] == "e2-standard-4" and "guestAccelerators" not in sys_pool["nodeConfig"]
+    assert (
+        sys_pool["nodeConfig"]["machineType"] == "e2-standard-4" and "guestAccelerators" not in sys_pool["nodeConfig"]
+    )
     assert sys_pool["autoscaling"] == {"totalMinNodeCount": 2, "totalMaxNodeCount": 10}
     assert "taints" not in sys_pool["nodeConfig"]  # the JobSet chart schedules there without tolerations
     assert sys_pool["cluster"] == "t1-orchestration-gke-id"
     policy = run.one("gcp:container/cluster:Cluster").inputs["maintenancePolicy"]
     assert policy["dailyMaintenanceWindow"] == {"startTime": "09:00"}
-    assert policy["maintenanceExclusions"] == [{
-        "exclusionName": "no-minor-or-node-upgrades-indefinite", "startTime": "2025-12-01T00:00:00Z",
-        "exclusionOptions": {"scope": "NO_MINOR_OR_NODE_UPGRADES", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"}}]
+    assert policy["maintenanceExclusions"] == [
+        {
+            "exclusionName": "no-minor-or-node-upgrades-indefinite",
+            "startTime": "2025-12-01T00:00:00Z",
+            "exclusionOptions": {"scope": "NO_MINOR_OR_NODE_UPGRADES", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"},
+        }
+    ]
 
 
-@pytest.mark.parametrize("kind,apis", [
-    ("gke", {"compute", "servicenetworking", "lustre", "storage", "iam", "cloudresourcemanager", "container"}),
-    ("slurm", {"compute", "servicenetworking", "lustre", "storage", "iam", "cloudresourcemanager", "hypercomputecluster",
-               "file"}),
-])
-def test_apis_are_enabled_and_every_cloud_resource_waits_for_them(kind: str, apis: set[str],
-                                                                  offline: Callable[..., OfflineRun]) -> None:
+@pytest.mark.parametrize(
+    "kind,apis",
+    [
+        ("gke", {"compute", "servicenetworking", "lustre", "storage", "iam", "cloudresourcemanager", "container"}),
+        (
+            "slurm",
+            {
+                "compute",
+                "servicenetworking",
+                "lustre",
+                "storage",
+                "iam",
+                "cloudresourcemanager",
+                "hypercomputecluster",
+                "file",
+            },
+        ),
+    ],
+)
+def test_apis_are_enabled_and_every_cloud_resource_waits_for_them(
+    kind: str, apis: set[str], offline: Callable[..., OfflineRun]
+) -> None:
     run = offline(gcp_obj("a3-ultragpu-8g", kind=kind))
     services = run.of_type("gcp:projects/service:Service")
     assert {s.inputs["service"] for s in services} == {f"{a}.googleapis.com" for a in apis}
@@ -128,9 +177,12 @@ def test_apis_are_enabled_and_every_cloud_resource_waits_for_them(kind: str, api
     [provider] = run.of_type("pulumi:providers:gcp")
     assert provider.inputs["project"] == PROJECT
     # every Google resource but the Service ones goes through that provider
-    others = [r for r in run.resources if r.custom and r.type.startswith("gcp:") and r.type != "gcp:projects/service:Service"]
-    assert others and all(r.provider.startswith(provider.urn) for r in others), \
-        [r.name for r in others if not r.provider.startswith(provider.urn)]
+    others = [
+        r for r in run.resources if r.custom and r.type.startswith("gcp:") and r.type != "gcp:projects/service:Service"
+    ]
+    assert others and all(r.provider.startswith(provider.urn) for r in others), [
+        r.name for r in others if not r.provider.startswith(provider.urn)
+    ]
 
 
 @pytest.mark.parametrize("itype", ["a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g"])
@@ -143,18 +195,31 @@ def test_on_demand_gpu_capacity_is_refused_with_the_options(itype: str) -> None:
 
 
 def test_cluster_director_offers_no_a3_high_and_no_on_demand() -> None:
-    obj = gcp_obj("a3-highgpu-8g", kind="slurm", compute={"instance_type": "a3-highgpu-8g", "nodes": 2,
-                                                          "capacity": {"type": "spot"}})
+    obj = gcp_obj(
+        "a3-highgpu-8g",
+        kind="slurm",
+        compute={"instance_type": "a3-highgpu-8g", "nodes": 2, "capacity": {"type": "spot"}},
+    )
     with pytest.raises(SpecError) as info:
         parse_spec(obj)
-    assert info.value.problems == [("compute.instance_type", "Cluster Director (orchestration.kind: slurm) does not "
-                                    "offer a3-highgpu-8g (allowed: a3-megagpu-8g, a3-ultragpu-8g, a4-highgpu-8g)")]
-    obj = gcp_obj("a4-highgpu-8g", kind="slurm", compute={"instance_type": "a4-highgpu-8g", "nodes": 2,
-                                                          "capacity": {"type": "on-demand"}})
+    assert info.value.problems == [
+        (
+            "compute.instance_type",
+            "Cluster Director (orchestration.kind: slurm) does not "
+            "offer a3-highgpu-8g (allowed: a3-megagpu-8g, a3-ultragpu-8g, a4-highgpu-8g)",
+        )
+    ]
+    obj = gcp_obj(
+        "a4-highgpu-8g",
+        kind="slurm",
+        compute={"instance_type": "a4-highgpu-8g", "nodes": 2, "capacity": {"type": "on-demand"}},
+    )
     with pytest.raises(SpecError) as info:
         parse_spec(obj)
     [(path, reason)] = info.value.problems
-    assert path == "compute.capacity.type" and "N2 only" in reason and "allowed: reservation, flex-start, spot" in reason
+    assert (
+        path == "compute.capacity.type" and "N2 only" in reason and "allowed: reservation, flex-start, spot" in reason
+    )
 
 
 def test_checkpoint_bucket_is_mounted_from_gke_through_workload_identity(offline: Callable[..., OfflineRun]) -> None:
@@ -177,21 +242,29 @@ def test_checkpoint_bucket_is_mounted_from_gke_through_workload_identity(offline
     assert claim["metadata"]["namespace"] == JOB_NAMESPACE
     assert claim["spec"]["volumeName"] == claim["metadata"]["name"] == run.outputs["scheduler"]["checkpoint_claim"]
     assert run.outputs["scheduler"]["service_account"] == "workload-identity-k8s-sa"
-    assert run.one("gcp:container/cluster:Cluster").inputs["addonsConfig"]["gcsFuseCsiDriverConfig"] == {"enabled": True}
+    assert run.one("gcp:container/cluster:Cluster").inputs["addonsConfig"]["gcsFuseCsiDriverConfig"] == {
+        "enabled": True
+    }
 
 
-@pytest.mark.parametrize("change,path,word", [
-    ({"digest": "sha256:abc"}, "fabrics.tcpxo.installer.digest", "64 hex digits"),
-    ({"source": "nowhere"}, "fabrics.tcpxo.installer.source", "unknown source id"),
-    ({"tag": None}, "fabrics.tcpxo.installer.tag", "missing"),
-])
-def test_installer_fact_refuses_a_malformed_entry(change: dict[str, Any], path: str, word: str,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "change,path,word",
+    [
+        ({"digest": "sha256:abc"}, "fabrics.tcpxo.installer.digest", "64 hex digits"),
+        ({"source": "nowhere"}, "fabrics.tcpxo.installer.source", "unknown source id"),
+        ({"tag": None}, "fabrics.tcpxo.installer.tag", "missing"),
+    ],
+)
+def test_installer_fact_refuses_a_malformed_entry(
+    change: dict[str, Any], path: str, word: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from components import catalog
 
     real = catalog._fabric_images()
-    fabrics = {**real["fabrics"], "tcpxo": {**real["fabrics"]["tcpxo"],
-                                            "installer": {**real["fabrics"]["tcpxo"]["installer"], **change}}}
+    fabrics = {
+        **real["fabrics"],
+        "tcpxo": {**real["fabrics"]["tcpxo"], "installer": {**real["fabrics"]["tcpxo"]["installer"], **change}},
+    }
     monkeypatch.setattr(catalog, "_fabric_images", lambda: {"fabrics": fabrics, "sources": real["sources"]})
     with pytest.raises(catalog.CatalogError) as info:
         catalog.installer_fact("tcpxo")
@@ -205,11 +278,21 @@ def test_in_cluster_objects_are_valid_kubernetes(itype: str, offline: Callable[.
     import kubernetes_validate
 
     run = offline(gcp_obj(itype))
-    kinds = ("kubernetes:apps/v1:DaemonSet", "kubernetes:core/v1:PersistentVolume",
-             "kubernetes:core/v1:PersistentVolumeClaim", "kubernetes:core/v1:ServiceAccount", "kubernetes:core/v1:Namespace")
+    kinds = (
+        "kubernetes:apps/v1:DaemonSet",
+        "kubernetes:core/v1:PersistentVolume",
+        "kubernetes:core/v1:PersistentVolumeClaim",
+        "kubernetes:core/v1:ServiceAccount",
+        "kubernetes:core/v1:Namespace",
+    )
     objects = [r.inputs for r in run.resources if r.type in kinds]
-    assert {o["kind"] for o in objects} == {"DaemonSet", "PersistentVolume", "PersistentVolumeClaim", "ServiceAccount",
-                                            "Namespace"}
+    assert {o["kind"] for o in objects} == {
+        "DaemonSet",
+        "PersistentVolume",
+        "PersistentVolumeClaim",
+        "ServiceAccount",
+        "Namespace",
+    }
     for obj in objects:
         kubernetes_validate.validate(obj, "1.33.0", strict=True)
     broken = copy.deepcopy(next(o for o in objects if o["kind"] == "DaemonSet"))
@@ -233,11 +316,17 @@ def test_plan_summary_says_compact_placement_only_where_one_is_created(stack: st
     assert ("no compact placement policy" not in line) is placed, line
 
 
-@pytest.mark.parametrize("itype,ds,unpinned", [("a3-megagpu-8g", "nccl-tcpxo-installer", False),
-                                               ("a3-megagpu-8g", "device-injector", False),
-                                               ("a3-ultragpu-8g", "nccl-rdma-installer", True)])
-def test_host_daemons_are_hardened_but_for_the_host_access_they_name(itype: str, ds: str, unpinned: bool,
-                                                                     offline: Callable[..., OfflineRun]) -> None:
+@pytest.mark.parametrize(
+    "itype,ds,unpinned",
+    [
+        ("a3-megagpu-8g", "nccl-tcpxo-installer", False),
+        ("a3-megagpu-8g", "device-injector", False),
+        ("a3-ultragpu-8g", "nccl-rdma-installer", True),
+    ],
+)
+def test_host_daemons_are_hardened_but_for_the_host_access_they_name(
+    itype: str, ds: str, unpinned: bool, offline: Callable[..., OfflineRun]
+) -> None:
     run = offline(gcp_obj(itype, compute={"instance_type": itype, "nodes": 2, "capacity": {"type": "spot"}}))
     template = named(run, DS, ds).inputs["spec"]["template"]
     pod = template["spec"]
@@ -245,9 +334,14 @@ def test_host_daemons_are_hardened_but_for_the_host_access_they_name(itype: str,
     assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
     for c in pod["containers"]:
         if c["name"] == "pause":
-            assert c["securityContext"]["runAsNonRoot"] is True and c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
-    waived = {v.split("=", 1)[0]: v.split("=", 1)[1] for k, v in template["metadata"]["annotations"].items()
-              if k.startswith("checkov.io/skip")}
+            assert c["securityContext"]["runAsNonRoot"] is True and c["securityContext"]["capabilities"] == {
+                "drop": ["ALL"]
+            }
+    waived = {
+        v.split("=", 1)[0]: v.split("=", 1)[1]
+        for k, v in template["metadata"]["annotations"].items()
+        if k.startswith("checkov.io/skip")
+    }
     assert {"CKV_K8S_16", "CKV_K8S_17", "CKV_K8S_19"} <= set(waived) and all(len(w) > 20 for w in waived.values())
     # A waiver for the tag only where the catalog has no digest: it goes once one is recorded.
     assert ("CKV_K8S_43" in waived) == unpinned

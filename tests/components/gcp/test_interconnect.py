@@ -44,7 +44,9 @@ def test_gpu_networks_match_the_catalog(itype: str, offline: Callable[..., Offli
         assert len(rdma_subnets) == it.network.gpu_nics
         # the pool names each VPC and subnet by the resource's own output (a real dependency)
         assert sum(1 for e in extra if e["network"] == rdma[0].inputs["name"]) == it.network.gpu_nics
-        assert {e["subnetwork"] for e in extra} == {s.inputs["name"] for s in subnets if s.inputs["name"] != "t1-subnet"}
+        assert {e["subnetwork"] for e in extra} == {
+            s.inputs["name"] for s in subnets if s.inputs["name"] != "t1-subnet"
+        }
         # system VPC + second gVNIC VPC + the RoCE VPC
         assert len(nets) == 3
     else:
@@ -84,7 +86,7 @@ def test_subnets_do_not_overlap_and_firewalls_admit_only_cluster_ranges(offline:
     ranges = [ipaddress.ip_network(s.inputs["ipCidrRange"]) for s in run.of_type(SUBNET)]
     for s in run.of_type(SUBNET):
         ranges += [ipaddress.ip_network(r["ipCidrRange"]) for r in s.inputs.get("secondaryIpRanges", [])]
-    assert all(not a.overlaps(b) for i, a in enumerate(ranges) for b in ranges[i + 1:])
+    assert all(not a.overlaps(b) for i, a in enumerate(ranges) for b in ranges[i + 1 :])
     allowed = [ipaddress.ip_network("10.0.0.0/16"), ipaddress.ip_network("35.235.240.0/20")] + ranges
     for fw in run.of_type(FIREWALL):
         assert fw.inputs["direction"] == "INGRESS"
@@ -94,7 +96,9 @@ def test_subnets_do_not_overlap_and_firewalls_admit_only_cluster_ranges(offline:
             assert any(net.subnet_of(a) for a in allowed), f"{fw.name} admits {src}"  # type: ignore[arg-type]
 
 
-def test_nodes_leave_through_cloud_nat_and_lustre_has_private_service_access(offline: Callable[..., OfflineRun]) -> None:
+def test_nodes_leave_through_cloud_nat_and_lustre_has_private_service_access(
+    offline: Callable[..., OfflineRun],
+) -> None:
     run = offline(gcp_obj("a3-highgpu-8g"))
     nat = run.one("gcp:compute/routerNat:RouterNat").inputs
     assert nat["sourceSubnetworkIpRangesToNat"] == "ALL_SUBNETWORKS_ALL_IP_RANGES"
@@ -131,8 +135,11 @@ def test_placement_follows_capacity(capacity: dict[str, Any], placed: bool, offl
         assert policies == [] and "placementPolicy" not in pool
         assert run.outputs["fabric"]["placement"] is None
     if capacity["type"] == "reservation":
-        assert cfg["reservationAffinity"] == {"consumeReservationType": "SPECIFIC_RESERVATION",
-                                              "key": "compute.googleapis.com/reservation-name", "values": ["h100-block"]}
+        assert cfg["reservationAffinity"] == {
+            "consumeReservationType": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name",
+            "values": ["h100-block"],
+        }
     else:
         assert cfg["reservationAffinity"]["consumeReservationType"] == "NO_RESERVATION"
     assert cfg.get("spot") is (True if capacity["type"] == "spot" else None)

@@ -24,7 +24,9 @@ def test_gke_cluster_is_private_multinetwork_and_hardened(offline: Callable[...,
     # cluster-toolkit's GKE blueprints authorise the deployer: `pulumi up` reaches the API.
     assert c["privateClusterConfig"]["enablePrivateEndpoint"] is False
     assert c["masterAuthorizedNetworksConfig"]["cidrBlocks"] == [
-        {"cidrBlock": DEPLOYER, "displayName": "allowed-0"}, {"cidrBlock": "10.0.0.0/16", "displayName": "allowed-1"}]
+        {"cidrBlock": DEPLOYER, "displayName": "allowed-0"},
+        {"cidrBlock": "10.0.0.0/16", "displayName": "allowed-1"},
+    ]
     assert c["masterAuthorizedNetworksConfig"]["gcpPublicCidrsAccessEnabled"] is False
     assert c["enableMultiNetworking"] is True and c["datapathProvider"] == "ADVANCED_DATAPATH"
     assert "networkPolicy" not in c  # Dataplane V2 enforces policy; GKE refuses both
@@ -38,7 +40,8 @@ def test_gke_cluster_is_private_multinetwork_and_hardened(offline: Callable[...,
 
 
 def test_private_endpoint_leaves_the_in_cluster_layer_to_a_program_inside_the_vpc(
-        offline: Callable[..., OfflineRun]) -> None:
+    offline: Callable[..., OfflineRun],
+) -> None:
     obj = gcp_obj("a3-megagpu-8g")
     obj["orchestration"] = {"kind": "gke", "endpoint": "private"}
     run = offline(obj)
@@ -65,7 +68,10 @@ def test_gpu_node_pool_inputs(offline: Callable[..., OfflineRun]) -> None:
     account = named(run, "gcp:serviceaccount/account:Account", "-compute-nodes").inputs
     assert cfg["serviceAccount"] == f"{account['accountId']}@offline-project.iam.gserviceaccount.com"
     members = [m for m in run.of_type("gcp:projects/iAMMember:IAMMember") if m.name.startswith("t1-compute-")]
-    assert {m.inputs["role"] for m in members} == {"roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader"}
+    assert {m.inputs["role"] for m in members} == {
+        "roles/container.defaultNodeServiceAccount",
+        "roles/artifactregistry.reader",
+    }
     assert {m.inputs["member"] for m in members} == {f"serviceAccount:{cfg['serviceAccount']}"}
     assert all(m.inputs["project"] == PROJECT for m in members)
 
@@ -82,22 +88,29 @@ def test_in_cluster_parts_use_the_cluster_provider(offline: Callable[..., Offlin
     assert pv["csi"]["volumeAttributes"] == {"ip": "10.0.96.2", "filesystem": lustre["filesystem"]}
     assert pv["persistentVolumeReclaimPolicy"] == "Retain"
     pvc = named(run, "kubernetes:core/v1:PersistentVolumeClaim", "-lustre-pvc").inputs["spec"]
-    assert pvc["volumeName"] == named(run, "kubernetes:core/v1:PersistentVolume", "-lustre-pv").inputs["metadata"]["name"]
+    assert (
+        pvc["volumeName"] == named(run, "kubernetes:core/v1:PersistentVolume", "-lustre-pv").inputs["metadata"]["name"]
+    )
     chart = run.one("kubernetes:helm.sh/v4:Chart").inputs
     assert chart["chart"].endswith("/jobset")
     ds = named(run, "kubernetes:apps/v1:DaemonSet", "nccl-rdma-installer").inputs
-    [term] = ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"]
-    assert term["matchExpressions"] == [{"key": "cloud.google.com/gke-accelerator", "operator": "In",
-                                         "values": ["nvidia-h200-141gb"]}]
+    [term] = ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [
+        {"key": "cloud.google.com/gke-accelerator", "operator": "In", "values": ["nvidia-h200-141gb"]}
+    ]
     assert "gpudirect-gib" in ds["spec"]["template"]["spec"]["initContainers"][0]["image"]
 
 
-@pytest.mark.parametrize("capacity,key", [
-    ({"type": "reservation", "id": "h200-block-1"}, "newReservedInstances"),
-    ({"type": "flex-start"}, "newFlexStartInstances"),
-    ({"type": "spot"}, "newSpotInstances"),
-])
+@pytest.mark.parametrize(
+    "capacity,key",
+    [
+        ({"type": "reservation", "id": "h200-block-1"}, "newReservedInstances"),
+        ({"type": "flex-start"}, "newFlexStartInstances"),
+        ({"type": "spot"}, "newSpotInstances"),
+    ],
+)
 def test_cluster_director_inputs(capacity: dict[str, str], key: str, offline: Callable[..., OfflineRun]) -> None:
     obj = gcp_obj("a3-ultragpu-8g", kind="slurm")
     obj["compute"]["capacity"] = capacity
@@ -107,8 +120,10 @@ def test_cluster_director_inputs(capacity: dict[str, str], key: str, offline: Ca
     zone, region = obj["zone"], obj["region"]
     assert c["location"] == region and c["clusterId"] == "t1"
     [net] = c["networkResources"]
-    assert net["config"]["existingNetwork"] == {"network": f"projects/{PROJECT}/global/networks/t1-vpc",
-                                                "subnetwork": f"projects/{PROJECT}/regions/{region}/subnetworks/t1-subnet"}
+    assert net["config"]["existingNetwork"] == {
+        "network": f"projects/{PROJECT}/global/networks/t1-vpc",
+        "subnetwork": f"projects/{PROJECT}/regions/{region}/subnetworks/t1-subnet",
+    }
     storage = {s["id"]: s["config"] for s in c["storageResources"]}
     assert storage["lustre"]["existingLustre"]["lustre"] == f"projects/{PROJECT}/locations/{zone}/instances/t1-lustre"
     assert storage["checkpoints"]["existingBucket"]["bucket"] == run.outputs["bucket"]
@@ -124,12 +139,18 @@ def test_cluster_director_inputs(capacity: dict[str, str], key: str, offline: Ca
     [ns] = slurm["nodeSets"]
     assert ns["staticNodeCount"] == "2" and ns["computeId"] == compute["id"]
     # Lustre, the Filestore /home Cluster Director needs, and the checkpoint bucket on every node
-    mounts = [{"id": "lustre", "localMount": "/fsx"}, {"id": "home", "localMount": "/home"},
-              {"id": "checkpoints", "localMount": "/checkpoints"}]
+    mounts = [
+        {"id": "lustre", "localMount": "/fsx"},
+        {"id": "home", "localMount": "/home"},
+        {"id": "checkpoints", "localMount": "/checkpoints"},
+    ]
     assert ns["storageConfigs"] == mounts and slurm["loginNodes"]["storageConfigs"] == mounts
     assert storage["home"]["newFilestore"] == {
-        "filestore": f"projects/{PROJECT}/locations/{zone}/instances/t1-home", "tier": "ZONAL",
-        "fileShares": [{"capacityGb": "1024", "fileShare": "home"}], "description": "gpu-cluster t1 /home"}
+        "filestore": f"projects/{PROJECT}/locations/{zone}/instances/t1-home",
+        "tier": "ZONAL",
+        "fileShares": [{"capacityGb": "1024", "fileShare": "home"}],
+        "description": "gpu-cluster t1 /home",
+    }
     assert slurm["partitions"] == [{"id": "train", "nodeSetIds": [ns["id"]]}]
     assert run.outputs["scheduler"] == {"kind": "slurm", "partition": "train"}
     assert run.outputs["access"]["login"] == "t1-login-001"

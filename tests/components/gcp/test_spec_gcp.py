@@ -40,21 +40,57 @@ def _zone_without(itype: str) -> str:
 
 CASES: list[tuple[str, Callable[[dict[str, Any]], Any], str, str]] = [
     ("zone without the type", lambda o: o.update(zone=_zone_without("a3-megagpu-8g")), "zone", "not offered in zone"),
-    ("lustre below the tier minimum", lambda o: o["storage"]["lustre"].update(size_gib=18000), "storage.lustre.size_gib",
-     "multiples of 36000 from 36000"),
-    ("lustre off the step", lambda o: o["storage"]["lustre"].update(size_gib=50000), "storage.lustre.size_gib", "36000"),
-    ("lustre throughput", lambda o: o["storage"]["lustre"].update(throughput_mbps_per_tib=300),
-     "storage.lustre.throughput_mbps_per_tib", "125, 250, 500, 1000"),
-    ("reservation plus placement", lambda o: (o["compute"].update(capacity={"type": "reservation", "id": "blk"}),
-                                              o.update(interconnect={"placement": True})),
-     "interconnect.placement", "already placed"),
-    ("capacity block is AWS only", lambda o: o["compute"].update(capacity={"type": "capacity-block", "id": "x"}),
-     "compute.capacity.type", "flex-start"),
-    ("reservation name", lambda o: o["compute"].update(capacity={"type": "reservation", "id": "Bad_Name"}),
-     "compute.capacity.id", "reservation name"),
-    ("aws type on gcp", lambda o: o["compute"].update(instance_type="p5.48xlarge"), "compute.instance_type", "a3-megagpu-8g"),
-    ("export on gcp", lambda o: o["storage"]["lustre"].update(import_path="gs://b/x", export_path="gs://b/y"),
-     "storage.lustre.export_path", "aws only"),
+    (
+        "lustre below the tier minimum",
+        lambda o: o["storage"]["lustre"].update(size_gib=18000),
+        "storage.lustre.size_gib",
+        "multiples of 36000 from 36000",
+    ),
+    (
+        "lustre off the step",
+        lambda o: o["storage"]["lustre"].update(size_gib=50000),
+        "storage.lustre.size_gib",
+        "36000",
+    ),
+    (
+        "lustre throughput",
+        lambda o: o["storage"]["lustre"].update(throughput_mbps_per_tib=300),
+        "storage.lustre.throughput_mbps_per_tib",
+        "125, 250, 500, 1000",
+    ),
+    (
+        "reservation plus placement",
+        lambda o: (
+            o["compute"].update(capacity={"type": "reservation", "id": "blk"}),
+            o.update(interconnect={"placement": True}),
+        ),
+        "interconnect.placement",
+        "already placed",
+    ),
+    (
+        "capacity block is AWS only",
+        lambda o: o["compute"].update(capacity={"type": "capacity-block", "id": "x"}),
+        "compute.capacity.type",
+        "flex-start",
+    ),
+    (
+        "reservation name",
+        lambda o: o["compute"].update(capacity={"type": "reservation", "id": "Bad_Name"}),
+        "compute.capacity.id",
+        "reservation name",
+    ),
+    (
+        "aws type on gcp",
+        lambda o: o["compute"].update(instance_type="p5.48xlarge"),
+        "compute.instance_type",
+        "a3-megagpu-8g",
+    ),
+    (
+        "export on gcp",
+        lambda o: o["storage"]["lustre"].update(import_path="gs://b/x", export_path="gs://b/y"),
+        "storage.lustre.export_path",
+        "aws only",
+    ),
     ("label key", lambda o: o.update(tags={"Team": "ml"}), "tags.Team", "lower-case"),
 ]
 
@@ -66,13 +102,32 @@ def test_gcp_mistake_names_its_path(change: Callable[[dict[str, Any]], Any], pat
     assert says in got[path]
 
 
-@pytest.mark.parametrize("tput,size,ok", [
-    (1000, 9000, True), (1000, 4500, False), (1000, 1530000, True), (1000, 1539000, False),
-    (1000, 1584000, True), (1000, 10008000, True), (1000, 10080000, False),
-    (500, 18000, True), (500, 9000, False), (500, 3060000, True), (500, 3078000, False), (500, 3168000, True),
-    (250, 36000, True), (250, 18000, False), (250, 6120000, True), (250, 6156000, False), (250, 40032000, True),
-    (125, 72000, True), (125, 36000, False), (125, 12240000, True), (125, 12312000, False),
-])
+@pytest.mark.parametrize(
+    "tput,size,ok",
+    [
+        (1000, 9000, True),
+        (1000, 4500, False),
+        (1000, 1530000, True),
+        (1000, 1539000, False),
+        (1000, 1584000, True),
+        (1000, 10008000, True),
+        (1000, 10080000, False),
+        (500, 18000, True),
+        (500, 9000, False),
+        (500, 3060000, True),
+        (500, 3078000, False),
+        (500, 3168000, True),
+        (250, 36000, True),
+        (250, 18000, False),
+        (250, 6120000, True),
+        (250, 6156000, False),
+        (250, 40032000, True),
+        (125, 72000, True),
+        (125, 36000, False),
+        (125, 12240000, True),
+        (125, 12312000, False),
+    ],
+)
 def test_managed_lustre_tier_table(tput: int, size: int, ok: bool) -> None:
     assert lustre_tiers("gcp").size_ok(size, tput) is ok
     obj = _with(lambda o: o["storage"]["lustre"].update(size_gib=size, throughput_mbps_per_tib=tput))

@@ -13,8 +13,12 @@ BUCKET = "gcp:storage/bucket:Bucket"
 
 def test_lustre_instance_inputs_and_protection(offline: Callable[..., OfflineRun]) -> None:
     obj = gcp_obj("a3-megagpu-8g")
-    obj["storage"]["lustre"] = {"size_gib": 54000, "throughput_mbps_per_tib": 500, "mount_point": "/data",
-                                "import_path": "gs://corpus/tokens/"}
+    obj["storage"]["lustre"] = {
+        "size_gib": 54000,
+        "throughput_mbps_per_tib": 500,
+        "mount_point": "/data",
+        "import_path": "gs://corpus/tokens/",
+    }
     run = offline(obj)
     lu = run.one(LUSTRE)
     assert lu.protect
