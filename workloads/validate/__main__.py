@@ -320,100 +320,27 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float) -> int:
         f"validate --local: {nodes} simulated node(s) x {procs} CPU rank(s), gloo; floors are not applied on CPU",
         flush=True,
     )
+
+    def phase(name: str, *extra: str, env: dict[str, str] | None = None) -> None:
+        run = ["-m", "workloads.validate", "run", "--out", str(out), "--phase", name, "--timeout", str(timeout)]
+        codes = _torchrun_nodes(nodes, procs, [*run, *extra], env or {}, _phase_deadline(timeout), logs, name)
+        print(f"      exit codes per node: {codes}", flush=True)
+
+    short = ("--iters", "5", "--warmup", "2")
     print(f"[1/{steps}] health, single-node and multi-node collectives ...", flush=True)
-    codes = _torchrun_nodes(
-        nodes,
-        procs,
-        [
-            "-m",
-            "workloads.validate",
-            "run",
-            "--out",
-            str(out),
-            "--phase",
-            "main",
-            "--iters",
-            "5",
-            "--warmup",
-            "2",
-            "--timeout",
-            str(timeout),
-        ],
-        {},
-        _phase_deadline(timeout),
-        logs,
-        "main",
-    )
-    print(f"      exit codes per node: {codes}", flush=True)
+    phase("main", *short)
     if (out / "phase-main.json").exists():
         print(f"[2/{steps}] pairwise search: not needed (the main phase finished)", flush=True)
     else:
         print(f"[2/{steps}] pairwise search: the main phase left no results (a collective hung) ...", flush=True)
-        codes = _torchrun_nodes(
-            nodes,
-            procs,
-            [
-                "-m",
-                "workloads.validate",
-                "run",
-                "--out",
-                str(out),
-                "--phase",
-                "pairs",
-                "--iters",
-                "5",
-                "--warmup",
-                "2",
-                "--timeout",
-                str(timeout),
-                "--pair-timeout",
-                str(timeout),
-            ],
-            {},
-            _phase_deadline(timeout),
-            logs,
-            "pairs",
-        )
-        print(f"      exit codes per node: {codes}", flush=True)
+        phase("pairs", *short, "--pair-timeout", str(timeout))
     print(
         f"[3/{steps}] storage: every rank writes and reads the run directory at once, then a DCP checkpoint ...",
         flush=True,
     )
-    codes = _torchrun_nodes(
-        nodes,
-        procs,
-        ["-m", "workloads.validate", "run", "--out", str(out), "--phase", "storage", "--timeout", str(timeout)],
-        {},
-        _phase_deadline(timeout),
-        logs,
-        "storage",
-    )
-    print(f"      exit codes per node: {codes}", flush=True)
+    phase("storage")
     print(f"[4/{steps}] fabric-only pass (NCCL P2P and SHM off; on gloo the same path) ...", flush=True)
-    codes = _torchrun_nodes(
-        nodes,
-        procs,
-        [
-            "-m",
-            "workloads.validate",
-            "run",
-            "--out",
-            str(out),
-            "--phase",
-            "fabric",
-            "--iters",
-            "5",
-            "--warmup",
-            "2",
-            "--timeout",
-            str(timeout),
-        ],
-        FABRIC_ONLY_ENV,
-        _phase_deadline(timeout),
-        logs,
-        "fabric",
-    )
-    print(f"      exit codes per node: {codes}", flush=True)
+    phase("fabric", *short, env=dict(FABRIC_ONLY_ENV))
     print(f"[5/{steps}] short DDP run ...", flush=True)
     ddp_code = _local_ddp(out, nodes, procs, timeout)
     print(f"      exit code: {ddp_code}", flush=True)

@@ -28,7 +28,7 @@ from components.validation_time import Settings, cost_usd, estimate, fit_budget,
 from workloads.launch import bundle as code_bundle
 from workloads.launch import validation as vjob
 from workloads.launch.common import LaunchSpecError
-from workloads.launch.jobset import network_policy
+from workloads.launch.jobset import JobSetSpec, network_policy
 from workloads.launch.jobset import render as render_jobset
 from workloads.launch.jobset import to_yaml
 from workloads.launch.sbatch import LaunchSpec
@@ -137,8 +137,6 @@ def plan_time(outs: ClusterOutputs, budget_min: float | None) -> tuple[Settings,
 
 
 def render_run(outs: ClusterOutputs, args: argparse.Namespace, run_id: str) -> Rendered:
-    from workloads.validate import kube
-
     bundle = code_bundle.build()
     env = dict(kv.split("=", 1) for kv in args.env)
     if getattr(args, "job", None):
@@ -168,13 +166,23 @@ def render_run(outs: ClusterOutputs, args: argparse.Namespace, run_id: str) -> R
     if outs.scheduler.kind == "slurm":
         script = render_sbatch(vjob.sbatch_spec(job))
         return Rendered(run_id=run_id, run_dir=job.workdir, files={"validate.sbatch": script}, job=job, timing=timing)
-    spec = vjob.cluster_jobset(outs, job, run_id, image=args.image)
+    return _kubernetes(
+        vjob.cluster_jobset(outs, job, run_id, image=args.image), bundle, run_id, job.workdir, job, timing
+    )
+
+
+def _kubernetes(
+    spec: JobSetSpec, bundle: code_bundle.Bundle, run_id: str, run_dir: str, job: vjob.ValidationJob, timing: list[str]
+) -> Rendered:
+    """A JobSet with the ConfigMap that carries its code and the NetworkPolicy that admits only its pods."""
+    from workloads.validate import kube
+
     manifest = render_jobset(spec)
     cm = kube.configmap(manifest["metadata"]["name"], manifest["metadata"]["namespace"], bundle)
     policy = network_policy(spec)
     return Rendered(
         run_id=run_id,
-        run_dir=job.workdir,
+        run_dir=run_dir,
         job=job,
         jobset=manifest,
         configmap=cm,
@@ -189,7 +197,6 @@ def _render_user_job(
 ) -> Rendered:
     """``render --job PATTERN``: the user's job onto the stack, with the fabric's wiring."""
     from workloads.launch import userjob
-    from workloads.validate import kube
 
     spec = userjob.user_job(
         outs,
@@ -209,18 +216,7 @@ def _render_user_job(
     job = vjob.for_cluster(outs, run_id, bundle, python=args.python, cpu=args.cpu, runs_dir=userjob.JOBS_DIR)
     if isinstance(spec, LaunchSpec):
         return Rendered(run_id=run_id, run_dir=spec.workdir, job=job, files={f"{args.job}.sbatch": render_sbatch(spec)})
-    manifest = render_jobset(spec)
-    cm = kube.configmap(manifest["metadata"]["name"], manifest["metadata"]["namespace"], bundle)
-    policy = network_policy(spec)
-    return Rendered(
-        run_id=run_id,
-        run_dir=spec.workdir,
-        job=job,
-        jobset=manifest,
-        configmap=cm,
-        networkpolicy=policy,
-        files={"jobset.yaml": to_yaml(manifest), "configmap.yaml": to_yaml(cm), "networkpolicy.yaml": to_yaml(policy)},
-    )
+    return _kubernetes(spec, bundle, run_id, spec.workdir, job, [])
 
 
 def _env_pair(text: str) -> str:
