@@ -4,7 +4,7 @@
 
 Launches itself under torchrun (gloo on CPU; with ``--gpu`` one rank per GPU on NCCL). Every
 rank times, per size, the harness's own row measurement (``collective_ops.make_case`` +
-``collectives.measure_case``: warm-up, barrier, host timer around back-to-back launches, sync)
+``collective_measure.measure_case``: warm-up, barrier, host timer around back-to-back launches, sync)
 and a bare ``dist.all_reduce`` loop built the same way by hand, plus that bare loop a second
 time as a control. The three rotate (HBC, BCH, CHB, ...) for several rounds so that the
 machine's noise falls on all alike.
@@ -55,7 +55,7 @@ def _bare_seconds(buf: torch.Tensor, iters: int, warmup: int, side: dist.Process
 
 
 def worker(rounds: int, iters: int, warmup: int) -> int:
-    from workloads import collectives as col
+    from workloads import collective_measure as measure
     from workloads import collective_ops as ops
     from workloads import device as _device
 
@@ -72,7 +72,7 @@ def worker(rounds: int, iters: int, warmup: int) -> int:
                 "all_reduce", lay, in_place=True, rank=rt.rank, n=n, dtype=torch.float32, device=rt.device, group=None
             )
             assert case is not None
-            _, _, _, seconds = col.measure_case(
+            _, _, _, seconds = measure.measure_case(
                 case,
                 iters=iters,
                 warmup=warmup,

@@ -13,6 +13,7 @@ import sys
 
 import torch.distributed as dist
 
+from workloads import collective_measure as measure
 from workloads import collectives as col
 from workloads import hang
 from workloads import collective_ops as ops
@@ -33,7 +34,7 @@ def main(path: str) -> None:
     doc: dict[str, object] = {
         "ok": {op: col.run_op(op, cfg, rt, side_group=side, group=group).to_json() for op in ops.OPS}
     }
-    stall = col._Hooks(fault_rank=None, fault_size=None, stall_rank=2, stall_size=None)
+    stall = measure._Hooks(fault_rank=None, fault_size=None, stall_rank=2, stall_size=None)
     try:
         col.run_op("all_reduce", cfg, rt, side_group=side, group=group, hooks=stall)
     except hang.CollectiveTimeout as exc:

@@ -12,7 +12,8 @@ import torch.distributed as dist
 from workloads import device, fabric_check
 from workloads.fabric_check import FabricCheckFailed
 from workloads.validate import run
-from workloads.validate.judge import judge, node_failures
+from workloads.validate.blame import node_failures
+from workloads.validate.judge import judge
 
 
 @pytest.fixture

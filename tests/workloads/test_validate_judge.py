@@ -9,7 +9,8 @@ from typing import Any
 
 from components.catalog import load_catalog
 from workloads.validate import isolate, transport
-from workloads.validate.judge import judge, node_failures
+from workloads.validate.blame import node_failures
+from workloads.validate.judge import judge
 from workloads.validate.report import write
 from workloads.validate.verdict import Verdict
 
@@ -277,7 +278,7 @@ def test_busbw_png_draws_what_the_judge_judges(tmp_path: Path) -> None:
 def test_ranks_left_waiting_for_a_node_without_a_device_are_not_blamed() -> None:
     """A rank blocked joining the group cannot run its signal handler, so the scheduler's kill
     leaves its status at device-ready; the node whose own device setup failed is the culprit."""
-    from workloads.validate.judge import node_failures
+    from workloads.validate.blame import node_failures
 
     statuses = [
         {

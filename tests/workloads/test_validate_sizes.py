@@ -12,7 +12,9 @@ from components.bandwidth import FLOOR_MESSAGE_BYTES
 from workloads.collective_table import size_sweep
 from workloads.validate.judge import judge
 from workloads.device import memory_cap
-from workloads.validate.run import RunConfig, _pair_op, _sizes, _want_pairs, sweep_start
+from workloads.validate.pairs import pair_op as _pair_op
+from workloads.validate.pairs import want_pairs as _want_pairs
+from workloads.validate.run import RunConfig, _sizes, sweep_start
 from workloads.validate.verdict import Verdict
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads.validate.judge import judge_storage
+from workloads.validate.storage import judge_storage
 from workloads.validate.run import RunConfig, storage_sizes
 from workloads.validate.storage import provisioned_gbps, read_partner
 from workloads.validate.verdict import Verdict

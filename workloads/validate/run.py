@@ -27,7 +27,7 @@ import platform
 import signal
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,7 +38,7 @@ from workloads import collectives, device, gpu_health, hang, node_gate
 from workloads.device import memory_cap
 from workloads.fabric_check import FabricCheckFailed
 from workloads.node import maybe_fail, node_name
-from workloads.validate import isolate
+from workloads.validate import pairs
 from workloads.validate import stack as node_stack
 
 Phase = Literal["main", "fabric", "pairs", "storage"]
@@ -367,7 +367,7 @@ def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: hang.Watchdo
         # The main phase hung inside a collective (its watchdog ended every rank before the search
         # could run): the search runs alone, each pair under its own timeout.
         if len(nodes) >= 2:
-            result["pairs"] = _pairs(cfg, rt, nodes, pair_bytes, side, watchdog)
+            result["pairs"] = pairs.run_pairs(cfg, rt, nodes, pair_bytes, side, watchdog, _coll_cfg)
         return result
     if cfg.phase == "main":
         result["gate"], result["stack"] = _node_gate(cfg, rt, node, nodes, side)
@@ -397,8 +397,8 @@ def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: hang.Watchdo
     if rt.rank == 0:
         top = multi.get("all_reduce", {}).get("peak_busbw_gbps")
         print(f"validate[{cfg.phase}]: multi-node all_reduce peak busbw {top} GB/s", flush=True)
-    if cfg.phase == "main" and len(nodes) >= 2 and _want_pairs(cfg, result):
-        result["pairs"] = _pairs(cfg, rt, nodes, pair_bytes, side, watchdog)
+    if cfg.phase == "main" and len(nodes) >= 2 and pairs.want_pairs(cfg, result):
+        result["pairs"] = pairs.run_pairs(cfg, rt, nodes, pair_bytes, side, watchdog, _coll_cfg)
     return result
 
 
@@ -491,108 +491,3 @@ def _single_node(
     gathered: list[Any] = [None] * rt.world_size
     dist.all_gather_object(gathered, (node, rt.rank == nodes[node][0], mine), group=side)
     return {n: m for n, first, m in gathered if first and "skipped" not in m}
-
-
-def _want_pairs(cfg: RunConfig, result: dict[str, Any]) -> bool:
-    """Pairs run when a collective hung, or when the judged op's cluster figure is under its warn floor
-    (a WARN cluster has a culprit too)."""
-    if cfg.pairwise != "auto":
-        return cfg.pairwise == "always"
-    if result.get("hung"):
-        return True
-    if cfg.instance_type and result["backend"] != "gloo":
-        from components.catalog import load_catalog
-        from workloads.validate.judge import figure_at
-
-        bw = load_catalog().get(cfg.instance_type).bandwidth
-        e = bw.expected(bw.op, len(result["nodes"]), "multi-node")
-        _, value, _ = figure_at(result["multi_node"].get(bw.op, {}), e.message_bytes)
-        if e.floor_warn_gbps is not None and (value is None or value < e.floor_warn_gbps):
-            return True
-    # No floor (CPU, or a type without one): look for a node that lags the others.
-    rates: dict[str, float | None] = {}
-    for h in result.get("health", []):
-        rates[h["node"]] = min(rates.get(h["node"]) or float("inf"), float(h["matmul_tflops"]))
-    return bool(isolate.stragglers(rates, None))
-
-
-def _pair_op(cfg: RunConfig) -> str:
-    """Pairs run the op their floor is stated for (all_gather on A3 Mega/Ultra), not always all_reduce."""
-    if not cfg.instance_type:
-        return "all_reduce"
-    from components.catalog import load_catalog
-
-    return load_catalog().get(cfg.instance_type).bandwidth.op
-
-
-def _pair_floor(cfg: RunConfig, backend: str) -> float | None:
-    if not cfg.instance_type or backend == "gloo":
-        return None
-    from components.catalog import load_catalog
-
-    bw = load_catalog().get(cfg.instance_type).bandwidth
-    return bw.expected(bw.op, 2, "pair").floor_fail_gbps
-
-
-def _pairs(
-    cfg: RunConfig, rt: device.Runtime, nodes: dict[str, list[int]], size: int, side: Any, watchdog: hang.Watchdog
-) -> dict[str, Any]:
-    mine_node = next(n for n, rs in nodes.items() if rt.rank in rs)
-    op = _pair_op(cfg)
-    pair_cfg = replace(_coll_cfg(size, size, cfg, op, timeout_s=cfg.pair_timeout_s), factor=2)
-
-    def measure(pairs: list[isolate.Pair]) -> dict[isolate.Pair, float | None]:
-        groups = []
-        for a, b in pairs:
-            ranks = sorted(nodes[a] + nodes[b])
-            limit = _dt.timedelta(seconds=cfg.pair_timeout_s)  # the backend gives up on a hung pair by itself
-            groups.append(
-                (
-                    a,
-                    b,
-                    dist.new_group(ranks=ranks, timeout=limit),
-                    dist.new_group(ranks=ranks, backend="gloo", timeout=limit),
-                )
-            )
-        value: tuple[str, str, float | None] | None = None
-        for a, b, g, gside in groups:
-            if mine_node in (a, b):
-                try:
-                    res = collectives.run_op(
-                        op, pair_cfg, rt, side_group=gside, group=g, watchdog=watchdog, context=f"pair {a}+{b}: "
-                    )
-                    value = (a, b, res.to_json().get("peak_busbw_gbps"))
-                except hang.CollectiveTimeout:
-                    value = (a, b, None)
-                except Exception as exc:  # noqa: BLE001 - the backend's own timeout inside the pair
-                    # The backend gave up on the pair's collective (gloo's own timeout): the rest of
-                    # the search cannot go on without the pair's ranks, so the error says which pair.
-                    raise RuntimeError(f"pair {a}+{b}: {op}: {type(exc).__name__}: {exc}") from None
-        got: list[Any] = [None] * rt.world_size
-        dist.all_gather_object(got, value, group=side)
-        found: dict[isolate.Pair, float | None] = {}
-        for item in got:
-            if item is not None:
-                a, b, v = item
-                # The slowest rank of a pair decides.
-                prev = found.get((a, b), v)
-                found[(a, b)] = None if v is None or prev is None else min(v, prev)
-        return {p: found.get(p) for p in pairs}
-
-    iso = isolate.isolate(
-        isolate.order(list(nodes), cfg.pairing, seed=len(nodes)), measure, _pair_floor(cfg, rt.backend)
-    )
-    return {
-        "first": [[a, b, v] for (a, b), v in iso.pair_results.items()],
-        "second": [[a, b, v] for (a, b), v in iso.second_pass.items()],
-        "floor": iso.floor,
-        "floor_basis": iso.floor_basis,
-        "good": sorted(iso.good),
-        "bad": iso.bad,
-        "unresolved": iso.unresolved,
-        "message_bytes": size,
-        "op": op,
-        "rounds": iso.rounds,
-        "pairing": cfg.pairing,
-        "bad_links": [[a, b, why] for (a, b), why in iso.bad_links.items()],
-    }

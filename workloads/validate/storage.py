@@ -26,10 +26,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 import torch.distributed as dist
+
+from workloads.validate.verdict import Measurement, Verdict
 
 BLOCK_BYTES = 16 << 20
 """Write and read block: large enough for Lustre's 1 MiB RPCs to stream (FSx and Managed
@@ -193,3 +195,54 @@ def _checkpoint(path: Path, nbytes: int, *, rank: int, world: int, side: Any, de
         "ok": all(oks),
         "bad_ranks": [r for r, good in enumerate(oks) if not good],
     }
+
+
+def judge_storage(st: Mapping[str, Any], *, floors: bool) -> list[Measurement]:
+    """The storage phase's figures: the aggregate write and read held against the provisioned
+    throughput (a WARN below half of it, never a FAIL: a validation job's few ranks per node need
+    not saturate a large file system), the checkpoint's save and load as information, and a
+    checkpoint that did not load back exactly as a FAIL."""
+    expect = st.get("expect_gbps") if floors else None
+    ranks, nbytes = st.get("ranks"), st.get("file_bytes_per_rank")
+    how = f"{ranks} ranks on {st.get('nodes')} node(s), {nbytes} B each"
+    basis = (
+        f"provisioned {expect:.3g} GB/s (capacity x throughput per TiB); warn < {WARN_OF_PROVISIONED:g} x"
+        if expect
+        else "information (no provisioned figure, or a CPU run)"
+    )
+    out = []
+    for what in ("write", "read"):
+        m = Measurement(
+            check=f"storage.{what}",
+            scope="cluster",
+            value=st.get(f"{what}_gbps"),
+            unit="GB/s",
+            floor_warn=WARN_OF_PROVISIONED * expect if expect else None,
+            basis=f"{basis}; {how}"
+            + ("; read of its own file (one node: page cache)" if what == "read" and st.get("cached") else ""),
+        ).judge()
+        out.append(m)
+    ck = st.get("checkpoint") or {}
+    for what in ("save", "load"):
+        out.append(
+            Measurement(
+                check=f"storage.checkpoint_{what}",
+                scope="cluster",
+                value=ck.get(f"{what}_gbps"),
+                unit="GB/s",
+                basis=f"information: {ck.get('bytes')} B in {ck.get(f'{what}_s', 0):.3g} s "
+                "(torch.distributed.checkpoint)",
+            ).judge()
+        )
+    if ck and not ck.get("ok"):
+        out.append(
+            Measurement(
+                check="storage.checkpoint_roundtrip",
+                scope="cluster",
+                value=None,
+                unit="",
+                verdict=Verdict.FAIL,
+                detail=f"ranks {ck.get('bad_ranks')} loaded other values than they saved",
+            )
+        )
+    return out

@@ -1,0 +1,134 @@
+"""The pairwise search of the validation job: when it runs, which op and floor it uses, and the
+search over the job's nodes.
+
+Pairs run when a collective hung or the judged op's cluster figure is under its warn floor (or,
+without a floor, a node lags the others); they run the op and size the floor is stated at. The
+search runs inside the main phase, or alone in the ``pairs`` phase after a hang.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch.distributed as dist
+
+from workloads import collectives, device, hang
+from workloads.validate import isolate
+
+if TYPE_CHECKING:
+    from workloads.validate.run import RunConfig
+
+
+def want_pairs(cfg: RunConfig, result: dict[str, Any]) -> bool:
+    """Pairs run when a collective hung, or when the judged op's cluster figure is under its warn floor
+    (a WARN cluster has a culprit too)."""
+    if cfg.pairwise != "auto":
+        return cfg.pairwise == "always"
+    if result.get("hung"):
+        return True
+    if cfg.instance_type and result["backend"] != "gloo":
+        from components.catalog import load_catalog
+        from workloads.validate.judge import figure_at
+
+        bw = load_catalog().get(cfg.instance_type).bandwidth
+        e = bw.expected(bw.op, len(result["nodes"]), "multi-node")
+        _, value, _ = figure_at(result["multi_node"].get(bw.op, {}), e.message_bytes)
+        if e.floor_warn_gbps is not None and (value is None or value < e.floor_warn_gbps):
+            return True
+    # No floor (CPU, or a type without one): look for a node that lags the others.
+    rates: dict[str, float | None] = {}
+    for h in result.get("health", []):
+        rates[h["node"]] = min(rates.get(h["node"]) or float("inf"), float(h["matmul_tflops"]))
+    return bool(isolate.stragglers(rates, None))
+
+
+def pair_op(cfg: RunConfig) -> str:
+    """Pairs run the op their floor is stated for (all_gather on A3 Mega/Ultra), not always all_reduce."""
+    if not cfg.instance_type:
+        return "all_reduce"
+    from components.catalog import load_catalog
+
+    return load_catalog().get(cfg.instance_type).bandwidth.op
+
+
+def pair_floor(cfg: RunConfig, backend: str) -> float | None:
+    if not cfg.instance_type or backend == "gloo":
+        return None
+    from components.catalog import load_catalog
+
+    bw = load_catalog().get(cfg.instance_type).bandwidth
+    return bw.expected(bw.op, 2, "pair").floor_fail_gbps
+
+
+def run_pairs(
+    cfg: RunConfig,
+    rt: device.Runtime,
+    nodes: dict[str, list[int]],
+    size: int,
+    side: Any,
+    watchdog: hang.Watchdog,
+    coll_cfg: Callable[..., collectives.CollectivesConfig],
+) -> dict[str, Any]:
+    """The search itself: every round's pairs at once, each under its own timeout; the isolation
+    logic (who is bad, the second pass) is workloads.validate.isolate's."""
+    mine_node = next(n for n, rs in nodes.items() if rt.rank in rs)
+    op = pair_op(cfg)
+    pair_cfg = replace(coll_cfg(size, size, cfg, op, timeout_s=cfg.pair_timeout_s), factor=2)
+
+    def measure(pairs: list[isolate.Pair]) -> dict[isolate.Pair, float | None]:
+        groups = []
+        for a, b in pairs:
+            ranks = sorted(nodes[a] + nodes[b])
+            limit = _dt.timedelta(seconds=cfg.pair_timeout_s)  # the backend gives up on a hung pair by itself
+            groups.append(
+                (
+                    a,
+                    b,
+                    dist.new_group(ranks=ranks, timeout=limit),
+                    dist.new_group(ranks=ranks, backend="gloo", timeout=limit),
+                )
+            )
+        value: tuple[str, str, float | None] | None = None
+        for a, b, g, gside in groups:
+            if mine_node in (a, b):
+                try:
+                    res = collectives.run_op(
+                        op, pair_cfg, rt, side_group=gside, group=g, watchdog=watchdog, context=f"pair {a}+{b}: "
+                    )
+                    value = (a, b, res.to_json().get("peak_busbw_gbps"))
+                except hang.CollectiveTimeout:
+                    value = (a, b, None)
+                except Exception as exc:  # noqa: BLE001 - the backend's own timeout inside the pair
+                    # The backend gave up on the pair's collective (gloo's own timeout): the rest of
+                    # the search cannot go on without the pair's ranks, so the error says which pair.
+                    raise RuntimeError(f"pair {a}+{b}: {op}: {type(exc).__name__}: {exc}") from None
+        got: list[Any] = [None] * rt.world_size
+        dist.all_gather_object(got, value, group=side)
+        found: dict[isolate.Pair, float | None] = {}
+        for item in got:
+            if item is not None:
+                a, b, v = item
+                # The slowest rank of a pair decides.
+                prev = found.get((a, b), v)
+                found[(a, b)] = None if v is None or prev is None else min(v, prev)
+        return {p: found.get(p) for p in pairs}
+
+    iso = isolate.isolate(
+        isolate.order(list(nodes), cfg.pairing, seed=len(nodes)), measure, pair_floor(cfg, rt.backend)
+    )
+    return {
+        "first": [[a, b, v] for (a, b), v in iso.pair_results.items()],
+        "second": [[a, b, v] for (a, b), v in iso.second_pass.items()],
+        "floor": iso.floor,
+        "floor_basis": iso.floor_basis,
+        "good": sorted(iso.good),
+        "bad": iso.bad,
+        "unresolved": iso.unresolved,
+        "message_bytes": size,
+        "op": op,
+        "rounds": iso.rounds,
+        "pairing": cfg.pairing,
+        "bad_links": [[a, b, why] for (a, b), why in iso.bad_links.items()],
+    }
