@@ -45,6 +45,7 @@ bench: $(VENV_OK)
 	$(PY) -m bench.collectives_overhead
 	$(PY) -m bench.ddp_throughput
 	$(PY) -m bench.model_parallel_memory
+	$(PY) -m bench.fleet_balance
 
 clean:
 	rm -rf .venv .venv-checkov out .mypy_cache .pytest_cache
