@@ -7,7 +7,7 @@ import runpy
 from pathlib import Path
 
 from components.contract import read_outputs
-from components.engine import run_program
+from components.engine import OfflineRun, run_program
 
 PROGRAM = Path(__file__).resolve().parent / "__main__.py"
 CONFIG = {
@@ -19,8 +19,13 @@ CONFIG = {
 }
 
 
+def example_run() -> OfflineRun:
+    """The example program under the strict mocks."""
+    return run_program("example", lambda: runpy.run_path(str(PROGRAM), run_name="__main__") and None, config=CONFIG)
+
+
 def test_library_example_uses_the_callers_provider_and_vpc() -> None:
-    run = run_program("example", lambda: runpy.run_path(str(PROGRAM), run_name="__main__") and None, config=CONFIG)
+    run = example_run()
     providers = [r for r in run.resources if r.type.startswith("pulumi:providers:")]
     assert [(p.type, p.name) for p in providers if p.type == "pulumi:providers:aws"] == [
         ("pulumi:providers:aws", "deploy")
