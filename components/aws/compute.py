@@ -62,8 +62,14 @@ ROOT_DEVICE = "/dev/xvda"
 # kube-proxy, the FSx CSI node plugin); pods that call AWS get their own role through EKS Pod
 # Identity (orchestration_eks). PCS jobs run on the host.
 METADATA_HOP_LIMIT = 1
+# The managed node group's AMI type for AL2023 with NVIDIA drivers (EKS API Nodegroup.amiType;
+# the same enum as aws-cdk's NodegroupAmiType.AL2023_X86_64_NVIDIA, docs.aws.amazon.com/cdk/api/v2/
+# python/aws_cdk.aws_eks/NodegroupAmiType.html, read 2026-12).
 EKS_AMI_TYPE = "AL2023_x86_64_NVIDIA"
 
+# The node role's managed policies: the three EKS requires of a node role (EKS user guide
+# "Amazon EKS node IAM role", create-node-role; not re-read this session, see the closing note)
+# and SSM's core policy for Session Manager access instead of SSH keys.
 EKS_NODE_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
     "AmazonEKS_CNI_Policy",
@@ -74,6 +80,8 @@ PCS_NODE_POLICIES = ("AmazonSSMManagedInstanceCore",)
 
 
 def eks_release_parameter(kubernetes_version: str) -> str:
+    """The SSM parameter of the recommended EKS AL2023 NVIDIA release (EKS user guide,
+    retrieve-ami-id: amazon-linux-2023/x86_64/nvidia)."""
     return (
         f"/aws/service/eks/optimized-ami/{kubernetes_version}/amazon-linux-2023/"
         "x86_64/nvidia/recommended/release_version"
@@ -138,7 +146,7 @@ def launch_template_args(
     return aws.ec2.LaunchTemplateArgs(
         image_id=image_id,
         instance_type=instance_type,
-        # CKV_AWS_79 / CKV_AWS_341: tokens required, hop limit 2 (see METADATA_HOP_LIMIT).
+        # CKV_AWS_79 / CKV_AWS_341: tokens required, hop limit 1 (see METADATA_HOP_LIMIT).
         metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
             http_endpoint="enabled",
             http_tokens="required",
