@@ -82,7 +82,8 @@ class Network(pulumi.ComponentResource):
         node_cidr, public_cidr, cp_cidr = subnet_plan(args.cidr)
 
         # DNS support and hostnames: FSx for Lustre is mounted by DNS name and the EKS private
-        # endpoint resolves only inside a VPC that has both turned on.
+        # endpoint resolves only inside a VPC that has both turned on (EKS user guide network-reqs,
+        # VPC requirements; neither that line nor the FSx side re-read this session: closing note).
         self.vpc = aws.ec2.Vpc(
             f"{name}-vpc",
             cidr_block=args.cidr,
@@ -102,6 +103,10 @@ class Network(pulumi.ComponentResource):
         )
         self.nat_gateway = self._create_egress()
         self.private_route_table = self._create_private_routes()
+        # S3 through a gateway endpoint on the private route table, so data and checkpoint traffic
+        # stays off the NAT gateway (service name com.amazonaws.<region>.s3, type Gateway: Amazon
+        # VPC "Gateway endpoints for Amazon S3", docs.aws.amazon.com/vpc/latest/privatelink/vpc-endpoints-s3.html;
+        # not re-read this session).
         self.s3_endpoint = aws.ec2.VpcEndpoint(
             f"{name}-s3",
             vpc_id=self.vpc.id,
