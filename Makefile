@@ -4,10 +4,12 @@ VENV_OK := .venv/.installed
 
 .PHONY: demo test sysdeps checkov-venv venv plan policy validate-local bench clean
 
-$(VENV_OK): requirements.txt
+$(VENV_OK): requirements.txt pyproject.toml
 	python3 -m venv .venv
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
+	# the `gpu-cluster` command (pyproject's [project.scripts]), from this checkout, nothing else
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
 venv: $(VENV_OK)
@@ -31,9 +33,9 @@ checkov-venv:
 	bash scripts/checkov-venv.sh >/dev/null
 
 test: $(VENV_OK) sysdeps checkov-venv
-	$(PY) -m ruff check components workloads policies tests bench examples
-	$(PY) -m ruff format --check components workloads policies tests bench examples
-	$(PY) -m mypy components workloads policies
+	$(PY) -m ruff check components workloads policies gpu_cluster tests bench examples
+	$(PY) -m ruff format --check components workloads policies gpu_cluster tests bench examples
+	$(PY) -m mypy components workloads policies gpu_cluster
 	$(PY) -m pytest -q --ignore=tests/preflight
 	# A process of their own: Google's client libraries register google/rpc/status.proto, and
 	# pulumi's provider server (the package tests) registers the same message from its own copy;

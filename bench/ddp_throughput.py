@@ -2,7 +2,7 @@
 
     python -m bench.ddp_throughput [--steps 30] [--d-model 128] [--n-layers 4] [--seq-len 64]
 
-Launches ``workloads.ddp_train`` with torchrun on CPU (gloo, one thread per rank so both runs
+Launches ``workloads.train.ddp`` with torchrun on CPU (gloo, one thread per rank so both runs
 get the same compute per rank) at 1 rank and then at 2 ranks on the same synthetic shards,
 and prints tokens/s (the job's own figure: median step of the slowest rank) and the scaling
 ratio of total throughput. On a shared machine the ratio is only as good as the spare cores:
@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from workloads.data import write_synthetic
+from workloads.train.data import write_synthetic
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -34,7 +34,7 @@ def run(ranks: int, data: Path, out: Path, args: argparse.Namespace) -> dict[str
         "--standalone",
         f"--nproc-per-node={ranks}",
         "-m",
-        "workloads.ddp_train",
+        "workloads.train.ddp",
         "--data",
         str(data / "train-*.bin"),
         "--vocab-size",

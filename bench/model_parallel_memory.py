@@ -3,7 +3,7 @@
     python -m bench.model_parallel_memory [--ranks 4] [--tp 2] [--d-model 256] [--n-layers 8]
                                           [--budget-frac 0.35] [--steps 3]
 
-One torchrun launch of ``workloads.model_parallel`` (CPU, gloo, one thread per rank) runs every
+One torchrun launch of ``workloads.parallel.run`` (CPU, gloo, one thread per rank) runs every
 split mode one after the other on the same ranks, each building the model on the meta device
 and materialising only its own shards, with a per-rank parameter budget below the model's size
 (``--budget-frac`` of it) and the one-process reference check. The table gives, per mode and
@@ -30,7 +30,7 @@ MIB = 1 << 20
 
 
 def launch(args: argparse.Namespace, out: Path) -> tuple[dict[str, Any], str]:
-    from workloads.model import GPTConfig, total_params
+    from workloads.train.model import GPTConfig, total_params
 
     full = (
         total_params(
@@ -60,7 +60,7 @@ def launch(args: argparse.Namespace, out: Path) -> tuple[dict[str, Any], str]:
         "--standalone",
         f"--nproc-per-node={args.ranks}",
         "-m",
-        "workloads.model_parallel",
+        "workloads.parallel.run",
         "--mode",
         ",".join(MODES),
         "--tp",

@@ -396,7 +396,7 @@ def rxdm_fact(fabric: str) -> ImageFact | None:
     return ImageFact(**_image(raw, f"fabrics.{fabric}.rxdm")) if raw else None
 
 
-# Per fabric: what the job's start-up check verifies (workloads/fabric_check.py) and the image that
+# Per fabric: what the job's start-up check verifies (workloads/health/fabric.py) and the image that
 # reaches the fabric by construction. Read from the same file, each fact with its sources.
 DeviceKind = Literal["efa", "netdev", "roce", "ib"]
 DEVICE_KINDS: tuple[DeviceKind, ...] = ("efa", "netdev", "roce", "ib")

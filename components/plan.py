@@ -17,7 +17,7 @@ import json
 import sys
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence, TextIO
+from typing import Any, Callable, Sequence, TextIO
 
 from components import validation_time as vt
 from components.bandwidth import phase_floors
@@ -312,7 +312,14 @@ def _write_atomically(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+# What ``--policy`` runs: the policy pack over one planned stack, printed to ``out``; it answers
+# the JSON to record and whether a mandatory rule was violated. The pack sits above the
+# components it checks, so the command passes it in (gpu_cluster/plan.py) rather than this
+# module reaching up for it.
+PolicyCheck = Callable[[OfflineRun, ClusterSpec, TextIO], tuple[Any, bool]]
+
+
+def main(argv: Sequence[str] | None = None, *, policy: PolicyCheck | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m components.plan", description=__doc__.split("\n\n")[0])
     ap.add_argument("stack", nargs="?", help="bundled stack name or stack file path")
     ap.add_argument("--all", action="store_true", help="plan every bundled stack")
@@ -352,13 +359,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.write(f"  {'planned in':<13} {time.perf_counter() - started:.2f} s\n\n")
         documents.append(to_json(summary, run))
         if args.policy:
-            from policies import offline as policy  # the plan itself needs no policy code
-
+            if policy is None:
+                print("gpu-cluster: --policy needs the policy pack: run `gpu-cluster plan --policy`", file=sys.stderr)
+                return 3
             checked = load_stack(stack, deployer_placeholder=True)[1]
-            violations = policy.check_run(run, checked)
-            policy.render(violations, out, exceptions=checked.security.exceptions)
-            documents[-1]["policy"] = policy.to_json(violations)
-            if any(v.mandatory for v in violations):
+            documents[-1]["policy"], mandatory_violated = policy(run, checked, out)
+            if mandatory_violated:
                 blocked.append(stack)
     if args.outputs and documents:
         text = json.dumps(documents[0]["outputs"], indent=2, default=str)
@@ -383,4 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Run as a script, hand over to the command, which brings the policy pack for --policy.
+    from gpu_cluster.plan import main as with_policy_pack
+
+    raise SystemExit(with_policy_pack())

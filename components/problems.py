@@ -7,7 +7,7 @@ all at once, so a user fixes a stack file, a launch spec or a command line in on
 * the stack outputs (``components.contract``: ``OutputsError``);
 * the online preflight (``components.preflight``);
 * the launchers (``workloads.launch.common``: ``LaunchSpecError``);
-* every job's flags (``workloads.cli``, ``workloads.collectives``, ``workloads.gpu_health``) and
+* every job's flags (``workloads.runtime.flags``, ``workloads.collectives``, ``workloads.health.gpu``) and
   the validation command's arguments (``workloads.validate``).
 
 A :class:`Problem` is ``(path, reason)``: ``path`` is the config path, spec field or flag

@@ -8,6 +8,8 @@ prints the parsed spec; ``fail_cli`` is how every CLI reports a bad stack. Pure:
 
 from __future__ import annotations
 
+import argparse
+
 import re
 import sys
 from pathlib import Path
@@ -70,12 +72,13 @@ def default_name(stack: str) -> str:
 
 def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> int:
     """``python -m components.spec STACK``: check a stack file and print the parsed spec."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1:
-        print("usage: python -m components.spec STACK (a bundled stack name or a stack file)", file=sys.stderr)
-        return 2
+    ap = argparse.ArgumentParser(
+        prog="python -m components.spec", description="Check one stack file alone and print what it describes."
+    )
+    ap.add_argument("stack", help="a bundled stack name (stacks/Pulumi.NAME.yaml) or a stack file's path")
+    args = ap.parse_args(argv)
     try:
-        name, spec = load_stack(args[0])
+        name, spec = load_stack(args.stack)
     except SpecError as err:
         fail_cli(err)
     out(f"{name}: ok ({spec.cloud} {spec.compute.nodes} x {spec.compute.instance_type}, {spec.orchestration.kind})")

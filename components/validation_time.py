@@ -25,7 +25,7 @@ LAUNCH_S = 30.0
 ROW_OVERHEAD_S = 0.05
 """Per row: the arrival barrier, the rank combine, the check's fill and count (estimate)."""
 HEALTH_S = 10.0
-"""Per-GPU matmul and copy figures (workloads.gpu_health, short form)."""
+"""Per-GPU matmul and copy figures (workloads.health.gpu, short form)."""
 STORAGE_S = 70.0
 """The storage phase at its default sizes: about 30 s streaming, 2 x 20 s checkpoint (workloads/
 validate/run.py storage_sizes)."""
@@ -38,7 +38,7 @@ SEARCH_ROUNDS = 2
 
 OPS_PLACEMENTS = {"all_reduce": 1, "broadcast": 1, "all_gather": 2, "reduce_scatter": 2, "all_to_all": 1}
 """Placements torch offers per op (no out-of-place all_reduce or broadcast, no in-place
-all_to_all): as workloads.collective_ops' table says."""
+all_to_all): as workloads.collectives.ops' table says."""
 
 
 def _factor(op: str, n: int) -> float:

@@ -13,7 +13,7 @@ import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from components.spec import ClusterSpec
+    from components.spec_model import ClusterSpec
 
 # EC2 resource ids: the type's prefix, then 8 (before 2016) or 17 lower-case hex digits
 # (EC2 user guide "Resource IDs", docs.aws.amazon.com/AWSEC2/latest/UserGuide/resource-ids.html,
@@ -23,7 +23,7 @@ _SUBNET_ID = re.compile(r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})\Z")
 
 
 def existing_network(spec: ClusterSpec) -> list[tuple[str, str]]:
-    from components.spec import DEPLOY_TIME_ID
+    from components.spec_model import DEPLOY_TIME_ID
 
     net = spec.network
     if not net.existing:

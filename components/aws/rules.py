@@ -25,7 +25,7 @@ from components.aws.versions import EKS_KUBERNETES_VERSION, EKS_STANDARD_SUPPORT
 from components.lustre_tiers import lustre_tiers
 
 if TYPE_CHECKING:
-    from components.spec import ClusterSpec
+    from components.spec_model import ClusterSpec
 
 # Zone IDs in which EKS refuses a cluster's subnets (EKS user guide "network-reqs", "Subnet
 # requirements for clusters": us-east-1 use1-az3, us-west-1 usw1-az2, ca-central-1 cac1-az3;

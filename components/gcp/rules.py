@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from components.lustre_tiers import lustre_tiers
 
 if TYPE_CHECKING:
-    from components.spec import ClusterSpec
+    from components.spec_model import ClusterSpec
 
 # How GCP hands out its GPU machine types (A3 High, A3 Mega, A3 Ultra, A4): reservations
 # (future reservations, also in calendar mode), flex-start and spot; plain on-demand is not one

@@ -89,7 +89,7 @@ def test_slurm_job_checks_each_nodes_fabric_before_torchrun(cpu: bool) -> None:
         outs = outputs(stack)
         script = commands.render_run(outs, args(cpu=cpu), "20261201t070000z-ab12").files["validate.sbatch"]
         lines = script.splitlines()
-        check = [i for i, line in enumerate(lines) if "-m workloads.fabric_check" in line]
+        check = [i for i, line in enumerate(lines) if "-m workloads.health.fabric" in line]
         if cpu:
             assert not check, stack  # a CPU test cluster has no fabric to check
             continue
@@ -97,7 +97,7 @@ def test_slurm_job_checks_each_nodes_fabric_before_torchrun(cpu: bool) -> None:
         line = lines[at]
         assert line.startswith('srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 ')
         assert f"--instance-type {outs.instance_type}" in line
-        assert f" {vjob.venv_path(outs)}/bin/python -m workloads.fabric_check" in line
+        assert f" {vjob.venv_path(outs)}/bin/python -m workloads.health.fabric" in line
         assert "export PYTHONPATH=" in script  # the check runs from the job's own code
         first_torchrun = next(i for i, line in enumerate(lines) if "-m torch.distributed.run" in line)
         venv_made = next(i for i, line in enumerate(lines) if line.strip() == 'touch "$venv/.complete"')

@@ -213,4 +213,4 @@ def test_render_says_the_expected_time_and_a_budget_trims_the_job() -> None:
     # Giving up whole phases leaves their steps out.
     bare = commands.render_run(outs, args(budget=(need - 100) / 60), "20261201t070000z-ab16")
     if "the short DDP run" in " ".join(bare.timing):
-        assert "workloads.ddp_train" not in bare.files["validate.sbatch"]
+        assert "workloads.train.ddp" not in bare.files["validate.sbatch"]

@@ -101,4 +101,4 @@ def test_render_command_writes_a_user_job(tmp_path: Path) -> None:
         == 0
     )
     text = (tmp_path / "ddp.sbatch").read_text()
-    assert "-m workloads.ddp_train --data /fsx/tokens" in " ".join(text.replace("\\\n", " ").split())
+    assert "-m workloads.train --data /fsx/tokens" in " ".join(text.replace("\\\n", " ").split())

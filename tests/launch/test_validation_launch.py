@@ -10,7 +10,7 @@ import pytest
 from components.catalog import load_catalog
 from workloads.launch import jobset, sbatch
 from workloads.launch.validation import ValidationJob, jobset_spec, pod_hostnames, sbatch_spec
-from workloads.validate.launchargs import FABRIC_ONLY_ENV
+from workloads.launch.validation_args import FABRIC_ONLY_ENV
 
 
 def _job() -> ValidationJob:
@@ -37,8 +37,8 @@ def test_jobset_runs_the_sbatch_phases() -> None:
             ("pairs", "workloads.validate", True),
             ("storage", "workloads.validate", True),
             ("fabric-only", "workloads.validate", True),
-            ("ddp-data", "workloads.data", False),
-            ("ddp", "workloads.ddp_train", True),
+            ("ddp-data", "workloads.train.data", False),
+            ("ddp", "workloads.train.ddp", True),
             ("judge", "workloads.validate", False),
         ]
     )

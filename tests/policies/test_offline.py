@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components import plan
+from gpu_cluster import plan
 from components.engine import OfflineRun, Recorded, run_offline
 from components.spec import bundled_stacks, load_stack, read_stack_file
 from policies import offline

@@ -14,8 +14,8 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor
 
-from workloads import device
-from workloads.model import GPT, GPTConfig
+from workloads.runtime import device
+from workloads.train.model import GPT, GPTConfig
 from workloads.parallel import plans
 from workloads.parallel.materialise import init_local, materialise, meta_model
 

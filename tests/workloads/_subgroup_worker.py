@@ -13,11 +13,11 @@ import sys
 
 import torch.distributed as dist
 
-from workloads import collective_measure as measure
-from workloads import collectives as col
-from workloads import hang
-from workloads import collective_ops as ops
-from workloads import device
+from workloads.collectives import measure as measure
+from workloads.collectives import bench as col
+from workloads.health import hang
+from workloads.collectives import ops as ops
+from workloads.runtime import device
 
 
 def main(path: str) -> None:

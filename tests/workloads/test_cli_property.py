@@ -19,7 +19,13 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from workloads import collectives, data, ddp_train, shard_tasks
+from workloads.collectives import bench as collectives
+
+from workloads.train import data
+
+from workloads.train import ddp as ddp_train
+
+from workloads.tasks import shard as shard_tasks
 from workloads.validate import __main__ as validate_cli
 
 SETTINGS = settings(
@@ -252,10 +258,10 @@ callable_values = st.sampled_from(
         ":",
         "os:",
         ":f",
-        "workloads.data:nothere",
-        "workloads.data:MAGIC",
+        "workloads.train.data:nothere",
+        "workloads.train.data:MAGIC",
         "no_such_module_xyz:f",
-        "workloads.data:main",
+        "workloads.train.data:main",
     ]
 )
 
@@ -329,8 +335,9 @@ def test_output_directories_that_cannot_be_made_are_refused_before_the_work(
 ) -> None:
     """A checkpoint or output directory under a regular file would only fail at the first
     checkpoint or the first finished task; the flags say so before anything runs."""
-    from workloads import ddp_train, shard_tasks
-    from workloads.cli import output_dir_problem
+    from workloads.train import ddp as ddp_train
+    from workloads.tasks import shard as shard_tasks
+    from workloads.runtime.flags import output_dir_problem
 
     blocker = tmp_path / "a-file"
     blocker.write_text("x")

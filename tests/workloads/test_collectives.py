@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from workloads import collectives as col
-from workloads import hang
-from workloads import collective_ops as ops
-from workloads import collective_table as table
+from workloads.collectives import bench as col
+from workloads.health import hang
+from workloads.collectives import ops as ops
+from workloads.collectives import table as table
+from workloads.runtime import sizes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,25 +60,25 @@ def _torchrun(
     ],
 )
 def test_parse_size_binary_units(text: str, expected: int) -> None:
-    assert table.parse_size(text) == expected
+    assert sizes.parse_size(text) == expected
 
 
 @pytest.mark.parametrize("text", ["", "1X", "M", "1.5M", "-1K", "1 M B", "0x10"])
 def test_parse_size_rejects_and_names_the_value(text: str) -> None:
     with pytest.raises(ValueError, match="is not a size"):
-        table.parse_size(text)
+        sizes.parse_size(text)
 
 
 def test_format_size_round_trips() -> None:
     for n in (1, 1000, 1024, 3 << 20, 1 << 30, 1536):
-        assert table.parse_size(table.format_size(n)) == n
-    assert table.format_size(1 << 20) == "1M"
+        assert sizes.parse_size(sizes.format_size(n)) == n
+    assert sizes.format_size(1 << 20) == "1M"
 
 
 def test_sweep_is_nccl_tests_geometric_sweep() -> None:
-    assert table.size_sweep(1 << 20, 64 << 20, 4) == [1 << 20, 4 << 20, 16 << 20, 64 << 20]
-    assert table.size_sweep(8, 100, 2) == [8, 16, 32, 64]
-    assert table.size_sweep(5, 5, 2) == [5]
+    assert sizes.size_sweep(1 << 20, 64 << 20, 4) == [1 << 20, 4 << 20, 16 << 20, 64 << 20]
+    assert sizes.size_sweep(8, 100, 2) == [8, 16, 32, 64]
+    assert sizes.size_sweep(5, 5, 2) == [5]
 
 
 @pytest.mark.parametrize("n", [2, 3, 8])
@@ -341,7 +342,7 @@ def test_the_timeout_bounds_one_call_so_a_loop_of_calls_gets_it_per_call() -> No
 
     code = (
         "import sys, time\n"
-        "from workloads.hang import Watchdog\n"
+        "from workloads.health.hang import Watchdog\n"
         "w = Watchdog(rank=0, limit_s=0.5, out=sys.stdout)\n"
         "with w.phase('timed loop', calls=8):\n"
         "    time.sleep(1.5)\n"  # 3 calls' worth of time in a loop of 8: within its bound

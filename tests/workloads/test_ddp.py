@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from tests.workloads.torchrun_util import explain, job_env, torchrun
-from workloads.data import write_synthetic
-from workloads.model import GPT, GPTConfig, flops_per_token, matmul_params, total_params
+from workloads.train.data import write_synthetic
+from workloads.train.model import GPT, GPTConfig, flops_per_token, matmul_params, total_params
 
 STEPS = 12
 # 2 shards x 600 tokens -> 74 windows of 16; 2 ranks x 4 rows -> 9 steps per epoch, so the
@@ -52,7 +52,7 @@ def baseline(data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     though writing and reading checkpoints touches the optimizer."""
     d = tmp_path_factory.mktemp("baseline")
     r = torchrun(
-        "workloads.ddp_train",
+        "workloads.train.ddp",
         ["--data", str(data / "train-*.bin"), *COMMON, "--peak-tflops", "2", "--json", str(d / "m.json")],
     )
     assert r.returncode == 0, explain(r)
@@ -91,7 +91,7 @@ def test_killed_run_resumes_to_bitwise_identical_parameters(
     (ckpt / "step_11" / ".metadata").write_bytes(b"half-written")
     (ckpt / ".step_10.tmp").mkdir()
     r = torchrun(
-        "workloads.ddp_train",
+        "workloads.train.ddp",
         [
             "--data",
             str(data / "train-*.bin"),
@@ -141,7 +141,7 @@ def test_crash_inside_a_checkpoint_write_never_loads_it(data: Path, baseline: di
     ignored; the restart resumes from step 4 and ends bitwise where the uninterrupted run did."""
     ckpt = tmp_path / "ckpt"
     r = torchrun(
-        "workloads.ddp_train",
+        "workloads.train.ddp",
         [
             "--data",
             str(data / "train-*.bin"),

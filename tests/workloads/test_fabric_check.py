@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from components.catalog import load_catalog, load_fabric_facts
-from workloads import fabric_check
-from workloads.fabric_check import FabricCheckFailed, Roots, check
+from workloads.health import fabric as fabric_check
+from workloads.health.fabric import FabricCheckFailed, Roots, check
 
 CC = shutil.which("cc") or shutil.which("gcc")
 needs_cc = pytest.mark.skipif(CC is None, reason="no C compiler to build the test plugins with")

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 import torch.distributed as dist
 
-from workloads import device, fabric_check
-from workloads.fabric_check import FabricCheckFailed
+from workloads.runtime import device
+
+from workloads.health import fabric as fabric_check
+from workloads.health.fabric import FabricCheckFailed
 from workloads.validate import run
 from workloads.validate.blame import node_failures
 from workloads.validate.judge import judge

@@ -63,7 +63,7 @@ def test_dynamic_fleet_crash_then_rerun_publishes_each_output_once(tmp_path: Pat
     ]
     env = dict(GPUC_TEST_CALL_LOG=str(log))
     crashed = torchrun(
-        "workloads.shard_tasks", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="2", GPUC_CRASH_RANK="0", **env)
+        "workloads.tasks.shard", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="2", GPUC_CRASH_RANK="0", **env)
     )
     assert crashed.returncode != 0 and "GPUC_CRASH_AFTER=2: exiting hard" in crashed.stderr, explain(crashed)
     assert "claimed dynamically" in crashed.stdout
@@ -72,7 +72,7 @@ def test_dynamic_fleet_crash_then_rerun_publishes_each_output_once(tmp_path: Pat
     assert [p for p in out.iterdir() if ".tmp-" in p.name]
     assert list((out / ".shard_tasks" / "leases").glob("*.[0-9]"))
 
-    rerun = torchrun("workloads.shard_tasks", args, nproc=2, env=job_env(**env))
+    rerun = torchrun("workloads.tasks.shard", args, nproc=2, env=job_env(**env))
     assert rerun.returncode == 0, explain(rerun) + _failures(out / ".shard_tasks")
     s = json.loads((tmp_path / "s.json").read_text())
     assert s["schedule"] == "dynamic" and s["skipped"] == len(first) and s["done"] == 8 - len(first)
@@ -90,7 +90,7 @@ def test_dynamic_fleet_crash_then_rerun_publishes_each_output_once(tmp_path: Pat
 
 def _worker(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "workloads.shard_tasks", *args],
+        [sys.executable, "-m", "workloads.tasks.shard", *args],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,
@@ -155,14 +155,14 @@ def test_command_placeholders_name_the_rank(tmp_path: Path, capsys: pytest.Captu
     out = tmp_path / "out"
     cmd = "sh -c 'cat {input} > {output}; echo rank={rank} local_rank={local_rank} >> {output}'"
     r = torchrun(
-        "workloads.shard_tasks",
+        "workloads.tasks.shard",
         ["--glob", str(tmp_path / "in" / "*.txt"), "--output-dir", str(out), "--schedule", "static", "--command", cmd],
         nproc=2,
     )
     assert r.returncode == 0, explain(r)
     for i in range(4):  # static: item i on rank i % 2, one node so local_rank == rank
         assert (out / f"item{i:02d}.txt").read_text().endswith(f"rank={i % 2} local_rank={i % 2}\n")
-    from workloads.shard_tasks import parse_config
+    from workloads.tasks.shard import parse_config
 
     os.environ["GPUC_FORCE_CPU"] = "1"
     try:
@@ -187,7 +187,7 @@ def test_command_placeholders_name_the_rank(tmp_path: Path, capsys: pytest.Captu
 def _fleet_run(tmp_path: Path, name: str, schedule: str, seconds: list[float], nproc: int) -> dict[str, Any]:
     _inputs(tmp_path / f"in-{name}", seconds)
     r = torchrun(
-        "workloads.shard_tasks",
+        "workloads.tasks.shard",
         [
             "--glob",
             str(tmp_path / f"in-{name}" / "*.txt"),
@@ -286,7 +286,7 @@ def test_outputs_to_s3_exactly_once_and_never_partial(tmp_path: Path, s3: dict[s
         str(tmp_path / "s.json"),
     ]
     crashed = torchrun(
-        "workloads.shard_tasks", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="1", GPUC_TEST_CALL_LOG=str(log), **s3)
+        "workloads.tasks.shard", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="1", GPUC_TEST_CALL_LOG=str(log), **s3)
     )
     assert crashed.returncode != 0 and "GPUC_CRASH_AFTER=1: exiting hard" in crashed.stderr, explain(crashed)
     first = _objects("run1/")
@@ -295,7 +295,7 @@ def test_outputs_to_s3_exactly_once_and_never_partial(tmp_path: Path, s3: dict[s
     assert first and all(want[k] == v for k, v in first.items()), sorted(first)
     assert [p.name for p in (tmp_path / "scratch").rglob("*.tmp-*")]
 
-    rerun = torchrun("workloads.shard_tasks", args, nproc=2, env=job_env(GPUC_TEST_CALL_LOG=str(log), **s3))
+    rerun = torchrun("workloads.tasks.shard", args, nproc=2, env=job_env(GPUC_TEST_CALL_LOG=str(log), **s3))
     assert rerun.returncode == 0, explain(rerun) + _failures(tmp_path / "state")
     s = json.loads((tmp_path / "s.json").read_text())
     assert (s["skipped"], s["done"], s["failed"], s["duplicates"]) == (len(first), 6 - len(first), 0, 0)
@@ -320,7 +320,7 @@ def test_outputs_to_s3_exactly_once_and_never_partial(tmp_path: Path, s3: dict[s
 def test_object_storage_flags_are_checked_before_the_work(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], s3: dict[str, str]
 ) -> None:
-    from workloads.shard_tasks import parse_config
+    from workloads.tasks.shard import parse_config
 
     _inputs(tmp_path / "in", [0.0])
     base = ["--glob", str(tmp_path / "in" / "*.txt"), "--callable", CALLABLE]
@@ -404,7 +404,7 @@ def test_batch_infer_runs_the_users_model_and_dataset_as_a_fleet(tmp_path: Path)
     model = _mlp_checkpoint(tmp_path / "ckpt")
     out = tmp_path / "preds"
     r = torchrun(
-        "workloads.batch_infer",
+        "workloads.tasks.gpt_scores",
         [
             "run",
             "--model",
@@ -433,7 +433,7 @@ def test_batch_infer_runs_the_users_model_and_dataset_as_a_fleet(tmp_path: Path)
     want = model(torch.stack([ds[i][0] for i in range(96)])).detach()
     torch.testing.assert_close(torch.cat([p["output"] for p in parts]), want, rtol=1e-5, atol=1e-6)
     again = torchrun(
-        "workloads.batch_infer",
+        "workloads.tasks.gpt_scores",
         [
             "run",
             "--model",
@@ -459,13 +459,13 @@ def test_batch_infer_scores_token_shards_with_the_gpt_into_s3(tmp_path: Path, s3
 
     import torch
 
-    from workloads.batch_infer import score
-    from workloads.data import TokenWindows, check_shards, write_synthetic
-    from workloads.model import GPT, GPTConfig
+    from workloads.tasks.gpt_scores import score
+    from workloads.train.data import TokenWindows, check_shards, write_synthetic
+    from workloads.train.model import GPT, GPTConfig
 
     write_synthetic(out=tmp_path / "tok", shards=1, tokens_per_shard=400, vocab=64, seed=2)  # 24 windows of 16
     r = torchrun(
-        "workloads.batch_infer",
+        "workloads.tasks.gpt_scores",
         [
             "run",
             "--data",
@@ -504,7 +504,7 @@ def test_batch_infer_scores_token_shards_with_the_gpt_into_s3(tmp_path: Path, s3
 def test_batch_infer_flags_name_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import torch
 
-    from workloads.batch_infer import main
+    from workloads.tasks.gpt_scores import main
 
     torch.save({"state_dict": {"0.weight": torch.zeros(3, 3)}}, tmp_path / "w.pt")
     with pytest.raises(SystemExit):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads import gpu_health as gh
+from workloads.health import gpu as gh
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -131,7 +131,7 @@ def test_under_torchrun_rank0_gathers_every_rank(tmp_path: Path) -> None:
             "--nproc-per-node",
             "2",
             "-m",
-            "workloads.gpu_health",
+            "workloads.health.gpu",
             "--matmul-size",
             "128",
             "--copy-bytes",

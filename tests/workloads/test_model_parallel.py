@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from tests.workloads.torchrun_util import REPO, TIMEOUT_S, explain, job_env, torchrun
-from workloads.model import GPT, GPTConfig, total_params
-from workloads.model_parallel import LOSS_RTOL, compare, parse_config, run_reference, stage_layers, world_problems
+from workloads.train.model import GPT, GPTConfig, total_params
+from workloads.parallel.run import LOSS_RTOL, compare, parse_config, run_reference, stage_layers, world_problems
 from workloads.parallel.materialise import fill_box, init_local, materialise, meta_model, normal_at, storage_bytes
 
 ARGS = [
@@ -51,7 +51,7 @@ def test_fsdp_and_pipeline_match_reference(reference: list[float], tmp_path: Pat
     out = tmp_path / "m.json"
     # Both modes in one launch, one after the other on the same ranks.
     r = torchrun(
-        "workloads.model_parallel", ["--mode", "fsdp,pipeline", *ARGS, "--check-reference", "--json", str(out)], nproc=2
+        "workloads.parallel.run", ["--mode", "fsdp,pipeline", *ARGS, "--check-reference", "--json", str(out)], nproc=2
     )
     assert r.returncode == 0, explain(r)
     m = json.loads(out.read_text())
@@ -278,7 +278,7 @@ def test_two_ranks_train_under_a_parameter_budget(budget_reference: list[float],
     out = tmp_path / "m.json"
     budget_mib = 0.7 * FULL_BYTES / (1 << 20)
     r = torchrun(
-        "workloads.model_parallel",
+        "workloads.parallel.run",
         [
             "--mode",
             "fsdp,tp,pipeline,pipeline-1f1b",
@@ -303,7 +303,7 @@ def test_four_ranks_2d_under_a_quarter_budget(budget_reference: list[float], tmp
     out = tmp_path / "m.json"
     budget_mib = 0.35 * FULL_BYTES / (1 << 20)  # (dp 2) x (tp 2): each rank ~1/4 of the model
     r = torchrun(
-        "workloads.model_parallel",
+        "workloads.parallel.run",
         [
             "--mode",
             "2d,fsdp",
@@ -328,7 +328,7 @@ def test_a_budget_no_rank_can_meet_fails_the_job(tmp_path: Path) -> None:
     out = tmp_path / "m.json"
     budget_mib = 0.3 * FULL_BYTES / (1 << 20)
     r = torchrun(
-        "workloads.model_parallel",
+        "workloads.parallel.run",
         [
             "--mode",
             "pipeline",
@@ -354,7 +354,7 @@ def test_bf16_mixed_precision_runs_on_gloo_and_only_tracks_the_reference(
     # FSDP2's MixedPrecisionPolicy(bf16 params, fp32 reduce), what --precision auto picks on GPU.
     out = tmp_path / "m.json"
     r = torchrun(
-        "workloads.model_parallel",
+        "workloads.parallel.run",
         ["--mode", "fsdp,tp", *BUDGET_ARGS, "--precision", "bf16", "--check-reference", "--json", str(out)],
         nproc=2,
     )

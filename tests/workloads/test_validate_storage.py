@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from workloads.validate.storage import judge_storage
-from workloads.validate.run import RunConfig, storage_sizes
+from workloads.validate.run import storage_sizes
+from workloads.validate.run_config import RunConfig
 from workloads.validate.storage import provisioned_gbps, read_partner
 from workloads.validate.verdict import Verdict
 

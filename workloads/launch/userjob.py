@@ -25,9 +25,9 @@ from workloads.launch.sbatch import LaunchSpec
 
 # The pattern a user names -> the module every rank runs.
 PATTERNS = {
-    "ddp": "workloads.ddp_train",
-    "model-parallel": "workloads.model_parallel",
-    "tasks": "workloads.shard_tasks",
+    "ddp": "workloads.train",
+    "model-parallel": "workloads.parallel",
+    "tasks": "workloads.tasks",
 }
 JOBS_DIR = "jobs"
 

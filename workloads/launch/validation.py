@@ -31,7 +31,7 @@ from workloads.launch import fabric as fabric_wiring
 from workloads.launch.common import LaunchSpecError, Step
 from workloads.launch.jobset import JobSetSpec
 from workloads.launch.sbatch import LaunchSpec
-from workloads.validate.launchargs import FABRIC_ONLY_ENV, ddp_args, synthetic_data_args
+from workloads.launch.validation_args import FABRIC_ONLY_ENV, ddp_args, synthetic_data_args
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,13 +103,13 @@ def _phases(job: ValidationJob, *, expect_nodes: tuple[str, ...] = ()) -> _Phase
                 ),
                 Step(
                     name="ddp-data",
-                    module="workloads.data",
+                    module="workloads.train.data",
                     module_args=tuple(synthetic_data_args(data)),
                     torchrun=False,
                 ),
                 Step(
                     name="ddp",
-                    module="workloads.ddp_train",
+                    module="workloads.train",
                     module_args=tuple(ddp_args(data, Path(out), instance_type=job.instance_type)),
                 ),
                 Step(name="judge", module="workloads.validate", module_args=tuple(judge_args), torchrun=False),
@@ -345,7 +345,7 @@ def for_cluster(
             # Each node's fabric in the job log before torchrun; its ranks repeat the check for the judge.
             prologue.append(
                 f'srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=0 {shlex.quote(interpreter)} '
-                f"-m workloads.fabric_check --instance-type {shlex.quote(outputs.instance_type)} "
+                f"-m workloads.health.fabric --instance-type {shlex.quote(outputs.instance_type)} "
                 '|| echo "fabric check failed on a node above"'
             )
     if cpu:

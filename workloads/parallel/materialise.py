@@ -12,7 +12,7 @@ in the full tensor)``: a SplitMix64 hash of the index (Steele, Lea, Flood, "Fast
 pseudorandom number generators", OOPSLA 2014) turned into a uniform and then a normal by the
 inverse CDF. A rank computes the values of its own elements from their global positions, which
 DTensor reports (``compute_local_shape_and_global_offset``), in bounded chunks: it never builds a
-full parameter, let alone the full model. The scheme is GPT-2's (as :class:`workloads.model.GPT`):
+full parameter, let alone the full model. The scheme is GPT-2's (as :class:`workloads.train.model.GPT`):
 ``N(0, 0.02)``, residual projections ``N(0, 0.02 / sqrt(2 * n_layers))``, LayerNorm weights 1,
 biases 0.
 """
@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 
-from workloads.model import GPT, GPTConfig
+from workloads.train.model import GPT, GPTConfig
 
 INIT_CHUNK = 1 << 13
 """Elements initialised at a time: bounds the initialisation's scratch (a few float64/uint64 arrays)."""

@@ -34,7 +34,7 @@ import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
-from workloads.model import GPT, GPTConfig
+from workloads.train.model import GPT, GPTConfig
 
 
 def stage_layers(n_layers: int, n_stages: int, stage: int) -> range:

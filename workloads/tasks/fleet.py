@@ -31,7 +31,7 @@ from typing import Callable
 
 import torch.distributed as dist
 
-from workloads import device as devmod
+from workloads.runtime import device as devmod
 from workloads.tasks.leases import Leases, this_holder
 from workloads.tasks.outputs import Outputs, item_key
 

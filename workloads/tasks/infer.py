@@ -1,6 +1,6 @@
-"""``python -m workloads.batch_infer run``: the user's model over the user's dataset, as a fleet.
+"""``python -m workloads.tasks.infer run``: the user's model over the user's dataset, as a fleet.
 
-See :mod:`workloads.batch_infer` for what it writes. Flags are checked (and the factories called)
+See :mod:`workloads.tasks.gpt_scores` for what it writes. Flags are checked (and the factories called)
 before any process group starts, every problem reported at once, exit 2.
 """
 
@@ -16,12 +16,14 @@ from typing import Any
 import torch
 from torch.utils.data import default_collate
 
-from workloads import device as devmod
-from workloads.cli import Problems, output_dir_problem
-from workloads.data import TokenWindows, check_shards
-from workloads.model import GPT, GPTConfig
+from workloads.runtime import device as devmod
+from workloads.runtime.flags import Problems, output_dir_problem
+from workloads.train.data import TokenWindows, check_shards
+from workloads.train.model import GPT, GPTConfig
 from workloads.tasks import fleet
+from workloads.tasks.gpt_scores import DEFAULT_CONFIG, make_inputs, score
 from workloads.tasks.outputs import Outputs, is_uri, uri_problem
+from workloads.tasks.shard import report
 from workloads.train import plugins
 
 STATE_DIR = ".batch_infer"
@@ -207,8 +209,6 @@ def _inputs(item: Any) -> Any:
 @torch.inference_mode()
 def infer_rows(cfg: InferConfig, lo: int, hi: int, dev: torch.device) -> dict[str, torch.Tensor]:
     """The model's outputs for rows ``lo..hi-1`` of the dataset."""
-    from workloads.batch_infer import score
-
     parts: dict[str, list[torch.Tensor]] = {}
     for b in range(lo, hi, cfg.batch_size):
         x = default_collate([_inputs(cfg.dataset[i]) for i in range(b, min(hi, b + cfg.batch_size))])
@@ -225,9 +225,7 @@ def infer_rows(cfg: InferConfig, lo: int, hi: int, dev: torch.device) -> dict[st
     return {"index": torch.arange(lo, hi), **{k: torch.cat(v) for k, v in parts.items()}}
 
 
-def main(a: argparse.Namespace) -> int:
-    from workloads.shard_tasks import report
-
+def run_fleet(a: argparse.Namespace) -> int:
     cfg = parse(a)
     rt = devmod.setup(force_cpu=True if cfg.force_cpu else None)
     try:
@@ -256,3 +254,42 @@ def main(a: argparse.Namespace) -> int:
         )
     finally:
         devmod.teardown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m workloads.tasks.infer")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="your model over your dataset as a self-balancing fleet (under torchrun)")
+    add_flags(r)
+    m = sub.add_parser("make-inputs", help="write example token tensor files")
+    m.add_argument("--out", required=True)
+    m.add_argument("--files", default="4")
+    m.add_argument("--rows", default="32")
+    m.add_argument("--seq", default=str(DEFAULT_CONFIG.seq_len))
+    m.add_argument("--vocab", default=str(DEFAULT_CONFIG.vocab_size))
+    m.add_argument("--seed", default="0")
+    a = ap.parse_args(argv)
+    if a.cmd == "run":
+        return run_fleet(a)
+    p = Problems()
+    files = p.integer("--files", a.files, lo=1)
+    rows = p.integer("--rows", a.rows, lo=1)
+    seq = p.integer("--seq", a.seq, lo=1)
+    vocab = p.integer("--vocab", a.vocab, lo=1)
+    seed = p.integer("--seed", a.seed, lo=0)
+    p.exit_if_any()
+    paths = make_inputs(Path(a.out), files, rows, seq, vocab, seed)
+    print(f"wrote {len(paths)} files of {rows}x{seq} tokens to {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    from workloads.runtime.device import exit_process
+
+    exit_process(main())
+
+
+if __name__ == "__main__":
+    from workloads.runtime.device import exit_process
+
+    exit_process(main())

@@ -1,4 +1,4 @@
-"""The data-parallel trainer behind ``python -m workloads.ddp_train``, split by job.
+"""The data-parallel trainer behind ``python -m workloads.train``, split by job.
 
 * :mod:`workloads.train.plugins` resolves ``--model`` / ``--dataset`` / ``--loss`` specs
   (``MODULE:FACTORY``) into the user's objects, with the bundled GPT and token shards as defaults;

@@ -35,8 +35,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from workloads import device as devmod
-from workloads.atomic import fsync_dir, write_bytes_atomic
+from workloads.runtime import device as devmod
+from workloads.runtime.atomic import fsync_dir, write_bytes_atomic
 from workloads.train.config import Parts, TrainConfig
 
 COMPLETE_MARKER = "COMPLETE"

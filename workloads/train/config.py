@@ -9,9 +9,9 @@ from typing import Any
 
 import torch
 
-from workloads.cli import Problems, output_dir_problem
-from workloads.data import Shard, TokenWindows, check_shards
-from workloads.model import GPTConfig
+from workloads.runtime.flags import Problems, output_dir_problem
+from workloads.train.data import Shard, TokenWindows, check_shards
+from workloads.train.model import GPTConfig
 from workloads.train import plugins
 
 LR_SCHEDULES = ("cosine", "constant")
@@ -87,7 +87,7 @@ class Parts:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog="python -m workloads.ddp_train",
+        prog="python -m workloads.train",
         description="DDP training of a small GPT on token shards (or your own model and data), with exact resume.",
     )
     ap.add_argument(

@@ -18,9 +18,9 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader
 
-from workloads import device as devmod
-from workloads.cli import fail
-from workloads.model import GPT, flops_per_token, total_params
+from workloads.runtime import device as devmod
+from workloads.runtime.flags import fail
+from workloads.train.model import GPT, flops_per_token, total_params
 from workloads.train import plugins
 from workloads.train.checkpoint import (
     Progress,

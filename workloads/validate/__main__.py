@@ -30,7 +30,7 @@ from components.problems import Problem, Problems
 from workloads.validate import diff
 from workloads.validate.verdict import Verdict
 
-from workloads.validate.launchargs import FABRIC_ONLY_ENV
+from workloads.launch.validation_args import FABRIC_ONLY_ENV
 
 
 # A usage error exits 3, the verdict UNKNOWN: the cluster was not judged.
@@ -51,7 +51,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _size(text: str) -> int:
-    from workloads.collective_table import parse_size
+    from workloads.runtime.sizes import parse_size
 
     try:
         return parse_size(text)
@@ -156,7 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return dispatch(args)
     if args.cmd == "run":
-        from workloads.validate.run import RunConfig, run_phase
+        from workloads.validate.run import run_phase
+        from workloads.validate.run_config import RunConfig
 
         for name in ("iters", "warmup"):
             if getattr(args, name) < 1 and not (name == "warmup" and args.warmup == 0):
@@ -349,11 +350,11 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float) -> int:
 
 
 def _local_ddp(out: Path, nodes: int, procs: int, timeout: float) -> int:
-    from workloads.validate.launchargs import ddp_args, synthetic_data_args
+    from workloads.launch.validation_args import ddp_args, synthetic_data_args
 
     data = out / "data"
     prep = subprocess.run(
-        [sys.executable, "-m", "workloads.data", *synthetic_data_args(data)],
+        [sys.executable, "-m", "workloads.train.data", *synthetic_data_args(data)],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -364,7 +365,7 @@ def _local_ddp(out: Path, nodes: int, procs: int, timeout: float) -> int:
     codes = _torchrun_nodes(
         nodes,
         procs,
-        ["-m", "workloads.ddp_train", *ddp_args(data, out)],
+        ["-m", "workloads.train", *ddp_args(data, out)],
         {},
         _phase_deadline(timeout),
         out / "logs",
@@ -374,6 +375,6 @@ def _local_ddp(out: Path, nodes: int, procs: int, timeout: float) -> int:
 
 
 if __name__ == "__main__":
-    from workloads.device import exit_process
+    from workloads.runtime.device import exit_process
 
     exit_process(main())

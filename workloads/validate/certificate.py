@@ -1,6 +1,6 @@
 """The node gate's results and each node's software stack in the validation report.
 
-The main phase leaves ``gate`` (one document per rank, from workloads.node_gate) and ``stack``
+The main phase leaves ``gate`` (one document per rank, from workloads.health.node_gate) and ``stack``
 (node -> versions) in phase-main.json; this turns them into node verdicts, measurement rows
 and the report's "Node gate" and "Software stack" sections. Kept apart from judge.py and
 report.py, which call it in one line each.

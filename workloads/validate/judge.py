@@ -8,7 +8,7 @@ judge still reports, naming what it can.
 Run directory layout (written by ``workloads.validate.run``):
     phase-<phase>.json             rank 0's results of the phase (main, fabric, pairs)
     status/<phase>-<node>-r<rank>.json   every rank's state: started, device-ready, fabric-ready, joined | finished | error
-    ddp.json                       the short DDP run's metrics (workloads.ddp_train --json)
+    ddp.json                       the short DDP run's metrics (workloads.train.ddp --json)
     nccl/*.log                     NCCL_DEBUG=INFO output, one file per process
 """
 
@@ -25,10 +25,10 @@ from components.bandwidth import Expected
 from components.catalog import CatalogError, InstanceType, load_catalog
 
 # Per-GPU health tiers are the health check's own, so both judge a GPU alike.
-from workloads.gpu_health import MATMUL_FAIL_OF_PEAK as HEALTH_FAIL_OF_PEAK
-from workloads.gpu_health import MATMUL_WARN_OF_PEAK as HEALTH_WARN_OF_PEAK
-from workloads.gpu_health import MEM_FAIL_OF_PEAK as MEMBW_FAIL_OF_PEAK
-from workloads.gpu_health import MEM_WARN_OF_PEAK as MEMBW_WARN_OF_PEAK
+from workloads.health.gpu import MATMUL_FAIL_OF_PEAK as HEALTH_FAIL_OF_PEAK
+from workloads.health.gpu import MATMUL_WARN_OF_PEAK as HEALTH_WARN_OF_PEAK
+from workloads.health.gpu import MEM_FAIL_OF_PEAK as MEMBW_FAIL_OF_PEAK
+from workloads.health.gpu import MEM_WARN_OF_PEAK as MEMBW_WARN_OF_PEAK
 from workloads.validate import certificate, isolate, stack, transport
 from workloads.validate.blame import hung_pairs, node_failures
 from workloads.validate.storage import judge_storage

@@ -14,11 +14,15 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch.distributed as dist
 
-from workloads import collectives, device, hang
+from workloads.collectives import bench as collectives
+
+from workloads.runtime import device
+
+from workloads.health import hang
 from workloads.validate import isolate
 
 if TYPE_CHECKING:
-    from workloads.validate.run import RunConfig
+    from workloads.validate.run_config import RunConfig
 
 
 def want_pairs(cfg: RunConfig, result: dict[str, Any]) -> bool:

@@ -27,21 +27,28 @@ import platform
 import signal
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from workloads import collectives, device, gpu_health, hang, node_gate
-from workloads.device import memory_cap
-from workloads.fabric_check import FabricCheckFailed
-from workloads.node import maybe_fail, node_name
+from workloads.collectives import bench as collectives
+
+from workloads.runtime import device
+
+from workloads.health import gpu as gpu_health
+
+from workloads.health import hang
+
+from workloads.health import node_gate
+from workloads.runtime.device import memory_cap
+from workloads.health.fabric import FabricCheckFailed
+from workloads.runtime.node import maybe_fail, node_name
 from workloads.validate import pairs
+from workloads.validate.run_config import RunConfig
 from workloads.validate import stack as node_stack
 
-Phase = Literal["main", "fabric", "pairs", "storage"]
 PEER_LOST_MARKERS = (
     "Connection closed by peer",
     "Connection reset by peer",
@@ -75,40 +82,6 @@ def _peer_lost(exc: BaseException, text: str) -> bool:
         if isinstance(t, type)
     )
     return isinstance(exc, comm_errors) or any(m in text for m in PEER_LOST_MARKERS)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunConfig:
-    out_dir: Path
-    """Shared directory (on Lustre in a cluster) every node writes into."""
-    phase: Phase = "main"
-    instance_type: str | None = None
-    """Catalog type: sets the pairwise floor; without it nodes are compared with each other."""
-    multi_max_bytes: int | None = None
-    """Largest multi-node message; default 8 GiB on GPU, 4 MiB on CPU."""
-    single_max_bytes: int | None = None
-    """Largest single-node message; default 8 GiB on GPU, 4 MiB on CPU."""
-    pair_bytes: int | None = None
-    """Message size of the pairwise tests; default the size the pair floor is stated at (8 GiB) on GPU,
-    4 MiB on CPU."""
-    pair_timeout_s: float = 120.0
-    """Each pair's own limit: a pair that hangs makes both nodes suspects, and the second pass names one."""
-    pairing: Literal["topology", "random"] = "topology"
-    """'topology': pair nodes in the order the scheduler lists them (neighbours); 'random': shuffled."""
-    iters: int = 20
-    warmup: int = 5
-    pairwise: Literal["auto", "always", "never"] = "auto"
-    timeout_s: float = 300.0
-    sweep_min_bytes: int | None = None
-    """Smallest swept message; default 1 MiB on GPU, 64 KiB on CPU (``submit --budget`` raises it)."""
-    storage_bytes: int | None = None
-    """Bytes each rank writes and reads in the storage phase; default sized for about 30 s at the
-    provisioned throughput (64 MiB..4 GiB), 1 GiB without one, 32 MiB on CPU."""
-    ckpt_bytes: int | None = None
-    """Checkpoint bytes per rank in the storage phase; default about 20 s at the provisioned
-    throughput (16 MiB..1 GiB), 256 MiB without one, 8 MiB on CPU."""
-    storage_expect_gbps: float | None = None
-    """The file system's provisioned throughput (from the stack outputs), GB/s."""
 
 
 def storage_sizes(cfg: RunConfig, backend: str, ranks: int) -> tuple[int, int]:
@@ -236,7 +209,7 @@ def _coll_cfg(
 
 def run_phase(cfg: RunConfig) -> int:
     node = node_name()
-    os.environ["GPUC_PHASE"] = cfg.phase  # what the test hooks (workloads.node) key on
+    os.environ["GPUC_PHASE"] = cfg.phase  # what the test hooks (workloads.runtime.node) key on
     if cfg.phase == "pairs" and (cfg.out_dir / "phase-main.json").exists():
         # The main phase finished, and ran the search itself when it was wanted.
         print("validate[pairs]: not needed: the main phase finished", flush=True)

@@ -31,9 +31,9 @@ of every checked result (only at the sweep size ``GPUC_FAULT_SIZE`` when that is
 ``GPUC_STALL_RANK=R`` makes rank R stop before the sweep size ``GPUC_STALL_SIZE`` (default
 the first size) as if its host had died.
 
-Layout of the code: :mod:`workloads.collective_ops` holds the per-op table (layout, busbw factor,
-reduction, root, case builder), :mod:`workloads.collective_table` the nccl-tests table and sizes,
-:mod:`workloads.hang` the watchdog and arrival check, :mod:`workloads.collective_measure` one row's
+Layout of the code: :mod:`workloads.collectives.ops` holds the per-op table (layout, busbw factor,
+reduction, root, case builder), :mod:`workloads.collectives.table` the nccl-tests table and sizes,
+:mod:`workloads.health.hang` the watchdog and arrival check, :mod:`workloads.collectives.measure` one row's
 timing and check; this module is the harness (flags, the sweep, the output) and the command line.
 """
 
@@ -54,9 +54,9 @@ from typing import Any, TextIO
 import torch
 import torch.distributed as dist
 
-from workloads import device as _device
-from workloads.cli import ArgumentParser, Problems, UsageError
-from workloads.collective_ops import (
+from workloads.runtime import device as _device
+from workloads.runtime.flags import ArgumentParser, Problems, UsageError
+from workloads.collectives.ops import (
     DTYPE_ALIASES,
     DTYPES,
     OPS,
@@ -66,17 +66,10 @@ from workloads.collective_ops import (
     redop_name,
     root_of,
 )
-from workloads.collective_table import (
-    OpResult,
-    Row,
-    format_row,
-    format_size,
-    header_lines,
-    parse_size,
-    size_sweep,
-)
-from workloads.collective_measure import _Hooks, measure_case
-from workloads.hang import EXIT_HANG, CollectiveTimeout, Watchdog, arrival_barrier, grace_s
+from workloads.collectives.table import OpResult, Row, format_row, header_lines
+from workloads.runtime.sizes import format_size, parse_size, size_sweep
+from workloads.collectives.measure import _Hooks, measure_case
+from workloads.health.hang import EXIT_HANG, CollectiveTimeout, Watchdog, arrival_barrier, grace_s
 
 EXIT_OK = 0
 EXIT_WRONG = 1
@@ -454,6 +447,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from workloads.device import exit_process
+    from workloads.runtime.device import exit_process
 
     exit_process(main())

@@ -14,7 +14,7 @@ import os
 import socket
 import sys
 from dataclasses import dataclass
-from typing import Callable, NoReturn
+from typing import Any, Callable, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -78,11 +78,11 @@ def setup(
     so a rank that fails between them can say which step it got to.
 
     On GPUs, in a job over several nodes of a catalog ``instance_type`` (env ``GPUC_INSTANCE_TYPE``
-    when not given), the node's fabric is checked between the two (:mod:`workloads.fabric_check`;
-    ``fabric-ready`` once it passes, :class:`~workloads.fabric_check.FabricCheckFailed` naming what
+    when not given), the node's fabric is checked between the two (:mod:`workloads.health.fabric`;
+    ``fabric-ready`` once it passes, :class:`~workloads.health.fabric.FabricCheckFailed` naming what
     is missing otherwise). ``GPUC_FABRIC_CHECK=0`` skips it, e.g. to measure the socket fallback.
     """
-    from workloads.node import no_device_here
+    from workloads.runtime.node import no_device_here
 
     if force_cpu is None:
         force_cpu = os.environ.get("GPUC_FORCE_CPU", "") == "1"
@@ -111,7 +111,7 @@ def setup(
         on_stage("device-ready")
     if accelerator != "cpu" and _needs_fabric(instance_type, world_size):
         # NCCL falls back to sockets when the fabric is missing; stop here and say what is missing.
-        from workloads import fabric_check
+        from workloads.health import fabric as fabric_check
 
         report = fabric_check.require(
             str(instance_type or os.environ.get("GPUC_INSTANCE_TYPE")), rocm=accelerator == "rocm"
@@ -190,3 +190,11 @@ def exit_process(code: int) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def global_rank(group: Any, group_rank: int) -> int:
+    """The global rank of ``group_rank`` in ``group`` (None or the default group: itself)."""
+    try:
+        return int(dist.get_global_rank(group, group_rank))
+    except (RuntimeError, ValueError):  # the default group: its ranks are the global ones
+        return group_rank

@@ -18,11 +18,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from workloads import device as _device
-from workloads.collective_ops import Case, count_wrong
-from workloads.collective_table import EventStats, parse_size, percentile
-from workloads.hang import Watchdog
-from workloads.node import hang_here, stall
+from workloads.runtime import device as _device
+from workloads.collectives.ops import Case, count_wrong
+from workloads.collectives.table import EventStats, percentile
+from workloads.runtime.sizes import parse_size
+from workloads.health.hang import Watchdog
+from workloads.runtime.node import hang_here, stall
 
 
 def host_time(

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 import torch.distributed as dist
 
-from workloads.collective_ops import global_rank as _global_rank
+from workloads.runtime.device import global_rank as _global_rank
 
 EXIT_HANG = 3
 

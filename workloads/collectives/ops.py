@@ -19,6 +19,8 @@ from typing import Any, Literal
 import torch
 import torch.distributed as dist
 
+from workloads.runtime.device import global_rank
+
 # name -> (torch dtype, nccl-tests' type name for the table). Aliases are nccl-tests' names.
 DTYPES: dict[str, tuple[torch.dtype, str]] = {
     "float32": (torch.float32, "float"),
@@ -125,14 +127,6 @@ class OpSpec:
     out_of_place: bool
     """torch has an out-of-place form without a timed copy in front."""
     build: Callable[[CaseInputs], Case]
-
-
-def global_rank(group: Any, group_rank: int) -> int:
-    """The global rank of ``group_rank`` in ``group`` (None or the default group: itself)."""
-    try:
-        return int(dist.get_global_rank(group, group_rank))
-    except (RuntimeError, ValueError):  # the default group: its ranks are the global ones
-        return group_rank
 
 
 def _collective(name: str) -> Callable[..., Any]:

@@ -1,0 +1,89 @@
+"""The one command: ``gpu-cluster --help`` lists every subcommand, each subcommand's ``--help``
+is its module's, and every ``python -m`` path the docs ever named still runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpu_cluster import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+OLD_PATHS = (
+    "workloads.validate",
+    "workloads.collectives",
+    "workloads.ddp_train",
+    "workloads.data",
+    "workloads.model_parallel",
+    "workloads.shard_tasks",
+    "workloads.batch_infer",
+    "workloads.gpu_health",
+    "workloads.fabric_check",
+    "workloads.node_gate",
+    "components.plan",
+    "components.spec",
+    "components.preflight",
+)
+NEW_PATHS = (
+    "workloads.train",
+    "workloads.train.data",
+    "workloads.parallel",
+    "workloads.tasks",
+    "workloads.tasks.infer",
+    "workloads.health.gpu",
+    "workloads.health.fabric",
+    "workloads.health.node_gate",
+    "gpu_cluster",
+)
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_help_lists_every_subcommand_on_one_line_each() -> None:
+    proc = _run("-m", "gpu_cluster", "--help")
+    assert proc.returncode == 0, proc.stderr
+    for sub in cli.SUBCOMMANDS:
+        (line,) = [ln for ln in proc.stdout.splitlines() if ln.split()[:1] == [sub.name]]
+        assert sub.summary in line
+    for name in ("plan", "spec", "preflight", "validate", "collectives", "train", "parallel", "tasks", "node-gate"):
+        assert name in {s.name for s in cli.SUBCOMMANDS}
+
+
+@pytest.mark.parametrize("name", [s.name for s in cli.SUBCOMMANDS])
+def test_every_subcommand_help_exits_0_without_a_traceback(name: str) -> None:
+    proc = _run("-m", "gpu_cluster", name, "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stdout.startswith("usage:"), proc.stdout[:200]
+
+
+@pytest.mark.parametrize("module", OLD_PATHS + NEW_PATHS)
+def test_every_module_path_still_answers_help(module: str) -> None:
+    proc = _run("-m", module, "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "usage:" in proc.stdout
+
+
+def test_an_unknown_subcommand_names_what_is_allowed() -> None:
+    proc = _run("-m", "gpu_cluster", "deploy")
+    assert proc.returncode == 2
+    assert "'deploy' is not a subcommand (allowed: plan, spec," in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_subcommand_keeps_its_module_flags(tmp_path: Path) -> None:
+    """``gpu-cluster spec`` is ``python -m components.spec``: the same check, the same exit."""
+    assert cli.main(["spec", "aws-h200-slurm"]) == 0
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["spec", str(tmp_path / "missing.yaml")])
+    assert exc.value.code == 2
+
+
+def test_the_installed_script_names_the_command() -> None:
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'gpu-cluster = "gpu_cluster.cli:main"' in text

@@ -1,0 +1,524 @@
+"""The shared GPT split across ranks four ways, never whole on any rank, checked against one process.
+
+    torchrun --nproc-per-node 8 -m workloads.parallel --mode fsdp --steps 20 --json out.json
+    torchrun --nproc-per-node 8 -m workloads.parallel --mode 2d --tp 4
+    torchrun --nproc-per-node 4 -m workloads.parallel --mode pipeline-1f1b --microbatches 8
+    torchrun --nproc-per-node 2 -m workloads.parallel --mode fsdp,tp,pipeline --check-reference \
+        --param-budget-mib 0.6
+    python -m workloads.parallel --mode reference      # the one-process run
+
+``--mode`` takes one mode or a comma-separated list of the split modes, run one after the
+other in the same job (one launch checks several on a cluster).
+
+Every split mode builds the model on the meta device, applies its parallelism, and only then
+allocates and initialises this rank's shards (:mod:`workloads.parallel`), so the whole model
+never exists on any rank: a model larger than one GPU fits as long as its shards do.
+
+* ``fsdp``: FSDP2 (``fully_shard`` on every block, then on the whole model). Each rank holds
+  1/world of every parameter and optimizer state and takes ``batch_size / world`` rows of
+  the global batch; parameters are all-gathered for compute one block at a time and gradients
+  reduce-scattered (averaged), which is the gradient of the global batch's mean loss. On GPU
+  the all-gathered parameters are bf16 (``MixedPrecisionPolicy``), gradients reduced in fp32.
+* ``tp``: tensor parallel over all ranks (column-/row-wise linear layers through DTensor's
+  ``parallelize_module``); every rank sees the whole batch and holds ~1/world of each matrix.
+* ``2d``: FSDP2 over ``world / --tp`` data-parallel groups of ``--tp``-way tensor parallel,
+  on a ``(dp, tp)`` device mesh.
+* ``pipeline`` / ``pipeline-1f1b``: ``torch.distributed.pipelining``: rank ``r`` owns a
+  contiguous run of blocks (rank 0 also the embeddings, the last rank also the final LayerNorm
+  and the head), wrapped in a ``PipelineStage``; ``ScheduleGPipe`` or ``Schedule1F1B`` feeds
+  ``--microbatches`` microbatches through (1F1B needs at least as many as stages).
+* ``reference``: the unsplit model on the whole batch in one process.
+
+All start from the same weights (the index-addressed initialisation gives a shard exactly the
+values of the same slice of the one-process model) and take the same batches (synthetic tokens
+from :func:`workloads.train.data.synthetic_tokens`, or ``--data`` shards read in order), with AdamW.
+The model's head is untied: a pipeline puts the embedding and the head on different ranks.
+
+Memory: every rank measures the bytes of its parameter storage (the local shards, FSDP's
+padding included) after materialisation, at the peak of materialisation (shards plus the
+initialisation's scratch), and after every step, plus its gradients and optimizer state;
+rank 0 prints them per rank beside the full model's size. ``--param-budget-mib`` fails the
+job if any rank's parameters exceed the budget at any of those points. (FSDP all-gathers one
+block's parameters at a time during forward and backward by design: that transient is not
+resident and is not counted; on GPU the allocator's peak, which includes it, is reported.)
+
+Tolerance: in fp32 the split runs differ from the reference only in the order of floating
+point sums (gradients reduced across ranks or microbatches, row-wise partial sums), so every
+step's loss must match the reference within ``rtol = 1e-5`` (:data:`LOSS_RTOL`).
+``--check-reference`` makes rank 0 run the reference after the split runs (holding the whole
+model: a check for sizes that fit one process) and exit 1 if any step is outside it. A run
+in bf16 (``--precision``, default bf16 on GPU for ``fsdp`` and ``2d``) reports its difference
+from the reference without a verdict: only the trend is comparable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from workloads.runtime import device as devmod
+from workloads.runtime.atomic import write_bytes_atomic
+from workloads.runtime.flags import Problems, fail
+from workloads.train.data import TokenWindows, check_shards, synthetic_tokens
+from workloads.train.model import GPT, GPTConfig, lm_loss, total_params
+from workloads.parallel import plans
+from workloads.parallel.materialise import (
+    FIGURES,
+    Residency,
+    init_local,
+    materialise,
+    meta_model,
+    optimizer_state_bytes,
+    storage_bytes,
+)
+from workloads.parallel.plans import stage_layers
+
+__all__ = ["LOSS_RTOL", "MODES", "MPConfig", "compare", "main", "parse_config", "run_reference", "stage_layers"]
+
+LOSS_RTOL = 1e-5
+"""Largest relative difference allowed between a split run's loss and the reference's, per step (fp32)."""
+SPLIT_MODES = ("fsdp", "tp", "2d", "pipeline", "pipeline-1f1b")
+MODES = (*SPLIT_MODES, "reference")
+PRECISIONS = ("auto", "fp32", "bf16")
+MIB = 1 << 20
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class MPConfig:
+    """One model-parallel run."""
+
+    modes: tuple[str, ...]
+    """Split modes in the order given, or ``reference`` alone."""
+    model: GPTConfig
+    """Model shape (head untied)."""
+    batch_size: int
+    """Global batch in sequences per step (split across data-parallel ranks or microbatches)."""
+    microbatches: int
+    """Pipeline microbatches per step; must divide ``batch_size``."""
+    tp: int
+    """Tensor-parallel degree of ``2d`` (``tp`` uses every rank)."""
+    steps: int
+    """Optimizer steps."""
+    lr: float
+    """AdamW learning rate."""
+    seed: int
+    """Seeds the weights and the synthetic data."""
+    data: str | None
+    """Optional shard glob; windows are taken in order. ``None``: synthetic tokens."""
+    precision: str
+    """``fp32``, ``bf16`` (FSDP2's mixed precision; ``fsdp`` and ``2d`` only) or ``auto`` (bf16 on GPU)."""
+    param_budget_bytes: int | None
+    """Per-rank ceiling on resident parameter bytes; ``None``: measured, not enforced."""
+    check_reference: bool
+    """Rank 0 reruns the reference and fails the job outside :data:`LOSS_RTOL`."""
+    json_path: Path | None
+    """Final metrics as JSON (rank 0)."""
+    force_cpu: bool
+    """gloo on CPU even where GPUs are visible."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m workloads.parallel",
+        description="FSDP2, tensor-parallel, 2-D or pipeline training of a meta-built "
+        "model, checked against one process.",
+    )
+    ap.add_argument(
+        "--mode", required=True, help=f"one of {', '.join(MODES)}, or a comma-separated list of the split modes"
+    )
+    ap.add_argument("--vocab-size", default="256")
+    ap.add_argument("--seq-len", default="16")
+    ap.add_argument("--d-model", default="32")
+    ap.add_argument("--n-layers", default="2", help="decoder blocks; at least the number of pipeline ranks")
+    ap.add_argument("--n-heads", default="2", help="attention heads; divisible by the tensor-parallel degree")
+    ap.add_argument("--batch-size", default="8", help="global sequences per step (default 8)")
+    ap.add_argument("--microbatches", default="4", help="pipeline microbatches per step (default 4)")
+    ap.add_argument("--tp", default="2", help="tensor-parallel degree of --mode 2d (default 2)")
+    ap.add_argument("--steps", default="5")
+    ap.add_argument("--lr", default="3e-3")
+    ap.add_argument("--seed", default="0")
+    ap.add_argument("--data", default=None, help="token shard glob (default: synthetic tokens)")
+    ap.add_argument(
+        "--precision", default="auto", help="fp32, bf16 or auto (bf16 for fsdp and 2d on GPU, fp32 otherwise)"
+    )
+    ap.add_argument(
+        "--param-budget-mib", default=None, help="fail if any rank's resident parameters exceed this many MiB"
+    )
+    ap.add_argument(
+        "--check-reference",
+        action="store_true",
+        help=f"rank 0 also runs the reference; exit 1 if a loss differs by more than rtol {LOSS_RTOL}",
+    )
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--cpu", action="store_true")
+    return ap
+
+
+def parse_config(argv: list[str] | None = None) -> MPConfig:
+    a = build_parser().parse_args(argv)
+    p = Problems()
+    modes = tuple(m.strip() for m in a.mode.split(","))
+    for m in modes:
+        if m not in MODES:
+            p.add("--mode", f"{m!r} (allowed: {', '.join(MODES)})")
+    if "reference" in modes and len(modes) > 1:
+        p.add("--mode", "reference runs alone (the split modes compare with it via --check-reference)")
+    if len(set(modes)) != len(modes):
+        p.add("--mode", f"{a.mode!r} names a mode twice")
+    model = GPTConfig(
+        vocab_size=p.integer("--vocab-size", a.vocab_size, lo=2),
+        seq_len=p.integer("--seq-len", a.seq_len, lo=1),
+        d_model=p.integer("--d-model", a.d_model, lo=1),
+        n_layers=p.integer("--n-layers", a.n_layers, lo=1),
+        n_heads=p.integer("--n-heads", a.n_heads, lo=1),
+        tie_weights=False,
+    )
+    if not p:
+        p.extend([(f"--{k.replace('_', '-')}", r) for k, r in model.problems()])
+    batch = p.integer("--batch-size", a.batch_size, lo=1)
+    micro = p.integer("--microbatches", a.microbatches, lo=1)
+    if any(m.startswith("pipeline") for m in modes) and micro >= 1 and batch % micro:
+        p.add("--microbatches", f"{micro} does not divide --batch-size {batch}")
+    tp = p.integer("--tp", a.tp, lo=1)
+    if "2d" in modes and not p:
+        p.extend(plans.tp_problems(model, tp, "--tp"))
+    steps = p.integer("--steps", a.steps, lo=1)
+    lr = p.number("--lr", a.lr, gt=0.0)
+    seed = p.integer("--seed", a.seed, lo=0)
+    if a.precision not in PRECISIONS:
+        p.add("--precision", f"{a.precision!r} (allowed: {', '.join(PRECISIONS)})")
+    budget = None if a.param_budget_mib is None else p.number("--param-budget-mib", a.param_budget_mib, gt=0.0)
+    if a.data is not None and not p:
+        _, problems = check_shards(a.data, seq_len=model.seq_len, vocab_size=model.vocab_size)
+        p.extend(problems)
+    json_path = Path(a.json) if a.json else None
+    if json_path is not None and not json_path.parent.is_dir():
+        p.add("--json", f"directory {json_path.parent} does not exist")
+    p.exit_if_any()
+    return MPConfig(
+        modes=modes,
+        model=model,
+        batch_size=batch,
+        microbatches=micro,
+        tp=tp,
+        steps=steps,
+        lr=lr,
+        seed=seed,
+        data=a.data,
+        precision=a.precision,
+        param_budget_bytes=None if budget is None else int(budget * MIB),
+        check_reference=bool(a.check_reference),
+        json_path=json_path,
+        force_cpu=bool(a.cpu),
+    )
+
+
+def batches(cfg: MPConfig) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The ``steps`` global batches ``(inputs, targets)``, identical in every process."""
+    t, b = cfg.model.seq_len, cfg.batch_size
+    if cfg.data is None:
+        n = cfg.steps * b * t + 1
+        toks = torch.from_numpy(synthetic_tokens(n, cfg.model.vocab_size, np.random.default_rng(cfg.seed)))
+        out = []
+        for s in range(cfg.steps):
+            rows = [toks[(s * b + j) * t : (s * b + j) * t + t + 1] for j in range(b)]
+            w = torch.stack(rows)
+            out.append((w[:, :-1].contiguous(), w[:, 1:].contiguous()))
+        return out
+    shards, _ = check_shards(cfg.data, seq_len=t, vocab_size=cfg.model.vocab_size)
+    ds = TokenWindows(shards, t)
+    out = []
+    for s in range(cfg.steps):
+        xs, ys = zip(*(ds[(s * b + j) % len(ds)] for j in range(b)))
+        out.append((torch.stack(xs), torch.stack(ys)))
+    return out
+
+
+def _adamw(params: Any, cfg: MPConfig) -> torch.optim.Optimizer:
+    # foreach=False: the same per-parameter kernels whether a parameter is whole, a DTensor
+    # shard or on a pipeline stage, so only the gradients' summation order differs.
+    return torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1, foreach=False)
+
+
+def run_reference(cfg: MPConfig, device: torch.device | None = None) -> list[float]:
+    """Loss per step of the unsplit model on the whole batch, in this process."""
+    device = device or torch.device("cpu")
+    model = GPT(cfg.model).to(device)
+    init_local(model, cfg.model, cfg.seed)  # the values every split run's shards are given
+    opt = _adamw(model.parameters(), cfg)
+    losses = []
+    for x, y in batches(cfg):
+        loss = lm_loss(model(x.to(device)), y.to(device))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()  # type: ignore[no-untyped-call]
+        opt.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def uses_bf16(cfg: MPConfig, mode: str, device: torch.device) -> bool:
+    """Whether ``mode`` computes in bf16: FSDP2's policy only, as torchtitan (see plans)."""
+    if mode not in ("fsdp", "2d"):
+        return False
+    return cfg.precision == "bf16" or (cfg.precision == "auto" and device.type == "cuda")
+
+
+def _data_parallel(mode: str, cfg: MPConfig, world: int, rank: int) -> tuple[int, int]:
+    """Data-parallel groups and this rank's group (consecutive ranks share a 2-D tp group)."""
+    return {"fsdp": (world, rank), "2d": (world // cfg.tp, rank // cfg.tp)}.get(mode, (1, 0))
+
+
+def world_problems(cfg: MPConfig, world: int) -> list[tuple[str, str]]:
+    """What the modes cannot do at this world size, all of them, before any runs."""
+    out: list[tuple[str, str]] = []
+    for mode in cfg.modes:
+        if mode == "2d" and world % cfg.tp:
+            out.append(("--tp", f"{cfg.tp} does not divide the {world} ranks"))
+            continue
+        if mode == "tp":
+            out.extend(plans.tp_problems(cfg.model, world, "--n-heads"))
+        dp, _ = _data_parallel(mode, cfg, world, 0)
+        if cfg.batch_size % dp:
+            out.append(
+                ("--batch-size", f"{cfg.batch_size} is not divisible by the {dp} data-parallel groups of {mode}")
+            )
+        if mode.startswith("pipeline") and cfg.model.n_layers < world:
+            out.append(("--n-layers", f"{cfg.model.n_layers} blocks cannot fill {world} pipeline stages"))
+        if mode == "pipeline-1f1b" and cfg.microbatches < world:
+            out.append(("--microbatches", f"{cfg.microbatches}: 1F1B needs at least one per stage ({world})"))
+    return list(dict.fromkeys(out))
+
+
+def run_split(mode: str, cfg: MPConfig, rt: devmod.Runtime) -> tuple[list[float], Residency]:
+    """Build ``mode``'s shards of the model on this rank, train, and measure what it held."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    n, dev = rt.world_size, rt.device
+    dp, dp_rank = _data_parallel(mode, cfg, n, rt.rank)
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+    bf16 = uses_bf16(cfg, mode, dev)
+    model = meta_model(cfg.model)
+    # Explicit meshes on the job's device type: left alone, FSDP picks CUDA whenever it is
+    # visible, even for a --cpu run.
+    if mode == "fsdp":
+        plans.apply_fsdp(model, init_device_mesh(dev.type, (n,)), bf16)
+    elif mode == "tp":
+        plans.apply_tp(model, init_device_mesh(dev.type, (n,)))
+    elif mode == "2d":
+        mesh = plans.mesh_2d(dev.type, n, cfg.tp)
+        plans.apply_tp(model, mesh["tp"])
+        plans.apply_fsdp(model, mesh["dp"], bf16)
+    else:
+        plans.pipeline_part(model, rt.rank, n)
+    res = materialise(model, cfg.model, cfg.seed, dev)
+    opt = _adamw(model.parameters(), cfg)
+    per = cfg.batch_size // dp
+    lo, hi = dp_rank * per, (dp_rank + 1) * per
+    schedule = None
+    if mode.startswith("pipeline"):
+        schedule = plans.pipeline_schedule(
+            model, rt.rank, n, dev, "1f1b" if mode.endswith("1f1b") else "gpipe", cfg.microbatches, lm_loss
+        )
+    losses = []
+    for x, y in batches(cfg):
+        opt.zero_grad(set_to_none=True)
+        if schedule is None:
+            loss = lm_loss(model(x[lo:hi].to(dev)), y[lo:hi].to(dev))
+            loss.backward()  # type: ignore[no-untyped-call]
+            mean = loss.detach().clone()
+        else:
+            mean = _pipeline_step(schedule, x.to(dev), y.to(dev), rt)
+        opt.step()
+        losses.append(_global_mean(mean, mode, rt))
+        res.samples.append(storage_bytes(model.parameters()))
+    res.peak_between_steps = max(res.samples)
+    res.grads = storage_bytes(p.grad for p in model.parameters() if p.grad is not None)
+    res.optimizer = optimizer_state_bytes(opt)
+    if dev.type == "cuda":
+        res.device_peak = int(torch.cuda.max_memory_allocated(dev))
+    return losses, res
+
+
+def _pipeline_step(schedule: Any, x: torch.Tensor, y: torch.Tensor, rt: devmod.Runtime) -> torch.Tensor:
+    n = rt.world_size
+    mb_losses: list[torch.Tensor] = []
+    if rt.rank == 0 and n > 1:
+        schedule.step(x)
+    elif rt.rank == n - 1:
+        schedule.step(*((x,) if n == 1 else ()), target=y, losses=mb_losses)
+    else:
+        schedule.step()
+    # Equal microbatches: the batch's mean loss is the mean of the microbatch means.
+    return torch.stack(mb_losses).mean().detach() if mb_losses else torch.zeros((), device=rt.device)
+
+
+def _global_mean(local: torch.Tensor, mode: str, rt: devmod.Runtime) -> float:
+    """The global batch's mean loss from each rank's own."""
+    if mode.startswith("pipeline"):
+        dist.broadcast(local, src=rt.world_size - 1)  # only the last stage scored the targets
+        return float(local)
+    # fsdp: each rank a slice; 2d: each dp group a slice, its tp ranks the same value; tp: all equal.
+    dist.all_reduce(local)
+    return float(local) / rt.world_size
+
+
+def gather_residency(res: Residency, rt: devmod.Runtime) -> list[dict[str, int | None]]:
+    """Every rank's figures (bytes), on every rank."""
+    mine = torch.tensor(res.figures(), dtype=torch.int64, device=rt.device)
+    out = [torch.zeros_like(mine) for _ in range(rt.world_size)]
+    dist.all_gather(out, mine)
+    rows = []
+    for t in out:
+        row: dict[str, int | None] = dict(zip(FIGURES, (int(v) for v in t.tolist()), strict=True))
+        if row["device_peak"] == -1:
+            row["device_peak"] = None
+        rows.append(row)
+    return rows
+
+
+def over_budget(rows: list[dict[str, int | None]], budget: int | None) -> list[str]:
+    """``rank R: figure X bytes`` for every measured parameter figure above ``budget``."""
+    if budget is None:
+        return []
+    keys = ("params_materialised", "params_peak_materialise", "params_peak_between_steps")
+    return [f"rank {r}: {k} {row[k]} bytes" for r, row in enumerate(rows) for k in keys if (row[k] or 0) > budget]
+
+
+def compare(losses: list[float], reference: list[float]) -> tuple[float, bool]:
+    """Largest relative difference over the steps, and whether it is within :data:`LOSS_RTOL`."""
+    worst = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(losses, reference, strict=True))
+    return worst, worst <= LOSS_RTOL
+
+
+@dataclass(slots=True)
+class SplitRun:
+    mode: str
+    losses: list[float]
+    elapsed_s: float
+    per_rank: list[dict[str, int | None]]
+    bf16: bool
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = parse_config(argv)
+    if cfg.modes == ("reference",):
+        t0 = time.perf_counter()
+        losses = run_reference(cfg)
+        return _finish(cfg, None, [SplitRun("reference", losses, time.perf_counter() - t0, [], False)])
+    # GPT returns the head's output, a view; FSDP2 warns that an in-place op on it would skip
+    # its backward hook. lm_loss takes it out of place, so the warning is noise here.
+    warnings.filterwarnings("ignore", message="FSDP2-wrapped module .* returned a view tensor")
+    rt = devmod.setup(force_cpu=True if cfg.force_cpu else None)
+    try:
+        if problems := world_problems(cfg, rt.world_size):
+            fail(problems)  # every rank sees the same problems and exits 2 before any collective
+        if rt.device.type == "cpu":
+            torch.use_deterministic_algorithms(True)
+        runs = []
+        for mode in cfg.modes:
+            t0 = time.perf_counter()
+            losses, res = run_split(mode, cfg, rt)
+            elapsed = time.perf_counter() - t0
+            runs.append(SplitRun(mode, losses, elapsed, gather_residency(res, rt), uses_bf16(cfg, mode, rt.device)))
+        code = _finish(cfg, rt, runs) if rt.is_main else 0
+        verdict = torch.tensor([code], dtype=torch.int64, device=rt.device)
+        dist.broadcast(verdict, src=0)  # every rank exits as rank 0 judged
+        return int(verdict)
+    finally:
+        devmod.teardown()
+
+
+def _mib(v: int | None) -> str:
+    return "n/a" if v is None else f"{v / MIB:.3f}"
+
+
+def _finish(cfg: MPConfig, rt: devmod.Runtime | None, runs: list[SplitRun]) -> int:
+    world = rt.world_size if rt else 1
+    check = cfg.check_reference and rt is not None
+    ref = run_reference(cfg, rt.device if rt else None) if check else None
+    full_bytes = total_params(cfg.model) * 4  # fp32 parameters: what the whole model holds
+    budget = cfg.param_budget_bytes
+    out_runs = []
+    for run in runs:
+        line = (
+            f"model_parallel {run.mode}: {world} ranks, loss {run.losses[0]:.6f} -> {run.losses[-1]:.6f} "
+            f"over {cfg.steps} steps in {run.elapsed_s:.1f} s{' (bf16)' if run.bf16 else ''}"
+        )
+        worst: float | None = None
+        ok: bool | None = None
+        if ref is not None:
+            worst, within = compare(run.losses, ref)
+            ok = None if run.bf16 else within
+            verdict = (
+                "bf16: trend only, no verdict" if run.bf16 else f"{'within' if ok else 'OUTSIDE'} rtol {LOSS_RTOL}"
+            )
+            line += f"; max relative difference from the reference {worst:.2e} ({verdict})"
+        print(line, flush=True)
+        over = over_budget(run.per_rank, budget)
+        for r, row in enumerate(run.per_rank):
+            print(
+                f"  rank {r}: params {_mib(row['params_materialised'])} MiB resident, "
+                f"peak {_mib(row['params_peak_materialise'])} MiB while materialising, "
+                f"{_mib(row['params_peak_between_steps'])} MiB after steps; grads {_mib(row['grads'])} MiB, "
+                f"optimizer {_mib(row['optimizer_state'])} MiB; device peak {_mib(row['device_peak'])} MiB "
+                f"(full model {_mib(full_bytes)} MiB)",
+                flush=True,
+            )
+        if budget is not None:
+            print(
+                f"  budget {_mib(budget)} MiB per rank: "
+                f"{'every rank within' if not over else 'OVER: ' + '; '.join(over)}",
+                flush=True,
+            )
+        out_runs.append(
+            {
+                "mode": run.mode,
+                "losses": run.losses,
+                "elapsed_s": run.elapsed_s,
+                "bf16": run.bf16,
+                "max_rel_diff": worst,
+                "match": ok,
+                "per_rank": run.per_rank,
+                "within_budget": None if budget is None else not over,
+            }
+        )
+    judged = [r["match"] for r in out_runs if r["match"] is not None]
+    match = None if ref is None or not judged else all(judged)
+    if ref is not None:
+        print(f"reference (one process): loss {ref[0]:.6f} -> {ref[-1]:.6f}", flush=True)
+    result: dict[str, Any] = {
+        "job": "model_parallel",
+        "world_size": world,
+        "model": asdict(cfg.model),
+        "batch_size": cfg.batch_size,
+        "microbatches": cfg.microbatches,
+        "tp": cfg.tp,
+        "steps": cfg.steps,
+        "precision": cfg.precision,
+        "loss_rtol": LOSS_RTOL,
+        "full_model_param_bytes": full_bytes,
+        "param_budget_bytes": budget,
+        "reference_losses": ref,
+        "runs": out_runs,
+        "match": match,
+    }
+    if cfg.json_path is not None:
+        write_bytes_atomic(cfg.json_path, (json.dumps(result, indent=2) + "\n").encode())
+    failed = match is False or any(r["within_budget"] is False for r in out_runs)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    from workloads.runtime.device import exit_process
+
+    exit_process(main())
