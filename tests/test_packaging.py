@@ -32,7 +32,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("components", "workloads", "policies")
+PACKAGES = ("components", "workloads", "policies", "gpu_cluster")
 NOT_PACKAGES = ("tests", "bench", "stacks", "scripts", "docs", "examples")
 DATA = ("components/catalog.yaml",)
 _COPY_IGNORE = shutil.ignore_patterns(
@@ -217,9 +217,9 @@ def test_installed_wheel_works_without_the_repository(wheel: Path, tmp_path: Pat
 
     probe = r"""
 import importlib, importlib.util, json, pkgutil, sys
-import components, workloads, policies
+import components, workloads, policies, gpu_cluster
 mods = {}
-for top in (components, workloads, policies):
+for top in (components, workloads, policies, gpu_cluster):
     mods[top.__name__] = top.__file__
     for info in pkgutil.walk_packages(top.__path__, top.__name__ + "."):
         if info.name.rsplit(".", 1)[-1] != "__main__":  # __main__ modules run their program
@@ -250,3 +250,6 @@ print(json.dumps({"modules": mods, "catalog": str(CATALOG_PATH), "instances": so
 
     assert out["instances"] == sorted(load_catalog().names()) and out["instances"]
     assert out["found"] == [], "not packages of gpu-cluster"
+    # the console script of [project.scripts], run from elsewhere: the one command, its list
+    helped = _run([str(py.parent / "gpu-cluster"), "--help"], cwd=elsewhere, env=env)
+    assert "validate" in helped.stdout and "node-gate" in helped.stdout

@@ -38,7 +38,7 @@ def test_jobset_runs_the_sbatch_phases() -> None:
             ("storage", "workloads.validate", True),
             ("fabric-only", "workloads.validate", True),
             ("ddp-data", "workloads.train.data", False),
-            ("ddp", "workloads.train.ddp", True),
+            ("ddp", "workloads.train", True),
             ("judge", "workloads.validate", False),
         ]
     )

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gpu_cluster import plan
+from components import plan
+from gpu_cluster import plan as plan_command
 from components.engine import OfflineRun, Recorded, run_offline
 from components.spec import bundled_stacks, load_stack, read_stack_file
 from policies import offline
@@ -100,7 +101,7 @@ def test_plan_policy_flag(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
     clean = next(s for s in bundled_stacks() if not pending(s))
     monkeypatch.setattr(plan, "run_offline", lambda name, raw: bundled_run(clean))
     out = tmp_path / "plan.json"
-    assert plan.main([clean, "--policy", "--json", str(out)]) == 0
+    assert plan_command.main([clean, "--policy", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "\nPolicy (" in printed and "0 mandatory" in printed
     assert isinstance(json.loads(out.read_text())["policy"], list)
@@ -108,7 +109,7 @@ def test_plan_policy_flag(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
     # An AWS stack with one launch template allowing IMDSv1: exit 3, the rule named with its IDs.
     stack = AWS_STACKS[0]
     monkeypatch.setattr(plan, "run_offline", lambda name, raw: _break_imds(bundled_run(stack))[0])
-    assert plan.main([stack, "--policy"]) == 3
+    assert plan_command.main([stack, "--policy"]) == 3
     captured = capsys.readouterr()
     assert "FAIL imdsv2-required (CKV_AWS_79" in captured.out
     assert "violate mandatory policies" in captured.err

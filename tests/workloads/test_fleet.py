@@ -404,7 +404,7 @@ def test_batch_infer_runs_the_users_model_and_dataset_as_a_fleet(tmp_path: Path)
     model = _mlp_checkpoint(tmp_path / "ckpt")
     out = tmp_path / "preds"
     r = torchrun(
-        "workloads.tasks.gpt_scores",
+        "workloads.tasks.infer",
         [
             "run",
             "--model",
@@ -433,7 +433,7 @@ def test_batch_infer_runs_the_users_model_and_dataset_as_a_fleet(tmp_path: Path)
     want = model(torch.stack([ds[i][0] for i in range(96)])).detach()
     torch.testing.assert_close(torch.cat([p["output"] for p in parts]), want, rtol=1e-5, atol=1e-6)
     again = torchrun(
-        "workloads.tasks.gpt_scores",
+        "workloads.tasks.infer",
         [
             "run",
             "--model",
@@ -465,7 +465,7 @@ def test_batch_infer_scores_token_shards_with_the_gpt_into_s3(tmp_path: Path, s3
 
     write_synthetic(out=tmp_path / "tok", shards=1, tokens_per_shard=400, vocab=64, seed=2)  # 24 windows of 16
     r = torchrun(
-        "workloads.tasks.gpt_scores",
+        "workloads.tasks.infer",
         [
             "run",
             "--data",
@@ -504,7 +504,7 @@ def test_batch_infer_scores_token_shards_with_the_gpt_into_s3(tmp_path: Path, s3
 def test_batch_infer_flags_name_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import torch
 
-    from workloads.tasks.gpt_scores import main
+    from workloads.tasks.infer import main
 
     torch.save({"state_dict": {"0.weight": torch.zeros(3, 3)}}, tmp_path / "w.pt")
     with pytest.raises(SystemExit):
