@@ -27,9 +27,8 @@ from workloads.validate import commands
 ROOT = Path(__file__).resolve().parents[2]
 EXCEPTIONS = ROOT / "policies" / "checkov-k8s-exceptions.yaml"
 RUN_ID = "20261201t070000z-ab12"
-# What a user passes as --image for a fabric whose catalog image has no recorded digest: the image
-# built from the catalog's Dockerfile, pushed, named by digest (a stand-in value; the scan judges
-# the pod around it, and that it is pinned by digest).
+# The digest submit resolves for a catalog image published by tag only (a stand-in value; the scan
+# judges the pod around it, and that it is pinned by digest).
 BUILT_DIGEST = "sha256:" + "0" * 64
 # Failures that are not deliberate but are not the launcher's to fix: GKE's default image is NGC's by
 # tag. (The job's namespace is the stacks' own, components/k8s/addons.py JOB_NAMESPACE, no longer
@@ -54,12 +53,13 @@ def checkov() -> Path:
 
 
 def image_for(stack: str) -> str:
+    """What submit renders: the fabric's default image, pinned to the digest its registry answers
+    (a stand-in digest here) where the catalog names it by tag only."""
     fabric = outputs(stack).fabric.type
-    try:
-        return vjob.default_image(fabric)
-    except RuntimeError:
-        img = load_fabric_facts()[1][fabric]
-        return f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{img.repository}:{img.tag}@{BUILT_DIGEST}"
+    image = vjob.default_image(fabric)
+    if fabric in load_fabric_facts()[1] and not vjob.pinned(image):
+        return f"{image}@{BUILT_DIGEST}"
+    return image
 
 
 def rendered(stack: str) -> list[dict[str, Any]]:
