@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 import yaml
 
-from components.catalog import load_fabric_facts
 from tests.launch.test_render_stacks import K8S_STACKS, args, outputs
 from workloads.launch import validation as vjob
 from workloads.validate import commands
@@ -30,8 +29,7 @@ RUN_ID = "20261201t070000z-ab12"
 # The digest submit resolves for a catalog image published by tag only (a stand-in value; the scan
 # judges the pod around it, and that it is pinned by digest).
 BUILT_DIGEST = "sha256:" + "0" * 64
-# Failures that are not deliberate but are not the launcher's to fix: GKE's default image is NGC's by
-# tag. (The job's namespace is the stacks' own, components/k8s/addons.py JOB_NAMESPACE, no longer
+# Failures that are not deliberate but are not the launcher's to fix. (The job's namespace is the stacks' own, components/k8s/addons.py JOB_NAMESPACE, no longer
 # `default`: CKV_K8S_21 passes.) Each entry must still fail (the test says when one stops failing).
 NOT_YET_HARDENED: set[tuple[str, str]] = set()  # every failure left is a listed, deliberate exception
 
@@ -54,12 +52,9 @@ def checkov() -> Path:
 
 def image_for(stack: str) -> str:
     """What submit renders: the fabric's default image, pinned to the digest its registry answers
-    (a stand-in digest here) where the catalog names it by tag only."""
-    fabric = outputs(stack).fabric.type
-    image = vjob.default_image(fabric)
-    if fabric in load_fabric_facts()[1] and not vjob.pinned(image):
-        return f"{image}@{BUILT_DIGEST}"
-    return image
+    (a stand-in digest here) where it is named by tag (workloads/validate/commands.py pin_image)."""
+    image = vjob.default_image(outputs(stack).fabric.type)
+    return image if vjob.pinned(image) else f"{image}@{BUILT_DIGEST}"
 
 
 def rendered(stack: str) -> list[dict[str, Any]]:
