@@ -119,7 +119,9 @@ def resolve(
             status, headers, _ = _open(req, timeout)
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise RegistryError(f"{what}: the registry could not be reached ({reason}); pass --image REF@sha256:...") from None
+        raise RegistryError(
+            f"{what}: the registry could not be reached ({reason}); pass --image REF@sha256:..."
+        ) from None
     if status in (401, 403):
         raise RegistryError(
             f"{what}: the registry refused ({status}) with "
