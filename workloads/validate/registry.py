@@ -1,6 +1,6 @@
 """Resolve an image tag to the digest its registry serves now, through the registry's own API.
 
-The OCI Distribution / Docker Registry HTTP API V2 (catalog source ``registry-api-v2``):
+The Docker Registry HTTP API V2 (catalog source ``registry-api-v2``, "Existing Manifests"):
 ``HEAD /v2/<name>/manifests/<tag>`` with the manifest media types in ``Accept`` answers the
 digest in ``Docker-Content-Digest``. A registry that wants a token answers 401 with
 ``WWW-Authenticate: Bearer realm=...,service=...,scope=...``; the token comes from the realm,
