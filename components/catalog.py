@@ -421,17 +421,37 @@ class StartupCheck:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class FabricImage:
+class ImageBuild:
+    """An image its user builds and pushes (``--image``), from a Dockerfile in this repository."""
+
     repository: str
     tag: str
-    digest: str | None
-    """``sha256:...``, or None while the catalog says 'unknown' (the image is built and pushed by its user)."""
     dockerfile: str
     base: str
     """The base image as ``ref:tag`` (``@digest`` when known)."""
     pins: Mapping[str, str]
     """Versions the Dockerfile must pin (efa_installer, aws_ofi_nccl)."""
     sources: tuple[Source, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FabricImage:
+    """The published image a fabric's pods run when ``--image`` names none."""
+
+    repository: str
+    tag: str
+    digest: str | None
+    """``sha256:...``, or None where the publisher gives tags only: ``submit`` then resolves the tag
+    through the registry's API and pins the job to the digest it answers."""
+    torch: str
+    """The torch release the image carries (the certificate and report say which ran)."""
+    nccl: str
+    """The NCCL release the image carries."""
+    user: str
+    """The user the image runs as (``root``: no USER in its final stage)."""
+    sources: tuple[Source, ...]
+    build: ImageBuild | None = None
+    """The documented build-your-own alternative, when there is one."""
 
     @property
     def ref(self) -> str:
@@ -490,18 +510,34 @@ def parse_fabric_facts(doc: Mapping[str, Any]) -> tuple[dict[str, StartupCheck],
         img = f.get("image")
         if isinstance(img, Mapping):
             iw = f"{where}.image"
-            base = img["base"]
-            if base.get("source") not in sources:
-                raise CatalogError(f"{iw}.base.source: unknown source id {base.get('source')!r}")
-            base_digest = _digest(base.get("digest"), f"{iw}.base.digest")
+            build = None
+            raw_build = img.get("build")
+            if isinstance(raw_build, Mapping):
+                bw = f"{iw}.build"
+                base = raw_build["base"]
+                if base.get("source") not in sources:
+                    raise CatalogError(f"{bw}.base.source: unknown source id {base.get('source')!r}")
+                base_digest = _digest(base.get("digest"), f"{bw}.base.digest")
+                build = ImageBuild(
+                    repository=str(raw_build["repository"]),
+                    tag=str(raw_build["tag"]),
+                    dockerfile=str(raw_build["dockerfile"]),
+                    base=f"{base['ref']}:{base['tag']}" + (f"@{base_digest}" if base_digest else ""),
+                    pins={k: str(raw_build[k]) for k in ("efa_installer", "aws_ofi_nccl") if k in raw_build},
+                    sources=_fabric_sources(raw_build, bw, sources),
+                )
+            missing = [k for k in ("repository", "tag", "torch", "nccl", "user") if not img.get(k)]
+            if missing:
+                raise CatalogError(f"{iw}: missing {', '.join(missing)}")
             images[fname] = FabricImage(
                 repository=str(img["repository"]),
                 tag=str(img["tag"]),
                 digest=_digest(img.get("digest"), f"{iw}.digest"),
-                dockerfile=str(img["dockerfile"]),
-                base=f"{base['ref']}:{base['tag']}" + (f"@{base_digest}" if base_digest else ""),
-                pins={k: str(img[k]) for k in ("efa_installer", "aws_ofi_nccl") if k in img},
+                torch=str(img["torch"]),
+                nccl=str(img["nccl"]),
+                user=str(img["user"]),
                 sources=_fabric_sources(img, iw, sources),
+                build=build,
             )
     return checks, images
 

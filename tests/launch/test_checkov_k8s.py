@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 import yaml
 
-from components.catalog import load_fabric_facts
 from tests.launch.test_render_stacks import K8S_STACKS, args, outputs
 from workloads.launch import validation as vjob
 from workloads.validate import commands
@@ -27,12 +26,10 @@ from workloads.validate import commands
 ROOT = Path(__file__).resolve().parents[2]
 EXCEPTIONS = ROOT / "policies" / "checkov-k8s-exceptions.yaml"
 RUN_ID = "20261201t070000z-ab12"
-# What a user passes as --image for a fabric whose catalog image has no recorded digest: the image
-# built from the catalog's Dockerfile, pushed, named by digest (a stand-in value; the scan judges
-# the pod around it, and that it is pinned by digest).
+# The digest submit resolves for a catalog image published by tag only (a stand-in value; the scan
+# judges the pod around it, and that it is pinned by digest).
 BUILT_DIGEST = "sha256:" + "0" * 64
-# Failures that are not deliberate but are not the launcher's to fix: GKE's default image is NGC's by
-# tag. (The job's namespace is the stacks' own, components/k8s/addons.py JOB_NAMESPACE, no longer
+# Failures that are not deliberate but are not the launcher's to fix. (The job's namespace is the stacks' own, components/k8s/addons.py JOB_NAMESPACE, no longer
 # `default`: CKV_K8S_21 passes.) Each entry must still fail (the test says when one stops failing).
 NOT_YET_HARDENED: set[tuple[str, str]] = set()  # every failure left is a listed, deliberate exception
 
@@ -54,12 +51,10 @@ def checkov() -> Path:
 
 
 def image_for(stack: str) -> str:
-    fabric = outputs(stack).fabric.type
-    try:
-        return vjob.default_image(fabric)
-    except RuntimeError:
-        img = load_fabric_facts()[1][fabric]
-        return f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{img.repository}:{img.tag}@{BUILT_DIGEST}"
+    """What submit renders: the fabric's default image, pinned to the digest its registry answers
+    (a stand-in digest here) where it is named by tag (workloads/validate/commands.py pin_image)."""
+    image = vjob.default_image(outputs(stack).fabric.type)
+    return image if vjob.pinned(image) else f"{image}@{BUILT_DIGEST}"
 
 
 def rendered(stack: str) -> list[dict[str, Any]]:

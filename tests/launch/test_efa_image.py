@@ -1,5 +1,6 @@
-"""The EFA validation image: its Dockerfile holds the catalog's pins, puts the plugin where the
-start-up check (and NCCL) look, and the launcher never pulls it by a bare tag."""
+"""The EFA images: the default is AWS's published PyTorch DLC, whose torch is the Slurm job's and
+whose plugin is where the pods look; the build-your-own Dockerfile holds the catalog's pins, puts
+the plugin where the start-up check (and NCCL) look, and runs as root like the default."""
 
 from __future__ import annotations
 
@@ -9,15 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from components.catalog import load_fabric_facts
+from components.catalog import ImageBuild, load_fabric_facts
 from workloads.launch import validation as vjob
 from workloads.launch.bundle import JOB_REQUIREMENTS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _build() -> ImageBuild:
+    b = load_fabric_facts()[1]["efa"].build
+    assert b is not None
+    return b
+
+
 def _dockerfile() -> tuple[str, dict[str, str], dict[str, str]]:
-    img = load_fabric_facts()[1]["efa"]
+    img = _build()
     text = (ROOT / img.dockerfile).read_text()
     args = dict(re.findall(r"^ARG (\w+)=(\S+)$", text, re.M))
     env = dict(re.findall(r"^ENV (\w+)=(\S+)$", text, re.M))
@@ -25,7 +32,7 @@ def _dockerfile() -> tuple[str, dict[str, str], dict[str, str]]:
 
 
 def test_dockerfile_pins_what_the_catalog_says() -> None:
-    img = load_fabric_facts()[1]["efa"]
+    img = _build()
     text, args, _ = _dockerfile()
     assert args["BASE"] == img.base  # by tag while the digest is unknown; by digest once recorded
     assert re.search(r"^FROM \$\{BASE\}$", text, re.M)
@@ -51,28 +58,39 @@ def test_the_plugin_directory_is_on_ld_library_path_where_the_check_looks() -> N
     assert env["PATH"].startswith("/opt/venv/bin:")  # `python3` in the pod is the one with torch
 
 
-def test_image_runs_as_a_non_root_user() -> None:
+def test_the_built_image_runs_as_root_like_the_default() -> None:
     text, _, _ = _dockerfile()
-    users = re.findall(r"^USER (\d+):(\d+)$", text, re.M)
-    assert users and int(users[-1][0]) >= 10000
+    assert not re.findall(r"^USER ", text, re.M)
+    # The name the pods' NCCL_NET_PLUGIN=ofi loads is given to the installer's plugin.
+    assert 'ln -s libnccl-net.so "$d/libnccl-net-ofi.so"' in text
 
 
-def test_efa_default_image_is_refused_until_its_digest_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_default_efa_image_is_the_published_dlc_with_the_jobs_torch() -> None:
+    img = load_fabric_facts()[1]["efa"]
+    assert img.repository == "public.ecr.aws/deep-learning-containers/pytorch"
+    torch = next(r for r in JOB_REQUIREMENTS if r.startswith("torch==")).removeprefix("torch==")
+    assert img.torch == torch and img.tag.startswith(f"{torch}-")
+    assert img.user == "root"
+    # Published by tag only: render names the tag, submit resolves it (test_registry.py).
+    assert img.digest is None and vjob.default_image("efa") == f"{img.repository}:{img.tag}"
+    assert not vjob.pinned(vjob.default_image("efa"))
+    # Its plugin (lib64/libnccl-net-ofi.so, dlc-pytorch-dockerfile) is where the pods look and what
+    # they name.
+    from workloads.launch.fabric import wiring
+
+    pod = wiring("efa").pod
+    assert "/opt/amazon/ofi-nccl/lib64" in pod.library_path
+    assert "/opt/amazon/ofi-nccl/lib64" in load_fabric_facts()[0]["efa"].plugin_dirs
+    assert pod.env["NCCL_NET_PLUGIN"] == "ofi" and pod.run_as_root
+
+
+def test_a_catalog_digest_pins_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
     checks, images = load_fabric_facts()
-    assert images["efa"].digest is None  # 'unknown, set at build': nothing here can build or pull it
-    with pytest.raises(
-        RuntimeError,
-        match=r"fabric efa: its image gpu-cluster/efa-pytorch:\S+ has no digest yet "
-        r".*build images/efa-pytorch/Dockerfile, push it, and pass --image",
-    ):
-        vjob.default_image("efa")
     digest = "sha256:" + "ab" * 32
-    pinned = {
-        **images,
-        "efa": replace(images["efa"], repository="123.dkr.ecr.us-east-1.amazonaws.com/efa-pytorch", digest=digest),
-    }
+    pinned = {**images, "efa": replace(images["efa"], digest=digest)}
     monkeypatch.setattr(vjob, "load_fabric_facts", lambda: (checks, pinned))
-    assert vjob.default_image("efa") == f"123.dkr.ecr.us-east-1.amazonaws.com/efa-pytorch:{images['efa'].tag}@{digest}"
+    assert vjob.default_image("efa") == f"{images['efa'].repository}:{images['efa'].tag}@{digest}"
+    assert vjob.pinned(vjob.default_image("efa"))
 
 
 def test_fabrics_without_a_catalog_image_and_cpu_runs_keep_the_ngc_image() -> None:

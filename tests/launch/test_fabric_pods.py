@@ -20,7 +20,6 @@ from workloads.launch import fabric as fw
 from workloads.launch import jobset, sbatch
 from workloads.launch.common import LaunchSpecError
 from workloads.launch.validation import (
-    EFA_HUGEPAGES_2MI,
     EFA_POD_CPU,
     ValidationJob,
     check_networks,
@@ -42,7 +41,6 @@ def _render(instance_type: str) -> tuple[dict[str, Any], str]:
         lustre_pvc="lustre",
         namespace="gpuc-jobs",
         efa_per_node=efa,
-        hugepages_2mi=EFA_HUGEPAGES_2MI if efa else None,
         cpu=EFA_POD_CPU if efa else None,
     )
     return jobset.render(spec), jobset.pod_script(spec)
@@ -88,7 +86,9 @@ def test_every_container_is_hardened(instance_type: str) -> None:
     for c in [*pod.get("initContainers", []), *pod["containers"]]:
         sc = c["securityContext"]  # CKV_K8S_29/30
         assert sc["allowPrivilegeEscalation"] is False  # CKV_K8S_20
-        assert sc["capabilities"]["drop"] == ["ALL"]  # CKV_K8S_28, 37
+        # The workload drops ALL (CKV_K8S_28, 37); the receive-datapath sidecar keeps the runtime's
+        # defaults and adds its own, as upstream (the deliberate CKV_K8S_37 exception).
+        assert sc["capabilities"]["drop"] == ["ALL"] if c in pod["containers"] else "drop" not in sc["capabilities"]
         assert not {"SYS_ADMIN", "NET_RAW"} & set(sc["capabilities"].get("add", []))
         assert "privileged" not in sc
     assert manifest["metadata"]["namespace"] == "gpuc-jobs"  # CKV_K8S_21 when the stack's namespace is its own
@@ -124,7 +124,13 @@ def test_a3_mega_tcpxo_pod_has_what_the_reference_pod_has() -> None:
     assert rxdm["name"] == "tcpxo-daemon" and rxdm["restartPolicy"] == "Always"  # native sidecar (best-practice.md)
     assert rxdm["image"].startswith("us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21")
     assert "/fts/entrypoint_rxdm_container.sh --num_hops=2" in rxdm["command"][2]
-    assert sorted(rxdm["securityContext"]["capabilities"]["add"]) == ["NET_ADMIN", "NET_BIND_SERVICE"]
+    # On top of the runtime's defaults, no drop (nccl-test-latest.yaml at 992db81; cluster-toolkit
+    # enable-tcpxo-in-workload.py at 1047080); the startup probe as best-practice.md gives it.
+    assert rxdm["securityContext"]["capabilities"] == {"add": ["NET_ADMIN", "NET_BIND_SERVICE"]}
+    probe = rxdm["startupProbe"]
+    assert (probe["initialDelaySeconds"], probe["periodSeconds"], probe["timeoutSeconds"]) == (1, 5, 1)
+    assert (probe["successThreshold"], probe["failureThreshold"]) == (1, 6)
+    assert probe["exec"]["command"] == ["cat", "/run/health-check"]
     vols = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["mountPath"]: vols[m["name"]] for m in rxdm["volumeMounts"]}
     assert {p: v["hostPath"]["path"] for p, v in mounts.items()} == {
@@ -225,22 +231,26 @@ def test_gib_pod_has_what_the_reference_pod_has(instance_type: str) -> None:
 
 
 @pytest.mark.parametrize(("instance_type", "efa"), [("p5.48xlarge", "32"), ("p5en.48xlarge", "16")])
-def test_efa_pod_has_devices_hugepages_and_the_plugin_on_the_library_path(instance_type: str, efa: str) -> None:
+def test_efa_pod_has_devices_root_and_the_plugin_on_the_library_path(instance_type: str, efa: str) -> None:
     manifest, script = _render(instance_type)
     (c,) = _pod_spec(manifest)["containers"]
-    # EFA counts: the AWS efa-acc-inst-types page (32 on p5, 16 on p5en); hugepages as in the
-    # awsome manifest (5120Mi).
+    # EFA counts: the AWS efa-acc-inst-types page (32 on p5, 16 on p5en). No hugepages: nothing
+    # read shows the node reserving any, and an unmet request leaves the pod Pending.
     assert c["resources"]["limits"]["vpc.amazonaws.com/efa"] == efa
-    assert c["resources"]["limits"]["hugepages-2Mi"] == "5120Mi"
-    # awsome-distributed-training micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml at 7217859.
+    assert not any(k.startswith("hugepages-") for k in c["resources"]["limits"])
+    # The default DLC image's plugin directory (lib64) and the Ubuntu installer's
+    # (awsome-distributed-training kubernetes/nccl-tests.yaml at 7217859), libfabric's first.
     assert (
-        'export LD_LIBRARY_PATH=/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu"${LD_LIBRARY_PATH:+'
-        in script
+        "export LD_LIBRARY_PATH=/opt/amazon/efa/lib:/opt/amazon/efa/lib64:/opt/amazon/ofi-nccl/lib64:"
+        '/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu"${LD_LIBRARY_PATH:+' in script
     )
-    assert _env(c)["FI_PROVIDER"] == "efa" and not _annotations(manifest)
-    # IPC_LOCK and nothing else added: the EFA provider pins its bounce buffers, and a pod cannot
-    # raise its memlock limit (catalog fabrics.efa.pod.capabilities).
+    env = _env(c)
+    assert env["FI_PROVIDER"] == "efa" and env["NCCL_NET_PLUGIN"] == "ofi" and not _annotations(manifest)
+    # Root with IPC_LOCK and nothing else added: the run directory goes under the root-owned
+    # Lustre mount, and the EFA provider pins its bounce buffers past the memlock limit, which
+    # only an effective CAP_IPC_LOCK allows (catalog fabrics.efa.pod.run_as_root, capabilities).
     assert c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
+    assert (c["securityContext"]["runAsUser"], c["securityContext"]["runAsNonRoot"]) == (0, False)
 
 
 def test_slurm_efa_job_puts_the_host_plugin_on_the_library_path() -> None:

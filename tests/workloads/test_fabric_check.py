@@ -110,7 +110,7 @@ def test_missing_plugin_is_named_with_the_path_searched(tree: Tree) -> None:
     r = check("efa", 2, env={"LD_LIBRARY_PATH": "/usr/local/cuda/lib64"}, roots=tree.roots)
     assert len(r.problems) == 1
     assert r.problems[0].startswith(
-        "net plugin aws-ofi-nccl (libnccl-net.so) not found on LD_LIBRARY_PATH (/usr/local/cuda/lib64)"
+        "net plugin aws-ofi-nccl (looked for libnccl-net.so) not found on LD_LIBRARY_PATH (/usr/local/cuda/lib64)"
     )
     assert "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu" in r.problems[0]
 
@@ -122,7 +122,7 @@ def test_plugin_installed_but_off_the_loader_path_names_its_directory(tree: Tree
     tree.efa(2)
     r = check("efa", 2, env={}, roots=tree.roots)
     assert r.problems == [
-        f"net plugin aws-ofi-nccl (libnccl-net.so) is installed at {lib} but {lib.parent} is not "
+        f"net plugin aws-ofi-nccl (looked for libnccl-net.so) is installed at {lib} but {lib.parent} is not "
         "on LD_LIBRARY_PATH (unset), so NCCL will not load it"
     ]
 
@@ -157,10 +157,41 @@ def test_nccl_net_plugin_variable_selects_the_suffixed_library(tree: Tree) -> No
     plugin(tree.root / "plug")  # libnccl-net.so is there, but NCCL_NET_PLUGIN asks for another
     tree.efa(1)
     r = check("efa", 1, env={"LD_LIBRARY_PATH": str(tree.root / "plug"), "NCCL_NET_PLUGIN": "ofi"}, roots=tree.roots)
-    assert r.problems and "(libnccl-net-ofi.so or ofi) not found" in r.problems[0]
+    assert r.problems and "(NCCL_NET_PLUGIN=ofi: looked for libnccl-net-ofi.so or ofi) not found" in r.problems[0]
     lib = plugin(tree.root / "plug", "libnccl-net-ofi.so")
     r = check("efa", 1, env={"LD_LIBRARY_PATH": str(tree.root / "plug"), "NCCL_NET_PLUGIN": "ofi"}, roots=tree.roots)
-    assert r.ok and f"net plugin {lib} (ncclNetPlugin_v8)" in r.found
+    assert r.ok and f"net plugin {lib} (ncclNetPlugin_v8, NCCL_NET_PLUGIN=ofi)" in r.found
+
+
+@needs_cc
+def test_the_tuner_plugin_named_must_be_there_and_load(tree: Tree) -> None:
+    """NCCL_TUNER_PLUGIN as a path (the EFA Slurm job's), as a file name on the loader's path
+    (TCPXO's libnccl-tuner.so) and as a name (libnccl-tuner-<name>.so): each looked for, named."""
+    plug = tree.root / "plug"
+    plugin(plug)
+    tree.efa(1)
+    tuner = tree.root / "opt" / "libnccl-ofi-tuner.so"
+    env = {"LD_LIBRARY_PATH": str(plug), "NCCL_TUNER_PLUGIN": str(tuner)}
+    r = check("efa", 1, env=env, roots=tree.roots)
+    assert r.problems == [
+        f"tuner plugin NCCL_TUNER_PLUGIN={tuner} (looked for {tuner}) not found on LD_LIBRARY_PATH ({plug}) "
+        "nor in the loader's directories"
+    ]
+    _so(tuner, "int ncclTunerPlugin_v3 = 3;\n")
+    r = check("efa", 1, env=env, roots=tree.roots)
+    assert r.ok and f"tuner plugin {tuner}" in r.found
+    # A bare file name is looked up on LD_LIBRARY_PATH; a name gets NCCL's prefix and suffix.
+    _so(plug / "libnccl-tuner.so", "int ncclTunerPlugin_v3 = 3;\n")
+    r = check("efa", 1, env={"LD_LIBRARY_PATH": str(plug), "NCCL_TUNER_PLUGIN": "libnccl-tuner.so"}, roots=tree.roots)
+    assert r.ok and f"tuner plugin {plug / 'libnccl-tuner.so'}" in r.found
+    r = check("efa", 1, env={"LD_LIBRARY_PATH": str(plug), "NCCL_TUNER_PLUGIN": "ofi"}, roots=tree.roots)
+    assert r.problems and "(looked for libnccl-tuner-ofi.so or ofi) not found" in r.problems[0]
+    # A file that is not a shared library is named with the loader's error.
+    (plug / "libnccl-tuner-bad.so").write_text("not an ELF file")
+    r = check("efa", 1, env={"LD_LIBRARY_PATH": str(plug), "NCCL_TUNER_PLUGIN": "bad"}, roots=tree.roots)
+    assert r.problems and r.problems[0].startswith(
+        f"tuner plugin NCCL_TUNER_PLUGIN=bad (looked for libnccl-tuner-bad.so or bad): {plug / 'libnccl-tuner-bad.so'} cannot be loaded: "
+    )
 
 
 @needs_cc

@@ -86,6 +86,9 @@ class FakeApi:
     def delete_jobset(self, namespace: str, name: str) -> None:
         self.calls.append(("delete_jobset", name))
 
+    def check_jobset_api(self, namespace: str) -> None:
+        self.calls.append(("check_jobset_api", namespace))
+
     def list_nodes(self, selector: str) -> list[dict[str, Any]]:
         return [
             {
@@ -142,8 +145,10 @@ def test_submit_creates_the_rendered_objects_follows_and_returns_the_verdict(
         }
     ]
     assert cm["metadata"]["annotations"]["gpu-cluster/bundle-digest"] == code_bundle.build().digest
-    # The policy and the code exist before any pod could start; then the JobSet owns both.
+    # The JobSet API is checked before anything is made (a missing CRD leaves nothing behind);
+    # the policy and the code exist before any pod could start; then the JobSet owns both.
     assert [c[0] for c in api.calls] == [
+        "check_jobset_api",
         "create_networkpolicy",
         "create_configmap",
         "create_jobset",

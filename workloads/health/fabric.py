@@ -5,7 +5,8 @@ and the job runs at a few GB/s. So every rank checks, after its GPU is bound and
 process group forms, the three things NCCL needs from the node, and fails with a message that
 names what is missing:
 
-1. **The net plugin** (all fabrics but native InfiniBand): NCCL ``dlopen``\\ s
+1. **The net plugin** (all fabrics but native InfiniBand), and the tuner plugin where
+   ``NCCL_TUNER_PLUGIN`` names one: NCCL ``dlopen``\\ s
    ``libnccl-net.so``, or ``libnccl-net-<NCCL_NET_PLUGIN>.so`` when that variable is set, and
    looks for an ``ncclNetPlugin_v<N>`` symbol (catalog source ``nccl-net-plugin``). The check
    finds the file on ``LD_LIBRARY_PATH`` or the loader's own directories, loads it, and looks
@@ -118,23 +119,61 @@ def _ld_conf_dirs(conf: Path = Path("/etc/ld.so.conf")) -> tuple[Path, ...]:
     return (*dirs, Path("/lib"), Path("/usr/lib"), Path("/lib64"), Path("/usr/lib64"))
 
 
-def check_plugin(
-    sc: StartupCheck, env: Mapping[str, str], roots: Roots, rocm: bool = False
-) -> tuple[str | None, str | None]:
-    """(problem, found): the plugin file NCCL would load, loaded, with its entry symbol."""
-    names = plugin_names(env, rocm)
+def tuner_names(env: Mapping[str, str], rocm: bool = False) -> list[str]:
+    """The tuner library names NCCL tries for ``NCCL_TUNER_PLUGIN``: a path as given, else
+    ``libnccl-tuner-<name>.so`` then the name itself (NVIDIA/nccl plugins/tuner/example/README.md:
+    the variable "specifies the plugin name, or an absolute path"; the example builds
+    ``libnccl-tuner-example.so``). Empty when the variable is unset."""
+    chosen = env.get("NCCL_TUNER_PLUGIN", "").strip()
+    if not chosen:
+        return []
+    if "/" in chosen or chosen.endswith(".so"):
+        return [chosen]
+    return [f"{'librccl' if rocm else 'libnccl'}-tuner-{chosen}.so", chosen]
+
+
+def _find(names: list[str], env: Mapping[str, str], roots: Roots) -> Path | None:
     ld_path = [Path(d) for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
     system = roots.loader_dirs if roots.loader_dirs is not None else _ld_conf_dirs()
     searched = [*ld_path, *system]
-    hit: Path | None = None
     for name in names:
         if name.startswith("/"):
             hit = Path(name) if Path(name).is_file() else None
         else:
             hit = next((d / name for d in searched if (d / name).is_file()), None)
         if hit:
-            break
-    label = f"{sc.plugin} ({' or '.join(names)})"
+            return hit
+    return None
+
+
+def check_tuner(env: Mapping[str, str], roots: Roots, rocm: bool = False) -> tuple[str | None, str | None]:
+    """(problem, found): the tuner plugin ``NCCL_TUNER_PLUGIN`` names is there and loads. NCCL
+    runs on without a tuner it cannot load, with its own tuning: a silent loss worth naming."""
+    names = tuner_names(env, rocm)
+    if not names:
+        return None, None
+    label = f"tuner plugin NCCL_TUNER_PLUGIN={env['NCCL_TUNER_PLUGIN'].strip()} (looked for {' or '.join(names)})"
+    hit = _find(names, env, roots)
+    if hit is None:
+        return (
+            f"{label} not found on LD_LIBRARY_PATH ({env.get('LD_LIBRARY_PATH', '') or 'unset'}) nor in the "
+            "loader's directories"
+        ), None
+    try:
+        ctypes.CDLL(str(hit))
+    except OSError as exc:
+        return f"{label}: {hit} cannot be loaded: {exc}", None
+    return None, f"tuner plugin {hit}"
+
+
+def check_plugin(
+    sc: StartupCheck, env: Mapping[str, str], roots: Roots, rocm: bool = False
+) -> tuple[str | None, str | None]:
+    """(problem, found): the plugin file NCCL would load, loaded, with its entry symbol."""
+    names = plugin_names(env, rocm)
+    hit = _find(names, env, roots)
+    chosen = env.get("NCCL_NET_PLUGIN", "").strip()
+    label = f"{sc.plugin} ({'NCCL_NET_PLUGIN=' + chosen + ': ' if chosen else ''}looked for {' or '.join(names)})"
     if hit is None:
         elsewhere = [
             roots.files / d.lstrip("/") / n
@@ -159,7 +198,7 @@ def check_plugin(
     versions = [v for v in PLUGIN_ABI_VERSIONS if hasattr(lib, f"ncclNetPlugin_v{v}")]
     if not versions:
         return f"net plugin {hit} loads but has no ncclNetPlugin_v* symbol: it is not an NCCL net plugin", None
-    return None, f"net plugin {hit} (ncclNetPlugin_v{versions[0]})"
+    return None, f"net plugin {hit} (ncclNetPlugin_v{versions[0]}{', NCCL_NET_PLUGIN=' + chosen if chosen else ''})"
 
 
 def _read(p: Path) -> str:
@@ -321,6 +360,7 @@ def check(
 
     if sc.plugin != "none":
         take(check_plugin(sc, env, roots, rocm))
+    take(check_tuner(env, roots, rocm))
     if sc.devices == "efa":
         take(check_efa(expect, roots))
     elif sc.devices == "netdev":

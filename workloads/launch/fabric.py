@@ -130,6 +130,8 @@ class PodWiring:
     library_path: tuple[str, ...] = ()
     env_script: str | None = None
     capabilities: tuple[Capability, ...] = ()
+    run_as_root: str | None = None
+    """Why the workload runs as uid 0 whatever the image's USER (``runAsUser: 0``); None: the image's user."""
     sidecar: Sidecar | None = None
     source: str = ""
 
@@ -181,6 +183,14 @@ def _caps(raw: Any, where: str) -> tuple[Capability, ...]:
     return tuple(out)
 
 
+def _root_reason(raw: Any, where: str) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or not raw.get("reason"):
+        raise CatalogError(f"{where}: {raw!r} (allowed: {{reason: why the workload must be uid 0}})")
+    return str(raw["reason"])
+
+
 def _strs(raw: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in (raw or {}).items()}
 
@@ -224,6 +234,7 @@ def parse(doc: Mapping[str, Any]) -> dict[str, FabricWiring]:
             library_path=tuple(str(d) for d in pod_raw.get("library_path") or ()),
             env_script=pod_raw.get("env_script"),
             capabilities=_caps(pod_raw.get("capabilities"), f"{where}.pod"),
+            run_as_root=_root_reason(pod_raw.get("run_as_root"), f"{where}.pod.run_as_root"),
             sidecar=sidecar,
             source=str(pod_raw.get("source", "")),
         )

@@ -356,7 +356,9 @@ def render(spec: JobSetSpec) -> dict[str, Any]:
             {"name": "rdzv" if i == 0 else f"rdzv-{i + 1}", "containerPort": port, "protocol": "TCP"}
             for i, port in enumerate(spec.rdzv_ports)
         ],
-        "securityContext": pod.container_security(wiring.capabilities, spec.run_as_user),
+        "securityContext": pod.container_security(
+            wiring.capabilities, spec.run_as_user, root=wiring.run_as_root is not None
+        ),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, *pod.mounts(wiring)],
     }
     resources = _resources(spec)

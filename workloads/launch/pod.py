@@ -2,16 +2,21 @@
 receive-datapath sidecar, the fabric's volumes, and the NetworkPolicy that admits only the
 job's own pods.
 
-Every container drops all capabilities and adds back only what the fabric's catalog entry
-names, each with its reason; no container may escalate privileges; the pod runs under the
+The workload container drops all capabilities and adds back only what the fabric's catalog
+entry names, each with its reason (the receive-datapath sidecar adds its own on top of the
+runtime's defaults, as upstream runs it); no container may escalate privileges; the pod runs under the
 runtime's default seccomp profile, mounts no service-account token (nothing in the job talks
 to the API server) and, where the job says so, as a non-root user. These are the Kubernetes
 checks Checkov runs (CKV_K8S_20, 23, 28, 29, 30, 31, 37, 38, CKV2_K8S_6; images by digest
 CKV_K8S_43 where the catalog has the digest).
 
 Deliberate exceptions, each for a reason the fabric gives:
-* the workload runs as the image's user unless ``run_as_user`` is set (CKV_K8S_23): NGC images
-  run as root and the run directory is made under a root-owned Lustre mount;
+* the workload runs as root where the fabric says so (EFA: ``runAsUser: 0``, the catalog's
+  ``pod.run_as_root`` with its reason), else as the image's user, unless ``run_as_user`` is set
+  (CKV_K8S_23, 40): the run directory is made under a root-owned Lustre mount and IPC_LOCK is
+  effective only for root;
+* the TCPX/TCPXO sidecar does not drop ALL (CKV_K8S_37): upstream adds its capabilities on top
+  of the runtime's defaults;
 * the TCPX/TCPXO receive-datapath daemon runs as root with NET_ADMIN (and NET_BIND_SERVICE on
   TCPXO) and mounts the host's ``/sys`` and ``/proc/sys``: it programs the GPU NICs, and a
   non-root process cannot use added capabilities (container-engine-accelerators' unprivileged
@@ -32,13 +37,31 @@ from workloads.launch.fabric import Capability, PodWiring, Sidecar
 RXDM_HEALTH_FILE = "/run/health-check"
 
 
-def container_security(caps: tuple[Capability, ...], run_as_user: int | None = None) -> dict[str, Any]:
+def container_security(
+    caps: tuple[Capability, ...], run_as_user: int | None = None, *, root: bool = False
+) -> dict[str, Any]:
+    """Drop ALL, add back the fabric's. ``run_as_user``: that non-root uid; ``root``: uid 0
+    stated (the fabric needs it, whatever the image's USER); neither: the image's user."""
     capabilities: dict[str, Any] = {"drop": ["ALL"]}
     if caps:
         capabilities["add"] = [c.add for c in caps]
     out: dict[str, Any] = {"allowPrivilegeEscalation": False, "capabilities": capabilities}
     if run_as_user is not None:
         out.update(runAsNonRoot=True, runAsUser=run_as_user, runAsGroup=run_as_user)
+    elif root:
+        out.update(runAsNonRoot=False, runAsUser=0, runAsGroup=0)
+    return out
+
+
+def sidecar_security(caps: tuple[Capability, ...]) -> dict[str, Any]:
+    """The receive-datapath daemon keeps the runtime's default capabilities and adds the fabric's
+    on top, as every upstream manifest does (container-engine-accelerators gpudirect-tcpxo/
+    nccl-test-latest.yaml at 992db81, cluster-toolkit enable-tcpxo-in-workload.py at 1047080:
+    ``capabilities: {add: [NET_ADMIN, NET_BIND_SERVICE]}``, no drop); dropping ALL would take away
+    what its start-up script uses (chmod of its entrypoint, binding as root)."""
+    out: dict[str, Any] = {"allowPrivilegeEscalation": False}
+    if caps:
+        out["capabilities"] = {"add": [c.add for c in caps]}
     return out
 
 
@@ -69,7 +92,7 @@ def sidecar(sc: Sidecar) -> dict[str, Any]:
         "imagePullPolicy": "Always",
         "restartPolicy": "Always",
         "command": list(sc.command),
-        "securityContext": container_security(sc.capabilities),
+        "securityContext": sidecar_security(sc.capabilities),
         "volumeMounts": [{"name": v, "mountPath": m} for v, m in sc.mounts.items()],
     }
     if sc.name == "tcpxo-daemon":

@@ -231,26 +231,28 @@ DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
 
 
 def default_image(fabric: str, cpu: bool = False) -> str:
-    """The fabric's image from the catalog (``fabrics.<f>.image``, by digest), else DEFAULT_IMAGE. An image
-    the catalog names without a digest (built by its user) is refused rather than pulled by tag."""
+    """The fabric's image from the catalog (``fabrics.<f>.image``: by digest where its publisher
+    gives one, else by tag, which ``submit`` resolves to a digest), else DEFAULT_IMAGE."""
     img = load_fabric_facts()[1].get(fabric)
     if cpu or img is None:
         return DEFAULT_IMAGE
-    if img.digest is None:
-        raise RuntimeError(
-            f"fabric {fabric}: its image {img.ref} has no digest yet (catalog fabrics.{fabric}.image.digest: unknown, "
-            f"set at build): build {img.dockerfile}, push it, and pass --image <registry>/{img.ref}@sha256:<digest>"
-        )
     return img.ref
 
 
-# libfabric's EFA provider allocates its buffers from 2 MiB huge pages; the pod must ask for
-# them (EKS user guide, "Run machine learning training on Amazon EKS with Elastic Fabric
-# Adapter", example pod resources, read 2026-11: hugepages-2Mi 5120Mi). Kubernetes wants a CPU
-# or memory request beside hugepages; a CPU request sets no limit, so ranks are never
-# throttled by it (8 is our choice, not a provider value). GPU pods on other fabrics ask for the
-# same, so every training pod states a CPU request (Checkov CKV_K8S_10).
-EFA_HUGEPAGES_2MI = "5120Mi"
+def pinned(image: str) -> bool:
+    """``repo[:tag]@sha256:<64 hex>``: what the pods run cannot change under them."""
+    _, sep, digest = image.partition("@")
+    return bool(sep) and digest.startswith("sha256:") and len(digest) == 71
+
+
+# Hugepages: none requested. The EKS EFA page's and awsome's pods ask for hugepages-2Mi, which a
+# pod gets only from pages the node has reserved; no source read here shows the EKS AL2023
+# NVIDIA AMI or our launch template reserving any (awslabs/amazon-eks-ami at 81fec2e: nothing
+# under templates/ or nodeadm/internal sets hugepages; templates/al2023/provisioners/install-efa.sh
+# runs efa_installer.sh --minimal, whose effect on hugepages no source here states), and a
+# request the node cannot meet leaves every pod Pending. Kubernetes wants
+# no memory request without hugepages; a CPU request sets no limit, so ranks are never throttled
+# by it (8 is our choice, not a provider value). Every GPU pod states it (Checkov CKV_K8S_10).
 EFA_POD_CPU = "8"
 
 
@@ -397,6 +399,14 @@ def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, 
     ``image``: default the catalog's image for the fabric (by digest), else DEFAULT_IMAGE."""
     image = image or default_image(outputs.fabric.type, cpu=job.instance_type is None)
     it = load_catalog().get(outputs.instance_type)
+    # What the certificate records (workloads/validate/stack.py): the image every pod runs, by
+    # digest once submit has resolved it, and the receive-datapath daemon's.
+    recorded = {"GPUC_IMAGE_DIGEST": image}
+    if job.instance_type:
+        sc = fabric_wiring.wiring(it.network.fabric).pod.sidecar
+        if sc is not None:
+            recorded["GPUC_RXDM_IMAGE"] = sc.image.ref
+    job = replace(job, extra_env={**recorded, **job.extra_env})
     efa = it.network.efa_interfaces if outputs.fabric.type == "efa" and job.instance_type else 0
     if job.instance_type:
         check_networks(outputs, fabric_wiring.wiring(it.network.fabric).pod)
@@ -415,7 +425,6 @@ def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, 
         node_selector=sched.node_selector,
         tolerate_taints=sched.tolerations,
         lustre_mount=outputs.mount.mount_point,
-        hugepages_2mi=EFA_HUGEPAGES_2MI if efa else None,
         cpu=EFA_POD_CPU if job.instance_type else None,
         name=jobset_name(run_id),
         configmaps={jobset_name(run_id): BUNDLE_MOUNT},

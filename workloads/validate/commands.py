@@ -249,8 +249,8 @@ def add_job(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--image",
-        help="Kubernetes image (default: the fabric's image in the catalog, by digest; "
-        f"{vjob.DEFAULT_IMAGE} where it names none or with --cpu)",
+        help="Kubernetes image (default: the fabric's image in the catalog; "
+        f"{vjob.DEFAULT_IMAGE} where it names none or with --cpu); submit resolves a tag to its digest",
     )
     p.add_argument(
         "--env",
@@ -292,9 +292,37 @@ def add_access(p: argparse.ArgumentParser) -> None:
     )
 
 
+def job_image(outs: ClusterOutputs, args: argparse.Namespace) -> str | None:
+    """The image the Kubernetes pods run: ``--image``, else the fabric's in the catalog; None on Slurm."""
+    if outs.scheduler.kind != "kubernetes":
+        return None
+    return str(args.image or vjob.default_image(outs.fabric.type, cpu=bool(args.cpu)))
+
+
+def pin_image(outs: ClusterOutputs, args: argparse.Namespace, say: Callable[[str], None]) -> argparse.Namespace:
+    """``submit``: an image named by tag is resolved through its registry, with the user's
+    credentials, and the job is rendered with the digest (so every pod runs the same bytes, and
+    the certificate records them)."""
+    from workloads.validate import registry
+
+    image = job_image(outs, args)
+    if image is None or vjob.pinned(image):
+        return args
+    try:
+        digest = registry.resolve(image)
+    except registry.RegistryError as exc:
+        raise CommandError(str(exc)) from None
+    ref = registry.parse(image).pinned(digest)
+    say(f"image {image} resolved through its registry: {ref}")
+    return argparse.Namespace(**{**vars(args), "image": ref})
+
+
 def cmd_render(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     loaded = load(args.stack, args.outputs, allow_plan=True)
     say(f"outputs: {loaded.source}")
+    image = job_image(loaded.outputs, args)
+    if image is not None and not vjob.pinned(image):
+        say(f"image {image}: by tag here; submit resolves its digest through the registry and pins the job to it")
     r = render_run(loaded.outputs, args, args.run_id or vjob.new_run_id())
     for line in r.timing:
         say(line)
@@ -327,6 +355,7 @@ def cmd_submit(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     loaded = load(args.stack, args.outputs, allow_plan=False)
     outs = loaded.outputs
     run_id = args.run_id or vjob.new_run_id()
+    args = pin_image(outs, args, say)
     r = render_run(outs, args, run_id)
     dest = _local_dir(args, run_id)
     dest.mkdir(parents=True, exist_ok=True)

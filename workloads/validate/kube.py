@@ -9,11 +9,14 @@ check the path down to the objects without an API server.
 
 from __future__ import annotations
 
+import functools
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -62,15 +65,129 @@ class Api(Protocol):
     def create_networkpolicy(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]: ...
     def set_networkpolicy_owner(self, namespace: str, name: str, owner: Mapping[str, Any]) -> None: ...
     def list_nodes(self, selector: str) -> list[dict[str, Any]]: ...
+    def check_jobset_api(self, namespace: str) -> None: ...
+
+
+class ClusterUnreachable(RuntimeError):
+    """The API server could not be used: one line, ``cluster: reason; next step`` (exit 3)."""
+
+
+# Where the advice points: the README sections and the stack keys a person changes.
+_CIDR_HINT = (
+    "if the endpoint is public, your address must be inside orchestration.deployer_cidrs "
+    "(curl -s https://checkip.amazonaws.com, add it as /32, pulumi up); a private endpoint is "
+    "reached only from inside the VPC"
+)
+_CREDS_HINT = (
+    "refresh the credentials the kubeconfig's exec plugin uses (aws sso login / aws configure, or "
+    "gcloud auth login), then rerun"
+)
+T = TypeVar("T")
+
+
+def _root(exc: BaseException) -> BaseException:
+    """The innermost cause urllib3 wraps (MaxRetryError.reason, then __cause__/__context__)."""
+    seen: set[int] = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        nxt = getattr(exc, "reason", None)
+        if isinstance(nxt, BaseException):
+            exc = nxt
+            continue
+        if exc.__cause__ is not None:
+            exc = exc.__cause__
+            continue
+        break
+    return exc
+
+
+def explain(exc: BaseException, server: str, *, action: str) -> str | None:
+    """One line for a failure to use the API at ``server`` while doing ``action``, or None when
+    ``exc`` is not an API/transport failure (a bug: let it raise)."""
+    import urllib3.exceptions as u3
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config.config_exception import ConfigException
+
+    where = urlsplit(server).netloc or server
+    if isinstance(exc, ApiException):
+        status = exc.status
+        if status == 401:
+            return f"cluster: the API at {where} refused the credentials ({action}: 401 Unauthorized): {_CREDS_HINT}"
+        if status == 403:
+            return (
+                f"cluster: the API at {where} forbids it ({action}: 403 Forbidden): the identity the kubeconfig "
+                "authenticates as needs access to the cluster (EKS: an access entry; GKE: IAM roles/container."
+                "developer) and to the jobs' namespace"
+            )
+        if status == 404 and "jobset" in action:
+            return (
+                f"cluster: the API at {where} has no {API_VERSION} JobSet ({action}: 404 Not Found): the JobSet "
+                "controller is not installed; run pulumi up for this stack (its in-cluster layer installs it), "
+                "or its layer stack for a private cluster"
+            )
+        return f"cluster: the API at {where} answered {status} {exc.reason} ({action}): {str(exc.body or '')[:200]}"
+    if isinstance(exc, ConfigException):
+        return f"cluster: the kubeconfig could not be used ({exc}): {_CREDS_HINT}"
+    root = _root(exc)
+    if isinstance(root, u3.NameResolutionError) or "Name or service not known" in str(root):
+        return (
+            f"cluster: the API address {where} does not resolve (DNS): the cluster may be deleted or the outputs "
+            "stale; run `pulumi stack output` again (or pass a fresh --outputs FILE)"
+        )
+    if isinstance(root, (u3.SSLError, ssl.SSLError)):
+        return (
+            f"cluster: TLS with the API at {where} failed ({str(root)[:160]}): the server's certificate is not the "
+            "one the kubeconfig's certificate-authority-data trusts; use the kubeconfig of this stack's current "
+            "outputs (kubeconfig_command)"
+        )
+    if isinstance(root, (u3.ConnectTimeoutError, u3.ReadTimeoutError, TimeoutError)):
+        return f"cluster: the API at {where} did not answer in time ({action}): {_CIDR_HINT}"
+    if isinstance(root, (u3.NewConnectionError, ConnectionRefusedError)) or "Connection refused" in str(root):
+        return f"cluster: nothing accepts connections at {where} ({action}: connection refused): {_CIDR_HINT}"
+    if isinstance(root, (u3.HTTPError, OSError)):
+        return f"cluster: the API at {where} could not be reached ({action}: {str(root)[:160]}): {_CIDR_HINT}"
+    return None
+
+
+def _plainly(action: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Turn a transport or API failure of a KubeApi call into ClusterUnreachable (one line)."""
+
+    def wrap(fn: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(fn)
+        def call(self: KubeApi, *args: Any, **kwargs: Any) -> T:
+            try:
+                return fn(self, *args, **kwargs)
+            except Exception as exc:
+                line = explain(exc, self.server, action=action)
+                if line is None:
+                    raise
+                raise ClusterUnreachable(line) from None
+
+        return call
+
+    return wrap
 
 
 class KubeApi:
-    """The official client, configured from the stack's kubeconfig output."""
+    """The official client, configured from the stack's kubeconfig output. Every call has a
+    timeout and one retry, and a failure to reach or use the API is one line
+    (:class:`ClusterUnreachable`), never the client's traceback."""
 
-    def __init__(self, kubeconfig: str) -> None:
+    def __init__(self, kubeconfig: str, *, connect_timeout_s: float = 15.0, read_timeout_s: float = 120.0) -> None:
         from kubernetes import client, config
+        from kubernetes.config.config_exception import ConfigException
 
-        api_client = config.new_client_from_config_dict(yaml.safe_load(kubeconfig))
+        doc = yaml.safe_load(kubeconfig)
+        clusters = (doc or {}).get("clusters") or [{}]
+        self.server = str((clusters[0].get("cluster") or {}).get("server", "?"))
+        cfg = client.Configuration()
+        cfg.retries = 1
+        try:
+            api_client = config.new_client_from_config_dict(doc, client_configuration=cfg)
+        except ConfigException as exc:
+            raise ClusterUnreachable(explain(exc, self.server, action="loading the kubeconfig") or str(exc)) from None
+        self.server = str(api_client.configuration.host or self.server)
+        self._timeout = (connect_timeout_s, read_timeout_s)
         self._core = client.CoreV1Api(api_client)
         self._custom = client.CustomObjectsApi(api_client)
         self._client = api_client
@@ -78,50 +195,85 @@ class KubeApi:
     def _plain(self, obj: Any) -> dict[str, Any]:
         return obj if isinstance(obj, dict) else dict(self._client.sanitize_for_serialization(obj))
 
+    @_plainly("creating the jobset")
     def create_jobset(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return self._plain(
             self._custom.create_namespaced_custom_object(
-                JOBSET_GROUP, JOBSET_VERSION, namespace, JOBSET_PLURAL, dict(body)
+                JOBSET_GROUP, JOBSET_VERSION, namespace, JOBSET_PLURAL, dict(body), _request_timeout=self._timeout
             )
         )
 
+    @_plainly("creating the code ConfigMap")
     def create_configmap(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
         # The client takes a plain dict body as it takes its model objects.
-        return self._plain(self._core.create_namespaced_config_map(namespace, dict(body)))
+        return self._plain(
+            self._core.create_namespaced_config_map(namespace, dict(body), _request_timeout=self._timeout)
+        )
 
+    @_plainly("reading the jobset")
     def get_jobset(self, namespace: str, name: str) -> dict[str, Any]:
         return self._plain(
-            self._custom.get_namespaced_custom_object(JOBSET_GROUP, JOBSET_VERSION, namespace, JOBSET_PLURAL, name)
+            self._custom.get_namespaced_custom_object(
+                JOBSET_GROUP, JOBSET_VERSION, namespace, JOBSET_PLURAL, name, _request_timeout=self._timeout
+            )
         )
 
+    @_plainly("listing the job's pods")
     def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
-        return [self._plain(p) for p in self._core.list_namespaced_pod(namespace, label_selector=selector).items]
+        pods = self._core.list_namespaced_pod(namespace, label_selector=selector, _request_timeout=self._timeout)
+        return [self._plain(p) for p in pods.items]
 
+    @_plainly("reading a pod's log")
     def pod_log(self, namespace: str, pod: str) -> str:
-        return str(self._core.read_namespaced_pod_log(pod, namespace, container=CONTAINER))
+        return str(
+            self._core.read_namespaced_pod_log(pod, namespace, container=CONTAINER, _request_timeout=self._timeout)
+        )
 
+    @_plainly("deleting the jobset")
     def delete_jobset(self, namespace: str, name: str) -> None:
         self._custom.delete_namespaced_custom_object(
-            JOBSET_GROUP, JOBSET_VERSION, namespace, JOBSET_PLURAL, name, propagation_policy="Foreground"
+            JOBSET_GROUP,
+            JOBSET_VERSION,
+            namespace,
+            JOBSET_PLURAL,
+            name,
+            propagation_policy="Foreground",
+            _request_timeout=self._timeout,
         )
 
+    @_plainly("handing the ConfigMap to the jobset")
     def set_owner(self, namespace: str, configmap: str, owner: Mapping[str, Any]) -> None:
-        self._core.patch_namespaced_config_map(configmap, namespace, {"metadata": {"ownerReferences": [dict(owner)]}})
+        self._core.patch_namespaced_config_map(
+            configmap, namespace, {"metadata": {"ownerReferences": [dict(owner)]}}, _request_timeout=self._timeout
+        )
 
+    @_plainly("creating the job's NetworkPolicy")
     def create_networkpolicy(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
         from kubernetes import client
 
-        return self._plain(client.NetworkingV1Api(self._client).create_namespaced_network_policy(namespace, dict(body)))
+        api = client.NetworkingV1Api(self._client)
+        return self._plain(api.create_namespaced_network_policy(namespace, dict(body), _request_timeout=self._timeout))
 
+    @_plainly("handing the NetworkPolicy to the jobset")
     def set_networkpolicy_owner(self, namespace: str, name: str, owner: Mapping[str, Any]) -> None:
         from kubernetes import client
 
         client.NetworkingV1Api(self._client).patch_namespaced_network_policy(
-            name, namespace, {"metadata": {"ownerReferences": [dict(owner)]}}
+            name, namespace, {"metadata": {"ownerReferences": [dict(owner)]}}, _request_timeout=self._timeout
         )
 
+    @_plainly("checking the jobset API")
+    def check_jobset_api(self, namespace: str) -> None:
+        """Before anything is created: the JobSet resource is served (the CRD is installed) and
+        the credentials may list it in the namespace."""
+        self._custom.list_namespaced_custom_object(
+            JOBSET_GROUP, JOBSET_VERSION, namespace, JOBSET_PLURAL, limit=1, _request_timeout=self._timeout
+        )
+
+    @_plainly("listing the GPU nodes")
     def list_nodes(self, selector: str) -> list[dict[str, Any]]:
-        return [self._plain(n) for n in self._core.list_node(label_selector=selector).items]
+        nodes = self._core.list_node(label_selector=selector, _request_timeout=self._timeout)
+        return [self._plain(n) for n in nodes.items]
 
 
 def create(
@@ -131,6 +283,8 @@ def create(
     ConfigMap (pods that start before it would wait on their volume), then the JobSet, then
     the JobSet made the owner of both; the JobSet as created."""
     meta = jobset["metadata"]
+    # A missing CRD or a refused identity is found before any object of the run exists.
+    api.check_jobset_api(meta["namespace"])
     if policy is not None:
         api.create_networkpolicy(meta["namespace"], policy)
     api.create_configmap(meta["namespace"], configmap(meta["name"], meta["namespace"], bundle))
