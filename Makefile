@@ -9,7 +9,7 @@ $(VENV_OK): requirements.txt pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
 	# the `gpu-cluster` command (pyproject's [project.scripts]), from this checkout, nothing else
-	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
 venv: $(VENV_OK)
