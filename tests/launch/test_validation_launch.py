@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from components.catalog import load_catalog
+from workloads.launch.fabric import wiring
 from workloads.launch import jobset, sbatch
 from workloads.launch.validation import ValidationJob, jobset_spec, pod_hostnames, sbatch_spec
 from workloads.launch.validation_args import FABRIC_ONLY_ENV
@@ -54,7 +55,11 @@ def test_jobset_runs_the_sbatch_phases() -> None:
     assert names == ("gpuc-validate-node-0-0", "gpuc-validate-node-0-1", "gpuc-validate-node-0-2")
     assert j.then[-1].module_args[-2:] == ("--expect-nodes", ",".join(names))
     assert (j.gpus_per_node, j.efa_per_node, j.nodes) == (8, 32, 3)
-    assert dict(j.fabric_env) == dict(s.fabric_env) == dict(it.software.fabric_env)
+    # the fabric's common variables on both, each launcher's own part from the catalog on top
+    w = wiring(it.network.fabric)
+    assert dict(j.fabric_env) == {**it.software.fabric_env, **w.pod.env}
+    assert dict(s.fabric_env) == {**it.software.fabric_env, **w.slurm.env}
+    assert j.fabric_env["NCCL_NET_PLUGIN"] == "ofi" and "NCCL_TUNER_PLUGIN" in s.fabric_env
     assert j.pod0_decides and j.rendezvous_host == "gpuc-validate-node-0-0.gpuc-validate"
     jobset.validate(j)
 
