@@ -154,8 +154,10 @@ def judge_cluster_figure(
     that stopped short is judged at its largest size against the model's expectation at that size
     (with ``it``, ``nodes`` and ``path`` given), and the detail says so: a short sweep can FAIL."""
     at, value, short = figure_at(res, e.message_bytes if e else 1 << 62)
-    if short and e is not None and it is not None and at is not None:
+    if e is not None and it is not None and at is not None and at != e.message_bytes:
+        # The floor of the size judged (a row above 8 GiB where 8 GiB is missing, or a short sweep's last).
         e = expectation(it, e.op, nodes or e.nodes, path or e.path, at) or e
+    if short and e is not None and it is not None and at is not None:
         short = (
             f"sweep ended at {_human(at)}, short of the {_human(FLOOR_MESSAGE_BYTES)} the floor is stated at: "
             f"judged against the model's {e.expected_gbps} GB/s at {_human(at)}"
