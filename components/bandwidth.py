@@ -226,9 +226,12 @@ class BandwidthModel:
                 if single is not None and busbw_at(single[0], single[1], size) < value:
                     value = busbw_at(single[0], single[1], size)
                     plateau, lat = single[0], single[1]
+                    lat_why = self.latency_for("single-node")[1]
                     basis += f"; capped at the single-node curve ({single[2]})"
+        if path == "single-node":
+            lat_why = self.latency_for(path)[1]
         if value is not None:
-            basis += f"; latency {lat * 1e6:.0f} us ({lat_why if path != 'single-node' else self.latency_for(path)[1]})"
+            basis += f"; latency {lat * 1e6:.0f} us ({lat_why})"
             if size != FLOOR_MESSAGE_BYTES:
                 basis += f"; at {_size(size)}"
         # Floors come from the expected figure as printed, so a reader can redo the sums.

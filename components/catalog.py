@@ -49,8 +49,9 @@ class Accelerator:
     """GPUs per node."""
     memory_gib: float
     """Device memory per GPU."""
-    peak_dense_bf16_tflops: float
-    """Vendor's dense (no sparsity) bf16 tensor peak per GPU, the denominator of MFU."""
+    peak_dense_bf16_tflops: float | None
+    """Vendor's dense (no sparsity) bf16 tensor peak per GPU, the denominator of MFU; None for a GPU
+    without bf16 tensor cores (T4, judge-only types)."""
     memory_bandwidth_tbps: float
     """Vendor's device memory bandwidth per GPU in TB/s."""
     source: str

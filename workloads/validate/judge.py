@@ -25,8 +25,7 @@ from components.bandwidth import FLOOR_MESSAGE_BYTES, Expected
 from components.catalog import CatalogError, InstanceType, load_catalog
 
 # Per-GPU health tiers are the health check's own, so both judge a GPU alike.
-from workloads.health.gpu import MATMUL_FAIL_OF_PEAK as HEALTH_FAIL_OF_PEAK
-from workloads.health.gpu import MATMUL_WARN_OF_PEAK as HEALTH_WARN_OF_PEAK
+from workloads.health.gpu import HealthConfig, Peaks, peaks_for
 from workloads.health.gpu import MEM_FAIL_OF_PEAK as MEMBW_FAIL_OF_PEAK
 from workloads.health.gpu import MEM_WARN_OF_PEAK as MEMBW_WARN_OF_PEAK
 from workloads.validate import certificate, isolate, stack, transport
@@ -270,14 +269,23 @@ def judge(
         rate = {n: min(float(h["matmul_tflops"]) for h in hs) for n, hs in by_node.items()}
         if backend == "gloo":
             rate = {n: v * 1000.0 for n, v in rate.items()}
-        peak = it.accelerator.peak_dense_bf16_tflops if it else None
+        # The health check's own bar: the GPU model's achievable figure (the node gate's), else the peak.
+        pk: Peaks | None = None
+        if floors and it is not None:
+            try:
+                pk = peaks_for(it.name)
+            except LookupError as exc:
+                errors.append(f"health.matmul not judged: {exc}")
+        bar = pk.matmul_bar(HealthConfig()) if pk else None
         per_node_check(
             "health.matmul",
             rate,
             unit,
-            HEALTH_WARN_OF_PEAK * peak if floors and peak else None,
-            HEALTH_FAIL_OF_PEAK * peak if floors and peak else None,
-            f"catalog {it.name} peak {peak:g}" if floors and it else "relative to the other nodes",
+            bar[1] * bar[0] if bar else None,
+            bar[2] * bar[0] if bar else None,
+            f"catalog {it.name} {bar[3]} {bar[0]:g} TFLOP/s (warn < {bar[1]:.0%}, fail < {bar[2]:.0%})"
+            if bar and it
+            else "relative to the other nodes",
         )
         mem = {n: min(float(h["mem_gbps"]) for h in hs) for n, hs in by_node.items()}
         mpeak = it.accelerator.memory_bandwidth_tbps * 1000 if it else None
