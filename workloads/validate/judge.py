@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from components.bandwidth import FLOOR_MESSAGE_BYTES, Expected
+from components.bandwidth import CURVE_MIN_BYTES, FLOOR_MESSAGE_BYTES, Expected
 from components.catalog import CatalogError, InstanceType, load_catalog
 
 # Per-GPU health tiers are the health check's own, so both judge a GPU alike.
@@ -116,8 +116,26 @@ def basis_text(e: Expected) -> str:
     )
 
 
+def _model(
+    it: InstanceType | None, op: str, nodes: int, path: str, op_result: Mapping[str, Any]
+) -> list[tuple[int, float]]:
+    """The model's expected busbw at each size of the sweep the model covers (for the report's plot)."""
+    if it is None:
+        return []
+    out = []
+    for size in sorted({int(r["size_bytes"]) for r in op_result.get("rows", [])}):
+        if size >= CURVE_MIN_BYTES and (e := expectation(it, op, nodes, path, size)) and e.expected_gbps:
+            out.append((size, e.expected_gbps))
+    return out
+
+
 def _curve(
-    op_result: Mapping[str, Any], scope: str, warn: float | None, fail: float | None, at: int | None = None
+    op_result: Mapping[str, Any],
+    scope: str,
+    warn: float | None,
+    fail: float | None,
+    at: int | None = None,
+    expected: list[tuple[int, float]] | None = None,
 ) -> Curve:
     """What the judge judges, per size: the better placement (all_reduce and broadcast have only the
     in-place one), with the floors marked at the size they apply to."""
@@ -133,6 +151,7 @@ def _curve(
         floor_warn=warn,
         floor_fail=fail,
         floor_at=at,
+        expected=expected or [],
     )
 
 
@@ -367,7 +386,7 @@ def judge(
                 m.verdict = Verdict.FAIL
                 m.detail = f"{_wrong(res)} wrong elements"
             ms.append(m)
-            curves.append(_curve(res, "all nodes", warn, fail, m.at_bytes))
+            curves.append(_curve(res, "all nodes", warn, fail, m.at_bytes, _model(it if floors else None, op, len(node_names), "multi-node", res)))
         if "multi_node_error" in main:
             errors.append(f"multi-node collectives: {main['multi_node_error']}")
     # The pairs ran inside the main phase, or in a phase of their own after the main phase hung
@@ -430,7 +449,16 @@ def judge(
                 f"fabric_only.{op}", res, e, "none", it if floors else None, len(node_names), "fabric-only"
             )
             ms.append(fm)
-            curves.append(_curve(res, "fabric only", fm.floor_warn, fm.floor_fail, fm.at_bytes))
+            curves.append(
+                _curve(
+                    res,
+                    "fabric only",
+                    fm.floor_warn,
+                    fm.floor_fail,
+                    fm.at_bytes,
+                    _model(it if floors else None, op, len(node_names), "fabric-only", res),
+                )
+            )
         if "multi_node_error" in fabric:
             errors.append(f"fabric-only collectives: {fabric['multi_node_error']}")
     if files.ddp is not None:

@@ -248,6 +248,10 @@ def parse(text: str, file: str = "") -> list[NcclTestsRun]:
     return runs
 
 
+def _size_label(n: int) -> str:
+    return f"{n / 2**30:g}G" if n >= 2**30 else f"{n / 2**20:g}M"
+
+
 def out_problem(out: Path) -> str:
     """Why ``--out`` cannot take the report ('' when it can): it must be a directory, or be creatable
     in a directory that exists (a typo such as /typo is refused, not created at the root)."""
