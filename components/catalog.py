@@ -204,9 +204,7 @@ def _parse_instance(
         network=Network(**net),
         software=software,
         bandwidth=bandwidth,
-        price=None
-        if judge_only
-        else Price(**{**_req(raw, "price", where), "date": str(raw["price"]["date"])}),
+        price=None if judge_only else Price(**{**_req(raw, "price", where), "date": str(raw["price"]["date"])}),
         locations=tuple(str(x) for x in locations or ()),
         locations_source=str(loc_source or ""),
         zone_ids={str(region): tuple(str(z) for z in ids) for region, ids in (raw.get("zone_ids") or {}).items()},

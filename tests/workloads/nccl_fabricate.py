@@ -88,7 +88,14 @@ CASES: dict[str, dict[str, object]] = {
     # nccl-tests' default -e 32M on a healthy 16 x p5 (the p5en run's plateau and a latency between the
     # published EFA curves'): judged at 32 MiB against 32 MiB's expectation.
     "short-sweep-healthy-16xp5-32M": dict(
-        op="all_reduce", nodes=16, gpus=8, type="p5.48xlarge", plateau=375.0, lat=150.0, max=32 << 20, expect="PASS|WARN"
+        op="all_reduce",
+        nodes=16,
+        gpus=8,
+        type="p5.48xlarge",
+        plateau=375.0,
+        lat=150.0,
+        max=32 << 20,
+        expect="PASS|WARN",
     ),
     # alltoall on 2 x p5 at ~95 GB/s: no floor for alltoall, so not judged (it used to FAIL as all_gather).
     "alltoall-2xp5-95": dict(
@@ -120,7 +127,14 @@ CASES: dict[str, dict[str, object]] = {
     ),
     # reduce_scatter on the same nodes at a third of it: FAIL against the floor borrowed from all_gather.
     "reduce-scatter-2xa3ultra-degraded": dict(
-        op="reduce_scatter", nodes=2, gpus=8, type="a3-ultragpu-8g", plateau=110.0, lat=100.0, max=8 << 30, expect="FAIL"
+        op="reduce_scatter",
+        nodes=2,
+        gpus=8,
+        type="a3-ultragpu-8g",
+        plateau=110.0,
+        lat=100.0,
+        max=8 << 30,
+        expect="FAIL",
     ),
 }
 

@@ -78,7 +78,9 @@ def test_verdict_matches_what_a_sound_judge_concludes(case: dict[str, Any]) -> N
         # Outside the catalog the log alone judges: a degraded run still FAILs (sockets between
         # nodes), and only a healthy one may stay UNKNOWN, labelled so.
         assert rep.label == "type unknown" and not rep.floors_applied
-        assert rep.verdict in ALLOWED[case["expected"]] | ({Verdict.UNKNOWN} if case["expected"] == "healthy" else set())
+        assert rep.verdict in ALLOWED[case["expected"]] | (
+            {Verdict.UNKNOWN} if case["expected"] == "healthy" else set()
+        )
         return
     assert rep.verdict in ALLOWED[case["expected"]], [m.to_json() for m in rep.measurements]
     judged = rep.measurements[0]

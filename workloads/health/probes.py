@@ -163,7 +163,11 @@ def _ecc(nvml: Any, h: Any, scope: str) -> list[Check]:
                     status=bad if v else PASS,
                     value=v,
                     detail=f"{v} uncorrectable ECC errors ({label}"
-                    + (", since the driver loaded)" if label == "volatile" else ", the GPU's lifetime; memory.remap says if it matters now)"),
+                    + (
+                        ", since the driver loaded)"
+                        if label == "volatile"
+                        else ", the GPU's lifetime; memory.remap says if it matters now)"
+                    ),
                 )
             )
     return out

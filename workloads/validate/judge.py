@@ -386,7 +386,16 @@ def judge(
                 m.verdict = Verdict.FAIL
                 m.detail = f"{_wrong(res)} wrong elements"
             ms.append(m)
-            curves.append(_curve(res, "all nodes", warn, fail, m.at_bytes, _model(it if floors else None, op, len(node_names), "multi-node", res)))
+            curves.append(
+                _curve(
+                    res,
+                    "all nodes",
+                    warn,
+                    fail,
+                    m.at_bytes,
+                    _model(it if floors else None, op, len(node_names), "multi-node", res),
+                )
+            )
         if "multi_node_error" in main:
             errors.append(f"multi-node collectives: {main['multi_node_error']}")
     # The pairs ran inside the main phase, or in a phase of their own after the main phase hung

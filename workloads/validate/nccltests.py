@@ -311,7 +311,9 @@ def judge_runs(
         elif run.named_op:
             notes.append(f"op {op} named in the file")
         elif op == "all_gather":
-            notes.append("op read from the table as all_gather (alltoall prints the same columns; --op alltoall to judge it so)")
+            notes.append(
+                "op read from the table as all_gather (alltoall prints the same columns; --op alltoall to judge it so)"
+            )
         r = run.ratio()
         if ranks and r is not None and op in FACTORS and abs(FACTORS[op](ranks) - r) > 0.01 * FACTORS[op](ranks):
             errors.append(
@@ -474,7 +476,10 @@ def main(
             print(f"validate judge --nccl-tests: {exc}", file=sys.stderr)
             return 3
     if op is not None and op not in OPS:
-        print(f"validate judge --nccl-tests: --op {op!r} is not an nccl-tests op (allowed: {', '.join(OPS)})", file=sys.stderr)
+        print(
+            f"validate judge --nccl-tests: --op {op!r} is not an nccl-tests op (allowed: {', '.join(OPS)})",
+            file=sys.stderr,
+        )
         return 3
     if out is not None and (why := out_problem(out)):
         print(f"validate judge --nccl-tests: --out {out}: {why}", file=sys.stderr)

@@ -193,10 +193,22 @@ def plot(r: Report, path: Path) -> bool:
             ex = [p[0] for p in c.expected]
             ey = [p[1] for p in c.expected]
             ax.plot(ex, ey, color=colour, linestyle="-", linewidth=1, alpha=0.5, label=f"{c.op} expected (model)")
-            ax.plot(ex, [y * c.warn_of_expected for y in ey], color="tab:orange", linestyle=":", linewidth=1,
-                    label=f"warn floor ({c.warn_of_expected:.0%} of expected)")
-            ax.plot(ex, [y * c.fail_of_expected for y in ey], color="tab:red", linestyle="--", linewidth=1,
-                    label=f"fail floor ({c.fail_of_expected:.0%} of expected)")
+            ax.plot(
+                ex,
+                [y * c.warn_of_expected for y in ey],
+                color="tab:orange",
+                linestyle=":",
+                linewidth=1,
+                label=f"warn floor ({c.warn_of_expected:.0%} of expected)",
+            )
+            ax.plot(
+                ex,
+                [y * c.fail_of_expected for y in ey],
+                color="tab:red",
+                linestyle="--",
+                linewidth=1,
+                label=f"fail floor ({c.fail_of_expected:.0%} of expected)",
+            )
         for floor, style, what in ((c.floor_fail, "v", "fail"), (c.floor_warn, "^", "warn")):
             if floor is None:
                 continue
