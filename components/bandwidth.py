@@ -184,16 +184,20 @@ class BandwidthModel:
         refs = [r for r in self.references if r.path == "single-node" and r.op == op]
         return max(refs, key=lambda r: (r.kind == "measured", r.message_bytes)) if refs else None
 
-    def latency_for(self, path: Path) -> tuple[float, str]:
+    def latency_for(self, path: Path, op: str = "") -> tuple[float, str]:
+        """The curve's latency for this path kind and op: the op's own curves first (an all_reduce
+        and an all_gather of one fabric differ by 3x on A3 Mega), then any op's."""
         kind = "single-node" if path == "single-node" else "multi-node"
-        return self.latency.get(kind, (0.0, "no published curve: bandwidth only, no latency"))
+        return self.latency.get(
+            f"{kind}/{op}", self.latency.get(kind, (0.0, "no published curve: bandwidth only, no latency"))
+        )
 
     def single_node_curve(self, op: str) -> tuple[float, float, str] | None:
         """(plateau, latency, basis) of the single-node figure, None without one."""
         ref = self.single_node_reference(op)
         if ref is None:
             return None
-        lat, _ = self.latency_for("single-node")
+        lat, _ = self.latency_for("single-node", op)
         basis = (
             f"{ref.kind} {ref.gbps:g} GB/s at {_size(ref.message_bytes)} on {ref.hardware or 'this type'} "
             f"({ref.source})"
@@ -206,7 +210,7 @@ class BandwidthModel:
         n = 2 if path == "pair" else 1 if path == "single-node" else nodes
         value: float | None = None
         plateau: float | None = None
-        lat, lat_why = self.latency_for(path)
+        lat, lat_why = self.latency_for(path, op)
         if path == "single-node":
             single = self.single_node_curve(op)
             if single is None:
@@ -226,10 +230,10 @@ class BandwidthModel:
                 if single is not None and busbw_at(single[0], single[1], size) < value:
                     value = busbw_at(single[0], single[1], size)
                     plateau, lat = single[0], single[1]
-                    lat_why = self.latency_for("single-node")[1]
+                    lat_why = self.latency_for("single-node", op)[1]
                     basis += f"; capped at the single-node curve ({single[2]})"
         if path == "single-node":
-            lat_why = self.latency_for(path)[1]
+            lat_why = self.latency_for(path, op)[1]
         if value is not None:
             basis += f"; latency {lat * 1e6:.0f} us ({lat_why})"
             if size != FLOOR_MESSAGE_BYTES:
@@ -259,36 +263,43 @@ def _size(n: int) -> str:
 
 
 def calibrate_latency(models: Mapping[str, BandwidthModel]) -> dict[str, dict[str, tuple[float, str]]]:
-    """Per type and path kind ('single-node', 'multi-node'), the latency of its curves: the median of
-    its own references' fitted curves; else its calibration type's; else the median over every type
-    with a curve of that kind (stated in the basis)."""
+    """Per type, the latency of its curves, keyed 'single-node' / 'multi-node' (any op) and
+    'single-node/<op>' / 'multi-node/<op>': the median of its own references' fitted curves; else
+    its calibration type's; else the median over every type with such a curve (stated in the basis)."""
+
+    def kinds(r: Reference) -> tuple[str, str]:
+        kind = "single-node" if r.path == "single-node" else "multi-node"
+        return kind, f"{kind}/{r.op}"
+
     own: dict[str, dict[str, tuple[float, str]]] = {}
     for name, m in models.items():
-        for kind in ("single-node", "multi-node"):
-            fits = [
-                (lat, r)
-                for r in m.references
-                if (r.path == "single-node") == (kind == "single-node") and (lat := r.latency_s) is not None
-            ]
-            if fits:
-                lat = statistics.median(f for f, _ in fits)
-                why = ", ".join(f"{r.op} on {r.nodes} x {r.hardware or name} ({r.source})" for _, r in fits)
-                own.setdefault(name, {})[kind] = (lat, f"fitted on {why}")
+        fits: dict[str, list[tuple[float, Reference]]] = {}
+        for r in m.references:
+            lat = r.latency_s
+            if lat is None:
+                continue
+            for key in kinds(r):
+                fits.setdefault(key, []).append((lat, r))
+        for key, fs in fits.items():
+            why = ", ".join(f"{r.op} on {r.nodes} node(s) of {r.hardware or name} ({r.source})" for _, r in fs)
+            own.setdefault(name, {})[key] = (statistics.median(f for f, _ in fs), f"fitted on {why}")
     pooled: dict[str, tuple[float, str]] = {}
-    for kind in ("single-node", "multi-node"):
-        lats = [(v[kind][0], n) for n, v in own.items() if kind in v]
-        if lats:
-            pooled[kind] = (
-                statistics.median(x for x, _ in lats),
-                f"median of the {kind} curves of {len(lats)} type(s): {', '.join(sorted(n for _, n in lats))}",
-            )
+    for key in sorted({k for v in own.values() for k in v}):
+        lats = [(v[key][0], n) for n, v in own.items() if key in v]
+        pooled[key] = (
+            statistics.median(x for x, _ in lats),
+            f"median of the {key} curves of {len(lats)} type(s): {', '.join(sorted(n for _, n in lats))}",
+        )
     out: dict[str, dict[str, tuple[float, str]]] = {}
     for name, m in models.items():
         mine = dict(own.get(name, {}))
-        for kind, val in own.get(m.calibration, {}).items():
-            mine.setdefault(kind, (val[0], f"{m.calibration}'s curve: {val[1]}"))
-        for kind, val in pooled.items():
-            mine.setdefault(kind, (val[0], f"no curve of this type; {val[1]}"))
+        for key, val in own.get(m.calibration, {}).items():
+            mine.setdefault(key, (val[0], f"{m.calibration}'s curve: {val[1]}"))
+        for key, val in pooled.items():
+            # A type with its own curve of any op keeps it before the pool's curve of the op.
+            if key in mine or ("/" in key and key.split("/")[0] in mine):
+                continue
+            mine[key] = (val[0], f"no curve of this type; {val[1]}")
         out[name] = mine
     return out
 
@@ -306,10 +317,11 @@ def calibrate(
     latency = latency if latency is not None else calibrate_latency(models)
     own: dict[str, dict[str, tuple[float, str]]] = {}
     for name, m in models.items():
-        lat = latency.get(name, {}).get("multi-node", (0.0, ""))[0]
         for ref in m.references:
             if not ref.calibrates or ref.path != "multi-node":
                 continue
+            mine = latency.get(name, {})
+            lat = mine.get(f"multi-node/{ref.op}", mine.get("multi-node", (0.0, "")))[0]
             bound, _ = m.bound(ref.op, ref.nodes, "multi-node")
             assert bound is not None
             own.setdefault(name, {})[ref.op] = (
