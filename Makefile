@@ -48,6 +48,7 @@ bench: $(VENV_OK)
 	$(PY) -m bench.ddp_throughput
 	$(PY) -m bench.model_parallel_memory
 	$(PY) -m bench.fleet_balance
+	$(PY) -m bench.bandwidth_model
 
 clean:
 	rm -rf .venv .venv-checkov out .mypy_cache .pytest_cache

@@ -23,14 +23,22 @@ those into an expected busbw for an op, a node count and a path, and the floors 
 - ``expected`` = efficiency x bound, and for all_reduce at most the single-node figure (the two
   intra-node phases run on NVLink: every published 2-node 8 x H100 figure, 479.3 on p5 and 467.5
   on 8 x 400G IB, sits at or under the single-node 480.4).
+- size: nccl-tests times a call as latency plus size over bandwidth, so in busbw terms
+  ``time(S) = latency + S / plateau`` and ``busbw(S) = S / (latency + S / plateau)`` (S in GB). The
+  latency is fitted on the published curves (each reference's ``curve``, sizes from
+  CURVE_MIN_BYTES up, least squares on the relative error); the plateau is the efficiency x bound,
+  and a reference measured at a size short of the plateau is first lifted to it with the same
+  latency. ``expected(..., message_bytes=S)`` is then the figure at any size, so a sweep that ends
+  at 32 MiB is held to what a healthy cluster reaches at 32 MiB.
 - floors: warn under WARN_OF_EXPECTED x expected, fail under FAIL_OF_EXPECTED x expected, at the
-  message size the expected figure is stated at (FLOOR_MESSAGE_BYTES).
+  message size judged (FLOOR_MESSAGE_BYTES when the sweep reaches it).
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
-from typing import Literal, Mapping
+from typing import Literal, Mapping, Sequence
 
 Path = Literal["single-node", "multi-node", "fabric-only", "pair"]
 PATHS: tuple[Path, ...] = ("single-node", "multi-node", "fabric-only", "pair")
@@ -41,6 +49,48 @@ FAIL_OF_EXPECTED = 0.75
 """Below three quarters of the expected figure a cluster is failed; the gap to 0.9 is room for noise."""
 FLOOR_MESSAGE_BYTES = 8 << 30
 """The size floors are stated at: the largest row most published runs share (8 GiB)."""
+CURVE_MIN_BYTES = 32 << 20
+"""Smallest size the latency is fitted from: nccl-tests' default ``-e 32M`` ends here, and below it
+NCCL's LL/LL128 protocols make the curve something other than latency plus bandwidth."""
+OPS_WITH_FLOORS = ("all_reduce", "all_gather", "reduce_scatter")
+"""Ops the model gives a floor for. reduce_scatter runs the same ring as all_gather and moves the same
+bytes per NIC (nccl-tests doc/PERFORMANCE.md: same busbw factor), so with no reduce_scatter measured it
+takes all_gather's efficiency and says so. alltoall, sendrecv, broadcast, reduce: no published
+multi-node figure in the catalog, so no floor."""
+_BORROW = {"reduce_scatter": "all_gather"}
+
+
+def busbw_at(plateau_gbps: float, latency_s: float, size_bytes: int) -> float:
+    """busbw at ``size_bytes`` of a curve with this plateau and latency (busbw terms)."""
+    x = size_bytes / 1e9
+    return x / (latency_s + x / plateau_gbps)
+
+
+def plateau_from(gbps: float, size_bytes: int, latency_s: float) -> float:
+    """The plateau a curve with this latency has when it reads ``gbps`` at ``size_bytes``."""
+    x = size_bytes / 1e9
+    t = x / gbps - latency_s
+    return x / t if t > 0 else gbps
+
+
+def fit_latency(points: Sequence[tuple[int, float]]) -> float | None:
+    """Seconds of latency (busbw terms) that best explain a published curve, or None with fewer than
+    two usable sizes. Fits ``time = latency + S / plateau`` minimising the relative error of the time,
+    on sizes from CURVE_MIN_BYTES up (the protocol switch below it is not latency plus bandwidth)."""
+    pts = [(s / 1e9, b) for s, b in points if s >= CURVE_MIN_BYTES and b > 0]
+    if len({x for x, _ in pts}) < 2:
+        return None
+    # (lat + x c) / t = 1 with t = x / b: rows (1/t, x/t), least squares, two unknowns.
+    a11 = a12 = a22 = r1 = r2 = 0.0
+    for x, b in pts:
+        t = x / b
+        u, v = 1.0 / t, x / t
+        a11, a12, a22, r1, r2 = a11 + u * u, a12 + u * v, a22 + v * v, r1 + u, r2 + v
+    det = a11 * a22 - a12 * a12
+    if det == 0:
+        return None
+    lat = (r1 * a22 - r2 * a12) / det
+    return max(lat, 0.0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,6 +108,12 @@ class Reference:
     hardware: str = ""
     calibrates: bool = False
     """This figure is NIC-bound and sets the fabric's efficiency for its op."""
+    curve: tuple[tuple[int, float], ...] = ()
+    """Rows of the same published table, (size, out-of-place busbw), that the latency is fitted on."""
+
+    @property
+    def latency_s(self) -> float | None:
+        return fit_latency(self.curve)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,9 +125,14 @@ class Expected:
     bound_gbps: float | None
     algorithm: str
     expected_gbps: float | None
+    """At ``message_bytes``."""
     floor_warn_gbps: float | None
     floor_fail_gbps: float | None
     basis: str
+    plateau_gbps: float | None = None
+    """What the curve tends to at large sizes."""
+    latency_us: float | None = None
+    """The latency of the curve (busbw terms), fitted on published curves."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,7 +152,9 @@ class BandwidthModel:
     calibration: str
     """Instance type whose calibrating measurement gives the efficiency (this type by default)."""
     efficiency: Mapping[str, tuple[float, str]] = field(default_factory=dict)
-    """op -> (measured / bound, where that came from); filled in when the catalog is loaded."""
+    """op -> (plateau / bound, where that came from); filled in when the catalog is loaded."""
+    latency: Mapping[str, tuple[float, str]] = field(default_factory=dict)
+    """'single-node' | 'multi-node' -> (seconds, where that came from); filled in when loaded."""
     note: str = ""
 
     @property
@@ -121,32 +184,60 @@ class BandwidthModel:
         refs = [r for r in self.references if r.path == "single-node" and r.op == op]
         return max(refs, key=lambda r: (r.kind == "measured", r.message_bytes)) if refs else None
 
-    def expected(self, op: str, nodes: int, path: Path) -> Expected:
-        size = FLOOR_MESSAGE_BYTES
+    def latency_for(self, path: Path, op: str = "") -> tuple[float, str]:
+        """The curve's latency for this path kind and op: the op's own curves first (an all_reduce
+        and an all_gather of one fabric differ by 3x on A3 Mega), then any op's."""
+        kind = "single-node" if path == "single-node" else "multi-node"
+        return self.latency.get(
+            f"{kind}/{op}", self.latency.get(kind, (0.0, "no published curve: bandwidth only, no latency"))
+        )
+
+    def single_node_curve(self, op: str) -> tuple[float, float, str] | None:
+        """(plateau, latency, basis) of the single-node figure, None without one."""
+        ref = self.single_node_reference(op)
+        if ref is None:
+            return None
+        lat, _ = self.latency_for("single-node", op)
+        basis = (
+            f"{ref.kind} {ref.gbps:g} GB/s at {_size(ref.message_bytes)} on {ref.hardware or 'this type'} "
+            f"({ref.source})"
+        )
+        return plateau_from(ref.gbps, ref.message_bytes, lat), lat, basis
+
+    def expected(self, op: str, nodes: int, path: Path, message_bytes: int = FLOOR_MESSAGE_BYTES) -> Expected:
+        size = message_bytes
         bound, algorithm = self.bound(op, nodes, path)
         n = 2 if path == "pair" else 1 if path == "single-node" else nodes
-        value: float | None
+        value: float | None = None
+        plateau: float | None = None
+        lat, lat_why = self.latency_for(path, op)
         if path == "single-node":
-            ref = self.single_node_reference(op)
-            if ref is None:
-                value, basis = None, f"no published single-node {op} for this GPU board: no floor"
+            single = self.single_node_curve(op)
+            if single is None:
+                basis = f"no published single-node {op} for this GPU board: no floor"
             else:
-                value = ref.gbps
-                basis = (
-                    f"{ref.kind} {ref.gbps:g} GB/s at {_size(ref.message_bytes)} on {ref.hardware or 'this type'} "
-                    f"({ref.source})"
-                )
+                plateau, lat, basis = single
+                value = busbw_at(plateau, lat, size)
         else:
             eff = self.efficiency.get(op)
             if eff is None or bound is None:
-                value, basis = None, f"no efficiency for {op} on this fabric: no floor"
+                basis = f"no floor for {op}: no {op} measured on this fabric or any other in the catalog"
             else:
-                value = eff[0] * bound
-                basis = f"{eff[0]:.3f} x bound ({eff[1]})"
-                single = self.single_node_reference(op) if op == "all_reduce" and path != "fabric-only" else None
-                if single is not None and single.gbps < value:
-                    value = single.gbps
-                    basis += f"; capped at the single-node {single.gbps:g} ({single.source})"
+                plateau = eff[0] * bound
+                value = busbw_at(plateau, lat, size)
+                basis = f"plateau {eff[0]:.3f} x bound ({eff[1]})"
+                single = self.single_node_curve(op) if op == "all_reduce" and path != "fabric-only" else None
+                if single is not None and busbw_at(single[0], single[1], size) < value:
+                    value = busbw_at(single[0], single[1], size)
+                    plateau, lat = single[0], single[1]
+                    lat_why = self.latency_for("single-node", op)[1]
+                    basis += f"; capped at the single-node curve ({single[2]})"
+        if path == "single-node":
+            lat_why = self.latency_for(path, op)[1]
+        if value is not None:
+            basis += f"; latency {lat * 1e6:.0f} us ({lat_why})"
+            if size != FLOOR_MESSAGE_BYTES:
+                basis += f"; at {_size(size)}"
         # Floors come from the expected figure as printed, so a reader can redo the sums.
         value = None if value is None else round(value, 1)
         warn = None if value is None else round(WARN_OF_EXPECTED * value, 1)
@@ -162,6 +253,8 @@ class BandwidthModel:
             floor_warn_gbps=warn,
             floor_fail_gbps=fail,
             basis=basis,
+            plateau_gbps=None if plateau is None else round(plateau, 1),
+            latency_us=None if value is None else round(lat * 1e6, 1),
         )
 
 
@@ -169,36 +262,92 @@ def _size(n: int) -> str:
     return f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MiB"
 
 
-def calibrate(models: Mapping[str, BandwidthModel]) -> dict[str, dict[str, tuple[float, str]]]:
-    """Per type and op, the efficiency (measured / bound) and where it came from.
+def calibrate_latency(models: Mapping[str, BandwidthModel]) -> dict[str, dict[str, tuple[float, str]]]:
+    """Per type, the latency of its curves, keyed 'single-node' / 'multi-node' (any op) and
+    'single-node/<op>' / 'multi-node/<op>': the median of its own references' fitted curves; else
+    its calibration type's; else the median over every type with such a curve (stated in the basis)."""
 
-    A type takes its calibration type's NIC-bound multi-node measurements; an op with none takes the
-    lowest efficiency any type in the catalog reaches for that op (stated in the basis)."""
+    def kinds(r: Reference) -> tuple[str, str]:
+        kind = "single-node" if r.path == "single-node" else "multi-node"
+        return kind, f"{kind}/{r.op}"
+
+    own: dict[str, dict[str, tuple[float, str]]] = {}
+    for name, m in models.items():
+        fits: dict[str, list[tuple[float, Reference]]] = {}
+        for r in m.references:
+            lat = r.latency_s
+            if lat is None:
+                continue
+            for key in kinds(r):
+                fits.setdefault(key, []).append((lat, r))
+        for key, fs in fits.items():
+            why = ", ".join(f"{r.op} on {r.nodes} node(s) of {r.hardware or name} ({r.source})" for _, r in fs)
+            own.setdefault(name, {})[key] = (statistics.median(f for f, _ in fs), f"fitted on {why}")
+    pooled: dict[str, tuple[float, str]] = {}
+    for key in sorted({k for v in own.values() for k in v}):
+        lats = [(v[key][0], n) for n, v in own.items() if key in v]
+        pooled[key] = (
+            statistics.median(x for x, _ in lats),
+            f"median of the {key} curves of {len(lats)} type(s): {', '.join(sorted(n for _, n in lats))}",
+        )
+    out: dict[str, dict[str, tuple[float, str]]] = {}
+    for name, m in models.items():
+        mine = dict(own.get(name, {}))
+        for key, val in own.get(m.calibration, {}).items():
+            mine.setdefault(key, (val[0], f"{m.calibration}'s curve: {val[1]}"))
+        for key, val in pooled.items():
+            # A type with its own curve of any op keeps it before the pool's curve of the op.
+            if key in mine or ("/" in key and key.split("/")[0] in mine):
+                continue
+            mine[key] = (val[0], f"no curve of this type; {val[1]}")
+        out[name] = mine
+    return out
+
+
+def calibrate(
+    models: Mapping[str, BandwidthModel],
+    latency: Mapping[str, Mapping[str, tuple[float, str]]] | None = None,
+) -> dict[str, dict[str, tuple[float, str]]]:
+    """Per type and op, the efficiency (plateau / bound) and where it came from.
+
+    A type takes its calibration type's NIC-bound multi-node measurements, each lifted to its plateau
+    with that type's latency; an op with none takes the median efficiency of the types that measured
+    it (stated in the basis): a prediction, where the lowest would only remember the worst run.
+    reduce_scatter with none takes all_gather's (same ring, same bytes per NIC)."""
+    latency = latency if latency is not None else calibrate_latency(models)
     own: dict[str, dict[str, tuple[float, str]]] = {}
     for name, m in models.items():
         for ref in m.references:
             if not ref.calibrates or ref.path != "multi-node":
                 continue
+            mine = latency.get(name, {})
+            lat = mine.get(f"multi-node/{ref.op}", mine.get("multi-node", (0.0, "")))[0]
             bound, _ = m.bound(ref.op, ref.nodes, "multi-node")
             assert bound is not None
             own.setdefault(name, {})[ref.op] = (
-                ref.gbps / bound,
+                plateau_from(ref.gbps, ref.message_bytes, lat) / bound,
                 f"{ref.gbps:g} GB/s {ref.op} on {ref.nodes} x {ref.hardware or name} at "
                 f"{_size(ref.message_bytes)}, {ref.source}",
             )
-    lowest: dict[str, tuple[float, str]] = {}
-    for name, per_op in own.items():
-        for op, (eff, why) in per_op.items():
-            if op not in lowest or eff < lowest[op][0]:
-                lowest[op] = (eff, f"lowest measured in the catalog: {why}")
+    typical: dict[str, tuple[float, str]] = {}
+    ops = sorted({op for per_op in own.values() for op in per_op})
+    for op in ops:
+        effs = sorted((per_op[op][0], name) for name, per_op in own.items() if op in per_op)
+        typical[op] = (
+            statistics.median(e for e, _ in effs),
+            f"median of {len(effs)} type(s) measured: " + ", ".join(f"{n} {e:.3f}" for e, n in effs),
+        )
     out: dict[str, dict[str, tuple[float, str]]] = {}
     for name, m in models.items():
         mine = dict(own.get(m.calibration, {}))
         if m.calibration != name:
             mine = {op: (e, f"same NICs as {m.calibration}: {why}") for op, (e, why) in mine.items()}
-        for op, fallback in lowest.items():
+        for op, fallback in typical.items():
             if op not in mine:
                 mine[op] = (fallback[0], f"no {op} measured on this fabric; {fallback[1]}")
+        for op, donor in _BORROW.items():
+            if op not in mine and donor in mine:
+                mine[op] = (mine[donor][0], f"{donor}'s ring, same bytes per NIC: {mine[donor][1]}")
         out[name] = mine
     return out
 

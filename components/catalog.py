@@ -17,7 +17,7 @@ from typing import Any, Literal, Mapping
 
 import yaml
 
-from components.bandwidth import PATHS, BandwidthModel, Reference, calibrate
+from components.bandwidth import PATHS, BandwidthModel, Reference, calibrate, calibrate_latency
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 
@@ -49,8 +49,9 @@ class Accelerator:
     """GPUs per node."""
     memory_gib: float
     """Device memory per GPU."""
-    peak_dense_bf16_tflops: float
-    """Vendor's dense (no sparsity) bf16 tensor peak per GPU, the denominator of MFU."""
+    peak_dense_bf16_tflops: float | None
+    """Vendor's dense (no sparsity) bf16 tensor peak per GPU, the denominator of MFU; None for a GPU
+    without bf16 tensor cores (T4, judge-only types)."""
     memory_bandwidth_tbps: float
     """Vendor's device memory bandwidth per GPU in TB/s."""
     source: str
@@ -72,6 +73,9 @@ class Network:
     mtu: int
     nic_type: str
     source: str
+    rdma: bool = True
+    """The type has an RDMA (or GPUDirect) fabric between nodes; False only where the catalog says it
+    has none, and then NCCL over TCP sockets between nodes is what it has, not a fallback."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,7 +107,8 @@ class InstanceType:
     network: Network
     software: Software
     bandwidth: BandwidthModel
-    price: Price
+    price: Price | None
+    """None only for a judge-only type (``judge_types``): one the judge knows, not one we provision."""
     locations: tuple[str, ...]
     """Regions (AWS, Azure) or zones (GCP) where the type is offered."""
     locations_source: str
@@ -121,6 +126,21 @@ class InstanceType:
 class Catalog:
     instances: Mapping[str, InstanceType]
     sources: Mapping[str, Source] = field(default_factory=dict)
+    judge_types: Mapping[str, InstanceType] = field(default_factory=dict)
+    """Types the judge holds published runs to, which the project does not provision (no price or
+    regions read): the spec never offers them."""
+
+    def judge_type(self, name: str) -> InstanceType:
+        """A type to judge a run against: a provisionable one or a judge-only one."""
+        if name in self.judge_types:
+            return self.judge_types[name]
+        try:
+            return self.get(name)
+        except CatalogError:
+            raise CatalogError(
+                f"instance type {name!r} is not in the catalog (allowed: "
+                f"{', '.join(sorted({*self.instances, *self.judge_types}))})"
+            ) from None
 
     def get(self, name: str) -> InstanceType:
         try:
@@ -144,9 +164,13 @@ def _req(d: Mapping[str, Any], key: str, where: str) -> Any:
 
 
 def _parse_instance(
-    name: str, raw: Mapping[str, Any], fabrics: Mapping[str, Any], sources: Mapping[str, Source]
+    name: str,
+    raw: Mapping[str, Any],
+    fabrics: Mapping[str, Any],
+    sources: Mapping[str, Source],
+    judge_only: bool = False,
 ) -> InstanceType:
-    where = f"instances.{name}"
+    where = f"{'judge_types' if judge_only else 'instances'}.{name}"
     cloud = _req(raw, "cloud", where)
     if cloud not in CLOUDS:
         raise CatalogError(f"{where}.cloud: {cloud!r} (allowed: {', '.join(CLOUDS)})")
@@ -168,7 +192,7 @@ def _parse_instance(
     bandwidth = _parse_bandwidth(_req(raw, "bandwidth", where), name, int(acc["count"]), sources, where)
     locations = raw.get("zones") if cloud == "gcp" else raw.get("regions")
     loc_source = raw.get("zones_source") if cloud == "gcp" else raw.get("regions_source")
-    if not locations or not loc_source:
+    if (not locations or not loc_source) and not judge_only:
         kind = "zones" if cloud == "gcp" else "regions"
         raise CatalogError(f"{where}.{kind}: missing, or without {kind}_source")
     it = InstanceType(
@@ -180,9 +204,9 @@ def _parse_instance(
         network=Network(**net),
         software=software,
         bandwidth=bandwidth,
-        price=Price(**{**_req(raw, "price", where), "date": str(raw["price"]["date"])}),
-        locations=tuple(str(x) for x in locations),
-        locations_source=str(loc_source),
+        price=None if judge_only else Price(**{**_req(raw, "price", where), "date": str(raw["price"]["date"])}),
+        locations=tuple(str(x) for x in locations or ()),
+        locations_source=str(loc_source or ""),
         zone_ids={str(region): tuple(str(z) for z in ids) for region, ids in (raw.get("zone_ids") or {}).items()},
     )
     if it.zone_ids and raw.get("zone_ids_source") not in sources:
@@ -190,12 +214,10 @@ def _parse_instance(
     for region in it.zone_ids:
         if region not in it.locations:
             raise CatalogError(f"{where}.zone_ids.{region}: not one of the type's regions")
-    for path, sid in (
-        ("accelerator.source", it.accelerator.source),
-        ("network.source", it.network.source),
-        ("price.source", it.price.source),
-        ("locations source", it.locations_source),
-    ):
+    ids = [("accelerator.source", it.accelerator.source), ("network.source", it.network.source)]
+    if it.price is not None:
+        ids += [("price.source", it.price.source), ("locations source", it.locations_source)]
+    for path, sid in ids:
         if sid not in sources:
             raise CatalogError(f"{where}.{path}: unknown source id {sid!r}")
     return it
@@ -223,6 +245,7 @@ def _parse_bandwidth(
                 kind=r.get("kind", "measured"),
                 hardware=str(r.get("hardware", "")),
                 calibrates=bool(r.get("calibrates", False)),
+                curve=_curve(r.get("curve"), f"{where}.bandwidth.references[{i}].curve"),
             )
         )
     for key in ("nvlink_source", "nic_source"):
@@ -242,6 +265,19 @@ def _parse_bandwidth(
     )
 
 
+def _curve(raw: Any, where: str) -> tuple[tuple[int, float], ...]:
+    if raw is None:
+        return ()
+    out = []
+    for j, pt in enumerate(raw):
+        if not (isinstance(pt, (list, tuple)) and len(pt) == 2 and float(pt[1]) > 0 and int(pt[0]) > 0):
+            raise CatalogError(f"{where}[{j}]: {pt!r} (allowed: [size in bytes, busbw GB/s > 0])")
+        out.append((int(pt[0]), float(pt[1])))
+    if [s for s, _ in out] != sorted({s for s, _ in out}):
+        raise CatalogError(f"{where}: sizes must rise and not repeat")
+    return tuple(out)
+
+
 def parse_catalog(doc: Mapping[str, Any]) -> Catalog:
     sources = {
         sid: Source(id=sid, title=str(s["title"]), url=str(s["url"]), read=str(s["read"]))
@@ -252,14 +288,29 @@ def parse_catalog(doc: Mapping[str, Any]) -> Catalog:
         if f.get("source") not in sources:
             raise CatalogError(f"fabrics.{fname}.source: unknown source id {f.get('source')!r}")
     instances = {name: _parse_instance(name, raw, fabrics, sources) for name, raw in doc["instances"].items()}
+    judge_only = {
+        name: _parse_instance(name, raw, fabrics, sources, judge_only=True)
+        for name, raw in (doc.get("judge_types") or {}).items()
+    }
+    for name in judge_only:
+        if name in instances:
+            raise CatalogError(f"judge_types.{name}: also in instances (a type is one or the other)")
+    instances = {**instances, **judge_only}
     for name, it in instances.items():
         if it.bandwidth.calibration not in instances:
             raise CatalogError(f"instances.{name}.bandwidth.calibration: unknown type {it.bandwidth.calibration!r}")
-    efficiency = calibrate({n: it.bandwidth for n, it in instances.items()})
+    models = {n: it.bandwidth for n, it in instances.items()}
+    latency = calibrate_latency(models)
+    efficiency = calibrate(models, latency)
     instances = {
-        n: replace(it, bandwidth=replace(it.bandwidth, efficiency=efficiency[n])) for n, it in instances.items()
+        n: replace(it, bandwidth=replace(it.bandwidth, efficiency=efficiency[n], latency=latency[n]))
+        for n, it in instances.items()
     }
-    return Catalog(instances=instances, sources=sources)
+    return Catalog(
+        instances={n: it for n, it in instances.items() if n not in judge_only},
+        sources=sources,
+        judge_types={n: it for n, it in instances.items() if n in judge_only},
+    )
 
 
 @functools.cache

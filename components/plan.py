@@ -121,6 +121,7 @@ def _endpoint(spec: ClusterSpec, placeholder: bool) -> str:
 def summarize(stack: str, spec: ClusterSpec, run: OfflineRun, placeholder: bool = False) -> Summary:
     it = load_catalog().get(spec.compute.instance_type)
     bw = it.bandwidth
+    assert it.price is not None  # the spec offers only priced (provisionable) types
     per_hour = spec.compute.nodes * it.price.usd_per_hour
     note = "GPU nodes at the on-demand price; storage, control plane and data transfer not included"
     if spec.compute.capacity.type == "spot":

@@ -151,6 +151,8 @@ def total_s(phases: list[PhaseTime]) -> float:
 
 
 def cost_usd(seconds: float, it: InstanceType, nodes: int) -> float:
+    if it.price is None:  # a judge-only type: no price was read for it
+        return float("nan")
     return seconds / 3600.0 * nodes * it.price.usd_per_hour
 
 

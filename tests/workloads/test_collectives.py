@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from workloads.collectives import bench as col
 from workloads.health import hang
@@ -192,10 +193,28 @@ def test_bad_flags_end_without_traceback_in_a_real_process() -> None:
 
 def test_check_values_stay_exact_for_every_dtype() -> None:
     for dtype, limit in ops._EXACT_LIMIT.items():
-        for n in (2, 3, 8, 64, 300, 1000):
-            ma, mb = ops._reduce_moduli(dtype, n)
-            worst = n * (ma - 1) + sum(r % mb for r in range(n))
-            assert worst <= limit, (dtype, n)
+        for n in (2, 3, 8, 64, 300, 1000, 4096, 100_000):
+            ma, k = ops._reduce_terms(dtype, n)
+            assert (ma - 1) + k <= limit, (dtype, n)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n", [2, 8, 512, 4096])
+def test_reduction_check_stays_meaningful_at_any_rank_count(dtype: torch.dtype, n: int) -> None:
+    # Summed rank by rank in the dtype itself (any order stays exact), the result is the expected
+    # one; and dropping any one rank's contribution leaves wrong elements. At 512 ranks in bf16 and
+    # 4,096 in fp16 the old data was all zeros, so a lost rank went unseen.
+    idx = torch.arange(2 * n, dtype=torch.int64)
+    inputs = [ops.reduce_data(dtype, n, r)[0](idx).to(dtype) for r in range(n)]
+    _, red_sum = ops.reduce_data(dtype, n, 0)
+    expected = red_sum(idx).to(dtype)
+    total = torch.zeros(2 * n, dtype=dtype)
+    for x in inputs:
+        total += x
+    assert torch.equal(total, expected)
+    assert len(set(expected.tolist())) > 2 and all(bool(x.any()) for x in inputs)
+    for dropped in (0, n // 2, n - 1):
+        assert bool((total - inputs[dropped] != expected).any()), dropped
 
 
 # ----------------------------------------------------------------------------- real runs

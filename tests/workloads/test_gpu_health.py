@@ -154,3 +154,42 @@ def test_under_torchrun_rank0_gathers_every_rank(tmp_path: Path) -> None:
     (host,) = doc["hosts"]
     assert len(host["devices"]) == 2 and host["verdict"] == "not judged"
     assert all(d["node"] == host["node"] and d["mem_gbps"] > 0 for d in doc["devices"])
+
+
+def _one_host(peaks: gh.Peaks, tflops: float, name: str) -> gh.HostVerdict:
+    figs = [
+        gh.DeviceFigures(
+            node="n",
+            rank=r,
+            local_rank=r,
+            device=f"cuda:{r}",
+            name=name,
+            matmul_dtype="bfloat16",
+            matmul_n=8192,
+            matmul_tflops=tflops,
+            mem_bytes=1 << 30,
+            mem_gbps=0.9 * peaks.memory_bandwidth_gbps,
+            gpus_visible=peaks.gpus,
+        )
+        for r in range(peaks.gpus)
+    ]
+    (host,) = gh.judge_hosts(figs, peaks, gh.HealthConfig(instance_type=peaks.instance_type))
+    return host
+
+
+def test_matmul_is_held_to_the_achievable_figure_the_node_gate_uses() -> None:
+    from components.catalog import load_gpu_models
+
+    mi = _peaks("Standard_ND96isr_MI300X_v5")
+    assert mi.achievable_bf16_tflops == load_gpu_models()["MI300X"].achievable_bf16_tflops == 668.4
+    # Before: 0.55 x the 1307.4 peak = 719 was the fail floor, so a healthy MI300X at its published
+    # achievable figure failed. Now it passes, and two thirds of it still fails.
+    assert _one_host(mi, 668.4, "AMD Instinct MI300X").verdict == "pass"
+    assert _one_host(mi, 0.6 * 668.4, "AMD Instinct MI300X").verdict == "fail"
+    h100 = _peaks("p5.48xlarge")
+    assert h100.achievable_bf16_tflops == 794.5
+    # The old warn floor, 0.70 x 989 = 692 (87 % of the best shape's 794.5), is where a plain
+    # 8192^2 matmul on a healthy H100 lands: it no longer warns; under 0.80 x 794.5 it does.
+    assert _one_host(h100, 0.70 * 989, "NVIDIA H100 80GB HBM3").verdict == "pass"
+    slow = _one_host(h100, 0.75 * 794.5, "NVIDIA H100 80GB HBM3")
+    assert slow.verdict == "warn" and "of the 794.5 achievable" in slow.problems[0]

@@ -150,10 +150,11 @@ def test_judge_passes_a_healthy_p5_run(tmp_path: Path) -> None:
     assert rep.floors_applied
     assert rep.verdict == Verdict.PASS, [m.to_json() for m in rep.measurements if m.verdict != Verdict.PASS]
     multi = next(m for m in rep.measurements if m.check == "multi_node.all_reduce")
-    two_nodes = load_catalog().get("p5.48xlarge").bandwidth.expected("all_reduce", 2, "multi-node")
-    assert multi.floor_fail == two_nodes.floor_fail_gbps and multi.floor_warn == two_nodes.floor_warn_gbps
-    # The sweep has no 8 GiB row (factor 4 from 1 MiB): the next larger row is judged.
+    # The sweep has no 8 GiB row (factor 4 from 1 MiB): the next larger row is judged, against the
+    # model's figure at that size.
     assert multi.at_bytes == 2**20 * 4**7 and "expected" in multi.basis
+    two_nodes = load_catalog().get("p5.48xlarge").bandwidth.expected("all_reduce", 2, "multi-node", multi.at_bytes)
+    assert multi.floor_fail == two_nodes.floor_fail_gbps and multi.floor_warn == two_nodes.floor_warn_gbps
     assert rep.transport["ok"] is True
     files = write(rep, tmp_path / "out")
     assert set(files) == {"report.json", "report.md", "busbw.png"}
@@ -254,7 +255,7 @@ def test_sixteen_node_p5_can_pass(tmp_path: Path) -> None:
     (tmp_path / "phase-main.json").write_text(json.dumps(main))
     rep = judge(tmp_path, instance_type="p5.48xlarge", local=False)
     multi = next(m for m in rep.measurements if m.check == "multi_node.all_reduce")
-    sixteen = load_catalog().get("p5.48xlarge").bandwidth.expected("all_reduce", 16, "multi-node")
+    sixteen = load_catalog().get("p5.48xlarge").bandwidth.expected("all_reduce", 16, "multi-node", multi.at_bytes)
     assert multi.floor_warn == sixteen.floor_warn_gbps and multi.verdict == Verdict.PASS
     assert "16 node(s)" in multi.basis
 
@@ -399,3 +400,28 @@ def test_pairs_from_their_own_phase_are_judged_when_main_left_nothing(tmp_path: 
     assert by_node["n4"].verdict == Verdict.FAIL and "failed with n3" in " ".join(by_node["n4"].reasons)
     assert by_node["n1"].verdict == Verdict.PASS
     assert any(m.check == "pair.search_rounds" for m in rep.measurements)
+
+
+def _cut_sweep(root: Path, largest: int, scale: float) -> None:
+    """Keep the multi-node rows up to ``largest`` and scale their busbw (a quick-mode sweep)."""
+    main = json.loads((root / "phase-main.json").read_text())
+    res = main["multi_node"]["all_reduce"]
+    res["rows"] = [dict(r, busbw_gbps=r["busbw_gbps"] * scale) for r in res["rows"] if r["size_bytes"] <= largest]
+    (root / "phase-main.json").write_text(json.dumps(main))
+
+
+def test_a_short_sweep_of_the_bundled_job_is_judged_at_its_size_and_can_fail(tmp_path: Path) -> None:
+    # Quick mode ends at 64 MiB: a degraded cluster there FAILs against 64 MiB's expectation (it
+    # used to read as WARN at most), and a healthy one does not.
+    bad, good = tmp_path / "bad", tmp_path / "good"
+    for root, scale in ((bad, 0.2), (good, 1.0)):
+        root.mkdir()
+        _write_run(root, multi=480.0, node2_rate=730.0)
+        _cut_sweep(root, 64 << 20, scale)
+    it = load_catalog().get("p5.48xlarge")
+    at_64m = it.bandwidth.expected("all_reduce", 2, "multi-node", 64 << 20)
+    for root, verdict in ((bad, Verdict.FAIL), (good, Verdict.PASS)):
+        rep = judge(root, instance_type="p5.48xlarge", local=False)
+        multi = next(m for m in rep.measurements if m.check == "multi_node.all_reduce")
+        assert multi.at_bytes == 64 << 20 and multi.floor_fail == at_64m.floor_fail_gbps
+        assert multi.verdict == verdict and "sweep ended at 64 MiB" in multi.detail

@@ -141,15 +141,31 @@ def _plain_modulus(dtype: torch.dtype) -> int:
     return min(_EXACT_LIMIT[dtype], 1 << 16)
 
 
-def _reduce_moduli(dtype: torch.dtype, n: int) -> tuple[int, int]:
-    """``(ma, mb)`` so that values ``i % ma + r % mb`` summed over ``n`` ranks stay exact."""
+def _reduce_terms(dtype: torch.dtype, n: int) -> tuple[int, int]:
+    """``(ma, k)`` of the reduction check data, exact and meaningful at any rank count.
+
+    Element ``i`` belongs to rank ``i % n``, which alone adds ``i % ma``; besides, every rank adds 1
+    where ``(i + r) % n < k``, which for each ``i`` holds for exactly ``k`` ranks. The sum is
+    ``i % ma + k``: at most ``ma - 1 + k``, inside the dtype's exact range whatever the order. Each
+    rank's data lands in the result (its own elements, and the ones it adds 1 to), so a rank that
+    is dropped, doubled or shifted shows, at 512 ranks in bf16 as at 2. The older ``i % ma + r % mb``
+    scheme shrank ``ma`` to 1 and ``mb`` to 1 past 512 ranks in bf16 (4,096 in fp16): every input 0."""
     limit = _EXACT_LIMIT[dtype]
-    mb = min(n, 8)
-    rank_sum = sum(r % mb for r in range(n))
-    if rank_sum > limit:
-        mb, rank_sum = 1, 0
-    ma = min((limit - rank_sum) // n + 1, 1 << 16)
-    return max(ma, 1), mb
+    ma = max(2, min(limit // 2, 1 << 16))
+    k = max(1, min(n, limit - ma))
+    return ma, k
+
+
+def reduce_data(
+    dtype: torch.dtype, n: int, rank: int
+) -> tuple[Callable[[torch.Tensor], torch.Tensor], Callable[[torch.Tensor], torch.Tensor]]:
+    """(index -> this rank's input to a sum, index -> the sum over the ``n`` ranks), see _reduce_terms."""
+    ma, k = _reduce_terms(dtype, n)
+
+    def red_in(idx: torch.Tensor) -> torch.Tensor:
+        return torch.where(idx % n == rank, idx % ma, 0) + ((idx + rank) % n < k).to(idx.dtype)
+
+    return red_in, lambda idx: idx % ma + k
 
 
 def _chunks(numel: int) -> Iterator[tuple[int, int]]:
@@ -373,8 +389,7 @@ def make_case(
     if not (spec.in_place if in_place else spec.out_of_place):
         return None
     pm = _plain_modulus(dtype)
-    ma, mb = _reduce_moduli(dtype, n)
-    rank_sum = sum(r % mb for r in range(n))
+    red_in, red_sum = reduce_data(dtype, n, rank)
     # In-place rows use one buffer; the other is left empty so the row holds no more memory
     # (and disturbs the allocator no more) than a bare call would.
     need_send = not (in_place and op == "all_gather")
@@ -391,7 +406,7 @@ def make_case(
             send=send,
             recv=recv,
             plain=lambda r, idx: (idx + 13 * r) % pm,
-            red_in=lambda idx: idx % ma + rank % mb,
-            red_sum=lambda idx: n * (idx % ma) + rank_sum,
+            red_in=red_in,
+            red_sum=red_sum,
         )
     )

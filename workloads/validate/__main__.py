@@ -119,6 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--nccl-tests", type=Path, nargs="+", metavar="FILE", help="judge nccl-tests/rccl-tests stdout instead"
     )
     judge.add_argument("--nodes", type=int, dest="judge_nodes", help="--nccl-tests: the node count the run used")
+    judge.add_argument(
+        "--op",
+        dest="judge_op",
+        default=None,
+        help="--nccl-tests: the collective (all_reduce, all_gather, alltoall, ...), when the file does not name it",
+    )
     judge.add_argument("--instance-type", type=_instance)
     judge.add_argument("--expect-nodes", default="", help="comma-separated node names that should have reported")
     judge.add_argument("--drain", action="store_true", help="drain (Slurm) or taint (Kubernetes) the failed nodes")
@@ -187,9 +193,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cmd == "judge" and args.nccl_tests:
         from workloads.validate import nccltests
 
-        return nccltests.main(args.nccl_tests, args.instance_type, args.judge_nodes, args.judge_out)
+        return nccltests.main(args.nccl_tests, args.instance_type, args.judge_nodes, args.judge_out, args.judge_op)
     if args.cmd == "judge" and args.judge_out is None:
         print("validate judge: --out DIR (the run directory) is required", file=sys.stderr)
+        return 3
+    if args.cmd == "judge" and not args.judge_out.is_dir():
+        # The run directory is read, never made: a typo must not create an empty one and judge it.
+        print(
+            f"validate judge: --out {args.judge_out}: no such run directory (allowed: the directory a run wrote)",
+            file=sys.stderr,
+        )
         return 3
     if args.cmd == "judge":
         expect = [n for n in args.expect_nodes.split(",") if n] or _slurm_nodes()

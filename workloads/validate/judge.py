@@ -21,12 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from components.bandwidth import Expected
+from components.bandwidth import CURVE_MIN_BYTES, FLOOR_MESSAGE_BYTES, Expected
 from components.catalog import CatalogError, InstanceType, load_catalog
 
 # Per-GPU health tiers are the health check's own, so both judge a GPU alike.
-from workloads.health.gpu import MATMUL_FAIL_OF_PEAK as HEALTH_FAIL_OF_PEAK
-from workloads.health.gpu import MATMUL_WARN_OF_PEAK as HEALTH_WARN_OF_PEAK
+from workloads.health.gpu import HealthConfig, Peaks, peaks_for
 from workloads.health.gpu import MEM_FAIL_OF_PEAK as MEMBW_FAIL_OF_PEAK
 from workloads.health.gpu import MEM_WARN_OF_PEAK as MEMBW_WARN_OF_PEAK
 from workloads.validate import certificate, isolate, stack, transport
@@ -97,11 +96,17 @@ def _largest(op_result: Mapping[str, Any]) -> tuple[int | None, float | None]:
     return at, value
 
 
-def expectation(it: InstanceType | None, op: str, nodes: int, path: str) -> Expected | None:
-    """The catalog's expected figure and floors for this op, node count and path; None without a type."""
+def expectation(
+    it: InstanceType | None, op: str, nodes: int, path: str, message_bytes: int | None = None
+) -> Expected | None:
+    """The catalog's expected figure and floors for this op, node count and path (at
+    ``message_bytes``, 8 GiB by default); None without a type."""
     if it is None:
         return None
-    return it.bandwidth.expected(op, max(nodes, 2) if path in ("multi-node", "fabric-only") else nodes, path)  # type: ignore[arg-type]
+    n = max(nodes, 2) if path in ("multi-node", "fabric-only") else nodes
+    if message_bytes is None:
+        return it.bandwidth.expected(op, n, path)  # type: ignore[arg-type]
+    return it.bandwidth.expected(op, n, path, message_bytes)  # type: ignore[arg-type]
 
 
 def basis_text(e: Expected) -> str:
@@ -111,8 +116,26 @@ def basis_text(e: Expected) -> str:
     )
 
 
+def _model(
+    it: InstanceType | None, op: str, nodes: int, path: str, op_result: Mapping[str, Any]
+) -> list[tuple[int, float]]:
+    """The model's expected busbw at each size of the sweep the model covers (for the report's plot)."""
+    if it is None:
+        return []
+    out = []
+    for size in sorted({int(r["size_bytes"]) for r in op_result.get("rows", [])}):
+        if size >= CURVE_MIN_BYTES and (e := expectation(it, op, nodes, path, size)) and e.expected_gbps:
+            out.append((size, e.expected_gbps))
+    return out
+
+
 def _curve(
-    op_result: Mapping[str, Any], scope: str, warn: float | None, fail: float | None, at: int | None = None
+    op_result: Mapping[str, Any],
+    scope: str,
+    warn: float | None,
+    fail: float | None,
+    at: int | None = None,
+    expected: list[tuple[int, float]] | None = None,
 ) -> Curve:
     """What the judge judges, per size: the better placement (all_reduce and broadcast have only the
     in-place one), with the floors marked at the size they apply to."""
@@ -128,6 +151,7 @@ def _curve(
         floor_warn=warn,
         floor_fail=fail,
         floor_at=at,
+        expected=expected or [],
     )
 
 
@@ -135,11 +159,29 @@ def _wrong(op_result: Mapping[str, Any]) -> int:
     return sum(int(r.get("wrong") or 0) for r in op_result.get("rows", []))
 
 
-def judge_cluster_figure(check: str, res: Mapping[str, Any], e: Expected | None, no_floor: str) -> Measurement:
+def judge_cluster_figure(
+    check: str,
+    res: Mapping[str, Any],
+    e: Expected | None,
+    no_floor: str,
+    it: InstanceType | None = None,
+    nodes: int = 0,
+    path: str = "",
+) -> Measurement:
     """One cluster figure against its expected figure, at the size the floor is stated at. A sweep
-    that stopped short is judged at its largest size, and a FAIL there is only a WARN: the floor
-    belongs to a larger message."""
+    that stopped short is judged at its largest size against the model's expectation at that size
+    (with ``it``, ``nodes`` and ``path`` given), and the detail says so: a short sweep can FAIL."""
     at, value, short = figure_at(res, e.message_bytes if e else 1 << 62)
+    if e is not None and it is not None and at is not None and at != e.message_bytes:
+        # The floor of the size judged (a row above 8 GiB where 8 GiB is missing, or a short sweep's last).
+        e = expectation(it, e.op, nodes or e.nodes, path or e.path, at) or e
+    if short and e is not None and it is not None and at is not None:
+        short = (
+            f"sweep ended at {_human(at)}, short of the {_human(FLOOR_MESSAGE_BYTES)} the floor is stated at: "
+            f"judged against the model's {e.expected_gbps} GB/s at {_human(at)}"
+        )
+    elif short and e is not None:
+        short += "; no size model here, so a FAIL reads as WARN"
     m = Measurement(
         check=check,
         scope="cluster",
@@ -154,9 +196,13 @@ def judge_cluster_figure(check: str, res: Mapping[str, Any], e: Expected | None,
         m.basis = basis_text(e)
     if short and e is not None:
         m.detail = short
-        if m.verdict == Verdict.FAIL:
+        if it is None and m.verdict == Verdict.FAIL:
             m.verdict = Verdict.WARN
     return m
+
+
+def _human(n: int) -> str:
+    return f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MiB" if n >= 2**20 else f"{n} B"
 
 
 def judge(
@@ -242,14 +288,23 @@ def judge(
         rate = {n: min(float(h["matmul_tflops"]) for h in hs) for n, hs in by_node.items()}
         if backend == "gloo":
             rate = {n: v * 1000.0 for n, v in rate.items()}
-        peak = it.accelerator.peak_dense_bf16_tflops if it else None
+        # The health check's own bar: the GPU model's achievable figure (the node gate's), else the peak.
+        pk: Peaks | None = None
+        if floors and it is not None:
+            try:
+                pk = peaks_for(it.name)
+            except LookupError as exc:
+                errors.append(f"health.matmul not judged: {exc}")
+        bar = pk.matmul_bar(HealthConfig()) if pk else None
         per_node_check(
             "health.matmul",
             rate,
             unit,
-            HEALTH_WARN_OF_PEAK * peak if floors and peak else None,
-            HEALTH_FAIL_OF_PEAK * peak if floors and peak else None,
-            f"catalog {it.name} peak {peak:g}" if floors and it else "relative to the other nodes",
+            bar[1] * bar[0] if bar else None,
+            bar[2] * bar[0] if bar else None,
+            f"catalog {it.name} {bar[3]} {bar[0]:g} TFLOP/s (warn < {bar[1]:.0%}, fail < {bar[2]:.0%})"
+            if bar and it
+            else "relative to the other nodes",
         )
         mem = {n: min(float(h["mem_gbps"]) for h in hs) for n, hs in by_node.items()}
         mpeak = it.accelerator.memory_bandwidth_tbps * 1000 if it else None
@@ -293,7 +348,9 @@ def judge(
                 nodes[n].mark(Verdict.FAIL, f"single-node {res.get('op')} returned {_wrong(res)} wrong elements")
             curves.append(_curve(res, f"node {n}", None, None))
         if sn_values:
-            sn = expectation(it, "all_reduce", 1, "single-node") if floors else None
+            # A sweep that ends short is held to the model's figure at its largest size.
+            sn_size = sn_at if sn_at is not None and sn_at < FLOOR_MESSAGE_BYTES else None
+            sn = expectation(it, "all_reduce", 1, "single-node", sn_size) if floors else None
             sw = sn.floor_warn_gbps if sn else None
             sf = sn.floor_fail_gbps if sn else None
             per_node_check(
@@ -314,7 +371,13 @@ def judge(
         for op, res in main.get("multi_node", {}).items():
             e = expectation(it, op, len(node_names), "multi-node") if floors else None
             m = judge_cluster_figure(
-                f"multi_node.{op}", res, e, "none (CPU run)" if not floors else "no floor for this op"
+                f"multi_node.{op}",
+                res,
+                e,
+                "none (CPU run)" if not floors else "no floor for this op",
+                it if floors else None,
+                len(node_names),
+                "multi-node",
             )
             warn, fail = m.floor_warn, m.floor_fail
             if not floors and m.value is not None:
@@ -323,7 +386,16 @@ def judge(
                 m.verdict = Verdict.FAIL
                 m.detail = f"{_wrong(res)} wrong elements"
             ms.append(m)
-            curves.append(_curve(res, "all nodes", warn, fail, m.at_bytes))
+            curves.append(
+                _curve(
+                    res,
+                    "all nodes",
+                    warn,
+                    fail,
+                    m.at_bytes,
+                    _model(it if floors else None, op, len(node_names), "multi-node", res),
+                )
+            )
         if "multi_node_error" in main:
             errors.append(f"multi-node collectives: {main['multi_node_error']}")
     # The pairs ran inside the main phase, or in a phase of their own after the main phase hung
@@ -382,9 +454,20 @@ def judge(
     if fabric is not None:
         for op, res in fabric.get("multi_node", {}).items():
             e = expectation(it, op, len(node_names), "fabric-only") if floors else None
-            fm = judge_cluster_figure(f"fabric_only.{op}", res, e, "none")
+            fm = judge_cluster_figure(
+                f"fabric_only.{op}", res, e, "none", it if floors else None, len(node_names), "fabric-only"
+            )
             ms.append(fm)
-            curves.append(_curve(res, "fabric only", fm.floor_warn, fm.floor_fail, fm.at_bytes))
+            curves.append(
+                _curve(
+                    res,
+                    "fabric only",
+                    fm.floor_warn,
+                    fm.floor_fail,
+                    fm.at_bytes,
+                    _model(it if floors else None, op, len(node_names), "fabric-only", res),
+                )
+            )
         if "multi_node_error" in fabric:
             errors.append(f"fabric-only collectives: {fabric['multi_node_error']}")
     if files.ddp is not None:

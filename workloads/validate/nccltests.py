@@ -9,12 +9,22 @@ minBytes .. maxBytes ..``), the ``# Using devices`` block (rank, host, device), 
 before 2.10 printed no ``root`` and an ``error`` column), ``# Out of bounds values``, ``# Avg bus
 bandwidth`` and, with ``NCCL_DEBUG=INFO``, the lines that name the network plugin and transport.
 Launcher prefixes (srun's ``0:``, Open MPI's ``[1,0]<stdout>:``), stripped ``#`` and elided rows
-(``...``) are tolerated. The collective is read from the table: ``redop``/``root`` narrow it, and
-busbw / algbw, which is nccl-tests' factor for the rank count, decides.
+(``...``) are tolerated. The collective is read from the file first: nccl-tests 2.17 prints
+``# Collective test starting: all_reduce_perf`` (``src/util.cu`` line 624 at NVIDIA/nccl-tests
+a0b82b2, the program name from ``argv[0]``, ``src/common.cu`` main), and a command line or a
+launcher line names the binary. ``--op`` overrides both. Failing those, the table: ``redop``/``root``
+narrow it, and busbw / algbw, nccl-tests' factor for the rank count, decides; alltoall prints the
+same columns and factor as all_gather, so a table alone is read as all_gather and the report says so.
+
+Ops with a floor: all_reduce, all_gather, reduce_scatter (components/bandwidth.py); any other op is
+reported with "not judged: no floor for OP". A type outside the catalog is judged on what the log
+shows: NCCL over TCP sockets between nodes is a FAIL on any type (unless the catalog says the type
+has no RDMA fabric), and the verdict says "type unknown".
 """
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 import sys
@@ -22,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from components.bandwidth import CURVE_MIN_BYTES, OPS_WITH_FLOORS
 from components.catalog import CatalogError, InstanceType, load_catalog
 from workloads.validate import transport
 from workloads.validate.judge import expectation, judge_cluster_figure
@@ -40,6 +51,11 @@ _AVG = re.compile(r"Avg bus bandwidth\s*:\s*([0-9.]+)")
 _OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(\w+)")
 _PROVIDER = re.compile(r"Selected [Pp]rovider is (\w+)(?:.*?found (\d+) nics)?")
 _ENV_OFF = re.compile(r"NCCL_(P2P|SHM|NVLS)_(?:DISABLE|ENABLE) set by environment to (\d)")
+# nccl-tests' binaries: src/*.cu at NVIDIA/nccl-tests a0b82b2, built as <name>_perf.
+_BINARY = re.compile(
+    r"(?<![A-Za-z0-9])(all_reduce|all_gather|reduce_scatter|alltoallv|alltoall|sendrecv|broadcast|reduce|gather"
+    r"|scatter|hypercube)_perf\b"
+)
 _VERSIONS = (
     ("nccl", re.compile(r"NCCL version (\S+)")),
     ("rccl", re.compile(r"RCCL version\s*:\s*(\S+)")),
@@ -57,8 +73,12 @@ FACTORS: dict[str, Callable[[int], float]] = {
     "alltoall": lambda n: (n - 1) / n,
     "broadcast": lambda n: 1.0,
     "reduce": lambda n: 1.0,
+    "sendrecv": lambda n: 1.0,
+    "gather": lambda n: (n - 1) / n,
+    "scatter": lambda n: (n - 1) / n,
 }
-JUDGED_OPS = ("all_reduce", "all_gather", "reduce_scatter")
+JUDGED_OPS = OPS_WITH_FLOORS
+OPS = tuple(FACTORS) + ("alltoallv", "hypercube")
 
 
 class ParseError(ValueError):
@@ -84,6 +104,8 @@ class NcclTestsRun:
     elided: bool = False
     redop: str = ""
     root: int = -1
+    named_op: str | None = None
+    """The op the file names (nccl-tests' header or the binary's name), None when it names none."""
 
     @property
     def hosts(self) -> list[str]:
@@ -95,7 +117,14 @@ class NcclTestsRun:
         return statistics.median(b / a for b, a in pairs) if pairs else None
 
     def infer_op(self, ranks: int | None) -> tuple[str, int | None]:
-        """(op, ranks the busbw factor implies), from redop/root and busbw / algbw."""
+        """(op, ranks the busbw factor implies): the op the file names, else from redop/root and
+        busbw / algbw."""
+        if self.named_op is not None:
+            r = self.ratio()
+            implied = ranks
+            if implied is None and r is not None and self.named_op in FACTORS and r < 0.999:
+                implied = round(1 / max(1 - (r / 2 if self.named_op == "all_reduce" else r), 1e-3))
+            return self.named_op, implied
         if self.root >= 0:
             candidates = ["reduce"] if self.redop not in ("none", "") else ["broadcast"]
         elif self.redop in ("none", ""):
@@ -127,10 +156,17 @@ def parse(text: str, file: str = "") -> list[NcclTestsRun]:
     runs: list[NcclTestsRun] = []
     cur = NcclTestsRun(file=file)
     columns: list[str] | None = None
+    pending_op: str | None = None
     lines = text.splitlines()
     transport.scan(lines, cur.seen)
     for raw in lines:
         line = _PREFIX.sub("", raw)
+        if (m := _BINARY.search(line)) is not None:
+            # Before the table's rows the name is this table's; after them, the next one's.
+            if cur.rows:
+                pending_op = m.group(1)
+            else:
+                cur.named_op = m.group(1)
         if "NCCL INFO" in line:
             if (m := _PROVIDER.search(line)) is not None:
                 cur.provider = m.group(1).lower()
@@ -166,7 +202,9 @@ def parse(text: str, file: str = "") -> list[NcclTestsRun]:
                     devices=list(cur.devices),
                     versions=dict(cur.versions),
                     seen=cur.seen,
+                    named_op=pending_op or cur.named_op,
                 )
+                pending_op = None
             columns = [c.lstrip("#") for c in body]
             continue
         if line.strip() in ("...", "…"):
@@ -210,23 +248,45 @@ def parse(text: str, file: str = "") -> list[NcclTestsRun]:
     return runs
 
 
+def _size_label(n: int) -> str:
+    return f"{n / 2**30:g}G" if n >= 2**30 else f"{n / 2**20:g}M"
+
+
+def out_problem(out: Path) -> str:
+    """Why ``--out`` cannot take the report ('' when it can): it must be a directory, or be creatable
+    in a directory that exists (a typo such as /typo is refused, not created at the root)."""
+    if out.exists():
+        return "" if out.is_dir() else "exists and is not a directory (allowed: a directory)"
+    parent = out.parent
+    if not parent.is_dir():
+        return f"its parent {parent} does not exist (allowed: an existing directory, or a new one in an existing directory)"
+    if not os.access(parent, os.W_OK):
+        return f"cannot create it: {parent} is not writable"
+    return ""
+
+
 def _path(run: NcclTestsRun, nodes: int) -> str:
     if nodes <= 1:
         return "single-node"
     return "fabric-only" if {"P2P", "SHM"} <= run.disabled else "multi-node"
 
 
-def judge_runs(runs: Sequence[NcclTestsRun], instance_type: str | None, nodes: int) -> Report:
-    """One report over every table, with the floors and transport rules of the validation job."""
+def judge_runs(
+    runs: Sequence[NcclTestsRun], instance_type: str | None, nodes: int, op_override: str | None = None
+) -> Report:
+    """One report over every table, with the floors and transport rules of the validation job.
+
+    A type the catalog lacks (or none) is judged on what the log shows: sockets between nodes FAIL,
+    the rest is reported unjudged (UNKNOWN), and the verdict is labelled "type unknown"."""
     errors: list[str] = []
     it: InstanceType | None = None
     if instance_type:
         try:
-            it = load_catalog().get(instance_type)
+            it = load_catalog().judge_type(instance_type)
         except CatalogError as exc:
-            errors.append(f"cannot judge against floors: {exc}")
+            errors.append(f"cannot judge against floors (type unknown): {exc}")
     else:
-        errors.append("no --instance-type: figures are reported, not judged")
+        errors.append("no --instance-type (type unknown): figures are reported, not judged against floors")
     ms: list[Measurement] = []
     curves: list[Curve] = []
     hosts: set[str] = set()
@@ -244,23 +304,39 @@ def judge_runs(runs: Sequence[NcclTestsRun], instance_type: str | None, nodes: i
                 f"{run.file}: the log names {log_nodes} host(s) ({', '.join(run.hosts)}); --nodes says {nodes}"
             )
         ranks = len(run.devices) or (nodes * it.accelerator.count if it else None)
-        op, implied = run.infer_op(ranks)
+        op, implied = (op_override, ranks) if op_override else run.infer_op(ranks)
+        notes: list[str] = []
+        if op_override:
+            notes.append(f"op {op} from --op")
+        elif run.named_op:
+            notes.append(f"op {op} named in the file")
+        elif op == "all_gather":
+            notes.append(
+                "op read from the table as all_gather (alltoall prints the same columns; --op alltoall to judge it so)"
+            )
         r = run.ratio()
         if ranks and r is not None and op in FACTORS and abs(FACTORS[op](ranks) - r) > 0.01 * FACTORS[op](ranks):
             errors.append(
                 f"{run.file}: busbw/algbw = {r:.4f} does not match {op} on {ranks} ranks "
-                f"({FACTORS[op](ranks):.4f}); check --nodes and --instance-type"
+                f"({FACTORS[op](ranks):.4f}); check --nodes, --instance-type and --op"
             )
         path = _path(run, nodes)
         check = f"{path.replace('-', '_')}.{op}"
         res = {"op": op, "rows": run.rows}
         e = expectation(it, op, nodes, path) if it and op in JUDGED_OPS else None
-        m = judge_cluster_figure(check, res, e, "no floor (no catalog type)" if it is None else f"no floor for {op}")
+        no_floor = (
+            f"not judged: no floor for {op} (floors exist for {', '.join(JUDGED_OPS)})"
+            if op not in JUDGED_OPS
+            else "not judged: type unknown, no floor"
+        )
+        m = judge_cluster_figure(check, res, e, no_floor, it, nodes, path)
         m.scope = f"cluster:{Path(run.file).name}" if run.file else "cluster"
-        if it is None:
+        if e is None:
             m.verdict = Verdict.UNKNOWN
+            notes.append(no_floor)
         if run.elided:
-            m.detail = "; ".join(filter(None, [m.detail, "table elided ('...'), judged on the rows printed"]))
+            notes.append("table elided ('...'), judged on the rows printed")
+        m.detail = "; ".join(filter(None, [m.detail, *notes]))
         wrong = sum(int(x["wrong"] or 0) for x in run.rows)
         if wrong:
             m.verdict, m.detail = Verdict.FAIL, f"{wrong} wrong elements"
@@ -278,6 +354,13 @@ def judge_runs(runs: Sequence[NcclTestsRun], instance_type: str | None, nodes: i
                 )
             )
         pts = sorted((int(x["size_bytes"]), float(x["busbw_gbps"])) for x in run.rows if not x["in_place"])
+        model: list[tuple[int, float]] = []
+        if it is not None and e is not None:
+            for size, _ in pts:
+                if size >= CURVE_MIN_BYTES:
+                    ex = expectation(it, op, nodes, path, size)
+                    if ex is not None and ex.expected_gbps is not None:
+                        model.append((size, ex.expected_gbps))
         curves.append(
             Curve(
                 op=op,
@@ -286,13 +369,15 @@ def judge_runs(runs: Sequence[NcclTestsRun], instance_type: str | None, nodes: i
                 floor_warn=m.floor_warn,
                 floor_fail=m.floor_fail,
                 floor_at=m.at_bytes,
+                expected=model,
             )
         )
     tr = _transport(it, seen, nodes, runs, ms)
     node_verdicts = [NodeVerdict(node=h) for h in sorted(hosts)]
     verdict = Verdict.worst([m.verdict for m in ms])
     if it is None:
-        verdict = Verdict.UNKNOWN
+        # What the log shows can fail a run of any type; it cannot pass one without floors.
+        verdict = Verdict.FAIL if any(m.verdict == Verdict.FAIL for m in ms) else Verdict.UNKNOWN
     elif errors and verdict == Verdict.PASS:
         verdict = Verdict.WARN
     return Report(
@@ -307,6 +392,7 @@ def judge_runs(runs: Sequence[NcclTestsRun], instance_type: str | None, nodes: i
         curves=curves,
         errors=errors,
         world_size=max((len(r.devices) for r in runs), default=0) or (nodes * it.accelerator.count if it else 0),
+        label="" if it is not None else "type unknown",
     )
 
 
@@ -329,13 +415,32 @@ def _transport(
             "message": "single node: no network transport to judge",
             **extra,
         }
+    sockets = "socket" in seen.used() and not (seen.used() - {"socket"})
+    if it is not None and not it.network.rdma:
+        msg = f"{it.name} has no RDMA fabric in the catalog: TCP sockets between nodes are what it has"
+        return {"expected": expected, "seen": sorted(seen.used()), "ok": None, "message": msg, **extra}
     if expected is None:
-        msg = (
-            "NCCL used TCP sockets across nodes; without a catalog type the expected fabric is unknown"
-            if "socket" in seen.used()
-            else "no catalog type: transport not judged"
-        )
-        return {"expected": None, "seen": sorted(seen.used()), "ok": None, "message": msg, **extra}
+        ok: bool | None = None
+        msg = "type unknown: transport not judged (no NCCL INFO lines name one)"
+        if sockets:
+            ok = False
+            msg = (
+                f"type unknown: NCCL ran over TCP sockets between {nodes} nodes (NET/Socket), the fallback "
+                "when no RDMA fabric plugin loads; a GPU cluster's collectives run at a few percent of their "
+                "speed there"
+            )
+            ms.append(
+                Measurement(
+                    check="transport",
+                    scope="cluster",
+                    value=None,
+                    unit="",
+                    basis="type unknown: judged on the log (NCCL INFO 'Using network Socket')",
+                    verdict=Verdict.FAIL,
+                    detail=msg,
+                )
+            )
+        return {"expected": None, "seen": sorted(seen.used()), "ok": ok, "message": msg, **extra}
     ok, msg = transport.judge(expected, seen)
     if ok is None:
         msg = "no NCCL INFO lines in the output (run with NCCL_DEBUG=INFO to have the transport judged)"
@@ -356,7 +461,9 @@ def _transport(
     return {"expected": expected, "seen": sorted(seen.used()), "ok": ok, "message": msg, **extra}
 
 
-def main(files: Sequence[Path], instance_type: str | None, nodes: int | None, out: Path | None) -> int:
+def main(
+    files: Sequence[Path], instance_type: str | None, nodes: int | None, out: Path | None, op: str | None = None
+) -> int:
     """The CLI branch: parse, judge, write the report when --out is given, print it, return the exit code."""
     if not nodes or nodes < 1:
         print("validate judge --nccl-tests: --nodes N (the node count the run used) is required", file=sys.stderr)
@@ -368,7 +475,16 @@ def main(files: Sequence[Path], instance_type: str | None, nodes: int | None, ou
         except (OSError, ParseError) as exc:
             print(f"validate judge --nccl-tests: {exc}", file=sys.stderr)
             return 3
-    rep = judge_runs(runs, instance_type, nodes)
+    if op is not None and op not in OPS:
+        print(
+            f"validate judge --nccl-tests: --op {op!r} is not an nccl-tests op (allowed: {', '.join(OPS)})",
+            file=sys.stderr,
+        )
+        return 3
+    if out is not None and (why := out_problem(out)):
+        print(f"validate judge --nccl-tests: --out {out}: {why}", file=sys.stderr)
+        return 3
+    rep = judge_runs(runs, instance_type, nodes, op)
     print(render_markdown(rep))
     if out is not None:
         written = write(rep, out)

@@ -23,6 +23,10 @@ class Curve:
     floor_fail: float | None = None
     floor_at: int | None = None
     """The message size the floors apply to (None: drawn across the sweep)."""
+    expected: list[tuple[int, float]] = field(default_factory=list)
+    """The bandwidth model's expected busbw at each size of the sweep (the floors are fractions of it)."""
+    warn_of_expected: float = 0.90
+    fail_of_expected: float = 0.75
 
 
 @dataclass(slots=True, kw_only=True)
@@ -48,10 +52,18 @@ class Report:
     """Each phase's measured wall time (rank 0, from before its device was touched)."""
     phase_model_seconds: dict[str, float] = field(default_factory=dict)
     """What components.validation_time expects of each phase on this cluster (GPU runs with a type)."""
+    label: str = ""
+    """Said beside the verdict, e.g. 'type unknown' when no catalog type judged the run."""
+
+    def deciding(self) -> Measurement | None:
+        """The measurement that set the verdict (the first with the worst verdict)."""
+        worst = [m for m in self.measurements if m.verdict == self.verdict]
+        return worst[0] if worst else None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict.name,
+            "label": self.label,
             "exit_code": int(self.verdict),
             "local": self.local,
             "floors_applied": self.floors_applied,
@@ -69,6 +81,7 @@ class Report:
                     "floor_warn": c.floor_warn,
                     "floor_fail": c.floor_fail,
                     "floor_at": c.floor_at,
+                    "expected": c.expected,
                 }
                 for c in self.curves
             ],
@@ -96,7 +109,7 @@ def _size(n: int | None) -> str:
 
 
 def render_markdown(r: Report) -> str:
-    lines = [f"# Cluster validation: {r.verdict.name}", ""]
+    lines = [f"# Cluster validation: {r.verdict.name}" + (f" ({r.label})" if r.label else ""), ""]
     where = r.instance_type or "unknown instance type"
     lines.append(f"{len(r.nodes)} node(s), {r.world_size} rank(s), {where}; took {r.duration_s:.0f} s.")
     if r.phase_seconds:
@@ -159,7 +172,9 @@ def render_markdown(r: Report) -> str:
 
 
 def plot(r: Report, path: Path) -> bool:
-    """Draw busbw against message size per sweep, with the floors; False when there is nothing to draw."""
+    """Draw busbw against message size per sweep, the model's expected curve and the warn and fail
+    floors across the sizes it covers; the title names the verdict and the check that decided it.
+    False when there is nothing to draw."""
     curves = [c for c in r.curves if c.points]
     if not curves:
         return False
@@ -172,23 +187,44 @@ def plot(r: Report, path: Path) -> bool:
     for c in curves:
         xs = [p[0] for p in c.points]
         ys = [p[1] for p in c.points]
-        (line,) = ax.plot(xs, ys, marker="o", markersize=3, label=f"{c.op} ({c.scope})")
+        (line,) = ax.plot(xs, ys, marker="o", markersize=3, label=f"{c.op} measured ({c.scope})")
+        colour = line.get_color()
+        if c.expected:
+            ex = [p[0] for p in c.expected]
+            ey = [p[1] for p in c.expected]
+            ax.plot(ex, ey, color=colour, linestyle="-", linewidth=1, alpha=0.5, label=f"{c.op} expected (model)")
+            ax.plot(
+                ex,
+                [y * c.warn_of_expected for y in ey],
+                color="tab:orange",
+                linestyle=":",
+                linewidth=1,
+                label=f"warn floor ({c.warn_of_expected:.0%} of expected)",
+            )
+            ax.plot(
+                ex,
+                [y * c.fail_of_expected for y in ey],
+                color="tab:red",
+                linestyle="--",
+                linewidth=1,
+                label=f"fail floor ({c.fail_of_expected:.0%} of expected)",
+            )
         for floor, style, what in ((c.floor_fail, "v", "fail"), (c.floor_warn, "^", "warn")):
             if floor is None:
                 continue
-            if c.floor_at is not None:  # the floor belongs to one size: mark it there
+            if c.floor_at is not None:  # the size judged: mark the floors there
                 ax.plot(
                     [c.floor_at],
                     [floor],
                     marker=style,
                     linestyle="none",
-                    color=line.get_color(),
-                    label=f"{c.op} {what} floor {floor:g} at {_size(c.floor_at)}",
+                    color="tab:red" if what == "fail" else "tab:orange",
+                    label=f"{c.op} {what} floor {floor:g} at {_size(c.floor_at)} (judged)",
                 )
-            else:
+            elif not c.expected:
                 ax.axhline(
                     floor,
-                    color=line.get_color(),
+                    color=colour,
                     linestyle="--" if what == "fail" else ":",
                     linewidth=1,
                     label=f"{c.op} {what} floor {floor:g}",
@@ -199,12 +235,17 @@ def plot(r: Report, path: Path) -> bool:
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: _size(int(x)) if x >= 1 else ""))
     ax.set_xlabel("message size")
     ax.set_ylabel("busbw (GB/s)")
-    title = f"busbw by message size (the placement judged): {r.verdict.name}"
+    title = f"{r.verdict.name}" + (f" ({r.label})" if r.label else "")
+    decided = r.deciding()
+    if decided is not None:
+        title += f", decided by {decided.check}"
+        if decided.value is not None and decided.at_bytes:
+            title += f": {decided.value:g} GB/s at {_size(decided.at_bytes)}"
     if not r.floors_applied:
-        title += " (CPU run, floors not applied)"
-    ax.set_title(title)
+        title += " (floors not applied)"
+    ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=6, loc="best")
     fig.tight_layout()
     tmp = path.with_suffix(".tmp.png")
     fig.savefig(tmp)
@@ -215,7 +256,8 @@ def plot(r: Report, path: Path) -> bool:
 
 def write(r: Report, out_dir: Path) -> dict[str, Path]:
     """Write the three files atomically; returns what was written."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    # Only the last level is made: callers check that the parent exists (a typo is refused there).
+    out_dir.mkdir(exist_ok=True)
     written: dict[str, Path] = {}
     for name, text in (("report.json", json.dumps(r.to_json(), indent=2) + "\n"), ("report.md", render_markdown(r))):
         path = out_dir / name

@@ -1,0 +1,126 @@
+"""The judge on nccl-tests output written here (tests/workloads/nccl_fabricate.py), not taken from
+the published corpus: short sweeps, ops the table alone cannot name, sockets on a type the catalog
+lacks, and the CLI's refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.workloads.nccl_fabricate import CASES, case_log, curve, nccl_tests_log
+from workloads.validate import nccltests
+from workloads.validate.__main__ import main as validate_main
+from workloads.validate.verdict import Verdict
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_fabricated_run_is_judged_as_a_sound_judge_would(name: str) -> None:
+    c = CASES[name]
+    runs = nccltests.parse(case_log(name), name)
+    assert len(runs) == 1 and runs[0].named_op == c["op"]
+    rep = nccltests.judge_runs(runs, str(c["type"]), int(c["nodes"]))  # type: ignore[call-overload]
+    allowed = {Verdict[v] for v in str(c["expect"]).split("|")}
+    assert rep.verdict in allowed, [m.to_json() for m in rep.measurements]
+
+
+def test_a_short_degraded_sweep_fails_at_its_largest_size_and_says_so() -> None:
+    rep = nccltests.judge_runs(nccltests.parse(case_log("short-sweep-degraded-16xp5")), "p5.48xlarge", 16)
+    m = rep.measurements[0]
+    assert rep.verdict == Verdict.FAIL and m.at_bytes == 4 << 30
+    assert "sweep ended at 4 GiB" in m.detail and "judged against the model's" in m.detail
+    # The floor is the model's at 4 GiB, below the 8 GiB one, and 120-odd GB/s is far under it.
+    assert m.floor_fail is not None and m.value is not None and m.value < m.floor_fail
+
+
+def test_the_default_32M_sweep_of_a_healthy_cluster_is_not_failed() -> None:
+    rep = nccltests.judge_runs(nccltests.parse(case_log("short-sweep-healthy-16xp5-32M")), "p5.48xlarge", 16)
+    m = rep.measurements[0]
+    assert m.at_bytes == 32 << 20 and rep.verdict in (Verdict.PASS, Verdict.WARN)
+    assert m.floor_fail is not None and m.floor_fail < 150  # 32 MiB's figure, not 8 GiB's 277
+
+
+def test_a_table_alone_is_read_as_all_gather_and_op_overrides_it() -> None:
+    text = nccl_tests_log("alltoall", 2, 8, curve(96.0, 60.0), max_bytes=8 << 30, header=False)
+    runs = nccltests.parse(text)
+    assert runs[0].named_op is None
+    as_read = nccltests.judge_runs(runs, "p5.48xlarge", 2)
+    assert as_read.measurements[0].check == "multi_node.all_gather"
+    assert "--op alltoall" in as_read.measurements[0].detail
+    told = nccltests.judge_runs(runs, "p5.48xlarge", 2, "alltoall")
+    m = told.measurements[0]
+    assert m.check == "multi_node.alltoall" and m.verdict == Verdict.UNKNOWN
+    assert "not judged: no floor for alltoall" in m.detail and told.verdict == Verdict.UNKNOWN
+
+
+def test_sendrecv_is_named_from_the_file_and_not_judged() -> None:
+    text = nccl_tests_log("sendrecv", 2, 8, curve(45.0, 30.0), max_bytes=1 << 30)
+    rep = nccltests.judge_runs(nccltests.parse(text), "p5.48xlarge", 2)
+    assert rep.measurements[0].check == "multi_node.sendrecv"
+    assert "no floor for sendrecv" in rep.measurements[0].detail and rep.verdict == Verdict.UNKNOWN
+
+
+def test_two_tables_in_one_file_each_take_their_own_op() -> None:
+    text = nccl_tests_log("all_reduce", 2, 8, curve(470.0, 170.0), max_bytes=8 << 30) + nccl_tests_log(
+        "all_gather", 2, 8, curve(300.0, 150.0), max_bytes=8 << 30
+    )
+    assert [r.named_op for r in nccltests.parse(text)] == ["all_reduce", "all_gather"]
+
+
+def test_sockets_on_an_unknown_type_fail_labelled_type_unknown(tmp_path: Path) -> None:
+    rep = nccltests.judge_runs(nccltests.parse(case_log("sockets-unknown-type")), "p6e-gb200.36xlarge", 2)
+    assert rep.verdict == Verdict.FAIL and rep.label == "type unknown"
+    assert rep.transport["ok"] is False and "TCP sockets between 2 nodes" in rep.transport["message"]
+    # The same run on one node has no network to judge: nothing fails it.
+    one = nccltests.judge_runs(nccltests.parse(case_log("sockets-unknown-type")), None, 1)
+    assert one.verdict == Verdict.UNKNOWN
+
+
+def test_sockets_are_accepted_where_the_catalog_says_there_is_no_rdma_fabric() -> None:
+    from dataclasses import replace
+
+    from components.catalog import load_catalog
+
+    it = load_catalog().get("p5.48xlarge")
+    no_rdma = replace(it, network=replace(it.network, rdma=False))
+    seen = nccltests.parse(case_log("sockets-unknown-type"))[0].seen
+    ms: list[object] = []
+    tr = nccltests._transport(no_rdma, seen, 2, nccltests.parse(case_log("sockets-unknown-type")), ms)  # type: ignore[arg-type]
+    assert tr["ok"] is None and "no RDMA fabric" in tr["message"] and not ms
+    ms2: list[object] = []
+    tr2 = nccltests._transport(it, seen, 2, nccltests.parse(case_log("sockets-unknown-type")), ms2)  # type: ignore[arg-type]
+    assert tr2["ok"] is False and ms2
+
+
+def test_cli_op_flag_and_out_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "a2a.log"
+    log.write_text(nccl_tests_log("alltoall", 2, 8, curve(96.0, 60.0), max_bytes=8 << 30, header=False))
+    base = ["judge", "--nccl-tests", str(log), "--instance-type", "p5.48xlarge", "--nodes", "2"]
+    assert validate_main([*base, "--op", "alltoall", "--out", str(tmp_path / "rep")]) == int(Verdict.UNKNOWN)
+    doc = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert doc["measurements"][0]["check"] == "multi_node.alltoall"
+    assert validate_main([*base, "--op", "all_to_all"]) == 3
+    assert "--op 'all_to_all' is not an nccl-tests op (allowed:" in capsys.readouterr().err
+    # --out must exist or be creatable in a directory that exists: a typo is refused, not created.
+    typo = tmp_path / "no-such-parent" / "rep"
+    assert validate_main([*base, "--out", str(typo)]) == 3
+    assert "does not exist" in capsys.readouterr().err and not typo.parent.exists()
+    # The run-directory judge reads --out: one that does not exist is refused and not made.
+    missing = tmp_path / "typo"
+    assert validate_main(["judge", "--out", str(missing)]) == 3
+    assert "no such run directory" in capsys.readouterr().err and not missing.exists()
+
+
+def test_report_draws_the_model_and_names_the_deciding_check(tmp_path: Path) -> None:
+    from workloads.validate.report import write
+
+    rep = nccltests.judge_runs(nccltests.parse(case_log("short-sweep-degraded-16xp5")), "p5.48xlarge", 16)
+    (c,) = rep.curves
+    # The model's curve covers every size of the sweep from 32 MiB, and rises with the size.
+    assert [s for s, _ in c.expected] == [s for s, _ in c.points if s >= 32 << 20]
+    assert [v for _, v in c.expected] == sorted(v for _, v in c.expected)
+    assert rep.deciding() is rep.measurements[0]
+    files = write(rep, tmp_path)
+    assert files["busbw.png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "FAIL" in files["report.md"].read_text().splitlines()[0]
