@@ -21,6 +21,7 @@ from pulumi_gcp import hypercomputecluster as hcc
 
 from components.gcp.common import GKE_ACCELERATOR, labels
 from components.gcp.interconnect import NicNetwork
+from components.gcp.rules import queued_provisioning
 from components.spec import ClusterSpec
 
 # DWS flex-start VMs run at most seven days (cloud.google.com/compute/docs/instances/flex-start-vms).
@@ -168,8 +169,20 @@ class Compute(pulumi.ComponentResource):
                 total_min_node_count=0, total_max_node_count=spec.compute.nodes, location_policy="ANY"
             )
             management = gcp.container.NodePoolManagementArgs(auto_repair=False, auto_upgrade=True)
+        # Multi-node flex-start is queued: GKE creates the nodes of a ProvisioningRequest all at
+        # once, and only through one (cloud.google.com/kubernetes-engine/docs/how-to/
+        # provisioningrequest: `--flex-start --enable-queued-provisioning`; cluster-toolkit
+        # modules/compute/gke-node-pool/main.tf at 1047080: queued_provisioning { enabled = true },
+        # with NO_RESERVATION affinity, no spot, autoscaling from 0 and no COMPACT policy, which
+        # this pool already has). Kueue makes the requests (components/k8s/kueue.py).
+        queued = (
+            gcp.container.NodePoolQueuedProvisioningArgs(enabled=True)
+            if queued_provisioning(cap.type, spec.compute.nodes)
+            else None
+        )
         return gcp.container.NodePool(
             f"{name}-pool",
+            queued_provisioning=queued,
             name=self.node_pool_name,
             cluster=args.cluster,
             location=spec.zone,

@@ -42,6 +42,8 @@ from components.gcp.workload_identity import bucket_volume, checkpoint_claim_nam
 from components.k8s.addons import JOB_NAMESPACE as JOB_NAMESPACE, job_namespace, jobset
 from components.k8s.gke import NodeNetwork, gke_networks, lustre_volume
 from components.k8s.gke_installers import NEEDS_DEVICE_INJECTOR, nccl_installer, nri_device_injector
+from components.k8s.kueue import LOCAL_QUEUE, Quota, kueue
+from components.gcp.rules import queued_provisioning
 from components.spec import ClusterSpec
 
 RELEASE_CHANNEL = "REGULAR"
@@ -366,3 +368,25 @@ def create_in_cluster_layer(name: str, args: GkeLayerArgs, k8s_opts: pulumi.Reso
         opts=in_namespace,
     )
     jobset(f"{name}-jobset", k8s_opts)
+    if queued_provisioning(spec.compute.capacity.type, spec.compute.nodes):
+        inst = spec.instance
+        nodes = spec.compute.nodes
+        kueue(
+            f"{name}-kueue",
+            quota=Quota(
+                gpus=inst.accelerator.count * nodes,
+                cpus=inst.vcpu * nodes,
+                memory_gib=int(inst.host_memory_gib) * nodes,
+            ),
+            job_namespace=JOB_NAMESPACE,
+            node_selector={"cloud.google.com/gke-nodepool": SYSTEM_POOL_NAME},
+            labels=lab,
+            opts=k8s_opts,
+            namespace_ready=namespace,
+        )
+
+
+def job_queue(spec: ClusterSpec) -> str | None:
+    """The Kueue LocalQueue jobs are submitted through (the stack output scheduler.queue), or None
+    where the pool is not queued (components.gcp.rules.queued_provisioning)."""
+    return LOCAL_QUEUE if queued_provisioning(spec.compute.capacity.type, spec.compute.nodes) else None
