@@ -7,15 +7,20 @@ capacity GCP offers, the checkpoint bucket reachable from GKE jobs."""
 from __future__ import annotations
 
 import copy
+import json
+import subprocess
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+import yaml
 
 from components.engine import OfflineRun
 from components.catalog import installer_fact, rxdm_fact
 from components.k8s.addons import JOB_NAMESPACE
 from components.spec import SpecError, parse_spec
 from tests.components.gcp.conftest import PROJECT, gcp_obj, named
+from tests.launch.test_checkov_k8s import checkov as checkov  # the fixture, by its name
 
 DS = "kubernetes:apps/v1:DaemonSet"
 
@@ -301,7 +306,8 @@ def test_in_cluster_objects_are_valid_kubernetes(itype: str, offline: Callable[.
         kubernetes_validate.validate(broken, "1.33.0", strict=True)
 
 
-@pytest.mark.parametrize("stack,placed", [("gcp-h100-gke", True), ("gcp-h200-gke", False), ("gcp-h200-slurm", False)])
+# gcp-h100-gke is multi-node flex-start on A3 Mega: queued, so no COMPACT policy (components/gcp/rules.py).
+@pytest.mark.parametrize("stack,placed", [("gcp-h100-gke", False), ("gcp-h200-gke", False), ("gcp-h200-slurm", False)])
 def test_plan_summary_says_compact_placement_only_where_one_is_created(stack: str, placed: bool) -> None:
     import io
 
@@ -328,7 +334,8 @@ def test_host_daemons_are_hardened_but_for_the_host_access_they_name(
     itype: str, ds: str, unpinned: bool, offline: Callable[..., OfflineRun]
 ) -> None:
     run = offline(gcp_obj(itype, compute={"instance_type": itype, "nodes": 2, "capacity": {"type": "spot"}}))
-    template = named(run, DS, ds).inputs["spec"]["template"]
+    daemonset = named(run, DS, ds).inputs
+    template = daemonset["spec"]["template"]
     pod = template["spec"]
     assert pod["automountServiceAccountToken"] is False
     assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
@@ -339,9 +346,52 @@ def test_host_daemons_are_hardened_but_for_the_host_access_they_name(
             }
     waived = {
         v.split("=", 1)[0]: v.split("=", 1)[1]
-        for k, v in template["metadata"]["annotations"].items()
+        for k, v in daemonset["metadata"]["annotations"].items()
         if k.startswith("checkov.io/skip")
     }
+    # On the object Checkov reports, not the pod template (which Checkov does not read skips from).
+    assert "annotations" not in template["metadata"]
     assert {"CKV_K8S_16", "CKV_K8S_17", "CKV_K8S_19"} <= set(waived) and all(len(w) > 20 for w in waived.values())
     # A waiver for the tag only where the catalog has no digest: it goes once one is recorded.
     assert ("CKV_K8S_43" in waived) == unpinned
+
+
+def test_checkov_reads_the_daemonsets_waivers_as_skipped(
+    checkov: Path, tmp_path: Path, offline: Callable[..., OfflineRun]
+) -> None:
+    """Checkov's Kubernetes scan of the plan's installer and injector DaemonSets: every waived check
+    is SKIPPED for that DaemonSet, none FAILED."""
+    waived: dict[str, set[str]] = {}
+    for itype in ("a3-megagpu-8g", "a3-ultragpu-8g"):
+        run = offline(gcp_obj(itype))
+        docs = [r.inputs for r in run.of_type(DS)]
+        assert docs
+        for d in docs:
+            waived[d["metadata"]["name"]] = {
+                v.split("=", 1)[0] for k, v in d["metadata"]["annotations"].items() if k.startswith("checkov.io/skip")
+            }
+        (tmp_path / f"{itype}.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    assert set(waived) == {"nccl-tcpxo-installer", "device-injector", "nccl-rdma-installer"}
+    proc = subprocess.run(
+        [str(checkov), "-d", str(tmp_path), "--framework", "kubernetes", "-o", "json", "--skip-download"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    results = (out[0] if isinstance(out, list) else out)["results"]
+    assert not results["parsing_errors"]
+
+    def by_ds(checks: list[dict[str, Any]]) -> dict[str, set[str]]:
+        got: dict[str, set[str]] = {}
+        for c in checks:
+            kind, _, rest = c["resource"].partition(".")
+            if kind == "DaemonSet":
+                got.setdefault(rest.split(".")[-1], set()).add(c["check_id"])
+        return got
+
+    skipped, failed = by_ds(results["skipped_checks"]), by_ds(results["failed_checks"])
+    for ds, ids in waived.items():
+        assert ids <= skipped.get(ds, set()), (ds, sorted(ids - skipped.get(ds, set())))
+        assert not ids & failed.get(ds, set()), (ds, sorted(ids & failed.get(ds, set())))
