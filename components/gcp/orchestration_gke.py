@@ -15,7 +15,8 @@ inside the VPC (README, "Private clusters").
 Security defaults follow the checks FACTS.md names: private nodes, an endpoint restricted to
 authorised networks (CKV_GCP_25/18/64, with CKV_GCP_18 deliberately relaxed to public-with-
 authorised-networks so the deployer can reach it); shielded nodes (CKV_GCP_71);
-Workload Identity (CKV_GCP_69). Dataplane V2 (ADVANCED_DATAPATH) is what multi-networking needs
+Workload Identity (CKV_GCP_69); Binary Authorization (CKV_GCP_66) and intranode visibility
+(CKV_GCP_61), each beside its value below. Dataplane V2 (ADVANCED_DATAPATH) is what multi-networking needs
 (cloud.google.com/kubernetes-engine/docs/how-to/setup-multinetwork-support-for-pods) and it
 enforces NetworkPolicy itself, so the legacy Calico ``network_policy`` block is left unset
 (GKE refuses both together).
@@ -88,6 +89,12 @@ class GkeArgs:
     """The instance, so the PersistentVolume waits for it."""
     bucket: pulumi.Input[str]
     """Checkpoint bucket name (mounted through the GCS FUSE CSI driver)."""
+
+
+def _extra_standard_nics(nics: Sequence[NicNetwork]) -> bool:
+    """Whether a node has a standard (gVNIC) NIC beyond the first, in a VPC of its own: every
+    additional NIC but the RoCE ones (which Lustre's driver never uses) is one."""
+    return any(n.role != "rdma" for n in nics)
 
 
 def _device_mode(nic: NicNetwork | NicName) -> Literal["NetDevice", "RDMA"]:
@@ -163,16 +170,33 @@ class GkeOrchestration(pulumi.ComponentResource):
                 gcp_public_cidrs_access_enabled=False,
             ),
             enable_shielded_nodes=True,
+            # CKV_GCP_66. Admission is checked against the project's singleton Binary Authorization
+            # policy, which until its owner tightens it is "evaluationMode: ALWAYS_ALLOW" (cloud.google
+            # .com/binary-authorization/docs/configuring-policy-cli, read 2026-12-01: the exported
+            # default policy), so the installers and jobs are admitted and the owner holds the gate.
+            binary_authorization=gcp.container.ClusterBinaryAuthorizationArgs(
+                evaluation_mode="PROJECT_SINGLETON_POLICY_ENFORCE"
+            ),
+            # CKV_GCP_61: pod-to-pod traffic on one node goes through the VPC, so its firewall and
+            # flow logs see it (cloud.google.com/kubernetes-engine/docs/how-to/intranode-visibility,
+            # read 2026-12-01; on Dataplane V2 netd redirects it, eBPF-native from 1.36.0-gke.3302000).
+            # Only the pods' primary network: NCCL's GPU traffic is on the additional NICs and NVLink.
+            enable_intranode_visibility=True,
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
                 workload_pool=pulumi.Output.format("{0}.svc.id.goog", args.project)
             ),
             datapath_provider="ADVANCED_DATAPATH",
             enable_multi_networking=True,
             addons_config=gcp.container.ClusterAddonsConfigArgs(
-                # The instance is created with gke_support_enabled (Lustre on 6988, clear of
-                # the GKE metadata server's 988); the driver must use the same port.
+                # Lustre on its default port 988 (no enable_legacy_lustre_port, deprecated: only
+                # for instances made with gke_support_enabled, which storage.py no longer sets).
+                # Multi-NIC off: from 1.35.2-gke.1842000 the driver spreads Lustre over every
+                # standard NIC and needs them all in one VPC; our nodes' extra gVNICs (A3 Ultra/A4's
+                # second gVNIC, A3 High/Mega's GPU NICs) each sit in a VPC of their own
+                # (docs.cloud.google.com/managed-lustre/docs/lustre-csi-driver-existing-instance,
+                # "Multi-NIC support" and "Lustre communication ports", read 2026-12-01).
                 lustre_csi_driver_config=gcp.container.ClusterAddonsConfigLustreCsiDriverConfigArgs(
-                    enabled=True, enable_legacy_lustre_port=True
+                    enabled=True, disable_multi_nic=_extra_standard_nics(args.nics) or None
                 ),
                 gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True),
             ),

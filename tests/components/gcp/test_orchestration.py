@@ -34,7 +34,12 @@ def test_gke_cluster_is_private_multinetwork_and_hardened(offline: Callable[...,
     assert c["workloadIdentityConfig"] == {"workloadPool": f"{PROJECT}.svc.id.goog"}
     assert c["releaseChannel"] == {"channel": "REGULAR"}
     assert c["removeDefaultNodePool"] is True
-    assert c["addonsConfig"]["lustreCsiDriverConfig"] == {"enabled": True, "enableLegacyLustrePort": True}
+    # Port 988 (the legacy-port flag is deprecated from 1.33.2-gke.4780000); multi-NIC off: the GPU
+    # gVNICs are each in a VPC of their own (the Managed Lustre CSI page's "Same VPC" requirement).
+    assert c["addonsConfig"]["lustreCsiDriverConfig"] == {"enabled": True, "disableMultiNic": True}
+    # CKV_GCP_66 and CKV_GCP_61, the way Checkov's Terraform checks read them
+    assert c["binaryAuthorization"] == {"evaluationMode": "PROJECT_SINGLETON_POLICY_ENFORCE"}
+    assert c["enableIntranodeVisibility"] is True
     assert c["ipAllocationPolicy"] == {"clusterSecondaryRangeName": "pods", "servicesSecondaryRangeName": "services"}
     assert not run.outputs["access"]["kubeconfig_command"].endswith("--internal-ip")
 
