@@ -44,10 +44,10 @@ from components.k8s.addons import JOB_NAMESPACE as JOB_NAMESPACE, job_namespace,
 from components.k8s.gke import NodeNetwork, gke_networks, lustre_volume
 from components.k8s.gke_installers import NEEDS_DEVICE_INJECTOR, nccl_installer, nri_device_injector
 from components.k8s.kueue import LOCAL_QUEUE, Quota, kueue
-from components.gcp.rules import queued_provisioning
+from components.gcp.rules import GKE_RELEASE_CHANNEL, queued_provisioning
 from components.spec import ClusterSpec
 
-RELEASE_CHANNEL = "REGULAR"
+RELEASE_CHANNEL = GKE_RELEASE_CHANNEL
 # The Lustre and checkpoint claims and the Workload Identity service account live in JOB_NAMESPACE
 # (components/k8s/addons.py), where the jobs run: a pod mounts only claims of its own namespace and
 # runs only as a service account of its own namespace.

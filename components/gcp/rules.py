@@ -148,6 +148,9 @@ RESERVATION_WHAT = "reservation name"
 # release-notes.xml, entry of 2026-09-17, read 2026-12-01: "Version 1.35.8-gke.1036000 is now the
 # default version for cluster creation in the Regular channel").
 DEFAULT_KUBERNETES_VERSION = "1.35"
+# The channel every GKE cluster here is enrolled in (components/gcp/orchestration_gke.py) and
+# whose offered versions the preflight reads (components/preflight/gcp.py).
+GKE_RELEASE_CHANNEL = "REGULAR"
 # GKE minors past the end of their support, refused offline; the preflight then asks the channel
 # itself (get_server_config's validVersions). End of support per endoflife.date's reading of
 # cloud.google.com/kubernetes-engine/docs/release-schedule (endoflife.date/api/v1/products/
