@@ -27,6 +27,15 @@ from components.spec import ClusterSpec
 # DWS flex-start VMs run at most seven days (cloud.google.com/compute/docs/instances/flex-start-vms).
 FLEX_START_MAX_DURATION = "604800s"
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+# The GPU driver GKE qualifies for the node's GKE version, not the newest one COS has: GKE's API
+# takes only DEFAULT ("Default" GPU driver in COS and Ubuntu), LATEST ("Latest" GPU driver in COS)
+# or INSTALLATION_DISABLED (GKE API GPUDriverInstallationConfig.GPUDriverVersion, read 2026-12-01),
+# so a driver number cannot be named here; DEFAULT moves only with the node version, which the
+# maintenance exclusion holds while a cluster trains (orchestration_gke.py). cluster-toolkit's
+# gke-node-pool defaults to it too (modules/compute/gke-node-pool/variables.tf at 1047080:
+# gpu_driver_version = "DEFAULT"), where LATEST let the driver move away from what the fabric's
+# NCCL plugin release was qualified with.
+GPU_DRIVER = "DEFAULT"
 # Least privilege for GKE nodes instead of the Compute Engine default account (which holds
 # Editor): GKE's node role plus pulling images (GKE hardening guide, "use least privilege
 # service accounts for your nodes").
@@ -124,7 +133,7 @@ class Compute(pulumi.ComponentResource):
                     type=GKE_ACCELERATOR[spec.compute.instance_type],
                     count=inst.accelerator.count,
                     gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
-                        gpu_driver_version="LATEST"
+                        gpu_driver_version=GPU_DRIVER
                     ),
                 )
             ],

@@ -65,6 +65,8 @@ def test_gpu_node_pool_inputs(offline: Callable[..., OfflineRun]) -> None:
     assert cfg["machineType"] == "a3-megagpu-8g"
     assert cfg["guestAccelerators"][0]["count"] == 8
     assert cfg["guestAccelerators"][0]["type"] == "nvidia-h100-mega-80gb"
+    # the driver GKE qualifies for the node version, not whatever COS has newest
+    assert cfg["guestAccelerators"][0]["gpuDriverInstallationConfig"] == {"gpuDriverVersion": "DEFAULT"}
     assert cfg["gvnic"] == {"enabled": True}
     assert cfg["shieldedInstanceConfig"] == {"enableSecureBoot": True, "enableIntegrityMonitoring": True}
     assert cfg["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
