@@ -395,3 +395,40 @@ def test_checkov_reads_the_daemonsets_waivers_as_skipped(
     for ds, ids in waived.items():
         assert ids <= skipped.get(ds, set()), (ds, sorted(ids - skipped.get(ds, set())))
         assert not ids & failed.get(ds, set()), (ds, sorted(ids & failed.get(ds, set())))
+
+
+# Installers whose digest no public source gives (catalog digest: null, read 2026-12-01), each
+# waived for CKV_K8S_43 on its DaemonSet; every other image in a GKE plan is pinned by digest.
+UNPINNED = {"us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.1.1"}
+
+
+def _images(run: OfflineRun) -> set[str]:
+    found: set[str] = set()
+    for r in run.by_urn().values():
+        pod = r.inputs.get("spec", {}).get("template", {}).get("spec", {}) if r.type.startswith("kubernetes:") else {}
+        for c in [*pod.get("initContainers", []), *pod.get("containers", [])]:
+            found.add(c["image"])
+    return found
+
+
+@pytest.mark.parametrize("itype", ["a3-megagpu-8g", "a3-ultragpu-8g"])
+def test_every_image_in_a_gke_plan_is_pinned_by_digest(itype: str, offline: Callable[..., OfflineRun]) -> None:
+    images = _images(offline(gcp_obj(itype)))
+    assert images
+    tag_only = {i for i in images if "@sha256:" not in i}
+    assert tag_only <= UNPINNED, sorted(tag_only - UNPINNED)
+    for image in tag_only:
+        ds = next(
+            r.inputs
+            for r in offline(gcp_obj(itype)).of_type(DS)
+            if image in {c["image"] for c in r.inputs["spec"]["template"]["spec"].get("initContainers", [])}
+        )
+        assert any(v.startswith("CKV_K8S_43=") for v in ds["metadata"]["annotations"].values()), image
+
+
+def test_the_bundled_a3_mega_plan_has_no_tag_only_image() -> None:
+    from components.plan import plan_stack
+
+    _, run = plan_stack("gcp-h100-gke")
+    images = _images(run)
+    assert images and all("@sha256:" in i for i in images), sorted(images)
