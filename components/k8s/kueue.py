@@ -67,7 +67,7 @@ def _meta(name: str, labels: Mapping[str, str], namespace: str | None = None) ->
 
 def queue_objects(quota: Quota, job_namespace: str) -> list[tuple[str, str, str | None, dict[str, Any]]]:
     """(kind, name, namespace, spec) of each Kueue object, in the order they depend on each other."""
-    resources = [
+    resources: list[dict[str, Any]] = [
         {"name": "cpu", "nominalQuota": quota.cpus},
         {"name": "memory", "nominalQuota": f"{quota.memory_gib}Gi"},
         {"name": "nvidia.com/gpu", "nominalQuota": quota.gpus},

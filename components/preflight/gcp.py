@@ -81,7 +81,7 @@ class GcpClients:
             cluster_director=hypercomputecluster_v1.HypercomputeClusterClient(
                 client_options=opts("hypercomputecluster.googleapis.com"), **kw
             ),
-            session=AuthorizedSession(credentials),
+            session=AuthorizedSession(credentials),  # type: ignore[no-untyped-call]
             container_endpoint=(endpoint or "https://container.googleapis.com").rstrip("/"),
         )
 
