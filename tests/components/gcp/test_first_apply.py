@@ -156,7 +156,19 @@ def test_system_pool_and_maintenance_exclusion(offline: Callable[..., OfflineRun
 @pytest.mark.parametrize(
     "kind,apis",
     [
-        ("gke", {"compute", "servicenetworking", "lustre", "storage", "iam", "cloudresourcemanager", "container"}),
+        (
+            "gke",
+            {
+                "compute",
+                "servicenetworking",
+                "lustre",
+                "storage",
+                "iam",
+                "cloudresourcemanager",
+                "container",
+                "binaryauthorization",
+            },
+        ),
         (
             "slurm",
             {
