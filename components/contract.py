@@ -17,7 +17,8 @@ Shapes (every value plain JSON once the stack is up):
 * ``access``  Kubernetes: ``{api_endpoint, kubeconfig_command, kubeconfig}`` (the kubeconfig is
   a secret output); Slurm: ``{login, ssh_command, cluster_id?}``
 * ``scheduler`` Slurm: ``{kind: slurm, partition}``; Kubernetes: ``{kind: kubernetes,
-  namespace, lustre_claim, node_selector, tolerations}``
+  namespace, lustre_claim, node_selector, tolerations, queue?}`` (queue: the Kueue LocalQueue jobs
+  go through where the nodes come only with a ProvisioningRequest)
 """
 
 from __future__ import annotations
@@ -105,6 +106,9 @@ class Scheduler:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[str, ...] = ()
     """Taint keys the GPU nodes carry (tolerated with Exists/NoSchedule)."""
+    queue: str | None = None
+    """Kueue LocalQueue (in ``namespace``) jobs are submitted through, where the GPU nodes come
+    only through it (GKE multi-node flex-start: queued provisioning)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -216,6 +220,7 @@ def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
         lustre_claim=r.text(sc, "lustre_claim", "scheduler.", optional=True),
         node_selector=dict(selector),
         tolerations=tuple(tolerations),
+        queue=r.text(sc, "queue", "scheduler.", optional=True),
     )
     if orchestrator == "slurm" and kind != "slurm" or orchestrator in ("eks", "gke") and kind != "kubernetes":
         r.add("scheduler.kind", f"{kind!r} does not go with orchestrator {orchestrator!r}")

@@ -181,6 +181,14 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
         )
     elif isinstance(placement_raw, bool):
         placement = placement_raw
+    # A cloud that takes no placement policy for this machine type and capacity (GCP: compact
+    # placement with flex-start, components/gcp/rules.py) derives none and refuses an explicit one.
+    refused = getattr(rules, "placement_refused", None)
+    why = refused(itype, capacity.type, nodes) if refused and itype and capacity and nodes else None
+    if why is not None:
+        if placement_raw is True:
+            r.bad("interconnect.placement", why)
+        placement = False
 
     storage = _parse_storage(r, top.get("storage"), cloud, rules)
     orch = _parse_orchestration(r, top.get("orchestration"), cloud, rules, deployer_placeholder)

@@ -4,7 +4,8 @@
 Every stack: VPCs, subnets, NAT, firewall, VMs (compute); the peering Managed Lustre attaches
 through (servicenetworking, cloud.google.com/managed-lustre/docs/vpc); Managed Lustre (lustre);
 the checkpoint bucket (storage); node and job service accounts (iam); their project-level role
-bindings, which go through the project's IAM policy (cloudresourcemanager). GKE adds container;
+bindings, which go through the project's IAM policy (cloudresourcemanager). GKE adds container and
+binaryauthorization (the cluster enforces the project's Binary Authorization policy: orchestration_gke.py);
 Cluster Director adds hypercomputecluster and file (the Filestore instance for /home).
 """
 
@@ -19,7 +20,7 @@ COMMON = (
     "cloudresourcemanager.googleapis.com",
 )
 BY_ORCHESTRATOR: dict[str, tuple[str, ...]] = {
-    "gke": ("container.googleapis.com",),
+    "gke": ("container.googleapis.com", "binaryauthorization.googleapis.com"),
     "slurm": ("hypercomputecluster.googleapis.com", "file.googleapis.com"),
 }
 

@@ -17,7 +17,7 @@ from components.gcp.common import address_plan, project
 from components.gcp.compute import Compute, ComputeArgs
 from components.gcp.interconnect import Interconnect, InterconnectArgs, nic_count
 from components.gcp.network import Network, NetworkArgs
-from components.gcp.orchestration_gke import JOB_NAMESPACE, GkeArgs, GkeOrchestration, node_networks
+from components.gcp.orchestration_gke import JOB_NAMESPACE, GkeArgs, GkeOrchestration, job_queue, node_networks
 from components.gcp.orchestration_slurm import EXTRA_MOUNTS, LUSTRE_ID, SlurmArgs, SlurmOrchestration
 from components.gcp.services import ProjectServices, ServicesArgs
 from components.gcp.workload_identity import CHECKPOINT_KSA
@@ -27,6 +27,7 @@ from components.spec import ClusterSpec
 # GKE taints GPU node pools nvidia.com/gpu=present:NoSchedule (GKE "Run GPUs in Standard
 # node pools"); only pods that tolerate it land there.
 GPU_TAINT = "nvidia.com/gpu"
+QUEUED_TAINT = "cloud.google.com/gke-queued"
 
 
 def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: object = None) -> dict[str, Any]:
@@ -106,6 +107,15 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
             "service_account": CHECKPOINT_KSA,
             "workload_account": gke.workload_account.email,
         }
+        queue = job_queue(spec)
+        if queue is not None:
+            # Multi-node flex-start: jobs go through this Kueue LocalQueue, admitted only once
+            # every node exists (components/k8s/kueue.py).
+            scheduler["queue"] = queue
+            # GKE taints queued nodes cloud.google.com/gke-queued=true:NoSchedule itself
+            # (cluster-toolkit gke-node-pool/main.tf at 1047080, "GKE automatically applies the
+            # taint"; nccl-jobset-example.yaml of the queued example tolerates it).
+            scheduler["tolerations"] = [GPU_TAINT, QUEUED_TAINT]
     else:
         comp = Compute(
             f"{name}-compute",

@@ -21,11 +21,21 @@ from pulumi_gcp import hypercomputecluster as hcc
 
 from components.gcp.common import GKE_ACCELERATOR, labels
 from components.gcp.interconnect import NicNetwork
+from components.gcp.rules import queued_provisioning
 from components.spec import ClusterSpec
 
 # DWS flex-start VMs run at most seven days (cloud.google.com/compute/docs/instances/flex-start-vms).
 FLEX_START_MAX_DURATION = "604800s"
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+# The GPU driver GKE qualifies for the node's GKE version, not the newest one COS has: GKE's API
+# takes only DEFAULT ("Default" GPU driver in COS and Ubuntu), LATEST ("Latest" GPU driver in COS)
+# or INSTALLATION_DISABLED (GKE API GPUDriverInstallationConfig.GPUDriverVersion, read 2026-12-01),
+# so a driver number cannot be named here; DEFAULT moves only with the node version, which the
+# maintenance exclusion holds while a cluster trains (orchestration_gke.py). cluster-toolkit's
+# gke-node-pool defaults to it too (modules/compute/gke-node-pool/variables.tf at 1047080:
+# gpu_driver_version = "DEFAULT"), where LATEST let the driver move away from what the fabric's
+# NCCL plugin release was qualified with.
+GPU_DRIVER = "DEFAULT"
 # Least privilege for GKE nodes instead of the Compute Engine default account (which holds
 # Editor): GKE's node role plus pulling images (GKE hardening guide, "use least privilege
 # service accounts for your nodes").
@@ -123,7 +133,7 @@ class Compute(pulumi.ComponentResource):
                     type=GKE_ACCELERATOR[spec.compute.instance_type],
                     count=inst.accelerator.count,
                     gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
-                        gpu_driver_version="LATEST"
+                        gpu_driver_version=GPU_DRIVER
                     ),
                 )
             ],
@@ -168,8 +178,20 @@ class Compute(pulumi.ComponentResource):
                 total_min_node_count=0, total_max_node_count=spec.compute.nodes, location_policy="ANY"
             )
             management = gcp.container.NodePoolManagementArgs(auto_repair=False, auto_upgrade=True)
+        # Multi-node flex-start is queued: GKE creates the nodes of a ProvisioningRequest all at
+        # once, and only through one (cloud.google.com/kubernetes-engine/docs/how-to/
+        # provisioningrequest: `--flex-start --enable-queued-provisioning`; cluster-toolkit
+        # modules/compute/gke-node-pool/main.tf at 1047080: queued_provisioning { enabled = true },
+        # with NO_RESERVATION affinity, no spot, autoscaling from 0 and no COMPACT policy, which
+        # this pool already has). Kueue makes the requests (components/k8s/kueue.py).
+        queued = (
+            gcp.container.NodePoolQueuedProvisioningArgs(enabled=True)
+            if queued_provisioning(cap.type, spec.compute.nodes)
+            else None
+        )
         return gcp.container.NodePool(
             f"{name}-pool",
+            queued_provisioning=queued,
             name=self.node_pool_name,
             cluster=args.cluster,
             location=spec.zone,

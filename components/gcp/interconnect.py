@@ -214,8 +214,17 @@ class Interconnect(pulumi.ComponentResource):
 
     def _create_rdma(self, name: str, spec: ClusterSpec, project: pulumi.Input[str], nics: list[NicName]) -> None:
         vpc_name = nics[0].vpc
-        # No firewall here: a VPC on the RoCE profile carries only RDMA traffic between GPU NICs
-        # and does not take firewall rules (cluster-toolkit gpu-rdma-vpc creates none).
+        # No firewall resource here. A RoCE VPC takes no VPC firewall rules, only a regional
+        # network firewall policy of type RDMA_ROCE_POLICY (cloud.google.com/firewall/docs/
+        # firewall-for-roce, read 2026-12-01: "They don't support global network firewall
+        # policies, hierarchical firewall policies, or VPC firewall rules"), and without one its
+        # implied rules allow all ingress and all egress (docs.cloud.google.com/vpc/docs/
+        # rdma-network-profiles, "Firewall differences", read 2026-12-01). It stays open on
+        # purpose: only MRDMA NICs attach to it (same page), so the only peers are the GPU NICs of
+        # this project's instances in this zone that are put on this stack's own VPC, and NCCL's
+        # RDMA traffic between them is all it carries (cluster-toolkit gpu-rdma-vpc at 1047080
+        # creates no policy either). A stateless RDMA_ROCE_POLICY limited to the GPU subnets
+        # would narrow that further; not built yet.
         vpc = gcp.compute.Network(
             f"{name}-rdma",
             name=vpc_name,

@@ -15,7 +15,8 @@ inside the VPC (README, "Private clusters").
 Security defaults follow the checks FACTS.md names: private nodes, an endpoint restricted to
 authorised networks (CKV_GCP_25/18/64, with CKV_GCP_18 deliberately relaxed to public-with-
 authorised-networks so the deployer can reach it); shielded nodes (CKV_GCP_71);
-Workload Identity (CKV_GCP_69). Dataplane V2 (ADVANCED_DATAPATH) is what multi-networking needs
+Workload Identity (CKV_GCP_69); Binary Authorization (CKV_GCP_66) and intranode visibility
+(CKV_GCP_61), each beside its value below. Dataplane V2 (ADVANCED_DATAPATH) is what multi-networking needs
 (cloud.google.com/kubernetes-engine/docs/how-to/setup-multinetwork-support-for-pods) and it
 enforces NetworkPolicy itself, so the legacy Calico ``network_policy`` block is left unset
 (GKE refuses both together).
@@ -42,9 +43,11 @@ from components.gcp.workload_identity import bucket_volume, checkpoint_claim_nam
 from components.k8s.addons import JOB_NAMESPACE as JOB_NAMESPACE, job_namespace, jobset
 from components.k8s.gke import NodeNetwork, gke_networks, lustre_volume
 from components.k8s.gke_installers import NEEDS_DEVICE_INJECTOR, nccl_installer, nri_device_injector
+from components.k8s.kueue import LOCAL_QUEUE, Quota, kueue
+from components.gcp.rules import GKE_RELEASE_CHANNEL, queued_provisioning
 from components.spec import ClusterSpec
 
-RELEASE_CHANNEL = "REGULAR"
+RELEASE_CHANNEL = GKE_RELEASE_CHANNEL
 # The Lustre and checkpoint claims and the Workload Identity service account live in JOB_NAMESPACE
 # (components/k8s/addons.py), where the jobs run: a pod mounts only claims of its own namespace and
 # runs only as a service account of its own namespace.
@@ -86,6 +89,12 @@ class GkeArgs:
     """The instance, so the PersistentVolume waits for it."""
     bucket: pulumi.Input[str]
     """Checkpoint bucket name (mounted through the GCS FUSE CSI driver)."""
+
+
+def _extra_standard_nics(nics: Sequence[NicNetwork]) -> bool:
+    """Whether a node has a standard (gVNIC) NIC beyond the first, in a VPC of its own: every
+    additional NIC but the RoCE ones (which Lustre's driver never uses) is one."""
+    return any(n.role != "rdma" for n in nics)
 
 
 def _device_mode(nic: NicNetwork | NicName) -> Literal["NetDevice", "RDMA"]:
@@ -161,16 +170,33 @@ class GkeOrchestration(pulumi.ComponentResource):
                 gcp_public_cidrs_access_enabled=False,
             ),
             enable_shielded_nodes=True,
+            # CKV_GCP_66. Admission is checked against the project's singleton Binary Authorization
+            # policy, which until its owner tightens it is "evaluationMode: ALWAYS_ALLOW" (cloud.google
+            # .com/binary-authorization/docs/configuring-policy-cli, read 2026-12-01: the exported
+            # default policy), so the installers and jobs are admitted and the owner holds the gate.
+            binary_authorization=gcp.container.ClusterBinaryAuthorizationArgs(
+                evaluation_mode="PROJECT_SINGLETON_POLICY_ENFORCE"
+            ),
+            # CKV_GCP_61: pod-to-pod traffic on one node goes through the VPC, so its firewall and
+            # flow logs see it (cloud.google.com/kubernetes-engine/docs/how-to/intranode-visibility,
+            # read 2026-12-01; on Dataplane V2 netd redirects it, eBPF-native from 1.36.0-gke.3302000).
+            # Only the pods' primary network: NCCL's GPU traffic is on the additional NICs and NVLink.
+            enable_intranode_visibility=True,
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
                 workload_pool=pulumi.Output.format("{0}.svc.id.goog", args.project)
             ),
             datapath_provider="ADVANCED_DATAPATH",
             enable_multi_networking=True,
             addons_config=gcp.container.ClusterAddonsConfigArgs(
-                # The instance is created with gke_support_enabled (Lustre on 6988, clear of
-                # the GKE metadata server's 988); the driver must use the same port.
+                # Lustre on its default port 988 (no enable_legacy_lustre_port, deprecated: only
+                # for instances made with gke_support_enabled, which storage.py no longer sets).
+                # Multi-NIC off: from 1.35.2-gke.1842000 the driver spreads Lustre over every
+                # standard NIC and needs them all in one VPC; our nodes' extra gVNICs (A3 Ultra/A4's
+                # second gVNIC, A3 High/Mega's GPU NICs) each sit in a VPC of their own
+                # (docs.cloud.google.com/managed-lustre/docs/lustre-csi-driver-existing-instance,
+                # "Multi-NIC support" and "Lustre communication ports", read 2026-12-01).
                 lustre_csi_driver_config=gcp.container.ClusterAddonsConfigLustreCsiDriverConfigArgs(
-                    enabled=True, enable_legacy_lustre_port=True
+                    enabled=True, disable_multi_nic=_extra_standard_nics(args.nics) or None
                 ),
                 gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True),
             ),
@@ -366,3 +392,25 @@ def create_in_cluster_layer(name: str, args: GkeLayerArgs, k8s_opts: pulumi.Reso
         opts=in_namespace,
     )
     jobset(f"{name}-jobset", k8s_opts)
+    if queued_provisioning(spec.compute.capacity.type, spec.compute.nodes):
+        inst = spec.instance
+        nodes = spec.compute.nodes
+        kueue(
+            f"{name}-kueue",
+            quota=Quota(
+                gpus=inst.accelerator.count * nodes,
+                cpus=inst.vcpu * nodes,
+                memory_gib=int(inst.host_memory_gib) * nodes,
+            ),
+            job_namespace=JOB_NAMESPACE,
+            node_selector={"cloud.google.com/gke-nodepool": SYSTEM_POOL_NAME},
+            labels=lab,
+            opts=k8s_opts,
+            namespace_ready=namespace,
+        )
+
+
+def job_queue(spec: ClusterSpec) -> str | None:
+    """The Kueue LocalQueue jobs are submitted through (the stack output scheduler.queue), or None
+    where the pool is not queued (components.gcp.rules.queued_provisioning)."""
+    return LOCAL_QUEUE if queued_provisioning(spec.compute.capacity.type, spec.compute.nodes) else None

@@ -49,6 +49,8 @@ def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
         )
     itype = spec.compute.instance_type
     cap = spec.compute.capacity.type
+    if spec.orchestration.kind == "gke":
+        problems += _gke_version(spec.orchestration.kubernetes_version)
     if spec.orchestration.kind == "slurm":
         allowed = CLUSTER_DIRECTOR_CAPACITY.get(itype)
         if allowed is None:
@@ -78,6 +80,59 @@ def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
     return problems
 
 
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def _gke_version(version: str) -> list[tuple[str, str]]:
+    if _minor(version) >= _minor(GKE_OLDEST_SUPPORTED):
+        return []
+    ended = GKE_END_OF_SUPPORT.get(version)
+    when = f"its support ended {ended}" if ended else "it is older than 1.33, whose support ended 2026-08-03"
+    return [
+        (
+            "orchestration.kubernetes_version",
+            f"GKE {version!r} is out of support ({when}) and the REGULAR channel no longer creates it "
+            f"(allowed: {GKE_OLDEST_SUPPORTED} or newer, default {DEFAULT_KUBERNETES_VERSION}; source: "
+            "cloud.google.com/kubernetes-engine/docs/release-schedule)",
+        )
+    ]
+
+
+# Compact placement is refused with DWS flex-start where GKE does not offer it; the spec then
+# derives no placement policy (``interconnect.placement: auto``) and refuses an explicit ``true``.
+# cluster-toolkit modules/compute/gke-node-pool/main.tf at 1047080 holds both preconditions:
+# "placement_policy cannot be COMPACT when enable_queued_provisioning is true, unless using TPUs"
+# (every multi-node flex-start pool here is queued: components/gcp/compute.py), and "Compact
+# placement with DWS Flex start is only supported for A3 Ultra, A4, and H4D machine types"
+# (regex ^(a3-ultragpu-|a4-|h4d-); docs/slurm-dws-flex.md says the same for Slurm).
+FLEX_START_COMPACT_PREFIXES = ("a3-ultragpu-", "a4-", "h4d-")
+
+
+def queued_provisioning(capacity_type: str, nodes: int) -> bool:
+    """A multi-node flex-start job is provisioned all at once through a ProvisioningRequest
+    (cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest); one node needs no queue."""
+    return capacity_type == "flex-start" and nodes > 1
+
+
+def placement_refused(instance_type: str, capacity_type: str, nodes: int) -> str | None:
+    """Why GCP takes no compact placement policy for this pool, or None where it does."""
+    if capacity_type != "flex-start":
+        return None
+    if queued_provisioning(capacity_type, nodes):
+        return (
+            "a multi-node flex-start pool is provisioned through queued provisioning, which takes no COMPACT "
+            "placement policy (allowed: auto, false; source: cluster-toolkit modules/compute/gke-node-pool/main.tf)"
+        )
+    if not instance_type.startswith(FLEX_START_COMPACT_PREFIXES):
+        return (
+            f"compact placement with flex-start is offered for A3 Ultra, A4 and H4D only, not {instance_type} "
+            "(allowed: auto, false; source: cluster-toolkit modules/compute/gke-node-pool/main.tf)"
+        )
+    return None
+
+
 # ---------------------------------------------------------------------------------------------
 # Field rules, called by the generic reader (components/spec_parse.py) as it reads each field.
 
@@ -88,7 +143,22 @@ NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 BUCKET = NAME
 OBJECT_STORE_SCHEME = "gs://"
 RESERVATION_WHAT = "reservation name"
-DEFAULT_KUBERNETES_VERSION = "1.33"
+# The GKE minor a stack gets when it names none: the REGULAR channel's default for cluster
+# creation (GKE Regular channel release notes, docs.cloud.google.com/feeds/gke-regular-channel-
+# release-notes.xml, entry of 2026-09-17, read 2026-12-01: "Version 1.35.8-gke.1036000 is now the
+# default version for cluster creation in the Regular channel").
+DEFAULT_KUBERNETES_VERSION = "1.35"
+# The channel every GKE cluster here is enrolled in (components/gcp/orchestration_gke.py) and
+# whose offered versions the preflight reads (components/preflight/gcp.py).
+GKE_RELEASE_CHANNEL = "REGULAR"
+# GKE minors past the end of their support, refused offline; the preflight then asks the channel
+# itself (get_server_config's validVersions). End of support per endoflife.date's reading of
+# cloud.google.com/kubernetes-engine/docs/release-schedule (endoflife.date/api/v1/products/
+# google-kubernetes-engine, generated 2026-04-10, read 2026-12-01): 1.34 "eolFrom": "2026-10-01";
+# 1.33's maintenance ended 2026-08-03 (issue 25 quoting the same source; the excerpt read here was
+# cut before that date). Every older minor ended before them.
+GKE_END_OF_SUPPORT: Mapping[str, str] = {"1.33": "2026-08-03", "1.34": "2026-10-01"}
+GKE_OLDEST_SUPPORTED = "1.35"
 # Labels: keys start with a lower-case letter; keys and values are lower-case letters, digits,
 # '_' and '-', at most 63 characters.
 _LABEL = re.compile(r"^[a-z][a-z0-9_-]{0,62}\Z")

@@ -56,9 +56,11 @@ class Storage(pulumi.ComponentResource):
             capacity_gib=str(lu.size_gib),
             per_unit_storage_throughput=str(lu.throughput_mbps_per_tib),
             filesystem=self.filesystem,
-            # GKE clients and Lustre both want port 988; this moves Lustre to 6988 and the GKE
-            # Lustre CSI driver is told to match (orchestration_gke: enable_legacy_lustre_port).
-            gke_support_enabled=spec.orchestration.kind == "gke" or None,
+            # No gke_support_enabled (the old move of Lustre to port 6988): GKE clusters from
+            # 1.33.2-gke.4780000 on talk to Lustre on its default port 988, and the flag is now
+            # only for instances made with it (docs.cloud.google.com/managed-lustre/docs/
+            # lustre-csi-driver-existing-instance, "Lustre communication ports", read 2026-12-01);
+            # the spec allows GKE 1.35 and newer only (components/gcp/rules.py).
             kms_key=lu.kms_key_id,
             labels=labels(spec),
             opts=pulumi.ResourceOptions(parent=self, protect=True, depends_on=[args.psa]),

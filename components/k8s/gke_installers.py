@@ -32,8 +32,11 @@ PAUSE_IMAGE = "gke.gcr.io/pause:3.8@sha256:880e63f94b145e46f1b1082bb71b85e21f16b
 # The TCPXO pre-installation image: upstream names plain "ubuntu"; pinned to the tag and digest
 # NVIDIA/aicr docs/user/container-images.md at 005da13 records for the same manifest.
 PREINSTALL_IMAGE = "ubuntu:26.04@sha256:513c074113a871b51a8d16ab445c88779d6452d937a164fb5cc479f32668a41d"
-# Upstream pins the injector by digest only (no tag published beside it):
-# nri_device_injector/nri-device-injector.yaml at 992db81 and cluster-toolkit at 1047080.
+# Pinned by the digest Google's own manifests pin (nri_device_injector/nri-device-injector.yaml at
+# 992db81; cluster-toolkit examples/gke-a3-megagpu/nri-device-injector.yaml at 1047080), which give
+# no tag beside it. NVIDIA/aicr's image inventory (docs/user/container-images.md, read 2026-12-01)
+# lists gcr.io/gke-release/nri-device-injector:1.0.25-gke.6 with another digest (7704e2bd...): a
+# different build, not this one's tag, so no tag is written beside this digest.
 NRI_INJECTOR_IMAGE = (
     "gcr.io/gke-release/nri-device-injector@sha256:6e79483d52abdc28454bf186320b10a56b0f117a10e8d65d5c74dbb821a76970"
 )
@@ -109,14 +112,29 @@ def _affinity(accelerator: str) -> k8s.core.v1.AffinityArgs:
 # What a node daemon that installs into the host, or hands devices out, cannot do without; each
 # is waived for that DaemonSet alone with its reason, in Checkov's own annotation (checkov.io/
 # skip<N>: <id>=<reason>, Checkov docs "Suppressing and skipping policies"), which the pack's
-# k8s-workload-hardening rule reads too. Everything else is hardened.
-HOST_DAEMON_NEEDS = {
+# k8s-workload-hardening rule reads too. The annotations sit on the DaemonSet's own metadata:
+# Checkov's Kubernetes runner reads skips from the object it reports (the DaemonSet), not from its
+# pod template, so on the template the checks were FAILED instead of SKIPPED. Everything else is
+# hardened.
+INSTALLER_NEEDS = {
     "CKV_K8S_16": "privileged: writes the NCCL plugin into host paths and (TCPXO) loads a kernel module and "
     "binds host devices through nsenter, as upstream's installer does",
     "CKV_K8S_17": "hostPID: nsenter into the host's PID 1 namespaces for the pre-installation step (upstream)",
-    "CKV_K8S_19": "hostNetwork: the installer and the injector act on the node, not in a pod network (upstream)",
+    "CKV_K8S_19": "hostNetwork: the installer acts on the node, not in a pod network (upstream)",
     "CKV_K8S_20": "privilege escalation is implied by privileged",
     "CKV_K8S_23": "root: host paths under /home/kubernetes/bin and /var/lib are root-owned",
+    "CKV_K8S_37": "a privileged container holds every capability",
+}
+# The NRI device injector (container-engine-accelerators nri_device_injector/nri-device-injector.yaml
+# at 992db81: privileged, hostNetwork, hostPID, /dev and /var/run/nri from the host) is a plugin of
+# the node's container runtime: it adds the devices a pod's annotation names to that container.
+INJECTOR_NEEDS = {
+    "CKV_K8S_16": "privileged: it edits other containers' device lists through the runtime's NRI socket and "
+    "opens the host's /dev to hand those devices over (upstream runs it privileged)",
+    "CKV_K8S_17": "hostPID: NRI plugins act on the host's containers and processes, as upstream runs it",
+    "CKV_K8S_19": "hostNetwork: a node agent with no Service and no pod-network traffic, as upstream runs it",
+    "CKV_K8S_20": "privilege escalation is implied by privileged",
+    "CKV_K8S_23": "root: the NRI socket /var/run/nri and the host's /dev are root-owned",
     "CKV_K8S_37": "a privileged container holds every capability",
 }
 
@@ -144,21 +162,18 @@ def _daemonset(
     labels: dict[str, str],
     spec: k8s.core.v1.PodSpecArgs,
     opts: pulumi.ResourceOptions,
-    extra_needs: dict[str, str] | None = None,
+    needs: dict[str, str],
 ) -> k8s.apps.v1.DaemonSet:
     match = {"k8s-app": ds_name}
     return k8s.apps.v1.DaemonSet(
         f"{name}-{ds_name}",
-        metadata=k8s.meta.v1.ObjectMetaArgs(name=ds_name, namespace=NAMESPACE, labels={**labels, **match}),
+        metadata=k8s.meta.v1.ObjectMetaArgs(
+            name=ds_name, namespace=NAMESPACE, labels={**labels, **match}, annotations=_skips(needs)
+        ),
         spec=k8s.apps.v1.DaemonSetSpecArgs(
             selector=k8s.meta.v1.LabelSelectorArgs(match_labels=match),
             update_strategy=k8s.apps.v1.DaemonSetUpdateStrategyArgs(type="RollingUpdate"),
-            template=k8s.core.v1.PodTemplateSpecArgs(
-                metadata=k8s.meta.v1.ObjectMetaArgs(
-                    labels=match, annotations=_skips({**HOST_DAEMON_NEEDS, **(extra_needs or {})})
-                ),
-                spec=spec,
-            ),
+            template=k8s.core.v1.PodTemplateSpecArgs(metadata=k8s.meta.v1.ObjectMetaArgs(labels=match), spec=spec),
         ),
         opts=opts,
     )
@@ -235,7 +250,12 @@ def nccl_installer(
         }
     )
     return _daemonset(
-        name, ds_name, {**labels, "gpu-cluster/plugin-version": fact.plugin_version}, spec, opts, extra_needs=unpinned
+        name,
+        ds_name,
+        {**labels, "gpu-cluster/plugin-version": fact.plugin_version},
+        spec,
+        opts,
+        needs={**INSTALLER_NEEDS, **unpinned},
     )
 
 
@@ -266,7 +286,7 @@ def nri_device_injector(
             )
         ],
     )
-    return _daemonset(name, "device-injector", labels, spec, opts)
+    return _daemonset(name, "device-injector", labels, spec, opts, needs=INJECTOR_NEEDS)
 
 
 # Fabrics whose workloads run the receive-datapath sidecar and so need the injector

@@ -15,9 +15,12 @@ import google.auth
 from google.api_core import exceptions as gexc
 from google.auth import credentials as ga_credentials
 from google.auth import exceptions as auth_exc
+from google.auth.transport.requests import AuthorizedSession
 from google.cloud import compute_v1, hypercomputecluster_v1, service_usage_v1
+import requests
 
 from components.gcp.apis import for_orchestrator
+from components.gcp.rules import GKE_RELEASE_CHANNEL
 from components.preflight import Check, Context, CouldNotCheck, Fatal, NotApplicable, Problem, deployer_ranges
 
 __all__ = ["Fatal", "GcpClients", "checks"]
@@ -27,7 +30,10 @@ CLUSTER_DIRECTOR_API = "hypercomputecluster.googleapis.com"
 # Compute Engine GPU quota metrics per machine type: (standard, preemptible), regional; plus the
 # project-wide GPUS_ALL_REGIONS. Source: Compute Engine "Allocation quotas", GPU quotas
 # (cloud.google.com/compute/resource-usage#gpus_quota), metric names read 2026-12 as they are
-# requested and queried in public deployment guides (`gcloud compute regions describe`).
+# requested and queried in public deployment guides (`gcloud compute regions describe`). Most are
+# absent from compute_v1's Quota.Metric enum (1.48.0), which does not matter: Quota.metric is a
+# string field, so the library hands over whatever name the service answers with
+# (tests/preflight/test_gcp.py holds this).
 GPU_QUOTA_METRICS: dict[str, tuple[str, str]] = {
     "a3-highgpu-8g": ("NVIDIA_H100_GPUS", "PREEMPTIBLE_NVIDIA_H100_GPUS"),
     "a3-megagpu-8g": ("NVIDIA_H100_MEGA_GPUS", "PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS"),
@@ -52,6 +58,10 @@ class GcpClients:
     projects: Any
     service_usage: Any
     cluster_director: Any
+    session: Any
+    """An authorised HTTP session (google-auth's AuthorizedSession) for the GKE API, whose client
+    library is not a dependency: only projects.locations.getServerConfig is read through it."""
+    container_endpoint: str
 
     @classmethod
     def build(cls, project: str, credentials: ga_credentials.Credentials, endpoint: str | None = None) -> GcpClients:
@@ -71,6 +81,8 @@ class GcpClients:
             cluster_director=hypercomputecluster_v1.HypercomputeClusterClient(
                 client_options=opts("hypercomputecluster.googleapis.com"), **kw
             ),
+            session=AuthorizedSession(credentials),  # type: ignore[no-untyped-call]
+            container_endpoint=(endpoint or "https://container.googleapis.com").rstrip("/"),
         )
 
     @classmethod
@@ -277,13 +289,17 @@ def check_gpu_quota(ctx: Context) -> list[Problem]:
         (spec.region, region.quotas, metric),
         ("all regions", project.quotas, ALL_REGIONS_METRIC),
     ):
-        found = _quota_map(quotas).get(name)
+        held = _quota_map(quotas)
+        found = held.get(name)
         if found is None:
+            # Name what the answer does hold, so a metric renamed by Google shows up here instead
+            # of reading as no quota at all.
+            gpu = sorted(m for m in held if "GPU" in m)
             problems.append(
                 Problem(
                     "compute.nodes",
                     f"{need} GPUs need quota {name} in {scope}, and the project has none "
-                    f"(allowed: request {name} >= {need})",
+                    f"(allowed: request {name} >= {need}; GPU quotas it holds there: {', '.join(gpu) or 'none'})",
                 )
             )
             continue
@@ -340,12 +356,73 @@ def check_cluster_director(ctx: Context) -> list[Problem]:
     ]
 
 
+def _rest_get(c: GcpClients, what: str, path: str) -> dict[str, Any]:
+    """GET a GKE REST resource through the authorised session, with :func:`call`'s mapping of
+    failures: refused credentials and an unreachable endpoint are Fatal, a refusal CouldNotCheck."""
+    try:
+        resp = c.session.get(f"{c.container_endpoint}{path}", timeout=30)
+    except auth_exc.RefreshError as exc:
+        raise Fatal(f"Google refused the credentials on {what}: {exc}") from None
+    except requests.RequestException as exc:
+        raise Fatal(f"Google endpoint unreachable on {what}: {exc}") from None
+    if resp.status_code == 401:
+        raise Fatal(f"Google refused the credentials on {what}: HTTP 401")
+    try:
+        body = resp.json()
+    except ValueError:
+        body = {}
+    if resp.status_code != 200 or not isinstance(body, dict):
+        message = body.get("error", {}).get("message", "") if isinstance(body, dict) else ""
+        raise CouldNotCheck(f"{what}: HTTP {resp.status_code} {message}".rstrip())
+    return body
+
+
+def _minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def _minor_key(minor: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in minor.split(".") if p.isdigit())
+
+
+def check_gke_version(ctx: Context) -> list[Problem]:
+    """The GKE minor the stack asks for is one the cluster's release channel offers for new
+    clusters in the zone: projects.locations.getServerConfig (cloud.google.com/kubernetes-engine/
+    docs/reference/rest/v1/projects.locations/getServerConfig; ServerConfig.channels[]: channel,
+    defaultVersion, validVersions[], upgradeTargetVersion, read 2026-12-01)."""
+    spec = ctx.spec
+    if spec.orchestration.kind != "gke":
+        raise NotApplicable(f"{spec.orchestration.kind}, not GKE")
+    if not _enabled(ctx).get("container.googleapis.com", False):
+        raise CouldNotCheck("the Kubernetes Engine API is not enabled, so the channel's versions cannot be read")
+    c: GcpClients = ctx.clients
+    body = _rest_get(c, "container getServerConfig", f"/v1/projects/{c.project}/locations/{spec.zone}/serverConfig")
+    channel = next((ch for ch in body.get("channels") or [] if ch.get("channel") == GKE_RELEASE_CHANNEL), None)
+    if channel is None:
+        raise CouldNotCheck(f"getServerConfig for {spec.zone} lists no {GKE_RELEASE_CHANNEL} channel")
+    offered = sorted({_minor(v) for v in channel.get("validVersions") or []}, key=_minor_key)
+    want = spec.orchestration.kubernetes_version
+    if want in offered:
+        return []
+    default = channel.get("defaultVersion")
+    return [
+        Problem(
+            "orchestration.kubernetes_version",
+            f"GKE's {GKE_RELEASE_CHANNEL} channel does not create {want!r} clusters in {spec.zone} (allowed: "
+            f"{', '.join(offered) or 'none listed'}"
+            + (f"; its default is {_minor(default)} ({default})" if default else "")
+            + ")",
+        )
+    ]
+
+
 def checks(checkip_url: str | None) -> list[Check]:
     return [
         Check("APIs enabled", check_apis),
         Check("machine type offered in the zone", check_machine_type),
         Check("reservation", check_reservation),
         Check("GPU quota", check_gpu_quota),
+        Check("GKE version on the release channel", check_gke_version),
         Check("Cluster Director access", check_cluster_director),
         Check("deployer ranges", lambda ctx: deployer_ranges(ctx, checkip_url)),
     ]

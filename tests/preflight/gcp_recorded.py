@@ -14,6 +14,10 @@ Shapes (field names and nesting) follow the REST references, read 2026-12:
   .../v1/projects/get
 - Service Usage services.batchGet (services[]: name, config.name, state ENABLED | DISABLED):
   cloud.google.com/service-usage/docs/reference/rest/v1/services/batchGet
+- Kubernetes Engine projects.locations.getServerConfig (ServerConfig: defaultClusterVersion,
+  validMasterVersions[], validNodeVersions[], channels[]: channel, defaultVersion, validVersions[],
+  upgradeTargetVersion): cloud.google.com/kubernetes-engine/docs/reference/rest/v1/ServerConfig
+  (read 2026-12-01); patch versions as the Regular channel's release notes of 2026-09-17 list them
 - Cluster Director projects.locations.list (locations[]: name, locationId):
   cloud.google.com/cluster-director/docs/reference/rest/v1/projects.locations/list
 - errors: {"error": {"code", "message", "status", "errors"[]}} (cloud.google.com/apis/design/errors;
@@ -129,6 +133,33 @@ def services(states: dict[str, str]) -> dict[str, Any]:
             }
             for api, state in states.items()
         ]
+    }
+
+
+def server_config(regular: tuple[str, ...] = ("1.35.8-gke.1036000", "1.35.6-gke.1127000")) -> dict[str, Any]:
+    """getServerConfig for a zone: the REGULAR channel offers ``regular`` (newest first), its default
+    the first; the RAPID channel one minor ahead."""
+    rapid = ("1.36.4-gke.1000000", *regular)
+    return {
+        "defaultClusterVersion": regular[0],
+        "validNodeVersions": list(rapid),
+        "defaultImageType": "COS_CONTAINERD",
+        "validImageTypes": ["COS_CONTAINERD", "UBUNTU_CONTAINERD"],
+        "validMasterVersions": list(rapid),
+        "channels": [
+            {
+                "channel": "RAPID",
+                "defaultVersion": rapid[0],
+                "validVersions": list(rapid),
+                "upgradeTargetVersion": rapid[0],
+            },
+            {
+                "channel": "REGULAR",
+                "defaultVersion": regular[0],
+                "validVersions": list(regular),
+                "upgradeTargetVersion": regular[0],
+            },
+        ],
     }
 
 

@@ -77,6 +77,7 @@ def record_gke(
         ),
     )
     s.answer(f"/compute/v1/projects/{P}", rec.project(("GPUS_ALL_REGIONS", all_regions, 0)))
+    s.answer(f"/v1/projects/{P}/locations/us-central1-a/serverConfig", rec.server_config())
 
 
 def record_slurm(
@@ -109,7 +110,9 @@ def test_a_good_gke_flex_start_stack_passes(write_stack: Callable[..., str], ser
     record_gke(server)
     code, out, err = run(write_stack, server, gke_stack())
     assert (code, out) == (0, ""), out + err
-    assert err.count("preflight [") == 6 and "[4/6] GPU quota ... ok" in err
+    assert err.count("preflight [") == 7 and "[4/7] GPU quota ... ok" in err
+    assert "[5/7] GKE version on the release channel ... ok" in err
+    assert any(r.endswith("/locations/us-central1-a/serverConfig") for r in server.requests)
     # the library asked what the recording answers, names and all
     batch = next(r for r in server.requests if "batchGet" in r)
     assert "container.googleapis.com" in batch and "hypercomputecluster" not in batch
@@ -130,7 +133,10 @@ def test_gke_problems_are_reported_at_once(write_stack: Callable[..., str], serv
         "compute.nodes: 4 x a3-megagpu-8g need 32 GPUs of quota PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS in us-central1: "
         "limit 16, 0 in use, 16 free (allowed: at most 2 nodes, or request PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS >= 32)",
         "compute.nodes: 32 GPUs need quota GPUS_ALL_REGIONS in all regions, and the project has none "
-        "(allowed: request GPUS_ALL_REGIONS >= 32)",
+        "(allowed: request GPUS_ALL_REGIONS >= 32; GPU quotas it holds there: none)",
+        # with the Kubernetes Engine API off, the channel's versions cannot be read
+        "could not check GKE version on the release channel: the Kubernetes Engine API is not enabled, so the "
+        "channel's versions cannot be read",
     ]
 
 
@@ -324,3 +330,51 @@ def test_credentials_the_api_refuses_stop_the_run(write_stack: Callable[..., str
         "could not check APIs enabled: Google refused the credentials on serviceusage services.batchGet"
     )
     assert "could not check GPU quota: not run: Google refused the credentials" in out
+
+
+def test_a_version_the_channel_does_not_offer_is_refused_with_what_it_does(
+    write_stack: Callable[..., str], server: rec.Recorded
+) -> None:
+    record_gke(server)
+    obj = gke_stack()
+    obj["orchestration"]["kubernetes_version"] = "1.36"  # RAPID has it, REGULAR not yet
+    code, out, _ = run(write_stack, server, obj)
+    assert code == 2
+    assert out.strip() == (
+        "orchestration.kubernetes_version: GKE's REGULAR channel does not create '1.36' clusters in "
+        "us-central1-a (allowed: 1.35; its default is 1.35 (1.35.8-gke.1036000))"
+    )
+
+
+def test_a_server_config_without_the_channel_could_not_be_checked(
+    write_stack: Callable[..., str], server: rec.Recorded
+) -> None:
+    record_gke(server)
+    cfg = rec.server_config()
+    cfg["channels"] = [ch for ch in cfg["channels"] if ch["channel"] != "REGULAR"]
+    server.answer(f"/v1/projects/{P}/locations/us-central1-a/serverConfig", cfg)
+    code, out, err = run(write_stack, server, gke_stack())
+    assert (code, out) == (
+        3,
+        "could not check GKE version on the release channel: getServerConfig for us-central1-a lists no "
+        "REGULAR channel\n",
+    ), err
+
+
+def test_the_gpu_metrics_absent_from_the_library_enum_are_still_read(
+    write_stack: Callable[..., str], server: rec.Recorded
+) -> None:
+    from google.cloud import compute_v1
+
+    # The metric names the check asks for are not members of the library's enum...
+    assert "PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS" not in compute_v1.Quota.Metric.__members__
+    # ...and the answer's value still decides: too little of it is a problem naming the figures.
+    record_gke(server, preemptible=8)
+    code, out, _ = run(write_stack, server, gke_stack())
+    assert code == 2 and "quota PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS in us-central1: limit 8, 0 in use" in out
+    # A metric the region does not list is named beside the GPU quotas it does hold.
+    server.answer(
+        f"/compute/v1/projects/{P}/regions/us-central1", rec.region("us-central1", ("NVIDIA_H200_GPUS", 16, 0))
+    )
+    code, out, _ = run(write_stack, server, gke_stack())
+    assert "GPU quotas it holds there: NVIDIA_H200_GPUS" in out

@@ -44,6 +44,10 @@ _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?\Z"
 # Label keys/values and taint keys: an optional DNS prefix and a name (k8s validation rules).
 _QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?\Z")
+# Kueue's queue label (kubernetes-sigs/kueue site/content/en/docs/tasks/run/jobsets.md at v0.17.1, "Run A
+# JobSet"; cluster-toolkit
+# examples/gke-consumption-options/dws-flex-start-queued-provisioning/nccl-jobset-example.yaml).
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*\Z")
 
 
@@ -103,6 +107,10 @@ class JobSetSpec(TorchrunJob):
     """Run every container of the job as this non-root user (``runAsNonRoot``), where the image
     and the shared file system allow it; unset runs as the image's user (root in NGC images:
     the run directory is made under a root-owned Lustre mount). The fabric's sidecar keeps root."""
+    queue: str | None = None
+    """Kueue LocalQueue the JobSet is submitted through (label ``kueue.x-k8s.io/queue-name`` on
+    the JobSet, as cluster-toolkit's queued flex-start example at 1047080 sets it); Kueue then
+    starts it only once the ProvisioningRequest has all its nodes. Unset: no queue."""
     rdzv_host: str | None = None
     """Rendezvous address instead of pod 0's service name: for running the pod script outside
     Kubernetes (one node, ``localhost``)."""
@@ -144,6 +152,10 @@ def validate(spec: JobSetSpec) -> None:
             f"{spec.replicated_job!r} is not a DNS-1123 label (allowed: [a-z0-9]([-a-z0-9]*[a-z0-9])?)",
         )
     check_job(p, spec, max_nodes=100_000)
+    if spec.queue is not None and not (
+        isinstance(spec.queue, str) and _DNS1123_SUBDOMAIN.match(spec.queue) and len(spec.queue) <= 63
+    ):
+        p.add("queue", f"{spec.queue!r} is not a LocalQueue name (allowed: a DNS-1123 name of at most 63 characters)")
     if (
         isinstance(spec.name, str)
         and isinstance(spec.replicated_job, str)
@@ -412,10 +424,11 @@ def render(spec: JobSetSpec) -> dict[str, Any]:
     }
     if spec.ttl_seconds_after_finished is not None:
         js_spec["ttlSecondsAfterFinished"] = spec.ttl_seconds_after_finished
+    js_labels = {**labels, **({QUEUE_LABEL: spec.queue} if spec.queue else {})}
     return {
         "apiVersion": API_VERSION,
         "kind": "JobSet",
-        "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": labels},
+        "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": js_labels},
         "spec": js_spec,
     }
 

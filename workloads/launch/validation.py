@@ -172,6 +172,7 @@ def jobset_spec(
     name: str = JOBSET_NAME,
     wait_for_path: str | None = None,
     configmaps: Mapping[str, str] | None = None,
+    queue: str | None = None,
 ) -> JobSetSpec:
     """The validation run as one JobSet. ``job.drain`` is ignored: the pods carry no
     credentials to cordon nodes, and their host names are pods', not nodes'."""
@@ -209,6 +210,7 @@ def jobset_spec(
         wait_for_path=wait_for_path,
         prologue=job.prologue,
         configmaps=dict(configmaps or {}),
+        queue=queue,
     )
 
 
@@ -428,4 +430,6 @@ def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, 
         cpu=EFA_POD_CPU if job.instance_type else None,
         name=jobset_name(run_id),
         configmaps={jobset_name(run_id): BUNDLE_MOUNT},
+        # The stack's Kueue queue where its nodes come only through one (GKE multi-node flex-start).
+        queue=sched.queue,
     )

@@ -34,7 +34,12 @@ def test_gke_cluster_is_private_multinetwork_and_hardened(offline: Callable[...,
     assert c["workloadIdentityConfig"] == {"workloadPool": f"{PROJECT}.svc.id.goog"}
     assert c["releaseChannel"] == {"channel": "REGULAR"}
     assert c["removeDefaultNodePool"] is True
-    assert c["addonsConfig"]["lustreCsiDriverConfig"] == {"enabled": True, "enableLegacyLustrePort": True}
+    # Port 988 (the legacy-port flag is deprecated from 1.33.2-gke.4780000); multi-NIC off: the GPU
+    # gVNICs are each in a VPC of their own (the Managed Lustre CSI page's "Same VPC" requirement).
+    assert c["addonsConfig"]["lustreCsiDriverConfig"] == {"enabled": True, "disableMultiNic": True}
+    # CKV_GCP_66 and CKV_GCP_61, the way Checkov's Terraform checks read them
+    assert c["binaryAuthorization"] == {"evaluationMode": "PROJECT_SINGLETON_POLICY_ENFORCE"}
+    assert c["enableIntranodeVisibility"] is True
     assert c["ipAllocationPolicy"] == {"clusterSecondaryRangeName": "pods", "servicesSecondaryRangeName": "services"}
     assert not run.outputs["access"]["kubeconfig_command"].endswith("--internal-ip")
 
@@ -60,6 +65,8 @@ def test_gpu_node_pool_inputs(offline: Callable[..., OfflineRun]) -> None:
     assert cfg["machineType"] == "a3-megagpu-8g"
     assert cfg["guestAccelerators"][0]["count"] == 8
     assert cfg["guestAccelerators"][0]["type"] == "nvidia-h100-mega-80gb"
+    # the driver GKE qualifies for the node version, not whatever COS has newest
+    assert cfg["guestAccelerators"][0]["gpuDriverInstallationConfig"] == {"gpuDriverVersion": "DEFAULT"}
     assert cfg["gvnic"] == {"enabled": True}
     assert cfg["shieldedInstanceConfig"] == {"enableSecureBoot": True, "enableIntegrityMonitoring": True}
     assert cfg["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}

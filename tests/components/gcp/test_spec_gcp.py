@@ -12,7 +12,7 @@ from components.catalog import load_catalog
 from components.engine import run_offline
 from components.lustre_tiers import lustre_tiers
 from components.spec import SpecError, parse_spec
-from tests.components.gcp.conftest import gcp_obj
+from tests.components.gcp.conftest import DEPLOYER, gcp_obj
 
 
 def _problems(obj: dict[str, Any]) -> dict[str, str]:
@@ -151,3 +151,63 @@ def test_program_reports_gcp_mistakes_as_input_errors() -> None:
         run_offline("bad", obj, extra_config={"gcp:project": "p"})
     text = str(info.value)
     assert "zone" in text and "storage.lustre.size_gib" in text
+
+
+@pytest.mark.parametrize("version", ["1.33", "1.34", "1.30"])
+def test_gke_version_out_of_support_is_refused_with_the_allowed_ones(version: str) -> None:
+    got = _problems(_with(lambda o: o["orchestration"].update(kubernetes_version=version)))
+    reason = got["orchestration.kubernetes_version"]
+    assert f"'{version}' is out of support" in reason
+    assert "allowed: 1.35 or newer, default 1.35" in reason
+
+
+def test_gke_version_defaults_to_the_regular_channel_default_and_takes_newer_ones() -> None:
+    assert parse_spec(_with(lambda o: None)).orchestration.kubernetes_version == "1.35"
+    newer = parse_spec(_with(lambda o: o["orchestration"].update(kubernetes_version="1.36")))
+    assert newer.orchestration.kubernetes_version == "1.36"
+
+
+def test_no_bundled_gcp_stack_names_an_out_of_support_version() -> None:
+    from components.gcp.rules import GKE_OLDEST_SUPPORTED
+    from components.stack_file import bundled_stacks, load_stack
+
+    gke = [s for s in bundled_stacks() if s.startswith("gcp-") and "gke" in s]
+    assert gke, "no GKE stack bundled"
+    for stack in gke:
+        version = load_stack(stack, deployer_placeholder=True)[1].orchestration.kubernetes_version
+        assert tuple(map(int, version.split("."))) >= tuple(map(int, GKE_OLDEST_SUPPORTED.split("."))), stack
+
+
+@pytest.mark.parametrize(
+    "itype,nodes,says",
+    [("a3-megagpu-8g", 1, "A3 Ultra, A4 and H4D only"), ("a3-megagpu-8g", 4, "queued provisioning")],
+)
+def test_compact_placement_with_flex_start_is_refused_where_gke_does_not_offer_it(
+    itype: str, nodes: int, says: str
+) -> None:
+    def flex(o: dict[str, Any], placement: Any) -> None:
+        o["compute"].update(instance_type=itype, nodes=nodes, capacity={"type": "flex-start"})
+        o["interconnect"] = {"placement": placement}
+
+    assert says in _problems(_with(lambda o: flex(o, True)))["interconnect.placement"]
+    assert parse_spec(_with(lambda o: flex(o, "auto"))).interconnect.placement is False
+
+
+def test_compact_placement_with_single_node_flex_start_stays_on_a3_ultra() -> None:
+    obj = gcp_obj("a3-ultragpu-8g")
+    obj["compute"].update(nodes=1, capacity={"type": "flex-start"})
+    assert parse_spec(obj).interconnect.placement is True
+    obj["compute"]["capacity"] = {"type": "spot"}
+    obj["compute"]["nodes"] = 4
+    assert parse_spec(obj).interconnect.placement is True
+
+
+def test_gcp_h100_gke_plans_no_compact_policy() -> None:
+    from components.stack_file import read_stack_file
+
+    _, obj = read_stack_file("gcp-h100-gke")
+    obj["orchestration"]["deployer_cidrs"] = [DEPLOYER]
+    run = run_offline("h100", obj, extra_config={"gcp:project": "p"})
+    assert not run.of_type("gcp:compute/resourcePolicy:ResourcePolicy")
+    pools = [r for r in run.of_type("gcp:container/nodePool:NodePool") if r.name.endswith("-pool")]
+    assert pools and all(not p.inputs.get("placementPolicy") for p in pools)

@@ -25,7 +25,8 @@ def test_lustre_instance_inputs_and_protection(offline: Callable[..., OfflineRun
     assert lu.inputs["capacityGib"] == "54000"
     assert lu.inputs["perUnitStorageThroughput"] == "500"
     assert lu.inputs["location"] == obj["zone"]
-    assert lu.inputs["gkeSupportEnabled"] is True
+    # Lustre on its default port 988: GKE from 1.33.2-gke.4780000 no longer needs the 6988 switch
+    assert "gkeSupportEnabled" not in lu.inputs
     # the mock engine gives each resource the id "<logical name>-id": Lustre sits on the system VPC
     assert lu.inputs["network"] == "t1-network-vpc-id"
     fs = lu.inputs["filesystem"]

@@ -1,0 +1,149 @@
+"""Kueue with a ProvisioningRequest admission check: how a multi-node flex-start job on GKE gets
+all its nodes at once (queued provisioning) instead of one by one while its rendezvous waits.
+
+GKE's guide (cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest, "Run a
+large-scale workload with flex-start with queued provisioning", read 2026-12-01): "With flex-start
+with queued provisioning, GKE allocates all requested resources at the same time"; the node pool
+takes ``--flex-start`` and ``--enable-queued-provisioning``; Kueue "automates the lifecycle of
+flex-start with queued provisioning requests". Kueue's side (kubernetes-sigs/kueue
+site/content/en/docs/concepts/admission_check/provisioning_request.md at v0.17.1, 6fcc132): an
+AdmissionCheck with ``controllerName: kueue.x-k8s.io/provisioning-request`` whose parameters name
+a ProvisioningRequestConfig, referenced from the ClusterQueue; the workload is admitted only once
+the ProvisioningRequest is ``Provisioned=true``.
+
+The objects follow cluster-toolkit's A3 Ultra flex-start example at 1047080
+(examples/gke-consumption-options/dws-flex-start-queued-provisioning/dws-queues.yaml.tftpl: one
+ResourceFlavor, AdmissionCheck ``dws-prov``, ProvisioningRequestConfig with
+``provisioningClassName: queued-provisioning.gke.io`` and ``managedResources: [nvidia.com/gpu]``,
+a ClusterQueue with the GPU quota and the check, a LocalQueue in the jobs' namespace), and a job
+joins the queue by the label ``kueue.x-k8s.io/queue-name`` on the JobSet (nccl-jobset-example.yaml
+there). Our ClusterQueue covers cpu and memory too, at what the pool's nodes hold (the catalog), so
+a pod that requests them is admissible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+# The chart Kueue publishes with each release (charts/kueue/README.md at v0.17.1: `helm install
+# kueue oci://registry.k8s.io/kueue/charts/kueue --version="0.17.1" --create-namespace
+# --namespace=kueue-system`). 0.17.1 is the version cluster-toolkit recommends and qualifies
+# (modules/management/kubectl-apply/README.md and variables.tf at 1047080: kueue_supported_versions
+# "0.17.1", ... "0.15.0"; the v1beta2 API from 0.15.0 on).
+KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
+KUEUE_VERSION = "0.17.1"
+KUEUE_NAMESPACE = "kueue-system"
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+# Kueue's ProvisioningRequest admission check controller, and GKE's provisioning class for
+# queued provisioning (cluster-toolkit dws-queues.yaml.tftpl at 1047080).
+PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
+PROVISIONING_CLASS = "queued-provisioning.gke.io"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+FLAVOR, CHECK, CONFIG, CLUSTER_QUEUE, LOCAL_QUEUE = (
+    "gpu-flavor",
+    "gpu-provisioning",
+    "gpu-provisioning",
+    "gpu-cluster-queue",
+    "gpu-jobs",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Quota:
+    """What the GPU pool holds at its largest: the ClusterQueue admits no more than that."""
+
+    gpus: int
+    cpus: int
+    memory_gib: int
+
+
+def _meta(name: str, labels: Mapping[str, str], namespace: str | None = None) -> k8s.meta.v1.ObjectMetaArgs:
+    return k8s.meta.v1.ObjectMetaArgs(name=name, namespace=namespace, labels=dict(labels))
+
+
+def queue_objects(quota: Quota, job_namespace: str) -> list[tuple[str, str, str | None, dict[str, Any]]]:
+    """(kind, name, namespace, spec) of each Kueue object, in the order they depend on each other."""
+    resources: list[dict[str, Any]] = [
+        {"name": "cpu", "nominalQuota": quota.cpus},
+        {"name": "memory", "nominalQuota": f"{quota.memory_gib}Gi"},
+        {"name": "nvidia.com/gpu", "nominalQuota": quota.gpus},
+    ]
+    return [
+        ("ResourceFlavor", FLAVOR, None, {}),
+        (
+            "ProvisioningRequestConfig",
+            CONFIG,
+            None,
+            {"provisioningClassName": PROVISIONING_CLASS, "managedResources": ["nvidia.com/gpu"]},
+        ),
+        (
+            "AdmissionCheck",
+            CHECK,
+            None,
+            {
+                "controllerName": PROVISIONING_CONTROLLER,
+                "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": CONFIG},
+            },
+        ),
+        (
+            "ClusterQueue",
+            CLUSTER_QUEUE,
+            None,
+            {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": job_namespace}},
+                "resourceGroups": [
+                    {
+                        "coveredResources": [r["name"] for r in resources],
+                        "flavors": [{"name": FLAVOR, "resources": resources}],
+                    }
+                ],
+                "admissionChecks": [CHECK],
+            },
+        ),
+        ("LocalQueue", LOCAL_QUEUE, job_namespace, {"clusterQueue": CLUSTER_QUEUE}),
+    ]
+
+
+def kueue(
+    name: str,
+    *,
+    quota: Quota,
+    job_namespace: str,
+    node_selector: Mapping[str, str],
+    labels: Mapping[str, str],
+    opts: pulumi.ResourceOptions,
+    namespace_ready: pulumi.Resource,
+) -> list[pulumi.Resource]:
+    """The Kueue controller (on the nodes ``node_selector`` picks: the CPU system pool, so it never
+    waits for GPU nodes) and the queue a job is submitted through. ``namespace_ready``: the jobs'
+    namespace, which the LocalQueue lives in."""
+    # helm.v4.Chart never creates its namespace (unlike `helm install --create-namespace`).
+    ns = k8s.core.v1.Namespace(f"{name}-ns", metadata=_meta(KUEUE_NAMESPACE, labels), opts=opts)
+    chart = k8s.helm.v4.Chart(
+        name,
+        chart=KUEUE_CHART,
+        version=KUEUE_VERSION,
+        namespace=KUEUE_NAMESPACE,
+        # charts/kueue/values.yaml at v0.17.1: controllerManager.nodeSelector.
+        values={"controllerManager": {"nodeSelector": dict(node_selector)}},
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ns])),
+    )
+    made: list[pulumi.Resource] = [ns, chart]
+    # The chart brings the CRDs and the webhooks that check these objects: each waits for it.
+    after: list[pulumi.Resource] = [chart, namespace_ready]
+    for kind, obj_name, obj_ns, spec in queue_objects(quota, job_namespace):
+        res = k8s.apiextensions.CustomResource(
+            f"{name}-{kind.lower()}",
+            api_version=API_VERSION,
+            kind=kind,
+            metadata=_meta(obj_name, labels, obj_ns),
+            spec=spec,
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(after))),
+        )
+        made.append(res)
+        after = [chart, namespace_ready, res]
+    return made
