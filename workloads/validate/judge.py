@@ -480,7 +480,9 @@ def judge(
             )
     verdicts = [m.verdict for m in ms] + [n.verdict for n in nodes.values()]
     overall = Verdict.worst(verdicts)
-    if main is None and not blamed:
+    if main is None and not any(n.verdict == Verdict.FAIL for n in nodes.values()):
+        # Nothing measured and nobody named: not proven. A node named (by the files, or by the
+        # pairwise search that ran after a hang) makes it a FAIL with a culprit.
         overall = Verdict.UNKNOWN
     elif errors and overall == Verdict.PASS:
         overall = Verdict.WARN
