@@ -157,3 +157,43 @@ def test_pairs_do_not_run_after_a_node_that_never_started(tmp_path: Path, monkey
     # A rank with no status line at all: its node never came up.
     (status / "main-n2-r1.json").unlink()
     assert "rank(s) 1 never started" in pairs.not_started(tmp_path, 2)
+
+
+def test_ranks_done_with_their_calls_waited_on_nobody() -> None:
+    """The in-job pairwise search: n1+n2 hung (n2 stopped short), n3+n4 finished their pair and wait
+    for the round outside any collective. The counts name no one there (the pair is suspect)."""
+    what = "pair n1+n2: all_reduce size 4194304 B (4M) in-place (timed loop)"
+    statuses = [
+        {
+            "phase": "pairs",
+            "node": "n1",
+            "rank": 0,
+            "state": "error",
+            "calls": {"entered": 9, "completed": 8, "what": what},
+        },
+        {
+            "phase": "pairs",
+            "node": "n2",
+            "rank": 1,
+            "state": "error",
+            "calls": {"entered": 8, "completed": 8, "what": what},
+        },
+        {
+            "phase": "pairs",
+            "node": "n3",
+            "rank": 2,
+            "state": "error",
+            "calls": {"entered": 30, "completed": 30, "what": "x"},
+        },
+        {
+            "phase": "pairs",
+            "node": "n4",
+            "rank": 3,
+            "state": "error",
+            "calls": {"entered": 30, "completed": 30, "what": "x"},
+        },
+    ]
+    assert waited_on(statuses) == ({}, set())
+    # The same two ranks alone (the pair's job of its own): n2 was the peer n1 waited on.
+    culprits, waiters = waited_on(statuses[:2])
+    assert set(culprits) == {1} and waiters == {0}

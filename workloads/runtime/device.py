@@ -25,7 +25,6 @@ from workloads.runtime.nccl_env import NCCL_ERROR_HANDLING
 DEFAULT_TIMEOUT_S = 600.0
 
 
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Runtime:
     """Where this process runs and who its peers are."""

@@ -46,9 +46,12 @@ def waited_on(statuses: list[dict[str, Any]]) -> tuple[dict[int, str], set[int]]
         return {}, set()
     entered = {int(s["rank"]): int(s["calls"].get("entered") or 0) for s in live}
     top = max(entered.values())
-    ahead = {r for r, e in entered.items() if e == top}
+    completed = {int(s["rank"]): int(s["calls"].get("completed") or 0) for s in live}
+    # Waiting means inside the call: ranks that completed every call they entered (those of other
+    # pairs of the pairwise search, done with theirs) waited on nobody in a collective.
+    ahead = {r for r, e in entered.items() if e == top and completed[r] < e}
     behind = {r: e for r, e in entered.items() if e < top}
-    if not behind or not ahead:
+    if not behind or not ahead or any(e == top and r not in ahead for r, e in entered.items()):
         return {}, set()
     what = next(str(s["calls"].get("what") or "") for s in live if int(s["rank"]) in ahead)
     waiters = ", ".join(str(r) for r in sorted(ahead)[:8]) + (" ..." if len(ahead) > 8 else "")

@@ -105,7 +105,9 @@ def not_started(out_dir: Path, world_size: int) -> str:
     return ""
 
 
-def result_json(iso: isolate.Isolation, *, size: int, op: str, pairing: str, floor_fail: float | None) -> dict[str, Any]:
+def result_json(
+    iso: isolate.Isolation, *, size: int, op: str, pairing: str, floor_fail: float | None
+) -> dict[str, Any]:
     """The search's result as the run directory keeps it (the judge reads this shape)."""
     return {
         "first": [[a, b, v] for (a, b), v in iso.pair_results.items()],
