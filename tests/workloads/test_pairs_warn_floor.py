@@ -63,7 +63,9 @@ def _write_main(root: Path, multi: float, pairs_doc: dict[str, Any] | None) -> N
         "backend": "nccl",
         "instance_type": P5,
         "nodes": {n: {"ranks": _ranks(n)} for n in NODES},
-        "health": [{"node": n, "local_rank": g, "matmul_tflops": 740.0, "mem_gbps": 3000.0} for n in NODES for g in range(8)],
+        "health": [
+            {"node": n, "local_rank": g, "matmul_tflops": 740.0, "mem_gbps": 3000.0} for n in NODES for g in range(8)
+        ],
         "single_node": {n: _rows(470.0) for n in NODES},
         "multi_node": {"all_reduce": _rows(multi)},
         "versions": {"torch": "2.13.0", "nccl": "2.27.3"},

@@ -2,10 +2,11 @@
 
 A collective that hung ends every process of its job (our watchdog, or the backend's teardown at
 the group's timeout), so the search cannot go on inside that job: the launcher runs each pair as
-a job of its own, as Google's cluster-health-scanner does (``deploy/slurm/cluster-validation.sh``
-submits one two-node job per pair; ``src/health_runner/nccl_runner.py`` pairs each node of a
-failed pair with a node that passed, in a second pass). A pair that hangs again ends only its own
-job. The search's logic is :mod:`workloads.validate.isolate`'s; this module runs the rounds and
+a job of its own, as Google's cluster-health-scanner does (GoogleCloudPlatform/cluster-health-scanner
+at 81c525d8, 2025-10-31: ``deploy/slurm/cluster-validation.sh`` submits ``sbatch -N 2 -w a,b`` per
+pair; ``src/health_runner/nccl_runner.py``'s ``health_check_with_node_pairs`` creates one job per
+pair, and its second pass pairs each suspect with a node that passed). A pair that hangs again
+ends only its own job. The search's logic is :mod:`workloads.validate.isolate`'s; this module runs the rounds and
 reads each pair's result back from the run directory (``phase-pairs-A+B.json``, written by the
 pair's job, none when it hung or failed).
 """
