@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+JOB_FILE = re.compile(r"^(pairs-.+)-local-\d+-r\d+\.json$")
 
 
 @pytest.mark.slow
@@ -57,7 +59,8 @@ def test_a_hang_on_one_of_four_local_nodes_fails_and_names_exactly_that_node(tmp
     search = json.loads((out / "phase-pairs.json").read_text())["pairs"]
     assert search["jobs"] == "per-pair" and list(search["bad"]) == ["local-2"] and search["bad_links"] == []
     # One job per pair: each left its own status lines, and the pairs that passed their own result.
-    jobs = {p.name.split("-local-")[0] for p in (out / "status").glob("pairs-*.json")}
+    # status/pairs-<a>+<b>-<node>-r<rank>.json: the job's name is all but the last node and rank.
+    jobs = {m.group(1) for p in (out / "status").glob("pairs-*.json") if (m := JOB_FILE.match(p.name))}
     assert "pairs-local-1+local-2" in jobs and len(jobs) == 4, jobs
     assert (out / "phase-pairs-local-3+local-4.json").exists()
     assert not (out / "phase-pairs-local-1+local-2.json").exists()
