@@ -203,6 +203,8 @@ def test_env_holds_fabric_and_nccl_debug_file() -> None:
     assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1"
     assert env["NCCL_DEBUG"] == "INFO"
     assert env["NCCL_DEBUG_FILE"] == "/fsx/runs/r1/nccl/nccl-%h-%p.log"
+    # torch 2.13's meaning of 3: tear down without aborting the communicators (workloads/runtime/nccl_env.py).
+    assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "3"
     # Kubernetes would expand $(HOME); $$ is its escape for a literal $.
     assert env["NOTE"] == "cost $$(HOME) $$5"
 

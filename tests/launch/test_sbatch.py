@@ -122,6 +122,8 @@ def test_environment_is_exported_before_srun() -> None:
     assert "set -euo pipefail" in before
     assert "export NCCL_DEBUG=INFO" in before
     assert "export NCCL_DEBUG_FILE=/fsx/runs/r1/nccl/nccl-%h-%p.log" in before
+    # Stated before torchrun, which would put its own 1 there (workloads/runtime/nccl_env.py).
+    assert "export TORCH_NCCL_ASYNC_ERROR_HANDLING=3" in before
     assert "export FI_PROVIDER=efa" in before
     assert "export NCCL_SOCKET_IFNAME='^lo,docker'" in before
     assert "export OMP_NUM_THREADS=8" in before

@@ -243,7 +243,9 @@ def test_gemm_is_judged_against_the_catalogs_achievable_figure() -> None:
 def test_sustained_gemm_runs_for_the_time_given_on_cpu() -> None:
     res = node_gate.sustained_gemm(torch.device("cpu"), 0.2, 64, windows=4)
     assert len(res.window_tflops) == 4 and all(r > 0 for r in res.window_tflops)
-    assert res.seconds >= 0.1 and res.calls >= 4
+    # Every window runs until its slice is spent, so the whole run lasts at least the time given,
+    # however slow or fast any one call was (a count fixed from one call once ran 0.0001 s of 0.2).
+    assert res.seconds >= 0.2 and res.calls >= 4
     assert node_gate.judge_gemm(res, "cpu", node_gate.expected_for("p5.48xlarge")).status == INFO
 
 

@@ -69,7 +69,14 @@ from workloads.collectives.ops import (
 from workloads.collectives.table import OpResult, Row, format_row, header_lines
 from workloads.runtime.sizes import format_size, parse_size, size_sweep
 from workloads.collectives.measure import _Hooks, measure_case
-from workloads.health.hang import EXIT_HANG, CollectiveTimeout, Watchdog, arrival_barrier, grace_s
+from workloads.health.hang import (
+    EXIT_HANG,
+    CollectiveTimeout,
+    Watchdog,
+    arrival_barrier,
+    grace_s,
+    group_timeout_s,
+)
 
 EXIT_OK = 0
 EXIT_WRONG = 1
@@ -348,7 +355,7 @@ def run_collectives(
 
     Raises :class:`CollectiveTimeout` when a rank does not arrive within ``cfg.timeout_s``;
     a collective that never finishes ends the process (exit 3) from a watchdog thread. Start
-    the default group with a timeout of at least ``cfg.timeout_s + 2 * grace_s(cfg.timeout_s)``
+    the default group with a timeout of ``group_timeout_s(cfg.timeout_s)``
     so the backend's own abort does not pre-empt these messages.
     """
     if side_group is None:
@@ -357,7 +364,11 @@ def run_collectives(
         side_group = dist.new_group(backend="gloo", timeout=_dt.timedelta(seconds=cfg.timeout_s))
     # The arrival barrier has its own timeout; the watchdog waits a little longer so the
     # barrier's message, which names the ranks, is the one that gets out.
-    watchdog = Watchdog(rank=rt.rank, limit_s=cfg.timeout_s + grace_s(cfg.timeout_s))
+    # Its deadlines stay under the default group's timeout (main() starts it at group_timeout_s),
+    # so on NCCL it speaks before the backend's teardown.
+    watchdog = Watchdog(
+        rank=rt.rank, limit_s=cfg.timeout_s + grace_s(cfg.timeout_s), group_timeout_s=group_timeout_s(cfg.timeout_s)
+    )
     hooks = _Hooks.from_env()
     # Every rank keeps the host of every rank, so whichever rank reports a lost peer names
     # the host an operator has to look at, not just a rank number.
@@ -421,7 +432,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     # The backend's own timeout (NCCL's watchdog aborts the process) comes last, after the
     # arrival barrier and our watchdog have had the chance to name the op, size and ranks.
-    rt = _device.setup(timeout_s=cfg.timeout_s + 2 * grace_s(cfg.timeout_s))
+    rt = _device.setup(timeout_s=group_timeout_s(cfg.timeout_s))
     out = sys.stdout if rt.is_main else None
     cfg, note = cap_to_memory(cfg, _device.smallest_device_memory(rt), rt.backend)
     if note and out is not None:

@@ -27,24 +27,39 @@ from workloads.runtime.node import hang_here, stall
 
 
 def host_time(
-    launch: Callable[[], None], iters: int, device: torch.device, rearm: Callable[[int], None] | None = None
+    launch: Callable[[], None],
+    iters: int,
+    device: torch.device,
+    rearm: Callable[[int], None] | None = None,
+    watchdog: Watchdog | None = None,
+    what: str = "",
 ) -> float:
     """nccl-tests' timer: seconds per call over ``iters`` back-to-back launches and one sync.
 
     ``rearm(k)`` (the watchdog's) gives the next k calls the timeout once each: on the CPU a
     call returns when it is done, so each gets its own; on a GPU the launches only queue, and
-    the sync at the end waits for all of them."""
+    the sync at the end waits for all of them. ``watchdog`` counts the calls entered and
+    completed (``what`` names them), so a hang's status lines tell the rank that stopped from
+    the ranks that waited for it."""
     host = device.type == "cpu"
+    if watchdog is not None and rearm is None:
+        rearm = watchdog.rearm
     start = time.perf_counter()
     for _ in range(iters):
         if rearm is not None and host:
             rearm(1)
+        if watchdog is not None:
+            watchdog.entered(what)
         launch()
+        if watchdog is not None and host:
+            watchdog.done()
         stall()  # test hook: a no-op unless GPUC_INJECT_SLOW_NODE names this node
         hang_here()  # test hook: a no-op unless GPUC_INJECT_HANG_NODE names this node
     if rearm is not None and not host:
         rearm(iters)
     _device.synchronize(device)
+    if watchdog is not None and not host:
+        watchdog.done()
     return (time.perf_counter() - start) / iters
 
 
@@ -119,26 +134,42 @@ def measure_case(
     """
 
     def guarded(what: str, calls: int = 1) -> contextlib.AbstractContextManager[None]:
-        # -T bounds one call: a loop of n launches gets n times the limit.
+        # -T bounds one call: a loop of n launches gets n times the limit, capped under the
+        # process group's own timeout (the watchdog's ceiling), so the watchdog speaks first.
         return watchdog.phase(f"{label} ({what})", calls) if watchdog else contextlib.nullcontext()
 
+    def track(what: str, calls: int = 1) -> None:
+        if watchdog is not None:
+            watchdog.entered(f"{label} ({what})", calls)
+
+    def settled() -> None:
+        if watchdog is not None:
+            watchdog.done()
+
     with guarded("warm-up", warmup + 1):
+        track("warm-up", warmup)
         for _ in range(warmup):
             case.launch()
         _device.synchronize(rt.device)
+        settled()
         dist.barrier(group=side_group)  # every rank starts its timer together
     with guarded("timed loop", iters):
-        seconds = host_time(case.launch, iters, rt.device, watchdog.rearm if watchdog else None)
+        seconds = host_time(case.launch, iters, rt.device, watchdog=watchdog, what=f"{label} (timed loop)")
     events: list[float] = []
     if rt.device.type == "cuda":
         with guarded("event-timed loop", iters):
+            track("event-timed loop", iters)
             per_call = event_times_us(case.launch, iters, rt.device)
+            settled()
             events = [min(per_call), percentile(per_call, 50), percentile(per_call, 99)]
     wrong_local = 0
     if check:
         with guarded("check"):
             case.prepare()
+            track("check")
             case.launch()
+            _device.synchronize(rt.device)
+            settled()
             if fault and case.result.numel() > 0:
                 case.result.view(-1)[0] += 1
             wrong_local = count_wrong(case.result, case.expected)

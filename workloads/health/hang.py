@@ -38,45 +38,94 @@ class CollectiveTimeout(Exception):
 
 
 class Watchdog:
-    """Ends the process when a phase outlives its deadline.
+    """Ends the process when a phase outlives its deadline, before the process group's own
+    timeout does.
 
     A stuck collective blocks the main thread inside the backend, where no exception can
-    reach it; a second thread is the only place left that can still name what was stuck.
+    reach it; a second thread is the only place left that can still name what was stuck. With
+    NCCL, the group's timeout tears every process down at once (``TORCH_NCCL_ASYNC_ERROR_HANDLING``,
+    see :func:`workloads.runtime.device.setup`), so every deadline here is capped under
+    ``group_timeout_s``: the watchdog speaks first, on every rank, with what each was doing.
+
+    It also counts the collective calls this process enters and completes (:meth:`entered`,
+    :meth:`done`): the ranks of a hung collective that entered call k+1 waited on a peer; the
+    rank that never got past call k was the peer (the same reading as torch's flight recorder
+    makes of its per-rank sequence numbers).
     """
 
     def __init__(
-        self, *, rank: int, limit_s: float, out: TextIO = sys.stderr, on_expire: Callable[[str], None] | None = None
+        self,
+        *,
+        rank: int,
+        limit_s: float,
+        group_timeout_s: float | None = None,
+        out: TextIO = sys.stderr,
+        on_expire: Callable[[str], None] | None = None,
     ):
         self._on_expire = on_expire
         self._rank = rank
         self._limit_s = limit_s
+        self._ceiling_s = ceiling_s(group_timeout_s) if group_timeout_s is not None else None
         self._out = out
         self._lock = threading.Lock()
         self._label: str | None = None
         self._deadline = 0.0
         self._phase_limit = limit_s
+        self._calls = _Calls()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="collectives-watchdog", daemon=True)
         self._thread.start()
 
+    def _bound(self, calls: int) -> float:
+        want = self._limit_s * max(1, calls)
+        return want if self._ceiling_s is None else min(want, self._ceiling_s)
+
     @contextlib.contextmanager
     def phase(self, label: str, calls: int = 1) -> Iterator[None]:
-        """Bound ``label``: ``calls`` back-to-back launches get the limit once per call."""
+        """Bound ``label``: ``calls`` back-to-back launches get the limit once per call, never
+        more than the ceiling under the group's timeout."""
         with self._lock:
-            self._label, self._deadline = label, time.monotonic() + self._limit_s * max(1, calls)
-            self._phase_limit = self._limit_s * max(1, calls)
+            self._phase_limit = self._bound(calls)
+            self._label, self._deadline = label, time.monotonic() + self._phase_limit
         try:
             yield
         finally:
             with self._lock:
                 self._label = None
 
+    @contextlib.contextmanager
+    def bounds(self, *, limit_s: float, group_timeout_s: float) -> Iterator[None]:
+        """Within the block, the limit and ceiling of a group with its own timeout (a pair's)."""
+        with self._lock:
+            saved = self._limit_s, self._ceiling_s
+            self._limit_s, self._ceiling_s = limit_s, ceiling_s(group_timeout_s)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._limit_s, self._ceiling_s = saved
+
     def rearm(self, calls: int = 1) -> None:
         """Within a phase: the next ``calls`` calls get the limit once each, from now."""
         with self._lock:
             if self._label is not None:
-                self._deadline = time.monotonic() + self._limit_s * max(1, calls)
-                self._phase_limit = self._limit_s * max(1, calls)
+                self._phase_limit = self._bound(calls)
+                self._deadline = time.monotonic() + self._phase_limit
+
+    def entered(self, what: str, calls: int = 1) -> None:
+        """``calls`` collective calls of ``what`` were launched (on a GPU: queued)."""
+        with self._lock:
+            self._calls.enter(what, calls)
+
+    def done(self) -> None:
+        """Every call entered so far has completed (on a GPU: after the sync)."""
+        with self._lock:
+            self._calls.finish()
+
+    def progress(self) -> dict[str, Any]:
+        """What this rank's status line keeps: calls entered and completed, and the last one."""
+        with self._lock:
+            return self._calls.to_json()
 
     def close(self) -> None:
         self._stop.set()
@@ -96,6 +145,48 @@ class Watchdog:
                 if self._on_expire is not None:
                     self._on_expire(message)  # e.g. the validation job's status file
                 os._exit(EXIT_HANG)
+
+
+class _Calls:
+    """Sequence numbers of this process's collective calls, with wall-clock stamps a peer's can be
+    compared with."""
+
+    __slots__ = ("entered", "completed", "what", "entered_at", "completed_at")
+
+    def __init__(self) -> None:
+        self.entered = 0
+        self.completed = 0
+        self.what = ""
+        self.entered_at: float | None = None
+        self.completed_at: float | None = None
+
+    def enter(self, what: str, calls: int) -> None:
+        self.entered += max(0, calls)
+        self.what, self.entered_at = what, time.time()
+
+    def finish(self) -> None:
+        self.completed, self.completed_at = self.entered, time.time()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "entered": self.entered,
+            "completed": self.completed,
+            "what": self.what,
+            "entered_at": self.entered_at,
+            "completed_at": self.completed_at,
+        }
+
+
+def group_timeout_s(timeout_s: float) -> float:
+    """The process group's timeout for a stage whose calls may each take ``timeout_s``: the arrival
+    check (``timeout_s``) and the watchdog (``timeout_s + grace``) both speak before it."""
+    return timeout_s + 2 * grace_s(timeout_s)
+
+
+def ceiling_s(group_timeout: float) -> float:
+    """The latest a watchdog may fire on a group with this timeout: far enough under it that the
+    status line is written before the backend tears the process down."""
+    return group_timeout - max(1.0, 0.1 * group_timeout)
 
 
 def grace_s(timeout_s: float) -> float:

@@ -131,8 +131,9 @@ class GemmResult:
 
 
 def sustained_gemm(device: torch.device, seconds: float, n: int, windows: int = 10) -> GemmResult:
-    """Back-to-back ``torch.mm`` for ``seconds``, timed in ``windows`` slices (synchronised at
-    each boundary, so launch gaps inside a slice are hidden by the queue)."""
+    """Back-to-back ``torch.mm`` until ``seconds`` are spent, timed in ``windows`` slices of
+    ``seconds / windows`` each (synchronised at each batch's end, so launch gaps inside a batch
+    are hidden by the queue); every slice lasts at least its share of the time."""
     gpu = device.type == "cuda"
     dtype = torch.bfloat16 if gpu else torch.float32
     gen = torch.Generator(device=device).manual_seed(7)
@@ -147,23 +148,29 @@ def sustained_gemm(device: torch.device, seconds: float, n: int, windows: int = 
     for _ in range(3):
         torch.mm(a, b, out=c)
     sync()
-    t0 = time.perf_counter()
-    torch.mm(a, b, out=c)
-    sync()
-    per_call = max(time.perf_counter() - t0, 1e-6)
+    # Each window runs until its slice of the time is spent, in batches synchronised at their
+    # end; the batch grows from the calls the window has timed so far. A count fixed from one
+    # call's time once ran 0.0001 s of a 0.2 s run when that first call happened to be slow.
     slice_s = seconds / windows
-    k = max(1, int(slice_s / per_call))
     rates: list[float] = []
     calls = 0
+    batch = 1
     start = time.perf_counter()
     while len(rates) < windows:
         t = time.perf_counter()
-        for _ in range(k):
-            torch.mm(a, b, out=c)
-        sync()
-        dt = time.perf_counter() - t
-        calls += k
-        rates.append(2.0 * n**3 * k / dt / 1e12)
+        done = 0
+        elapsed = 0.0
+        while elapsed < slice_s:
+            for _ in range(batch):
+                torch.mm(a, b, out=c)
+            sync()
+            done += batch
+            elapsed = time.perf_counter() - t
+            per_call = elapsed / done
+            # Aim at a quarter of what is left, so the last batch overshoots the slice by little.
+            batch = max(1, int((slice_s - elapsed) / 4 / per_call)) if per_call > 0 else batch * 2
+        calls += done
+        rates.append(2.0 * n**3 * done / elapsed / 1e12)
     name = torch.cuda.get_device_name(device) if gpu else "cpu"
     return GemmResult(
         device=str(device),

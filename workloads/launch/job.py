@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from workloads.launch import common
+from workloads.runtime.nccl_env import NCCL_ERROR_HANDLING
 from workloads.launch.common import (
     Problems,
     Step,
@@ -94,6 +95,9 @@ class TorchrunJob:
             env["NCCL_DEBUG_SUBSYS"] = self.nccl_debug_subsys
         # NCCL expands %h (host) and %p (pid): one file per process, never interleaved.
         env["NCCL_DEBUG_FILE"] = f"{self.nccl_dir}/nccl-%h-%p.log"
+        # What NCCL does at the group's timeout, stated before torchrun (which would put its own 1
+        # in an unset variable): see workloads.runtime.nccl_env for the source.
+        env.update(NCCL_ERROR_HANDLING)
         return {**env, **merged_env(self.fabric_env, self.extra_env, Problems())}
 
     def fabric_lines(self) -> list[str]:

@@ -20,6 +20,8 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import HashStore
 
+from workloads.runtime.nccl_env import NCCL_ERROR_HANDLING
+
 DEFAULT_TIMEOUT_S = 600.0
 
 
@@ -72,7 +74,8 @@ def setup(
 ) -> Runtime:
     """Bind this process to its device and start the default process group.
 
-    ``timeout_s`` bounds every collective (env ``GPUC_PG_TIMEOUT_S`` overrides the default);
+    ``timeout_s`` bounds every collective (env ``GPUC_PG_TIMEOUT_S`` overrides the default); on
+    NCCL, what happens at that timeout is stated too (:data:`NCCL_ERROR_HANDLING`);
     ``force_cpu`` (env ``GPUC_FORCE_CPU=1``) runs on gloo even where GPUs exist. ``on_stage``
     hears ``device-ready`` once the device is bound and ``joined`` once the group has formed,
     so a rank that fails between them can say which step it got to.
@@ -120,6 +123,12 @@ def setup(
             print(report.message(), flush=True)
         if on_stage is not None:
             on_stage("fabric-ready")
+    if backend == "nccl":
+        # Read by ProcessGroupNCCL when the group is created: set before init_process_group. Under
+        # torchrun the agent has already put its own 1 there when the job's environment had none,
+        # so the launcher's job environment (workloads.launch.job) states it; this covers the rest.
+        for name, value in NCCL_ERROR_HANDLING.items():
+            os.environ.setdefault(name, value)
     if not dist.is_initialized():
         # A plain `python -m workloads.X` run is a group of one: its store lives in the process, so
         # no port is picked and then raced for (two such runs on one host once took the same one).

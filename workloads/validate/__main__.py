@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import math
+import re
 import os
 import signal
 import socket
@@ -24,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 from collections.abc import Iterable
-from typing import NoReturn, Sequence
+from typing import Any, NoReturn, Sequence
 
 from components.problems import Problem, Problems
 from workloads.validate import diff
@@ -69,6 +71,9 @@ def _instance(text: str) -> str:
     return text
 
 
+_PAIR_JOB = re.compile(r"[A-Za-z0-9._-]+\+[A-Za-z0-9._-]+")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="python -m workloads.validate", description=__doc__.split("\n\n")[0])
     ap.add_argument("--local", action="store_true", help="run the whole flow on this machine's CPUs (gloo)")
@@ -108,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="topology: neighbours in the scheduler's node order; random: shuffled",
     )
     run.add_argument("--timeout", type=float, default=300.0, dest="run_timeout")
+    run.add_argument(
+        "--pair-job",
+        default="",
+        metavar="A+B",
+        help="pairs phase: this job is the one pair A+B of a search run one job per pair (after a hang)",
+    )
     from workloads.validate.commands import add_parsers
 
     add_parsers(sub)
@@ -169,8 +180,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             if getattr(args, name) < 1 and not (name == "warmup" and args.warmup == 0):
                 print(f"validate: --{name} {getattr(args, name)} must be at least 1", file=sys.stderr)
                 return 3
+        if args.pair_job and (args.phase != "pairs" or not _PAIR_JOB.fullmatch(args.pair_job)):
+            print(
+                f"validate: --pair-job {args.pair_job!r}: allowed only with --phase pairs, as two node names "
+                "joined by '+' (letters, digits, '.', '_', '-')",
+                file=sys.stderr,
+            )
+            return 3
         cfg = RunConfig(
             out_dir=args.run_out,
+            pair_job=args.pair_job,
             phase=args.phase,
             instance_type=args.instance_type,
             multi_max_bytes=args.multi_max,
@@ -268,20 +287,20 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _torchrun_nodes(
-    nodes: int, procs: int, module_args: list[str], env_extra: dict[str, str], timeout: float, log_dir: Path, label: str
-) -> list[int]:
-    """Start one torchrun agent per simulated node, as srun does on a cluster; return their exit codes."""
+def _start_agents(
+    names: Sequence[str], procs: int, module_args: list[str], env_extra: dict[str, str], log_dir: Path, label: str
+) -> list[tuple[subprocess.Popen[bytes], Any]]:
+    """Start one torchrun agent per simulated node (named ``names``), as srun does on a cluster."""
     port = _free_port()
     procs_list = []
     log_dir.mkdir(parents=True, exist_ok=True)
-    for i in range(nodes):
-        env = dict(os.environ, GPUC_NODE_NAME=f"local-{i + 1}", GPUC_FORCE_CPU="1", **env_extra)
+    for name in names:
+        env = dict(os.environ, GPUC_NODE_NAME=name, GPUC_FORCE_CPU="1", **env_extra)
         cmd = [
             sys.executable,
             "-m",
             "torch.distributed.run",
-            f"--nnodes={nodes}",
+            f"--nnodes={len(names)}",
             f"--nproc-per-node={procs}",
             "--rdzv-backend=c10d",
             f"--rdzv-endpoint=127.0.0.1:{port}",
@@ -289,11 +308,15 @@ def _torchrun_nodes(
             "--max-restarts=0",
             *module_args,
         ]
-        log = open(log_dir / f"{label}-local-{i + 1}.log", "w", encoding="utf-8")
+        log = open(log_dir / f"{label}-{name}.log", "w", encoding="utf-8")
         # Its own session, so a kill past the deadline reaches the agent's workers too.
         procs_list.append(
             (subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True), log)
         )
+    return procs_list
+
+
+def _wait_agents(procs_list: list[tuple[subprocess.Popen[bytes], Any]], timeout: float) -> list[int]:
     deadline = time.monotonic() + timeout
     codes = []
     for p, log in procs_list:
@@ -305,6 +328,14 @@ def _torchrun_nodes(
             codes.append(p.wait())
         log.close()
     return codes
+
+
+def _torchrun_nodes(
+    nodes: int, procs: int, module_args: list[str], env_extra: dict[str, str], timeout: float, log_dir: Path, label: str
+) -> list[int]:
+    """Start one torchrun agent per simulated node, as srun does on a cluster; return their exit codes."""
+    names = [f"local-{i + 1}" for i in range(nodes)]
+    return _wait_agents(_start_agents(names, procs, module_args, env_extra, log_dir, label), timeout)
 
 
 def _phase_deadline(timeout: float) -> float:
@@ -343,11 +374,45 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float) -> int:
     short = ("--iters", "5", "--warmup", "2")
     print(f"[1/{steps}] health, single-node and multi-node collectives ...", flush=True)
     phase("main", *short)
+    from workloads.validate import pair_jobs, pairs
+
+    why_not = pairs.not_started(out, nodes * procs)
     if (out / "phase-main.json").exists():
         print(f"[2/{steps}] pairwise search: not needed (the main phase finished)", flush=True)
+    elif why_not:
+        # A node that never started is the finding; pairing it would only wait for it again.
+        print(f"[2/{steps}] pairwise search: not run: {why_not}", flush=True)
+        (out / "phase-pairs.json").write_text(json.dumps({"phase": "pairs", "skipped": why_not}), encoding="utf-8")
     else:
-        print(f"[2/{steps}] pairwise search: the main phase left no results (a collective hung) ...", flush=True)
-        phase("pairs", *short, "--pair-timeout", str(timeout))
+        print(
+            f"[2/{steps}] pairwise search: the main phase left no results (a collective hung); "
+            "one job per pair, each suspect then with a known-good node ...",
+            flush=True,
+        )
+
+        def run_round(rnd: list[tuple[str, str]]) -> None:
+            started = []
+            for a, b in rnd:
+                run = ["-m", "workloads.validate", "run", "--out", str(out), "--phase", "pairs"]
+                run += [*short, "--timeout", str(timeout), "--pair-timeout", str(timeout), "--pair-job", f"{a}+{b}"]
+                started.append((a, b, _start_agents([a, b], procs, run, {}, logs, f"pairs-{a}+{b}")))
+            for a, b, agents in started:
+                codes = _wait_agents(agents, _phase_deadline(timeout))
+                print(f"      pair {a}+{b}: exit codes {codes}", flush=True)
+
+        found = pair_jobs.search(
+            out,
+            [f"local-{i + 1}" for i in range(nodes)],
+            run_round,
+            backend="gloo",
+            floor=None,
+            floor_fail=None,
+            op="all_reduce",
+            size=4 << 20,
+        )
+        named = ", ".join(found["bad"]) or "no node"
+        links = ", ".join(f"{a}+{b}" for a, b, _ in found["bad_links"])
+        print(f"      named: {named}" + (f"; link(s): {links}" if links else ""), flush=True)
     print(
         f"[3/{steps}] storage: every rank writes and reads the run directory at once, then a DCP checkpoint ...",
         flush=True,

@@ -1,7 +1,8 @@
 """Which node is at fault, from the status lines every rank keeps in the run directory.
 
 A node is blamed when one of its ranks failed on its own (an error not caused by a lost peer),
-when a peer's error names its ranks as missing, or when it started a phase and neither finished
+when a peer's error names its ranks as missing, when a collective hung and its ranks are the
+ones the others waited on (:func:`waited_on`), or when it started a phase and neither finished
 nor reported an error (it died: the rank whose heartbeat stopped first). A pair of the pairwise
 search whose call hung makes both its nodes suspects. Used by the judge.
 """
@@ -27,6 +28,47 @@ def hung_pairs(statuses: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
     return found
 
 
+def waited_on(statuses: list[dict[str, Any]]) -> tuple[dict[int, str], set[int]]:
+    """In one phase that hung: (rank -> why it was the peer the others waited on, ranks that waited).
+
+    Every rank's status keeps the collective calls it entered and completed (``calls``, from the
+    watchdog). Ranks inside call N waited on a peer; a rank whose count stopped short of N never
+    reached that call: it was the peer (torch's flight recorder reads its per-rank sequence numbers
+    the same way). When every rank is inside the same call, the counts cannot tell, and nothing is
+    returned: that is the pairwise search's to settle.
+    """
+    live = [
+        s
+        for s in statuses
+        if s.get("state") != "finished" and isinstance(s.get("calls"), dict) and isinstance(s.get("rank"), int)
+    ]
+    if len(live) < 2:
+        return {}, set()
+    entered = {int(s["rank"]): int(s["calls"].get("entered") or 0) for s in live}
+    top = max(entered.values())
+    completed = {int(s["rank"]): int(s["calls"].get("completed") or 0) for s in live}
+    # Waiting means inside the call: ranks that completed every call they entered (those of other
+    # pairs of the pairwise search, done with theirs) waited on nobody in a collective.
+    ahead = {r for r, e in entered.items() if e == top and completed[r] < e}
+    behind = {r: e for r, e in entered.items() if e < top}
+    if not behind or not ahead or any(e == top and r not in ahead for r, e in entered.items()):
+        return {}, set()
+    what = next(str(s["calls"].get("what") or "") for s in live if int(s["rank"]) in ahead)
+    waiters = ", ".join(str(r) for r in sorted(ahead)[:8]) + (" ..." if len(ahead) > 8 else "")
+    culprits: dict[int, str] = {}
+    for s in live:
+        r = int(s["rank"])
+        if r in behind:
+            c = s["calls"]
+            inside = int(c.get("completed") or 0) < int(c.get("entered") or 0)
+            where = f"stuck inside call #{behind[r]}" if inside else f"stopped after call #{behind[r]}"
+            culprits[r] = (
+                f"{s.get('phase')}: rank {r} {where} ({c.get('what') or '?'}) while rank(s) {waiters} "
+                f"waited in call #{top} ({what}): it was the peer they waited on"
+            )
+    return culprits, ahead
+
+
 DEATH_MARGIN_S = 4.0
 """A silent rank whose heartbeat stopped this much earlier than the last one is taken to have died first."""
 
@@ -41,6 +83,14 @@ def node_failures(statuses: list[dict[str, Any]], expected_nodes: list[str]) -> 
     by_key: dict[tuple[str, int], dict[str, Any]] = {}
     for s in statuses:
         by_key[(str(s.get("phase")), int(s.get("rank", -1)))] = s
+    # A hung collective, read from the calls each rank entered: the ranks that never reached the
+    # call the others waited in are blamed; those that waited are not, whatever ended them.
+    explained: set[tuple[str, int]] = set()
+    for phase in sorted({p for p, _ in by_key}):
+        culprits, waiters = waited_on([s for (p, _), s in by_key.items() if p == phase])
+        for r, why in culprits.items():
+            blamed.setdefault(str(by_key[(phase, r)].get("node")), why)
+        explained |= {(phase, r) for r in [*culprits, *waiters]} if culprits else set()
     peer_errors = 0
     silent: list[tuple[str, int, str, float]] = []
     # Phases in which a rank failed on its own before the group formed (no device): ranks of
@@ -56,6 +106,8 @@ def node_failures(statuses: list[dict[str, Any]], expected_nodes: list[str]) -> 
     for (phase, rank), s in sorted(by_key.items()):
         node = str(s.get("node"))
         state = s.get("state")
+        if (phase, rank) in explained:
+            continue
         if state == "error":
             missing = [int(r) for r in s.get("missing_ranks") or []]
             if missing:

@@ -401,27 +401,39 @@ def judge(
     # The pairs ran inside the main phase, or in a phase of their own after the main phase hung
     # inside a collective (its watchdog ended every rank before the search could run).
     pairs = (main or {}).get("pairs") or (files.phases.get("pairs") or {}).get("pairs")
+    skipped = (files.phases.get("pairs") or {}).get("skipped")
+    if skipped:
+        errors.append(f"pairwise search not run: {skipped}")
     if pairs:
+        # The search runs at the warn floor, so a node that only drags the cluster to WARN is named
+        # too: it FAILs when its pair with a known-good node is under the fail floor (or hung), else WARNs.
+        fail_floor = pairs.get("floor_fail")
+        with_good = {str(a): v for a, _, v in pairs.get("second", [])}
         for a_b, why in pairs.get("bad", {}).items():
             if a_b in nodes:
-                nodes[a_b].mark(Verdict.FAIL, f"pairwise: {why}")
+                v = with_good.get(a_b)
+                under_fail = v is None or fail_floor is None or float(v) < float(fail_floor)
+                nodes[a_b].mark(Verdict.FAIL if under_fail else Verdict.WARN, f"pairwise: {why}")
         for n, why in pairs.get("unresolved", {}).items():
             if n in nodes:
                 nodes[n].mark(Verdict.WARN, f"pairwise: {why}")
         pe = expectation(it, str(pairs.get("op") or "all_reduce"), 2, "pair") if floors else None
         pair_basis = f"{pairs.get('floor_basis', '')}; {basis_text(pe)}" if pe else str(pairs.get("floor_basis", ""))
         for a, b, value in pairs.get("first", []):
-            ms.append(
-                Measurement(
-                    check=f"pair.{pairs.get('op') or 'all_reduce'}",
-                    scope=f"pair:{a}+{b}",
-                    value=value,
-                    unit="GB/s",
-                    floor_fail=pairs.get("floor"),
-                    basis=pair_basis,
-                    at_bytes=pairs.get("message_bytes"),
-                ).judge()
-            )
+            pm = Measurement(
+                check=f"pair.{pairs.get('op') or 'all_reduce'}",
+                scope=f"pair:{a}+{b}",
+                value=value,
+                unit="GB/s",
+                floor_warn=pairs.get("floor") if "floor_fail" in pairs else None,
+                floor_fail=pairs.get("floor_fail", pairs.get("floor")),
+                basis=pair_basis,
+                at_bytes=pairs.get("message_bytes"),
+            ).judge()
+            if value is None:
+                # A pair that hung or failed has a culprit even on CPU, where no floor applies.
+                pm.verdict, pm.detail = Verdict.FAIL, "the pair's call hung or failed"
+            ms.append(pm)
         for a, b, why in pairs.get("bad_links", []):
             ms.append(
                 Measurement(
@@ -506,11 +518,17 @@ def judge(
     gate_ms, gate = certificate.judge_gate(main, nodes, gpu_run=backend != "gloo")
     ms.extend(gate_ms)
 
-    blamed, notes = node_failures(files.statuses, node_names)
+    # One pair's job of its own (``pairs-A+B``) is read through the search it served, whose result
+    # the launcher kept in phase-pairs.json; its ranks are numbered within the pair's job.
+    job_statuses = [st for st in files.statuses if not str(st.get("phase", "")).startswith("pairs-")]
+    blamed, notes = node_failures(job_statuses, node_names)
     for n, why in blamed.items():
         nodes.setdefault(n, NodeVerdict(node=n)).mark(Verdict.FAIL, why)
     errors.extend(notes)
-    for (a, b), why in hung_pairs(files.statuses).items():
+    searched = {(str(a), str(b)) for a, b, _ in [*(pairs or {}).get("first", []), *(pairs or {}).get("second", [])]}
+    for (a, b), why in hung_pairs(job_statuses).items():
+        if (a, b) in searched or (b, a) in searched:
+            continue  # the search measured this pair and named the node (or the link) itself
         # Both nodes of a pair that hung are suspects; which one is at fault would take a second
         # pass that the ended process could not run.
         for n in (a, b):
@@ -545,7 +563,9 @@ def judge(
             )
     verdicts = [m.verdict for m in ms] + [n.verdict for n in nodes.values()]
     overall = Verdict.worst(verdicts)
-    if main is None and not blamed:
+    if main is None and not any(n.verdict == Verdict.FAIL for n in nodes.values()):
+        # Nothing measured and nobody named: not proven. A node named (by the files, or by the
+        # pairwise search that ran after a hang) makes it a FAIL with a culprit.
         overall = Verdict.UNKNOWN
     elif errors and overall == Verdict.PASS:
         overall = Verdict.WARN

@@ -28,7 +28,7 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
@@ -146,9 +146,9 @@ class Status:
     """
 
     def __init__(self, cfg: RunConfig, node: str, rank: int) -> None:
-        self.path = cfg.out_dir / "status" / f"{cfg.phase}-{node}-r{rank}.json"
+        self.path = cfg.out_dir / "status" / f"{cfg.label}-{node}-r{rank}.json"
         self.doc: dict[str, Any] = {
-            "phase": cfg.phase,
+            "phase": cfg.label,
             "node": node,
             "rank": rank,
             "host": platform.node(),
@@ -158,10 +158,18 @@ class Status:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.calls: Callable[[], dict[str, Any]] | None = None
+        """The watchdog's count of collective calls entered and completed, kept in every beat:
+        what tells the rank that stopped from the ranks that waited on it."""
+
+    def _keep_calls(self) -> None:
+        if self.calls is not None:
+            self.doc["calls"] = self.calls()
 
     def set(self, state: str, **extra: Any) -> None:
         with self._lock:
             self.doc.update(state=state, at=time.time(), beat=time.time(), **extra)
+            self._keep_calls()
             self.doc.setdefault("stages", {})[state] = self.doc["at"]
             _atomic_json(self.path, self.doc)
         if state in RUNNING_STATES and self._thread is None:
@@ -176,6 +184,7 @@ class Status:
                 if self.doc.get("state") not in RUNNING_STATES:
                     return
                 self.doc["beat"] = time.time()
+                self._keep_calls()
                 _atomic_json(self.path, self.doc)
 
 
@@ -210,10 +219,18 @@ def _coll_cfg(
 def run_phase(cfg: RunConfig) -> int:
     node = node_name()
     os.environ["GPUC_PHASE"] = cfg.phase  # what the test hooks (workloads.runtime.node) key on
-    if cfg.phase == "pairs" and (cfg.out_dir / "phase-main.json").exists():
-        # The main phase finished, and ran the search itself when it was wanted.
-        print("validate[pairs]: not needed: the main phase finished", flush=True)
-        return 0
+    if cfg.phase == "pairs" and not cfg.pair_job:
+        if (cfg.out_dir / "phase-main.json").exists():
+            # The main phase finished, and ran the search itself when it was wanted.
+            print("validate[pairs]: not needed: the main phase finished", flush=True)
+            return 0
+        why = pairs.not_started(cfg.out_dir, _env_world_size())
+        if why:
+            # A node that never started is the finding; pairing it would only wait for it again.
+            if int(os.environ.get("RANK", "0") or 0) == 0:
+                _atomic_json(cfg.out_dir / "phase-pairs.json", {"phase": "pairs", "skipped": why})
+            print(f"validate[pairs]: not run: {why}", flush=True)
+            return 0
     # Written before the device is touched and before the group forms, so a node that never
     # gets a GPU, or never joins, is the one its own status names.
     status = Status(cfg, node, int(os.environ.get("RANK", "0") or 0))
@@ -235,7 +252,7 @@ def run_phase(cfg: RunConfig) -> int:
     try:
         # The group's own timeout comes last, after the arrival check and the watchdog have spoken.
         rt = device.setup(
-            timeout_s=cfg.timeout_s + 2 * hang.grace_s(cfg.timeout_s),
+            timeout_s=hang.group_timeout_s(cfg.timeout_s),
             on_stage=status.set,
             instance_type=cfg.instance_type,
         )
@@ -256,12 +273,16 @@ def run_phase(cfg: RunConfig) -> int:
         print(f"validate[{cfg.phase}] rank {status.doc['rank']} on {node}: {text.splitlines()[0][:300]}", flush=True)
         return 1
     # The pairs phase is nothing but pairs: each call gets the pair's own limit.
+    # Its deadlines stay under the timeout of the groups it watches (the pairs' own groups in the
+    # pairs phase, the default group otherwise), so it speaks before the backend tears us down.
     limit = cfg.pair_timeout_s if cfg.phase == "pairs" else cfg.timeout_s
     watchdog = hang.Watchdog(
         rank=rt.rank,
         limit_s=limit + hang.grace_s(limit),
+        group_timeout_s=hang.group_timeout_s(limit),
         on_expire=lambda message: status.set("error", error=message, missing_ranks=[], peer_lost=True),
     )
+    status.calls = watchdog.progress
     try:
         maybe_fail(cfg.phase)
         result = _phase(cfg, rt, node, watchdog)
@@ -269,7 +290,7 @@ def run_phase(cfg: RunConfig) -> int:
         text = f"{type(exc).__name__}: {exc}"
         missing = hang.missing_ranks(text) or []
         status.set("error", error=text[:2000], missing_ranks=missing, peer_lost=_peer_lost(exc, text))
-        print(f"validate[{cfg.phase}] rank {rt.rank} on {node}: {text.splitlines()[0][:300]}", flush=True)
+        print(f"validate[{cfg.label}] rank {rt.rank} on {node}: {text.splitlines()[0][:300]}", flush=True)
         return 1
     finally:
         watchdog.close()
@@ -277,10 +298,15 @@ def run_phase(cfg: RunConfig) -> int:
         # The phase's wall time on this rank, from before the device was touched: what the
         # validation-time model (components.validation_time) is held against.
         result["wall_s"] = round(time.time() - float(status.doc["started_at"]), 2)
-        _atomic_json(cfg.out_dir / f"phase-{cfg.phase}.json", result)
+        _atomic_json(cfg.out_dir / f"phase-{cfg.label}.json", result)
     status.set("finished")
     device.teardown()
     return 0
+
+
+def _env_world_size() -> int:
+    raw = os.environ.get("WORLD_SIZE", "1").strip()
+    return int(raw) if raw.isdigit() else 1
 
 
 def _side_timeout_s(cfg: RunConfig) -> float:
@@ -448,7 +474,13 @@ def _single_node(
     watchdog: hang.Watchdog,
 ) -> dict[str, Any]:
     # Every rank must create every group, in the same order, even those it is not in.
-    groups = {n: (dist.new_group(ranks=rs), dist.new_group(ranks=rs, backend="gloo")) for n, rs in nodes.items()}
+    # Their timeout is the default group's, stated: new_group() would take the backend's default
+    # (10 min for NCCL), which the watchdog's ceiling does not know.
+    limit = _dt.timedelta(seconds=hang.group_timeout_s(cfg.timeout_s))
+    groups = {
+        n: (dist.new_group(ranks=rs, timeout=limit), dist.new_group(ranks=rs, backend="gloo", timeout=limit))
+        for n, rs in nodes.items()
+    }
     mine: dict[str, Any]
     if len(nodes[node]) < 2:
         mine = {"skipped": "one rank on this node: nothing to measure inside it"}

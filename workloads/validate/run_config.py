@@ -41,3 +41,11 @@ class RunConfig:
     throughput (16 MiB..1 GiB), 256 MiB without one, 8 MiB on CPU."""
     storage_expect_gbps: float | None = None
     """The file system's provisioned throughput (from the stack outputs), GB/s."""
+    pair_job: str = ""
+    """``A+B`` when this pairs phase is one pair's job of its own (the launcher's search after a hang,
+    one job per pair as cluster-health-scanner runs them): its files carry the pair's name."""
+
+    @property
+    def label(self) -> str:
+        """The phase's name in the run directory: ``pairs-A+B`` for one pair's job, else the phase."""
+        return f"{self.phase}-{self.pair_job}" if self.pair_job else self.phase
