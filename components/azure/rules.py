@@ -34,6 +34,15 @@ MAX_NODES_PER_SCALE_SET = 100
 # (setup-infiniband.md at 76e3d22).
 RDMA_RESERVED = ipaddress.ip_network("172.16.0.0/16")
 
+# Kubernetes service and pod ranges of AKS (Azure CNI overlay: pods do not take VNet addresses).
+# Our own choice, outside every range the spec admits for the VNet (network.cidr is a /16-/20
+# private range; check() refuses a VNet over these). The service range "must
+# not overlap with any Subnet IP ranges" and the DNS service IP "must be within the Kubernetes
+# service address range" (pulumi-azure-native 3.29.0 ContainerServiceNetworkProfileArgs).
+AKS_SERVICE_CIDR = "10.254.0.0/16"
+AKS_DNS_SERVICE_IP = "10.254.0.10"
+AKS_POD_CIDR = "10.253.0.0/16"
+
 
 def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
@@ -54,6 +63,16 @@ def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
                 "virtual-machines/setup-infiniband)",
             )
         )
+    if spec.orchestration.kind == "aks":
+        for what, rng in (("service", AKS_SERVICE_CIDR), ("pod", AKS_POD_CIDR)):
+            if cidr.overlaps(ipaddress.ip_network(rng)):
+                problems.append(
+                    (
+                        "network.cidr",
+                        f"{spec.network.cidr} overlaps {rng}, the AKS {what} range this cluster uses "
+                        "(allowed: a private range outside 10.253.0.0/16 and 10.254.0.0/16, e.g. 10.0.0.0/16)",
+                    )
+                )
     if spec.compute.nodes > MAX_NODES_PER_SCALE_SET:
         problems.append(
             (
@@ -114,7 +133,9 @@ BUCKET = re.compile(r"^(?=.{3,63}\Z)[a-z0-9]+(-[a-z0-9]+)*\Z")
 # Blob integration is not built yet (check refuses import_path); no path is an Azure one.
 OBJECT_STORE_SCHEME = "https://"
 RESERVATION_WHAT = "capacity reservation group resource id"
-DEFAULT_KUBERNETES_VERSION = "1.33"
+# Empty: AKS picks its default version when the stack names none (no AKS version list was read to
+# pin one); a version the stack names is passed through.
+DEFAULT_KUBERNETES_VERSION = ""
 # A capacity reservation group is named by its ARM resource id (the VMSS
 # capacityReservation.capacityReservationGroup is a SubResource id, pulumi-azure-native 3.29.0
 # compute CapacityReservationProfileArgs); ARM ids are /subscriptions/<id>/resourceGroups/<rg>/
