@@ -50,11 +50,11 @@ class AddressPlan:
 def address_plan(spec: ClusterSpec) -> AddressPlan:
     """The VNet carved in order: nodes (a quarter of the VNet), then a /24 for Lustre, then a /24
     for the system nodes; a /20 VNet leaves 1024 addresses for the nodes."""
-    vnet = ipaddress.ip_network(spec.network.cidr)
+    vnet = ipaddress.IPv4Network(spec.network.cidr)
     nodes = next(vnet.subnets(new_prefix=vnet.prefixlen + 2))
-    after = ipaddress.ip_network(f"{nodes.broadcast_address + 1}/24")
-    system = ipaddress.ip_network(f"{after.broadcast_address + 1}/24")
-    assert after.subnet_of(vnet) and system.subnet_of(vnet)  # type: ignore[arg-type]
+    after = ipaddress.IPv4Network(f"{nodes.broadcast_address + 1}/24")
+    system = ipaddress.IPv4Network(f"{after.broadcast_address + 1}/24")
+    assert after.subnet_of(vnet) and system.subnet_of(vnet)
     return AddressPlan(vnet=str(vnet), nodes=str(nodes), lustre=str(after), system=str(system))
 
 

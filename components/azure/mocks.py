@@ -57,7 +57,8 @@ def _named(provider: str, key: str | None = None) -> Callable[[str, Mapping[str,
     def computed(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
         given = inputs.get(key) if key else None
         resolved = given or f"{name}0a1b2c3"
-        return {"name": resolved, "azureApiVersion": "mock", "type": provider}
+        # No "type" key: on some resources (AgentPool) it is an input the state must keep.
+        return {"name": resolved, "azureApiVersion": "mock"}
 
     return computed
 

@@ -109,6 +109,10 @@ def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
                 "a customer-managed key for Managed Lustre is not built yet (allowed on azure: leave it unset)",
             )
         )
+    if spec.orchestration.kind == "slurm":
+        # Not built yet: CycleCloud Workspace for Slurm (a pinned release through a
+        # subscription-scope deployment stack) or slurmctld/slurmd on the scale set (AZURE.md §4.2).
+        problems.append(("orchestration.kind", "Slurm on Azure is not built yet (allowed on azure: aks)"))
     if spec.orchestration.kind == "aks" and spec.orchestration.endpoint == "private":
         problems.append(
             (

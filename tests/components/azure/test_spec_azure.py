@@ -42,12 +42,17 @@ def test_a_good_azure_spec_parses_with_no_placement_group() -> None:
     assert spec.total_gpus == 16
 
 
-def test_slurm_and_reservation_group_parse() -> None:
+def test_a_reservation_group_parses() -> None:
     obj = azure_base()
-    obj["orchestration"] = {"kind": "slurm"}
     obj["compute"]["capacity"] = {"type": "reservation", "id": GROUP}
     spec = parse_spec(obj)
-    assert spec.compute.capacity.id == GROUP and spec.orchestration.kind == "slurm"
+    assert spec.compute.capacity.id == GROUP and spec.interconnect.placement is False
+
+
+def test_slurm_is_refused_until_built_and_says_what_is_allowed() -> None:
+    obj = azure_base()
+    obj["orchestration"] = {"kind": "slurm"}
+    assert problems(obj)["orchestration.kind"] == "Slurm on Azure is not built yet (allowed on azure: aks)"
 
 
 @pytest.mark.parametrize("cidr", ["172.16.0.0/16", "172.16.128.0/20"])
@@ -103,6 +108,7 @@ def test_a_throughput_amlfs_does_not_sell_is_refused() -> None:
         ("interconnect", {"placement": True}, "scale set itself"),
         ("orchestration", {"kind": "eks"}, "allowed: aks, slurm"),
         ("orchestration", {"kind": "aks"}, "required for aks"),
+        ("network", {"cidr": "10.254.0.0/16"}, "AKS service range"),
         ("orchestration", {"kind": "aks", "endpoint": "private"}, "not built yet"),
         ("storage.lustre.import_path", "https://acct.blob.core.windows.net/data", "not built yet"),
         ("storage.bucket_name", "Checkpoints", "malformed"),
