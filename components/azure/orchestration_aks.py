@@ -12,6 +12,7 @@ does not flip it: a preflight is to check it.
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 
 import pulumi
@@ -139,7 +140,12 @@ class AksOrchestration(pulumi.ComponentResource):
             resource_name=self.cluster.name,
             opts=pulumi.InvokeOutputOptions(parent=self),
         )
-        self.kubeconfig = pulumi.Output.secret(creds.kubeconfigs[0].value)
+        # "Base64-encoded Kubernetes configuration file" (CredentialResultResponse.value): the
+        # stack output is the file itself, as on EKS and GKE. With local accounts on (no Entra
+        # ID profile yet) this kubeconfig holds the cluster user's credentials: a secret output.
+        self.kubeconfig = pulumi.Output.secret(
+            creds.kubeconfigs[0].value.apply(lambda v: base64.b64decode(v).decode("utf-8"))
+        )
         self.register_outputs({"cluster": self.cluster.id, "gpu_pool": self.gpu_pool.name})
 
     def _create_gpu_pool(self, name: str, spec: ClusterSpec, args: AksArgs) -> azure.containerservice.AgentPool:
