@@ -34,6 +34,11 @@ MAX_NODES_PER_SCALE_SET = 100
 # (setup-infiniband.md at 76e3d22).
 RDMA_RESERVED = ipaddress.ip_network("172.16.0.0/16")
 
+# The file system's subnet by size: 4-16 TiB a /27, 20-40 a /26, 44-92 a /25, 96-196 a /24, 200-400
+# a /23 (MicrosoftDocs/azure-stack-docs azure-managed-lustre/amlfs-prerequisites.md at f1e86c5).
+# The address plan (common.py) gives it a /24.
+LUSTRE_SUBNET_MAX_TIB = 196
+
 # Kubernetes service and pod ranges of AKS (Azure CNI overlay: pods do not take VNet addresses).
 # Our own choice, outside every range the spec admits for the VNet (network.cidr is a /16-/20
 # private range; check() refuses a VNet over these). The service range "must
@@ -95,6 +100,16 @@ def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
             )
         )
     lu = spec.storage.lustre
+    if lu.size_gib > LUSTRE_SUBNET_MAX_TIB * 1024:
+        problems.append(
+            (
+                "storage.lustre.size_gib",
+                f"{lu.size_gib} GiB needs a Managed Lustre subnet larger than the /24 this cluster carves for it, "
+                f"which holds file systems up to {LUSTRE_SUBNET_MAX_TIB} TiB (allowed: up to "
+                f"{LUSTRE_SUBNET_MAX_TIB * 1024} GiB; source: learn.microsoft.com/azure/azure-managed-lustre/"
+                "amlfs-prerequisites)",
+            )
+        )
     if lu.import_path is not None:
         problems.append(
             (

@@ -91,6 +91,14 @@ def test_lustre_sizes_follow_each_sku_minimum_and_increment(tput: int, good: int
     assert f"AMLFS-Durable-Premium-{tput}" in reason and "allowed: multiples of" in reason
 
 
+def test_lustre_beyond_what_its_24_subnet_holds_is_refused() -> None:
+    obj = azure_base()
+    obj["storage"]["lustre"] = {"size_gib": 196 * 1024, "throughput_mbps_per_tib": 500}
+    assert parse_spec(obj).storage.lustre.size_gib == 196 * 1024
+    obj["storage"]["lustre"]["size_gib"] = 200 * 1024
+    assert "/24" in problems(obj)["storage.lustre.size_gib"]
+
+
 def test_a_throughput_amlfs_does_not_sell_is_refused() -> None:
     obj = azure_base()
     obj["storage"]["lustre"]["throughput_mbps_per_tib"] = 1000
