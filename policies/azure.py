@@ -78,7 +78,8 @@ def check_storage_private(resource_type: str, props: Props, protect: bool, ctx: 
 
 @resource_rule(
     name="aks-api-restricted",
-    description="The AKS API is private or admits only authorized ranges, none of them the whole internet",
+    description="The AKS API is private or admits only authorized ranges, none of them the whole internet, "
+    "and only the config's deployer_cidrs",
     enforcement="mandatory",
     ids=("CKV_AZURE_6", "CKV_AZURE_115"),
     anchor="Checkov CKV_AZURE_6/115",
@@ -91,7 +92,15 @@ def check_aks_api(resource_type: str, props: Props, protect: bool, ctx: RuleCont
     ranges = _strings(access.get("authorizedIPRanges"))
     if not ranges:
         return ["apiServerAccessProfile.authorizedIPRanges is empty on a public API: anyone may reach it"]
-    return [f"apiServerAccessProfile.authorizedIPRanges admits {r}" for r in ranges if _is_open(r)]
+    out = [f"apiServerAccessProfile.authorizedIPRanges admits {r}" for r in ranges if _is_open(r)]
+    if ctx.api_access_cidrs is not None:
+        extra = [r for r in ranges if r not in ctx.api_access_cidrs and not _is_open(r)]
+        if extra:
+            out.append(
+                f"apiServerAccessProfile.authorizedIPRanges {extra} are not among the config's deployer_cidrs "
+                f"{list(ctx.api_access_cidrs)}"
+            )
+    return out
 
 
 @resource_rule(

@@ -124,7 +124,8 @@ def azure_rec() -> Recording:
     return record(azure_program)
 
 
-# (rule, resource, expected fragment of a message, or None for a pass)
+# (rule, resource[@deployer], expected fragment of a message, or None for a pass); "@deployer" runs
+# the rule under a pack config whose deployer_cidrs (apiAccessCidrs) are that deployer's.
 AZURE_CASES: list[tuple[str, str, str | None]] = [
     ("azure-nsg-no-internet-ingress", "nsg-ok", None),
     ("azure-nsg-no-internet-ingress", "nsg-ssh-internet", "securityRules[0] (ssh) allows inbound from Internet"),
@@ -138,6 +139,8 @@ AZURE_CASES: list[tuple[str, str, str | None]] = [
     ("aks-api-restricted", "aks-private", None),
     ("aks-api-restricted", "aks-open", "admits 0.0.0.0/0"),
     ("aks-api-restricted", "aks-no-ranges", "authorizedIPRanges is empty"),
+    ("aks-api-restricted", "aks-ok@other-deployer", "not among the config's deployer_cidrs"),
+    ("aks-api-restricted", "aks-ok@this-deployer", None),
     ("aks-no-node-public-ip", "aks-ok", None),
     ("aks-no-node-public-ip", "pool-ok", None),
     ("aks-no-node-public-ip", "aks-open", "node pool 'system': enableNodePublicIP is true"),
@@ -149,8 +152,14 @@ AZURE_CASES: list[tuple[str, str, str | None]] = [
 
 @pytest.mark.parametrize(("name", "resource", "expected"), AZURE_CASES, ids=[f"{c[0]}:{c[1]}" for c in AZURE_CASES])
 def test_azure_rule(azure_rec: Recording, name: str, resource: str, expected: str | None) -> None:
+    resource, _, deployer = resource.partition("@")
+    config = (
+        {"apiAccessCidrs": [{"other-deployer": "198.51.100.9/32", "this-deployer": "203.0.114.7/32"}[deployer]]}
+        if deployer
+        else None
+    )
     reports = Reports()
-    assert POLICIES[name].validate(resource_args(azure_rec.get(resource)), reports) is None
+    assert POLICIES[name].validate(resource_args(azure_rec.get(resource), config), reports) is None
     if expected is None:
         assert reports.messages == []
     else:
