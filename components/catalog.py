@@ -163,6 +163,20 @@ def _req(d: Mapping[str, Any], key: str, where: str) -> Any:
     return d[key]
 
 
+def _instance_env(fabric_env: Mapping[str, Any], sw: Mapping[str, Any], where: str) -> dict[str, str]:
+    """The fabric's environment, with the instance's own ``software.env`` on top and the names in
+    ``software.env_unset`` taken out (ND MI300X v5 shares the InfiniBand fabric with ND H100 v5
+    but not its NCCL topology file)."""
+    env = {str(k): str(v) for k, v in fabric_env.items()}
+    unset = sw.get("env_unset") or []
+    if not isinstance(unset, list) or any(name not in env for name in unset):
+        raise CatalogError(f"{where}.software.env_unset: {unset!r} (allowed: names of the fabric's env)")
+    for name in unset:
+        del env[name]
+    env.update({str(k): str(v) for k, v in (sw.get("env") or {}).items()})
+    return env
+
+
 def _parse_instance(
     name: str,
     raw: Mapping[str, Any],
@@ -187,7 +201,7 @@ def _parse_instance(
         collectives=sw_raw["collectives"],
         net_plugin=str(fab["collectives_plugin"]),
         expected_transport=str(fab["expected_transport"]),
-        fabric_env={str(k): str(v) for k, v in fab["env"].items()},
+        fabric_env=_instance_env(fab["env"], sw_raw, where),
     )
     bandwidth = _parse_bandwidth(_req(raw, "bandwidth", where), name, int(acc["count"]), sources, where)
     locations = raw.get("zones") if cloud == "gcp" else raw.get("regions")

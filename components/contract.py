@@ -116,7 +116,7 @@ class ClusterOutputs:
     cloud: str
     region: str
     zone: str
-    orchestrator: Literal["eks", "gke", "slurm"]
+    orchestrator: Literal["eks", "gke", "aks", "slurm"]
     cluster_name: str
     instance_type: str
     nodes: int
@@ -167,8 +167,8 @@ def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
     if missing:
         raise OutputsError(source, r.items)
     orchestrator = r.text(top, "orchestrator", "")
-    if orchestrator not in (None, "eks", "gke", "slurm"):
-        r.add("orchestrator", f"{orchestrator!r} (allowed: eks, gke, slurm)")
+    if orchestrator not in (None, "eks", "gke", "aks", "slurm"):
+        r.add("orchestrator", f"{orchestrator!r} (allowed: eks, gke, aks, slurm)")
     fab = r.obj(top["fabric"], "fabric")
     networks = fab.get("networks") or []
     if not isinstance(networks, list) or not all(
@@ -222,7 +222,7 @@ def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
         tolerations=tuple(tolerations),
         queue=r.text(sc, "queue", "scheduler.", optional=True),
     )
-    if orchestrator == "slurm" and kind != "slurm" or orchestrator in ("eks", "gke") and kind != "kubernetes":
+    if orchestrator == "slurm" and kind != "slurm" or orchestrator in ("eks", "gke", "aks") and kind != "kubernetes":
         r.add("scheduler.kind", f"{kind!r} does not go with orchestrator {orchestrator!r}")
     if kind == "kubernetes" and not access.kubeconfig:
         r.add("access.kubeconfig", "missing: read the outputs with --show-secrets")
@@ -230,7 +230,7 @@ def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
         cloud=r.text(top, "cloud", "") or "",
         region=r.text(top, "region", "") or "",
         zone=r.text(top, "zone", "") or "",
-        orchestrator=orchestrator if orchestrator in ("eks", "gke", "slurm") else "slurm",  # type: ignore[arg-type]
+        orchestrator=orchestrator if orchestrator in ("eks", "gke", "aks", "slurm") else "slurm",  # type: ignore[arg-type]
         cluster_name=r.text(top, "cluster_name", "") or "",
         instance_type=r.text(top, "instance_type", "") or "",
         nodes=r.number(top, "nodes", "", 1),

@@ -234,7 +234,7 @@ def run_offline(
 
     os.environ["PULUMI_ERROR_OUTPUT_STRING"] = "1"  # an Output in an f-string raises
     cloud = str(cluster.get("cloud", "aws")) if isinstance(cluster, Mapping) else "aws"
-    invokes, computed = _tables(cloud if cloud in ("aws", "gcp") else "aws")
+    invokes, computed = _tables(cloud if cloud in ("aws", "gcp", "azure") else "aws")
     run = OfflineRun(stack=stack)
     mocks = _StrictMocks(invokes, computed, run, stack_outputs)
     monitor = _RecordingMonitor(mocks, run)

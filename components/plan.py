@@ -214,7 +214,10 @@ def render(summary: Summary, run: OfflineRun, out: TextIO) -> None:
         if s.fabric == "efa"
         else f"{s.fabric_interfaces_per_node} GPU NICs per node, MTU {s.mtu}"
     )
-    kind = "cluster placement group" if s.cloud == "aws" else "compact placement policy"
+    kind = {
+        "aws": "cluster placement group",
+        "azure": "single-placement-group scale set (its InfiniBand fabric)",
+    }.get(s.cloud, "compact placement policy")
     placement = (
         kind
         if s.placement

@@ -17,11 +17,17 @@ from typing import Literal, Mapping
 from components.catalog import InstanceType, load_catalog
 from components.spec_security import SecuritySpec
 
-SUPPORTED_CLOUDS = ("aws", "gcp")
-ORCHESTRATORS: Mapping[str, tuple[str, ...]] = {"aws": ("eks", "slurm"), "gcp": ("gke", "slurm")}
+SUPPORTED_CLOUDS = ("aws", "gcp", "azure")
+ORCHESTRATORS: Mapping[str, tuple[str, ...]] = {
+    "aws": ("eks", "slurm"),
+    "gcp": ("gke", "slurm"),
+    "azure": ("aks", "slurm"),
+}
 CAPACITY_TYPES: Mapping[str, tuple[str, ...]] = {
     "aws": ("on-demand", "reservation", "capacity-block", "spot"),
     "gcp": ("on-demand", "reservation", "flex-start", "spot"),
+    # Azure: pay-as-you-go, a capacity reservation group, spot (components/azure/rules.py).
+    "azure": ("on-demand", "reservation", "spot"),
 }
 # Capacity that the cloud hands over already placed on its network spine: a placement group
 # or policy on top of it is refused (AWS: capacity blocks and ODCRs in a cluster placement
@@ -46,7 +52,8 @@ class CapacitySpec:
     type: Capacity
     """on-demand | reservation | capacity-block (AWS) | flex-start (GCP) | spot."""
     id: str | None = None
-    """AWS capacity reservation id (``cr-...``) for a reservation or capacity block; GCP reservation name."""
+    """AWS capacity reservation id (``cr-...``) for a reservation or capacity block; GCP reservation name;
+    Azure capacity reservation group resource id."""
     placement_group: str | None = None
     """AWS reservation (ODCR) only: the cluster placement group the reservation was created in.
     An ODCR made in a placement group matches only launches into that group, one made without
@@ -104,7 +111,7 @@ class StorageSpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OrchestrationSpec:
-    kind: Literal["eks", "gke", "slurm"]
+    kind: Literal["eks", "gke", "aks", "slurm"]
     kubernetes_version: str = "1.33"
     endpoint: Literal["public", "private"] = "public"
     """Kubernetes API endpoint. public: reachable only from ``deployer_cidrs`` (and the VPC), so
@@ -152,7 +159,7 @@ DEPLOY_TIME_ID = "(an output of another resource)"
 class ClusterSpec:
     name: str
     """Prefix of every resource name."""
-    cloud: Literal["aws", "gcp"]
+    cloud: Literal["aws", "gcp", "azure"]
     region: str
     zone: str
     """The one zone all GPU nodes share: EFA and placement groups do not span zones."""

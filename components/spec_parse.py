@@ -16,6 +16,7 @@ import re
 from typing import Any, Literal, Mapping, Protocol, cast
 
 from components.aws import rules as aws_rules
+from components.azure import rules as azure_rules
 from components.catalog import CatalogError, InstanceType, load_catalog
 from components.gcp import rules as gcp_rules
 from components.lustre_tiers import load_lustre
@@ -41,6 +42,7 @@ from components.spec_security import parse_security
 
 _K8S_VERSION = re.compile(r"^1\.(2[89]|3\d)\Z")
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]\Z")
+KUBERNETES_KINDS = ("eks", "gke", "aks")
 
 
 class CloudRules(Protocol):
@@ -64,7 +66,7 @@ class CloudRules(Protocol):
     def check(self, spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]: ...
 
 
-CLOUD_RULES: Mapping[str, CloudRules] = {"aws": aws_rules, "gcp": gcp_rules}
+CLOUD_RULES: Mapping[str, CloudRules] = {"aws": aws_rules, "gcp": gcp_rules, "azure": azure_rules}
 
 _TOP_KEYS = (
     "name",
@@ -108,8 +110,6 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
         or default_name
     )
     cloud = r.string(top, "cloud", "", allowed=SUPPORTED_CLOUDS)
-    if cloud is None and isinstance(top.get("cloud"), str) and top["cloud"] == "azure":
-        r.replace_last("cloud", "'azure' is in the hardware catalog but has no components yet (allowed: aws, gcp)")
     rules = CLOUD_RULES.get(cloud or "")
 
     region = r.string(
@@ -170,7 +170,9 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
     # interconnect: placement is derived from the capacity unless the user says otherwise
     ic = r.mapping(top.get("interconnect"), "interconnect", ("placement",))
     placement_raw = ic.get("placement", "auto")
-    placement = capacity is not None and not capacity.pre_placed
+    # Azure has no placement group for the fabric: the InfiniBand fabric is the scale set
+    # (components/azure/rules.py), so nothing is derived there.
+    placement = capacity is not None and not capacity.pre_placed and cloud != "azure"
     if placement_raw not in ("auto", True, False):
         r.bad("interconnect.placement", f"{short(placement_raw)} is not allowed (allowed: auto, true, false)")
     elif placement_raw is True and capacity is not None and capacity.pre_placed:
@@ -223,7 +225,7 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
     assert storage is not None and orch is not None
     spec = ClusterSpec(
         name=name,
-        cloud=cast(Literal["aws", "gcp"], cloud),
+        cloud=cast(Literal["aws", "gcp", "azure"], cloud),
         region=region,
         zone=zone,
         zone_id=zone_id,
@@ -378,7 +380,7 @@ def needs_deployer_placeholder(raw: Any) -> bool:
     orch = raw.get("orchestration") if isinstance(raw, Mapping) else None
     return (
         isinstance(orch, Mapping)
-        and orch.get("kind") in ("eks", "gke")
+        and orch.get("kind") in KUBERNETES_KINDS
         and orch.get("endpoint", "public") == "public"
         and not orch.get("deployer_cidrs")
     )
@@ -393,7 +395,7 @@ def _parse_orchestration(
         ("kind", "kubernetes_version", "endpoint", "deployer_cidrs", "api_access_cidrs", "login_nodes", "partition"),
         required=("kind",),
     )
-    allowed = ORCHESTRATORS.get(cloud or "", ("eks", "gke", "slurm"))
+    allowed = ORCHESTRATORS.get(cloud or "", ("eks", "gke", "aks", "slurm"))
     kind = r.string(o, "kind", "orchestration", allowed=allowed)
     if kind is None and isinstance(o.get("kind"), str) and o["kind"] in ("eks", "gke", "aks", "slurm"):
         r.replace_last("orchestration.kind", f"{o['kind']!r} does not run on {cloud} (allowed: {', '.join(allowed)})")
@@ -450,14 +452,14 @@ def _parse_orchestration(
                 continue
             cidrs.append(str(net))
     if (
-        kind in ("eks", "gke")
+        kind in KUBERNETES_KINDS
         and endpoint == "public"
         and isinstance(cidrs_raw, list)
         and not cidrs_raw
         and placeholder
     ):
         cidrs.append(DEPLOYER_PLACEHOLDER)
-    elif kind in ("eks", "gke") and endpoint == "public" and isinstance(cidrs_raw, list) and not cidrs_raw:
+    elif kind in KUBERNETES_KINDS and endpoint == "public" and isinstance(cidrs_raw, list) and not cidrs_raw:
         r.bad(
             "orchestration.deployer_cidrs",
             f"required for {kind} with a public endpoint: `pulumi up` deploys the in-cluster layer (device plugins, "
@@ -484,11 +486,11 @@ def _parse_orchestration(
     else:
         for key in ("endpoint", "deployer_cidrs"):
             if key in o:
-                r.bad(f"orchestration.{key}", "only applies to eks and gke (kind is slurm)")
+                r.bad(f"orchestration.{key}", "only applies to eks, gke and aks (kind is slurm)")
     if kind is None or login is None:
         return None
     return OrchestrationSpec(
-        kind=cast(Literal["eks", "gke", "slurm"], kind),
+        kind=cast(Literal["eks", "gke", "aks", "slurm"], kind),
         kubernetes_version=version,
         endpoint=cast(Literal["public", "private"], endpoint),
         deployer_cidrs=tuple(cidrs),

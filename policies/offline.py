@@ -48,7 +48,7 @@ class Violation:
 
 def context_from_spec(spec: ClusterSpec) -> RuleContext:
     """What the stack's configuration expects, as the rules read it."""
-    kubernetes = spec.orchestration.kind in ("eks", "gke")
+    kubernetes = spec.orchestration.kind in ("eks", "gke", "aks")
     return RuleContext(
         lustre_kms_key_id=spec.storage.lustre.kms_key_id,
         api_access_cidrs=tuple(spec.orchestration.api_access_cidrs) if kubernetes else None,

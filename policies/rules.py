@@ -18,6 +18,7 @@ The rules live by domain, each declared beside its check (``policies.core.resour
 * ``policies.clusters``  EKS and GKE control planes and nodes
 * ``policies.workloads`` Kubernetes objects: images by digest, pod hardening
 * ``policies.topology``  advisory fabric rules (EFA groups, placement, MTU)
+* ``policies.azure``     Azure NSGs, storage accounts, AKS API and node addresses
 
 This module gathers them; the rule types and readers are re-exported for the pack and the tests.
 """
@@ -27,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 # Importing a domain module declares its rules (in this order) into policies.core.RULES.
-from policies import compute, storage, network, identity, clusters, workloads, topology  # noqa: F401
+from policies import compute, storage, network, identity, clusters, workloads, topology, azure  # noqa: F401
 from policies.core import (
     AWS_LAUNCH_TEMPLATES,
     CONTEXT_CONFIG_SCHEMA,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from policies.azure import AZURE_LUSTRE
 from policies.core import (
     AWS_FSX_LUSTRE,
     AWS_S3_BUCKET_LOGGING,
@@ -54,15 +55,15 @@ def check_lustre_cmk(resource_type: str, props: Props, protect: bool, ctx: RuleC
 
 @resource_rule(
     name="lustre-protected",
-    description="Lustre file systems (FSx for Lustre, Managed Lustre) are protected from deletion "
+    description="Lustre file systems (FSx for Lustre, Managed Lustre, Azure Managed Lustre) are protected from deletion "
     "(protect=True); no scanner check exists, house rule STYLE.md 5",
     enforcement="mandatory",
     ids=(),
     anchor="gpu-cluster STYLE.md rule 5 (stateful resources say how they die)",
-    resource_types=(AWS_FSX_LUSTRE, GCP_LUSTRE),
+    resource_types=(AWS_FSX_LUSTRE, GCP_LUSTRE, AZURE_LUSTRE),
 )
 def check_lustre_protected(resource_type: str, props: Props, protect: bool, ctx: RuleContext) -> list[str]:
-    if resource_type in (AWS_FSX_LUSTRE, GCP_LUSTRE) and not protect:
+    if resource_type in (AWS_FSX_LUSTRE, GCP_LUSTRE, AZURE_LUSTRE) and not protect:
         return [
             "the file system is not protected (protect=True): a stray 'pulumi destroy' or replacement "
             "would delete the training data and checkpoints on it"

@@ -30,6 +30,7 @@ def main(
     *,
     aws_clients: Any = None,
     gcp_clients: Any = None,
+    azure_clients: Any = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
@@ -66,6 +67,17 @@ def main(
 
         clients = aws_clients or aws.AwsClients.from_environment(spec.region)
         checks = aws.checks(checkip)
+    elif spec.cloud == "azure":
+        import components.preflight.azure as az
+
+        try:
+            clients = azure_clients or az.AzureClients.from_environment(
+                _stack_config(args.stack).get("azure-native:subscriptionId")
+            )
+        except az.Fatal as exc:
+            print(f"could not check anything: {exc}", file=out)
+            return UNCHECKED
+        checks = az.checks(checkip)
     else:
         import components.preflight.gcp as gcp
 

@@ -17,17 +17,27 @@ def _doc() -> dict[str, Any]:
         return dict(yaml.safe_load(fh))
 
 
-def test_both_clouds_offer_the_four_tiers_with_their_source() -> None:
+def test_each_cloud_offers_its_tiers_with_their_source() -> None:
     tiers = load_lustre()
-    assert set(tiers) == {"aws", "gcp"}
+    assert set(tiers) == {"aws", "gcp", "azure"}
     for cloud, t in tiers.items():
-        assert t.throughputs == (125, 250, 500, 1000), cloud
+        # AMLFS sells 40, 125, 250 and 500 MB/s per TiB (create-file-system-portal.md at f66223d).
+        assert t.throughputs == ((40, 125, 250, 500) if cloud == "azure" else (125, 250, 500, 1000)), cloud
         assert t.source.url.startswith("https://") and t.source.read
     assert (
         lustre_tiers("aws").source.url
         == "https://docs.aws.amazon.com/fsx/latest/APIReference/API_CreateFileSystem.html"
     )
     assert lustre_tiers("gcp").source.url == "https://cloud.google.com/managed-lustre/docs/performance-tiers"
+    assert "azure-managed-lustre" in lustre_tiers("azure").source.url
+
+
+@pytest.mark.parametrize(("tput", "tib"), [(40, 48), (125, 16), (250, 8), (500, 4)])
+def test_amlfs_sizes_are_the_sku_minimum_then_steps_of_it(tput: int, tib: int) -> None:
+    azure = lustre_tiers("azure")
+    step = tib * 1024
+    assert azure.size_ok(step, tput) and azure.size_ok(3 * step, tput)
+    assert not azure.size_ok(step + 1024, tput) and not azure.size_ok(step // 2, tput)
 
 
 @pytest.mark.parametrize(
@@ -54,5 +64,5 @@ def test_a_malformed_table_is_a_catalog_error_naming_the_path() -> None:
     bad["lustre"]["gcp"]["tiers"][250]["step_up_to"] = 6130000  # not on the 36000 step
     with pytest.raises(CatalogError, match=r"lustre\.gcp\.tiers\.250"):
         parse_lustre(bad)
-    with pytest.raises(CatalogError, match="lustre.azure: missing"):
-        lustre_tiers("azure")
+    with pytest.raises(CatalogError, match="lustre.oracle: missing"):
+        lustre_tiers("oracle")

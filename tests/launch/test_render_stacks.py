@@ -30,6 +30,13 @@ from tests.launch.test_jobset import jobset_schema as jobset_schema  # the fixtu
 ROOT = Path(__file__).resolve().parents[2]
 K8S_STACKS = [s for s in bundled_stacks() if read_stack_file(s)[1]["orchestration"]["kind"] != "slurm"]
 SLURM_STACKS = [s for s in bundled_stacks() if s not in K8S_STACKS]
+# AKS has no in-cluster layer yet (Lustre CSI volume and claim, the Network Operator's rdma/ib, the
+# IPC_LOCK / IB environment in the pod): its render lacks the Lustre volume and the IB devices, so
+# it must fail here until that is built (strict: an unexpected pass fails too, issue 23).
+_AKS_PENDING = pytest.mark.xfail(strict=True, reason="AKS in-cluster layer (Lustre claim, rdma/ib) not built yet")
+K8S_RENDERED = [
+    pytest.param(s, marks=_AKS_PENDING) if read_stack_file(s)[1]["cloud"] == "azure" else s for s in K8S_STACKS
+]
 _OUTPUTS: dict[str, ClusterOutputs] = {}
 
 
@@ -58,7 +65,7 @@ def args(**over: Any) -> argparse.Namespace:
     return argparse.Namespace(**base)
 
 
-@pytest.mark.parametrize("stack", K8S_STACKS)
+@pytest.mark.parametrize("stack", K8S_RENDERED)
 def test_kubernetes_render_is_valid_and_carries_the_code(stack: str, jobset_schema: dict[str, Any]) -> None:
     outs = outputs(stack)
     r = commands.render_run(outs, args(), "20261201t070000z-ab12")

@@ -61,6 +61,13 @@ def test_bundled_stack_is_governed(stack: str) -> None:
             "aws:fsx/lustreFileSystem:LustreFileSystem",
         }
         if spec.cloud == "aws"
+        else {
+            "azure-native:storagecache:AmlFilesystem",
+            "azure-native:network:NetworkSecurityGroup",
+            "azure-native:storage:StorageAccount",
+            "azure-native:containerservice:ManagedCluster",
+        }
+        if spec.cloud == "azure"
         else {"gcp:lustre/instance:Instance", "gcp:compute/firewall:Firewall", "gcp:storage/bucket:Bucket"}
     )
     assert must <= seen, f"{stack}: no {sorted(must - seen)} among {sorted({r.type for r in run.resources})}"

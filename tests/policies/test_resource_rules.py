@@ -148,8 +148,12 @@ def test_rule(
 
 
 def test_every_resource_rule_has_a_pass_and_a_fail() -> None:
+    # The Azure rules' cases live beside their program (tests/policies/test_azure_rules.py).
+    from tests.policies.test_azure_rules import AZURE_CASES
+
+    cases = [(name, expected) for name, _, _, _, expected in CASES] + [(n, e) for n, _, e in AZURE_CASES]
     for r in RESOURCE_RULES:
-        outcomes = {expected is None for name, _, _, _, expected in CASES if name == r.name}
+        outcomes = {expected is None for name, expected in cases if name == r.name}
         assert outcomes == {True, False}, f"{r.name} lacks a passing or a failing case"
 
 

@@ -1,0 +1,134 @@
+"""Offline answers for the Azure program (see components/engine.py).
+
+INVOKES answers only the functions the program is known to call, in camelCase, shaped like
+the provider's answers; anything else fails the offline run. COMPUTED fills what Azure
+computes on create (ARM names and ids, the Lustre MGS address, identities' principal ids).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, Callable, Mapping
+
+SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
+TENANT = "11111111-1111-1111-1111-111111111111"
+MOCK_MGS = "10.0.64.4"
+MOCK_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters:
+- name: offline
+  cluster: {server: "https://offline-dns.hcp.eastus.azmk8s.io:443", certificate-authority-data: TU9DSw==}
+contexts:
+- name: offline
+  context: {cluster: offline, user: offline}
+current-context: offline
+users:
+- name: offline
+  user: {exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: kubelogin, args: [get-token]}}
+"""
+
+
+def _client_config(args: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "clientId": "offline-client",
+        "objectId": "offline-object",
+        "subscriptionId": SUBSCRIPTION,
+        "tenantId": TENANT,
+    }
+
+
+def _user_credentials(args: Mapping[str, Any]) -> dict[str, Any]:
+    for key in ("resourceGroupName", "resourceName"):
+        if not args.get(key):
+            raise KeyError(f"offline mock: listManagedClusterUserCredentials without {key}")
+    # The API returns each kubeconfig base64-encoded; the SDK types it as a string.
+    return {"kubeconfigs": [{"name": "clusterUser", "value": base64.b64encode(MOCK_KUBECONFIG.encode()).decode()}]}
+
+
+INVOKES: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+    "azure-native:authorization:getClientConfig": _client_config,
+    "azure-native:containerservice:listManagedClusterUserCredentials": _user_credentials,
+}
+
+
+def _named(provider: str, key: str | None = None) -> Callable[[str, Mapping[str, Any]], dict[str, Any]]:
+    """azure-native auto-names a resource given no name: the logical name plus a suffix."""
+
+    def computed(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        given = inputs.get(key) if key else None
+        resolved = given or f"{name}0a1b2c3"
+        # No "type" key: on some resources (AgentPool) it is an input the state must keep.
+        return {"name": resolved, "azureApiVersion": "mock"}
+
+    return computed
+
+
+def _lustre(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        **_named("Microsoft.StorageCache/amlFilesystems")(name, inputs),
+        "clientInfo": {
+            "mgsAddress": MOCK_MGS,
+            "mountCommand": f"sudo mount -t lustre -o noatime,flock {MOCK_MGS}@tcp:/lustrefs /lustre/lustrefs",
+            "lustreVersion": "2.15.7",
+            "containerStorageInterface": {},
+        },
+        "health": {"state": "Available"},
+        "throughputProvisionedMBps": float(inputs.get("storageCapacityTiB", 0)) * 125,
+    }
+
+
+def _identity(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        **_named("Microsoft.ManagedIdentity/userAssignedIdentities")(name, inputs),
+        "principalId": "22222222-2222-2222-2222-222222222222",
+        "clientId": "33333333-3333-3333-3333-333333333333",
+        "tenantId": TENANT,
+    }
+
+
+def _identities(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The identity block as Azure answers it: the input lists the identities' ids, the response
+    maps each id to its principal and client ids."""
+    ident = dict(inputs.get("identity") or {})
+    ids = ident.get("userAssignedIdentities") or []
+    if ids:
+        ident["userAssignedIdentities"] = {
+            str(i): {
+                "principalId": "22222222-2222-2222-2222-222222222222",
+                "clientId": "33333333-3333-3333-3333-333333333333",
+            }
+            for i in ids
+        }
+    return {"identity": ident} if ident else {}
+
+
+def _aks(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        **_named("Microsoft.ContainerService/managedClusters", "resourceName")(name, inputs),
+        **_identities(inputs),
+        "fqdn": f"{inputs.get('dnsPrefix', name)}-offline.hcp.eastus.azmk8s.io",
+        "provisioningState": "Succeeded",
+    }
+
+
+COMPUTED: dict[str, Callable[[str, Mapping[str, Any]], dict[str, Any]]] = {
+    "azure-native:resources:ResourceGroup": _named("Microsoft.Resources/resourceGroups", "resourceGroupName"),
+    "azure-native:network:VirtualNetwork": _named("Microsoft.Network/virtualNetworks", "virtualNetworkName"),
+    "azure-native:network:Subnet": _named("Microsoft.Network/virtualNetworks/subnets", "subnetName"),
+    "azure-native:network:NetworkSecurityGroup": _named("Microsoft.Network/networkSecurityGroups"),
+    "azure-native:network:NatGateway": _named("Microsoft.Network/natGateways"),
+    "azure-native:network:PublicIPAddress": _named("Microsoft.Network/publicIPAddresses"),
+    "azure-native:storagecache:AmlFilesystem": _lustre,
+    "azure-native:storage:StorageAccount": _named("Microsoft.Storage/storageAccounts", "accountName"),
+    "azure-native:storage:BlobContainer": _named(
+        "Microsoft.Storage/storageAccounts/blobServices/containers", "containerName"
+    ),
+    "azure-native:managedidentity:UserAssignedIdentity": _identity,
+    "azure-native:containerservice:ManagedCluster": _aks,
+    "azure-native:containerservice:AgentPool": _named(
+        "Microsoft.ContainerService/managedClusters/agentPools", "agentPoolName"
+    ),
+    "azure-native:compute:VirtualMachineScaleSet": _named(
+        "Microsoft.Compute/virtualMachineScaleSets", "vmScaleSetName"
+    ),
+}

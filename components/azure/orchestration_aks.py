@@ -1,0 +1,175 @@
+"""Orchestration on AKS: the cluster with a CPU system pool, and the GPU pool on the ND size.
+
+The GPU pool is a scale-set pool (the Virtual Machines pool type has no InfiniBand,
+virtual-machines-node-pools.md at fb060ab) with the GPU driver left to the operators
+(``gpu_profile.driver: None``: NVIDIA's GPU Operator and Network Operator, or AMD's GPU
+operator, which AKS requires for MI300X; use-nvidia-gpu.md, use-amd-gpus.md at fb060ab).
+The operators themselves, the Managed Lustre CSI driver and JobSet are the in-cluster layer,
+not built here yet. The subscription feature ``Microsoft.ContainerService/AKSInfinibandSupport``
+must be Registered for ND v5 pools (use-amd-gpus.md); it is subscription-wide, so the program
+does not flip it: a preflight is to check it.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_azure_native as azure
+
+from components.azure.common import AKS_DNS_SERVICE_IP, AKS_POD_CIDR, AKS_SERVICE_CIDR, cluster_tags
+from components.spec import ClusterSpec
+
+# Pool names: lower-case letters and digits, starting with a letter, 1-12 characters on Linux
+# (create-node-pools.md at fb060ab).
+GPU_POOL = "gpu"
+SYSTEM_POOL = "system"
+# Taint on the GPU pool, the GPU Operator page's example (nvidia-gpu-operator.md at fb060ab);
+# only pods that tolerate it land there.
+GPU_TAINT_KEY = "sku"
+GPU_TAINT = f"{GPU_TAINT_KEY}=gpu:NoSchedule"
+# Network Contributor (built-in role): the cluster's identity manages the node subnets and
+# the NAT gateway of a VNet it did not create. The same id in AKS BYO-subnet bicep samples
+# (find_string, read 2026-12-01); the built-in roles page was not re-read this session.
+NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AksArgs:
+    spec: ClusterSpec
+    resource_group: pulumi.Input[str]
+    vnet_id: pulumi.Input[str]
+    node_subnet: pulumi.Input[str]
+    system_subnet: pulumi.Input[str]
+
+
+class AksOrchestration(pulumi.ComponentResource):
+    cluster: azure.containerservice.ManagedCluster
+    gpu_pool: azure.containerservice.AgentPool
+    kubeconfig: pulumi.Output[str]
+
+    def __init__(self, name: str, args: AksArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-cluster:azure:Orchestration", name, None, opts)
+        spec = args.spec
+        tags = cluster_tags(spec)
+        identity = azure.managedidentity.UserAssignedIdentity(
+            f"{name}-identity",
+            resource_group_name=args.resource_group,
+            location=spec.region,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        client = azure.authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        network_role = azure.authorization.RoleAssignment(
+            f"{name}-network-role",
+            principal_id=identity.principal_id,
+            principal_type="ServicePrincipal",
+            role_definition_id=pulumi.Output.format(
+                "/subscriptions/{0}/providers/Microsoft.Authorization/roleDefinitions/{1}",
+                client.subscription_id,
+                NETWORK_CONTRIBUTOR,
+            ),
+            scope=args.vnet_id,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        o = spec.orchestration
+        self.cluster = azure.containerservice.ManagedCluster(
+            f"{name}-aks",
+            resource_name_=spec.name,
+            resource_group_name=args.resource_group,
+            location=spec.region,
+            dns_prefix=spec.name,
+            # Left to AKS's default when the stack names no version (rules.py: no AKS version
+            # list was read to pin one).
+            kubernetes_version=o.kubernetes_version or None,
+            identity=azure.containerservice.ManagedClusterIdentityArgs(
+                type=azure.containerservice.ResourceIdentityType.USER_ASSIGNED, user_assigned_identities=[identity.id]
+            ),
+            # Paid tier, with the uptime SLA (Checkov CKV_AZURE_170; AZURE.md §7).
+            sku=azure.containerservice.ManagedClusterSKUArgs(name="Base", tier="Standard"),
+            # The API admits only the deployers' ranges (Checkov CKV_AZURE_6): `pulumi up` and
+            # `validate submit` reach it from there (api-server-authorized-ip-ranges.md at fb060ab).
+            api_server_access_profile=azure.containerservice.ManagedClusterAPIServerAccessProfileArgs(
+                authorized_ip_ranges=list(o.deployer_cidrs)
+            ),
+            network_profile=azure.containerservice.ContainerServiceNetworkProfileArgs(
+                network_plugin="azure",
+                network_plugin_mode="overlay",
+                pod_cidr=AKS_POD_CIDR,
+                service_cidr=AKS_SERVICE_CIDR,
+                dns_service_ip=AKS_DNS_SERVICE_IP,
+                # Egress through the node subnets' NAT gateway (AZURE.md §7 AKS cluster row).
+                outbound_type="userAssignedNATGateway",
+            ),
+            # OIDC issuer and workload identity, blob CSI driver: as ai-infrastructure-on-azure
+            # deploy-aks.sh at a01b073 creates its cluster (--enable-oidc-issuer
+            # --enable-workload-identity --enable-blob-driver --os-sku Ubuntu --node-count 1).
+            oidc_issuer_profile=azure.containerservice.ManagedClusterOIDCIssuerProfileArgs(enabled=True),
+            security_profile=azure.containerservice.ManagedClusterSecurityProfileArgs(
+                workload_identity=azure.containerservice.ManagedClusterSecurityProfileWorkloadIdentityArgs(enabled=True)
+            ),
+            storage_profile=azure.containerservice.ManagedClusterStorageProfileArgs(
+                blob_csi_driver=azure.containerservice.ManagedClusterStorageProfileBlobCSIDriverArgs(enabled=True)
+            ),
+            enable_rbac=True,
+            agent_pool_profiles=[
+                azure.containerservice.ManagedClusterAgentPoolProfileArgs(
+                    name=SYSTEM_POOL,
+                    mode="System",
+                    count=1,
+                    os_sku="Ubuntu",
+                    type="VirtualMachineScaleSets",
+                    vnet_subnet_id=args.system_subnet,
+                    enable_node_public_ip=False,
+                    availability_zones=[spec.zone],
+                )
+            ],
+            tags=tags,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[network_role],
+                # The GPU pool is its own resource (below); the cluster's inline list holds
+                # the system pool only and must not fight it.
+                ignore_changes=["agentPoolProfiles"],
+            ),
+        )
+        self.gpu_pool = self._create_gpu_pool(name, spec, args)
+        creds = azure.containerservice.list_managed_cluster_user_credentials_output(
+            resource_group_name=args.resource_group,
+            resource_name=self.cluster.name,
+            opts=pulumi.InvokeOutputOptions(parent=self),
+        )
+        # "Base64-encoded Kubernetes configuration file" (CredentialResultResponse.value): the
+        # stack output is the file itself, as on EKS and GKE. With local accounts on (no Entra
+        # ID profile yet) this kubeconfig holds the cluster user's credentials: a secret output.
+        self.kubeconfig = pulumi.Output.secret(
+            creds.kubeconfigs[0].value.apply(lambda v: base64.b64decode(v).decode("utf-8"))
+        )
+        self.register_outputs({"cluster": self.cluster.id, "gpu_pool": self.gpu_pool.name})
+
+    def _create_gpu_pool(self, name: str, spec: ClusterSpec, args: AksArgs) -> azure.containerservice.AgentPool:
+        cap = spec.compute.capacity
+        return azure.containerservice.AgentPool(
+            f"{name}-gpu-pool",
+            resource_group_name=args.resource_group,
+            resource_name_=self.cluster.name,
+            agent_pool_name=GPU_POOL,
+            mode="User",
+            vm_size=spec.compute.instance_type,
+            count=spec.compute.nodes,
+            type="VirtualMachineScaleSets",
+            os_sku="Ubuntu",
+            # The operators install the driver (GPU Operator with driver.rdma, or AMD's); AMD
+            # pools must be None (use-amd-gpus.md). Create-time only.
+            gpu_profile=azure.containerservice.GPUProfileArgs(driver="None"),
+            node_taints=[GPU_TAINT],
+            vnet_subnet_id=args.node_subnet,
+            enable_node_public_ip=False,
+            availability_zones=[spec.zone],
+            os_disk_size_gb=spec.compute.root_volume_gib,
+            capacity_reservation_group_id=cap.id if cap.type == "reservation" else None,
+            scale_set_priority="Spot" if cap.type == "spot" else None,
+            tags=cluster_tags(spec),
+            opts=pulumi.ResourceOptions(parent=self),
+        )

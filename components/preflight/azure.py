@@ -1,0 +1,221 @@
+"""The Azure preflight: what only the subscription can answer, asked through Azure Resource Manager.
+
+* the size is offered in the region and the zone, and not restricted for this subscription
+  (Resource SKUs - List: each SKU's ``locationInfo[].zones`` and ``restrictions[]`` of type
+  ``Location`` or ``Zone`` with ``restrictionInfo.locations|zones`` and a ``reasonCode`` such as
+  ``NotAvailableForSubscription``; @azure-rest/arm-compute ResourceSkuOutput,
+  ResourceSkuRestrictionsOutput, ResourceSkuRestrictionInfoOutput, learn.microsoft.com/javascript/
+  api/@azure-rest/arm-compute, read 2026-12-01);
+* the size's vCPU family quota in the region covers the nodes (Usage - List: ``name.value`` the
+  family, as the SKU's ``family`` names it, ``currentValue`` and ``limit`` in vCPUs, same package);
+* for AKS, the subscription feature ``Microsoft.ContainerService/AKSInfinibandSupport`` is
+  Registered (use-amd-gpus.md at fb060ab; Features - Get answers ``properties.state``);
+* a capacity reservation group the stack names exists.
+
+Answers come as JSON from ``https://management.azure.com``; the token is the deployer's
+(``AZURE_ACCESS_TOKEN``, else ``az account get-access-token``), the subscription
+``AZURE_SUBSCRIPTION_ID``, else ``az account show``. The API versions are those of
+pulumi-azure-native 3.29.0's defaults where it has the resource (compute 2024-11-01), else the
+Features API 2021-07-01 and Resource SKUs 2021-07-01 (not re-read this session).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Callable, Mapping, Protocol
+
+from components.preflight import Check, Context, CouldNotCheck, Fatal, NotApplicable, Problem, deployer_ranges
+
+__all__ = ["AzureClients", "Fatal", "checks"]
+
+ARM = "https://management.azure.com"
+COMPUTE_API = "2024-11-01"
+SKUS_API = "2021-07-01"
+FEATURES_API = "2021-07-01"
+IB_FEATURE = ("Microsoft.ContainerService", "AKSInfinibandSupport")
+
+
+class Arm(Protocol):
+    """GET a path under the subscription's ARM endpoint; the JSON answer, or None for a 404."""
+
+    subscription: str
+
+    def get(self, path: str, api_version: str, query: Mapping[str, str] | None = None) -> Any: ...
+
+
+def _az(*args: str) -> str:
+    try:
+        done = subprocess.run(["az", *args, "-o", "tsv"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise Fatal(
+            f"no Azure credentials: set AZURE_ACCESS_TOKEN and AZURE_SUBSCRIPTION_ID, or install the Azure CLI "
+            f"and run `az login` ({exc})"
+        ) from None
+    if done.returncode != 0 or not done.stdout.strip():
+        raise Fatal(f"`az {' '.join(args)}` failed ({done.stderr.strip()[:200]}); run `az login`")
+    return done.stdout.strip()
+
+
+class AzureClients:
+    """ARM over HTTPS with a bearer token: the preflight reads, it never writes."""
+
+    def __init__(self, subscription: str, token: str, opener: Callable[..., Any] = urllib.request.urlopen) -> None:
+        self.subscription = subscription
+        self._token = token
+        self._open = opener
+
+    @classmethod
+    def from_environment(cls, subscription: str | None = None) -> "AzureClients":
+        token = os.environ.get("AZURE_ACCESS_TOKEN") or _az(
+            "account", "get-access-token", "--resource", ARM + "/", "--query", "accessToken"
+        )
+        sub = subscription or os.environ.get("AZURE_SUBSCRIPTION_ID") or _az("account", "show", "--query", "id")
+        return cls(sub, token)
+
+    def get(self, path: str, api_version: str, query: Mapping[str, str] | None = None) -> Any:
+        params = urllib.parse.urlencode({"api-version": api_version, **dict(query or {})})
+        url = f"{ARM}{path}?{params}"
+        req = urllib.request.Request(url, headers={"Authorization": f"Bearer {self._token}"})
+        try:
+            with self._open(req, timeout=30) as resp:
+                return json.loads(resp.read().decode("utf-8"))
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            if exc.code in (401, 403):
+                raise CouldNotCheck(f"ARM refused {path} ({exc.code}): the caller lacks read access there") from None
+            raise CouldNotCheck(f"ARM answered {exc.code} for {path}") from None
+        except (OSError, ValueError) as exc:
+            raise Fatal(f"{ARM} did not answer ({exc})") from None
+
+
+def _sku(ctx: Context) -> Mapping[str, Any] | None:
+    arm: Arm = ctx.clients
+    spec = ctx.spec
+
+    def fetch() -> Mapping[str, Any] | None:
+        answer = arm.get(
+            f"/subscriptions/{arm.subscription}/providers/Microsoft.Compute/skus",
+            SKUS_API,
+            {"$filter": f"location eq '{spec.region}'"},
+        ) or {"value": []}
+        for sku in answer.get("value", []):
+            if (
+                sku.get("resourceType") == "virtualMachines"
+                and str(sku.get("name", "")).lower() == spec.compute.instance_type.lower()
+            ):
+                return dict(sku)
+        return None
+
+    found: Mapping[str, Any] | None = ctx.cached("sku", fetch)
+    return found
+
+
+def sku_offered(ctx: Context) -> list[Problem]:
+    spec = ctx.spec
+    itype, region, zone = spec.compute.instance_type, spec.region, spec.zone
+    sku = _sku(ctx)
+    if sku is None:
+        return [
+            Problem(
+                "region", f"{itype} is not offered in {region} to this subscription (allowed: a region that lists it)"
+            )
+        ]
+    problems = []
+    for r in sku.get("restrictions") or []:
+        info = r.get("restrictionInfo") or {}
+        why = r.get("reasonCode", "restricted")
+        if r.get("type") == "Location" and region.lower() in [loc.lower() for loc in info.get("locations") or []]:
+            problems.append(Problem("region", f"{itype} is restricted in {region} for this subscription ({why})"))
+        if r.get("type") == "Zone" and zone in (info.get("zones") or []):
+            problems.append(
+                Problem("zone", f"{itype} is restricted in zone {zone} of {region} for this subscription ({why})")
+            )
+    zones = sorted(
+        {
+            z
+            for li in sku.get("locationInfo") or []
+            if str(li.get("location", "")).lower() == region.lower()
+            for z in li.get("zones") or []
+        }
+    )
+    if zone not in zones:
+        problems.append(
+            Problem(
+                "zone", f"{itype} is not offered in zone {zone} of {region} (allowed: {', '.join(zones) or 'no zone'})"
+            )
+        )
+    return problems
+
+
+def family_quota(ctx: Context) -> list[Problem]:
+    arm: Arm = ctx.clients
+    spec = ctx.spec
+    sku = _sku(ctx)
+    if sku is None or not sku.get("family"):
+        raise CouldNotCheck(f"the SKU list names no family for {spec.compute.instance_type} in {spec.region}")
+    family = str(sku["family"])
+    answer = arm.get(
+        f"/subscriptions/{arm.subscription}/providers/Microsoft.Compute/locations/{spec.region}/usages", COMPUTE_API
+    )
+    for u in (answer or {}).get("value", []):
+        if (u.get("name") or {}).get("value") == family:
+            need = spec.compute.nodes * spec.instance.vcpu
+            free = int(u.get("limit", 0)) - int(u.get("currentValue", 0))
+            if need > free:
+                return [
+                    Problem(
+                        "compute.nodes",
+                        f"{spec.compute.nodes} x {spec.compute.instance_type} need {need} vCPUs of {family} in "
+                        f"{spec.region}; the quota leaves {free} (limit {u.get('limit')}, in use {u.get('currentValue')}) "
+                        "(allowed: request more quota, or fewer nodes)",
+                    )
+                ]
+            return []
+    raise CouldNotCheck(f"no usage entry for {family} in {spec.region}")
+
+
+def infiniband_feature(ctx: Context) -> list[Problem]:
+    if ctx.spec.orchestration.kind != "aks":
+        raise NotApplicable("not aks")
+    arm: Arm = ctx.clients
+    ns, feature = IB_FEATURE
+    answer = arm.get(
+        f"/subscriptions/{arm.subscription}/providers/Microsoft.Features/providers/{ns}/features/{feature}",
+        FEATURES_API,
+    )
+    state = ((answer or {}).get("properties") or {}).get("state", "NotRegistered")
+    if state != "Registered":
+        return [
+            Problem(
+                "orchestration.kind",
+                f"the subscription feature {ns}/{feature} is {state}: the ND pool's nodes would not land on one "
+                f"InfiniBand network (allowed: Registered; `az feature register --namespace {ns} --name {feature}`)",
+            )
+        ]
+    return []
+
+
+def reservation_group(ctx: Context) -> list[Problem]:
+    cap = ctx.spec.compute.capacity
+    if cap.type != "reservation" or cap.id is None:
+        raise NotApplicable("no reservation")
+    arm: Arm = ctx.clients
+    if arm.get(cap.id, COMPUTE_API) is None:
+        return [Problem("compute.capacity.id", f"{cap.id} does not exist or is not visible to this caller")]
+    return []
+
+
+def checks(checkip: str | None) -> list[Check]:
+    return [
+        Check("deployer ranges", lambda ctx: deployer_ranges(ctx, checkip)),
+        Check("size offered in the region and zone", sku_offered),
+        Check("vCPU family quota", family_quota),
+        Check("InfiniBand feature on the subscription", infiniband_feature),
+        Check("capacity reservation group", reservation_group),
+    ]

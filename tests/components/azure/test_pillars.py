@@ -1,0 +1,199 @@
+"""The Azure program under strict mocks: each pillar renders what its references say."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Callable
+
+import pytest
+
+from components.contract import read_outputs
+from components.engine import OfflineRun, run_offline
+from tests.components.azure.conftest import DEPLOYER, GROUP, azure_obj, named
+
+Run = Callable[..., OfflineRun]
+
+
+def test_the_vnet_declares_no_subnets_and_every_subnet_sits_inside_it(azure_run: Run) -> None:
+    run = azure_run()
+    vnet = run.one("azure-native:network:VirtualNetwork")
+    assert vnet.inputs["addressSpace"] == {"addressPrefixes": ["10.0.0.0/16"]}
+    assert "subnets" not in vnet.inputs and "subnets" in vnet.ignore_changes
+    space = ipaddress.ip_network("10.0.0.0/16")
+    prefixes = [ipaddress.ip_network(s.inputs["addressPrefix"]) for s in run.of_type("azure-native:network:Subnet")]
+    assert len(prefixes) == 3 and all(p.subnet_of(space) for p in prefixes)
+    assert not any(a.overlaps(b) for i, a in enumerate(prefixes) for b in prefixes[i + 1 :])
+    assert not any(p.overlaps(ipaddress.ip_network("172.16.0.0/16")) for p in prefixes)
+
+
+def test_node_subnets_egress_only_through_nat_and_lustre_has_its_own_subnet(azure_run: Run) -> None:
+    run = azure_run()
+    nat = run.one("azure-native:network:NatGateway")
+    for role in ("nodes", "system"):
+        sub = named(run, "azure-native:network:Subnet", f"-{role}")
+        assert sub.inputs["defaultOutboundAccess"] is False
+        assert sub.inputs["natGateway"] == {"id": f"{nat.name}-id"}
+    lustre = named(run, "azure-native:network:Subnet", "-lustre")
+    assert ipaddress.ip_network(lustre.inputs["addressPrefix"]).prefixlen == 24
+    assert "natGateway" not in lustre.inputs
+    fs = run.one("azure-native:storagecache:AmlFilesystem")
+    assert fs.inputs["filesystemSubnet"] == f"{lustre.name}-id"
+    ip = run.one("azure-native:network:PublicIPAddress")
+    assert ip.inputs["sku"] == {"name": "Standard"} and ip.inputs["publicIPAllocationMethod"] == "Static"
+
+
+def test_the_lustre_nsg_opens_988_and_1019_1023_inside_the_cluster_only(azure_run: Run) -> None:
+    run = azure_run()
+    rules = {
+        r["name"]: r
+        for r in named(run, "azure-native:network:NetworkSecurityGroup", "-lustre-nsg").inputs["securityRules"]
+    }
+    for rule, direction in (("allow-lustre-in", "Inbound"), ("allow-lustre-out", "Outbound")):
+        r = rules[rule]
+        assert (r["direction"], r["protocol"], r["access"]) == (direction, "Tcp", "Allow")
+        assert r["destinationPortRanges"] == ["988", "1019-1023"]
+        assert r["sourceAddressPrefix"] == r["destinationAddressPrefix"] == "10.0.0.0/16"
+    assert rules["allow-azurecloud-out"]["destinationAddressPrefix"] == "AzureCloud"
+
+
+def test_no_nsg_admits_the_internet(azure_run: Run) -> None:
+    run = azure_run()
+    for nsg in run.of_type("azure-native:network:NetworkSecurityGroup"):
+        for r in nsg.inputs["securityRules"]:
+            if r["access"] == "Allow" and r["direction"] == "Inbound":
+                assert r["sourceAddressPrefix"] not in ("*", "Internet", "0.0.0.0/0"), (nsg.name, r)
+        deny = [r for r in nsg.inputs["securityRules"] if r["access"] == "Deny"]
+        assert deny and deny[0]["sourceAddressPrefix"] == "Internet"
+
+
+@pytest.mark.parametrize(("tput", "size_gib"), [(40, 49152), (125, 32768), (250, 8192), (500, 12288)])
+def test_managed_lustre_takes_the_sku_the_size_in_tib_and_a_maintenance_window(
+    azure_run: Run, tput: int, size_gib: int
+) -> None:
+    run = azure_run(azure_obj(storage={"lustre": {"size_gib": size_gib, "throughput_mbps_per_tib": tput}}))
+    fs = run.one("azure-native:storagecache:AmlFilesystem")
+    assert fs.inputs["sku"] == {"name": f"AMLFS-Durable-Premium-{tput}"}
+    assert fs.inputs["storageCapacityTiB"] == size_gib / 1024
+    assert fs.inputs["maintenanceWindow"] == {"dayOfWeek": "Saturday", "timeOfDayUTC": "23:00"}
+    assert fs.inputs["zones"] == ["2"] and fs.protect
+
+
+def test_the_checkpoint_account_is_private_and_the_container_protected(azure_run: Run) -> None:
+    run = azure_run()
+    acct = run.one("azure-native:storage:StorageAccount")
+    i = acct.inputs
+    assert (
+        i["enableHttpsTrafficOnly"],
+        i["minimumTlsVersion"],
+        i["allowBlobPublicAccess"],
+        i["allowSharedKeyAccess"],
+    ) == (
+        True,
+        "TLS1_2",
+        False,
+        False,
+    )
+    assert i["networkRuleSet"]["defaultAction"] == "Deny"
+    name = i["accountName"]
+    assert 3 <= len(name) <= 24 and name.isalnum() and name.islower()
+    box = run.one("azure-native:storage:BlobContainer")
+    assert box.inputs["publicAccess"] == "None" and box.inputs["containerName"] == "checkpoints"
+    assert acct.protect and box.protect
+
+
+def test_aks_admits_only_the_deployer_and_uses_its_own_identity(azure_run: Run) -> None:
+    run = azure_run()
+    aks = run.one("azure-native:containerservice:ManagedCluster")
+    i = aks.inputs
+    assert i["apiServerAccessProfile"] == {"authorizedIPRanges": [DEPLOYER]}
+    assert i["identity"]["type"] == "UserAssigned"
+    net = i["networkProfile"]
+    assert net["outboundType"] == "userAssignedNATGateway"
+    vnet = ipaddress.ip_network("10.0.0.0/16")
+    for key in ("serviceCidr", "podCidr"):
+        assert not ipaddress.ip_network(net[key]).overlaps(vnet)
+    assert ipaddress.ip_address(net["dnsServiceIP"]) in ipaddress.ip_network(net["serviceCidr"])
+    (system,) = i["agentPoolProfiles"]
+    assert (system["mode"], system["enableNodePublicIP"]) == ("System", False)
+    assert "kubernetesVersion" not in i  # AKS's default unless the stack names one
+    role = run.one("azure-native:authorization:RoleAssignment")
+    assert role.inputs["roleDefinitionId"].endswith("/roleDefinitions/4d97b98b-1d4f-4787-a291-c67834d212e7")
+    assert role.urn in aks.dependencies
+
+
+@pytest.mark.parametrize("itype", ["Standard_ND96isr_H100_v5", "Standard_ND96isr_MI300X_v5"])
+def test_the_gpu_pool_is_one_scale_set_with_the_driver_left_to_the_operators(azure_run: Run, itype: str) -> None:
+    run = azure_run(azure_obj(itype))
+    pool = run.one("azure-native:containerservice:AgentPool")
+    i = pool.inputs
+    assert (i["vmSize"], i["count"], i["type"], i["mode"]) == (itype, 4, "VirtualMachineScaleSets", "User")
+    assert i["gpuProfile"] == {"driver": "None"}
+    assert i["enableNodePublicIP"] is False and i["availabilityZones"] == ["2"]
+    assert i["nodeTaints"] == ["sku=gpu:NoSchedule"]
+    assert i["resourceName"] == "nd" and len(i["agentPoolName"]) <= 12
+
+
+def test_capacity_reservation_and_spot_reach_the_pool(azure_run: Run) -> None:
+    res = azure_run(
+        azure_obj(
+            compute={
+                "instance_type": "Standard_ND96isr_H100_v5",
+                "nodes": 2,
+                "capacity": {"type": "reservation", "id": GROUP},
+            }
+        )
+    )
+    assert res.one("azure-native:containerservice:AgentPool").inputs["capacityReservationGroupID"] == GROUP
+    spot = azure_run(
+        azure_obj(compute={"instance_type": "Standard_ND96isr_H100_v5", "nodes": 2, "capacity": {"type": "spot"}})
+    )
+    pool = spot.one("azure-native:containerservice:AgentPool").inputs
+    assert pool["scaleSetPriority"] == "Spot" and "capacityReservationGroupID" not in pool
+
+
+def test_every_resource_carries_the_cluster_tag(azure_run: Run) -> None:
+    run = azure_run()
+    untagged = [
+        r.name
+        for r in run.resources
+        if r.custom
+        and r.type
+        not in (
+            "azure-native:storage:BlobContainer",
+            "azure-native:network:Subnet",
+            "azure-native:authorization:RoleAssignment",
+        )
+        and r.inputs.get("tags", {}).get("gpu-cluster") != "nd"
+    ]
+    assert not untagged
+
+
+def test_the_outputs_meet_the_contract(azure_run: Run) -> None:
+    out = read_outputs(azure_run().outputs)
+    assert (out.cloud, out.orchestrator, out.nodes, out.gpus_per_node) == ("azure", "aks", 4, 8)
+    assert out.fabric.type == "infiniband" and out.fabric.interfaces_per_node == 8
+    assert out.mount.mount_name == "lustrefs" and "@tcp:/lustrefs /fsx" in out.mount.mount_command
+    assert out.scheduler.node_selector == {"agentpool": "gpu"}
+    # The kubeconfig file itself (decoded from the API's base64), as EKS and GKE export it.
+    assert out.access.kubeconfig is not None and out.access.kubeconfig.startswith("apiVersion: v1")
+
+
+def test_pillars_are_grouped_for_the_plan(azure_run: Run) -> None:
+    run = azure_run()
+    pillars = {r.type for r in run.resources if not r.custom}
+    assert {"gpu-cluster:azure:Network", "gpu-cluster:azure:Storage", "gpu-cluster:azure:Orchestration"} <= pillars
+
+
+def test_a_bad_spec_fails_with_the_path_before_any_resource() -> None:
+    import pulumi
+
+    with pytest.raises(pulumi.InputPropertiesError) as info:
+        run_offline("bad", azure_obj(network={"cidr": "172.16.0.0/16"}))
+    assert "network.cidr" in str(info.value) and "172.16.0.0/16" in str(info.value)
+
+
+def test_slurm_on_azure_is_refused_as_a_spec_error_until_built() -> None:
+    import pulumi
+
+    with pytest.raises(pulumi.InputPropertiesError, match="Slurm on Azure is not built yet"):
+        run_offline("slurm", azure_obj(orchestration={"kind": "slurm"}))

@@ -1,0 +1,67 @@
+"""ARM answers for the Azure preflight, in the shapes the REST reference gives (Resource SKUs -
+List, Usage - List, Features - Get; @azure-rest/arm-compute *Output interfaces, read 2026-12-01).
+Trimmed to the fields the checks read, values made up for a test subscription."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SUB = "00000000-0000-0000-0000-000000000000"
+
+H100_SKU: dict[str, Any] = {
+    "resourceType": "virtualMachines",
+    "name": "Standard_ND96isr_H100_v5",
+    "tier": "Standard",
+    "size": "ND96isr_H100_v5",
+    "family": "standardNDSH100v5Family",
+    "locations": ["eastus"],
+    "locationInfo": [{"location": "eastus", "zones": ["1", "2"], "zoneDetails": []}],
+    "capabilities": [{"name": "vCPUs", "value": "96"}, {"name": "GPUs", "value": "8"}],
+    "restrictions": [],
+}
+
+H100_ZONE3_RESTRICTED: dict[str, Any] = {
+    **H100_SKU,
+    "locationInfo": [{"location": "eastus", "zones": ["1", "2", "3"]}],
+    "restrictions": [
+        {
+            "type": "Zone",
+            "values": ["eastus"],
+            "restrictionInfo": {"locations": ["eastus"], "zones": ["3"]},
+            "reasonCode": "NotAvailableForSubscription",
+        }
+    ],
+}
+
+
+def skus(*entries: dict[str, Any]) -> dict[str, Any]:
+    other = {"resourceType": "disks", "name": "Premium_LRS", "locations": ["eastus"], "restrictions": []}
+    return {"value": [other, *entries]}
+
+
+def usages(limit: int, current: int) -> dict[str, Any]:
+    return {
+        "value": [
+            {
+                "name": {"value": "cores", "localizedValue": "Total Regional vCPUs"},
+                "currentValue": 0,
+                "limit": 5000,
+                "unit": "Count",
+            },
+            {
+                "name": {"value": "standardNDSH100v5Family", "localizedValue": "Standard NDSH100v5 Family vCPUs"},
+                "currentValue": current,
+                "limit": limit,
+                "unit": "Count",
+            },
+        ]
+    }
+
+
+def feature(state: str) -> dict[str, Any]:
+    return {
+        "id": f"/subscriptions/{SUB}/providers/Microsoft.Features/providers/Microsoft.ContainerService/features/AKSInfinibandSupport",
+        "name": "Microsoft.ContainerService/AKSInfinibandSupport",
+        "properties": {"state": state},
+        "type": "Microsoft.Features/providers/features",
+    }
