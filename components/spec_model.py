@@ -139,6 +139,10 @@ class NetworkSpec:
     vpc_id: str | None = None
     node_subnet_id: str | None = None
     control_plane_subnet_ids: tuple[str, ...] = ()
+    control_plane_zone_id: str | None = None
+    """AWS EKS, a network the stack creates: the zone ID (``use1-az4``) of the control plane's second
+    subnet. Unset: the first zone of the account, by name, that is neither the nodes' zone nor one
+    EKS refuses, looked up at ``pulumi up`` (components/aws/network_rules.py)."""
 
     @property
     def existing(self) -> bool:

@@ -185,7 +185,11 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
     storage = _parse_storage(r, top.get("storage"), cloud, rules)
     orch = _parse_orchestration(r, top.get("orchestration"), cloud, rules, deployer_placeholder)
     image = _parse_image(r, comp.get("image"), cloud, rules, orch.kind if orch else None)
-    net = r.mapping(top.get("network"), "network", ("cidr", "vpc_id", "node_subnet_id", "control_plane_subnet_ids"))
+    net = r.mapping(
+        top.get("network"),
+        "network",
+        ("cidr", "vpc_id", "node_subnet_id", "control_plane_subnet_ids", "control_plane_zone_id"),
+    )
     cidr = r.string(net, "cidr", "network", default="10.0.0.0/16") or "10.0.0.0/16"
     vpc_id, node_subnet_id = r.string(net, "vpc_id", "network"), r.string(net, "node_subnet_id", "network")
     if (vpc_id is None) != (node_subnet_id is None):
@@ -199,6 +203,16 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
         cp_raw = []
     if cp_raw and vpc_id is None:
         r.bad("network.control_plane_subnet_ids", "only applies to an existing network (set network.vpc_id)")
+    cp_zone_id = r.string(net, "control_plane_zone_id", "network")
+    if cp_zone_id is not None and cloud != "aws":
+        r.bad("network.control_plane_zone_id", "only applies to aws (EKS's second control-plane zone)")
+        cp_zone_id = None
+    elif cp_zone_id is not None and vpc_id is not None:
+        r.bad(
+            "network.control_plane_zone_id",
+            "only applies to a network the stack creates (an existing one names its control-plane subnets: "
+            "network.control_plane_subnet_ids)",
+        )
     try:
         n = ipaddress.ip_network(cidr)
         if not n.is_private or not 16 <= n.prefixlen <= 20:
@@ -224,7 +238,11 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
         storage=storage,
         orchestration=orch,
         network=NetworkSpec(
-            cidr=cidr, vpc_id=vpc_id, node_subnet_id=node_subnet_id, control_plane_subnet_ids=tuple(cp_raw)
+            cidr=cidr,
+            vpc_id=vpc_id,
+            node_subnet_id=node_subnet_id,
+            control_plane_subnet_ids=tuple(cp_raw),
+            control_plane_zone_id=cp_zone_id,
         ),
         tags=tags,
         security=security,

@@ -21,7 +21,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_aws_native as aws_native
 
-from components.aws.common import cluster_tags, second_zone
+from components.aws.common import cluster_tags
 from components.aws.compute import Compute, ComputeArgs
 from components.aws.interconnect import Interconnect, InterconnectArgs
 from components.aws.network import ExistingNetwork, Network, NetworkArgs
@@ -79,7 +79,8 @@ def build(
             region=spec.region,
             zone=spec.zone,
             zone_id=spec.zone_id,
-            control_plane_zone=second_zone(spec.zone) if kind == "eks" else None,
+            control_plane=kind == "eks",
+            control_plane_zone_id=spec.network.control_plane_zone_id,
             tags=tags,
             security=spec.security,
             existing=existing,

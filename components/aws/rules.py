@@ -46,6 +46,7 @@ def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     problems += _placement_group(spec)
     problems += _zone_id(spec)
+    problems += _control_plane_zone_id(spec)
     problems += existing_network(spec)
     if spec.orchestration.kind == "eks":
         problems += _eks_version(spec)
@@ -79,6 +80,34 @@ def zone_id_prefix(region: str) -> str | None:
     if direction not in _DIRECTIONS or not number.isdigit():
         return None
     return f"{geo}{_DIRECTIONS[direction]}{number}"
+
+
+def _control_plane_zone_id(spec: ClusterSpec) -> list[tuple[str, str]]:
+    """``network.control_plane_zone_id``: EKS only; a zone ID of the region, not one EKS refuses,
+    not the nodes' own (whether the account has it is the preflight's and ``pulumi up``'s)."""
+    zid = spec.network.control_plane_zone_id
+    path = "network.control_plane_zone_id"
+    if zid is None:
+        return []
+    if spec.orchestration.kind != "eks":
+        return [(path, f"only applies to eks (kind is {spec.orchestration.kind}: one zone, no control-plane subnet)")]
+    prefix = zone_id_prefix(spec.region)
+    if prefix is None or not re.fullmatch(re.escape(prefix) + r"-az[0-9]+", zid):
+        example = f"{prefix}-az1" if prefix else "use1-az1"
+        return [(path, f"{zid!r} is not a zone ID of region {spec.region!r} (allowed: an ID such as {example})")]
+    refused = EKS_DISALLOWED_ZONE_IDS.get(spec.region, ())
+    if zid in refused:
+        return [
+            (
+                path,
+                f'EKS refuses cluster subnets in {zid} (EKS user guide "network-reqs"; refused in '
+                f"{spec.region}: {', '.join(refused)}); allowed: another zone ID of {spec.region}, or leave it "
+                "unset and the stack picks one EKS accepts",
+            )
+        ]
+    if zid == spec.zone_id:
+        return [(path, f"{zid} is the nodes' zone (zone_id); EKS needs a second zone (allowed: another zone ID)")]
+    return []
 
 
 def _zone_id(spec: ClusterSpec) -> list[tuple[str, str]]:

@@ -324,9 +324,9 @@ def test_a_good_zone_id_creates_the_node_subnet_by_id() -> None:
     for role in ("-network-nodes", "-network-public"):
         subnet = one(result, "aws:ec2/subnet:Subnet", role).inputs
         assert subnet["availabilityZoneId"] == "use1-az4" and "availabilityZone" not in subnet
-    # The control plane's second subnet still goes by name (another zone letter).
+    # The control plane's second subnet goes by ID too, chosen from the (mock) account's zones.
     cp = one(result, "aws:ec2/subnet:Subnet", "-network-control-plane").inputs
-    assert cp["availabilityZone"] == "us-east-1b"
+    assert cp["availabilityZoneId"] == "use1-az6" and "availabilityZone" not in cp
     # PCS has no EKS zone restriction: use1-az3 is fine for p5 there (offered in all six IDs).
     parse_spec(
         {
