@@ -55,6 +55,33 @@ def existing_network(spec: ClusterSpec) -> list[tuple[str, str]]:
     return problems
 
 
+def node_zone_problems(
+    zones: Mapping[str, str], *, region: str, zone: str, zone_id: str | None
+) -> list[tuple[str, str]]:
+    """``zone`` is one of the account's zones (``zones``: name -> zone ID, as DescribeAvailabilityZones
+    answers), and is ``zone_id`` where the stack names both."""
+    listed = ", ".join(f"{n} ({i})" for n, i in sorted(zones.items()))
+    node_id = zones.get(zone)
+    if node_id is None:
+        return [
+            (
+                "zone",
+                f"{zone!r} is not a zone this account has in {region} (allowed: {listed or 'none listed'}; "
+                f"`aws ec2 describe-availability-zones --region {region}`)",
+            )
+        ]
+    if zone_id is not None and node_id != zone_id:
+        named = next((n for n, i in zones.items() if i == zone_id), None)
+        return [
+            (
+                "zone_id",
+                f"{zone} is zone ID {node_id} in this account, not {zone_id} (allowed: zone_id {node_id}, or "
+                + (f"zone {named}, which is {zone_id} here)" if named else f"another zone: {zone_id} is not in this account)"),
+            )
+        ]
+    return []
+
+
 def control_plane_zone(
     zones: Mapping[str, str],
     *,
@@ -67,8 +94,8 @@ def control_plane_zone(
     what is wrong with the stack's zones there.
 
     ``zones`` maps each zone name of the region to its zone ID as DescribeAvailabilityZones answers
-    for this account (names map to different IDs in every account: EC2 user guide "Availability
-    Zone IDs", docs.aws.amazon.com/ram/latest/userguide/working-with-az-ids.html). The program (at
+    for this account (in the oldest regions names map to different IDs in every account; "AZ IDs",
+    docs.aws.amazon.com/global-infrastructure/latest/regions/az-ids.html, read 2026-12-01). The program (at
     ``pulumi up``) and the preflight call this with the same answer, so they choose the same zone.
 
     * ``zone`` must be one of the account's zones, and be ``zone_id`` when the stack names both;
@@ -78,26 +105,9 @@ def control_plane_zone(
     """
     from components.aws.rules import EKS_DISALLOWED_ZONE_IDS
 
-    problems: list[tuple[str, str]] = []
+    problems = node_zone_problems(zones, region=region, zone=zone, zone_id=zone_id)
     listed = ", ".join(f"{n} ({i})" for n, i in sorted(zones.items()))
     node_id = zones.get(zone)
-    if node_id is None:
-        problems.append(
-            (
-                "zone",
-                f"{zone!r} is not a zone this account has in {region} (allowed: {listed or 'none listed'}; "
-                f"`aws ec2 describe-availability-zones --region {region}`)",
-            )
-        )
-    elif zone_id is not None and node_id != zone_id:
-        problems.append(
-            (
-                "zone_id",
-                f"{zone} is zone ID {node_id} in this account, not {zone_id} (allowed: zone_id {node_id}, or "
-                f"the zone whose ID is {zone_id}: "
-                f"{next((n for n, i in zones.items() if i == zone_id), 'none in this account')})",
-            )
-        )
     nodes_id = zone_id or node_id
     refused = EKS_DISALLOWED_ZONE_IDS.get(region, ())
     if control_plane_zone_id is not None:

@@ -146,9 +146,10 @@ def test_a_good_on_demand_eks_stack_passes(
 ) -> None:
     make_bucket()
     code, out, err = run_cli(write_stack, cluster(), good_quotas(), checkip(DEPLOYER_ADDR), monkeypatch)
-    assert (code, out) == (0, ""), out + err
+    # moto's account: us-east-1a is use1-az6; the first other zone, us-east-1b, is use1-az1.
+    assert (code, out) == (0, "note: the EKS control plane's second subnet goes to us-east-1b (use1-az1)\n"), out + err
     # progress: one line per check on stderr, each with its verdict
-    assert err.count("preflight [") == 8 and "[2/8] zone and its EKS zone ID ... ok" in err
+    assert err.count("preflight [") == 9 and "[2/9] zone and its EKS zone ID ... ok" in err
     assert err.strip().endswith(": ok")
 
 
@@ -187,7 +188,7 @@ def test_a_bucket_in_another_region_is_refused(aws_env: str, write_stack: Callab
     make_bucket(region="us-west-2")
     code, out, _ = run_cli(write_stack, cluster(), good_quotas())
     assert code == 2
-    assert out.strip() == (
+    assert out.splitlines()[0] == (
         f"storage.lustre.import_path: bucket '{DATA}' is in us-west-2, not the stack's region "
         f"us-east-1 (allowed: a bucket in us-east-1)"
     )
@@ -374,6 +375,17 @@ def test_a_block_of_the_wrong_type_zone_and_size_is_refused_on_each_count() -> N
     ]
 
 
+def test_the_block_s_zone_is_compared_by_zone_id_when_the_stack_s_is_known() -> None:
+    # The stack names use1-az6 (the block's ID): a zone name that reads differently elsewhere is no
+    # mismatch; the same name with another ID is one (the subnets are placed by ID).
+    assert problems(capacity_ctx(block_stack(zone_id="use1-az6"), reservation())) == []
+    found = problems(capacity_ctx(block_stack(zone_id="use1-az4"), reservation()))
+    assert found == [
+        f"zone: us-east-1a (zone ID use1-az4) does not match {CR}, which is in us-east-1a "
+        "(zone ID use1-az6; allowed: us-east-1a, zone_id use1-az6)"
+    ]
+
+
 def test_an_expired_block_and_an_odcr_named_as_a_block_are_refused() -> None:
     ctx = capacity_ctx(block_stack(), reservation(State="expired", ReservationType="default"))
     assert problems(ctx) == [
@@ -464,8 +476,84 @@ def test_a_zone_the_account_lacks_is_refused(aws_env: str, write_stack: Callable
     code, out, _ = run_cli(write_stack, cluster(zone="us-east-1g", orchestration={"kind": "slurm"}), good_quotas()[:1])
     assert code == 2
     assert out.splitlines()[0] == (
-        "zone: 'us-east-1g' is not a zone this account has in us-east-1 (allowed: a zone listed "
-        "by `aws ec2 describe-availability-zones --region us-east-1`)"
+        "zone: 'us-east-1g' is not a zone this account has in us-east-1 (allowed: us-east-1a (use1-az6), "
+        "us-east-1b (use1-az1), us-east-1c (use1-az2), us-east-1d (use1-az4), us-east-1e (use1-az3), "
+        "us-east-1f (use1-az5); `aws ec2 describe-availability-zones --region us-east-1`)"
+    )
+
+
+def test_zone_and_zone_id_that_disagree_in_this_account_are_refused(
+    aws_env: str, write_stack: Callable[..., str]
+) -> None:
+    # moto's account: us-east-1a is use1-az6, use1-az4 is us-east-1d.
+    make_bucket()
+    code, out, _ = run_cli(write_stack, cluster(zone_id="use1-az4"), good_quotas())
+    assert code == 2
+    assert (
+        "zone_id: us-east-1a is zone ID use1-az6 in this account, not use1-az4 (allowed: zone_id use1-az6, "
+        "or zone us-east-1d, which is use1-az4 here)"
+    ) in out.splitlines()
+
+
+def test_the_second_zone_is_chosen_by_id_and_a_missing_one_is_refused(
+    aws_env: str, write_stack: Callable[..., str]
+) -> None:
+    make_bucket()
+    ctx = Context(
+        spec=parse_spec(cluster(zone="us-east-1d")),
+        raw={},
+        clients=pf.AwsClients.from_environment(REGION),
+    )
+    assert pf.check_zone(ctx) == []
+    # The first zone by name besides the nodes' (moto: us-east-1a, use1-az6), as the program picks it.
+    assert ctx.notes == ["the EKS control plane's second subnet goes to us-east-1a (use1-az6)"]
+    # A given control-plane zone ID the account lacks: refused before `pulumi up`, with the IDs it has.
+    obj = cluster(zone="us-east-1d", network={"control_plane_zone_id": "use1-az7"})
+    code, out, _ = run_cli(write_stack, obj, good_quotas())
+    assert code == 2
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("network.control_plane_zone_id:")]
+    assert "use1-az7 is not a zone ID this account has in us-east-1" in line and "us-east-1a (use1-az6)" in line
+
+
+def test_the_catalog_s_efa_and_card_counts_are_what_ec2_says(aws_env: str) -> None:
+    # moto's DescribeInstanceTypes data for p5.48xlarge: 32 cards, 32 EFA interfaces, 192 vCPUs; the catalog agrees.
+    ctx = Context(spec=parse_spec(cluster()), raw={}, clients=pf.AwsClients.from_environment(REGION))
+    assert pf.check_instance_facts(ctx) == []
+
+
+def instance_type_answer(cards: int, efa: int, vcpus: int = 192) -> dict[str, Any]:
+    """DescribeInstanceTypes' documented response (EC2 API reference, InstanceTypeInfo, NetworkInfo, EfaInfo)."""
+    return {
+        "InstanceTypes": [
+            {
+                "InstanceType": "p5.48xlarge",
+                "VCpuInfo": {"DefaultVCpus": vcpus},
+                "NetworkInfo": {
+                    "NetworkPerformance": "3200 Gigabit",
+                    "MaximumNetworkInterfaces": 64,
+                    "MaximumNetworkCards": cards,
+                    "DefaultNetworkCardIndex": 0,
+                    "EfaSupported": True,
+                    "EfaInfo": {"MaximumEfaInterfaces": efa},
+                },
+            }
+        ]
+    }
+
+
+def test_an_efa_count_that_differs_from_the_catalog_is_reported() -> None:
+    ec2 = boto3.client("ec2", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
+    stub = Stubber(ec2)
+    stub.add_response(
+        "describe_instance_types", instance_type_answer(cards=32, efa=16), {"InstanceTypes": ["p5.48xlarge"]}
+    )
+    stub.activate()
+    ctx = Context(spec=parse_spec(cluster()), raw={}, clients=pf.AwsClients(sts=None, ec2=ec2, s3=None, quotas=None))
+    (problem,) = pf.check_instance_facts(ctx)
+    assert problem.path == "compute.instance_type"
+    assert problem.reason.startswith(
+        "EC2 says p5.48xlarge has 16 EFA interfaces in us-east-1, the catalog's p5.48xlarge entry "
+        "(components/catalog.yaml, network source karpenter-types) says 32"
     )
 
 
@@ -474,7 +562,7 @@ def test_spot_nodes_are_held_to_the_spot_p_quota(aws_env: str, write_stack: Call
     spot = [quota_answer("L-7212CCBC", "All P Spot Instance Requests", 192), good_quotas()[1]]
     code, out, _ = run_cli(write_stack, cluster(compute__capacity={"type": "spot"}), spot)
     assert code == 2
-    assert out.strip() == (
+    assert out.splitlines()[0] == (
         "compute.nodes: 4 x p5.48xlarge need 768 vCPUs but the quota 'All P Spot Instance Requests' "
         "(L-7212CCBC) is 192 in us-east-1, before any running instance counts against it (allowed: "
         "at most 1 nodes, or request an increase)"
