@@ -117,6 +117,11 @@ class OrchestrationSpec:
     """Slurm login nodes."""
     partition: str = "gpu"
     """Slurm partition (queue) name for the GPU nodes."""
+    size: str | None = None
+    """AWS PCS: the controller's size, SMALL (up to 32 instances), MEDIUM (512) or LARGE (2048). PCS
+    cannot change it in place: a new size replaces the cluster with its queue and node groups. So
+    it is never derived from the node count: unset is SMALL, and more instances than SMALL holds
+    are refused until the stack names the size (components/aws/rules.py)."""
 
     @property
     def api_access_cidrs(self) -> tuple[str, ...]:

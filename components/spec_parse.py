@@ -400,7 +400,16 @@ def _parse_orchestration(
     o = r.mapping(
         raw,
         "orchestration",
-        ("kind", "kubernetes_version", "endpoint", "deployer_cidrs", "api_access_cidrs", "login_nodes", "partition"),
+        (
+            "kind",
+            "kubernetes_version",
+            "endpoint",
+            "deployer_cidrs",
+            "api_access_cidrs",
+            "login_nodes",
+            "partition",
+            "size",
+        ),
         required=("kind",),
     )
     allowed = ORCHESTRATORS.get(cloud or "", ("eks", "gke", "slurm"))
@@ -487,6 +496,11 @@ def _parse_orchestration(
         )
         or "gpu"
     )
+    # AWS PCS's controller size (SMALL | MEDIUM | LARGE); its limits are components/aws/rules.py's.
+    size = r.string(o, "size", "orchestration", allowed=("SMALL", "MEDIUM", "LARGE"))
+    if size is not None and (cloud != "aws" or kind != "slurm"):
+        r.bad("orchestration.size", "only applies to slurm on aws (the AWS PCS controller's size)")
+        size = None
     if kind != "slurm":
         for key in ("login_nodes", "partition"):
             if key in o:
@@ -504,6 +518,7 @@ def _parse_orchestration(
         deployer_cidrs=tuple(cidrs),
         login_nodes=login,
         partition=partition,
+        size=size,
     )
 
 

@@ -29,6 +29,7 @@ from components.aws.orchestration_eks import FSX_VOLUME, JOB_NAMESPACE, EksArgs
 from components.aws.orchestration_eks import Orchestration as EksOrchestration
 from components.aws.orchestration_pcs import Orchestration as PcsOrchestration
 from components.aws.orchestration_pcs import PcsArgs, lustre_user_data
+from components.aws.rules import pcs_size
 from components.aws.storage import Storage, StorageArgs
 from components.contract import COMPONENT_FACTS
 from components.spec import ClusterSpec
@@ -205,6 +206,7 @@ def build(
                 capacity=spec.compute.capacity,
                 login_nodes=spec.orchestration.login_nodes,
                 partition=spec.orchestration.partition,
+                size=pcs_size(spec),
                 tags=tags,
                 image_pinned=spec.compute.image is not None,
             ),

@@ -3,8 +3,9 @@
 pulumi-aws 7.51 has no PCS resources; pulumi-aws-native's ``pcs`` module (CloudFormation's
 ``AWS::PCS::*``) does. The cluster has:
 
-* a PCS cluster (Slurm ``PCS_SLURM_VERSION``; the controller size follows the instance
-  count, see ``pcs_size``) in the node subnet, in the EFA group: the group's self rule
+* a PCS cluster (Slurm ``PCS_SLURM_VERSION``; the controller size is the spec's
+  ``orchestration.size``, never derived from the node count: PCS replaces a cluster whose size
+  changes, components/aws/rules.py) in the node subnet, in the EFA group: the group's self rule
   admits slurmctld (6817) and slurmd (6818) traffic both ways;
 * a login node group on a small template of its own, in the same private subnet (reached
   through SSM Session Manager: no public IPs anywhere);
@@ -48,17 +49,6 @@ PURCHASE_OPTIONS = {
 }
 
 _BOUNDARY = "==GPU-CLUSTER-BOUNDARY=="
-
-
-def pcs_size(instances: int) -> pcs.ClusterSize:
-    """Controller size for the instances it manages, login nodes included (SMALL up to 32,
-    MEDIUM up to 512, LARGE up to 2048; AWS PCS user guide, "Cluster size"). A size too
-    small for the node count is refused by PCS, too large only costs more per hour."""
-    if instances <= 32:
-        return pcs.ClusterSize.SMALL
-    if instances <= 512:
-        return pcs.ClusterSize.MEDIUM
-    return pcs.ClusterSize.LARGE
 
 
 def lustre_user_data(
@@ -118,6 +108,8 @@ class PcsArgs:
     capacity: CapacitySpec
     login_nodes: int
     partition: str
+    size: str
+    """The controller's size (components/aws/rules.py ``pcs_size``): SMALL, MEDIUM or LARGE."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Merged into every resource."""
 
@@ -136,7 +128,7 @@ class Orchestration(pulumi.ComponentResource):
             scheduler=pcs.SchedulerPropertiesArgs(
                 type=pcs.ClusterSchedulerPropertiesType.SLURM, version=PCS_SLURM_VERSION
             ),
-            size=pcs_size(args.nodes + args.login_nodes),
+            size=pcs.ClusterSize(args.size),
             networking=pcs.NetworkingPropertiesArgs(
                 subnet_ids=[args.node_subnet_id],
                 security_group_ids=[args.security_group_id],

@@ -42,12 +42,27 @@ EKS_DISALLOWED_ZONE_IDS: Mapping[str, tuple[str, ...]] = {
 _PLACEMENT_GROUP = re.compile(r"^[\x21-\x7e]{1,255}\Z")
 
 
+# AWS PCS controller sizes and the compute nodes each manages (PCS API reference, Cluster data type,
+# size: "SMALL: 32 compute nodes and 256 jobs, MEDIUM: 512 ... 8192 jobs, LARGE: 2048 ... 16,384 jobs";
+# docs.aws.amazon.com/pcs/latest/APIReference/API_Cluster.html, read 2026-12-01). Login nodes are PCS
+# compute node group instances too, so they count.
+PCS_SIZES: Mapping[str, int] = {"SMALL": 32, "MEDIUM": 512, "LARGE": 2048}
+PCS_DEFAULT_SIZE = "SMALL"
+
+
+def pcs_size(spec: ClusterSpec) -> str:
+    """The PCS size the stack creates: the one it names, else SMALL (never derived from the count)."""
+    return spec.orchestration.size or PCS_DEFAULT_SIZE
+
+
 def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     problems += _placement_group(spec)
     problems += _zone_id(spec)
     problems += _control_plane_zone_id(spec)
     problems += existing_network(spec)
+    if spec.orchestration.kind == "slurm":
+        problems += _pcs_size(spec)
     if spec.orchestration.kind == "eks":
         problems += _eks_version(spec)
         if not spec.network.existing:  # the caller's subnets are not carved from network.cidr
@@ -148,6 +163,34 @@ def _zone_id(spec: ClusterSpec) -> list[tuple[str, str]]:
             )
         )
     return problems
+
+
+def _pcs_size(spec: ClusterSpec) -> list[tuple[str, str]]:
+    """More instances than the size manages are refused; the fix (a larger size) is named with what
+    it costs on a live cluster: pulumi-aws-native 1.84.0 declares pcs.Cluster's ``size`` replace-on-
+    change (pulumi_aws_native/pcs/cluster.py, replace_on_changes ["name", "networking", "size"]), and
+    the queue and node groups, whose ``clusterId`` is replace-on-change too, go with it."""
+    o = spec.orchestration
+    size = pcs_size(spec)
+    instances = spec.compute.nodes + o.login_nodes
+    if instances <= PCS_SIZES[size]:
+        return []
+    fits = next(s for s, n in PCS_SIZES.items() if n >= instances) if instances <= PCS_SIZES["LARGE"] else None
+    named = "orchestration.size is" if o.size else "orchestration.size is unset, so"
+    return [
+        (
+            "orchestration.size",
+            f"{named} {size}, which manages up to {PCS_SIZES[size]} instances; {spec.compute.nodes} GPU and "
+            f"{o.login_nodes} login nodes are {instances} (PCS API reference, Cluster.size). PCS cannot resize a "
+            "cluster: a new size replaces it, with its queue and node groups (running jobs are lost) "
+            + (
+                f"(allowed: orchestration.size: {fits}, which on a live cluster accepts that replacement, or at "
+                f"most {PCS_SIZES[size]} instances)"
+                if fits
+                else f"(allowed: at most {PCS_SIZES['LARGE']} instances)"
+            ),
+        )
+    ]
 
 
 def _placement_group(spec: ClusterSpec) -> list[tuple[str, str]]:
