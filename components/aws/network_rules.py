@@ -15,6 +15,18 @@ from typing import TYPE_CHECKING, Mapping
 if TYPE_CHECKING:
     from components.spec_model import ClusterSpec
 
+# Zone IDs in which EKS refuses a cluster's subnets (EKS user guide "network-reqs", "Subnet
+# requirements for clusters": us-east-1 use1-az3, us-west-1 usw1-az2, ca-central-1 cac1-az3;
+# awsdocs/amazon-eks-user-guide latest/ug/networking/network-reqs.adoc at 4d52b4d, re-read at 101184e
+# 2026-12-01: the same three). Which zone name
+# is which ID depends on the account: the spec applies it to the IDs it names, the preflight and
+# the program (control_plane_zone) to the account's own answer.
+EKS_DISALLOWED_ZONE_IDS: Mapping[str, tuple[str, ...]] = {
+    "us-east-1": ("use1-az3",),
+    "us-west-1": ("usw1-az2",),
+    "ca-central-1": ("cac1-az3",),
+}
+
 # EC2 resource ids: the type's prefix, then 8 (before 2016) or 17 lower-case hex digits
 # (EC2 user guide "Resource IDs", docs.aws.amazon.com/AWSEC2/latest/UserGuide/resource-ids.html,
 # read 2026-12; the same 8/17 in the EC2 API reference, ModifyIdFormat).
@@ -103,8 +115,6 @@ def control_plane_zone(
       nodes' zone and not one EKS refuses; otherwise the first zone by name that is neither is
       chosen (EKS refuses subnets in ``EKS_DISALLOWED_ZONE_IDS``: EKS user guide "network-reqs").
     """
-    from components.aws.rules import EKS_DISALLOWED_ZONE_IDS
-
     problems = node_zone_problems(zones, region=region, zone=zone, zone_id=zone_id)
     listed = ", ".join(f"{n} ({i})" for n, i in sorted(zones.items()))
     node_id = zones.get(zone)

@@ -98,7 +98,8 @@ class PcsArgs:
     node_role_name: pulumi.Input[str]
     """The role in that profile; granted registration with this cluster only."""
     image_id: pulumi.Input[str]
-    """The PCS image every node group launches (Compute.image_id)."""
+    """The PCS image every node group launches (Compute.image_id), set only in the node groups'
+    amiId (the launch templates carry none)."""
     image_pinned: bool = False
     """``image_id`` is the stack's own pin; else a looked-up value, kept once created."""
     user_data: pulumi.Input[str]
@@ -134,12 +135,8 @@ class Orchestration(pulumi.ComponentResource):
                 security_group_ids=[args.security_group_id],
             ),
             tags=dict(args.tags),
-            # Fixed names (Slurm names the nodes after the group): a replacement must free
-            # the name first. The nodes are replaced either way.
-            # A looked-up image is kept once the group exists (compute.image moves it).
-            opts=pulumi.ResourceOptions(
-                parent=self, delete_before_replace=True, ignore_changes=[] if args.image_pinned else ["amiId"]
-            ),
+            # A fixed name: a replacement must free the name first. The nodes are replaced either way.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
         self.cluster_id = self.cluster.aws_id
         self.register_policy = self._create_register_policy()
@@ -162,13 +159,7 @@ class Orchestration(pulumi.ComponentResource):
             tags=dict(args.tags),
             # The queue's name is the Slurm partition jobs are submitted to, so it is fixed;
             # a replacement must free the name before it can take it.
-            # A looked-up image is kept once the group exists (compute.image moves it).
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                delete_before_replace=True,
-                depends_on=[self.register_policy],
-                ignore_changes=[] if args.image_pinned else ["amiId"],
-            ),
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[self.register_policy]),
         )
 
         if self.login_group is not None:

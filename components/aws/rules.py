@@ -20,22 +20,12 @@ import re
 from typing import TYPE_CHECKING, Any, Mapping
 
 from components.aws import eks_sizing
-from components.aws.network_rules import existing_network
+from components.aws.network_rules import EKS_DISALLOWED_ZONE_IDS, existing_network
 from components.aws.versions import EKS_KUBERNETES_VERSION, EKS_STANDARD_SUPPORT_END, EKS_UNAVAILABLE
 from components.lustre_tiers import lustre_tiers
 
 if TYPE_CHECKING:
     from components.spec_model import ClusterSpec
-
-# Zone IDs in which EKS refuses a cluster's subnets (EKS user guide "network-reqs", "Subnet
-# requirements for clusters": us-east-1 use1-az3, us-west-1 usw1-az2, ca-central-1 cac1-az3;
-# awsdocs/amazon-eks-user-guide latest/ug/networking/network-reqs.adoc at 4d52b4d). Which zone name
-# is which ID depends on the account, so only the preflight can apply this table.
-EKS_DISALLOWED_ZONE_IDS: Mapping[str, tuple[str, ...]] = {
-    "us-east-1": ("use1-az3",),
-    "us-west-1": ("usw1-az2",),
-    "ca-central-1": ("cac1-az3",),
-}
 
 # EC2 placement group names: up to 255 ASCII characters (EC2 API CreatePlacementGroup, GroupName);
 # held here to printable characters without spaces, which every console-made name is.
@@ -176,11 +166,11 @@ def _pcs_size(spec: ClusterSpec) -> list[tuple[str, str]]:
     if instances <= PCS_SIZES[size]:
         return []
     fits = next(s for s, n in PCS_SIZES.items() if n >= instances) if instances <= PCS_SIZES["LARGE"] else None
-    named = "orchestration.size is" if o.size else "orchestration.size is unset, so"
+    named = "" if o.size else "unset, so "
     return [
         (
             "orchestration.size",
-            f"{named} {size}, which manages up to {PCS_SIZES[size]} instances; {spec.compute.nodes} GPU and "
+            f"{named}{size}, which manages up to {PCS_SIZES[size]} instances; {spec.compute.nodes} GPU and "
             f"{o.login_nodes} login nodes are {instances} (PCS API reference, Cluster.size). PCS cannot resize a "
             "cluster: a new size replaces it, with its queue and node groups (running jobs are lost) "
             + (

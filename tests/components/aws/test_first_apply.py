@@ -203,6 +203,7 @@ def test_node_subnet_must_hold_the_pods(cidr: str, nodes: int, ok: bool, fits: i
     # PCS nodes take one address each (EFA-only interfaces have none): no such limit there.
     _, raw = raw_stack("aws-h200-slurm")
     edit(raw)
+    raw["orchestration"]["size"] = "LARGE"  # PCS's size is the stack's (rules.py)
     parse_spec(raw)
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from typing import Any, Callable
 
+from components.aws.mocks import MOCK_ZONES
 from components.engine import replacements
 from components.k8s.addons import JOB_NAMESPACE, JOBSET_CHART, JOBSET_VERSION
 from components.spec import DEPLOYER_PLACEHOLDER, SpecError, parse_spec
@@ -33,7 +34,13 @@ def test_eks_control_plane(stack: str) -> None:
     assert vpc["endpointPublicAccess"] is True
     assert vpc["publicAccessCidrs"] == list(spec.orchestration.api_access_cidrs) == [DEPLOYER_PLACEHOLDER]
     # Two zones for the control plane, and it shares the nodes' EFA group.
-    subnets = {s.name + "-id": s.inputs["availabilityZone"] for s in result.of_type("aws:ec2/subnet:Subnet")}
+    # The node subnet goes by the stack's zone name, the second by the zone ID chosen from the
+    # (mock) account's zones: two different zones of that account.
+    zones = MOCK_ZONES[spec.region]
+    subnets = {
+        s.name + "-id": s.inputs.get("availabilityZoneId") or zones[s.inputs["availabilityZone"]]
+        for s in result.of_type("aws:ec2/subnet:Subnet")
+    }
     assert len({subnets[s] for s in vpc["subnetIds"]}) == 2
     efa_sg = one(result, "aws:ec2/securityGroup:SecurityGroup", "-interconnect-efa").name + "-id"
     assert vpc["securityGroupIds"] == [efa_sg]
@@ -208,7 +215,7 @@ def test_more_instances_than_the_size_holds_are_refused_with_the_replacement_nam
     with pytest.raises(SpecError) as info:
         parse_spec(raw, deployer_placeholder=True)
     assert [r for p, r in info.value.problems if p == "orchestration.size"][0].startswith(
-        "orchestration.size is MEDIUM, which manages up to 512 instances"
+        "MEDIUM, which manages up to 512 instances"
     )
     # The size is AWS PCS's: not for EKS, nor for Slurm on GCP.
     _, eks = raw_stack("aws-h100-eks")
