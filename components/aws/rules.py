@@ -155,6 +155,29 @@ def _zone_id(spec: ClusterSpec) -> list[tuple[str, str]]:
     return problems
 
 
+def capacity_note(spec: ClusterSpec) -> str | None:
+    """What the plan says of a capacity block: when its GPU nodes appear. None for other capacity.
+
+    EKS: the node group is created with its desired size whether or not the block has started; its
+    Auto Scaling group's launches fail until the block is active and then it scales up to that size
+    (EKS user guide capacity-blocks-mng, at 0a7189e). PCS: the group starts at 0 instances and
+    launches its nodes once the block is active (AWS PCS user guide capacity-blocks-configure-cng)."""
+    cap = spec.compute.capacity
+    if cap.type != "capacity-block":
+        return None
+    n = spec.compute.nodes
+    how = (
+        f"the managed node group is created now with desired size {n}; until the block starts its launches "
+        f"fail (EKS expects this), and from the start EKS scales it to {n} by itself"
+        if spec.orchestration.kind == "eks"
+        else f"the PCS node group is created now with 0 to {n} instances and launches them once the block is active"
+    )
+    return (
+        f"capacity block {cap.id}: the {n} GPU nodes appear when the block starts, not at `pulumi up`: {how}. "
+        "The block's start and end: `python -m components.preflight STACK` (DescribeCapacityReservations)."
+    )
+
+
 def _pcs_size(spec: ClusterSpec) -> list[tuple[str, str]]:
     """More instances than the size manages are refused; the fix (a larger size) is named with what
     it costs on a live cluster: pulumi-aws-native 1.84.0 declares pcs.Cluster's ``size`` replace-on-

@@ -363,7 +363,8 @@ def check_capacity(ctx: Context, now: dt.datetime | None = None) -> list[Problem
         ctx.notes.append(
             f"{cap.id} ({kind}) is scheduled: it starts {_when(start)}"
             + (f" and ends {_when(end)}" if end else "")
-            + "; nodes can launch only from its start"
+            + "; the GPU nodes launch only from its start: the stack can be created now, and the nodes "
+            "appear then (EKS scales its node group up by itself, PCS launches them)"
         )
     elif end is not None:
         left = end - now if isinstance(end, dt.datetime) else None

@@ -353,7 +353,8 @@ def test_a_scheduled_block_passes_and_says_when_it_starts() -> None:
     assert problems(ctx) == []
     assert ctx.notes == [
         f"{CR} (capacity block) is scheduled: it starts 2026-12-02 09:00 UTC and ends "
-        "2026-12-09 09:00 UTC; nodes can launch only from its start"
+        "2026-12-09 09:00 UTC; the GPU nodes launch only from its start: the stack can be created now, and the nodes "
+        "appear then (EKS scales its node group up by itself, PCS launches them)"
     ]
 
 

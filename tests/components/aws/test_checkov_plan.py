@@ -136,3 +136,18 @@ def test_checkov_fails_the_former_log_types_and_an_unversioned_bucket(checkov: P
     failed = _ids(scan(checkov, plan, tmp_path), "failed_checks")
     assert ("CKV_AWS_37", cluster["address"]) in failed
     assert {("CKV_AWS_21", a) for a in logs} <= failed
+
+
+def test_eks_clusters_stay_on_standard_support() -> None:
+    """EKS creates clusters with the EXTENDED upgrade policy unless told (view-upgrade-policy):
+    the stack says STANDARD, so no cluster silently moves to paid extended support."""
+    for stack in ("aws-h100-eks", "aws-h100-capacity-block"):
+        (cluster,) = run(stack)[0].of_type("aws:eks/cluster:Cluster")
+        assert cluster.inputs["upgradePolicy"] == {"supportType": "STANDARD"}
+        assert cluster.inputs["enabledClusterLogTypes"] == [
+            "api",
+            "audit",
+            "authenticator",
+            "controllerManager",
+            "scheduler",
+        ]

@@ -51,6 +51,23 @@ def _gpu_groups(result: Any) -> list[Any]:
 # --- 1. capacity blocks --------------------------------------------------------------------------
 
 
+def test_the_plan_says_when_a_capacity_block_s_nodes_appear() -> None:
+    from components.aws.rules import capacity_note
+
+    _, eks = run("aws-h100-capacity-block")
+    note = capacity_note(eks)
+    assert note is not None and f"the {eks.compute.nodes} GPU nodes appear when the block starts" in note
+    assert f"desired size {eks.compute.nodes}" in note and str(eks.compute.capacity.id) in note
+    _, on_demand = run("aws-h100-eks")
+    assert capacity_note(on_demand) is None
+
+    def block(raw: dict[str, Any]) -> None:
+        raw["compute"]["capacity"] = {"type": "capacity-block", "id": "cr-0123456789abcdef0"}
+
+    _, pcs = run("aws-h200-slurm", block)
+    assert "0 to 2 instances and launches them once the block is active" in str(capacity_note(pcs))
+
+
 def test_capacity_block_group_survives_eks_scale_to_zero() -> None:
     """capacity-blocks-mng: the type only in the template (else "the create request will be
     rejected"), and EKS scales the group to 0 forty minutes before the block ends: min 0, and a
