@@ -38,6 +38,11 @@ from components.preflight import Check, Context, CouldNotCheck, Fatal, NotApplic
 QUOTA_ON_DEMAND_P = ("ec2", "L-417A185B", "Running On-Demand P instances")
 QUOTA_SPOT_P = ("ec2", "L-7212CCBC", "All P Spot Instance Requests")
 QUOTA_EKS_NODES_PER_GROUP = ("eks", "L-BD136A63", "Nodes per managed node group")
+# The standard families' On-Demand vCPU quota, which the EKS system nodes (c5) and the PCS login
+# nodes (m6i) count against (EC2 User Guide, "On-Demand Instance quotas": "Running On-Demand Standard
+# (A, C, D, H, I, M, R, T, Z) instances"; the code as in aws-parallelcluster's and others' quota
+# checks; a wrong code is "could not check", the name is compared as above).
+QUOTA_ON_DEMAND_STANDARD = ("ec2", "L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances")
 
 # Reservation states a launch can use now or later (EC2 API CapacityReservation.State; the enum
 # in botocore's ec2 2016-11-15 model: active, scheduled, expired, cancelled, pending, failed, ...).
@@ -489,6 +494,50 @@ def check_quotas(ctx: Context) -> list[Problem]:
     return problems
 
 
+def _small_nodes(ctx: Context) -> tuple[str, int] | None:
+    """The on-demand non-GPU nodes the stack launches: EKS's system group, PCS's login nodes."""
+    spec = ctx.spec
+    if spec.orchestration.kind == "eks":
+        from components.aws.eks_sizing import SYSTEM_INSTANCE_TYPE, SYSTEM_NODES
+
+        return SYSTEM_INSTANCE_TYPE, SYSTEM_NODES
+    if spec.orchestration.login_nodes > 0:
+        from components.aws.orchestration_pcs import LOGIN_INSTANCE_TYPE
+
+        return LOGIN_INSTANCE_TYPE, spec.orchestration.login_nodes
+    return None
+
+
+def check_standard_quota(ctx: Context) -> list[Problem]:
+    """The system (EKS) or login (PCS) nodes fit the standard families' On-Demand vCPU quota. Their
+    vCPUs are EC2's answer (DescribeInstanceTypes VCpuInfo.DefaultVCpus), not a number kept here."""
+    small = _small_nodes(ctx)
+    if small is None:
+        raise NotApplicable("no login nodes")
+    itype, count = small
+    try:
+        resp = call("ec2:DescribeInstanceTypes", ctx.clients.ec2.describe_instance_types, InstanceTypes=[itype])
+    except ClientError as exc:
+        raise CouldNotCheck(f"ec2:DescribeInstanceTypes {itype}: {exc}") from None
+    found = resp.get("InstanceTypes", [])
+    if not found:
+        raise CouldNotCheck(f"ec2:DescribeInstanceTypes: no answer for {itype} in {ctx.spec.region}")
+    vcpus = count * int(found[0].get("VCpuInfo", {}).get("DefaultVCpus", 0))
+    limit = _quota(ctx, QUOTA_ON_DEMAND_STANDARD)
+    if limit >= vcpus:
+        return []
+    role = "EKS system nodes" if ctx.spec.orchestration.kind == "eks" else "PCS login nodes (orchestration.login_nodes)"
+    return [
+        Problem(
+            "orchestration.login_nodes" if ctx.spec.orchestration.kind == "slurm" else "orchestration.kind",
+            f"the {count} {role}, {itype}, need {vcpus} vCPUs but the quota {QUOTA_ON_DEMAND_STANDARD[2]!r} "
+            f"({QUOTA_ON_DEMAND_STANDARD[1]}) is {limit:.0f} in {ctx.spec.region}, before any running instance "
+            "counts against it (allowed: request an increase"
+            + (", or fewer login nodes)" if ctx.spec.orchestration.kind == "slurm" else ")"),
+        )
+    ]
+
+
 def largest_node_group(ctx: Context) -> int:
     """The largest EKS managed node group the program makes (it splits the GPU nodes into groups
     of at most 450: components.aws.eks_sizing)."""
@@ -579,6 +628,7 @@ def checks(checkip_url: str | None) -> list[Check]:
         Check("capacity reservation / block", check_capacity),
         Check("placement group and reservation", check_placement),
         Check("service quotas", check_quotas),
+        Check("standard vCPU quota for the system or login nodes", check_standard_quota),
         Check("S3 buckets", check_buckets),
         Check("deployer ranges", lambda ctx: deployer_ranges(ctx, checkip_url)),
     ]

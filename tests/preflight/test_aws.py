@@ -104,10 +104,14 @@ def quotas_client(answers: list[dict[str, Any]]) -> Any:
     return client
 
 
-def good_quotas(p_vcpus: float = 1536, nodes_per_group: float = 450) -> list[dict[str, Any]]:
+STANDARD = "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances"
+
+
+def good_quotas(p_vcpus: float = 1536, nodes_per_group: float = 450, standard: float = 640) -> list[dict[str, Any]]:
     return [
         quota_answer("L-417A185B", "Running On-Demand P instances", p_vcpus),
         quota_answer("L-BD136A63", "Nodes per managed node group", nodes_per_group, service="eks"),
+        quota_answer("L-1216C47A", STANDARD, standard),
     ]
 
 
@@ -149,7 +153,7 @@ def test_a_good_on_demand_eks_stack_passes(
     # moto's account: us-east-1a is use1-az6; the first other zone, us-east-1b, is use1-az1.
     assert (code, out) == (0, "note: the EKS control plane's second subnet goes to us-east-1b (use1-az1)\n"), out + err
     # progress: one line per check on stderr, each with its verdict
-    assert err.count("preflight [") == 9 and "[2/9] zone and its EKS zone ID ... ok" in err
+    assert err.count("preflight [") == 10 and "[2/10] zone and its EKS zone ID ... ok" in err
     assert err.strip().endswith(": ok")
 
 
@@ -239,10 +243,27 @@ def test_missing_deployer_ranges_and_an_address_outside_them(
     )
 
 
+def test_system_nodes_beyond_the_standard_vcpu_quota_are_refused(
+    aws_env: str, write_stack: Callable[..., str]
+) -> None:
+    # moto's DescribeInstanceTypes: c5.2xlarge has 8 vCPUs; two system nodes need 16.
+    vcpus = boto3.client("ec2", region_name=REGION).describe_instance_types(InstanceTypes=["c5.2xlarge"])
+    assert vcpus["InstanceTypes"][0]["VCpuInfo"]["DefaultVCpus"] == 8
+    make_bucket()
+    code, out, _ = run_cli(write_stack, cluster(), good_quotas(standard=8))
+    assert code == 2
+    assert (
+        "orchestration.kind: the 2 EKS system nodes, c5.2xlarge, need 16 vCPUs but the quota "
+        f"'{STANDARD}' (L-1216C47A) is 8 in us-east-1"
+    ) in out
+
+
 def test_a_slurm_stack_asks_no_eks_quota_and_no_deployer_range(aws_env: str, write_stack: Callable[..., str]) -> None:
     make_bucket()
     obj = cluster(zone="us-east-1e", orchestration={"kind": "slurm"})
-    code, out, err = run_cli(write_stack, obj, good_quotas()[:1])  # a second quota call would hit the stub's end
+    p_quota, _, standard = good_quotas()
+    # No EKS quota is asked (the stub holds none: a call would hit its end); the login node's is.
+    code, out, err = run_cli(write_stack, obj, [p_quota, standard])
     assert (code, out) == (0, ""), out + err
 
 
