@@ -66,6 +66,8 @@ class AwsClients:
     ec2: Any
     s3: Any
     quotas: Any
+    ssm: Any = None
+    """Systems Manager: the public EKS image parameter (None: that question is not asked)."""
 
     @classmethod
     def from_environment(cls, region: str) -> AwsClients:
@@ -80,6 +82,7 @@ class AwsClients:
             ec2=session.client("ec2", config=cfg),
             s3=session.client("s3", config=cfg),
             quotas=session.client("service-quotas", config=cfg),
+            ssm=session.client("ssm", config=cfg),
         )
 
 
@@ -255,6 +258,71 @@ def check_instance_facts(ctx: Context) -> list[Problem]:
                 )
             )
     return problems
+
+
+def check_node_image(ctx: Context) -> list[Problem]:
+    """The node image the program will use exists in the region: on EKS the public SSM parameter of
+    the recommended NVIDIA release for the Kubernetes version (SSM GetParameter; EKS user guide
+    retrieve-ami-id), on PCS the sample AMI the program looks up (EC2 DescribeImages, owner amazon,
+    the same name filter, x86_64) or the pinned AMI (DescribeImages ImageIds). A pinned EKS release
+    is a version string: EKS checks it at the node group's creation, not asked here."""
+    spec = ctx.spec
+    if spec.orchestration.kind == "eks":
+        if spec.compute.image is not None:
+            raise NotApplicable(f"release {spec.compute.image} pinned: EKS checks it when the node group is made")
+        if ctx.clients.ssm is None:
+            raise CouldNotCheck("no Systems Manager client")
+        from components.aws.compute import eks_release_parameter
+
+        name = eks_release_parameter(spec.orchestration.kubernetes_version)
+        try:
+            call("ssm:GetParameter", ctx.clients.ssm.get_parameter, Name=name)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ParameterNotFound":
+                raise CouldNotCheck(f"ssm:GetParameter {name}: {exc}") from None
+            return [
+                Problem(
+                    "orchestration.kubernetes_version",
+                    f"{spec.region} has no EKS AL2023 NVIDIA image for Kubernetes {spec.orchestration.kubernetes_version} "
+                    f"(SSM parameter {name} not found) (allowed: a version EKS publishes that image for here, "
+                    "or pin compute.image to a release)",
+                )
+            ]
+        return []
+    from components.aws.compute import pcs_ami_name_filter
+
+    if spec.compute.image is not None:
+        query: dict[str, Any] = {"ImageIds": [spec.compute.image]}
+    else:
+        query = {
+            "Owners": ["amazon"],
+            "Filters": [
+                {"Name": "name", "Values": [pcs_ami_name_filter()]},
+                {"Name": "architecture", "Values": ["x86_64"]},
+            ],
+        }
+    try:
+        resp = call("ec2:DescribeImages", ctx.clients.ec2.describe_images, **query)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code", "").startswith("InvalidAMIID"):
+            resp = {"Images": []}
+        else:
+            raise CouldNotCheck(f"ec2:DescribeImages: {exc}") from None
+    images = [i for i in resp.get("Images", []) if i.get("State", "available") == "available"]
+    if images:
+        newest = max(images, key=lambda i: str(i.get("CreationDate", "")))
+        ctx.notes.append(f"node image in {spec.region}: {newest.get('ImageId')} ({newest.get('Name', '?')})")
+        return []
+    if spec.compute.image is not None:
+        return [Problem("compute.image", f"{spec.compute.image} is no available image in {spec.region} (allowed: an AMI id of this region)")]
+    return [
+        Problem(
+            "compute.image",
+            f"no AWS PCS sample image {pcs_ami_name_filter()} (owner amazon, x86_64) in {spec.region}; the program "
+            "would find none (allowed: pin compute.image to an AMI built for PCS in this region, e.g. with "
+            "aws-hpc-recipes dlami_for_pcs_imagebuilder)",
+        )
+    ]
 
 
 def _reservation(ctx: Context) -> dict[str, Any] | None:
@@ -625,6 +693,7 @@ def checks(checkip_url: str | None) -> list[Check]:
         Check("zone and its EKS zone ID", check_zone),
         Check("instance type offered in the zone", check_offering),
         Check("instance type's vCPUs, network cards and EFA interfaces", check_instance_facts),
+        Check("node image in the region", check_node_image),
         Check("capacity reservation / block", check_capacity),
         Check("placement group and reservation", check_placement),
         Check("service quotas", check_quotas),

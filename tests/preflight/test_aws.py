@@ -123,6 +123,33 @@ def make_bucket(name: str = DATA, region: str = REGION) -> None:
         s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": region})
 
 
+def release_parameter_answer(name: str, value: str = "1.35.5-20251120") -> dict[str, Any]:
+    """SSM GetParameter's documented response (Systems Manager API reference, GetParameter, Parameter)
+    for the public EKS image parameter, which moto does not hold (it answers ParameterNotFound)."""
+    return {
+        "Parameter": {
+            "Name": name,
+            "Type": "String",
+            "Value": value,
+            "Version": 1,
+            "LastModifiedDate": dt.datetime(2025, 11, 20, tzinfo=dt.timezone.utc),
+            "ARN": f"arn:aws:ssm:{REGION}::parameter{name}",
+            "DataType": "text",
+        }
+    }
+
+
+def ssm_client(kubernetes_version: str = "1.35") -> Any:
+    from components.aws.compute import eks_release_parameter
+
+    client = boto3.client("ssm", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
+    stub = Stubber(client)
+    name = eks_release_parameter(kubernetes_version)
+    stub.add_response("get_parameter", release_parameter_answer(name), {"Name": name})
+    stub.activate()
+    return client
+
+
 def run_cli(
     write_stack: Callable[..., str],
     obj: dict[str, Any],
@@ -130,7 +157,7 @@ def run_cli(
     checkip_url: str | None = None,
     monkeypatch: pytest.MonkeyPatch | None = None,
 ) -> tuple[int, str, str]:
-    clients = replace(pf.AwsClients.from_environment(REGION), quotas=quotas_client(quotas))
+    clients = replace(pf.AwsClients.from_environment(REGION), quotas=quotas_client(quotas), ssm=ssm_client())
     out, err = io.StringIO(), io.StringIO()
     args = [write_stack(obj)]
     if checkip_url is None:
@@ -153,7 +180,7 @@ def test_a_good_on_demand_eks_stack_passes(
     # moto's account: us-east-1a is use1-az6; the first other zone, us-east-1b, is use1-az1.
     assert (code, out) == (0, "note: the EKS control plane's second subnet goes to us-east-1b (use1-az1)\n"), out + err
     # progress: one line per check on stderr, each with its verdict
-    assert err.count("preflight [") == 10 and "[2/10] zone and its EKS zone ID ... ok" in err
+    assert err.count("preflight [") == 11 and "[2/11] zone and its EKS zone ID ... ok" in err
     assert err.strip().endswith(": ok")
 
 
@@ -260,11 +287,16 @@ def test_system_nodes_beyond_the_standard_vcpu_quota_are_refused(
 
 def test_a_slurm_stack_asks_no_eks_quota_and_no_deployer_range(aws_env: str, write_stack: Callable[..., str]) -> None:
     make_bucket()
-    obj = cluster(zone="us-east-1e", orchestration={"kind": "slurm"})
+    # moto holds no PCS sample image: the stack pins one of the Amazon images moto does hold.
+    images = boto3.client("ec2", region_name=REGION).describe_images(
+        Owners=["amazon"], Filters=[{"Name": "name", "Values": ["amzn2-ami-hvm-*"]}]
+    )["Images"]
+    ami, name = images[0]["ImageId"], images[0]["Name"]
+    obj = cluster(zone="us-east-1e", orchestration={"kind": "slurm"}, compute__image=ami)
     p_quota, _, standard = good_quotas()
     # No EKS quota is asked (the stub holds none: a call would hit its end); the login node's is.
     code, out, err = run_cli(write_stack, obj, [p_quota, standard])
-    assert (code, out) == (0, ""), out + err
+    assert (code, out) == (0, f"note: node image in {REGION}: {ami} ({name})\n"), out + err
 
 
 def test_no_credentials_is_could_not_check(
@@ -595,3 +627,53 @@ def test_a_reservation_asks_no_vcpu_quota(aws_env: str, write_stack: Callable[..
     ctx = capacity_ctx(block_stack(), reservation())
     ctx = replace(ctx, clients=replace(ctx.clients, quotas=quotas_client([good_quotas()[1]])))
     assert pf.check_quotas(ctx) == []  # only the EKS node-group quota was asked (the stub held only that)
+
+
+def test_the_eks_image_parameter_missing_in_the_region_is_refused(aws_env: str) -> None:
+    # moto's own SSM answer for the public parameter: ParameterNotFound.
+    ctx = Context(spec=parse_spec(cluster()), raw={}, clients=pf.AwsClients.from_environment(REGION))
+    (problem,) = pf.check_node_image(ctx)
+    assert problem.path == "orchestration.kubernetes_version"
+    assert "no EKS AL2023 NVIDIA image for Kubernetes 1.35" in problem.reason
+    assert "/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/nvidia/recommended/release_version" in problem.reason
+    ctx = replace(ctx, clients=replace(ctx.clients, ssm=ssm_client()))
+    assert pf.check_node_image(ctx) == []
+
+
+def images_client(images: list[dict[str, Any]]) -> Any:
+    from components.aws.compute import pcs_ami_name_filter
+
+    ec2 = boto3.client("ec2", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
+    stub = Stubber(ec2)
+    query = {
+        "Owners": ["amazon"],
+        "Filters": [
+            {"Name": "name", "Values": [pcs_ami_name_filter()]},
+            {"Name": "architecture", "Values": ["x86_64"]},
+        ],
+    }
+    stub.add_response("describe_images", {"Images": images}, query)
+    stub.activate()
+    return ec2
+
+
+def test_the_pcs_sample_image_is_looked_up_as_the_program_does() -> None:
+    """DescribeImages' documented response (EC2 API reference, Image) for the PCS sample image; moto
+    holds none, so the recorded answer stands in, checked by botocore against the service model."""
+    obj = cluster(orchestration={"kind": "slurm"})
+    image = {
+        "ImageId": "ami-0123456789abcdef0",
+        "Name": "aws-pcs-sample_ami-al2023-x86_64-slurm-25.11-2025-11-01T00-00-00.000Z",
+        "State": "available",
+        "Architecture": "x86_64",
+        "CreationDate": "2025-11-01T00:00:00.000Z",
+        "OwnerId": "137112412989",
+        "ImageOwnerAlias": "amazon",
+    }
+    ctx = Context(
+        spec=parse_spec(obj), raw=obj, clients=pf.AwsClients(sts=None, ec2=images_client([image]), s3=None, quotas=None)
+    )
+    assert pf.check_node_image(ctx) == [] and ctx.notes == [f"node image in {REGION}: ami-0123456789abcdef0 ({image['Name']})"]
+    ctx = Context(spec=parse_spec(obj), raw=obj, clients=pf.AwsClients(sts=None, ec2=images_client([]), s3=None, quotas=None))
+    (problem,) = pf.check_node_image(ctx)
+    assert problem.path == "compute.image" and "no AWS PCS sample image aws-pcs-sample_ami-al2023-x86_64-slurm-25.11*" in problem.reason
