@@ -50,4 +50,3 @@ def assume_role_policy(service: str) -> str:
         },
         sort_keys=True,
     )
-

@@ -88,7 +88,11 @@ def node_zone_problems(
             (
                 "zone_id",
                 f"{zone} is zone ID {node_id} in this account, not {zone_id} (allowed: zone_id {node_id}, or "
-                + (f"zone {named}, which is {zone_id} here)" if named else f"another zone: {zone_id} is not in this account)"),
+                + (
+                    f"zone {named}, which is {zone_id} here)"
+                    if named
+                    else f"another zone: {zone_id} is not in this account)"
+                ),
             )
         ]
     return []

@@ -24,8 +24,7 @@ from botocore.exceptions import (
 )
 from botocore.parsers import ResponseParserError
 
-from components.aws.network_rules import control_plane_zone, node_zone_problems
-from components.aws.rules import EKS_DISALLOWED_ZONE_IDS
+from components.aws.network_rules import EKS_DISALLOWED_ZONE_IDS, control_plane_zone, node_zone_problems
 from components.preflight import Check, Context, CouldNotCheck, Fatal, NotApplicable, Problem, deployer_ranges
 
 # Service Quotas codes. Each is looked up by code and its QuotaName is compared with the name
@@ -314,7 +313,12 @@ def check_node_image(ctx: Context) -> list[Problem]:
         ctx.notes.append(f"node image in {spec.region}: {newest.get('ImageId')} ({newest.get('Name', '?')})")
         return []
     if spec.compute.image is not None:
-        return [Problem("compute.image", f"{spec.compute.image} is no available image in {spec.region} (allowed: an AMI id of this region)")]
+        return [
+            Problem(
+                "compute.image",
+                f"{spec.compute.image} is no available image in {spec.region} (allowed: an AMI id of this region)",
+            )
+        ]
     return [
         Problem(
             "compute.image",

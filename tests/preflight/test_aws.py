@@ -270,9 +270,7 @@ def test_missing_deployer_ranges_and_an_address_outside_them(
     )
 
 
-def test_system_nodes_beyond_the_standard_vcpu_quota_are_refused(
-    aws_env: str, write_stack: Callable[..., str]
-) -> None:
+def test_system_nodes_beyond_the_standard_vcpu_quota_are_refused(aws_env: str, write_stack: Callable[..., str]) -> None:
     # moto's DescribeInstanceTypes: c5.2xlarge has 8 vCPUs; two system nodes need 16.
     vcpus = boto3.client("ec2", region_name=REGION).describe_instance_types(InstanceTypes=["c5.2xlarge"])
     assert vcpus["InstanceTypes"][0]["VCpuInfo"]["DefaultVCpus"] == 8
@@ -635,7 +633,10 @@ def test_the_eks_image_parameter_missing_in_the_region_is_refused(aws_env: str) 
     (problem,) = pf.check_node_image(ctx)
     assert problem.path == "orchestration.kubernetes_version"
     assert "no EKS AL2023 NVIDIA image for Kubernetes 1.35" in problem.reason
-    assert "/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/nvidia/recommended/release_version" in problem.reason
+    assert (
+        "/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/nvidia/recommended/release_version"
+        in problem.reason
+    )
     ctx = replace(ctx, clients=replace(ctx.clients, ssm=ssm_client()))
     assert pf.check_node_image(ctx) == []
 
@@ -673,7 +674,14 @@ def test_the_pcs_sample_image_is_looked_up_as_the_program_does() -> None:
     ctx = Context(
         spec=parse_spec(obj), raw=obj, clients=pf.AwsClients(sts=None, ec2=images_client([image]), s3=None, quotas=None)
     )
-    assert pf.check_node_image(ctx) == [] and ctx.notes == [f"node image in {REGION}: ami-0123456789abcdef0 ({image['Name']})"]
-    ctx = Context(spec=parse_spec(obj), raw=obj, clients=pf.AwsClients(sts=None, ec2=images_client([]), s3=None, quotas=None))
+    assert pf.check_node_image(ctx) == [] and ctx.notes == [
+        f"node image in {REGION}: ami-0123456789abcdef0 ({image['Name']})"
+    ]
+    ctx = Context(
+        spec=parse_spec(obj), raw=obj, clients=pf.AwsClients(sts=None, ec2=images_client([]), s3=None, quotas=None)
+    )
     (problem,) = pf.check_node_image(ctx)
-    assert problem.path == "compute.image" and "no AWS PCS sample image aws-pcs-sample_ami-al2023-x86_64-slurm-25.11*" in problem.reason
+    assert (
+        problem.path == "compute.image"
+        and "no AWS PCS sample image aws-pcs-sample_ami-al2023-x86_64-slurm-25.11*" in problem.reason
+    )

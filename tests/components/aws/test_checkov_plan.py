@@ -110,7 +110,9 @@ def test_eks_logging_and_bucket_versioning_pass_checkov(checkov: Path, tmp_path:
     resources = [r for p in plans.values() for r in p["planned_values"]["root_module"]["resources"]]
     plan = {**plans[AWS_STACKS[0]], "planned_values": {"root_module": {"resources": resources}}}
     plan["configuration"] = {
-        "root_module": {"resources": [r for p in plans.values() for r in p["configuration"]["root_module"]["resources"]]}
+        "root_module": {
+            "resources": [r for p in plans.values() for r in p["configuration"]["root_module"]["resources"]]
+        }
     }
     report = scan(checkov, plan, tmp_path)
     passed, failed = _ids(report, "passed_checks"), _ids(report, "failed_checks")
@@ -132,7 +134,9 @@ def test_checkov_fails_the_former_log_types_and_an_unversioned_bucket(checkov: P
     logs = [r["address"] for r in resources if r["type"] == "aws_s3_bucket" and "logs" in r["address"]]
     keep = {a.replace("aws_s3_bucket.", "aws_s3_bucket_versioning.") for a in logs}
     for section in (plan["planned_values"], plan["configuration"]):
-        section["root_module"]["resources"] = [r for r in section["root_module"]["resources"] if r["address"] not in keep]
+        section["root_module"]["resources"] = [
+            r for r in section["root_module"]["resources"] if r["address"] not in keep
+        ]
     failed = _ids(scan(checkov, plan, tmp_path), "failed_checks")
     assert ("CKV_AWS_37", cluster["address"]) in failed
     assert {("CKV_AWS_21", a) for a in logs} <= failed

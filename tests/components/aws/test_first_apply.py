@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from components.aws import eks_sizing, versions
-from components.aws.rules import EKS_DISALLOWED_ZONE_IDS
+from components.aws.network_rules import EKS_DISALLOWED_ZONE_IDS
 from components.catalog import load_catalog
 from components.k8s.addons import JOBSET_VERSION
 from components.spec import MAX_NODES, SpecError, parse_spec

@@ -257,7 +257,9 @@ def test_unpinned_image_is_kept_once_created_and_a_pin_moves_it() -> None:
     assert templates(later) == templates(slurm) and replacements(slurm, later) == {}
     changed = {
         g.name
-        for g, h in zip(slurm.of_type("aws-native:pcs:ComputeNodeGroup"), later.of_type("aws-native:pcs:ComputeNodeGroup"))
+        for g, h in zip(
+            slurm.of_type("aws-native:pcs:ComputeNodeGroup"), later.of_type("aws-native:pcs:ComputeNodeGroup")
+        )
         if g.inputs != h.inputs
     }
     assert changed == {g.name for g in slurm.of_type("aws-native:pcs:ComputeNodeGroup")}  # only amiId, ignored

@@ -195,7 +195,14 @@ def _slurm(nodes: int, size: str | None) -> Callable[[dict[str, Any]], None]:
 
 def test_pcs_size_is_the_stack_s_and_never_follows_the_node_count() -> None:
     result, spec = run("aws-h200-slurm")
-    assert spec.orchestration.size is None  # the bundled stack names none: SMALL
+    assert spec.orchestration.size == "SMALL"  # the bundled stack names it
+    assert one(result, PCS + "Cluster", "-orchestration-pcs").inputs["size"] == "SMALL"
+
+    def unset(raw: dict[str, Any]) -> None:
+        del raw["orchestration"]["size"]
+
+    result, spec = run("aws-h200-slurm", unset)
+    assert spec.orchestration.size is None  # unset is SMALL, not a size derived from the count
     assert one(result, PCS + "Cluster", "-orchestration-pcs").inputs["size"] == "SMALL"
     # pulumi-aws-native declares the size replace-on-change: the record carries the SDK's own list.
     assert "size" in one(result, PCS + "Cluster", "-orchestration-pcs").replace_on_changes
