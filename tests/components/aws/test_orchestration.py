@@ -212,6 +212,7 @@ def test_pcs_size_is_the_stack_s_and_never_follows_the_node_count() -> None:
 
 def test_more_instances_than_the_size_holds_are_refused_with_the_replacement_named() -> None:
     _, raw = raw_stack("aws-h200-slurm")
+    del raw["orchestration"]["size"]
     _slurm(40, None)(raw)
     with pytest.raises(SpecError) as info:
         parse_spec(raw, deployer_placeholder=True)
