@@ -95,15 +95,24 @@ MOCK_ZONES: Mapping[str, Mapping[str, str]] = {
 }
 
 
+def _regular_zones(region: str) -> dict[str, str]:
+    """Another region: zones a, b, c as az1, az2, az3 ("Each Region has at least three Availability
+    Zones", docs.aws.amazon.com/global-infrastructure/latest/regions/aws-availability-zones.html)."""
+    from components.aws.rules import zone_id_prefix
+
+    prefix = zone_id_prefix(region)
+    if prefix is None:
+        raise KeyError(f"offline mock: {region!r} is no region whose zone IDs can be formed")
+    return {f"{region}{letter}": f"{prefix}-az{i}" for i, letter in enumerate("abc", start=1)}
+
+
 def _get_availability_zones(args: Mapping[str, Any]) -> dict[str, Any]:
     """DescribeAvailabilityZones for the program's one call: available, regular zones of a region."""
     region = str(args["region"])
     filters = [(f["name"], list(f["values"])) for f in args.get("filters", [])]
     if args.get("state") != "available" or filters != [("zone-type", ["availability-zone"])]:
         raise KeyError(f"offline mock: no answer for getAvailabilityZones {dict(args)!r}")
-    zones = MOCK_ZONES.get(region)
-    if zones is None:
-        raise KeyError(f"offline mock: no zones for region {region!r} (add it to MOCK_ZONES)")
+    zones = MOCK_ZONES.get(region) or _regular_zones(region)
     return {
         "id": region,
         "names": list(zones),
