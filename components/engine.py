@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -50,6 +51,9 @@ class Recorded:
     retain_on_delete: bool = False
     delete_before_replace: bool = False
     ignore_changes: tuple[str, ...] = ()
+    replace_on_changes: tuple[str, ...] = ()
+    """The inputs whose change replaces the resource, as its SDK declares them (pulumi-aws-native
+    declares CloudFormation's create-only properties; pulumi-aws declares none: its provider decides)."""
     dependencies: tuple[str, ...] = ()
     """URNs of the resources it waits for (``depends_on`` and the inputs' own resources)."""
     provider: str = ""
@@ -154,6 +158,7 @@ class _RecordingMonitor(_mocks.MockMonitor):
                     retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
                     delete_before_replace=bool(request.deleteBeforeReplace),
                     ignore_changes=tuple(request.ignoreChanges),
+                    replace_on_changes=tuple(request.replaceOnChanges),
                     dependencies=tuple(request.dependencies),
                     provider=str(request.provider or ""),
                 )
@@ -258,3 +263,28 @@ def run_offline(
     finally:
         program.OFFLINE_PLAN = False
     return run
+
+
+def replacements(before: OfflineRun, after: OfflineRun) -> dict[str, tuple[str, ...]]:
+    """What ``after`` would replace of what ``before`` created: resource name -> why (the inputs
+    declared replace-on-change that differ, or ``replaced with <name>`` when such an input carries
+    the id of a resource that is itself replaced). Names only what the SDKs declare (see
+    ``Recorded.replace_on_changes``); a provider's own diff, such as pulumi-aws's, is not seen here."""
+    old = {(r.type, r.name): r for r in before.resources if r.custom}
+    urns = {r.urn: r for r in after.resources}
+    found: dict[str, tuple[str, ...]] = {}
+    for res in after.resources:
+        prev = old.get((res.type, res.name))
+        if prev is None:
+            continue
+        keys = {re.split(r"[.\[]", p, maxsplit=1)[0] for p in res.replace_on_changes}
+        why = [k for k in sorted(keys) if prev.inputs.get(k) != res.inputs.get(k)]
+        for dep in res.dependencies:
+            up = urns.get(dep)
+            if up is not None and up.name in found:
+                carried = [k for k in keys if up.name in json.dumps(res.inputs.get(k), default=str)]
+                if carried:
+                    why.append(f"replaced with {up.name}")
+        if why:
+            found[res.name] = tuple(why)
+    return found

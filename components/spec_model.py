@@ -124,6 +124,11 @@ class OrchestrationSpec:
     """Slurm login nodes."""
     partition: str = "gpu"
     """Slurm partition (queue) name for the GPU nodes."""
+    size: str | None = None
+    """AWS PCS: the controller's size, SMALL (up to 32 instances), MEDIUM (512) or LARGE (2048). PCS
+    cannot change it in place: a new size replaces the cluster with its queue and node groups. So
+    it is never derived from the node count: unset is SMALL, and more instances than SMALL holds
+    are refused until the stack names the size (components/aws/rules.py)."""
 
     @property
     def api_access_cidrs(self) -> tuple[str, ...]:
@@ -146,6 +151,10 @@ class NetworkSpec:
     vpc_id: str | None = None
     node_subnet_id: str | None = None
     control_plane_subnet_ids: tuple[str, ...] = ()
+    control_plane_zone_id: str | None = None
+    """AWS EKS, a network the stack creates: the zone ID (``use1-az4``) of the control plane's second
+    subnet. Unset: the first zone of the account, by name, that is neither the nodes' zone nor one
+    EKS refuses, looked up at ``pulumi up`` (components/aws/network_rules.py)."""
 
     @property
     def existing(self) -> bool:

@@ -195,7 +195,11 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
     storage = _parse_storage(r, top.get("storage"), cloud, rules)
     orch = _parse_orchestration(r, top.get("orchestration"), cloud, rules, deployer_placeholder)
     image = _parse_image(r, comp.get("image"), cloud, rules, orch.kind if orch else None)
-    net = r.mapping(top.get("network"), "network", ("cidr", "vpc_id", "node_subnet_id", "control_plane_subnet_ids"))
+    net = r.mapping(
+        top.get("network"),
+        "network",
+        ("cidr", "vpc_id", "node_subnet_id", "control_plane_subnet_ids", "control_plane_zone_id"),
+    )
     cidr = r.string(net, "cidr", "network", default="10.0.0.0/16") or "10.0.0.0/16"
     vpc_id, node_subnet_id = r.string(net, "vpc_id", "network"), r.string(net, "node_subnet_id", "network")
     if (vpc_id is None) != (node_subnet_id is None):
@@ -209,6 +213,16 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
         cp_raw = []
     if cp_raw and vpc_id is None:
         r.bad("network.control_plane_subnet_ids", "only applies to an existing network (set network.vpc_id)")
+    cp_zone_id = r.string(net, "control_plane_zone_id", "network")
+    if cp_zone_id is not None and cloud != "aws":
+        r.bad("network.control_plane_zone_id", "only applies to aws (EKS's second control-plane zone)")
+        cp_zone_id = None
+    elif cp_zone_id is not None and vpc_id is not None:
+        r.bad(
+            "network.control_plane_zone_id",
+            "only applies to a network the stack creates (an existing one names its control-plane subnets: "
+            "network.control_plane_subnet_ids)",
+        )
     try:
         n = ipaddress.ip_network(cidr)
         if not n.is_private or not 16 <= n.prefixlen <= 20:
@@ -234,7 +248,11 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
         storage=storage,
         orchestration=orch,
         network=NetworkSpec(
-            cidr=cidr, vpc_id=vpc_id, node_subnet_id=node_subnet_id, control_plane_subnet_ids=tuple(cp_raw)
+            cidr=cidr,
+            vpc_id=vpc_id,
+            node_subnet_id=node_subnet_id,
+            control_plane_subnet_ids=tuple(cp_raw),
+            control_plane_zone_id=cp_zone_id,
         ),
         tags=tags,
         security=security,
@@ -392,7 +410,16 @@ def _parse_orchestration(
     o = r.mapping(
         raw,
         "orchestration",
-        ("kind", "kubernetes_version", "endpoint", "deployer_cidrs", "api_access_cidrs", "login_nodes", "partition"),
+        (
+            "kind",
+            "kubernetes_version",
+            "endpoint",
+            "deployer_cidrs",
+            "api_access_cidrs",
+            "login_nodes",
+            "partition",
+            "size",
+        ),
         required=("kind",),
     )
     allowed = ORCHESTRATORS.get(cloud or "", ("eks", "gke", "aks", "slurm"))
@@ -479,6 +506,11 @@ def _parse_orchestration(
         )
         or "gpu"
     )
+    # AWS PCS's controller size (SMALL | MEDIUM | LARGE); its limits are components/aws/rules.py's.
+    size = r.string(o, "size", "orchestration", allowed=("SMALL", "MEDIUM", "LARGE"))
+    if size is not None and (cloud != "aws" or kind != "slurm"):
+        r.bad("orchestration.size", "only applies to slurm on aws (the AWS PCS controller's size)")
+        size = None
     if kind != "slurm":
         for key in ("login_nodes", "partition"):
             if key in o:
@@ -496,6 +528,7 @@ def _parse_orchestration(
         deployer_cidrs=tuple(cidrs),
         login_nodes=login,
         partition=partition,
+        size=size,
     )
 
 

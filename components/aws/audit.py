@@ -125,6 +125,15 @@ def network_audit(
         # The audit trail outlives a mistaken destroy like the checkpoints do (STYLE.md 5).
         opts=pulumi.ResourceOptions(parent=parent, protect=True),
     )
+    # Versioning (CKV_AWS_21: bridgecrewio/checkov S3Versioning, read 2026-12-01): an overwritten or
+    # deleted log object stays recoverable. The lifecycle below expires noncurrent versions on the
+    # same retention as current ones, so versioning does not keep logs longer than asked.
+    aws.s3.BucketVersioning(
+        f"{name}-logs",
+        bucket=bucket.id,
+        versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"),
+        opts=child,
+    )
     pab = aws.s3.BucketPublicAccessBlock(
         f"{name}-logs",
         bucket=bucket.id,
@@ -163,6 +172,9 @@ def network_audit(
                 status="Enabled",
                 filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
                 expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(days=security.log_retention_days),
+                noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
+                    noncurrent_days=security.log_retention_days
+                ),
                 abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
                     days_after_initiation=ABORT_INCOMPLETE_UPLOAD_DAYS
                 ),

@@ -21,7 +21,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_aws_native as aws_native
 
-from components.aws.common import cluster_tags, second_zone
+from components.aws.common import cluster_tags
 from components.aws.compute import Compute, ComputeArgs
 from components.aws.interconnect import Interconnect, InterconnectArgs
 from components.aws.network import ExistingNetwork, Network, NetworkArgs
@@ -29,6 +29,7 @@ from components.aws.orchestration_eks import FSX_VOLUME, JOB_NAMESPACE, EksArgs
 from components.aws.orchestration_eks import Orchestration as EksOrchestration
 from components.aws.orchestration_pcs import Orchestration as PcsOrchestration
 from components.aws.orchestration_pcs import PcsArgs, lustre_user_data
+from components.aws.rules import pcs_size
 from components.aws.storage import Storage, StorageArgs
 from components.contract import COMPONENT_FACTS
 from components.spec import ClusterSpec
@@ -79,7 +80,8 @@ def build(
             region=spec.region,
             zone=spec.zone,
             zone_id=spec.zone_id,
-            control_plane_zone=second_zone(spec.zone) if kind == "eks" else None,
+            control_plane=kind == "eks",
+            control_plane_zone_id=spec.network.control_plane_zone_id,
             tags=tags,
             security=spec.security,
             existing=existing,
@@ -204,6 +206,7 @@ def build(
                 capacity=spec.compute.capacity,
                 login_nodes=spec.orchestration.login_nodes,
                 partition=spec.orchestration.partition,
+                size=pcs_size(spec),
                 tags=tags,
                 image_pinned=spec.compute.image is not None,
             ),

@@ -50,14 +50,3 @@ def assume_role_policy(service: str) -> str:
         },
         sort_keys=True,
     )
-
-
-def second_zone(zone: str) -> str:
-    """Another zone of the same region, for the EKS control plane's second subnet.
-
-    EKS refuses a cluster whose subnets sit in fewer than two zones. Every AWS region has
-    zones ``a`` and ``b``, so the control plane's extra subnet goes to whichever of the two
-    the GPU nodes do not use.
-    """
-    letter = zone[-1]
-    return zone[:-1] + ("b" if letter == "a" else "a")

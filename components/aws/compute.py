@@ -291,7 +291,12 @@ class Compute(pulumi.ComponentResource):
         template = launch_template_args(
             root_volume_gib=args.root_volume_gib,
             network_interfaces=interfaces,
-            image_id=self.image_id,
+            # No image in the template, on PCS either: the compute node group's amiId is the one
+            # place it is set ("If not provided, AWS PCS uses the AMI ID specified in the custom
+            # launch template": CloudFormation AWS::PCS::ComputeNodeGroup, AmiId, read 2026-12-01).
+            # A looked-up image there is kept once created (ignore_changes amiId), while one in the
+            # template would make a new template version, and roll the nodes, on any newer image.
+            image_id=None,
             # EKS sets the instance profile from the node group's role itself and refuses a
             # template that names one; PCS takes the profile from the node group, too.
             user_data=args.user_data,

@@ -79,7 +79,53 @@ def _ec2_get_vpc(args: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+# The mock account's zone names and IDs (names map to different IDs in every account). us-east-1 has
+# six zones, us-east-2 three (the AZ IDs of docs.aws.amazon.com/global-infrastructure/latest/regions/
+# aws-availability-zones.html); the pairing is this mock's own, made so that us-east-1a is use1-az4.
+MOCK_ZONES: Mapping[str, Mapping[str, str]] = {
+    "us-east-1": {
+        "us-east-1a": "use1-az4",
+        "us-east-1b": "use1-az6",
+        "us-east-1c": "use1-az1",
+        "us-east-1d": "use1-az2",
+        "us-east-1e": "use1-az3",
+        "us-east-1f": "use1-az5",
+    },
+    "us-east-2": {"us-east-2a": "use2-az1", "us-east-2b": "use2-az2", "us-east-2c": "use2-az3"},
+}
+
+
+def _regular_zones(region: str) -> dict[str, str]:
+    """Another region: zones a, b, c as az1, az2, az3 ("Each Region has at least three Availability
+    Zones", docs.aws.amazon.com/global-infrastructure/latest/regions/aws-availability-zones.html)."""
+    from components.aws.rules import zone_id_prefix
+
+    prefix = zone_id_prefix(region)
+    if prefix is None:
+        raise KeyError(f"offline mock: {region!r} is no region whose zone IDs can be formed")
+    return {f"{region}{letter}": f"{prefix}-az{i}" for i, letter in enumerate("abc", start=1)}
+
+
+def _get_availability_zones(args: Mapping[str, Any]) -> dict[str, Any]:
+    """DescribeAvailabilityZones for the program's one call: available, regular zones of a region."""
+    region = str(args["region"])
+    filters = [(f["name"], list(f["values"])) for f in args.get("filters", [])]
+    if args.get("state") != "available" or filters != [("zone-type", ["availability-zone"])]:
+        raise KeyError(f"offline mock: no answer for getAvailabilityZones {dict(args)!r}")
+    zones = MOCK_ZONES.get(region) or _regular_zones(region)
+    return {
+        "id": region,
+        "names": list(zones),
+        "zoneIds": list(zones.values()),
+        "groupNames": [region] * len(zones),
+        "state": "available",
+        "filters": list(args.get("filters", [])),
+        "region": region,
+    }
+
+
 INVOKES: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+    "aws:index/getAvailabilityZones:getAvailabilityZones": _get_availability_zones,
     "aws:ec2/getVpc:getVpc": _ec2_get_vpc,
     "aws:ssm/getParameter:getParameter": _ssm_get_parameter,
     "aws:ec2/getAmi:getAmi": _ec2_get_ami,

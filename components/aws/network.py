@@ -7,7 +7,9 @@ Layout of the VPC range (for the default /16):
 * an eighth of the second half (/20): the public subnet, which holds only the NAT gateway;
 * the next eighth (/20), only when EKS is the orchestrator: a private subnet in a second
   zone, for the control plane's ENIs (EKS refuses subnets in fewer than two zones). No node
-  is ever launched there.
+  is ever launched there. Its zone is chosen by zone ID (``network.control_plane_zone_id``, or
+  the account's zones as DescribeAvailabilityZones lists them: never a zone EKS refuses, never
+  the nodes' zone; components/aws/network_rules.py ``control_plane_zone``).
 
 Nothing on a GPU node has a public IP: egress goes through the NAT gateway, and S3 traffic
 (checkpoints, the FSx data repository) through a gateway endpoint that costs nothing per GB.
@@ -24,6 +26,7 @@ import pulumi_aws as aws
 
 from components.aws.audit import network_audit
 from components.aws.common import with_name
+from components.aws.network_rules import control_plane_zone
 from components.spec_security import SecuritySpec
 
 
@@ -38,8 +41,11 @@ class NetworkArgs:
     zone_id: str | None = None
     """That zone's ID when the spec names it: the node and NAT subnets are then created by ID,
     the zone the spec's rules checked (components/aws/rules.py)."""
-    control_plane_zone: str | None = None
-    """A second zone for a small control-plane-only subnet (EKS); None adds no such subnet."""
+    control_plane: bool = False
+    """EKS: add a small control-plane-only subnet in a second zone, chosen by zone ID."""
+    control_plane_zone_id: str | None = None
+    """That zone's ID when the spec names it (``network.control_plane_zone_id``); else it is chosen
+    from the account's zones at ``pulumi up`` (``control_plane_zone``)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Merged into every resource."""
     security: SecuritySpec = field(default_factory=SecuritySpec)
@@ -96,11 +102,7 @@ class Network(pulumi.ComponentResource):
         self.log_bucket = network_audit(name, self.vpc.id, self.vpc.arn, args.region, args.security, args.tags, self)
         self.public_subnet = self._subnet("public", public_cidr, args.zone, args.zone_id)
         self.node_subnet = self._subnet("nodes", node_cidr, args.zone, args.zone_id)
-        self.control_plane_subnet = (
-            self._subnet("control-plane", cp_cidr, args.control_plane_zone)
-            if args.control_plane_zone is not None
-            else None
-        )
+        self.control_plane_subnet = self._create_control_plane_subnet(cp_cidr) if args.control_plane else None
         self.nat_gateway = self._create_egress()
         self.private_route_table = self._create_private_routes()
         # S3 through a gateway endpoint on the private route table, so data and checkpoint traffic
@@ -130,7 +132,32 @@ class Network(pulumi.ComponentResource):
             }
         )
 
-    def _subnet(self, role: str, cidr: str, zone: str, zone_id: str | None = None) -> aws.ec2.Subnet:
+    def _create_control_plane_subnet(self, cidr: str) -> aws.ec2.Subnet:
+        args = self._args
+        if args.control_plane_zone_id is not None:
+            return self._subnet("control-plane", cidr, None, args.control_plane_zone_id)
+        # The account's zones (DescribeAvailabilityZones: regular zones only, opted-in or not
+        # needed; EC2 API reference, DescribeAvailabilityZones filter zone-type). The same choice as
+        # the preflight's; a zone name or ID the account lacks fails here, with the fix named.
+        zones = aws.get_availability_zones_output(
+            state="available",
+            filters=[aws.GetAvailabilityZonesFilterArgs(name="zone-type", values=["availability-zone"])],
+            region=args.region,
+            opts=pulumi.InvokeOutputOptions(parent=self),
+        )
+        chosen = zones.apply(lambda z: _chosen_zone(dict(zip(z.names, z.zone_ids)), args))
+        # Kept once created: a later change in the account's zone list must not move (replace) a
+        # subnet the control plane's ENIs sit in.
+        return self._subnet("control-plane", cidr, None, chosen, ignore=["availabilityZoneId"])
+
+    def _subnet(
+        self,
+        role: str,
+        cidr: str,
+        zone: str | None,
+        zone_id: pulumi.Input[str] | None = None,
+        ignore: list[str] | None = None,
+    ) -> aws.ec2.Subnet:
         return aws.ec2.Subnet(
             f"{self._name}-{role}",
             vpc_id=self.vpc.id,
@@ -141,7 +168,7 @@ class Network(pulumi.ComponentResource):
             # there, and it gets an Elastic IP of its own.
             map_public_ip_on_launch=False,
             tags=with_name(self._args.tags, f"{self._name}-{role}"),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=ignore),
         )
 
     def _create_egress(self) -> aws.ec2.NatGateway:
@@ -238,6 +265,15 @@ class Network(pulumi.ComponentResource):
                 "control_plane_subnet_ids": self.control_plane_subnet_ids,
             }
         )
+
+
+def _chosen_zone(zones: dict[str, str], args: NetworkArgs) -> str:
+    chosen, problems = control_plane_zone(
+        zones, region=args.region, zone=args.zone, zone_id=args.zone_id, control_plane_zone_id=None
+    )
+    if problems or chosen is None:
+        raise ValueError("; ".join(f"{path}: {reason}" for path, reason in problems))
+    return chosen
 
 
 def _dns_checked(vpc: list[object]) -> str:

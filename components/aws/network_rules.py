@@ -10,10 +10,22 @@ images and reach the EKS and S3 endpoints). Pure: no Pulumi, no network.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 if TYPE_CHECKING:
     from components.spec_model import ClusterSpec
+
+# Zone IDs in which EKS refuses a cluster's subnets (EKS user guide "network-reqs", "Subnet
+# requirements for clusters": us-east-1 use1-az3, us-west-1 usw1-az2, ca-central-1 cac1-az3;
+# awsdocs/amazon-eks-user-guide latest/ug/networking/network-reqs.adoc at 4d52b4d, re-read at 101184e
+# 2026-12-01: the same three). Which zone name
+# is which ID depends on the account: the spec applies it to the IDs it names, the preflight and
+# the program (control_plane_zone) to the account's own answer.
+EKS_DISALLOWED_ZONE_IDS: Mapping[str, tuple[str, ...]] = {
+    "us-east-1": ("use1-az3",),
+    "us-west-1": ("usw1-az2",),
+    "ca-central-1": ("cac1-az3",),
+}
 
 # EC2 resource ids: the type's prefix, then 8 (before 2016) or 17 lower-case hex digits
 # (EC2 user guide "Resource IDs", docs.aws.amazon.com/AWSEC2/latest/UserGuide/resource-ids.html,
@@ -53,3 +65,85 @@ def existing_network(spec: ClusterSpec) -> list[tuple[str, str]]:
     elif net.control_plane_subnet_ids:
         problems.append(("network.control_plane_subnet_ids", "only applies to eks (kind is slurm)"))
     return problems
+
+
+def node_zone_problems(
+    zones: Mapping[str, str], *, region: str, zone: str, zone_id: str | None
+) -> list[tuple[str, str]]:
+    """``zone`` is one of the account's zones (``zones``: name -> zone ID, as DescribeAvailabilityZones
+    answers), and is ``zone_id`` where the stack names both."""
+    listed = ", ".join(f"{n} ({i})" for n, i in sorted(zones.items()))
+    node_id = zones.get(zone)
+    if node_id is None:
+        return [
+            (
+                "zone",
+                f"{zone!r} is not a zone this account has in {region} (allowed: {listed or 'none listed'}; "
+                f"`aws ec2 describe-availability-zones --region {region}`)",
+            )
+        ]
+    if zone_id is not None and node_id != zone_id:
+        named = next((n for n, i in zones.items() if i == zone_id), None)
+        return [
+            (
+                "zone_id",
+                f"{zone} is zone ID {node_id} in this account, not {zone_id} (allowed: zone_id {node_id}, or "
+                + (
+                    f"zone {named}, which is {zone_id} here)"
+                    if named
+                    else f"another zone: {zone_id} is not in this account)"
+                ),
+            )
+        ]
+    return []
+
+
+def control_plane_zone(
+    zones: Mapping[str, str],
+    *,
+    region: str,
+    zone: str,
+    zone_id: str | None,
+    control_plane_zone_id: str | None,
+) -> tuple[str | None, list[tuple[str, str]]]:
+    """The zone ID of the EKS control plane's second subnet, chosen from the account's zones, and
+    what is wrong with the stack's zones there.
+
+    ``zones`` maps each zone name of the region to its zone ID as DescribeAvailabilityZones answers
+    for this account (in the oldest regions names map to different IDs in every account; "AZ IDs",
+    docs.aws.amazon.com/global-infrastructure/latest/regions/az-ids.html, read 2026-12-01). The program (at
+    ``pulumi up``) and the preflight call this with the same answer, so they choose the same zone.
+
+    * ``zone`` must be one of the account's zones, and be ``zone_id`` when the stack names both;
+    * ``control_plane_zone_id``, when given, must be one of the account's zone IDs, not the
+      nodes' zone and not one EKS refuses; otherwise the first zone by name that is neither is
+      chosen (EKS refuses subnets in ``EKS_DISALLOWED_ZONE_IDS``: EKS user guide "network-reqs").
+    """
+    problems = node_zone_problems(zones, region=region, zone=zone, zone_id=zone_id)
+    listed = ", ".join(f"{n} ({i})" for n, i in sorted(zones.items()))
+    node_id = zones.get(zone)
+    nodes_id = zone_id or node_id
+    refused = EKS_DISALLOWED_ZONE_IDS.get(region, ())
+    if control_plane_zone_id is not None:
+        if control_plane_zone_id not in zones.values():
+            problems.append(
+                (
+                    "network.control_plane_zone_id",
+                    f"{control_plane_zone_id} is not a zone ID this account has in {region} (allowed: {listed})",
+                )
+            )
+            return None, problems
+        return control_plane_zone_id, problems
+    eligible = sorted((n, i) for n, i in zones.items() if n != zone and i != nodes_id and i not in refused)
+    if not eligible:
+        problems.append(
+            (
+                "network.control_plane_zone_id",
+                f"EKS needs the cluster's subnets in two zones, and {region} has no zone besides {zone} "
+                f"({nodes_id or 'unknown ID'}) that EKS accepts in this account (zones: {listed or 'none'}; "
+                f"EKS refuses {', '.join(refused) or 'none here'}: EKS user guide network-reqs); allowed: "
+                "another region, or an existing network (network.vpc_id) with a control-plane subnet",
+            )
+        )
+        return None, problems
+    return eligible[0][1], problems

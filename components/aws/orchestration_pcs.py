@@ -3,8 +3,9 @@
 pulumi-aws 7.51 has no PCS resources; pulumi-aws-native's ``pcs`` module (CloudFormation's
 ``AWS::PCS::*``) does. The cluster has:
 
-* a PCS cluster (Slurm ``PCS_SLURM_VERSION``; the controller size follows the instance
-  count, see ``pcs_size``) in the node subnet, in the EFA group: the group's self rule
+* a PCS cluster (Slurm ``PCS_SLURM_VERSION``; the controller size is the spec's
+  ``orchestration.size``, never derived from the node count: PCS replaces a cluster whose size
+  changes, components/aws/rules.py) in the node subnet, in the EFA group: the group's self rule
   admits slurmctld (6817) and slurmd (6818) traffic both ways;
 * a login node group on a small template of its own, in the same private subnet (reached
   through SSM Session Manager: no public IPs anywhere);
@@ -48,17 +49,6 @@ PURCHASE_OPTIONS = {
 }
 
 _BOUNDARY = "==GPU-CLUSTER-BOUNDARY=="
-
-
-def pcs_size(instances: int) -> pcs.ClusterSize:
-    """Controller size for the instances it manages, login nodes included (SMALL up to 32,
-    MEDIUM up to 512, LARGE up to 2048; AWS PCS user guide, "Cluster size"). A size too
-    small for the node count is refused by PCS, too large only costs more per hour."""
-    if instances <= 32:
-        return pcs.ClusterSize.SMALL
-    if instances <= 512:
-        return pcs.ClusterSize.MEDIUM
-    return pcs.ClusterSize.LARGE
 
 
 def lustre_user_data(
@@ -108,7 +98,8 @@ class PcsArgs:
     node_role_name: pulumi.Input[str]
     """The role in that profile; granted registration with this cluster only."""
     image_id: pulumi.Input[str]
-    """The PCS image every node group launches (Compute.image_id)."""
+    """The PCS image every node group launches (Compute.image_id), set only in the node groups'
+    amiId (the launch templates carry none)."""
     image_pinned: bool = False
     """``image_id`` is the stack's own pin; else a looked-up value, kept once created."""
     user_data: pulumi.Input[str]
@@ -118,6 +109,8 @@ class PcsArgs:
     capacity: CapacitySpec
     login_nodes: int
     partition: str
+    size: str
+    """The controller's size (components/aws/rules.py ``pcs_size``): SMALL, MEDIUM or LARGE."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Merged into every resource."""
 
@@ -136,18 +129,14 @@ class Orchestration(pulumi.ComponentResource):
             scheduler=pcs.SchedulerPropertiesArgs(
                 type=pcs.ClusterSchedulerPropertiesType.SLURM, version=PCS_SLURM_VERSION
             ),
-            size=pcs_size(args.nodes + args.login_nodes),
+            size=pcs.ClusterSize(args.size),
             networking=pcs.NetworkingPropertiesArgs(
                 subnet_ids=[args.node_subnet_id],
                 security_group_ids=[args.security_group_id],
             ),
             tags=dict(args.tags),
-            # Fixed names (Slurm names the nodes after the group): a replacement must free
-            # the name first. The nodes are replaced either way.
-            # A looked-up image is kept once the group exists (compute.image moves it).
-            opts=pulumi.ResourceOptions(
-                parent=self, delete_before_replace=True, ignore_changes=[] if args.image_pinned else ["amiId"]
-            ),
+            # A fixed name: a replacement must free the name first. The nodes are replaced either way.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
         self.cluster_id = self.cluster.aws_id
         self.register_policy = self._create_register_policy()
@@ -170,13 +159,7 @@ class Orchestration(pulumi.ComponentResource):
             tags=dict(args.tags),
             # The queue's name is the Slurm partition jobs are submitted to, so it is fixed;
             # a replacement must free the name before it can take it.
-            # A looked-up image is kept once the group exists (compute.image moves it).
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                delete_before_replace=True,
-                depends_on=[self.register_policy],
-                ignore_changes=[] if args.image_pinned else ["amiId"],
-            ),
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[self.register_policy]),
         )
 
         if self.login_group is not None:

@@ -20,33 +20,39 @@ import re
 from typing import TYPE_CHECKING, Any, Mapping
 
 from components.aws import eks_sizing
-from components.aws.network_rules import existing_network
+from components.aws.network_rules import EKS_DISALLOWED_ZONE_IDS, existing_network
 from components.aws.versions import EKS_KUBERNETES_VERSION, EKS_STANDARD_SUPPORT_END, EKS_UNAVAILABLE
 from components.lustre_tiers import lustre_tiers
 
 if TYPE_CHECKING:
     from components.spec_model import ClusterSpec
 
-# Zone IDs in which EKS refuses a cluster's subnets (EKS user guide "network-reqs", "Subnet
-# requirements for clusters": us-east-1 use1-az3, us-west-1 usw1-az2, ca-central-1 cac1-az3;
-# awsdocs/amazon-eks-user-guide latest/ug/networking/network-reqs.adoc at 4d52b4d). Which zone name
-# is which ID depends on the account, so only the preflight can apply this table.
-EKS_DISALLOWED_ZONE_IDS: Mapping[str, tuple[str, ...]] = {
-    "us-east-1": ("use1-az3",),
-    "us-west-1": ("usw1-az2",),
-    "ca-central-1": ("cac1-az3",),
-}
-
 # EC2 placement group names: up to 255 ASCII characters (EC2 API CreatePlacementGroup, GroupName);
 # held here to printable characters without spaces, which every console-made name is.
 _PLACEMENT_GROUP = re.compile(r"^[\x21-\x7e]{1,255}\Z")
+
+
+# AWS PCS controller sizes and the compute nodes each manages (PCS API reference, Cluster data type,
+# size: "SMALL: 32 compute nodes and 256 jobs, MEDIUM: 512 ... 8192 jobs, LARGE: 2048 ... 16,384 jobs";
+# docs.aws.amazon.com/pcs/latest/APIReference/API_Cluster.html, read 2026-12-01). Login nodes are PCS
+# compute node group instances too, so they count.
+PCS_SIZES: Mapping[str, int] = {"SMALL": 32, "MEDIUM": 512, "LARGE": 2048}
+PCS_DEFAULT_SIZE = "SMALL"
+
+
+def pcs_size(spec: ClusterSpec) -> str:
+    """The PCS size the stack creates: the one it names, else SMALL (never derived from the count)."""
+    return spec.orchestration.size or PCS_DEFAULT_SIZE
 
 
 def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     problems += _placement_group(spec)
     problems += _zone_id(spec)
+    problems += _control_plane_zone_id(spec)
     problems += existing_network(spec)
+    if spec.orchestration.kind == "slurm":
+        problems += _pcs_size(spec)
     if spec.orchestration.kind == "eks":
         problems += _eks_version(spec)
         if not spec.network.existing:  # the caller's subnets are not carved from network.cidr
@@ -79,6 +85,34 @@ def zone_id_prefix(region: str) -> str | None:
     if direction not in _DIRECTIONS or not number.isdigit():
         return None
     return f"{geo}{_DIRECTIONS[direction]}{number}"
+
+
+def _control_plane_zone_id(spec: ClusterSpec) -> list[tuple[str, str]]:
+    """``network.control_plane_zone_id``: EKS only; a zone ID of the region, not one EKS refuses,
+    not the nodes' own (whether the account has it is the preflight's and ``pulumi up``'s)."""
+    zid = spec.network.control_plane_zone_id
+    path = "network.control_plane_zone_id"
+    if zid is None:
+        return []
+    if spec.orchestration.kind != "eks":
+        return [(path, f"only applies to eks (kind is {spec.orchestration.kind}: one zone, no control-plane subnet)")]
+    prefix = zone_id_prefix(spec.region)
+    if prefix is None or not re.fullmatch(re.escape(prefix) + r"-az[0-9]+", zid):
+        example = f"{prefix}-az1" if prefix else "use1-az1"
+        return [(path, f"{zid!r} is not a zone ID of region {spec.region!r} (allowed: an ID such as {example})")]
+    refused = EKS_DISALLOWED_ZONE_IDS.get(spec.region, ())
+    if zid in refused:
+        return [
+            (
+                path,
+                f'EKS refuses cluster subnets in {zid} (EKS user guide "network-reqs"; refused in '
+                f"{spec.region}: {', '.join(refused)}); allowed: another zone ID of {spec.region}, or leave it "
+                "unset and the stack picks one EKS accepts",
+            )
+        ]
+    if zid == spec.zone_id:
+        return [(path, f"{zid} is the nodes' zone (zone_id); EKS needs a second zone (allowed: another zone ID)")]
+    return []
 
 
 def _zone_id(spec: ClusterSpec) -> list[tuple[str, str]]:
@@ -119,6 +153,57 @@ def _zone_id(spec: ClusterSpec) -> list[tuple[str, str]]:
             )
         )
     return problems
+
+
+def capacity_note(spec: ClusterSpec) -> str | None:
+    """What the plan says of a capacity block: when its GPU nodes appear. None for other capacity.
+
+    EKS: the node group is created with its desired size whether or not the block has started; its
+    Auto Scaling group's launches fail until the block is active and then it scales up to that size
+    (EKS user guide capacity-blocks-mng, at 0a7189e). PCS: the group starts at 0 instances and
+    launches its nodes once the block is active (AWS PCS user guide capacity-blocks-configure-cng)."""
+    cap = spec.compute.capacity
+    if cap.type != "capacity-block":
+        return None
+    n = spec.compute.nodes
+    how = (
+        f"the managed node group is created now with desired size {n}; until the block starts its launches "
+        f"fail (EKS expects this), and from the start EKS scales it to {n} by itself"
+        if spec.orchestration.kind == "eks"
+        else f"the PCS node group is created now with 0 to {n} instances and launches them once the block is active"
+    )
+    return (
+        f"capacity block {cap.id}: the {n} GPU nodes appear when the block starts, not at `pulumi up`: {how}. "
+        "The block's start and end: `python -m components.preflight STACK` (DescribeCapacityReservations)."
+    )
+
+
+def _pcs_size(spec: ClusterSpec) -> list[tuple[str, str]]:
+    """More instances than the size manages are refused; the fix (a larger size) is named with what
+    it costs on a live cluster: pulumi-aws-native 1.84.0 declares pcs.Cluster's ``size`` replace-on-
+    change (pulumi_aws_native/pcs/cluster.py, replace_on_changes ["name", "networking", "size"]), and
+    the queue and node groups, whose ``clusterId`` is replace-on-change too, go with it."""
+    o = spec.orchestration
+    size = pcs_size(spec)
+    instances = spec.compute.nodes + o.login_nodes
+    if instances <= PCS_SIZES[size]:
+        return []
+    fits = next(s for s, n in PCS_SIZES.items() if n >= instances) if instances <= PCS_SIZES["LARGE"] else None
+    named = "" if o.size else "unset, so "
+    return [
+        (
+            "orchestration.size",
+            f"{named}{size}, which manages up to {PCS_SIZES[size]} instances; {spec.compute.nodes} GPU and "
+            f"{o.login_nodes} login nodes are {instances} (PCS API reference, Cluster.size). PCS cannot resize a "
+            "cluster: a new size replaces it, with its queue and node groups (running jobs are lost) "
+            + (
+                f"(allowed: orchestration.size: {fits}, which on a live cluster accepts that replacement, or at "
+                f"most {PCS_SIZES[size]} instances)"
+                if fits
+                else f"(allowed: at most {PCS_SIZES['LARGE']} instances)"
+            ),
+        )
+    ]
 
 
 def _placement_group(spec: ClusterSpec) -> list[tuple[str, str]]:

@@ -24,18 +24,8 @@ from botocore.exceptions import (
 )
 from botocore.parsers import ResponseParserError
 
-from components.aws.common import second_zone
+from components.aws.network_rules import EKS_DISALLOWED_ZONE_IDS, control_plane_zone, node_zone_problems
 from components.preflight import Check, Context, CouldNotCheck, Fatal, NotApplicable, Problem, deployer_ranges
-
-# EKS refuses cluster subnets in these zone IDs (zone *names* map to different IDs in each
-# account, so only the ID decides). Source: Amazon EKS User Guide, "VPC and subnet requirements",
-# subnet requirements for clusters (docs.aws.amazon.com/eks/latest/userguide/network-reqs.html;
-# awsdocs/amazon-eks-user-guide latest/ug/networking/network-reqs.adoc at 4d52b4d, 2024-12-18).
-EKS_DISALLOWED_ZONE_IDS: dict[str, frozenset[str]] = {
-    "us-east-1": frozenset({"use1-az3"}),
-    "us-west-1": frozenset({"usw1-az2"}),
-    "ca-central-1": frozenset({"cac1-az3"}),
-}
 
 # Service Quotas codes. Each is looked up by code and its QuotaName is compared with the name
 # below, so a wrong code is "could not check", never a wrong verdict. Names: "Running On-Demand
@@ -47,6 +37,11 @@ EKS_DISALLOWED_ZONE_IDS: dict[str, frozenset[str]] = {
 QUOTA_ON_DEMAND_P = ("ec2", "L-417A185B", "Running On-Demand P instances")
 QUOTA_SPOT_P = ("ec2", "L-7212CCBC", "All P Spot Instance Requests")
 QUOTA_EKS_NODES_PER_GROUP = ("eks", "L-BD136A63", "Nodes per managed node group")
+# The standard families' On-Demand vCPU quota, which the EKS system nodes (c5) and the PCS login
+# nodes (m6i) count against (EC2 User Guide, "On-Demand Instance quotas": "Running On-Demand Standard
+# (A, C, D, H, I, M, R, T, Z) instances"; the code as in aws-parallelcluster's and others' quota
+# checks; a wrong code is "could not check", the name is compared as above).
+QUOTA_ON_DEMAND_STANDARD = ("ec2", "L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances")
 
 # Reservation states a launch can use now or later (EC2 API CapacityReservation.State; the enum
 # in botocore's ec2 2016-11-15 model: active, scheduled, expired, cancelled, pending, failed, ...).
@@ -70,6 +65,8 @@ class AwsClients:
     ec2: Any
     s3: Any
     quotas: Any
+    ssm: Any = None
+    """Systems Manager: the public EKS image parameter (None: that question is not asked)."""
 
     @classmethod
     def from_environment(cls, region: str) -> AwsClients:
@@ -84,6 +81,7 @@ class AwsClients:
             ec2=session.client("ec2", config=cfg),
             s3=session.client("s3", config=cfg),
             quotas=session.client("service-quotas", config=cfg),
+            ssm=session.client("ssm", config=cfg),
         )
 
 
@@ -119,49 +117,61 @@ def check_identity(ctx: Context) -> list[Problem]:
     return []
 
 
-def _zone_ids(ctx: Context, zones: list[str]) -> dict[str, str]:
-    try:
-        resp = call(
-            "ec2:DescribeAvailabilityZones",
-            ctx.clients.ec2.describe_availability_zones,
-            Filters=[{"Name": "zone-name", "Values": zones}],
-        )
-    except ClientError as exc:
-        raise CouldNotCheck(f"ec2:DescribeAvailabilityZones: {exc}") from None
-    return {z["ZoneName"]: z["ZoneId"] for z in resp.get("AvailabilityZones", [])}
+def account_zones(ctx: Context) -> dict[str, str]:
+    """The region's regular zones this account has, name -> zone ID (EC2 API DescribeAvailabilityZones,
+    filters zone-type availability-zone and state available; the answer's ZoneName and ZoneId)."""
+
+    def fetch() -> dict[str, str]:
+        try:
+            resp = call(
+                "ec2:DescribeAvailabilityZones",
+                ctx.clients.ec2.describe_availability_zones,
+                Filters=[
+                    {"Name": "zone-type", "Values": ["availability-zone"]},
+                    {"Name": "state", "Values": ["available"]},
+                ],
+            )
+        except ClientError as exc:
+            raise CouldNotCheck(f"ec2:DescribeAvailabilityZones: {exc}") from None
+        return {z["ZoneName"]: z["ZoneId"] for z in resp.get("AvailabilityZones", [])}
+
+    zones: dict[str, str] = ctx.cached("zones", fetch)
+    return zones
 
 
 def check_zone(ctx: Context) -> list[Problem]:
-    """The zone exists in this account, and on EKS neither control-plane subnet's zone ID is
-    one EKS refuses (the node zone and the second zone the program picks)."""
+    """The zone exists in this account and is ``zone_id`` where both are given; on EKS the nodes'
+    zone ID is not one EKS refuses, and a second zone EKS accepts exists (``network.
+    control_plane_zone_id``, or the one the program will choose from the same answer)."""
     spec = ctx.spec
-    zones = [spec.zone]
-    if spec.orchestration.kind == "eks":
-        zones.append(second_zone(spec.zone))
-    ids = _zone_ids(ctx, zones)
-    if spec.zone not in ids:
-        return [
+    zones = account_zones(ctx)
+    eks_subnets = spec.orchestration.kind == "eks" and not spec.network.existing
+    if eks_subnets:
+        chosen, found = control_plane_zone(
+            zones,
+            region=spec.region,
+            zone=spec.zone,
+            zone_id=spec.zone_id,
+            control_plane_zone_id=spec.network.control_plane_zone_id,
+        )
+    else:
+        chosen, found = None, node_zone_problems(zones, region=spec.region, zone=spec.zone, zone_id=spec.zone_id)
+    problems = [Problem(path, reason) for path, reason in found]
+    refused = EKS_DISALLOWED_ZONE_IDS.get(spec.region, ())
+    zid = zones.get(spec.zone)
+    if spec.orchestration.kind == "eks" and zid in refused:
+        problems.append(
             Problem(
                 "zone",
-                f"{spec.zone!r} is not a zone this account has in {spec.region} "
-                f"(allowed: a zone listed by `aws ec2 describe-availability-zones --region {spec.region}`)",
+                f"{spec.zone} (the GPU nodes' zone) is zone ID {zid} in this account, where EKS creates no "
+                f"cluster subnet (refused IDs in {spec.region}: {', '.join(refused)}; "
+                "source: docs.aws.amazon.com/eks/latest/userguide/network-reqs.html); "
+                "allowed: another zone of the region",
             )
-        ]
-    problems = []
-    refused = EKS_DISALLOWED_ZONE_IDS.get(spec.region, frozenset())
-    for zone in zones:
-        zid = ids.get(zone)
-        if spec.orchestration.kind == "eks" and zid in refused:
-            role = "the GPU nodes' zone" if zone == spec.zone else "the EKS control plane's second zone"
-            problems.append(
-                Problem(
-                    "zone",
-                    f"{zone} ({role}) is zone ID {zid} in this account, where EKS creates no "
-                    f"cluster (refused IDs in {spec.region}: {', '.join(sorted(refused))}; "
-                    "source: docs.aws.amazon.com/eks/latest/userguide/network-reqs.html); "
-                    "allowed: another zone of the region",
-                )
-            )
+        )
+    if chosen is not None:
+        name = next(n for n, i in zones.items() if i == chosen)
+        ctx.notes.append(f"the EKS control plane's second subnet goes to {name} ({chosen})")
     return problems
 
 
@@ -202,6 +212,123 @@ def check_offering(ctx: Context) -> list[Problem]:
     ]
 
 
+def check_instance_facts(ctx: Context) -> list[Problem]:
+    """What the catalog says of the type is what EC2 says (EC2 API DescribeInstanceTypes,
+    InstanceTypeInfo: VCpuInfo.DefaultVCpus, NetworkInfo.MaximumNetworkCards, EfaSupported,
+    EfaInfo.MaximumEfaInterfaces). The launch template gets one interface per network card and its
+    EFA interfaces from the catalog (components/aws/interconnect.py), and the vCPU quota is counted
+    from it: a catalog figure EC2 contradicts would fail the launch, or pass a quota it should not."""
+    spec = ctx.spec
+    it = spec.instance
+    try:
+        resp = call(
+            "ec2:DescribeInstanceTypes",
+            ctx.clients.ec2.describe_instance_types,
+            InstanceTypes=[spec.compute.instance_type],
+        )
+    except ClientError as exc:
+        raise CouldNotCheck(f"ec2:DescribeInstanceTypes: {exc}") from None
+    found = resp.get("InstanceTypes", [])
+    if not found:
+        raise CouldNotCheck(f"ec2:DescribeInstanceTypes: no answer for {spec.compute.instance_type} in {spec.region}")
+    info = found[0]
+    net = info.get("NetworkInfo", {})
+    source = f"the catalog's {it.name} entry (components/catalog.yaml, network source {it.network.source})"
+    ec2_says = {
+        "vCPUs": info.get("VCpuInfo", {}).get("DefaultVCpus"),
+        "network cards": net.get("MaximumNetworkCards"),
+        "EFA interfaces": (net.get("EfaInfo") or {}).get("MaximumEfaInterfaces", 0) if net.get("EfaSupported") else 0,
+    }
+    catalog_says = {
+        "vCPUs": it.vcpu,
+        "network cards": it.network.network_cards,
+        "EFA interfaces": it.network.efa_interfaces,
+    }
+    problems = []
+    for what, theirs in ec2_says.items():
+        ours = catalog_says[what]
+        if theirs is not None and ours is not None and int(theirs) != int(ours):
+            problems.append(
+                Problem(
+                    "compute.instance_type",
+                    f"EC2 says {spec.compute.instance_type} has {int(theirs)} {what} in {spec.region}, {source} "
+                    f"says {ours}; the stack is built from the catalog (allowed: a catalog figure that EC2 "
+                    "confirms: correct the entry and its source)",
+                )
+            )
+    return problems
+
+
+def check_node_image(ctx: Context) -> list[Problem]:
+    """The node image the program will use exists in the region: on EKS the public SSM parameter of
+    the recommended NVIDIA release for the Kubernetes version (SSM GetParameter; EKS user guide
+    retrieve-ami-id), on PCS the sample AMI the program looks up (EC2 DescribeImages, owner amazon,
+    the same name filter, x86_64) or the pinned AMI (DescribeImages ImageIds). A pinned EKS release
+    is a version string: EKS checks it at the node group's creation, not asked here."""
+    spec = ctx.spec
+    if spec.orchestration.kind == "eks":
+        if spec.compute.image is not None:
+            raise NotApplicable(f"release {spec.compute.image} pinned: EKS checks it when the node group is made")
+        if ctx.clients.ssm is None:
+            raise CouldNotCheck("no Systems Manager client")
+        from components.aws.compute import eks_release_parameter
+
+        name = eks_release_parameter(spec.orchestration.kubernetes_version)
+        try:
+            call("ssm:GetParameter", ctx.clients.ssm.get_parameter, Name=name)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ParameterNotFound":
+                raise CouldNotCheck(f"ssm:GetParameter {name}: {exc}") from None
+            return [
+                Problem(
+                    "orchestration.kubernetes_version",
+                    f"{spec.region} has no EKS AL2023 NVIDIA image for Kubernetes {spec.orchestration.kubernetes_version} "
+                    f"(SSM parameter {name} not found) (allowed: a version EKS publishes that image for here, "
+                    "or pin compute.image to a release)",
+                )
+            ]
+        return []
+    from components.aws.compute import pcs_ami_name_filter
+
+    if spec.compute.image is not None:
+        query: dict[str, Any] = {"ImageIds": [spec.compute.image]}
+    else:
+        query = {
+            "Owners": ["amazon"],
+            "Filters": [
+                {"Name": "name", "Values": [pcs_ami_name_filter()]},
+                {"Name": "architecture", "Values": ["x86_64"]},
+            ],
+        }
+    try:
+        resp = call("ec2:DescribeImages", ctx.clients.ec2.describe_images, **query)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code", "").startswith("InvalidAMIID"):
+            resp = {"Images": []}
+        else:
+            raise CouldNotCheck(f"ec2:DescribeImages: {exc}") from None
+    images = [i for i in resp.get("Images", []) if i.get("State", "available") == "available"]
+    if images:
+        newest = max(images, key=lambda i: str(i.get("CreationDate", "")))
+        ctx.notes.append(f"node image in {spec.region}: {newest.get('ImageId')} ({newest.get('Name', '?')})")
+        return []
+    if spec.compute.image is not None:
+        return [
+            Problem(
+                "compute.image",
+                f"{spec.compute.image} is no available image in {spec.region} (allowed: an AMI id of this region)",
+            )
+        ]
+    return [
+        Problem(
+            "compute.image",
+            f"no AWS PCS sample image {pcs_ami_name_filter()} (owner amazon, x86_64) in {spec.region}; the program "
+            "would find none (allowed: pin compute.image to an AMI built for PCS in this region, e.g. with "
+            "aws-hpc-recipes dlami_for_pcs_imagebuilder)",
+        )
+    ]
+
+
 def _reservation(ctx: Context) -> dict[str, Any] | None:
     """The stack's capacity reservation (ODCR or capacity block) as EC2 describes it, or None."""
     cid = ctx.spec.compute.capacity.id
@@ -222,6 +349,12 @@ def _reservation(ctx: Context) -> dict[str, Any] | None:
 
     result: dict[str, Any] | None = ctx.cached("reservation", fetch)
     return result
+
+
+def _zone_id_of(ctx: Context, zone: str) -> str | None:
+    """The zone's ID from the zone check's answer when it ran (None otherwise: no second call)."""
+    zones = ctx.cache.get("zones")
+    return zones.get(zone) if isinstance(zones, dict) else None
 
 
 def _when(value: Any) -> str:
@@ -272,12 +405,18 @@ def check_capacity(ctx: Context, now: dt.datetime | None = None) -> list[Problem
                 f"reserves {cr.get('InstanceType')} (allowed: {cr.get('InstanceType')})",
             )
         )
-    if cr.get("AvailabilityZone") != spec.zone:
+    # By zone ID where the stack's is known (subnets are placed by ID; names differ per account).
+    node_id = spec.zone_id or _zone_id_of(ctx, spec.zone)
+    rid = cr.get("AvailabilityZoneId")
+    if (rid != node_id) if (rid and node_id) else (cr.get("AvailabilityZone") != spec.zone):
         problems.append(
             Problem(
                 "zone",
-                f"{spec.zone} does not match {cap.id}, which is in {cr.get('AvailabilityZone')} "
-                f"(zone ID {cr.get('AvailabilityZoneId', '?')}; allowed: {cr.get('AvailabilityZone')})",
+                f"{spec.zone}"
+                + (f" (zone ID {node_id})" if node_id else "")
+                + f" does not match {cap.id}, which is in {cr.get('AvailabilityZone')} "
+                f"(zone ID {cr.get('AvailabilityZoneId', '?')}; allowed: {cr.get('AvailabilityZone')}"
+                + (f", zone_id {rid})" if spec.zone_id and rid else ")"),
             )
         )
     total, free = int(cr.get("TotalInstanceCount", 0)), int(cr.get("AvailableInstanceCount", 0))
@@ -301,7 +440,8 @@ def check_capacity(ctx: Context, now: dt.datetime | None = None) -> list[Problem
         ctx.notes.append(
             f"{cap.id} ({kind}) is scheduled: it starts {_when(start)}"
             + (f" and ends {_when(end)}" if end else "")
-            + "; nodes can launch only from its start"
+            + "; the GPU nodes launch only from its start: the stack can be created now, and the nodes "
+            "appear then (EKS scales its node group up by itself, PCS launches them)"
         )
     elif end is not None:
         left = end - now if isinstance(end, dt.datetime) else None
@@ -426,6 +566,50 @@ def check_quotas(ctx: Context) -> list[Problem]:
     return problems
 
 
+def _small_nodes(ctx: Context) -> tuple[str, int] | None:
+    """The on-demand non-GPU nodes the stack launches: EKS's system group, PCS's login nodes."""
+    spec = ctx.spec
+    if spec.orchestration.kind == "eks":
+        from components.aws.eks_sizing import SYSTEM_INSTANCE_TYPE, SYSTEM_NODES
+
+        return SYSTEM_INSTANCE_TYPE, SYSTEM_NODES
+    if spec.orchestration.login_nodes > 0:
+        from components.aws.orchestration_pcs import LOGIN_INSTANCE_TYPE
+
+        return LOGIN_INSTANCE_TYPE, spec.orchestration.login_nodes
+    return None
+
+
+def check_standard_quota(ctx: Context) -> list[Problem]:
+    """The system (EKS) or login (PCS) nodes fit the standard families' On-Demand vCPU quota. Their
+    vCPUs are EC2's answer (DescribeInstanceTypes VCpuInfo.DefaultVCpus), not a number kept here."""
+    small = _small_nodes(ctx)
+    if small is None:
+        raise NotApplicable("no login nodes")
+    itype, count = small
+    try:
+        resp = call("ec2:DescribeInstanceTypes", ctx.clients.ec2.describe_instance_types, InstanceTypes=[itype])
+    except ClientError as exc:
+        raise CouldNotCheck(f"ec2:DescribeInstanceTypes {itype}: {exc}") from None
+    found = resp.get("InstanceTypes", [])
+    if not found:
+        raise CouldNotCheck(f"ec2:DescribeInstanceTypes: no answer for {itype} in {ctx.spec.region}")
+    vcpus = count * int(found[0].get("VCpuInfo", {}).get("DefaultVCpus", 0))
+    limit = _quota(ctx, QUOTA_ON_DEMAND_STANDARD)
+    if limit >= vcpus:
+        return []
+    role = "EKS system nodes" if ctx.spec.orchestration.kind == "eks" else "PCS login nodes (orchestration.login_nodes)"
+    return [
+        Problem(
+            "orchestration.login_nodes" if ctx.spec.orchestration.kind == "slurm" else "orchestration.kind",
+            f"the {count} {role}, {itype}, need {vcpus} vCPUs but the quota {QUOTA_ON_DEMAND_STANDARD[2]!r} "
+            f"({QUOTA_ON_DEMAND_STANDARD[1]}) is {limit:.0f} in {ctx.spec.region}, before any running instance "
+            "counts against it (allowed: request an increase"
+            + (", or fewer login nodes)" if ctx.spec.orchestration.kind == "slurm" else ")"),
+        )
+    ]
+
+
 def largest_node_group(ctx: Context) -> int:
     """The largest EKS managed node group the program makes (it splits the GPU nodes into groups
     of at most 450: components.aws.eks_sizing)."""
@@ -512,9 +696,12 @@ def checks(checkip_url: str | None) -> list[Check]:
         Check("AWS credentials", check_identity),
         Check("zone and its EKS zone ID", check_zone),
         Check("instance type offered in the zone", check_offering),
+        Check("instance type's vCPUs, network cards and EFA interfaces", check_instance_facts),
+        Check("node image in the region", check_node_image),
         Check("capacity reservation / block", check_capacity),
         Check("placement group and reservation", check_placement),
         Check("service quotas", check_quotas),
+        Check("standard vCPU quota for the system or login nodes", check_standard_quota),
         Check("S3 buckets", check_buckets),
         Check("deployer ranges", lambda ctx: deployer_ranges(ctx, checkip_url)),
     ]

@@ -104,10 +104,14 @@ def quotas_client(answers: list[dict[str, Any]]) -> Any:
     return client
 
 
-def good_quotas(p_vcpus: float = 1536, nodes_per_group: float = 450) -> list[dict[str, Any]]:
+STANDARD = "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances"
+
+
+def good_quotas(p_vcpus: float = 1536, nodes_per_group: float = 450, standard: float = 640) -> list[dict[str, Any]]:
     return [
         quota_answer("L-417A185B", "Running On-Demand P instances", p_vcpus),
         quota_answer("L-BD136A63", "Nodes per managed node group", nodes_per_group, service="eks"),
+        quota_answer("L-1216C47A", STANDARD, standard),
     ]
 
 
@@ -119,6 +123,33 @@ def make_bucket(name: str = DATA, region: str = REGION) -> None:
         s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": region})
 
 
+def release_parameter_answer(name: str, value: str = "1.35.5-20251120") -> dict[str, Any]:
+    """SSM GetParameter's documented response (Systems Manager API reference, GetParameter, Parameter)
+    for the public EKS image parameter, which moto does not hold (it answers ParameterNotFound)."""
+    return {
+        "Parameter": {
+            "Name": name,
+            "Type": "String",
+            "Value": value,
+            "Version": 1,
+            "LastModifiedDate": dt.datetime(2025, 11, 20, tzinfo=dt.timezone.utc),
+            "ARN": f"arn:aws:ssm:{REGION}::parameter{name}",
+            "DataType": "text",
+        }
+    }
+
+
+def ssm_client(kubernetes_version: str = "1.35") -> Any:
+    from components.aws.compute import eks_release_parameter
+
+    client = boto3.client("ssm", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
+    stub = Stubber(client)
+    name = eks_release_parameter(kubernetes_version)
+    stub.add_response("get_parameter", release_parameter_answer(name), {"Name": name})
+    stub.activate()
+    return client
+
+
 def run_cli(
     write_stack: Callable[..., str],
     obj: dict[str, Any],
@@ -126,7 +157,7 @@ def run_cli(
     checkip_url: str | None = None,
     monkeypatch: pytest.MonkeyPatch | None = None,
 ) -> tuple[int, str, str]:
-    clients = replace(pf.AwsClients.from_environment(REGION), quotas=quotas_client(quotas))
+    clients = replace(pf.AwsClients.from_environment(REGION), quotas=quotas_client(quotas), ssm=ssm_client())
     out, err = io.StringIO(), io.StringIO()
     args = [write_stack(obj)]
     if checkip_url is None:
@@ -146,9 +177,10 @@ def test_a_good_on_demand_eks_stack_passes(
 ) -> None:
     make_bucket()
     code, out, err = run_cli(write_stack, cluster(), good_quotas(), checkip(DEPLOYER_ADDR), monkeypatch)
-    assert (code, out) == (0, ""), out + err
+    # moto's account: us-east-1a is use1-az6; the first other zone, us-east-1b, is use1-az1.
+    assert (code, out) == (0, "note: the EKS control plane's second subnet goes to us-east-1b (use1-az1)\n"), out + err
     # progress: one line per check on stderr, each with its verdict
-    assert err.count("preflight [") == 8 and "[2/8] zone and its EKS zone ID ... ok" in err
+    assert err.count("preflight [") == 11 and "[2/11] zone and its EKS zone ID ... ok" in err
     assert err.strip().endswith(": ok")
 
 
@@ -187,7 +219,7 @@ def test_a_bucket_in_another_region_is_refused(aws_env: str, write_stack: Callab
     make_bucket(region="us-west-2")
     code, out, _ = run_cli(write_stack, cluster(), good_quotas())
     assert code == 2
-    assert out.strip() == (
+    assert out.splitlines()[0] == (
         f"storage.lustre.import_path: bucket '{DATA}' is in us-west-2, not the stack's region "
         f"us-east-1 (allowed: a bucket in us-east-1)"
     )
@@ -238,11 +270,31 @@ def test_missing_deployer_ranges_and_an_address_outside_them(
     )
 
 
+def test_system_nodes_beyond_the_standard_vcpu_quota_are_refused(aws_env: str, write_stack: Callable[..., str]) -> None:
+    # moto's DescribeInstanceTypes: c5.2xlarge has 8 vCPUs; two system nodes need 16.
+    vcpus = boto3.client("ec2", region_name=REGION).describe_instance_types(InstanceTypes=["c5.2xlarge"])
+    assert vcpus["InstanceTypes"][0]["VCpuInfo"]["DefaultVCpus"] == 8
+    make_bucket()
+    code, out, _ = run_cli(write_stack, cluster(), good_quotas(standard=8))
+    assert code == 2
+    assert (
+        "orchestration.kind: the 2 EKS system nodes, c5.2xlarge, need 16 vCPUs but the quota "
+        f"'{STANDARD}' (L-1216C47A) is 8 in us-east-1"
+    ) in out
+
+
 def test_a_slurm_stack_asks_no_eks_quota_and_no_deployer_range(aws_env: str, write_stack: Callable[..., str]) -> None:
     make_bucket()
-    obj = cluster(zone="us-east-1e", orchestration={"kind": "slurm"})
-    code, out, err = run_cli(write_stack, obj, good_quotas()[:1])  # a second quota call would hit the stub's end
-    assert (code, out) == (0, ""), out + err
+    # moto holds no PCS sample image: the stack pins one of the Amazon images moto does hold.
+    images = boto3.client("ec2", region_name=REGION).describe_images(
+        Owners=["amazon"], Filters=[{"Name": "name", "Values": ["amzn2-ami-hvm-*"]}]
+    )["Images"]
+    ami, name = images[0]["ImageId"], images[0]["Name"]
+    obj = cluster(zone="us-east-1e", orchestration={"kind": "slurm"}, compute__image=ami)
+    p_quota, _, standard = good_quotas()
+    # No EKS quota is asked (the stub holds none: a call would hit its end); the login node's is.
+    code, out, err = run_cli(write_stack, obj, [p_quota, standard])
+    assert (code, out) == (0, f"note: node image in {REGION}: {ami} ({name})\n"), out + err
 
 
 def test_no_credentials_is_could_not_check(
@@ -352,7 +404,8 @@ def test_a_scheduled_block_passes_and_says_when_it_starts() -> None:
     assert problems(ctx) == []
     assert ctx.notes == [
         f"{CR} (capacity block) is scheduled: it starts 2026-12-02 09:00 UTC and ends "
-        "2026-12-09 09:00 UTC; nodes can launch only from its start"
+        "2026-12-09 09:00 UTC; the GPU nodes launch only from its start: the stack can be created now, and the nodes "
+        "appear then (EKS scales its node group up by itself, PCS launches them)"
     ]
 
 
@@ -371,6 +424,17 @@ def test_a_block_of_the_wrong_type_zone_and_size_is_refused_on_each_count() -> N
         f"compute.instance_type: p5.48xlarge does not match {CR}, which reserves p5en.48xlarge (allowed: p5en.48xlarge)",
         f"zone: us-east-1a does not match {CR}, which is in us-east-1c (zone ID use1-az2; allowed: us-east-1c)",
         f"compute.nodes: 16 nodes do not fit {CR}, which holds 8 instances (allowed: 1..8)",
+    ]
+
+
+def test_the_block_s_zone_is_compared_by_zone_id_when_the_stack_s_is_known() -> None:
+    # The stack names use1-az6 (the block's ID): a zone name that reads differently elsewhere is no
+    # mismatch; the same name with another ID is one (the subnets are placed by ID).
+    assert problems(capacity_ctx(block_stack(zone_id="use1-az6"), reservation())) == []
+    found = problems(capacity_ctx(block_stack(zone_id="use1-az4"), reservation()))
+    assert found == [
+        f"zone: us-east-1a (zone ID use1-az4) does not match {CR}, which is in us-east-1a "
+        "(zone ID use1-az6; allowed: us-east-1a, zone_id use1-az6)"
     ]
 
 
@@ -464,8 +528,84 @@ def test_a_zone_the_account_lacks_is_refused(aws_env: str, write_stack: Callable
     code, out, _ = run_cli(write_stack, cluster(zone="us-east-1g", orchestration={"kind": "slurm"}), good_quotas()[:1])
     assert code == 2
     assert out.splitlines()[0] == (
-        "zone: 'us-east-1g' is not a zone this account has in us-east-1 (allowed: a zone listed "
-        "by `aws ec2 describe-availability-zones --region us-east-1`)"
+        "zone: 'us-east-1g' is not a zone this account has in us-east-1 (allowed: us-east-1a (use1-az6), "
+        "us-east-1b (use1-az1), us-east-1c (use1-az2), us-east-1d (use1-az4), us-east-1e (use1-az3), "
+        "us-east-1f (use1-az5); `aws ec2 describe-availability-zones --region us-east-1`)"
+    )
+
+
+def test_zone_and_zone_id_that_disagree_in_this_account_are_refused(
+    aws_env: str, write_stack: Callable[..., str]
+) -> None:
+    # moto's account: us-east-1a is use1-az6, use1-az4 is us-east-1d.
+    make_bucket()
+    code, out, _ = run_cli(write_stack, cluster(zone_id="use1-az4"), good_quotas())
+    assert code == 2
+    assert (
+        "zone_id: us-east-1a is zone ID use1-az6 in this account, not use1-az4 (allowed: zone_id use1-az6, "
+        "or zone us-east-1d, which is use1-az4 here)"
+    ) in out.splitlines()
+
+
+def test_the_second_zone_is_chosen_by_id_and_a_missing_one_is_refused(
+    aws_env: str, write_stack: Callable[..., str]
+) -> None:
+    make_bucket()
+    ctx = Context(
+        spec=parse_spec(cluster(zone="us-east-1d")),
+        raw={},
+        clients=pf.AwsClients.from_environment(REGION),
+    )
+    assert pf.check_zone(ctx) == []
+    # The first zone by name besides the nodes' (moto: us-east-1a, use1-az6), as the program picks it.
+    assert ctx.notes == ["the EKS control plane's second subnet goes to us-east-1a (use1-az6)"]
+    # A given control-plane zone ID the account lacks: refused before `pulumi up`, with the IDs it has.
+    obj = cluster(zone="us-east-1d", network={"control_plane_zone_id": "use1-az7"})
+    code, out, _ = run_cli(write_stack, obj, good_quotas())
+    assert code == 2
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("network.control_plane_zone_id:")]
+    assert "use1-az7 is not a zone ID this account has in us-east-1" in line and "us-east-1a (use1-az6)" in line
+
+
+def test_the_catalog_s_efa_and_card_counts_are_what_ec2_says(aws_env: str) -> None:
+    # moto's DescribeInstanceTypes data for p5.48xlarge: 32 cards, 32 EFA interfaces, 192 vCPUs; the catalog agrees.
+    ctx = Context(spec=parse_spec(cluster()), raw={}, clients=pf.AwsClients.from_environment(REGION))
+    assert pf.check_instance_facts(ctx) == []
+
+
+def instance_type_answer(cards: int, efa: int, vcpus: int = 192) -> dict[str, Any]:
+    """DescribeInstanceTypes' documented response (EC2 API reference, InstanceTypeInfo, NetworkInfo, EfaInfo)."""
+    return {
+        "InstanceTypes": [
+            {
+                "InstanceType": "p5.48xlarge",
+                "VCpuInfo": {"DefaultVCpus": vcpus},
+                "NetworkInfo": {
+                    "NetworkPerformance": "3200 Gigabit",
+                    "MaximumNetworkInterfaces": 64,
+                    "MaximumNetworkCards": cards,
+                    "DefaultNetworkCardIndex": 0,
+                    "EfaSupported": True,
+                    "EfaInfo": {"MaximumEfaInterfaces": efa},
+                },
+            }
+        ]
+    }
+
+
+def test_an_efa_count_that_differs_from_the_catalog_is_reported() -> None:
+    ec2 = boto3.client("ec2", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
+    stub = Stubber(ec2)
+    stub.add_response(
+        "describe_instance_types", instance_type_answer(cards=32, efa=16), {"InstanceTypes": ["p5.48xlarge"]}
+    )
+    stub.activate()
+    ctx = Context(spec=parse_spec(cluster()), raw={}, clients=pf.AwsClients(sts=None, ec2=ec2, s3=None, quotas=None))
+    (problem,) = pf.check_instance_facts(ctx)
+    assert problem.path == "compute.instance_type"
+    assert problem.reason.startswith(
+        "EC2 says p5.48xlarge has 16 EFA interfaces in us-east-1, the catalog's p5.48xlarge entry "
+        "(components/catalog.yaml, network source karpenter-types) says 32"
     )
 
 
@@ -474,7 +614,7 @@ def test_spot_nodes_are_held_to_the_spot_p_quota(aws_env: str, write_stack: Call
     spot = [quota_answer("L-7212CCBC", "All P Spot Instance Requests", 192), good_quotas()[1]]
     code, out, _ = run_cli(write_stack, cluster(compute__capacity={"type": "spot"}), spot)
     assert code == 2
-    assert out.strip() == (
+    assert out.splitlines()[0] == (
         "compute.nodes: 4 x p5.48xlarge need 768 vCPUs but the quota 'All P Spot Instance Requests' "
         "(L-7212CCBC) is 192 in us-east-1, before any running instance counts against it (allowed: "
         "at most 1 nodes, or request an increase)"
@@ -485,3 +625,63 @@ def test_a_reservation_asks_no_vcpu_quota(aws_env: str, write_stack: Callable[..
     ctx = capacity_ctx(block_stack(), reservation())
     ctx = replace(ctx, clients=replace(ctx.clients, quotas=quotas_client([good_quotas()[1]])))
     assert pf.check_quotas(ctx) == []  # only the EKS node-group quota was asked (the stub held only that)
+
+
+def test_the_eks_image_parameter_missing_in_the_region_is_refused(aws_env: str) -> None:
+    # moto's own SSM answer for the public parameter: ParameterNotFound.
+    ctx = Context(spec=parse_spec(cluster()), raw={}, clients=pf.AwsClients.from_environment(REGION))
+    (problem,) = pf.check_node_image(ctx)
+    assert problem.path == "orchestration.kubernetes_version"
+    assert "no EKS AL2023 NVIDIA image for Kubernetes 1.35" in problem.reason
+    assert (
+        "/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/nvidia/recommended/release_version"
+        in problem.reason
+    )
+    ctx = replace(ctx, clients=replace(ctx.clients, ssm=ssm_client()))
+    assert pf.check_node_image(ctx) == []
+
+
+def images_client(images: list[dict[str, Any]]) -> Any:
+    from components.aws.compute import pcs_ami_name_filter
+
+    ec2 = boto3.client("ec2", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
+    stub = Stubber(ec2)
+    query = {
+        "Owners": ["amazon"],
+        "Filters": [
+            {"Name": "name", "Values": [pcs_ami_name_filter()]},
+            {"Name": "architecture", "Values": ["x86_64"]},
+        ],
+    }
+    stub.add_response("describe_images", {"Images": images}, query)
+    stub.activate()
+    return ec2
+
+
+def test_the_pcs_sample_image_is_looked_up_as_the_program_does() -> None:
+    """DescribeImages' documented response (EC2 API reference, Image) for the PCS sample image; moto
+    holds none, so the recorded answer stands in, checked by botocore against the service model."""
+    obj = cluster(orchestration={"kind": "slurm"})
+    image = {
+        "ImageId": "ami-0123456789abcdef0",
+        "Name": "aws-pcs-sample_ami-al2023-x86_64-slurm-25.11-2025-11-01T00-00-00.000Z",
+        "State": "available",
+        "Architecture": "x86_64",
+        "CreationDate": "2025-11-01T00:00:00.000Z",
+        "OwnerId": "137112412989",
+        "ImageOwnerAlias": "amazon",
+    }
+    ctx = Context(
+        spec=parse_spec(obj), raw=obj, clients=pf.AwsClients(sts=None, ec2=images_client([image]), s3=None, quotas=None)
+    )
+    assert pf.check_node_image(ctx) == [] and ctx.notes == [
+        f"node image in {REGION}: ami-0123456789abcdef0 ({image['Name']})"
+    ]
+    ctx = Context(
+        spec=parse_spec(obj), raw=obj, clients=pf.AwsClients(sts=None, ec2=images_client([]), s3=None, quotas=None)
+    )
+    (problem,) = pf.check_node_image(ctx)
+    assert (
+        problem.path == "compute.image"
+        and "no AWS PCS sample image aws-pcs-sample_ami-al2023-x86_64-slurm-25.11*" in problem.reason
+    )

@@ -94,6 +94,8 @@ def test_resource_count_does_not_grow_with_nodes(stack: str) -> None:
     def nodes(n: int) -> Any:
         def edit(raw: dict[str, Any]) -> None:
             raw["compute"]["nodes"] = n
+            if stack.endswith("slurm"):
+                raw["orchestration"]["size"] = "LARGE"  # PCS's size is the stack's, never derived
 
         return edit
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from components.aws import eks_sizing, versions
-from components.aws.rules import EKS_DISALLOWED_ZONE_IDS
+from components.aws.network_rules import EKS_DISALLOWED_ZONE_IDS
 from components.catalog import load_catalog
 from components.k8s.addons import JOBSET_VERSION
 from components.spec import MAX_NODES, SpecError, parse_spec
@@ -49,6 +49,23 @@ def _gpu_groups(result: Any) -> list[Any]:
 
 
 # --- 1. capacity blocks --------------------------------------------------------------------------
+
+
+def test_the_plan_says_when_a_capacity_block_s_nodes_appear() -> None:
+    from components.aws.rules import capacity_note
+
+    _, eks = run("aws-h100-capacity-block")
+    note = capacity_note(eks)
+    assert note is not None and f"the {eks.compute.nodes} GPU nodes appear when the block starts" in note
+    assert f"desired size {eks.compute.nodes}" in note and str(eks.compute.capacity.id) in note
+    _, on_demand = run("aws-h100-eks")
+    assert capacity_note(on_demand) is None
+
+    def block(raw: dict[str, Any]) -> None:
+        raw["compute"]["capacity"] = {"type": "capacity-block", "id": "cr-0123456789abcdef0"}
+
+    _, pcs = run("aws-h200-slurm", block)
+    assert "0 to 2 instances and launches them once the block is active" in str(capacity_note(pcs))
 
 
 def test_capacity_block_group_survives_eks_scale_to_zero() -> None:
@@ -203,6 +220,7 @@ def test_node_subnet_must_hold_the_pods(cidr: str, nodes: int, ok: bool, fits: i
     # PCS nodes take one address each (EFA-only interfaces have none): no such limit there.
     _, raw = raw_stack("aws-h200-slurm")
     edit(raw)
+    raw["orchestration"]["size"] = "LARGE"  # PCS's size is the stack's (rules.py)
     parse_spec(raw)
 
 
@@ -324,9 +342,9 @@ def test_a_good_zone_id_creates_the_node_subnet_by_id() -> None:
     for role in ("-network-nodes", "-network-public"):
         subnet = one(result, "aws:ec2/subnet:Subnet", role).inputs
         assert subnet["availabilityZoneId"] == "use1-az4" and "availabilityZone" not in subnet
-    # The control plane's second subnet still goes by name (another zone letter).
+    # The control plane's second subnet goes by ID too, chosen from the (mock) account's zones.
     cp = one(result, "aws:ec2/subnet:Subnet", "-network-control-plane").inputs
-    assert cp["availabilityZone"] == "us-east-1b"
+    assert cp["availabilityZoneId"] == "use1-az6" and "availabilityZone" not in cp
     # PCS has no EKS zone restriction: use1-az3 is fine for p5 there (offered in all six IDs).
     parse_spec(
         {

@@ -132,7 +132,11 @@ def test_spot_is_bought_by_the_node_group(stack: str, field: str, value: str) ->
 
 def test_eks_image_is_the_recommended_nvidia_release() -> None:
     result, spec = run("aws-h100-eks")
-    assert result.invokes == ["aws:ssm/getParameter:getParameter"]
+    # The image release, and the account's zones for the control plane's second subnet (network).
+    assert sorted(result.invokes) == [
+        "aws:index/getAvailabilityZones:getAvailabilityZones",
+        "aws:ssm/getParameter:getParameter",
+    ]
     ng = one(result, "aws:eks/nodeGroup:NodeGroup", "-orchestration-gpu").inputs
     assert ng["amiType"] == "AL2023_x86_64_NVIDIA"
     assert ng["releaseVersion"].startswith(spec.orchestration.kubernetes_version + ".")
@@ -156,8 +160,10 @@ def test_pcs_image_and_instance_profile(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setitem(mocks.INVOKES, "aws:ec2/getAmi:getAmi", lambda a: queries.append(a) or answer(a))
     result, _ = run("aws-h200-slurm", lambda raw: None)
     assert result.invokes == ["aws:ec2/getAmi:getAmi"]
-    lt = _gpu_template(result)
-    assert lt["imageId"] == "ami-0123456789abcdef0"
+    # One source of truth for the image: the compute node groups' amiId, never the launch templates.
+    assert all("imageId" not in t.inputs for t in result.of_type("aws:ec2/launchTemplate:LaunchTemplate"))
+    groups = result.of_type("aws-native:pcs:ComputeNodeGroup")
+    assert {g.inputs["amiId"] for g in groups} == {"ami-0123456789abcdef0"} and len(groups) == 2
     # Slurm 25.11 sample image, Amazon Linux 2023 (PCS "AMI release notes"; aws-hpc-recipes
     # cluster.yaml builds the same prefix).
     assert pcs_ami_name_filter() == "aws-pcs-sample_ami-al2023-x86_64-slurm-25.11*"
@@ -178,7 +184,7 @@ def test_pcs_image_and_instance_profile(monkeypatch: pytest.MonkeyPatch) -> None
         one(result, "aws:iam/rolePolicy:RolePolicy", "-orchestration-node-register").inputs["role"]
         == role.inputs["name"]
     )
-    user_data = base64.b64decode(lt["userData"]).decode()
+    user_data = base64.b64decode(_gpu_template(result)["userData"]).decode()
     assert user_data.startswith("Content-Type: multipart/mixed")
 
 
@@ -237,6 +243,26 @@ def test_unpinned_image_is_kept_once_created_and_a_pin_moves_it() -> None:
 
     slurm, _ = run("aws-h200-slurm")
     assert {r.ignore_changes for r in slurm.of_type("aws-native:pcs:ComputeNodeGroup")} == {("amiId",)}
+    # A newer sample image found by a later lookup changes nothing declared replace-on-change, and
+    # the launch templates, which carry no image, keep their inputs: no new version rolls the nodes.
+    from components.aws import mocks
+    from components.engine import replacements
+
+    answer = mocks.INVOKES["aws:ec2/getAmi:getAmi"]
+    newer = lambda a: {**answer(a), "id": "ami-0fedcba9876543210", "imageId": "ami-0fedcba9876543210"}  # noqa: E731
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(mocks.INVOKES, "aws:ec2/getAmi:getAmi", newer)
+        later, _ = run("aws-h200-slurm", lambda raw: None)
+    templates = lambda r: {t.name: t.inputs for t in r.of_type("aws:ec2/launchTemplate:LaunchTemplate")}  # noqa: E731
+    assert templates(later) == templates(slurm) and replacements(slurm, later) == {}
+    changed = {
+        g.name
+        for g, h in zip(
+            slurm.of_type("aws-native:pcs:ComputeNodeGroup"), later.of_type("aws-native:pcs:ComputeNodeGroup")
+        )
+        if g.inputs != h.inputs
+    }
+    assert changed == {g.name for g in slurm.of_type("aws-native:pcs:ComputeNodeGroup")}  # only amiId, ignored
 
     def pin_ami(raw: dict[str, Any]) -> None:
         raw["compute"]["image"] = "ami-0123456789abcdef0"

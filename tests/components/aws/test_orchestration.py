@@ -10,11 +10,13 @@ from email import message_from_string
 
 import pytest
 
-from typing import Any
+from typing import Any, Callable
 
+from components.aws.mocks import MOCK_ZONES
+from components.engine import replacements
 from components.k8s.addons import JOB_NAMESPACE, JOBSET_CHART, JOBSET_VERSION
-from components.spec import DEPLOYER_PLACEHOLDER
-from tests.components.aws._offline import in_pillar, one, run
+from components.spec import DEPLOYER_PLACEHOLDER, SpecError, parse_spec
+from tests.components.aws._offline import in_pillar, one, raw_stack, run
 
 EKS = "aws:eks/cluster:Cluster"
 CHART = "kubernetes:helm.sh/v4:Chart"
@@ -32,7 +34,13 @@ def test_eks_control_plane(stack: str) -> None:
     assert vpc["endpointPublicAccess"] is True
     assert vpc["publicAccessCidrs"] == list(spec.orchestration.api_access_cidrs) == [DEPLOYER_PLACEHOLDER]
     # Two zones for the control plane, and it shares the nodes' EFA group.
-    subnets = {s.name + "-id": s.inputs["availabilityZone"] for s in result.of_type("aws:ec2/subnet:Subnet")}
+    # The node subnet goes by the stack's zone name, the second by the zone ID chosen from the
+    # (mock) account's zones: two different zones of that account.
+    zones = MOCK_ZONES[spec.region]
+    subnets = {
+        s.name + "-id": s.inputs.get("availabilityZoneId") or zones[s.inputs["availabilityZone"]]
+        for s in result.of_type("aws:ec2/subnet:Subnet")
+    }
     assert len({subnets[s] for s in vpc["subnetIds"]}) == 2
     efa_sg = one(result, "aws:ec2/securityGroup:SecurityGroup", "-interconnect-efa").name + "-id"
     assert vpc["securityGroupIds"] == [efa_sg]
@@ -176,12 +184,72 @@ def test_pcs_cluster_node_groups_queue() -> None:
     assert result.outputs["scheduler"] == {"kind": "slurm", "partition": "gpu"}
 
 
-def test_pcs_size_follows_node_count() -> None:
-    def edit(raw: dict[str, object]) -> None:
-        raw["compute"]["nodes"] = 100  # type: ignore[index]
+def _slurm(nodes: int, size: str | None) -> Callable[[dict[str, Any]], None]:
+    def edit(raw: dict[str, Any]) -> None:
+        raw["compute"]["nodes"] = nodes
+        if size is not None:
+            raw["orchestration"]["size"] = size
 
-    result, _ = run("aws-h200-slurm", edit)
+    return edit
+
+
+def test_pcs_size_is_the_stack_s_and_never_follows_the_node_count() -> None:
+    result, spec = run("aws-h200-slurm")
+    assert spec.orchestration.size == "SMALL"  # the bundled stack names it
+    assert one(result, PCS + "Cluster", "-orchestration-pcs").inputs["size"] == "SMALL"
+
+    def unset(raw: dict[str, Any]) -> None:
+        del raw["orchestration"]["size"]
+
+    result, spec = run("aws-h200-slurm", unset)
+    assert spec.orchestration.size is None  # unset is SMALL, not a size derived from the count
+    assert one(result, PCS + "Cluster", "-orchestration-pcs").inputs["size"] == "SMALL"
+    # pulumi-aws-native declares the size replace-on-change: the record carries the SDK's own list.
+    assert "size" in one(result, PCS + "Cluster", "-orchestration-pcs").replace_on_changes
+    result, _ = run("aws-h200-slurm", _slurm(100, "MEDIUM"))
     assert one(result, PCS + "Cluster", "-orchestration-pcs").inputs["size"] == "MEDIUM"
+
+
+def test_more_instances_than_the_size_holds_are_refused_with_the_replacement_named() -> None:
+    _, raw = raw_stack("aws-h200-slurm")
+    del raw["orchestration"]["size"]
+    _slurm(40, None)(raw)
+    with pytest.raises(SpecError) as info:
+        parse_spec(raw, deployer_placeholder=True)
+    ((path, reason),) = [(p, r) for p, r in info.value.problems if p == "orchestration.size"]
+    assert "unset, so SMALL, which manages up to 32 instances; 40 GPU and 1 login nodes are 41" in reason
+    assert "replaces it, with its queue and node groups" in reason and "orchestration.size: MEDIUM" in reason
+    _slurm(600, "MEDIUM")(raw)
+    with pytest.raises(SpecError) as info:
+        parse_spec(raw, deployer_placeholder=True)
+    assert [r for p, r in info.value.problems if p == "orchestration.size"][0].startswith(
+        "MEDIUM, which manages up to 512 instances"
+    )
+    # The size is AWS PCS's: not for EKS, nor for Slurm on GCP.
+    _, eks = raw_stack("aws-h100-eks")
+    eks["orchestration"]["size"] = "SMALL"
+    with pytest.raises(SpecError) as info:
+        parse_spec(eks, deployer_placeholder=True)
+    assert "orchestration.size" in [p for p, _ in info.value.problems]
+
+
+def test_scaling_pcs_across_32_nodes_replaces_nothing_once_the_size_is_named() -> None:
+    small, _ = run("aws-h200-slurm", _slurm(32, "MEDIUM"))
+    large, _ = run("aws-h200-slurm", _slurm(40, "MEDIUM"))
+    # The node group's counts change in place; nothing declared replace-on-change moved.
+    gpu = one(large, PCS + "ComputeNodeGroup", "-orchestration-gpu")
+    assert gpu.inputs["scalingConfiguration"]["maxInstanceCount"] == 40
+    assert replacements(small, large) == {}
+    # A size change is what replaces the cluster, and the queue and node groups go with it.
+    was, _ = run("aws-h200-slurm", _slurm(31, None))
+    replaced = replacements(was, large)
+    pcs_name = one(large, PCS + "Cluster", "-orchestration-pcs").name
+    assert replaced[pcs_name] == ("size",)
+    assert {n.rsplit("-", 1)[1] for n, why in replaced.items() if why == (f"replaced with {pcs_name}",)} == {
+        "gpu",
+        "login",
+        "queue",
+    }
 
 
 def test_every_pcs_node_mounts_lustre() -> None:
