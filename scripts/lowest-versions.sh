@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The package tests on the lowest tested set (constraints-lowest.txt), in a virtualenv of its own:
+# the component, its spec, its schema and the library example, with pulumi and the providers at
+# each range's floor. Not part of `make test` (it downloads the providers again, a few hundred MB);
+# `make lowest` runs it. Usage: scripts/lowest-versions.sh [VENV_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv="${1:-.venv-lowest}"
+python3 -m venv "$venv"
+"$venv/bin/python" -m pip install -q --upgrade pip
+# pytest and hypothesis at requirements.txt's pins: the test tools, not what is under test.
+"$venv/bin/python" -m pip install -q -r constraints-lowest.txt \
+  "$(grep '^pytest==' requirements.txt)" "$(grep '^hypothesis==' requirements.txt)"
+"$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e . 2>/dev/null \
+  || "$venv/bin/python" -m pip install -q --no-deps -e .
+"$venv/bin/python" -m pip check
+"$venv/bin/python" - <<'PY'
+from importlib.metadata import version
+pins = dict(line.split("==") for line in open("constraints-lowest.txt") if "==" in line and not line.startswith("#"))
+got = {name: version(name) for name in pins}
+wrong = {n: (got[n], v.strip()) for n, v in pins.items() if got[n] != v.strip()}
+assert not wrong, f"not the lowest set: {wrong}"
+print("lowest set installed:", ", ".join(f"{n}=={v}" for n, v in got.items()))
+PY
+PULUMI_ERROR_OUTPUT_STRING=1 "$venv/bin/python" -m pytest -q -x -p no:cacheprovider \
+  tests/components/test_spec.py tests/components/test_component_args.py \
+  tests/components/test_component_schema.py tests/test_examples.py tests/components/aws tests/components/gcp
