@@ -2,7 +2,7 @@
 PY      := .venv/bin/python
 VENV_OK := .venv/.installed
 
-.PHONY: demo test sysdeps checkov-venv venv plan policy validate-local bench clean
+.PHONY: demo test sysdeps checkov-venv venv plan policy validate-local bench lowest clean
 
 $(VENV_OK): requirements.txt pyproject.toml
 	python3 -m venv .venv
@@ -42,6 +42,11 @@ test: $(VENV_OK) sysdeps checkov-venv
 	# protobuf refuses the second in one process. Neither is loaded with the other in the product.
 	$(PY) -m pytest -q tests/preflight
 
+# The package tests on the lowest tested set of pyproject's ranges (constraints-lowest.txt), in
+# .venv-lowest; not in `test`: it downloads pulumi and the providers a second time.
+lowest:
+	bash scripts/lowest-versions.sh .venv-lowest
+
 bench: $(VENV_OK)
 	$(PY) -m bench.plan_scale
 	$(PY) -m bench.collectives_overhead
@@ -50,4 +55,4 @@ bench: $(VENV_OK)
 	$(PY) -m bench.fleet_balance
 
 clean:
-	rm -rf .venv .venv-checkov out .mypy_cache .pytest_cache
+	rm -rf .venv .venv-checkov .venv-lowest out .mypy_cache .pytest_cache

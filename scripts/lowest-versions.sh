@@ -8,9 +8,10 @@ cd "$(dirname "$0")/.."
 venv="${1:-.venv-lowest}"
 python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip
-# pytest and hypothesis at requirements.txt's pins: the test tools, not what is under test.
+# pytest, hypothesis and kubernetes-validate at requirements.txt's pins: the test tools, not what is under test.
 "$venv/bin/python" -m pip install -q -r constraints-lowest.txt \
-  "$(grep '^pytest==' requirements.txt)" "$(grep '^hypothesis==' requirements.txt)"
+  "$(grep "^pytest==" requirements.txt)" "$(grep "^hypothesis==" requirements.txt)" \
+  "$(grep "^kubernetes-validate==" requirements.txt)"
 "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e . 2>/dev/null \
   || "$venv/bin/python" -m pip install -q --no-deps -e .
 "$venv/bin/python" -m pip check
