@@ -399,3 +399,29 @@ def test_pairs_from_their_own_phase_are_judged_when_main_left_nothing(tmp_path: 
     assert by_node["n4"].verdict == Verdict.FAIL and "failed with n3" in " ".join(by_node["n4"].reasons)
     assert by_node["n1"].verdict == Verdict.PASS
     assert any(m.check == "pair.search_rounds" for m in rep.measurements)
+
+
+def test_a_cpu_matmul_straggler_is_an_observation_unless_strict(tmp_path: Path) -> None:
+    """Issue 26: on a busy laptop one local node at 5.98 against 189.59 GFLOP/s made the demo
+    FAIL. On CPU (gloo, no floors) the straggler is reported, not judged; --strict judges it."""
+    _write_run(tmp_path, multi=0.3, node2_rate=0.00598, backend="gloo")  # TFLOP/s: 5.98 GFLOP/s on n2
+    for path in (tmp_path / "status").glob("*.json"):
+        doc = json.loads(path.read_text())
+        path.write_text(json.dumps({**doc, "state": "finished"}))
+    rep = judge(tmp_path, instance_type=None, local=True)
+    (m2,) = [m for m in rep.measurements if m.check == "health.matmul" and m.scope == "node:n2"]
+    assert m2.verdict == Verdict.PASS and m2.detail.startswith("straggler, observed, not judged")
+    assert not [n for n in rep.nodes if any("health.matmul" in r for r in n.reasons)]
+    md = (write(rep, tmp_path / "out")["report.md"]).read_text()
+    assert "straggler, observed, not judged" in md
+    strict = judge(tmp_path, instance_type=None, local=True, strict=True)
+    by_node = {n.node: n for n in strict.nodes}
+    assert by_node["n2"].verdict == Verdict.FAIL and "health.matmul: straggler" in " ".join(by_node["n2"].reasons)
+    assert strict.verdict == Verdict.FAIL
+
+
+def test_a_gpu_matmul_straggler_still_fails(tmp_path: Path) -> None:
+    _write_run(tmp_path, multi=480.0, node2_rate=350.0)
+    rep = judge(tmp_path, instance_type=None, local=False)  # no type: no floors, nodes compared
+    by_node = {n.node: n for n in rep.nodes}
+    assert by_node["n2"].verdict == Verdict.FAIL and "straggler" in " ".join(by_node["n2"].reasons)
