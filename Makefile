@@ -33,8 +33,8 @@ checkov-venv:
 	bash scripts/checkov-venv.sh >/dev/null
 
 test: $(VENV_OK) sysdeps checkov-venv
-	$(PY) -m ruff check components workloads policies gpu_cluster tests bench examples
-	$(PY) -m ruff format --check components workloads policies gpu_cluster tests bench examples
+	$(PY) -m ruff check components workloads policies gpu_cluster tests bench examples provider
+	$(PY) -m ruff format --check components workloads policies gpu_cluster tests bench examples provider
 	$(PY) -m mypy components workloads policies gpu_cluster
 	$(PY) -m pytest -q --ignore=tests/preflight
 	# A process of their own: Google's client libraries register google/rpc/status.proto, and

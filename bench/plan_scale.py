@@ -83,8 +83,7 @@ def main() -> int:
     for problem in problems:
         print(f"grows with the node count: {problem}")
     print(
-        "resources constant across node counts, but for the EKS node-group split: "
-        + ("yes" if not problems else "NO")
+        "resources constant across node counts, but for the EKS node-group split: " + ("yes" if not problems else "NO")
     )
     return 0 if not problems else 1
 

@@ -130,7 +130,9 @@ def summarize(stack: str, spec: ClusterSpec, run: OfflineRun, placeholder: bool 
     if spec.compute.capacity.type == "spot":
         note = "spot capacity is billed at the spot price; the on-demand price is shown as the ceiling"
     elif spec.compute.capacity.type == "flex-start":
-        note = "flex-start is billed at Dynamic Workload Scheduler prices, below on-demand: on-demand shown as the ceiling"
+        note = (
+            "flex-start is billed at Dynamic Workload Scheduler prices, below on-demand: on-demand shown as the ceiling"
+        )
     elif spec.compute.capacity.type in ("reservation", "capacity-block"):
         note = f"{spec.compute.capacity.type} is billed at its own rate (often prepaid); on-demand shown for scale"
     interfaces = it.network.efa_interfaces if it.network.fabric == "efa" else it.network.gpu_nics

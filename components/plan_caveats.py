@@ -26,8 +26,7 @@ FLEX_START_SOURCE = "cloud.google.com/kubernetes-engine/docs/concepts/dws"
 SPOT_NOTICE = {
     "aws": "EC2 warns two minutes before it interrupts a spot instance (best effort; "
     "docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html)",
-    "gcp": "Compute Engine may preempt a Spot VM at any time "
-    "(cloud.google.com/compute/docs/instances/create-use-spot)",
+    "gcp": "Compute Engine may preempt a Spot VM at any time (cloud.google.com/compute/docs/instances/create-use-spot)",
 }
 
 

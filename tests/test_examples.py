@@ -48,7 +48,9 @@ def test_readme_library_snippet_runs_as_written() -> None:
         "net:node_subnet_id": "subnet-0a1b2c3d4e5f60718",
         "net:other_zone_subnet_id": "subnet-0f1e2d3c4b5a69788",
     }
-    run = run_program("snippet", lambda: exec(compile(code, "README.md", "exec"), {"__name__": "__main__"}), config=config)
+    run = run_program(
+        "snippet", lambda: exec(compile(code, "README.md", "exec"), {"__name__": "__main__"}), config=config
+    )
     assert [r.name for r in run.resources if r.type == "pulumi:providers:aws"] == ["deploy"]
     assert not [r for r in run.resources if r.type in ("aws:ec2/vpc:Vpc", "aws:ec2/subnet:Subnet")]
     (eks,) = [r for r in run.resources if r.type == "aws:eks/cluster:Cluster"]
@@ -60,7 +62,5 @@ def test_no_owner_placeholders_in_what_a_user_runs() -> None:
     for path in ("README.md", "examples/python/requirements.txt", "examples/yaml/Pulumi.yaml"):
         assert "OWNER" not in (ROOT / path).read_text(encoding="utf-8"), path
     # The example's requirement is this checkout, resolved from the example's folder.
-    reqs = [
-        ln for ln in (ROOT / "examples/python/requirements.txt").read_text().splitlines() if ln and ln[0] != "#"
-    ]
+    reqs = [ln for ln in (ROOT / "examples/python/requirements.txt").read_text().splitlines() if ln and ln[0] != "#"]
     assert reqs == ["../.."] and ((ROOT / "examples/python") / reqs[0] / "pyproject.toml").resolve().is_file()

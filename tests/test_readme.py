@@ -60,7 +60,9 @@ def test_plan_scale_passes_the_eks_split_and_fails_other_growth() -> None:
 
 
 def _help(*args: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", *args, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", *args, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 

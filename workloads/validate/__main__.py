@@ -356,7 +356,9 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float, strict: bool = 
     steps = 6
     print(
         f"validate --local: {nodes} simulated node(s) x {procs} CPU rank(s), gloo; floors are not applied on CPU"
-        + ("; matmul stragglers fail (--strict)" if strict else "; matmul stragglers are observations (--strict: FAIL)"),
+        + (
+            "; matmul stragglers fail (--strict)" if strict else "; matmul stragglers are observations (--strict: FAIL)"
+        ),
         flush=True,
     )
 

@@ -12,9 +12,9 @@ from workloads.validate import certificate
 from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
 
 
-
 # How a finding that is reported but does not decide the verdict begins (a CPU run's stragglers).
 OBSERVED = "straggler, observed, not judged"
+
 
 @dataclass(slots=True, kw_only=True)
 class Curve:
