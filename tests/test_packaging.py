@@ -32,7 +32,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("components", "workloads", "policies")
+PACKAGES = ("components", "workloads", "policies", "gpu_cluster")
 NOT_PACKAGES = ("tests", "bench", "stacks", "scripts", "docs", "examples")
 DATA = ("components/catalog.yaml",)
 _COPY_IGNORE = shutil.ignore_patterns(
@@ -138,9 +138,10 @@ def _requirements() -> tuple[dict[str, str], dict[str, str]]:
             continue
         if line.strip():
             name, version = line.split("==")
-            pins[name.lower()] = version
+            name = name.split("[")[0].lower()  # moto[server]: the distribution is moto
+            pins[name] = version
             if in_tools:
-                tools[name.lower()] = version
+                tools[name] = version
     return pins, tools
 
 
@@ -268,9 +269,9 @@ def test_installed_wheel_works_without_the_repository(wheel: Path, tmp_path: Pat
 
     probe = r"""
 import importlib, importlib.util, json, pkgutil, sys
-import components, workloads, policies
+import components, workloads, policies, gpu_cluster
 mods = {}
-for top in (components, workloads, policies):
+for top in (components, workloads, policies, gpu_cluster):
     mods[top.__name__] = top.__file__
     for info in pkgutil.walk_packages(top.__path__, top.__name__ + "."):
         if info.name.rsplit(".", 1)[-1] != "__main__":  # __main__ modules run their program
