@@ -3,8 +3,21 @@
 # the component, its spec, its schema and the library example, with pulumi and the providers at
 # each range's floor. Not part of `make test` (it downloads the providers again, a few hundred MB);
 # `make lowest` runs it. Usage: scripts/lowest-versions.sh [VENV_DIR]
+#        scripts/lowest-versions.sh --resolve-only PYTHON   (cheap: pip resolves pyproject's core
+#        ranges with constraints-lowest.txt pinned, metadata only; `make test` runs it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--resolve-only" ]; then
+  py="${2:?--resolve-only PYTHON}"
+  reqs="$(mktemp)"
+  trap 'rm -f "$reqs"' EXIT
+  # The ranges themselves, not `.`: building the project's metadata here would leave an egg-info
+  # in the checkout.
+  "$py" -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' >"$reqs"
+  "$py" -m pip install -q --dry-run --ignore-installed -r "$reqs" -c constraints-lowest.txt
+  echo "the lowest tested set resolves with pyproject's ranges"
+  exit 0
+fi
 venv="${1:-.venv-lowest}"
 python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip
