@@ -24,6 +24,7 @@ from components.bandwidth import phase_floors
 from components.catalog import load_catalog
 from components.cluster import PILLARS
 from components.engine import OfflineRun, Recorded, run_offline
+from components.plan_caveats import caveats
 from components.spec import (
     DEPLOYER_PLACEHOLDER,
     ClusterSpec,
@@ -85,6 +86,9 @@ class Summary:
     validation_minutes: float
     validation_usd: float
     validation_search_minutes: float
+    caveats: list[dict[str, str]]
+    """What the plan cannot promise, each with its reason (components/plan_caveats.py): placement,
+    flex-start, spot, a zone not checked offline."""
 
 
 def pillar_of(run: OfflineRun, res: Recorded) -> str:
@@ -126,6 +130,10 @@ def summarize(stack: str, spec: ClusterSpec, run: OfflineRun, placeholder: bool 
     note = "GPU nodes at the on-demand price; storage, control plane and data transfer not included"
     if spec.compute.capacity.type == "spot":
         note = "spot capacity is billed at the spot price; the on-demand price is shown as the ceiling"
+    elif spec.compute.capacity.type == "flex-start":
+        note = (
+            "flex-start is billed at Dynamic Workload Scheduler prices, below on-demand: on-demand shown as the ceiling"
+        )
     elif spec.compute.capacity.type in ("reservation", "capacity-block"):
         note = f"{spec.compute.capacity.type} is billed at its own rate (often prepaid); on-demand shown for scale"
     interfaces = it.network.efa_interfaces if it.network.fabric == "efa" else it.network.gpu_nics
@@ -177,6 +185,7 @@ def summarize(stack: str, spec: ClusterSpec, run: OfflineRun, placeholder: bool 
         validation_minutes=round(vt.total_s(phases) / 60, 1),
         validation_usd=round(vt.cost_usd(vt.total_s(phases), it, spec.compute.nodes), 2),
         validation_search_minutes=round(vt.search_estimate(it, spec.compute.nodes).seconds / 60, 1),
+        caveats=[{"topic": c.topic, "text": c.text} for c in caveats(spec, run.outputs)],
     )
 
 
@@ -214,15 +223,7 @@ def render(summary: Summary, run: OfflineRun, out: TextIO) -> None:
         if s.fabric == "efa"
         else f"{s.fabric_interfaces_per_node} GPU NICs per node, MTU {s.mtu}"
     )
-    kind = {
-        "aws": "cluster placement group",
-        "azure": "single-placement-group scale set (its InfiniBand fabric)",
-    }.get(s.cloud, "compact placement policy")
-    placement = (
-        kind
-        if s.placement
-        else f"no {kind} (capacity is pre-placed, placement is off, or the managed scheduler places nodes)"
-    )
+    placement = next(c["text"] for c in s.caveats if c["topic"] == "placement").split(":")[0]
     rows = [
         (
             "nodes",
@@ -263,6 +264,9 @@ def render(summary: Summary, run: OfflineRun, out: TextIO) -> None:
     w("Summary\n")
     for key, value in rows:
         w(f"  {key:<13} {value}\n")
+    w(f"  {'caveats':<13} what this plan cannot promise, and why\n")
+    for c in s.caveats:
+        w(f"    {c['topic']:<11} {c['text']}\n")
     w(
         f"  {'busbw floors':<13} nccl-tests busbw in GB/s at {_gib(s.busbw_phases[0]['message_bytes'])}; "
         "warn < 0.90 x expected, fail < 0.75 x expected\n"

@@ -1,11 +1,15 @@
-"""The component served as a Pulumi package: ``pulumi package add <this repository>`` runs this
-(PulumiPlugin.yaml names the Python runtime and this file as ``main``: ``__main__.py`` at the
-repository root is the stack program, not the plugin).
+"""The component served as a Pulumi package: ``pulumi package add <this repository>/provider`` runs
+this (provider/PulumiPlugin.yaml names the Python runtime and provider/__main__.py, which hands
+over here: ``__main__.py`` at the repository root is the stack program, not the plugin).
 
 ``schema()`` is the schema the host infers (Pulumi's analyzer over the component's type
-annotations and docstrings), for the tests and for checking examples/ against it offline.
+annotations and docstrings), for the tests and for checking examples/ against it offline;
+``python -m components.provider schema`` (``gpu-cluster schema``) prints it as JSON, as
+``pulumi package get-schema`` would, without the Pulumi CLI.
 """
 
+import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -52,5 +56,28 @@ def main() -> None:
     component_provider_host(list(COMPONENTS), name=PACKAGE, version=version())
 
 
+def schema_main(argv: list[str] | None = None) -> int:
+    """``gpu-cluster schema [--out FILE]``: the package schema, JSON, indented as the CLI prints it."""
+    parser = argparse.ArgumentParser(
+        prog="gpu-cluster schema",
+        description="Print the package schema of gpu-cluster as `pulumi package get-schema` would "
+        "(inferred from GpuCluster's types and docstrings; no Pulumi CLI needed).",
+    )
+    parser.add_argument("--out", metavar="FILE", help="write it to FILE instead of stdout")
+    args = parser.parse_args(argv)
+    text = json.dumps(schema(), indent=2, sort_keys=True) + "\n"
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 if __name__ == "__main__":
+    # The plugin host starts this with the engine's address; `schema` is ours alone.
+    if sys.argv[1:2] == ["schema"]:
+        sys.exit(schema_main(sys.argv[2:]))
+    if sys.argv[1:2] in (["-h"], ["--help"]):
+        print("usage: python -m components.provider [schema [--out FILE]]   (no argument: the plugin host)")
+        sys.exit(0)
     main()

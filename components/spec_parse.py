@@ -424,7 +424,8 @@ def _parse_orchestration(
     )
     allowed = ORCHESTRATORS.get(cloud or "", ("eks", "gke", "aks", "slurm"))
     kind = r.string(o, "kind", "orchestration", allowed=allowed)
-    if kind is None and isinstance(o.get("kind"), str) and o["kind"] in ("eks", "gke", "aks", "slurm"):
+    # Only with a known cloud: without one, the kind is checked against every orchestrator alone.
+    if kind is None and cloud and isinstance(o.get("kind"), str) and o["kind"] in ("eks", "gke", "aks", "slurm"):
         r.replace_last("orchestration.kind", f"{o['kind']!r} does not run on {cloud} (allowed: {', '.join(allowed)})")
     # The Kubernetes version a stack gets when it names none: the cloud's (on AWS the EKS pin of
     # components/aws/versions.py, in standard support).

@@ -26,6 +26,12 @@ class Subcommand:
 SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("plan", "gpu_cluster.plan", "what a stack will create, cost and must achieve (offline, no account)"),
     Subcommand("spec", "components.spec", "check a stack file alone and print what it describes"),
+    Subcommand(
+        "schema",
+        "components.provider",
+        "the package schema, as `pulumi package get-schema` prints it",
+        entry="schema_main",
+    ),
     Subcommand("preflight", "components.preflight", "ask the cloud account what the offline checks cannot know"),
     Subcommand(
         "validate",

@@ -37,6 +37,7 @@ NEW_PATHS = (
     "workloads.health.fabric",
     "workloads.health.node_gate",
     "gpu_cluster",
+    "components.provider",
 )
 
 

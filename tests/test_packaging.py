@@ -138,31 +138,83 @@ def _requirements() -> tuple[dict[str, str], dict[str, str]]:
             continue
         if line.strip():
             name, version = line.split("==")
-            pins[name.lower()] = version
+            name = name.split("[")[0].lower()  # moto[server]: the distribution is moto
+            pins[name] = version
             if in_tools:
-                tools[name.lower()] = version
+                tools[name] = version
     return pins, tools
 
 
-def test_wheel_metadata_matches_requirements(wheel: Path) -> None:
+EXTRAS = {"validate", "preflight", "tasks", "policy", "dev"}
+CORE = {"pulumi", "pulumi-aws", "pulumi-aws-native", "pulumi-gcp", "pulumi-kubernetes", "pyyaml"}
+
+
+def _lowest() -> dict[str, str]:
+    """constraints-lowest.txt: the lowest set the package tests ran on."""
+    pins: dict[str, str] = {}
+    for line in (ROOT / "constraints-lowest.txt").read_text(encoding="utf-8").splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, version = line.split("==")
+            pins[name.lower()] = version
+    return pins
+
+
+def test_wheel_metadata_declares_ranges_core_and_extras(wheel: Path) -> None:
+    """A library's metadata: ranges (floor = the lowest tested, requirements.txt's pin inside),
+    a core of the component and what `pulumi up` needs, the rest in extras."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
     with zipfile.ZipFile(wheel) as z:
         meta = email.parser.Parser().parsestr(z.read(f"{_dist_info(wheel)}/METADATA").decode())
     assert meta["Name"] == "gpu-cluster" and meta["Version"]
     assert meta["Requires-Python"] == ">=3.11"
     assert meta["License-Expression"] == "Apache-2.0"
-    runtime: dict[str, str] = {}
-    test: dict[str, str] = {}
-    for req in meta.get_all("Requires-Dist") or []:
-        spec, _, marker = req.partition(";")
-        name, version = spec.strip().split("==")
-        target = test if marker.strip() == 'extra == "test"' else runtime
-        assert not marker.strip() or target is test, req
-        target[name.lower()] = version
+    assert set(meta.get_all("Provides-Extra") or []) == EXTRAS
+    by_extra: dict[str, dict[str, Requirement]] = {"": {}}
+    for line in meta.get_all("Requires-Dist") or []:
+        req = Requirement(line)
+        extra = next((e for e in EXTRAS if req.marker and req.marker.evaluate({"extra": e})), "")
+        by_extra.setdefault(extra, {})[req.name.lower()] = req
+    core = by_extra[""]
+    assert set(core) == CORE, "the core is the component and what `pulumi up` needs"
+    assert {"torch", "boto3", "pytest", "matplotlib", "s3fs"}.isdisjoint(core)
+    assert {"torch", "matplotlib", "kubernetes"} <= set(by_extra["validate"])
+    assert {"boto3", "google-cloud-compute"} <= set(by_extra["preflight"])
+    assert {"s3fs", "gcsfs"} <= set(by_extra["tasks"])
+    assert by_extra["dev"]["gpu-cluster"].extras == EXTRAS - {"dev"}
     pins, tools = _requirements()
-    assert tools and tools.items() <= test.items(), "the test tools go in the 'test' extra"
-    assert not runtime.keys() & test.keys()
-    assert {**runtime, **test} == pins, "every pin of requirements.txt, with its version, once"
-    assert {"pulumi", "pyyaml", "torch"} <= runtime.keys()
+    declared = {n: r for reqs in by_extra.values() for n, r in reqs.items() if n != "gpu-cluster"}
+    assert set(declared) == set(pins), "every pin of requirements.txt is declared, and nothing else"
+    assert set(tools) <= set(by_extra["dev"]), "the test tools go in the 'dev' extra"
+    for name, req in core.items():
+        # a range, not a pin: its floor is the lowest tested, and the pinned (highest tested) is inside
+        assert not any(s.operator == "==" for s in req.specifier), f"{req} pins its users"
+        (floor,) = [s.version for s in req.specifier if s.operator == ">="]
+        assert any(s.operator == "<" for s in req.specifier), f"{req} has no ceiling"
+        assert _lowest()[name] == floor, f"{name}: floor {floor} is not the lowest tested"
+        assert Version(pins[name]) in req.specifier and Version(floor) in req.specifier
+    for name, req in declared.items():
+        assert Version(pins[name]) in req.specifier, f"{name}=={pins[name]} (the pinned set) outside {req}"
+
+
+def test_a_lower_provider_inside_the_range_resolves(tmp_path: Path) -> None:
+    """The issue's check: `pip install pulumi-aws==<lower> .` no longer conflicts. Resolved from
+    the wheel's own metadata (no network): the lowest tested set satisfies every core range."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    import tomllib
+
+    core = [Requirement(r) for r in tomllib.loads(text)["project"]["dependencies"]]
+    lowest = _lowest()
+    assert {r.name.lower() for r in core} <= set(lowest)
+    for req in core:
+        assert Version(lowest[req.name.lower()]) in req.specifier, f"{req} refuses {lowest[req.name.lower()]}"
+    (aws,) = [r for r in core if r.name == "pulumi-aws"]
+    assert Version(lowest["pulumi-aws"]) < Version(_requirements()[0]["pulumi-aws"])
 
 
 def _fresh_venv(wheel: Path, tmp_path: Path) -> tuple[Path, Path]:

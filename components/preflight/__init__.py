@@ -32,6 +32,10 @@ PROBLEMS = 2
 UNCHECKED = 3
 
 
+# The reason of a check that a Fatal earlier in the run kept from running.
+NOT_RUN = "not run: "
+
+
 class CouldNotCheck(Exception):
     """A check that could not reach an answer; the message says why (and what to do)."""
 
@@ -103,7 +107,7 @@ def run_checks(ctx: Context, checks: Sequence[Check], progress: TextIO | None = 
             print("could not check", file=err)
             result.unchecked.append((check.name, str(exc)))
             for rest in checks[i:]:
-                result.unchecked.append((rest.name, "not run: " + str(exc).split(";")[0]))
+                result.unchecked.append((rest.name, NOT_RUN + str(exc).split(";")[0]))
             break
         except CouldNotCheck as exc:
             print("could not check", file=err)
@@ -125,8 +129,16 @@ def render(result: Result, out: TextIO) -> None:
     """``config path: reason``, one a line, all at once; then what could not be checked."""
     for p in result.problems:
         print(p.render(), file=out)
+    # The checks a Fatal stopped share its reason: it is said once, on the check that met it,
+    # and the rest are named on one line (not the same sentence once per check).
+    not_run: dict[str, list[str]] = {}
     for name, why in result.unchecked:
-        print(f"could not check {name}: {why}", file=out)
+        if why.startswith(NOT_RUN):
+            not_run.setdefault(why.removeprefix(NOT_RUN), []).append(name)
+        else:
+            print(f"could not check {name}: {why}", file=out)
+    for why, names in not_run.items():
+        print(f"not checked, for the same reason ({why}): {', '.join(names)}", file=out)
     for note in result.notes:
         print(f"note: {note}", file=out)
 

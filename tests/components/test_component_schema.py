@@ -221,9 +221,9 @@ def test_plugin_manifest_starts_the_component_provider_host(monkeypatch: pytest.
 
     import pulumi.provider.experimental as experimental
 
-    manifest = yaml.safe_load((ROOT / "PulumiPlugin.yaml").read_text(encoding="utf-8"))
-    assert manifest["runtime"]["name"] == "python"
-    main = ROOT / manifest["main"]
+    manifest = yaml.safe_load((ROOT / "provider" / "PulumiPlugin.yaml").read_text(encoding="utf-8"))
+    assert manifest["runtime"]["name"] == "python" and manifest["runtime"]["options"]["toolchain"] == "pip"
+    main = ROOT / "provider" / manifest["main"]
     calls: list[tuple[Any, ...]] = []
     monkeypatch.setattr(
         experimental,
@@ -234,3 +234,46 @@ def test_plugin_manifest_starts_the_component_provider_host(monkeypatch: pytest.
     ((components, name, version),) = calls
     assert [c.__name__ for c in components] == ["GpuCluster"] and name == "gpu-cluster"
     assert version == schema()["version"]
+
+
+def test_schema_command_prints_what_the_host_infers(tmp_path: Path) -> None:
+    """``gpu-cluster schema`` and ``python -m components.provider schema``: the same JSON, no CLI."""
+    import json
+    import subprocess
+    import sys
+
+    from gpu_cluster import cli
+
+    out = tmp_path / "schema.json"
+    assert cli.main(["schema", "--out", str(out)]) == 0
+    expected = schema()
+    assert json.loads(out.read_text(encoding="utf-8")) == expected
+    assert TOKEN in expected["resources"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "components.provider", "schema"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == expected
+
+
+def test_plugin_requirements_are_the_core_at_the_pins() -> None:
+    """provider/requirements.txt (what the plugin's virtualenv gets) is pyproject's core
+    dependencies, each at requirements.txt's pin: no torch, no test tools."""
+    import tomllib
+
+    def names(lines: list[str]) -> dict[str, str]:
+        pins = {}
+        for line in lines:
+            line = line.split("#")[0].strip()
+            if line:
+                name, version = line.split("==")
+                pins[name.lower()] = version
+        return pins
+
+    plugin = names((ROOT / "provider" / "requirements.txt").read_text(encoding="utf-8").splitlines())
+    pinned = names((ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines())
+    core = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    core_names = {re.split(r"[<>=!~ ]", c, maxsplit=1)[0].lower() for c in core}
+    assert set(plugin) == core_names
+    assert all(pinned[n] == v for n, v in plugin.items()), "the plugin's pins are requirements.txt's"
+    assert "torch" not in plugin and "pytest" not in plugin

@@ -373,3 +373,29 @@ def test_problems_are_the_shared_type_and_compare_as_pairs() -> None:
     got = problems({**aws_base(), "zone": "us-central1-a"})
     assert got == [("zone", "'us-central1-a' is not a zone of region 'us-east-1' (allowed: zones such as us-east-1a)")]
     assert all(isinstance(p, Problem) for p in got) and got[0].path == "zone"
+
+
+@pytest.mark.parametrize("cloud", [None, "azurre"])
+def test_an_orchestrator_without_a_known_cloud_is_not_said_to_run_on_none(cloud: str | None) -> None:
+    """First-hour bug (issue 26): with the cloud missing or misspelt the message said
+    "'aks' does not run on None"; the kind is then checked alone, and the cloud's own problem
+    names the cloud."""
+    obj = aws_base()
+    if cloud is None:
+        del obj["cloud"]
+    else:
+        obj["cloud"] = cloud
+    obj["orchestration"]["kind"] = "aks"
+    found = dict(problems(obj))
+    assert "cloud" in found
+    assert "None" not in found["orchestration.kind"] and "does not run on" not in found["orchestration.kind"]
+    assert "'aks'" in found["orchestration.kind"] and "eks, gke, slurm" in found["orchestration.kind"]
+
+
+def test_spec_help_is_help_not_a_stack_name() -> None:
+    """First-hour bug (issue 26): `python -m components.spec --help` was read as a stack name."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "components.spec", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0 and proc.stdout.startswith("usage:") and "Traceback" not in proc.stderr
+    assert "not found" not in proc.stdout + proc.stderr and "stack" in proc.stdout

@@ -306,7 +306,12 @@ def test_no_credentials_is_could_not_check(
     code, out, _ = run_cli(write_stack, cluster(), [])
     assert code == 3
     assert out.startswith("could not check AWS credentials: no AWS credentials found")
-    assert "could not check S3 buckets: not run: no AWS credentials found" in out
+    # The reason once (first-hour bug, issue 26: it was repeated for each of the 8 checks), then
+    # the checks it kept from running, on one line.
+    assert out.count("no AWS credentials found") == 2, out
+    (rest,) = [ln for ln in out.splitlines() if ln.startswith("not checked, for the same reason")]
+    assert rest.startswith("not checked, for the same reason (no AWS credentials found")
+    assert "S3 buckets" in rest and "deployer ranges" in rest and "AWS credentials" not in rest.split(":", 1)[1]
 
 
 def test_an_unreachable_endpoint_is_could_not_check(

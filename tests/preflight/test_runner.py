@@ -54,3 +54,20 @@ def test_the_preflight_imports_no_pulumi() -> None:
         names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         assert not {n for n in names if n.split(".")[0].startswith("pulumi") or n.split(".")[0] == "workloads"}, path
+
+
+def test_the_reason_a_fatal_stopped_the_rest_is_said_once() -> None:
+    """First-hour bug (issue 26): the missing-credentials reason printed once per check."""
+    from components.preflight import render
+
+    def fatal(_: Context) -> list[Problem]:
+        raise Fatal("no AWS credentials found; set AWS_PROFILE")
+
+    later = [Check(n, lambda _: []) for n in ("zone", "quota", "bucket")]
+    r = run_checks(ctx(), [Check("credentials", fatal), *later], progress=io.StringIO())
+    out = io.StringIO()
+    render(r, out)
+    assert out.getvalue().splitlines() == [
+        "could not check credentials: no AWS credentials found; set AWS_PROFILE",
+        "not checked, for the same reason (no AWS credentials found): zone, quota, bucket",
+    ]

@@ -425,3 +425,29 @@ def test_a_short_sweep_of_the_bundled_job_is_judged_at_its_size_and_can_fail(tmp
         multi = next(m for m in rep.measurements if m.check == "multi_node.all_reduce")
         assert multi.at_bytes == 64 << 20 and multi.floor_fail == at_64m.floor_fail_gbps
         assert multi.verdict == verdict and "sweep ended at 64 MiB" in multi.detail
+
+
+def test_a_cpu_matmul_straggler_is_an_observation_unless_strict(tmp_path: Path) -> None:
+    """Issue 26: on a busy laptop one local node at 5.98 against 189.59 GFLOP/s made the demo
+    FAIL. On CPU (gloo, no floors) the straggler is reported, not judged; --strict judges it."""
+    _write_run(tmp_path, multi=0.3, node2_rate=0.00598, backend="gloo")  # TFLOP/s: 5.98 GFLOP/s on n2
+    for path in (tmp_path / "status").glob("*.json"):
+        doc = json.loads(path.read_text())
+        path.write_text(json.dumps({**doc, "state": "finished"}))
+    rep = judge(tmp_path, instance_type=None, local=True)
+    (m2,) = [m for m in rep.measurements if m.check == "health.matmul" and m.scope == "node:n2"]
+    assert m2.verdict == Verdict.PASS and m2.detail.startswith("straggler, observed, not judged")
+    assert not [n for n in rep.nodes if any("health.matmul" in r for r in n.reasons)]
+    md = (write(rep, tmp_path / "out")["report.md"]).read_text()
+    assert "straggler, observed, not judged" in md
+    strict = judge(tmp_path, instance_type=None, local=True, strict=True)
+    by_node = {n.node: n for n in strict.nodes}
+    assert by_node["n2"].verdict == Verdict.FAIL and "health.matmul: straggler" in " ".join(by_node["n2"].reasons)
+    assert strict.verdict == Verdict.FAIL
+
+
+def test_a_gpu_matmul_straggler_still_fails(tmp_path: Path) -> None:
+    _write_run(tmp_path, multi=480.0, node2_rate=350.0)
+    rep = judge(tmp_path, instance_type=None, local=False)  # no type: no floors, nodes compared
+    by_node = {n.node: n for n in rep.nodes}
+    assert by_node["n2"].verdict == Verdict.FAIL and "straggler" in " ".join(by_node["n2"].reasons)

@@ -30,6 +30,7 @@ from typing import Any, NoReturn, Sequence
 
 from components.problems import Problem, Problems
 from workloads.validate import diff
+from workloads.validate.heartbeat import Heartbeat
 from workloads.validate.verdict import Verdict
 
 from workloads.launch.validation_args import FABRIC_ONLY_ENV
@@ -81,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--nodes", type=int, default=2, help="--local: simulated nodes (default 2)")
     ap.add_argument("--procs-per-node", type=int, default=2, help="--local: ranks per simulated node (default 2)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds any phase may wait for a rank")
+    ap.add_argument(
+        "--strict",
+        action="store_true",
+        help="--local: hold the CPU nodes' matmul rates to each other as a GPU run does (a straggler is FAIL); "
+        "default: a straggler is an observation, since a laptop's rates follow its other load",
+    )
     sub = ap.add_subparsers(dest="cmd")
     run = sub.add_parser("run", help="one phase, on every rank under torchrun")
     run.add_argument("--out", type=Path, required=True, dest="run_out")
@@ -140,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("--expect-nodes", default="", help="comma-separated node names that should have reported")
     judge.add_argument("--drain", action="store_true", help="drain (Slurm) or taint (Kubernetes) the failed nodes")
     judge.add_argument("--cpu", action="store_true", help="the run was on CPU: compare nodes, apply no floors")
+    judge.add_argument(
+        "--strict", action="store_true", help="with --cpu: a matmul straggler is FAIL (default: an observation)"
+    )
     judge.add_argument("--started", type=float, default=0.0, help="epoch seconds the run began (for the duration)")
     judge.add_argument(
         "--print-archive",
@@ -232,6 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.drain,
             args.cpu,
             time.time() - args.started if args.started else 0.0,
+            strict=args.strict,
         )
         if args.print_archive:
             from workloads.validate import archive
@@ -239,7 +250,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             archive.emit(args.judge_out, sys.stdout)
         return code
     if args.local:
-        return run_local(args.out or Path("out/validate-local"), args.nodes, args.procs_per_node, args.timeout)
+        return run_local(
+            args.out or Path("out/validate-local"), args.nodes, args.procs_per_node, args.timeout, strict=args.strict
+        )
     build_parser().print_help(sys.stderr)
     return 3
 
@@ -257,13 +270,21 @@ def _slurm_nodes() -> list[str]:
 
 
 def judge_and_report(
-    out: Path, instance_type: str | None, expect_nodes: list[str], drain: bool, cpu: bool, duration_s: float
+    out: Path,
+    instance_type: str | None,
+    expect_nodes: list[str],
+    drain: bool,
+    cpu: bool,
+    duration_s: float,
+    strict: bool = False,
 ) -> int:
     from workloads.validate import report
     from workloads.validate.drain import drain as drain_nodes
     from workloads.validate.judge import judge
 
-    rep = judge(out, instance_type=instance_type, local=cpu, expected_nodes=expect_nodes, duration_s=duration_s)
+    rep = judge(
+        out, instance_type=instance_type, local=cpu, expected_nodes=expect_nodes, duration_s=duration_s, strict=strict
+    )
     failed = [n.node for n in rep.nodes if n.verdict == Verdict.FAIL]
     if drain and failed:
         for res in drain_nodes(
@@ -316,26 +337,47 @@ def _start_agents(
     return procs_list
 
 
-def _wait_agents(procs_list: list[tuple[subprocess.Popen[bytes], Any]], timeout: float) -> list[int]:
+def _wait_agents(
+    procs_list: list[tuple[subprocess.Popen[bytes], Any]],
+    timeout: float,
+    label: str,
+    heartbeat: Heartbeat | None = None,
+) -> list[int]:
     deadline = time.monotonic() + timeout
     codes = []
+    beat = heartbeat or Heartbeat(label)
     for p, log in procs_list:
-        try:
-            codes.append(p.wait(timeout=max(1.0, deadline - time.monotonic())))
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
-            codes.append(p.wait())
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                # Waits of at most one beat, so the heartbeat speaks while the phase works.
+                codes.append(p.wait(timeout=max(0.1, min(left, beat.every_s))))
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() < deadline:
+                    beat.tick()
+                    continue
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                codes.append(p.wait())
+                break
         log.close()
     return codes
 
 
 def _torchrun_nodes(
-    nodes: int, procs: int, module_args: list[str], env_extra: dict[str, str], timeout: float, log_dir: Path, label: str
+    nodes: int,
+    procs: int,
+    module_args: list[str],
+    env_extra: dict[str, str],
+    timeout: float,
+    log_dir: Path,
+    label: str,
+    heartbeat: Heartbeat | None = None,
 ) -> list[int]:
     """Start one torchrun agent per simulated node, as srun does on a cluster; return their exit codes."""
     names = [f"local-{i + 1}" for i in range(nodes)]
-    return _wait_agents(_start_agents(names, procs, module_args, env_extra, log_dir, label), timeout)
+    return _wait_agents(_start_agents(names, procs, module_args, env_extra, log_dir, label), timeout, label, heartbeat)
 
 
 def _phase_deadline(timeout: float) -> float:
@@ -345,7 +387,7 @@ def _phase_deadline(timeout: float) -> float:
     return 3 * timeout + 30.0
 
 
-def run_local(out: Path, nodes: int, procs: int, timeout: float) -> int:
+def run_local(out: Path, nodes: int, procs: int, timeout: float, strict: bool = False) -> int:
     """The pipeline a cluster runs, on this machine: two torchrun agents stand for two nodes."""
     problems = []
     if not 1 <= nodes <= 8:
@@ -362,13 +404,17 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float) -> int:
     logs = out / "logs"
     steps = 6
     print(
-        f"validate --local: {nodes} simulated node(s) x {procs} CPU rank(s), gloo; floors are not applied on CPU",
+        f"validate --local: {nodes} simulated node(s) x {procs} CPU rank(s), gloo; floors are not applied on CPU"
+        + (
+            "; matmul stragglers fail (--strict)" if strict else "; matmul stragglers are observations (--strict: FAIL)"
+        ),
         flush=True,
     )
 
     def phase(name: str, *extra: str, env: dict[str, str] | None = None) -> None:
         run = ["-m", "workloads.validate", "run", "--out", str(out), "--phase", name, "--timeout", str(timeout)]
-        codes = _torchrun_nodes(nodes, procs, [*run, *extra], env or {}, _phase_deadline(timeout), logs, name)
+        beat = Heartbeat(f"phase {name}", status_dir=out / "status", phase=name)
+        codes = _torchrun_nodes(nodes, procs, [*run, *extra], env or {}, _phase_deadline(timeout), logs, name, beat)
         print(f"      exit codes per node: {codes}", flush=True)
 
     short = ("--iters", "5", "--warmup", "2")
@@ -397,7 +443,7 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float) -> int:
                 run += [*short, "--timeout", str(timeout), "--pair-timeout", str(timeout), "--pair-job", f"{a}+{b}"]
                 started.append((a, b, _start_agents([a, b], procs, run, {}, logs, f"pairs-{a}+{b}")))
             for a, b, agents in started:
-                codes = _wait_agents(agents, _phase_deadline(timeout))
+                codes = _wait_agents(agents, _phase_deadline(timeout), f"pair {a}+{b}")
                 print(f"      pair {a}+{b}: exit codes {codes}", flush=True)
 
         found = pair_jobs.search(
@@ -424,7 +470,9 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float) -> int:
     ddp_code = _local_ddp(out, nodes, procs, timeout)
     print(f"      exit code: {ddp_code}", flush=True)
     print(f"[6/{steps}] judging ...", flush=True)
-    return judge_and_report(out, None, [f"local-{i + 1}" for i in range(nodes)], False, True, time.time() - started)
+    return judge_and_report(
+        out, None, [f"local-{i + 1}" for i in range(nodes)], False, True, time.time() - started, strict=strict
+    )
 
 
 def _local_ddp(out: Path, nodes: int, procs: int, timeout: float) -> int:

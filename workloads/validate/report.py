@@ -12,6 +12,10 @@ from workloads.validate import certificate
 from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
 
 
+# How a finding that is reported but does not decide the verdict begins (a CPU run's stragglers).
+OBSERVED = "straggler, observed, not judged"
+
+
 @dataclass(slots=True, kw_only=True)
 class Curve:
     """One busbw-against-size sweep to draw."""
@@ -140,6 +144,10 @@ def render_markdown(r: Report) -> str:
         lines.append(f"| {n.node} | {n.verdict.name} | {'; '.join(n.reasons) or '-'} |")
     if r.drained:
         lines += ["", f"Drained: {', '.join(r.drained)}."]
+    observed = [m for m in r.measurements if m.detail.startswith(OBSERVED)]
+    if observed:
+        lines += ["", "## Observations (not judged)", ""]
+        lines += [f"- {m.check} ({m.scope}): {m.detail}" for m in observed]
     lines += [
         "",
         "## Measurements",

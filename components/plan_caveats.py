@@ -1,0 +1,124 @@
+"""What the offline plan cannot promise, each caveat with its own reason (issue 26): where the
+nodes are placed and why, what flex-start and spot capacity mean for a job that spans every
+node, and a zone the offline checks could not look at. Pure: spec, catalog and the program's
+outputs in, ``(topic, text)`` out; components/plan.py prints them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from components.spec import ClusterSpec
+
+# Google, "About flex-start provisioning mode" (GKE, cloud.google.com/kubernetes-engine/docs/concepts/dws,
+# read 2026-12-01): flex-start VMs are provisioned when the capacity is available, run for up to
+# seven days, and are billed at Dynamic Workload Scheduler prices (discounted vCPUs and GPUs,
+# pay as you go). The program sets the same limit (components/gcp/compute.py FLEX_START_MAX_DURATION).
+FLEX_START_MAX_DAYS = 7
+FLEX_START_SOURCE = "cloud.google.com/kubernetes-engine/docs/concepts/dws"
+# AWS, "Spot Instance interruption notices" (docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+# spot-instance-termination-notices.html, read 2026-12-01): "a warning that is issued two minutes
+# before Amazon EC2 stops or terminates your Spot Instance", on a best-effort basis.
+# Google, "Create and use Spot VMs" (cloud.google.com/compute/docs/instances/create-use-spot, read
+# 2026-12-01): "Compute Engine might reclaim the resources by preempting Spot VMs at any time".
+SPOT_NOTICE = {
+    "aws": "EC2 warns two minutes before it interrupts a spot instance (best effort; "
+    "docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html)",
+    "gcp": "Compute Engine may preempt a Spot VM at any time (cloud.google.com/compute/docs/instances/create-use-spot)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Caveat:
+    topic: str
+    """placement | flex-start | spot | zone."""
+    text: str
+
+
+def placement(spec: ClusterSpec, outputs: Mapping[str, Any]) -> Caveat:
+    """Why the nodes have, or have not, a placement group / compact policy: one reason, not a list."""
+    cap = spec.compute.capacity
+    kind = {
+        "aws": "cluster placement group",
+        "azure": "single-placement-group scale set (its InfiniBand fabric)",
+    }.get(spec.cloud, "compact placement policy")
+    created = (outputs.get("fabric") or {}).get("placement")
+    if spec.cloud == "aws" and cap.type == "reservation" and cap.placement_group:
+        return Caveat(
+            "placement",
+            f"the reservation's own cluster placement group {cap.placement_group} (an ODCR made in a group "
+            "matches only launches into that group)",
+        )
+    if spec.cloud == "aws" and cap.type == "reservation":
+        return Caveat(
+            "placement",
+            f"no {kind}: the ODCR {cap.id} was made without one, so it matches only launches outside any "
+            "group, and its instances are not placed together for EFA; if they must be, create the "
+            "reservation in a cluster placement group and set compute.capacity.placement_group",
+        )
+    if spec.cloud == "aws" and cap.type == "capacity-block":
+        return Caveat(
+            "placement",
+            f"no {kind}: a capacity block is delivered already placed, and a group on top of it is refused",
+        )
+    if spec.cloud == "gcp" and cap.type == "reservation":
+        # components/spec_model.py PRE_PLACED: GCP reservation blocks are compact by construction.
+        return Caveat("placement", f"no {kind}: the reservation's blocks are compact by construction")
+    if spec.cloud == "gcp" and spec.orchestration.kind == "slurm" and not created:
+        return Caveat("placement", f"no {kind}: Cluster Director places its nodes itself")
+    if not spec.interconnect.placement:
+        return Caveat(
+            "placement",
+            f"no {kind}: interconnect.placement is false in the stack, so nodes may land far apart on the network",
+        )
+    return Caveat("placement", f"{kind} created: the nodes are packed close on the network")
+
+
+def flex_start(spec: ClusterSpec) -> Caveat | None:
+    if spec.compute.capacity.type != "flex-start":
+        return None
+    n = spec.compute.nodes
+    return Caveat(
+        "flex-start",
+        f"the GPU pool starts at 0 nodes and scales to {n} when a job asks, once the capacity is found "
+        f"(`pulumi up` does not wait for it; a job's pods wait until the pool has scaled); each node runs at "
+        f"most {FLEX_START_MAX_DAYS} days (its maximum run duration); billed at Dynamic Workload Scheduler prices, "
+        f"discounted from on-demand, so the on-demand cost shown is a ceiling ({FLEX_START_SOURCE})",
+    )
+
+
+def spot(spec: ClusterSpec) -> Caveat | None:
+    if spec.compute.capacity.type != "spot":
+        return None
+    return Caveat(
+        "spot",
+        f"any node can be reclaimed: {SPOT_NOTICE[spec.cloud]}; a job that spans every node stops when one "
+        "goes, so checkpoint (workloads.train --ckpt-dir) and launch it elastic (README, Jobs); the cost "
+        "shown is the on-demand ceiling",
+    )
+
+
+def zone(spec: ClusterSpec) -> Caveat | None:
+    """AWS zone names differ per account: offline, the zone is checked only through zone_id."""
+    if spec.cloud != "aws" or spec.zone_id:
+        return None
+    offered = spec.instance.zone_ids.get(spec.region) or ()
+    where = (
+        f"; the catalog has {spec.compute.instance_type} offered in {len(offered)} zone ID(s) of "
+        f"{spec.region}: {', '.join(offered)}"
+        if offered
+        else ""
+    )
+    return Caveat(
+        "zone",
+        f"{spec.zone} was not checked offline: AWS maps zone names to zone IDs differently in every "
+        f"account, and the type's offering and the zones EKS refuses are known by ID{where}; set zone_id "
+        "(`aws ec2 describe-availability-zones`) or run `gpu-cluster preflight STACK`",
+    )
+
+
+def caveats(spec: ClusterSpec, outputs: Mapping[str, Any]) -> list[Caveat]:
+    found = [placement(spec, outputs), flex_start(spec), spot(spec), zone(spec)]
+    return [c for c in found if c is not None]

@@ -1,0 +1,89 @@
+"""The plan names each caveat with its own reason (issue 26): placement, flex-start, spot, and
+an AWS zone that the offline checks could not look at."""
+
+from __future__ import annotations
+
+import copy
+import io
+from typing import Any
+
+import pytest
+
+from components.plan import plan_stack, render
+from components.plan_caveats import FLEX_START_MAX_DAYS, caveats
+from components.spec import parse_spec
+from tests.components.test_spec import aws_base, gcp_base
+
+
+def _topics(obj: dict[str, Any], outputs: dict[str, Any] | None = None) -> dict[str, str]:
+    spec = parse_spec(obj)
+    return {c.topic: c.text for c in caveats(spec, outputs or {"fabric": {"placement": "pg"}})}
+
+
+def test_each_placement_reason_is_its_own() -> None:
+    on_demand = _topics(aws_base())
+    assert on_demand["placement"].startswith("cluster placement group created")
+    block = aws_base()
+    block["compute"]["capacity"] = {"type": "capacity-block", "id": "cr-0123456789abcdef0"}
+    text = _topics(block, {"fabric": {}})["placement"]
+    assert "capacity block is delivered already placed" in text and " or " not in text
+    odcr = aws_base()
+    odcr["compute"]["capacity"] = {"type": "reservation", "id": "cr-0123456789abcdef0"}
+    text = _topics(odcr, {"fabric": {}})["placement"]
+    # An ODCR made without a group is not pre-placed: said as such, with the way to get a group.
+    assert "made without one" in text and "not placed together" in text and "placement_group" in text
+    in_group = copy.deepcopy(odcr)
+    in_group["compute"]["capacity"]["placement_group"] = "train-pg"
+    assert "own cluster placement group train-pg" in _topics(in_group)["placement"]
+    off = aws_base()
+    off["interconnect"] = {"placement": False}
+    assert "interconnect.placement is false" in _topics(off, {"fabric": {}})["placement"]
+
+
+def test_flex_start_says_scale_from_zero_run_limit_and_price() -> None:
+    obj = gcp_base()
+    obj["compute"]["capacity"] = {"type": "flex-start"}
+    text = _topics(obj)["flex-start"]
+    assert "starts at 0 nodes and scales to 2" in text
+    assert f"at most {FLEX_START_MAX_DAYS} days" in text and FLEX_START_MAX_DAYS == 7
+    assert "Dynamic Workload Scheduler prices" in text and "ceiling" in text
+    assert "spot" not in _topics(obj)
+
+
+@pytest.mark.parametrize("base", [aws_base, gcp_base])
+def test_spot_says_interruption(base: Any) -> None:
+    obj = base()
+    obj["compute"]["capacity"] = {"type": "spot"}
+    text = _topics(obj)["spot"]
+    assert "can be reclaimed" in text and "checkpoint" in text
+    assert ("two minutes" in text) == (obj["cloud"] == "aws")
+
+
+def test_an_aws_zone_without_its_id_is_named_as_not_checked() -> None:
+    obj = aws_base()
+    text = _topics(obj)["zone"]
+    assert text.startswith("us-east-1a was not checked offline") and "set zone_id" in text
+    assert "gpu-cluster preflight" in text and "use1-az" in text
+    obj["zone_id"] = "use1-az4"
+    assert "zone" not in _topics(obj)
+    assert "zone" not in _topics(gcp_base())
+
+
+@pytest.mark.parametrize(
+    ("stack", "topics"),
+    [
+        ("aws-h100-eks", {"placement", "zone"}),
+        ("aws-h100-capacity-block", {"placement", "zone"}),
+        ("gcp-h100-gke", {"placement", "flex-start"}),
+        ("gcp-h200-slurm", {"placement"}),
+    ],
+)
+def test_bundled_plans_print_their_caveats(stack: str, topics: set[str]) -> None:
+    summary, run = plan_stack(stack)
+    assert {c["topic"] for c in summary.caveats} == topics
+    out = io.StringIO()
+    render(summary, run, out)
+    text = out.getvalue()
+    assert "caveats" in text
+    for c in summary.caveats:
+        assert f"    {c['topic']:<11} {c['text']}" in text
