@@ -23,7 +23,7 @@ from components import validation_time as vt
 from components.bandwidth import phase_floors
 from components.catalog import load_catalog
 from components.cluster import PILLARS
-from components.engine import OfflineRun, Recorded, run_offline
+from components.engine import OfflineRun, Recorded, replacements, run_offline
 from components.plan_caveats import caveats
 from components.spec import (
     DEPLOYER_PLACEHOLDER,
@@ -343,9 +343,18 @@ def main(argv: Sequence[str] | None = None, *, policy: PolicyCheck | None = None
         action="store_true",
         help="check the security policy pack's rules too (exit 3 when a mandatory rule is violated)",
     )
+    ap.add_argument(
+        "--from",
+        dest="before",
+        metavar="STACK",
+        help="the stack as it is deployed now (a stack name or file): list what planning STACK over it "
+        "would replace (inputs the providers declare replace-on-change)",
+    )
     args = ap.parse_args(argv)
     if bool(args.stack) == bool(args.all):
         ap.error(f"give one STACK or --all (bundled stacks: {', '.join(bundled_stacks())})")
+    if args.before and args.all:
+        ap.error("--from takes one STACK, not --all")
     if args.outputs and args.all:
         ap.error("--outputs takes one STACK, not --all")
     stacks = bundled_stacks() if args.all else [args.stack]
@@ -364,6 +373,15 @@ def main(argv: Sequence[str] | None = None, *, policy: PolicyCheck | None = None
             continue
         out = sys.stderr if "-" in (args.json, args.outputs) else sys.stdout
         render(summary, run, out)
+        if args.before:
+            try:
+                replaced = replacements(plan_stack(args.before)[1], run)
+            except SpecError as err:
+                print(f"gpu-cluster: --from {args.before}: {err.render()}", file=sys.stderr)
+                return 2
+            out.write(f"  {'replaces':<13} " + ("nothing" if not replaced else f"{len(replaced)} resource(s)") + "\n")
+            for res, why in sorted(replaced.items()):
+                out.write(f"    {res}: {', '.join(why)}\n")
         out.write(f"  {'planned in':<13} {time.perf_counter() - started:.2f} s\n\n")
         documents.append(to_json(summary, run))
         if args.policy:

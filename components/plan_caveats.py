@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from components.aws.rules import capacity_note
 from components.spec import ClusterSpec
 
 # Google, "About flex-start provisioning mode" (GKE, cloud.google.com/kubernetes-engine/docs/concepts/dws,
@@ -33,7 +34,7 @@ SPOT_NOTICE = {
 @dataclass(frozen=True, slots=True)
 class Caveat:
     topic: str
-    """placement | flex-start | spot | zone."""
+    """placement | capacity | flex-start | spot | zone."""
     text: str
 
 
@@ -119,6 +120,12 @@ def zone(spec: ClusterSpec) -> Caveat | None:
     )
 
 
+def capacity_block(spec: ClusterSpec) -> Caveat | None:
+    """An AWS capacity block: when its nodes appear (components/aws/rules.py, with its sources)."""
+    note = capacity_note(spec) if spec.cloud == "aws" else None
+    return Caveat("capacity", note) if note else None
+
+
 def caveats(spec: ClusterSpec, outputs: Mapping[str, Any]) -> list[Caveat]:
-    found = [placement(spec, outputs), flex_start(spec), spot(spec), zone(spec)]
+    found = [placement(spec, outputs), capacity_block(spec), flex_start(spec), spot(spec), zone(spec)]
     return [c for c in found if c is not None]

@@ -73,7 +73,7 @@ def test_an_aws_zone_without_its_id_is_named_as_not_checked() -> None:
     ("stack", "topics"),
     [
         ("aws-h100-eks", {"placement", "zone"}),
-        ("aws-h100-capacity-block", {"placement", "zone"}),
+        ("aws-h100-capacity-block", {"placement", "capacity", "zone"}),
         ("gcp-h100-gke", {"placement", "flex-start"}),
         ("gcp-h200-slurm", {"placement"}),
     ],
@@ -87,3 +87,13 @@ def test_bundled_plans_print_their_caveats(stack: str, topics: set[str]) -> None
     assert "caveats" in text
     for c in summary.caveats:
         assert f"    {c['topic']:<11} {c['text']}" in text
+
+
+def test_a_capacity_block_says_when_its_nodes_appear() -> None:
+    obj = aws_base()
+    obj["compute"]["capacity"] = {"type": "capacity-block", "id": "cr-0123456789abcdef0"}
+    text = _topics(obj, {"fabric": {"placement": None}})["capacity"]
+    n = obj["compute"]["nodes"]
+    assert text.startswith(f"capacity block cr-0123456789abcdef0: the {n} GPU nodes appear when the block starts")
+    assert f"desired size {n}" in text
+    assert "capacity" not in _topics(aws_base())

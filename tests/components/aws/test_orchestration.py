@@ -266,3 +266,26 @@ def test_every_pcs_node_mounts_lustre() -> None:
         assert f"{mount['dns_name']}@tcp:/{mount['mount_name']} {spec.storage.lustre.mount_point} lustre" in script
         if shutil.which("bash"):
             subprocess.run(["bash", "-n"], input=script, text=True, check=True, timeout=60)
+
+
+def test_the_plan_names_what_a_change_would_replace(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """`gpu-cluster plan NEW --from OLD`: 32 -> 40 PCS nodes at a named size replaces nothing;
+    letting the size fall back to SMALL's default on the live MEDIUM cluster replaces it."""
+    import yaml
+
+    from components import plan
+
+    def write(name: str, nodes: int, size: str | None) -> str:
+        _, raw = raw_stack("aws-h200-slurm")
+        _slurm(nodes, size)(raw)
+        path = tmp_path / f"Pulumi.{name}.yaml"
+        path.write_text(yaml.safe_dump({"config": {"gpu-cluster:cluster": raw}}))
+        return str(path)
+
+    old, grown, shrunk = write("old", 32, "MEDIUM"), write("grown", 40, "MEDIUM"), write("shrunk", 31, None)
+    assert plan.main([grown, "--from", old]) == 0
+    assert "  replaces      nothing\n" in capsys.readouterr().out
+    assert plan.main([shrunk, "--from", old]) == 0
+    out = capsys.readouterr().out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("  replaces")]
+    assert line.endswith("resource(s)") and "-orchestration-pcs: size" in out
