@@ -21,6 +21,8 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import HashStore
 
 DEFAULT_TIMEOUT_S = 600.0
+# Set by ``validate rehearse``: the directory where each rank records its first collective.
+REHEARSAL_MARKS_ENV = "GPUC_REHEARSAL_MARKS"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,6 +122,16 @@ def setup(
             print(report.message(), flush=True)
         if on_stage is not None:
             on_stage("fabric-ready")
+    marks = os.environ.get(REHEARSAL_MARKS_ENV, "")
+    rehearsed_type = instance_type or os.environ.get("GPUC_INSTANCE_TYPE")
+    if marks and rehearsed_type and os.environ.get("GPUC_FABRIC_CHECK", "") != "0":
+        # A rehearsal (workloads.validate.rehearse) runs on CPU, where the fabric check above is
+        # skipped; the plugin part of it needs no device, so it runs under the job's own environment.
+        from workloads.health import fabric as fabric_check
+
+        found = fabric_check.require_plugin(str(rehearsed_type))
+        if local_rank == 0 and found:
+            print(f"rehearsal: {found}", flush=True)
     if not dist.is_initialized():
         # A plain `python -m workloads.X` run is a group of one: its store lives in the process, so
         # no port is picked and then raced for (two such runs on one host once took the same one).
@@ -134,6 +146,8 @@ def setup(
         )
     if on_stage is not None:
         on_stage("joined")
+    if marks:
+        _rehearsal_mark(marks, rank, world_size)
     return Runtime(
         rank=rank,
         local_rank=local_rank,
@@ -143,6 +157,19 @@ def setup(
         accelerator=accelerator,
         hostname=socket.gethostname(),
     )
+
+
+def _rehearsal_mark(marks: str, rank: int, world_size: int) -> None:
+    """The job's first collective, then a record of it that the rehearsal waits for (it ends the
+    job there). Written by the job's own user, inside the run directory the job made."""
+    import json
+
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    os.makedirs(marks, exist_ok=True)
+    path = os.path.join(marks, f"first-collective-rank{rank}.json")
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump({"rank": rank, "world_size": world_size, "sum": float(t.item()), "uid": os.getuid()}, fh)
 
 
 def _needs_fabric(instance_type: str | None, world_size: int) -> bool:
