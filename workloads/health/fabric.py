@@ -355,7 +355,9 @@ def require(
     return report
 
 
-def require_plugin(instance_type: str, *, env: Mapping[str, str] | None = None, roots: Roots | None = None) -> str | None:
+def require_plugin(
+    instance_type: str, *, env: Mapping[str, str] | None = None, roots: Roots | None = None
+) -> str | None:
     """The net plugin part of the check alone (the rehearsal: no fabric devices on that machine).
     Raise :class:`FabricCheckFailed` naming what is missing; what was found, or None on a fabric
     without a plugin (native InfiniBand)."""

@@ -49,9 +49,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
 
-from components.catalog import CATALOG_PATH, load_catalog, load_fabric_facts
+from components.catalog import load_catalog, load_fabric_facts
 from components.contract import ClusterOutputs
 from workloads.health.fabric import plugin_names
 from workloads.launch import validation as vjob
@@ -160,7 +159,9 @@ def from_jobset(jobset: dict[str, Any], configmap: dict[str, Any] | None, stage:
         else:
             path = ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
             if path not in fields:
-                raise CouldNotRehearse(f"env {e['name']}: valueFrom {e.get('valueFrom')} (allowed: {', '.join(fields)})")
+                raise CouldNotRehearse(
+                    f"env {e['name']}: valueFrom {e.get('valueFrom')} (allowed: {', '.join(fields)})"
+                )
             env[e["name"]] = fields[str(path)]
     d.env = env
     d.argv = [_k8s_expand(str(a), env) for a in [*(c.get("command") or []), *(c.get("args") or [])]]
@@ -177,7 +178,9 @@ def from_jobset(jobset: dict[str, Any], configmap: dict[str, Any] | None, stage:
             user = 0
             d.said.append(f"user 0: {c['image']} sets none here (published CUDA/NGC images run as root)")
     d.uid, d.gid = int(user), int(group if group is not None else (0 if user == 0 else user))
-    d.groups = tuple(int(g) for g in [*(psec.get("supplementalGroups") or []), *([psec["fsGroup"]] if "fsGroup" in psec else [])])
+    d.groups = tuple(
+        int(g) for g in [*(psec.get("supplementalGroups") or []), *([psec["fsGroup"]] if "fsGroup" in psec else [])]
+    )
     caps = csec.get("capabilities") or {}
     if "ALL" not in [str(x).upper() for x in caps.get("drop") or []]:
         raise CouldNotRehearse(
@@ -213,7 +216,9 @@ def from_jobset(jobset: dict[str, Any], configmap: dict[str, Any] | None, stage:
         elif "hostPath" in v:
             d.volumes.append(Volume(m["mountPath"], stage / "node" / v["hostPath"]["path"].lstrip("/"), "hostpath", ro))
         else:
-            raise CouldNotRehearse(f"volume {m['name']}: {sorted(v)} (allowed: persistentVolumeClaim, emptyDir, configMap, hostPath)")
+            raise CouldNotRehearse(
+                f"volume {m['name']}: {sorted(v)} (allowed: persistentVolumeClaim, emptyDir, configMap, hostPath)"
+            )
     return d
 
 
@@ -226,10 +231,16 @@ def from_sbatch(script: str, outs: ClusterOutputs, run_dir: str, stage: Path) ->
     path = stage / "job.sbatch"
     path.write_text(script)
     path.chmod(0o755)
-    d = Declared(kind="slurm", argv=["/bin/bash", "/opt/gpuc-rehearsal/job.sbatch"], env={}, workdir=chdir.group(1))
+    # What `submit` does on the login node (workloads/validate/slurm.py), then slurmd's start in --chdir.
+    run = shlex.quote(chdir.group(1))
+    argv = ["/bin/bash", "-c", f"mkdir -p {run} && cd {run} && exec /bin/bash /opt/gpuc-rehearsal/job.sbatch"]
+    d = Declared(kind="slurm", argv=argv, env={}, workdir="/")
     d.hostname = "node-0"
     d.hosts = ("node-0",)
-    d.exports = {m.group(1): shlex.split(m.group(2))[0] if m.group(2) else "" for m in re.finditer(r"^export ([A-Z_][A-Z0-9_]*)=(\S*)$", script, re.M)}
+    d.exports = {
+        m.group(1): shlex.split(m.group(2))[0] if m.group(2) else ""
+        for m in re.finditer(r"^export ([A-Z_][A-Z0-9_]*)=(\S*)$", script, re.M)
+    }
     d.env = {
         "SLURM_JOB_ID": "1",
         "SLURM_JOBID": "1",
@@ -255,7 +266,11 @@ def from_sbatch(script: str, outs: ClusterOutputs, run_dir: str, stage: Path) ->
 def _through_mounts(d: Declared, path: str, root: Path) -> Path | None:
     """Where ``path`` (as the job sees it) lives on this machine: in a declared volume, or in the
     rehearsed root's own layer. None for volumes the job owns (Lustre, emptyDir, ConfigMap)."""
-    best = max((v for v in d.volumes if path == v.target or path.startswith(v.target.rstrip("/") + "/")), key=lambda v: len(v.target), default=None)
+    best = max(
+        (v for v in d.volumes if path == v.target or path.startswith(v.target.rstrip("/") + "/")),
+        key=lambda v: len(v.target),
+        default=None,
+    )
     if best is None:
         return root / path.lstrip("/")
     if best.kind != "hostpath":
@@ -337,7 +352,9 @@ def stand_in_node(d: Declared, outs: ClusterOutputs, root: Path, stage: Path, ra
         shim.chmod(0o755)
         (where / ".complete").touch()
         d.said.append(f"the shared virtualenv {venv}: made already (pip has no index here), runs {venv_python}")
-        d.said.append("srun and scontrol: one-node shims (srun runs its command once; scontrol names node-0 at 127.0.0.1)")
+        d.said.append(
+            "srun and scontrol: one-node shims (srun runs its command once; scontrol names node-0 at 127.0.0.1)"
+        )
     d.env["PATH"] = f"{STAND_IN_BIN}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
     d.env["GPUC_FORCE_CPU"] = "1"
     d.env["OMP_NUM_THREADS"] = "1"
@@ -457,7 +474,19 @@ def rehearse_declared(
     log = stage / "job.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "private", "--net", "--uts", "--pid", "--fork", "--mount-proc", "bash", str(job)],
+            [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "--net",
+                "--uts",
+                "--pid",
+                "--fork",
+                "--mount-proc",
+                "bash",
+                str(job),
+            ],
             stdout=fh,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -600,7 +629,9 @@ def _fewer_ranks(text: str, ranks: int) -> str:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("rehearse", help="run the stack's rendered job here, under what it declares, to its first collective")
+    p = sub.add_parser(
+        "rehearse", help="run the stack's rendered job here, under what it declares, to its first collective"
+    )
     p.add_argument("stack", help="the stack's name (bundled or your own)")
     p.add_argument("--outputs", type=Path, help="JSON from `pulumi stack output --json --show-secrets`")
     p.add_argument("--image", help="Kubernetes: the image to render (not pulled here)")
@@ -626,5 +657,3 @@ def run(args: argparse.Namespace, say: Callable[[str], None] = print) -> int:
     for line in outcome.lines:
         say(line)
     return outcome.code
-
-
