@@ -140,6 +140,7 @@ def sbatch_spec(job: ValidationJob) -> LaunchSpec:
         fabric_env={**(it.software.fabric_env if it else {}), **slurm.env},
         library_path=slurm.library_path,
         env_script=slurm.env_script,
+        discover=slurm.discover,
         extra_env=dict(job.extra_env),
         then=phases.then,
         prologue=job.prologue,

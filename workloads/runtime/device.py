@@ -129,7 +129,12 @@ def setup(
         # skipped; the plugin part of it needs no device, so it runs under the job's own environment.
         from workloads.health import fabric as fabric_check
 
-        found = fabric_check.require_plugin(str(rehearsed_type))
+        try:
+            found = fabric_check.require_plugin(str(rehearsed_type))
+        except fabric_check.FabricCheckFailed as exc:
+            # Recorded for the rehearsal: the job's later steps run on, and must not pass for it.
+            _rehearsal_mark(marks, rank, world_size, failed=str(exc))
+            raise
         if local_rank == 0 and found:
             print(f"rehearsal: {found}", flush=True)
     if not dist.is_initialized():
@@ -159,17 +164,23 @@ def setup(
     )
 
 
-def _rehearsal_mark(marks: str, rank: int, world_size: int) -> None:
+def _rehearsal_mark(marks: str, rank: int, world_size: int, failed: str | None = None) -> None:
     """The job's first collective, then a record of it that the rehearsal waits for (it ends the
-    job there). Written by the job's own user, inside the run directory the job made."""
+    job there); or, with ``failed``, why this rank never got to it. Written by the job's own
+    user, inside the run directory the job made."""
     import json
 
-    t = torch.ones(1)
-    dist.all_reduce(t)
+    record: dict[str, Any] = {"rank": rank, "world_size": world_size, "uid": os.getuid()}
+    if failed is None:
+        t = torch.ones(1)
+        dist.all_reduce(t)
+        record["sum"] = float(t.item())
+    else:
+        record["failed"] = failed
     os.makedirs(marks, exist_ok=True)
-    path = os.path.join(marks, f"first-collective-rank{rank}.json")
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump({"rank": rank, "world_size": world_size, "sum": float(t.item()), "uid": os.getuid()}, fh)
+    name = f"{'failed' if failed else 'first-collective'}-rank{rank}.json"
+    with open(os.path.join(marks, name), "w", encoding="utf-8") as fh:
+        json.dump(record, fh)
 
 
 def _needs_fabric(instance_type: str | None, world_size: int) -> bool:

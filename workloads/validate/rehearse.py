@@ -102,6 +102,8 @@ class Declared:
     hostname: str = "node-0"
     hosts: tuple[str, ...] = ()
     volumes: list[Volume] = field(default_factory=list)
+    nics: tuple[tuple[str, str], ...] = ()
+    """Stand-in network interfaces (name, kernel driver) in the job's /sys/class/net."""
     exports: dict[str, str] = field(default_factory=dict)
     """Variables the batch script exports itself (Slurm)."""
     said: list[str] = field(default_factory=list)
@@ -341,6 +343,12 @@ def stand_in_node(d: Declared, outs: ClusterOutputs, root: Path, stage: Path, ra
                 (usr_bin / name).symlink_to(real)
                 d.said.append(f"node {name}: CPython {version} ({real})")
         _slurm_shims(bin_dir, d.hostname)
+        found = wired.slurm.discover
+        if found and found.socket_ifname_driver:
+            d.nics = ((f"{found.socket_ifname_driver}0", found.socket_ifname_driver),)
+            d.said.append(
+                f"the node's NICs: /sys/class/net/{d.nics[0][0]} bound to {found.socket_ifname_driver} (no such NIC here)"
+            )
         venv = vjob.venv_path(outs)
         where = _through_mounts(d, venv, root) or Path()
         for v in d.volumes:
@@ -419,6 +427,14 @@ def _setup_script(d: Declared, image: Path, layer: Path) -> str:
             lines.append(f"mount -o remount,bind,ro {q(str(target))}")
     for fs in ("proc", "sys", "dev"):
         lines.append(f"mount --rbind /{fs} {q(str(root / fs))}")
+    if d.nics:
+        net = root / "sys" / "class" / "net"
+        lines.append(f"mount -t tmpfs tmpfs {q(str(net))}")
+        for name, driver in d.nics:
+            lines += [
+                f"mkdir -p {q(str(net / '.drivers' / driver))} {q(str(net / name / 'device'))}",
+                f"ln -s {q('/sys/class/net/.drivers/' + driver)} {q(str(net / name / 'device' / 'driver'))}",
+            ]
     if not any(v.target == "/tmp" for v in d.volumes):
         lines.append(f"mount -t tmpfs -o mode=1777 tmpfs {q(str(root / 'tmp'))}")
     if d.read_only_root:
@@ -492,27 +508,38 @@ def rehearse_declared(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-        reached = _wait(proc, lambda: _marks(d, marks), ranks, timeout_s)
+        reached = _wait(proc, lambda: _marks(d, marks), lambda: bool(_marks(d, marks, "failed")), ranks, timeout_s)
     text = log.read_text(errors="replace")
-    return _judge(reached, proc.returncode, text, ranks, run_dir, d)
+    failed = [json.loads(p.read_text())["failed"] for p in _marks(d, marks, "failed")]
+    if failed:
+        reached = []
+    return _judge(reached, proc.returncode, text, ranks, run_dir, d, failed[0] if failed else None)
 
 
-def _marks(d: Declared, marks: str) -> list[Path]:
-    """The rank records on the Lustre stand-in (the run directory is under the mount)."""
+def _marks(d: Declared, marks: str, kind: str = "first-collective") -> list[Path]:
+    """The rank records (``first-collective`` or ``failed``) on the Lustre stand-in (the run
+    directory is under the mount)."""
     for v in d.volumes:
         if v.kind == "lustre" and marks.startswith(v.target.rstrip("/") + "/"):
-            return sorted((v.source / os.path.relpath(marks, v.target)).glob("first-collective-rank*.json"))
+            return sorted((v.source / os.path.relpath(marks, v.target)).glob(f"{kind}-rank*.json"))
     return []
 
 
-def _wait(proc: subprocess.Popen[bytes], marks: Callable[[], list[Path]], ranks: int, timeout_s: float) -> list[Path]:
-    """Until every rank recorded its first collective (then the job is ended there), or the job
-    ended on its own, or ``timeout_s`` passed (a hang: the job is ended and fails)."""
+def _wait(
+    proc: subprocess.Popen[bytes],
+    marks: Callable[[], list[Path]],
+    failed: Callable[[], bool],
+    ranks: int,
+    timeout_s: float,
+) -> list[Path]:
+    """Until every rank recorded its first collective or one recorded why it could not (then the
+    job is ended there), or the job ended on its own, or ``timeout_s`` passed (a hang: the job is
+    ended and fails)."""
     deadline = time.monotonic() + timeout_s
     found: list[Path] = []
     while proc.poll() is None and time.monotonic() < deadline:
         found = marks()
-        if len(found) >= ranks:
+        if len(found) >= ranks or failed():
             break
         time.sleep(0.2)
     if proc.poll() is None:
@@ -524,7 +551,9 @@ def _wait(proc: subprocess.Popen[bytes], marks: Callable[[], list[Path]], ranks:
 _NOISE = re.compile(r"^(\*+|Setting OMP_NUM_THREADS.*|\s*)$")
 
 
-def _judge(reached: list[Path], rc: int | None, log: str, ranks: int, run_dir: str, d: Declared) -> Outcome:
+def _judge(
+    reached: list[Path], rc: int | None, log: str, ranks: int, run_dir: str, d: Declared, failed: str | None = None
+) -> Outcome:
     said = [f"stand-in: {s}" for s in d.said]
     if len(reached) >= ranks:
         ranks_seen = [json.loads(p.read_text()) for p in reached]
@@ -537,7 +566,7 @@ def _judge(reached: list[Path], rc: int | None, log: str, ranks: int, run_dir: s
             ],
         )
     errors = [ln for ln in log.splitlines() if not _NOISE.match(ln)]
-    cause = _cause(errors)
+    cause = failed or _cause(errors)
     return Outcome(
         EXIT_FAIL,
         [*said, f"rehearsal failed: the job stopped before its first collective (exit {rc}): {cause}", *errors[-15:]],
