@@ -112,7 +112,7 @@ def test_planted_missing_plugin_path_fails_naming_the_plugin(tmp_path: Path) -> 
 
     got = rh.rehearse(outputs(_k8s_stack()), _args(tmp_path, ranks=1), break_job=off_path)
     assert got.code == rh.EXIT_FAIL
-    text = "\n".join(got.lines)
+    text = next(ln for ln in got.lines if ln.startswith("rehearsal failed"))
     assert re.search(
         r"net plugin .*libnccl-net\.so.* (not on LD_LIBRARY_PATH|not found on LD_LIBRARY_PATH) \(/usr/local/nvidia/lib32",
         text,

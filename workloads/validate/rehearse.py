@@ -350,10 +350,16 @@ def stand_in_node(d: Declared, outs: ClusterOutputs, root: Path, stage: Path, ra
                 f"the node's NICs: /sys/class/net/{d.nics[0][0]} bound to {found.socket_ifname_driver} (no such NIC here)"
             )
         venv = vjob.venv_path(outs)
-        where = _through_mounts(d, venv, root) or Path()
-        for v in d.volumes:
-            if venv.startswith(v.target.rstrip("/") + "/"):
-                where = v.source / os.path.relpath(venv, v.target)
+        where = next(
+            (
+                v.source / os.path.relpath(venv, v.target)
+                for v in d.volumes
+                if v.kind == "lustre" and venv.startswith(v.target.rstrip("/") + "/")
+            ),
+            None,
+        )
+        if where is None:
+            raise CouldNotRehearse(f"the job's shared virtualenv {venv} is on no mount the job declares")
         (where / "bin").mkdir(parents=True, exist_ok=True)
         shim = where / "bin" / "python"
         shim.write_text(f'#!/bin/sh\nexec {shlex.quote(str(venv_python))} "$@"\n')
@@ -567,9 +573,14 @@ def _judge(
         )
     errors = [ln for ln in log.splitlines() if not _NOISE.match(ln)]
     cause = failed or _cause(errors)
+    how = f"exit {rc}" if rc is not None and rc >= 0 else "ended by the rehearsal"
     return Outcome(
         EXIT_FAIL,
-        [*said, f"rehearsal failed: the job stopped before its first collective (exit {rc}): {cause}", *errors[-15:]],
+        [
+            *said,
+            f"rehearsal failed: the job stopped before its first collective ({how}): {cause}",
+            *errors[-15:],
+        ],
     )
 
 
