@@ -119,8 +119,24 @@ def test_planted_missing_plugin_path_fails_naming_the_plugin(tmp_path: Path) -> 
     ), text
 
 
+def test_a_read_only_root_where_declared_is_read_only(tmp_path: Path) -> None:
+    # Not one of the three planted breaks: a pod that declares readOnlyRootFilesystem and
+    # unpacks its code into /tmp, which no volume covers.
+    def read_only(r: Any) -> None:
+        c = r.jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+        c["securityContext"]["readOnlyRootFilesystem"] = True
+
+    got = rh.rehearse(outputs(_k8s_stack()), _args(tmp_path, ranks=1), break_job=read_only)
+    assert got.code == rh.EXIT_FAIL
+    failed = next(ln for ln in got.lines if ln.startswith("rehearsal failed"))
+    assert "mkdir: cannot create directory '/tmp/gpuc-code': Read-only file system" in failed, failed
+
+
 def test_command_exits_3_for_an_unknown_stack(capsys: pytest.CaptureFixture[str]) -> None:
     from workloads.validate.__main__ import main
 
     assert main(["rehearse", "no-such-stack"]) == 3
     assert "could not rehearse no-such-stack: no outputs for stack 'no-such-stack'" in capsys.readouterr().err
+    from gpu_cluster.cli import main as cli
+
+    assert cli(["validate", "rehearse", "no-such-stack"]) == 3

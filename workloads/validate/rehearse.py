@@ -441,7 +441,8 @@ def _setup_script(d: Declared, image: Path, layer: Path) -> str:
                 f"mkdir -p {q(str(net / '.drivers' / driver))} {q(str(net / name / 'device'))}",
                 f"ln -s {q('/sys/class/net/.drivers/' + driver)} {q(str(net / name / 'device' / 'driver'))}",
             ]
-    if not any(v.target == "/tmp" for v in d.volumes):
+    if not d.read_only_root and not any(v.target == "/tmp" for v in d.volumes):
+        # The writable layer's own /tmp, not this machine's; under a read-only root it stays read-only.
         lines.append(f"mount -t tmpfs -o mode=1777 tmpfs {q(str(root / 'tmp'))}")
     if d.read_only_root:
         lines.append(f"mount -o remount,ro {q(str(root))}")
