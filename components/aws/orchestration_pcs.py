@@ -78,6 +78,11 @@ def lustre_user_data(
         "echo '{{0}}@tcp:/{{1}} {mp} lustre relatime,flock,_netdev 0 0' >> /etc/fstab\n"
         "mountpoint -q {mp} || mount {mp}\n"
         "chmod 1777 {mp}\n"
+        "# The validation job needs Python >= 3.10 (torch 2.13 has no 3.9 wheels); AL2023 keeps\n"
+        "# /usr/bin/python3 at 3.9 and ships newer ones as namespaced packages (python3.12 ->\n"
+        "# /usr/bin/python3.12): AL2023 user guide, 'Python in AL2023', read 2026-12-01.\n"
+        "command -v python3.12 >/dev/null || dnf install -y python3.12 "
+        "|| echo 'python3.12 not installed: the validation job needs --python' >&2\n"
         "\n"
         "--{b}--\n"
     ).format(b=_BOUNDARY, mp=mount_point)

@@ -261,13 +261,16 @@ def test_slurm_efa_job_puts_the_host_plugin_on_the_library_path() -> None:
 
 
 @pytest.mark.parametrize("instance_type", ["a3-ultragpu-8g", "a4-highgpu-8g"])
-def test_slurm_gib_job_uses_the_slurm_images_nics_and_sources_the_gib_script(instance_type: str) -> None:
+def test_slurm_gib_job_finds_the_nodes_nics_and_sources_the_gib_script(instance_type: str) -> None:
     script = sbatch.render(sbatch_spec(ValidationJob(nodes=2, workdir="/fsx/v", instance_type=instance_type)))
-    # cluster-toolkit examples/machine-learning/a3-ultragpu-8g/nccl-tests/run-nccl-tests.sh at 1047080.
-    after = script.split("source /usr/local/gib/scripts/set_nccl_env.sh", 1)[1]
-    assert "export NCCL_NET=gIB" in after and "export NCCL_SOCKET_IFNAME=enp0s19,enp192s20" in after
-    assert "eth0,eth1" not in script
-    assert 'export LD_LIBRARY_PATH=/usr/local/gib/lib64"${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"' in script
+    # cluster-toolkit examples/machine-learning/a3-ultragpu-8g/nccl-tests/run-nccl-tests.sh at 1047080:
+    # the script sourced, then NCCL_NET and the NICs; here the NICs and the root are the node's own
+    # (catalog fabrics.rdma.slurm.discover; tests/launch/test_discover.py runs them).
+    after = script.split('source "$gpuc_plugin_root"/scripts/set_nccl_env.sh', 1)[1]
+    assert "export NCCL_NET=gIB" in after and "export NCCL_SOCKET_IFNAME=$gpuc_nics" in after
+    assert "enp0s19" not in script and "eth0,eth1" not in script
+    assert 'export LD_LIBRARY_PATH="$gpuc_plugin_root"/lib64"${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"' in script
+    assert script.index("gpuc_plugin_root=") < script.index("export LD_LIBRARY_PATH=")
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
 
 

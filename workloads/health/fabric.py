@@ -395,6 +395,22 @@ def require(
     return report
 
 
+def require_plugin(
+    instance_type: str, *, env: Mapping[str, str] | None = None, roots: Roots | None = None
+) -> str | None:
+    """The net plugin part of the check alone (the rehearsal: no fabric devices on that machine).
+    Raise :class:`FabricCheckFailed` naming what is missing; what was found, or None on a fabric
+    without a plugin (native InfiniBand)."""
+    fabric, _ = expectation(instance_type)
+    sc = load_fabric_facts()[0][fabric]
+    if sc.plugin == "none":
+        return None
+    problem, found = check_plugin(sc, os.environ if env is None else env, roots or Roots())
+    if problem:
+        raise FabricCheckFailed(f"fabric check on {socket.gethostname()}: {fabric} is not usable: {problem}")
+    return found
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m workloads.health.fabric", description=__doc__.split("\n\n")[0])
     p.add_argument("--instance-type", help="catalog instance type: sets --fabric and --expect")

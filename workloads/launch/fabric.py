@@ -151,10 +151,24 @@ class PodWiring:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Discover:
+    """What a Slurm job finds on its node when it starts, instead of names fixed in the script."""
+
+    socket_ifname_driver: str | None = None
+    """NCCL_SOCKET_IFNAME: the interfaces bound to this kernel driver (``gve``: the gVNICs)."""
+    plugin_package: str | None = None
+    """The package whose files hold the plugin's environment script (``dpkg -L``)."""
+    plugin_root: str | None = None
+    """Where the plugin is when the package is not installed; library_path and env_script are under it."""
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SlurmWiring:
     env: Mapping[str, str] = field(default_factory=dict)
     library_path: tuple[str, ...] = ()
     env_script: str | None = None
+    discover: Discover | None = None
     source: str = ""
 
 
@@ -248,8 +262,20 @@ def parse(doc: Mapping[str, Any]) -> dict[str, FabricWiring]:
             env=_strs(slurm_raw.get("env")),
             library_path=tuple(str(d) for d in slurm_raw.get("library_path") or ()),
             env_script=slurm_raw.get("env_script"),
+            discover=Discover(**slurm_raw["discover"]) if slurm_raw.get("discover") else None,
             source=str(slurm_raw.get("source", "")),
         )
+        found = slurm.discover
+        if found and found.plugin_root:
+            off = [
+                p
+                for p in (*slurm.library_path, slurm.env_script or "")
+                if p and not p.startswith(found.plugin_root + "/")
+            ]
+            if off:
+                raise CatalogError(
+                    f"{where}.slurm: {', '.join(off)} not under discover.plugin_root {found.plugin_root}"
+                )
         out[str(fname)] = FabricWiring(fabric=str(fname), pod=pod, slurm=slurm)
     return out
 
@@ -270,25 +296,101 @@ def wiring(fabric: str | None) -> FabricWiring:
         raise CatalogError(f"fabric {fabric!r} is not in the catalog (allowed: {', '.join(sorted(_all()))})") from None
 
 
-def shell_lines(*, library_path: tuple[str, ...], env_script: str | None, reexport: Mapping[str, str]) -> list[str]:
+def discover_lines(d: Discover, env_script: str | None) -> list[str]:
+    """Bash that finds the plugin's root (``$gpuc_plugin_root``) on this node: ``$GPUC_PLUGIN_ROOT``
+    when the user sets it, else from the package's files, else ``plugin_root``; it must hold the
+    environment script. A missing one stops the job naming what was looked for."""
+    import shlex
+
+    q = shlex.quote
+    root = d.plugin_root or ""
+    rel = env_script[len(root) :] if env_script and root and env_script.startswith(root + "/") else ""
+    looked = ["\\$GPUC_PLUGIN_ROOT"]
+    lines = ['gpuc_plugin_root="${GPUC_PLUGIN_ROOT:-}"']
+    if d.plugin_package and rel:
+        looked.append(f"the files of package {d.plugin_package} (dpkg -L)")
+        lines += [
+            'if [ -z "$gpuc_plugin_root" ] && command -v dpkg >/dev/null; then',
+            f"  gpuc_hit=$(dpkg -L {q(d.plugin_package)} 2>/dev/null | grep -m1 -F -e {q(rel)}) || true",
+            f'  case "$gpuc_hit" in *{q(rel)}) gpuc_plugin_root=${{gpuc_hit%{q(rel)}}} ;; esac',
+            "fi",
+        ]
+    if root:
+        looked.append(root)
+        lines.append(f'if [ -z "$gpuc_plugin_root" ] && [ -e {q(root + rel)} ]; then gpuc_plugin_root={q(root)}; fi')
+    what = f" (each with {rel.lstrip('/')})" if rel else ""
+    lines += [
+        f'if [ -z "$gpuc_plugin_root" ] || [ ! -r "$gpuc_plugin_root"{q(rel)} ]; then',
+        f'  echo "fabric plugin not found on $(hostname): looked for {", ".join(looked)}{what}" >&2',
+        "  exit 1",
+        "fi",
+    ]
+    return lines
+
+
+def nic_lines(d: Discover) -> list[str]:
+    """Bash that sets NCCL_SOCKET_IFNAME to this node's interfaces bound to ``socket_ifname_driver``;
+    none stops the job naming the driver and where it looked."""
+    import shlex
+
+    q = shlex.quote
+    drv = str(d.socket_ifname_driver)
+    return [
+        'gpuc_nics=""',
+        "for gpuc_dev in /sys/class/net/*; do",
+        f'  if [ "$(basename "$(readlink -f "$gpuc_dev/device/driver" 2>/dev/null)")" = {q(drv)} ]; then',
+        '    gpuc_nics="${gpuc_nics:+$gpuc_nics,}${gpuc_dev##*/}"',
+        "  fi",
+        "done",
+        'if [ -z "$gpuc_nics" ]; then',
+        f'  echo "no network interface bound to the {drv} driver on $(hostname): looked in /sys/class/net/*/device/driver" >&2',
+        "  exit 1",
+        "fi",
+        "export NCCL_SOCKET_IFNAME=$gpuc_nics",
+        'echo "fabric on $(hostname): NCCL_SOCKET_IFNAME=$NCCL_SOCKET_IFNAME${gpuc_plugin_root:+, plugin in $gpuc_plugin_root}"',
+    ]
+
+
+def shell_lines(
+    *,
+    library_path: tuple[str, ...],
+    env_script: str | None,
+    reexport: Mapping[str, str],
+    discover: Discover | None = None,
+) -> list[str]:
     """Bash that puts the fabric's libraries first and sources the plugin's environment script.
     The variables the launcher set are exported again after the script, so the catalog's and
-    the launcher's values (NCCL_DEBUG, NCCL_DEBUG_FILE) win over the script's defaults."""
+    the launcher's values (NCCL_DEBUG, NCCL_DEBUG_FILE) win over the script's defaults. With
+    ``discover``, the plugin's root and the NIC names are found on the node when the job starts."""
     import shlex
 
     q = shlex.quote
     lines: list[str] = []
+    root = discover.plugin_root if discover else None
+
+    def at(path: str) -> str:
+        # A path under the discovered root, as bash: "$gpuc_plugin_root"/rest.
+        return f'"$gpuc_plugin_root"{q(path[len(root) :])}' if root and path.startswith(root + "/") else q(path)
+
+    if discover is not None and root:
+        lines += discover_lines(discover, env_script)
     if library_path:
-        dirs = ":".join(library_path)
-        lines.append(f'export LD_LIBRARY_PATH={q(dirs)}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"')
+        dirs = ":".join(at(d) for d in library_path)
+        lines.append(f'export LD_LIBRARY_PATH={dirs}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"')
     if env_script:
         lines += [
-            f"if [ ! -r {q(env_script)} ]; then",
-            f"  echo {q(f'fabric environment script {env_script} is missing: is the plugin installed on this node?')} >&2",
+            f"if [ ! -r {at(env_script)} ]; then",
+            f'  echo "fabric environment script "{at(env_script)}" is missing: is the plugin installed on this node?" >&2'
+            if at(env_script) != q(env_script)
+            else f"  echo {q(f'fabric environment script {env_script} is missing: is the plugin installed on this node?')} >&2",
             "  exit 1",
             "fi",
             # set_nccl_env.sh is the plugin's; it is not written for set -u.
-            f"set +u; source {q(env_script)}; set -u",
+            f"set +u; source {at(env_script)}; set -u",
             *[f"export {k}={q(v)}" for k, v in reexport.items()],
         ]
+    if discover is not None and discover.socket_ifname_driver and "NCCL_SOCKET_IFNAME" not in reexport:
+        # After the plugin's script, as cluster-toolkit's run-nccl-tests.sh sets it (ct-a3ultra-slurm);
+        # a NCCL_SOCKET_IFNAME the job was given (--env) wins.
+        lines += nic_lines(discover)
     return lines

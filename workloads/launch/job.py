@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from workloads.launch import common
+from workloads.launch.fabric import Discover, shell_lines
 from workloads.runtime.nccl_env import NCCL_ERROR_HANDLING
 from workloads.launch.common import (
     Problems,
@@ -66,6 +67,8 @@ class TorchrunJob:
     env_script: str | None = None
     """A script of the fabric's plugin sourced before torchrun (gIB's ``set_nccl_env.sh``); the
     launcher's variables are exported again after it."""
+    discover: Discover | None = None
+    """Found on the node when the job starts (Slurm): the plugin's root, the NIC names."""
     nccl_debug: str = "INFO"
     """``NCCL_DEBUG`` level; INFO is what the transport check reads."""
     nccl_debug_subsys: str | None = None
@@ -102,9 +105,12 @@ class TorchrunJob:
 
     def fabric_lines(self) -> list[str]:
         """Bash that puts the fabric's libraries first and sources its environment script."""
-        from workloads.launch.fabric import shell_lines
-
-        return shell_lines(library_path=self.library_path, env_script=self.env_script, reexport=self.environment())
+        return shell_lines(
+            library_path=self.library_path,
+            env_script=self.env_script,
+            reexport=self.environment(),
+            discover=self.discover,
+        )
 
 
 def check_job(p: Problems, job: TorchrunJob, *, max_nodes: int | None = None) -> None:

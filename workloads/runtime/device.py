@@ -23,6 +23,8 @@ from torch._C._distributed_c10d import HashStore
 from workloads.runtime.nccl_env import NCCL_ERROR_HANDLING
 
 DEFAULT_TIMEOUT_S = 600.0
+# Set by ``validate rehearse``: the directory where each rank records its first collective.
+REHEARSAL_MARKS_ENV = "GPUC_REHEARSAL_MARKS"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,6 +131,21 @@ def setup(
         # so the launcher's job environment (workloads.launch.job) states it; this covers the rest.
         for name, value in NCCL_ERROR_HANDLING.items():
             os.environ.setdefault(name, value)
+    marks = os.environ.get(REHEARSAL_MARKS_ENV, "")
+    rehearsed_type = instance_type or os.environ.get("GPUC_INSTANCE_TYPE")
+    if marks and rehearsed_type and os.environ.get("GPUC_FABRIC_CHECK", "") != "0":
+        # A rehearsal (workloads.validate.rehearse) runs on CPU, where the fabric check above is
+        # skipped; the plugin part of it needs no device, so it runs under the job's own environment.
+        from workloads.health import fabric as fabric_check
+
+        try:
+            found = fabric_check.require_plugin(str(rehearsed_type))
+        except fabric_check.FabricCheckFailed as exc:
+            # Recorded for the rehearsal: the job's later steps run on, and must not pass for it.
+            _rehearsal_mark(marks, rank, world_size, failed=str(exc))
+            raise
+        if local_rank == 0 and found:
+            print(f"rehearsal: {found}", flush=True)
     if not dist.is_initialized():
         # A plain `python -m workloads.X` run is a group of one: its store lives in the process, so
         # no port is picked and then raced for (two such runs on one host once took the same one).
@@ -143,6 +160,8 @@ def setup(
         )
     if on_stage is not None:
         on_stage("joined")
+    if marks:
+        _rehearsal_mark(marks, rank, world_size)
     return Runtime(
         rank=rank,
         local_rank=local_rank,
@@ -152,6 +171,25 @@ def setup(
         accelerator=accelerator,
         hostname=socket.gethostname(),
     )
+
+
+def _rehearsal_mark(marks: str, rank: int, world_size: int, failed: str | None = None) -> None:
+    """The job's first collective, then a record of it that the rehearsal waits for (it ends the
+    job there); or, with ``failed``, why this rank never got to it. Written by the job's own
+    user, inside the run directory the job made."""
+    import json
+
+    record: dict[str, Any] = {"rank": rank, "world_size": world_size, "uid": os.getuid()}
+    if failed is None:
+        t = torch.ones(1)
+        dist.all_reduce(t)
+        record["sum"] = float(t.item())
+    else:
+        record["failed"] = failed
+    os.makedirs(marks, exist_ok=True)
+    name = f"{'failed' if failed else 'first-collective'}-rank{rank}.json"
+    with open(os.path.join(marks, name), "w", encoding="utf-8") as fh:
+        json.dump(record, fh)
 
 
 def _needs_fabric(instance_type: str | None, world_size: int) -> bool:

@@ -2,6 +2,7 @@
 
     python -m workloads.validate submit STACK [--outputs FILE] [--here|--ssh CMD]   (run it on a deployed stack)
     python -m workloads.validate render STACK --out DIR [--outputs FILE]            (what submit would submit)
+    python -m workloads.validate rehearse STACK [--outputs FILE]                    (run the rendered job here, to its first collective)
     python -m workloads.validate status STACK [--outputs FILE]                      (the GPU nodes and their state)
     python -m workloads.validate run   --out DIR [--phase main|fabric] [--instance-type T]   (every rank, under torchrun)
     python -m workloads.validate judge --out DIR [--instance-type T] [--nodes a,b] [--drain]  (once, after the phases)
@@ -129,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     from workloads.validate.commands import add_parsers
 
     add_parsers(sub)
+    from workloads.validate import rehearse
+
+    rehearse.add_parser(sub)
     judge = sub.add_parser("judge", help="read the run directory, write report.json/.md and busbw.png")
     judge.add_argument(
         "--out", type=Path, dest="judge_out", help="run directory; with --nccl-tests, where to write the report"
@@ -182,6 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from workloads.validate.commands import dispatch
 
         return dispatch(args)
+    if args.cmd == "rehearse":
+        from workloads.validate import rehearse
+
+        return rehearse.run(args)
     if args.cmd == "run":
         from workloads.validate.run import run_phase
         from workloads.validate.run_config import RunConfig

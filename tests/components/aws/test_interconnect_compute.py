@@ -186,6 +186,11 @@ def test_pcs_image_and_instance_profile(monkeypatch: pytest.MonkeyPatch) -> None
     )
     user_data = base64.b64decode(_gpu_template(result)["userData"]).decode()
     assert user_data.startswith("Content-Type: multipart/mixed")
+    # AL2023 keeps /usr/bin/python3 at 3.9 and ships 3.12 as the package python3.12 (AL2023 user
+    # guide, "Python in AL2023"); the validation job needs >= 3.10. Installed after the mount, and a
+    # failed install does not stop the boot script (set -e) before it is done.
+    install = "command -v python3.12 >/dev/null || dnf install -y python3.12 || echo "
+    assert install in user_data and user_data.index("chmod 1777") < user_data.index(install)
 
 
 def test_pcs_capacity_block() -> None:
