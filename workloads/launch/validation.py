@@ -28,7 +28,7 @@ from components.catalog import load_catalog, load_fabric_facts
 from components.contract import ClusterOutputs
 from workloads.launch.bundle import JOB_REQUIREMENTS, Bundle
 from workloads.launch import fabric as fabric_wiring
-from workloads.launch.common import LaunchSpecError, Step
+from workloads.launch.common import LaunchSpecError, Step, ranks_per_node
 from workloads.launch.jobset import JobSetSpec
 from workloads.launch.sbatch import LaunchSpec
 from workloads.launch.validation_args import FABRIC_ONLY_ENV, ddp_args, synthetic_data_args
@@ -72,8 +72,10 @@ class _Phases:
     then: tuple[Step, ...]
 
 
-def _phases(job: ValidationJob, *, expect_nodes: tuple[str, ...] = ()) -> _Phases:
-    """The validation phases in order, shared by both launchers."""
+def _phases(job: ValidationJob, *, expect_nodes: tuple[str, ...] = (), pair_search_ranks: int | None = None) -> _Phases:
+    """The validation phases in order, shared by both launchers. ``pair_search_ranks`` (Slurm:
+    the ranks per node): after a hang the pairs step is the driver on the batch host, which runs
+    each pair as a job step of its own; otherwise (a JobSet) the search runs inside the job."""
     out = job.workdir.rstrip("/")
     typed = ("--instance-type", job.instance_type) if job.instance_type else ()
     run = ("run", "--out", out, *typed, *job.run_args)
@@ -85,14 +87,37 @@ def _phases(job: ValidationJob, *, expect_nodes: tuple[str, ...] = ()) -> _Phase
         judge_args.append("--drain")
     if job.print_archive:
         judge_args.append("--print-archive")
+    # Runs only when the main phase left no results (a collective hung inside the backend and the
+    # watchdog ended every rank): the pairwise search that names the node.
+    if pair_search_ranks is None:
+        pairs_step = Step(name="pairs", module="workloads.validate", module_args=(*run, "--phase", "pairs"))
+    else:
+        # One `srun -N2 -w A,B` step per pair (workloads.validate.pair_jobs): a pair that hangs
+        # again ends only its own step, as cluster-health-scanner's one job per pair does.
+        pairs_step = Step(
+            name="pairs",
+            module="workloads.validate",
+            module_args=(
+                "pair-search",
+                "--out",
+                out,
+                "--python",
+                job.python,
+                "--ranks-per-node",
+                str(pair_search_ranks),
+                "--rdzv-port",
+                str(job.rdzv_port),
+                "--",
+                *run[3:],
+            ),
+            torchrun=False,
+        )
     return _Phases(
         first_args=(*run, "--phase", "main"),
         then=tuple(
             step
             for step in (
-                # Runs only when the main phase left no results (a collective hung inside the backend
-                # and the watchdog ended every rank): the pairwise search that names the node.
-                Step(name="pairs", module="workloads.validate", module_args=(*run, "--phase", "pairs")),
+                pairs_step,
                 # Every node reads and writes the shared file system at once, then a DCP checkpoint.
                 Step(name="storage", module="workloads.validate", module_args=(*run, "--phase", "storage")),
                 Step(
@@ -122,7 +147,7 @@ def _phases(job: ValidationJob, *, expect_nodes: tuple[str, ...] = ()) -> _Phase
 def sbatch_spec(job: ValidationJob) -> LaunchSpec:
     it = load_catalog().get(job.instance_type) if job.instance_type else None
     slurm = fabric_wiring.wiring(it.network.fabric if it else None).slurm
-    phases = _phases(job)
+    phases = _phases(job, pair_search_ranks=ranks_per_node(it.accelerator.count if it else 0, job.procs_per_node))
     return LaunchSpec(
         job_name="gpuc-validate",
         nodes=job.nodes,

@@ -6,6 +6,7 @@
     python -m workloads.validate status STACK [--outputs FILE]                      (the GPU nodes and their state)
     python -m workloads.validate run   --out DIR [--phase main|fabric] [--instance-type T]   (every rank, under torchrun)
     python -m workloads.validate judge --out DIR [--instance-type T] [--nodes a,b] [--drain]  (once, after the phases)
+    python -m workloads.validate pair-search --out DIR [--nodes a,b,c] -- RUN_ARGS...      (after a hang: one srun step per pair)
     python -m workloads.validate judge --nccl-tests FILE... --instance-type T --nodes N [--out DIR]  (nccl-tests output)
     python -m workloads.validate --local [--out DIR] [--nodes 2] [--procs-per-node 2]       (the whole flow on this machine)
 
@@ -35,6 +36,7 @@ from workloads.validate.heartbeat import Heartbeat
 from workloads.validate.verdict import Verdict
 
 from workloads.launch.validation_args import FABRIC_ONLY_ENV
+from workloads.validate.run_flags import instance_type
 
 
 # A usage error exits 3, the verdict UNKNOWN: the cluster was not judged.
@@ -54,25 +56,6 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def _size(text: str) -> int:
-    from workloads.runtime.sizes import parse_size
-
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _instance(text: str) -> str:
-    from components.catalog import CatalogError, load_catalog
-
-    try:
-        load_catalog().get(text)
-    except CatalogError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
 _PAIR_JOB = re.compile(r"[A-Za-z0-9._-]+\+[A-Za-z0-9._-]+")
 
 
@@ -90,49 +73,18 @@ def build_parser() -> argparse.ArgumentParser:
         "default: a straggler is an observation, since a laptop's rates follow its other load",
     )
     sub = ap.add_subparsers(dest="cmd")
-    run = sub.add_parser("run", help="one phase, on every rank under torchrun")
-    run.add_argument("--out", type=Path, required=True, dest="run_out")
-    run.add_argument("--phase", choices=("main", "fabric", "pairs", "storage"), default="main")
-    run.add_argument("--storage-size", type=_size, help="storage phase: bytes each rank writes and reads")
-    run.add_argument("--ckpt-size", type=_size, help="storage phase: checkpoint bytes per rank")
-    run.add_argument(
-        "--storage-expect-gbps",
-        type=float,
-        help="storage phase: the file system's provisioned throughput (stack outputs), GB/s",
-    )
-    run.add_argument("--instance-type", type=_instance)
-    run.add_argument("--multi-max", type=_size, help="largest multi-node message (default 8G on GPU)")
-    run.add_argument("--single-max", type=_size, help="largest single-node message (default 8G on GPU)")
-    run.add_argument("--pair-size", type=_size, help="pairwise test message (default 8G on GPU)")
-    run.add_argument("--sweep-min", type=_size, help="smallest swept message (default 1M on GPU, 64K on CPU)")
-    run.add_argument("--iters", type=int, default=20)
-    run.add_argument("--warmup", type=int, default=5)
-    run.add_argument("--pairwise", choices=("auto", "always", "never"), default="auto")
-    run.add_argument(
-        "--pair-timeout",
-        type=float,
-        default=120.0,
-        help="seconds each pair's call may take: a pair that hangs makes both nodes suspects",
-    )
-    run.add_argument(
-        "--pairing",
-        choices=("topology", "random"),
-        default="topology",
-        help="topology: neighbours in the scheduler's node order; random: shuffled",
-    )
-    run.add_argument("--timeout", type=float, default=300.0, dest="run_timeout")
-    run.add_argument(
-        "--pair-job",
-        default="",
-        metavar="A+B",
-        help="pairs phase: this job is the one pair A+B of a search run one job per pair (after a hang)",
-    )
+    from workloads.validate.run_flags import add_run_parser
+
+    add_run_parser(sub)
     from workloads.validate.commands import add_parsers
 
     add_parsers(sub)
     from workloads.validate import rehearse
 
     rehearse.add_parser(sub)
+    from workloads.validate.run_flags import add_pair_search_parser
+
+    add_pair_search_parser(sub)
     judge = sub.add_parser("judge", help="read the run directory, write report.json/.md and busbw.png")
     judge.add_argument(
         "--out", type=Path, dest="judge_out", help="run directory; with --nccl-tests, where to write the report"
@@ -147,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="--nccl-tests: the collective (all_reduce, all_gather, alltoall, ...), when the file does not name it",
     )
-    judge.add_argument("--instance-type", type=_instance)
+    judge.add_argument("--instance-type", type=instance_type)
     judge.add_argument("--expect-nodes", default="", help="comma-separated node names that should have reported")
     judge.add_argument("--drain", action="store_true", help="drain (Slurm) or taint (Kubernetes) the failed nodes")
     judge.add_argument("--cpu", action="store_true", help="the run was on CPU: compare nodes, apply no floors")
@@ -186,6 +138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from workloads.validate.commands import dispatch
 
         return dispatch(args)
+    if args.cmd == "pair-search":
+        from workloads.validate import pair_jobs
+
+        return pair_jobs.main(args, [n for n in args.search_nodes.split(",") if n] or _slurm_nodes())
     if args.cmd == "rehearse":
         from workloads.validate import rehearse
 

@@ -14,11 +14,19 @@ pair's job, none when it hung or failed).
 from __future__ import annotations
 
 import json
+import math
 import os
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from workloads.health import hang
+from workloads.launch import common
 from workloads.validate import isolate, pairs
+from workloads.validate.run_config import RunConfig
 
 RunRound = Callable[[list[isolate.Pair]], None]
 """Run every pair of a round as its own job, at once, and return when all have ended."""
@@ -76,3 +84,224 @@ def search(
     tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
     os.replace(tmp, out / "phase-pairs.json")
     return result
+
+
+# ---------------------------------------------------------------------------------------------
+# On Slurm: the search's driver, run once on the batch host inside the validation job, each pair
+# one job step on its two nodes (``srun -N2 -w A,B``), the pairs of a round at once.
+
+# srun's --time "applies to job and step allocations", takes "minutes" and rounds seconds up to
+# the next minute (srun(1) of slurm-client 22.05.8, the Debian package the tests run: -t, --time).
+# --whole: a step gets every CPU of its nodes, as the job's other steps do (workloads/launch/sbatch.py).
+# --kill-on-bad-exit=0: the survivor of a pair records that its peer was lost, as in the main step.
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SlurmPairs:
+    """How the driver starts each pair's step."""
+
+    out: Path
+    python: str
+    ranks_per_node: int
+    rdzv_port: int
+    """The job's rendezvous port; pair i of a round meets on ``rdzv_port + 1 + i`` on its first node."""
+    run_args: tuple[str, ...]
+    """The arguments every ``validate run`` phase of the job takes (instance type, sizes, timeouts)."""
+    time_limit_min: int
+    """Each pair's step time limit (srun ``--time``): past it Slurm ends the step, whatever hung."""
+    job_id: str = "pairs"
+    addr: Callable[[str], str] = field(default=lambda node: node)
+    """A node's address (its NodeAddr: a Slurm name need not resolve)."""
+    srun: str = "srun"
+
+
+def step_time_limit_min(cfg: RunConfig, join_timeout_s: float) -> int:
+    """A pair step's limit: the rendezvous, the group's setup, then every call of the pair under
+    the pair's own limit (warm-up, timed loop, check: the pairs phase's side-group bound), and a
+    minute to start; srun counts whole minutes."""
+    calls = cfg.pair_timeout_s * (cfg.iters + cfg.warmup + 4) + hang.grace_s(cfg.pair_timeout_s)
+    total = join_timeout_s + hang.group_timeout_s(cfg.timeout_s) + calls + 60.0
+    return max(1, math.ceil(total / 60.0))
+
+
+def srun_argv(p: SlurmPairs, a: str, b: str, index: int) -> list[str]:
+    """One pair's step: two nodes, one torchrun each, meeting on ``a``'s address."""
+    port = p.rdzv_port + 1 + index
+    words = common.torchrun_argv(
+        python=p.python,
+        nnodes="2",
+        nproc_per_node=p.ranks_per_node,
+        endpoint=shlex.quote(f"{p.addr(a)}:{port}"),
+        rdzv_id=shlex.quote(f"{p.job_id}-pair-{a}-{b}"),
+        # Both nodes are up (they ran the main phase): a pair that cannot meet within the run's
+        # timeout is a finding, not a slow start.
+        join_timeout_s=max(1, math.ceil(_run_cfg(p).timeout_s)),
+        module="workloads.validate",
+        module_args=("run", "--out", str(p.out), *p.run_args, "--phase", "pairs", "--pair-job", tag(a, b)),
+    )
+    return [
+        p.srun,
+        "--nodes=2",
+        "--ntasks=2",
+        "--ntasks-per-node=1",
+        f"--nodelist={a},{b}",
+        f"--job-name=pairs-{tag(a, b)}",
+        f"--time={p.time_limit_min}",
+        "--whole",
+        "--kill-on-bad-exit=0",
+        *shlex.split(" ".join(words)),
+    ]
+
+
+def _run_cfg(p: SlurmPairs) -> RunConfig:
+    return run_config(p.out, p.run_args)
+
+
+def run_config(out: Path, run_args: Sequence[str]) -> RunConfig:
+    """The pairs phase's configuration as each pair's ranks will parse it from ``run_args``."""
+    import argparse
+
+    from workloads.validate.run_flags import add_run_parser
+
+    parser = argparse.ArgumentParser(prog="validate pair-search")
+    add_run_parser(parser.add_subparsers(dest="cmd"))
+    ns = parser.parse_args(["run", "--out", str(out), *run_args, "--phase", "pairs"])
+    return RunConfig(
+        out_dir=out,
+        phase="pairs",
+        instance_type=ns.instance_type,
+        pair_bytes=ns.pair_size,
+        iters=ns.iters,
+        warmup=ns.warmup,
+        timeout_s=ns.run_timeout,
+        pair_timeout_s=ns.pair_timeout,
+        pairing=ns.pairing,
+    )
+
+
+def slurm_round(p: SlurmPairs, say: Callable[[str], None] = print) -> RunRound:
+    """Every pair of a round as its own step, started at once (the pairs are disjoint), waited for
+    together; each step's output goes to ``logs/pairs-A+B.log`` in the run directory."""
+
+    def run_round(rnd: list[isolate.Pair]) -> None:
+        logs = p.out / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        started = []
+        for i, (a, b) in enumerate(rnd):
+            argv = srun_argv(p, a, b, i)
+            log = open(logs / f"pairs-{tag(a, b)}.log", "w", encoding="utf-8")  # noqa: SIM115 - closed below
+            say(f"pair {tag(a, b)}: {shlex.join(argv[:9])} ...")
+            started.append((a, b, log, subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)))
+        # Slurm ends a step at its limit (SIGTERM, then SIGKILL after KillWait); this wait is
+        # the driver's own bound past that, should srun itself never return.
+        backstop = p.time_limit_min * 60.0 + 120.0
+        for a, b, log, proc in started:
+            try:
+                code = proc.wait(timeout=backstop)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = proc.wait()
+            log.close()
+            got = pair_value(p.out, a, b)
+            say(f"pair {tag(a, b)}: step exit {code}; " + ("no result (hung or failed)" if got is None else f"{got:g}"))
+
+    return run_round
+
+
+def drive(
+    out: Path,
+    nodes: Sequence[str],
+    run_args: Sequence[str],
+    run_round: RunRound,
+    *,
+    ranks_per_node: int,
+    say: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """The pairs step of a scheduler job, on the batch host: nothing when the main phase
+    finished (it ran the search itself when it was wanted), a recorded skip after a node that
+    never started, else the search one job per pair. Returns what it wrote to phase-pairs.json."""
+    from components.bandwidth import FLOOR_MESSAGE_BYTES
+
+    if (out / "phase-main.json").exists():
+        say("validate[pairs]: not needed: the main phase finished")
+        return {}
+    why = pairs.not_started(out, len(nodes) * ranks_per_node)
+    if why:
+        say(f"validate[pairs]: not run: {why}")
+        doc = {"phase": "pairs", "skipped": why}
+        (out / "phase-pairs.json").write_text(json.dumps(doc), encoding="utf-8")
+        return doc
+    if len(nodes) < 2:
+        say("validate[pairs]: not run: one node, nothing to pair")
+        return {}
+    cfg = run_config(out, run_args)
+    backend = "nccl" if cfg.instance_type else "gloo"
+    size = cfg.pair_bytes or (FLOOR_MESSAGE_BYTES if cfg.instance_type else 4 << 20)
+    say(
+        f"validate[pairs]: the main phase left no results (a collective hung): {len(nodes)} node(s), "
+        "one job per pair, each suspect then with a known-good node"
+    )
+    found = search(
+        out,
+        nodes,
+        run_round,
+        backend=backend,
+        floor=pairs.pair_floor(cfg, backend),
+        floor_fail=pairs.pair_floors(cfg, backend)[1],
+        op=pairs.pair_op(cfg),
+        size=size,
+        pairing=cfg.pairing,
+    )
+    named = ", ".join(found["bad"]) or "no node"
+    links = ", ".join(f"{a}+{b}" for a, b, _ in found["bad_links"])
+    say(f"validate[pairs]: named: {named}" + (f"; link(s): {links}" if links else ""))
+    return found
+
+
+def main(args: Any, nodes: Sequence[str]) -> int:
+    """``validate pair-search``: exit 0 once the search has run or was not needed (the judge
+    decides), 3 when it could not run (arguments, no nodes)."""
+    from workloads.launch import slurm_nodes
+
+    out: Path = args.search_out
+    run_args = [a for a in args.run_args if a != "--"]
+    problems = []
+    if not out.is_dir():
+        problems.append(f"--out {out}: no such run directory (allowed: the directory the job's main phase wrote)")
+    if args.ranks_per_node < 1:
+        problems.append(f"--ranks-per-node {args.ranks_per_node}: allowed 1 or more")
+    # Pair i of a round meets on rdzv_port + 1 + i; a round holds at most len(nodes) // 2 pairs.
+    top = 65535 - max(1, len(nodes) // 2)
+    if not 1 <= args.rdzv_port <= top:
+        problems.append(f"--rdzv-port {args.rdzv_port}: allowed 1..{top} (the pairs of a round use the ports after it)")
+    if args.pair_time_limit is not None and args.pair_time_limit < 1:
+        problems.append(f"--pair-time-limit {args.pair_time_limit}: allowed 1 or more minutes")
+    if not nodes:
+        problems.append("--nodes: none given and SLURM_JOB_NODELIST names none (allowed: a,b,... or run in a job)")
+    try:
+        cfg = run_config(out, run_args)
+    except SystemExit:
+        problems.append(f"run arguments {shlex.join(run_args)!r}: not what `validate run` takes (see its --help)")
+    for p in problems:
+        print(f"validate pair-search: {p}", file=sys.stderr)
+    if problems:
+        return 3
+
+    def addr(node: str) -> str:
+        try:
+            return slurm_nodes.show(node).addr or node
+        except (slurm_nodes.SlurmNodeError, OSError, subprocess.TimeoutExpired):
+            return node
+
+    sp = SlurmPairs(
+        out=out,
+        python=args.search_python,
+        ranks_per_node=args.ranks_per_node,
+        rdzv_port=args.rdzv_port,
+        run_args=tuple(run_args),
+        time_limit_min=args.pair_time_limit or step_time_limit_min(cfg, cfg.timeout_s),
+        job_id=os.environ.get("SLURM_JOB_ID", "pairs"),
+        addr=addr,
+    )
+    drive(out, nodes, run_args, slurm_round(sp), ranks_per_node=args.ranks_per_node)
+    return 0
