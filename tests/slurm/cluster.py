@@ -1,4 +1,4 @@
-"""A real, throwaway Slurm cluster on this host: munged, slurmctld and two slurmd "nodes".
+"""A real, throwaway Slurm cluster on this host: munged, slurmctld and two (or more) slurmd "nodes".
 
 Debian's slurm-wlm 22.05 runs two slurmd daemons on one machine when each gets its own node
 name (``slurmd -N n1``), port, spool, pid and log file (``%n`` in slurm.conf). Everything the
@@ -86,20 +86,22 @@ class ClusterError(RuntimeError):
 class SlurmCluster:
     """A running two-node cluster. Start with :meth:`start`, end with :meth:`stop`."""
 
-    def __init__(self, root: Path, *, cpus_per_node: int = 2, real_memory_mb: int = 1000) -> None:
+    def __init__(
+        self, root: Path, *, cpus_per_node: int = 2, real_memory_mb: int = 1000, nodes: Sequence[str] = NODES
+    ) -> None:
         self.root = root
         self.conf = root / "slurm.conf"
         self.logs = root / "log"
         self.jobs = root / "jobs"
-        self.nodes = NODES
+        self.nodes = tuple(nodes)
         self.partition = PARTITION
         self.cpus_per_node = cpus_per_node
         self.real_memory_mb = real_memory_mb
         self._munge_dir = root / "munge"
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._last_sinfo = ""
-        self.ctld_port, *node_ports = _free_ports(1 + len(NODES))
-        self.node_ports = dict(zip(NODES, node_ports, strict=True))
+        self.ctld_port, *node_ports = _free_ports(1 + len(self.nodes))
+        self.node_ports = dict(zip(self.nodes, node_ports, strict=True))
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
         env["SLURM_CONF"] = str(self.conf)
         env[MARKER] = str(root)
@@ -109,13 +111,14 @@ class SlurmCluster:
     # ---- life cycle ---------------------------------------------------------------------
 
     @classmethod
-    def start(cls, *, ready_timeout_s: float = 60.0, **kwargs: int) -> SlurmCluster:
-        """Write the config, start munged, slurmctld and both slurmd, wait until nodes are idle."""
+    def start(cls, *, ready_timeout_s: float = 60.0, nodes: Sequence[str] = NODES, **kwargs: int) -> SlurmCluster:
+        """Write the config, start munged, slurmctld and one slurmd per node (``n1``, ``n2`` unless
+        ``nodes`` names more), wait until the nodes are idle."""
         reason = unavailable_reason()
         if reason:
             raise ClusterError(reason)
         root = Path(tempfile.mkdtemp(prefix="gpuc-slurm-"))
-        cluster = cls(root, **kwargs)
+        cluster = cls(root, nodes=nodes, **kwargs)
         # Undone by stop(); atexit covers a test run that dies before its teardown.
         atexit.register(cluster.stop)
         try:
@@ -132,7 +135,7 @@ class SlurmCluster:
         self.root.chmod(0o755)
         for d in (self._munge_dir, self.logs, self.jobs, self.root / "state", self.root / "spool"):
             d.mkdir(mode=0o755)
-        for node in NODES:
+        for node in self.nodes:
             (self.root / "spool" / node).mkdir(mode=0o755)
         key = self._munge_dir / "munge.key"
         subprocess.run(["mungekey", "--create", f"--keyfile={key}", "--bits=1024"], check=True, capture_output=True)
@@ -145,7 +148,7 @@ class SlurmCluster:
         nodes = "\n".join(
             f"NodeName={n} NodeAddr=127.0.0.1 Port={self.node_ports[n]} CPUs={self.cpus_per_node} "
             f"RealMemory={self.real_memory_mb} State=UNKNOWN"
-            for n in NODES
+            for n in self.nodes
         )
         return f"""\
 # Throwaway test cluster written by tests/slurm/cluster.py
@@ -182,7 +185,7 @@ KillWait=5
 MinJobAge=600
 MessageTimeout=20
 {nodes}
-PartitionName={PARTITION} Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP
+PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFINITE State=UP
 """
 
     def _spawn(self, name: str, argv: Sequence[str]) -> None:
@@ -212,7 +215,7 @@ PartitionName={PARTITION} Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE S
         )
         self._wait_for(lambda: (m / "munge.sock").exists(), 15.0, "munged socket")
         self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])
-        for node in NODES:
+        for node in self.nodes:
             self._spawn(f"slurmd-{node}", ["slurmd", "-D", "-N", node, "-f", str(self.conf)])
 
     def _wait_for(self, ok: Callable[[], bool], timeout_s: float, what: str) -> None:
@@ -226,8 +229,10 @@ PartitionName={PARTITION} Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE S
             time.sleep(0.3)
         raise ClusterError(f"timed out after {timeout_s:.0f}s waiting for {what}\n{self.log_report()}")
 
-    def wait_until_idle(self, timeout_s: float = 60.0, nodes: Sequence[str] = NODES) -> None:
-        """Block until every node in ``nodes`` is idle in sinfo; the logs are in the error."""
+    def wait_until_idle(self, timeout_s: float = 60.0, nodes: Sequence[str] | None = None) -> None:
+        """Block until every node in ``nodes`` (default: the cluster's) is idle in sinfo; the logs
+        are in the error."""
+        nodes = self.nodes if nodes is None else tuple(nodes)
 
         def idle() -> bool:
             states = self.node_states()
@@ -270,7 +275,7 @@ PartitionName={PARTITION} Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE S
                 timeout=30,
                 check=False,
             )
-        for name in [f"slurmd-{n}" for n in NODES] + ["slurmctld", "munged"]:
+        for name in [f"slurmd-{n}" for n in self.nodes] + ["slurmctld", "munged"]:
             proc = self._procs.get(name)
             if proc is None or proc.poll() is not None:
                 continue

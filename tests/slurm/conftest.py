@@ -30,3 +30,20 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
     left = cluster.leftover_processes()
     assert not left, f"processes of the test Slurm cluster outlived its teardown: {left}"
     cluster.cleanup_files()
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster3() -> Iterator[SlurmCluster]:
+    """Three nodes (n1..n3 on 127.0.0.1, each slurmd on its own port): the least a pairwise search
+    needs to pair a suspect with a known-good node. Started only by the tests that ask for it."""
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = SlurmCluster.start(nodes=("n1", "n2", "n3"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+    left = cluster.leftover_processes()
+    assert not left, f"processes of the three-node test Slurm cluster outlived its teardown: {left}"
+    cluster.cleanup_files()

@@ -29,7 +29,7 @@ def instance_type(text: str) -> str:
 
 def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     """Add ``run`` to ``sub`` (the subparsers of ``python -m workloads.validate``)."""
-    run = sub.add_parser("run", help="one phase, on every rank under torchrun")
+    run: argparse.ArgumentParser = sub.add_parser("run", help="one phase, on every rank under torchrun")
     run.add_argument("--out", type=Path, required=True, dest="run_out")
     run.add_argument("--phase", choices=("main", "fabric", "pairs", "storage"), default="main")
     run.add_argument("--storage-size", type=size, help="storage phase: bytes each rank writes and reads")
