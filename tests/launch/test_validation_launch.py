@@ -31,11 +31,16 @@ def test_jobset_runs_the_sbatch_phases() -> None:
     )
     assert (j.module, j.module_args) == (s.module, s.module_args)
     assert j.module_args[:3] == ("run", "--out", "/fsx/validation/c1") and j.module_args[-2:] == ("--phase", "main")
+    # After a hang the search runs one job per pair: on Slurm the pairs step is the driver on the
+    # batch host (one srun step per pair); a JobSet still searches inside its own pods.
+    assert [(t.name, t.module, t.torchrun) for t in s.then][:1] == [("pairs", "workloads.validate", False)]
+    assert s.then[0].module_args[:3] == ("pair-search", "--out", "/fsx/validation/c1")
+    assert s.then[0].module_args[s.then[0].module_args.index("--") + 1 :] == j.then[0].module_args[3:-2]
+    assert s.then[0].module_args[s.then[0].module_args.index("--ranks-per-node") + 1] == "8"
     assert (
-        [(t.name, t.module, t.torchrun) for t in j.then]
-        == [(t.name, t.module, t.torchrun) for t in s.then]
+        [(t.name, t.module, t.torchrun) for t in j.then][1:]
+        == [(t.name, t.module, t.torchrun) for t in s.then][1:]
         == [
-            ("pairs", "workloads.validate", True),
             ("storage", "workloads.validate", True),
             ("fabric-only", "workloads.validate", True),
             ("ddp-data", "workloads.train.data", False),
@@ -47,7 +52,7 @@ def test_jobset_runs_the_sbatch_phases() -> None:
     assert j.then[0].module_args[-2:] == ("--phase", "pairs")
     assert j.then[1].module_args[-2:] == ("--phase", "storage")
     assert dict(j.then[2].env) == dict(s.then[2].env) == FABRIC_ONLY_ENV
-    assert [t.module_args for t in j.then[:5]] == [t.module_args for t in s.then[:5]]
+    assert [t.module_args for t in j.then[1:5]] == [t.module_args for t in s.then[1:5]]
     # The judge: Slurm drains failed nodes and finds them in SLURM_JOB_NODELIST; pods have
     # neither, so the JobSet's judge is told the pods' host names and drains nothing.
     assert "--drain" in s.then[-1].module_args and "--drain" not in j.then[-1].module_args

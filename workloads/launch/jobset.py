@@ -17,6 +17,7 @@ the order. Every step runs even when an earlier one failed.
 
 from __future__ import annotations
 
+import copy
 import re
 import shlex
 from collections.abc import Callable, Mapping
@@ -443,3 +444,48 @@ def network_policy(spec: JobSetSpec) -> dict[str, Any]:
 def to_yaml(manifest: Mapping[str, Any]) -> str:
     """YAML in the field order rendered (readable next to the JobSet docs)."""
     return yaml.safe_dump(dict(manifest), sort_keys=False, default_flow_style=False, width=100)
+
+
+# The label every node carries with its name (kubernetes.io docs, "Well-Known Labels, Annotations
+# and Taints": kubernetes.io/hostname, read 2026-12-01); cluster-health-scanner pins each pair's
+# job to its two nodes with it (deploy/helm/health_checks/nccl_healthcheck/templates/
+# nccl_healthcheck.yaml at 81c525d8: nodeAffinity kubernetes.io/hostname In [NODE0, NODE1]).
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+PAIR_SIDES = ("a", "b")
+"""The replicated jobs of a pair's JobSet, one pod each: ``a`` holds the rendezvous."""
+
+
+def pair_manifest(spec: JobSetSpec, sides: tuple[tuple[str, str | None], tuple[str, str | None]]) -> dict[str, Any]:
+    """One pair's JobSet: ``spec`` (2 nodes, ``replicated_job`` ``a``, no further steps) split into
+    two replicated jobs of one pod each, so each side is placed and named on its own: ``sides`` is
+    ((name A reports under, Kubernetes node to pin it to or None), (B, ...)). The rendezvous stays
+    on pod ``<name>-a-0-0``."""
+    p = Problems()
+    if spec.nodes != 2 or spec.replicated_job != PAIR_SIDES[0] or spec.then:
+        p.add("spec", "a pair's JobSet has nodes=2, replicated_job='a' and no further steps")
+    for i, (report_as, host) in enumerate(sides):
+        if not isinstance(report_as, str) or not _LABEL_VALUE.match(report_as) or not report_as:
+            p.add(f"sides[{i}]", f"{report_as!r} is not a node name")
+        if host is not None and (not isinstance(host, str) or not _DNS1123_SUBDOMAIN.match(host) or len(host) > 63):
+            p.add(
+                f"sides[{i}]",
+                f"{host!r} is not a Kubernetes node name (allowed: a DNS-1123 name, value of {HOSTNAME_LABEL})",
+            )
+    p.raise_if_any("pair JobSet")
+    manifest = render(spec)
+    (template,) = manifest["spec"]["replicatedJobs"]
+    jobs = []
+    for side, (report_as, host) in zip(PAIR_SIDES, sides, strict=True):
+        rjob = copy.deepcopy(template)
+        rjob["name"] = side
+        job_spec = rjob["template"]["spec"]
+        job_spec["parallelism"] = job_spec["completions"] = 1
+        pod_spec = job_spec["template"]["spec"]
+        (container,) = pod_spec["containers"]
+        # The name the pair's ranks report under: the main job's, so the search reads them back.
+        container["env"].append({"name": "GPUC_NODE_NAME", "value": _k8s_escape(report_as)})
+        if host is not None:
+            pod_spec["nodeSelector"] = {**pod_spec.get("nodeSelector", {}), HOSTNAME_LABEL: host}
+        jobs.append(rjob)
+    manifest["spec"]["replicatedJobs"] = jobs
+    return manifest

@@ -22,7 +22,7 @@ import shlex
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from components.catalog import load_catalog, load_fabric_facts
 from components.contract import ClusterOutputs
@@ -499,3 +499,53 @@ def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, 
         # The stack's Kueue queue where its nodes come only through one (GKE multi-node flex-start).
         queue=sched.queue,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Kubernetes, after a hang: one JobSet per pair (what ``pair_jobs.search`` runs each round).
+
+
+def pair_jobset_name(run_id: str, a: str, b: str) -> str:
+    """``gpuc-<run-id>-p-<6 hex>``: one per pair and run (A+B and B+A differ: the second pass
+    pairs a suspect with a known-good node in that order)."""
+    import hashlib
+
+    return f"gpuc-{run_id}-p-{hashlib.sha256(f'{a}+{b}'.encode()).hexdigest()[:6]}"
+
+
+def pair_module_args(job: ValidationJob, a: str, b: str) -> tuple[str, ...]:
+    """The pairs phase as one pair's job: the run's own arguments, ``--pair-job A+B``."""
+    typed = ("--instance-type", job.instance_type) if job.instance_type else ()
+    out = job.workdir.rstrip("/")
+    return ("run", "--out", out, *typed, *job.run_args, "--phase", "pairs", "--pair-job", f"{a}+{b}")
+
+
+def pair_jobset(
+    outputs: ClusterOutputs,
+    job: ValidationJob,
+    run_id: str,
+    a: str,
+    b: str,
+    *,
+    hosts: Mapping[str, str] | None = None,
+    image: str | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One pair's JobSet and its NetworkPolicy: the run's pods (same image, fabric wiring, code
+    ConfigMap, run directory) on two pods of one node each, reporting under the main job's pod
+    names ``a`` and ``b`` and pinned to the Kubernetes nodes ``hosts`` maps them to (read from
+    the main job's pods, ``spec.nodeName``); a name missing from ``hosts`` is left to the scheduler."""
+    from workloads.launch import jobset as js
+
+    whole = cluster_jobset(outputs, replace(job, nodes=2), run_id, image=image)
+    spec = replace(
+        whole,
+        name=pair_jobset_name(run_id, a, b),
+        nodes=2,
+        replicated_job=js.PAIR_SIDES[0],
+        module_args=pair_module_args(job, a, b),
+        then=(),
+        # A pair has one torchrun step: no pod waits for a judge.
+    )
+    hosts = hosts or {}
+    manifest = js.pair_manifest(spec, ((a, hosts.get(a)), (b, hosts.get(b))))
+    return manifest, js.network_policy(spec)
