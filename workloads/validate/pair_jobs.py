@@ -9,6 +9,17 @@ pair, and its second pass pairs each suspect with a node that passed). A pair th
 ends only its own job. The search's logic is :mod:`workloads.validate.isolate`'s; this module runs the rounds and
 reads each pair's result back from the run directory (``phase-pairs-A+B.json``, written by the
 pair's job, none when it hung or failed).
+
+Who runs a round: the local harness (two torchrun agents per pair); on Slurm :func:`main`, the
+``validate pair-search`` step of the batch script, on the batch host, one ``srun`` step per pair
+(:func:`slurm_round`); on Kubernetes one JobSet per pair
+(:func:`workloads.launch.validation.pair_jobset`), which ``submit`` would create from the
+user's kubeconfig rather than a driver pod (the job's pods carry no API token,
+``automountServiceAccountToken: false``; a driver pod would need a ServiceAccount allowed to
+create JobSets, as cluster-health-scanner's health runner has: its ClusterRole may create and
+delete jobs, pods, secrets and cluster roles, ``deploy/helm/health_runner/templates/
+health_runner.yaml`` at 81c525d8). ``submit`` does not yet create
+them: the JobSet's ``pairs`` step is still the search inside the job.
 """
 
 from __future__ import annotations
