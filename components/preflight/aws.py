@@ -419,16 +419,25 @@ def check_eks_versions(ctx: Context) -> list[Problem]:
 
 
 def check_pcs_available(ctx: Context) -> list[Problem]:
-    """AWS PCS answers in the region (PCS API ListClusters). PCS is in fewer regions than EC2 (AWS
-    General Reference, "AWS Parallel Computing Service endpoints and quotas", read 2026-12-01): with
-    STS already answered, an endpoint that does not resolve here means the service is not offered."""
+    """AWS PCS answers in the region (PCS API ListClusters) and no other cluster is being created there.
+    PCS is in fewer regions than EC2 (AWS General Reference, "AWS Parallel Computing Service endpoints
+    and quotas", read 2026-12-01): with STS already answered, an endpoint that does not resolve here
+    means the service is not offered. The per-cluster limits that matter here (instances per size)
+    are the spec's (components/aws/rules.py); the PCS quotas page's other quotas were not read."""
     spec = ctx.spec
     if spec.orchestration.kind != "slurm":
         raise NotApplicable("not a PCS stack")
     if ctx.clients.pcs is None:
         raise CouldNotCheck("no AWS PCS client")
+    clusters: list[dict[str, Any]] = []
     try:
-        ctx.clients.pcs.list_clusters(maxResults=1)
+        token: str | None = None
+        while True:
+            page = ctx.clients.pcs.list_clusters(**({"nextToken": token} if token else {}))
+            clusters += page.get("clusters", [])
+            token = page.get("nextToken")
+            if not token:
+                break
     except EndpointConnectionError:
         return [
             Problem(
@@ -446,6 +455,19 @@ def check_pcs_available(ctx: Context) -> list[Problem]:
         raise CouldNotCheck(f"pcs:ListClusters: {exc}") from None
     except (BotoCoreError, ResponseParserError) as exc:
         raise CouldNotCheck(f"pcs:ListClusters: {str(exc).splitlines()[0]}") from None
+    # "There can only be 1 cluster in a Creating state per AWS Region per AWS account. CreateCluster
+    # fails with a ServiceQuotaExceededException if there is already a cluster in a Creating state"
+    # (PCS API reference, CreateCluster, read 2026-12-01; ListClusters' status enum has CREATING).
+    creating = sorted(str(c.get("name")) for c in clusters if c.get("status") == "CREATING")
+    if creating:
+        return [
+            Problem(
+                "orchestration.kind",
+                f"PCS cluster {', '.join(creating)} is being created in {spec.region}, and PCS creates one "
+                "cluster at a time per region and account (CreateCluster would fail with "
+                "ServiceQuotaExceededException) (allowed: run `pulumi up` once it is ACTIVE)",
+            )
+        ]
     return []
 
 

@@ -230,11 +230,24 @@ def eks_client(
     return client
 
 
-def pcs_client() -> Any:
-    """PCS ListClusters' documented response (PCS API reference, ListClusters): no clusters yet."""
+def pcs_client(*clusters: tuple[str, str]) -> Any:
+    """PCS ListClusters' documented response (PCS API reference, ListClusters, ClusterSummary), one
+    entry per (name, status)."""
     client = boto3.client("pcs", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
     stub = Stubber(client)
-    stub.add_response("list_clusters", {"clusters": []}, {"maxResults": 1})
+    now = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    summaries = [
+        {
+            "name": name,
+            "id": f"pcs_{i:010d}",
+            "arn": f"arn:aws:pcs:{REGION}:123456789012:cluster/pcs_{i:010d}",
+            "createdAt": now,
+            "modifiedAt": now,
+            "status": status,
+        }
+        for i, (name, status) in enumerate(clusters)
+    ]
+    stub.add_response("list_clusters", {"clusters": summaries}, {})
     stub.activate()
     return client
 
@@ -831,6 +844,16 @@ def test_pcs_answering_passes_and_a_region_without_it_is_refused() -> None:
     spec = parse_spec(obj)
     ok = Context(spec=spec, raw=obj, clients=pf.AwsClients(sts=None, ec2=None, s3=None, quotas=None, pcs=pcs_client()))
     assert pf.check_pcs_available(ok) == []
+    other = Context(
+        spec=spec,
+        raw=obj,
+        clients=pf.AwsClients(
+            sts=None, ec2=None, s3=None, quotas=None, pcs=pcs_client(("old", "ACTIVE"), ("team-b", "CREATING"))
+        ),
+    )
+    [busy] = pf.check_pcs_available(other)
+    assert busy.path == "orchestration.kind" and busy.reason.startswith("PCS cluster team-b is being created")
+    assert "ServiceQuotaExceededException" in busy.reason
     # A region PCS is not in: its endpoint name does not resolve (a reserved .invalid name here).
     absent = boto3.client(
         "pcs",
