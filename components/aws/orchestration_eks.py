@@ -497,6 +497,13 @@ def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.Reso
         namespace="kube-system",
         opts=k8s_opts,
     )
+    # The EFA device plugin, not yet the EFA DRA driver. The EKS user guide now recommends DRA
+    # "for new deployments with Kubernetes versions 1.34 and later when using ... EKS managed node
+    # groups" (awsdocs/amazon-eks-user-guide latest/ug/ml/device-management-efa.adoc at 43d79bd, read
+    # 2026-12-01), and the two "cannot coexist on the same node". Moving is one change across layers:
+    # the aws-dranet chart here, ResourceClaims (DeviceClass efa.networking.k8s.aws) instead of the
+    # vpc.amazonaws.com/efa requests in the catalog's pod facts and the rendered JobSet, and the
+    # PCS side untouched. Until then the plugin stays, which the page supports on every version.
     k8s.helm.v4.Chart(
         f"{name}-efa-device-plugin",
         chart="aws-efa-k8s-device-plugin",
