@@ -95,6 +95,8 @@ class OrchestrationArgs(TypedDict, total=False):
     """Slurm login nodes (0..8)."""
     partition: str
     """Slurm partition of the GPU nodes (default gpu)."""
+    deletion_protection: bool
+    """GKE: the cluster's deletion_protection (default true); set false and update before destroying."""
 
 
 class NetworkArgs(TypedDict, total=False):

@@ -129,6 +129,9 @@ class OrchestrationSpec:
     cannot change it in place: a new size replaces the cluster with its queue and node groups. So
     it is never derived from the node count: unset is SMALL, and more instances than SMALL holds
     are refused until the stack names the size (components/aws/rules.py)."""
+    deletion_protection: bool = True
+    """GKE: the cluster's ``deletion_protection`` (a pulumi-gcp field, checked by the provider when it
+    deletes, not Pulumi's ``protect``). Set false and ``pulumi up`` before ``pulumi destroy``."""
 
     @property
     def api_access_cidrs(self) -> tuple[str, ...]:

@@ -419,6 +419,7 @@ def _parse_orchestration(
             "login_nodes",
             "partition",
             "size",
+            "deletion_protection",
         ),
         required=("kind",),
     )
@@ -512,6 +513,13 @@ def _parse_orchestration(
     if size is not None and (cloud != "aws" or kind != "slurm"):
         r.bad("orchestration.size", "only applies to slurm on aws (the AWS PCS controller's size)")
         size = None
+    protect = o.get("deletion_protection", True)
+    if not isinstance(protect, bool):
+        r.bad("orchestration.deletion_protection", f"expected true or false, got {short(protect)}")
+        protect = True
+    elif "deletion_protection" in o and (cloud != "gcp" or kind != "gke"):
+        r.bad("orchestration.deletion_protection", f"only applies to gke (kind is {kind}, cloud {cloud})")
+        protect = True
     if kind != "slurm":
         for key in ("login_nodes", "partition"):
             if key in o:
@@ -530,6 +538,7 @@ def _parse_orchestration(
         login_nodes=login,
         partition=partition,
         size=size,
+        deletion_protection=protect,
     )
 
 

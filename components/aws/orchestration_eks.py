@@ -43,6 +43,7 @@ from components.aws.compute import EKS_AMI_TYPE, launch_template_args
 from components.aws.keys import root_key_policy
 from components.aws.versions import (
     EFA_PLUGIN_VERSION,
+    efa_plugin_repository,
     EKS_CHARTS_REPO,
     FSX_CSI_ADDON,
     NVIDIA_PLUGIN_REPO,
@@ -455,6 +456,7 @@ class Orchestration(pulumi.ComponentResource):
             self._name,
             EksLayerArgs(
                 instance_type=args.instance_type,
+                region=args.region,
                 volume_handle=args.file_system_id,
                 dns_name=args.dns_name,
                 mount_name=args.mount_name,
@@ -471,6 +473,8 @@ class EksLayerArgs:
 
     instance_type: str
     """The GPU type, named to the EFA plugin chart."""
+    region: str
+    """The cluster's region: the EFA plugin's image comes from its EKS registry."""
     volume_handle: pulumi.Input[str]
     """The FSx file system id (the stack output mount.volume_handle)."""
     dns_name: pulumi.Input[str]
@@ -493,6 +497,13 @@ def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.Reso
         namespace="kube-system",
         opts=k8s_opts,
     )
+    # The EFA device plugin, not yet the EFA DRA driver. The EKS user guide now recommends DRA
+    # "for new deployments with Kubernetes versions 1.34 and later when using ... EKS managed node
+    # groups" (awsdocs/amazon-eks-user-guide latest/ug/ml/device-management-efa.adoc at 43d79bd, read
+    # 2026-12-01), and the two "cannot coexist on the same node". Moving is one change across layers:
+    # the aws-dranet chart here, ResourceClaims (DeviceClass efa.networking.k8s.aws) instead of the
+    # vpc.amazonaws.com/efa requests in the catalog's pod facts and the rendered JobSet, and the
+    # PCS side untouched. Until then the plugin stays, which the page supports on every version.
     k8s.helm.v4.Chart(
         f"{name}-efa-device-plugin",
         chart="aws-efa-k8s-device-plugin",
@@ -501,8 +512,11 @@ def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.Reso
         namespace="kube-system",
         # The chart runs only on the instance types it lists; name ours, so a type newer
         # than the pinned chart's list still gets its EFA devices advertised.
+        # The image from the region's own EKS registry, not the chart's us-west-2 default
+        # (versions.EKS_REGISTRIES); the tag stays the chart's appVersion (EFA_PLUGIN_IMAGE_TAG).
         values={
-            "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"], "values": [args.instance_type]}
+            "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"], "values": [args.instance_type]},
+            "image": {"repository": efa_plugin_repository(args.region)},
         },
         opts=k8s_opts,
     )

@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from components.aws import eks_sizing
 from components.aws.network_rules import EKS_DISALLOWED_ZONE_IDS, existing_network
-from components.aws.versions import EKS_KUBERNETES_VERSION, EKS_STANDARD_SUPPORT_END, EKS_UNAVAILABLE
+from components.aws.versions import (
+    EKS_KUBERNETES_VERSION,
+    EKS_REGISTRIES,
+    EKS_STANDARD_SUPPORT_END,
+    EKS_UNAVAILABLE,
+)
 from components.lustre_tiers import lustre_tiers
 
 if TYPE_CHECKING:
@@ -55,6 +60,7 @@ def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
         problems += _pcs_size(spec)
     if spec.orchestration.kind == "eks":
         problems += _eks_version(spec)
+        problems += _eks_registry(spec)
         if not spec.network.existing:  # the caller's subnets are not carved from network.cidr
             problems += _eks_addresses(spec)
     return problems
@@ -256,6 +262,21 @@ def _eks_version(spec: ClusterSpec) -> list[tuple[str, str]]:
             )
         ]
     return []
+
+
+def _eks_registry(spec: ClusterSpec) -> list[tuple[str, str]]:
+    """The EFA device plugin's image is pulled from the region's EKS registry (versions.EKS_REGISTRIES,
+    from the EKS user guide's add-ons-images table); a region without a recorded one is refused."""
+    if spec.region in EKS_REGISTRIES:
+        return []
+    return [
+        (
+            "region",
+            f"{spec.region!r} has no EKS image registry recorded for the EFA device plugin (the EKS user guide's "
+            "'View Amazon container image registries for Amazon EKS add-ons' table; ap-east-2's row names "
+            f"another region's host) (allowed: {', '.join(sorted(EKS_REGISTRIES))})",
+        )
+    ]
 
 
 def _eks_addresses(spec: ClusterSpec) -> list[tuple[str, str]]:

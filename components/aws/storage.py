@@ -89,6 +89,13 @@ class Storage(pulumi.ComponentResource):
             file_system_type_version=LUSTRE_VERSION,
             data_compression_type="LZ4",
             metadata_configuration=aws.fsx.LustreFileSystemMetadataConfigurationArgs(mode="AUTOMATIC"),
+            # efa_enabled is left unset, on purpose. The FSx page "Working with EFA-enabled file
+            # systems" (docs.aws.amazon.com/fsx/latest/LustreGuide/efa-file-systems.html, read
+            # 2026-12-01) recommends EFA above 10 GBps of throughput capacity; the bundled stacks
+            # have 4800 GiB x 250 MB/s/TiB, about 1.2 GBps. It is also fixed at creation and then
+            # freezes per_unit_storage_throughput (pulumi-aws 7.51 LustreFileSystem.efa_enabled), and
+            # it helps only clients whose Lustre client is set up for EFA, which our launch templates
+            # do not do yet. Not adopted until both are built.
             subnet_ids=args.subnet_id,
             security_group_ids=[self.security_group.id],
             kms_key_id=kms_key,

@@ -55,6 +55,62 @@ EKS_CHARTS_REPO = "https://aws.github.io/eks-charts"
 EFA_PLUGIN_VERSION = "v0.5.30"
 EFA_PLUGIN_IMAGE_TAG = "v0.5.20"
 
+# The EFA plugin's image from the cluster's own region. The chart's default repository is the EKS
+# registry in us-west-2 (aws/eks-charts stable/aws-efa-k8s-device-plugin/values.yaml, image.repository
+# 602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin, read at 050f81e), which
+# a node in another partition (China, GovCloud) cannot pull from. "Amazon EKS replicates the images to
+# a repository in each Amazon EKS supported AWS Region"; the registry per region is the EKS user
+# guide's table (awsdocs/amazon-eks-user-guide latest/ug/workloads/add-ons-images.adoc at 1cc6ebb,
+# read 2026-12-01). Left out: ap-east-2, whose row names a host in ap-east-1 (the page contradicts
+# itself), and eusc-de-east-1 (not a region the spec accepts). A region not here is refused for EKS
+# (components/aws/rules.py), never given a guessed registry.
+EKS_REGISTRIES: Mapping[str, str] = {
+    "af-south-1": "877085696533.dkr.ecr.af-south-1.amazonaws.com",
+    "ap-east-1": "800184023465.dkr.ecr.ap-east-1.amazonaws.com",
+    "ap-southeast-3": "296578399912.dkr.ecr.ap-southeast-3.amazonaws.com",
+    "ap-south-2": "900889452093.dkr.ecr.ap-south-2.amazonaws.com",
+    "ap-southeast-4": "491585149902.dkr.ecr.ap-southeast-4.amazonaws.com",
+    "ap-southeast-6": "333609536671.dkr.ecr.ap-southeast-6.amazonaws.com",
+    "ap-south-1": "602401143452.dkr.ecr.ap-south-1.amazonaws.com",
+    "ap-northeast-3": "602401143452.dkr.ecr.ap-northeast-3.amazonaws.com",
+    "ap-northeast-2": "602401143452.dkr.ecr.ap-northeast-2.amazonaws.com",
+    "ap-southeast-1": "602401143452.dkr.ecr.ap-southeast-1.amazonaws.com",
+    "ap-southeast-2": "602401143452.dkr.ecr.ap-southeast-2.amazonaws.com",
+    "ap-southeast-7": "121268973566.dkr.ecr.ap-southeast-7.amazonaws.com",
+    "ap-northeast-1": "602401143452.dkr.ecr.ap-northeast-1.amazonaws.com",
+    "cn-north-1": "918309763551.dkr.ecr.cn-north-1.amazonaws.com.cn",
+    "cn-northwest-1": "961992271922.dkr.ecr.cn-northwest-1.amazonaws.com.cn",
+    "eu-central-1": "602401143452.dkr.ecr.eu-central-1.amazonaws.com",
+    "eu-west-1": "602401143452.dkr.ecr.eu-west-1.amazonaws.com",
+    "eu-west-2": "602401143452.dkr.ecr.eu-west-2.amazonaws.com",
+    "eu-south-1": "590381155156.dkr.ecr.eu-south-1.amazonaws.com",
+    "eu-west-3": "602401143452.dkr.ecr.eu-west-3.amazonaws.com",
+    "eu-south-2": "455263428931.dkr.ecr.eu-south-2.amazonaws.com",
+    "eu-north-1": "602401143452.dkr.ecr.eu-north-1.amazonaws.com",
+    "eu-central-2": "900612956339.dkr.ecr.eu-central-2.amazonaws.com",
+    "il-central-1": "066635153087.dkr.ecr.il-central-1.amazonaws.com",
+    "mx-central-1": "730335286997.dkr.ecr.mx-central-1.amazonaws.com",
+    "me-south-1": "558608220178.dkr.ecr.me-south-1.amazonaws.com",
+    "me-central-1": "759879836304.dkr.ecr.me-central-1.amazonaws.com",
+    "us-east-1": "602401143452.dkr.ecr.us-east-1.amazonaws.com",
+    "us-east-2": "602401143452.dkr.ecr.us-east-2.amazonaws.com",
+    "us-west-1": "602401143452.dkr.ecr.us-west-1.amazonaws.com",
+    "us-west-2": "602401143452.dkr.ecr.us-west-2.amazonaws.com",
+    "ca-central-1": "602401143452.dkr.ecr.ca-central-1.amazonaws.com",
+    "ca-west-1": "761377655185.dkr.ecr.ca-west-1.amazonaws.com",
+    "sa-east-1": "602401143452.dkr.ecr.sa-east-1.amazonaws.com",
+    "us-gov-east-1": "151742754352.dkr.ecr.us-gov-east-1.amazonaws.com",
+    "us-gov-west-1": "013241004608.dkr.ecr.us-gov-west-1.amazonaws.com",
+}
+# The repository path under the registry, as the chart's default names it.
+EFA_PLUGIN_REPOSITORY_PATH = "eks/aws-efa-k8s-device-plugin"
+
+
+def efa_plugin_repository(region: str) -> str:
+    """The EFA device plugin's image repository in ``region``'s EKS registry (KeyError: none recorded)."""
+    return f"{EKS_REGISTRIES[region]}/{EFA_PLUGIN_REPOSITORY_PATH}"
+
+
 # --- AWS PCS (managed Slurm) ---------------------------------------------------------------------
 # Slurm 25.11: the version aws-hpc-recipes' getting-started cluster offers (recipes/pcs/
 # getting_started/assets/cluster.yaml, SlurmVersion AllowedValues [25.11], 009a29a, 2026-08-07)

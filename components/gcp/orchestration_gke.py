@@ -201,7 +201,10 @@ class GkeOrchestration(pulumi.ComponentResource):
                 gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True),
             ),
             resource_labels=labels(spec),
-            deletion_protection=True,
+            # pulumi-gcp 10.2.0 container.Cluster: "Deleting this cluster via terraform destroy or
+            # pulumi up will only succeed if this field is false in the Terraform state" (the SDK's
+            # ClusterArgs docstring, read 2026-12-01). On by default; teardown sets it false first.
+            deletion_protection=spec.orchestration.deletion_protection,
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.kubeconfig = self._kubeconfig(spec)

@@ -76,6 +76,7 @@ class InClusterLayer(pulumi.ComponentResource):
                 name,
                 eks.EksLayerArgs(
                     instance_type=spec.compute.instance_type,
+                    region=spec.region,
                     volume_handle=_get(outs, "mount", "volume_handle"),
                     dns_name=_get(outs, "mount", "dns_name"),
                     mount_name=_get(outs, "mount", "mount_name"),

@@ -38,9 +38,14 @@ QUOTA_ON_DEMAND_P = ("ec2", "L-417A185B", "Running On-Demand P instances")
 QUOTA_SPOT_P = ("ec2", "L-7212CCBC", "All P Spot Instance Requests")
 QUOTA_EKS_NODES_PER_GROUP = ("eks", "L-BD136A63", "Nodes per managed node group")
 # The standard families' On-Demand vCPU quota, which the EKS system nodes (c5) and the PCS login
-# nodes (m6i) count against (EC2 User Guide, "On-Demand Instance quotas": "Running On-Demand Standard
-# (A, C, D, H, I, M, R, T, Z) instances"; the code as in aws-parallelcluster's and others' quota
-# checks; a wrong code is "could not check", the name is compared as above).
+# nodes (m6i) count against (EC2 User Guide, "On-Demand Instance quotas"). Code and name verified
+# 2026-12-01 against the AWS CLI User Guide, "Service Quotas examples using AWS CLI"
+# (docs.aws.amazon.com/cli/latest/userguide/cli_service-quotas_code_examples.html): its
+# get-aws-default-service-quota example answers QuotaCode L-1216C47A, QuotaName "Running On-Demand
+# Standard (A, C, D, H, I, M, R, T, Z) instances", usage metric Class Standard/OnDemand, Resource vCPU.
+# L-7212CCBC "All P Spot Instance Requests" matches a recorded ListServiceQuotas table
+# (geyang/jaynes-starter-kit 02_ec2_docker_guide/setup/spot_limit.md at 0e7994c). L-417A185B was not
+# found on an AWS page; the name comparison keeps a wrong code from giving a wrong verdict.
 QUOTA_ON_DEMAND_STANDARD = ("ec2", "L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances")
 
 # Reservation states a launch can use now or later (EC2 API CapacityReservation.State; the enum
@@ -67,6 +72,10 @@ class AwsClients:
     quotas: Any
     ssm: Any = None
     """Systems Manager: the public EKS image parameter (None: that question is not asked)."""
+    eks: Any = None
+    """EKS: the Kubernetes and add-on versions offered in the region (None: could not check)."""
+    pcs: Any = None
+    """AWS PCS: whether the service answers in the region (None: could not check)."""
 
     @classmethod
     def from_environment(cls, region: str) -> AwsClients:
@@ -82,6 +91,8 @@ class AwsClients:
             s3=session.client("s3", config=cfg),
             quotas=session.client("service-quotas", config=cfg),
             ssm=session.client("ssm", config=cfg),
+            eks=session.client("eks", config=cfg),
+            pcs=session.client("pcs", config=cfg),
         )
 
 
@@ -327,6 +338,137 @@ def check_node_image(ctx: Context) -> list[Problem]:
             "aws-hpc-recipes dlami_for_pcs_imagebuilder)",
         )
     ]
+
+
+def check_eks_versions(ctx: Context) -> list[Problem]:
+    """EKS offers the stack's Kubernetes version in the region (EKS API DescribeClusterVersions:
+    clusterVersions[].clusterVersion and versionStatus STANDARD_SUPPORT | EXTENDED_SUPPORT |
+    UNSUPPORTED; EKS user guide kubernetes-versions: a version past standard support costs the
+    extended-support price), and each managed add-on the stack installs has a version for it
+    (DescribeAddonVersions with kubernetesVersion: addons[].addonVersions[].compatibilities[].
+    clusterVersion). The add-ons are unpinned (components/aws/versions.py), so EKS picks the
+    version marked defaultVersion for the cluster's version; one with none would fail CreateAddon."""
+    spec = ctx.spec
+    if spec.orchestration.kind != "eks":
+        raise NotApplicable("not an EKS stack")
+    if ctx.clients.eks is None:
+        raise CouldNotCheck("no EKS client")
+    from components.aws.versions import FSX_CSI_ADDON, POD_IDENTITY_ADDON, VPC_CNI_ADDON
+
+    version = spec.orchestration.kubernetes_version
+    eks = ctx.clients.eks
+    try:
+        resp = call(
+            "eks:DescribeClusterVersions",
+            eks.describe_cluster_versions,
+            clusterType="eks",
+            clusterVersions=[version],
+            includeAll=True,
+        )
+    except ClientError as exc:
+        raise CouldNotCheck(f"eks:DescribeClusterVersions: {exc}") from None
+    found = [v for v in resp.get("clusterVersions", []) if v.get("clusterVersion") == version]
+    status = str(found[0].get("versionStatus") or found[0].get("status") or "").upper() if found else ""
+    if not found or status in ("UNSUPPORTED",):
+        offered = call("eks:DescribeClusterVersions", eks.describe_cluster_versions, clusterType="eks")
+        names = sorted(
+            {str(v.get("clusterVersion")) for v in offered.get("clusterVersions", []) if v.get("clusterVersion")},
+            key=lambda v: tuple(int(x) for x in v.split(".")),
+        )
+        return [
+            Problem(
+                "orchestration.kubernetes_version",
+                f"EKS {'offers no' if not found else 'no longer supports'} Kubernetes {version} in {spec.region} "
+                f"(eks:DescribeClusterVersions) (allowed: {', '.join(names) if names else 'a version EKS offers here'})",
+            )
+        ]
+    if status in ("EXTENDED_SUPPORT", "EXTENDED-SUPPORT"):
+        end = found[0].get("endOfExtendedSupportDate")
+        ctx.notes.append(
+            f"EKS {version} is in extended support in {spec.region}"
+            + (f" until {_when(end)}" if end else "")
+            + ": the control plane pays the extended-support price per hour (EKS user guide kubernetes-versions)"
+        )
+    problems: list[Problem] = []
+    for addon in (VPC_CNI_ADDON, POD_IDENTITY_ADDON, FSX_CSI_ADDON):
+        try:
+            answer = call(
+                f"eks:DescribeAddonVersions {addon}",
+                eks.describe_addon_versions,
+                kubernetesVersion=version,
+                addonName=addon,
+            )
+        except ClientError as exc:
+            raise CouldNotCheck(f"eks:DescribeAddonVersions {addon}: {exc}") from None
+        compatible = [
+            av.get("addonVersion")
+            for a in answer.get("addons", [])
+            if a.get("addonName") == addon
+            for av in a.get("addonVersions", [])
+            if any(c.get("clusterVersion") == version for c in av.get("compatibilities", []))
+        ]
+        if not compatible:
+            problems.append(
+                Problem(
+                    "orchestration.kubernetes_version",
+                    f"EKS has no {addon} add-on version for Kubernetes {version} in {spec.region} "
+                    "(eks:DescribeAddonVersions); the stack installs it (allowed: a version the add-on supports here)",
+                )
+            )
+    return problems
+
+
+def check_pcs_available(ctx: Context) -> list[Problem]:
+    """AWS PCS answers in the region (PCS API ListClusters) and no other cluster is being created there.
+    PCS is in fewer regions than EC2 (AWS General Reference, "AWS Parallel Computing Service endpoints
+    and quotas", read 2026-12-01): with STS already answered, an endpoint that does not resolve here
+    means the service is not offered. The per-cluster limits that matter here (instances per size)
+    are the spec's (components/aws/rules.py); the PCS quotas page's other quotas were not read."""
+    spec = ctx.spec
+    if spec.orchestration.kind != "slurm":
+        raise NotApplicable("not a PCS stack")
+    if ctx.clients.pcs is None:
+        raise CouldNotCheck("no AWS PCS client")
+    clusters: list[dict[str, Any]] = []
+    try:
+        token: str | None = None
+        while True:
+            page = ctx.clients.pcs.list_clusters(**({"nextToken": token} if token else {}))
+            clusters += page.get("clusters", [])
+            token = page.get("nextToken")
+            if not token:
+                break
+    except EndpointConnectionError:
+        return [
+            Problem(
+                "region",
+                f"AWS PCS does not answer in {spec.region} (no endpoint pcs.{spec.region}.amazonaws.com) "
+                "(allowed: a region on the PCS endpoints page, docs.aws.amazon.com/general/latest/gr/pcs.html)",
+            )
+        ]
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in _ACCESS_ERRORS:
+            raise CouldNotCheck(f"pcs:ListClusters: access denied to these credentials ({code})") from None
+        if code in _CREDENTIAL_ERRORS:
+            raise Fatal(f"AWS refused the credentials ({code}) on pcs:ListClusters") from None
+        raise CouldNotCheck(f"pcs:ListClusters: {exc}") from None
+    except (BotoCoreError, ResponseParserError) as exc:
+        raise CouldNotCheck(f"pcs:ListClusters: {str(exc).splitlines()[0]}") from None
+    # "There can only be 1 cluster in a Creating state per AWS Region per AWS account. CreateCluster
+    # fails with a ServiceQuotaExceededException if there is already a cluster in a Creating state"
+    # (PCS API reference, CreateCluster, read 2026-12-01; ListClusters' status enum has CREATING).
+    creating = sorted(str(c.get("name")) for c in clusters if c.get("status") == "CREATING")
+    if creating:
+        return [
+            Problem(
+                "orchestration.kind",
+                f"PCS cluster {', '.join(creating)} is being created in {spec.region}, and PCS creates one "
+                "cluster at a time per region and account (CreateCluster would fail with "
+                "ServiceQuotaExceededException) (allowed: run `pulumi up` once it is ACTIVE)",
+            )
+        ]
+    return []
 
 
 def _reservation(ctx: Context) -> dict[str, Any] | None:
@@ -698,6 +840,8 @@ def checks(checkip_url: str | None) -> list[Check]:
         Check("instance type offered in the zone", check_offering),
         Check("instance type's vCPUs, network cards and EFA interfaces", check_instance_facts),
         Check("node image in the region", check_node_image),
+        Check("EKS Kubernetes and add-on versions in the region", check_eks_versions),
+        Check("AWS PCS in the region", check_pcs_available),
         Check("capacity reservation / block", check_capacity),
         Check("placement group and reservation", check_placement),
         Check("service quotas", check_quotas),

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 
 import boto3
 import pytest
+from botocore.config import Config
 from botocore.stub import Stubber
 from moto.server import ThreadedMotoServer
 
@@ -150,6 +151,107 @@ def ssm_client(kubernetes_version: str = "1.35") -> Any:
     return client
 
 
+def cluster_version_answer(version: str = "1.35", status: str = "STANDARD_SUPPORT") -> dict[str, Any]:
+    """EKS DescribeClusterVersions' documented response (EKS API reference, ClusterVersionInformation),
+    which moto 5.2.5 does not model; dates as the EKS calendar gives them for 1.35 (versions.py)."""
+    return {
+        "clusterVersions": [
+            {
+                "clusterVersion": version,
+                "clusterType": "eks",
+                "defaultPlatformVersion": "eks.5",
+                "defaultVersion": False,
+                "releaseDate": dt.datetime(2026, 1, 28, tzinfo=dt.timezone.utc),
+                "endOfStandardSupportDate": dt.datetime(2027, 3, 27, tzinfo=dt.timezone.utc),
+                "endOfExtendedSupportDate": dt.datetime(2028, 3, 27, tzinfo=dt.timezone.utc),
+                "status": status.lower().replace("_", "-"),
+                "versionStatus": status,
+                "kubernetesPatchVersion": f"{version}.0",
+            }
+        ]
+        if status
+        else []
+    }
+
+
+def addon_versions_answer(name: str, version: str = "1.35") -> dict[str, Any]:
+    """EKS DescribeAddonVersions' documented response (EKS API reference, AddonInfo, AddonVersionInfo,
+    Compatibility); the version string is illustrative, only its compatibilities are read."""
+    return {
+        "addons": [
+            {
+                "addonName": name,
+                "type": "storage" if name == "aws-fsx-csi-driver" else "networking",
+                "owner": "aws",
+                "publisher": "eks",
+                "addonVersions": [
+                    {
+                        "addonVersion": "v1.0.0-eksbuild.1",
+                        "architecture": ["amd64", "arm64"],
+                        "compatibilities": [
+                            {"clusterVersion": version, "platformVersions": ["*"], "defaultVersion": True}
+                        ],
+                        "requiresConfiguration": False,
+                    }
+                ],
+            }
+        ]
+        if version
+        else []
+    }
+
+
+ADDONS = ("vpc-cni", "eks-pod-identity-agent", "aws-fsx-csi-driver")
+
+
+def eks_client(
+    version: str = "1.35",
+    status: str = "STANDARD_SUPPORT",
+    missing: tuple[str, ...] = (),
+    offered: tuple[str, ...] = (),
+) -> Any:
+    client = boto3.client("eks", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
+    stub = Stubber(client)
+    stub.add_response(
+        "describe_cluster_versions",
+        cluster_version_answer(version, status),
+        {"clusterType": "eks", "clusterVersions": [version], "includeAll": True},
+    )
+    if not status or status == "UNSUPPORTED":
+        listed = {"clusterVersions": [cluster_version_answer(v)["clusterVersions"][0] for v in offered]}
+        stub.add_response("describe_cluster_versions", listed, {"clusterType": "eks"})
+    for name in ADDONS:
+        stub.add_response(
+            "describe_addon_versions",
+            addon_versions_answer(name, "" if name in missing else version),
+            {"kubernetesVersion": version, "addonName": name},
+        )
+    stub.activate()
+    return client
+
+
+def pcs_client(*clusters: tuple[str, str]) -> Any:
+    """PCS ListClusters' documented response (PCS API reference, ListClusters, ClusterSummary), one
+    entry per (name, status)."""
+    client = boto3.client("pcs", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
+    stub = Stubber(client)
+    now = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    summaries = [
+        {
+            "name": name,
+            "id": f"pcs_{i:010d}",
+            "arn": f"arn:aws:pcs:{REGION}:123456789012:cluster/pcs_{i:010d}",
+            "createdAt": now,
+            "modifiedAt": now,
+            "status": status,
+        }
+        for i, (name, status) in enumerate(clusters)
+    ]
+    stub.add_response("list_clusters", {"clusters": summaries}, {})
+    stub.activate()
+    return client
+
+
 def run_cli(
     write_stack: Callable[..., str],
     obj: dict[str, Any],
@@ -157,7 +259,13 @@ def run_cli(
     checkip_url: str | None = None,
     monkeypatch: pytest.MonkeyPatch | None = None,
 ) -> tuple[int, str, str]:
-    clients = replace(pf.AwsClients.from_environment(REGION), quotas=quotas_client(quotas), ssm=ssm_client())
+    clients = replace(
+        pf.AwsClients.from_environment(REGION),
+        quotas=quotas_client(quotas),
+        ssm=ssm_client(),
+        eks=eks_client(),
+        pcs=pcs_client(),
+    )
     out, err = io.StringIO(), io.StringIO()
     args = [write_stack(obj)]
     if checkip_url is None:
@@ -180,7 +288,8 @@ def test_a_good_on_demand_eks_stack_passes(
     # moto's account: us-east-1a is use1-az6; the first other zone, us-east-1b, is use1-az1.
     assert (code, out) == (0, "note: the EKS control plane's second subnet goes to us-east-1b (use1-az1)\n"), out + err
     # progress: one line per check on stderr, each with its verdict
-    assert err.count("preflight [") == 11 and "[2/11] zone and its EKS zone ID ... ok" in err
+    assert err.count("preflight [") == 13 and "[2/13] zone and its EKS zone ID ... ok" in err
+    assert "EKS Kubernetes and add-on versions in the region ... ok" in err
     assert err.strip().endswith(": ok")
 
 
@@ -690,3 +799,70 @@ def test_the_pcs_sample_image_is_looked_up_as_the_program_does() -> None:
         problem.path == "compute.image"
         and "no AWS PCS sample image aws-pcs-sample_ami-al2023-x86_64-slurm-25.11*" in problem.reason
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# EKS versions and add-ons, PCS in the region: recorded answers (moto 5.2.5 models neither)
+
+
+def _eks_ctx(eks: Any, **over: Any) -> Context:
+    obj = cluster(**over)
+    return Context(
+        spec=parse_spec(obj), raw=obj, clients=pf.AwsClients(sts=None, ec2=None, s3=None, quotas=None, eks=eks)
+    )
+
+
+def test_the_eks_version_and_every_addon_offered_pass() -> None:
+    ctx = _eks_ctx(eks_client())
+    assert pf.check_eks_versions(ctx) == [] and ctx.notes == []
+
+
+def test_an_eks_version_the_region_does_not_offer_names_the_offered_ones() -> None:
+    ctx = _eks_ctx(eks_client("1.36", status="", offered=("1.34", "1.35")), orchestration__kubernetes_version="1.36")
+    [problem] = pf.check_eks_versions(ctx)
+    assert problem.path == "orchestration.kubernetes_version"
+    assert "offers no Kubernetes 1.36 in us-east-1" in problem.reason and "(allowed: 1.34, 1.35)" in problem.reason
+
+
+def test_an_addon_without_a_version_for_the_cluster_is_refused() -> None:
+    [problem] = pf.check_eks_versions(_eks_ctx(eks_client(missing=("aws-fsx-csi-driver",))))
+    assert problem.path == "orchestration.kubernetes_version"
+    assert problem.reason.startswith("EKS has no aws-fsx-csi-driver add-on version for Kubernetes 1.35")
+
+
+def test_an_eks_version_in_extended_support_is_a_note_with_its_end() -> None:
+    ctx = _eks_ctx(eks_client(status="EXTENDED_SUPPORT"))
+    assert pf.check_eks_versions(ctx) == []
+    assert ctx.notes == [
+        "EKS 1.35 is in extended support in us-east-1 until 2028-03-27 00:00 UTC: the control plane pays the "
+        "extended-support price per hour (EKS user guide kubernetes-versions)"
+    ]
+
+
+def test_pcs_answering_passes_and_a_region_without_it_is_refused() -> None:
+    obj = cluster(orchestration={"kind": "slurm"})
+    spec = parse_spec(obj)
+    ok = Context(spec=spec, raw=obj, clients=pf.AwsClients(sts=None, ec2=None, s3=None, quotas=None, pcs=pcs_client()))
+    assert pf.check_pcs_available(ok) == []
+    other = Context(
+        spec=spec,
+        raw=obj,
+        clients=pf.AwsClients(
+            sts=None, ec2=None, s3=None, quotas=None, pcs=pcs_client(("old", "ACTIVE"), ("team-b", "CREATING"))
+        ),
+    )
+    [busy] = pf.check_pcs_available(other)
+    assert busy.path == "orchestration.kind" and busy.reason.startswith("PCS cluster team-b is being created")
+    assert "ServiceQuotaExceededException" in busy.reason
+    # A region PCS is not in: its endpoint name does not resolve (a reserved .invalid name here).
+    absent = boto3.client(
+        "pcs",
+        region_name=REGION,
+        endpoint_url="https://pcs.example.invalid",
+        aws_access_key_id="t",
+        aws_secret_access_key="t",
+        config=Config(retries={"max_attempts": 1}),
+    )
+    ctx = Context(spec=spec, raw=obj, clients=pf.AwsClients(sts=None, ec2=None, s3=None, quotas=None, pcs=absent))
+    [problem] = pf.check_pcs_available(ctx)
+    assert problem.path == "region" and "AWS PCS does not answer in us-east-1" in problem.reason

@@ -122,6 +122,11 @@ def test_eks_in_cluster_addons() -> None:
     assert charts[JOBSET_CHART]["version"] == JOBSET_VERSION
     efa_values = charts["aws-efa-k8s-device-plugin"]["values"]["supportedInstanceLabels"]
     assert efa_values == {"keys": ["node.kubernetes.io/instance-type"], "values": ["p5.48xlarge"]}
+    # The plugin's image from the cluster region's EKS registry (EKS user guide add-ons-images:
+    # us-east-1 is 602401143452.dkr.ecr.us-east-1.amazonaws.com), not the chart's us-west-2 default.
+    assert charts["aws-efa-k8s-device-plugin"]["values"]["image"] == {
+        "repository": "602401143452.dkr.ecr.us-east-1.amazonaws.com/eks/aws-efa-k8s-device-plugin"
+    }
     # The NVIDIA chart's affinity admits nodes with this label; the node group sets it.
     ng = one(result, "aws:eks/nodeGroup:NodeGroup", "-orchestration-gpu").inputs
     assert ng["labels"]["nvidia.com/gpu.present"] == "true"
@@ -289,3 +294,27 @@ def test_the_plan_names_what_a_change_would_replace(tmp_path: Any, capsys: pytes
     out = capsys.readouterr().out
     (line,) = [ln for ln in out.splitlines() if ln.startswith("  replaces")]
     assert line.endswith("resource(s)") and "-orchestration-pcs: size" in out
+
+
+def test_the_efa_plugin_image_follows_the_region_and_a_region_without_a_registry_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from components.aws.versions import EKS_REGISTRIES, efa_plugin_repository
+
+    # GovCloud and China pull from their own partition's registry (EKS user guide add-ons-images).
+    assert efa_plugin_repository("us-gov-west-1") == (
+        "013241004608.dkr.ecr.us-gov-west-1.amazonaws.com/eks/aws-efa-k8s-device-plugin"
+    )
+    assert efa_plugin_repository("cn-north-1").startswith("918309763551.dkr.ecr.cn-north-1.amazonaws.com.cn/")
+    # Every recorded registry is in its own region (the page's ap-east-2 row is not: left out).
+    assert all(f".dkr.ecr.{region}.amazonaws.com" in host for region, host in EKS_REGISTRIES.items())
+    # A region the catalog offers p5 in but with no registry recorded (here: us-east-1 taken out of the
+    # table, since every p5 region has one) is refused by the spec, with the recorded ones named.
+    from components.aws import rules
+
+    monkeypatch.delitem(rules.EKS_REGISTRIES, "us-east-1")
+    _, eks = raw_stack("aws-h100-eks")
+    with pytest.raises(SpecError) as info:
+        parse_spec(eks, deployer_placeholder=True)
+    [reason] = [r for p, r in info.value.problems if p == "region"]
+    assert reason.startswith("'us-east-1' has no EKS image registry recorded") and "us-east-2" in reason

@@ -42,6 +42,13 @@ def test_gke_cluster_is_private_multinetwork_and_hardened(offline: Callable[...,
     assert c["enableIntranodeVisibility"] is True
     assert c["ipAllocationPolicy"] == {"clusterSecondaryRangeName": "pods", "servicesSecondaryRangeName": "services"}
     assert not run.outputs["access"]["kubeconfig_command"].endswith("--internal-ip")
+    assert c["deletionProtection"] is True  # the default: a destroy stops at the cluster
+
+
+def test_deletion_protection_is_the_stack_setting_for_teardown(offline: Callable[..., OfflineRun]) -> None:
+    obj = gcp_obj("a3-megagpu-8g")
+    obj["orchestration"] = {**obj["orchestration"], "deletion_protection": False}
+    assert offline(obj).one(GKE).inputs["deletionProtection"] is False
 
 
 def test_private_endpoint_leaves_the_in_cluster_layer_to_a_program_inside_the_vpc(

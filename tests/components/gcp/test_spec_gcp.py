@@ -92,6 +92,18 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], Any], str, str]] = [
         "aws only",
     ),
     ("label key", lambda o: o.update(tags={"Team": "ml"}), "tags.Team", "lower-case"),
+    (
+        "deletion protection not a boolean",
+        lambda o: o["orchestration"].update(deletion_protection="no"),
+        "orchestration.deletion_protection",
+        "expected true or false, got 'no'",
+    ),
+    (
+        "deletion protection on slurm",
+        lambda o: o["orchestration"].update(kind="slurm", deletion_protection=False),
+        "orchestration.deletion_protection",
+        "only applies to gke",
+    ),
 ]
 
 
