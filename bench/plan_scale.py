@@ -13,6 +13,8 @@ with the others so that machine noise hits every size alike; the median is print
 
 from __future__ import annotations
 
+from typing import Any
+
 import argparse
 import copy
 import statistics
@@ -55,6 +57,20 @@ def scale_problems(raw: dict[str, object], types: dict[int, Counter[str]]) -> li
     return problems
 
 
+def at_nodes(raw: dict[str, Any], nodes: int) -> dict[str, Any]:
+    """The stack with ``nodes`` GPU nodes; an AWS PCS stack also names the smallest controller size
+    that manages them (PCS sizes are explicit: components/aws/rules.py PCS_SIZES)."""
+    from components.aws.rules import PCS_SIZES
+
+    cluster = copy.deepcopy(raw)
+    cluster["compute"]["nodes"] = nodes
+    o = cluster.get("orchestration") or {}
+    if cluster.get("cloud") == "aws" and o.get("kind") == "slurm":
+        instances = nodes + int(o.get("login_nodes", 1))
+        o["size"] = next(size for size, most in PCS_SIZES.items() if most >= instances)
+    return cluster
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.plan_scale")
     ap.add_argument("--stack", default="aws-h100-eks")
@@ -66,8 +82,7 @@ def main() -> int:
     run_offline(name, copy.deepcopy(raw))  # warm-up: imports and first-call caches stay out of the figures
     for _ in range(args.repeat):
         for nodes in SIZES:
-            cluster = copy.deepcopy(raw)
-            cluster["compute"]["nodes"] = nodes
+            cluster = at_nodes(raw, nodes)
             started = time.perf_counter()
             run = run_offline(name, cluster)
             times[nodes].append(time.perf_counter() - started)

@@ -146,7 +146,7 @@ def _requirements() -> tuple[dict[str, str], dict[str, str]]:
 
 
 EXTRAS = {"validate", "preflight", "tasks", "policy", "dev"}
-CORE = {"pulumi", "pulumi-aws", "pulumi-aws-native", "pulumi-gcp", "pulumi-kubernetes", "pyyaml"}
+CORE = {"pulumi", "pulumi-aws", "pulumi-aws-native", "pulumi-azure-native", "pulumi-gcp", "pulumi-kubernetes", "pyyaml"}
 
 
 def _lowest() -> dict[str, str]:

@@ -3,7 +3,6 @@ resource counts, the drain flags, the files it and policies/README.md cite, requ
 
 from __future__ import annotations
 
-import copy
 import re
 import subprocess
 import sys
@@ -27,7 +26,7 @@ def _plan_scale_rows() -> dict[str, tuple[list[int], list[int]]]:
 
 @pytest.mark.slow
 def test_readme_plan_scale_counts_are_the_plans() -> None:
-    from bench.plan_scale import SIZES
+    from bench.plan_scale import SIZES, at_nodes
     from components.engine import run_offline
     from components.spec import read_stack_file
 
@@ -38,9 +37,7 @@ def test_readme_plan_scale_counts_are_the_plans() -> None:
         name, raw = read_stack_file(stack)
         # The smallest and the largest: the largest is where the EKS split steps the count up.
         for nodes, count in [(sizes[0], counts[0]), (sizes[-1], counts[-1])]:
-            cluster = copy.deepcopy(raw)
-            cluster["compute"]["nodes"] = nodes
-            assert len(run_offline(name, cluster).resources) == count, f"{stack} at {nodes} nodes"
+            assert len(run_offline(name, at_nodes(raw, nodes)).resources) == count, f"{stack} at {nodes} nodes"
 
 
 def test_plan_scale_passes_the_eks_split_and_fails_other_growth() -> None:

@@ -41,7 +41,7 @@ def _outputs_file(cluster: SlurmCluster) -> Path:
 
 
 def _submit(
-    cluster: SlurmCluster, tmp_path: Path, inject: dict[str, str], run_timeout: str = "60"
+    cluster: SlurmCluster, tmp_path: Path, inject: dict[str, str], run_timeout: str = "60", strict: bool = False
 ) -> tuple[int, str, Path]:
     argv = [
         sys.executable,
@@ -85,6 +85,7 @@ def _submit(
             )
         ],
         *[f"--env={k}={v}" for k, v in {"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", **inject}.items()],
+        *(["--strict"] if strict else []),
     ]
     env = {k: v for k, v in cluster.env.items() if k != "PYTHONPATH"}  # the job must bring its own code
     done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, timeout=480)
@@ -150,8 +151,12 @@ def test_second_run_gets_its_own_directory_and_is_judged_on_its_own_files(
 
 
 def test_slow_node_is_named_and_drained(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    # --strict: on CPU nodes a matmul straggler is an observation unless asked (issue 26); with two
+    # nodes it is the check that names the slow one (a collective runs at the slower node's pace).
     try:
-        code, out, back = _submit(slurm_cluster, tmp_path, {"GPUC_INJECT_SLOW_NODE": "n2", "GPUC_INJECT_SLOW_MS": "60"})
+        code, out, back = _submit(
+            slurm_cluster, tmp_path, {"GPUC_INJECT_SLOW_NODE": "n2", "GPUC_INJECT_SLOW_MS": "60"}, strict=True
+        )
         report = json.loads((back / "report.json").read_text())
         assert report["verdict"] == "FAIL" and code == 2, out
         assert _node(report, "n2")["verdict"] == "FAIL"

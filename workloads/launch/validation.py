@@ -51,6 +51,8 @@ class ValidationJob:
     """Ranks per node on CPU nodes (ignored with an instance type: one per GPU)."""
     drain: bool = True
     """Drain the nodes the judge fails (Slurm ``scontrol update state=drain``)."""
+    strict: bool = False
+    """On CPU nodes, a matmul straggler fails its node (``judge --strict``); else an observation."""
     time_limit_min: int = 60
     run_args: tuple[str, ...] = ()
     """Extra arguments for every ``validate run`` phase (e.g. ``--multi-max 64M`` on small clusters)."""
@@ -85,6 +87,8 @@ def _phases(job: ValidationJob, *, expect_nodes: tuple[str, ...] = (), pair_sear
         judge_args += ["--expect-nodes", ",".join(expect_nodes)]
     if job.drain:
         judge_args.append("--drain")
+    if job.strict:
+        judge_args.append("--strict")
     if job.print_archive:
         judge_args.append("--print-archive")
     # Runs only when the main phase left no results (a collective hung inside the backend and the
@@ -387,6 +391,7 @@ def for_cluster(
     run_args: tuple[str, ...] = (),
     extra_env: Mapping[str, str] | None = None,
     drain: bool = True,
+    strict: bool = False,
     time_limit_min: int = 60,
     rdzv_port: int = 29500,
     exclusive: bool = True,
@@ -429,6 +434,7 @@ def for_cluster(
         partition=outputs.scheduler.partition,
         procs_per_node=procs_per_node if cpu else None,
         drain=drain,
+        strict=strict,
         time_limit_min=time_limit_min,
         run_args=run_args,
         extra_env=env,

@@ -158,6 +158,7 @@ def render_run(outs: ClusterOutputs, args: argparse.Namespace, run_id: str) -> R
         run_args=run_args,
         extra_env=env,
         drain=not args.no_drain,
+        strict=bool(getattr(args, "strict", False)),
         time_limit_min=args.time_limit,
         rdzv_port=args.rdzv_port,
         exclusive=not args.shared,
@@ -269,6 +270,9 @@ def add_job(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--cpu", action="store_true", help="the nodes have no GPU (a test cluster): CPU ranks, no floors")
     p.add_argument("--procs-per-node", type=int, help="with --cpu: ranks per node (default 1)")
+    p.add_argument(
+        "--strict", action="store_true", help="with --cpu: a matmul straggler fails its node (default: an observation)"
+    )
     p.add_argument("--time-limit", type=int, default=60, help="job time limit in minutes (default 60)")
     p.add_argument("--rdzv-port", type=int, default=29500)
     p.add_argument("--no-drain", action="store_true", help="do not drain the nodes the judge fails (Slurm)")
