@@ -45,10 +45,21 @@ __all__ = ["crash_hook", "load_latest", "save"]
 IDENTITY_KEYS = ("seed", "model", "data", "batch_size", "lr")
 
 
+def _options() -> Any:
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    # Flattened: AdamW's param_groups keyed by parameter name, not by group index. Unflattened,
+    # every pipeline stage saves "param_groups.0" with its own parameter list, DCP keeps one of
+    # them, and the other stage loads a group without its hyperparameters (KeyError 'betas',
+    # seen here). _flatten_optim_state_dict's docstring: "to support optimizer resharding for
+    # MPMD, e.g., pipeline parallelism" (torch 2.13, torch/distributed/checkpoint/state_dict.py).
+    return StateDictOptions(flatten_optimizer_state_dict=True)
+
+
 def _state(model: torch.nn.Module, opt: torch.optim.Optimizer) -> dict[str, Any]:
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
-    msd, osd = get_state_dict(model, opt)
+    msd, osd = get_state_dict(model, opt, options=_options())
     return {"model": msd, "optim": osd}
 
 
@@ -114,7 +125,7 @@ def load_latest(
     path, marker = found
     state = _state(model, opt)  # this layout's keys and shards, the optimizer's state initialised
     dcp_load(state, checkpoint_id=path)
-    set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"], options=_options())
     return path, marker
 
 
