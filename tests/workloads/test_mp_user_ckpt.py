@@ -80,12 +80,24 @@ def _llama() -> torch.nn.Module:
 
 
 def _killed_then_resumed(
-    tmp_path: Path, first: str, nproc_first: int, then: str, nproc_then: int, reference: list[float]
+    tmp_path: Path,
+    first: str,
+    nproc_first: int,
+    then: str,
+    nproc_then: int,
+    reference: list[float],
+    crash: str = "GPUC_CRASH_AT_STEP",
 ) -> tuple[dict, dict]:  # type: ignore[type-arg]
     ck = tmp_path / "ckpt"
-    # Rank 1 exits hard before step 4; torchrun restarts the group, which resumes after step 2.
-    a = _run(tmp_path, "a", first, 4, nproc_first, "--ckpt-dir", str(ck), "--ckpt-every", "2", GPUC_CRASH_AT_STEP="4")
-    assert "GPUC_CRASH_AT_STEP=4: exiting hard before step 4" in a["stderr"]
+    # Rank 1 exits hard before step 4 (or inside step 4's checkpoint write, before its marker);
+    # torchrun restarts the group, which resumes after step 2, the newest complete checkpoint.
+    a = _run(tmp_path, "a", first, 4, nproc_first, "--ckpt-dir", str(ck), "--ckpt-every", "2", **{crash: "4"})
+    said = (
+        "exiting hard before step 4"
+        if crash == "GPUC_CRASH_AT_STEP"
+        else "exiting hard inside the step 4 checkpoint write"
+    )
+    assert f"{crash}=4: {said}" in a["stderr"], a["stderr"][-3000:]
     assert f"model_parallel {first}: resuming after step 2 from {ck / 'step_2'}" in a["stdout"]
     assert len(a["runs"][0]["losses"]) == 4
     # Published atomically: only complete step directories, no temporaries; the newest two kept.
@@ -110,8 +122,9 @@ def test_fsdp_4_ranks_killed_resumes_then_continues_on_2(reference: list[float],
     _killed_then_resumed(tmp_path, "fsdp", 4, "fsdp", 2, reference)
 
 
-def test_tp_killed_resumes_then_continues_as_fsdp(reference: list[float], tmp_path: Path) -> None:
-    _killed_then_resumed(tmp_path, "tp", 2, "fsdp", 2, reference)
+def test_tp_killed_mid_checkpoint_resumes_then_continues_as_fsdp(reference: list[float], tmp_path: Path) -> None:
+    # Killed while writing step 4: the half-written .step_4.tmp is never read, step 2 is.
+    _killed_then_resumed(tmp_path, "tp", 2, "fsdp", 2, reference, crash="GPUC_CRASH_IN_CHECKPOINT")
 
 
 def test_pipeline_killed_resumes_then_continues_as_fsdp(reference: list[float], tmp_path: Path) -> None:

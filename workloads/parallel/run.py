@@ -10,6 +10,13 @@
 ``--mode`` takes one mode or a comma-separated list of the split modes, run one after the
 other in the same job (one launch checks several on a cluster).
 
+Your own model and data: ``--model MODULE:FACTORY`` (called under the meta device),
+``--dataset MODULE:FACTORY`` (map-style ``(input, target)``), ``--loss`` and ``--plan
+MODULE:FUNCTION`` returning a :class:`~workloads.parallel.plans.ShardingPlan`, or the plan
+derived from the model's layer types (:func:`~workloads.parallel.plans.derive_plan`).
+``--ckpt-dir DIR --ckpt-every K``: distributed checkpoints (:mod:`workloads.parallel.checkpoint`),
+resumed from the newest complete one at whatever mode and world size the run has now.
+
 Every split mode builds the model on the meta device, applies its parallelism, and only then
 allocates and initialises this rank's shards (:mod:`workloads.parallel`), so the whole model
 never exists on any rank: a model larger than one GPU fits as long as its shards do.
