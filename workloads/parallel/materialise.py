@@ -64,8 +64,11 @@ def normal_at(seed: int, name: str, index: np.ndarray) -> np.ndarray:
     return u
 
 
-def std_of(name: str, cfg: GPTConfig) -> float:
-    """The normal's standard deviation for a matrix (vectors are filled with 0 or 1)."""
+def std_of(name: str, cfg: GPTConfig | None) -> float:
+    """The normal's standard deviation for a matrix (vectors are filled with 0 or 1); a user's
+    model (``cfg`` None) gets N(0, 0.02) for every matrix."""
+    if cfg is None:
+        return 0.02
     return 0.02 / math.sqrt(2 * cfg.n_layers) if name.endswith("proj.weight") else 0.02
 
 
@@ -111,7 +114,7 @@ def fill_box(
 
 
 @torch.no_grad()
-def init_local(model: nn.Module, cfg: GPTConfig, seed: int) -> int:
+def init_local(model: nn.Module, cfg: GPTConfig | None, seed: int) -> int:
     """Fill this rank's shard of every parameter with the one-process model's values for it.
 
     Returns the peak host scratch of the initialisation in bytes, as ``tracemalloc`` measured it
@@ -202,7 +205,7 @@ FIGURES = (
 """Names of :meth:`Residency.figures`, in order (bytes; ``device_peak`` -1 off GPU)."""
 
 
-def materialise(model: nn.Module, cfg: GPTConfig, seed: int, device: torch.device) -> Residency:
+def materialise(model: nn.Module, cfg: GPTConfig | None, seed: int, device: torch.device) -> Residency:
     """Allocate this rank's shards of a meta-built, already parallelised ``model`` and initialise them."""
     before = storage_bytes(model.parameters())
     if before:

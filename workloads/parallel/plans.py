@@ -28,6 +28,7 @@ is enabled"); those modes run in fp32.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -128,3 +129,128 @@ def pipeline_schedule(
     stage = PipelineStage(stage_module, rank, n_stages, device)
     cls = Schedule1F1B if schedule == "1f1b" else ScheduleGPipe
     return cls(stage, n_microbatches=microbatches, loss_fn=loss_fn)
+
+
+# --- a user's model: the plan declared (--plan) or derived from its layer types ----------------
+
+ROWWISE_NAMES = frozenset({"o_proj", "out_proj", "wo", "proj", "c_proj", "down_proj", "w2", "fc2"})
+"""Linear layers whose input is the sharded hidden/head dimension and whose output returns to the
+residual stream: row-wise. The names of torchtitan's Llama (``wo``, ``w2``), Hugging Face's Llama
+(``o_proj``, ``down_proj``), GPT-2 (``c_proj``) and this repository's GPT (``proj``)."""
+COLWISE_NAMES = frozenset(
+    {"q_proj", "k_proj", "v_proj", "qkv", "wq", "wk", "wv", "wqkv", "gate_proj", "up_proj", "w1", "w3", "fc", "fc1"}
+)
+"""Linear layers that read the replicated residual stream and split heads or the hidden layer: column-wise."""
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class ShardingPlan:
+    """How a user's model is split; what ``--plan MODULE:FUNCTION`` returns (the function is given
+    the model, built on the meta device), or what :func:`derive_plan` finds."""
+
+    blocks: str
+    """Attribute of the model holding its repeated blocks (``nn.ModuleDict`` or ``nn.ModuleList``):
+    FSDP2's units, and the pipeline's split (a pipeline needs a ``ModuleDict``, as torchtitan's
+    models, so that a stage keeps the blocks' names and its checkpoint keys are the whole model's)."""
+    tp: dict[str, Any] = field(default_factory=dict)
+    """``parallelize_module`` plan: module path (relative to the model) -> ``ColwiseParallel`` /
+    ``RowwiseParallel`` / any ``ParallelStyle``. Empty: the model has no tensor-parallel plan."""
+    pre: tuple[str, ...] = ()
+    """Attributes run before the blocks (the embeddings): kept on the first pipeline stage only."""
+    post: tuple[str, ...] = ()
+    """Attributes run after the blocks (final norm, head): kept on the last pipeline stage only.
+    On other stages they are set to ``None``, and the model's ``forward`` must skip a part that is
+    ``None`` (torchtitan's convention, ``torchtitan/models/llama3/model.py``)."""
+
+
+def _blocks_of(model: nn.Module, name: str) -> nn.Module | None:
+    m = getattr(model, name, None)
+    return m if isinstance(m, (nn.ModuleList, nn.ModuleDict)) else None
+
+
+def block_items(model: nn.Module, plan: ShardingPlan) -> list[tuple[str, nn.Module]]:
+    blocks = _blocks_of(model, plan.blocks)
+    if isinstance(blocks, nn.ModuleDict):
+        return list(blocks.items())
+    assert isinstance(blocks, nn.ModuleList)
+    return [(str(i), b) for i, b in enumerate(blocks)]
+
+
+def derive_plan(model: nn.Module) -> ShardingPlan | None:
+    """The plan for a model of the common shape: one ``ModuleList``/``ModuleDict`` of blocks among
+    its direct children (the one with the most parameters), what is registered before it run
+    before (embeddings), what after run after (norm, head); in every block the ``nn.Linear``
+    layers named as in :data:`COLWISE_NAMES` column-wise and :data:`ROWWISE_NAMES` row-wise
+    (Megatron-LM's pairing; others, the embeddings and the norms stay replicated)."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    children = list(model.named_children())
+    lists = [(n, m) for n, m in children if isinstance(m, (nn.ModuleList, nn.ModuleDict)) and len(m) > 0]
+    if not lists:
+        return None
+    blocks_name = max(lists, key=lambda nm: sum(p.numel() for p in nm[1].parameters()))[0]
+    names = [n for n, _ in children]
+    at = names.index(blocks_name)
+    plan = ShardingPlan(blocks=blocks_name, pre=tuple(names[:at]), post=tuple(names[at + 1 :]))
+    for key, block in block_items(model, plan):
+        for sub, mod in block.named_modules():
+            if not isinstance(mod, nn.Linear) or not sub:
+                continue
+            leaf = sub.rsplit(".", 1)[-1]
+            if leaf in ROWWISE_NAMES:
+                plan.tp[f"{blocks_name}.{key}.{sub}"] = RowwiseParallel()
+            elif leaf in COLWISE_NAMES:
+                plan.tp[f"{blocks_name}.{key}.{sub}"] = ColwiseParallel()
+    if not any(isinstance(s, RowwiseParallel) for s in plan.tp.values()):
+        plan.tp.clear()  # column-wise layers without their row-wise partner are not a split
+    return plan
+
+
+def plan_problems(model: nn.Module, plan: Any, flag: str) -> list[tuple[str, str]]:
+    """What is wrong with a declared or derived plan for ``model``, all at once."""
+    if not isinstance(plan, ShardingPlan):
+        return [(flag, f"returned {type(plan).__name__}, expected a workloads.parallel.plans.ShardingPlan")]
+    out = []
+    children = dict(model.named_children())
+    if _blocks_of(model, plan.blocks) is None:
+        kinds = ", ".join(f"{n} ({type(m).__name__})" for n, m in children.items())
+        out.append((flag, f"blocks {plan.blocks!r} is not a ModuleList/ModuleDict of the model (children: {kinds})"))
+    for part in (*plan.pre, *plan.post):
+        if part not in children:
+            out.append((flag, f"{part!r} is not a direct child of the model (children: {', '.join(children)})"))
+    modules = dict(model.named_modules())
+    for path in plan.tp:
+        if path not in modules:
+            out.append((flag, f"tensor-parallel plan names {path!r}, which the model does not have"))
+    return out
+
+
+def apply_fsdp_plan(model: nn.Module, plan: ShardingPlan, mesh: DeviceMesh, bf16: bool) -> None:
+    from torch.distributed.fsdp import fully_shard
+
+    mp = mixed_precision(bf16)
+    for _, block in block_items(model, plan):
+        fully_shard(block, mesh=mesh, mp_policy=mp)
+    fully_shard(model, mesh=mesh, mp_policy=mp)
+
+
+def apply_tp_plan(model: nn.Module, plan: ShardingPlan, mesh: DeviceMesh) -> None:
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    parallelize_module(model, mesh, dict(plan.tp))
+
+
+def pipeline_part_plan(model: nn.Module, plan: ShardingPlan, rank: int, n_stages: int) -> nn.Module:
+    """Stage ``rank`` of a user's model: its contiguous blocks, the ``pre`` parts on the first stage,
+    the ``post`` parts on the last, every other part ``None``."""
+    blocks = getattr(model, plan.blocks)
+    keys = list(blocks.keys())
+    keep = {keys[i] for i in stage_layers(len(keys), n_stages, rank)}
+    for k in keys:
+        if k not in keep:
+            del blocks[k]
+    for part in plan.pre if rank != 0 else ():
+        setattr(model, part, None)
+    for part in plan.post if rank != n_stages - 1 else ():
+        setattr(model, part, None)
+    return model

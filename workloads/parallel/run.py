@@ -10,6 +10,13 @@
 ``--mode`` takes one mode or a comma-separated list of the split modes, run one after the
 other in the same job (one launch checks several on a cluster).
 
+Your own model and data: ``--model MODULE:FACTORY`` (called under the meta device),
+``--dataset MODULE:FACTORY`` (map-style ``(input, target)``), ``--loss`` and ``--plan
+MODULE:FUNCTION`` returning a :class:`~workloads.parallel.plans.ShardingPlan`, or the plan
+derived from the model's layer types (:func:`~workloads.parallel.plans.derive_plan`).
+``--ckpt-dir DIR --ckpt-every K``: distributed checkpoints (:mod:`workloads.parallel.checkpoint`),
+resumed from the newest complete one at whatever mode and world size the run has now.
+
 Every split mode builds the model on the meta device, applies its parallelism, and only then
 allocates and initialises this rank's shards (:mod:`workloads.parallel`), so the whole model
 never exists on any rank: a model larger than one GPU fits as long as its shards do.
@@ -54,6 +61,7 @@ from the reference without a verdict: only the trend is comparable.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import time
 import warnings
@@ -68,8 +76,10 @@ import torch.distributed as dist
 from workloads.runtime import device as devmod
 from workloads.runtime.atomic import write_bytes_atomic
 from workloads.runtime.flags import Problems, fail
+from workloads.train import plugins
 from workloads.train.data import TokenWindows, check_shards, synthetic_tokens
 from workloads.train.model import GPT, GPTConfig, lm_loss, total_params
+from workloads.parallel import checkpoint as ckpt
 from workloads.parallel import plans
 from workloads.parallel.materialise import (
     FIGURES,
@@ -124,6 +134,36 @@ class MPConfig:
     """Final metrics as JSON (rank 0)."""
     force_cpu: bool
     """gloo on CPU even where GPUs are visible."""
+    model_spec: str | None = None
+    """``MODULE:FACTORY`` of the user's model (built on the meta device); ``None``: the bundled GPT."""
+    dataset_spec: str | None = None
+    """``MODULE:FACTORY`` of a map-style dataset of ``(input, target)``; ``None``: ``--data`` or synthetic."""
+    loss_spec: str = "cross_entropy"
+    """The user's model's loss (:func:`workloads.train.plugins.build_loss`); the GPT uses ``lm_loss``."""
+    plan_spec: str | None = None
+    """``MODULE:FUNCTION`` returning a :class:`~workloads.parallel.plans.ShardingPlan`; ``None``: derived."""
+    user: UserModel | None = None
+    """What the user's model is, read once from its meta build."""
+    ckpt_dir: Path | None = None
+    """Distributed checkpoints go here, and a run resumes from the newest complete one."""
+    ckpt_every: int = 0
+    """Save every this many steps (and after the last); 0: after the last only."""
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class UserModel:
+    """Facts about the user's model, from its meta build (no storage)."""
+
+    n_blocks: int
+    """Blocks in the plan's block container."""
+    blocks_named: bool
+    """The container is a ``ModuleDict`` (a pipeline needs one)."""
+    has_tp: bool
+    """The plan has a tensor-parallel split."""
+    n_params: int
+    """Parameters of the whole model."""
+    state_id: str
+    """Hash of the state's names and shapes: what a checkpoint must have been written by."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -158,9 +198,70 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help=f"rank 0 also runs the reference; exit 1 if a loss differs by more than rtol {LOSS_RTOL}",
     )
+    ap.add_argument("--model", dest="model_spec", default=None, help="MODULE:FACTORY of your model (default: the GPT)")
+    ap.add_argument(
+        "--dataset", dest="dataset_spec", default=None, help="MODULE:FACTORY of a map-style (input, target) dataset"
+    )
+    ap.add_argument("--loss", default="cross_entropy", help="your model's loss: cross_entropy, mse or MODULE:FUNCTION")
+    ap.add_argument(
+        "--plan", dest="plan_spec", default=None, help="MODULE:FUNCTION(model) -> ShardingPlan (default: derived)"
+    )
+    ap.add_argument("--ckpt-dir", default=None, help="distributed checkpoints here; resume from the newest")
+    ap.add_argument("--ckpt-every", default="0", help="save every K steps and after the last (0: after the last)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--cpu", action="store_true")
     return ap
+
+
+def meta_user_model(spec: str, p: Problems) -> torch.nn.Module | None:
+    """The user's model built under the meta device: shapes only, whatever its size."""
+    with torch.device("meta"):
+        return plugins.build_model(spec, p)
+
+
+def user_plan(cfg_plan: str | None, model: torch.nn.Module, p: Problems) -> plans.ShardingPlan | None:
+    """The declared (``--plan``) or derived plan of ``model``, problems added to ``p``."""
+    flag = "--plan" if cfg_plan else "--model"
+    if cfg_plan is None:
+        plan: Any = plans.derive_plan(model)
+        if plan is None:
+            kinds = ", ".join(f"{n} ({type(m).__name__})" for n, m in model.named_children())
+            p.add("--model", f"no ModuleList/ModuleDict of blocks among the model's children ({kinds}); give --plan")
+            return None
+    else:
+        fn = plugins.resolve(cfg_plan, "--plan", "a ShardingPlan", p)
+        if fn is None:
+            return None
+        try:
+            plan = fn(model)
+        except Exception as e:  # the user's plan failing is their spec's problem, not a crash
+            p.add("--plan", f"{cfg_plan!r}: raised {type(e).__name__}: {e}")
+            return None
+    if problems := plans.plan_problems(model, plan, flag):
+        p.extend(problems)
+        return None
+    assert isinstance(plan, plans.ShardingPlan)
+    return plan
+
+
+def _read_user_model(a: argparse.Namespace, p: Problems) -> UserModel | None:
+    model = meta_user_model(a.model_spec, p)
+    if model is None:
+        return None
+    if bufs := [n for n, _ in model.named_buffers()]:
+        # to_empty leaves a meta-built buffer uninitialised: compute such values in forward.
+        p.add("--model", f"{a.model_spec!r} has buffers {bufs[:4]}, which a meta build cannot initialise")
+    plan = user_plan(a.plan_spec, model, p)
+    if plan is None:
+        return None
+    shapes = "\n".join(f"{n}:{tuple(t.shape)}" for n, t in model.state_dict().items())
+    return UserModel(
+        n_blocks=len(getattr(model, plan.blocks)),
+        blocks_named=isinstance(getattr(model, plan.blocks), torch.nn.ModuleDict),
+        has_tp=bool(plan.tp),
+        n_params=sum(t.numel() for t in model.parameters()),
+        state_id=hashlib.sha256(shapes.encode()).hexdigest()[:16],
+    )
 
 
 def parse_config(argv: list[str] | None = None) -> MPConfig:
@@ -203,6 +304,23 @@ def parse_config(argv: list[str] | None = None) -> MPConfig:
     json_path = Path(a.json) if a.json else None
     if json_path is not None and not json_path.parent.is_dir():
         p.add("--json", f"directory {json_path.parent} does not exist")
+    user = None
+    if a.plan_spec is not None and a.model_spec is None:
+        p.add("--plan", f"{a.plan_spec!r} splits a --model; the bundled GPT has its own plans")
+    if a.model_spec is not None:
+        user = _read_user_model(a, p)
+        plugins.build_loss(a.loss, p)
+    if a.dataset_spec is not None:
+        if a.data is not None:
+            p.add("--data", f"{a.data!r} and --dataset {a.dataset_spec!r} both name the training data: give one")
+        ds = plugins.build_dataset(a.dataset_spec, p)
+        if ds is not None and plugins.is_iterable(ds):
+            p.add("--dataset", f"{a.dataset_spec!r} is an IterableDataset; model parallelism reads a map-style one")
+    ckpt_every = p.integer("--ckpt-every", a.ckpt_every, lo=0)
+    if a.ckpt_dir is None and ckpt_every:
+        p.add("--ckpt-every", f"{ckpt_every} needs --ckpt-dir")
+    if a.ckpt_dir is not None and (len(modes) != 1 or modes == ("reference",)):
+        p.add("--ckpt-dir", f"checkpoints one split mode per run, got --mode {a.mode!r}")
     p.exit_if_any()
     return MPConfig(
         modes=modes,
@@ -219,12 +337,59 @@ def parse_config(argv: list[str] | None = None) -> MPConfig:
         check_reference=bool(a.check_reference),
         json_path=json_path,
         force_cpu=bool(a.cpu),
+        model_spec=a.model_spec,
+        dataset_spec=a.dataset_spec,
+        loss_spec=a.loss,
+        plan_spec=a.plan_spec,
+        user=user,
+        ckpt_dir=Path(a.ckpt_dir) if a.ckpt_dir else None,
+        ckpt_every=ckpt_every,
     )
+
+
+def loss_fn(cfg: MPConfig) -> plugins.LossFn:
+    if cfg.model_spec is None:
+        return lm_loss
+    fn = plugins.build_loss(cfg.loss_spec, Problems())
+    assert fn is not None  # checked by parse_config
+    return fn
+
+
+def build_meta(cfg: MPConfig) -> torch.nn.Module:
+    """The model on the meta device: the GPT, or the user's factory called under it."""
+    if cfg.model_spec is None:
+        return meta_model(cfg.model)
+    p = Problems()
+    model = meta_user_model(cfg.model_spec, p)
+    p.exit_if_any()
+    assert model is not None
+    return model
+
+
+def param_count(cfg: MPConfig) -> int:
+    return cfg.user.n_params if cfg.user is not None else total_params(cfg.model)
+
+
+def identity(cfg: MPConfig) -> dict[str, Any]:
+    """What a checkpoint must have been written by to be resumed here (the layout may differ)."""
+    if cfg.user is None:
+        model: Any = asdict(cfg.model)
+    else:
+        model = f"{cfg.model_spec} (state {cfg.user.state_id})"
+    data = cfg.data or (f"{cfg.dataset_spec}" if cfg.dataset_spec else "synthetic")
+    return {"seed": cfg.seed, "model": model, "data": data, "batch_size": cfg.batch_size, "lr": cfg.lr}
 
 
 def batches(cfg: MPConfig) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The ``steps`` global batches ``(inputs, targets)``, identical in every process."""
     t, b = cfg.model.seq_len, cfg.batch_size
+    if cfg.dataset_spec is not None:
+        ds = plugins.build_dataset(cfg.dataset_spec, Problems())
+        out = []
+        for s in range(cfg.steps):
+            xs, ys = zip(*(ds[(s * b + j) % len(ds)] for j in range(b)))
+            out.append((torch.stack(xs), torch.stack(ys)))
+        return out
     if cfg.data is None:
         n = cfg.steps * b * t + 1
         toks = torch.from_numpy(synthetic_tokens(n, cfg.model.vocab_size, np.random.default_rng(cfg.seed)))
@@ -252,12 +417,21 @@ def _adamw(params: Any, cfg: MPConfig) -> torch.optim.Optimizer:
 def run_reference(cfg: MPConfig, device: torch.device | None = None) -> list[float]:
     """Loss per step of the unsplit model on the whole batch, in this process."""
     device = device or torch.device("cpu")
-    model = GPT(cfg.model).to(device)
-    init_local(model, cfg.model, cfg.seed)  # the values every split run's shards are given
+    model: torch.nn.Module
+    if cfg.model_spec is None:
+        model = GPT(cfg.model).to(device)
+    else:
+        p = Problems()
+        built = plugins.build_model(cfg.model_spec, p)
+        p.exit_if_any()
+        assert built is not None
+        model = built.to(device)
+    init_local(model, cfg.model if cfg.user is None else None, cfg.seed)  # what every split run's shards get
     opt = _adamw(model.parameters(), cfg)
+    lossf = loss_fn(cfg)
     losses = []
     for x, y in batches(cfg):
-        loss = lm_loss(model(x.to(device)), y.to(device))
+        loss = lossf(model(x.to(device)), y.to(device))
         opt.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]
         opt.step()
@@ -284,14 +458,23 @@ def world_problems(cfg: MPConfig, world: int) -> list[tuple[str, str]]:
         if mode == "2d" and world % cfg.tp:
             out.append(("--tp", f"{cfg.tp} does not divide the {world} ranks"))
             continue
-        if mode == "tp":
+        if mode in ("tp", "2d") and cfg.user is not None and not cfg.user.has_tp:
+            out.append(
+                ("--plan", f"the model has no tensor-parallel plan for {mode} (no column-/row-wise Linear pair found)")
+            )
+        elif mode == "tp" and cfg.user is None:
             out.extend(plans.tp_problems(cfg.model, world, "--n-heads"))
         dp, _ = _data_parallel(mode, cfg, world, 0)
         if cfg.batch_size % dp:
             out.append(
                 ("--batch-size", f"{cfg.batch_size} is not divisible by the {dp} data-parallel groups of {mode}")
             )
-        if mode.startswith("pipeline") and cfg.model.n_layers < world:
+        if mode.startswith("pipeline") and cfg.user is not None:
+            if not cfg.user.blocks_named:
+                out.append(("--plan", f"{mode} needs the blocks in a ModuleDict (stages keep their names)"))
+            if cfg.user.n_blocks < world:
+                out.append(("--model", f"{cfg.user.n_blocks} blocks cannot fill {world} pipeline stages"))
+        elif mode.startswith("pipeline") and cfg.model.n_layers < world:
             out.append(("--n-layers", f"{cfg.model.n_layers} blocks cannot fill {world} pipeline stages"))
         if mode == "pipeline-1f1b" and cfg.microbatches < world:
             out.append(("--microbatches", f"{cfg.microbatches}: 1F1B needs at least one per stage ({world})"))
@@ -299,7 +482,8 @@ def world_problems(cfg: MPConfig, world: int) -> list[tuple[str, str]]:
 
 
 def run_split(mode: str, cfg: MPConfig, rt: devmod.Runtime) -> tuple[list[float], Residency]:
-    """Build ``mode``'s shards of the model on this rank, train, and measure what it held."""
+    """Build ``mode``'s shards of the model on this rank, train (resuming from ``--ckpt-dir``'s
+    newest checkpoint, at whatever layout wrote it), and measure what it held."""
     from torch.distributed.device_mesh import init_device_mesh
 
     n, dev = rt.world_size, rt.device
@@ -307,33 +491,47 @@ def run_split(mode: str, cfg: MPConfig, rt: devmod.Runtime) -> tuple[list[float]
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
     bf16 = uses_bf16(cfg, mode, dev)
-    model = meta_model(cfg.model)
+    model = build_meta(cfg)
+    plan = None
+    if cfg.model_spec is not None:
+        p = Problems()
+        plan = user_plan(cfg.plan_spec, model, p)
+        p.exit_if_any()
     # Explicit meshes on the job's device type: left alone, FSDP picks CUDA whenever it is
     # visible, even for a --cpu run.
     if mode == "fsdp":
-        plans.apply_fsdp(model, init_device_mesh(dev.type, (n,)), bf16)
+        _fsdp(model, plan, init_device_mesh(dev.type, (n,)), bf16)
     elif mode == "tp":
-        plans.apply_tp(model, init_device_mesh(dev.type, (n,)))
+        _tp(model, plan, init_device_mesh(dev.type, (n,)))
     elif mode == "2d":
         mesh = plans.mesh_2d(dev.type, n, cfg.tp)
-        plans.apply_tp(model, mesh["tp"])
-        plans.apply_fsdp(model, mesh["dp"], bf16)
+        _tp(model, plan, mesh["tp"])
+        _fsdp(model, plan, mesh["dp"], bf16)
+    elif plan is not None:
+        plans.pipeline_part_plan(model, plan, rt.rank, n)
     else:
+        assert isinstance(model, GPT)
         plans.pipeline_part(model, rt.rank, n)
-    res = materialise(model, cfg.model, cfg.seed, dev)
+    res = materialise(model, cfg.model if plan is None else None, cfg.seed, dev)
     opt = _adamw(model.parameters(), cfg)
+    start, losses = 0, list[float]()
+    if cfg.ckpt_dir is not None:
+        start, losses = _resume(mode, cfg, model, opt, rt)
     per = cfg.batch_size // dp
     lo, hi = dp_rank * per, (dp_rank + 1) * per
+    lossf = loss_fn(cfg)
     schedule = None
     if mode.startswith("pipeline"):
         schedule = plans.pipeline_schedule(
-            model, rt.rank, n, dev, "1f1b" if mode.endswith("1f1b") else "gpipe", cfg.microbatches, lm_loss
+            model, rt.rank, n, dev, "1f1b" if mode.endswith("1f1b") else "gpipe", cfg.microbatches, lossf
         )
-    losses = []
-    for x, y in batches(cfg):
+    for step, (x, y) in enumerate(batches(cfg)):
+        if step < start:
+            continue  # taken before the checkpoint: the batches are a function of the step
+        ckpt.crash_hook(step + 1, rt.rank)
         opt.zero_grad(set_to_none=True)
         if schedule is None:
-            loss = lm_loss(model(x[lo:hi].to(dev)), y[lo:hi].to(dev))
+            loss = lossf(model(x[lo:hi].to(dev)), y[lo:hi].to(dev))
             loss.backward()  # type: ignore[no-untyped-call]
             mean = loss.detach().clone()
         else:
@@ -341,12 +539,55 @@ def run_split(mode: str, cfg: MPConfig, rt: devmod.Runtime) -> tuple[list[float]
         opt.step()
         losses.append(_global_mean(mean, mode, rt))
         res.samples.append(storage_bytes(model.parameters()))
-    res.peak_between_steps = max(res.samples)
+        done = step + 1
+        if cfg.ckpt_dir is not None and (done == cfg.steps or (cfg.ckpt_every and done % cfg.ckpt_every == 0)):
+            marker = {"mode": mode, "world_size": n, "losses": losses, "identity": identity(cfg)}
+            ckpt.save(cfg.ckpt_dir, done, model, opt, rt, marker)
+    res.peak_between_steps = max(res.samples, default=res.materialised)
     res.grads = storage_bytes(p.grad for p in model.parameters() if p.grad is not None)
     res.optimizer = optimizer_state_bytes(opt)
     if dev.type == "cuda":
         res.device_peak = int(torch.cuda.max_memory_allocated(dev))
     return losses, res
+
+
+def _fsdp(model: torch.nn.Module, plan: plans.ShardingPlan | None, mesh: Any, bf16: bool) -> None:
+    if plan is not None:
+        plans.apply_fsdp_plan(model, plan, mesh, bf16)
+    else:
+        assert isinstance(model, GPT)
+        plans.apply_fsdp(model, mesh, bf16)
+
+
+def _tp(model: torch.nn.Module, plan: plans.ShardingPlan | None, mesh: Any) -> None:
+    if plan is not None:
+        plans.apply_tp_plan(model, plan, mesh)
+    else:
+        assert isinstance(model, GPT)
+        plans.apply_tp(model, mesh)
+
+
+def _resume(
+    mode: str, cfg: MPConfig, model: torch.nn.Module, opt: torch.optim.Optimizer, rt: devmod.Runtime
+) -> tuple[int, list[float]]:
+    """Load the newest complete checkpoint into this layout: the step it ends at and its losses."""
+    assert cfg.ckpt_dir is not None
+    found = ckpt.peek(cfg.ckpt_dir, rt)
+    if found is None:
+        return 0, []
+    path, marker = found
+    if problems := ckpt.mismatches(marker, identity(cfg)):
+        fail([(flag, f"{path}: {why}") for flag, why in problems])  # every rank read the same marker
+    loaded = ckpt.load_latest(cfg.ckpt_dir, model, opt, rt)
+    assert loaded is not None and loaded[0] == path
+    step = int(marker["step"])
+    if rt.is_main:
+        print(
+            f"model_parallel {mode}: resuming after step {step} from {path} "
+            f"(written by {marker.get('mode')} on {marker.get('world_size')} ranks; now {mode} on {rt.world_size})",
+            flush=True,
+        )
+    return step, [float(v) for v in marker["losses"]]
 
 
 def _pipeline_step(schedule: Any, x: torch.Tensor, y: torch.Tensor, rt: devmod.Runtime) -> torch.Tensor:
@@ -446,7 +687,7 @@ def _finish(cfg: MPConfig, rt: devmod.Runtime | None, runs: list[SplitRun]) -> i
     world = rt.world_size if rt else 1
     check = cfg.check_reference and rt is not None
     ref = run_reference(cfg, rt.device if rt else None) if check else None
-    full_bytes = total_params(cfg.model) * 4  # fp32 parameters: what the whole model holds
+    full_bytes = param_count(cfg) * 4  # fp32 parameters: what the whole model holds
     budget = cfg.param_budget_bytes
     out_runs = []
     for run in runs:
