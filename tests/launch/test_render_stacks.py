@@ -30,14 +30,8 @@ from tests.launch.test_jobset import jobset_schema as jobset_schema  # the fixtu
 ROOT = Path(__file__).resolve().parents[2]
 K8S_STACKS = [s for s in bundled_stacks() if read_stack_file(s)[1]["orchestration"]["kind"] != "slurm"]
 SLURM_STACKS = [s for s in bundled_stacks() if s not in K8S_STACKS]
-# AKS's in-cluster layer is built (the Lustre claim, the Network Operator's rdma/ib), but its pods do
-# not ask for it yet: no rdma/ib request, no IPC_LOCK, no AKS-side IB environment (the HCAs are
-# mlx5_0.. there, and the topology file is not the VM image's path), no ROCm image for MI300X. So
-# the render must fail here until that is built (strict: an unexpected pass fails too, issue 23).
-_AKS_PENDING = pytest.mark.xfail(strict=True, reason="AKS pods lack rdma/ib, IPC_LOCK and the AKS IB env (issue 23)")
-K8S_RENDERED = [
-    pytest.param(s, marks=_AKS_PENDING) if read_stack_file(s)[1]["cloud"] == "azure" else s for s in K8S_STACKS
-]
+# Every Kubernetes stack renders, the AKS ones included (issue 23).
+K8S_RENDERED = K8S_STACKS
 _OUTPUTS: dict[str, ClusterOutputs] = {}
 
 
