@@ -14,13 +14,18 @@ import pulumi
 
 from components.azure.common import address_plan
 from components.azure.network import Network, NetworkArgs
-from components.azure.orchestration_aks import GPU_POOL, GPU_TAINT_KEY, AksArgs, AksOrchestration
+from components.azure.orchestration_aks import (
+    GPU_POOL,
+    GPU_TAINT_KEY,
+    LUSTRE_CLAIM,
+    POOL_LABEL,
+    AksArgs,
+    AksOrchestration,
+)
 from components.azure.storage import Storage, StorageArgs
 from components.contract import COMPONENT_FACTS
+from components.k8s.addons import JOB_NAMESPACE
 from components.spec import ClusterSpec
-
-# The validation job's namespace (the in-cluster layer, not built on Azure yet, would create it).
-JOB_NAMESPACE = "default"
 
 
 def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: object = None) -> dict[str, Any]:
@@ -41,7 +46,14 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
     aks = AksOrchestration(
         f"{name}-orchestration",
         AksArgs(
-            spec=spec, resource_group=rg, vnet_id=net.vnet.id, node_subnet=net.nodes.id, system_subnet=net.system.id
+            spec=spec,
+            resource_group=rg,
+            vnet_id=net.vnet.id,
+            node_subnet=net.nodes.id,
+            system_subnet=net.system.id,
+            lustre_id=st.lustre.id,
+            lustre_mgs=st.mount["dns_name"],
+            after=[st.lustre],
         ),
         opts,
     )
@@ -75,8 +87,9 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
         "scheduler": {
             "kind": "kubernetes",
             "namespace": JOB_NAMESPACE,
-            # AKS labels each node with its pool (agentpool=<name>; deploy-aks.sh at a01b073 selects on it).
-            "node_selector": {"agentpool": GPU_POOL},
+            # Created by the in-cluster layer (components/k8s/aks.py lustre_volume) in the namespace.
+            "lustre_claim": LUSTRE_CLAIM,
+            "node_selector": {POOL_LABEL: GPU_POOL},
             "tolerations": [GPU_TAINT_KEY],
         },
         COMPONENT_FACTS: {

@@ -4,8 +4,9 @@ The GPU pool is a scale-set pool (the Virtual Machines pool type has no InfiniBa
 virtual-machines-node-pools.md at fb060ab) with the GPU driver left to the operators
 (``gpu_profile.driver: None``: NVIDIA's GPU Operator and Network Operator, or AMD's GPU
 operator, which AKS requires for MI300X; use-nvidia-gpu.md, use-amd-gpus.md at fb060ab).
-The operators themselves, the Managed Lustre CSI driver and JobSet are the in-cluster layer,
-not built here yet. The subscription feature ``Microsoft.ContainerService/AKSInfinibandSupport``
+The operators themselves, the Managed Lustre CSI driver with the file system's volume and JobSet
+are the in-cluster layer (``create_in_cluster_layer``, parts in components/k8s/aks.py), deployed
+through the cluster's API by the same ``pulumi up``. The subscription feature ``Microsoft.ContainerService/AKSInfinibandSupport``
 must be Registered for ND v5 pools (use-amd-gpus.md); it is subscription-wide, so the program
 does not flip it: a preflight is to check it.
 """
@@ -13,12 +14,16 @@ does not flip it: a preflight is to check it.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_azure_native as azure
+import pulumi_kubernetes as k8s
 
 from components.azure.common import AKS_DNS_SERVICE_IP, AKS_POD_CIDR, AKS_SERVICE_CIDR, cluster_tags
+from components.k8s import aks as layer
+from components.k8s.addons import job_namespace, jobset
 from components.spec import ClusterSpec
 
 # Pool names: lower-case letters and digits, starting with a letter, 1-12 characters on Linux
@@ -33,6 +38,11 @@ GPU_TAINT = f"{GPU_TAINT_KEY}=gpu:NoSchedule"
 # the NAT gateway of a VNet it did not create. The same id in AKS BYO-subnet bicep samples
 # (find_string, read 2026-12-01); the built-in roles page was not re-read this session.
 NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"
+# AKS labels each node with its pool (agentpool=<name>; ai-infrastructure-on-azure deploy-aks.sh at
+# a01b073 selects nodes on it): controllers go to the system pool, which exists before GPU nodes.
+POOL_LABEL = "agentpool"
+# The Lustre claim the jobs mount (in the jobs' namespace) and its PV: one name.
+LUSTRE_CLAIM = "lustre"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,12 +52,19 @@ class AksArgs:
     vnet_id: pulumi.Input[str]
     node_subnet: pulumi.Input[str]
     system_subnet: pulumi.Input[str]
+    lustre_id: pulumi.Input[str] | None = None
+    """The Managed Lustre file system's id: the CSI volume's handle."""
+    lustre_mgs: pulumi.Input[str] | None = None
+    """Its MGS address (client_info.mgs_address), the CSI volume's mgs-ip-address."""
+    after: Sequence[pulumi.Resource] = ()
+    """What the Lustre volume waits for (the file system)."""
 
 
 class AksOrchestration(pulumi.ComponentResource):
     cluster: azure.containerservice.ManagedCluster
     gpu_pool: azure.containerservice.AgentPool
     kubeconfig: pulumi.Output[str]
+    provider: k8s.Provider | None = None
 
     def __init__(self, name: str, args: AksArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-cluster:azure:Orchestration", name, None, opts)
@@ -146,6 +163,22 @@ class AksOrchestration(pulumi.ComponentResource):
         self.kubeconfig = pulumi.Output.secret(
             creds.kubeconfigs[0].value.apply(lambda v: base64.b64decode(v).decode("utf-8"))
         )
+        if spec.orchestration.in_cluster and args.lustre_id is not None and args.lustre_mgs is not None:
+            # The layer waits for the cluster (its system pool is inline) and not for the GPU pool:
+            # the operators' DaemonSets are ready with no GPU node yet.
+            self.provider = k8s.Provider(
+                f"{name}-k8s", kubeconfig=self.kubeconfig, opts=pulumi.ResourceOptions(parent=self)
+            )
+            create_in_cluster_layer(
+                name,
+                AksLayerArgs(
+                    spec=spec,
+                    volume_handle=args.lustre_id,
+                    mgs_address=args.lustre_mgs,
+                    after=list(args.after),
+                ),
+                pulumi.ResourceOptions(parent=self, provider=self.provider),
+            )
         self.register_outputs({"cluster": self.cluster.id, "gpu_pool": self.gpu_pool.name})
 
     def _create_gpu_pool(self, name: str, spec: ClusterSpec, args: AksArgs) -> azure.containerservice.AgentPool:
@@ -173,3 +206,58 @@ class AksOrchestration(pulumi.ComponentResource):
             tags=cluster_tags(spec),
             opts=pulumi.ResourceOptions(parent=self),
         )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AksLayerArgs:
+    """What the in-cluster layer of an AKS cluster needs, whichever program deploys it."""
+
+    spec: ClusterSpec
+    volume_handle: pulumi.Input[str]
+    mgs_address: pulumi.Input[str]
+    gpu_operator: layer.GpuOperator | None = None
+    """nvidia or amd; unset: the accelerator's vendor's. A mismatch is refused."""
+    after: Sequence[pulumi.Resource] = ()
+    controller_node_selector: Mapping[str, str] = field(default_factory=lambda: {POOL_LABEL: SYSTEM_POOL})
+
+
+def gpu_operator_for(spec: ClusterSpec, asked: str | None) -> layer.GpuOperator:
+    """The GPU operator the size needs: AMD's for MI300X (AKS installs no AMD driver or device
+    plugin, use-amd-gpus.md at fb060ab), NVIDIA's for H100/H200. Any other choice is refused with
+    the allowed one, before any resource is declared."""
+    vendor = spec.instance.accelerator.vendor
+    needed: layer.GpuOperator = "amd" if vendor == "amd" else "nvidia"
+    if asked is not None and asked != needed:
+        raise ValueError(
+            f"gpu_operator: {asked!r} cannot drive {spec.compute.instance_type} ({vendor} GPUs) (allowed: {needed!r})"
+        )
+    return needed
+
+
+def create_in_cluster_layer(name: str, args: AksLayerArgs, k8s_opts: pulumi.ResourceOptions) -> None:
+    """The network operator with its NicClusterPolicy (``rdma/ib``), the GPU operator of the
+    size's vendor, the Lustre CSI driver with the file system's volume and claim, the jobs'
+    namespace and the JobSet controller: through the Kubernetes provider in ``k8s_opts``."""
+    spec = args.spec
+    operator = gpu_operator_for(spec, args.gpu_operator)
+    # InfiniBand on every ND v5 size: the DOCA driver and the SR-IOV device plugin, for NVIDIA and
+    # AMD GPUs alike (AKS_RDMA runs its RCCL test on rdma/ib too, tests/scenarios/k8s).
+    network = layer.network_operator(name, k8s_opts)
+    if operator == "nvidia":
+        layer.gpu_operator(name, k8s_opts, [layer.Toleration(key=GPU_TAINT_KEY)], after=network[-1:])
+    else:
+        layer.amd_gpu_operator(name, k8s_opts)
+    csi = layer.lustre_csi(name, k8s_opts)
+    namespace = job_namespace(name, k8s_opts)
+    layer.lustre_volume(
+        name,
+        claim_name=LUSTRE_CLAIM,
+        namespace=namespace.metadata.name,
+        volume_handle=args.volume_handle,
+        mgs_address=args.mgs_address,
+        size_gib=spec.storage.lustre.size_gib,
+        opts=pulumi.ResourceOptions.merge(
+            k8s_opts, pulumi.ResourceOptions(depends_on=[namespace, *csi[-1:], *args.after])
+        ),
+    )
+    jobset(f"{name}-jobset", k8s_opts, node_selector=args.controller_node_selector)

@@ -59,9 +59,9 @@ class InClusterLayer(pulumi.ComponentResource):
     def __init__(self, name: str, args: LayerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-cluster:k8s:InClusterLayer", name, None, opts)
         spec, outs = args.spec, args.outputs
-        if spec.orchestration.kind not in ("eks", "gke"):
+        if spec.orchestration.kind not in ("eks", "gke", "aks"):
             raise ValueError(
-                f"orchestration.kind: {spec.orchestration.kind!r} has no in-cluster layer (allowed: eks, gke)"
+                f"orchestration.kind: {spec.orchestration.kind!r} has no in-cluster layer (allowed: eks, gke, aks)"
             )
         self.provider = k8s.Provider(
             f"{name}-k8s",
@@ -81,6 +81,19 @@ class InClusterLayer(pulumi.ComponentResource):
                     dns_name=_get(outs, "mount", "dns_name"),
                     mount_name=_get(outs, "mount", "mount_name"),
                     size_gib=spec.storage.lustre.size_gib,
+                ),
+                k8s_opts,
+            )
+        elif spec.cloud == "azure":
+            # Reachable once a private AKS cluster is built (components/azure/rules.py refuses it now).
+            from components.azure import orchestration_aks as aks
+
+            aks.create_in_cluster_layer(
+                name,
+                aks.AksLayerArgs(
+                    spec=spec,
+                    volume_handle=_get(outs, "mount", "volume_handle"),
+                    mgs_address=_get(outs, "mount", "dns_name"),
                 ),
                 k8s_opts,
             )

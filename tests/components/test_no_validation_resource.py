@@ -21,11 +21,7 @@ def test_bundled_stack_has_no_validation_resource_and_typed_outputs(stack: str) 
     outs = read_outputs(run.outputs)
     k8s = raw["orchestration"]["kind"] in ("eks", "gke", "aks")
     assert outs.scheduler.kind == ("kubernetes" if k8s else "slurm")
-    if k8s and raw["cloud"] == "azure":
-        # AKS's in-cluster layer (Lustre CSI volume and claim) is not built yet: no claim is claimed.
-        assert outs.scheduler.lustre_claim is None and outs.scheduler.namespace and outs.scheduler.node_selector
-        assert outs.access.kubeconfig and outs.access.api_endpoint
-    elif k8s:
+    if k8s:
         assert outs.scheduler.lustre_claim and outs.scheduler.namespace and outs.scheduler.node_selector
         assert outs.access.kubeconfig and outs.access.api_endpoint
     else:

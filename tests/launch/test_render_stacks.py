@@ -30,13 +30,8 @@ from tests.launch.test_jobset import jobset_schema as jobset_schema  # the fixtu
 ROOT = Path(__file__).resolve().parents[2]
 K8S_STACKS = [s for s in bundled_stacks() if read_stack_file(s)[1]["orchestration"]["kind"] != "slurm"]
 SLURM_STACKS = [s for s in bundled_stacks() if s not in K8S_STACKS]
-# AKS has no in-cluster layer yet (Lustre CSI volume and claim, the Network Operator's rdma/ib, the
-# IPC_LOCK / IB environment in the pod): its render lacks the Lustre volume and the IB devices, so
-# it must fail here until that is built (strict: an unexpected pass fails too, issue 23).
-_AKS_PENDING = pytest.mark.xfail(strict=True, reason="AKS in-cluster layer (Lustre claim, rdma/ib) not built yet")
-K8S_RENDERED = [
-    pytest.param(s, marks=_AKS_PENDING) if read_stack_file(s)[1]["cloud"] == "azure" else s for s in K8S_STACKS
-]
+# Every Kubernetes stack renders, the AKS ones included (issue 23).
+K8S_RENDERED = K8S_STACKS
 _OUTPUTS: dict[str, ClusterOutputs] = {}
 
 
@@ -81,8 +76,14 @@ def test_kubernetes_render_is_valid_and_carries_the_code(stack: str, jobset_sche
     (c,) = pod["containers"]
     it = load_catalog().get(outs.instance_type)
     limits = c["resources"]["limits"]
-    assert limits["nvidia.com/gpu"] == str(it.accelerator.count)
-    if outs.cloud == "aws":
+    gpu = "amd.com/gpu" if it.accelerator.vendor == "amd" else "nvidia.com/gpu"
+    assert limits[gpu] == str(it.accelerator.count)
+    if outs.cloud == "azure":
+        # One rdma/ib per HCA (the Network Operator's SR-IOV plugin, components/k8s/aks.py) and
+        # IPC_LOCK (AZURE.md §4.1, ai-infrastructure-on-azure NCCL chart: else memlock is 64).
+        assert set(limits) == {gpu, "rdma/ib"} and limits["rdma/ib"] == str(it.network.gpu_nics)
+        assert "IPC_LOCK" in c["securityContext"]["capabilities"].get("add", [])
+    elif outs.cloud == "aws":
         # No hugepages: nothing read shows the node reserving any (workloads/launch/validation.py).
         assert set(limits) == {"nvidia.com/gpu", "vpc.amazonaws.com/efa"}
         assert limits["vpc.amazonaws.com/efa"] == str(it.network.efa_interfaces)
@@ -90,7 +91,7 @@ def test_kubernetes_render_is_valid_and_carries_the_code(stack: str, jobset_sche
         # is an effective capability (catalog fabrics.efa.pod.run_as_root).
         assert c["securityContext"]["runAsUser"] == 0 and c["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
     else:
-        assert set(limits) == {"nvidia.com/gpu"}
+        assert set(limits) == {gpu}
     assert pod["nodeSelector"] == dict(outs.scheduler.node_selector)
     assert [t["key"] for t in pod.get("tolerations", [])] == list(outs.scheduler.tolerations)
     assert {"name": "lustre", "persistentVolumeClaim": {"claimName": outs.scheduler.lustre_claim}} in pod["volumes"]

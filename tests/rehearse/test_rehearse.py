@@ -34,10 +34,8 @@ def _args(tmp_path: Path, **over: Any) -> argparse.Namespace:
 
 
 def _params() -> list[Any]:
-    # Azure's AKS jobs do not render yet (no Lustre claim, no InfiniBand devices: issue 23); strict,
-    # so the day they render this fails until the mark goes.
-    no_render = pytest.mark.xfail(strict=True, reason="AKS validation does not render yet (issue 23)")
-    return [pytest.param(s, marks=[no_render] if s.startswith("azure-") else []) for s in bundled_stacks()]
+    # Every stack, the Azure ones included since their render mounts the Lustre claim (issue 23).
+    return list(bundled_stacks())
 
 
 @pytest.mark.parametrize("stack", _params())

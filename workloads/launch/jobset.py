@@ -34,6 +34,9 @@ from workloads.launch.job import TorchrunJob, check_job, step_lines
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 GPU_RESOURCES = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
+# InfiniBand HCAs on AKS, one per HCA: the Network Operator's SR-IOV device plugin (rdma prefix,
+# ib name; components/k8s/aks.py, from Azure/ai-infrastructure-on-azure a01b073 sriov.yaml).
+RDMA_IB_RESOURCE = "rdma/ib"
 CONTAINER = "torchrun"
 
 # A JobSet's name is also its headless Service's name, so it must be a DNS-1035 label.
@@ -72,6 +75,8 @@ class JobSetSpec(TorchrunJob):
     """``nvidia`` (resource ``nvidia.com/gpu``) or ``amd`` (``amd.com/gpu``)."""
     efa_per_node: int = 0
     """``vpc.amazonaws.com/efa`` devices per pod (the catalog's EFA interface count); 0 off AWS."""
+    rdma_per_node: int = 0
+    """``rdma/ib`` devices per pod (the catalog's InfiniBand HCA count); 0 off AKS."""
     hugepages_2mi: str | None = None
     """``hugepages-2Mi`` per pod (e.g. ``5120Mi``); the EFA/libfabric path allocates from it."""
     memory: str | None = None
@@ -177,6 +182,7 @@ def validate(spec: JobSetSpec) -> None:
     if not isinstance(spec.gpu_vendor, str) or spec.gpu_vendor not in GPU_RESOURCES:
         p.add("gpu_vendor", f"{spec.gpu_vendor!r} is not a GPU vendor (allowed: {', '.join(GPU_RESOURCES)})")
     check_int(p, "efa_per_node", spec.efa_per_node, minimum=0, maximum=64)
+    check_int(p, "rdma_per_node", spec.rdma_per_node, minimum=0, maximum=64)
     _check_quantity(p, "hugepages_2mi", spec.hugepages_2mi, optional=True)
     _check_quantity(p, "memory", spec.memory, optional=True)
     _check_quantity(p, "cpu", spec.cpu, optional=True)
@@ -339,6 +345,8 @@ def _resources(spec: JobSetSpec) -> dict[str, dict[str, str]]:
         limits[GPU_RESOURCES[spec.gpu_vendor]] = str(spec.gpus_per_node)
     if spec.efa_per_node > 0:
         limits[EFA_RESOURCE] = str(spec.efa_per_node)
+    if spec.rdma_per_node > 0:
+        limits[RDMA_IB_RESOURCE] = str(spec.rdma_per_node)
     if spec.hugepages_2mi is not None:
         limits["hugepages-2Mi"] = spec.hugepages_2mi
     if spec.memory is not None:

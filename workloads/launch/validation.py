@@ -193,6 +193,7 @@ def jobset_spec(
     lustre_pvc: str | None,
     namespace: str = "default",
     efa_per_node: int = 0,
+    rdma_per_node: int = 0,
     gpu_vendor: str = "nvidia",
     node_selector: Mapping[str, str] | None = None,
     tolerate_taints: tuple[str, ...] = (),
@@ -224,6 +225,7 @@ def jobset_spec(
         gpu_vendor=gpu_vendor,
         procs_per_node=None if it else job.procs_per_node,
         efa_per_node=efa_per_node,
+        rdma_per_node=rdma_per_node,
         hugepages_2mi=hugepages_2mi,
         cpu=cpu,
         lustre_pvc=lustre_pvc,
@@ -482,6 +484,8 @@ def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, 
             recorded["GPUC_RXDM_IMAGE"] = sc.image.ref
     job = replace(job, extra_env={**recorded, **job.extra_env})
     efa = it.network.efa_interfaces if outputs.fabric.type == "efa" and job.instance_type else 0
+    # Every HCA of the node, one pod per node (the "Maximum Performance" layout, AZURE.md §4.1).
+    rdma = it.network.gpu_nics if outputs.fabric.type == "infiniband" and job.instance_type else 0
     if job.instance_type:
         check_networks(outputs, fabric_wiring.wiring(it.network.fabric).pod)
     sched = outputs.scheduler
@@ -495,6 +499,7 @@ def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, 
         lustre_pvc=sched.lustre_claim,
         namespace=sched.namespace,
         efa_per_node=efa,
+        rdma_per_node=rdma,
         gpu_vendor=it.accelerator.vendor,
         node_selector=sched.node_selector,
         tolerate_taints=sched.tolerations,

@@ -1,0 +1,342 @@
+"""AKS-only in-cluster parts: the GPU and network operators, the Managed Lustre CSI driver and
+its volume. Everything goes through the provider the caller passes in ``opts``.
+
+Pins and values come from two public references, read 2026-12-01:
+
+* Azure/ai-infrastructure-on-azure at a01b073 (2026-04-22),
+  ``infrastructure_references/aks/scripts/deploy-aks.sh`` and ``configs/{gpu-operator,network-operator}/``
+  (``AI_INFRA`` below): one set of chart and image versions tested together;
+* Azure/aks-rdma-infiniband at 700dabb (2026-07-16), ``configs/`` and ``tests/setup-infra/deploy-aks.sh``
+  (``AKS_RDMA``): the AMD path, which ai-infra does not cover.
+
+The NicClusterPolicy, NodeFeatureRule and DeviceConfig are CRDs with no typed SDK, so their spec
+is data; the field names are the operators'. The CRDs come with the charts, so each object waits
+for its chart.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Literal, Mapping
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+AI_INFRA = "Azure/ai-infrastructure-on-azure@a01b073"
+AKS_RDMA = "Azure/aks-rdma-infiniband@700dabb"
+LUSTRE_CSI_REF = "kubernetes-sigs/azurelustre-csi-driver@v0.4.0 (9011a5f)"
+
+# helm repo add nvidia https://helm.ngc.nvidia.com/nvidia (AI_INFRA deploy-aks.sh).
+NVIDIA_REPO = "https://helm.ngc.nvidia.com/nvidia"
+NETWORK_OPERATOR_CHART = "network-operator"
+NETWORK_OPERATOR_VERSION = "v26.1.0"  # AI_INFRA deploy-aks.sh NETWORK_OPERATOR_VERSION
+NETWORK_OPERATOR_NAMESPACE = "network-operator"
+GPU_OPERATOR_CHART = "gpu-operator"
+GPU_OPERATOR_VERSION = "v26.3.0"  # AI_INFRA deploy-aks.sh GPU_OPERATOR_VERSION
+GPU_OPERATOR_NAMESPACE = "gpu-operator"
+# Both namespaces are labelled enforce=privileged before the charts go in (AI_INFRA and AKS_RDMA
+# deploy-aks.sh: `kubectl label --overwrite ns ... pod-security.kubernetes.io/enforce=privileged`):
+# the driver containers load kernel modules.
+OPERATOR_POD_SECURITY = {"pod-security.kubernetes.io/enforce": "privileged"}
+
+# configs/network-operator/values.yaml (AI_INFRA): the chart's own NFD rules off, ours below on.
+NETWORK_OPERATOR_VALUES = {"nfd": {"deployNodeFeatureRules": False}}
+# configs/network-operator/node-feature-rule.yaml (AI_INFRA): label the nodes whose PCI devices
+# are ConnectX-7 (15b3:101c, 15b3:101e); the NicClusterPolicy runs only there.
+MELLANOX_LABEL = "feature.node.kubernetes.io/pci-15b3.present"
+MELLANOX_DEVICE_IDS = ("101c", "101e")
+# configs/network-operator/nicclusterpolicy/base/nic.yaml (AI_INFRA): the DOCA driver container
+# (the operator appends -<os><version>-<arch> to the tag) and its module blacklist file.
+DOCA_DRIVER = {"repository": "nvcr.io/nvidia/mellanox", "image": "doca-driver", "version": "doca3.3.0-26.01-1.0.0.0-0"}
+DOCA_DRIVER_ENV = {"OFED_BLACKLIST_MODULES_FILE": "/host/etc/modprobe.d/blacklist-ofed-modules.conf"}
+# configs/network-operator/nicclusterpolicy/sriov-device-plugin/sriov.yaml (AI_INFRA): one
+# `rdma/ib` per InfiniBand HCA (isRdma mounts /dev/infiniband into the container).
+SRIOV_PLUGIN = {
+    "repository": "ghcr.io/k8snetworkplumbingwg",
+    "image": "sriov-network-device-plugin",
+    "version": "v3.9.0",
+}
+RDMA_RESOURCE_PREFIX = "rdma"
+RDMA_RESOURCE_NAME = "ib"
+RDMA_RESOURCE = f"{RDMA_RESOURCE_PREFIX}/{RDMA_RESOURCE_NAME}"
+SRIOV_RESOURCE_LIST = {
+    "resourceList": [
+        {
+            "resourcePrefix": RDMA_RESOURCE_PREFIX,
+            "resourceName": RDMA_RESOURCE_NAME,
+            "selectors": {"vendors": ["15b3"], "linkTypes": ["infiniband"], "isRdma": True},
+        }
+    ]
+}
+NIC_CLUSTER_POLICY = "nic-cluster-policy"
+
+# configs/gpu-operator/values.yaml (AI_INFRA): NFD from the network operator, GPUDirect RDMA
+# (nvidia-peermem over the DOCA driver), no MIG/vGPU/VFIO/sandbox managers. Its
+# dcgmExporter.serviceMonitor is left out: it needs kube-prometheus's CRD, which this layer does
+# not install. daemonsets.tolerations is the chart's default (nvidia.com/gpu, NVIDIA/gpu-operator
+# deployments/gpu-operator/values.yaml) plus the GPU pool's taint, so the operands reach the pool.
+GPU_OPERATOR_VALUES: dict[str, object] = {
+    "nfd": {"enabled": False},
+    "driver": {"rdma": {"enabled": True}},
+    "migManager": {"enabled": False},
+    "vgpuDeviceManager": {"enabled": False},
+    "vfioManager": {"enabled": False},
+    "sandboxDevicePlugin": {"enabled": False},
+}
+
+# AMD (AKS_RDMA tests/setup-infra/deploy-aks.sh install_amd_gpu_operator, install_cert_manager):
+# helm repo add rocm https://rocm.github.io/gpu-operator; rocm/gpu-operator-charts v1.4.1 in
+# kube-amd-gpu; cert-manager v1.15.1 (jetstack) first, with crds.enabled=true, "Required by AMD
+# GPU Operator".
+AMD_REPO = "https://rocm.github.io/gpu-operator"
+AMD_OPERATOR_CHART = "gpu-operator-charts"
+AMD_OPERATOR_VERSION = "v1.4.1"
+AMD_OPERATOR_NAMESPACE = "kube-amd-gpu"
+# configs/values/amd-gpu-operator/values.yaml (AKS_RDMA).
+AMD_OPERATOR_VALUES = {
+    "node-feature-discovery": {"enabled": True},
+    "kmm": {"enabled": True},
+    "crds": {"defaultCR": {"install": False}},
+}
+CERT_MANAGER_REPO = "https://charts.jetstack.io"
+CERT_MANAGER_CHART = "cert-manager"
+CERT_MANAGER_VERSION = "v1.15.1"
+CERT_MANAGER_NAMESPACE = "cert-manager"
+# configs/amd-device-config/deviceconfig.yaml (AKS_RDMA), with its images pinned: the reference
+# names rocm/k8s-device-plugin:latest and :labeller-latest, which a later `pulumi up` would not
+# reproduce, so the device plugin and labeller images are left to the operator's defaults (no
+# pinned tag of them was read); the metrics exporter tag is the reference's.
+AMD_DEVICE_CONFIG_SPEC: dict[str, object] = {
+    "driver": {"enable": False, "blacklist": False},
+    "devicePlugin": {"enableNodeLabeller": True},
+    "metricsExporter": {
+        "enable": True,
+        "serviceType": "ClusterIP",
+        "port": 5000,
+        "image": "docker.io/rocm/device-metrics-exporter:v1.4.1",
+    },
+    "configManager": {"enable": False},
+    "testRunner": {"enable": False},
+    "selector": {"feature.node.kubernetes.io/amd-vgpu": "true"},
+}
+AMD_GPU_RESOURCE = "amd.com/gpu"
+NVIDIA_GPU_RESOURCE = "nvidia.com/gpu"
+
+# The Managed Lustre CSI driver has no Helm chart ("This is currently unsupported", charts/README.md
+# at LUSTRE_CSI_REF); deploy/install-driver.sh applies these manifests, in this order, from one
+# ref. v0.4.0 is the newest tag; its manifests pin their images (azurelustre-csi:v0.4.0-jammy/-noble).
+LUSTRE_CSI_DRIVER = "azurelustre.csi.azure.com"
+LUSTRE_CSI_BASE = "https://raw.githubusercontent.com/kubernetes-sigs/azurelustre-csi-driver/v0.4.0/deploy"
+LUSTRE_CSI_MANIFESTS = (
+    "rbac-csi-azurelustre-controller.yaml",
+    "rbac-csi-azurelustre-node.yaml",
+    "csi-azurelustre-driver.yaml",
+    "csi-azurelustre-controller.yaml",
+    "csi-azurelustre-node-jammy.yaml",
+    "csi-azurelustre-node-noble.yaml",
+)
+# docs/examples/pv.yaml at LUSTRE_CSI_REF: volumeAttributes.mgs-ip-address, mount options
+# noatime and flock, reclaim Retain ("Delete" is not supported in static provisioning).
+LUSTRE_MOUNT_OPTIONS = ("noatime", "flock")
+
+GpuOperator = Literal["nvidia", "amd"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Toleration:
+    key: str
+    effect: str = "NoSchedule"
+
+    def as_value(self) -> dict[str, str]:
+        return {"key": self.key, "operator": "Exists", "effect": self.effect}
+
+
+def _namespace(
+    name: str, ns: str, opts: pulumi.ResourceOptions, labels: Mapping[str, str] | None = None
+) -> k8s.core.v1.Namespace:
+    # helm.v4.Chart never creates its namespace (unlike `helm install --create-namespace`).
+    return k8s.core.v1.Namespace(
+        name, metadata=k8s.meta.v1.ObjectMetaArgs(name=ns, labels=dict(labels or {})), opts=opts
+    )
+
+
+def _after(opts: pulumi.ResourceOptions, *deps: pulumi.Resource) -> pulumi.ResourceOptions:
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(deps)))
+
+
+def network_operator(name: str, opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+    """The NVIDIA Network Operator, the rule that labels ConnectX-7 nodes and the NicClusterPolicy
+    that gives them the DOCA driver and the SR-IOV device plugin (``rdma/ib``)."""
+    ns = _namespace(f"{name}-network-operator-ns", NETWORK_OPERATOR_NAMESPACE, opts, OPERATOR_POD_SECURITY)
+    chart = k8s.helm.v4.Chart(
+        f"{name}-network-operator",
+        chart=NETWORK_OPERATOR_CHART,
+        version=NETWORK_OPERATOR_VERSION,
+        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=NVIDIA_REPO),
+        namespace=NETWORK_OPERATOR_NAMESPACE,
+        values=NETWORK_OPERATOR_VALUES,
+        opts=_after(opts, ns),
+    )
+    rule = k8s.apiextensions.CustomResource(
+        f"{name}-nfd-network-rule",
+        api_version="nfd.k8s-sigs.io/v1alpha1",
+        kind="NodeFeatureRule",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name="nfd-network-rule"),
+        spec={
+            "rules": [
+                {
+                    "name": "nfd-network-rule",
+                    "labels": {MELLANOX_LABEL: "true"},
+                    "matchFeatures": [
+                        {
+                            "feature": "pci.device",
+                            "matchExpressions": {"device": {"op": "In", "value": list(MELLANOX_DEVICE_IDS)}},
+                        }
+                    ],
+                }
+            ]
+        },
+        opts=_after(opts, chart),
+    )
+    policy = k8s.apiextensions.CustomResource(
+        f"{name}-nic-cluster-policy",
+        api_version="mellanox.com/v1alpha1",
+        kind="NicClusterPolicy",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=NIC_CLUSTER_POLICY),
+        spec={
+            # Only the nodes the rule labelled (nic.yaml: "so that you don't schedule pods on the
+            # non-infiniband machines").
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": MELLANOX_LABEL, "operator": "In", "values": ["true"]}]}
+                    ]
+                }
+            },
+            "ofedDriver": {
+                **DOCA_DRIVER,
+                "env": [{"name": k, "value": v} for k, v in DOCA_DRIVER_ENV.items()],
+                "forcePrecompiled": False,
+            },
+            "sriovDevicePlugin": {**SRIOV_PLUGIN, "config": json.dumps(SRIOV_RESOURCE_LIST, indent=2)},
+        },
+        opts=_after(opts, chart, rule),
+    )
+    return [ns, chart, rule, policy]
+
+
+def gpu_operator(
+    name: str, opts: pulumi.ResourceOptions, tolerations: list[Toleration], after: list[pulumi.Resource]
+) -> pulumi.Resource:
+    """The NVIDIA GPU Operator (driver with GPUDirect RDMA, device plugin: ``nvidia.com/gpu``).
+    It waits for the network operator: the RDMA part of its driver needs the DOCA driver."""
+    ns = _namespace(f"{name}-gpu-operator-ns", GPU_OPERATOR_NAMESPACE, opts, OPERATOR_POD_SECURITY)
+    values = {
+        **GPU_OPERATOR_VALUES,
+        "daemonsets": {
+            "tolerations": [Toleration(key="nvidia.com/gpu").as_value()] + [t.as_value() for t in tolerations]
+        },
+    }
+    return k8s.helm.v4.Chart(
+        f"{name}-gpu-operator",
+        chart=GPU_OPERATOR_CHART,
+        version=GPU_OPERATOR_VERSION,
+        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=NVIDIA_REPO),
+        namespace=GPU_OPERATOR_NAMESPACE,
+        values=values,
+        opts=_after(opts, ns, *after),
+    )
+
+
+def amd_gpu_operator(name: str, opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+    """cert-manager, AMD's GPU operator and its DeviceConfig (device plugin: ``amd.com/gpu``)."""
+    cm_ns = _namespace(f"{name}-cert-manager-ns", CERT_MANAGER_NAMESPACE, opts)
+    cert_manager = k8s.helm.v4.Chart(
+        f"{name}-cert-manager",
+        chart=CERT_MANAGER_CHART,
+        version=CERT_MANAGER_VERSION,
+        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=CERT_MANAGER_REPO),
+        namespace=CERT_MANAGER_NAMESPACE,
+        values={"crds": {"enabled": True}},
+        opts=_after(opts, cm_ns),
+    )
+    ns = _namespace(f"{name}-amd-gpu-ns", AMD_OPERATOR_NAMESPACE, opts)
+    chart = k8s.helm.v4.Chart(
+        f"{name}-amd-gpu-operator",
+        chart=AMD_OPERATOR_CHART,
+        version=AMD_OPERATOR_VERSION,
+        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=AMD_REPO),
+        namespace=AMD_OPERATOR_NAMESPACE,
+        values=AMD_OPERATOR_VALUES,
+        opts=_after(opts, ns, cert_manager),
+    )
+    config = k8s.apiextensions.CustomResource(
+        f"{name}-amd-device-config",
+        api_version="amd.com/v1alpha1",
+        kind="DeviceConfig",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name="gpu-operator", namespace=AMD_OPERATOR_NAMESPACE),
+        spec=AMD_DEVICE_CONFIG_SPEC,
+        opts=_after(opts, chart),
+    )
+    return [cm_ns, cert_manager, ns, chart, config]
+
+
+def lustre_csi(name: str, opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+    """The Azure Lustre CSI driver's manifests, each a ConfigFile applied after the one before
+    (install-driver.sh's order: RBAC, the CSIDriver, the controller, the node DaemonSets)."""
+    made: list[pulumi.Resource] = []
+    for manifest in LUSTRE_CSI_MANIFESTS:
+        made.append(
+            k8s.yaml.v2.ConfigFile(
+                f"{name}-{manifest.removesuffix('.yaml')}",
+                file=f"{LUSTRE_CSI_BASE}/{manifest}",
+                opts=_after(opts, *made[-1:]),
+            )
+        )
+    return made
+
+
+def lustre_volume(
+    name: str,
+    *,
+    claim_name: str,
+    namespace: pulumi.Input[str],
+    volume_handle: pulumi.Input[str],
+    mgs_address: pulumi.Input[str],
+    size_gib: int,
+    opts: pulumi.ResourceOptions,
+) -> k8s.core.v1.PersistentVolumeClaim:
+    """A statically provisioned PV for the stack's Managed Lustre file system (Pulumi owns its
+    life; Kubernetes only mounts it, AZURE.md §3.5) and its claim in the jobs' namespace."""
+    pv = k8s.core.v1.PersistentVolume(
+        f"{name}-lustre-pv",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=claim_name),
+        spec=k8s.core.v1.PersistentVolumeSpecArgs(
+            access_modes=["ReadWriteMany"],
+            capacity={"storage": f"{size_gib}Gi"},
+            # Retain: deleting the claim must never reach the (protected) file system.
+            persistent_volume_reclaim_policy="Retain",
+            storage_class_name="",
+            volume_mode="Filesystem",
+            mount_options=list(LUSTRE_MOUNT_OPTIONS),
+            csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
+                driver=LUSTRE_CSI_DRIVER,
+                # "Make sure this VolumeID is unique in the cluster": the file system's ARM id is.
+                volume_handle=volume_handle,
+                volume_attributes={"mgs-ip-address": mgs_address},
+            ),
+        ),
+        opts=opts,
+    )
+    return k8s.core.v1.PersistentVolumeClaim(
+        f"{name}-lustre-pvc",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=claim_name, namespace=namespace),
+        spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
+            access_modes=["ReadWriteMany"],
+            storage_class_name="",
+            volume_name=claim_name,
+            resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": f"{size_gib}Gi"}),
+        ),
+        opts=_after(opts, pv),
+    )

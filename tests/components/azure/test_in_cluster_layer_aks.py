@@ -1,0 +1,191 @@
+"""AKS's in-cluster layer under strict mocks: the network operator and its NicClusterPolicy give
+``rdma/ib``; NVIDIA's GPU operator drives H100/H200 and AMD's drives MI300X (the other way round
+is refused); the Managed Lustre CSI driver goes in, in its install script's order, and the file
+system's volume and claim reach the jobs' namespace, which the stack outputs name."""
+
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+import pytest
+
+from components.azure import mocks as azure_mocks
+from components.azure.orchestration_aks import gpu_operator_for
+from components.contract import read_outputs
+from components.engine import OfflineRun, Recorded
+from components.k8s import aks as layer
+from components.k8s.addons import JOB_NAMESPACE
+from components.spec import parse_spec
+from tests.components.azure.conftest import azure_obj
+
+Run = Callable[..., OfflineRun]
+H100, MI300X = "Standard_ND96isr_H100_v5", "Standard_ND96isr_MI300X_v5"
+CHART = "kubernetes:helm.sh/v4:Chart"
+
+
+def _charts(run: OfflineRun) -> dict[str, Recorded]:
+    return {r.inputs["chart"]: r for r in run.of_type(CHART)}
+
+
+def _cr(run: OfflineRun, kind: str) -> Recorded:
+    (found,) = [r for r in run.resources if r.type.startswith("kubernetes:") and r.type.endswith(f":{kind}")]
+    return found
+
+
+def test_nic_cluster_policy_gives_rdma_ib_on_the_nodes_the_rule_labels(azure_run: Run) -> None:
+    run = azure_run(azure_obj(H100))
+    chart = _charts(run)["network-operator"]
+    assert (chart.inputs["version"], chart.inputs["repositoryOpts"]["repo"]) == (
+        "v26.1.0",
+        "https://helm.ngc.nvidia.com/nvidia",
+    )
+    assert chart.inputs["values"] == {"nfd": {"deployNodeFeatureRules": False}}
+    assert chart.inputs["namespace"] == "network-operator"
+    rule = _cr(run, "NodeFeatureRule")
+    (r,) = rule.inputs["spec"]["rules"]
+    assert r["labels"] == {"feature.node.kubernetes.io/pci-15b3.present": "true"}
+    assert r["matchFeatures"] == [
+        {"feature": "pci.device", "matchExpressions": {"device": {"op": "In", "value": ["101c", "101e"]}}}
+    ]
+    policy = _cr(run, "NicClusterPolicy")
+    assert policy.inputs["apiVersion"] == "mellanox.com/v1alpha1"
+    assert policy.inputs["metadata"]["name"] == "nic-cluster-policy"
+    spec = policy.inputs["spec"]
+    (term,) = spec["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [{"key": next(iter(r["labels"])), "operator": "In", "values": ["true"]}]
+    doca = spec["ofedDriver"]
+    assert (doca["repository"], doca["image"], doca["version"]) == (
+        "nvcr.io/nvidia/mellanox",
+        "doca-driver",
+        "doca3.3.0-26.01-1.0.0.0-0",
+    )
+    assert {"name": "OFED_BLACKLIST_MODULES_FILE", "value": "/host/etc/modprobe.d/blacklist-ofed-modules.conf"} in doca[
+        "env"
+    ]
+    plugin = spec["sriovDevicePlugin"]
+    assert (plugin["repository"], plugin["image"], plugin["version"]) == (
+        "ghcr.io/k8snetworkplumbingwg",
+        "sriov-network-device-plugin",
+        "v3.9.0",
+    )
+    (resource,) = json.loads(plugin["config"])["resourceList"]
+    assert f"{resource['resourcePrefix']}/{resource['resourceName']}" == layer.RDMA_RESOURCE == "rdma/ib"
+    assert resource["selectors"] == {"vendors": ["15b3"], "linkTypes": ["infiniband"], "isRdma": True}
+    # The CRDs come with the chart: both objects wait for it.
+    assert chart.urn in rule.dependencies and {chart.urn, rule.urn} <= set(policy.dependencies)
+
+
+def test_nvidia_sizes_get_the_gpu_operator_with_rdma_after_the_network_operator(azure_run: Run) -> None:
+    run = azure_run(azure_obj(H100))
+    charts = _charts(run)
+    assert "gpu-operator-charts" not in charts and "cert-manager" not in charts
+    gpu = charts["gpu-operator"]
+    assert (gpu.inputs["version"], gpu.inputs["namespace"]) == ("v26.3.0", "gpu-operator")
+    values = gpu.inputs["values"]
+    assert values["driver"] == {"rdma": {"enabled": True}} and values["nfd"] == {"enabled": False}
+    for manager in ("migManager", "vgpuDeviceManager", "vfioManager", "sandboxDevicePlugin"):
+        assert values[manager] == {"enabled": False}
+    # The chart's own toleration and the GPU pool's taint: the operands reach the tainted pool.
+    taint_key = run.one("azure-native:containerservice:AgentPool").inputs["nodeTaints"][0].split("=")[0]
+    keys = {t["key"] for t in values["daemonsets"]["tolerations"]}
+    assert keys == {"nvidia.com/gpu", taint_key}
+    assert _cr(run, "NicClusterPolicy").urn in gpu.dependencies
+
+
+def test_mi300x_gets_amds_operator_and_device_config_not_nvidias(azure_run: Run) -> None:
+    run = azure_run(azure_obj(MI300X))
+    charts = _charts(run)
+    assert "gpu-operator" not in charts
+    cert, amd = charts["cert-manager"], charts["gpu-operator-charts"]
+    assert (cert.inputs["version"], cert.inputs["values"]) == ("v1.15.1", {"crds": {"enabled": True}})
+    assert (amd.inputs["version"], amd.inputs["repositoryOpts"]["repo"], amd.inputs["namespace"]) == (
+        "v1.4.1",
+        "https://rocm.github.io/gpu-operator",
+        "kube-amd-gpu",
+    )
+    assert amd.inputs["values"]["crds"] == {"defaultCR": {"install": False}}
+    assert cert.urn in amd.dependencies
+    config = _cr(run, "DeviceConfig")
+    assert config.inputs["metadata"] == {"name": "gpu-operator", "namespace": "kube-amd-gpu"}
+    assert config.inputs["spec"]["driver"]["enable"] is False  # the GPU pool's driver is None
+    assert amd.urn in config.dependencies
+    # No image is left on a moving tag.
+    assert "latest" not in json.dumps(config.inputs["spec"])
+    # InfiniBand is the same on MI300X: rdma/ib from the same policy.
+    assert "sriovDevicePlugin" in _cr(run, "NicClusterPolicy").inputs["spec"]
+
+
+def test_mi300x_with_the_nvidia_operator_is_refused_with_the_allowed_one() -> None:
+    mi300x = parse_spec(azure_obj(MI300X))
+    with pytest.raises(ValueError) as info:
+        gpu_operator_for(mi300x, "nvidia")
+    text = str(info.value)
+    assert "'nvidia'" in text and MI300X in text and "allowed: 'amd'" in text
+    with pytest.raises(ValueError, match="allowed: 'nvidia'"):
+        gpu_operator_for(parse_spec(azure_obj(H100)), "amd")
+    assert gpu_operator_for(mi300x, None) == "amd" and gpu_operator_for(parse_spec(azure_obj(H100)), None) == "nvidia"
+
+
+def test_operator_namespaces_are_privileged_and_the_charts_wait_for_them(azure_run: Run) -> None:
+    for itype in (H100, MI300X):
+        run = azure_run(azure_obj(itype))
+        spaces = {r.inputs["metadata"]["name"]: r for r in run.of_type("kubernetes:core/v1:Namespace")}
+        for chart in run.of_type(CHART):
+            ns = spaces[chart.inputs["namespace"]]
+            assert ns.urn in chart.dependencies, chart.name
+        for name in ("network-operator", "gpu-operator") if itype == H100 else ("network-operator",):
+            assert spaces[name].inputs["metadata"]["labels"] == {"pod-security.kubernetes.io/enforce": "privileged"}
+
+
+def test_lustre_csi_goes_in_in_the_install_scripts_order_from_one_pinned_tag(azure_run: Run) -> None:
+    run = azure_run()
+    files = run.of_type("kubernetes:yaml/v2:ConfigFile")
+    urls = [f.inputs["file"] for f in files]
+    assert [u.rsplit("/", 1)[-1] for u in urls] == [
+        "rbac-csi-azurelustre-controller.yaml",
+        "rbac-csi-azurelustre-node.yaml",
+        "csi-azurelustre-driver.yaml",
+        "csi-azurelustre-controller.yaml",
+        "csi-azurelustre-node-jammy.yaml",
+        "csi-azurelustre-node-noble.yaml",
+    ]
+    assert all(
+        u.startswith("https://raw.githubusercontent.com/kubernetes-sigs/azurelustre-csi-driver/v0.4.0/") for u in urls
+    )
+    for before, after in zip(files, files[1:]):
+        assert before.urn in after.dependencies
+
+
+def test_the_lustre_volume_is_the_stacks_file_system_and_its_claim_is_the_output(azure_run: Run) -> None:
+    run = azure_run()
+    out = read_outputs(run.outputs)
+    pv = run.one("kubernetes:core/v1:PersistentVolume")
+    pvc = run.one("kubernetes:core/v1:PersistentVolumeClaim")
+    csi = pv.inputs["spec"]["csi"]
+    assert csi["driver"] == "azurelustre.csi.azure.com"
+    assert csi["volumeHandle"] == out.mount.volume_handle
+    assert (
+        csi["volumeAttributes"] == {"mgs-ip-address": azure_mocks.MOCK_MGS}
+        and out.mount.dns_name == azure_mocks.MOCK_MGS
+    )
+    assert pv.inputs["spec"]["mountOptions"] == ["noatime", "flock"]
+    assert pv.inputs["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    assert pv.inputs["spec"]["capacity"] == {"storage": "32768Gi"}
+    assert (out.scheduler.namespace, out.scheduler.lustre_claim) == (JOB_NAMESPACE, pvc.inputs["metadata"]["name"])
+    assert pvc.inputs["metadata"]["namespace"] == JOB_NAMESPACE
+    assert pvc.inputs["spec"]["volumeName"] == pv.inputs["metadata"]["name"]
+    ns = next(r for r in run.of_type("kubernetes:core/v1:Namespace") if r.inputs["metadata"]["name"] == JOB_NAMESPACE)
+    noble = run.of_type("kubernetes:yaml/v2:ConfigFile")[-1]
+    lustre = run.one("azure-native:storagecache:AmlFilesystem")
+    assert {ns.urn, noble.urn, lustre.urn} <= set(pv.dependencies)
+    assert pv.urn in pvc.dependencies
+
+
+def test_jobset_runs_on_the_system_pool_and_every_object_goes_through_the_clusters_provider(azure_run: Run) -> None:
+    run = azure_run()
+    js = _charts(run)["oci://registry.k8s.io/jobset/charts/jobset"]
+    assert js.inputs["values"] == {"controller": {"nodeSelector": {"agentpool": "system"}}}
+    (provider,) = run.of_type("pulumi:providers:kubernetes")
+    objects = [r for r in run.resources if r.type.startswith("kubernetes:") and r.custom]
+    assert objects and all(r.provider.startswith(provider.urn) for r in objects)
