@@ -58,7 +58,7 @@ class Peak:
     activations: int
     """Activations saved for backward and backward's temporaries at the peak (GPU: the rest)."""
     other: int
-    """Tensors alive at the peak that are none of the above (inputs, targets, losses)."""
+    """Tensors alive at the peak that are none of the above: the optimizer step's temporaries."""
     measured_by: str
     """``dispatch`` (live tensor storages, CPU) or ``cuda`` (the allocator's peak)."""
 
@@ -118,12 +118,15 @@ class Tracker(TorchDispatchMode):
 
     Every storage an op returns is followed through a weak reference until it dies, and
     ``UntypedStorage.resize_`` is watched while the tracker is on (FSDP2 frees an all-gathered
-    parameter that way, without an op). A storage's kind is set when it is first seen (optimizer
-    state inside ``optimizer.step``, activations otherwise, or what :meth:`track` was told) and
+    parameter that way, without an op). A storage's kind is set when it is first seen ("other"
+    inside ``optimizer.step``, activations otherwise, or what :meth:`track` was told) and
     changed when it shows up as something else: a module's parameter as the module is called
     (so FSDP2's all-gathered blocks count as parameters while they live), a gradient when it
-    is accumulated into a parameter or when the optimizer takes it. No module backward hooks
-    are used: the pipeline's stages run backward through ``autograd.grad``, which they break.
+    is accumulated into a parameter or when the optimizer takes it, optimizer state when the
+    step ends. The breakdown at the peak is as labelled at that moment: a gradient still being
+    reduced (FSDP2 assigns its sharded gradients after the reduce-scatter) counts as an
+    activation then; the total does not depend on the labels. No module backward hooks are
+    used: the pipeline's stages run backward through ``autograd.grad``, which they break.
     """
 
     def __init__(self, device: torch.device) -> None:
@@ -247,7 +250,8 @@ class Tracker(TorchDispatchMode):
         if any(t is DTensor for t in types):
             return NotImplemented  # let DTensor run its local ops, which come back here
         out = func(*args, **(kwargs or {}))
-        self.track(OPT if self._in_opt else ACT, out, relabel=False)
+        # Inside optimizer.step: temporaries ("other") until the step's end names its state.
+        self.track(OTHER if self._in_opt else ACT, out, relabel=False)
         return out
 
 
