@@ -78,3 +78,19 @@ def test_cuda_tracking_resets_and_reads_the_allocator() -> None:
         del x
     assert tr.peak is None  # the caller builds it from the allocator and the counted state
     assert torch.cuda.max_memory_allocated(dev) >= 4 << 20
+
+
+def test_a_storage_relabelled_after_the_peak_moves_in_the_peaks_breakdown() -> None:
+    # FSDP2 hands over a sharded gradient after the reduce-scatter, AdamW names its moments at
+    # the step's end: what a storage alive at the peak turned out to be is what the peak shows.
+    with memory.tracked(torch.device("cpu")) as tr:
+        assert isinstance(tr, memory.Tracker)
+        g = torch.zeros(1 << 16)  # 256 KiB, an "activation" when made
+        peak_moment = torch.zeros(1 << 16)
+        del peak_moment  # the peak (512 KiB) is behind us
+        late = torch.zeros(1 << 10)  # made after the peak: not part of it
+        tr.track(memory.GRAD, g)
+        tr.track(memory.GRAD, late)
+    p = tr.peak
+    assert p is not None and p.problems() == []
+    assert (p.total, p.grads, p.activations) == (1 << 19, 1 << 18, 1 << 18)

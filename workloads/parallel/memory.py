@@ -100,6 +100,18 @@ def from_cuda(allocator_peak: int, params: int, grads: int, optimizer: int) -> P
 PARAM, GRAD, OPT, ACT, OTHER = "params", "grads", "optimizer", "activations", "other"
 
 
+@dataclass(slots=True)
+class _Entry:
+    """One live storage."""
+
+    nbytes: int
+    kind: str
+    seq: int
+    """Order in which the tracker first saw it."""
+    resized: bool = False
+    ref: Any = None
+
+
 def _storages(t: torch.Tensor) -> list[torch.UntypedStorage]:
     """The storages holding ``t``'s data: its own, or its inner tensors' for a wrapper subclass."""
     from torch.utils._python_dispatch import is_traceable_wrapper_subclass
@@ -123,10 +135,12 @@ class Tracker(TorchDispatchMode):
     changed when it shows up as something else: a module's parameter as the module is called
     (so FSDP2's all-gathered blocks count as parameters while they live), a gradient when it
     is accumulated into a parameter or when the optimizer takes it, optimizer state when the
-    step ends. The breakdown at the peak is as labelled at that moment: a gradient still being
-    reduced (FSDP2 assigns its sharded gradients after the reduce-scatter) counts as an
-    activation then; the total does not depend on the labels. No module backward hooks are
-    used: the pipeline's stages run backward through ``autograd.grad``, which they break.
+    step ends. The breakdown at the peak is by what each storage alive then turned out to be: a
+    storage relabelled after the peak moves in the peak's breakdown too, if it was alive at the
+    peak (created before it, alive still, never resized since) - FSDP2's sharded gradients, which
+    it assigns after the reduce-scatter, and AdamW's moments, created inside the step that may
+    hold the peak. The total does not depend on the labels. No module backward hooks are used:
+    the pipeline's stages run backward through ``autograd.grad``, which they break.
     """
 
     def __init__(self, device: torch.device) -> None:
@@ -134,32 +148,39 @@ class Tracker(TorchDispatchMode):
         self.device = device
         self.current: dict[str, int] = dict.fromkeys((PARAM, GRAD, OPT, ACT, OTHER), 0)
         self.best: dict[str, int] = dict(self.current)
-        self._info: WeakIdKeyDictionary = WeakIdKeyDictionary()  # storage -> [nbytes, kind, weakref]
+        self._info: WeakIdKeyDictionary = WeakIdKeyDictionary()  # storage -> _Entry
+        self._seq = 0  # storages seen so far
+        self._peak_seq = 0  # ... when the peak was taken
         self._in_opt = False
         self._handles: list[Any] = []
         self._orig_resize = torch.UntypedStorage.resize_
         self.peak: Peak | None = None
 
     # --- bookkeeping ------------------------------------------------------------------------
-    def _gone(self, entry: list[Any], _ref: Any) -> None:
-        self.current[entry[1]] -= entry[0]
+    def _gone(self, entry: _Entry, _ref: Any) -> None:
+        self.current[entry.kind] -= entry.nbytes
 
     def _see(self, st: torch.UntypedStorage, kind: str, relabel: bool) -> None:
         entry = self._info.get(st)  # type: ignore[no-untyped-call]
         if entry is None:
-            entry = [st.nbytes(), kind, None]
-            entry[2] = weakref.ref(st, functools.partial(self._gone, entry))
+            self._seq += 1
+            entry = _Entry(nbytes=st.nbytes(), kind=kind, seq=self._seq)
+            entry.ref = weakref.ref(st, functools.partial(self._gone, entry))
             self._info[st] = entry
-            self.current[kind] += entry[0]
+            self.current[kind] += entry.nbytes
             self._note_peak()
-        elif relabel and entry[1] != kind:
-            self.current[entry[1]] -= entry[0]
-            self.current[kind] += entry[0]
-            entry[1] = kind
+        elif relabel and entry.kind != kind:
+            self.current[entry.kind] -= entry.nbytes
+            self.current[kind] += entry.nbytes
+            if entry.seq <= self._peak_seq and not entry.resized:  # alive at the peak, as it is now
+                self.best[entry.kind] -= entry.nbytes
+                self.best[kind] += entry.nbytes
+            entry.kind = kind
 
     def _note_peak(self) -> None:
         if sum(self.current.values()) > sum(self.best.values()):
             self.best = dict(self.current)
+            self._peak_seq = self._seq
 
     def track(self, kind: str, tensors: Any, relabel: bool = True) -> None:
         """Count ``tensors`` (any nesting of tensors) as ``kind`` from now on."""
@@ -171,9 +192,10 @@ class Tracker(TorchDispatchMode):
     def _resized(self, st: torch.UntypedStorage, size: int) -> None:
         self._orig_resize(st, size)
         entry = self._info.get(st)  # type: ignore[no-untyped-call]
-        if entry is not None and entry[0] != st.nbytes():
-            self.current[entry[1]] += st.nbytes() - entry[0]
-            entry[0] = st.nbytes()
+        if entry is not None and entry.nbytes != st.nbytes():
+            self.current[entry.kind] += st.nbytes() - entry.nbytes
+            entry.nbytes = st.nbytes()
+            entry.resized = True
             self._note_peak()
 
     def step(self) -> None:
