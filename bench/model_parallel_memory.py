@@ -153,8 +153,7 @@ def main() -> int:
             vals = [row[key] for row in run["per_rank"]]
             cells = " ".join(f"{v / MIB:>9.3f}" for v in vals)
             print(
-                f"{run['mode'] if key == 'peak_total' else '':<14} {label:<18} {cells} "
-                f"{max(vals) / one['total']:>9.3f}"
+                f"{run['mode'] if key == 'peak_total' else '':<14} {label:<18} {cells} {max(vals) / one['total']:>9.3f}"
             )
     print("per mode: largest rank's peak / one-device peak | within budget | max relative loss difference | time")
     for run in m["runs"]:

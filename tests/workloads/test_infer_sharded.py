@@ -136,8 +136,17 @@ def test_a_tp_degree_that_does_not_divide_the_ranks_fails_before_any_work(tmp_pa
     write_synthetic(out=tmp_path / "tok", shards=1, tokens_per_shard=200, vocab=64, seed=2)
     r = torchrun(
         "workloads.tasks.infer",
-        ["run", "--tp", "2", "--data", str(tmp_path / "tok" / "*.bin"), "--vocab-size", "64",
-         "--output-dir", str(tmp_path / "o")],  # fmt: skip
+        [
+            "run",
+            "--tp",
+            "2",
+            "--data",
+            str(tmp_path / "tok" / "*.bin"),
+            "--vocab-size",
+            "64",
+            "--output-dir",
+            str(tmp_path / "o"),
+        ],  # fmt: skip
         nproc=3,
     )
     assert r.returncode != 0

@@ -403,6 +403,8 @@ def test_a_budget_no_rank_can_meet_fails_the_job(one_device: tuple[list[float], 
     assert m["runs"][0]["within_budget"] is False and m["one_device_peak"] is None
     assert "OVER: rank 0: peak_total" in r.stdout and "rank 1: peak_total" in r.stdout
     assert "params_peak_materialise" not in r.stdout.split("OVER:")[1]  # the parameters did fit
+
+
 def test_bf16_mixed_precision_runs_on_gloo_and_only_tracks_the_reference(
     budget_reference: list[float], tmp_path: Path
 ) -> None:

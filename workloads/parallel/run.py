@@ -216,9 +216,7 @@ def parse_config(argv: list[str] | None = None) -> MPConfig:
     seed = p.integer("--seed", a.seed, lo=0)
     if a.precision not in PRECISIONS:
         p.add("--precision", f"{a.precision!r} (allowed: {', '.join(PRECISIONS)})")
-    budget = (
-        None if a.memory_budget_mib is None else p.number("--memory-budget-mib", a.memory_budget_mib, gt=0.0)
-    )
+    budget = None if a.memory_budget_mib is None else p.number("--memory-budget-mib", a.memory_budget_mib, gt=0.0)
     if a.data is not None and not p:
         _, problems = check_shards(a.data, seq_len=model.seq_len, vocab_size=model.vocab_size)
         p.extend(problems)

@@ -407,4 +407,3 @@ if __name__ == "__main__":
     from workloads.runtime.device import exit_process
 
     exit_process(main())
-
