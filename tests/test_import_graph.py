@@ -41,7 +41,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "workloads.train": ("workloads.runtime", *_RUNTIME_UP),
     "workloads.collectives": ("workloads.health", "workloads.runtime", *_RUNTIME_UP),
     "workloads.parallel": ("workloads.train", "workloads.runtime", *_RUNTIME_UP),
-    "workloads.tasks": ("workloads.train", "workloads.runtime", *_RUNTIME_UP),
+    # Sharded inference applies the parallel package's tensor-parallel plans (issue 27).
+    "workloads.tasks": ("workloads.parallel", "workloads.train", "workloads.runtime", *_RUNTIME_UP),
     "workloads.launch": ("workloads.runtime", *_RUNTIME_UP),
     "workloads.validate": (
         "workloads.launch",

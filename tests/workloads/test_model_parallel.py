@@ -1,5 +1,6 @@
 """FSDP2, tensor, 2-D and pipeline parallelism launched with torchrun on gloo, against the
-one-process run, with every rank's resident parameters under a budget below the model's size."""
+one-process run, with every rank's peak of everything (parameters, gradients, optimizer state,
+activations) under a budget below the one-device peak."""
 
 from __future__ import annotations
 
@@ -15,7 +16,15 @@ import torch
 
 from tests.workloads.torchrun_util import REPO, TIMEOUT_S, explain, job_env, torchrun
 from workloads.train.model import GPT, GPTConfig, total_params
-from workloads.parallel.run import LOSS_RTOL, compare, parse_config, run_reference, stage_layers, world_problems
+from workloads.parallel.run import (
+    LOSS_RTOL,
+    compare,
+    parse_config,
+    run_reference,
+    run_reference_measured,
+    stage_layers,
+    world_problems,
+)
 from workloads.parallel.materialise import fill_box, init_local, materialise, meta_model, normal_at, storage_bytes
 
 ARGS = [
@@ -103,9 +112,11 @@ def test_modes_and_sizes_checked(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         parse_config(["--mode", "fsdp", "--precision", "fp8", "--param-budget-mib", "0"])
     err = capsys.readouterr().err
-    assert "--precision: 'fp8' (allowed: auto, fp32, bf16)" in err and "--param-budget-mib" in err
+    assert "--precision: 'fp8' (allowed: auto, fp32, bf16)" in err and "--memory-budget-mib: " in err
     cfg = parse_config(["--mode", "fsdp,tp,2d,pipeline-1f1b", "--param-budget-mib", "1.5"])
-    assert cfg.modes == ("fsdp", "tp", "2d", "pipeline-1f1b") and cfg.param_budget_bytes == 3 << 19
+    assert cfg.modes == ("fsdp", "tp", "2d", "pipeline-1f1b") and cfg.memory_budget_bytes == 3 << 19
+    # The clearer name and the old one are one flag.
+    assert parse_config(["--mode", "tp", "--memory-budget-mib", "1.5"]).memory_budget_bytes == 3 << 19
 
 
 def test_world_size_problems_reported_together_before_any_mode_runs() -> None:
@@ -218,7 +229,7 @@ def test_every_parallelism_materialises_the_one_process_values(tmp_path: Path) -
     assert "(_StridedShard(dim=0, sf=2), Shard(dim=0))" in doc["2d"]["placements"]
 
 
-# --- the parameter budget: training proceeds with every rank under it ----------------------------
+# --- the memory budget: training proceeds with every rank's whole peak under it ------------------
 
 BUDGET_ARGS = [
     "--vocab-size",
@@ -248,13 +259,38 @@ PARAM_FIGURES = ("params_materialised", "params_peak_materialise", "params_peak_
 
 
 @pytest.fixture(scope="module")
-def budget_reference() -> list[float]:
-    return run_reference(BUDGET_CFG)
+def one_device() -> tuple[list[float], Any]:
+    """The reference's losses and its one-device peak, measured in this process."""
+    losses, peak = run_reference_measured(BUDGET_CFG)
+    assert peak is not None and peak.problems() == []
+    return losses, peak
 
 
-def _check_budget_run(m: dict[str, Any], budget: int, world: int, reference: list[float]) -> None:
-    assert m["full_model_param_bytes"] == FULL_BYTES and budget < FULL_BYTES
-    assert m["param_budget_bytes"] == budget and m["match"] is True
+@pytest.fixture(scope="module")
+def budget_reference(one_device: tuple[list[float], Any]) -> list[float]:
+    return one_device[0]
+
+
+def test_one_device_peak_counts_parameters_gradients_optimizer_and_activations(
+    one_device: tuple[list[float], Any],
+) -> None:
+    _, peak = one_device
+    # fp32 AdamW (foreach=False): two moments per parameter, and a 4-byte step count for each
+    # of the model's parameter tensors.
+    n_tensors = len(list(GPT(BUDGET_CFG.model).parameters()))
+    assert peak.params == FULL_BYTES and peak.optimizer == 2 * FULL_BYTES + 4 * n_tensors
+    assert 0 < peak.grads <= FULL_BYTES
+    # Activations: at least the logits [batch, seq, vocab] fp32 and their log-softmax.
+    assert peak.activations >= 2 * 8 * 16 * 256 * 4
+    assert peak.total > 4 * FULL_BYTES  # what a parameter-only count misses, several times over
+
+
+def _check_budget_run(m: dict[str, Any], budget: int, world: int, reference: list[float], one: Any) -> None:
+    assert m["full_model_param_bytes"] == FULL_BYTES
+    assert m["memory_budget_bytes"] == budget and m["match"] is True
+    # The job's own one-device peak (rank 0 ran the reference) agrees with this process's.
+    assert m["one_device_peak"]["total"] == one.total
+    assert budget < one.total  # the model does not fit the budget on one device
     for run in m["runs"]:
         mode = run["mode"]
         assert run["within_budget"] is True, mode
@@ -268,22 +304,34 @@ def _check_budget_run(m: dict[str, Any], budget: int, world: int, reference: lis
                 assert 0 < row[k] <= budget, (mode, rank, k, row[k], budget)
             assert row["params_peak_materialise"] >= row["params_materialised"]
             assert row["grads"] > 0 and row["optimizer_state"] >= row["grads"]  # AdamW: two moments
+            # The training peak holds at least the resident state, and activations on top.
+            parts = ("peak_params", "peak_grads", "peak_optimizer", "peak_activations", "peak_other")
+            assert row["peak_total"] == sum(row[k] for k in parts), (mode, rank, row)
+            assert row["peak_params"] >= row["params_materialised"] and row["peak_activations"] > 0
+            # The whole optimizer state, plus the 4-byte step counts optimizer_state leaves out.
+            assert 0 <= row["peak_optimizer"] - row["optimizer_state"] < 1024, (mode, rank, row)
+            assert row["params_materialised"] + row["optimizer_state"] < row["peak_total"] <= budget
+        assert run["peak_fraction"] == max(r["peak_total"] for r in rows) / one.total
         # Shards, not copies: together the ranks hold at least the whole model (plus replicas
         # of the LayerNorms under TP and FSDP's padding), no rank more than ~its share.
         held = sum(row["params_materialised"] for row in rows)
         assert FULL_BYTES <= held < 1.1 * FULL_BYTES, (mode, held)
 
 
-def test_two_ranks_train_under_a_parameter_budget(budget_reference: list[float], tmp_path: Path) -> None:
+def test_two_ranks_train_a_model_over_the_budget(
+    one_device: tuple[list[float], Any], budget_reference: list[float], tmp_path: Path
+) -> None:
+    # Measured: each mode's largest rank peaks at 0.45-0.58 of the one-device peak on 2 ranks.
     out = tmp_path / "m.json"
-    budget_mib = 0.7 * FULL_BYTES / (1 << 20)
+    _, one = one_device
+    budget_mib = 0.7 * one.total / (1 << 20)
     r = torchrun(
         "workloads.parallel.run",
         [
             "--mode",
             "fsdp,tp,pipeline,pipeline-1f1b",
             *BUDGET_ARGS,
-            "--param-budget-mib",
+            "--memory-budget-mib",
             f"{budget_mib:.6f}",
             "--check-reference",
             "--json",
@@ -293,15 +341,20 @@ def test_two_ranks_train_under_a_parameter_budget(budget_reference: list[float],
     )
     assert r.returncode == 0, explain(r)
     m = json.loads(out.read_text())
-    _check_budget_run(m, m["param_budget_bytes"], 2, budget_reference)
-    assert abs(m["param_budget_bytes"] - 0.7 * FULL_BYTES) < 2
+    _check_budget_run(m, m["memory_budget_bytes"], 2, budget_reference, one)
+    assert abs(m["memory_budget_bytes"] - 0.7 * one.total) < 2
     assert [run["mode"] for run in m["runs"]] == ["fsdp", "tp", "pipeline", "pipeline-1f1b"]
     assert "every rank within" in r.stdout and "rank 1: params" in r.stdout
+    assert "largest rank's peak / one-device peak" in r.stdout
 
 
-def test_four_ranks_2d_under_a_quarter_budget(budget_reference: list[float], tmp_path: Path) -> None:
+def test_four_ranks_2d_under_half_the_one_device_peak(
+    one_device: tuple[list[float], Any], budget_reference: list[float], tmp_path: Path
+) -> None:
+    # Measured: 2-D (dp 2 x tp 2) peaks at 0.30 of one device, FSDP on 4 ranks at 0.39.
     out = tmp_path / "m.json"
-    budget_mib = 0.35 * FULL_BYTES / (1 << 20)  # (dp 2) x (tp 2): each rank ~1/4 of the model
+    _, one = one_device
+    budget_mib = 0.5 * one.total / (1 << 20)
     r = torchrun(
         "workloads.parallel.run",
         [
@@ -310,7 +363,7 @@ def test_four_ranks_2d_under_a_quarter_budget(budget_reference: list[float], tmp
             "--tp",
             "2",
             *BUDGET_ARGS,
-            "--param-budget-mib",
+            "--param-budget-mib",  # the flag's older name still works
             f"{budget_mib:.6f}",
             "--check-reference",
             "--json",
@@ -320,13 +373,16 @@ def test_four_ranks_2d_under_a_quarter_budget(budget_reference: list[float], tmp
     )
     assert r.returncode == 0, explain(r)
     m = json.loads(out.read_text())
-    _check_budget_run(m, m["param_budget_bytes"], 4, budget_reference)
+    _check_budget_run(m, m["memory_budget_bytes"], 4, budget_reference, one)
 
 
-def test_a_budget_no_rank_can_meet_fails_the_job(tmp_path: Path) -> None:
-    # The budget check can fail: a pipeline stage of a 4-block model on 2 ranks holds ~1/2.
+def test_a_budget_no_rank_can_meet_fails_the_job(one_device: tuple[list[float], Any], tmp_path: Path) -> None:
+    # The budget check can fail: a 2-stage pipeline's ranks each peak at ~1/2 of one device,
+    # although their parameters alone (~0.5 of the model's 4 bytes a parameter) would fit.
     out = tmp_path / "m.json"
-    budget_mib = 0.3 * FULL_BYTES / (1 << 20)
+    _, one = one_device
+    budget = 0.3 * one.total
+    assert budget > FULL_BYTES / 2  # a parameter-only budget would have passed this
     r = torchrun(
         "workloads.parallel.run",
         [
@@ -335,8 +391,8 @@ def test_a_budget_no_rank_can_meet_fails_the_job(tmp_path: Path) -> None:
             *BUDGET_ARGS,
             "--steps",
             "1",
-            "--param-budget-mib",
-            f"{budget_mib:.6f}",
+            "--memory-budget-mib",
+            f"{budget / (1 << 20):.6f}",
             "--json",
             str(out),
         ],
@@ -344,8 +400,9 @@ def test_a_budget_no_rank_can_meet_fails_the_job(tmp_path: Path) -> None:
     )
     assert r.returncode != 0, explain(r)
     m = json.loads(out.read_text())
-    assert m["runs"][0]["within_budget"] is False
-    assert "OVER: rank 0: params_materialised" in r.stdout and "rank 1: params_materialised" in r.stdout
+    assert m["runs"][0]["within_budget"] is False and m["one_device_peak"] is None
+    assert "OVER: rank 0: peak_total" in r.stdout and "rank 1: peak_total" in r.stdout
+    assert "params_peak_materialise" not in r.stdout.split("OVER:")[1]  # the parameters did fit
 
 
 def test_bf16_mixed_precision_runs_on_gloo_and_only_tracks_the_reference(

@@ -30,6 +30,8 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 
+from workloads.parallel.memory import FIELDS as PEAK_FIELDS
+from workloads.parallel.memory import Peak
 from workloads.train.model import GPT, GPTConfig
 
 INIT_CHUNK = 1 << 13
@@ -182,6 +184,8 @@ class Residency:
     """CUDA allocator peak over materialisation and training (everything, activations too); None on CPU."""
     samples: list[int] = field(default_factory=list)
     """Parameter storage after each step."""
+    peak: Peak | None = None
+    """Everything alive at the training steps' peak, by kind (:mod:`workloads.parallel.memory`)."""
 
     def figures(self) -> list[int]:
         return [
@@ -191,6 +195,7 @@ class Residency:
             self.grads,
             self.optimizer,
             -1 if self.device_peak is None else self.device_peak,
+            *(self.peak.figures() if self.peak is not None else [-1] * len(PEAK_FIELDS)),
         ]
 
 
@@ -201,8 +206,13 @@ FIGURES = (
     "grads",
     "optimizer_state",
     "device_peak",
+    *(f"peak_{f}" for f in PEAK_FIELDS),
 )
-"""Names of :meth:`Residency.figures`, in order (bytes; ``device_peak`` -1 off GPU)."""
+"""Names of :meth:`Residency.figures`, in order (bytes; ``device_peak`` -1 off GPU, ``peak_*`` -1 unmeasured).
+
+``peak_total`` is everything the rank held at the peak of its training steps; with
+``params_peak_materialise`` (shards plus initialisation scratch, all there is while
+materialising) it is what a budget over everything compares with."""
 
 
 def materialise(model: nn.Module, cfg: GPTConfig | None, seed: int, device: torch.device) -> Residency:

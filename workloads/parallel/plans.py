@@ -86,6 +86,34 @@ def tp_plan(model: GPT) -> dict[str, Any]:
     return plan
 
 
+def tp_inference_plan(model: GPT) -> dict[str, Any]:
+    """:func:`tp_plan` for a whole GPT that may tie its head to the token embedding (inference).
+
+    A tied table cannot be split two ways at once, so when the head is tied the token embedding
+    is split row-wise (by vocabulary: each rank looks up the ids it holds, the others contribute
+    zeros, the partial rows are all-reduced), which is the same ``Shard(0)`` the column-wise head
+    gives the shared weight (torchtitan splits ``tok_embeddings`` row-wise the same way,
+    ``torchtitan/models/llama3/infra/parallelize.py``). No gradient flows in inference, so the
+    replicated-gradient cost that keeps training column-wise (see this module) does not arise.
+    """
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.parallel import RowwiseParallel
+
+    plan = tp_plan(model)
+    if model.cfg.tie_weights:
+        plan["tok_emb"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())
+    return plan
+
+
+def apply_tp_inference(model: GPT, mesh: DeviceMesh) -> None:
+    """Split a whole (already initialised) GPT for inference; a tied head stays tied, one shard."""
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    parallelize_module(model, mesh, tp_inference_plan(model))
+    if model.cfg.tie_weights and model.head is not None and model.tok_emb is not None:
+        model.head.weight = model.tok_emb.weight  # both Shard(0): the same local rows
+
+
 def apply_tp(model: GPT, mesh: DeviceMesh) -> None:
     from torch.distributed.tensor.parallel import parallelize_module
 

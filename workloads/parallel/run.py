@@ -4,7 +4,7 @@
     torchrun --nproc-per-node 8 -m workloads.parallel --mode 2d --tp 4
     torchrun --nproc-per-node 4 -m workloads.parallel --mode pipeline-1f1b --microbatches 8
     torchrun --nproc-per-node 2 -m workloads.parallel --mode fsdp,tp,pipeline --check-reference \
-        --param-budget-mib 0.6
+        --memory-budget-mib 1.3    # measured: one device peaks at 1.44 MiB, these modes at <= 1.17
     python -m workloads.parallel --mode reference      # the one-process run
 
 ``--mode`` takes one mode or a comma-separated list of the split modes, run one after the
@@ -43,11 +43,15 @@ The model's head is untied: a pipeline puts the embedding and the head on differ
 
 Memory: every rank measures the bytes of its parameter storage (the local shards, FSDP's
 padding included) after materialisation, at the peak of materialisation (shards plus the
-initialisation's scratch), and after every step, plus its gradients and optimizer state;
-rank 0 prints them per rank beside the full model's size. ``--param-budget-mib`` fails the
-job if any rank's parameters exceed the budget at any of those points. (FSDP all-gathers one
-block's parameters at a time during forward and backward by design: that transient is not
-resident and is not counted; on GPU the allocator's peak, which includes it, is reported.)
+initialisation's scratch), and after every step, plus its gradients and optimizer state; and
+the peak of everything it holds during the training steps, by kind: parameters (FSDP's
+all-gathered blocks included while they live), gradients, optimizer state, activations
+(:mod:`workloads.parallel.memory`: live tensor storages on CPU, the allocator's peak on GPU).
+Rank 0 prints them per rank beside the full model's size and, with ``--check-reference``, the
+one-device peak of the reference run measured the same way, and each mode's largest per-rank
+peak as a fraction of it. ``--memory-budget-mib`` (``--param-budget-mib``, its older name, is
+the same flag) fails the job if any rank's peak while materialising or while training exceeds
+the budget: a budget over everything, not over parameters alone.
 
 Tolerance: in fp32 the split runs differ from the reference only in the order of floating
 point sums (gradients reduced across ranks or microbatches, row-wise partial sums), so every
@@ -61,6 +65,7 @@ from the reference without a verdict: only the trend is comparable.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import time
@@ -80,7 +85,7 @@ from workloads.train import plugins
 from workloads.train.data import TokenWindows, check_shards, synthetic_tokens
 from workloads.train.model import GPT, GPTConfig, lm_loss, total_params
 from workloads.parallel import checkpoint as ckpt
-from workloads.parallel import plans
+from workloads.parallel import memory, plans
 from workloads.parallel.materialise import (
     FIGURES,
     Residency,
@@ -92,7 +97,17 @@ from workloads.parallel.materialise import (
 )
 from workloads.parallel.plans import stage_layers
 
-__all__ = ["LOSS_RTOL", "MODES", "MPConfig", "compare", "main", "parse_config", "run_reference", "stage_layers"]
+__all__ = [
+    "LOSS_RTOL",
+    "MODES",
+    "MPConfig",
+    "compare",
+    "main",
+    "parse_config",
+    "run_reference",
+    "run_reference_measured",
+    "stage_layers",
+]
 
 LOSS_RTOL = 1e-5
 """Largest relative difference allowed between a split run's loss and the reference's, per step (fp32)."""
@@ -126,8 +141,8 @@ class MPConfig:
     """Optional shard glob; windows are taken in order. ``None``: synthetic tokens."""
     precision: str
     """``fp32``, ``bf16`` (FSDP2's mixed precision; ``fsdp`` and ``2d`` only) or ``auto`` (bf16 on GPU)."""
-    param_budget_bytes: int | None
-    """Per-rank ceiling on resident parameter bytes; ``None``: measured, not enforced."""
+    memory_budget_bytes: int | None
+    """Per-rank ceiling on everything held at the peak (materialising, training); ``None``: not enforced."""
     check_reference: bool
     """Rank 0 reruns the reference and fails the job outside :data:`LOSS_RTOL`."""
     json_path: Path | None
@@ -191,7 +206,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--precision", default="auto", help="fp32, bf16 or auto (bf16 for fsdp and 2d on GPU, fp32 otherwise)"
     )
     ap.add_argument(
-        "--param-budget-mib", default=None, help="fail if any rank's resident parameters exceed this many MiB"
+        "--memory-budget-mib",
+        "--param-budget-mib",
+        dest="memory_budget_mib",
+        default=None,
+        help="fail if any rank's peak (parameters, gradients, optimizer state, activations) exceeds this many "
+        "MiB; --param-budget-mib is its older name",
     )
     ap.add_argument(
         "--check-reference",
@@ -297,7 +317,7 @@ def parse_config(argv: list[str] | None = None) -> MPConfig:
     seed = p.integer("--seed", a.seed, lo=0)
     if a.precision not in PRECISIONS:
         p.add("--precision", f"{a.precision!r} (allowed: {', '.join(PRECISIONS)})")
-    budget = None if a.param_budget_mib is None else p.number("--param-budget-mib", a.param_budget_mib, gt=0.0)
+    budget = None if a.memory_budget_mib is None else p.number("--memory-budget-mib", a.memory_budget_mib, gt=0.0)
     if a.data is not None and not p:
         _, problems = check_shards(a.data, seq_len=model.seq_len, vocab_size=model.vocab_size)
         p.extend(problems)
@@ -333,7 +353,7 @@ def parse_config(argv: list[str] | None = None) -> MPConfig:
         seed=seed,
         data=a.data,
         precision=a.precision,
-        param_budget_bytes=None if budget is None else int(budget * MIB),
+        memory_budget_bytes=None if budget is None else int(budget * MIB),
         check_reference=bool(a.check_reference),
         json_path=json_path,
         force_cpu=bool(a.cpu),
@@ -416,7 +436,15 @@ def _adamw(params: Any, cfg: MPConfig) -> torch.optim.Optimizer:
 
 def run_reference(cfg: MPConfig, device: torch.device | None = None) -> list[float]:
     """Loss per step of the unsplit model on the whole batch, in this process."""
+    return run_reference_measured(cfg, device, measure=False)[0]
+
+
+def run_reference_measured(
+    cfg: MPConfig, device: torch.device | None = None, *, measure: bool = True
+) -> tuple[list[float], memory.Peak | None]:
+    """:func:`run_reference`, and the one-device peak of everything it held (``measure``)."""
     device = device or torch.device("cpu")
+    data = batches(cfg)
     model: torch.nn.Module
     if cfg.model_spec is None:
         model = GPT(cfg.model).to(device)
@@ -430,13 +458,29 @@ def run_reference(cfg: MPConfig, device: torch.device | None = None) -> list[flo
     opt = _adamw(model.parameters(), cfg)
     lossf = loss_fn(cfg)
     losses = []
-    for x, y in batches(cfg):
-        loss = lossf(model(x.to(device)), y.to(device))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()  # type: ignore[no-untyped-call]
-        opt.step()
-        losses.append(float(loss.detach()))
-    return losses
+    with memory.tracked(device, model, opt) if measure else contextlib.nullcontext() as tr:
+        for x, y in data:
+            loss = lossf(model(x.to(device)), y.to(device))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()  # type: ignore[no-untyped-call]
+            opt.step()
+            losses.append(float(loss.detach()))
+            if tr is not None:
+                tr.step()
+    peak = None
+    if tr is not None:
+        peak = tr.peak or _cuda_peak(device, model, opt)
+    return losses, peak
+
+
+def _cuda_peak(device: torch.device, model: torch.nn.Module, opt: torch.optim.Optimizer) -> memory.Peak:
+    """The allocator's peak with the resident parameters, gradients and optimizer state counted."""
+    return memory.from_cuda(
+        int(torch.cuda.max_memory_allocated(device)),
+        storage_bytes(model.parameters()),
+        storage_bytes(p.grad for p in model.parameters() if p.grad is not None),
+        optimizer_state_bytes(opt),
+    )
 
 
 def uses_bf16(cfg: MPConfig, mode: str, device: torch.device) -> bool:
@@ -525,29 +569,37 @@ def run_split(mode: str, cfg: MPConfig, rt: devmod.Runtime) -> tuple[list[float]
         schedule = plans.pipeline_schedule(
             model, rt.rank, n, dev, "1f1b" if mode.endswith("1f1b") else "gpipe", cfg.microbatches, lossf
         )
-    for step, (x, y) in enumerate(batches(cfg)):
-        if step < start:
-            continue  # taken before the checkpoint: the batches are a function of the step
-        ckpt.crash_hook(step + 1, rt.rank)
-        opt.zero_grad(set_to_none=True)
-        if schedule is None:
-            loss = lossf(model(x[lo:hi].to(dev)), y[lo:hi].to(dev))
-            loss.backward()  # type: ignore[no-untyped-call]
-            mean = loss.detach().clone()
-        else:
-            mean = _pipeline_step(schedule, x.to(dev), y.to(dev), rt)
-        opt.step()
-        losses.append(_global_mean(mean, mode, rt))
-        res.samples.append(storage_bytes(model.parameters()))
-        done = step + 1
-        if cfg.ckpt_dir is not None and (done == cfg.steps or (cfg.ckpt_every and done % cfg.ckpt_every == 0)):
-            marker = {"mode": mode, "world_size": n, "losses": losses, "identity": identity(cfg)}
-            ckpt.save(cfg.ckpt_dir, done, model, opt, rt, marker)
+    data = batches(cfg)
+    # On CUDA the allocator's peak runs from the reset above, materialisation included.
+    with contextlib.nullcontext() if dev.type == "cuda" else memory.tracked(dev, model, opt) as tr:
+        for step, (x, y) in enumerate(data):
+            if step < start:
+                continue  # taken before the checkpoint: the batches are a function of the step
+            ckpt.crash_hook(step + 1, rt.rank)
+            opt.zero_grad(set_to_none=True)
+            if schedule is None:
+                loss = lossf(model(x[lo:hi].to(dev)), y[lo:hi].to(dev))
+                loss.backward()  # type: ignore[no-untyped-call]
+                mean = loss.detach().clone()
+            else:
+                mean = _pipeline_step(schedule, x.to(dev), y.to(dev), rt)
+            opt.step()
+            losses.append(_global_mean(mean, mode, rt))
+            res.samples.append(storage_bytes(model.parameters()))
+            if tr is not None:
+                tr.step()
+            done = step + 1
+            if cfg.ckpt_dir is not None and (done == cfg.steps or (cfg.ckpt_every and done % cfg.ckpt_every == 0)):
+                marker = {"mode": mode, "world_size": n, "losses": losses, "identity": identity(cfg)}
+                ckpt.save(cfg.ckpt_dir, done, model, opt, rt, marker)
     res.peak_between_steps = max(res.samples, default=res.materialised)
     res.grads = storage_bytes(p.grad for p in model.parameters() if p.grad is not None)
     res.optimizer = optimizer_state_bytes(opt)
     if dev.type == "cuda":
         res.device_peak = int(torch.cuda.max_memory_allocated(dev))
+        res.peak = _cuda_peak(dev, model, opt)
+    else:
+        res.peak = tr.peak if tr is not None else None
     return losses, res
 
 
@@ -621,18 +673,35 @@ def gather_residency(res: Residency, rt: devmod.Runtime) -> list[dict[str, int |
     rows = []
     for t in out:
         row: dict[str, int | None] = dict(zip(FIGURES, (int(v) for v in t.tolist()), strict=True))
-        if row["device_peak"] == -1:
-            row["device_peak"] = None
+        for k in ("device_peak", *(f"peak_{f}" for f in memory.FIELDS)):
+            if row[k] == -1:
+                row[k] = None
         rows.append(row)
     return rows
 
 
+BUDGET_FIGURES = ("params_peak_materialise", "peak_total")
+"""What a budget over everything is compared with: all a rank holds while materialising, and at
+its training peak (``params_peak_materialise`` is at least ``params_materialised``)."""
+
+
 def over_budget(rows: list[dict[str, int | None]], budget: int | None) -> list[str]:
-    """``rank R: figure X bytes`` for every measured parameter figure above ``budget``."""
+    """``rank R: figure X bytes`` for every figure of :data:`BUDGET_FIGURES` above ``budget``."""
     if budget is None:
         return []
-    keys = ("params_materialised", "params_peak_materialise", "params_peak_between_steps")
-    return [f"rank {r}: {k} {row[k]} bytes" for r, row in enumerate(rows) for k in keys if (row[k] or 0) > budget]
+    return [
+        f"rank {r}: {k} {row[k]} bytes"
+        for r, row in enumerate(rows)
+        for k in BUDGET_FIGURES
+        if (row.get(k) or 0) > budget
+    ]
+
+
+def peak_fraction(rows: list[dict[str, int | None]], one_device: memory.Peak | None) -> float | None:
+    """The largest rank's peak as a fraction of the one-device peak (``None`` unmeasured)."""
+    if one_device is None or not one_device.total or not rows:
+        return None
+    return max(max(row.get(k) or 0 for k in BUDGET_FIGURES) for row in rows) / one_device.total
 
 
 def compare(losses: list[float], reference: list[float]) -> tuple[float, bool]:
@@ -686,9 +755,9 @@ def _mib(v: int | None) -> str:
 def _finish(cfg: MPConfig, rt: devmod.Runtime | None, runs: list[SplitRun]) -> int:
     world = rt.world_size if rt else 1
     check = cfg.check_reference and rt is not None
-    ref = run_reference(cfg, rt.device if rt else None) if check else None
+    ref, one = run_reference_measured(cfg, rt.device if rt else None) if check else (None, None)
     full_bytes = param_count(cfg) * 4  # fp32 parameters: what the whole model holds
-    budget = cfg.param_budget_bytes
+    budget = cfg.memory_budget_bytes
     out_runs = []
     for run in runs:
         line = (
@@ -706,6 +775,7 @@ def _finish(cfg: MPConfig, rt: devmod.Runtime | None, runs: list[SplitRun]) -> i
             line += f"; max relative difference from the reference {worst:.2e} ({verdict})"
         print(line, flush=True)
         over = over_budget(run.per_rank, budget)
+        frac = peak_fraction(run.per_rank, one)
         for r, row in enumerate(run.per_rank):
             print(
                 f"  rank {r}: params {_mib(row['params_materialised'])} MiB resident, "
@@ -715,6 +785,14 @@ def _finish(cfg: MPConfig, rt: devmod.Runtime | None, runs: list[SplitRun]) -> i
                 f"(full model {_mib(full_bytes)} MiB)",
                 flush=True,
             )
+            print(
+                f"    training peak {_mib(row['peak_total'])} MiB = params {_mib(row['peak_params'])} + grads "
+                f"{_mib(row['peak_grads'])} + optimizer {_mib(row['peak_optimizer'])} + activations "
+                f"{_mib(row['peak_activations'])} + other {_mib(row['peak_other'])}",
+                flush=True,
+            )
+        if frac is not None and one is not None:
+            print(f"  largest rank's peak / one-device peak {_mib(one.total)} MiB: {frac:.3f}", flush=True)
         if budget is not None:
             print(
                 f"  budget {_mib(budget)} MiB per rank: "
@@ -731,6 +809,7 @@ def _finish(cfg: MPConfig, rt: devmod.Runtime | None, runs: list[SplitRun]) -> i
                 "match": ok,
                 "per_rank": run.per_rank,
                 "within_budget": None if budget is None else not over,
+                "peak_fraction": frac,
             }
         )
     judged = [r["match"] for r in out_runs if r["match"] is not None]
@@ -748,7 +827,8 @@ def _finish(cfg: MPConfig, rt: devmod.Runtime | None, runs: list[SplitRun]) -> i
         "precision": cfg.precision,
         "loss_rtol": LOSS_RTOL,
         "full_model_param_bytes": full_bytes,
-        "param_budget_bytes": budget,
+        "memory_budget_bytes": budget,
+        "one_device_peak": None if one is None else asdict(one),
         "reference_losses": ref,
         "runs": out_runs,
         "match": match,

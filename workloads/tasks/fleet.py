@@ -27,7 +27,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import torch.distributed as dist
 
@@ -84,8 +84,13 @@ class Counts:
 Work = Callable[[Item, Path], "str | None"]
 
 
-def process(items: list[Item], outputs: Outputs, fc: FleetConfig, rt: devmod.Runtime, work: Work) -> Counts:
-    """Do this rank's share of ``items`` with ``work(item, tmp) -> None | error``."""
+def process(
+    items: list[Item], outputs: Outputs, fc: FleetConfig, rt: devmod.Runtime, work: Work, group: Any = None
+) -> Counts:
+    """Do this rank's share of ``items`` with ``work(item, tmp) -> None | error``.
+
+    ``group``: the process group of the fleet's workers when they are not the whole job (one
+    worker per model replica, ``rt`` then numbering the replicas); ``None``: every rank."""
     fc.state_dir.mkdir(parents=True, exist_ok=True)
     failures_path = fc.state_dir / f"failures-rank{rt.rank}.jsonl"
     failures_path.unlink(missing_ok=True)  # this file describes the latest run only
@@ -101,7 +106,7 @@ def process(items: list[Item], outputs: Outputs, fc: FleetConfig, rt: devmod.Run
         now = leases.fs_now()
         for i in existed:
             leases.sweep(item_key(items[i].final), now)
-    dist.barrier()
+    dist.barrier(group=group)
     t0 = last = time.monotonic()
     if rt.is_main:
         how = (

@@ -2,6 +2,17 @@
 
 See :mod:`workloads.tasks.gpt_scores` for what it writes. Flags are checked (and the factories called)
 before any process group starts, every problem reported at once, exit 2.
+
+``--tp N``: a model too big for one GPU is split over ``N`` ranks by tensor parallelism
+(DTensor's ``parallelize_module``: :func:`workloads.parallel.plans.tp_inference_plan` for the
+bundled GPT; a ``--model`` whose module has a ``tp_plan()`` method returning such a plan), and
+the fleet's workers are the model replicas, not the ranks: consecutive ranks ``N*g .. N*g+N-1``
+(on one node, NVLink) form replica ``g``; its first rank claims tasks from the fleet (leases
+and outputs exactly as without ``--tp``, one holder per replica) and hands each claimed range of
+rows to the others of its replica, which take part in every forward pass; only it publishes.
+The model is built and its weights loaded in host memory (as without ``--tp``) and each rank
+moves only its shards to its device, one parameter at a time: GPU memory holds ~1/N of the
+model (and the replicated LayerNorms), host memory the whole model while loading.
 """
 
 from __future__ import annotations
@@ -14,12 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch.utils.data import default_collate
 
 from workloads.runtime import device as devmod
-from workloads.runtime.flags import Problems, output_dir_problem
+from workloads.runtime.flags import Problems, fail, output_dir_problem
 from workloads.train.data import TokenWindows, check_shards
 from workloads.train.model import GPT, GPTConfig
+from workloads.parallel import plans
+from workloads.parallel.materialise import storage_bytes
 from workloads.tasks import fleet
 from workloads.tasks.gpt_scores import DEFAULT_CONFIG, make_inputs, score
 from workloads.tasks.outputs import Outputs, is_uri, uri_problem
@@ -51,6 +65,8 @@ class InferConfig:
     """How the tasks are shared out."""
     json_path: Path | None
     """Summary as JSON (rank 0)."""
+    tp: int
+    """Ranks per model replica (tensor parallel); 1: a whole model on every rank."""
     force_cpu: bool
     """Run on the CPU even where GPUs are visible."""
 
@@ -91,6 +107,11 @@ def add_flags(r: argparse.ArgumentParser) -> None:
     r.add_argument("--schedule", default="dynamic", help="dynamic (default) or static")
     r.add_argument("--lease-s", default="60", help="lease expiry in seconds (default 60)")
     r.add_argument("--fleet-id", default=None, help="fleet id (default: torchrun's run id)")
+    r.add_argument(
+        "--tp",
+        default="1",
+        help="ranks per model replica, tensor parallel; the fleet claims tasks per replica (default 1)",
+    )
     r.add_argument("--json", default=None, help="write the summary to this JSON file")
     r.add_argument("--cpu", action="store_true", help="run on the CPU even if GPUs are visible")
 
@@ -121,6 +142,7 @@ def parse(a: argparse.Namespace) -> InferConfig:
     rows = p.integer("--rows-per-task", a.rows_per_task, lo=1)
     batch = p.integer("--batch-size", a.batch_size, lo=1)
     lease_s = p.number("--lease-s", a.lease_s, gt=0.0)
+    tp = p.integer("--tp", a.tp, lo=1)
     if a.schedule not in fleet.SCHEDULES:
         p.add("--schedule", f"{a.schedule!r} is not one of {', '.join(fleet.SCHEDULES)}")
     gcfg = GPTConfig(
@@ -155,6 +177,15 @@ def parse(a: argparse.Namespace) -> InferConfig:
         model = None
     if model is not None and a.weights is not None:
         load_weights(model, a.weights, p)
+    if tp > 1 and a.model is None and not p:
+        p.extend(plans.tp_problems(gcfg, tp, "--tp"))
+    if tp > 1 and model is not None and a.model is not None and not callable(getattr(model, "tp_plan", None)):
+        p.add(
+            "--tp",
+            f"{tp} needs a sharding plan: {a.model!r} returned a {type(model).__name__} without a tp_plan() "
+            "method (return a torch.distributed.tensor.parallel.parallelize_module plan from it), "
+            "or run with --tp 1",
+        )
     dataset: Any = None
     if a.dataset is not None:
         if a.data is not None:
@@ -198,6 +229,7 @@ def parse(a: argparse.Namespace) -> InferConfig:
             progress_every_s=30.0,
         ),
         json_path=json_path,
+        tp=tp,
         force_cpu=bool(a.cpu),
     )
 
@@ -225,22 +257,35 @@ def infer_rows(cfg: InferConfig, lo: int, hi: int, dev: torch.device) -> dict[st
     return {"index": torch.arange(lo, hi), **{k: torch.cat(v) for k, v in parts.items()}}
 
 
+def _items(cfg: InferConfig) -> list[fleet.Item]:
+    n = len(cfg.dataset)
+    return [
+        fleet.Item(
+            name=f"rows {lo}..{min(n, lo + cfg.rows_per_task) - 1}",
+            final=cfg.outputs.final(Path(f"part-{k:06d}.pt")),
+        )
+        for k, lo in enumerate(range(0, n, cfg.rows_per_task))
+    ]
+
+
+def _first_row(it: fleet.Item) -> int:
+    return int(it.name.split()[1].split("..")[0])
+
+
 def run_fleet(a: argparse.Namespace) -> int:
     cfg = parse(a)
     rt = devmod.setup(force_cpu=True if cfg.force_cpu else None)
     try:
+        if rt.world_size % cfg.tp:
+            fail([("--tp", f"{cfg.tp} does not divide the {rt.world_size} ranks into whole model replicas")])
+        if cfg.tp > 1:
+            return _run_sharded(cfg, rt)
         cfg.model.to(rt.device)
         n = len(cfg.dataset)
-        items = [
-            fleet.Item(
-                name=f"rows {lo}..{min(n, lo + cfg.rows_per_task) - 1}",
-                final=cfg.outputs.final(Path(f"part-{k:06d}.pt")),
-            )
-            for k, lo in enumerate(range(0, n, cfg.rows_per_task))
-        ]
+        items = _items(cfg)
 
         def work(it: fleet.Item, tmp: Path) -> str | None:
-            lo = int(it.name.split()[1].split("..")[0])
+            lo = _first_row(it)
             try:
                 torch.save(infer_rows(cfg, lo, min(n, lo + cfg.rows_per_task), rt.device), tmp)
             except Exception as e:  # one bad task is recorded; the others go on
@@ -248,12 +293,87 @@ def run_fleet(a: argparse.Namespace) -> int:
             return None
 
         c = fleet.process(items, cfg.outputs, cfg.fleet, rt, work)
-        digest = hashlib.sha256(cfg.spec.encode()).hexdigest()
-        return report(
-            digest, len(items), c, rt, cfg.json_path, cfg.fleet.state_dir, cfg.fleet.schedule, job="batch_infer"
-        )
+        return _report(cfg, len(items), c, rt)
     finally:
         devmod.teardown()
+
+
+def _report(cfg: InferConfig, n_items: int, c: fleet.Counts, rt: devmod.Runtime) -> int:
+    digest = hashlib.sha256(cfg.spec.encode()).hexdigest()
+    return report(digest, n_items, c, rt, cfg.json_path, cfg.fleet.state_dir, cfg.fleet.schedule, job="batch_infer")
+
+
+def shard_model(cfg: InferConfig, mesh: Any) -> None:
+    """Split ``cfg.model`` (whole, on the host) over the ranks of ``mesh``; each keeps its shards.
+
+    ``parallelize_module`` moves one parameter at a time to the mesh's device and keeps this
+    rank's part of it (every rank holds the same whole model, so the parts agree)."""
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    if cfg.gpt:
+        plans.apply_tp_inference(cfg.model, mesh)  # type: ignore[arg-type]
+    else:
+        parallelize_module(cfg.model, mesh, cfg.model.tp_plan())  # type: ignore[operator]
+    for b in cfg.model.buffers():  # buffers are not split: each rank's copy goes to its device
+        b.data = b.data.to(mesh.device_type)
+
+
+def _run_sharded(cfg: InferConfig, rt: devmod.Runtime) -> int:
+    """The fleet over model replicas of ``cfg.tp`` consecutive ranks (see the module's docstring)."""
+    from dataclasses import replace
+
+    from torch.distributed.device_mesh import init_device_mesh
+
+    replicas = rt.world_size // cfg.tp
+    mesh = init_device_mesh(rt.device.type, (replicas, cfg.tp), mesh_dim_names=("replica", "tp"))
+    shard_model(cfg, mesh["tp"])
+    if rt.is_main:
+        held = storage_bytes(cfg.model.parameters())
+        whole = sum(p.numel() * p.element_size() for p in set(cfg.model.parameters()))  # global shapes
+        print(
+            f"batch_infer: {replicas} replica(s) of {cfg.tp} ranks (tensor parallel); rank 0 holds "
+            f"{held} of the model's {whole} parameter bytes",
+            flush=True,
+        )
+    tp_group = mesh["tp"].get_group()
+    leader = rt.rank - rt.rank % cfg.tp  # global rank of this replica's first rank
+    n = len(cfg.dataset)
+    items = _items(cfg)
+    task = torch.zeros(1, dtype=torch.int64, device=rt.device if rt.backend == "nccl" else torch.device("cpu"))
+
+    def announce(lo: int) -> None:
+        task.fill_(lo)
+        dist.broadcast(task, src=leader, group=tp_group)
+
+    c = fleet.Counts()
+    if rt.rank == leader:
+
+        def work(it: fleet.Item, tmp: Path) -> str | None:
+            lo = _first_row(it)
+            announce(lo)  # the rest of the replica runs the same rows with it
+            try:
+                torch.save(infer_rows(cfg, lo, min(n, lo + cfg.rows_per_task), rt.device), tmp)
+            except Exception as e:  # one bad task is recorded; the others go on
+                return f"{type(e).__name__}: {e}"
+            return None
+
+        # The replica as one worker: numbered among the replicas, replica 0's leader prints.
+        as_replica = replace(rt, rank=rt.rank // cfg.tp, world_size=replicas)
+        try:
+            c = fleet.process(items, cfg.outputs, cfg.fleet, as_replica, work, group=mesh["replica"].get_group())
+        finally:
+            announce(-1)  # no more tasks
+    else:
+        while True:
+            dist.broadcast(task, src=leader, group=tp_group)
+            lo = int(task.item())
+            if lo < 0:
+                break
+            try:
+                infer_rows(cfg, lo, min(n, lo + cfg.rows_per_task), rt.device)
+            except Exception:  # the same rows fail on the leader, which records why
+                pass
+    return _report(cfg, len(items), c, rt)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -281,12 +401,6 @@ def main(argv: list[str] | None = None) -> int:
     paths = make_inputs(Path(a.out), files, rows, seq, vocab, seed)
     print(f"wrote {len(paths)} files of {rows}x{seq} tokens to {a.out}")
     return 0
-
-
-if __name__ == "__main__":
-    from workloads.runtime.device import exit_process
-
-    exit_process(main())
 
 
 if __name__ == "__main__":
