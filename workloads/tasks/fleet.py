@@ -256,9 +256,9 @@ class Blocks:
     finds the same blocks; another list gets its own)."""
 
     @staticmethod
-    def of(items: list[Item]) -> "Blocks":
+    def of(items: list[Item], max_blocks: int = MAX_BLOCKS) -> "Blocks":
         n = len(items)
-        size = max(1, -(-n // MAX_BLOCKS))
+        size = max(1, -(-n // max_blocks))
         digest = hashlib.sha256("\n".join(it.final for it in items).encode()).hexdigest()[:16]
         return Blocks(n=n, size=size, count=-(-n // size), folder=f"blocks-{digest}")
 
@@ -284,12 +284,14 @@ def claim_steps(
     world: int,
     existed: set[int],
     do: Callable[[Item, str, Leases], None],
+    max_blocks: int = MAX_BLOCKS,
 ) -> Iterator[bool]:
     """One worker's part of the block protocol (the module docstring), as steps: it yields after
     each item it looked at (True) and whenever it found nothing to do (False: the caller waits),
     so :func:`process` runs it with sleeps and a benchmark can run many workers in one process.
-    It returns once every block is done."""
-    bl = Blocks.of(items)
+    It returns once every block is done. ``max_blocks`` is for tests (blocks of several items
+    in a short list); every worker sharing a state directory must use the same."""
+    bl = Blocks.of(items, max_blocks)
     folder = leases.dir / bl.folder
     done_dir = folder / f"done-{hashlib.sha256(leases.me.fleet.encode()).hexdigest()[:16]}"
     done_dir.mkdir(parents=True, exist_ok=True)
