@@ -30,11 +30,11 @@ A worker:
 
 1. *prescan*: looks at the outputs of its ``i % world`` share once (what existed is counted as
    skipped), then starts at its home block ``rank * blocks / world``;
-2. *claims* block ``k`` (no ``.done``, and an ``O_CREAT | O_EXCL`` lease wins) and *holds* it:
-   front to back, each item that has no output and no failure in this fleet is done under the
-   item's own lease; items whose lease another worker holds (thieves) are waited for at the end;
-   then it creates ``b<k>.done`` and releases the block. It goes on to ``k + 1`` while that is
-   free;
+2. *claims* block ``k`` (not done in this fleet, and an ``O_CREAT | O_EXCL`` lease wins) and
+   *holds* it: front to back, each item that has no output and no failure in this fleet is done
+   under the item's own lease; items whose lease another worker holds (thieves) are waited for at
+   the end; then it creates ``done-<fleet>/b<k>`` and only then releases the block's lease. It
+   goes on to ``k + 1`` while that is free;
 3. otherwise *lists* the blocks' folder once (blocks done, blocks with a lease) and jumps to the
    middle of the widest run of free blocks (so it walks half a run alone before it lists again);
 4. with no free block: looks at ``PROBES`` held blocks (from a point that moves each round); a
@@ -370,7 +370,7 @@ def claim_steps(
         rounds += 1
         progressed = False
         for b in [*order[start:], *order[:start]][:PROBES]:
-            if leases.claim(bl.key(b)) is not None:  # its holder's lease expired
+            if claim(b):  # its holder's lease expired (or it was done and released since the listing)
                 yield from hold(b)
                 progressed = True
                 break
