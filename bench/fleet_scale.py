@@ -59,8 +59,16 @@ def counting() -> Iterator[collections.Counter[str]]:
 
     for name in COUNTED:
         wrap(os, name, name)
-    wrap(io, "open", "open")
-    wrap(builtins, "open", "open")
+    for mod in (io, builtins):  # open() of a path; not of a descriptor (os.fdopen), already counted
+        real_open = mod.open
+        saved[(mod, "open")] = real_open
+
+        def opened(file: Any, *a: Any, _real: Any = real_open, **kw: Any) -> Any:
+            if not isinstance(file, int):
+                ops["open"] += 1
+            return _real(file, *a, **kw)
+
+        setattr(mod, "open", opened)
     real_scandir = os.scandir
     saved[(os, "scandir")] = real_scandir
 

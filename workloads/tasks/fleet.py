@@ -271,7 +271,7 @@ class Blocks:
 
 DID, SETTLED, HELD = "did", "settled", "held"
 
-PROBES = 2
+PROBES = 1
 """Held blocks a worker with nothing else to do looks at per round (taking over a dead holder's
 block or stealing from a live one's tail), from a point that moves on every round."""
 
@@ -296,14 +296,16 @@ def claim_steps(
     done_dir = folder / f"done-{hashlib.sha256(leases.me.fleet.encode()).hexdigest()[:16]}"
     done_dir.mkdir(parents=True, exist_ok=True)
 
-    def settle(i: int) -> str:
+    def settle(i: int, now: float | None = None) -> str:
         """Item ``i`` under its own lease: DID (this worker did it now), SETTLED (it has an
-        output, or failed in this fleet) or HELD (another worker holds its lease)."""
+        output, or failed in this fleet) or HELD (another worker holds its lease). ``now``: the
+        file system's clock read once for a round of probes (older is safe: a lease then looks
+        younger, never expired too soon)."""
         it = items[i]
         key = item_key(it.final)
         if i in existed or outputs.exists(it.final) or leases.failed_in_this_fleet(key):
             return SETTLED
-        if leases.claim(key) is None:
+        if leases.claim(key, now) is None:
             return HELD
         try:  # won the lease; the item may have been settled just before
             if outputs.exists(it.final) or leases.failed_in_this_fleet(key):
@@ -331,30 +333,30 @@ def claim_steps(
         done_path(k).touch()
         leases.release(bl.key(k))
 
-    def steal(k: int) -> Iterator[bool]:
+    def steal(k: int, now: float) -> Iterator[bool]:
         """Take the items of block ``k`` that its live holder has not reached, back to front: pass
         over the tail others settled or hold, then do free items until one is not free."""
         span = reversed(bl.span(k))
         for i in span:
-            r = settle(i)
-            if r == DID:
+            if settle(i, now) == DID:
                 yield True
                 break
         else:
             return
         for i in span:
-            if settle(i) != DID:
+            if settle(i, now) != DID:
                 return
             yield True
 
-    def claim(k: int) -> bool:
-        return not done_path(k).exists() and leases.claim(bl.key(k)) is not None
+    def claim(k: int, now: float | None = None, take_over: bool = True) -> bool:
+        return not done_path(k).exists() and leases.claim(bl.key(k), now, take_over) is not None
 
     k = rank * bl.count // world  # home: workers of one job start apart
     rounds = 0
     while True:
-        # Forward from where we are, while the next block is free.
-        while k < bl.count and claim(k):
+        # Forward from where we are, while the next block is free (one held, even by a dead
+        # worker, ends the run: the probes below judge leases).
+        while k < bl.count and claim(k, take_over=False):
             yield from hold(k)
             k += 1
         done, held = _block_states(folder, done_dir)
@@ -369,12 +371,13 @@ def claim_steps(
         start = (rank + rounds * PROBES) % len(order)
         rounds += 1
         progressed = False
+        now = leases.fs_now()
         for b in [*order[start:], *order[:start]][:PROBES]:
-            if claim(b):  # its holder's lease expired (or it was done and released since the listing)
+            if claim(b, now):  # its holder's lease expired (or it was done and released since the listing)
                 yield from hold(b)
                 progressed = True
                 break
-            for step in steal(b):
+            for step in steal(b, now):
                 progressed = True
                 yield step
             if progressed:

@@ -118,11 +118,14 @@ class Leases:
 
     # --- claiming, renewing, releasing
 
-    def claim(self, key: str, now: float | None = None) -> Path | None:
+    def claim(self, key: str, now: float | None = None, take_over: bool = True) -> Path | None:
         """Take ``key``'s lease, or ``None`` when a live lease holds it or another worker won.
-        ``now`` (the file system's clock) is read only when an older lease must be judged."""
+        ``now`` (the file system's clock) is read only when an older lease must be judged;
+        ``take_over=False`` takes only a lease nobody holds (``None`` at once for any other)."""
         g = self._generations(key)
-        if g and not self.expired(self.dir / f"{key}.{g - 1}", self.fs_now() if now is None else now):
+        if g and (
+            not take_over or not self.expired(self.dir / f"{key}.{g - 1}", self.fs_now() if now is None else now)
+        ):
             return None
         path = self.dir / f"{key}.{g}"
         try:
