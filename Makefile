@@ -55,7 +55,7 @@ lowest:
 
 # Every benchmark runs, whatever an earlier one says (collectives_overhead exits 2 when the machine
 # is too noisy to decide); the target then fails with the first non-zero status, naming each.
-BENCHES := plan_scale collectives_overhead ddp_throughput model_parallel_memory fleet_balance bandwidth_model
+BENCHES := plan_scale collectives_overhead ddp_throughput model_parallel_memory fleet_balance fleet_scale bandwidth_model
 bench: $(VENV_OK)
 	@rc=0; for b in $(BENCHES); do \
 	  $(PY) -m bench.$$b || { s=$$?; echo "bench.$$b exited $$s"; [ $$rc -ne 0 ] || rc=$$s; }; \

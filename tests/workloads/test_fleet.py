@@ -524,3 +524,183 @@ def test_batch_infer_flags_name_what_is_wrong(tmp_path: Path, capsys: pytest.Cap
     err = capsys.readouterr().err
     assert f"error: --weights: {tmp_path / 'w.pt'}: cannot load into the model: RuntimeError" in err
     assert "is an IterableDataset: tasks are ranges of rows that any worker can claim" in err
+
+
+# --- the block protocol, in one process: workers are claim_steps generators over the real
+# Leases and Outputs in tmp_path, advanced in turn (deterministic: no clock, no threads racing).
+
+
+class _Sim:
+    """``n`` items with outputs in ``tmp/out``; one Leases per worker; every call of the work
+    recorded as (worker, item index)."""
+
+    def __init__(self, tmp: Path, n: int, fleet_id: str = "f1", max_blocks: int | None = None) -> None:
+        from workloads.tasks import fleet
+        from workloads.tasks.outputs import Outputs
+
+        self.tmp, self.fleet_id = tmp, fleet_id
+        (tmp / "out").mkdir(exist_ok=True)
+        self.items = [fleet.Item(name=f"item{i}", final=str(tmp / "out" / f"item{i:05d}.out")) for i in range(n)]
+        self.outputs = Outputs(str(tmp / "out"))
+        self.max_blocks = max_blocks or fleet.MAX_BLOCKS
+        self.calls: list[tuple[int, int]] = []
+        self.fail: set[int] = set()
+        self.hooks: dict[int, Any] = {}  # item -> called while a worker is inside it
+        self.leases: list[Any] = []
+
+    def worker(self, rank: int, world: int, pid: int | None = None) -> Any:
+        from workloads.tasks import fleet
+        from workloads.tasks.leases import Holder, Leases
+
+        me = Holder(host="sim", pid=os.getpid() if pid is None else pid, rank=rank, fleet=self.fleet_id)
+        ls = Leases(self.tmp / "state", 3600.0, me)
+        self.leases.append(ls)
+        index = {it.final: i for i, it in enumerate(self.items)}
+
+        def do(it: Any, key: str, leases: Any) -> None:
+            i = index[it.final]
+            self.calls.append((rank, i))
+            if i in self.hooks:
+                self.hooks.pop(i)()
+            if i in self.fail:
+                leases.mark_failed(key, {"input": it.name, "error": "boom"})
+                return
+            tmp = self.outputs.work_path(it.final, leases.previous_pids(key))
+            tmp.write_text(it.name)
+            self.outputs.publish(tmp, it.final)
+
+        existed = fleet.prescan(self.items, self.outputs, ls, rank, world)
+        return fleet.claim_steps(self.items, self.outputs, ls, rank, world, existed, do, self.max_blocks)
+
+    def run(self, workers: dict[int, Any], max_rounds: int = 100_000) -> int:
+        rounds = 0
+        while workers:
+            rounds += 1
+            assert rounds < max_rounds, "the fleet did not finish"
+            for r in list(workers):
+                try:
+                    next(workers[r])
+                except StopIteration:
+                    del workers[r]
+        return rounds
+
+    def close(self) -> None:
+        for ls in self.leases:
+            ls.close()
+
+    def published(self) -> list[int]:
+        return sorted(int(p.name[4:9]) for p in (self.tmp / "out").iterdir() if not p.name.startswith("."))
+
+
+def test_blocks_publish_every_item_once_and_leave_no_lease(tmp_path: Path) -> None:
+    sim = _Sim(tmp_path, 300, max_blocks=40)  # blocks of 8 items
+    sim.run({r: sim.worker(r, 16) for r in range(16)})
+    sim.close()
+    assert sim.published() == list(range(300))
+    assert sorted(i for _, i in sim.calls) == list(range(300))  # each item's work ran once
+    assert len({r for r, _ in sim.calls}) == 16  # and every worker had a share
+    leases = tmp_path / "state" / "leases"
+    assert [p for p in leases.rglob("*") if p.is_file() and not p.parent.name.startswith("done-")] == []
+    (done,) = leases.glob("blocks-*/done-*")
+    assert sorted(int(p.name[1:]) for p in done.iterdir()) == list(range(38))
+
+
+def test_each_worker_touches_its_share_not_the_whole_list(tmp_path: Path) -> None:
+    """The output checks are counted: with the old scan every worker looked at every item."""
+    from workloads.tasks.outputs import Outputs
+
+    looked: collections.Counter[int] = collections.Counter()
+    real = Outputs.exists
+
+    def exists(self: Outputs, final: str) -> bool:
+        looked[0] += 1
+        return real(self, final)
+
+    Outputs.exists = exists  # type: ignore[method-assign]
+    try:
+        sim = _Sim(tmp_path, 2000)
+        sim.run({r: sim.worker(r, 64) for r in range(64)})
+        sim.close()
+    finally:
+        Outputs.exists = real  # type: ignore[method-assign]
+    assert sim.published() == list(range(2000))
+    per_item = looked[0] / 2000
+    print(f"\n2000 items over 64 workers: {per_item:.2f} output checks per item")
+    assert per_item <= 4, per_item  # prescan, before the lease, after it (+ a few at the end), never 64
+
+
+def test_a_thief_takes_the_tail_behind_a_slow_item_and_the_holder_stops_at_it(tmp_path: Path) -> None:
+    sim = _Sim(tmp_path, 8, max_blocks=2)  # two blocks of four
+    a, b = sim.worker(0, 2), sim.worker(1, 2)
+    seen: dict[str, Any] = {}
+
+    def while_a_is_in_item1() -> None:
+        # b does its block, finds none free, and steals block 0's tail up to a's item.
+        while True:
+            if next(b) is False:
+                break
+        seen["published"] = sim.published()
+        seen["b"] = [i for r, i in sim.calls if r == 1]
+
+    sim.hooks[1] = while_a_is_in_item1
+    sim.run({0: a, 1: b})
+    sim.close()
+    assert seen["b"] == [4, 5, 6, 7, 3, 2], seen  # its own block, then 3 and 2 from the back
+    assert seen["published"] == [0, 2, 3, 4, 5, 6, 7]  # item 1 still a's, unpublished
+    assert [i for r, i in sim.calls if r == 0] == [0, 1]  # a did not redo 2 and 3
+    assert sim.published() == list(range(8))
+
+
+def test_a_dead_holders_block_is_taken_over_and_its_temporary_removed(tmp_path: Path) -> None:
+    """The dead worker looks local with a pid that no longer exists, so its leases are dead at
+    once (by expiry the same happens after the lease time: the torchrun tests show that)."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    sim = _Sim(tmp_path, 8, max_blocks=2)
+    a = sim.worker(0, 1, pid=dead.pid)
+    next(a)  # item 0 done
+    assert sim.published() == [0]
+    # a dies inside item 1: its block and item leases stay, with its temporary file.
+    leases = tmp_path / "state" / "leases"
+    from workloads.tasks.outputs import item_key
+
+    key = item_key(sim.items[1].final)
+    sim.leases[0].claim(key)
+    stale = Path(sim.items[1].final).with_name(f".item00001.tmp-{dead.pid}.out")
+    stale.write_text("half")
+    sim.leases[0]._stop.set()  # its heartbeat ends with it
+    b = sim.worker(0, 1)
+    sim.run({0: b})
+    sim.close()
+    assert sim.published() == list(range(8))
+    assert sorted(i for r, i in sim.calls if r == 0) == [0, *range(1, 8)]
+    assert not stale.exists() and Path(sim.items[1].final).read_text() == "item1"
+    assert [p for p in leases.rglob("*.[0-9]")] == []
+
+
+def test_a_rerun_is_a_new_fleet_that_retries_failures_and_redoes_nothing_else(tmp_path: Path) -> None:
+    sim = _Sim(tmp_path, 40, max_blocks=10)
+    sim.fail = {3, 17}
+    sim.run({r: sim.worker(r, 4) for r in range(4)})
+    assert sim.published() == [i for i in range(40) if i not in (3, 17)]
+    # The same fleet again (another job with this fleet id): failures stay settled, nothing is redone.
+    sim.calls.clear()
+    sim.run({r: sim.worker(r, 3) for r in range(3)})
+    assert sim.calls == []
+    # A new fleet: both failures are retried (and now succeed), nothing else runs again.
+    sim.fail, sim.fleet_id = set(), "f2"
+    sim.run({r: sim.worker(r, 4) for r in range(4)})
+    sim.close()
+    assert sorted(i for _, i in sim.calls) == [3, 17] and sim.published() == list(range(40))
+
+
+def test_two_fleets_at_once_share_the_items(tmp_path: Path) -> None:
+    """Two jobs with different fleet ids and world sizes on one list: every item once."""
+    one = _Sim(tmp_path, 500, fleet_id="job-a", max_blocks=50)
+    two = _Sim(tmp_path, 500, fleet_id="job-b", max_blocks=50)
+    two.calls = one.calls
+    workers = {r: one.worker(r, 3) for r in range(3)} | {10 + r: two.worker(r, 5) for r in range(5)}
+    one.run(workers)
+    one.close()
+    two.close()
+    assert sorted(i for _, i in one.calls) == list(range(500)) and one.published() == list(range(500))

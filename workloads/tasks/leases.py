@@ -19,6 +19,9 @@ finish the item after another worker took it over: work can happen twice, which 
 publishing refuses to replace an output that exists (:mod:`workloads.tasks.outputs`), so the
 output still appears once, whole.
 
+A key may name a subfolder (``blocks-<list>/b17``, the block leases of
+:mod:`workloads.tasks.fleet`): the same rules hold there; the caller creates the folder.
+
 Test hook: ``GPUC_LEASE_HOST`` replaces the host name recorded in this process's leases, so a
 test on one machine can make a worker look remote (its death then shows only by expiry).
 """
@@ -76,6 +79,7 @@ class Leases:
         self.me = me
         self._clock = self.dir / f".clock-{me.host}-{me.pid}"
         self._held: dict[str, Path] = {}
+        self._previous: dict[str, list[int]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._beat = threading.Thread(target=self._heartbeat, name="lease-heartbeat", daemon=True)
@@ -114,10 +118,14 @@ class Leases:
 
     # --- claiming, renewing, releasing
 
-    def claim(self, key: str, now: float) -> Path | None:
-        """Take item ``key``'s lease, or ``None`` when a live lease holds it or another worker won."""
+    def claim(self, key: str, now: float | None = None, take_over: bool = True) -> Path | None:
+        """Take ``key``'s lease, or ``None`` when a live lease holds it or another worker won.
+        ``now`` (the file system's clock) is read only when an older lease must be judged;
+        ``take_over=False`` takes only a lease nobody holds (``None`` at once for any other)."""
         g = self._generations(key)
-        if g and not self.expired(self.dir / f"{key}.{g - 1}", now):
+        if g and (
+            not take_over or not self.expired(self.dir / f"{key}.{g - 1}", self.fs_now() if now is None else now)
+        ):
             return None
         path = self.dir / f"{key}.{g}"
         try:
@@ -128,7 +136,23 @@ class Leases:
             f.write(json.dumps({**asdict(self.me), "claimed": time.time(), "generation": g}))
         with self._lock:
             self._held[key] = path
+        self._previous[key] = [
+            p for k in range(g) if isinstance(p := self._read(self.dir / f"{key}.{k}").get("pid"), int)
+        ]
         return path
+
+    def previous_pids(self, key: str) -> list[int]:
+        """The processes that held ``key`` before this worker took it over (none for a first
+        claim): the owners of any temporary file left for the item."""
+        return self._previous.get(key, [])
+
+    @staticmethod
+    def _read(path: Path) -> dict[str, object]:
+        try:
+            info = json.loads(path.read_text() or "{}")
+        except (OSError, ValueError):
+            return {}
+        return info if isinstance(info, dict) else {}
 
     def still_mine(self, key: str) -> bool:
         """No newer generation exists: nobody has taken the item over."""
@@ -140,16 +164,17 @@ class Leases:
         """Drop the lease (after the item's output or failure is recorded) with its older generations."""
         with self._lock:
             path = self._held.pop(key, None)
+        self._previous.pop(key, None)
         if path is None:
             return
         for g in range(int(path.suffix[1:]), -1, -1):
             (self.dir / f"{key}.{g}").unlink(missing_ok=True)
 
-    def sweep(self, key: str, now: float) -> None:
+    def sweep(self, key: str, now: float | None = None) -> None:
         """Remove a dead holder's lease on an item that is already settled (its holder died
         between publishing the output and releasing the lease)."""
         g = self._generations(key)
-        if g and self.expired(self.dir / f"{key}.{g - 1}", now):
+        if g and self.expired(self.dir / f"{key}.{g - 1}", self.fs_now() if now is None else now):
             for k in range(g - 1, -1, -1):
                 (self.dir / f"{key}.{k}").unlink(missing_ok=True)
 

@@ -95,15 +95,24 @@ class Outputs:
         self.fs.invalidate_cache(final)
         return bool(self.fs.exists(final))
 
-    def work_path(self, final: str) -> Path:
-        """Where the work for ``final`` is written before it is published; stale ones removed."""
+    def work_path(self, final: str, stale_pids: list[int] | None = None) -> Path:
+        """Where the work for ``final`` is written before it is published; stale ones removed:
+        those of the processes ``stale_pids`` (the dead or expired holders whose lease on the item
+        was taken over: one unlink each), or, when the caller cannot know them (``None``, the
+        static schedule), every temporary for ``final`` found by listing its folder (which, in a
+        flat folder of ``n`` outputs, reads ``n`` names for each item)."""
         if self.remote:
             place = self.scratch / item_key(final) / final.rsplit("/", 1)[-1]
         else:
             place = Path(final)
         place.parent.mkdir(parents=True, exist_ok=True)
-        for stale in stale_temps_for(place):
-            stale.unlink(missing_ok=True)
+        if stale_pids is None:
+            for stale in stale_temps_for(place):
+                stale.unlink(missing_ok=True)
+        else:
+            for pid in stale_pids:
+                if pid != os.getpid():
+                    temp_path_for(place, pid).unlink(missing_ok=True)
         return temp_path_for(place)
 
     def publish(self, tmp: Path, final: str) -> bool:
