@@ -72,11 +72,11 @@ def usage() -> str:
         "",
         "subcommands:",
     ]
-    lines += [f"  {s.name:<{width}}  {s.summary}" for s in SUBCOMMANDS]
+    lines += [f"  {s.name:<{width}} {'*' if s.under_torchrun else ' '} {s.summary}" for s in SUBCOMMANDS]
     lines += [
         "",
-        "Marked jobs run on every rank: on a cluster, `torchrun ... -m MODULE` (the module is in",
-        "`gpu-cluster SUBCOMMAND --help`'s usage line); here, one process.",
+        "* runs on every rank: on a cluster, `torchrun ... -m MODULE` (the module is in",
+        "  `gpu-cluster SUBCOMMAND --help`'s usage line); here, one process.",
     ]
     return "\n".join(lines)
 
