@@ -12,6 +12,8 @@ the step script (:func:`step_lines`), so a rule or a step's shape is written onc
 
 from __future__ import annotations
 
+import re
+
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -147,6 +149,8 @@ def check_job(p: Problems, job: TorchrunJob, *, max_nodes: int | None = None) ->
                 p.add(f"library_path[{i}]", f"{d!r} contains ':', the LD_LIBRARY_PATH separator")
     if job.env_script is not None:
         check_path(p, "env_script", job.env_script)
+    if job.discover is not None:
+        _check_discover(p, job.discover)
     check_nccl_debug(p, "nccl_debug", job.nccl_debug)
     if job.nccl_debug_subsys is not None and (
         not isinstance(job.nccl_debug_subsys, str) or not _SUBSYS_RE.match(job.nccl_debug_subsys)
@@ -158,6 +162,29 @@ def check_job(p: Problems, job: TorchrunJob, *, max_nodes: int | None = None) ->
     if not isinstance(job.first_step, str) or not common.STEP_NAME_RE.match(job.first_step):
         p.add("first_step", f"{job.first_step!r} is not a step name (allowed: [A-Za-z0-9][A-Za-z0-9_.-]{{0,63}})")
     common.check_script(p, "prologue", job.prologue)
+
+
+# A kernel driver's name as /sys/class/net/*/device/driver links it, a Debian package's name
+# (Debian policy 5.6.1: lower case letters, digits, + - .; two characters at least).
+_DRIVER_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
+_PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]{1,127}\Z")
+
+
+def _check_discover(p: Problems, d: object) -> None:
+    """What the job looks up on its node goes into the script as words: names, never text."""
+    if not isinstance(d, Discover):
+        p.add("discover", f"{d!r} is not a Discover (workloads.launch.fabric)")
+        return
+    if d.socket_ifname_driver is not None and (
+        not isinstance(d.socket_ifname_driver, str) or not _DRIVER_RE.match(d.socket_ifname_driver)
+    ):
+        p.add("discover.socket_ifname_driver", f"{d.socket_ifname_driver!r} is not a kernel driver name")
+    if d.plugin_package is not None and (
+        not isinstance(d.plugin_package, str) or not _PACKAGE_RE.match(d.plugin_package)
+    ):
+        p.add("discover.plugin_package", f"{d.plugin_package!r} is not a package name")
+    if d.plugin_root is not None:
+        check_path(p, "discover.plugin_root", d.plugin_root)
 
 
 def env_prefix(env: Mapping[str, str]) -> str:
