@@ -451,6 +451,16 @@ def _setup_script(d: Declared, image: Path, layer: Path) -> str:
     if not d.read_only_root and not any(v.target == "/tmp" for v in d.volumes):
         # The writable layer's own /tmp, not this machine's; under a read-only root it stays read-only.
         lines.append(f"mount -t tmpfs -o mode=1777 tmpfs {q(str(root / 'tmp'))}")
+        # What stands in for the image's interpreter (this project's virtualenv, and the checkout
+        # its editable install points at) stays visible when it lives under this machine's /tmp
+        # (a CI clone may): read-only, at the same path.
+        for keep in sorted({Path(sys.prefix).resolve(), REPO}):
+            if keep.is_relative_to("/tmp"):
+                lines += [
+                    f"mkdir -p {q(str(root / keep.relative_to('/')))}",
+                    f"mount --bind {q(str(keep))} {q(str(root / keep.relative_to('/')))}",
+                    f"mount -o remount,bind,ro {q(str(root / keep.relative_to('/')))}",
+                ]
     if d.read_only_root:
         lines.append(f"mount -o remount,ro {q(str(root))}")
     caps = ",".join(f"+{c}" for c in d.caps)
