@@ -55,7 +55,10 @@ def test_a_hang_on_one_of_four_local_nodes_fails_and_names_exactly_that_node(tmp
     reasons = " ".join(nodes["local-2"]["reasons"])
     # Named twice over: the main phase's counts (it never reached the call the others waited in),
     # and the second pass (it hung again with a known-good partner, in a job of its own).
-    assert "it was the peer they waited on" in reasons and "known-good" in reasons, reasons
+    # The second pass names it whatever the timing: paired with a known-good node it hangs again.
+    # The call counts ("it was the peer they waited on") name it too only when the others had
+    # entered the hung call before the watchdog spoke, which a loaded machine does not promise.
+    assert "known-good" in reasons, reasons
     search = json.loads((out / "phase-pairs.json").read_text())["pairs"]
     assert search["jobs"] == "per-pair" and list(search["bad"]) == ["local-2"] and search["bad_links"] == []
     # One job per pair: each left its own status lines, and the pairs that passed their own result.
