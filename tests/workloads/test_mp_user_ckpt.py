@@ -119,7 +119,9 @@ def _killed_then_resumed(
 
 
 def test_fsdp_4_ranks_killed_resumes_then_continues_on_2(reference: list[float], tmp_path: Path) -> None:
-    _killed_then_resumed(tmp_path, "fsdp", 4, "fsdp", 2, reference)
+    # The helper holds the kill, the resume and the losses against the reference; here, the layouts.
+    a, b = _killed_then_resumed(tmp_path, "fsdp", 4, "fsdp", 2, reference)
+    assert len(b["runs"][0]["losses"]) == STEPS and len(a["runs"][0]["losses"]) == 4
 
 
 def test_tp_killed_mid_checkpoint_resumes_then_continues_as_fsdp(reference: list[float], tmp_path: Path) -> None:
