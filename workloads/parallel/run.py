@@ -80,7 +80,7 @@ import torch.distributed as dist
 
 from workloads.runtime import device as devmod
 from workloads.runtime.atomic import write_bytes_atomic
-from workloads.runtime.flags import Problems, fail
+from workloads.runtime.flags import Problems
 from workloads.train import plugins
 from workloads.train.data import TokenWindows, check_shards, synthetic_tokens
 from workloads.train.model import GPT, GPTConfig, lm_loss, total_params
@@ -629,7 +629,7 @@ def _resume(
         return 0, []
     path, marker = found
     if problems := ckpt.mismatches(marker, identity(cfg)):
-        fail([(flag, f"{path}: {why}") for flag, why in problems])  # every rank read the same marker
+        devmod.fail_together([(flag, f"{path}: {why}") for flag, why in problems])  # every rank read the same marker
     loaded = ckpt.load_latest(cfg.ckpt_dir, model, opt, rt)
     assert loaded is not None and loaded[0] == path
     step = int(marker["step"])
@@ -731,7 +731,7 @@ def main(argv: list[str] | None = None) -> int:
     rt = devmod.setup(force_cpu=True if cfg.force_cpu else None)
     try:
         if problems := world_problems(cfg, rt.world_size):
-            fail(problems)  # every rank sees the same problems and exits 2 before any collective
+            devmod.fail_together(problems)  # every rank sees the same problems
         if rt.device.type == "cpu":
             torch.use_deterministic_algorithms(True)
         runs = []

@@ -29,7 +29,7 @@ import torch.distributed as dist
 from torch.utils.data import default_collate
 
 from workloads.runtime import device as devmod
-from workloads.runtime.flags import Problems, fail, output_dir_problem
+from workloads.runtime.flags import Problems, output_dir_problem
 from workloads.train.data import TokenWindows, check_shards
 from workloads.train.model import GPT, GPTConfig
 from workloads.parallel import plans
@@ -277,7 +277,9 @@ def run_fleet(a: argparse.Namespace) -> int:
     rt = devmod.setup(force_cpu=True if cfg.force_cpu else None)
     try:
         if rt.world_size % cfg.tp:
-            fail([("--tp", f"{cfg.tp} does not divide the {rt.world_size} ranks into whole model replicas")])
+            devmod.fail_together(
+                [("--tp", f"{cfg.tp} does not divide the {rt.world_size} ranks into whole model replicas")]
+            )
         if cfg.tp > 1:
             return _run_sharded(cfg, rt)
         cfg.model.to(rt.device)

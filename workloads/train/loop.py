@@ -101,7 +101,7 @@ class Batches:
         else:
             self.sampler = ResumableSampler(parts.dataset, num_replicas=rt.world_size, rank=rt.rank, seed=cfg.seed)
             if len(self.sampler) // self.per_step < 1:
-                fail(
+                devmod.fail_together(
                     [
                         (
                             "--batch-size",
@@ -164,7 +164,7 @@ class Batches:
                     continue
             self.steps_left -= 1
             return micro
-        fail(
+        devmod.fail_together(
             [
                 (
                     "--dataset",
@@ -246,7 +246,7 @@ def train(cfg: TrainConfig, parts: Parts, rt: devmod.Runtime) -> dict[str, Any]:
             saved = json.loads(state["identity"])
             mismatched = [k for k in ident if saved.get(k) != ident[k]]
             if mismatched:
-                fail(
+                devmod.fail_together(
                     [
                         (
                             "--ckpt-dir",
