@@ -302,9 +302,7 @@ def job_image(outs: ClusterOutputs, args: argparse.Namespace) -> str | None:
         return None
     return str(
         args.image
-        or vjob.default_image(
-            outs.fabric.type, cpu=bool(args.cpu), gpu_runtime=vjob.gpu_runtime_of(outs.instance_type)
-        )
+        or vjob.default_image(outs.fabric.type, cpu=bool(args.cpu), gpu_runtime=vjob.gpu_runtime_of(outs.instance_type))
     )
 
 
