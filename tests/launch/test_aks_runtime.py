@@ -145,3 +145,30 @@ def test_vm_slurm_env_keeps_the_hpc_images_names() -> None:
     vm = ib.slurm.for_collectives("nccl").env
     assert vm["NCCL_TOPO_FILE"] == "/opt/microsoft/ndv5-topo.xml" and vm["UCX_NET_DEVICES"] == "eth0"
     assert not [v for v in ib.slurm.for_collectives("rccl").env.values() if "mlx5_0" in v]
+
+
+def test_a_bad_collectives_part_or_runtime_image_names_its_path() -> None:
+    import copy
+
+    import yaml
+
+    from components.catalog import CATALOG_PATH, CatalogError, parse_runtime_images
+    from workloads.launch import fabric
+
+    with open(CATALOG_PATH, encoding="utf-8") as fh:
+        doc = yaml.safe_load(fh)
+    bad = copy.deepcopy(doc)
+    bad["fabrics"]["infiniband"]["pod"]["collectives"]["gloo"] = {"env": {}, "source": "azure-nhc"}
+    with pytest.raises(CatalogError, match=r"fabrics\.infiniband\.pod\.collectives\.gloo: .*allowed: nccl, rccl"):
+        fabric.parse(bad)
+    bad = copy.deepcopy(doc)
+    bad["fabrics"]["infiniband"]["slurm"]["collectives"]["rccl"]["source"] = "nowhere"
+    with pytest.raises(CatalogError, match=r"fabrics\.infiniband\.slurm\.collectives\.rccl\.source: .*'nowhere'"):
+        fabric.parse(bad)
+    bad = copy.deepcopy(doc)
+    bad["runtime_images"]["rocm"]["digest"] = "sha256:abc"
+    with pytest.raises(CatalogError, match=r"runtime_images\.rocm\.digest: 'sha256:abc'"):
+        parse_runtime_images(bad)
+    bad["runtime_images"] = {"metal": doc["runtime_images"]["rocm"]}
+    with pytest.raises(CatalogError, match=r"runtime_images\.metal: .*allowed: cuda, rocm"):
+        parse_runtime_images(bad)
