@@ -541,11 +541,69 @@ def _fabric_sources(raw: Mapping[str, Any], where: str, sources: Mapping[str, So
     return tuple(sources[s] for s in ids)
 
 
-def parse_fabric_facts(doc: Mapping[str, Any]) -> tuple[dict[str, StartupCheck], dict[str, FabricImage]]:
-    sources = {
+def _fabric_image(img: Mapping[str, Any], iw: str, sources: Mapping[str, Source]) -> FabricImage:
+    build = None
+    raw_build = img.get("build")
+    if isinstance(raw_build, Mapping):
+        bw = f"{iw}.build"
+        base = raw_build["base"]
+        if base.get("source") not in sources:
+            raise CatalogError(f"{bw}.base.source: unknown source id {base.get('source')!r}")
+        base_digest = _digest(base.get("digest"), f"{bw}.base.digest")
+        build = ImageBuild(
+            repository=str(raw_build["repository"]),
+            tag=str(raw_build["tag"]),
+            dockerfile=str(raw_build["dockerfile"]),
+            base=f"{base['ref']}:{base['tag']}" + (f"@{base_digest}" if base_digest else ""),
+            pins={k: str(raw_build[k]) for k in ("efa_installer", "aws_ofi_nccl") if k in raw_build},
+            sources=_fabric_sources(raw_build, bw, sources),
+        )
+    missing = [k for k in ("repository", "tag", "torch", "nccl", "user") if not img.get(k)]
+    if missing:
+        raise CatalogError(f"{iw}: missing {', '.join(missing)}")
+    return FabricImage(
+        repository=str(img["repository"]),
+        tag=str(img["tag"]),
+        digest=_digest(img.get("digest"), f"{iw}.digest"),
+        torch=str(img["torch"]),
+        nccl=str(img["nccl"]),
+        user=str(img["user"]),
+        sources=_fabric_sources(img, iw, sources),
+        build=build,
+    )
+
+
+def _sources(doc: Mapping[str, Any]) -> dict[str, Source]:
+    return {
         sid: Source(id=sid, title=str(s["title"]), url=str(s["url"]), read=str(s["read"]))
         for sid, s in doc["sources"].items()
     }
+
+
+GPU_RUNTIMES = ("cuda", "rocm")
+
+
+def parse_runtime_images(doc: Mapping[str, Any]) -> dict[str, FabricImage]:
+    """``runtime_images``: per GPU runtime, the image a pod runs when ``--image`` names none and
+    the fabric's (or the NGC default, CUDA) cannot serve that runtime."""
+    sources = _sources(doc)
+    out: dict[str, FabricImage] = {}
+    for runtime, img in (doc.get("runtime_images") or {}).items():
+        where = f"runtime_images.{runtime}"
+        if runtime not in GPU_RUNTIMES:
+            raise CatalogError(f"{where}: unknown GPU runtime (allowed: {', '.join(GPU_RUNTIMES)})")
+        out[str(runtime)] = _fabric_image(img, where, sources)
+    return out
+
+
+@functools.cache
+def load_runtime_images(path: Path | None = None) -> dict[str, FabricImage]:
+    with open(path or CATALOG_PATH, encoding="utf-8") as fh:
+        return parse_runtime_images(yaml.safe_load(fh))
+
+
+def parse_fabric_facts(doc: Mapping[str, Any]) -> tuple[dict[str, StartupCheck], dict[str, FabricImage]]:
+    sources = _sources(doc)
     checks: dict[str, StartupCheck] = {}
     images: dict[str, FabricImage] = {}
     for fname, f in doc["fabrics"].items():
@@ -574,36 +632,7 @@ def parse_fabric_facts(doc: Mapping[str, Any]) -> tuple[dict[str, StartupCheck],
         )
         img = f.get("image")
         if isinstance(img, Mapping):
-            iw = f"{where}.image"
-            build = None
-            raw_build = img.get("build")
-            if isinstance(raw_build, Mapping):
-                bw = f"{iw}.build"
-                base = raw_build["base"]
-                if base.get("source") not in sources:
-                    raise CatalogError(f"{bw}.base.source: unknown source id {base.get('source')!r}")
-                base_digest = _digest(base.get("digest"), f"{bw}.base.digest")
-                build = ImageBuild(
-                    repository=str(raw_build["repository"]),
-                    tag=str(raw_build["tag"]),
-                    dockerfile=str(raw_build["dockerfile"]),
-                    base=f"{base['ref']}:{base['tag']}" + (f"@{base_digest}" if base_digest else ""),
-                    pins={k: str(raw_build[k]) for k in ("efa_installer", "aws_ofi_nccl") if k in raw_build},
-                    sources=_fabric_sources(raw_build, bw, sources),
-                )
-            missing = [k for k in ("repository", "tag", "torch", "nccl", "user") if not img.get(k)]
-            if missing:
-                raise CatalogError(f"{iw}: missing {', '.join(missing)}")
-            images[fname] = FabricImage(
-                repository=str(img["repository"]),
-                tag=str(img["tag"]),
-                digest=_digest(img.get("digest"), f"{iw}.digest"),
-                torch=str(img["torch"]),
-                nccl=str(img["nccl"]),
-                user=str(img["user"]),
-                sources=_fabric_sources(img, iw, sources),
-                build=build,
-            )
+            images[fname] = _fabric_image(img, f"{where}.image", sources)
     return checks, images
 
 

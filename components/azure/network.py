@@ -8,6 +8,7 @@ none inline: mixing the two makes every update delete and re-create subnets
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -21,6 +22,36 @@ from components.spec import ClusterSpec
 # f1e86c5; the same rules in Azure/cyclecloud-slurm-workspace bicep/network-new.bicep at bc0fc1b:
 # Lustre ['988','1019-1023'], AllowAzureCloudServiceAccess).
 LUSTRE_PORTS = ["988", "1019-1023"]
+
+
+def _rule(
+    name: str,
+    access: str,
+    direction: str,
+    priority: int,
+    *,
+    source: str,
+    destination: str,
+    protocol: str = "*",
+    ports: Sequence[str] | None = None,
+) -> azure.network.SecurityRuleArgs:
+    """One NSG rule from any source port; to ``ports`` (a list) or to every port."""
+    return azure.network.SecurityRuleArgs(
+        name=name,
+        access=access,
+        direction=direction,
+        protocol=protocol,
+        priority=priority,
+        source_address_prefix=source,
+        source_port_range="*",
+        destination_address_prefix=destination,
+        destination_port_range=None if ports else "*",
+        destination_port_ranges=list(ports) if ports else None,
+    )
+
+
+# Nothing from the internet, on every NSG (Checkov CKV_AZURE_9/10/77/160 flag 3389, 22, UDP, 80 open).
+DENY_INTERNET_IN = _rule("deny-internet-in", "Deny", "Inbound", 4000, source="Internet", destination="*")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,85 +132,35 @@ class Network(pulumi.ComponentResource):
             # Everything inside the cluster's range: NCCL/RCCL bootstrap, Slurm, SSH between
             # nodes (CCWS AllowAllComputeComputeIn/Out, network-new.bicep at bc0fc1b). SSH is
             # thereby admitted from the VNet only.
-            azure.network.SecurityRuleArgs(
-                name="allow-cluster-in",
-                access="Allow",
-                direction="Inbound",
-                protocol="*",
-                priority=100,
-                source_address_prefix=cidr,
-                source_port_range="*",
-                destination_address_prefix=cidr,
-                destination_port_range="*",
-            ),
-            # Nothing from the internet (Checkov CKV_AZURE_9/10/77/160 flag 3389, 22, UDP, 80 open).
-            azure.network.SecurityRuleArgs(
-                name="deny-internet-in",
-                access="Deny",
-                direction="Inbound",
-                protocol="*",
-                priority=4000,
-                source_address_prefix="Internet",
-                source_port_range="*",
-                destination_address_prefix="*",
-                destination_port_range="*",
-            ),
+            _rule("allow-cluster-in", "Allow", "Inbound", 100, source=cidr, destination=cidr),
+            DENY_INTERNET_IN,
         ]
-        return azure.network.NetworkSecurityGroup(
-            f"{name}-nodes-nsg",
-            resource_group_name=rg,
-            location=spec.region,
-            security_rules=rules,
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        return self._nsg(f"{name}-nodes-nsg", spec, rg, tags, rules)
 
     def _create_lustre_nsg(
         self, name: str, spec: ClusterSpec, rg: pulumi.Output[str], tags: dict[str, str]
     ) -> azure.network.NetworkSecurityGroup:
         cidr = spec.network.cidr
-
-        def lustre(rule: str, direction: str, priority: int) -> azure.network.SecurityRuleArgs:
-            return azure.network.SecurityRuleArgs(
-                name=rule,
-                access="Allow",
-                direction=direction,
-                protocol="Tcp",
-                priority=priority,
-                source_address_prefix=cidr,
-                source_port_range="*",
-                destination_address_prefix=cidr,
-                destination_port_ranges=LUSTRE_PORTS,
-            )
-
         rules = [
-            lustre("allow-lustre-in", "Inbound", 100),
-            lustre("allow-lustre-out", "Outbound", 100),
-            azure.network.SecurityRuleArgs(
-                name="allow-azurecloud-out",
-                access="Allow",
-                direction="Outbound",
-                protocol="*",
-                priority=110,
-                source_address_prefix="VirtualNetwork",
-                source_port_range="*",
-                destination_address_prefix="AzureCloud",
-                destination_port_range="*",
+            *(
+                _rule(rule, "Allow", direction, 100, protocol="Tcp", source=cidr, destination=cidr, ports=LUSTRE_PORTS)
+                for rule, direction in (("allow-lustre-in", "Inbound"), ("allow-lustre-out", "Outbound"))
             ),
-            azure.network.SecurityRuleArgs(
-                name="deny-internet-in",
-                access="Deny",
-                direction="Inbound",
-                protocol="*",
-                priority=4000,
-                source_address_prefix="Internet",
-                source_port_range="*",
-                destination_address_prefix="*",
-                destination_port_range="*",
-            ),
+            _rule("allow-azurecloud-out", "Allow", "Outbound", 110, source="VirtualNetwork", destination="AzureCloud"),
+            DENY_INTERNET_IN,
         ]
+        return self._nsg(f"{name}-lustre-nsg", spec, rg, tags, rules)
+
+    def _nsg(
+        self,
+        resource_name: str,
+        spec: ClusterSpec,
+        rg: pulumi.Output[str],
+        tags: dict[str, str],
+        rules: list[azure.network.SecurityRuleArgs],
+    ) -> azure.network.NetworkSecurityGroup:
         return azure.network.NetworkSecurityGroup(
-            f"{name}-lustre-nsg",
+            resource_name,
             resource_group_name=rg,
             location=spec.region,
             security_rules=rules,

@@ -242,11 +242,14 @@ def create_in_cluster_layer(name: str, args: AksLayerArgs, k8s_opts: pulumi.Reso
     operator = gpu_operator_for(spec, args.gpu_operator)
     # InfiniBand on every ND v5 size: the DOCA driver and the SR-IOV device plugin, for NVIDIA and
     # AMD GPUs alike (AKS_RDMA runs its RCCL test on rdma/ib too, tests/scenarios/k8s).
-    network = layer.network_operator(name, k8s_opts)
+    # Every operand that must run on the GPU nodes tolerates the pool's taint (components/k8s/aks.py
+    # says, per operand, where its default tolerations were read).
+    taint = [layer.Toleration(key=GPU_TAINT_KEY)]
+    network = layer.network_operator(name, k8s_opts, taint)
     if operator == "nvidia":
-        layer.gpu_operator(name, k8s_opts, [layer.Toleration(key=GPU_TAINT_KEY)], after=network[-1:])
+        layer.gpu_operator(name, k8s_opts, taint, after=network[-1:])
     else:
-        layer.amd_gpu_operator(name, k8s_opts)
+        layer.amd_gpu_operator(name, k8s_opts, taint)
     csi = layer.lustre_csi(name, k8s_opts)
     namespace = job_namespace(name, k8s_opts)
     layer.lustre_volume(

@@ -42,6 +42,35 @@ OPERATOR_POD_SECURITY = {"pod-security.kubernetes.io/enforce": "privileged"}
 
 # configs/network-operator/values.yaml (AI_INFRA): the chart's own NFD rules off, ours below on.
 NETWORK_OPERATOR_VALUES = {"nfd": {"deployNodeFeatureRules": False}}
+
+# Tolerations. The GPU pool carries a taint (components/azure/orchestration_aks.py GPU_TAINT, the
+# AKS GPU Operator page's example); neither reference taints its pool, so their values tolerate
+# nothing of ours. What runs on the GPU nodes, and what each tolerates by default:
+# * the network operator's NFD worker, which labels the nodes the NicClusterPolicy and the GPU
+#   Operator select: master, control-plane and nvidia.com/gpu only (NETWORK_OPERATOR_REF
+#   deployment/network-operator/values.yaml, node-feature-discovery.worker.tolerations). A Helm
+#   value list replaces the chart's, so the chart's three are repeated with ours;
+# * the NicClusterPolicy's DaemonSets (DOCA driver, SR-IOV device plugin): spec.tolerations,
+#   "Tolerations to inject to the DaemonSets objects that are managed by the operator"
+#   (NETWORK_OPERATOR_REF api/v1alpha1/nicclusterpolicy_types.go), none by default;
+# * the GPU Operator's operands: daemonsets.tolerations, by default nvidia.com/gpu only
+#   (GPU_OPERATOR_REF deployments/gpu-operator/values.yaml);
+# * AMD's NFD worker: amd-dcm=up:NoExecute only (AMD_OPERATOR_REF helm-charts-k8s/values.yaml), and
+#   the DeviceConfig's device plugin, node labeller and metrics exporter: devicePluginTolerations,
+#   nodeLabellerTolerations, metricsExporter.tolerations (AMD_OPERATOR_REF
+#   api/v1alpha1/deviceconfig_types.go), none by default;
+# * the Lustre CSI node DaemonSet tolerates every taint already (`- operator: "Exists"`,
+#   deploy/csi-azurelustre-node-{jammy,noble}.yaml at LUSTRE_CSI_REF): nothing to add.
+NETWORK_OPERATOR_REF = "Mellanox/network-operator@v26.1.0 (34a16f8)"
+GPU_OPERATOR_REF = "NVIDIA/gpu-operator@v26.3.0"
+AMD_OPERATOR_REF = "ROCm/gpu-operator@v1.4.1 (3b39804)"
+NETWORK_NFD_WORKER_TOLERATIONS = (
+    {"key": "node-role.kubernetes.io/master", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+)
+GPU_OPERATOR_DAEMONSET_TOLERATIONS = ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},)
+AMD_NFD_WORKER_TOLERATIONS = ({"key": "amd-dcm", "operator": "Equal", "value": "up", "effect": "NoExecute"},)
 # configs/network-operator/node-feature-rule.yaml (AI_INFRA): label the nodes whose PCI devices
 # are ConnectX-7 (15b3:101c, 15b3:101e); the NicClusterPolicy runs only there.
 MELLANOX_LABEL = "feature.node.kubernetes.io/pci-15b3.present"
@@ -94,7 +123,7 @@ AMD_OPERATOR_CHART = "gpu-operator-charts"
 AMD_OPERATOR_VERSION = "v1.4.1"
 AMD_OPERATOR_NAMESPACE = "kube-amd-gpu"
 # configs/values/amd-gpu-operator/values.yaml (AKS_RDMA).
-AMD_OPERATOR_VALUES = {
+AMD_OPERATOR_VALUES: dict[str, dict[str, object]] = {
     "node-feature-discovery": {"enabled": True},
     "kmm": {"enabled": True},
     "crds": {"defaultCR": {"install": False}},
@@ -107,7 +136,7 @@ CERT_MANAGER_NAMESPACE = "cert-manager"
 # names rocm/k8s-device-plugin:latest and :labeller-latest, which a later `pulumi up` would not
 # reproduce, so the device plugin and labeller images are left to the operator's defaults (no
 # pinned tag of them was read); the metrics exporter tag is the reference's.
-AMD_DEVICE_CONFIG_SPEC: dict[str, object] = {
+AMD_DEVICE_CONFIG_SPEC: dict[str, dict[str, object]] = {
     "driver": {"enable": False, "blacklist": False},
     "devicePlugin": {"enableNodeLabeller": True},
     "metricsExporter": {
@@ -165,17 +194,52 @@ def _after(opts: pulumi.ResourceOptions, *deps: pulumi.Resource) -> pulumi.Resou
     return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(deps)))
 
 
-def network_operator(name: str, opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+def _chart(
+    name: str,
+    *,
+    chart: str,
+    version: str,
+    repo: str,
+    namespace: str,
+    values: Mapping[str, object],
+    opts: pulumi.ResourceOptions,
+) -> k8s.helm.v4.Chart:
+    """One pinned chart from its repository into its (already made) namespace."""
+    return k8s.helm.v4.Chart(
+        name,
+        chart=chart,
+        version=version,
+        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=repo),
+        namespace=namespace,
+        values=dict(values),
+        opts=opts,
+    )
+
+
+def _tolerating(defaults: tuple[dict[str, str], ...], tolerations: list[Toleration]) -> list[dict[str, str]]:
+    return [dict(t) for t in defaults] + [t.as_value() for t in tolerations]
+
+
+def network_operator(
+    name: str, opts: pulumi.ResourceOptions, tolerations: list[Toleration] | None = None
+) -> list[pulumi.Resource]:
     """The NVIDIA Network Operator, the rule that labels ConnectX-7 nodes and the NicClusterPolicy
-    that gives them the DOCA driver and the SR-IOV device plugin (``rdma/ib``)."""
+    that gives them the DOCA driver and the SR-IOV device plugin (``rdma/ib``). ``tolerations``:
+    the GPU pool's taints, which its NFD worker and the policy's DaemonSets must tolerate."""
+    tolerations = tolerations or []
     ns = _namespace(f"{name}-network-operator-ns", NETWORK_OPERATOR_NAMESPACE, opts, OPERATOR_POD_SECURITY)
-    chart = k8s.helm.v4.Chart(
+    values: dict[str, object] = dict(NETWORK_OPERATOR_VALUES)
+    if tolerations:
+        values["node-feature-discovery"] = {
+            "worker": {"tolerations": _tolerating(NETWORK_NFD_WORKER_TOLERATIONS, tolerations)}
+        }
+    chart = _chart(
         f"{name}-network-operator",
         chart=NETWORK_OPERATOR_CHART,
         version=NETWORK_OPERATOR_VERSION,
-        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=NVIDIA_REPO),
+        repo=NVIDIA_REPO,
         namespace=NETWORK_OPERATOR_NAMESPACE,
-        values=NETWORK_OPERATOR_VALUES,
+        values=values,
         opts=_after(opts, ns),
     )
     rule = k8s.apiextensions.CustomResource(
@@ -220,6 +284,7 @@ def network_operator(name: str, opts: pulumi.ResourceOptions) -> list[pulumi.Res
                 "forcePrecompiled": False,
             },
             "sriovDevicePlugin": {**SRIOV_PLUGIN, "config": json.dumps(SRIOV_RESOURCE_LIST, indent=2)},
+            **({"tolerations": [t.as_value() for t in tolerations]} if tolerations else {}),
         },
         opts=_after(opts, chart, rule),
     )
@@ -234,41 +299,57 @@ def gpu_operator(
     ns = _namespace(f"{name}-gpu-operator-ns", GPU_OPERATOR_NAMESPACE, opts, OPERATOR_POD_SECURITY)
     values = {
         **GPU_OPERATOR_VALUES,
-        "daemonsets": {
-            "tolerations": [Toleration(key="nvidia.com/gpu").as_value()] + [t.as_value() for t in tolerations]
-        },
+        "daemonsets": {"tolerations": _tolerating(GPU_OPERATOR_DAEMONSET_TOLERATIONS, tolerations)},
     }
-    return k8s.helm.v4.Chart(
+    return _chart(
         f"{name}-gpu-operator",
         chart=GPU_OPERATOR_CHART,
         version=GPU_OPERATOR_VERSION,
-        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=NVIDIA_REPO),
+        repo=NVIDIA_REPO,
         namespace=GPU_OPERATOR_NAMESPACE,
         values=values,
         opts=_after(opts, ns, *after),
     )
 
 
-def amd_gpu_operator(name: str, opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
-    """cert-manager, AMD's GPU operator and its DeviceConfig (device plugin: ``amd.com/gpu``)."""
+def amd_gpu_operator(
+    name: str, opts: pulumi.ResourceOptions, tolerations: list[Toleration] | None = None
+) -> list[pulumi.Resource]:
+    """cert-manager, AMD's GPU operator and its DeviceConfig (device plugin: ``amd.com/gpu``).
+    ``tolerations``: the GPU pool's taints, for its NFD worker and the DeviceConfig's DaemonSets."""
+    tolerations = tolerations or []
     cm_ns = _namespace(f"{name}-cert-manager-ns", CERT_MANAGER_NAMESPACE, opts)
-    cert_manager = k8s.helm.v4.Chart(
+    cert_manager = _chart(
         f"{name}-cert-manager",
         chart=CERT_MANAGER_CHART,
         version=CERT_MANAGER_VERSION,
-        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=CERT_MANAGER_REPO),
+        repo=CERT_MANAGER_REPO,
         namespace=CERT_MANAGER_NAMESPACE,
         values={"crds": {"enabled": True}},
         opts=_after(opts, cm_ns),
     )
     ns = _namespace(f"{name}-amd-gpu-ns", AMD_OPERATOR_NAMESPACE, opts)
-    chart = k8s.helm.v4.Chart(
+    values: dict[str, object] = dict(AMD_OPERATOR_VALUES)
+    spec: dict[str, object] = dict(AMD_DEVICE_CONFIG_SPEC)
+    if tolerations:
+        values["node-feature-discovery"] = {
+            **AMD_OPERATOR_VALUES["node-feature-discovery"],
+            "worker": {"tolerations": _tolerating(AMD_NFD_WORKER_TOLERATIONS, tolerations)},
+        }
+        own = [t.as_value() for t in tolerations]
+        spec["devicePlugin"] = {
+            **AMD_DEVICE_CONFIG_SPEC["devicePlugin"],
+            "devicePluginTolerations": own,
+            "nodeLabellerTolerations": own,
+        }
+        spec["metricsExporter"] = {**AMD_DEVICE_CONFIG_SPEC["metricsExporter"], "tolerations": own}
+    chart = _chart(
         f"{name}-amd-gpu-operator",
         chart=AMD_OPERATOR_CHART,
         version=AMD_OPERATOR_VERSION,
-        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=AMD_REPO),
+        repo=AMD_REPO,
         namespace=AMD_OPERATOR_NAMESPACE,
-        values=AMD_OPERATOR_VALUES,
+        values=values,
         opts=_after(opts, ns, cert_manager),
     )
     config = k8s.apiextensions.CustomResource(
@@ -276,7 +357,7 @@ def amd_gpu_operator(name: str, opts: pulumi.ResourceOptions) -> list[pulumi.Res
         api_version="amd.com/v1alpha1",
         kind="DeviceConfig",
         metadata=k8s.meta.v1.ObjectMetaArgs(name="gpu-operator", namespace=AMD_OPERATOR_NAMESPACE),
-        spec=AMD_DEVICE_CONFIG_SPEC,
+        spec=spec,
         opts=_after(opts, chart),
     )
     return [cm_ns, cert_manager, ns, chart, config]

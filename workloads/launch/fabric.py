@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
@@ -118,6 +118,17 @@ class Sidecar:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CollectivesPart:
+    """What one collectives library (``nccl``, ``rccl``: the instance's ``software.collectives``)
+    adds on a fabric for one scheduler: the same InfiniBand wants another environment for NCCL on
+    ND H100 v5 than for RCCL on ND MI300X v5, and another on AKS than on the HPC VM image."""
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    library_path: tuple[str, ...] = ()
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PodWiring:
     default_interface: str | None = None
     interfaces: Mapping[str, str] = field(default_factory=dict)
@@ -134,6 +145,15 @@ class PodWiring:
     """Why the workload runs as uid 0 whatever the image's USER (``runAsUser: 0``); None: the image's user."""
     sidecar: Sidecar | None = None
     source: str = ""
+    collectives: Mapping[str, CollectivesPart] = field(default_factory=dict)
+    """Per collectives library, what it adds (``fabrics.<f>.pod.collectives``)."""
+
+    def for_collectives(self, name: str | None) -> PodWiring:
+        """This wiring with the part for ``name`` folded in (its env on top, its libraries first)."""
+        part = self.collectives.get(name or "")
+        if part is None:
+            return self
+        return replace(self, env={**self.env, **part.env}, library_path=(*part.library_path, *self.library_path))
 
     def annotations(self) -> dict[str, str]:
         """The pod's annotations, in the form GKE's examples write them."""
@@ -170,6 +190,15 @@ class SlurmWiring:
     env_script: str | None = None
     discover: Discover | None = None
     source: str = ""
+    collectives: Mapping[str, CollectivesPart] = field(default_factory=dict)
+    """Per collectives library, what it adds (``fabrics.<f>.slurm.collectives``)."""
+
+    def for_collectives(self, name: str | None) -> SlurmWiring:
+        """This wiring with the part for ``name`` folded in (its env on top, its libraries first)."""
+        part = self.collectives.get(name or "")
+        if part is None:
+            return self
+        return replace(self, env={**self.env, **part.env}, library_path=(*part.library_path, *self.library_path))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -207,6 +236,25 @@ def _root_reason(raw: Any, where: str) -> str | None:
 
 def _strs(raw: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in (raw or {}).items()}
+
+
+COLLECTIVES = ("nccl", "rccl")
+
+
+def _collectives(raw: Any, where: str, sources: set[str]) -> dict[str, CollectivesPart]:
+    out: dict[str, CollectivesPart] = {}
+    for name, part in (raw or {}).items():
+        at = f"{where}.collectives.{name}"
+        if name not in COLLECTIVES:
+            raise CatalogError(f"{at}: unknown collectives library (allowed: {', '.join(COLLECTIVES)})")
+        if not isinstance(part, Mapping) or part.get("source") not in sources:
+            raise CatalogError(f"{at}.source: unknown source id {(part or {}).get('source')!r}")
+        out[str(name)] = CollectivesPart(
+            env=_strs(part.get("env")),
+            library_path=tuple(str(d) for d in part.get("library_path") or ()),
+            source=str(part["source"]),
+        )
+    return out
 
 
 def parse(doc: Mapping[str, Any]) -> dict[str, FabricWiring]:
@@ -251,6 +299,7 @@ def parse(doc: Mapping[str, Any]) -> dict[str, FabricWiring]:
             run_as_root=_root_reason(pod_raw.get("run_as_root"), f"{where}.pod.run_as_root"),
             sidecar=sidecar,
             source=str(pod_raw.get("source", "")),
+            collectives=_collectives(pod_raw.get("collectives"), f"{where}.pod", sources),
         )
         for owner, mounts in (("pod.mounts", pod.mounts), ("pod.sidecar.mounts", sidecar.mounts if sidecar else {})):
             for vol in mounts:
@@ -264,6 +313,7 @@ def parse(doc: Mapping[str, Any]) -> dict[str, FabricWiring]:
             env_script=slurm_raw.get("env_script"),
             discover=Discover(**slurm_raw["discover"]) if slurm_raw.get("discover") else None,
             source=str(slurm_raw.get("source", "")),
+            collectives=_collectives(slurm_raw.get("collectives"), f"{where}.slurm", sources),
         )
         found = slurm.discover
         if found and found.plugin_root:

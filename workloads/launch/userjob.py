@@ -70,7 +70,9 @@ def user_job(
     )
     it = load_catalog().get(base.instance_type) if base.instance_type else None
     if outputs.scheduler.kind == "slurm":
-        slurm = fabric_wiring.wiring(it.network.fabric if it else None).slurm
+        slurm = fabric_wiring.wiring(it.network.fabric if it else None).slurm.for_collectives(
+            it.software.collectives if it else None
+        )
         return LaunchSpec(
             job_name=f"gpuc-{pattern}",
             nodes=base.nodes,

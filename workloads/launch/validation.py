@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from components.catalog import load_catalog, load_fabric_facts
+from components.catalog import load_catalog, load_fabric_facts, load_runtime_images
 from components.contract import ClusterOutputs
 from workloads.launch.bundle import JOB_REQUIREMENTS, Bundle
 from workloads.launch import fabric as fabric_wiring
@@ -150,7 +150,9 @@ def _phases(job: ValidationJob, *, expect_nodes: tuple[str, ...] = (), pair_sear
 
 def sbatch_spec(job: ValidationJob) -> LaunchSpec:
     it = load_catalog().get(job.instance_type) if job.instance_type else None
-    slurm = fabric_wiring.wiring(it.network.fabric if it else None).slurm
+    slurm = fabric_wiring.wiring(it.network.fabric if it else None).slurm.for_collectives(
+        it.software.collectives if it else None
+    )
     phases = _phases(job, pair_search_ranks=ranks_per_node(it.accelerator.count if it else 0, job.procs_per_node))
     return LaunchSpec(
         job_name="gpuc-validate",
@@ -208,7 +210,9 @@ def jobset_spec(
     """The validation run as one JobSet. ``job.drain`` is ignored: the pods carry no
     credentials to cordon nodes, and their host names are pods', not nodes'."""
     it = load_catalog().get(job.instance_type) if job.instance_type else None
-    wired = fabric_wiring.wiring(it.network.fabric if it else None).pod
+    wired = fabric_wiring.wiring(it.network.fabric if it else None).pod.for_collectives(
+        it.software.collectives if it else None
+    )
     nodes = pod_hostnames(name, JOBSET_REPLICATED_JOB, job.nodes)
     phases = _phases(replace(job, drain=False), expect_nodes=nodes)
     return JobSetSpec(
@@ -264,13 +268,24 @@ POD_CODE_DIR = "/tmp/gpuc-code"
 DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
 
 
-def default_image(fabric: str, cpu: bool = False) -> str:
-    """The fabric's image from the catalog (``fabrics.<f>.image``: by digest where its publisher
-    gives one, else by tag, which ``submit`` resolves to a digest), else DEFAULT_IMAGE."""
+def default_image(fabric: str, cpu: bool = False, gpu_runtime: str | None = None) -> str:
+    """The GPU runtime's image where the catalog names one (``runtime_images.rocm``: NVIDIA's
+    DEFAULT_IMAGE has no ROCm), else the fabric's (``fabrics.<f>.image``: by digest where its
+    publisher gives one, else by tag, which ``submit`` resolves to a digest), else DEFAULT_IMAGE."""
+    if cpu:
+        return DEFAULT_IMAGE
+    runtime_img = load_runtime_images().get(gpu_runtime or "")
+    if runtime_img is not None:
+        return runtime_img.ref
     img = load_fabric_facts()[1].get(fabric)
-    if cpu or img is None:
+    if img is None:
         return DEFAULT_IMAGE
     return img.ref
+
+
+def gpu_runtime_of(instance_type: str | None) -> str | None:
+    """``cuda`` or ``rocm`` for a catalog type; None for none (a CPU cluster)."""
+    return load_catalog().get(instance_type).software.gpu_runtime if instance_type else None
 
 
 def pinned(image: str) -> bool:
@@ -473,8 +488,10 @@ def check_networks(outputs: ClusterOutputs, wired: fabric_wiring.PodWiring) -> N
 def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, image: str | None = None) -> JobSetSpec:
     """The run as a JobSet on the cluster's GPU nodes, with the fabric's devices and wiring.
     ``image``: default the catalog's image for the fabric (by digest), else DEFAULT_IMAGE."""
-    image = image or default_image(outputs.fabric.type, cpu=job.instance_type is None)
     it = load_catalog().get(outputs.instance_type)
+    image = image or default_image(
+        outputs.fabric.type, cpu=job.instance_type is None, gpu_runtime=it.software.gpu_runtime
+    )
     # What the certificate records (workloads/validate/stack.py): the image every pod runs, by
     # digest once submit has resolved it, and the receive-datapath daemon's.
     recorded = {"GPUC_IMAGE_DIGEST": image}

@@ -300,7 +300,10 @@ def job_image(outs: ClusterOutputs, args: argparse.Namespace) -> str | None:
     """The image the Kubernetes pods run: ``--image``, else the fabric's in the catalog; None on Slurm."""
     if outs.scheduler.kind != "kubernetes":
         return None
-    return str(args.image or vjob.default_image(outs.fabric.type, cpu=bool(args.cpu)))
+    return str(
+        args.image
+        or vjob.default_image(outs.fabric.type, cpu=bool(args.cpu), gpu_runtime=vjob.gpu_runtime_of(outs.instance_type))
+    )
 
 
 def pin_image(outs: ClusterOutputs, args: argparse.Namespace, say: Callable[[str], None]) -> argparse.Namespace:

@@ -639,7 +639,7 @@ def _render(outs: ClusterOutputs, args: argparse.Namespace, run_id: str) -> tupl
     )
     if outs.scheduler.kind == "kubernetes" and not args.image:
         try:
-            vjob.default_image(outs.fabric.type)
+            vjob.default_image(outs.fabric.type, gpu_runtime=vjob.gpu_runtime_of(outs.instance_type))
         except RuntimeError as exc:
             # Not pulled here either way: render with the catalog's own reference, and say so.
             ref = load_fabric_facts()[1][outs.fabric.type].ref

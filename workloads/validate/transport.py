@@ -1,5 +1,8 @@
 """Which network transport NCCL/RCCL actually used, read from its debug log.
 
+RCCL logs under NCCL's own "NCCL INFO" prefix with NCCL's transport lines, so one reader serves
+both; RCCL's extra lines (its banner, "NET/Plugin: ...") name no network.
+
 With ``NCCL_DEBUG=INFO`` NCCL names the network plugin it loaded ("Using network X") and, per
 channel, the path a peer connection takes ("via NET/X/..." across nodes, "via P2P/..." or
 "via SHM" inside one). A cluster whose fabric plugin failed to load still works, over TCP
@@ -16,7 +19,9 @@ from typing import Iterable
 _USING_NETWORK = re.compile(r"NCCL INFO Using network (\S+(?: \S+)?)")
 _VIA_NET = re.compile(r"via NET/([A-Za-z0-9_-]+)")
 # Only "NET/X : Using ..." says X is in use; "NET/IB : No device found" says the opposite.
-_NET_INIT = re.compile(r"NCCL INFO NET/([A-Za-z0-9_-]+)\s*:\s*Using\b")
+# "NET/Plugin: Using internal network plugin." (RCCL, rccl-tests issue 163) names the loader,
+# not a network: the internal transports then log their own NET/IB or NET/Socket line.
+_NET_INIT = re.compile(r"NCCL INFO NET/(?!Plugin\b)([A-Za-z0-9_-]+)\s*:\s*Using\b")
 
 # Names one plugin goes by in different log lines and versions.
 ALIASES = {

@@ -19,20 +19,27 @@ def test_nd_sizes_are_infiniband_with_eight_400g_ports_per_node() -> None:
 
 
 def test_mi300x_runs_rccl_without_the_nvidia_topology_file() -> None:
+    from workloads.launch import fabric
+
     cat = load_catalog()
     h100 = cat.get("Standard_ND96isr_H100_v5").software
     mi = cat.get("Standard_ND96isr_MI300X_v5").software
-    assert h100.fabric_env["NCCL_TOPO_FILE"] == "/opt/microsoft/ndv5-topo.xml"
-    assert "NCCL_TOPO_FILE" not in mi.fabric_env and mi.fabric_env["HSA_NO_SCRATCH_RECLAIM"] == "1"
     assert (mi.gpu_runtime, mi.collectives) == ("rocm", "rccl")
-    # Everything else is the fabric's, shared with the NVIDIA sizes.
-    assert {k: v for k, v in h100.fabric_env.items() if k != "NCCL_TOPO_FILE"}.items() <= mi.fabric_env.items()
+    assert mi.fabric_env["HSA_NO_SCRATCH_RECLAIM"] == "1"
+    # The fabric's own part is what VM and AKS, NCCL and RCCL share; it names no topology file.
+    assert h100.fabric_env.items() <= mi.fabric_env.items() and "NCCL_TOPO_FILE" not in h100.fabric_env
+    ib = fabric.wiring("infiniband")
+    # The HPC VM image's topology file is NCCL's on the VM only (aznhc), never RCCL's.
+    assert ib.slurm.for_collectives("nccl").env["NCCL_TOPO_FILE"] == "/opt/microsoft/ndv5-topo.xml"
+    assert "NCCL_TOPO_FILE" not in ib.slurm.for_collectives("rccl").env
+    # On AKS no pod points at a file its image does not have.
+    assert not any("NCCL_TOPO_FILE" in ib.pod.for_collectives(c).env for c in ("nccl", "rccl"))
 
 
 def test_unsetting_a_name_the_fabric_does_not_set_is_a_catalog_error() -> None:
     with open(CATALOG_PATH, encoding="utf-8") as fh:
         doc = yaml.safe_load(fh)
     bad = copy.deepcopy(doc)
-    bad["instances"]["Standard_ND96isr_MI300X_v5"]["software"]["env_unset"] = ["NCCL_NOPE"]
+    bad["instances"]["Standard_ND96isr_MI300X_v5"]["software"]["env_unset"] = ["NCCL_NOPE"]  # not the fabric's
     with pytest.raises(CatalogError, match=r"Standard_ND96isr_MI300X_v5.*software\.env_unset"):
         parse_catalog(bad)

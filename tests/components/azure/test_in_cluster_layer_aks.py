@@ -40,7 +40,8 @@ def test_nic_cluster_policy_gives_rdma_ib_on_the_nodes_the_rule_labels(azure_run
         "v26.1.0",
         "https://helm.ngc.nvidia.com/nvidia",
     )
-    assert chart.inputs["values"] == {"nfd": {"deployNodeFeatureRules": False}}
+    assert chart.inputs["values"]["nfd"] == {"deployNodeFeatureRules": False}
+    assert set(chart.inputs["values"]) == {"nfd", "node-feature-discovery"}  # the tolerations, below
     assert chart.inputs["namespace"] == "network-operator"
     rule = _cr(run, "NodeFeatureRule")
     (r,) = rule.inputs["spec"]["rules"]
@@ -189,3 +190,50 @@ def test_jobset_runs_on_the_system_pool_and_every_object_goes_through_the_cluste
     (provider,) = run.of_type("pulumi:providers:kubernetes")
     objects = [r for r in run.resources if r.type.startswith("kubernetes:") and r.custom]
     assert objects and all(r.provider.startswith(provider.urn) for r in objects)
+
+
+def _tolerates(tolerations: list[dict[str, str]], taint: str) -> bool:
+    """Whether a toleration list admits ``key=value:Effect`` (Kubernetes' matching: Exists matches
+    any value, Equal the one value; an empty effect matches every effect)."""
+    key, _, rest = taint.partition("=")
+    value, _, effect = rest.partition(":")
+    return any(
+        t.get("key") in (key, None, "")
+        and (t.get("operator", "Equal") == "Exists" or t.get("value") == value)
+        and t.get("effect") in (effect, None, "")
+        for t in tolerations
+    )
+
+
+def test_every_operand_that_runs_on_the_gpu_pool_tolerates_its_taint(azure_run: Run) -> None:
+    # Chart defaults (read at the pins, components/k8s/aks.py) tolerate nvidia.com/gpu or amd-dcm,
+    # never the pool's sku taint: without ours the NFD worker never labels a GPU node, the
+    # NicClusterPolicy's DOCA driver and SR-IOV plugin never run there, and no pod gets rdma/ib.
+    for itype in (H100, MI300X):
+        run = azure_run(azure_obj(itype))
+        (taint,) = run.one("azure-native:containerservice:AgentPool").inputs["nodeTaints"]
+        charts = _charts(run)
+        nfd = charts["network-operator"].inputs["values"]["node-feature-discovery"]["worker"]["tolerations"]
+        assert _tolerates(nfd, taint), itype
+        # The chart's own three stay (a Helm list replaces the chart's, so they are repeated).
+        assert [t for t in nfd if t["key"] != "sku"] == list(layer.NETWORK_NFD_WORKER_TOLERATIONS)
+        assert _tolerates(_cr(run, "NicClusterPolicy").inputs["spec"]["tolerations"], taint), itype
+        if itype == H100:
+            ds = charts["gpu-operator"].inputs["values"]["daemonsets"]["tolerations"]
+            assert _tolerates(ds, taint) and _tolerates(ds, "nvidia.com/gpu=present:NoSchedule")
+        else:
+            amd = charts["gpu-operator-charts"].inputs["values"]["node-feature-discovery"]
+            assert amd["enabled"] is True and _tolerates(amd["worker"]["tolerations"], taint)
+            assert _tolerates(amd["worker"]["tolerations"], "amd-dcm=up:NoExecute")  # the chart's own
+            spec = _cr(run, "DeviceConfig").inputs["spec"]
+            for got in (
+                spec["devicePlugin"]["devicePluginTolerations"],
+                spec["devicePlugin"]["nodeLabellerTolerations"],
+                spec["metricsExporter"]["tolerations"],
+            ):
+                assert _tolerates(got, taint), itype
+            assert spec["devicePlugin"]["enableNodeLabeller"] is True  # the reference's, kept
+    # The check itself tells a missing toleration from a present one.
+    assert not _tolerates(
+        [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}], "sku=gpu:NoSchedule"
+    )
