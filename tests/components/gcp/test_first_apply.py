@@ -93,7 +93,9 @@ def test_tcpx_installer_has_no_pre_installation(offline: Callable[..., OfflineRu
     assert "cp -r /var/lib/tcpx/lib64/. /usr/local/nvidia/lib64" in inst["args"][0]
     # By the digest the stack supplies (no published reference gives one for v3.1.9).
     assert inst["image"] == supplied_installer("a3-highgpu-8g")
-    assert inst["image"].startswith("us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.9@")
+    assert inst["image"].startswith(
+        "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.9@"
+    )
 
 
 @pytest.mark.parametrize(
