@@ -70,6 +70,14 @@ def placement(spec: ClusterSpec, outputs: Mapping[str, Any]) -> Caveat:
         return Caveat("placement", f"no {kind}: the reservation's blocks are compact by construction")
     if spec.cloud == "gcp" and spec.orchestration.kind == "slurm" and not created:
         return Caveat("placement", f"no {kind}: Cluster Director places its nodes itself")
+    refused = (
+        gcp_rules.placement_refused(spec.compute.instance_type, cap.type, spec.compute.nodes)
+        if spec.cloud == "gcp"
+        else None
+    )
+    if refused is not None and not created:
+        # The rule's reason, less its "(allowed: ...)" tail, which is for a stack that asks for one.
+        return Caveat("placement", f"no {kind}: {refused.split(' (allowed:')[0]}")
     if not spec.interconnect.placement:
         return Caveat(
             "placement",
