@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.aws.rules import capacity_note
+from components.gcp import rules as gcp_rules
 from components.spec import ClusterSpec
 
 # Google, "About flex-start provisioning mode" (GKE, cloud.google.com/kubernetes-engine/docs/concepts/dws,
@@ -34,7 +35,7 @@ SPOT_NOTICE = {
 @dataclass(frozen=True, slots=True)
 class Caveat:
     topic: str
-    """placement | capacity | flex-start | spot | zone."""
+    """placement | capacity | flex-start | spot | zone | installer."""
     text: str
 
 
@@ -69,6 +70,14 @@ def placement(spec: ClusterSpec, outputs: Mapping[str, Any]) -> Caveat:
         return Caveat("placement", f"no {kind}: the reservation's blocks are compact by construction")
     if spec.cloud == "gcp" and spec.orchestration.kind == "slurm" and not created:
         return Caveat("placement", f"no {kind}: Cluster Director places its nodes itself")
+    refused = (
+        gcp_rules.placement_refused(spec.compute.instance_type, cap.type, spec.compute.nodes)
+        if spec.cloud == "gcp"
+        else None
+    )
+    if refused is not None and not created:
+        # The rule's reason, less its "(allowed: ...)" tail, which is for a stack that asks for one.
+        return Caveat("placement", f"no {kind}: {refused.split(' (allowed:')[0]}")
     if not spec.interconnect.placement:
         return Caveat(
             "placement",
@@ -126,6 +135,28 @@ def capacity_block(spec: ClusterSpec) -> Caveat | None:
     return Caveat("capacity", note) if note else None
 
 
+def installer(spec: ClusterSpec) -> Caveat | None:
+    """GKE: the NCCL plugin installer is pulled by digest only; where no published reference gives
+    the digest and the stack names none, the offline plan has no installer (and `pulumi up` refuses)."""
+    if spec.cloud != "gcp" or spec.orchestration.kind != "gke" or spec.orchestration.installer_image:
+        return None
+    missing = gcp_rules.installer_image_missing(spec.compute.instance_type)
+    if missing is None:
+        return None
+    return Caveat(
+        "installer",
+        f"no NCCL plugin installer is planned: {gcp_rules.INSTALLER_IMAGE_KEY} is {missing}; "
+        "`pulumi up` refuses the stack until it is set",
+    )
+
+
 def caveats(spec: ClusterSpec, outputs: Mapping[str, Any]) -> list[Caveat]:
-    found = [placement(spec, outputs), capacity_block(spec), flex_start(spec), spot(spec), zone(spec)]
+    found = [
+        placement(spec, outputs),
+        capacity_block(spec),
+        flex_start(spec),
+        spot(spec),
+        zone(spec),
+        installer(spec),
+    ]
     return [c for c in found if c is not None]

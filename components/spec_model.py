@@ -129,6 +129,10 @@ class OrchestrationSpec:
     cannot change it in place: a new size replaces the cluster with its queue and node groups. So
     it is never derived from the node count: unset is SMALL, and more instances than SMALL holds
     are refused until the stack names the size (components/aws/rules.py)."""
+    installer_image: str | None = None
+    """GKE: the NCCL plugin installer's image by digest (``repo[:tag]@sha256:...``). Required where
+    the catalog has no published digest for the fabric's installer (gIB, TCPX:
+    components/gcp/rules.py), optional where it has one (then this one is used instead)."""
     deletion_protection: bool = True
     """GKE: the cluster's ``deletion_protection`` (a pulumi-gcp field, checked by the provider when it
     deletes, not Pulumi's ``protect``). Set false and ``pulumi up`` before ``pulumi destroy``."""

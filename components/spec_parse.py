@@ -193,7 +193,9 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
         placement = False
 
     storage = _parse_storage(r, top.get("storage"), cloud, rules)
-    orch = _parse_orchestration(r, top.get("orchestration"), cloud, rules, deployer_placeholder)
+    orch = _parse_orchestration(
+        r, top.get("orchestration"), cloud, rules, deployer_placeholder, itype if instance is not None else None
+    )
     image = _parse_image(r, comp.get("image"), cloud, rules, orch.kind if orch else None)
     net = r.mapping(
         top.get("network"),
@@ -405,7 +407,12 @@ def needs_deployer_placeholder(raw: Any) -> bool:
 
 
 def _parse_orchestration(
-    r: _Reader, raw: Any, cloud: str | None, rules: CloudRules | None, placeholder: bool = False
+    r: _Reader,
+    raw: Any,
+    cloud: str | None,
+    rules: CloudRules | None,
+    placeholder: bool = False,
+    instance_type: str | None = None,
 ) -> OrchestrationSpec | None:
     o = r.mapping(
         raw,
@@ -420,6 +427,7 @@ def _parse_orchestration(
             "partition",
             "size",
             "deletion_protection",
+            "installer_image",
         ),
         required=("kind",),
     )
@@ -528,6 +536,24 @@ def _parse_orchestration(
         for key in ("endpoint", "deployer_cidrs"):
             if key in o:
                 r.bad(f"orchestration.{key}", "only applies to eks, gke and aks (kind is slurm)")
+    # GCP only (components/gcp/rules.py): the NCCL plugin installer's image, by digest.
+    check_installer = getattr(rules, "installer_image", None)
+    installer_missing = getattr(rules, "installer_image_missing", None)
+    installer = o.get("installer_image")
+    if installer is not None:
+        why = (
+            check_installer(installer, instance_type, kind)
+            if check_installer
+            else f"only applies to gke on gcp (cloud is {cloud})"
+        )
+        if why is not None:
+            r.bad("orchestration.installer_image", why)
+            installer = None
+    elif kind == "gke" and instance_type and not placeholder and installer_missing:
+        # The offline plan (placeholder) plans no installer without it and says so (a plan caveat).
+        missing = installer_missing(instance_type)
+        if missing is not None:
+            r.bad("orchestration.installer_image", missing)
     if kind is None or login is None:
         return None
     return OrchestrationSpec(
@@ -539,6 +565,7 @@ def _parse_orchestration(
         partition=partition,
         size=size,
         deletion_protection=protect,
+        installer_image=installer,
     )
 
 

@@ -42,7 +42,7 @@ from components.gcp.workload_identity import bucket_volume, checkpoint_claim_nam
 # Re-exported: components/gcp/cluster.py names it in the stack output scheduler.namespace.
 from components.k8s.addons import JOB_NAMESPACE as JOB_NAMESPACE, job_namespace, jobset
 from components.k8s.gke import NodeNetwork, gke_networks, lustre_volume
-from components.k8s.gke_installers import NEEDS_DEVICE_INJECTOR, nccl_installer, nri_device_injector
+from components.k8s.gke_installers import NEEDS_DEVICE_INJECTOR, installer_ref, nccl_installer, nri_device_injector
 from components.k8s.kueue import LOCAL_QUEUE, Quota, kueue
 from components.gcp.rules import GKE_RELEASE_CHANNEL, queued_provisioning
 from components.spec import ClusterSpec
@@ -371,7 +371,12 @@ def create_in_cluster_layer(name: str, args: GkeLayerArgs, k8s_opts: pulumi.Reso
     gke_networks(name, args.networks, lab, k8s_opts)
     namespace = job_namespace(name, k8s_opts, lab)
     in_namespace = pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[namespace]))
-    nccl_installer(name, fabric, accelerator, lab, k8s_opts)
+    # By digest only: without one (a fabric whose installer digest no published reference gives,
+    # and a stack that names none, which only the offline plan lets through) no installer is
+    # planned, and the plan says so (components/plan_caveats.py).
+    installer = installer_ref(fabric, spec.orchestration.installer_image)
+    if installer is not None:
+        nccl_installer(name, fabric, accelerator, lab, k8s_opts, installer)
     if fabric in NEEDS_DEVICE_INJECTOR:
         nri_device_injector(name, accelerator, lab, k8s_opts)
     lustre_volume(

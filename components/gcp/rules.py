@@ -216,3 +216,62 @@ def node_image(raw: object, kind: str | None) -> str | None:
         "only applies to aws for now (on gcp the node image follows the GKE release channel or Cluster "
         "Director's image)"
     )
+
+
+# The NCCL plugin installer every GKE GPU node runs (components/k8s/gke_installers.py) is privileged,
+# so it is pulled by digest (Checkov CKV_K8S_43): a tag can be moved to other bytes under a running
+# fleet. Where the catalog holds a digest from a published reference (fabrics.<f>.installer.digest:
+# TCPXO, from NVIDIA/aicr's image inventory) that one is used; where no published reference gives
+# one (gIB nccl-plugin-gib:v1.1.1 and TCPX v3.1.9: container-engine-accelerators at 992db81 and
+# cluster-toolkit at 1047080 name the tags only, as do NVIDIA/aicr, gpu-recipes and every other
+# stored reference read 2026-12-01), the stack must supply it. A reference by digest: optional
+# registry host and port, path, optional tag, then ``@sha256:`` and 64 lower-case hex digits
+# (the OCI distribution spec's digest form for sha256).
+INSTALLER_IMAGE_KEY = "orchestration.installer_image"
+DIGEST_REF = re.compile(
+    r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)+"
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}\Z"
+)
+# How a user gets the digest of a published tag (go-containerregistry's crane, `crane digest IMAGE`;
+# docs/crane_digest.md): asked of the registry itself, not guessed.
+DIGEST_HOW = "`crane digest {ref}` (go-containerregistry)"
+
+
+def _installer_ref(instance_type: str) -> tuple[str, str | None]:
+    from components.catalog import installer_fact, load_catalog
+
+    fact = installer_fact(load_catalog().get(instance_type).network.fabric)
+    return f"{fact.image}:{fact.tag}", fact.digest
+
+
+def installer_image(raw: object, instance_type: str | None, kind: str | None) -> str | None:
+    """Why ``orchestration.installer_image`` is refused, or None for a good value."""
+    if kind != "gke":
+        return f"only applies to gke (the NCCL plugin installer DaemonSet; kind is {kind})"
+    ref = _installer_ref(instance_type)[0] if instance_type else "the fabric's installer image"
+    if not isinstance(raw, str) or not DIGEST_REF.match(raw):
+        return (
+            f"{_short(raw)} is not an image reference by digest (allowed: registry/path[:tag]@sha256:<64 hex "
+            f"digits>, e.g. {ref}@sha256:... with the digest from {DIGEST_HOW.format(ref=ref)})"
+        )
+    return None
+
+
+def installer_image_missing(instance_type: str) -> str | None:
+    """Why a GKE stack for ``instance_type`` must set ``orchestration.installer_image``, or None
+    where the catalog pins the installer by a published digest."""
+    ref, digest = _installer_ref(instance_type)
+    if digest:
+        return None
+    return (
+        f"required for {instance_type} on gke: its NCCL plugin installer runs privileged on every GPU node and "
+        f"is pulled only by digest, and no published reference gives the digest of {ref} (container-engine-"
+        f"accelerators and cluster-toolkit name the tag only), so the stack names it (allowed: "
+        f"{ref}@sha256:<64 hex digits>, the digest from {DIGEST_HOW.format(ref=ref)}; or your own mirror of "
+        "that image, by digest)"
+    )
+
+
+def _short(raw: object) -> str:
+    text = repr(raw)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -16,8 +16,10 @@ examples/gke-a3-ultragpu/nccl-installer.yaml.tftpl, examples/gke-a4/nccl-install
   the pod has ``hostPID``): accept TCP on INPUT, load ``import-helper``, and expose every
   aperture device (PCI id ``1ae0:0084``) under ``/dev/aperture_devices`` for the sidecar.
 
-Images and versions are catalog facts (``fabrics.<fabric>.installer``); an image whose digest the
-catalog knows is pulled by digest with its tag kept beside it (CKV_K8S_43).
+Images and versions are catalog facts (``fabrics.<fabric>.installer``), every one pulled by digest
+(CKV_K8S_43): the catalog's, with its tag kept beside it, where a published reference gives one;
+else the stack's ``orchestration.installer_image`` (components/gcp/rules.py), which ``pulumi up``
+requires and without which the offline plan plans no installer (:func:`installer_ref`).
 """
 
 from __future__ import annotations
@@ -179,10 +181,18 @@ def _daemonset(
     )
 
 
+def installer_ref(fabric: str, supplied: str | None) -> str | None:
+    """The installer image by digest: the stack's where it names one, else the catalog's where it
+    has a published digest, else None (no installer can be planned by tag)."""
+    fact = installer_fact(fabric)
+    return supplied or (fact.ref if fact.digest else None)
+
+
 def nccl_installer(
-    name: str, fabric: str, accelerator: str, labels: dict[str, str], opts: pulumi.ResourceOptions
+    name: str, fabric: str, accelerator: str, labels: dict[str, str], opts: pulumi.ResourceOptions, image: str
 ) -> k8s.apps.v1.DaemonSet:
-    """DaemonSet that puts the fabric's NCCL net plugin where GPU pods load it from."""
+    """DaemonSet that puts the fabric's NCCL net plugin where GPU pods load it from; ``image`` is
+    the installer by digest (:func:`installer_ref`)."""
     fact = installer_fact(fabric)
     ds_name = "nccl-rdma-installer" if fabric == "rdma" else f"nccl-{fabric}-installer"
     privileged = k8s.core.v1.SecurityContextArgs(privileged=True)
@@ -219,7 +229,7 @@ def nccl_installer(
     init.append(
         k8s.core.v1.ContainerArgs(
             name=ds_name,
-            image=fact.ref,
+            image=image,
             resources=cpu,
             security_context=privileged,
             volume_mounts=mounts,
@@ -239,23 +249,13 @@ def nccl_installer(
         init_containers=init,
         containers=[k8s.core.v1.ContainerArgs(name="pause", image=PAUSE_IMAGE, security_context=PAUSE_SECURITY)],
     )
-    # Where no public source gives the installer's digest (catalog digest: null), the tag is all
-    # there is: the waiver says so and goes away by itself once the digest is recorded.
-    unpinned = (
-        {}
-        if fact.digest
-        else {
-            "CKV_K8S_43": f"no public source gives the digest of {fact.image}:{fact.tag}; record it in the catalog "
-            f"(fabrics.{fabric}.installer.digest, from `gcloud artifacts docker images describe`) to pin it"
-        }
-    )
     return _daemonset(
         name,
         ds_name,
         {**labels, "gpu-cluster/plugin-version": fact.plugin_version},
         spec,
         opts,
-        needs={**INSTALLER_NEEDS, **unpinned},
+        needs=INSTALLER_NEEDS,
     )
 
 

@@ -28,17 +28,35 @@ __all__ = ["Fatal", "GcpClients", "checks"]
 CLUSTER_DIRECTOR_API = "hypercomputecluster.googleapis.com"
 
 # Compute Engine GPU quota metrics per machine type: (standard, preemptible), regional; plus the
-# project-wide GPUS_ALL_REGIONS. Source: Compute Engine "Allocation quotas", GPU quotas
-# (cloud.google.com/compute/resource-usage#gpus_quota), metric names read 2026-12 as they are
-# requested and queried in public deployment guides (`gcloud compute regions describe`). Most are
-# absent from compute_v1's Quota.Metric enum (1.48.0), which does not matter: Quota.metric is a
-# string field, so the library hands over whatever name the service answers with
-# (tests/preflight/test_gcp.py holds this).
-GPU_QUOTA_METRICS: dict[str, tuple[str, str]] = {
-    "a3-highgpu-8g": ("NVIDIA_H100_GPUS", "PREEMPTIBLE_NVIDIA_H100_GPUS"),
-    "a3-megagpu-8g": ("NVIDIA_H100_MEGA_GPUS", "PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS"),
-    "a3-ultragpu-8g": ("NVIDIA_H200_GPUS", "PREEMPTIBLE_NVIDIA_H200_GPUS"),
-    "a4-highgpu-8g": ("NVIDIA_B200_GPUS", "PREEMPTIBLE_NVIDIA_B200_GPUS"),
+# project-wide GPUS_ALL_REGIONS. Each is a list of names in the order they are tried: the first one
+# the region's answer lists is the quota checked. Sources, which do not agree for the newer GPUs,
+# so both are asked for and the one Google answers with decides:
+# - the names requested and queried in public deployment guides (`gcloud compute regions
+#   describe`), read 2026-12 beside Compute Engine "Allocation quotas", GPU quotas
+#   (cloud.google.com/compute/resource-usage#gpus_quota; its table was not in a stored copy);
+# - Google's cluster-toolkit quota validator (pkg/validators/quota.go at 1047080, last changed
+#   ee50893, and its quota_test.go): an accelerator type containing "h100" is charged to
+#   NVIDIA_H100_GPUS, A3 Mega's nvidia-h100-mega-80gb included (test "A3 Mega (H100)"), others to
+#   NVIDIA_<TYPE>_GPUS built from the type (nvidia-h200-141gb -> NVIDIA_H200_141GB_GPUS,
+#   nvidia-b200 -> NVIDIA_B200_GPUS), and spot to the PREEMPTIBLE_ name.
+# The installed compute_v1 (1.48.0) enum holds only PREEMPTIBLE_NVIDIA_H100_GPUS and
+# COMMITTED_NVIDIA_H100_GPUS of these, which does not matter: Quota.metric is a string field, so
+# the library hands over whatever name the service answers with (tests/preflight/test_gcp.py).
+_H100 = ("NVIDIA_H100_GPUS",)
+_H100_MEGA = ("NVIDIA_H100_MEGA_GPUS", "NVIDIA_H100_GPUS")
+_H200 = ("NVIDIA_H200_GPUS", "NVIDIA_H200_141GB_GPUS")
+_B200 = ("NVIDIA_B200_GPUS",)
+
+
+def _both(names: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return names, tuple(f"PREEMPTIBLE_{n}" for n in names)
+
+
+GPU_QUOTA_METRICS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "a3-highgpu-8g": _both(_H100),
+    "a3-megagpu-8g": _both(_H100_MEGA),
+    "a3-ultragpu-8g": _both(_H200),
+    "a4-highgpu-8g": _both(_B200),
 }
 ALL_REGIONS_METRIC = "GPUS_ALL_REGIONS"
 # Which quota each consumption option is charged against. Source: Cluster Director "Choose a
@@ -279,17 +297,18 @@ def check_gpu_quota(ctx: Context) -> list[Problem]:
     metrics = GPU_QUOTA_METRICS.get(spec.compute.instance_type)
     if metrics is None:
         raise CouldNotCheck(f"no GPU quota metric known for {spec.compute.instance_type} (components/preflight/gcp.py)")
-    metric = metrics[QUOTA_KIND[cap]]
+    candidates = metrics[QUOTA_KIND[cap]]
     c: GcpClients = ctx.clients
     need = spec.compute.nodes * spec.instance.accelerator.count
     region = call("compute regions.get", c.regions.get, project=c.project, region=spec.region)
     project = call("compute projects.get", c.projects.get, project=c.project)
     problems: list[Problem] = []
-    for scope, quotas, name in (
-        (spec.region, region.quotas, metric),
-        ("all regions", project.quotas, ALL_REGIONS_METRIC),
+    for scope, quotas, names in (
+        (spec.region, region.quotas, candidates),
+        ("all regions", project.quotas, (ALL_REGIONS_METRIC,)),
     ):
         held = _quota_map(quotas)
+        name = next((n for n in names if n in held), names[0])
         found = held.get(name)
         if found is None:
             # Name what the answer does hold, so a metric renamed by Google shows up here instead
@@ -298,7 +317,7 @@ def check_gpu_quota(ctx: Context) -> list[Problem]:
             problems.append(
                 Problem(
                     "compute.nodes",
-                    f"{need} GPUs need quota {name} in {scope}, and the project has none "
+                    f"{need} GPUs need quota {' or '.join(names)} in {scope}, and the project has none "
                     f"(allowed: request {name} >= {need}; GPU quotas it holds there: {', '.join(gpu) or 'none'})",
                 )
             )

@@ -76,6 +76,7 @@ def test_an_aws_zone_without_its_id_is_named_as_not_checked() -> None:
         ("aws-h100-capacity-block", {"placement", "capacity", "zone"}),
         ("gcp-h100-gke", {"placement", "flex-start"}),
         ("gcp-h200-slurm", {"placement"}),
+        ("gcp-h200-gke", {"placement", "installer"}),
     ],
 )
 def test_bundled_plans_print_their_caveats(stack: str, topics: set[str]) -> None:
@@ -97,3 +98,26 @@ def test_a_capacity_block_says_when_its_nodes_appear() -> None:
     assert text.startswith(f"capacity block cr-0123456789abcdef0: the {n} GPU nodes appear when the block starts")
     assert f"desired size {n}" in text
     assert "capacity" not in _topics(aws_base())
+
+
+def test_gcp_flex_start_placement_says_the_rule_not_the_stack() -> None:
+    """A multi-node flex-start pool gets no compact policy because queued provisioning takes none
+    (components/gcp/rules.py placement_refused), not because the stack turned placement off."""
+    obj = gcp_base()
+    obj["compute"]["capacity"] = {"type": "flex-start"}
+    text = _topics(obj, {"fabric": {}})["placement"]
+    assert "queued provisioning" in text and "interconnect.placement is false" not in text
+    assert "(allowed:" not in text
+
+
+def test_the_installer_caveat_names_the_field_and_goes_once_it_is_set() -> None:
+    from tests.components.gcp.conftest import gcp_obj, supplied_installer
+
+    obj = gcp_obj("a3-ultragpu-8g")
+    assert "installer" not in _topics(obj)
+    del obj["orchestration"]["installer_image"]
+    spec = parse_spec(obj, deployer_placeholder=True)
+    [text] = [c.text for c in caveats(spec, {"fabric": {}}) if c.topic == "installer"]
+    assert "orchestration.installer_image" in text and "nccl-plugin-gib:v1.1.1@sha256:<64 hex digits>" in text
+    assert supplied_installer("a3-megagpu-8g") is None  # TCPXO's is pinned in the catalog: no caveat
+    assert "installer" not in _topics(gcp_obj("a3-megagpu-8g"))

@@ -55,7 +55,8 @@ def paths(obj: Any) -> list[str]:
 @pytest.mark.parametrize("stack", bundled_stacks())
 def test_every_bundled_stack_parses(stack: str) -> None:
     """Offline (with the plan's placeholder) every bundled stack parses; for `pulumi up` the
-    Kubernetes ones need the deployer's address, which no bundled stack can know."""
+    Kubernetes ones need the deployer's address, which no bundled stack can know, and a GKE stack
+    whose NCCL plugin installer no published reference pins by digest needs that digest too."""
     name, spec = load_stack(stack, deployer_placeholder=True)
     assert name == stack
     assert spec.compute.nodes >= 1
@@ -66,8 +67,14 @@ def test_every_bundled_stack_parses(stack: str) -> None:
     assert spec.orchestration.deployer_cidrs == (DEPLOYER_PLACEHOLDER,)
     with pytest.raises(SpecError) as info:
         load_stack(stack)
-    ((path, reason),) = info.value.problems
-    assert path == "orchestration.deployer_cidrs" and "required" in reason and "checkip" in reason
+    found = dict(info.value.problems)
+    assert "required" in found["orchestration.deployer_cidrs"] and "checkip" in found["orchestration.deployer_cidrs"]
+    needs_installer = spec.cloud == "gcp" and spec.instance.network.fabric in ("rdma", "tcpx")
+    assert set(found) == {"orchestration.deployer_cidrs"} | (
+        {"orchestration.installer_image"} if needs_installer else set()
+    )
+    if needs_installer:
+        assert "@sha256:<64 hex digits>" in found["orchestration.installer_image"]
 
 
 def test_bundled_stacks_carry_no_documentation_range() -> None:

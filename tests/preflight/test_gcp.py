@@ -380,3 +380,30 @@ def test_the_gpu_metrics_absent_from_the_library_enum_are_still_read(
     )
     code, out, _ = run(write_stack, server, gke_stack())
     assert "GPU quotas it holds there: NVIDIA_H200_GPUS" in out
+
+
+def test_a3_mega_quota_under_the_name_cluster_toolkit_charges_is_read(
+    write_stack: Callable[..., str], server: rec.Recorded
+) -> None:
+    """Sources differ on A3 Mega's quota name (NVIDIA_H100_MEGA_GPUS in deployment guides;
+    NVIDIA_H100_GPUS in cluster-toolkit's quota validator at 1047080): a region answering with
+    the latter, in regions.get's documented shape, is read, not reported as no quota."""
+    from components.preflight.gcp import GPU_QUOTA_METRICS
+
+    assert GPU_QUOTA_METRICS["a3-megagpu-8g"][1] == (
+        "PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS",
+        "PREEMPTIBLE_NVIDIA_H100_GPUS",
+    )
+    record_gke(server)
+    server.answer(
+        f"/compute/v1/projects/{P}/regions/us-central1",
+        rec.region("us-central1", ("NVIDIA_H100_GPUS", 0, 0), ("PREEMPTIBLE_NVIDIA_H100_GPUS", 16, 8)),
+    )
+    code, out, _ = run(write_stack, server, gke_stack())
+    # 4 nodes x 8 GPUs = 32 needed; 16 - 8 = 8 free of the name the region holds.
+    assert code == 2 and "quota PREEMPTIBLE_NVIDIA_H100_GPUS in us-central1: limit 16, 8 in use, 8 free" in out
+    # Neither name listed: both are named, so a renamed metric is not read as zero quota unseen.
+    server.answer(f"/compute/v1/projects/{P}/regions/us-central1", rec.region("us-central1"))
+    code, out, _ = run(write_stack, server, gke_stack())
+    assert code == 2
+    assert "quota PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS or PREEMPTIBLE_NVIDIA_H100_GPUS in us-central1" in out

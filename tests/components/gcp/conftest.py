@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from typing import Any, Callable
 
 import pytest
 
-from components.catalog import load_catalog
+from components.catalog import installer_fact, load_catalog
 from components.engine import OfflineRun, Recorded, run_offline
 
 PROJECT = "test-project"
@@ -16,9 +17,23 @@ PROJECT = "test-project"
 DEPLOYER = "203.0.114.7/32"
 
 
+# What a user puts in orchestration.installer_image where no published reference gives the
+# installer's digest (gIB, TCPX): a test's value, the sha256 of a fixed string, standing for the
+# digest `crane digest` would answer. Never a claim about the real image.
+TEST_DIGEST = "sha256:" + hashlib.sha256(b"gpu-cluster tests: a digest the user supplies").hexdigest()
+
+
+def supplied_installer(instance_type: str) -> str | None:
+    """``repo:tag@TEST_DIGEST`` for a type whose catalog installer has no digest, else None."""
+    fact = installer_fact(load_catalog().get(instance_type).network.fabric)
+    return None if fact.digest else f"{fact.image}:{fact.tag}@{TEST_DIGEST}"
+
+
 def gcp_obj(instance_type: str, kind: str = "gke", **over: Any) -> dict[str, Any]:
-    """A valid cluster object for ``instance_type`` in the first zone the catalog offers it in."""
+    """A valid cluster object for ``instance_type`` in the first zone the catalog offers it in (on
+    gke with the installer image a user supplies where the catalog has no digest for it)."""
     zone = load_catalog().get(instance_type).locations[0]
+    supplied = supplied_installer(instance_type) if kind == "gke" else None
     obj: dict[str, Any] = {
         "name": "t1",
         "cloud": "gcp",
@@ -26,7 +41,11 @@ def gcp_obj(instance_type: str, kind: str = "gke", **over: Any) -> dict[str, Any
         "zone": zone,
         "compute": {"instance_type": instance_type, "nodes": 2, "capacity": {"type": "spot"}},
         "storage": {"lustre": {"size_gib": 36000, "throughput_mbps_per_tib": 250}},
-        "orchestration": {"kind": kind, **({"deployer_cidrs": [DEPLOYER]} if kind == "gke" else {})},
+        "orchestration": {
+            "kind": kind,
+            **({"deployer_cidrs": [DEPLOYER]} if kind == "gke" else {}),
+            **({"installer_image": supplied} if supplied else {}),
+        },
         "tags": {"team": "ml", "cost-center": "c42"},
     }
     for key, value in over.items():

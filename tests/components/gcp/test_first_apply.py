@@ -19,7 +19,7 @@ from components.engine import OfflineRun
 from components.catalog import installer_fact, rxdm_fact
 from components.k8s.addons import JOB_NAMESPACE
 from components.spec import SpecError, parse_spec
-from tests.components.gcp.conftest import PROJECT, gcp_obj, named
+from tests.components.gcp.conftest import PROJECT, TEST_DIGEST, gcp_obj, named, supplied_installer
 from tests.launch.test_checkov_k8s import checkov as checkov  # the fixture, by its name
 
 DS = "kubernetes:apps/v1:DaemonSet"
@@ -91,7 +91,11 @@ def test_tcpx_installer_has_no_pre_installation(offline: Callable[..., OfflineRu
         "library-dir-host": "/home/kubernetes/bin",
     }
     assert "cp -r /var/lib/tcpx/lib64/. /usr/local/nvidia/lib64" in inst["args"][0]
-    assert inst["image"] == "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.9"
+    # By the digest the stack supplies (no published reference gives one for v3.1.9).
+    assert inst["image"] == supplied_installer("a3-highgpu-8g")
+    assert inst["image"].startswith(
+        "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.9@"
+    )
 
 
 @pytest.mark.parametrize(
@@ -335,15 +339,15 @@ def test_plan_summary_says_compact_placement_only_where_one_is_created(stack: st
 
 
 @pytest.mark.parametrize(
-    "itype,ds,unpinned",
+    "itype,ds",
     [
-        ("a3-megagpu-8g", "nccl-tcpxo-installer", False),
-        ("a3-megagpu-8g", "device-injector", False),
-        ("a3-ultragpu-8g", "nccl-rdma-installer", True),
+        ("a3-megagpu-8g", "nccl-tcpxo-installer"),
+        ("a3-megagpu-8g", "device-injector"),
+        ("a3-ultragpu-8g", "nccl-rdma-installer"),
     ],
 )
 def test_host_daemons_are_hardened_but_for_the_host_access_they_name(
-    itype: str, ds: str, unpinned: bool, offline: Callable[..., OfflineRun]
+    itype: str, ds: str, offline: Callable[..., OfflineRun]
 ) -> None:
     run = offline(gcp_obj(itype, compute={"instance_type": itype, "nodes": 2, "capacity": {"type": "spot"}}))
     daemonset = named(run, DS, ds).inputs
@@ -364,8 +368,9 @@ def test_host_daemons_are_hardened_but_for_the_host_access_they_name(
     # On the object Checkov reports, not the pod template (which Checkov does not read skips from).
     assert "annotations" not in template["metadata"]
     assert {"CKV_K8S_16", "CKV_K8S_17", "CKV_K8S_19"} <= set(waived) and all(len(w) > 20 for w in waived.values())
-    # A waiver for the tag only where the catalog has no digest: it goes once one is recorded.
-    assert ("CKV_K8S_43" in waived) == unpinned
+    # Every image is by digest, so nothing waives CKV_K8S_43 (images by digest).
+    assert "CKV_K8S_43" not in waived
+    assert all("@sha256:" in c["image"] for c in pod.get("initContainers", []) + pod["containers"])
 
 
 def test_checkov_reads_the_daemonsets_waivers_as_skipped(
@@ -444,3 +449,51 @@ def test_the_bundled_a3_mega_plan_has_no_tag_only_image() -> None:
     _, run = plan_stack("gcp-h100-gke")
     images = _images(run)
     assert images and all("@sha256:" in i for i in images), sorted(images)
+
+
+def test_the_installer_image_is_required_by_digest_where_no_reference_gives_one() -> None:
+    """gIB v1.1.1 has no published digest: `pulumi up` refuses the stack without the user's one,
+    naming the field, the reference's tag and the digest form; a tag alone is refused too."""
+    obj = gcp_obj("a3-ultragpu-8g")
+    ref = f"{installer_fact('rdma').image}:{installer_fact('rdma').tag}"
+    del obj["orchestration"]["installer_image"]
+    with pytest.raises(SpecError) as missing:
+        parse_spec(obj)
+    [(path, why)] = missing.value.problems
+    assert path == "orchestration.installer_image"
+    assert "required for a3-ultragpu-8g" in why and f"{ref}@sha256:<64 hex digits>" in why
+    for bad in (ref, f"{ref}@sha256:abc", f"{ref}@sha256:{'A' * 64}", 7):
+        obj["orchestration"]["installer_image"] = bad
+        with pytest.raises(SpecError) as refused:
+            parse_spec(obj)
+        [(path, why)] = refused.value.problems
+        assert path == "orchestration.installer_image" and repr(bad)[:40] in why and "@sha256:<64 hex" in why
+    obj["orchestration"]["installer_image"] = f"{ref}@{TEST_DIGEST}"
+    assert parse_spec(obj).orchestration.installer_image == f"{ref}@{TEST_DIGEST}"
+    # Where the catalog pins the installer by a published digest (TCPXO), none is asked for.
+    assert gcp_obj("a3-megagpu-8g")["orchestration"].get("installer_image") is None
+    parse_spec(gcp_obj("a3-megagpu-8g"))
+    # Only gke runs the installer DaemonSet.
+    slurm = gcp_obj("a3-ultragpu-8g", kind="slurm")
+    slurm["orchestration"]["installer_image"] = f"{ref}@{TEST_DIGEST}"
+    with pytest.raises(SpecError) as slurm_err:
+        parse_spec(slurm)
+    assert any(p == "orchestration.installer_image" and "only applies to gke" in w for p, w in slurm_err.value.problems)
+
+
+def test_the_offline_plan_without_the_digest_plans_no_installer_and_says_why(
+    offline: Callable[..., OfflineRun],
+) -> None:
+    from components.plan import summarize
+
+    obj = gcp_obj("a3-ultragpu-8g")
+    del obj["orchestration"]["installer_image"]
+    run = offline(obj)
+    assert not run.of_type(DS)  # never by tag
+    spec = parse_spec(obj, deployer_placeholder=True)
+    [caveat] = [c for c in summarize("t", spec, run).caveats if c["topic"] == "installer"]
+    assert "orchestration.installer_image" in caveat["text"] and "`pulumi up` refuses" in caveat["text"]
+    # With it, the DaemonSet runs exactly the image the stack names.
+    supplied = supplied_installer("a3-ultragpu-8g")
+    [inst] = _pod(offline(gcp_obj("a3-ultragpu-8g")), "nccl-rdma-installer")["initContainers"]
+    assert inst["image"] == supplied
