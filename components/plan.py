@@ -420,9 +420,15 @@ def main(argv: Sequence[str] | None = None, *, policy: PolicyCheck | None = None
         return 2
     if blocked or unplanned:
         if unplanned:
-            print(f"gpu-cluster: {len(unplanned)} stack(s) could not be planned here: {', '.join(unplanned)}", file=sys.stderr)
+            print(
+                f"gpu-cluster: {len(unplanned)} stack(s) could not be planned here: {', '.join(unplanned)}",
+                file=sys.stderr,
+            )
         if blocked:
-            print(f"gpu-cluster: {len(blocked)} stack(s) violate mandatory policies: {', '.join(blocked)}", file=sys.stderr)
+            print(
+                f"gpu-cluster: {len(blocked)} stack(s) violate mandatory policies: {', '.join(blocked)}",
+                file=sys.stderr,
+            )
         return 3
     return 0
 

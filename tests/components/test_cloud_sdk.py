@@ -56,7 +56,9 @@ def test_plan_all_without_the_extra_plans_every_other_stack() -> None:
     )
     assert proc.returncode == 3, proc.stderr
     assert "Traceback" not in proc.stderr
-    stacks = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+    stacks = sorted(
+        p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml")
+    )
     azure = [s for s in stacks if s.startswith("azure-")]
     assert azure, "the bundled stacks include Azure ones"
     refused = [ln for ln in proc.stderr.splitlines() if ln.endswith(INSTALL)]
