@@ -76,7 +76,7 @@ class Report:
         if self.verdict == Verdict.PASS:
             floored = [m for m in self.measurements if m.floor_fail is not None or m.floor_warn is not None]
             if not floored:
-                return "no check fell below a floor (none had one)"
+                return "no check had a floor"
             return f"all {len(floored)} checks with a floor passed"
         worst = [m for m in self.measurements if m.verdict == self.verdict]
         if worst:
