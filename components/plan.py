@@ -329,7 +329,12 @@ PolicyCheck = Callable[[OfflineRun, ClusterSpec, TextIO], tuple[Any, bool]]
 
 
 def main(argv: Sequence[str] | None = None, *, policy: PolicyCheck | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m components.plan", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m components.plan",
+        description=__doc__.split("\n\n")[0],
+        epilog="exit 0 planned; 2 a stack has errors; 3 a stack could not be planned here (its cloud's "
+        "extra is not installed, e.g. pip install 'gpu-cluster[azure]') or violates a mandatory policy",
+    )
     ap.add_argument("stack", nargs="?", help="bundled stack name or stack file path")
     ap.add_argument("--all", action="store_true", help="plan every bundled stack")
     ap.add_argument("--json", metavar="PATH", help="write the plan as JSON to PATH ('-' for stdout)")
