@@ -4,6 +4,7 @@ measure, and a test must not depend on the machine's speed."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -34,12 +35,15 @@ def test_make_bench_goes_on_past_a_failing_benchmark_and_names_it(tmp_path: Path
     log = tmp_path / "ran"
     fake.write_text(f'#!/bin/sh\necho "$2" >> {log}\n[ "$2" = bench.b ] && exit 2\nexit 0\n', encoding="utf-8")
     fake.chmod(0o755)
+    # A make of its own, not a sub-make of `make test`'s (whose flags would change what it prints).
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     proc = subprocess.run(
-        ["make", "-s", "-o", ".venv/.installed", "bench", f"PY={fake}", "BENCHES=a b c"],
+        ["make", "-s", "--no-print-directory", "-o", ".venv/.installed", "bench", f"PY={fake}", "BENCHES=a b c"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=60,
+        env=env,
     )
     assert proc.returncode != 0
     assert log.read_text().split() == ["bench.a", "bench.b", "bench.c"]
