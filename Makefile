@@ -54,12 +54,14 @@ lowest:
 	bash scripts/lowest-versions.sh .venv-lowest
 
 # Every benchmark runs, whatever an earlier one says (collectives_overhead exits 2 when the machine
-# is too noisy to decide); the target then fails with the first non-zero status, naming each.
+# is too noisy to decide); the target then fails with the first non-zero status, and its last line
+# names every benchmark that exited non-zero. tests/test_bench.py holds BENCHES to bench/'s modules.
 BENCHES := plan_scale collectives_overhead ddp_throughput model_parallel_memory fleet_balance fleet_scale bandwidth_model
 bench: $(VENV_OK)
-	@rc=0; for b in $(BENCHES); do \
-	  $(PY) -m bench.$$b || { s=$$?; echo "bench.$$b exited $$s"; [ $$rc -ne 0 ] || rc=$$s; }; \
-	done; exit $$rc
+	@rc=0; bad=""; for b in $(BENCHES); do \
+	  $(PY) -m bench.$$b || { s=$$?; echo "bench.$$b exited $$s"; bad="$$bad, bench.$$b exited $$s"; [ $$rc -ne 0 ] || rc=$$s; }; \
+	done; \
+	echo "make bench: $(words $(BENCHES)) of $(words $(BENCHES)) benchmarks ran$${bad:-, every one exited 0}"; exit $$rc
 
 clean:
 	rm -rf .venv .venv-checkov .venv-lowest out .mypy_cache .pytest_cache

@@ -19,6 +19,7 @@ from typing import Any, Mapping, Optional, TypedDict
 import pulumi
 
 from components.args import GpuClusterArgs, existing_network, to_spec
+from components.cloud_sdk import require_cloud_sdk
 from components.contract import COMPONENT_FACTS, OUTPUT_KEYS
 from components.spec import ClusterSpec
 
@@ -127,6 +128,9 @@ class GpuCluster(pulumi.ComponentResource):
         return self._outputs
 
     def _build(self, name: str, spec: ClusterSpec, existing: Any) -> None:
+        # A cloud's package, and so its SDK, is imported only for a stack on that cloud; an SDK
+        # that is an extra (Azure's) and is missing stops here with one line naming it.
+        require_cloud_sdk(spec.cloud)
         cloud = importlib.import_module(f"components.{spec.cloud}.cluster")
         built: dict[str, Any] = dict(cloud.build(name, spec, pulumi.ResourceOptions(parent=self), existing))
         facts: Mapping[str, Any] = built.pop(COMPONENT_FACTS)

@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence, TextIO
 from components import validation_time as vt
 from components.bandwidth import phase_floors
 from components.catalog import load_catalog
+from components.cloud_sdk import MissingCloudSdk
 from components.cluster import PILLARS
 from components.engine import OfflineRun, Recorded, replacements, run_offline
 from components.plan_caveats import caveats
@@ -328,7 +329,12 @@ PolicyCheck = Callable[[OfflineRun, ClusterSpec, TextIO], tuple[Any, bool]]
 
 
 def main(argv: Sequence[str] | None = None, *, policy: PolicyCheck | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m components.plan", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m components.plan",
+        description=__doc__.split("\n\n")[0],
+        epilog="exit 0 planned; 2 a stack has errors; 3 a stack could not be planned here (its cloud's "
+        "extra is not installed, e.g. pip install 'gpu-cluster[azure]') or violates a mandatory policy",
+    )
     ap.add_argument("stack", nargs="?", help="bundled stack name or stack file path")
     ap.add_argument("--all", action="store_true", help="plan every bundled stack")
     ap.add_argument("--json", metavar="PATH", help="write the plan as JSON to PATH ('-' for stdout)")
@@ -360,6 +366,7 @@ def main(argv: Sequence[str] | None = None, *, policy: PolicyCheck | None = None
     stacks = bundled_stacks() if args.all else [args.stack]
     failed: list[str] = []
     blocked: list[str] = []
+    unplanned: list[str] = []
     documents = []
     for i, stack in enumerate(stacks, 1):
         if args.all:
@@ -371,6 +378,11 @@ def main(argv: Sequence[str] | None = None, *, policy: PolicyCheck | None = None
             print(f"gpu-cluster: {stack}: {err.render()}", file=sys.stderr)
             failed.append(stack)
             continue
+        except MissingCloudSdk as err:
+            # Not a mistake in the stack: this install lacks the cloud's extra (pyproject.toml).
+            print(f"gpu-cluster: {stack}: {err}", file=sys.stderr)
+            unplanned.append(stack)
+            continue
         out = sys.stderr if "-" in (args.json, args.outputs) else sys.stdout
         render(summary, run, out)
         if args.before:
@@ -379,6 +391,9 @@ def main(argv: Sequence[str] | None = None, *, policy: PolicyCheck | None = None
             except SpecError as err:
                 print(f"gpu-cluster: --from {args.before}: {err.render()}", file=sys.stderr)
                 return 2
+            except MissingCloudSdk as err:
+                print(f"gpu-cluster: --from {args.before}: {err}", file=sys.stderr)
+                return 3
             out.write(f"  {'replaces':<13} " + ("nothing" if not replaced else f"{len(replaced)} resource(s)") + "\n")
             for res, why in sorted(replaced.items()):
                 out.write(f"    {res}: {', '.join(why)}\n")
@@ -408,8 +423,17 @@ def main(argv: Sequence[str] | None = None, *, policy: PolicyCheck | None = None
     if failed:
         print(f"gpu-cluster: {len(failed)} stack(s) have errors: {', '.join(failed)}", file=sys.stderr)
         return 2
-    if blocked:
-        print(f"gpu-cluster: {len(blocked)} stack(s) violate mandatory policies: {', '.join(blocked)}", file=sys.stderr)
+    if blocked or unplanned:
+        if unplanned:
+            print(
+                f"gpu-cluster: {len(unplanned)} stack(s) could not be planned here: {', '.join(unplanned)}",
+                file=sys.stderr,
+            )
+        if blocked:
+            print(
+                f"gpu-cluster: {len(blocked)} stack(s) violate mandatory policies: {', '.join(blocked)}",
+                file=sys.stderr,
+            )
         return 3
     return 0
 

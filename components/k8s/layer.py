@@ -86,6 +86,9 @@ class InClusterLayer(pulumi.ComponentResource):
             )
         elif spec.cloud == "azure":
             # Reachable once a private AKS cluster is built (components/azure/rules.py refuses it now).
+            from components.cloud_sdk import require_cloud_sdk
+
+            require_cloud_sdk("azure")
             from components.azure import orchestration_aks as aks
 
             aks.create_in_cluster_layer(

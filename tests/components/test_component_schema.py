@@ -258,8 +258,11 @@ def test_schema_command_prints_what_the_host_infers(tmp_path: Path) -> None:
 
 def test_plugin_requirements_are_the_core_at_the_pins() -> None:
     """provider/requirements.txt (what the plugin's virtualenv gets) is pyproject's core
-    dependencies, each at requirements.txt's pin: no torch, no test tools."""
+    dependencies and the extras that hold a cloud's SDK (the plugin serves every cloud and has no
+    extras to choose), each at requirements.txt's pin: no torch, no test tools."""
     import tomllib
+
+    from components.cloud_sdk import EXTRA_SDKS
 
     def names(lines: list[str]) -> dict[str, str]:
         pins = {}
@@ -272,8 +275,11 @@ def test_plugin_requirements_are_the_core_at_the_pins() -> None:
 
     plugin = names((ROOT / "provider" / "requirements.txt").read_text(encoding="utf-8").splitlines())
     pinned = names((ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines())
-    core = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
-    core_names = {re.split(r"[<>=!~ ]", c, maxsplit=1)[0].lower() for c in core}
-    assert set(plugin) == core_names
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    cloud_extras = [r for sdk in EXTRA_SDKS.values() for r in project["optional-dependencies"][sdk.extra]]
+    core_names = {re.split(r"[<>=!~ ]", c, maxsplit=1)[0].lower() for c in project["dependencies"]}
+    extra_names = {re.split(r"[<>=!~ ]", c, maxsplit=1)[0].lower() for c in cloud_extras}
+    assert "pulumi-azure-native" in extra_names - core_names
+    assert set(plugin) == core_names | extra_names
     assert all(pinned[n] == v for n, v in plugin.items()), "the plugin's pins are requirements.txt's"
     assert "torch" not in plugin and "pytest" not in plugin

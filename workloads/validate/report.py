@@ -6,10 +6,14 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from components.bandwidth import FAIL_OF_EXPECTED, WARN_OF_EXPECTED
 from workloads.validate import certificate
 from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 # How a finding that is reported but does not decide the verdict begins (a CPU run's stragglers).
@@ -29,8 +33,8 @@ class Curve:
     """The message size the floors apply to (None: drawn across the sweep)."""
     expected: list[tuple[int, float]] = field(default_factory=list)
     """The bandwidth model's expected busbw at each size of the sweep (the floors are fractions of it)."""
-    warn_of_expected: float = 0.90
-    fail_of_expected: float = 0.75
+    warn_of_expected: float = WARN_OF_EXPECTED
+    fail_of_expected: float = FAIL_OF_EXPECTED
 
 
 @dataclass(slots=True, kw_only=True)
@@ -63,6 +67,41 @@ class Report:
         """The measurement that set the verdict (the first with the worst verdict)."""
         worst = [m for m in self.measurements if m.verdict == self.verdict]
         return worst[0] if worst else None
+
+    def decided_by(self) -> str:
+        """What set the verdict, in a few words: the check (its value, size and the floor it missed)
+        with the count of others as bad, else the node, else what could not run; for a PASS, how
+        many checks with a floor passed. The judge's own order decides (judge.judge): measurements,
+        then nodes, then "nothing measured" (UNKNOWN) or errors (a PASS with errors is a WARN)."""
+        if self.verdict == Verdict.PASS:
+            floored = [m for m in self.measurements if m.floor_fail is not None or m.floor_warn is not None]
+            if not floored:
+                return "no check had a floor"
+            return f"all {len(floored)} checks with a floor passed"
+        worst = [m for m in self.measurements if m.verdict == self.verdict]
+        if worst:
+            m = worst[0]
+            text = f"decided by {m.check} ({m.scope})"
+            if m.value is not None:
+                text += f": {m.value:g} {m.unit}".rstrip()
+                if m.at_bytes:
+                    text += f" at {_size(m.at_bytes)}"
+                floor = m.floor_fail if self.verdict == Verdict.FAIL else m.floor_warn
+                if floor is not None:
+                    text += f", {'fail' if self.verdict == Verdict.FAIL else 'warn'} floor {floor:g}"
+            elif m.detail:
+                text += f": {m.detail}"
+            if len(worst) > 1:
+                text += f" (and {len(worst) - 1} more check(s) {self.verdict.name})"
+            return text
+        nodes = [n for n in self.nodes if n.verdict == self.verdict]
+        if nodes:
+            n = nodes[0]
+            text = f"decided by node {n.node}" + (f": {n.reasons[0]}" if n.reasons else "")
+            return text + (f" (and {len(nodes) - 1} more node(s))" if len(nodes) > 1 else "")
+        if self.errors:
+            return f"decided by what could not run: {self.errors[0]}"
+        return "decided by nothing measured"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -114,6 +153,7 @@ def _size(n: int | None) -> str:
 
 def render_markdown(r: Report) -> str:
     lines = [f"# Cluster validation: {r.verdict.name}" + (f" ({r.label})" if r.label else ""), ""]
+    lines += [f"Verdict {r.verdict.name}: {r.decided_by()}.", ""]
     where = r.instance_type or "unknown instance type"
     lines.append(f"{len(r.nodes)} node(s), {r.world_size} rank(s), {where}; took {r.duration_s:.0f} s.")
     if r.phase_seconds:
@@ -175,23 +215,34 @@ def render_markdown(r: Report) -> str:
         lines += ["", "## Could not run", ""] + [f"- {e}" for e in r.errors]
     lines += certificate.render_gate(r.gate) + certificate.render_stack(r.stack)
     lines += ["", "## Versions", ""] + [f"- {k}: {v}" for k, v in sorted(r.versions.items())]
-    lines += ["", "Exit code: 0 pass, 1 warn, 2 fail, 3 could not run. busbw.png draws each sweep with its floor.", ""]
+    lines += [
+        "",
+        "Exit code: 0 pass, 1 warn, 2 fail, 3 could not run. busbw.png draws each sweep with the expected curve and its floors.",
+        "",
+    ]
     return "\n".join(lines)
 
 
-def plot(r: Report, path: Path) -> bool:
-    """Draw busbw against message size per sweep, the model's expected curve and the warn and fail
-    floors across the sizes it covers; the title names the verdict and the check that decided it.
-    False when there is nothing to draw."""
+def figure(r: Report) -> "Figure | None":
+    """busbw against message size, one sweep per curve: the measured points, the bandwidth model's
+    expected curve and the warn and fail floors (fractions of it) across the sizes the model covers,
+    a vertical line at the size the floors were judged at, and a title that names the verdict and
+    what decided it (``Report.decided_by``). A curve without a model (no catalog type) keeps its
+    floors as the single points they are, at the size judged. None when there is nothing to draw.
+    The caller owns the figure (``plot`` saves and closes it)."""
     curves = [c for c in r.curves if c.points]
     if not curves:
-        return False
+        return None
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
 
-    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=110)
+    # A Figure of its own, not pyplot's: nothing global to close, and a test can read it.
+    fig = Figure(figsize=(8, 4.8), dpi=110)
+    ax = fig.subplots()
+    judged_at: set[int] = set()
     for c in curves:
         xs = [p[0] for p in c.points]
         ys = [p[1] for p in c.points]
@@ -200,64 +251,68 @@ def plot(r: Report, path: Path) -> bool:
         if c.expected:
             ex = [p[0] for p in c.expected]
             ey = [p[1] for p in c.expected]
-            ax.plot(ex, ey, color=colour, linestyle="-", linewidth=1, alpha=0.5, label=f"{c.op} expected (model)")
-            ax.plot(
-                ex,
-                [y * c.warn_of_expected for y in ey],
-                color="tab:orange",
-                linestyle=":",
-                linewidth=1,
-                label=f"warn floor ({c.warn_of_expected:.0%} of expected)",
-            )
-            ax.plot(
-                ex,
-                [y * c.fail_of_expected for y in ey],
-                color="tab:red",
-                linestyle="--",
-                linewidth=1,
-                label=f"fail floor ({c.fail_of_expected:.0%} of expected)",
-            )
+            ax.plot(ex, ey, color=colour, linewidth=1.2, alpha=0.6, label=f"{c.op} expected, model ({c.scope})")
+            for fraction, style, what in ((c.warn_of_expected, ":", "warn"), (c.fail_of_expected, "--", "fail")):
+                ax.plot(
+                    ex,
+                    [y * fraction for y in ey],
+                    color="tab:orange" if what == "warn" else "tab:red",
+                    linestyle=style,
+                    linewidth=1,
+                    label=f"{c.op} {what} floor, {fraction:.0%} of expected ({c.scope})",
+                )
+            if c.floor_at is not None:
+                judged_at.add(c.floor_at)
+            continue
         for floor, style, what in ((c.floor_fail, "v", "fail"), (c.floor_warn, "^", "warn")):
             if floor is None:
                 continue
-            if c.floor_at is not None:  # the size judged: mark the floors there
+            if c.floor_at is not None:  # no model: the floors hold at the size judged only
                 ax.plot(
                     [c.floor_at],
                     [floor],
                     marker=style,
                     linestyle="none",
                     color="tab:red" if what == "fail" else "tab:orange",
-                    label=f"{c.op} {what} floor {floor:g} at {_size(c.floor_at)} (judged)",
+                    label=f"{c.op} {what} floor {floor:g} at {_size(c.floor_at)} ({c.scope})",
                 )
-            elif not c.expected:
+            else:
                 ax.axhline(
                     floor,
                     color=colour,
                     linestyle="--" if what == "fail" else ":",
                     linewidth=1,
-                    label=f"{c.op} {what} floor {floor:g}",
+                    label=f"{c.op} {what} floor {floor:g} ({c.scope})",
                 )
+    for at in sorted(judged_at):
+        ax.axvline(at, color="0.5", linestyle="-.", linewidth=0.8, label=f"judged at {_size(at)}")
     ax.set_xscale("log", base=2)
-    from matplotlib.ticker import FuncFormatter
-
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: _size(int(x)) if x >= 1 else ""))
     ax.set_xlabel("message size")
     ax.set_ylabel("busbw (GB/s)")
-    title = f"{r.verdict.name}" + (f" ({r.label})" if r.label else "")
-    decided = r.deciding()
-    if decided is not None:
-        title += f", decided by {decided.check}"
-        if decided.value is not None and decided.at_bytes:
-            title += f": {decided.value:g} GB/s at {_size(decided.at_bytes)}"
-    if not r.floors_applied:
-        title += " (floors not applied)"
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title(r), fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=6, loc="best")
     fig.tight_layout()
+    return fig
+
+
+def title(r: Report) -> str:
+    """The verdict, its label, and what decided it: ``FAIL: decided by multi_node.all_reduce ...``."""
+    text = r.verdict.name + (f" ({r.label})" if r.label else "")
+    text += f": {r.decided_by()}"
+    if not r.floors_applied:
+        text += " (floors not applied)"
+    return text
+
+
+def plot(r: Report, path: Path) -> bool:
+    """Write ``figure(r)`` to ``path`` atomically; False when there is nothing to draw."""
+    fig = figure(r)
+    if fig is None:
+        return False
     tmp = path.with_suffix(".tmp.png")
     fig.savefig(tmp)
-    plt.close(fig)
     os.replace(tmp, path)
     return True
 
