@@ -62,11 +62,13 @@ def publish(tmp: Path, final: Path) -> None:
 
 
 def publish_dir(tmp: Path, final: Path, marker: str, data: bytes) -> None:
-    """Make the finished directory ``tmp`` appear as ``final`` in one step, ``marker`` written last.
+    """Make the finished directory ``tmp`` appear as ``final``, ``marker`` written last.
 
     A reader takes a directory as complete only once it holds ``marker`` (a checkpoint's
-    ``COMPLETE``), so the marker is published inside ``tmp`` before the directory itself; a
-    ``final`` already there (a step written again) is replaced.
+    ``COMPLETE``), so the marker is published inside ``tmp`` before the rename. A ``final``
+    already there (a step written again) is removed first: a directory cannot be renamed over
+    a non-empty one, so for that moment neither is there and a reader falls back to an older
+    complete directory.
     """
     write_bytes_atomic(tmp / marker, data)
     fsync_dir(tmp)
