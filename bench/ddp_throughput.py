@@ -12,54 +12,22 @@ the load average is printed with it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench._torchrun import torchrun_json
 from workloads.train.data import write_synthetic
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def run(ranks: int, data: Path, out: Path, args: argparse.Namespace) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONPATH=str(REPO), GPUC_FORCE_CPU="1", OMP_NUM_THREADS="1")
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc-per-node={ranks}",
-        "-m",
-        "workloads.train.ddp",
-        "--data",
-        str(data / "train-*.bin"),
-        "--vocab-size",
-        "256",
-        "--seq-len",
-        str(args.seq_len),
-        "--d-model",
-        str(args.d_model),
-        "--n-layers",
-        str(args.n_layers),
-        "--n-heads",
-        "4",
-        "--batch-size",
-        str(args.batch_size),
-        "--steps",
-        str(args.steps),
-        "--log-every",
-        str(args.steps),
-        "--json",
-        str(out),
-    ]
-    r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200, check=False)
-    if r.returncode != 0:
-        sys.exit(f"{ranks}-rank run failed (exit {r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
-    return json.loads(out.read_text())  # type: ignore[no-any-return]
+    job = ["--data", str(data / "train-*.bin"), "--vocab-size", "256", "--seq-len", str(args.seq_len)]
+    job += ["--d-model", str(args.d_model), "--n-layers", str(args.n_layers), "--n-heads", "4"]
+    job += ["--batch-size", str(args.batch_size), "--steps", str(args.steps), "--log-every", str(args.steps)]
+    job += ["--json", str(out)]
+    return torchrun_json("workloads.train.ddp", job, ranks=ranks, json_path=out, what=f"{ranks}-rank run")
 
 
 def main() -> int:

@@ -13,16 +13,14 @@ item), against the ideal: total work / ranks.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from bench._torchrun import torchrun_json
 
 
 def sleep_item(inp: str, out: str) -> None:
@@ -35,31 +33,10 @@ def sleep_item(inp: str, out: str) -> None:
 
 
 def run(schedule: str, inputs: Path, out: Path, ranks: int) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONPATH=str(REPO), GPUC_FORCE_CPU="1", OMP_NUM_THREADS="1")
     js = out.with_suffix(".json")
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc-per-node={ranks}",
-        "-m",
-        "workloads.tasks.shard",
-        "--glob",
-        str(inputs / "*.txt"),
-        "--output-dir",
-        str(out),
-        "--callable",
-        "bench.fleet_balance:sleep_item",
-        "--schedule",
-        schedule,
-        "--json",
-        str(js),
-    ]
-    r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200, check=False)
-    if r.returncode != 0:
-        sys.exit(f"{schedule} run failed (exit {r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
-    return json.loads(js.read_text())  # type: ignore[no-any-return]
+    job = ["--glob", str(inputs / "*.txt"), "--output-dir", str(out), "--callable", "bench.fleet_balance:sleep_item"]
+    job += ["--schedule", schedule, "--json", str(js)]
+    return torchrun_json("workloads.tasks.shard", job, ranks=ranks, json_path=js, what=f"{schedule} run")
 
 
 def main() -> int:

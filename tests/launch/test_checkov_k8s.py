@@ -11,7 +11,6 @@ there must still match a failure, so the file says exactly what is deliberate.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.checkov_venv import checkov_exe
 from tests.launch.test_render_stacks import K8S_STACKS, args, outputs
 from workloads.launch import validation as vjob
 from workloads.validate import commands
@@ -36,18 +36,7 @@ NOT_YET_HARDENED: set[tuple[str, str]] = set()  # every failure left is a listed
 
 @pytest.fixture(scope="module")
 def checkov() -> Path:
-    exe = os.environ.get("GPUC_CHECKOV")
-    if exe:
-        return Path(exe)
-    made = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "checkov-venv.sh")], capture_output=True, text=True, cwd=ROOT, timeout=900
-    )
-    if made.returncode != 0:
-        pytest.skip(
-            f"the Checkov virtualenv could not be created (scripts/checkov-venv.sh exit {made.returncode}): "
-            f"{made.stderr.strip().splitlines()[-1:] or ''}"
-        )
-    return ROOT / made.stdout.strip().splitlines()[-1]
+    return checkov_exe()
 
 
 def image_for(stack: str) -> str:

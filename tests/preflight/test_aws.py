@@ -582,9 +582,10 @@ def test_a_missing_reservation_is_refused() -> None:
     ]
 
 
-def test_an_odcr_made_in_a_placement_group_does_not_match_a_launch_without_one() -> None:
-    obj = cluster(compute__capacity={"type": "reservation", "id": CR}, compute__nodes=4)
-    ctx = capacity_ctx(
+def _odcr_in_train_pg(capacity: dict[str, str]) -> Context:
+    """A 4-node stack on reservation CR (plus ``capacity``), which was made in placement group train-pg."""
+    obj = cluster(compute__capacity={"type": "reservation", "id": CR, **capacity}, compute__nodes=4)
+    return capacity_ctx(
         obj,
         reservation(
             ReservationType="default",
@@ -593,6 +594,10 @@ def test_an_odcr_made_in_a_placement_group_does_not_match_a_launch_without_one()
             PlacementGroupArn=f"arn:aws:ec2:{REGION}:123456789012:placement-group/train-pg",
         ),
     )
+
+
+def test_an_odcr_made_in_a_placement_group_does_not_match_a_launch_without_one() -> None:
+    ctx = _odcr_in_train_pg({})
     assert not ctx.spec.interconnect.placement
     assert problems(ctx) == [
         f"compute.capacity.placement_group: {CR} was made in cluster placement group 'train-pg'; "
@@ -600,27 +605,9 @@ def test_an_odcr_made_in_a_placement_group_does_not_match_a_launch_without_one()
         "node would use the reservation (allowed: placement_group: train-pg)"
     ]
     # Naming the group the reservation was made in is what makes it match.
-    obj = cluster(compute__capacity={"type": "reservation", "id": CR, "placement_group": "train-pg"}, compute__nodes=4)
-    ctx = capacity_ctx(
-        obj,
-        reservation(
-            ReservationType="default",
-            TotalInstanceCount=4,
-            AvailableInstanceCount=4,
-            PlacementGroupArn=f"arn:aws:ec2:{REGION}:123456789012:placement-group/train-pg",
-        ),
-    )
+    ctx = _odcr_in_train_pg({"placement_group": "train-pg"})
     assert [p for p in problems(ctx) if "placement" in p] == []
-    obj = cluster(compute__capacity={"type": "reservation", "id": CR, "placement_group": "other-pg"}, compute__nodes=4)
-    ctx = capacity_ctx(
-        obj,
-        reservation(
-            ReservationType="default",
-            TotalInstanceCount=4,
-            AvailableInstanceCount=4,
-            PlacementGroupArn=f"arn:aws:ec2:{REGION}:123456789012:placement-group/train-pg",
-        ),
-    )
+    ctx = _odcr_in_train_pg({"placement_group": "other-pg"})
     assert any("launches into other-pg; only launches into 'train-pg' match it" in p for p in problems(ctx))
 
 

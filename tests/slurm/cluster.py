@@ -14,20 +14,26 @@ variable ``GPUC_TEST_SLURM=<directory>``; :meth:`SlurmCluster.stop` ends them al
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from components.engine import run_offline
+from components.spec import read_stack_file
 from workloads.launch import sbatch as sbatch_launcher
 from workloads.launch import slurm_nodes
 
+REPO = Path(__file__).resolve().parents[2]
 MARKER = "GPUC_TEST_SLURM"
 NODES = ("n1", "n2")
 PARTITION = "test"
@@ -397,3 +403,79 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
     def resume(self, name: str) -> slurm_nodes.NodeInfo:
         """Return a drained node to service; wait_until_idle() then sees it idle."""
         return slurm_nodes.resume(name, env=self.env)
+
+
+# ---- the validation command against the test cluster ---------------------------------------
+
+STACK = "aws-h200-slurm"
+# Small messages and few iterations: the point of these runs is the path, not CPU bandwidth.
+SMALL_RUN = ("--multi-max", "1M", "--single-max", "1M", "--pair-size", "1M", "--iters", "3", "--warmup", "1")
+_OFFLINE_OUTPUTS: dict[str, Any] = {}
+
+
+def validation_outputs(cluster: SlurmCluster) -> Path:
+    """The outputs a deployed aws-h200-slurm would give, pointed at ``cluster``: its partition,
+    its number of nodes, and the shared directory standing in for the Lustre mount."""
+    if not _OFFLINE_OUTPUTS:
+        name, raw = read_stack_file(STACK)
+        _OFFLINE_OUTPUTS.update(run_offline(name, raw).outputs)
+    outs = json.loads(json.dumps(_OFFLINE_OUTPUTS))
+    outs["nodes"] = len(cluster.nodes)
+    outs["mount"]["mount_point"] = str(cluster.jobs / "fsx")
+    outs["scheduler"]["partition"] = cluster.partition
+    path = cluster.jobs / "outputs.json"
+    path.write_text(json.dumps(outs))
+    return path
+
+
+def submit_validation(
+    cluster: SlurmCluster,
+    tmp_path: Path,
+    inject: Mapping[str, str],
+    *,
+    run_args: Sequence[str],
+    time_limit_min: int,
+    timeout_s: float,
+    strict: bool = False,
+) -> tuple[int, str, Path]:
+    """``python -m workloads.validate submit`` as a user runs it on a login node (``--here``):
+    CPU, one process per node, :data:`SMALL_RUN` plus ``run_args`` for the job, ``inject`` in
+    its environment, fetched back to ``tmp_path/back``. The job carries its own code (no
+    PYTHONPATH reaches it). Returns the exit code, what the command printed and the run
+    directory it fetched."""
+    argv = [
+        sys.executable,
+        "-m",
+        "workloads.validate",
+        "submit",
+        STACK,
+        "--outputs",
+        str(validation_outputs(cluster)),
+        "--here",
+        "--cpu",
+        "--procs-per-node",
+        "1",
+        "--python",
+        sys.executable,
+        "--shared",
+        "--time-limit",
+        str(time_limit_min),
+        "--rdzv-port",
+        str(free_port()),
+        "--poll",
+        "1",
+        "--fetch-to",
+        str(tmp_path / "back"),
+        *[f"--run-arg={a}" for a in (*SMALL_RUN, *run_args)],
+        *[f"--env={k}={v}" for k, v in {"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", **inject}.items()],
+        *(["--strict"] if strict else []),
+    ]
+    env = {k: v for k, v in cluster.env.items() if k != "PYTHONPATH"}  # the job must bring its own code
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout_s)
+    runs = sorted((tmp_path / "back" / STACK).iterdir())
+    return done.returncode, done.stdout + done.stderr, runs[-1]
+
+
+def report_node(report: dict[str, Any], name: str) -> dict[str, Any]:
+    """The entry of node ``name`` in a validation report."""
+    return next(n for n in report["nodes"] if n["node"] == name)

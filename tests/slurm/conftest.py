@@ -10,40 +10,34 @@ Tests ask for it by name::
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 
-from tests.slurm.cluster import SlurmCluster, unavailable_reason
+from tests.slurm.cluster import NODES, SlurmCluster, unavailable_reason
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster() -> Iterator[SlurmCluster]:
+def _session_cluster(nodes: Sequence[str], what: str) -> Iterator[SlurmCluster]:
     reason = unavailable_reason()
     if reason:
         pytest.skip(reason)
-    cluster = SlurmCluster.start()
+    cluster = SlurmCluster.start(nodes=nodes)
     try:
         yield cluster
     finally:
         cluster.stop()
     left = cluster.leftover_processes()
-    assert not left, f"processes of the test Slurm cluster outlived its teardown: {left}"
+    assert not left, f"processes of the {what} outlived its teardown: {left}"
     cluster.cleanup_files()
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    yield from _session_cluster(NODES, "test Slurm cluster")
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster3() -> Iterator[SlurmCluster]:
     """Three nodes (n1..n3 on 127.0.0.1, each slurmd on its own port): the least a pairwise search
     needs to pair a suspect with a known-good node. Started only by the tests that ask for it."""
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    cluster = SlurmCluster.start(nodes=("n1", "n2", "n3"))
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-    left = cluster.leftover_processes()
-    assert not left, f"processes of the three-node test Slurm cluster outlived its teardown: {left}"
-    cluster.cleanup_files()
+    yield from _session_cluster(("n1", "n2", "n3"), "three-node test Slurm cluster")

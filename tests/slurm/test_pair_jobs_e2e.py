@@ -5,79 +5,27 @@ pair, on a real three-node cluster: a node that hangs every collective it joins 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from components.engine import run_offline
-from components.spec import read_stack_file
-from tests.slurm.cluster import SlurmCluster, free_port
+from tests.slurm.cluster import SlurmCluster, submit_validation
+from tests.slurm.cluster import report_node as _node
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _outputs_file(cluster: SlurmCluster) -> Path:
-    """aws-h200-slurm's outputs pointed at the three-node test cluster."""
-    name, raw = read_stack_file("aws-h200-slurm")
-    outs = json.loads(json.dumps(run_offline(name, raw).outputs))
-    outs["nodes"] = 3
-    outs["mount"]["mount_point"] = str(cluster.jobs / "fsx")
-    outs["scheduler"]["partition"] = "test"
-    path = cluster.jobs / "outputs3.json"
-    path.write_text(json.dumps(outs))
-    return path
-
-
-def _submit(cluster: SlurmCluster, tmp_path: Path, inject: dict[str, str]) -> tuple[int, str, Path]:
-    run_args = ["--multi-max", "1M", "--single-max", "1M", "--pair-size", "1M", "--iters", "3", "--warmup", "1"]
-    run_args += ["--timeout", "15", "--pair-timeout", "10"]
-    argv = [
-        sys.executable,
-        "-m",
-        "workloads.validate",
-        "submit",
-        "aws-h200-slurm",
-        "--outputs",
-        str(_outputs_file(cluster)),
-        "--here",
-        "--cpu",
-        "--procs-per-node",
-        "1",
-        "--python",
-        sys.executable,
-        "--shared",
-        "--time-limit",
-        "12",
-        "--rdzv-port",
-        str(free_port()),
-        "--poll",
-        "1",
-        "--fetch-to",
-        str(tmp_path / "back"),
-        *[f"--run-arg={a}" for a in run_args],
-        *[f"--env={k}={v}" for k, v in {"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", **inject}.items()],
-    ]
-    env = {k: v for k, v in cluster.env.items() if k != "PYTHONPATH"}  # the job brings its own code
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, timeout=780)
-    runs = sorted((tmp_path / "back" / "aws-h200-slurm").iterdir())
-    return done.returncode, done.stdout + done.stderr, runs[-1]
-
-
-def _node(report: dict[str, Any], name: str) -> dict[str, Any]:
-    return next(n for n in report["nodes"] if n["node"] == name)
 
 
 def test_a_node_that_hangs_is_named_fail_through_one_srun_step_per_pair(
     slurm_cluster3: SlurmCluster, tmp_path: Path
 ) -> None:
     try:
-        code, out, back = _submit(
-            slurm_cluster3, tmp_path, {"GPUC_INJECT_HANG_NODE": "n2", "GPUC_INJECT_HANG_PHASES": "main,pairs"}
+        code, out, back = submit_validation(
+            slurm_cluster3,
+            tmp_path,
+            {"GPUC_INJECT_HANG_NODE": "n2", "GPUC_INJECT_HANG_PHASES": "main,pairs"},
+            run_args=("--timeout", "15", "--pair-timeout", "10"),
+            time_limit_min=12,
+            timeout_s=780,
         )
         (log,) = back.glob("gpuc-validate-*.out")
         text = log.read_text()

@@ -15,86 +15,24 @@ from typing import Any
 
 import pytest
 
-from components.engine import run_offline
-from components.spec import read_stack_file
-from tests.slurm.cluster import SlurmCluster, free_port
+from tests.slurm.cluster import SlurmCluster, submit_validation, validation_outputs
+from tests.slurm.cluster import report_node as _node
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
-
-REPO = Path(__file__).resolve().parents[2]
-_BASE: dict[str, Any] = {}
-
-
-def _outputs_file(cluster: SlurmCluster) -> Path:
-    """The outputs a deployed aws-h200-slurm would give, pointed at the test cluster: its
-    partition, two nodes, and the shared directory standing in for the Lustre mount."""
-    if not _BASE:
-        name, raw = read_stack_file("aws-h200-slurm")
-        _BASE.update(run_offline(name, raw).outputs)
-    outs = json.loads(json.dumps(_BASE))
-    outs["nodes"] = 2
-    outs["mount"]["mount_point"] = str(cluster.jobs / "fsx")
-    outs["scheduler"]["partition"] = "test"
-    path = cluster.jobs / "outputs.json"
-    path.write_text(json.dumps(outs))
-    return path
 
 
 def _submit(
     cluster: SlurmCluster, tmp_path: Path, inject: dict[str, str], run_timeout: str = "60", strict: bool = False
 ) -> tuple[int, str, Path]:
-    argv = [
-        sys.executable,
-        "-m",
-        "workloads.validate",
-        "submit",
-        "aws-h200-slurm",
-        "--outputs",
-        str(_outputs_file(cluster)),
-        "--here",
-        "--cpu",
-        "--procs-per-node",
-        "1",
-        "--python",
-        sys.executable,
-        "--shared",
-        "--time-limit",
-        "10",
-        "--rdzv-port",
-        str(free_port()),
-        "--poll",
-        "1",
-        "--fetch-to",
-        str(tmp_path / "back"),
-        # Small messages and few iterations: the point here is the path, not CPU bandwidth.
-        *[
-            f"--run-arg={a}"
-            for a in (
-                "--multi-max",
-                "1M",
-                "--single-max",
-                "1M",
-                "--pair-size",
-                "1M",
-                "--iters",
-                "3",
-                "--warmup",
-                "1",
-                "--timeout",
-                run_timeout,
-            )
-        ],
-        *[f"--env={k}={v}" for k, v in {"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", **inject}.items()],
-        *(["--strict"] if strict else []),
-    ]
-    env = {k: v for k, v in cluster.env.items() if k != "PYTHONPATH"}  # the job must bring its own code
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, timeout=480)
-    runs = sorted((tmp_path / "back" / "aws-h200-slurm").iterdir())
-    return done.returncode, done.stdout + done.stderr, runs[-1]
-
-
-def _node(report: dict[str, Any], name: str) -> dict[str, Any]:
-    return next(n for n in report["nodes"] if n["node"] == name)
+    return submit_validation(
+        cluster,
+        tmp_path,
+        inject,
+        run_args=("--timeout", run_timeout),
+        time_limit_min=10,
+        timeout_s=480,
+        strict=strict,
+    )
 
 
 def _checks(report: dict[str, Any], scope: str) -> set[str]:
@@ -175,7 +113,7 @@ def test_slow_node_is_named_and_drained(slurm_cluster: SlurmCluster, tmp_path: P
                 "status",
                 "aws-h200-slurm",
                 "--outputs",
-                str(_outputs_file(slurm_cluster)),
+                str(validation_outputs(slurm_cluster)),
                 "--here",
             ],
             capture_output=True,

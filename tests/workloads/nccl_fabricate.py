@@ -5,7 +5,8 @@ test concluded'), from a curve we choose: runs the judge was not tuned on."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 FACTOR: dict[str, Callable[[int], float]] = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
@@ -15,6 +16,29 @@ FACTOR: dict[str, Callable[[int], float]] = {
     "sendrecv": lambda n: 1.0,
 }
 REDOP = {"all_reduce": "sum", "reduce_scatter": "sum", "sendrecv": "sum", "all_gather": "none", "alltoall": "none"}
+
+
+def phase_rows(op: str, sizes: Sequence[int], busbw: float) -> dict[str, Any]:
+    """One op's table as our phases write it to JSON (the ``op`` and ``rows`` of
+    ``OpResult.to_json``, nccl-tests' columns): both placements per size, bus bandwidth rising
+    gently to ``busbw`` at the largest size."""
+    return {
+        "op": op,
+        "rows": [
+            {
+                "size_bytes": s,
+                "count": s // 4,
+                "dtype": "float32",
+                "in_place": ip,
+                "time_us": 1.0,
+                "algbw_gbps": busbw / 2,
+                "busbw_gbps": busbw * (s / sizes[-1]) ** 0.1,
+                "wrong": 0,
+            }
+            for s in sizes
+            for ip in (False, True)
+        ],
+    }
 
 
 def curve(plateau_gbps: float, latency_us: float) -> Callable[[int], float]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import socket
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 import torch
 
+from tests.workloads.torchrun_util import cpu_torchrun
 from workloads.collectives import bench as col
 from workloads.health import hang
 from workloads.collectives import ops as ops
@@ -27,21 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _torchrun(
     nproc: int, args: list[str], *, env_extra: dict[str, str] | None = None, timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUC_")}
-    env.update({"GPUC_FORCE_CPU": "1", "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"})
-    env.update(env_extra or {})
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        str(nproc),
-        "-m",
-        "workloads.collectives",
-        *args,
-    ]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    return cpu_torchrun("workloads.collectives", nproc, args, env_extra=env_extra, timeout=timeout)
 
 
 # ----------------------------------------------------------------------------- pure helpers
@@ -315,26 +301,7 @@ def test_run_op_on_a_subgroup_uses_group_ranks_and_names_global_ones(tmp_path: P
     # Global ranks 1 and 2 form the group: in-place offsets, the broadcast root and the check
     # must use group ranks, and a missing rank must be named by its global rank.
     out = tmp_path / "sub.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUC_")}
-    env.update({"GPUC_FORCE_CPU": "1", "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"})
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node",
-            "3",
-            "-m",
-            "tests.workloads._subgroup_worker",
-            str(out),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    proc = cpu_torchrun("tests.workloads._subgroup_worker", 3, [str(out)])
     assert out.exists(), proc.stderr[-3000:]
     doc = json.loads(out.read_text())
     assert set(doc["ok"]) == set(ops.OPS)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.workloads.torchrun_util import explain, job_env, torchrun
+from tests.workloads.torchrun_util import TINY_GPT, explain, job_env, torchrun
 from workloads.train.data import write_synthetic
 from workloads.train.model import GPT, GPTConfig, flops_per_token, matmul_params, total_params
 
@@ -16,16 +17,7 @@ STEPS = 12
 # 2 shards x 600 tokens -> 74 windows of 16; 2 ranks x 4 rows -> 9 steps per epoch, so the
 # run crosses an epoch boundary (a reshuffle) after the crash point.
 COMMON = [
-    "--vocab-size",
-    "64",
-    "--seq-len",
-    "16",
-    "--d-model",
-    "32",
-    "--n-layers",
-    "2",
-    "--n-heads",
-    "2",
+    *TINY_GPT,
     "--batch-size",
     "4",
     "--steps",
@@ -75,6 +67,12 @@ def test_loss_falls_and_metrics_are_reported(baseline: dict[str, Any]) -> None:
     assert m["peak_source"] == "--peak-tflops"
 
 
+def _crashed_run(data: Path, ckpt: Path, out: Path, **crash: str) -> subprocess.CompletedProcess[str]:
+    """The run checkpointing to ``ckpt`` every 4 steps, ``crash`` injected, one restart allowed."""
+    args = ["--data", str(data / "train-*.bin"), *COMMON, "--ckpt-dir", str(ckpt), "--ckpt-every", "4"]
+    return torchrun("workloads.train.ddp", [*args, "--json", str(out)], max_restarts=1, env=job_env(**crash))
+
+
 def test_ranks_hold_identical_parameters(baseline: dict[str, Any]) -> None:
     m = baseline
     assert m["params_identical_across_ranks"] is True
@@ -90,22 +88,7 @@ def test_killed_run_resumes_to_bitwise_identical_parameters(
     (ckpt / "step_11").mkdir(parents=True)
     (ckpt / "step_11" / ".metadata").write_bytes(b"half-written")
     (ckpt / ".step_10.tmp").mkdir()
-    r = torchrun(
-        "workloads.train.ddp",
-        [
-            "--data",
-            str(data / "train-*.bin"),
-            *COMMON,
-            "--ckpt-dir",
-            str(ckpt),
-            "--ckpt-every",
-            "4",
-            "--json",
-            str(tmp_path / "m.json"),
-        ],
-        max_restarts=1,
-        env=job_env(GPUC_CRASH_AT_STEP="7"),
-    )
+    r = _crashed_run(data, ckpt, tmp_path / "m.json", GPUC_CRASH_AT_STEP="7")
     assert r.returncode == 0, explain(r)
     assert "GPUC_CRASH_AT_STEP=7: exiting hard before step 7" in r.stderr, explain(r)
     assert "resumed from" in r.stdout and "step_4 (step 4, epoch 0, batch 4)" in r.stdout, explain(r)
@@ -140,22 +123,7 @@ def test_crash_inside_a_checkpoint_write_never_loads_it(data: Path, baseline: di
     are on disk and before the marker: the directory looks loadable to DCP but must be
     ignored; the restart resumes from step 4 and ends bitwise where the uninterrupted run did."""
     ckpt = tmp_path / "ckpt"
-    r = torchrun(
-        "workloads.train.ddp",
-        [
-            "--data",
-            str(data / "train-*.bin"),
-            *COMMON,
-            "--ckpt-dir",
-            str(ckpt),
-            "--ckpt-every",
-            "4",
-            "--json",
-            str(tmp_path / "m.json"),
-        ],
-        max_restarts=1,
-        env=job_env(GPUC_CRASH_IN_CHECKPOINT="8", GPUC_CRASH_RANK="0"),
-    )
+    r = _crashed_run(data, ckpt, tmp_path / "m.json", GPUC_CRASH_IN_CHECKPOINT="8", GPUC_CRASH_RANK="0")
     assert r.returncode == 0, explain(r)
     crash = [ln for ln in r.stderr.splitlines() if "GPUC_CRASH_IN_CHECKPOINT=8" in ln]
     assert crash, explain(r)

@@ -11,23 +11,14 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, DistributedSampler
 
-from tests.workloads.torchrun_util import explain, job_env, torchrun
+from tests.workloads.torchrun_util import TINY_GPT, explain, job_env, torchrun
 from workloads.train.data import write_synthetic
 from workloads.train.ddp import lr_at, parse_config
 from workloads.train.sampling import RankShardedStream, ResumableSampler
 
 STEPS = 12
 GPT = [
-    "--vocab-size",
-    "64",
-    "--seq-len",
-    "16",
-    "--d-model",
-    "32",
-    "--n-layers",
-    "2",
-    "--n-heads",
-    "2",
+    *TINY_GPT,
     "--steps",
     str(STEPS),
     "--lr",

@@ -403,27 +403,10 @@ def test_batch_infer_runs_the_users_model_and_dataset_as_a_fleet(tmp_path: Path)
 
     model = _mlp_checkpoint(tmp_path / "ckpt")
     out = tmp_path / "preds"
-    r = torchrun(
-        "workloads.tasks.infer",
-        [
-            "run",
-            "--model",
-            "tests.workloads._user_plugins:mlp",
-            "--weights",
-            str(tmp_path / "ckpt"),
-            "--dataset",
-            "tests.workloads._user_plugins:blobs",
-            "--rows-per-task",
-            "10",
-            "--batch-size",
-            "4",
-            "--output-dir",
-            str(out),
-            "--json",
-            str(tmp_path / "s.json"),
-        ],
-        nproc=2,
-    )
+    job = ["run", "--model", "tests.workloads._user_plugins:mlp", "--weights", str(tmp_path / "ckpt")]
+    job += ["--dataset", "tests.workloads._user_plugins:blobs", "--rows-per-task", "10"]
+    job += ["--output-dir", str(out), "--json", str(tmp_path / "s.json")]
+    r = torchrun("workloads.tasks.infer", [*job, "--batch-size", "4"], nproc=2)
     assert r.returncode == 0, explain(r)
     s = json.loads((tmp_path / "s.json").read_text())
     assert s["job"] == "batch_infer" and (s["inputs"], s["done"], s["failed"]) == (10, 10, 0)
@@ -432,25 +415,7 @@ def test_batch_infer_runs_the_users_model_and_dataset_as_a_fleet(tmp_path: Path)
     ds = Blobs()
     want = model(torch.stack([ds[i][0] for i in range(96)])).detach()
     torch.testing.assert_close(torch.cat([p["output"] for p in parts]), want, rtol=1e-5, atol=1e-6)
-    again = torchrun(
-        "workloads.tasks.infer",
-        [
-            "run",
-            "--model",
-            "tests.workloads._user_plugins:mlp",
-            "--weights",
-            str(tmp_path / "ckpt"),
-            "--dataset",
-            "tests.workloads._user_plugins:blobs",
-            "--rows-per-task",
-            "10",
-            "--output-dir",
-            str(out),
-            "--json",
-            str(tmp_path / "s.json"),
-        ],
-        nproc=2,
-    )
+    again = torchrun("workloads.tasks.infer", job, nproc=2)  # at the default batch size: every task is done
     assert again.returncode == 0 and json.loads((tmp_path / "s.json").read_text())["skipped"] == 10, explain(again)
 
 

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.workloads.torchrun_util import cpu_torchrun
 from workloads.health import gpu as gh
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _peaks(name: str = "p5.48xlarge") -> gh.Peaks:
@@ -120,32 +116,8 @@ def test_single_process_cpu_run_measures_and_passes_no_judgement(
 @pytest.mark.slow
 def test_under_torchrun_rank0_gathers_every_rank(tmp_path: Path) -> None:
     out = tmp_path / "h.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUC_")}
-    env.update({"GPUC_FORCE_CPU": "1", "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"})
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node",
-            "2",
-            "-m",
-            "workloads.health.gpu",
-            "--matmul-size",
-            "128",
-            "--copy-bytes",
-            "1M",
-            "--iters",
-            "2",
-            "--json",
-            str(out),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
+    proc = cpu_torchrun(
+        "workloads.health.gpu", 2, ["--matmul-size", "128", "--copy-bytes", "1M", "--iters", "2", "--json", str(out)]
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())

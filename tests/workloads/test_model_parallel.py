@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.workloads.torchrun_util import REPO, TIMEOUT_S, explain, job_env, torchrun
+from tests.workloads.torchrun_util import REPO, TIMEOUT_S, TINY_GPT, explain, job_env, torchrun
 from workloads.train.model import GPT, GPTConfig, total_params
 from workloads.parallel.run import (
     LOSS_RTOL,
@@ -28,16 +28,7 @@ from workloads.parallel.run import (
 from workloads.parallel.materialise import fill_box, init_local, materialise, meta_model, normal_at, storage_bytes
 
 ARGS = [
-    "--vocab-size",
-    "64",
-    "--seq-len",
-    "16",
-    "--d-model",
-    "32",
-    "--n-layers",
-    "2",
-    "--n-heads",
-    "2",
+    *TINY_GPT,
     "--batch-size",
     "8",
     "--microbatches",

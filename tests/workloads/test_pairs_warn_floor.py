@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from components.catalog import load_catalog
+from tests.workloads.nccl_fabricate import phase_rows
 from workloads.validate import isolate, pair_jobs, pairs
 from workloads.validate.judge import judge
 from workloads.validate.run_config import RunConfig
@@ -23,26 +24,6 @@ EFA_LOG = (
     "node1:1234:1300 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/Libfabric/0/GDRDMA\n"
 )
 SIZES = [2**20 * 2**i for i in range(14)]  # 1 MiB .. 8 GiB, as the main phase sweeps on GPU
-
-
-def _rows(busbw: float) -> dict[str, Any]:
-    return {
-        "op": "all_reduce",
-        "rows": [
-            {
-                "size_bytes": s,
-                "count": s // 4,
-                "dtype": "float32",
-                "in_place": ip,
-                "time_us": 1.0,
-                "algbw_gbps": busbw / 2,
-                "busbw_gbps": busbw * (s / SIZES[-1]) ** 0.1,
-                "wrong": 0,
-            }
-            for s in SIZES
-            for ip in (False, True)
-        ],
-    }
 
 
 def _ranks(n: str) -> list[int]:
@@ -66,8 +47,8 @@ def _write_main(root: Path, multi: float, pairs_doc: dict[str, Any] | None) -> N
         "health": [
             {"node": n, "local_rank": g, "matmul_tflops": 740.0, "mem_gbps": 3000.0} for n in NODES for g in range(8)
         ],
-        "single_node": {n: _rows(470.0) for n in NODES},
-        "multi_node": {"all_reduce": _rows(multi)},
+        "single_node": {n: phase_rows("all_reduce", SIZES, 470.0) for n in NODES},
+        "multi_node": {"all_reduce": phase_rows("all_reduce", SIZES, multi)},
         "versions": {"torch": "2.13.0", "nccl": "2.27.3"},
     }
     if pairs_doc is not None:
@@ -111,7 +92,11 @@ def test_a_node_that_drags_sixteen_p5_to_warn_is_named(tmp_path: Path) -> None:
     assert sixteen.floor_fail_gbps is not None and sixteen.floor_warn_gbps is not None
     assert sixteen.floor_fail_gbps < 320.0 < sixteen.floor_warn_gbps  # the cluster is WARN, not FAIL
     # The main phase runs the pairs for a cluster under its warn floor.
-    main_doc = {"backend": "nccl", "nodes": {n: {} for n in NODES}, "multi_node": {"all_reduce": _rows(320.0)}}
+    main_doc = {
+        "backend": "nccl",
+        "nodes": {n: {} for n in NODES},
+        "multi_node": {"all_reduce": phase_rows("all_reduce", SIZES, 320.0)},
+    }
     assert pairs.want_pairs(cfg, main_doc)
 
     _write_main(tmp_path, 320.0, _search("n7", 380.0, pairs.pair_floor(cfg, "nccl")))

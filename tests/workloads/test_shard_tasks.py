@@ -220,18 +220,9 @@ def test_input_list_maps_outputs_and_refuses_collisions(tmp_path: Path, capsys: 
         (tmp_path / rel).write_bytes(b"")
     lst = tmp_path / "videos" / "list.txt"
     lst.write_text("# relative to this file\nb/y.avi\n\na/x.mov\n  b/x.mov  \n")
-    cfg = parse_config(
-        [
-            "--inputs",
-            str(lst),
-            "--output-dir",
-            str(tmp_path / "out"),
-            "--output-ext",
-            ".mp4",
-            "--command",
-            "true {input} {output}",
-        ]
-    )
+    argv = ["--inputs", str(lst), "--output-dir", str(tmp_path / "out"), "--output-ext", ".mp4"]
+    argv += ["--command", "true {input} {output}"]
+    cfg = parse_config(argv)
     assert [(str(i.relative_to(tmp_path)), str(o.relative_to(tmp_path))) for i, o in cfg.items] == [
         ("videos/a/x.mov", "out/a/x.mp4"),
         ("videos/b/x.mov", "out/b/x.mp4"),
@@ -241,34 +232,12 @@ def test_input_list_maps_outputs_and_refuses_collisions(tmp_path: Path, capsys: 
     (tmp_path / "videos/b/y.mov").write_bytes(b"")
     lst.write_text("b/y.avi\nb/y.mov\na/x.mov\na/x.mov\n")
     with pytest.raises(SystemExit):
-        parse_config(
-            [
-                "--inputs",
-                str(lst),
-                "--output-dir",
-                str(tmp_path / "out"),
-                "--output-ext",
-                ".mp4",
-                "--command",
-                "true {input} {output}",
-            ]
-        )
+        parse_config(argv)
     err = capsys.readouterr().err
     assert "1 inputs listed more than once" in err
     lst.write_text("b/y.avi\nb/y.mov\n")
     with pytest.raises(SystemExit):
-        parse_config(
-            [
-                "--inputs",
-                str(lst),
-                "--output-dir",
-                str(tmp_path / "out"),
-                "--output-ext",
-                ".mp4",
-                "--command",
-                "true {input} {output}",
-            ]
-        )
+        parse_config(argv)
     assert f"would both write {tmp_path}/out/y.mp4" in capsys.readouterr().err
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 
 from components.catalog import load_catalog
+from tests.workloads.nccl_fabricate import phase_rows
 from workloads.validate import isolate, transport
 from workloads.validate.blame import node_failures
 from workloads.validate.judge import judge
@@ -93,26 +94,6 @@ def test_stragglers() -> None:
     assert set(isolate.stragglers({"n1": 100.0, "n2": 90.0}, 95.0)) == {"n2"}
 
 
-def _rows(op: str, sizes: list[int], busbw: float) -> dict[str, Any]:
-    return {
-        "op": op,
-        "rows": [
-            {
-                "size_bytes": s,
-                "count": s // 4,
-                "dtype": "float32",
-                "in_place": ip,
-                "time_us": 1.0,
-                "algbw_gbps": busbw / 2,
-                "busbw_gbps": busbw * (s / sizes[-1]) ** 0.1,
-                "wrong": 0,
-            }
-            for s in sizes
-            for ip in (False, True)
-        ],
-    }
-
-
 def _write_run(root: Path, *, multi: float, node2_rate: float, backend: str = "nccl", dead: str | None = None) -> None:
     sizes = [2**20 * 4**i for i in range(8)]
     main = {
@@ -125,8 +106,8 @@ def _write_run(root: Path, *, multi: float, node2_rate: float, backend: str = "n
             for n in ("n1", "n2")
             for i in range(8)
         ],
-        "single_node": {n: _rows("all_reduce", sizes, 470.0) for n in ("n1", "n2")},
-        "multi_node": {"all_reduce": _rows("all_reduce", sizes, multi)},
+        "single_node": {n: phase_rows("all_reduce", sizes, 470.0) for n in ("n1", "n2")},
+        "multi_node": {"all_reduce": phase_rows("all_reduce", sizes, multi)},
         "versions": {"torch": "2.13.0", "nccl": "2.27.3"},
     }
     (root / "phase-main.json").write_text(json.dumps(main))
@@ -221,7 +202,7 @@ def _fabric_phase(root: Path, nodes: int, busbw: float) -> None:
         "phase": "fabric",
         "world_size": 8 * nodes,
         "backend": "nccl",
-        "multi_node": {"all_reduce": _rows("all_reduce", sizes, busbw)},
+        "multi_node": {"all_reduce": phase_rows("all_reduce", sizes, busbw)},
     }
     (root / "phase-fabric.json").write_text(json.dumps(doc))
 

@@ -10,6 +10,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 # The machine is shared and small: a job that is merely slow must not fail a test.
 TIMEOUT_S = 600
+# The GPT the torchrun tests train: some 30k parameters, so gloo on a shared CPU keeps up.
+TINY_GPT = ("--vocab-size", "64", "--seq-len", "16", "--d-model", "32", "--n-layers", "2", "--n-heads", "2")
 
 
 def job_env(**extra: str) -> dict[str, str]:
@@ -42,6 +44,21 @@ def torchrun(
     ]
     return subprocess.run(
         cmd, cwd=REPO, env=env or job_env(), capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+    )
+
+
+def cpu_torchrun(
+    module: str, nproc: int, args: list[str], *, env_extra: dict[str, str] | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    """``module`` under torchrun on CPU ranks with none of the caller's ``GPUC_`` settings (a
+    fault or stall a test injects comes in ``env_extra`` only), warnings silenced, from the
+    checkout; unlike :func:`torchrun`, the environment is otherwise the caller's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUC_")}
+    env.update({"GPUC_FORCE_CPU": "1", "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"})
+    env.update(env_extra or {})
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
+    return subprocess.run(
+        [*cmd, "-m", module, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
     )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from components.catalog import CATALOG_PATH, CatalogError
+from components.catalog import CATALOG_PATH, CatalogError, ImageFact
 
 # Kubernetes capability names (without CAP_), as the container runtime takes them.
 _CAPABILITY = frozenset(
@@ -89,25 +89,13 @@ class Volume:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Image:
-    image: str
-    tag: str
-    digest: str | None
-    source: str
-
-    @property
-    def ref(self) -> str:
-        """``repo:tag@digest`` where the digest is known (the tag kept for people), else ``repo:tag``."""
-        return f"{self.image}:{self.tag}" + (f"@{self.digest}" if self.digest else "")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Sidecar:
     """The receive-datapath daemon beside the workload (a native sidecar: it starts first and
     does not keep the Job from completing)."""
 
     name: str
-    image: Image
+    image: ImageFact
+    """The catalog's rxdm image of the fabric."""
     command: tuple[str, ...]
     mounts: Mapping[str, str]
     """Volume name -> mount path in the sidecar."""
@@ -278,7 +266,7 @@ def parse(doc: Mapping[str, Any]) -> dict[str, FabricWiring]:
                 raise CatalogError(f"{where}.rxdm: missing or without a known source (the sidecar's image)")
             sidecar = Sidecar(
                 name=str(sc["name"]),
-                image=Image(
+                image=ImageFact(
                     image=str(rx["image"]), tag=str(rx["tag"]), digest=rx.get("digest"), source=str(rx["source"])
                 ),
                 command=tuple(str(c) for c in sc["command"]),

@@ -25,20 +25,14 @@ step ``N``, on the first attempt only (``TORCHELASTIC_RESTART_COUNT`` 0), as a k
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from workloads.runtime import device as devmod
-from workloads.runtime.atomic import fsync_dir, write_bytes_atomic
-from workloads.train.checkpoint import COMPLETE_MARKER, checkpoint_crash_hook, complete_checkpoints, latest_checkpoint
+from workloads.train.checkpoint import latest_checkpoint, save_checkpoint
+from workloads.train.checkpoint import step_crash_hook as crash_hook
 
 __all__ = ["crash_hook", "load_latest", "save"]
 
@@ -73,30 +67,7 @@ def save(
     keep: int = 2,
 ) -> None:
     """Write step ``step``'s checkpoint from every rank and publish it once complete."""
-    from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
-
-    final = ckpt_dir / f"step_{step}"
-    tmp = ckpt_dir / f".step_{step}.tmp"
-    if rt.is_main:
-        ckpt_dir.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-    dist.barrier()
-    dcp_save(_state(model, opt), checkpoint_id=tmp)
-    checkpoint_crash_hook(step, tmp, rt.rank)
-    dist.barrier()  # every rank's files are on disk before the marker says so
-    if rt.is_main:
-        doc = {"step": step, **marker, "time": time.time()}
-        write_bytes_atomic(tmp / COMPLETE_MARKER, json.dumps(doc).encode())
-        fsync_dir(tmp)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        fsync_dir(ckpt_dir)
-        if keep:
-            for _, old in complete_checkpoints(ckpt_dir)[:-keep]:
-                shutil.rmtree(old, ignore_errors=True)
-    dist.barrier()
+    save_checkpoint(ckpt_dir, step, _state(model, opt), rt, keep, marker)
 
 
 def mismatches(saved: dict[str, Any], identity: dict[str, Any]) -> list[tuple[str, str]]:
@@ -132,14 +103,3 @@ def load_latest(
 def peek(ckpt_dir: Path, rt: devmod.Runtime) -> tuple[Path, dict[str, Any]] | None:
     """The newest complete checkpoint and its marker (rank 0 decides for every rank)."""
     return latest_checkpoint(ckpt_dir, rt)
-
-
-def crash_hook(next_step: int, rank: int) -> None:
-    at = os.environ.get("GPUC_CRASH_AT_STEP")
-    if not at or os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") not in ("", "0"):
-        return
-    if next_step == int(at) and rank == int(os.environ.get("GPUC_CRASH_RANK", "1")):
-        print(
-            f"[rank {rank}] GPUC_CRASH_AT_STEP={at}: exiting hard before step {next_step}", file=sys.stderr, flush=True
-        )
-        os._exit(1)

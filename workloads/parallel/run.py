@@ -82,6 +82,7 @@ from workloads.runtime import device as devmod
 from workloads.runtime.atomic import write_bytes_atomic
 from workloads.runtime.flags import Problems
 from workloads.train import plugins
+from workloads.train.config import gpt_config
 from workloads.train.data import TokenWindows, check_shards, synthetic_tokens
 from workloads.train.model import GPT, GPTConfig, lm_loss, total_params
 from workloads.parallel import checkpoint as ckpt
@@ -295,14 +296,7 @@ def parse_config(argv: list[str] | None = None) -> MPConfig:
         p.add("--mode", "reference runs alone (the split modes compare with it via --check-reference)")
     if len(set(modes)) != len(modes):
         p.add("--mode", f"{a.mode!r} names a mode twice")
-    model = GPTConfig(
-        vocab_size=p.integer("--vocab-size", a.vocab_size, lo=2),
-        seq_len=p.integer("--seq-len", a.seq_len, lo=1),
-        d_model=p.integer("--d-model", a.d_model, lo=1),
-        n_layers=p.integer("--n-layers", a.n_layers, lo=1),
-        n_heads=p.integer("--n-heads", a.n_heads, lo=1),
-        tie_weights=False,
-    )
+    model = gpt_config(p, a, tie_weights=False)
     if not p:
         p.extend([(f"--{k.replace('_', '-')}", r) for k, r in model.problems()])
     batch = p.integer("--batch-size", a.batch_size, lo=1)

@@ -9,6 +9,7 @@ local file systems all honour it.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 
@@ -56,6 +57,23 @@ def fsync_dir(path: Path) -> None:
 def publish(tmp: Path, final: Path) -> None:
     """Make the finished file ``tmp`` appear as ``final`` in one step."""
     fsync_file(tmp)
+    os.replace(tmp, final)
+    fsync_dir(final.parent)
+
+
+def publish_dir(tmp: Path, final: Path, marker: str, data: bytes) -> None:
+    """Make the finished directory ``tmp`` appear as ``final``, ``marker`` written last.
+
+    A reader takes a directory as complete only once it holds ``marker`` (a checkpoint's
+    ``COMPLETE``), so the marker is published inside ``tmp`` before the rename. A ``final``
+    already there (a step written again) is removed first: a directory cannot be renamed over
+    a non-empty one, so for that moment neither is there and a reader falls back to an older
+    complete directory.
+    """
+    write_bytes_atomic(tmp / marker, data)
+    fsync_dir(tmp)
+    if final.exists():
+        shutil.rmtree(final)
     os.replace(tmp, final)
     fsync_dir(final.parent)
 

@@ -30,8 +30,9 @@ from torch.utils.data import default_collate
 
 from workloads.runtime import device as devmod
 from workloads.runtime.flags import Problems, output_dir_problem
+from workloads.train.config import gpt_config
 from workloads.train.data import TokenWindows, check_shards
-from workloads.train.model import GPT, GPTConfig
+from workloads.train.model import GPT
 from workloads.parallel import plans
 from workloads.parallel.materialise import storage_bytes
 from workloads.tasks import fleet
@@ -145,13 +146,7 @@ def parse(a: argparse.Namespace) -> InferConfig:
     tp = p.integer("--tp", a.tp, lo=1)
     if a.schedule not in fleet.SCHEDULES:
         p.add("--schedule", f"{a.schedule!r} is not one of {', '.join(fleet.SCHEDULES)}")
-    gcfg = GPTConfig(
-        vocab_size=p.integer("--vocab-size", a.vocab_size, lo=2),
-        seq_len=p.integer("--seq-len", a.seq_len, lo=1),
-        d_model=p.integer("--d-model", a.d_model, lo=1),
-        n_layers=p.integer("--n-layers", a.n_layers, lo=1),
-        n_heads=p.integer("--n-heads", a.n_heads, lo=1),
-    )
+    gcfg = gpt_config(p, a)
     if not p:
         p.extend([(f"--{k.replace('_', '-')}", r) for k, r in gcfg.problems()])
     remote = is_uri(a.output_dir)

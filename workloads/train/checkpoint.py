@@ -27,6 +27,7 @@ import re
 import shutil
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ import torch
 import torch.distributed as dist
 
 from workloads.runtime import device as devmod
-from workloads.runtime.atomic import fsync_dir, write_bytes_atomic
+from workloads.runtime.atomic import publish_dir
 from workloads.train.config import Parts, TrainConfig
 
 COMPLETE_MARKER = "COMPLETE"
@@ -120,8 +121,14 @@ def layout(cfg: TrainConfig, rt: devmod.Runtime) -> dict[str, int]:
 
 
 def save_checkpoint(
-    ckpt_dir: Path, step: int, state: dict[str, Any], rt: devmod.Runtime, keep: int, lay: dict[str, int]
+    ckpt_dir: Path, step: int, state: dict[str, Any], rt: devmod.Runtime, keep: int, marker: Mapping[str, Any]
 ) -> None:
+    """Write step ``step``'s checkpoint from every rank and publish it once complete.
+
+    Every rank saves its part of ``state`` with DCP into ``.step_<N>.tmp/``; rank 0 then writes
+    the ``COMPLETE`` marker (the step, ``marker``, the time), renames the directory to
+    ``step_<N>/`` and keeps the newest ``keep`` complete ones (all when 0). The DDP job and the
+    split runs (:mod:`workloads.parallel.checkpoint`) both publish this way."""
     from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
     final = ckpt_dir / f"step_{step}"
@@ -133,15 +140,10 @@ def save_checkpoint(
     dist.barrier()
     dcp_save(state, checkpoint_id=tmp)
     checkpoint_crash_hook(step, tmp, rt.rank)
-    dist.barrier()  # every rank's files are written before the marker claims completeness
+    dist.barrier()  # every rank's files are on disk before the marker says so
     if rt.is_main:
-        marker = json.dumps({"step": step, **lay, "time": time.time()})
-        write_bytes_atomic(tmp / COMPLETE_MARKER, marker.encode())
-        fsync_dir(tmp)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        fsync_dir(ckpt_dir)
+        doc = json.dumps({"step": step, **marker, "time": time.time()})
+        publish_dir(tmp, final, COMPLETE_MARKER, doc.encode())
         if keep:
             for _, old in complete_checkpoints(ckpt_dir)[:-keep]:
                 shutil.rmtree(old, ignore_errors=True)
@@ -181,5 +183,18 @@ def checkpoint_crash_hook(step: int, tmp: Path, rank: int) -> None:
             f"write, before its marker; {tmp.name} holds {files}",
             file=sys.stderr,
             flush=True,
+        )
+        os._exit(1)
+
+
+def step_crash_hook(next_step: int, rank: int) -> None:
+    """Test hook: ``GPUC_CRASH_AT_STEP=N`` makes rank ``GPUC_CRASH_RANK`` (default 1) exit hard
+    before step ``N``, on the first attempt only (``TORCHELASTIC_RESTART_COUNT`` 0), as a killed rank."""
+    at = os.environ.get("GPUC_CRASH_AT_STEP")
+    if not at or os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") not in ("", "0"):
+        return
+    if next_step == int(at) and rank == int(os.environ.get("GPUC_CRASH_RANK", "1")):
+        print(
+            f"[rank {rank}] GPUC_CRASH_AT_STEP={at}: exiting hard before step {next_step}", file=sys.stderr, flush=True
         )
         os._exit(1)

@@ -175,18 +175,24 @@ def _peak_from_catalog(instance_type: str, p: Problems) -> tuple[float | None, s
     return float(peak), f"catalog {instance_type} ({it.accelerator.model})"
 
 
-def parse_config(argv: list[str] | None = None) -> tuple[TrainConfig, Parts]:
-    """Convert and check every flag, shard and factory; all problems reported at once, exit 2."""
-    a = build_parser().parse_args(argv)
-    p = Problems()
-    model = GPTConfig(
+def gpt_config(p: Problems, a: argparse.Namespace, *, tie_weights: bool = True) -> GPTConfig:
+    """The GPT's shape from ``--vocab-size``, ``--seq-len``, ``--d-model``, ``--n-layers`` and
+    ``--n-heads``; each flag that is no integer or under its minimum is added to ``p``."""
+    return GPTConfig(
         vocab_size=p.integer("--vocab-size", a.vocab_size, lo=2),
         seq_len=p.integer("--seq-len", a.seq_len, lo=1),
         d_model=p.integer("--d-model", a.d_model, lo=1),
         n_layers=p.integer("--n-layers", a.n_layers, lo=1),
         n_heads=p.integer("--n-heads", a.n_heads, lo=1),
-        tie_weights=not a.untied,
+        tie_weights=tie_weights,
     )
+
+
+def parse_config(argv: list[str] | None = None) -> tuple[TrainConfig, Parts]:
+    """Convert and check every flag, shard and factory; all problems reported at once, exit 2."""
+    a = build_parser().parse_args(argv)
+    p = Problems()
+    model = gpt_config(p, a, tie_weights=not a.untied)
     if not p:
         p.extend([(f"--{k.replace('_', '-')}", r) for k, r in model.problems()])
     batch_size = p.integer("--batch-size", a.batch_size, lo=1)

@@ -6,9 +6,7 @@ import contextlib
 import hashlib
 import json
 import math
-import os
 import statistics
-import sys
 import time
 from dataclasses import asdict
 from typing import Any, Iterator
@@ -31,6 +29,7 @@ from workloads.train.checkpoint import (
     save_checkpoint,
     seed_rank_streams,
     set_rng_state,
+    step_crash_hook,
 )
 from workloads.train.config import Parts, TrainConfig
 from workloads.train.sampling import RankShardedStream, ResumableSampler
@@ -59,17 +58,6 @@ def param_digest(model: torch.nn.Module) -> tuple[str, float]:
         h.update(t.float().numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes())
         total += float(t.double().sum())
     return h.hexdigest(), total
-
-
-def _crash_hook(next_step: int, rank: int) -> None:
-    at = os.environ.get("GPUC_CRASH_AT_STEP")
-    if not at or os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") not in ("", "0"):
-        return
-    if next_step == int(at) and rank == int(os.environ.get("GPUC_CRASH_RANK", "1")):
-        print(
-            f"[rank {rank}] GPUC_CRASH_AT_STEP={at}: exiting hard before step {next_step}", file=sys.stderr, flush=True
-        )
-        os._exit(1)
 
 
 def _percentile(xs: list[float], q: float) -> float:
@@ -287,7 +275,7 @@ def train(cfg: TrainConfig, parts: Parts, rt: devmod.Runtime) -> dict[str, Any]:
     window_n = 0
     k_last = cfg.grad_accum - 1
     while prog.step < cfg.steps:
-        _crash_hook(prog.step + 1, rt.rank)
+        step_crash_hook(prog.step + 1, rt.rank)
         t0 = time.perf_counter()
         micro = batches.next_step(prog)
         lr = lr_at(cfg, prog.step)

@@ -96,6 +96,14 @@ def _largest(op_result: Mapping[str, Any]) -> tuple[int | None, float | None]:
     return at, value
 
 
+def transport_failure(basis: str, detail: str) -> Measurement:
+    """The cluster's ``transport`` check, failed: the collectives did not run over the fabric
+    the instance type has (``basis``: what was expected, ``detail``: what the logs showed)."""
+    return Measurement(
+        check="transport", scope="cluster", value=None, unit="", basis=basis, verdict=Verdict.FAIL, detail=detail
+    )
+
+
 def expectation(
     it: InstanceType | None, op: str, nodes: int, path: str, message_bytes: int | None = None
 ) -> Expected | None:
@@ -559,17 +567,7 @@ def judge(
         ok, msg = transport.judge(expected, seen) if expected else (None, "no instance type given")
         tr = {"expected": expected, "seen": sorted(seen.used()), "ok": ok, "message": msg, "log_files": seen.files}
         if ok is False:
-            ms.append(
-                Measurement(
-                    check="transport",
-                    scope="cluster",
-                    value=None,
-                    unit="",
-                    basis=expected,
-                    verdict=Verdict.FAIL,
-                    detail=msg,
-                )
-            )
+            ms.append(transport_failure(expected, msg))
     verdicts = [m.verdict for m in ms] + [n.verdict for n in nodes.values()]
     overall = Verdict.worst(verdicts)
     if main is None and not any(n.verdict == Verdict.FAIL for n in nodes.values()):

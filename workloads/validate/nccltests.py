@@ -35,7 +35,7 @@ from typing import Any, Callable, Sequence
 from components.bandwidth import CURVE_MIN_BYTES, OPS_WITH_FLOORS
 from components.catalog import CatalogError, InstanceType, load_catalog
 from workloads.validate import transport
-from workloads.validate.judge import expectation, judge_cluster_figure
+from workloads.validate.judge import expectation, judge_cluster_figure, transport_failure
 from workloads.validate.report import Curve, Report, render_markdown, write
 from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
 
@@ -429,17 +429,7 @@ def _transport(
                 "when no RDMA fabric plugin loads; a GPU cluster's collectives run at a few percent of their "
                 "speed there"
             )
-            ms.append(
-                Measurement(
-                    check="transport",
-                    scope="cluster",
-                    value=None,
-                    unit="",
-                    basis="type unknown: judged on the log (NCCL INFO 'Using network Socket')",
-                    verdict=Verdict.FAIL,
-                    detail=msg,
-                )
-            )
+            ms.append(transport_failure("type unknown: judged on the log (NCCL INFO 'Using network Socket')", msg))
         return {"expected": None, "seen": sorted(seen.used()), "ok": ok, "message": msg, **extra}
     ok, msg = transport.judge(expected, seen)
     if ok is None:
@@ -447,17 +437,7 @@ def _transport(
     if ok and it is not None and it.network.fabric == "efa" and provider not in (None, "efa"):
         ok, msg = False, f"libfabric selected provider {provider!r}, not efa"
     if ok is False:
-        ms.append(
-            Measurement(
-                check="transport",
-                scope="cluster",
-                value=None,
-                unit="",
-                basis=expected,
-                verdict=Verdict.FAIL,
-                detail=msg,
-            )
-        )
+        ms.append(transport_failure(expected, msg))
     return {"expected": expected, "seen": sorted(seen.used()), "ok": ok, "message": msg, **extra}
 
 

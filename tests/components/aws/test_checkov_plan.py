@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from components.engine import OfflineRun
+from tests.checkov_venv import checkov_exe
 from tests.components.aws._offline import AWS_STACKS, run
 
-ROOT = Path(__file__).resolve().parents[3]
 CHECKS = ("CKV_AWS_37", "CKV_AWS_21")
 # pulumi-aws type token -> the Terraform resource type it is generated from.
 TERRAFORM_TYPES = {
@@ -35,15 +35,7 @@ TERRAFORM_TYPES = {
 
 @pytest.fixture(scope="module")
 def checkov() -> Path:
-    exe = os.environ.get("GPUC_CHECKOV")
-    if exe:
-        return Path(exe)
-    made = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "checkov-venv.sh")], capture_output=True, text=True, cwd=ROOT, timeout=900
-    )
-    if made.returncode != 0:
-        pytest.skip(f"the Checkov virtualenv could not be created (scripts/checkov-venv.sh exit {made.returncode})")
-    return ROOT / made.stdout.strip().splitlines()[-1]
+    return checkov_exe()
 
 
 def _snake(key: str) -> str:
