@@ -10,7 +10,12 @@
   family, as the SKU's ``family`` names it, ``currentValue`` and ``limit`` in vCPUs, same package);
 * for AKS, the subscription feature ``Microsoft.ContainerService/AKSInfinibandSupport`` is
   Registered (use-amd-gpus.md at fb060ab; Features - Get answers ``properties.state``);
-* a capacity reservation group the stack names exists.
+* a capacity reservation group the stack names exists and reserves the size for every node in the
+  stack's zone (Capacity Reservations - List By Capacity Reservation Group, ``GET {group}/
+  capacityReservations``: each reservation's ``sku.name`` and ``sku.capacity``, and ``zones``, empty
+  for a regional one; learn.microsoft.com/rest/api/compute/capacity-reservations and the
+  capacityReservationGroups/capacityReservations template reference, "the SKU name and capacity
+  is required to be set", read 2026-12-01).
 
 Answers come as JSON from ``https://management.azure.com``; the token is the deployer's
 (``AZURE_ACCESS_TOKEN``, else ``az account get-access-token``), the subscription
@@ -208,7 +213,27 @@ def reservation_group(ctx: Context) -> list[Problem]:
     arm: Arm = ctx.clients
     if arm.get(cap.id, COMPUTE_API) is None:
         return [Problem("compute.capacity.id", f"{cap.id} does not exist or is not visible to this caller")]
-    return []
+    spec = ctx.spec
+    size, zone, nodes = spec.compute.instance_type, spec.zone, spec.compute.nodes
+    listing = arm.get(f"{cap.id}/capacityReservations", COMPUTE_API) or {"value": []}
+    reserved = 0
+    for r in listing.get("value", []):
+        sku = r.get("sku") or {}
+        # A zonal reservation holds VMs of its zone only; one without zones serves the region.
+        if str(sku.get("name", "")).lower() == size.lower() and (not r.get("zones") or zone in r["zones"]):
+            reserved += int(sku.get("capacity") or 0)
+    if reserved >= nodes:
+        return []
+    if listing.get("nextLink"):
+        raise CouldNotCheck(f"{cap.id} lists more reservations than one page; {reserved} of {nodes} found so far")
+    return [
+        Problem(
+            "compute.capacity.id",
+            f"{cap.id} reserves {reserved} x {size} in zone {zone} of {spec.region}; the stack asks for {nodes} "
+            "(allowed: a group whose reservations of this size in this zone, or regional ones, hold every node; "
+            "or fewer nodes)",
+        )
+    ]
 
 
 def checks(checkip: str | None) -> list[Check]:

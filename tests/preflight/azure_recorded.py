@@ -1,5 +1,6 @@
 """ARM answers for the Azure preflight, in the shapes the REST reference gives (Resource SKUs -
-List, Usage - List, Features - Get; @azure-rest/arm-compute *Output interfaces, read 2026-12-01).
+List, Usage - List, Features - Get, Capacity Reservations - List By Capacity Reservation Group;
+@azure-rest/arm-compute *Output interfaces, read 2026-12-01).
 Trimmed to the fields the checks read, values made up for a test subscription."""
 
 from __future__ import annotations
@@ -64,4 +65,22 @@ def feature(state: str) -> dict[str, Any]:
         "name": "Microsoft.ContainerService/AKSInfinibandSupport",
         "properties": {"state": state},
         "type": "Microsoft.Features/providers/features",
+    }
+
+
+def capacity_reservations(group: str, *held: tuple[str, int, list[str]]) -> dict[str, Any]:
+    """A group's reservations, each ``(size, capacity, zones)``; zones empty for a regional one."""
+    return {
+        "value": [
+            {
+                "name": f"r{i}",
+                "id": f"{group}/capacityReservations/r{i}",
+                "type": "Microsoft.Compute/capacityReservationGroups/capacityReservations",
+                "location": "eastus",
+                "sku": {"name": size, "capacity": capacity},
+                **({"zones": zones} if zones else {}),
+                "properties": {"provisioningState": "Succeeded"},
+            }
+            for i, (size, capacity, zones) in enumerate(held)
+        ]
     }
