@@ -283,6 +283,30 @@ def default_image(fabric: str, cpu: bool = False, gpu_runtime: str | None = None
     return img.ref
 
 
+TESTED_TORCH = next(r.split("==", 1)[1] for r in JOB_REQUIREMENTS if r.startswith("torch=="))
+"""The torch the job is tested with (the Slurm job installs it; pyproject's [validate] floor)."""
+
+
+def image_torch(image: str) -> str | None:
+    """The torch the catalog records for ``image`` (a fabric's or a GPU runtime's image), or None
+    where it records none (NGC's DEFAULT_IMAGE, a user's --image)."""
+    known = [*load_runtime_images().values(), *load_fabric_facts()[1].values()]
+    for img in known:
+        if image.split("@", 1)[0].split(":", 1)[0] == img.repository:
+            return img.torch
+    return None
+
+
+def image_torch_note(image: str) -> str | None:
+    """A line for the user where the pods' torch is not the one the job is tested with; None where
+    it is. The job's code runs on the image's own torch: nothing here has run it on another."""
+    found = image_torch(image)
+    if found == TESTED_TORCH:
+        return None
+    has = f"carries torch {found} (the catalog's record)" if found else "has a torch the catalog does not record"
+    return f"image {image} {has}; the job is tested with torch {TESTED_TORCH} only"
+
+
 def gpu_runtime_of(instance_type: str | None) -> str | None:
     """``cuda`` or ``rocm`` for a catalog type; None for none (a CPU cluster)."""
     return load_catalog().get(instance_type).software.gpu_runtime if instance_type else None

@@ -330,6 +330,8 @@ def cmd_render(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     image = job_image(loaded.outputs, args)
     if image is not None and not vjob.pinned(image):
         say(f"image {image}: by tag here; submit resolves its digest through the registry and pins the job to it")
+    if image is not None and (note := vjob.image_torch_note(image)):
+        say(note)
     r = render_run(loaded.outputs, args, args.run_id or vjob.new_run_id())
     for line in r.timing:
         say(line)

@@ -107,6 +107,8 @@ class Declared:
     exports: dict[str, str] = field(default_factory=dict)
     """Variables the batch script exports itself (Slurm)."""
     said: list[str] = field(default_factory=list)
+    image: str = ""
+    """The container's image (Kubernetes); empty on Slurm."""
     """What stood in for what, for the report."""
 
 
@@ -176,6 +178,7 @@ def from_jobset(jobset: dict[str, Any], configmap: dict[str, Any] | None, stage:
     d.argv = [_k8s_expand(str(a), env) for a in [*(c.get("command") or []), *(c.get("args") or [])]]
     if not d.argv:
         raise CouldNotRehearse("the container declares no command: the image's entry point is not known here")
+    d.image = str(c.get("image") or "")
     user = csec.get("runAsUser", psec.get("runAsUser"))
     group = csec.get("runAsGroup", psec.get("runAsGroup"))
     if user is None:
@@ -301,6 +304,15 @@ def build_plugin(stage: Path) -> Path:
     return out
 
 
+def _torch_here() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torch")
+    except PackageNotFoundError:
+        return "not installed"
+
+
 def stand_in_node(d: Declared, outs: ClusterOutputs, root: Path, stage: Path, ranks: int) -> None:
     """The node's and image's files the job reaches for: the net plugin in each directory the
     catalog says the fabric installs it, the fabric's environment script, the interpreters."""
@@ -335,7 +347,10 @@ def stand_in_node(d: Declared, outs: ClusterOutputs, root: Path, stage: Path, ra
             # A wrapper, not a link: a virtualenv is found from the path it was started by.
             (bin_dir / name).write_text(f'#!/bin/sh\nexec {shlex.quote(str(venv_python))} "$@"\n')
             (bin_dir / name).chmod(0o755)
-        d.said.append(f"the image's python3: this project's interpreter {venv_python} (torch on CPU)")
+        d.said.append(
+            f"the image's python3: this project's interpreter {venv_python} (torch {_torch_here()} on CPU)"
+            + (f"; {note}: not proven here" if (note := vjob.image_torch_note(d.image)) else "")
+        )
     else:
         node = NODE_PYTHONS.get((outs.cloud, "slurm"))
         if node:
