@@ -223,9 +223,11 @@ def test_uneven_items_finish_near_the_ideal_time_only_when_claimed_dynamically(t
         f"dynamic {dynamic['elapsed_s']:.2f} s ({dynamic['elapsed_s'] / ideal:.2f}x ideal)"
     )
     assert static["done"] == dynamic["done"] == 16
-    assert static["elapsed_s"] >= 4.0  # rank 0 sleeps through all four 1 s items
-    assert dynamic["elapsed_s"] / ideal < 1.4, dynamic
-    assert static["elapsed_s"] / dynamic["elapsed_s"] > 1.3
+    # What each rank was given, as its items' own time (each item sleeps its seconds), not the
+    # job's wall clock, which a loaded machine stretches: the static split gives rank 0 all four
+    # 1 s items; claiming dynamically, no rank runs three of them.
+    assert static["busy_s_per_rank"][0] >= 4.0, static
+    assert max(dynamic["busy_s_per_rank"]) < 3.0, dynamic
 
 
 @pytest.fixture(scope="module")
