@@ -268,6 +268,30 @@ def _objects(prefix: str) -> dict[str, bytes]:
     return {k: c.get_object(Bucket="fleet-out", Key=k)["Body"].read() for k in keys}
 
 
+def test_a_temporary_left_beside_a_published_output_is_swept_at_the_next_start(
+    tmp_path: Path, s3: dict[str, str]
+) -> None:
+    # What a survivor SIGTERMed between its upload and its clean-up leaves: the output exists and
+    # its scratch folder too. The next run skips the item, so only the start-up sweep removes it;
+    # the folder of an item whose output is missing stays for the claim that redoes it.
+    import boto3
+
+    from workloads.tasks.fleet import Item, sweep_published_scratch
+    from workloads.tasks.outputs import Outputs, item_key
+
+    outs = Outputs("s3://fleet-out/sweep", tmp_path / "scratch")
+    done, todo = outs.final(Path("a.rev")), outs.final(Path("b.rev"))
+    boto3.client("s3").put_object(Bucket="fleet-out", Key="sweep/a.rev", Body=b"whole")
+    for final in (done, todo):
+        tmp = outs.work_path(final)
+        tmp.write_bytes(b"work")
+    items = [Item(name="a", final=done), Item(name="b", final=todo)]
+    assert outs.leftover_keys() == sorted([item_key(done), item_key(todo)])
+    assert sweep_published_scratch(items, outs) == 1
+    assert outs.leftover_keys() == [item_key(todo)]
+    assert sweep_published_scratch(items, outs) == 0
+
+
 def test_outputs_to_s3_exactly_once_and_never_partial(tmp_path: Path, s3: dict[str, str]) -> None:
     inputs = _inputs(tmp_path / "in", [0.05] * 6)
     log = tmp_path / "calls.log"

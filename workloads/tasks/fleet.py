@@ -163,6 +163,7 @@ def process(
     # What existed before anyone started, each item looked at by one rank, then a common start.
     existed = prescan(items, outputs, leases, rt.rank, w)
     c.skipped = len(existed)
+    sweep_published_scratch(items, outputs)  # before the common start: no worker has begun
     dist.barrier(group=group)
     t0 = last = time.monotonic()
     if rt.is_main:
@@ -242,6 +243,27 @@ def prescan(items: list[Item], outputs: Outputs, leases: Leases | None, rank: in
         for i in existed:
             leases.sweep(item_key(items[i].final), now)
     return existed
+
+
+def sweep_published_scratch(items: list[Item], outputs: Outputs) -> int:
+    """Remove this node's scratch folders of items whose output exists; how many.
+
+    A worker killed between its upload and its clean-up (torchrun's SIGTERM to the survivors of a
+    crashed rank can land there) leaves its temporary beside an output that exists, and no later
+    claim reaches it: the item is skipped. A folder whose output does not exist is kept: the item
+    is redone, and its claim removes it. Scratch is usually empty: the items' keys are computed
+    only when it is not."""
+    left = outputs.leftover_keys()
+    if not left:
+        return 0
+    by_key = {item_key(it.final): it.final for it in items}
+    dropped = 0
+    for key in left:
+        final = by_key.get(key)
+        if final is not None and outputs.exists(final):
+            outputs.drop_scratch(key)
+            dropped += 1
+    return dropped
 
 
 MAX_BLOCKS = 4096

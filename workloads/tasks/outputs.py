@@ -147,6 +147,16 @@ class Outputs:
             if self.remote:
                 shutil.rmtree(tmp.parent, ignore_errors=True)
 
+    def leftover_keys(self) -> list[str]:
+        """The item keys with a scratch folder on this node (remote outputs only; scratch is node-local):
+        a worker that publishes removes its folder, so what is here was left by one that was killed."""
+        if not self.remote or not self.scratch.is_dir():
+            return []
+        return sorted(p.name for p in self.scratch.iterdir() if p.is_dir())
+
+    def drop_scratch(self, key: str) -> None:
+        shutil.rmtree(self.scratch / key, ignore_errors=True)
+
     def discard(self, tmp: Path) -> None:
         tmp.unlink(missing_ok=True)
         if self.remote:
