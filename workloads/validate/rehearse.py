@@ -429,6 +429,25 @@ def _slurm_shims(bin_dir: Path, host: str) -> None:
 # Running it.
 
 
+def _bind_keep(keep: Path, at: Path) -> list[str]:
+    """Shell lines that show ``keep`` read-only at ``at``. A bind mount carries the folder's own
+    mode, and ``mktemp -d`` makes a clone's folder 0700, which a job running as another user
+    cannot enter: such a folder gets a 0755 tmpfs of its own at ``at`` with each entry bound in."""
+    q = shlex.quote
+    if keep.stat().st_mode & 0o005 == 0o005:
+        return [
+            f"mkdir -p {q(str(at))}",
+            f"mount --bind {q(str(keep))} {q(str(at))}",
+            f"mount -o remount,bind,ro {q(str(at))}",
+        ]
+    lines = [f"mkdir -p {q(str(at))}", f"mount -t tmpfs -o mode=0755 tmpfs {q(str(at))}"]
+    for entry in sorted(keep.iterdir()):
+        dest = at / entry.name
+        make = f"mkdir -p {q(str(dest))}" if entry.is_dir() else f"touch {q(str(dest))}"
+        lines += [make, f"mount --bind {q(str(entry))} {q(str(dest))}", f"mount -o remount,bind,ro {q(str(dest))}"]
+    return lines
+
+
 def _setup_script(d: Declared, image: Path, layer: Path) -> str:
     """Bash, run as root inside fresh mount, network, UTS and PID namespaces: the overlay root
     (the stand-in image layer over this machine's /), the volumes, then the job under its user,
@@ -471,11 +490,7 @@ def _setup_script(d: Declared, image: Path, layer: Path) -> str:
         # (a CI clone may): read-only, at the same path.
         for keep in sorted({Path(sys.prefix).resolve(), REPO}):
             if keep.is_relative_to("/tmp"):
-                lines += [
-                    f"mkdir -p {q(str(root / keep.relative_to('/')))}",
-                    f"mount --bind {q(str(keep))} {q(str(root / keep.relative_to('/')))}",
-                    f"mount -o remount,bind,ro {q(str(root / keep.relative_to('/')))}",
-                ]
+                lines += _bind_keep(keep, root / keep.relative_to("/"))
     if d.read_only_root:
         lines.append(f"mount -o remount,ro {q(str(root))}")
     caps = ",".join(f"+{c}" for c in d.caps)
