@@ -89,7 +89,7 @@ class Batches:
         else:
             self.sampler = ResumableSampler(parts.dataset, num_replicas=rt.world_size, rank=rt.rank, seed=cfg.seed)
             if len(self.sampler) // self.per_step < 1:
-                devmod.fail_together(
+                fail(
                     [
                         (
                             "--batch-size",
