@@ -134,6 +134,9 @@ class GpuCluster(pulumi.ComponentResource):
         cloud = importlib.import_module(f"components.{spec.cloud}.cluster")
         built: dict[str, Any] = dict(cloud.build(name, spec, pulumi.ResourceOptions(parent=self), existing))
         facts: Mapping[str, Any] = built.pop(COMPONENT_FACTS)
+        if spec.images and built.get("scheduler", {}).get("kind") == "kubernetes":
+            # The pins reach the jobs through the outputs (components/contract.py scheduler.images).
+            built["scheduler"] = {**built["scheduler"], "images": dict(spec.images)}
         missing = [k for k in OUTPUT_KEYS if k not in built]
         if missing:
             raise RuntimeError(f"components.{spec.cloud}.cluster.build did not return outputs {missing}")

@@ -17,8 +17,9 @@ Shapes (every value plain JSON once the stack is up):
 * ``access``  Kubernetes: ``{api_endpoint, kubeconfig_command, kubeconfig}`` (the kubeconfig is
   a secret output); Slurm: ``{login, ssh_command, cluster_id?}``
 * ``scheduler`` Slurm: ``{kind: slurm, partition}``; Kubernetes: ``{kind: kubernetes,
-  namespace, lustre_claim, node_selector, tolerations, queue?}`` (queue: the Kueue LocalQueue jobs
-  go through where the nodes come only with a ProvisioningRequest)
+  namespace, lustre_claim, node_selector, tolerations, queue?, images?}`` (queue: the Kueue LocalQueue
+  jobs go through where the nodes come only with a ProvisioningRequest; images: the stack's image
+  pins, components/image_pins.py)
 """
 
 from __future__ import annotations
@@ -109,6 +110,9 @@ class Scheduler:
     queue: str | None = None
     """Kueue LocalQueue (in ``namespace``) jobs are submitted through, where the GPU nodes come
     only through it (GKE multi-node flex-start: queued provisioning)."""
+    images: Mapping[str, str] = field(default_factory=dict)
+    """The stack's image pins, ``repo:tag`` to ``sha256:...`` (components/image_pins.py): the job's
+    image and sidecar are pulled by these digests where the catalog has none."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -221,6 +225,7 @@ def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
         node_selector=dict(selector),
         tolerations=tuple(tolerations),
         queue=r.text(sc, "queue", "scheduler.", optional=True),
+        images=_images(r, sc.get("images")),
     )
     if orchestrator == "slurm" and kind != "slurm" or orchestrator in ("eks", "gke", "aks") and kind != "kubernetes":
         r.add("scheduler.kind", f"{kind!r} does not go with orchestrator {orchestrator!r}")
@@ -244,6 +249,15 @@ def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
     if r:
         raise OutputsError(source, r.items)
     return out
+
+
+def _images(r: _Reader, raw: Any) -> dict[str, str]:
+    from components.image_pins import check_pins
+
+    pins, problems = check_pins(raw)
+    for path, why in problems:
+        r.add(f"scheduler.{path}", why)
+    return pins
 
 
 def load_outputs(path: Path) -> ClusterOutputs:

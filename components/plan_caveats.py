@@ -12,6 +12,7 @@ from typing import Any
 
 from components.aws.rules import capacity_note
 from components.gcp import rules as gcp_rules
+from components.image_pins import unpinned
 from components.spec import ClusterSpec
 
 # Google, "About flex-start provisioning mode" (GKE, cloud.google.com/kubernetes-engine/docs/concepts/dws,
@@ -35,7 +36,7 @@ SPOT_NOTICE = {
 @dataclass(frozen=True, slots=True)
 class Caveat:
     topic: str
-    """placement | capacity | flex-start | spot | zone | installer."""
+    """placement | capacity | flex-start | spot | zone | installer | images."""
     text: str
 
 
@@ -140,13 +141,33 @@ def installer(spec: ClusterSpec) -> Caveat | None:
     the digest and the stack names none, the offline plan has no installer (and `pulumi up` refuses)."""
     if spec.cloud != "gcp" or spec.orchestration.kind != "gke" or spec.orchestration.installer_image:
         return None
-    missing = gcp_rules.installer_image_missing(spec.compute.instance_type)
+    missing = gcp_rules.installer_image_missing(spec.compute.instance_type, spec.images)
     if missing is None:
         return None
     return Caveat(
         "installer",
         f"no NCCL plugin installer is planned: {gcp_rules.INSTALLER_IMAGE_KEY} is {missing}; "
         "`pulumi up` refuses the stack until it is set",
+    )
+
+
+def images(spec: ClusterSpec) -> Caveat | None:
+    """GKE: what the in-cluster layer still pulls by tag (components/k8s/image_uses.py), and how
+    to pin it. The installer without a digest has its own caveat (it is not planned at all)."""
+    if spec.cloud != "gcp" or spec.orchestration.kind != "gke":
+        return None
+    from components.k8s.image_uses import layer_image_uses
+
+    left = [u for u in unpinned(layer_image_uses(spec), spec.images) if "installer" not in u.what]
+    if not left:
+        return None
+    return Caveat(
+        "images",
+        "pulled by tag, which its publisher can move: "
+        + "; ".join(f"{u.ref}, {u.what}" for u in left)
+        + ". No public source read gives their digests; `gpu-cluster pin STACK` asks each registry and "
+        "writes them to the stack's images: (the validation job's image too, which `submit` otherwise "
+        "resolves when it runs)",
     )
 
 
@@ -158,5 +179,6 @@ def caveats(spec: ClusterSpec, outputs: Mapping[str, Any]) -> list[Caveat]:
         spot(spec),
         zone(spec),
         installer(spec),
+        images(spec),
     ]
     return [c for c in found if c is not None]

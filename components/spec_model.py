@@ -192,6 +192,9 @@ class ClusterSpec:
     tags: Mapping[str, str] = field(default_factory=dict)
     security: SecuritySpec = field(default_factory=SecuritySpec)
     """Flow logs, log retention, checkpoint version expiry, policy exceptions (components/spec_security.py)."""
+    images: Mapping[str, str] = field(default_factory=dict)
+    """Image pins, ``repo:tag`` to ``sha256:...``: what is pulled by digest instead of by that tag
+    (components/image_pins.py; ``gpu-cluster pin STACK`` writes them)."""
     rules: InitVar[RulesRan | None] = None
     """:data:`RULES_RAN`, from ``parse_spec`` only: the rules ran on these values."""
 

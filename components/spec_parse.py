@@ -19,6 +19,7 @@ from components.aws import rules as aws_rules
 from components.azure import rules as azure_rules
 from components.catalog import CatalogError, InstanceType, load_catalog
 from components.gcp import rules as gcp_rules
+from components.image_pins import PINS_KEY, check_pins
 from components.lustre_tiers import load_lustre
 from components.spec_model import (
     CAPACITY_TYPES,
@@ -81,6 +82,7 @@ _TOP_KEYS = (
     "network",
     "tags",
     "security",
+    "images",
 )
 
 
@@ -193,8 +195,17 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
         placement = False
 
     storage = _parse_storage(r, top.get("storage"), cloud, rules)
+    pins, pin_problems = check_pins(top.get(PINS_KEY))
+    for path, why in pin_problems:
+        r.bad(path, why)
     orch = _parse_orchestration(
-        r, top.get("orchestration"), cloud, rules, deployer_placeholder, itype if instance is not None else None
+        r,
+        top.get("orchestration"),
+        cloud,
+        rules,
+        deployer_placeholder,
+        itype if instance is not None else None,
+        pins,
     )
     image = _parse_image(r, comp.get("image"), cloud, rules, orch.kind if orch else None)
     net = r.mapping(
@@ -258,6 +269,7 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
         ),
         tags=tags,
         security=security,
+        images=pins,
         rules=RULES_RAN,
     )
     # Rules that need the whole typed spec and belong to one cloud live beside that cloud
@@ -413,6 +425,7 @@ def _parse_orchestration(
     rules: CloudRules | None,
     placeholder: bool = False,
     instance_type: str | None = None,
+    pins: Mapping[str, str] | None = None,
 ) -> OrchestrationSpec | None:
     o = r.mapping(
         raw,
@@ -551,7 +564,8 @@ def _parse_orchestration(
             installer = None
     elif kind == "gke" and instance_type and not placeholder and installer_missing:
         # The offline plan (placeholder) plans no installer without it and says so (a plan caveat).
-        missing = installer_missing(instance_type)
+        # A pin of the catalog's installer tag (images:, components/image_pins.py) names it too.
+        missing = installer_missing(instance_type, pins or {})
         if missing is not None:
             r.bad("orchestration.installer_image", missing)
     if kind is None or login is None:

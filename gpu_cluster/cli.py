@@ -33,6 +33,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         entry="schema_main",
     ),
     Subcommand("preflight", "components.preflight", "ask the cloud account what the offline checks cannot know"),
+    Subcommand("pin", "gpu_cluster.pin", "pin every image the stack pulls by tag to its registry's digest"),
     Subcommand(
         "validate",
         "workloads.validate",

@@ -27,6 +27,7 @@ SHARED = (
     "components.bandwidth",
     "components.validation_time",
     "components.problems",
+    "components.image_pins",
 )
 _RUNTIME_UP = ("components.shared",)
 MAY_IMPORT: dict[str, tuple[str, ...]] = {

@@ -169,6 +169,7 @@ def build(
                 tags=tags,
                 in_cluster=spec.orchestration.in_cluster,
                 image_pinned=spec.compute.image is not None,
+                image_pins=spec.images,
             ),
             child,
         )

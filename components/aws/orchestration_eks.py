@@ -118,6 +118,8 @@ class EksArgs:
     tags: Mapping[str, str] = field(default_factory=dict)
     """Merged into every AWS resource."""
     image_pinned: bool = False
+    image_pins: Mapping[str, str] = field(default_factory=dict)
+    """The stack's image pins (spec.images): the in-cluster layer's charts pull those tags by digest."""
     """``release_version`` is the stack's own pin; else a looked-up value, kept once created."""
     in_cluster: bool = True
     """Create the in-cluster layer (device plugins, Lustre volume, JobSet controller) through
@@ -462,6 +464,7 @@ class Orchestration(pulumi.ComponentResource):
                 mount_name=args.mount_name,
                 size_gib=args.size_gib,
                 after=[csi],
+                image_pins=args.image_pins,
             ),
             pulumi.ResourceOptions(parent=self, provider=self.provider),
         )
@@ -484,6 +487,8 @@ class EksLayerArgs:
     """What the persistent volume waits for (the FSx CSI add-on, when created alongside)."""
     controller_node_selector: Mapping[str, str] = field(default_factory=lambda: dict(SYSTEM_LABELS))
     """Where controllers (JobSet) run: the system node group, which exists before GPU nodes."""
+    image_pins: Mapping[str, str] = field(default_factory=dict)
+    """The stack's image pins (spec.images, components/image_pins.py)."""
 
 
 def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.ResourceOptions) -> None:
@@ -553,4 +558,4 @@ def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.Reso
         ),
         opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[volume, namespace])),
     )
-    jobset(f"{name}-jobset", k8s_opts, node_selector=args.controller_node_selector)
+    jobset(f"{name}-jobset", k8s_opts, node_selector=args.controller_node_selector, pins=args.image_pins)

@@ -263,4 +263,4 @@ def create_in_cluster_layer(name: str, args: AksLayerArgs, k8s_opts: pulumi.Reso
             k8s_opts, pulumi.ResourceOptions(depends_on=[namespace, *csi[-1:], *args.after])
         ),
     )
-    jobset(f"{name}-jobset", k8s_opts, node_selector=args.controller_node_selector)
+    jobset(f"{name}-jobset", k8s_opts, node_selector=args.controller_node_selector, pins=spec.images)

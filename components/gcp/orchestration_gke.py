@@ -374,7 +374,7 @@ def create_in_cluster_layer(name: str, args: GkeLayerArgs, k8s_opts: pulumi.Reso
     # By digest only: without one (a fabric whose installer digest no published reference gives,
     # and a stack that names none, which only the offline plan lets through) no installer is
     # planned, and the plan says so (components/plan_caveats.py).
-    installer = installer_ref(fabric, spec.orchestration.installer_image)
+    installer = installer_ref(fabric, spec.orchestration.installer_image, spec.images)
     if installer is not None:
         nccl_installer(name, fabric, accelerator, lab, k8s_opts, installer)
     if fabric in NEEDS_DEVICE_INJECTOR:
@@ -399,7 +399,7 @@ def create_in_cluster_layer(name: str, args: GkeLayerArgs, k8s_opts: pulumi.Reso
         labels=lab,
         opts=in_namespace,
     )
-    jobset(f"{name}-jobset", k8s_opts)
+    jobset(f"{name}-jobset", k8s_opts, pins=spec.images)
     if queued_provisioning(spec.compute.capacity.type, spec.compute.nodes):
         inst = spec.instance
         nodes = spec.compute.nodes
@@ -415,6 +415,7 @@ def create_in_cluster_layer(name: str, args: GkeLayerArgs, k8s_opts: pulumi.Reso
             labels=lab,
             opts=k8s_opts,
             namespace_ready=namespace,
+            pins=spec.images,
         )
 
 

@@ -257,18 +257,18 @@ def installer_image(raw: object, instance_type: str | None, kind: str | None) ->
     return None
 
 
-def installer_image_missing(instance_type: str) -> str | None:
+def installer_image_missing(instance_type: str, pins: Mapping[str, str] | None = None) -> str | None:
     """Why a GKE stack for ``instance_type`` must set ``orchestration.installer_image``, or None
-    where the catalog pins the installer by a published digest."""
+    where the catalog pins the installer by a published digest or the stack's ``images`` pins its tag."""
     ref, digest = _installer_ref(instance_type)
-    if digest:
+    if digest or (pins or {}).get(ref):
         return None
     return (
         f"required for {instance_type} on gke: its NCCL plugin installer runs privileged on every GPU node and "
         f"is pulled only by digest, and no published reference gives the digest of {ref} (container-engine-"
         f"accelerators and cluster-toolkit name the tag only), so the stack names it (allowed: "
         f"{ref}@sha256:<64 hex digits>, the digest from {DIGEST_HOW.format(ref=ref)}; or your own mirror of "
-        "that image, by digest)"
+        f"that image, by digest; or pin the tag: `gpu-cluster pin STACK` writes images: {{{ref}: sha256:...}})"
     )
 
 

@@ -13,6 +13,8 @@ from typing import Mapping
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.image_pins import chart_image
+
 # JobSet: the controller the validation job's launcher submits to (kubernetes-sigs/jobset;
 # chart published with each release at registry.k8s.io/jobset/charts/jobset). 0.12.0 is the
 # latest release (tag v0.12.0, f22e565, 2026-05-08; charts/jobset/README.md at 08dfbdf,
@@ -21,6 +23,15 @@ import pulumi_kubernetes as k8s
 JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
 JOBSET_VERSION = "0.12.0"
 JOBSET_NAMESPACE = "jobset-system"
+# The controller image the chart runs: registry.k8s.io/jobset/jobset at the release's tag (the
+# project's promoted image, kubernetes/k8s.io registry.k8s.io/images/k8s-staging-jobset/images.yaml;
+# NVIDIA/aicr docs/user/container-images.md at 005da13 lists registry.k8s.io/jobset/jobset:v0.11.0
+# for its 0.11 chart). No public source read here gives the digest of v0.12.0 (the promoter manifest
+# stored stops at v0.8.2), so it is pulled by tag unless the stack pins it (components/image_pins.py).
+# The chart writes the image as "{{ .Values.image.repository }}:{{ .Values.image.tag | default
+# .Chart.AppVersion }}" (charts/jobset/templates/controller/deployment.yaml at c8d0398), so a pin
+# goes in as repository and tag@digest.
+JOBSET_IMAGE = f"registry.k8s.io/jobset/jobset:v{JOBSET_VERSION}"
 
 # The namespace the workload pods (the validation job and user jobs) run in, with the claims they
 # mount (a pod mounts only claims of its own namespace), not `default` (Checkov CKV_K8S_21).
@@ -58,13 +69,19 @@ def job_namespace(
     )
 
 
-def jobset(name: str, opts: pulumi.ResourceOptions, node_selector: Mapping[str, str] | None = None) -> pulumi.Resource:
+def jobset(
+    name: str,
+    opts: pulumi.ResourceOptions,
+    node_selector: Mapping[str, str] | None = None,
+    pins: Mapping[str, str] | None = None,
+) -> pulumi.Resource:
     """The JobSet controller and its CRD in their own namespace; returns the chart.
 
     ``opts`` carries the parent and the cluster's Kubernetes provider. ``node_selector`` pins
     the controller to a node pool (the chart's ``controller.nodeSelector`` value, charts/jobset/
     values.yaml and templates/controller/deployment.yaml at v0.12.0), e.g. a CPU system pool
-    that exists before any GPU node does.
+    that exists before any GPU node does. ``pins``: the stack's image pins; where one names
+    :data:`JOBSET_IMAGE`, the controller is pulled by that digest.
     """
     # helm.v4.Chart never creates its namespace (unlike `helm install --create-namespace`).
     namespace = k8s.core.v1.Namespace(
@@ -77,6 +94,18 @@ def jobset(name: str, opts: pulumi.ResourceOptions, node_selector: Mapping[str, 
         chart=JOBSET_CHART,
         version=JOBSET_VERSION,
         namespace=JOBSET_NAMESPACE,
-        values={"controller": {"nodeSelector": dict(node_selector)}} if node_selector else None,
+        values=jobset_values(node_selector, pins) or None,
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace])),
     )
+
+
+def jobset_values(node_selector: Mapping[str, str] | None, pins: Mapping[str, str] | None) -> dict[str, object]:
+    """The chart values we set: the controller's node pool, and its image where the stack pins it
+    (``IfNotPresent``: a digest never changes, so the kubelet need not ask the registry again)."""
+    values: dict[str, object] = {}
+    if node_selector:
+        values["controller"] = {"nodeSelector": dict(node_selector)}
+    image = chart_image(JOBSET_IMAGE, pins or {})
+    if image:
+        values["image"] = {**image, "pullPolicy": "IfNotPresent"}
+    return values

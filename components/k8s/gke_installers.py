@@ -24,10 +24,13 @@ requires and without which the offline plan plans no installer (:func:`installer
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.catalog import installer_fact
+from components.image_pins import pinned
 
 # Pinned by digest upstream (every installer manifest of container-engine-accelerators at 992db81).
 PAUSE_IMAGE = "gke.gcr.io/pause:3.8@sha256:880e63f94b145e46f1b1082bb71b85e21f16b99b180b9996407d61240ceb9830"
@@ -181,11 +184,15 @@ def _daemonset(
     )
 
 
-def installer_ref(fabric: str, supplied: str | None) -> str | None:
+def installer_ref(fabric: str, supplied: str | None, pins: Mapping[str, str] | None = None) -> str | None:
     """The installer image by digest: the stack's where it names one, else the catalog's where it
-    has a published digest, else None (no installer can be planned by tag)."""
+    has a published digest, else the stack's pin of the catalog's tag (``images``), else None (no
+    installer can be planned by tag)."""
     fact = installer_fact(fabric)
-    return supplied or (fact.ref if fact.digest else None)
+    if supplied or fact.digest:
+        return supplied or fact.ref
+    ref = pinned(f"{fact.image}:{fact.tag}", pins or {})
+    return ref if "@" in ref else None
 
 
 def nccl_installer(

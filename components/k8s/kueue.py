@@ -29,6 +29,8 @@ from typing import Any, Mapping
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.image_pins import chart_image
+
 # The chart Kueue publishes with each release (charts/kueue/README.md at v0.17.1: `helm install
 # kueue oci://registry.k8s.io/kueue/charts/kueue --version="0.17.1" --create-namespace
 # --namespace=kueue-system`). 0.17.1 is the version cluster-toolkit recommends and qualifies
@@ -37,6 +39,16 @@ import pulumi_kubernetes as k8s
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 KUEUE_VERSION = "0.17.1"
 KUEUE_NAMESPACE = "kueue-system"
+# The controller image of the published chart: registry.k8s.io/kueue/kueue at v<chart version>
+# (kubernetes/k8s.io registry.k8s.io/images/k8s-staging-kueue/images.yaml promotes `kueue` by those
+# tags; NVIDIA/aicr docs/user/container-images.md at 005da13 lists registry.k8s.io/kueue/kueue:v0.19.3
+# for chart 0.19.3). The promoter manifests stored here stop at v0.16.0, and no other public source
+# read gives v0.17.1's digest, so it is pulled by tag unless the stack pins it (components/
+# image_pins.py). The chart writes "{{ .Values.controllerManager.manager.image.repository }}:{{
+# .Values.controllerManager.manager.image.tag | default .Chart.AppVersion }}" (charts/kueue/templates/
+# manager/manager.yaml at v0.17.1), so a pin goes in as repository and tag@digest; its values.yaml
+# asks for pullPolicy IfNotPresent on a released version.
+KUEUE_IMAGE = f"registry.k8s.io/kueue/kueue:v{KUEUE_VERSION}"
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 # Kueue's ProvisioningRequest admission check controller, and GKE's provisioning class for
 # queued provisioning (cluster-toolkit dws-queues.yaml.tftpl at 1047080).
@@ -117,6 +129,7 @@ def kueue(
     labels: Mapping[str, str],
     opts: pulumi.ResourceOptions,
     namespace_ready: pulumi.Resource,
+    pins: Mapping[str, str] | None = None,
 ) -> list[pulumi.Resource]:
     """The Kueue controller (on the nodes ``node_selector`` picks: the CPU system pool, so it never
     waits for GPU nodes) and the queue a job is submitted through. ``namespace_ready``: the jobs'
@@ -129,7 +142,7 @@ def kueue(
         version=KUEUE_VERSION,
         namespace=KUEUE_NAMESPACE,
         # charts/kueue/values.yaml at v0.17.1: controllerManager.nodeSelector.
-        values={"controllerManager": {"nodeSelector": dict(node_selector)}},
+        values=kueue_values(node_selector, pins),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ns])),
     )
     made: list[pulumi.Resource] = [ns, chart]
@@ -147,3 +160,13 @@ def kueue(
         made.append(res)
         after = [chart, namespace_ready, res]
     return made
+
+
+def kueue_values(node_selector: Mapping[str, str], pins: Mapping[str, str] | None) -> dict[str, Any]:
+    """The chart values we set: the controller's node pool, and its image where the stack pins
+    :data:`KUEUE_IMAGE`."""
+    manager: dict[str, Any] = {"nodeSelector": dict(node_selector)}
+    image = chart_image(KUEUE_IMAGE, pins or {})
+    if image:
+        manager["manager"] = {"image": {**image, "pullPolicy": "IfNotPresent"}}
+    return {"controllerManager": manager}

@@ -81,6 +81,7 @@ class InClusterLayer(pulumi.ComponentResource):
                     dns_name=_get(outs, "mount", "dns_name"),
                     mount_name=_get(outs, "mount", "mount_name"),
                     size_gib=spec.storage.lustre.size_gib,
+                    image_pins=spec.images,
                 ),
                 k8s_opts,
             )

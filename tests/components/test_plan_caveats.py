@@ -74,9 +74,9 @@ def test_an_aws_zone_without_its_id_is_named_as_not_checked() -> None:
     [
         ("aws-h100-eks", {"placement", "zone"}),
         ("aws-h100-capacity-block", {"placement", "capacity", "zone"}),
-        ("gcp-h100-gke", {"placement", "flex-start"}),
+        ("gcp-h100-gke", {"placement", "flex-start", "images"}),
         ("gcp-h200-slurm", {"placement"}),
-        ("gcp-h200-gke", {"placement", "installer"}),
+        ("gcp-h200-gke", {"placement", "installer", "images"}),
     ],
 )
 def test_bundled_plans_print_their_caveats(stack: str, topics: set[str]) -> None:

@@ -26,6 +26,7 @@ from typing import Any, Mapping
 
 from components.catalog import load_catalog, load_fabric_facts, load_runtime_images
 from components.contract import ClusterOutputs
+from components.image_pins import pinned as pinned_ref
 from workloads.launch.bundle import JOB_REQUIREMENTS, Bundle
 from workloads.launch import fabric as fabric_wiring
 from workloads.launch.common import LaunchSpecError, Step, ranks_per_node
@@ -206,12 +207,17 @@ def jobset_spec(
     wait_for_path: str | None = None,
     configmaps: Mapping[str, str] | None = None,
     queue: str | None = None,
+    pins: Mapping[str, str] | None = None,
 ) -> JobSetSpec:
     """The validation run as one JobSet. ``job.drain`` is ignored: the pods carry no
-    credentials to cordon nodes, and their host names are pods', not nodes'."""
+    credentials to cordon nodes, and their host names are pods', not nodes'. ``pins``: the
+    stack's image pins (scheduler.images), which the fabric's sidecar is pulled by."""
     it = load_catalog().get(job.instance_type) if job.instance_type else None
-    wired = fabric_wiring.wiring(it.network.fabric if it else None).pod.for_collectives(
-        it.software.collectives if it else None
+    wired = pin_sidecar(
+        fabric_wiring.wiring(it.network.fabric if it else None).pod.for_collectives(
+            it.software.collectives if it else None
+        ),
+        pins or {},
     )
     nodes = pod_hostnames(name, JOBSET_REPLICATED_JOB, job.nodes)
     phases = _phases(replace(job, drain=False), expect_nodes=nodes)
@@ -509,18 +515,34 @@ def check_networks(outputs: ClusterOutputs, wired: fabric_wiring.PodWiring) -> N
         )
 
 
+def stack_image(outputs: ClusterOutputs, cpu: bool = False) -> str:
+    """The image the stack's pods run when none is named: :func:`default_image`, by the digest
+    the stack pins its tag to (scheduler.images, from the stack's ``images``) where it does."""
+    runtime = gpu_runtime_of(outputs.instance_type)
+    return pinned_ref(default_image(outputs.fabric.type, cpu=cpu, gpu_runtime=runtime), outputs.scheduler.images)
+
+
+def pin_sidecar(wired: fabric_wiring.PodWiring, pins: Mapping[str, str]) -> fabric_wiring.PodWiring:
+    """The wiring with its sidecar's image at the pinned digest where the catalog has none."""
+    sc = wired.sidecar
+    if sc is None or sc.image.digest or not pins.get(f"{sc.image.image}:{sc.image.tag}"):
+        return wired
+    digest = pins[f"{sc.image.image}:{sc.image.tag}"]
+    return replace(wired, sidecar=replace(sc, image=replace(sc.image, digest=digest)))
+
+
 def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, image: str | None = None) -> JobSetSpec:
     """The run as a JobSet on the cluster's GPU nodes, with the fabric's devices and wiring.
-    ``image``: default the catalog's image for the fabric (by digest), else DEFAULT_IMAGE."""
+    ``image``: default the catalog's image for the fabric (by digest), else DEFAULT_IMAGE, each by
+    the stack's pin where it has one (:func:`stack_image`)."""
     it = load_catalog().get(outputs.instance_type)
-    image = image or default_image(
-        outputs.fabric.type, cpu=job.instance_type is None, gpu_runtime=it.software.gpu_runtime
-    )
+    # A tag the stack pins is pulled by its digest, whether it is the default or named by --image.
+    image = pinned_ref(image, outputs.scheduler.images) if image else stack_image(outputs, job.instance_type is None)
     # What the certificate records (workloads/validate/stack.py): the image every pod runs, by
     # digest once submit has resolved it, and the receive-datapath daemon's.
     recorded = {"GPUC_IMAGE_DIGEST": image}
     if job.instance_type:
-        sc = fabric_wiring.wiring(it.network.fabric).pod.sidecar
+        sc = pin_sidecar(fabric_wiring.wiring(it.network.fabric).pod, outputs.scheduler.images).sidecar
         if sc is not None:
             recorded["GPUC_RXDM_IMAGE"] = sc.image.ref
     job = replace(job, extra_env={**recorded, **job.extra_env})
@@ -550,6 +572,7 @@ def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, 
         configmaps={jobset_name(run_id): BUNDLE_MOUNT},
         # The stack's Kueue queue where its nodes come only through one (GKE multi-node flex-start).
         queue=sched.queue,
+        pins=sched.images,
     )
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from components.contract import ClusterOutputs, OutputsError, load_outputs, read_outputs
+from components.image_pins import pinned as pinned_ref
 from components.validation_time import Settings, cost_usd, estimate, fit_budget, search_estimate, total_s
 from workloads.launch import bundle as code_bundle
 from workloads.launch import validation as vjob
@@ -251,7 +252,8 @@ def add_job(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--image",
         help="Kubernetes image (default: the fabric's image in the catalog; "
-        f"{vjob.DEFAULT_IMAGE} where it names none or with --cpu); submit resolves a tag to its digest",
+        f"{vjob.DEFAULT_IMAGE} where it names none or with --cpu), by the stack's images: pin of its tag "
+        "where it has one; submit resolves a tag left unpinned to its digest",
     )
     p.add_argument(
         "--env",
@@ -297,13 +299,13 @@ def add_access(p: argparse.ArgumentParser) -> None:
 
 
 def job_image(outs: ClusterOutputs, args: argparse.Namespace) -> str | None:
-    """The image the Kubernetes pods run: ``--image``, else the fabric's in the catalog; None on Slurm."""
+    """The image the Kubernetes pods run: ``--image``, else the fabric's in the catalog (by the
+    stack's pin where it has one); None on Slurm."""
     if outs.scheduler.kind != "kubernetes":
         return None
-    return str(
-        args.image
-        or vjob.default_image(outs.fabric.type, cpu=bool(args.cpu), gpu_runtime=vjob.gpu_runtime_of(outs.instance_type))
-    )
+    if args.image:
+        return pinned_ref(str(args.image), outs.scheduler.images)
+    return vjob.stack_image(outs, cpu=bool(args.cpu))
 
 
 def pin_image(outs: ClusterOutputs, args: argparse.Namespace, say: Callable[[str], None]) -> argparse.Namespace:
@@ -329,7 +331,10 @@ def cmd_render(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     say(f"outputs: {loaded.source}")
     image = job_image(loaded.outputs, args)
     if image is not None and not vjob.pinned(image):
-        say(f"image {image}: by tag here; submit resolves its digest through the registry and pins the job to it")
+        say(
+            f"image {image}: by tag here; submit resolves its digest through the registry and pins the job to it "
+            "(or pin it in the stack: gpu-cluster pin STACK)"
+        )
     if image is not None and (note := vjob.image_torch_note(image)):
         say(note)
     r = render_run(loaded.outputs, args, args.run_id or vjob.new_run_id())
