@@ -152,6 +152,9 @@ class GpuClusterArgs(TypedDict, total=False):
     """Tags (AWS) or labels (GCP) merged into every resource."""
     security: SecurityArgs
     """Audit trail settings."""
+    images: dict[str, str]
+    """Image pins: repo:tag -> sha256 digest, pulled by that digest instead of by the tag
+    (components/image_pins.py; gpu-cluster pin writes them into a stack file)."""
 
 
 _NETWORK_IDS = ("vpc_id", "node_subnet_id")

@@ -32,6 +32,7 @@ INPUTS = {
     "network": ("NetworkArgs", False),
     "tags": ("object", False),
     "security": ("SecurityArgs", False),
+    "images": ("object", False),
 }
 OUTPUTS = {
     "clusterName": ("string", True),
@@ -107,6 +108,7 @@ def test_component_inputs_and_outputs(doc: dict[str, Any]) -> None:
     assert sorted(res["required"]) == sorted(k for k, (_, req) in OUTPUTS.items() if req)
     assert res["properties"]["nodeGroups"]["items"]["type"] == "string"
     assert res["inputProperties"]["tags"]["additionalProperties"]["type"] == "string"
+    assert res["inputProperties"]["images"]["additionalProperties"]["type"] == "string"
     # Everything that decides the shape is plain; outputs never are.
     assert all(p.get("plain") for p in res["inputProperties"].values())
     assert not any(p.get("plain") for p in res["properties"].values())
