@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -89,12 +88,15 @@ def test_one_crashing_node_fails_the_job_once_and_fast(slurm_cluster: SlurmClust
     workdir.mkdir(exist_ok=True)
     result = workdir / "never.json"
     spec = _spec(workdir, result, job_name="probe-crash", module_args=("--out", str(result), "--crash-on-node", "n2"))
-    started = time.monotonic()
     job = slurm_cluster.run_job(sbatch.write(spec, workdir / "crash.sbatch"), timeout_s=240)
-    elapsed = time.monotonic() - started
     assert job.state == "FAILED" and job.returncode != 0, job
-    assert elapsed < 110, f"job took {elapsed:.0f}s: a peer waited for the collective timeout"
     log = (workdir / f"probe-crash-{job.job_id}.out").read_text()
+    # Fast, judged by what happened rather than by the clock: srun ended the whole step when n2's
+    # task failed (--kill-on-bad-exit; Slurm prints "Terminating StepId=<job>.<step>"), and the
+    # survivor's collective failed on the lost peer, not on the collective timeout.
+    assert re.search(rf"srun: .*Terminating StepId={job.job_id}\.\d+", log), log
+    assert re.search(r"Connection (reset|closed) by peer", log), log
+    assert not re.search(r"[Tt]imed out", log), log  # gloo: "Timed out waiting ... for recv"
     # Each node's rank started exactly once: torchrun did not restart the crashed one.
     # (Which node gets rank 0 is the rendezvous' choice.)
     starts = re.findall(r"allreduce_probe: rank (\d) on (n\d) started", log)
