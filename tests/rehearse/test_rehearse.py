@@ -128,3 +128,29 @@ def test_command_exits_3_for_an_unknown_stack(capsys: pytest.CaptureFixture[str]
     from gpu_cluster.cli import main as cli
 
     assert cli(["validate", "rehearse", "no-such-stack"]) == 3
+
+
+def test_image_python_stands_in_for_the_image_interpreter(tmp_path: Path) -> None:
+    """``--image-python``: the job's python3 is the interpreter given (here a wrapper that says
+    so on stderr before handing over to this project's), and the report names it and its torch."""
+    wrapper_dir = tmp_path / "image-py"
+    wrapper_dir.mkdir()
+    wrapper = wrapper_dir / "python"
+    wrapper.write_text(f'#!/bin/sh\necho "image-python wrapper: $*" >&2\nexec {rh.sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    wrapper_dir.chmod(0o755)
+    tmp_path.chmod(0o755)  # the job's user reaches the wrapper through it
+    got = rh.rehearse(outputs(_k8s_stack()), _args(tmp_path, image_python=str(wrapper), keep=True))
+    assert got.code == rh.EXIT_PASS, "\n".join(got.lines)
+    said = "\n".join(got.lines)
+    assert f"the image's python3: the interpreter given (--image-python) {wrapper} (torch " in said
+    [log] = list(tmp_path.glob("gpuc-rehearse-*/job.log"))
+    assert "image-python wrapper: " in log.read_text()  # the job's own python3 was the wrapper
+
+
+def test_image_python_must_start_and_is_for_images_only(tmp_path: Path) -> None:
+    with pytest.raises(rh.CouldNotRehearse, match="--image-python /nonexistent/python: cannot run it"):
+        rh.rehearse(outputs(_k8s_stack()), _args(tmp_path, image_python="/nonexistent/python"))
+    slurm = next(s for s in bundled_stacks() if read_stack_file(s)[1]["orchestration"]["kind"] == "slurm")
+    with pytest.raises(rh.CouldNotRehearse, match="container image's interpreter"):
+        rh.rehearse(outputs(slurm), _args(tmp_path, image_python=rh.sys.executable))

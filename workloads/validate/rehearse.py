@@ -1,6 +1,7 @@
 """``validate rehearse STACK``: run the stack's rendered job on this machine, under what it declares.
 
-    python -m workloads.validate rehearse STACK [--outputs FILE] [--image REF] [--python PATH] [--ranks 2]
+    python -m workloads.validate rehearse STACK [--outputs FILE] [--image REF] [--python PATH]
+                                                [--image-python PATH] [--ranks 2]
 
 The job is rendered exactly as ``render`` renders it (one node), then its own entry command runs
 here in place of the node, in private mount, network, UTS and PID namespaces:
@@ -19,7 +20,7 @@ here in place of the node, in private mount, network, UTS and PID namespaces:
   the job's environment (``GPUC_REHEARSAL_MARKS``, :mod:`workloads.runtime.device`).
 
 What cannot run here stands in, and says so: the image (this machine's tools; its interpreter is
-the project's virtualenv; its user is the Dockerfile's ``USER`` where the catalog builds it), the
+the project's virtualenv, or the one ``--image-python`` names, e.g. one holding the image's own torch; its user is the Dockerfile's ``USER`` where the catalog builds it), the
 node's interpreter where it is older (AL2023: ``python3`` is a real CPython 3.9 from pyenv), the
 net plugin (a shared object built here exporting ``ncclNetPlugin_v8``), Slurm's ``srun`` and
 ``scontrol`` for the one node (shims), and the shared virtualenv a first job would make (pip has
@@ -109,7 +110,9 @@ class Declared:
     said: list[str] = field(default_factory=list)
     image: str = ""
     """The container's image (Kubernetes); empty on Slurm."""
-    """What stood in for what, for the report."""
+    image_python: Path | None = None
+    """Kubernetes: the interpreter that stands in for the image's (``--image-python``, e.g. a
+    virtualenv with the image's own torch); None: this project's."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -313,6 +316,32 @@ def _torch_here() -> str:
         return "not installed"
 
 
+@dataclass(frozen=True, slots=True)
+class Interpreter:
+    python: Path
+    prefix: Path
+    torch: str
+
+
+def image_interpreter(python: str | None) -> Interpreter:
+    """What stands in for the image's python3: ``python`` (its prefix and torch asked of it), or
+    this project's own interpreter."""
+    if python is None:
+        return Interpreter(Path(sys.prefix) / "bin" / "python", Path(sys.prefix).resolve(), _torch_here())
+    probe = (
+        "import sys\ntry:\n import torch; t = torch.__version__\nexcept Exception as e:\n t = 'not importable'\n"
+        "print(sys.prefix); print(t)"
+    )
+    try:
+        done = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CouldNotRehearse(f"--image-python {python}: cannot run it ({exc})") from None
+    lines = done.stdout.split("\n")
+    if done.returncode != 0 or len(lines) < 2:
+        raise CouldNotRehearse(f"--image-python {python}: it did not start ({done.stderr.strip()[-200:]})")
+    return Interpreter(Path(python).absolute(), Path(lines[0]).resolve(), lines[1].strip())
+
+
 def stand_in_node(d: Declared, outs: ClusterOutputs, root: Path, stage: Path, ranks: int) -> None:
     """The node's and image's files the job reaches for: the net plugin in each directory the
     catalog says the fabric installs it, the fabric's environment script, the interpreters."""
@@ -343,14 +372,19 @@ def stand_in_node(d: Declared, outs: ClusterOutputs, root: Path, stage: Path, ra
     bin_dir.mkdir(parents=True, exist_ok=True)
     venv_python = Path(sys.prefix) / "bin" / "python"
     if d.kind == "kubernetes":
+        interp = image_interpreter(str(d.image_python) if d.image_python else None)
         for name in ("python3", "python"):
             # A wrapper, not a link: a virtualenv is found from the path it was started by.
-            (bin_dir / name).write_text(f'#!/bin/sh\nexec {shlex.quote(str(venv_python))} "$@"\n')
+            (bin_dir / name).write_text(f'#!/bin/sh\nexec {shlex.quote(str(interp.python))} "$@"\n')
             (bin_dir / name).chmod(0o755)
-        d.said.append(
-            f"the image's python3: this project's interpreter {venv_python} (torch {_torch_here()} on CPU)"
-            + (f"; {note}: not proven here" if (note := vjob.image_torch_note(d.image)) else "")
-        )
+        whose = "the interpreter given (--image-python)" if d.image_python else "this project's interpreter"
+        recorded = vjob.image_torch(d.image)
+        if recorded is not None and interp.torch.split("+", 1)[0] == recorded.split("+", 1)[0]:
+            proof = f"; the image's own torch {recorded} (the catalog's record)"
+        else:
+            note = vjob.image_torch_note(d.image)
+            proof = f"; {note}: not proven here" if note else ""
+        d.said.append(f"the image's python3: {whose} {interp.python} (torch {interp.torch} on CPU){proof}")
     else:
         node = NODE_PYTHONS.get((outs.cloud, "slurm"))
         if node:
@@ -488,7 +522,13 @@ def _setup_script(d: Declared, image: Path, layer: Path) -> str:
         # What stands in for the image's interpreter (this project's virtualenv, and the checkout
         # its editable install points at) stays visible when it lives under this machine's /tmp
         # (a CI clone may): read-only, at the same path.
-        for keep in sorted({Path(sys.prefix).resolve(), REPO}):
+        keeps = {Path(sys.prefix).resolve(), REPO}
+        if d.image_python is not None:
+            interp = image_interpreter(str(d.image_python))
+            keeps.add(interp.prefix)
+            if not interp.python.parent.is_relative_to(interp.prefix):
+                keeps.add(interp.python.parent)  # a wrapper script outside its interpreter's prefix
+        for keep in sorted(keeps):
             if keep.is_relative_to("/tmp"):
                 lines += _bind_keep(keep, root / keep.relative_to("/"))
     if d.read_only_root:
@@ -701,6 +741,10 @@ def rehearse(outs: ClusterOutputs, args: argparse.Namespace, break_job: Callable
         else:
             d = from_sbatch(rendered.files["validate.sbatch"], one, rendered.run_dir, stage)
         d.said[:0] = said
+        if getattr(args, "image_python", None):
+            if d.kind != "kubernetes":
+                raise CouldNotRehearse("--image-python stands in for a container image's interpreter (Kubernetes)")
+            d.image_python = Path(args.image_python)
         d.argv = [_fewer_ranks(a, args.ranks) for a in d.argv]
         if d.kind == "slurm":
             script = stage / "job.sbatch"
@@ -724,6 +768,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--outputs", type=Path, help="JSON from `pulumi stack output --json --show-secrets`")
     p.add_argument("--image", help="Kubernetes: the image to render (not pulled here)")
     p.add_argument("--python", help="Slurm: the job's interpreter (as for render/submit --python)")
+    p.add_argument(
+        "--image-python",
+        help="Kubernetes: the interpreter that stands in for the image's, e.g. a virtualenv holding the "
+        "image's own torch (default: this project's; the report says which torch ran)",
+    )
     p.add_argument("--ranks", type=int, choices=(1, 2), default=2, help="ranks on the one node (default 2)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds the job may take to its first collective")
     p.add_argument("--keep", action="store_true", help="keep the stand-in tree and the job's log")
