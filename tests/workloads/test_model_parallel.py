@@ -415,3 +415,38 @@ def test_bf16_mixed_precision_runs_on_gloo_and_only_tracks_the_reference(
     assert "bf16: trend only, no verdict" in r.stdout
     # Tensor parallel alone stays fp32 (as torchtitan) and keeps its verdict.
     assert tp["bf16"] is False and tp["match"] is True and m["match"] is True
+
+
+def test_a_pipeline_greeting_of_mixed_dtypes_is_sent_as_its_receives(tmp_path: Path) -> None:
+    """torch 2.9.1 (the ROCm image's) greets a neighbour stage by sending an int64 scalar into a
+    float32 receive, which gloo aborts on (8 vs 4 bytes). The stage's greeting is made to send
+    what it receives; a greeting that already agrees (torch 2.13's) is left as it is. Real
+    P2POps, in a one-process gloo group; the 2.9.1 run itself is in the closing note."""
+    import torch.distributed as dist
+
+    from workloads.parallel.plans import match_greeting_dtypes
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    try:
+
+        class Stage:
+            def __init__(self, send: torch.Tensor) -> None:
+                self.send = send
+
+            def _get_init_p2p_neighbors_ops(self) -> list[dist.P2POp]:
+                return [dist.P2POp(dist.irecv, torch.zeros(1), 0), dist.P2POp(dist.isend, self.send, 0)]
+
+        old = Stage(torch.tensor(1))  # torch 2.9.1: int64, 0-d
+        match_greeting_dtypes(old)
+        ops = old._get_init_p2p_neighbors_ops()
+        assert [(o.op, o.tensor.dtype, o.tensor.nbytes) for o in ops] == [
+            (dist.irecv, torch.float32, 4),
+            (dist.isend, torch.float32, 4),
+        ]
+        assert float(ops[1].tensor) == 1.0
+        agreed = torch.tensor(1, dtype=torch.float32)  # torch 2.13
+        new = Stage(agreed)
+        match_greeting_dtypes(new)
+        assert new._get_init_p2p_neighbors_ops()[1].tensor is agreed
+    finally:
+        dist.destroy_process_group()

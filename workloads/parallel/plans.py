@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
@@ -155,8 +156,34 @@ def pipeline_schedule(
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
     stage = PipelineStage(stage_module, rank, n_stages, device)
+    match_greeting_dtypes(stage)
     cls = Schedule1F1B if schedule == "1f1b" else ScheduleGPipe
     return cls(stage, n_microbatches=microbatches, loss_fn=loss_fn)
+
+
+def match_greeting_dtypes(stage: Any) -> None:
+    """Before its first step a schedule has each stage greet its neighbours with one send and one
+    receive of a single element (``PipelineStage._get_init_p2p_neighbors_ops``). torch 2.9.1, the
+    torch of AMD's ROCm image (catalog runtime_images.rocm), sends ``torch.tensor(stage_index)``,
+    an int64 (8 bytes), into ``torch.zeros(1)``, a float32 (4 bytes): gloo aborts the receiving
+    rank ("Received data size doesn't match expected size. 8 vs 4"; seen here with torch 2.9.1 on
+    CPU), and a byte count that differs between send and receive is a mismatch on NCCL and RCCL
+    too. torch 2.13 sends a float32 (its stage.py). So a greeting's sends are cast to the dtype of
+    its receives; where they already agree (2.13), nothing changes."""
+    greet = getattr(stage, "_get_init_p2p_neighbors_ops", None)
+    if greet is None:
+        return
+
+    def matched() -> list[Any]:
+        ops = greet()
+        recv = {op.tensor.dtype for op in ops if op.op is dist.irecv}
+        want = recv.pop() if len(recv) == 1 else torch.float32
+        for op in ops:
+            if op.op is dist.isend and op.tensor.dtype != want:
+                op.tensor = op.tensor.to(want).reshape(1)
+        return ops
+
+    stage._get_init_p2p_neighbors_ops = matched
 
 
 # --- a user's model: the plan declared (--plan) or derived from its layer types ----------------
