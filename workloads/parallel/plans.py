@@ -175,7 +175,7 @@ def match_greeting_dtypes(stage: Any) -> None:
         return
 
     def matched() -> list[Any]:
-        ops = greet()
+        ops: list[Any] = list(greet())
         recv = {op.tensor.dtype for op in ops if op.op is dist.irecv}
         want = recv.pop() if len(recv) == 1 else torch.float32
         for op in ops:
