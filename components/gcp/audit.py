@@ -50,11 +50,23 @@ def access_log_bucket(name: str, spec: ClusterSpec, parent: pulumi.Resource) -> 
         location=spec.region.upper(),
         uniform_bucket_level_access=True,
         public_access_prevention="enforced",
+        # Versioning (Checkov CKV_GCP_78, "Ensure Cloud storage has versioning enabled"; the AWS log
+        # bucket has it too, CKV_AWS_21): an overwritten or deleted log object stays recoverable.
+        # A version made noncurrent (by a person, or by the age rule below at log_retention_days)
+        # is removed log_retention_days later (GCS lifecycle condition daysSinceNoncurrentTime), so
+        # a log lives at most twice the retention, and a deletion can be undone for that long.
+        versioning=gcp.storage.BucketVersioningArgs(enabled=True),
         lifecycle_rules=[
             gcp.storage.BucketLifecycleRuleArgs(
                 action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
                 condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=spec.security.log_retention_days),
-            )
+            ),
+            gcp.storage.BucketLifecycleRuleArgs(
+                action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+                condition=gcp.storage.BucketLifecycleRuleConditionArgs(
+                    days_since_noncurrent_time=spec.security.log_retention_days
+                ),
+            ),
         ],
         force_destroy=False,
         labels=labels(spec),

@@ -39,7 +39,12 @@ def test_checkpoint_bucket_logs_usage_and_expires_old_versions(offline: Callable
     assert logs.protect is True
     li = logs.inputs
     assert li["publicAccessPrevention"] == "enforced" and li["uniformBucketLevelAccess"] is True
-    assert li["lifecycleRules"] == [{"action": {"type": "Delete"}, "condition": {"age": 365}}]
+    # Versioned (CKV_GCP_78), and a noncurrent version goes on the same 365 days as a current one.
+    assert li["versioning"] == {"enabled": True}
+    assert li["lifecycleRules"] == [
+        {"action": {"type": "Delete"}, "condition": {"age": 365}},
+        {"action": {"type": "Delete"}, "condition": {"daysSinceNoncurrentTime": 365}},
+    ]
     assert "logging" not in li  # a log bucket does not log itself
     ckpt = _named(run, BUCKET, "-storage-bucket")
     assert ckpt["logging"] == {"logBucket": li["name"], "logObjectPrefix": "checkpoints"}
