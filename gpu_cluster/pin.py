@@ -118,8 +118,12 @@ def pin(stack: str, *, refresh: bool, resolve: Resolve, say: Callable[[str], Non
         try:
             digest = resolve(use.ref)
         except registry.RegistryError as exc:
-            failed.append(str(exc))
-            say(f"[{n}/{len(uses)}] {use.ref}: NOT pinned: {exc}")
+            # The client's advice is submit's (--image); here the way round is the pin by hand.
+            why = str(exc).replace(
+                "pass --image REF@sha256:...", f"write its digest under images: (crane digest {use.ref})"
+            )
+            failed.append(why)
+            say(f"[{n}/{len(uses)}] {use.ref}: NOT pinned: {why}")
             continue
         old = pins.get(use.ref)
         pins[use.ref] = digest

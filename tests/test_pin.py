@@ -123,7 +123,8 @@ def test_an_image_the_registry_lacks_stays_by_tag_and_the_rest_is_written(stack:
     reg.publish(vjob.DEFAULT_IMAGE)
     rc, said = run(stack, reg)
     assert rc == 1
-    assert any(line.startswith(f"[2/3] {KUEUE_IMAGE}: NOT pinned:") and "no such tag (404)" in line for line in said)
+    [line] = [x for x in said if x.startswith(f"[2/3] {KUEUE_IMAGE}: NOT pinned:")]
+    assert "no such tag (404)" in line and f"write its digest under images: (crane digest {KUEUE_IMAGE})" in line
     assert said[-1] == "1 image(s) left by tag; fix what each line says and run pin again"
     pins = yaml.safe_load(stack.read_text())["config"]["gpu-cluster:cluster"]["images"]
     assert set(pins) == {JOBSET_IMAGE, vjob.DEFAULT_IMAGE}
