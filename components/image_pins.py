@@ -34,7 +34,9 @@ class ImageUse:
     ref: str
     """``repo:tag``, no digest."""
     what: str
-    """Who pulls it, for a person: "the Kueue controller (chart 0.17.1)"."""
+    """Who pulls it, for a person: "the Kueue controller of chart 0.17.1"."""
+    installer: bool = False
+    """The GKE NCCL plugin installer: unpinned, it is not planned at all (a caveat of its own)."""
 
 
 def check_pins(raw: Any) -> tuple[dict[str, str], list[tuple[str, str]]]:

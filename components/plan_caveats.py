@@ -158,7 +158,7 @@ def images(spec: ClusterSpec) -> Caveat | None:
         return None
     from components.k8s.image_uses import layer_image_uses
 
-    left = [u for u in unpinned(layer_image_uses(spec), spec.images) if "installer" not in u.what]
+    left = [u for u in unpinned(layer_image_uses(spec), spec.images) if not u.installer]
     if not left:
         return None
     return Caveat(

@@ -29,5 +29,9 @@ def layer_image_uses(spec: ClusterSpec) -> list[ImageUse]:
         uses.append(ImageUse(KUEUE_IMAGE, f"the Kueue controller of chart {KUEUE_VERSION}"))
     fact = installer_fact(load_catalog().get(spec.compute.instance_type).network.fabric)
     if not fact.digest and not spec.orchestration.installer_image:
-        uses.append(ImageUse(f"{fact.image}:{fact.tag}", "the NCCL plugin installer (privileged, every GPU node)"))
+        uses.append(
+            ImageUse(
+                f"{fact.image}:{fact.tag}", "the NCCL plugin installer (privileged, every GPU node)", installer=True
+            )
+        )
     return uses

@@ -525,9 +525,9 @@ def stack_image(outputs: ClusterOutputs, cpu: bool = False) -> str:
 def pin_sidecar(wired: fabric_wiring.PodWiring, pins: Mapping[str, str]) -> fabric_wiring.PodWiring:
     """The wiring with its sidecar's image at the pinned digest where the catalog has none."""
     sc = wired.sidecar
-    if sc is None or sc.image.digest or not pins.get(f"{sc.image.image}:{sc.image.tag}"):
+    digest = pins.get(f"{sc.image.image}:{sc.image.tag}") if sc is not None and not sc.image.digest else None
+    if sc is None or not digest:
         return wired
-    digest = pins[f"{sc.image.image}:{sc.image.tag}"]
     return replace(wired, sidecar=replace(sc, image=replace(sc.image, digest=digest)))
 
 

@@ -110,9 +110,9 @@ class Declared:
     said: list[str] = field(default_factory=list)
     image: str = ""
     """The container's image (Kubernetes); empty on Slurm."""
-    image_python: Path | None = None
+    interpreter: Interpreter | None = None
     """Kubernetes: the interpreter that stands in for the image's (``--image-python``, e.g. a
-    virtualenv with the image's own torch); None: this project's."""
+    virtualenv with the image's own torch), asked once; None: this project's."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -372,12 +372,12 @@ def stand_in_node(d: Declared, outs: ClusterOutputs, root: Path, stage: Path, ra
     bin_dir.mkdir(parents=True, exist_ok=True)
     venv_python = Path(sys.prefix) / "bin" / "python"
     if d.kind == "kubernetes":
-        interp = image_interpreter(str(d.image_python) if d.image_python else None)
+        interp = d.interpreter or image_interpreter(None)
         for name in ("python3", "python"):
             # A wrapper, not a link: a virtualenv is found from the path it was started by.
             (bin_dir / name).write_text(f'#!/bin/sh\nexec {shlex.quote(str(interp.python))} "$@"\n')
             (bin_dir / name).chmod(0o755)
-        whose = "the interpreter given (--image-python)" if d.image_python else "this project's interpreter"
+        whose = "the interpreter given (--image-python)" if d.interpreter else "this project's interpreter"
         recorded = vjob.image_torch(d.image)
         if recorded is not None and interp.torch.split("+", 1)[0] == recorded.split("+", 1)[0]:
             proof = f"; the image's own torch {recorded} (the catalog's record)"
@@ -523,8 +523,8 @@ def _setup_script(d: Declared, image: Path, layer: Path) -> str:
         # its editable install points at) stays visible when it lives under this machine's /tmp
         # (a CI clone may): read-only, at the same path.
         keeps = {Path(sys.prefix).resolve(), REPO}
-        if d.image_python is not None:
-            interp = image_interpreter(str(d.image_python))
+        if d.interpreter is not None:
+            interp = d.interpreter
             keeps.add(interp.prefix)
             if not interp.python.parent.is_relative_to(interp.prefix):
                 keeps.add(interp.python.parent)  # a wrapper script outside its interpreter's prefix
@@ -744,7 +744,7 @@ def rehearse(outs: ClusterOutputs, args: argparse.Namespace, break_job: Callable
         if getattr(args, "image_python", None):
             if d.kind != "kubernetes":
                 raise CouldNotRehearse("--image-python stands in for a container image's interpreter (Kubernetes)")
-            d.image_python = Path(args.image_python)
+            d.interpreter = image_interpreter(args.image_python)
         d.argv = [_fewer_ranks(a, args.ranks) for a in d.argv]
         if d.kind == "slurm":
             script = stage / "job.sbatch"
