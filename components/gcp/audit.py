@@ -53,8 +53,10 @@ def access_log_bucket(name: str, spec: ClusterSpec, parent: pulumi.Resource) -> 
         # Versioning (Checkov CKV_GCP_78, "Ensure Cloud storage has versioning enabled"; the AWS log
         # bucket has it too, CKV_AWS_21): an overwritten or deleted log object stays recoverable.
         # A version made noncurrent (by a person, or by the age rule below at log_retention_days)
-        # is removed log_retention_days later (GCS lifecycle condition daysSinceNoncurrentTime), so
-        # a log lives at most twice the retention, and a deletion can be undone for that long.
+        # is removed log_retention_days later (condition daysSinceNoncurrentTime; Cloud Storage,
+        # "Object Lifecycle Management", cloud.google.com/storage/docs/lifecycle, read 2026-12-01: in
+        # a versioned bucket a Delete of the live object leaves a noncurrent version), so a log lives
+        # at most twice the retention, and a deletion can be undone for that long.
         versioning=gcp.storage.BucketVersioningArgs(enabled=True),
         lifecycle_rules=[
             gcp.storage.BucketLifecycleRuleArgs(
