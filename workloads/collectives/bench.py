@@ -447,13 +447,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 json.dump({"error": str(exc), "world_size": rt.world_size, "backend": rt.backend}, fh, indent=2)
         # Tearing the group down would wait on the rank that never came.
         os._exit(EXIT_HANG)
-    if rt.is_main and cfg.json_path:
-        with open(cfg.json_path, "w") as fh:
-            json.dump(results_json(results, rt), fh, indent=2)
-    _device.teardown()
     wrong = sum(r.wrong_total for r in results)
-    if wrong and rt.is_main:
-        sys.stderr.write(f"collectives: {wrong} wrong elements; see the #wrong columns\n")
+    if rt.is_main:
+        if cfg.json_path:
+            with open(cfg.json_path, "w") as fh:
+                json.dump(results_json(results, rt), fh, indent=2)
+        if wrong:
+            sys.stderr.write(f"collectives: {wrong} wrong elements; see the #wrong columns\n")
+            sys.stderr.flush()
+    # Every rank exits with the same status, and torchrun stops the others as soon as one exits
+    # nonzero: without this meeting a peer's exit could end rank 0 before its report was out
+    # (seen once in the fresh-clone CI: the JSON written, the stderr line missing).
+    if dist.is_initialized():
+        dist.barrier()
+    _device.teardown()
     return EXIT_WRONG if wrong else EXIT_OK
 
 
