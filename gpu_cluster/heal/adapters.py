@@ -25,6 +25,8 @@ class NodeState:
     """The incident our own quarantine mark names (drain reason, taint value), None when none is ours."""
     instance: str = ""
     """The cloud instance behind the node now, where the scheduler tells it ('' unknown)."""
+    address: str = ""
+    """Where the scheduler reaches it (Slurm's NodeAddr): how a cloud finds a Slurm node's instance."""
     detail: str = ""
 
 

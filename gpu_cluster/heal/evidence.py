@@ -16,7 +16,9 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
+
+from gpu_cluster.heal.adapters import CheckResult
 
 # The judge's reason texts (workloads/validate/judge.py, certificate.py, blame.py), by what they
 # say about the node. Matched from the start of a reason.
@@ -159,3 +161,35 @@ def pair_figures(doc: dict[str, Any], node: str, peer: str) -> dict[str, Any]:
                     "verdict": m.get("verdict"),
                 }
     return out
+
+
+def judge_pair(doc: Mapping[str, Any], node: str, peer: str, where: str, note: str = "") -> CheckResult:
+    """Read a two-node check's report: passed when ``node`` has no finding of its own, the peer
+    does not FAIL, and the pair's multi-node figure was measured (and did not FAIL)."""
+    verdicts = {str(n["node"]): n for n in doc.get("nodes", [])}
+    mine = verdicts.get(node, {"verdict": "UNKNOWN", "reasons": ["it never reported"]})
+    theirs = verdicts.get(peer, {"verdict": "UNKNOWN", "reasons": ["it never reported"]})
+    multi = [m for m in doc.get("measurements", []) if str(m.get("check", "")).startswith("multi_node.")]
+    measured = [m for m in multi if m.get("value") is not None]
+    figures = pair_figures(dict(doc), node, peer)
+    pair = ", ".join(f"{m['check']} {float(m['value']):.3g} {m.get('unit', '')}".rstrip() for m in measured)
+    if mine["verdict"] == "UNKNOWN" and theirs["verdict"] == "UNKNOWN" and not measured:
+        return CheckResult(
+            ran=False, passed=False, detail=f"the check left no results ({note}); see {where}", report=where
+        )
+    if theirs["verdict"] == "FAIL" and mine["verdict"] != "FAIL":
+        return CheckResult(
+            ran=False,
+            passed=False,
+            detail=f"the peer {peer} failed it: {'; '.join(theirs.get('reasons', []))[:300]}",
+            figures=figures,
+            report=where,
+        )
+    ok = mine["verdict"] in ("PASS", "WARN") and not mine.get("reasons") and bool(measured)
+    ok = ok and not any(m.get("verdict") == "FAIL" for m in measured)
+    if ok:
+        return CheckResult(ran=True, passed=True, detail=f"{node} PASS; pair {pair}", figures=figures, report=where)
+    why = "; ".join(mine.get("reasons", [])) or ("the pair's figure was not measured" if not measured else pair)
+    return CheckResult(
+        ran=True, passed=False, detail=f"{node} {mine['verdict']}: {why}"[:400], figures=figures, report=where
+    )

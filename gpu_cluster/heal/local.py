@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_cluster.heal.adapters import CheckResult, Instance, NodeState, Outcome, Progress
+from gpu_cluster.heal.evidence import judge_pair
 
 WORLD = "local-cluster.json"
 # The test hooks a fault sets on the node it names (workloads/runtime/node.py).
@@ -246,37 +247,3 @@ class LocalChecker:
         rep = judge(out, instance_type=None, local=True, expected_nodes=[node, peer], strict=True)
         vreport.write(rep, out)
         return judge_pair(rep.to_json(), node, peer, str(out / "report.json"), f"exit codes {codes}")
-
-
-def judge_pair(doc: Mapping[str, Any], node: str, peer: str, where: str, note: str = "") -> CheckResult:
-    """Read a two-node check's report: passed when ``node`` has no finding of its own, the peer
-    does not FAIL, and the pair's multi-node figure was measured (and did not FAIL)."""
-    from gpu_cluster.heal.evidence import pair_figures
-
-    verdicts = {str(n["node"]): n for n in doc.get("nodes", [])}
-    mine = verdicts.get(node, {"verdict": "UNKNOWN", "reasons": ["it never reported"]})
-    theirs = verdicts.get(peer, {"verdict": "UNKNOWN", "reasons": ["it never reported"]})
-    multi = [m for m in doc.get("measurements", []) if str(m.get("check", "")).startswith("multi_node.")]
-    measured = [m for m in multi if m.get("value") is not None]
-    figures = pair_figures(dict(doc), node, peer)
-    pair = ", ".join(f"{m['check']} {float(m['value']):.3g} {m.get('unit', '')}".rstrip() for m in measured)
-    if mine["verdict"] == "UNKNOWN" and theirs["verdict"] == "UNKNOWN" and not measured:
-        return CheckResult(
-            ran=False, passed=False, detail=f"the check left no results ({note}); see {where}", report=where
-        )
-    if theirs["verdict"] == "FAIL" and mine["verdict"] != "FAIL":
-        return CheckResult(
-            ran=False,
-            passed=False,
-            detail=f"the peer {peer} failed it: {'; '.join(theirs.get('reasons', []))[:300]}",
-            figures=figures,
-            report=where,
-        )
-    ok = mine["verdict"] in ("PASS", "WARN") and not mine.get("reasons") and bool(measured)
-    ok = ok and not any(m.get("verdict") == "FAIL" for m in measured)
-    if ok:
-        return CheckResult(ran=True, passed=True, detail=f"{node} PASS; pair {pair}", figures=figures, report=where)
-    why = "; ".join(mine.get("reasons", [])) or ("the pair's figure was not measured" if not measured else pair)
-    return CheckResult(
-        ran=True, passed=False, detail=f"{node} {mine['verdict']}: {why}"[:400], figures=figures, report=where
-    )
