@@ -8,7 +8,23 @@ read before each step and acts only on what it found.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any, Protocol
+
+
+class AdapterError(RuntimeError):
+    """A scheduler or cloud call failed (unreachable, refused, an answer that cannot be read); the
+    message says which call and what came back. Inside a step it stops the incident (RETRY, resumed
+    where it stopped); before the first step it is exit 3."""
+
+
+class MissingSdk(AdapterError):
+    """The cloud's Python client is not installed: one line naming the extra that has it."""
+
+    def __init__(self, module: str, extra: str = "preflight") -> None:
+        super().__init__(
+            f"{module} is not installed here; it is gpu-cluster's [{extra}] extra: pip install 'gpu-cluster[{extra}]'"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,8 +115,9 @@ class Cloud(Protocol):
         the API takes one (the same token on a rerun)."""
         ...
 
-    def progress(self, node: NodeState, old: str, token: str) -> Progress:
-        """Has the replacement started (the old instance going or gone, the operation known)?"""
+    def progress(self, node: NodeState, old: str, token: str, facts: Mapping[str, Any]) -> Progress:
+        """Has the replacement started (the old instance going or gone, the operation known)?
+        ``facts``: what the incident's journal holds (the group, the operation the call returned)."""
         ...
 
     def replace_estimate(self) -> tuple[float, str]:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu_cluster.heal.adapters import Checker, Cloud, Scheduler
+from gpu_cluster.heal.adapters import AdapterError, Checker, Cloud, Scheduler
 from gpu_cluster.heal.evidence import Evidence
 from gpu_cluster.heal.journal import Entry, Incident, Journal
 from gpu_cluster.heal.policy import ATTEMPT_WINDOW_S, RATE_WINDOW_S, Limits, stop_all_reason
@@ -176,7 +176,11 @@ class Engine:
             assert cur is not None
             if cur.state.terminal:
                 return
-            steps[cur.state](cur)
+            try:
+                steps[cur.state](cur)
+            except AdapterError as exc:
+                at = State(cur.fact("resume", State.QUARANTINED.value)) if cur.state is State.RETRY else cur.state
+                self._retry(cur, at, f"{at.value}: {exc}"[:600])
 
     def _write(
         self,
@@ -363,7 +367,7 @@ class Engine:
         if inc.last.event == "done":
             self._move(inc, State.JOINING, "waiting for the new instance to register")
             return
-        prog = self.cloud.progress(view, old, token)
+        prog = self.cloud.progress(view, old, token, facts(inc))
         if prog.failed:
             self._retry(inc, State.QUARANTINED, f"the cloud did not replace it: {prog.failed}", stop=False)
             return
@@ -385,7 +389,7 @@ class Engine:
         started = max(e.at for e in inc.entries if e.state is State.JOINING and e.event == "enter")
         deadline = started + self.limits.join_timeout_s
         while True:
-            prog = self.cloud.progress(self.sched.node(inc.node), old, str(inc.fact("token", "")))
+            prog = self.cloud.progress(self.sched.node(inc.node), old, str(inc.fact("token", "")), facts(inc))
             name = self.sched.successor(inc.node, old, prog.new_instance) or inc.node
             view = self.sched.node(name)
             new = view.instance or prog.new_instance
@@ -492,6 +496,14 @@ class Engine:
                 f"dry run:   would wait up to {self.limits.join_timeout_s / 60:.0f} min for it to register, "
                 f"revalidate it with {peer}, and return it only if both pass"
             )
+
+
+def facts(inc: Incident) -> dict[str, Any]:
+    """Every ``extra`` of the incident's journal, later lines winning."""
+    out: dict[str, Any] = {}
+    for e in inc.entries:
+        out.update(e.extra)
+    return out
 
 
 def _since_attempt(inc: Incident, state: State, event: str) -> bool:

@@ -204,7 +204,7 @@ class LocalCloud:
         rec = reps[token]
         return Outcome(ok=True, detail=f"{rec['old']} replaced by {rec['new']} (token {token})", extra={"op": token})
 
-    def progress(self, node: NodeState, old: str, token: str) -> Progress:
+    def progress(self, node: NodeState, old: str, token: str, facts: Mapping[str, Any]) -> Progress:
         rec = self.world.doc["replacements"].get(token)
         now = self.world.doc["nodes"].get(node.node, {}).get("instance", "")
         if rec is not None or (old and now and now != old):
