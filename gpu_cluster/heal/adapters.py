@@ -43,6 +43,8 @@ class NodeState:
     """The cloud instance behind the node now, where the scheduler tells it ('' unknown)."""
     address: str = ""
     """Where the scheduler reaches it (Slurm's NodeAddr): how a cloud finds a Slurm node's instance."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Kubernetes: the node's labels (its pool, GKE's report-and-replace status)."""
     detail: str = ""
 
 

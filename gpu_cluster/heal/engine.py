@@ -392,7 +392,7 @@ class Engine:
             prog = self.cloud.progress(self.sched.node(inc.node), old, str(inc.fact("token", "")), facts(inc))
             name = self.sched.successor(inc.node, old, prog.new_instance) or inc.node
             view = self.sched.node(name)
-            new = view.instance or prog.new_instance
+            new = prog.new_instance
             if view.present and view.ready and new and new != old:
                 self._move(
                     inc,
