@@ -114,7 +114,8 @@ class EksAsgCloud:
         self.window = Ec2Window(ec2, CB_EKS_EARLY_S)
 
     def instance(self, node: NodeState) -> Instance:
-        return self.window.instance(node.instance)
+        # A node's spec.providerID is aws:///<zone>/<instance-id> (cloud-provider-aws).
+        return self.window.instance(node.instance.rsplit("/", 1)[-1])
 
     def _asg_instance(self, instance_id: str) -> dict[str, Any] | None:
         got = _call(

@@ -95,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--evict-timeout", type=_seconds, default=3600.0, help="Kubernetes: seconds eviction may wait on PDBs (3600)"
     )
     ap.add_argument("--node", action="append", default=[], help="heal only this named node (repeatable)")
+    ap.add_argument("--python", help="Slurm: the interpreter of the check's job (as validate submit --python)")
+    ap.add_argument("--image", help="Kubernetes: the check's image (default: the stack's, as validate render)")
+    ap.add_argument("--cpu", action="store_true", help="the nodes have no GPU (a test cluster): CPU ranks, no floors")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--here", action="store_true", help="Slurm: run scontrol/sbatch on this machine (the login node)")
     g.add_argument("--ssh", help="Slurm: remote shell to the login node (default: the stack's access.ssh_command)")
@@ -246,9 +249,9 @@ def run_stack(args: argparse.Namespace) -> int:
     from gpu_cluster.heal import platforms
 
     limits = limits_of(args)
+    built = platforms.build(args)
     ev = restrict(read_report(args.report or newest_report(args.stack)), args.node)
     run_dir = args.out or Path("out/heal") / args.stack
-    built = platforms.build(args)
     print(
         f"heal {args.stack}: {built.describe}; report {ev.path} ({ev.verdict}); "
         f"{'applying' if limits.apply else 'dry run'}",

@@ -390,10 +390,16 @@ class Engine:
         deadline = started + self.limits.join_timeout_s
         while True:
             prog = self.cloud.progress(self.sched.node(inc.node), old, str(inc.fact("token", "")), facts(inc))
-            name = self.sched.successor(inc.node, old, prog.new_instance) or inc.node
-            view = self.sched.node(name)
             new = prog.new_instance
-            if view.present and view.ready and new and new != old:
+            # The node that stands in the slot now: the same name (Slurm, GKE, local), or the node
+            # whose instance is the new one (EKS, AKS); None until it has registered.
+            name = self.sched.successor(inc.node, old, new) if new and new != old else None
+            view = self.sched.node(name) if name else None
+            if view is not None and name and view.present and view.ready:
+                if name != inc.node and view.held_by != inc.incident:
+                    # A node of a new name (EKS, AKS) joins in service: out of it until revalidated.
+                    self.sched.quarantine(name, inc.incident, f"replacement of {inc.node}, not yet revalidated")
+                    view = self.sched.node(name)
                 self._move(
                     inc,
                     State.REVALIDATING,
@@ -411,7 +417,7 @@ class Engine:
                     inc,
                     State.JOINING,
                     f"no new instance registered within {self.limits.join_timeout_s / 60:.0f} min "
-                    f"({view.detail or prog.detail}); rerun to keep waiting",
+                    f"({view.detail if view is not None else prog.detail}); rerun to keep waiting",
                 )
             self.sleep(self.poll_s)
 

@@ -181,7 +181,10 @@ class SlurmChecker:
     with the pairwise search off and the sweeps at the floor's size only; judged by the job's own
     judge step, whose report comes back like ``validate submit``'s."""
 
-    def __init__(self, shell: Shell, outputs: Any, args: argparse.Namespace, local_dir: Path) -> None:
+    def __init__(
+        self, shell: Shell, outputs: Any, args: argparse.Namespace, local_dir: Path, poll_s: float = 10.0
+    ) -> None:
+        self.poll_s = poll_s
         self.shell = shell
         self.outputs = outputs
         self.args = args
@@ -230,7 +233,9 @@ class SlurmChecker:
             if not first.isdigit():
                 return CheckResult(ran=False, passed=False, detail=f"sbatch gave no job id: {done.stdout!r}")
             sjob = SlurmJob(self.shell, job.workdir, int(first))
-            final = sjob.follow(expected_nodes=2, poll_s=10.0, timeout_s=job.time_limit_min * 60 + 300, say=print)
+            final = sjob.follow(
+                expected_nodes=2, poll_s=self.poll_s, timeout_s=job.time_limit_min * 60 + 300, say=print
+            )
             dest = self.local_dir / "checks" / run_id
             sjob.fetch(dest)
         except SchedulerError as exc:
