@@ -2,7 +2,7 @@
 PY      := .venv/bin/python
 VENV_OK := .venv/.installed
 
-.PHONY: demo test sysdeps checkov-venv venv plan policy validate-local bench lowest lowest-resolve clean
+.PHONY: demo test sysdeps checkov-venv venv plan policy validate-local heal-local bench lowest lowest-resolve clean
 
 $(VENV_OK): requirements.txt pyproject.toml
 	python3 -m venv .venv
@@ -26,7 +26,13 @@ plan: $(VENV_OK)
 validate-local: $(VENV_OK)
 	$(PY) -m workloads.validate --local --out out/validate-local; rc=$$?; [ $$rc -le 2 ] || exit $$rc
 
-demo: plan validate-local
+# gpu-cluster heal's rehearsal: local-3 is made slow, validated, confirmed, drained, replaced by a
+# fresh instance, revalidated with a cleared node and returned (README, Heal). A new run each time.
+heal-local: $(VENV_OK)
+	rm -rf out/heal-local
+	$(PY) -m gpu_cluster.heal --local --nodes 4 --fault local-3:slow --out out/heal-local --apply
+
+demo: plan validate-local heal-local
 
 # Checkov in a virtualenv of its own (its pins conflict with pulumi's): the Kubernetes scan of the rendered jobs.
 checkov-venv:
