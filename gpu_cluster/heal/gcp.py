@@ -357,16 +357,26 @@ class SlurmPowerCycleCloud:
         return self.vms.instance(node.node)
 
     def replace(self, node: NodeState, instance: Instance, token: str, why: str) -> Outcome:
+        info = self.slurm.info(node.node)
+        reason = info.reason.split(" [", 1)[0] if info is not None else ""
         self.slurm._scontrol("update", f"nodename={node.node}", "state=POWER_DOWN")
         info = self.slurm.info(node.node)
-        return Outcome(ok=True, detail=f"state=POWER_DOWN: {info.state if info else '?'}", extra={"op": "POWER_DOWN"})
+        return Outcome(
+            ok=True,
+            detail=f"state=POWER_DOWN: {info.state if info else '?'}",
+            extra={"op": "POWER_DOWN", "reason": reason},
+        )
 
     def progress(self, node: NodeState, old: str, token: str, facts: Mapping[str, Any]) -> Progress:
         info = self.slurm.info(node.node)
         flags = set(info.state.split("+")) if info else set()
         if "POWERED_DOWN" in flags:
+            # Powering down clears the drain (seen on slurm-wlm 22.05: IDLE+DRAIN became
+            # IDLE+POWERED_DOWN); drained again before it powers up, the new VM joins out of service.
+            if "DRAIN" not in flags and facts.get("reason"):
+                self.slurm._scontrol("update", f"nodename={node.node}", "state=drain", f"reason={facts['reason']}")
             self.slurm._scontrol("update", f"nodename={node.node}", "state=POWER_UP")
-            return Progress(started=True, detail="powered down; state=POWER_UP asked")
+            return Progress(started=True, detail="powered down; drained again, state=POWER_UP asked")
         if flags & {"POWERING_DOWN", "POWER_DOWN", "POWERING_UP"}:
             return Progress(started=True, detail=f"{info.state if info else ''}")
         vm = self.vms.get(node.node)
