@@ -396,8 +396,9 @@ class Engine:
             name = self.sched.successor(inc.node, old, new) if new and new != old else None
             view = self.sched.node(name) if name else None
             if view is not None and name and view.present and view.ready:
-                if name != inc.node and view.held_by != inc.incident:
-                    # A node of a new name (EKS, AKS) joins in service: out of it until revalidated.
+                if view.held_by != inc.incident:
+                    # A node of a new name (EKS, AKS), or one whose mark the replacement cleared,
+                    # joins in service: out of it until revalidated.
                     self.sched.quarantine(name, inc.incident, f"replacement of {inc.node}, not yet revalidated")
                     view = self.sched.node(name)
                 self._move(

@@ -199,7 +199,7 @@ class SlurmChecker:
 
     def run_args(self) -> tuple[str, ...]:
         sizes = () if self.args.cpu else ("--sweep-min", "8G")
-        return ("--pairwise", "never", *sizes)
+        return ("--pairwise", "never", *sizes, *getattr(self.args, "run_arg", ()))
 
     def check(self, node: str, peer: str, incident: str, purpose: str) -> CheckResult:
         from workloads.launch import bundle as code_bundle
@@ -218,6 +218,9 @@ class SlurmChecker:
             drain=False,
             strict=self.args.cpu,
             time_limit_min=max(10, int(self.estimate()[0] // 60) + 10),
+            extra_env=dict(kv.split("=", 1) for kv in getattr(self.args, "env", ())),
+            exclusive=not getattr(self.args, "shared", False),
+            rdzv_port=getattr(self.args, "rdzv_port", 29500),
         )
         job = replace(job, nodes=2, skip_steps=("pairs", "storage", "fabric-only", "ddp"))
         script = render_sbatch(vjob.sbatch_spec(job))
