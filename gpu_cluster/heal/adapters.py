@@ -105,6 +105,19 @@ class Scheduler(Protocol):
     def close_check(self, name: str, peer: str, incident: str) -> None: ...
 
 
+class DocumentedPath:
+    """A cloud adapter's expected replacement time, from its path's entry in
+    components.validation_time.REPLACE_PATHS (with the source of the figure)."""
+
+    path: str
+
+    def replace_estimate(self) -> tuple[float, str]:
+        from components.validation_time import replace_estimate
+
+        est = replace_estimate(self.path)
+        return est.seconds, est.basis
+
+
 class Cloud(Protocol):
     name: str
     call: str

@@ -29,8 +29,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from gpu_cluster.heal.adapters import AdapterError, Instance, MissingSdk, NodeState, Outcome, Progress
-from components.validation_time import REPLACE_PATHS, replace_estimate
+from gpu_cluster.heal.adapters import AdapterError, DocumentedPath, Instance, MissingSdk, NodeState, Outcome, Progress
+from components.validation_time import REPLACE_PATHS
 
 CB_EKS_EARLY_S = 40 * 60.0
 """EKS scales a capacity-block node group to 0 forty minutes before the block ends (capacity-blocks-mng)."""
@@ -101,7 +101,7 @@ class Ec2Window:
         )
 
 
-class EksAsgCloud:
+class EksAsgCloud(DocumentedPath):
     """EKS managed node groups: terminate through the Auto Scaling group, desired capacity kept."""
 
     name = "eks-asg"
@@ -181,15 +181,11 @@ class EksAsgCloud:
             + (f"new {', '.join(new)}" if new else "no new instance yet"),
         )
 
-    def replace_estimate(self) -> tuple[float, str]:
-        est = replace_estimate(self.path)
-        return est.seconds, est.basis
 
-
-class PcsCloud:
+class PcsCloud(DocumentedPath):
     """AWS PCS: terminate the node's instance; the compute node group launches one in its place."""
 
-    name = "pcs"
+    name = path = "pcs"
 
     def __init__(self, ec2: Any) -> None:
         self.ec2 = ec2
@@ -236,7 +232,3 @@ class PcsCloud:
             new_instance=new,
             detail=f"{old} {states[0] if states else 'gone'}; at {node.address}: {new or '-'}",
         )
-
-    def replace_estimate(self) -> tuple[float, str]:
-        est = replace_estimate("pcs")
-        return est.seconds, est.basis

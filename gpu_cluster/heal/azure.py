@@ -30,8 +30,8 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
-from gpu_cluster.heal.adapters import AdapterError, Instance, NodeState, Outcome, Progress
-from components.validation_time import REPLACE_PATHS, replace_estimate
+from gpu_cluster.heal.adapters import AdapterError, DocumentedPath, Instance, NodeState, Outcome, Progress
+from components.validation_time import REPLACE_PATHS
 
 ARM = "https://management.azure.com"
 AKS_API = "2025-10-01"
@@ -114,8 +114,8 @@ class Arm:
             raise AdapterError(f"ARM {method} {path}: {exc}") from None
 
 
-class AksCloud:
-    name = "aks-delete-machines"
+class AksCloud(DocumentedPath):
+    name = path = "aks-delete-machines"
 
     def __init__(self, arm: Arm, subscription: str, resource_group: str, cluster: str) -> None:
         self.arm = arm
@@ -178,10 +178,6 @@ class AksCloud:
             new_instance=new[0] if new else "",
             detail=f"{node.node} gone; pool {pool} count {props.get('count')} ({props.get('provisioningState')})",
         )
-
-    def replace_estimate(self) -> tuple[float, str]:
-        est = replace_estimate(self.name)
-        return est.seconds, est.basis
 
 
 def subscription_of(provider_id: str) -> str:

@@ -36,9 +36,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpu_cluster.heal.adapters import AdapterError, Instance, MissingSdk, NodeState, Outcome, Progress
+from gpu_cluster.heal.adapters import AdapterError, DocumentedPath, Instance, MissingSdk, NodeState, Outcome, Progress
 from gpu_cluster.heal.engine import request_uuid
-from components.validation_time import REPLACE_PATHS, replace_estimate
+from components.validation_time import REPLACE_PATHS
 
 FAULT_LABEL = "cloud.google.com/fault-behavior"
 STATUS_LABEL = "cloud.google.com/report-and-replace-status"
@@ -141,8 +141,8 @@ def vm_name(node: NodeState) -> str:
     return node.instance.rsplit("/", 1)[-1] if node.instance.startswith("gce://") else node.node
 
 
-class GkeMigCloud:
-    name = "gke-mig-recreate"
+class GkeMigCloud(DocumentedPath):
+    name = path = "gke-mig-recreate"
 
     def __init__(self, clients: Mapping[str, Any], project: str, zone: str, cluster: str) -> None:
         self.c = clients
@@ -220,15 +220,11 @@ class GkeMigCloud:
             "compute zoneOperations.get", self.c["operations"].get, project=self.project, zone=self.zone, operation=name
         )
 
-    def replace_estimate(self) -> tuple[float, str]:
-        est = replace_estimate(self.name)
-        return est.seconds, est.basis
 
-
-class GkeReportCloud:
+class GkeReportCloud(DocumentedPath):
     """A3/A4 GKE nodes in a reservation: the report-and-replace label."""
 
-    name = "gke-report-and-replace"
+    name = path = "gke-report-and-replace"
 
     def __init__(self, clients: Mapping[str, Any], project: str, zone: str, kube: Any) -> None:
         self.vms = GceInstances(clients, project, zone)
@@ -260,15 +256,11 @@ class GkeReportCloud:
             detail=f"{STATUS_LABEL}={status or '(not yet)'}; VM {now or '-'}",
         )
 
-    def replace_estimate(self) -> tuple[float, str]:
-        est = replace_estimate(self.name)
-        return est.seconds, est.basis
 
-
-class GceReportCloud:
+class GceReportCloud(DocumentedPath):
     """Cluster Director nodes of a series Compute Engine takes reports for: reportHostAsFaulty."""
 
-    name = "gce-report-host-as-faulty"
+    name = path = "gce-report-host-as-faulty"
 
     def __init__(self, clients: Mapping[str, Any], project: str, zone: str) -> None:
         self.c = clients
@@ -336,16 +328,12 @@ class GceReportCloud:
             detail=f"operation {op.name} {status}; VM {now or '-'} {vm.status if vm else ''}",
         )
 
-    def replace_estimate(self) -> tuple[float, str]:
-        est = replace_estimate(self.name)
-        return est.seconds, est.basis
 
-
-class SlurmPowerCycleCloud:
+class SlurmPowerCycleCloud(DocumentedPath):
     """Cluster Director nodes of other series: ``scontrol update state=POWER_DOWN``, then
     ``state=POWER_UP``; slurm-gcp deletes the VM and creates a new one under the node's name."""
 
-    name = "slurm-power-cycle"
+    name = path = "slurm-power-cycle"
 
     def __init__(self, clients: Mapping[str, Any], project: str, zone: str, slurm: Any) -> None:
         self.vms = GceInstances(clients, project, zone)
@@ -386,7 +374,3 @@ class SlurmPowerCycleCloud:
         return Progress(
             started=bool(facts.get("op")) and now != old, detail=f"{info.state if info else '?'}; VM {now or '-'}"
         )
-
-    def replace_estimate(self) -> tuple[float, str]:
-        est = replace_estimate(self.name)
-        return est.seconds, est.basis
