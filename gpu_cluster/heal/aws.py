@@ -1,24 +1,27 @@
 """AWS: the EC2 calls that replace an instance, for EKS managed node groups and for AWS PCS.
 
-EKS managed node groups are EC2 Auto Scaling groups (EKS user guide "managed-node-groups": "Every
-managed node is provisioned as part of an Amazon EC2 Auto Scaling group"). A node is replaced by
-``TerminateInstanceInAutoScalingGroup`` with ``ShouldDecrementDesiredCapacity=false`` (Amazon EC2
-Auto Scaling API reference, TerminateInstanceInAutoScalingGroup: "Indicates whether terminating the
-instance also decrements the size of the Auto Scaling group"; kept, the group launches a
-replacement to hold its desired capacity). In a capacity block the group relaunches into the same
-block, which takes the instance back only after its clean-up ("several minutes": EC2 user guide
-capacity-blocks-launch, SELFHEAL.md B1); the Auto Scaling group retries on its own, within the
-join deadline. EKS scales a capacity-block node group to 0 forty minutes before the block ends
-(EKS user guide capacity-blocks-mng, as components/aws/orchestration_eks.py cites), so the window
-heal may use ends 40 minutes early. The API has no idempotency token: the rerun's guard is the
-re-read (the old instance already Terminating or gone means the call was made).
+An EKS managed node group launches its nodes through an EC2 Auto Scaling group (EKS user guide
+capacity-blocks-mng, awsdocs/amazon-eks-user-guide latest/ug/ml/capacity-blocks-mng.adoc at 0a7189e,
+speaks of the node group's ASG; DescribeAutoScalingInstances names the group of any instance). A
+node is replaced by ``TerminateInstanceInAutoScalingGroup`` with
+``ShouldDecrementDesiredCapacity=false``: "If you do not specify the option to decrement the
+desired capacity, Amazon EC2 Auto Scaling launches instances to replace the ones that are
+terminated" (Auto Scaling API reference, as botocore 1.43.117's service model carries it). In a
+capacity block the group relaunches into the same block, which takes the instance back only after
+its clean-up ("several minutes": EC2 user guide capacity-blocks-launch, SELFHEAL.md B1); the group
+retries on its own, within the join deadline. EKS scales a capacity-block node group to 0 forty
+minutes before the block ends (capacity-blocks-mng, as components/aws/orchestration_eks.py cites),
+so the window heal may use ends 40 minutes early. The API takes no idempotency token: the rerun's
+guard is the re-read (the old instance already Terminating or gone means the call was made).
 
 AWS PCS: a compute node group launches and keeps its instances within its minimum and maximum
 count (PCS user guide "Create compute node groups": "AWS PCS efficiently launches, manages, and
 terminates compute nodes ... according to these settings"); heal terminates the instance behind the
 Slurm node (EC2 TerminateInstances) and the group launches one in its place. PCS documents no call
 that replaces a named instance (its repairAction applies to faults PCS itself finds: PCS API
-reference HealthMonitoring), so this is the path; the note of issue 34 says so. The instance behind
+reference HealthMonitoring), so this is the path; the note of issue 34 says so. TerminateInstances
+"is idempotent; if you terminate an instance more than once, each call succeeds" (EC2 API
+reference, botocore 1.43.117's service model). The instance behind
 a Slurm node is the one PCS tagged (``aws:pcs:compute-node-group-id``, components/aws/
 orchestration_pcs.py) at the node's address (EC2 DescribeInstances filter ``private-ip-address``).
 """
