@@ -74,6 +74,9 @@ class Progress:
     started: bool
     """The cloud has it: the old instance is going or gone, or the operation is known."""
     new_instance: str = ""
+    node: str = ""
+    """The node name the new instance registers as, where the cloud knows it (GKE keeps the VM's
+    name, an AKS machine is named as its node); '' leaves it to the scheduler (EKS: by providerID)."""
     failed: str = ""
     """Why the cloud says it failed ('' when it did not)."""
     detail: str = ""

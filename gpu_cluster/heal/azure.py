@@ -141,8 +141,12 @@ class AksCloud(DocumentedPath):
         return Instance(id=str(machine["properties"]["resourceId"]), state="present")
 
     def machines(self, pool: str) -> list[str]:
+        return sorted(self.named(pool))
+
+    def named(self, pool: str) -> dict[str, str]:
+        """resourceId -> machine name (the node's name) of every machine in the pool."""
         _, got = self.arm.call("GET", f"{self._pool_path(pool)}/machines")
-        return sorted(str(m["properties"]["resourceId"]) for m in (got or {}).get("value", []))
+        return {str(m["properties"]["resourceId"]): str(m["name"]) for m in (got or {}).get("value", [])}
 
     def replace(self, node: NodeState, instance: Instance, token: str, why: str) -> Outcome:
         pool = self.pool_of(node)
@@ -172,10 +176,12 @@ class AksCloud(DocumentedPath):
             body["properties"].pop("provisioningState", None)
             self.arm.call("PUT", self._pool_path(pool), body)
             return Progress(started=True, detail=f"{node.node} gone; pool {pool} scaled back to {want}")
-        new = [m for m in self.machines(pool) if m not in set(facts.get("before") or [old])]
+        now = self.named(pool)
+        new = sorted(m for m in now if m not in set(facts.get("before") or [old]))
         return Progress(
             started=True,
             new_instance=new[0] if new else "",
+            node=now[new[0]] if new else "",
             detail=f"{node.node} gone; pool {pool} count {props.get('count')} ({props.get('provisioningState')})",
         )
 

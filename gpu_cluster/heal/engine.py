@@ -393,7 +393,7 @@ class Engine:
             new = prog.new_instance
             # The node that stands in the slot now: the same name (Slurm, GKE, local), or the node
             # whose instance is the new one (EKS, AKS); None until it has registered.
-            name = self.sched.successor(inc.node, old, new) if new and new != old else None
+            name = (prog.node or self.sched.successor(inc.node, old, new)) if new and new != old else None
             view = self.sched.node(name) if name else None
             if view is not None and name and view.present and view.ready:
                 if view.held_by != inc.incident:

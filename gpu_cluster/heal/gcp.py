@@ -253,6 +253,7 @@ class GkeReportCloud(DocumentedPath):
         return Progress(
             started=True,
             new_instance=(now if now != old else f"{now} (repaired, {token})") if done else "",
+            node=node.node,
             detail=f"{STATUS_LABEL}={status or '(not yet)'}; VM {now or '-'}",
         )
 

@@ -106,7 +106,7 @@ def test_aks_machine_deleted_and_the_pool_restored(arm: Recorded) -> None:
     (put_req,) = arm.made("PUT")
     assert put_req["body"]["properties"]["count"] == 2 and "provisioningState" not in put_req["body"]["properties"]
     prog = cloud.progress(node(0), inst.id, "t", out.extra)
-    assert prog.new_instance == f"{VMSS}/2"
+    assert prog.new_instance == f"{VMSS}/2" and prog.node == "aks-gpu-25481572-vmss000002"
     # a rerun's re-read: gone and at size, nothing is asked again
     assert len(arm.made("POST")) == 1 and len(arm.made("PUT")) == 1
 

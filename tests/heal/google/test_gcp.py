@@ -138,7 +138,7 @@ def test_gke_node_recreated_by_its_pools_group_with_a_request_id(server: Recorde
     server.answer("GET", f"{COMPUTE}/operations/operation-recreate-1", operation("operation-recreate-1", "x", "DONE"))
     server.answer("GET", f"{COMPUTE}/instances/{VM}", instance(VM, "2222"))
     prog = cloud.progress(node, "1111", "h-1-a1", out.extra)
-    assert prog.started and prog.new_instance == "2222"
+    assert prog.started and prog.new_instance == "2222" and prog.node == VM
 
 
 def test_a_pool_group_error_is_one_line(server: Recorded) -> None:
