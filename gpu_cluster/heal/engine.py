@@ -127,6 +127,13 @@ class Engine:
                 self.advance(inc)
             except Stop as s:
                 out.stop(f"{inc.node}: {s}")
+                cur = self.j.incident(inc.incident)
+                if cur is not None and in_flight(cur):
+                    # One at a time: no other replacement starts while this one is unfinished.
+                    rest = [w.node if isinstance(w, Incident) else w[0] for w in work[work.index(item) + 1 :]]
+                    if rest:
+                        out.stop(f"{', '.join(rest)}: waiting; {cur.node}'s replacement is still in flight (rerun)")
+                    break
                 continue
             final = self.j.incident(inc.incident)
             assert final is not None
@@ -503,6 +510,12 @@ class Engine:
                 f"dry run:   would wait up to {self.limits.join_timeout_s / 60:.0f} min for it to register, "
                 f"revalidate it with {peer}, and return it only if both pass"
             )
+
+
+def in_flight(inc: Incident) -> bool:
+    """A replacement asked for and not yet revalidated or given up on."""
+    at = State(inc.fact("resume", inc.state.value)) if inc.state is State.RETRY else inc.state
+    return at in (State.REPLACING, State.JOINING, State.REVALIDATING)
 
 
 def facts(inc: Incident) -> dict[str, Any]:

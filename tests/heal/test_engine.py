@@ -231,3 +231,28 @@ def test_the_machine_refuses_a_skipped_state() -> None:
         check_move(State.HEALTHY, State.REPLACING)
     with pytest.raises(BadMove):
         check_move(None, State.QUARANTINED)
+
+
+def test_one_replacement_in_flight_at_a_time(tmp_path: Path) -> None:
+    """A replacement that has not registered by its deadline stays in flight: the next named node
+    waits for a later run instead of starting a second replacement."""
+    from gpu_cluster.heal import local
+
+    fail = {"local-2": [SLOW], "local-3": [SLOW]}
+    ev = read_report(write_report(tmp_path, nodes=10, fail=fail))
+    real = local.LocalCloud.progress
+
+    def never_registers(self: local.LocalCloud, *a: object, **k: object) -> object:
+        p = real(self, *a, **k)  # type: ignore[arg-type]
+        return type(p)(started=p.started, detail="booting")
+
+    local.LocalCloud.progress = never_registers  # type: ignore[method-assign,assignment]
+    try:
+        with Journal(tmp_path) as j:
+            e, _w = engine(tmp_path, j, nodes=10, faults={"local-2": ["slow"], "local-3": ["slow"]}, join_timeout_s=0.0)
+            out = e.run(ev)
+    finally:
+        local.LocalCloud.progress = real  # type: ignore[method-assign]
+    assert out.code == 2 and "still in flight" in out.stopped[-1]
+    assert [r["node"] for r in replacements(tmp_path)] == ["local-2"]
+    assert {x.node for x in read(tmp_path / JOURNAL)[0]} == {"local-2"}
