@@ -207,11 +207,13 @@ class GkeMigCloud(DocumentedPath):
             return Progress(started=True, failed=f"operation {op.name}: {op.error.errors[0].message}")
         if now != old:
             return Progress(
-                started=True, new_instance=now if vm.status == "RUNNING" else "", detail=f"VM {now} {vm.status}"
+                started=True,
+                new_instance=now if vm.status == "RUNNING" else "",
+                node=node.node,
+                detail=f"VM {now} {vm.status}",
             )
-        return Progress(
-            started=op is not None, detail=f"VM {now} {vm.status}" + (f", operation {op.status}" if op else "")
-        )
+        state = getattr(op.status, "name", str(op.status)) if op is not None else ""
+        return Progress(started=op is not None, detail=f"VM {now} {vm.status}" + (f", operation {state}" if op else ""))
 
     def _op(self, name: str) -> Any:
         if not name:
