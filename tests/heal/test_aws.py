@@ -7,40 +7,22 @@ by botocore's Stubber in DescribeCapacityReservations' documented shape."""
 from __future__ import annotations
 
 import datetime as dt
-import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
 from botocore.stub import Stubber
-from moto.server import ThreadedMotoServer
-
 from gpu_cluster.heal.adapters import NodeState
 from gpu_cluster.heal.aws import CB_EKS_EARLY_S, EksAsgCloud, Ec2Window, PcsCloud, clients
+from tests.preflight.test_aws import aws_env, moto_url  # noqa: F401 (fixtures)
 
 REGION = "us-east-1"
 
 
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 @pytest.fixture
-def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> tuple[Any, Any]:
-    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_PROFILE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    urllib.request.urlopen(urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST")).close()
+def aws(aws_env: str) -> tuple[Any, Any]:  # noqa: F811 (the fixture imported above)
+    """(ec2, autoscaling) against moto's server, reset for the test (tests/preflight/test_aws.py's
+    fixtures: AWS_ENDPOINT_URL and test credentials)."""
     return clients(REGION)
 
 
