@@ -2,7 +2,7 @@
 PY      := .venv/bin/python
 VENV_OK := .venv/.installed
 
-.PHONY: demo test sysdeps checkov-venv venv plan policy validate-local bench lowest lowest-resolve clean
+.PHONY: demo test sysdeps checkov-venv venv plan policy validate-local heal-local bench lowest lowest-resolve clean
 
 $(VENV_OK): requirements.txt pyproject.toml
 	python3 -m venv .venv
@@ -26,7 +26,13 @@ plan: $(VENV_OK)
 validate-local: $(VENV_OK)
 	$(PY) -m workloads.validate --local --out out/validate-local; rc=$$?; [ $$rc -le 2 ] || exit $$rc
 
-demo: plan validate-local
+# gpu-cluster heal's rehearsal: local-3 is made slow, validated, confirmed, drained, replaced by a
+# fresh instance, revalidated with a cleared node and returned (README, Heal). A new run each time.
+heal-local: $(VENV_OK)
+	rm -rf out/heal-local
+	$(PY) -m gpu_cluster.heal --local --nodes 4 --fault local-3:slow --out out/heal-local --apply
+
+demo: plan validate-local heal-local
 
 # Checkov in a virtualenv of its own (its pins conflict with pulumi's): the Kubernetes scan of the rendered jobs.
 checkov-venv:
@@ -42,11 +48,12 @@ test: $(VENV_OK) sysdeps checkov-venv lowest-resolve
 	$(PY) -m ruff check components workloads policies gpu_cluster tests bench examples provider
 	$(PY) -m ruff format --check components workloads policies gpu_cluster tests bench examples provider
 	$(PY) -m mypy components workloads policies gpu_cluster
-	$(PY) -m pytest -q --ignore=tests/preflight
+	$(PY) -m pytest -q --ignore=tests/preflight --ignore=tests/heal/google
 	# A process of their own: Google's client libraries register google/rpc/status.proto, and
 	# pulumi's provider server (the package tests) registers the same message from its own copy;
 	# protobuf refuses the second in one process. Neither is loaded with the other in the product.
-	$(PY) -m pytest -q tests/preflight
+	# heal's GCP calls go through the same libraries.
+	$(PY) -m pytest -q tests/preflight tests/heal/google
 
 # The package tests on the lowest tested set of pyproject's ranges (constraints-lowest.txt), in
 # .venv-lowest; not in `test`: it downloads pulumi and the providers a second time.

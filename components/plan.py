@@ -90,6 +90,9 @@ class Summary:
     caveats: list[dict[str, str]]
     """What the plan cannot promise, each with its reason (components/plan_caveats.py): placement,
     flex-start, spot, a zone not checked offline."""
+    heal: dict[str, Any] | None = None
+    """What ``gpu-cluster heal`` expects a node's replacement and revalidation to take here
+    (components.validation_time.replace_estimate, revalidate_estimate)."""
 
 
 def pillar_of(run: OfflineRun, res: Recorded) -> str:
@@ -187,7 +190,20 @@ def summarize(stack: str, spec: ClusterSpec, run: OfflineRun, placeholder: bool 
         validation_usd=round(vt.cost_usd(vt.total_s(phases), it, spec.compute.nodes), 2),
         validation_search_minutes=round(vt.search_estimate(it, spec.compute.nodes).seconds / 60, 1),
         caveats=[{"topic": c.topic, "text": c.text} for c in caveats(spec, run.outputs)],
+        heal=_heal(spec, it),
     )
+
+
+def _heal(spec: ClusterSpec, it: Any) -> dict[str, Any]:
+    path = vt.replace_path(spec.cloud, spec.orchestration.kind, spec.compute.capacity.type, it.name)
+    rep, rev = vt.replace_estimate(path), vt.revalidate_estimate(it)
+    return {
+        "path": path,
+        "replace_minutes": round(rep.seconds / 60, 1),
+        "replace_basis": rep.basis,
+        "revalidate_minutes": round(rev.seconds / 60, 1),
+        "revalidate_basis": rev.basis,
+    }
 
 
 def _gib(n: int) -> str:
@@ -245,6 +261,14 @@ def render(summary: Summary, run: OfflineRun, out: TextIO) -> None:
             + ", ".join(f"{p['phase']} {p['seconds']:.0f} s" for p in s.validation_phases)
             + f"); the pairwise search adds ~{s.validation_search_minutes:g} min when it runs; "
             "image pulls and queueing not included (components/validation_time.py)",
+        ),
+        (
+            "heal",
+            f"a node's replacement ~{s.heal['replace_minutes']:g} min ({s.heal['replace_basis']}), its revalidation "
+            f"~{s.heal['revalidate_minutes']:g} min (node gate and one pair test); gpu-cluster heal starts none that "
+            "would end after the reservation or capacity block"
+            if s.heal
+            else "-",
         ),
         (
             "busbw model",

@@ -39,6 +39,11 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "workloads.validate",
         "prove a cluster: submit | render | rehearse | status | run | judge | diff | --local",
     ),
+    Subcommand(
+        "heal",
+        "gpu_cluster.heal",
+        "replace the nodes the last validation named, revalidate, return them (dry run unless --apply)",
+    ),
     Subcommand("collectives", "workloads.collectives", "the nccl-tests-style collectives benchmark", True),
     Subcommand("node-gate", "workloads.health.node_gate", "one node's GPU health counters, DCGM and a sustained GEMM"),
     Subcommand(
@@ -63,6 +68,7 @@ _MODULE_OF = {
     "workloads.tasks": "workloads.tasks.shard",
     "workloads.validate": "workloads.validate.__main__",
     "components.preflight": "components.preflight.__main__",
+    "gpu_cluster.heal": "gpu_cluster.heal.cli",
 }
 
 

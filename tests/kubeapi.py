@@ -17,8 +17,13 @@ reference, "API Concepts", kubernetes.io/docs/reference/using-api/api-concepts/,
   replace (PUT, with the ``resourceVersion`` conflict check), delete (``propagationPolicy``:
   dependents named by ``ownerReferences`` are deleted with their owner, standing in for the
   garbage collector);
-- subresources: ``status`` (get, patch, replace) and ``pods/log`` (``container``) built in;
-  :meth:`KubeApiServer.subresource` adds others (a handler per resource, name and method);
+- subresources: ``status`` (get, patch, replace), ``pods/log`` (``container``) and
+  ``pods/eviction`` (POST a policy/v1 Eviction: the pod is deleted, unless a PodDisruptionBudget
+  of its namespace whose ``spec.selector.matchLabels`` it matches has ``status.disruptionsAllowed``
+  under 1, which the API server answers with 429 TooManyRequests, as "API-initiated eviction",
+  kubernetes.io/docs/concepts/scheduling-eviction/api-eviction/, says; an allowed eviction takes
+  one from ``disruptionsAllowed``, as the server does before the disruption controller recounts)
+  built in; :meth:`KubeApiServer.subresource` adds others (a handler per resource, name and method);
 - errors as ``Status`` objects (404 NotFound, 409 AlreadyExists / Conflict, 422 Invalid, 415,
   405 MethodNotAllowed, 401 Unauthorized when the server was given a token).
 
@@ -486,6 +491,7 @@ class KubeApiServer:
         """(method, path, query) of every request, in order."""
         self.subresources: dict[tuple[str, str, str], SubHandler] = {}
         self.subresource("pods", "log", "GET")(_pod_log)
+        self.subresource("pods", "eviction", "POST")(_eviction)
         for method in ("GET", "PATCH", "PUT"):
             for plural in {r.plural for r in self.store.resources.values()}:
                 self.subresource(plural, "status", method)(_status)
@@ -747,3 +753,25 @@ def _status(server: KubeApiServer, res: Resource, ns: str, name: str, req: Reque
         "resourceVersion"
     ]
     return 200, store.put(res, ns, cur, check_rv=True)
+
+
+def _eviction(server: KubeApiServer, res: Resource, ns: str, name: str, req: Request) -> tuple[int, Any]:
+    store = server.store
+    pod = store.get(res, ns, name)
+    labels = pod.get("metadata", {}).get("labels") or {}
+    pdbs = store.resource("poddisruptionbudgets", "policy")
+    for pdb in store.list(pdbs, ns):
+        want = ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        if not want or any(labels.get(k) != v for k, v in want.items()):
+            continue
+        allowed = int((pdb.get("status") or {}).get("disruptionsAllowed") or 0)
+        if allowed < 1:
+            raise ApiError(
+                429,
+                "TooManyRequests",
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+            )
+        pdb.setdefault("status", {})["disruptionsAllowed"] = allowed - 1
+        store.put(pdbs, ns, pdb)
+    store.delete(res, ns, name)
+    return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}

@@ -154,3 +154,31 @@ def render_stack(stacks: dict[str, dict[str, Any]]) -> list[str]:
     if missing:
         lines += ["", f"Not detected on any node: {', '.join(missing)}."]
     return lines
+
+
+INCIDENTS = "## Incidents (gpu-cluster heal)"
+
+
+def render_incidents(incidents: list[dict[str, Any]]) -> list[str]:
+    """The report's record of what heal did about the nodes this run named: each incident's node,
+    why, what became of it, what replaced it, and the revalidation's figures."""
+    if not incidents:
+        return []
+    lines = [
+        "",
+        INCIDENTS,
+        "",
+        "| incident | node | why | outcome | replaced | revalidated with | figures |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for i in incidents:
+        figs = "; ".join(
+            f"{k} {v['value']:g} {v.get('unit', '')}".rstrip() for k, v in sorted((i.get("figures") or {}).items())
+        )
+        replaced = f"{i['old_instance']} -> {i['new_instance']}" if i.get("new_instance") else "-"
+        lines.append(
+            f"| {i['incident']} | {i['node']} | {str(i.get('why', ''))[:160]} | {i['state']}"
+            f"{': ' + str(i['detail'])[:160] if i['state'] != 'HEALTHY' else ''} | {replaced} | "
+            f"{i.get('peer') or '-'} | {figs or '-'} |"
+        )
+    return lines

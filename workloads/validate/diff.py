@@ -63,6 +63,8 @@ class Diff:
     only_new: list[str] = field(default_factory=list)
     local: bool = False
     """Either run was a CPU (--local) run: its figures measure a shared host, not a cluster."""
+    incidents: list[str] = field(default_factory=list)
+    """What gpu-cluster heal did about the nodes the new run named (its report's ``incidents``)."""
 
     @property
     def regressions(self) -> list[FigureChange]:
@@ -141,7 +143,26 @@ def diff_reports(
             )
     d.only_old = [f"{c} {s}" for c, s in sorted(set(fo) - set(fn))]
     d.only_new = [f"{c} {s}" for c, s in sorted(set(fn) - set(fo))]
+    d.incidents = [incident_line(i) for i in new.get("incidents") or [] if isinstance(i, dict)]
     return d
+
+
+def incident_line(i: dict[str, Any]) -> str:
+    """One incident as the diff says it: node, outcome, what replaced it, the revalidation's figure."""
+    text = f"{i.get('first_node') or i.get('node')} {i.get('state')}"
+    if i.get("new_instance"):
+        text += f", replaced {i.get('old_instance')} -> {i['new_instance']} (now {i.get('node')})"
+    elif i.get("state") == "HEALTHY":
+        text += ", cleared by the second look, nothing replaced"
+    figs = i.get("figures") or {}
+    multi = [
+        f"{k.split()[0]} {v['value']:g} {v.get('unit', '')}".rstrip()
+        for k, v in figs.items()
+        if k.startswith("multi_node.")
+    ]
+    if multi:
+        text += f"; revalidated with {i.get('peer')}: {', '.join(multi)}"
+    return f"{text} (incident {i.get('incident')}: {str(i.get('why', ''))[:120]})"
 
 
 def _fmt(v: Any) -> str:
@@ -168,6 +189,9 @@ def render_markdown(d: Diff) -> list[str]:
             f"Nodes added: {', '.join(d.nodes_added) or '-'}; removed: {', '.join(d.nodes_removed) or '-'}; "
             f"drained in this run: {', '.join(d.drained) or '-'}.",
         ]
+    if d.incidents:
+        lines += ["", "Incidents (gpu-cluster heal) of the nodes this run named:", ""]
+        lines += [f"- {text}" for text in d.incidents]
     if d.versions:
         lines += ["", "| where | what | before | now |", "|---|---|---|---|"]
         lines += [f"| {v.scope} | {v.key} | {_fmt(v.old)} | {_fmt(v.new)} |" for v in d.versions]

@@ -1,0 +1,237 @@
+"""AWS: the EC2 calls that replace an instance, for EKS managed node groups and for AWS PCS.
+
+An EKS managed node group launches its nodes through an EC2 Auto Scaling group (EKS user guide
+capacity-blocks-mng, awsdocs/amazon-eks-user-guide latest/ug/ml/capacity-blocks-mng.adoc at 0a7189e,
+speaks of the node group's ASG; DescribeAutoScalingInstances names the group of any instance). A
+node is replaced by ``TerminateInstanceInAutoScalingGroup`` with
+``ShouldDecrementDesiredCapacity=false``: "If you do not specify the option to decrement the
+desired capacity, Amazon EC2 Auto Scaling launches instances to replace the ones that are
+terminated" (Auto Scaling API reference, as botocore 1.43.117's service model carries it). In a
+capacity block the group relaunches into the same block, which takes the instance back only after
+its clean-up ("several minutes": EC2 user guide capacity-blocks-launch, SELFHEAL.md B1); the group
+retries on its own, within the join deadline. EKS scales a capacity-block node group to 0 forty
+minutes before the block ends (capacity-blocks-mng, as components/aws/orchestration_eks.py cites),
+so the window heal may use ends 40 minutes early. The API takes no idempotency token: the rerun's
+guard is the re-read (the old instance already Terminating or gone means the call was made).
+
+AWS PCS: a compute node group launches and keeps its instances within its minimum and maximum
+count (PCS user guide "Create compute node groups": "AWS PCS efficiently launches, manages, and
+terminates compute nodes ... according to these settings"); heal terminates the instance behind the
+Slurm node (EC2 TerminateInstances) and the group launches one in its place. PCS documents no call
+that replaces a named instance (its repairAction applies to faults PCS itself finds: PCS API
+reference HealthMonitoring), so this is the path; the note of issue 34 says so. TerminateInstances
+"is idempotent; if you terminate an instance more than once, each call succeeds" (EC2 API
+reference, botocore 1.43.117's service model). The instance behind
+a Slurm node is the one PCS tagged (``aws:pcs:compute-node-group-id``, components/aws/
+orchestration_pcs.py) at the node's address (EC2 DescribeInstances filter ``private-ip-address``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from gpu_cluster.heal.adapters import AdapterError, DocumentedPath, Instance, MissingSdk, NodeState, Outcome, Progress
+from components.validation_time import REPLACE_PATHS
+
+CB_EKS_EARLY_S = 40 * 60.0
+"""EKS scales a capacity-block node group to 0 forty minutes before the block ends (capacity-blocks-mng)."""
+PCS_TAG = "aws:pcs:compute-node-group-id"
+GONE = ("Terminating", "Terminating:Wait", "Terminating:Proceed", "Terminated")
+
+
+def clients(region: str) -> tuple[Any, Any]:
+    """(ec2, autoscaling) from the standard chain and endpoints (``AWS_ENDPOINT_URL`` in the tests)."""
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError:
+        raise MissingSdk("boto3") from None
+    cfg = Config(region_name=region, retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5)
+    session = boto3.session.Session(region_name=region)
+    return session.client("ec2", config=cfg), session.client("autoscaling", config=cfg)
+
+
+def _call(what: str, fn: Any, **kw: Any) -> Any:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return fn(**kw)
+    except ClientError as exc:
+        err = exc.response.get("Error", {})
+        raise AdapterError(f"{what}: {err.get('Code', '?')}: {err.get('Message', '')}"[:400]) from None
+    except BotoCoreError as exc:
+        raise AdapterError(f"{what}: {exc}"[:400]) from None
+
+
+def _epoch(value: Any) -> float | None:
+    return value.timestamp() if isinstance(value, datetime) else None
+
+
+class Ec2Window:
+    """The capacity reservation or block an instance runs in, and when it ends."""
+
+    def __init__(self, ec2: Any, early_s: float = 0.0) -> None:
+        self.ec2 = ec2
+        self.early_s = early_s
+
+    def instance(self, instance_id: str) -> Instance:
+        if not instance_id:
+            return Instance(id="")
+        got = _call("ec2 DescribeInstances", self.ec2.describe_instances, InstanceIds=[instance_id])
+        found = [i for r in got.get("Reservations", []) for i in r.get("Instances", [])]
+        if not found:
+            return Instance(id=instance_id, state="unknown")
+        inst = found[0]
+        cr = inst.get("CapacityReservationId")
+        if not cr:
+            return Instance(id=instance_id, state=inst.get("State", {}).get("Name", ""))
+        res = _call(
+            "ec2 DescribeCapacityReservations",
+            self.ec2.describe_capacity_reservations,
+            CapacityReservationIds=[cr],
+        ).get("CapacityReservations", [{}])[0]
+        end = _epoch(res.get("EndDate"))
+        block = res.get("ReservationType") == "capacity-block"
+        return Instance(
+            id=instance_id,
+            state=inst.get("State", {}).get("Name", ""),
+            window_end=None if end is None else end - (self.early_s if block else 0.0),
+            window=f"{cr} ({'capacity block' if block else 'capacity reservation'}, ends {res.get('EndDate')}"
+            + (f", EKS scales the group to 0 {self.early_s / 60:.0f} min before" if block and self.early_s else "")
+            + ")",
+        )
+
+
+class EksAsgCloud(DocumentedPath):
+    """EKS managed node groups: terminate through the Auto Scaling group, desired capacity kept."""
+
+    name = "eks-asg"
+
+    def __init__(self, ec2: Any, autoscaling: Any, *, capacity_block: bool = False) -> None:
+        self.ec2 = ec2
+        self.asg = autoscaling
+        self.path = "eks-capacity-block" if capacity_block else "eks-asg"
+        self.call = f"{REPLACE_PATHS[self.path][1]} (Auto Scaling API reference)"
+        self.window = Ec2Window(ec2, CB_EKS_EARLY_S)
+
+    def instance(self, node: NodeState) -> Instance:
+        # A node's spec.providerID is aws:///<zone>/<instance-id> (cloud-provider-aws).
+        return self.window.instance(node.instance.rsplit("/", 1)[-1])
+
+    def _asg_instance(self, instance_id: str) -> dict[str, Any] | None:
+        got = _call(
+            "autoscaling DescribeAutoScalingInstances",
+            self.asg.describe_auto_scaling_instances,
+            InstanceIds=[instance_id],
+        )
+        found = got.get("AutoScalingInstances", [])
+        return dict(found[0]) if found else None
+
+    def _group(self, name: str) -> dict[str, Any]:
+        got = _call(
+            "autoscaling DescribeAutoScalingGroups",
+            self.asg.describe_auto_scaling_groups,
+            AutoScalingGroupNames=[name],
+        ).get("AutoScalingGroups", [])
+        if not got:
+            raise AdapterError(f"Auto Scaling group {name} not found")
+        return dict(got[0])
+
+    def replace(self, node: NodeState, instance: Instance, token: str, why: str) -> Outcome:
+        member = self._asg_instance(instance.id)
+        if member is None:
+            return Outcome(ok=False, detail=f"{instance.id} is in no Auto Scaling group (not a managed node?)")
+        group = str(member["AutoScalingGroupName"])
+        before = self._group(group)
+        act = _call(
+            "autoscaling TerminateInstanceInAutoScalingGroup",
+            self.asg.terminate_instance_in_auto_scaling_group,
+            InstanceId=instance.id,
+            ShouldDecrementDesiredCapacity=False,
+        ).get("Activity", {})
+        return Outcome(
+            ok=True,
+            detail=f"{instance.id} terminating in {group} (desired capacity kept at {before['DesiredCapacity']}); "
+            f"activity {act.get('ActivityId', '?')}",
+            extra={
+                "group": group,
+                "desired": before["DesiredCapacity"],
+                "before": sorted(i["InstanceId"] for i in before.get("Instances", [])),
+                "op": act.get("ActivityId", ""),
+            },
+        )
+
+    def progress(self, node: NodeState, old: str, token: str, facts: Mapping[str, Any]) -> Progress:
+        member = self._asg_instance(old) if old else None
+        group = str(facts.get("group") or (member or {}).get("AutoScalingGroupName") or "")
+        if member is not None and str(member.get("LifecycleState")) not in GONE:
+            return Progress(started=False, detail=f"{old} still {member.get('LifecycleState')} in {group}")
+        if not group:
+            return Progress(started=True, detail=f"{old} is in no group any more")
+        g = self._group(group)
+        before = set(facts.get("before") or [old])
+        new = [
+            i["InstanceId"]
+            for i in g.get("Instances", [])
+            if i["InstanceId"] not in before and i.get("LifecycleState") in ("Pending", "InService")
+        ]
+        return Progress(
+            started=True,
+            new_instance=new[0] if new else "",
+            detail=f"{old} going; {group} desired {g['DesiredCapacity']}, "
+            + (f"new {', '.join(new)}" if new else "no new instance yet"),
+        )
+
+
+class PcsCloud(DocumentedPath):
+    """AWS PCS: terminate the node's instance; the compute node group launches one in its place."""
+
+    name = path = "pcs"
+
+    def __init__(self, ec2: Any) -> None:
+        self.ec2 = ec2
+        self.call = f"{REPLACE_PATHS['pcs'][1]} (EC2 API reference, TerminateInstances)"
+        self.window = Ec2Window(ec2)
+
+    def _at(self, address: str) -> dict[str, Any] | None:
+        if not address:
+            return None
+        got = _call(
+            "ec2 DescribeInstances",
+            self.ec2.describe_instances,
+            Filters=[
+                {"Name": "private-ip-address", "Values": [address]},
+                {"Name": "tag-key", "Values": [PCS_TAG]},
+                {"Name": "instance-state-name", "Values": ["pending", "running"]},
+            ],
+        )
+        found = [i for r in got.get("Reservations", []) for i in r.get("Instances", [])]
+        return dict(found[0]) if found else None
+
+    def instance(self, node: NodeState) -> Instance:
+        inst = self._at(node.address)
+        if inst is None:
+            return Instance(id="", state=f"no PCS instance at {node.address or '(no address)'}")
+        return self.window.instance(str(inst["InstanceId"]))
+
+    def replace(self, node: NodeState, instance: Instance, token: str, why: str) -> Outcome:
+        if not instance.id:
+            return Outcome(ok=False, detail=f"no PCS instance found at {node.node}'s address {node.address!r}")
+        got = _call("ec2 TerminateInstances", self.ec2.terminate_instances, InstanceIds=[instance.id])
+        state = got.get("TerminatingInstances", [{}])[0].get("CurrentState", {}).get("Name", "?")
+        return Outcome(ok=True, detail=f"{instance.id} {state}; the node group relaunches", extra={"op": instance.id})
+
+    def progress(self, node: NodeState, old: str, token: str, facts: Mapping[str, Any]) -> Progress:
+        got = _call("ec2 DescribeInstances", self.ec2.describe_instances, InstanceIds=[old]) if old else {}
+        states = [i["State"]["Name"] for r in got.get("Reservations", []) for i in r.get("Instances", [])]
+        if states and states[0] in ("pending", "running", "stopping", "stopped"):
+            return Progress(started=False, detail=f"{old} still {states[0]}")
+        now = self._at(node.address)
+        new = str(now["InstanceId"]) if now and now["InstanceId"] != old else ""
+        return Progress(
+            started=True,
+            new_instance=new,
+            detail=f"{old} {states[0] if states else 'gone'}; at {node.address}: {new or '-'}",
+        )

@@ -1,0 +1,534 @@
+"""The heal loop: one incident at a time, each step re-reading the real state before it acts and
+journalling before and after.
+
+Order of a run: the stop-all check over the report; the incidents the journal left open (an
+earlier run was killed or stopped by a limit); then the report's named nodes that have no
+incident for this report yet. Each incident is taken as far as it goes before the next starts
+(one replacement at a time). Without ``apply`` nothing acts: each step says what it would do,
+including which limit would stop it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpu_cluster.heal.adapters import AdapterError, Checker, Cloud, Scheduler
+from gpu_cluster.heal.evidence import Evidence
+from gpu_cluster.heal.journal import Entry, Incident, Journal
+from gpu_cluster.heal.policy import ATTEMPT_WINDOW_S, RATE_WINDOW_S, Limits, stop_all_reason
+from gpu_cluster.heal.states import State
+
+EXIT_OK, EXIT_STOPPED, EXIT_COULD_NOT_RUN = 0, 2, 3
+POLL_S = 15.0
+
+
+@dataclass(slots=True)
+class Outcome:
+    code: int = EXIT_OK
+    lines: list[str] = field(default_factory=list)
+    healed: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+
+    def stop(self, why: str) -> None:
+        self.code = max(self.code, EXIT_STOPPED)
+        self.stopped.append(why)
+
+
+class Stop(Exception):
+    """This incident goes no further in this run (a limit, a failed step, a dry run's end)."""
+
+
+def incident_id(cluster: str, slot: str, report_id: str) -> str:
+    """Short enough for a Kubernetes taint value (63) and a Slurm reason, stable across reruns."""
+    return "h-" + hashlib.sha256(f"{cluster}|{slot}|{report_id}".encode()).hexdigest()[:10]
+
+
+def request_uuid(token: str) -> str:
+    """The idempotency token as a UUID, for APIs that want one (Compute Engine's requestId)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"gpu-cluster-heal:{token}"))
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        journal: Journal,
+        scheduler: Scheduler,
+        cloud: Cloud,
+        checker: Checker,
+        limits: Limits,
+        say: Callable[[str], None] = print,
+        sleep: Callable[[float], None] = time.sleep,
+        poll_s: float = POLL_S,
+    ) -> None:
+        self.cluster = cluster
+        self.j = journal
+        self.sched = scheduler
+        self.cloud = cloud
+        self.checker = checker
+        self.limits = limits
+        self.say = say
+        self.sleep = sleep
+        self.poll_s = poll_s
+        self.evidence: Evidence | None = None
+
+    # ---- the run ---------------------------------------------------------------------------
+
+    def run(self, ev: Evidence) -> Outcome:
+        self.evidence = ev
+        out = Outcome()
+        for note in self.j.notes:
+            self.say(f"journal: {note}")
+        stop = stop_all_reason(ev.failed, len(ev.nodes), self.limits)
+        if stop:
+            self.say(f"heal: stopped before any step: {stop}")
+            out.stop(stop)
+            return out
+        for f in ev.not_acted_on:
+            self.say(f"heal: {f.node} {f.verdict}, not acted on (not a finding of the node's own): {f.why}")
+        work: list[Incident | tuple[str, str, str]] = list(self.j.open_incidents())
+        busy = {i.slot for i in work if isinstance(i, Incident)}
+        for f in ev.named:
+            slot = self.slot_of(f.node)
+            inc_id = incident_id(self.cluster, slot, ev.report_id)
+            done = self.j.incident(inc_id)
+            if done is not None and done.state.terminal:
+                self.say(f"heal: {f.node}: incident {inc_id} from this report already ended {done.state.value}")
+                continue
+            if slot in busy:
+                continue  # its open incident is continued above
+            work.append((f.node, slot, f.why))
+            busy.add(slot)
+        if not work and not ev.named:
+            self.say("heal: nothing to do: the report names no node for a finding of its own")
+        for item in work:
+            if isinstance(item, Incident):
+                inc = item
+                if not self.limits.apply:
+                    self.say(
+                        f"dry run: incident {inc.incident} ({inc.node}) is open at {inc.state.value}: "
+                        "--apply continues it from there"
+                    )
+                    continue
+                self.say(f"heal: continuing incident {inc.incident} ({inc.node}, {inc.state.value}) from the journal")
+            else:
+                node, slot, why = item
+                if not self.limits.apply:
+                    self._dry(node, why, out)
+                    continue
+                inc = self._open(node, slot, why, ev)
+            try:
+                self.advance(inc)
+            except Stop as s:
+                out.stop(f"{inc.node}: {s}")
+                cur = self.j.incident(inc.incident)
+                if cur is not None and in_flight(cur):
+                    # One at a time: no other replacement starts while this one is unfinished.
+                    rest = [w.node if isinstance(w, Incident) else w[0] for w in work[work.index(item) + 1 :]]
+                    if rest:
+                        out.stop(f"{', '.join(rest)}: waiting; {cur.node}'s replacement is still in flight (rerun)")
+                    break
+                continue
+            final = self.j.incident(inc.incident)
+            assert final is not None
+            if final.state is State.HEALTHY:
+                out.healed.append(final.node)
+            else:
+                out.stop(f"{final.node}: {final.state.value}: {final.last.detail}")
+        return out
+
+    def slot_of(self, node: str) -> str:
+        """A node that replaced another stands in that node's slot."""
+        for inc in reversed(self.j.incidents()):
+            if inc.node == node:
+                return inc.slot
+        return node
+
+    def _open(self, node: str, slot: str, why: str, ev: Evidence) -> Incident:
+        inc = incident_id(self.cluster, slot, ev.report_id)
+        view = self.sched.node(node)
+        self._write(
+            inc,
+            slot,
+            node,
+            State.SUSPECT,
+            f"the report FAILed it: {why}",
+            instance=view.instance,
+            extra={"report": str(ev.path), "report_id": ev.report_id, "why": why},
+        )
+        got = self.j.incident(inc)
+        assert got is not None
+        return got
+
+    # ---- one incident ----------------------------------------------------------------------
+
+    def advance(self, inc: Incident) -> None:
+        steps: dict[State, Callable[[Incident], None]] = {
+            State.SUSPECT: self._confirm,
+            State.CONFIRMED: self._quarantine,
+            State.QUARANTINED: self._start_replacement,
+            State.REPLACING: self._replace,
+            State.JOINING: self._join,
+            State.REVALIDATING: self._revalidate,
+            State.RETRY: self._resume,
+        }
+        while True:
+            cur = self.j.incident(inc.incident)
+            assert cur is not None
+            if cur.state.terminal:
+                return
+            try:
+                steps[cur.state](cur)
+            except AdapterError as exc:
+                at = State(cur.fact("resume", State.QUARANTINED.value)) if cur.state is State.RETRY else cur.state
+                self._retry(cur, at, f"{at.value}: {exc}"[:600])
+
+    def _write(
+        self,
+        incident: str,
+        slot: str,
+        node: str,
+        state: State,
+        detail: str,
+        *,
+        event: str = "enter",
+        instance: str = "",
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.j.append(
+            Entry(
+                at=self.j.now(),
+                cluster=self.cluster,
+                slot=slot,
+                node=node,
+                incident=incident,
+                state=state,
+                event=event,
+                detail=detail,
+                instance=instance,
+                extra=extra or {},
+            )
+        )
+
+    def _move(self, inc: Incident, state: State, detail: str, **kw: Any) -> None:
+        kw.setdefault("instance", inc.instance)
+        self._write(inc.incident, inc.slot, kw.pop("node", inc.node), state, detail, **kw)
+
+    def _retry(self, inc: Incident, resume: State, detail: str, *, stop: bool = True) -> None:
+        self._move(inc, State.RETRY, detail, extra={"resume": resume.value})
+        if stop:
+            raise Stop(detail)
+
+    def _resume(self, inc: Incident) -> None:
+        resume = State(inc.fact("resume", State.QUARANTINED.value))
+        self._move(inc, resume, f"resumed after: {inc.last.detail}"[:400])
+
+    def peer_for(self, node: str) -> str:
+        """A node the last report cleared, in service now, and in no open incident."""
+        ev = self.evidence
+        held = {i.node for i in self.j.open_incidents()} | {node}
+        for cand in ev.cleared if ev else ():
+            if cand in held:
+                continue
+            view = self.sched.node(cand)
+            if view.present and view.ready and view.in_service:
+                return cand
+        return ""
+
+    def _check(self, inc: Incident, node: str, purpose: str) -> tuple[str, Any]:
+        peer = self.peer_for(node)
+        if not peer:
+            self._retry(
+                inc,
+                inc.state,
+                f"no node the report cleared is in service to pair with for the {purpose} check: "
+                "return one to service, or validate again, then rerun",
+            )
+        opened = self.sched.open_for_check(node, peer, inc.incident)
+        if not opened.ok:
+            self._retry(inc, inc.state, f"could not open {node} and {peer} to the check's job: {opened.detail}")
+        try:
+            result = self.checker.check(node, peer, inc.incident, purpose)
+        finally:
+            self.sched.close_check(node, peer, inc.incident)
+        return peer, result
+
+    def _confirm(self, inc: Incident) -> None:
+        view = self.sched.node(inc.node)
+        if view.held_by == inc.incident:
+            # A rerun after a kill between the quarantine and its journal line.
+            self._move(inc, State.CONFIRMED, "found quarantined by this incident on re-read")
+            return
+        if not view.present:
+            self._move(
+                inc, State.ESCALATED, f"{inc.node} is not known to the {self.sched.kind} scheduler: {view.detail}"
+            )
+            return
+        peer, r = self._check(inc, inc.node, "confirm")
+        if not r.ran:
+            self._retry(inc, State.SUSPECT, f"the second look could not run: {r.detail}")
+        if r.passed:
+            self._move(
+                inc,
+                State.HEALTHY,
+                f"cleared by the second look with {peer} (nothing replaced): {r.detail}",
+                extra={"peer": peer, "figures": r.figures, "check_report": r.report, "outcome": "cleared"},
+            )
+            return
+        self._move(
+            inc,
+            State.CONFIRMED,
+            f"the second look with {peer} failed it again: {r.detail}",
+            extra={"peer": peer, "confirm_report": r.report},
+        )
+
+    def _quarantine(self, inc: Incident) -> None:
+        view = self.sched.node(inc.node)
+        if view.held_by == inc.incident and not view.in_service:
+            self._move(inc, State.QUARANTINED, f"already out of service: {view.detail}")
+            return
+        if not inc.has(State.CONFIRMED, "intent"):
+            self._move(inc, State.CONFIRMED, f"taking {inc.node} out of service", event="intent")
+        why = str(inc.fact("why", ""))
+        deadline = self.j.now() + self.limits.evict_timeout_s
+        while True:
+            res = self.sched.quarantine(inc.node, inc.incident, why)
+            if res.ok:
+                self._move(inc, State.QUARANTINED, res.detail)
+                return
+            if not res.pending:
+                self._retry(inc, State.CONFIRMED, f"could not take {inc.node} out of service: {res.detail}")
+            if self.j.now() >= deadline:
+                self._retry(
+                    inc,
+                    State.CONFIRMED,
+                    f"out of service but not empty after {self.limits.evict_timeout_s:.0f} s: {res.detail} "
+                    "(pods are never deleted past their PodDisruptionBudget; move them, then rerun)",
+                )
+            self.sleep(self.poll_s)
+
+    def _start_replacement(self, inc: Incident) -> None:
+        now = self.j.now()
+        tries = self.j.requested_since(now - ATTEMPT_WINDOW_S, slot=inc.slot)
+        if len(tries) >= self.limits.max_attempts:
+            self._move(
+                inc,
+                State.ESCALATED,
+                f"{len(tries)} replacements of slot {inc.slot} in 24 h without a healthy return: a person must look "
+                f"(the host, the image, the reservation); it stays out of service",
+            )
+            return
+        recent = self.j.requested_since(now - RATE_WINDOW_S)
+        if len(recent) >= self.limits.max_per_hour:
+            nxt = min(e.at for e in recent) + RATE_WINDOW_S if recent else now
+            self._retry(
+                inc,
+                State.QUARANTINED,
+                f"rate limit: {len(recent)} replacement(s) in the last hour, at most {self.limits.max_per_hour} "
+                f"(--max-per-hour); it stays out of service"
+                + (
+                    f"; rerun after {time.strftime('%H:%M:%S', time.gmtime(nxt))} UTC"
+                    if self.limits.max_per_hour
+                    else ""
+                ),
+            )
+        view = self.sched.node(inc.node)
+        old = self.cloud.instance(view)
+        replace_s, replace_basis = self.cloud.replace_estimate()
+        check_s, check_basis = self.checker.estimate()
+        ends = [t for t in (old.window_end, self.limits.window_end) if t is not None]
+        if ends:
+            left = min(ends) - now
+            need = replace_s + check_s
+            if left < need:
+                self._move(
+                    inc,
+                    State.ABANDONED,
+                    f"the capacity window {old.window or '(--window-end)'} ends in {max(left, 0) / 60:.0f} min, "
+                    f"before a replacement ({replace_s / 60:.0f} min: {replace_basis}) and its revalidation "
+                    f"({check_s / 60:.0f} min: {check_basis}) could finish; it stays out of service",
+                    instance=old.id,
+                )
+                return
+        attempt = len(self.j.requested_since(0.0, slot=inc.slot)) + 1
+        token = f"{inc.incident}-a{attempt}"
+        self._move(
+            inc,
+            State.REPLACING,
+            f"asking for a new instance in place of {old.id or inc.node}: {self.cloud.call}",
+            event="intent",
+            instance=old.id,
+            extra={"token": token, "old_instance": old.id, "attempt": attempt, "call": self.cloud.call},
+        )
+
+    def _replace(self, inc: Incident) -> None:
+        token = str(inc.fact("token", ""))
+        old = str(inc.fact("old_instance", ""))
+        view = self.sched.node(inc.node)
+        if inc.last.event == "done":
+            self._move(inc, State.JOINING, "waiting for the new instance to register")
+            return
+        prog = self.cloud.progress(view, old, token, facts(inc))
+        if prog.failed:
+            self._retry(inc, State.QUARANTINED, f"the cloud did not replace it: {prog.failed}", stop=False)
+            return
+        if prog.started:
+            # Killed after the call and before its journal line: the cloud already has it.
+            self._move(
+                inc, State.REPLACING, f"already under way on re-read: {prog.detail}", event="done", extra={"op": ""}
+            )
+            return
+        instance = self.cloud.instance(view)
+        res = self.cloud.replace(view, instance, token, str(inc.fact("why", "")))
+        if not res.ok:
+            self._move(inc, State.ESCALATED, f"the cloud refused the replacement: {res.detail}")
+            return
+        self._move(inc, State.REPLACING, res.detail, event="done", extra=dict(res.extra))
+
+    def _join(self, inc: Incident) -> None:
+        old = str(inc.fact("old_instance", ""))
+        started = max(e.at for e in inc.entries if e.state is State.JOINING and e.event == "enter")
+        deadline = started + self.limits.join_timeout_s
+        while True:
+            prog = self.cloud.progress(self.sched.node(inc.node), old, str(inc.fact("token", "")), facts(inc))
+            new = prog.new_instance
+            # The node that stands in the slot now: the same name (Slurm, GKE, local), or the node
+            # whose instance is the new one (EKS, AKS); None until it has registered.
+            name = (prog.node or self.sched.successor(inc.node, old, new)) if new and new != old else None
+            view = self.sched.node(name) if name else None
+            if view is not None and name and view.present and view.ready:
+                if view.held_by != inc.incident:
+                    # A node of a new name (EKS, AKS), or one whose mark the replacement cleared,
+                    # joins in service: out of it until revalidated.
+                    self.sched.quarantine(name, inc.incident, f"replacement of {inc.node}, not yet revalidated")
+                    view = self.sched.node(name)
+                self._move(
+                    inc,
+                    State.REVALIDATING,
+                    f"{name} registered on {new}: {view.detail}",
+                    node=name,
+                    instance=new,
+                    extra={"new_instance": new},
+                )
+                return
+            if prog.failed:
+                self._retry(inc, State.QUARANTINED, f"the replacement failed: {prog.failed}", stop=False)
+                return
+            if self.j.now() >= deadline:
+                self._retry(
+                    inc,
+                    State.JOINING,
+                    f"no new instance registered within {self.limits.join_timeout_s / 60:.0f} min "
+                    f"({view.detail if view is not None else prog.detail}); rerun to keep waiting",
+                )
+            self.sleep(self.poll_s)
+
+    def _revalidate(self, inc: Incident) -> None:
+        view = self.sched.node(inc.node)
+        passed = _since_attempt(inc, State.REVALIDATING, "passed")
+        if view.present and view.in_service and view.held_by is None and passed:
+            self._move(inc, State.HEALTHY, "found returned to service on re-read")
+            return
+        if not passed:
+            peer, r = self._check(inc, inc.node, "revalidate")
+            if not r.ran:
+                self._retry(inc, State.REVALIDATING, f"the revalidation could not run: {r.detail}")
+            if not r.passed:
+                self._retry(
+                    inc,
+                    State.QUARANTINED,
+                    f"the replacement failed its revalidation with {peer}: {r.detail}",
+                    stop=False,
+                )
+                return
+            self._move(
+                inc,
+                State.REVALIDATING,
+                f"node gate and pair test with {peer} passed: {r.detail}",
+                event="passed",
+                extra={"peer": peer, "figures": r.figures, "check_report": r.report},
+            )
+            cur = self.j.incident(inc.incident)
+            assert cur is not None
+            inc = cur
+        res = self.sched.release(inc.node, inc.incident)
+        if not res.ok:
+            self._retry(inc, State.REVALIDATING, f"passed, but could not be returned to service: {res.detail}")
+        self._move(
+            inc,
+            State.HEALTHY,
+            f"returned to service: {res.detail}",
+            extra={"outcome": "replaced", "replaced": str(inc.fact("old_instance", ""))},
+        )
+
+    # ---- dry run ---------------------------------------------------------------------------
+
+    def _dry(self, node: str, why: str, out: Outcome) -> None:
+        view = self.sched.node(node)
+        self.say(f"dry run: {node} is named: {why}")
+        if not view.present:
+            self.say(
+                f"dry run:   {node} is not known to the {self.sched.kind} scheduler ({view.detail}): would escalate"
+            )
+            out.stop(f"{node}: unknown to the scheduler")
+            return
+        peer = self.peer_for(node)
+        if not peer:
+            self.say(f"dry run:   no cleared node in service to pair {node} with: it would stop (RETRY)")
+            out.stop(f"{node}: no peer")
+            return
+        self.say(f"dry run:   would confirm: node gate and a pair test with {peer}")
+        self.say(f"dry run:   would quarantine on {self.sched.kind}, the incident id in the mark")
+        now = self.j.now()
+        recent = self.j.requested_since(now - RATE_WINDOW_S)
+        tries = self.j.requested_since(now - ATTEMPT_WINDOW_S, slot=self.slot_of(node))
+        inst = self.cloud.instance(view)
+        replace_s, _ = self.cloud.replace_estimate()
+        check_s, _ = self.checker.estimate()
+        ends = [t for t in (inst.window_end, self.limits.window_end) if t is not None]
+        if len(tries) >= self.limits.max_attempts:
+            self.say(f"dry run:   would escalate: {len(tries)} replacements of the slot in 24 h")
+            out.stop(f"{node}: attempts")
+        elif len(recent) >= self.limits.max_per_hour:
+            self.say(
+                f"dry run:   would stop before replacing: {len(recent)} replacement(s) in the last hour, "
+                f"at most {self.limits.max_per_hour} (--max-per-hour)"
+            )
+            out.stop(f"{node}: rate limit")
+        elif ends and min(ends) - now < replace_s + check_s:
+            self.say(f"dry run:   would abandon: the capacity window ends in {(min(ends) - now) / 60:.0f} min")
+            out.stop(f"{node}: window")
+        else:
+            self.say(f"dry run:   would replace {inst.id or node}: {self.cloud.call}")
+            self.say(
+                f"dry run:   would wait up to {self.limits.join_timeout_s / 60:.0f} min for it to register, "
+                f"revalidate it with {peer}, and return it only if both pass"
+            )
+
+
+def in_flight(inc: Incident) -> bool:
+    """A replacement asked for and not yet revalidated or given up on."""
+    at = State(inc.fact("resume", inc.state.value)) if inc.state is State.RETRY else inc.state
+    return at in (State.REPLACING, State.JOINING, State.REVALIDATING)
+
+
+def facts(inc: Incident) -> dict[str, Any]:
+    """Every ``extra`` of the incident's journal, later lines winning."""
+    out: dict[str, Any] = {}
+    for e in inc.entries:
+        out.update(e.extra)
+    return out
+
+
+def _since_attempt(inc: Incident, state: State, event: str) -> bool:
+    """Whether ``state/event`` was journalled for the current attempt (after the last replacement
+    was asked for), so that an earlier attempt's line never stands for this one."""
+    starts = [k for k, e in enumerate(inc.entries) if e.state is State.REPLACING and e.event == "intent"]
+    first = starts[-1] if starts else 0
+    return any(e.state is state and e.event == event for e in inc.entries[first:])

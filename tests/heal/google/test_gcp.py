@@ -1,0 +1,234 @@
+"""heal's GCP calls through Google's own client library (REST transport, anonymous credentials)
+against recorded answers in the documented shapes:
+
+- Compute Engine Instance (id, name, status, resourceStatus.physicalHost, reservationAffinity):
+  cloud.google.com/compute/docs/reference/rest/v1/instances/get
+- Operation (kind compute#operation, name, operationType, status PENDING | RUNNING | DONE,
+  targetLink, error.errors[]): cloud.google.com/compute/docs/reference/rest/v1/zoneOperations/get
+- instanceGroupManagers.recreateInstances (POST, body {"instances": [...]}, query requestId):
+  cloud.google.com/compute/docs/reference/rest/v1/instanceGroupManagers/recreateInstances
+- instances.reportHostAsFaulty (POST, body {disruptionSchedule, faultReasons[{behavior, description}]},
+  query requestId): cloud.google.com/compute/docs/reference/rest/v1/instances/reportHostAsFaulty
+- GKE NodePool (name, instanceGroupUrls[]):
+  cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters.nodePools
+- errors: {"error": {"code", "message", "status"}} (cloud.google.com/apis/design/errors).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from google.auth.credentials import AnonymousCredentials
+
+from gpu_cluster.heal.adapters import NodeState
+from gpu_cluster.heal.gcp import (
+    FAULT_LABEL,
+    STATUS_LABEL,
+    GceReportCloud,
+    GkeMigCloud,
+    GkeReportCloud,
+    compute_clients,
+    gce_behavior,
+    gke_behavior,
+)
+from gpu_cluster.heal.engine import request_uuid
+from tests.heal.recorded import Recorded
+
+P, Z, CLUSTER = "heal-project", "europe-west1-b", "train"
+VM = "gke-train-gpu-1a2b3c4d-x7k2"
+COMPUTE = f"/compute/v1/projects/{P}/zones/{Z}"
+
+
+def error(code: int, status: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "status": status}}
+
+
+@pytest.fixture
+def server() -> Iterator[Recorded]:
+    s = Recorded(lambda path: error(404, "NOT_FOUND", f"The resource '{path}' was not found"))
+    yield s
+    s.close()
+
+
+def clients(server: Recorded) -> dict[str, Any]:
+    return compute_clients(AnonymousCredentials(), endpoint=server.url)  # type: ignore[no-untyped-call]
+
+
+def instance(name: str, vm_id: str, host: str = "", status: str = "RUNNING", reservation: str = "") -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "kind": "compute#instance",
+        "id": vm_id,
+        "name": name,
+        "zone": f"https://www.googleapis.com/compute/v1/projects/{P}/zones/{Z}",
+        "machineType": f"https://www.googleapis.com/compute/v1/projects/{P}/zones/{Z}/machineTypes/a3-ultragpu-8g",
+        "status": status,
+        "selfLink": f"https://www.googleapis.com/compute/v1/projects/{P}/zones/{Z}/instances/{name}",
+    }
+    if host:
+        doc["resourceStatus"] = {"physicalHost": host}
+    if reservation:
+        doc["reservationAffinity"] = {
+            "consumeReservationType": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name",
+            "values": [reservation],
+        }
+    return doc
+
+
+def operation(name: str, kind: str, status: str = "RUNNING", target: str = VM, err: str = "") -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "kind": "compute#operation",
+        "id": "7777",
+        "name": name,
+        "zone": f"https://www.googleapis.com/compute/v1/projects/{P}/zones/{Z}",
+        "operationType": kind,
+        "targetLink": f"https://www.googleapis.com/compute/v1/projects/{P}/zones/{Z}/instances/{target}",
+        "status": status,
+        "progress": 100 if status == "DONE" else 0,
+        "selfLink": f"https://www.googleapis.com/compute/v1/projects/{P}/zones/{Z}/operations/{name}",
+    }
+    if err:
+        doc["error"] = {"errors": [{"code": "HOST_NOT_FAULTY", "message": err}]}
+    return doc
+
+
+def gke_node(labels: dict[str, str] | None = None) -> NodeState:
+    return NodeState(
+        node=VM,
+        present=True,
+        ready=True,
+        instance=f"gce://{P}/{Z}/{VM}",
+        labels={"cloud.google.com/gke-nodepool": "gpu", **(labels or {})},
+    )
+
+
+def test_gke_node_recreated_by_its_pools_group_with_a_request_id(server: Recorded) -> None:
+    server.answer("GET", f"{COMPUTE}/instances/{VM}", instance(VM, "1111"))
+    server.answer(
+        "GET",
+        f"/v1/projects/{P}/locations/{Z}/clusters/{CLUSTER}/nodePools/gpu",
+        {
+            "name": "gpu",
+            "instanceGroupUrls": [
+                f"https://www.googleapis.com/compute/v1/projects/{P}/zones/{Z}/instanceGroupManagers/gke-train-gpu-1a2b3c4d-grp"
+            ],
+            "status": "RUNNING",
+        },
+    )
+    igm = f"{COMPUTE}/instanceGroupManagers/gke-train-gpu-1a2b3c4d-grp/recreateInstances"
+    server.answer("POST", igm, operation("operation-recreate-1", "compute.instanceGroupManagers.recreateInstances"))
+    cloud = GkeMigCloud(clients(server), P, Z, CLUSTER)
+    node = gke_node()
+    inst = cloud.instance(node)
+    assert inst.id == "1111" and inst.state == "RUNNING"
+    assert not cloud.progress(node, "1111", "h-1-a1", {}).started
+    out = cloud.replace(node, inst, "h-1-a1", "health.matmul: straggler")
+    assert out.ok and out.extra == {"op": "operation-recreate-1", "group": "gke-train-gpu-1a2b3c4d-grp"}
+    (post,) = server.made("POST")
+    assert post["path"] == igm
+    assert post["body"] == {"instances": [f"zones/{Z}/instances/{VM}"]}
+    assert post["query"]["requestId"] == request_uuid("h-1-a1")
+    assert uuid.UUID(post["query"]["requestId"]).version == 5
+    # the same token gives the same requestId: a rerun's call is the same request to Compute Engine
+    assert request_uuid("h-1-a1") == request_uuid("h-1-a1") != request_uuid("h-1-a2")
+    # recreated: the VM keeps its name, gets a new id
+    server.answer("GET", f"{COMPUTE}/operations/operation-recreate-1", operation("operation-recreate-1", "x", "DONE"))
+    server.answer("GET", f"{COMPUTE}/instances/{VM}", instance(VM, "2222"))
+    prog = cloud.progress(node, "1111", "h-1-a1", out.extra)
+    assert prog.started and prog.new_instance == "2222" and prog.node == VM
+
+
+def test_a_pool_group_error_is_one_line(server: Recorded) -> None:
+    server.answer(
+        "GET",
+        f"/v1/projects/{P}/locations/{Z}/clusters/{CLUSTER}/nodePools/gpu",
+        error(403, "PERMISSION_DENIED", "Required 'container.nodePools.get' permission"),
+        status=403,
+    )
+    from gpu_cluster.heal.adapters import AdapterError
+
+    with pytest.raises(AdapterError, match="nodePools.get gpu: HTTP 403"):
+        GkeMigCloud(clients(server), P, Z, CLUSTER).group_of(gke_node())
+
+
+class Labels:
+    """The two calls GkeReportCloud makes of the Kubernetes side (heal's KubeScheduler has them;
+    tests/heal/test_kubernetes.py drives those against the API server)."""
+
+    def __init__(self) -> None:
+        self.on: dict[str, str] = {}
+
+    def labels(self, node: str) -> dict[str, str]:
+        return dict(self.on)
+
+    def label(self, node: str, key: str, value: str) -> None:
+        self.on[key] = value
+
+
+def test_gke_report_and_replace_follows_the_status_label(server: Recorded) -> None:
+    server.answer("GET", f"{COMPUTE}/instances/{VM}", instance(VM, "1111", host="/a1/b2/c3", reservation="h200-block"))
+    kube = Labels()
+    cloud = GkeReportCloud(clients(server), P, Z, kube)
+    node = gke_node()
+    inst = cloud.instance(node)
+    assert inst.id == "1111@/a1/b2/c3" and inst.window == "reservation h200-block"
+    assert not cloud.progress(node, inst.id, "t", {}).started
+    out = cloud.replace(node, inst, "t", "health.matmul: straggler, 0.33 under 0.5 x")
+    assert out.ok and kube.on == {FAULT_LABEL: "PERFORMANCE"}
+    assert cloud.progress(node, inst.id, "t", {}).started  # labelled, no status yet
+    for status in ("PodsEvicted", "OperationRUNNING"):
+        kube.on[STATUS_LABEL] = status
+        assert cloud.progress(node, inst.id, "t", {}).new_instance == ""
+    kube.on[STATUS_LABEL] = "OperationDone"
+    server.answer("GET", f"{COMPUTE}/instances/{VM}", instance(VM, "1111", host="/a1/b9/c7", reservation="h200-block"))
+    assert cloud.progress(node, inst.id, "t", {}).new_instance == "1111@/a1/b9/c7"
+    kube.on[STATUS_LABEL] = "OperationError"
+    assert "label again" in cloud.progress(node, inst.id, "t", {}).failed
+
+
+def test_cluster_director_reports_the_host_with_its_behaviour_and_request_id(server: Recorded) -> None:
+    node = NodeState(node="train-a3u-0", present=True, ready=True)
+    path = f"{COMPUTE}/instances/train-a3u-0"
+    server.answer("GET", path, instance("train-a3u-0", "3333", host="/x/y/z"))
+    server.answer(
+        "POST",
+        f"{path}/reportHostAsFaulty",
+        operation("operation-report-1", "compute.instances.reportHostAsFaulty", target="train-a3u-0"),
+    )
+    cloud = GceReportCloud(clients(server), P, Z)
+    inst = cloud.instance(node)
+    assert not cloud.progress(node, inst.id, "h-2-a1", {}).started
+    out = cloud.replace(node, inst, "h-2-a1", "gate xid.run (gpu3): XID 79 fell off the bus")
+    assert out.ok and out.extra["op"] == "operation-report-1"
+    (post,) = server.made("POST")
+    assert post["body"] == {
+        "disruptionSchedule": "IMMEDIATE",
+        "faultReasons": [
+            {
+                "behavior": "UNRECOVERABLE_GPU_ERROR",
+                "description": "gpu-cluster heal: gate xid.run (gpu3): XID 79 fell off the bus",
+            }
+        ],
+    }
+    assert post["query"]["requestId"] == request_uuid("h-2-a1")
+    op = f"{COMPUTE}/operations/operation-report-1"
+    server.answer("GET", op, operation("operation-report-1", "compute.instances.reportHostAsFaulty", "RUNNING"))
+    assert cloud.progress(node, inst.id, "h-2-a1", out.extra).new_instance == ""
+    server.answer("GET", op, operation("operation-report-1", "compute.instances.reportHostAsFaulty", "DONE"))
+    server.answer("GET", path, instance("train-a3u-0", "3333", host="/x/q/r"))
+    assert cloud.progress(node, inst.id, "h-2-a1", out.extra).new_instance == "3333@/x/q/r"
+    server.answer("GET", op, operation("operation-report-1", "x", "DONE", err="The host is not faulty per diagnostics"))
+    assert "not faulty" in cloud.progress(node, inst.id, "h-2-a1", out.extra).failed
+
+
+def test_the_behaviour_follows_the_finding() -> None:
+    assert gke_behavior("gate xid.run (gpu1): XID 48") == "XID"
+    assert gke_behavior("pairwise: pair with known-good n1: 12.00") == "PERFORMANCE"
+    assert gke_behavior("main: rank 3 lacks its fabric: no RDMA device") == "unspecified"
+    assert gce_behavior("gate ecc.volatile (gpu2): 4 uncorrected") == "CHIP_ERROR"
+    assert gce_behavior("7 GPUs answered, the catalog says 8") == "CHIP_ERROR"
+    assert gce_behavior("health.matmul: straggler") == "PERFORMANCE"
+    assert gce_behavior("main: rank 3 failed: device setup: x") == "BEHAVIOR_UNSPECIFIED"

@@ -1,0 +1,170 @@
+"""heal's AWS calls against moto's server (boto3 through AWS_ENDPOINT_URL): an EKS managed node's
+instance terminated through its Auto Scaling group with the desired capacity unchanged and a
+replacement launched; a PCS node's instance found by its address and terminated. moto does not
+model capacity reservations (tests/preflight/test_aws.py), so the capacity block's end is answered
+by botocore's Stubber in DescribeCapacityReservations' documented shape."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from gpu_cluster.heal.adapters import NodeState
+from gpu_cluster.heal.aws import CB_EKS_EARLY_S, EksAsgCloud, Ec2Window, PcsCloud, clients
+from tests.preflight.test_aws import aws_env, moto_url  # noqa: F401 (fixtures)
+
+REGION = "us-east-1"
+
+
+@pytest.fixture
+def aws(aws_env: str) -> tuple[Any, Any]:  # noqa: F811 (the fixture imported above)
+    """(ec2, autoscaling) against moto's server, reset for the test (tests/preflight/test_aws.py's
+    fixtures: AWS_ENDPOINT_URL and test credentials)."""
+    return clients(REGION)
+
+
+def node_group(ec2: Any, asg: Any, size: int = 2) -> tuple[str, list[str]]:
+    """What an EKS managed node group is underneath: a launch template and an Auto Scaling group."""
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24", AvailabilityZone=f"{REGION}a")["Subnet"]["SubnetId"]
+    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ec2.create_launch_template(
+        LaunchTemplateName="gpu", LaunchTemplateData={"ImageId": ami, "InstanceType": "p5.48xlarge"}
+    )
+    name = "eks-gpu-5ac9a1f0"
+    asg.create_auto_scaling_group(
+        AutoScalingGroupName=name,
+        LaunchTemplate={"LaunchTemplateName": "gpu", "Version": "$Latest"},
+        MinSize=size,
+        MaxSize=size,
+        DesiredCapacity=size,
+        VPCZoneIdentifier=subnet,
+    )
+    ids = [
+        i["InstanceId"]
+        for i in asg.describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"][0]["Instances"]
+    ]
+    return name, ids
+
+
+def test_eks_node_replaced_through_its_group_with_desired_capacity_kept(aws: tuple[Any, Any]) -> None:
+    ec2, asg = aws
+    group, ids = node_group(ec2, asg)
+    cloud = EksAsgCloud(ec2, asg)
+    node = NodeState(node="ip-10-0-1-5.ec2.internal", present=True, instance=ids[0])
+    assert cloud.instance(node).id == ids[0] and cloud.instance(node).window_end is None
+    assert not cloud.progress(node, ids[0], "t", {}).started
+    out = cloud.replace(node, cloud.instance(node), "h-1-a1", "why")
+    assert out.ok and out.extra["group"] == group and out.extra["desired"] == 2
+    g = asg.describe_auto_scaling_groups(AutoScalingGroupNames=[group])["AutoScalingGroups"][0]
+    assert g["DesiredCapacity"] == 2
+    now = {i["InstanceId"] for i in g["Instances"]}
+    assert ids[0] not in now and len(now) == 2
+    state = ec2.describe_instances(InstanceIds=[ids[0]])["Reservations"][0]["Instances"][0]["State"]["Name"]
+    assert state in ("shutting-down", "terminated")
+    prog = cloud.progress(node, ids[0], "h-1-a1", out.extra)
+    assert prog.started and prog.new_instance in now - {ids[1]}
+
+
+def test_the_re_read_sees_the_call_without_the_journal(aws: tuple[Any, Any]) -> None:
+    """Killed after the call and before its journal line, the rerun has no group or activity in its
+    facts: the re-read alone must say the replacement is under way, so no second call is made."""
+    ec2, asg = aws
+    _group, ids = node_group(ec2, asg)
+    cloud = EksAsgCloud(ec2, asg)
+    node = NodeState(node="n", present=True, instance=ids[0])
+    assert not cloud.progress(node, ids[0], "h-1-a1", {}).started
+    assert cloud.replace(node, cloud.instance(node), "h-1-a1", "why").ok
+    prog = cloud.progress(node, ids[0], "h-1-a1", {})
+    assert prog.started, prog.detail
+
+
+def test_a_node_outside_any_group_is_refused(aws: tuple[Any, Any]) -> None:
+    ec2, asg = aws
+    node_group(ec2, asg)
+    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    loose = ec2.run_instances(ImageId=ami, MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
+    cloud = EksAsgCloud(ec2, asg)
+    out = cloud.replace(
+        NodeState(node="n", present=True, instance=loose),
+        cloud.instance(NodeState(node="n", present=True, instance=loose)),
+        "t",
+        "w",
+    )
+    assert not out.ok and "no Auto Scaling group" in out.detail
+
+
+def test_pcs_node_found_by_address_and_terminated(aws: tuple[Any, Any]) -> None:
+    ec2, _asg = aws
+    vpc = ec2.create_vpc(CidrBlock="10.1.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.1.1.0/24")["Subnet"]["SubnetId"]
+    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    tags = [{"ResourceType": "instance", "Tags": [{"Key": "aws:pcs:compute-node-group-id", "Value": "pcs_abc"}]}]
+    inst = ec2.run_instances(
+        ImageId=ami, MinCount=1, MaxCount=1, SubnetId=subnet, PrivateIpAddress="10.1.1.20", TagSpecifications=tags
+    )["Instances"][0]["InstanceId"]
+    # an instance at the same address in another VPC, not PCS's, is not the node's
+    vpc2 = ec2.create_vpc(CidrBlock="10.1.0.0/16")["Vpc"]["VpcId"]
+    sub2 = ec2.create_subnet(VpcId=vpc2, CidrBlock="10.1.1.0/24")["Subnet"]["SubnetId"]
+    ec2.run_instances(ImageId=ami, MinCount=1, MaxCount=1, SubnetId=sub2, PrivateIpAddress="10.1.1.20")
+    cloud = PcsCloud(ec2)
+    node = NodeState(node="compute-1", present=True, address="10.1.1.20")
+    assert cloud.instance(node).id == inst
+    assert not cloud.progress(node, inst, "t", {}).started
+    out = cloud.replace(node, cloud.instance(node), "t", "w")
+    assert out.ok and inst in out.detail
+    prog = cloud.progress(node, inst, "t", {})
+    assert prog.started and prog.new_instance == ""
+    # the group's relaunch: a new instance at the node's address (PCS registers it as the same Slurm node)
+    new = ec2.run_instances(
+        ImageId=ami, MinCount=1, MaxCount=1, SubnetId=subnet, PrivateIpAddress="10.1.1.21", TagSpecifications=tags
+    )["Instances"][0]["InstanceId"]
+    moved = NodeState(node="compute-1", present=True, address="10.1.1.21")
+    assert cloud.progress(moved, inst, "t", {}).new_instance == new
+
+
+def capacity_reservation(end: dt.datetime, kind: str = "capacity-block") -> dict[str, Any]:
+    """DescribeCapacityReservations' documented response (EC2 API reference, CapacityReservation)."""
+    return {
+        "CapacityReservations": [
+            {
+                "CapacityReservationId": "cr-0123456789abcdef0",
+                "InstanceType": "p5.48xlarge",
+                "AvailabilityZone": f"{REGION}a",
+                "TotalInstanceCount": 16,
+                "AvailableInstanceCount": 0,
+                "State": "active",
+                "StartDate": end - dt.timedelta(days=7),
+                "EndDate": end,
+                "EndDateType": "limited",
+                "ReservationType": kind,
+            }
+        ]
+    }
+
+
+def test_the_capacity_blocks_end_comes_forty_minutes_early_on_eks() -> None:
+    ec2 = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(ec2)
+    end = dt.datetime(2026, 12, 5, 12, 0, tzinfo=dt.timezone.utc)
+    inst = {
+        "InstanceId": "i-0abc",
+        "State": {"Code": 16, "Name": "running"},
+        "CapacityReservationId": "cr-0123456789abcdef0",
+    }
+    for kind in ("capacity-block", "default"):
+        stub.add_response("describe_instances", {"Reservations": [{"Instances": [inst]}]}, {"InstanceIds": ["i-0abc"]})
+        stub.add_response(
+            "describe_capacity_reservations",
+            capacity_reservation(end, kind),
+            {"CapacityReservationIds": ["cr-0123456789abcdef0"]},
+        )
+    stub.activate()
+    block = Ec2Window(ec2, CB_EKS_EARLY_S).instance("i-0abc")
+    assert block.window_end == end.timestamp() - 2400 and "capacity block" in block.window
+    odcr = Ec2Window(ec2, CB_EKS_EARLY_S).instance("i-0abc")
+    assert odcr.window_end == end.timestamp() and "capacity reservation" in odcr.window
+    stub.assert_no_pending_responses()

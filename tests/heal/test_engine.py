@@ -1,0 +1,258 @@
+"""The heal loop on the rehearsal's file-backed cluster: the states it writes, and every safety
+limit (dry run, rate, one at a time, stop-all, attempts, the capacity window)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from gpu_cluster.heal.evidence import read_report, scope_of
+from gpu_cluster.heal.journal import JOURNAL, Journal, read
+from gpu_cluster.heal.states import BadMove, State, check_move
+from tests.heal.world import SLOW, WorldChecker, engine, replacements, write_report
+
+
+def states(run_dir: Path) -> list[str]:
+    entries, notes = read(run_dir / JOURNAL)
+    assert not notes
+    return [e.state.value + ("" if e.event == "enter" else "/" + e.event) for e in entries]
+
+
+def test_apply_takes_only_the_named_node_through_every_state(tmp_path: Path) -> None:
+    ev = read_report(write_report(tmp_path))
+    with Journal(tmp_path) as j:
+        e, world = engine(tmp_path, j)
+        out = e.run(ev)
+    assert out.code == 0 and out.healed == ["local-3"]
+    assert states(tmp_path) == [
+        "SUSPECT",
+        "CONFIRMED",
+        "CONFIRMED/intent",
+        "QUARANTINED",
+        "REPLACING/intent",
+        "REPLACING/done",
+        "JOINING",
+        "REVALIDATING",
+        "REVALIDATING/passed",
+        "HEALTHY",
+    ]
+    entries, _ = read(tmp_path / JOURNAL)
+    assert {x.node for x in entries} == {"local-3"}
+    assert [r["old"] for r in replacements(tmp_path)] == ["local-3.i0"]
+    doc = json.loads(world.path.read_text())
+    assert doc["nodes"]["local-3"] == {"instance": "local-3.i1", "faults": []} and doc["drained"] == {}
+    # the pair partner is a node the report cleared, for the second look and the revalidation alike
+    assert isinstance(e.checker, WorldChecker)
+    assert e.checker.calls == [("local-3", "local-1", "confirm"), ("local-3", "local-1", "revalidate")]
+
+
+def test_dry_run_writes_nothing_and_says_what_it_would_do(tmp_path: Path) -> None:
+    ev = read_report(write_report(tmp_path))
+    said: list[str] = []
+    with Journal(tmp_path) as j:
+        e, world = engine(tmp_path, j, apply=False, say=said.append)
+        out = e.run(ev)
+    assert out.code == 0
+    assert read(tmp_path / JOURNAL) == ([], [])
+    assert replacements(tmp_path) == [] and json.loads(world.path.read_text())["drained"] == {}
+    text = "\n".join(said)
+    assert "would confirm: node gate and a pair test with local-1" in text
+    assert "would replace local-3.i0" in text
+    assert isinstance(e.checker, WorldChecker) and e.checker.calls == []
+
+
+def test_a_rerun_on_the_same_journal_replaces_nothing(tmp_path: Path) -> None:
+    ev = read_report(write_report(tmp_path))
+    for _ in range(2):
+        with Journal(tmp_path) as j:
+            e, _w = engine(tmp_path, j)
+            out = e.run(ev)
+        assert out.code == 0
+    assert len(replacements(tmp_path)) == 1
+    assert states(tmp_path).count("HEALTHY") == 1
+
+
+def test_max_per_hour_zero_quarantines_replaces_nothing_and_exits_2(tmp_path: Path) -> None:
+    ev = read_report(write_report(tmp_path))
+    with Journal(tmp_path) as j:
+        e, world = engine(tmp_path, j, max_per_hour=0)
+        out = e.run(ev)
+    assert out.code == 2 and "rate limit" in out.stopped[0]
+    assert replacements(tmp_path) == []
+    assert states(tmp_path)[-1] == "RETRY"
+    assert "local-3" in json.loads(world.path.read_text())["drained"]
+    # a later run with the limit lifted continues the same incident
+    with Journal(tmp_path) as j:
+        e, _w = engine(tmp_path, j)
+        out = e.run(ev)
+    assert out.code == 0 and len(replacements(tmp_path)) == 1
+    assert len({x.incident for x in read(tmp_path / JOURNAL)[0]}) == 1
+
+
+def test_the_rolling_hour_counts_every_slot(tmp_path: Path) -> None:
+    fail = {"local-2": [SLOW], "local-3": [SLOW]}
+    ev = read_report(write_report(tmp_path, nodes=10, fail=fail))
+    with Journal(tmp_path) as j:
+        e, _w = engine(tmp_path, j, nodes=10, faults={"local-2": ["slow"], "local-3": ["dead"]}, max_per_hour=1)
+        out = e.run(ev)
+    # one at a time: local-2 completes before local-3 starts; the hour then has no room for local-3
+    assert out.healed == ["local-2"] and out.code == 2
+    assert [r["node"] for r in replacements(tmp_path)] == ["local-2"]
+    last = {x.node: x.state for x in read(tmp_path / JOURNAL)[0]}
+    assert last == {"local-2": State.HEALTHY, "local-3": State.RETRY}
+
+
+def test_replacements_an_hour_ago_no_longer_count(tmp_path: Path) -> None:
+    ev = read_report(write_report(tmp_path))
+    clock = [time.time()]
+    with Journal(tmp_path, clock=lambda: clock[0]) as j:
+        e, _w = engine(tmp_path, j, max_per_hour=1, checker=None)
+        assert e.run(ev).code == 0
+    ev2 = read_report(write_report(tmp_path / "second", fail={"local-3": [SLOW, "gate ecc.volatile (gpu0): 3"]}))
+    for offset, expect in ((1800.0, 2), (3700.0, 0)):
+        clock[0] += offset
+        with Journal(tmp_path, clock=lambda: clock[0]) as j:
+            e, world = engine(tmp_path, j, max_per_hour=1)
+            world.doc["nodes"]["local-3"]["faults"] = ["slow"]
+            world.save()
+            assert e.run(ev2).code == expect
+
+
+def test_stop_all_when_too_many_nodes_fail(tmp_path: Path) -> None:
+    ev = read_report(write_report(tmp_path, fail={"local-2": [SLOW], "local-3": [SLOW]}))
+    with Journal(tmp_path) as j:
+        e, _w = engine(tmp_path, j)
+        out = e.run(ev)
+    assert out.code == 2 and "2 of 4 nodes FAIL" in out.stopped[0] and "--max-unhealthy" in out.stopped[0]
+    assert read(tmp_path / JOURNAL) == ([], []) and replacements(tmp_path) == []
+    # 16 nodes allow 3 at once (20 %)
+    ev16 = read_report(write_report(tmp_path / "b", nodes=16, fail={f"local-{i}": [SLOW] for i in (2, 3, 4)}))
+    with Journal(tmp_path / "b") as j:
+        e, _w = engine(tmp_path / "b", j, nodes=16, faults={})
+        assert e.run(ev16).code == 0
+
+
+def test_three_attempts_then_escalated(tmp_path: Path) -> None:
+    ev = read_report(write_report(tmp_path))
+    with Journal(tmp_path) as j:
+        world_checker: list[WorldChecker] = []
+        e, world = engine(tmp_path, j, max_per_hour=10)
+        e.checker = WorldChecker(world, fail_always=True)
+        world_checker.append(e.checker)
+        out = e.run(ev)
+    assert out.code == 2
+    assert len(replacements(tmp_path)) == 3
+    entries, _ = read(tmp_path / JOURNAL)
+    assert entries[-1].state is State.ESCALATED and "3 replacements of slot local-3 in 24 h" in entries[-1].detail
+    # it stays out of service
+    assert "local-3" in json.loads(world.path.read_text())["drained"]
+
+
+def test_the_capacity_window_abandons_before_replacing(tmp_path: Path) -> None:
+    ev = read_report(write_report(tmp_path))
+    with Journal(tmp_path) as j:
+        # the check takes 600 s (WorldChecker.estimate): a window 5 min away cannot hold it
+        e, world = engine(tmp_path, j, window_end=time.time() + 300)
+        out = e.run(ev)
+    assert out.code == 2 and replacements(tmp_path) == []
+    last = read(tmp_path / JOURNAL)[0][-1]
+    assert last.state is State.ABANDONED and "ends in 5 min" in last.detail
+    assert "local-3" in json.loads(world.path.read_text())["drained"]
+
+
+def test_a_second_look_that_passes_replaces_nothing(tmp_path: Path) -> None:
+    ev = read_report(write_report(tmp_path))
+    with Journal(tmp_path) as j:
+        e, _w = engine(tmp_path, j, faults={})  # the instance is fine: the report's finding was a fluke
+        out = e.run(ev)
+    assert out.code == 0 and replacements(tmp_path) == []
+    assert states(tmp_path) == ["SUSPECT", "HEALTHY"]
+    assert "cleared by the second look with local-1" in read(tmp_path / JOURNAL)[0][-1].detail
+
+
+def test_only_a_nodes_own_findings_open_an_incident(tmp_path: Path) -> None:
+    cluster_wide = {
+        "local-2": ["main: rank 1 started but never finished nor reported an error (process or node died)"],
+        "local-4": ["no rank on this node reported at all (it never started)"],
+    }
+    ev = read_report(write_report(tmp_path, nodes=10, fail=cluster_wide, warn={"local-3": ["suspect: pair hung"]}))
+    said: list[str] = []
+    with Journal(tmp_path) as j:
+        e, _w = engine(tmp_path, j, nodes=10, say=said.append)
+        assert e.run(ev).code == 0
+    assert read(tmp_path / JOURNAL) == ([], [])
+    assert sum("not acted on" in s for s in said) == 3
+    for reason, kind in (
+        ("gate ecc.volatile (gpu3): 12 uncorrected", "node gate"),
+        ("health.matmul: straggler, 1 under 0.5 x", "GPU health"),
+        ("7 GPUs answered, the catalog says 8", "GPU count"),
+        ("single-node collectives failed: x", "single-node collectives"),
+        ("pairwise: pair with known-good n1: 12.00 (floor 300.00, catalog floor)", "pairwise search"),
+        ("main: rank 5 lacks its fabric: no EFA device", "fabric at start-up"),
+        ("main: rank 5 failed: device setup: no GPU", "device at start-up"),
+        ("pairwise: every pair fell short; no known-good node to compare with", None),
+        ("main: rank 5 did not arrive (reported by rank 0 on n1)", None),
+        ("suspect: pairs: pair a+b hung: x", None),
+    ):
+        assert scope_of(reason) == kind, reason
+
+
+def test_a_killed_heal_leaves_a_line_cut_short_and_the_rerun_reads_past_it(tmp_path: Path) -> None:
+    ev = read_report(write_report(tmp_path))
+    with Journal(tmp_path) as j:
+        e, _w = engine(tmp_path, j, max_per_hour=0)
+        e.run(ev)
+    with open(tmp_path / JOURNAL, "a", encoding="utf-8") as f:
+        f.write('{"at": 1, "slot": "local-3", "incid')
+    entries, notes = read(tmp_path / JOURNAL)
+    assert notes == [f"{JOURNAL} line {len(entries) + 1}: cut short (a heal was killed while writing it); skipped"]
+    with Journal(tmp_path) as j:
+        e, _w = engine(tmp_path, j)
+        assert e.run(ev).code == 0
+
+
+def test_one_heal_at_a_time_on_a_journal(tmp_path: Path) -> None:
+    from gpu_cluster.heal.journal import JournalBusy
+
+    with Journal(tmp_path):
+        with pytest.raises(JournalBusy, match="held by another gpu-cluster heal"):
+            Journal(tmp_path).__enter__()
+
+
+def test_the_machine_refuses_a_skipped_state() -> None:
+    check_move(None, State.SUSPECT)
+    check_move(State.QUARANTINED, State.REPLACING)
+    with pytest.raises(BadMove):
+        check_move(State.SUSPECT, State.REPLACING)
+    with pytest.raises(BadMove):
+        check_move(State.HEALTHY, State.REPLACING)
+    with pytest.raises(BadMove):
+        check_move(None, State.QUARANTINED)
+
+
+def test_one_replacement_in_flight_at_a_time(tmp_path: Path) -> None:
+    """A replacement that has not registered by its deadline stays in flight: the next named node
+    waits for a later run instead of starting a second replacement."""
+    from gpu_cluster.heal import local
+
+    fail = {"local-2": [SLOW], "local-3": [SLOW]}
+    ev = read_report(write_report(tmp_path, nodes=10, fail=fail))
+    real = local.LocalCloud.progress
+
+    def never_registers(self: local.LocalCloud, *a: object, **k: object) -> object:
+        p = real(self, *a, **k)  # type: ignore[arg-type]
+        return type(p)(started=p.started, detail="booting")
+
+    local.LocalCloud.progress = never_registers  # type: ignore[method-assign,assignment]
+    try:
+        with Journal(tmp_path) as j:
+            e, _w = engine(tmp_path, j, nodes=10, faults={"local-2": ["slow"], "local-3": ["slow"]}, join_timeout_s=0.0)
+            out = e.run(ev)
+    finally:
+        local.LocalCloud.progress = real  # type: ignore[method-assign]
+    assert out.code == 2 and "still in flight" in out.stopped[-1]
+    assert [r["node"] for r in replacements(tmp_path)] == ["local-2"]
+    assert {x.node for x in read(tmp_path / JOURNAL)[0]} == {"local-2"}
