@@ -362,6 +362,17 @@ def stand_in_node(d: Declared, outs: ClusterOutputs, root: Path, stage: Path, ra
                     where.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy(lib, where)
         d.said.append(f"net plugin {' or '.join(names)}: a stand-in library in {', '.join(sc.plugin_dirs)}")
+    found = wired.slurm.found_at_start if d.kind == "slurm" else wired.pod.found_at_start
+    for f in found:
+        # What the job looks for at start: the first candidate directory gets the marker's file
+        # (the layout the catalog's node image has first: lib64), unless the plugin is already there.
+        first = f.dirs[0]
+        names = [m.replace("*", "") for m in f.marker.split("|") if m]
+        where = _through_mounts(d, f"{first}/{names[0]}", root)
+        if where is not None and not any(where.parent.joinpath(n).exists() for n in names):
+            where.parent.mkdir(parents=True, exist_ok=True)
+            where.write_bytes(b"")
+            d.said.append(f"{f.what}: an empty stand-in {first}/{names[0]}, where the job looks first")
     if script:
         where = _through_mounts(d, script, root)
         if where is not None:
