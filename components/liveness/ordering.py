@@ -15,7 +15,7 @@ from typing import Any
 from components.liveness.cluster import Workload
 from components.liveness.facts import cite
 from components.liveness.model import Check, Job, Plan
-from components.liveness.node_image import installer_manifest, resolve
+from components.liveness.node_image import installer_manifest, installer_planned, resolve
 from components.liveness.scheduling import PoolState
 
 # The gate the launcher puts first among a pod's init containers (workloads/launch/pod.py
@@ -65,6 +65,19 @@ def checks(plan: Plan, job: Job | None, job_pods: list[Workload], states: Mappin
         return out
     fabric = str((plan.outputs.get("fabric") or {}).get("type", ""))
     manifest = installer_manifest(fabric)
+    if manifest is None and (installer_planned(plan, fabric) or plan.deferred.get("installer")):
+        out.append(
+            Check(
+                kind="ordering",
+                object=f"the {fabric} NCCL plugin installer",
+                check="what it leaves on the node is known, so pods can wait for it",
+                holds=False,
+                why=f"the catalog lists nothing it leaves (fabrics.{fabric}.installer.provides): what a pod "
+                "must wait for cannot be told",
+                source="components/catalog.yaml",
+                fix=f"list the host paths the installer leaves under fabrics.{fabric}.installer.provides, with sources",
+            )
+        )
     gpu_states = [s for s in states.values() if s.pool.gpu]
     for w in job_pods:
         pod = w.pod
