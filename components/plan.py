@@ -149,7 +149,22 @@ def liveness_plan(run: OfflineRun, spec: ClusterSpec) -> live.Plan:
 
 
 def check_liveness(run: OfflineRun, spec: ClusterSpec, job: JobRenderer | None = None) -> live.Liveness:
-    return live.evaluate(liveness_plan(run, spec), job(run, spec) if job is not None else None)
+    plan = liveness_plan(run, spec)
+    try:
+        rendered = job(run, spec) if job is not None else None
+    except Exception as exc:  # a job that cannot be rendered is a finding of the plan, not a crash
+        found = live.evaluate(plan, None)
+        failed = live.Check(
+            kind="admission",
+            object="the validation job",
+            check="renders from this plan's outputs",
+            holds=False,
+            why=f"{type(exc).__name__}: {exc}",
+            source="workloads/validate/commands.py render_run",
+            fix="make the stack's outputs render (gpu-cluster validate render STACK shows the same error)",
+        )
+        return live.Liveness((failed, *found.checks))
+    return live.evaluate(plan, rendered)
 
 
 def summarize(

@@ -209,7 +209,7 @@ def checks(plan: Plan, job: Job | None) -> list[Check]:
             # A library name: on one of the library path's directories, or found at start.
             f = _found(job, path)
             if f is not None:
-                out.append(_found_check(obj, check, f))
+                out.append(_found_check(obj, check, f, node if job.scheduler == "slurm" else image))
                 continue
             hit = next(
                 (d for d in lib_dirs if _listed(plan, job, pod, container, f"{d}/{path}", installer, image, node)[0]),
@@ -237,7 +237,7 @@ def checks(plan: Plan, job: Job | None) -> list[Check]:
             continue
         f = _found(job, path)
         if f is not None:
-            out.append(_found_check(obj, check, f))
+            out.append(_found_check(obj, check, f, node if job.scheduler == "slurm" else image))
             continue
         ok, why, src = _listed(plan, job, pod, container, path, installer, image, node)
         out.append(
@@ -255,24 +255,24 @@ def checks(plan: Plan, job: Job | None) -> list[Check]:
         )
     for f in found_names:
         if not any(_found(job, p) is f for _, p in named_paths(job)):
-            out.append(_found_check(obj, f"{f.what}", f))
+            out.append(_found_check(obj, f"{f.what}", f, node if job.scheduler == "slurm" else image))
     return out
 
 
-def _found_check(obj: str, check: str, f: FoundAtStart) -> Check:
+def _found_check(obj: str, check: str, f: FoundAtStart, manifest: Manifest | None = None) -> Check:
     how = f"the first of {', '.join(f.candidates)}" + (f" holding {f.marker.replace('|', ' or ')}" if f.marker else "")
     tail = (
         " (left unset where none has it)"
         if f.optional
         else " (the job stops naming what it looked for where none has it)"
     )
+    source = "the rendered job's start-up lines (workloads/launch/fabric.py found_lines)"
+    listed = [c for c in f.candidates if manifest is not None and manifest.lists(c)]
+    if manifest is not None and listed:
+        tail += f"; {manifest.what} has {listed[0]}"
+        source = f"{source}; {manifest.source}"
     return Check(
-        kind="node-image",
-        object=obj,
-        check=check,
-        holds=True,
-        why=f"found at start: {how}{tail}",
-        source="the rendered job's start-up lines (workloads/launch/fabric.py found_at_start_lines)",
+        kind="node-image", object=obj, check=check, holds=True, why=f"found at start: {how}{tail}", source=source
     )
 
 

@@ -101,10 +101,35 @@ def _sg_allows(
         return False, f"no egress rule of {', '.join(sorted(src))} allows {flow.what} to {', '.join(sorted(dst))}"
     if not ingress and dst:
         return False, f"no ingress rule of {', '.join(sorted(dst))} allows {flow.what} from {', '.join(sorted(src))}"
-    return True, (
-        f"egress {egress[0].get('ipProtocol')} of {egress[0].get('securityGroupId')} and ingress "
-        f"{ingress[0].get('ipProtocol') if ingress else '-'} of {ingress[0].get('securityGroupId') if ingress else '-'}"
-    )
+    said = f"egress {egress[0].get('ipProtocol')} of {egress[0].get('securityGroupId')}"
+    if ingress:
+        said += f" and ingress {ingress[0].get('ipProtocol')} of {ingress[0].get('securityGroupId')}"
+    return True, said
+
+
+def registries(plan: Plan, job: Job | None) -> list[str]:
+    """The hosts the cluster's images and charts come from: the job's pods, the plan's DaemonSets,
+    its charts' repositories (a chart's own images come from where its values name)."""
+    refs: list[str] = []
+    pods: list[Mapping[str, Any]] = [pod for _, pod, _ in (job.pods() if job else [])]
+    for r in plan.of("kubernetes:apps/v1:DaemonSet"):
+        pods.append((((r.inputs.get("spec") or {}).get("template") or {}).get("spec")) or {})
+    for pod in pods:
+        refs += [str(c.get("image", "")) for c in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]]
+    for r in plan.of("kubernetes:helm.sh/v4:Chart"):
+        chart = str(r.inputs.get("chart", ""))
+        repo = str((r.inputs.get("repositoryOpts") or {}).get("repo", ""))
+        refs.append(chart.removeprefix("oci://") if chart.startswith("oci://") else repo.split("://", 1)[-1])
+    hosts = []
+    if job is not None and job.scheduler == "slurm":
+        # The batch job makes its interpreter once with pip (workloads/launch/validation.py _venv_lines).
+        hosts.append("pypi.org (the job's shared virtualenv)")
+    for ref in refs:
+        first = ref.split("/", 1)[0] if "/" in ref else ""
+        host = first if ("." in first or ":" in first) else ("docker.io" if ref else "")
+        if host and host not in hosts:
+            hosts.append(host)
+    return hosts
 
 
 def _aws(plan: Plan, pools: list[Pool], job: Job | None) -> list[Check]:
@@ -176,7 +201,7 @@ def _aws(plan: Plan, pools: list[Pool], job: Job | None) -> list[Check]:
             if missing
             else _ok(obj, check, "both ways, between the nodes' and the file system's groups", src)
         )
-    out.append(_aws_egress(plan, pool, obj))
+    out.append(_aws_egress(plan, pool, obj, registries(plan, job)))
     return out
 
 
@@ -184,8 +209,12 @@ def _ports(cloud: str) -> str:
     return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in facts.LUSTRE_PORTS[cloud])
 
 
-def _aws_egress(plan: Plan, pool: Pool, obj: str) -> Check:
-    check = "nodes reach the image registries (the internet)"
+def _registry_check(hosts: list[str]) -> str:
+    return f"nodes reach the registries their images come from ({', '.join(hosts) or 'none named'})"
+
+
+def _aws_egress(plan: Plan, pool: Pool, obj: str, hosts: list[str]) -> Check:
+    check = _registry_check(hosts)
     tables = {
         str(a.inputs.get("routeTableId"))
         for a in plan.of("aws:ec2/routeTableAssociation:RouteTableAssociation")
@@ -335,7 +364,7 @@ def _gcp(plan: Plan, pools: list[Pool], job: Job | None) -> list[Check]:
         if n.inputs.get("sourceSubnetworkIpRangesToNat")
         in ("ALL_SUBNETWORKS_ALL_IP_RANGES", "ALL_SUBNETWORKS_ALL_PRIMARY_IP_RANGES")
     ]
-    check = "nodes reach the image registries (the internet)"
+    check = _registry_check(registries(plan, job))
     nsrc = "cloud.google.com/nat/docs/overview (Cloud NAT for the VPC's subnets); the plan's RouterNat"
     out.append(
         _ok(
@@ -668,7 +697,7 @@ def _azure(plan: Plan, pools: list[Pool], job: Job | None) -> list[Check]:
         )
     nat_id = (node_subnet.inputs.get("natGateway") or {}).get("id")
     ok, why = _nsg_decides(rules, "Outbound", node_net, _net("8.8.8.8/32"), Flow("tcp", (443, 443), "TCP 443"), vnet)
-    check = "nodes reach the image registries (the internet)"
+    check = _registry_check(registries(plan, job))
     esrc = f"{cite('azure-nat')}; {cite('azure-nsg')}"
     if not nat_id:
         out.append(

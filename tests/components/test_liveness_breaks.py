@@ -238,3 +238,16 @@ def test_toleration_matching_is_kubernetes_own(
     from components.liveness.facts import Taint
 
     assert tolerates([toleration], Taint(*taint, source="test")) is holds
+
+
+def test_a_job_that_does_not_render_is_a_failed_check_not_a_crash() -> None:
+    from components.plan import check_liveness
+
+    p = bundled("aws-h100-eks")
+
+    def broken(run: object, spec: object) -> live.Job:
+        raise ValueError("scheduler.namespace: missing")
+
+    result = check_liveness(p.run, p.spec, broken)
+    (bad,) = result.failed
+    assert bad.object == "the validation job" and "scheduler.namespace: missing" in bad.why
