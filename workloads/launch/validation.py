@@ -357,11 +357,12 @@ def venv_path(outputs: ClusterOutputs) -> str:
 
 def _unpack_lines(bundle: Bundle, dest: str) -> list[str]:
     q = shlex.quote
+    text = bundle.base64  # a property that encodes the whole archive: once, not once per line
     return [
         f"# The job's code ({bundle.digest}), carried inline: nothing is copied by hand.",
         f"mkdir -p {q(dest)}",
         f"base64 -d > {q(dest + '/bundle.tar.gz')} <<'GPUC_BUNDLE'",
-        *[bundle.base64[i : i + 76] for i in range(0, len(bundle.base64), 76)],
+        *[text[i : i + 76] for i in range(0, len(text), 76)],
         "GPUC_BUNDLE",
         f"tar -xzf {q(dest + '/bundle.tar.gz')} -C {q(dest)}",
     ]
