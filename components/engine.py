@@ -58,6 +58,8 @@ class Recorded:
     """URNs of the resources it waits for (``depends_on`` and the inputs' own resources)."""
     provider: str = ""
     """The explicit provider reference (``<provider urn>::<id>``), '' for the default provider."""
+    id: str = ""
+    """The id the engine gave it: what other resources' inputs name it by."""
 
 
 @dataclass(slots=True)
@@ -161,6 +163,7 @@ class _RecordingMonitor(_mocks.MockMonitor):
                     replace_on_changes=tuple(request.replaceOnChanges),
                     dependencies=tuple(request.dependencies),
                     provider=str(request.provider or ""),
+                    id=str(getattr(response, "id", "") or ""),
                 )
             )
         return response

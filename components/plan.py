@@ -16,16 +16,17 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence, TextIO
 
+from components import liveness as live
 from components import validation_time as vt
 from components.bandwidth import phase_floors
 from components.catalog import load_catalog
 from components.cloud_sdk import MissingCloudSdk
 from components.cluster import PILLARS
 from components.engine import OfflineRun, Recorded, replacements, run_offline
-from components.plan_caveats import caveats
+from components.plan_caveats import caveats, installer as installer_caveat
 from components.spec import (
     DEPLOYER_PLACEHOLDER,
     ClusterSpec,
@@ -93,6 +94,10 @@ class Summary:
     heal: dict[str, Any] | None = None
     """What ``gpu-cluster heal`` expects a node's replacement and revalidation to take here
     (components.validation_time.replace_estimate, revalidate_estimate)."""
+    liveness: dict[str, Any] = field(default_factory=dict)
+    """``{holds, checks: [{kind, object, check, holds, why, source, fix?}]}``: will every pod the
+    cluster needs be admitted, scheduled, reach what it must, find its paths and start after its
+    installers (components/liveness, over these resources and the rendered validation job)."""
 
 
 def pillar_of(run: OfflineRun, res: Recorded) -> str:
@@ -126,7 +131,48 @@ def _endpoint(spec: ClusterSpec, placeholder: bool) -> str:
     return f"public, limited to {', '.join(o.deployer_cidrs)} (the deployers) and the VPC"
 
 
-def summarize(stack: str, spec: ClusterSpec, run: OfflineRun, placeholder: bool = False) -> Summary:
+# What renders a stack's validation job for the liveness model: the launcher lives above the
+# components (workloads/), so the command passes it in (gpu_cluster/plan.py), as it does the policy
+# pack. None: the plan's own workloads are checked, the job is not.
+JobRenderer = Callable[[OfflineRun, ClusterSpec], "live.Job | None"]
+
+
+def liveness_plan(run: OfflineRun, spec: ClusterSpec) -> live.Plan:
+    """The plan as the liveness model reads it: every resource as plain data, the outputs, and
+    what ``pulumi up`` adds that the offline plan leaves out."""
+    deferred = {}
+    cav = installer_caveat(spec)
+    if cav is not None:
+        deferred["installer"] = cav.text
+    return live.Plan(
+        resources=tuple(live.Resource(type=r.type, name=r.name, id=r.id, inputs=r.inputs) for r in run.resources),
+        outputs=run.outputs,
+        deferred=deferred,
+    )
+
+
+def check_liveness(run: OfflineRun, spec: ClusterSpec, job: JobRenderer | None = None) -> live.Liveness:
+    plan = liveness_plan(run, spec)
+    try:
+        rendered = job(run, spec) if job is not None else None
+    except Exception as exc:  # a job that cannot be rendered is a finding of the plan, not a crash
+        found = live.evaluate(plan, None)
+        failed = live.Check(
+            kind="admission",
+            object="the validation job",
+            check="renders from this plan's outputs",
+            holds=False,
+            why=f"{type(exc).__name__}: {exc}",
+            source="workloads/validate/commands.py render_run",
+            fix="make the stack's outputs render (gpu-cluster validate render STACK shows the same error)",
+        )
+        return live.Liveness((failed, *found.checks))
+    return live.evaluate(plan, rendered)
+
+
+def summarize(
+    stack: str, spec: ClusterSpec, run: OfflineRun, placeholder: bool = False, liveness: live.Liveness | None = None
+) -> Summary:
     it = load_catalog().get(spec.compute.instance_type)
     bw = it.bandwidth
     assert it.price is not None  # the spec offers only priced (provisionable) types
@@ -191,6 +237,7 @@ def summarize(stack: str, spec: ClusterSpec, run: OfflineRun, placeholder: bool 
         validation_search_minutes=round(vt.search_estimate(it, spec.compute.nodes).seconds / 60, 1),
         caveats=[{"topic": c.topic, "text": c.text} for c in caveats(spec, run.outputs)],
         heal=_heal(spec, it),
+        liveness=liveness.as_dict() if liveness is not None else {},
     )
 
 
@@ -302,14 +349,41 @@ def render(summary: Summary, run: OfflineRun, out: TextIO) -> None:
             f"    {e['path']:<12} {e['op']:<11} {e['nodes']:>5} {_num(e['bound_gbps']):>7} {_num(e['expected_gbps']):>8} "
             f"{_num(e['floor_warn_gbps']):>7} {_num(e['floor_fail_gbps']):>7}  {e['algorithm']}; {e['basis']}\n"
         )
+    render_liveness(s.liveness, out)
 
 
-def plan_stack(stack: str) -> tuple[Summary, OfflineRun]:
-    """Parse the stack (SpecError on a bad one), run the program offline, summarize."""
+def liveness_line(doc: dict[str, Any]) -> str:
+    """``holds: 61 checks (admission 9, scheduling 30, ...)`` or the count that fails."""
+    checks = doc.get("checks") or []
+    per = {k: [c for c in checks if c["kind"] == k] for k in live.KINDS}
+    counts = ", ".join(f"{k} {sum(c['holds'] for c in v)}/{len(v)}" for k, v in per.items() if v)
+    bad = [c for c in checks if not c["holds"]]
+    head = f"holds: {len(checks)} checks" if not bad else f"DOES NOT HOLD: {len(bad)} of {len(checks)} checks fail"
+    return f"{head} ({counts})"
+
+
+def render_liveness(doc: dict[str, Any], out: TextIO) -> None:
+    """The liveness section: a line per check (kind, object, what it needs, why, source)."""
+    if not doc:
+        return
+    w = out.write
+    w(f"  {'liveness':<13} {liveness_line(doc)}; a model, not the cloud (README, Liveness)\n")
+    for c in doc["checks"]:
+        mark = "ok  " if c["holds"] else "FAIL"
+        line = f"    {mark} {c['kind']:<12} {c['object']}: {c['check']} -- {c['why']} [{c['source']}]"
+        if not c["holds"] and c.get("fix"):
+            line += f" -> fix: {c['fix']}"
+        w(line + "\n")
+
+
+def plan_stack(stack: str, job: JobRenderer | None = None) -> tuple[Summary, OfflineRun]:
+    """Parse the stack (SpecError on a bad one), run the program offline, check liveness (with the
+    validation job ``job`` renders), summarize."""
     name, raw = read_stack_file(stack)
     spec = parse_spec(raw, default_name=default_name(name), deployer_placeholder=True)
     run = run_offline(name, raw)
-    return summarize(name, spec, run, needs_deployer_placeholder(raw)), run
+    liveness = check_liveness(run, spec, job)
+    return summarize(name, spec, run, needs_deployer_placeholder(raw), liveness), run
 
 
 def to_json(summary: Summary, run: OfflineRun) -> dict[str, Any]:
@@ -322,6 +396,7 @@ def to_json(summary: Summary, run: OfflineRun) -> dict[str, Any]:
             {
                 "type": r.type,
                 "name": r.name,
+                "id": r.id,
                 "parent": names.get(r.parent, ""),
                 "pillar": pillar_of(run, r),
                 "protect": r.protect,
@@ -352,12 +427,15 @@ def _write_atomically(path: str, text: str) -> None:
 PolicyCheck = Callable[[OfflineRun, ClusterSpec, TextIO], tuple[Any, bool]]
 
 
-def main(argv: Sequence[str] | None = None, *, policy: PolicyCheck | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, *, policy: PolicyCheck | None = None, job: JobRenderer | None = None
+) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m components.plan",
         description=__doc__.split("\n\n")[0],
-        epilog="exit 0 planned; 2 a stack has errors; 3 a stack could not be planned here (its cloud's "
-        "extra is not installed, e.g. pip install 'gpu-cluster[azure]') or violates a mandatory policy",
+        epilog="exit 0 planned; 2 a stack has errors, or its liveness does not hold (a pod it needs would not "
+        "run); 3 a stack could not be planned here (its cloud's extra is not installed, e.g. pip install "
+        "'gpu-cluster[azure]') or violates a mandatory policy",
     )
     ap.add_argument("stack", nargs="?", help="bundled stack name or stack file path")
     ap.add_argument("--all", action="store_true", help="plan every bundled stack")
@@ -389,6 +467,7 @@ def main(argv: Sequence[str] | None = None, *, policy: PolicyCheck | None = None
         ap.error("--outputs takes one STACK, not --all")
     stacks = bundled_stacks() if args.all else [args.stack]
     failed: list[str] = []
+    dead: list[str] = []
     blocked: list[str] = []
     unplanned: list[str] = []
     documents = []
@@ -397,7 +476,7 @@ def main(argv: Sequence[str] | None = None, *, policy: PolicyCheck | None = None
             print(f"[{i}/{len(stacks)}] planning {stack} ...", file=sys.stderr, flush=True)
         started = time.perf_counter()
         try:
-            summary, run = plan_stack(stack)
+            summary, run = plan_stack(stack, job)
         except SpecError as err:
             print(f"gpu-cluster: {stack}: {err.render()}", file=sys.stderr)
             failed.append(stack)
@@ -423,6 +502,15 @@ def main(argv: Sequence[str] | None = None, *, policy: PolicyCheck | None = None
                 out.write(f"    {res}: {', '.join(why)}\n")
         out.write(f"  {'planned in':<13} {time.perf_counter() - started:.2f} s\n\n")
         documents.append(to_json(summary, run))
+        if summary.liveness and not summary.liveness["holds"]:
+            dead.append(stack)
+            for c in summary.liveness["checks"]:
+                if not c["holds"]:
+                    print(
+                        f"gpu-cluster: {stack}: liveness: {c['object']}: {c['check']}: {c['why']}"
+                        + (f" (fix: {c['fix']})" if c.get("fix") else ""),
+                        file=sys.stderr,
+                    )
         if args.policy:
             if policy is None:
                 print("gpu-cluster: --policy needs the policy pack: run `gpu-cluster plan --policy`", file=sys.stderr)
@@ -444,8 +532,22 @@ def main(argv: Sequence[str] | None = None, *, policy: PolicyCheck | None = None
             print(text)
         else:
             _write_atomically(args.json, text + "\n")
+    if args.all and documents:
+        w = sys.stderr if "-" in (args.json, args.outputs) else sys.stdout
+        w.write("liveness\n")
+        for doc in documents:
+            w.write(
+                f"  {doc['stack']:<26} {liveness_line(doc['summary']['liveness']) if doc['summary']['liveness'] else 'not checked'}\n"
+            )
     if failed:
         print(f"gpu-cluster: {len(failed)} stack(s) have errors: {', '.join(failed)}", file=sys.stderr)
+        return 2
+    if dead:
+        print(
+            f"gpu-cluster: {len(dead)} stack(s) would not run the validation job (liveness does not hold): "
+            f"{', '.join(dead)}",
+            file=sys.stderr,
+        )
         return 2
     if blocked or unplanned:
         if unplanned:

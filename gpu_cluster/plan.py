@@ -1,13 +1,17 @@
 """``gpu-cluster plan``: the offline plan of :mod:`components.plan`, with the policy pack that
-``--policy`` checks it against (:mod:`policies.offline`)."""
+``--policy`` checks it against (:mod:`policies.offline`) and the validation job the liveness model
+checks (rendered as ``validate render`` renders it: :mod:`workloads.validate.commands`)."""
 
 from __future__ import annotations
 
+import argparse
+import functools
 from collections.abc import Sequence
 from typing import Any, TextIO
 
 from components import plan
 from components.engine import OfflineRun
+from components.liveness import Job
 from components.spec import ClusterSpec
 from policies import offline
 
@@ -18,5 +22,25 @@ def check_policy(run: OfflineRun, spec: ClusterSpec, out: TextIO) -> tuple[Any, 
     return offline.to_json(violations), any(v.mandatory for v in violations)
 
 
+@functools.cache
+def _bundle() -> Any:
+    from workloads.launch import bundle
+
+    return bundle.build()
+
+
+def render_job(run: OfflineRun, spec: ClusterSpec) -> Job | None:
+    """The validation job ``validate render`` would write for these outputs, with its defaults,
+    as the liveness model reads it."""
+    from components.contract import read_outputs
+    from workloads.validate import commands
+
+    outs = read_outputs(run.outputs, f"the offline plan of {spec.name}")
+    args = argparse.Namespace(**commands.DEFAULT_RENDER)
+    rendered = commands.render_run(outs, args, "liveness", bundle=_bundle())
+    job: Job = commands.liveness_job(rendered)
+    return job
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    return plan.main(argv, policy=check_policy)
+    return plan.main(argv, policy=check_policy, job=render_job)

@@ -95,6 +95,10 @@ class RuleContext:
     """Customer-managed KMS key the config names for the Lustre file system; None: the service key is accepted."""
     api_access_cidrs: tuple[str, ...] | None = None
     """CIDRs allowed to reach a public Kubernetes API endpoint; () means the endpoint must be private."""
+    egress_addresses: tuple[str, ...] | None = None
+    """The cluster's own egress addresses (its NAT gateways' public IPs), which an API's authorized
+    ranges must hold so the nodes can join (AKS api-server-authorized-ip-ranges.md:45); None: not
+    known here (under ``pulumi preview`` the address exists only once the IP is created)."""
     pre_placed: bool | None = None
     """Whether the GPU capacity is handed over already placed (capacity block, reservation)."""
     zone: str | None = None
@@ -113,11 +117,13 @@ class RuleContext:
         """From a CrossGuard policy config object (camelCase keys, all optional)."""
         cfg = dict(config or {})
         cidrs = cfg.get("apiAccessCidrs")
+        egress = cfg.get("egressAddresses")
         pre = cfg.get("prePlaced")
         exc = cfg.get("exceptions")
         return cls(
             lustre_kms_key_id=cfg.get("lustreKmsKeyId") or None,
             api_access_cidrs=tuple(str(c) for c in cidrs) if isinstance(cidrs, (list, tuple)) else None,
+            egress_addresses=tuple(str(a) for a in egress) if isinstance(egress, (list, tuple)) else None,
             pre_placed=bool(pre) if isinstance(pre, bool) else None,
             zone=cfg.get("zone") or None,
             instance_type=cfg.get("instanceType") or None,
@@ -131,6 +137,8 @@ class RuleContext:
             out["lustreKmsKeyId"] = self.lustre_kms_key_id
         if self.api_access_cidrs is not None:
             out["apiAccessCidrs"] = list(self.api_access_cidrs)
+        if self.egress_addresses is not None:
+            out["egressAddresses"] = list(self.egress_addresses)
         if self.pre_placed is not None:
             out["prePlaced"] = self.pre_placed
         if self.zone:

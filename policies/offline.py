@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence, TextIO
 
 from components.engine import OfflineRun, Recorded
@@ -59,6 +59,18 @@ def context_from_spec(spec: ClusterSpec) -> RuleContext:
     )
 
 
+def egress_addresses(resources: list[StackResource]) -> tuple[str, ...]:
+    """The public IPs the stack's NAT gateways send from (Azure): the nodes' egress addresses."""
+    by_id = {r.id: r for r in resources}
+    out = []
+    for nat in (r for r in resources if r.type == "azure-native:network:NatGateway"):
+        for ref in nat.props.get("publicIpAddresses") or []:
+            ip = by_id.get(str((ref or {}).get("id")))
+            if ip is not None and ip.props.get("ipAddress"):
+                out.append(str(ip.props["ipAddress"]))
+    return tuple(out)
+
+
 def mock_id(res: Recorded) -> str:
     """The id the offline engine gave ``res`` (``components.engine._StrictMocks.new_resource``):
     other resources' inputs carry it wherever the program passed ``res.id``."""
@@ -75,8 +87,8 @@ def stack_resources(run: OfflineRun) -> list[StackResource]:
 
 def check_run(run: OfflineRun, spec: ClusterSpec, rules: Iterable[Rule] = ALL_RULES) -> list[Violation]:
     """Every violation of ``rules`` in the run: resource rules first, in registration order."""
-    ctx = context_from_spec(spec)
     resources = stack_resources(run)
+    ctx = replace(context_from_spec(spec), egress_addresses=egress_addresses(resources))
     by_urn = {r.urn: r for r in resources}
     rules = list(rules)
     found: list[Violation] = []

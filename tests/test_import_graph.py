@@ -29,6 +29,9 @@ SHARED = (
     "components.problems",
     "components.image_pins",
 )
+# Shared packages: the package and every module in it. The liveness model reads the plan's
+# resources and the rendered job as plain data, so the validation side can run it too.
+SHARED_PACKAGES = ("components.liveness",)
 _RUNTIME_UP = ("components.shared",)
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "components.shared": (),
@@ -70,7 +73,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
 
 
 def room_of(module: str) -> str:
-    if module in SHARED:
+    if module in SHARED or any(module == p or module.startswith(p + ".") for p in SHARED_PACKAGES):
         return "components.shared"
     best = ""
     for room in MAY_IMPORT:
@@ -239,10 +242,18 @@ def test_workloads_import_no_pulumi() -> None:
 
 
 def test_shared_modules_import_no_pulumi_and_no_torch() -> None:
-    for mod in SHARED:
-        path = ROOT / (mod.replace(".", "/") + ".py")
+    paths = [ROOT / (mod.replace(".", "/") + ".py") for mod in SHARED]
+    paths += [p for pkg in SHARED_PACKAGES for p in sorted((ROOT / pkg.replace(".", "/")).glob("*.py"))]
+    assert len(paths) > len(SHARED)
+    for path in paths:
         names = imported_names(path.read_text(encoding="utf-8"))
-        assert not {n for n in names if n.split(".")[0] in ("torch", "workloads") or n.startswith("pulumi")}, mod
+        bad = {n for n in names if n.split(".")[0] in ("torch", "workloads", "gpu_cluster") or n.startswith("pulumi")}
+        assert not bad, f"{path.relative_to(ROOT)}: {sorted(bad)}"
+
+
+def test_a_shared_package_is_a_shared_room() -> None:
+    assert room_of("components.liveness") == room_of("components.liveness.facts") == "components.shared"
+    assert room_of("components.livenessx") == "components"
 
 
 def test_workloads_top_level_holds_only_thin_entries() -> None:

@@ -16,11 +16,11 @@ from components.azure.common import address_plan
 from components.azure.network import Network, NetworkArgs
 from components.azure.orchestration_aks import (
     GPU_POOL,
-    GPU_TAINT_KEY,
     LUSTRE_CLAIM,
     POOL_LABEL,
     AksArgs,
     AksOrchestration,
+    gpu_taint_keys,
 )
 from components.azure.storage import Storage, StorageArgs
 from components.contract import COMPONENT_FACTS
@@ -51,6 +51,7 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
             vnet_id=net.vnet.id,
             node_subnet=net.nodes.id,
             system_subnet=net.system.id,
+            egress_ips=[net.nat_ip.ip_address],
             lustre_id=st.lustre.id,
             lustre_mgs=st.mount["dns_name"],
             after=[st.lustre],
@@ -90,7 +91,8 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
             # Created by the in-cluster layer (components/k8s/aks.py lustre_volume) in the namespace.
             "lustre_claim": LUSTRE_CLAIM,
             "node_selector": {POOL_LABEL: GPU_POOL},
-            "tolerations": [GPU_TAINT_KEY],
+            # The GPU pool's taints, AKS's spot taint included on a Spot pool.
+            "tolerations": gpu_taint_keys(spec),
         },
         COMPONENT_FACTS: {
             "network_id": net.vnet.id,

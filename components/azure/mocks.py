@@ -102,6 +102,13 @@ def _identities(inputs: Mapping[str, Any]) -> dict[str, Any]:
     return {"identity": ident} if ident else {}
 
 
+def _public_ip(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """A static public IP gets its address at creation: one of RFC 5737's documentation range
+    203.0.113.0/24 (TEST-NET-3), fixed by the name, so a plan never shows a routable address."""
+    last = 1 + sum(name.encode()) % 254
+    return {**_named("Microsoft.Network/publicIPAddresses")(name, inputs), "ipAddress": f"203.0.113.{last}"}
+
+
 def _aks(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     return {
         **_named("Microsoft.ContainerService/managedClusters", "resourceName")(name, inputs),
@@ -117,7 +124,7 @@ COMPUTED: dict[str, Callable[[str, Mapping[str, Any]], dict[str, Any]]] = {
     "azure-native:network:Subnet": _named("Microsoft.Network/virtualNetworks/subnets", "subnetName"),
     "azure-native:network:NetworkSecurityGroup": _named("Microsoft.Network/networkSecurityGroups"),
     "azure-native:network:NatGateway": _named("Microsoft.Network/natGateways"),
-    "azure-native:network:PublicIPAddress": _named("Microsoft.Network/publicIPAddresses"),
+    "azure-native:network:PublicIPAddress": _public_ip,
     "azure-native:storagecache:AmlFilesystem": _lustre,
     "azure-native:storage:StorageAccount": _named("Microsoft.Storage/storageAccounts", "accountName"),
     "azure-native:storage:BlobContainer": _named(

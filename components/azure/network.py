@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_azure_native as azure
 
-from components.azure.common import AddressPlan, cluster_tags
+from components.azure.common import AKS_POD_CIDR, AddressPlan, cluster_tags
 from components.spec import ClusterSpec
 
 # Managed Lustre: clients and servers talk TCP 988 and 1019-1023, in and out, and the file
@@ -69,6 +69,9 @@ class Network(pulumi.ComponentResource):
     lustre: azure.network.Subnet
     system: azure.network.Subnet
     node_nsg: azure.network.NetworkSecurityGroup
+    nat_ip: azure.network.PublicIPAddress
+    """The NAT gateway's public address: every node's egress address (the API server's authorized
+    ranges must hold it)."""
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-cluster:azure:Network", name, None, opts)
@@ -102,7 +105,7 @@ class Network(pulumi.ComponentResource):
         """Egress for nodes: the subnets turn default outbound access off, so without this
         cloud-init, container pulls and package installs would fail (AZURE.md §9.5)."""
         zones = [spec.zone]
-        ip = azure.network.PublicIPAddress(
+        ip = self.nat_ip = azure.network.PublicIPAddress(
             f"{name}-nat-ip",
             resource_group_name=rg,
             location=spec.region,
@@ -135,6 +138,18 @@ class Network(pulumi.ComponentResource):
             _rule("allow-cluster-in", "Allow", "Inbound", 100, source=cidr, destination=cidr),
             DENY_INTERNET_IN,
         ]
+        if spec.orchestration.kind == "aks":
+            # Azure CNI Overlay: pod-to-pod traffic is not encapsulated and the subnet NSG's rules
+            # apply to it, and the pod range is not the VNet's (so not VirtualNetwork, which the
+            # default allow rules name): "Node CIDR -> Pod CIDR" and "Pod CIDR -> Pod CIDR", all ports
+            # and protocols, DNS included (concepts-network-azure-cni-overlay.md:96-102 at fb060ab).
+            # Both directions: the source NIC's outbound rules and the destination's inbound ones
+            # are both evaluated (network-security-groups-overview).
+            for i, (rule, source) in enumerate((("node-to-pod", cidr), ("pod-to-pod", AKS_POD_CIDR))):
+                rules += [
+                    _rule(f"allow-{rule}-in", "Allow", "Inbound", 110 + i, source=source, destination=AKS_POD_CIDR),
+                    _rule(f"allow-{rule}-out", "Allow", "Outbound", 110 + i, source=source, destination=AKS_POD_CIDR),
+                ]
         return self._nsg(f"{name}-nodes-nsg", spec, rg, tags, rules)
 
     def _create_lustre_nsg(

@@ -34,6 +34,17 @@ SYSTEM_POOL = "system"
 # only pods that tolerate it land there.
 GPU_TAINT_KEY = "sku"
 GPU_TAINT = f"{GPU_TAINT_KEY}=gpu:NoSchedule"
+# AKS taints every Spot pool kubernetes.azure.com/scalesetpriority=spot:NoSchedule itself
+# (spot-node-pool.md:41 at fb060ab): on a spot GPU pool the operators' DaemonSets and the jobs
+# must tolerate it too, or nothing lands there.
+SPOT_TAINT_KEY = "kubernetes.azure.com/scalesetpriority"
+
+
+def gpu_taint_keys(spec: ClusterSpec) -> list[str]:
+    """Every taint key the GPU pool's nodes carry: ours, and AKS's own on a Spot pool."""
+    return [GPU_TAINT_KEY, *([SPOT_TAINT_KEY] if spec.compute.capacity.type == "spot" else [])]
+
+
 # Network Contributor (built-in role): the cluster's identity manages the node subnets and
 # the NAT gateway of a VNet it did not create. The same id in AKS BYO-subnet bicep samples
 # (find_string, read 2026-12-01); the built-in roles page was not re-read this session.
@@ -52,6 +63,8 @@ class AksArgs:
     vnet_id: pulumi.Input[str]
     node_subnet: pulumi.Input[str]
     system_subnet: pulumi.Input[str]
+    egress_ips: Sequence[pulumi.Input[str | None]] = ()
+    """The nodes' egress addresses (the NAT gateway's public IPs): the API server must admit them."""
     lustre_id: pulumi.Input[str] | None = None
     """The Managed Lustre file system's id: the CSI volume's handle."""
     lustre_mgs: pulumi.Input[str] | None = None
@@ -106,9 +119,16 @@ class AksOrchestration(pulumi.ComponentResource):
             # Paid tier, with the uptime SLA (Checkov CKV_AZURE_170; AZURE.md §7).
             sku=azure.containerservice.ManagedClusterSKUArgs(name="Base", tier="Standard"),
             # The API admits only the deployers' ranges (Checkov CKV_AZURE_6): `pulumi up` and
-            # `validate submit` reach it from there (api-server-authorized-ip-ranges.md at fb060ab).
+            # `validate submit` reach it from there; and the cluster's own egress address, where
+            # every kubelet comes from through the NAT gateway (outboundType userAssignedNATGateway):
+            # "include ... the cluster egress IP address (firewall, NAT gateway, or other address,
+            # depending on your outbound type)" (api-server-authorized-ip-ranges.md:45 at fb060ab).
+            # AKS adds only a Standard load balancer's outbound IP by itself (same page, line 51).
             api_server_access_profile=azure.containerservice.ManagedClusterAPIServerAccessProfileArgs(
-                authorized_ip_ranges=list(o.deployer_cidrs)
+                authorized_ip_ranges=[
+                    *o.deployer_cidrs,
+                    *(pulumi.Output.from_input(ip).apply(lambda a: f"{a}/32") for ip in args.egress_ips),
+                ]
             ),
             network_profile=azure.containerservice.ContainerServiceNetworkProfileArgs(
                 network_plugin="azure",
@@ -244,12 +264,16 @@ def create_in_cluster_layer(name: str, args: AksLayerArgs, k8s_opts: pulumi.Reso
     # AMD GPUs alike (AKS_RDMA runs its RCCL test on rdma/ib too, tests/scenarios/k8s).
     # Every operand that must run on the GPU nodes tolerates the pool's taint (components/k8s/aks.py
     # says, per operand, where its default tolerations were read).
-    taint = [layer.Toleration(key=GPU_TAINT_KEY)]
+    taint = [layer.Toleration(key=k) for k in gpu_taint_keys(spec)]
     network = layer.network_operator(name, k8s_opts, taint)
     if operator == "nvidia":
         layer.gpu_operator(name, k8s_opts, taint, after=network[-1:])
     else:
-        layer.amd_gpu_operator(name, k8s_opts, taint)
+        # AKS installs no AMD driver (use-amd-gpus.md:49) and the DeviceConfig leaves it off, as the
+        # reference does: its own installer runs first (Azure/aks-rdma-infiniband deploy-aks.sh
+        # all-amd: install_amdgpu_driver before install_amd_gpu_operator), on the GPU pool's nodes.
+        driver = layer.amd_driver_installer(name, k8s_opts, taint, node_selector={POOL_LABEL: GPU_POOL})
+        layer.amd_gpu_operator(name, k8s_opts, taint, after=driver)
     csi = layer.lustre_csi(name, k8s_opts)
     namespace = job_namespace(name, k8s_opts)
     layer.lustre_volume(

@@ -113,7 +113,12 @@ def queue_objects(quota: Quota, job_namespace: str) -> list[tuple[str, str, str 
                         "flavors": [{"name": FLAVOR, "resources": resources}],
                     }
                 ],
-                "admissionChecks": [CHECK],
+                # v1beta2 names the checks under admissionChecksStrategy (apis/kueue/v1beta2/
+                # clusterqueue_types.go at v0.17.1, lines 120 and 148-170; kueue PR 7490 dropped
+                # v1beta1's spec.admissionChecks, which the v1beta2 schema prunes, so no
+                # ProvisioningRequest would ever be made); no onFlavors: the check runs for every
+                # workload of the queue (site/static/examples/provisioning/provisioning-setup.yaml).
+                "admissionChecksStrategy": {"admissionChecks": [{"name": CHECK}]},
             },
         ),
         ("LocalQueue", LOCAL_QUEUE, job_namespace, {"clusterQueue": CLUSTER_QUEUE}),

@@ -79,7 +79,8 @@ def test_the_default_efa_image_is_the_published_dlc_with_the_jobs_torch() -> Non
     from workloads.launch.fabric import wiring
 
     pod = wiring("efa").pod
-    assert "/opt/amazon/ofi-nccl/lib64" in pod.library_path
+    (ofi,) = [f for f in pod.found_at_start if f.marker == "libnccl-net-ofi.so"]
+    assert ofi.dirs[0] == "/opt/amazon/ofi-nccl/lib64"
     assert "/opt/amazon/ofi-nccl/lib64" in load_fabric_facts()[0]["efa"].plugin_dirs
     assert pod.env["NCCL_NET_PLUGIN"] == "ofi" and pod.run_as_root
 

@@ -86,9 +86,10 @@ def test_every_container_is_hardened(instance_type: str) -> None:
     for c in [*pod.get("initContainers", []), *pod["containers"]]:
         sc = c["securityContext"]  # CKV_K8S_29/30
         assert sc["allowPrivilegeEscalation"] is False  # CKV_K8S_20
-        # The workload drops ALL (CKV_K8S_28, 37); the receive-datapath sidecar keeps the runtime's
-        # defaults and adds its own, as upstream (the deliberate CKV_K8S_37 exception).
-        assert sc["capabilities"]["drop"] == ["ALL"] if c in pod["containers"] else "drop" not in sc["capabilities"]
+        # The workload and the node gate drop ALL (CKV_K8S_28, 37); the receive-datapath sidecar keeps
+        # the runtime's defaults and adds its own, as upstream (the deliberate CKV_K8S_37 exception).
+        drops = c in pod["containers"] or c["name"] == "wait-for-node"
+        assert sc["capabilities"]["drop"] == ["ALL"] if drops else "drop" not in sc["capabilities"]
         assert not {"SYS_ADMIN", "NET_RAW"} & set(sc["capabilities"].get("add", []))
         assert "privileged" not in sc
     assert manifest["metadata"]["namespace"] == "gpuc-jobs"  # CKV_K8S_21 when the stack's namespace is its own
@@ -120,7 +121,11 @@ def test_a3_mega_tcpxo_pod_has_what_the_reference_pod_has() -> None:
         "/dev/nvidia-uvm",
         "/dev/dmabuf_import_helper",
     ]
-    (rxdm,) = pod["initContainers"]
+    # The node gate first (the installer's plugin and aperture devices), then the sidecar.
+    gate, rxdm = pod["initContainers"]
+    assert gate["name"] == "wait-for-node" and "restartPolicy" not in gate
+    waits = {e["name"]: e.get("value") for e in gate["env"]}["GPUC_WAIT_FOR"].split()
+    assert "/usr/local/nvidia/lib64/libnccl-net.so" in waits and "/dev/aperture_devices/" in waits
     assert rxdm["name"] == "tcpxo-daemon" and rxdm["restartPolicy"] == "Always"  # native sidecar (best-practice.md)
     assert rxdm["image"].startswith("us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21")
     assert "/fts/entrypoint_rxdm_container.sh --num_hops=2" in rxdm["command"][2]
@@ -188,7 +193,8 @@ def test_a3_high_tcpx_pod_has_what_the_reference_pod_has() -> None:
         {"interfaceName": f"eth{i}", "network": f"vpc{i}"} for i in range(1, 5)
     ]
     assert "/dev/dmabuf_import_helper" not in ann["devices.gke.io/container.tcpx-daemon"]
-    (rxdm,) = pod["initContainers"]
+    gate, rxdm = pod["initContainers"]
+    assert gate["name"] == "wait-for-node"
     assert rxdm["image"].startswith("us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.12")
     assert rxdm["command"][:3] == ["/tcpgpudmarxd/build/app/tcpgpudmarxd", "--gpu_nic_preset", "a3vm"]
     assert rxdm["securityContext"]["capabilities"]["add"] == ["NET_ADMIN"]
@@ -214,7 +220,9 @@ def test_gib_pod_has_what_the_reference_pod_has(instance_type: str) -> None:
         {"interfaceName": "eth0", "network": "default"},
         *[{"interfaceName": f"eth{i + 2}", "network": f"rdma-{i}"} for i in range(8)],
     ]
-    assert "initContainers" not in pod and not any(k.startswith("devices.gke.io") for k in ann)
+    # No sidecar: only the node gate, waiting for the gIB installer's tree.
+    assert [c["name"] for c in pod["initContainers"]] == ["wait-for-node"]
+    assert not any(k.startswith("devices.gke.io") for k in ann)
     vols = {v["name"]: v for v in pod["volumes"]}
     (c,) = pod["containers"]
     host = {
@@ -238,12 +246,11 @@ def test_efa_pod_has_devices_root_and_the_plugin_on_the_library_path(instance_ty
     # read shows the node reserving any, and an unmet request leaves the pod Pending.
     assert c["resources"]["limits"]["vpc.amazonaws.com/efa"] == efa
     assert not any(k.startswith("hugepages-") for k in c["resources"]["limits"])
-    # The default DLC image's plugin directory (lib64) and the Ubuntu installer's
-    # (awsome-distributed-training kubernetes/nccl-tests.yaml at 7217859), libfabric's first.
-    assert (
-        "export LD_LIBRARY_PATH=/opt/amazon/efa/lib:/opt/amazon/efa/lib64:/opt/amazon/ofi-nccl/lib64:"
-        '/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu"${LD_LIBRARY_PATH:+' in script
-    )
+    # Found in the image at start: the default DLC image's plugin directory (lib64) or the Ubuntu
+    # installer's (awsome-distributed-training kubernetes/nccl-tests.yaml at 7217859), libfabric's first.
+    assert "for gpuc_cand in /opt/amazon/efa/lib64 /opt/amazon/efa/lib; do" in script
+    assert "for gpuc_cand in /opt/amazon/ofi-nccl/lib64 /opt/amazon/ofi-nccl/lib/x86_64-linux-gnu; do" in script
+    assert 'export LD_LIBRARY_PATH="$gpuc_found_libs""${LD_LIBRARY_PATH:+' in script
     env = _env(c)
     assert env["FI_PROVIDER"] == "efa" and env["NCCL_NET_PLUGIN"] == "ofi" and not _annotations(manifest)
     # Root with IPC_LOCK and nothing else added: the run directory goes under the root-owned
@@ -253,11 +260,15 @@ def test_efa_pod_has_devices_root_and_the_plugin_on_the_library_path(instance_ty
     assert (c["securityContext"]["runAsUser"], c["securityContext"]["runAsNonRoot"]) == (0, False)
 
 
-def test_slurm_efa_job_puts_the_host_plugin_on_the_library_path() -> None:
+def test_slurm_efa_job_finds_the_host_plugin_and_puts_it_on_the_library_path() -> None:
     script = sbatch.render(sbatch_spec(ValidationJob(nodes=2, workdir="/fsx/v", instance_type="p5.48xlarge")))
-    # awsome-distributed-training micro-benchmarks/nccl-tests/slurm/nccl-tests-ami.sbatch at 7217859.
-    line = 'export LD_LIBRARY_PATH=/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib"${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"'
+    # lib64 first (the PCS sample AMI: AL2023, EFA installer 1.47.0), then the DLAMI's lib
+    # (awsome-distributed-training nccl-tests-ami.sbatch at 7217859); the tuner only where it is.
+    assert "for gpuc_cand in /opt/amazon/ofi-nccl/lib64 /opt/amazon/ofi-nccl/lib; do" in script
+    line = 'export LD_LIBRARY_PATH="$gpuc_found_libs""${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"'
     assert line in script and script.index(line) < script.index("srun")
+    assert 'export NCCL_TUNER_PLUGIN="$gpuc_dir"/libnccl-ofi-tuner.so' in script
+    assert "NCCL_TUNER_PLUGIN=/opt/amazon" not in script
 
 
 @pytest.mark.parametrize("instance_type", ["a3-ultragpu-8g", "a4-highgpu-8g"])
@@ -345,6 +356,7 @@ def test_run_as_user_makes_the_workload_non_root_and_leaves_the_daemon_root() ->
     (c,) = pod["containers"]
     assert c["securityContext"]["runAsNonRoot"] is True and c["securityContext"]["runAsUser"] == 1000  # CKV_K8S_23
     assert "runAsNonRoot" not in pod["securityContext"] and pod["securityContext"]["fsGroup"] == 1000
-    assert "runAsNonRoot" not in pod["initContainers"][0]["securityContext"]
+    (rxdm,) = [c for c in pod["initContainers"] if c["name"] == "tcpxo-daemon"]
+    assert "runAsNonRoot" not in rxdm["securityContext"]
     with pytest.raises(LaunchSpecError, match="run_as_user"):
         jobset.validate(replace(jobset_spec(job, image="i:1", lustre_pvc=None), run_as_user=0))

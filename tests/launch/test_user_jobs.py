@@ -51,7 +51,7 @@ def test_user_job_on_gke_is_wired_for_tcpxo_and_valid(pattern: str, jobset_schem
     # The fabric's wiring: the stack's GPU networks on the pod, the receive-datapath sidecar.
     nets = [i["network"] for i in json.loads(tpl["metadata"]["annotations"]["networking.gke.io/interfaces"])]
     assert nets == ["default", *[n["name"] for n in outs.fabric.networks]]
-    assert [c["name"] for c in tpl["spec"]["initContainers"]] == ["tcpxo-daemon"]
+    assert [c["name"] for c in tpl["spec"]["initContainers"]] == ["wait-for-node", "tcpxo-daemon"]
     script = tpl["spec"]["containers"][0]["command"][2].replace("$$", "$")
     module = userjob.PATTERNS[pattern]
     assert f"-m {module} " + " ".join(shlex.quote(a) for a in JOB_ARGS[pattern]) in script
@@ -68,7 +68,8 @@ def test_user_job_on_slurm_carries_its_code_and_the_fabric_env(pattern: str) -> 
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
     assert f"#SBATCH --job-name=gpuc-{pattern}" in script
     assert f"-m {userjob.PATTERNS[pattern]} " in script.replace("\\\n    ", " ")
-    assert 'export LD_LIBRARY_PATH=/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib"${LD_LIBRARY_PATH:+' in script
+    assert 'export LD_LIBRARY_PATH="$gpuc_found_libs""${LD_LIBRARY_PATH:+' in script
+    assert "for gpuc_cand in /opt/amazon/ofi-nccl/lib64 /opt/amazon/ofi-nccl/lib; do" in script
     assert "export FI_PROVIDER=efa" in script
     assert f"export PYTHONPATH={outs.mount.mount_point}/jobs/{outs.cluster_name}/{RUN}/code" in script
     assert "<<'GPUC_BUNDLE'" in script and "step 2" not in script

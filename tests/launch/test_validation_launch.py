@@ -64,7 +64,9 @@ def test_jobset_runs_the_sbatch_phases() -> None:
     w = wiring(it.network.fabric)
     assert dict(j.fabric_env) == {**it.software.fabric_env, **w.pod.env}
     assert dict(s.fabric_env) == {**it.software.fabric_env, **w.slurm.env}
-    assert j.fabric_env["NCCL_NET_PLUGIN"] == "ofi" and "NCCL_TUNER_PLUGIN" in s.fabric_env
+    # The tuner is named only where the plugin's directory holds it: found at start, not fixed here.
+    assert j.fabric_env["NCCL_NET_PLUGIN"] == "ofi" and "NCCL_TUNER_PLUGIN" not in s.fabric_env
+    assert [f.dirs[0] for f in s.found_at_start] == ["/opt/amazon/efa/lib64", "/opt/amazon/ofi-nccl/lib64"]
     assert j.pod0_decides and j.rendezvous_host == "gpuc-validate-node-0-0.gpuc-validate"
     jobset.validate(j)
 

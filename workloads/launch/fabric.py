@@ -106,6 +106,21 @@ class Sidecar:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FoundDir:
+    """A directory the job finds on its node (or in its image) when it starts, where the layout
+    differs by OS or installer version (``lib64`` or ``lib``): the first of ``dirs`` holding
+    ``marker`` goes first on ``LD_LIBRARY_PATH``; none stops the job naming what it looked for."""
+
+    what: str
+    dirs: tuple[str, ...]
+    marker: str
+    """Shell globs of the file that decides a directory, ``|``-separated alternatives."""
+    exports: Mapping[str, str] = field(default_factory=dict)
+    """Variable -> a file name in the found directory, exported only where that file is there."""
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CollectivesPart:
     """What one collectives library (``nccl``, ``rccl``: the instance's ``software.collectives``)
     adds on a fabric for one scheduler: the same InfiniBand wants another environment for NCCL on
@@ -135,6 +150,10 @@ class PodWiring:
     source: str = ""
     collectives: Mapping[str, CollectivesPart] = field(default_factory=dict)
     """Per collectives library, what it adds (``fabrics.<f>.pod.collectives``)."""
+    found_at_start: tuple[FoundDir, ...] = ()
+    installer_paths: tuple[str, ...] = ()
+    """Host paths the fabric's node installer leaves (``fabrics.<f>.installer.provides``; a trailing
+    ``/``: a directory that must not be empty): the pod waits for those it mounts before it starts."""
 
     def for_collectives(self, name: str | None) -> PodWiring:
         """This wiring with the part for ``name`` folded in (its env on top, its libraries first)."""
@@ -142,6 +161,24 @@ class PodWiring:
         if part is None:
             return self
         return replace(self, env={**self.env, **part.env}, library_path=(*part.library_path, *self.library_path))
+
+    def node_waits(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(container paths to wait for, volumes they are on): every path the node's installer
+        leaves under a host directory the workload container mounts, at its path in the container
+        (a trailing ``/``: a directory that must not be empty)."""
+        paths: list[str] = []
+        volumes: list[str] = []
+        for v in self.volumes:
+            mount = self.mounts.get(v.name)
+            if not v.host_path or mount is None:
+                continue
+            base = v.host_path.rstrip("/")
+            for p in self.installer_paths:
+                if p == base or p.startswith(base + "/"):
+                    paths.append(mount.rstrip("/") + p[len(base) :])
+                    if v.name not in volumes:
+                        volumes.append(v.name)
+        return tuple(paths), tuple(volumes)
 
     def annotations(self) -> dict[str, str]:
         """The pod's annotations, in the form GKE's examples write them."""
@@ -180,6 +217,7 @@ class SlurmWiring:
     source: str = ""
     collectives: Mapping[str, CollectivesPart] = field(default_factory=dict)
     """Per collectives library, what it adds (``fabrics.<f>.slurm.collectives``)."""
+    found_at_start: tuple[FoundDir, ...] = ()
 
     def for_collectives(self, name: str | None) -> SlurmWiring:
         """This wiring with the part for ``name`` folded in (its env on top, its libraries first)."""
@@ -245,6 +283,26 @@ def _collectives(raw: Any, where: str, sources: set[str]) -> dict[str, Collectiv
     return out
 
 
+def _found(raw: Any, where: str, sources: set[str]) -> tuple[FoundDir, ...]:
+    out = []
+    for i, f in enumerate(raw or []):
+        at = f"{where}.found_at_start[{i}]"
+        if not isinstance(f, Mapping) or not f.get("dirs") or not f.get("marker") or not f.get("what"):
+            raise CatalogError(f"{at}: {f!r} (allowed: {{what, dirs: [..], marker, exports?, source}})")
+        if f.get("source") not in sources:
+            raise CatalogError(f"{at}.source: unknown source id {f.get('source')!r}")
+        out.append(
+            FoundDir(
+                what=str(f["what"]),
+                dirs=tuple(str(d) for d in f["dirs"]),
+                marker=str(f["marker"]),
+                exports=_strs(f.get("exports")),
+                source=str(f["source"]),
+            )
+        )
+    return tuple(out)
+
+
 def parse(doc: Mapping[str, Any]) -> dict[str, FabricWiring]:
     """Every fabric's wiring from a catalog document; a bad entry names its path."""
     sources = set(doc.get("sources") or {})
@@ -288,6 +346,10 @@ def parse(doc: Mapping[str, Any]) -> dict[str, FabricWiring]:
             sidecar=sidecar,
             source=str(pod_raw.get("source", "")),
             collectives=_collectives(pod_raw.get("collectives"), f"{where}.pod", sources),
+            found_at_start=_found(pod_raw.get("found_at_start"), f"{where}.pod", sources),
+            installer_paths=tuple(
+                str(p) for p in ((f.get("installer") or {}).get("provides") or {}).get("paths") or ()
+            ),
         )
         for owner, mounts in (("pod.mounts", pod.mounts), ("pod.sidecar.mounts", sidecar.mounts if sidecar else {})):
             for vol in mounts:
@@ -302,6 +364,7 @@ def parse(doc: Mapping[str, Any]) -> dict[str, FabricWiring]:
             discover=Discover(**slurm_raw["discover"]) if slurm_raw.get("discover") else None,
             source=str(slurm_raw.get("source", "")),
             collectives=_collectives(slurm_raw.get("collectives"), f"{where}.slurm", sources),
+            found_at_start=_found(slurm_raw.get("found_at_start"), f"{where}.slurm", sources),
         )
         found = slurm.discover
         if found and found.plugin_root:
@@ -389,12 +452,46 @@ def nic_lines(d: Discover) -> list[str]:
     ]
 
 
+def found_lines(found: tuple[FoundDir, ...]) -> list[str]:
+    """Bash that finds each directory (the first of its candidates holding its marker), adds it
+    to ``$gpuc_found_libs`` and exports what it names; a directory with no candidate stops the job
+    with one line naming what it looked for, and where."""
+    import shlex
+
+    q = shlex.quote
+    lines = ['gpuc_found_libs=""']
+    for f in found:
+        globs = [m for m in f.marker.split("|") if m]
+        looked = f"{' or '.join(globs)} in {', '.join(f.dirs)}"
+        lines += [
+            'gpuc_dir=""',
+            f"for gpuc_cand in {' '.join(q(d) for d in f.dirs)}; do",
+            # Unquoted globs: the marker may name a versioned file (libfabric.so*).
+            f"  for gpuc_hit in {' '.join(chr(34) + '$gpuc_cand' + chr(34) + '/' + g for g in globs)}; do",
+            '    if [ -e "$gpuc_hit" ]; then gpuc_dir=$gpuc_cand; break 2; fi',
+            "  done",
+            "done",
+            'if [ -z "$gpuc_dir" ]; then',
+            f'  echo {q(f"{f.what} not found on ")}"$(hostname)"{q(f": looked for {looked}")} >&2',
+            "  exit 1",
+            "fi",
+            'gpuc_found_libs="${gpuc_found_libs:+$gpuc_found_libs:}$gpuc_dir"',
+            *[
+                f'if [ -e "$gpuc_dir"/{q(name)} ]; then export {var}="$gpuc_dir"/{q(name)}; fi'
+                for var, name in f.exports.items()
+            ],
+        ]
+    lines.append(f'echo "found on $(hostname): {"; ".join(f.what for f in found)} in $gpuc_found_libs"')
+    return lines
+
+
 def shell_lines(
     *,
     library_path: tuple[str, ...],
     env_script: str | None,
     reexport: Mapping[str, str],
     discover: Discover | None = None,
+    found: tuple[FoundDir, ...] = (),
 ) -> list[str]:
     """Bash that puts the fabric's libraries first and sources the plugin's environment script.
     The variables the launcher set are exported again after the script, so the catalog's and
@@ -412,8 +509,10 @@ def shell_lines(
 
     if discover is not None and root:
         lines += discover_lines(discover, env_script)
-    if library_path:
-        dirs = ":".join(at(d) for d in library_path)
+    if found:
+        lines += found_lines(found)
+    if library_path or found:
+        dirs = ":".join([*(['"$gpuc_found_libs"'] if found else []), *(at(d) for d in library_path)])
         lines.append(f'export LD_LIBRARY_PATH={dirs}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"')
     if env_script:
         lines += [

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from workloads.launch import common
-from workloads.launch.fabric import Discover, shell_lines
+from workloads.launch.fabric import Discover, FoundDir, shell_lines
 from workloads.runtime.nccl_env import NCCL_ERROR_HANDLING
 from workloads.launch.common import (
     Problems,
@@ -71,6 +71,8 @@ class TorchrunJob:
     launcher's variables are exported again after it."""
     discover: Discover | None = None
     """Found on the node when the job starts (Slurm): the plugin's root, the NIC names."""
+    found_at_start: tuple[FoundDir, ...] = ()
+    """Library directories found on the node or in the image when the job starts (lib64 or lib)."""
     nccl_debug: str = "INFO"
     """``NCCL_DEBUG`` level; INFO is what the transport check reads."""
     nccl_debug_subsys: str | None = None
@@ -112,6 +114,7 @@ class TorchrunJob:
             env_script=self.env_script,
             reexport=self.environment(),
             discover=self.discover,
+            found=self.found_at_start,
         )
 
 
@@ -151,6 +154,7 @@ def check_job(p: Problems, job: TorchrunJob, *, max_nodes: int | None = None) ->
         check_path(p, "env_script", job.env_script)
     if job.discover is not None:
         _check_discover(p, job.discover)
+    _check_found(p, job.found_at_start)
     check_nccl_debug(p, "nccl_debug", job.nccl_debug)
     if job.nccl_debug_subsys is not None and (
         not isinstance(job.nccl_debug_subsys, str) or not _SUBSYS_RE.match(job.nccl_debug_subsys)
@@ -185,6 +189,42 @@ def _check_discover(p: Problems, d: object) -> None:
         p.add("discover.plugin_package", f"{d.plugin_package!r} is not a package name")
     if d.plugin_root is not None:
         check_path(p, "discover.plugin_root", d.plugin_root)
+
+
+# A marker is shell globs of a file name ("libfabric.so*"), "|"-separated; an exported variable
+# names a file in the found directory.
+_MARKER_RE = re.compile(r"^[A-Za-z0-9._+*-]+(\|[A-Za-z0-9._+*-]+)*\Z")
+_FILE_RE = re.compile(r"^[A-Za-z0-9._+-]+\Z")
+_VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _check_found(p: Problems, found: object) -> None:
+    """What the job finds at start goes into the script as words: paths, globs and names, never text."""
+    if isinstance(found, (str, bytes)) or not isinstance(found, (list, tuple)):
+        p.add("found_at_start", f"{found!r} must be a sequence of FoundDir (workloads.launch.fabric)")
+        return
+    for i, f in enumerate(found):
+        at = f"found_at_start[{i}]"
+        if not isinstance(f, FoundDir):
+            p.add(at, f"{f!r} is not a FoundDir")
+            continue
+        if not isinstance(f.what, str) or not f.what or has_control_chars(f.what):
+            p.add(f"{at}.what", f"{f.what!r} is not a description")
+        if isinstance(f.dirs, (str, bytes)) or not isinstance(f.dirs, (list, tuple)) or not f.dirs:
+            p.add(f"{at}.dirs", f"{f.dirs!r} must be a non-empty sequence of absolute directories")
+        else:
+            for j, d in enumerate(f.dirs):
+                check_path(p, f"{at}.dirs[{j}]", d)
+        if not isinstance(f.marker, str) or not _MARKER_RE.match(f.marker):
+            p.add(f"{at}.marker", f"{f.marker!r} is not a file glob (allowed: e.g. libfabric.so* or a.so|b.so)")
+        if not isinstance(f.exports, Mapping):
+            p.add(f"{at}.exports", f"{f.exports!r} must map a variable to a file name")
+        else:
+            for var, name in f.exports.items():
+                if not isinstance(var, str) or not _VAR_RE.match(var):
+                    p.add(f"{at}.exports", f"{var!r} is not a variable name")
+                if not isinstance(name, str) or not _FILE_RE.match(name):
+                    p.add(f"{at}.exports[{var!r}]", f"{name!r} is not a file name")
 
 
 def env_prefix(env: Mapping[str, str]) -> str:

@@ -117,6 +117,9 @@ class JobSetSpec(TorchrunJob):
     """Kueue LocalQueue the JobSet is submitted through (label ``kueue.x-k8s.io/queue-name`` on
     the JobSet, as cluster-toolkit's queued flex-start example at 1047080 sets it); Kueue then
     starts it only once the ProvisioningRequest has all its nodes. Unset: no queue."""
+    node_wait_s: int = 900
+    """How long the gate waits for the node installers' paths (``fabric.node_waits``) before the
+    pod fails naming what never appeared."""
     rdzv_host: str | None = None
     """Rendezvous address instead of pod 0's service name: for running the pod script outside
     Kubernetes (one node, ``localhost``)."""
@@ -213,6 +216,8 @@ def validate(spec: JobSetSpec) -> None:
                 p.add(f"configmaps[{cm!r}]", "is not a ConfigMap name (DNS-1123 subdomain)")
             check_path(p, f"configmaps[{cm!r}]", mount)
     check_int(p, "dns_wait_s", spec.dns_wait_s, minimum=1)
+    # The liveness model holds the gate to a deadline of at most an hour (components/liveness/ordering.py).
+    check_int(p, "node_wait_s", spec.node_wait_s, minimum=1, maximum=3600)
     if not isinstance(spec.node_selector, Mapping):
         p.add("node_selector", f"{spec.node_selector!r} is not a mapping of label to value")
     else:
@@ -400,8 +405,15 @@ def render(spec: JobSetSpec) -> dict[str, Any]:
         "automountServiceAccountToken": False,
         "securityContext": pod.pod_security(spec.run_as_user),
     }
+    inits: list[dict[str, Any]] = []
+    waits, wait_volumes = wiring.node_waits()
+    if waits:
+        gate_security = pod.container_security((), spec.run_as_user, root=wiring.run_as_root is not None)
+        inits.append(pod.wait_gate(spec.image, waits, wait_volumes, wiring, spec.node_wait_s, gate_security))
     if wiring.sidecar is not None:
-        pod_spec["initContainers"] = [pod.sidecar(wiring.sidecar)]
+        inits.append(pod.sidecar(wiring.sidecar))
+    if inits:
+        pod_spec["initContainers"] = inits
     pod_spec.update(containers=[container], volumes=volumes)
     if spec.node_selector:
         pod_spec["nodeSelector"] = dict(spec.node_selector)

@@ -109,6 +109,67 @@ def sidecar(sc: Sidecar) -> dict[str, Any]:
     return out
 
 
+def gate_script() -> str:
+    """The wait gate's POSIX sh: wait for every path of ``$GPUC_WAIT_FOR`` (a trailing ``/``: a
+    directory that must not be empty) until ``$GPUC_WAIT_S`` seconds have passed, then fail with
+    one line naming what never appeared and on which node."""
+    return "\n".join(
+        [
+            "set -u",
+            "end=$(( $(date +%s) + GPUC_WAIT_S ))",
+            "for p in $GPUC_WAIT_FOR; do",
+            "  while :; do",
+            '    case "$p" in',
+            '      */) if [ -n "$(ls -A "$p" 2>/dev/null)" ]; then break; fi ;;',
+            '      *) if [ -e "$p" ]; then break; fi ;;',
+            "    esac",
+            '    if [ "$(date +%s)" -ge "$end" ]; then',
+            '      echo "node installer not done on ${GPUC_NODE:-$(hostname)}: $p never appeared within ${GPUC_WAIT_S}s" >&2',
+            "      exit 1",
+            "    fi",
+            "    sleep 2",
+            "  done",
+            "done",
+            'echo "node ready: $GPUC_WAIT_FOR"',
+        ]
+    )
+
+
+def wait_gate(
+    image: str,
+    paths: tuple[str, ...],
+    volumes: tuple[str, ...],
+    wiring: PodWiring,
+    seconds: int,
+    security: dict[str, Any],
+) -> dict[str, Any]:
+    """The init container that holds the pod until the node's installers have left ``paths``,
+    first among the init containers: the receive-datapath sidecar and the workload bind the same
+    host directories only after it (Kubernetes init containers run in order, each to completion).
+    Named and configured as the liveness model reads it (components/liveness/ordering.py)."""
+    # Here, not at the top: the job's own code bundle (workloads/launch/bundle.py) carries no
+    # liveness model, and a pod imports this module when it builds the validate command's parser.
+    from components.liveness.ordering import GATE, GATE_DEADLINE_ENV, GATE_PATHS_ENV
+
+    return {
+        "name": GATE,
+        "image": image,
+        # As the workload pulls the same image (CKV_K8S_15: a tag is re-resolved at every start).
+        "imagePullPolicy": "Always",
+        "command": ["/bin/sh", "-c", gate_script().replace("$", "$$")],
+        "env": [
+            {"name": GATE_PATHS_ENV, "value": " ".join(paths)},
+            {"name": GATE_DEADLINE_ENV, "value": str(seconds)},
+            {"name": "GPUC_NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        ],
+        "securityContext": security,
+        "volumeMounts": [
+            {"name": v, "mountPath": wiring.mounts[v], "readOnly": True, "mountPropagation": "HostToContainer"}
+            for v in volumes
+        ],
+    }
+
+
 def volumes(wiring: PodWiring) -> list[dict[str, Any]]:
     return [
         {"name": v.name, "hostPath": {"path": v.host_path}} if v.host_path else {"name": v.name, "emptyDir": {}}
@@ -117,7 +178,14 @@ def volumes(wiring: PodWiring) -> list[dict[str, Any]]:
 
 
 def mounts(wiring: PodWiring) -> list[dict[str, Any]]:
-    return [{"name": v, "mountPath": m} for v, m in wiring.mounts.items()]
+    """The workload's mounts; a host directory a node installer fills (or binds into, like the
+    aperture devices) is mounted HostToContainer, so what the installer mounts there later reaches
+    the container too (Kubernetes docs, "Volumes": mount propagation)."""
+    filled = set(wiring.node_waits()[1])
+    return [
+        {"name": v, "mountPath": m, **({"mountPropagation": "HostToContainer"} if v in filled else {})}
+        for v, m in wiring.mounts.items()
+    ]
 
 
 def network_policy(name: str, namespace: str, labels: Mapping[str, str], selector: Mapping[str, str]) -> dict[str, Any]:

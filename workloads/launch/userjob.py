@@ -89,6 +89,8 @@ def user_job(
             fabric_env={**(it.software.fabric_env if it else {}), **slurm.env},
             library_path=slurm.library_path,
             env_script=slurm.env_script,
+            discover=slurm.discover,
+            found_at_start=slurm.found_at_start,
             extra_env=dict(base.extra_env),
             prologue=base.prologue,
             first_step=pattern,

@@ -173,6 +173,7 @@ def sbatch_spec(job: ValidationJob) -> LaunchSpec:
         library_path=slurm.library_path,
         env_script=slurm.env_script,
         discover=slurm.discover,
+        found_at_start=slurm.found_at_start,
         extra_env=dict(job.extra_env),
         then=phases.then,
         prologue=job.prologue,
@@ -244,6 +245,7 @@ def jobset_spec(
         fabric_env={**(it.software.fabric_env if it else {}), **wired.env},
         library_path=wired.library_path,
         env_script=wired.env_script,
+        found_at_start=wired.found_at_start,
         fabric=wired,
         extra_env=dict(job.extra_env),
         node_selector=dict(node_selector or {}),
@@ -355,11 +357,12 @@ def venv_path(outputs: ClusterOutputs) -> str:
 
 def _unpack_lines(bundle: Bundle, dest: str) -> list[str]:
     q = shlex.quote
+    text = bundle.base64  # a property that encodes the whole archive: once, not once per line
     return [
         f"# The job's code ({bundle.digest}), carried inline: nothing is copied by hand.",
         f"mkdir -p {q(dest)}",
         f"base64 -d > {q(dest + '/bundle.tar.gz')} <<'GPUC_BUNDLE'",
-        *[bundle.base64[i : i + 76] for i in range(0, len(bundle.base64), 76)],
+        *[text[i : i + 76] for i in range(0, len(text), 76)],
         "GPUC_BUNDLE",
         f"tar -xzf {q(dest + '/bundle.tar.gz')} -C {q(dest)}",
     ]

@@ -49,10 +49,33 @@ class Loaded:
     source: str
     """Where they came from, for the first line a person reads."""
     offline: bool = False
+    plan: dict[str, Any] | None = None
+    """The offline plan's JSON document (its resources) where it was run: what the liveness model
+    checks the rendered job against."""
 
 
 def _bundled(stack: str) -> bool:
     return (REPO / "stacks" / f"Pulumi.{stack}.yaml").is_file()
+
+
+def _offline_plan(stack: str) -> tuple[dict[str, Any] | None, str]:
+    """The offline plan of ``stack`` as JSON (``gpu-cluster plan STACK --json -``), or None and why.
+    The plan imports Pulumi; the validation side does not, so it runs as its own process. It exits 2
+    when the stack's own liveness does not hold and still writes the document."""
+    done = subprocess.run(
+        [sys.executable, "-m", "components.plan", stack, "--json", "-"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
+    try:
+        doc = json.loads(done.stdout) if done.stdout.strip() else None
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict):
+        return None, done.stderr.strip()[-600:] or f"exit {done.returncode}"
+    return doc, ""
 
 
 def load(stack: str, outputs_file: Path | None, *, allow_plan: bool) -> Loaded:
@@ -71,20 +94,14 @@ def load(stack: str, outputs_file: Path | None, *, allow_plan: bool) -> Loaded:
             return Loaded(read_outputs(json.loads(done.stdout), f"pulumi stack {stack}"), f"pulumi stack {stack}")
         why = f"`pulumi stack output --stack {stack}` failed: {done.stderr.strip()[-300:]}"
     if allow_plan and _bundled(stack):
-        # The plan imports Pulumi; the validation side does not, so it runs as its own process.
-        done = subprocess.run(
-            [sys.executable, "-m", "components.plan", stack, "--outputs", "-"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            cwd=REPO,
-        )
-        if done.returncode != 0:
-            raise CommandError(f"offline plan of {stack} failed: {done.stderr.strip()[-600:]}")
+        doc, err = _offline_plan(stack)
+        if doc is None:
+            raise CommandError(f"offline plan of {stack} failed: {err}")
         return Loaded(
-            read_outputs(json.loads(done.stdout), f"offline plan of {stack}"),
+            read_outputs(doc["outputs"], f"offline plan of {stack}"),
             f"the offline plan of bundled stack {stack} ({why}): placeholder endpoints and IDs",
             True,
+            doc,
         )
     raise CommandError(
         f"no outputs for stack {stack!r}: {why}; pass --outputs FILE "
@@ -104,6 +121,66 @@ class Rendered:
     networkpolicy: dict[str, Any] | None = None
     timing: list[str] = field(default_factory=list)
     """What the validation is expected to take and cost, and what a budget gave up."""
+    spec: Any = None
+    """The launcher's spec it was rendered from (JobSetSpec or LaunchSpec)."""
+
+
+# ``render``'s flags at their defaults: what ``gpu-cluster plan`` renders for the liveness model.
+DEFAULT_RENDER: dict[str, Any] = dict(
+    python=None,
+    image=None,
+    env=[],
+    run_arg=[],
+    cpu=False,
+    procs_per_node=None,
+    time_limit=60,
+    rdzv_port=29500,
+    no_drain=False,
+    shared=False,
+    budget=None,
+)
+
+
+def liveness_job(r: Rendered) -> Any:
+    """The rendered job as the liveness model reads it (components/liveness.Job)."""
+    from workloads.launch import liveness_view
+
+    if r.jobset is not None:
+        return liveness_view.from_jobset(r.spec, [m for m in (r.jobset, r.networkpolicy) if m is not None])
+    return liveness_view.from_sbatch(r.spec)
+
+
+def check_liveness(loaded: Loaded, rendered: Rendered) -> Any:
+    """The liveness of the rendered job on the plan the outputs came from, or None where no plan
+    is at hand (outputs from a file or from Pulumi, for a stack with no stack file here)."""
+    from components import liveness
+
+    if loaded.plan is None:
+        return None
+    return liveness.evaluate(liveness.plan_from_json(loaded.plan), liveness_job(rendered))
+
+
+def say_liveness(result: Any, say: Callable[[str], None], stack: str) -> bool:
+    """Print the liveness verdict; True when the stack may be called ready."""
+    from components import liveness
+
+    if result is None:
+        say(
+            f"liveness: not checked (no plan of {stack} here: the model reads the stack file's plan; "
+            "render a stack whose file is under stacks/)"
+        )
+        return True
+    if result.holds:
+        counts = liveness.count_line(result)
+        say(f"liveness: holds ({counts}): every pod of this job would be admitted, scheduled and started")
+        return True
+    for line in liveness.render_lines(result, verbose=False):
+        say(f"liveness: {line}")
+    say(
+        f"NOT READY: liveness does not hold for {stack} ({len(result.failed)} check(s) fail): the job would "
+        "not run on this cluster; fix the above and render again"
+    )
+    return False
 
 
 def plan_time(outs: ClusterOutputs, budget_min: float | None) -> tuple[Settings, list[str]]:
@@ -137,8 +214,10 @@ def plan_time(outs: ClusterOutputs, budget_min: float | None) -> tuple[Settings,
     return settings, lines
 
 
-def render_run(outs: ClusterOutputs, args: argparse.Namespace, run_id: str) -> Rendered:
-    bundle = code_bundle.build()
+def render_run(
+    outs: ClusterOutputs, args: argparse.Namespace, run_id: str, *, bundle: code_bundle.Bundle | None = None
+) -> Rendered:
+    bundle = bundle or code_bundle.build()
     env = dict(kv.split("=", 1) for kv in args.env)
     if getattr(args, "job", None):
         return _render_user_job(outs, args, run_id, bundle, env)
@@ -166,8 +245,11 @@ def render_run(outs: ClusterOutputs, args: argparse.Namespace, run_id: str) -> R
     )
     job = replace(job, skip_steps=skip)
     if outs.scheduler.kind == "slurm":
-        script = render_sbatch(vjob.sbatch_spec(job))
-        return Rendered(run_id=run_id, run_dir=job.workdir, files={"validate.sbatch": script}, job=job, timing=timing)
+        launch = vjob.sbatch_spec(job)
+        script = render_sbatch(launch)
+        return Rendered(
+            run_id=run_id, run_dir=job.workdir, files={"validate.sbatch": script}, job=job, timing=timing, spec=launch
+        )
     return _kubernetes(
         vjob.cluster_jobset(outs, job, run_id, image=args.image), bundle, run_id, job.workdir, job, timing
     )
@@ -191,6 +273,7 @@ def _kubernetes(
         networkpolicy=policy,
         timing=timing,
         files={"jobset.yaml": to_yaml(manifest), "configmap.yaml": to_yaml(cm), "networkpolicy.yaml": to_yaml(policy)},
+        spec=spec,
     )
 
 
@@ -217,7 +300,9 @@ def _render_user_job(
     )
     job = vjob.for_cluster(outs, run_id, bundle, python=args.python, cpu=args.cpu, runs_dir=userjob.JOBS_DIR)
     if isinstance(spec, LaunchSpec):
-        return Rendered(run_id=run_id, run_dir=spec.workdir, job=job, files={f"{args.job}.sbatch": render_sbatch(spec)})
+        return Rendered(
+            run_id=run_id, run_dir=spec.workdir, job=job, files={f"{args.job}.sbatch": render_sbatch(spec)}, spec=spec
+        )
     return _kubernetes(spec, bundle, run_id, spec.workdir, job, [])
 
 
@@ -345,7 +430,24 @@ def cmd_render(args: argparse.Namespace, say: Callable[[str], None]) -> int:
         (args.out / name).write_text(text, encoding="utf-8")
         say(f"wrote {args.out / name}")
     say(f"run directory on the cluster: {r.run_dir}")
-    return 0
+    return 0 if ready_to_run(loaded, r, args.stack, say) else int(Verdict.FAIL)
+
+
+def ready_to_run(loaded: Loaded, rendered: Rendered, stack: str, say: Callable[[str], None]) -> bool:
+    """The liveness of ``rendered`` on its stack's plan, said; False when it does not hold. Outputs
+    from a file or from Pulumi are checked against the offline plan of the stack's file, where
+    there is one."""
+    if loaded.plan is None and not loaded.offline and _stack_file(stack):
+        doc, err = _offline_plan(stack)
+        loaded = replace(loaded, plan=doc)
+        if doc is None:
+            say(f"liveness: the offline plan of {stack} failed: {err}")
+    return say_liveness(check_liveness(loaded, rendered), say, stack)
+
+
+def _stack_file(stack: str) -> bool:
+    """A stack file the offline plan can read: a bundled stack's name or a path."""
+    return _bundled(stack) or Path(stack).is_file()
 
 
 def _local_dir(args: argparse.Namespace, run_id: str) -> Path:

@@ -362,6 +362,17 @@ def stand_in_node(d: Declared, outs: ClusterOutputs, root: Path, stage: Path, ra
                     where.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy(lib, where)
         d.said.append(f"net plugin {' or '.join(names)}: a stand-in library in {', '.join(sc.plugin_dirs)}")
+    looked_for = wired.slurm.found_at_start if d.kind == "slurm" else wired.pod.found_at_start
+    for f in looked_for:
+        # What the job looks for at start: the first candidate directory gets the marker's file
+        # (the layout the catalog's node image has first: lib64), unless the plugin is already there.
+        first = f.dirs[0]
+        names = [m.replace("*", "") for m in f.marker.split("|") if m]
+        where = _through_mounts(d, f"{first}/{names[0]}", root)
+        if where is not None and not any(where.parent.joinpath(n).exists() for n in names):
+            where.parent.mkdir(parents=True, exist_ok=True)
+            where.write_bytes(b"")
+            d.said.append(f"{f.what}: an empty stand-in {first}/{names[0]}, where the job looks first")
     if script:
         where = _through_mounts(d, script, root)
         if where is not None:
@@ -787,6 +798,12 @@ def run(args: argparse.Namespace, say: Callable[[str], None] = print) -> int:
     try:
         loaded = commands.load(args.stack, args.outputs, allow_plan=True)
         say(f"outputs: {loaded.source}")
+        # The whole job, as render writes it, must be able to run on the cluster before one node of
+        # it is rehearsed here: a rehearsal that passes says nothing about a pod that stays Pending.
+        full, _ = _render(loaded.outputs, args, vjob.new_run_id())
+        if not commands.ready_to_run(loaded, full, args.stack, say):
+            say(f"not rehearsed: {args.stack} is not ready (liveness does not hold)")
+            return EXIT_FAIL
         outcome = rehearse(loaded.outputs, args)
     except (CouldNotRehearse, OutputsError, commands.CommandError, LaunchSpecError) as exc:
         print(f"validate rehearse: could not rehearse {args.stack}: {exc}", file=sys.stderr)

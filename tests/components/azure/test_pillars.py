@@ -101,11 +101,13 @@ def test_the_checkpoint_account_is_private_and_the_container_protected(azure_run
     assert acct.protect and box.protect
 
 
-def test_aks_admits_only_the_deployer_and_uses_its_own_identity(azure_run: Run) -> None:
+def test_aks_admits_only_the_deployer_and_its_own_egress_and_uses_its_own_identity(azure_run: Run) -> None:
     run = azure_run()
     aks = run.one("azure-native:containerservice:ManagedCluster")
     i = aks.inputs
-    assert i["apiServerAccessProfile"] == {"authorizedIPRanges": [DEPLOYER]}
+    # The deployer, and the NAT gateway's address the kubelets come from (api-server-authorized-ip-ranges.md:45).
+    nat_ip = run.one("azure-native:network:PublicIPAddress").inputs["ipAddress"]
+    assert i["apiServerAccessProfile"] == {"authorizedIPRanges": [DEPLOYER, f"{nat_ip}/32"]}
     assert i["identity"]["type"] == "UserAssigned"
     net = i["networkProfile"]
     assert net["outboundType"] == "userAssignedNATGateway"

@@ -165,7 +165,8 @@ def test_unpinned_the_rendered_job_is_by_tag_and_submit_would_resolve_it(offline
     assert outs.scheduler.images == {}
     r = commands.render_run(outs, job_args(), "20261201t090000z-cafe")
     tagged = [v for t in r.files.values() for doc in yaml.safe_load_all(t) for _, v in images(doc) if "@" not in v]
-    assert tagged == [vjob.DEFAULT_IMAGE]
+    # The workload and its node gate (wait-for-node) run the one image.
+    assert tagged == [vjob.DEFAULT_IMAGE, vjob.DEFAULT_IMAGE]
 
 
 def test_a_tcpx_sidecar_pin_reaches_the_pod() -> None:

@@ -76,7 +76,9 @@ def test_queue_holds_a_provisioning_request_check_as_the_reference_does(offline:
         "name": config["metadata"]["name"],
     }
     cq = objs["ClusterQueue"]
-    assert cq["spec"]["admissionChecks"] == [check["metadata"]["name"]]
+    # v1beta2's field (kueue v0.17.1 clusterqueue_types.go:120): v1beta1's spec.admissionChecks is pruned.
+    assert "admissionChecks" not in cq["spec"]
+    assert cq["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": check["metadata"]["name"]}]}
     (group,) = cq["spec"]["resourceGroups"]
     (flavor,) = group["flavors"]
     assert flavor["name"] == objs["ResourceFlavor"]["metadata"]["name"]

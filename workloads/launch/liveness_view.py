@@ -1,0 +1,68 @@
+"""The rendered job as the liveness model reads it (components/liveness, a shared module): its
+manifests or batch script, and what the launcher knows it declares (the environment, the library
+path, what it sources, what it finds at start, its rendezvous ports), as plain data."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from components.liveness.model import FoundAtStart, Job
+from workloads.launch.fabric import Discover, FoundDir
+from workloads.launch.jobset import JobSetSpec
+from workloads.launch.sbatch import LaunchSpec
+
+
+def _found(found: tuple[FoundDir, ...], discover: Discover | None, env_script: str | None) -> tuple[FoundAtStart, ...]:
+    out = [FoundAtStart(what=f.what, candidates=f.dirs, marker=f.marker) for f in found]
+    out += [
+        FoundAtStart(what=f"{var}: {f.what}", candidates=f.dirs, marker=name, optional=True)
+        for f in found
+        for var, name in f.exports.items()
+    ]
+    if discover is not None and discover.plugin_root:
+        rel = (
+            env_script[len(discover.plugin_root) :]
+            if env_script and env_script.startswith(discover.plugin_root)
+            else ""
+        )
+        roots = [f"(the files of package {discover.plugin_package})"] if discover.plugin_package else []
+        out.append(
+            FoundAtStart(
+                what="the fabric plugin's root",
+                candidates=(*roots, discover.plugin_root),
+                marker=rel.lstrip("/"),
+            )
+        )
+    return tuple(out)
+
+
+def from_jobset(spec: JobSetSpec, manifests: Sequence[Mapping[str, Any]]) -> Job:
+    return Job(
+        scheduler="kubernetes",
+        name=spec.name,
+        nodes=spec.nodes,
+        gpus_per_node=spec.gpus_per_node,
+        manifests=tuple(manifests),
+        env=spec.environment(),
+        library_path=tuple(spec.library_path),
+        sourced=(spec.env_script,) if spec.env_script else (),
+        found_at_start=_found(spec.found_at_start, spec.discover, spec.env_script),
+        ports=spec.rdzv_ports,
+        image=spec.image,
+    )
+
+
+def from_sbatch(spec: LaunchSpec) -> Job:
+    return Job(
+        scheduler="slurm",
+        name=spec.job_name,
+        nodes=spec.nodes,
+        gpus_per_node=spec.gpus_per_node,
+        partition=spec.partition,
+        env=spec.environment(),
+        library_path=tuple(spec.library_path),
+        sourced=(spec.env_script,) if spec.env_script else (),
+        found_at_start=_found(spec.found_at_start, spec.discover, spec.env_script),
+        ports=(spec.rdzv_port,),
+    )
