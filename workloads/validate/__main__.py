@@ -36,7 +36,7 @@ from workloads.validate.heartbeat import Heartbeat
 from workloads.validate.verdict import Verdict
 
 from workloads.launch.validation_args import FABRIC_ONLY_ENV
-from workloads.validate.run_flags import instance_type
+from workloads.validate.run_flags import judge_instance_type
 
 
 # A usage error exits 3, the verdict UNKNOWN: the cluster was not judged.
@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="--nccl-tests: the collective (all_reduce, all_gather, alltoall, ...), when the file does not name it",
     )
-    judge.add_argument("--instance-type", type=instance_type)
+    judge.add_argument("--instance-type", type=judge_instance_type)
     judge.add_argument("--expect-nodes", default="", help="comma-separated node names that should have reported")
     judge.add_argument("--drain", action="store_true", help="drain (Slurm) or taint (Kubernetes) the failed nodes")
     judge.add_argument("--cpu", action="store_true", help="the run was on CPU: compare nodes, apply no floors")

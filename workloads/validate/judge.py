@@ -230,7 +230,7 @@ def judge(
     errors: list[str] = list(files.unreadable)
     if instance_type:
         try:
-            it = load_catalog().get(instance_type)
+            it = load_catalog().judge_type(instance_type)
         except CatalogError as exc:
             errors.append(str(exc))
     main = files.phases.get("main")

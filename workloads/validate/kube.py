@@ -225,9 +225,16 @@ class KubeApi:
 
     @_plainly("reading a pod's log")
     def pod_log(self, namespace: str, pod: str) -> str:
-        return str(
-            self._core.read_namespaced_pod_log(pod, namespace, container=CONTAINER, _request_timeout=self._timeout)
+        # The body itself: kubernetes 36 returns the repr of the log's bytes ("b'...'") for a str
+        # response (kubernetes-client/python issue 2596), and older clients parsed a log that
+        # happened to be JSON (issue 1354); the report archive in pod 0's log survives neither.
+        resp = self._core.read_namespaced_pod_log(
+            pod, namespace, container=CONTAINER, _request_timeout=self._timeout, _preload_content=False
         )
+        try:
+            return bytes(resp.data).decode("utf-8", errors="replace")
+        finally:
+            resp.release_conn()
 
     @_plainly("deleting the jobset")
     def delete_jobset(self, namespace: str, name: str) -> None:

@@ -27,6 +27,18 @@ def instance_type(text: str) -> str:
     return text
 
 
+def judge_instance_type(text: str) -> str:
+    """``judge --instance-type``: every type the judge holds runs to, the judge-only ones too
+    (``judge_types``: p4de.24xlarge, Standard_ND96asr_v4, ...), with the same error for one it lacks."""
+    from components.catalog import CatalogError, load_catalog
+
+    try:
+        load_catalog().judge_type(text)
+    except CatalogError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     """Add ``run`` to ``sub`` (the subparsers of ``python -m workloads.validate``)."""
     run: argparse.ArgumentParser = sub.add_parser("run", help="one phase, on every rank under torchrun")
