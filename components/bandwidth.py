@@ -178,6 +178,13 @@ class BandwidthModel:
             raise ValueError(f"{path} needs at least 2 nodes, got {n}")
         if op == "all_reduce":
             return b * (g * n - 1) / (g * (n - 1)), f"hierarchical (tree/NVLS-tree): B x ({g}N-1)/({g}(N-1))"
+        if op == "alltoall":
+            # Every rank sends (N-1)/N of its message to the other nodes: G ranks' worth leaves a
+            # node through B, so algbw <= B N / (G (N-1)) and busbw (x (GN-1)/GN) likewise.
+            return (
+                b * n / (g * (n - 1)) * (g * n - 1) / (g * n),
+                f"alltoall: B x N/({g}(N-1)) x ({g}N-1)/({g}N), each rank's share to the other nodes",
+            )
         return b, "ring: node NIC bandwidth B"
 
     def single_node_reference(self, op: str) -> Reference | None:

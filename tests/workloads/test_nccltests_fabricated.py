@@ -41,17 +41,39 @@ def test_the_default_32M_sweep_of_a_healthy_cluster_is_not_failed() -> None:
     assert m.floor_fail is not None and m.floor_fail < 150  # 32 MiB's figure, not 8 GiB's 277
 
 
-def test_a_table_alone_is_read_as_all_gather_and_op_overrides_it() -> None:
+def test_a_none_table_within_alltoalls_reach_is_not_judged_until_op_says() -> None:
+    # alltoall on 2 x p5 near its own bound (400 GB/s per node: at most 93.8 GB/s busbw): the table
+    # prints what all_gather would, so it is neither failed as a slow all_gather nor passed.
     text = nccl_tests_log("alltoall", 2, 8, curve(96.0, 60.0), max_bytes=8 << 30, header=False)
     runs = nccltests.parse(text)
-    assert runs[0].named_op is None
+    assert runs[0].named_op is None and runs[0].split() == 16
     as_read = nccltests.judge_runs(runs, "p5.48xlarge", 2)
-    assert as_read.measurements[0].check == "multi_node.all_gather"
-    assert "--op alltoall" in as_read.measurements[0].detail
+    m = as_read.measurements[0]
+    assert m.verdict == Verdict.UNKNOWN and as_read.verdict == Verdict.UNKNOWN
+    assert "--op all_gather or --op alltoall" in m.detail and "at most 93.8 GB/s" in m.detail
     told = nccltests.judge_runs(runs, "p5.48xlarge", 2, "alltoall")
     m = told.measurements[0]
     assert m.check == "multi_node.alltoall" and m.verdict == Verdict.UNKNOWN
     assert "not judged: no floor for alltoall" in m.detail and told.verdict == Verdict.UNKNOWN
+    # Said to be all_gather, it is held to all_gather's floor, which it is far under.
+    assert nccltests.judge_runs(runs, "p5.48xlarge", 2, "all_gather").verdict == Verdict.FAIL
+
+
+def test_a_none_table_above_alltoalls_bound_is_all_gather() -> None:
+    text = nccl_tests_log("all_gather", 2, 8, curve(330.0, 100.0), max_bytes=8 << 30, header=False)
+    rep = nccltests.judge_runs(nccltests.parse(text), "a3-ultragpu-8g", 2)
+    m = rep.measurements[0]
+    assert m.check == "multi_node.all_gather" and rep.verdict in (Verdict.PASS, Verdict.WARN)
+    assert "above the 93.8 GB/s alltoall can reach" in m.detail
+
+
+def test_reduce_scatter_is_told_from_all_reduce_by_its_count() -> None:
+    # Same redop and root; nccl-tests prints one rank's share as reduce_scatter's count.
+    text = nccl_tests_log("reduce_scatter", 2, 8, curve(330.0, 100.0), max_bytes=8 << 30, header=False)
+    (run,) = nccltests.parse(text)
+    assert run.read_op(None).op == "reduce_scatter" and run.split() == 16
+    text = nccl_tests_log("all_reduce", 2, 8, curve(470.0, 170.0), max_bytes=8 << 30, header=False)
+    assert nccltests.parse(text)[0].read_op(16).op == "all_reduce"
 
 
 def test_sendrecv_is_named_from_the_file_and_not_judged() -> None:
