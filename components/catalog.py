@@ -17,7 +17,7 @@ from typing import Any, Literal, Mapping
 
 import yaml
 
-from components.bandwidth import PATHS, BandwidthModel, Reference, calibrate, calibrate_latency
+from components.bandwidth import PATHS, BandwidthModel, Reference, calibrate, calibrate_latency, confidence
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 
@@ -203,7 +203,11 @@ def _parse_instance(
         expected_transport=str(fab["expected_transport"]),
         fabric_env=_instance_env(fab["env"], sw_raw, where),
     )
-    bandwidth = _parse_bandwidth(_req(raw, "bandwidth", where), name, int(acc["count"]), sources, where)
+    bandwidth = replace(
+        _parse_bandwidth(_req(raw, "bandwidth", where), name, int(acc["count"]), sources, where),
+        name=name,
+        fabric=str(fabric),
+    )
     locations = raw.get("zones") if cloud == "gcp" else raw.get("regions")
     loc_source = raw.get("zones_source") if cloud == "gcp" else raw.get("regions_source")
     if (not locations or not loc_source) and not judge_only:
@@ -316,8 +320,11 @@ def parse_catalog(doc: Mapping[str, Any]) -> Catalog:
     models = {n: it.bandwidth for n, it in instances.items()}
     latency = calibrate_latency(models)
     efficiency = calibrate(models, latency)
+    # How far each kind of figure misses the catalog's own published runs when they are held out:
+    # what the floors are widened by (components.bandwidth.confidence).
+    conf = confidence(models)
     instances = {
-        n: replace(it, bandwidth=replace(it.bandwidth, efficiency=efficiency[n], latency=latency[n]))
+        n: replace(it, bandwidth=replace(it.bandwidth, efficiency=efficiency[n], latency=latency[n], confidence=conf))
         for n, it in instances.items()
     }
     return Catalog(

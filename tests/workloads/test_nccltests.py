@@ -182,3 +182,17 @@ def test_cli_writes_the_same_report(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_text_without_a_table_is_refused() -> None:
     with pytest.raises(nccltests.ParseError, match="no nccl-tests table"):
         nccltests.parse("NCCL INFO Using network Socket\n# Avg bus bandwidth : 1.0\n")
+
+
+@pytest.mark.parametrize("case", [c for c in _cases() if c["expected"] == "healthy"], ids=lambda c: c["file"][:2])
+def test_a_healthy_published_run_cut_at_32M_is_not_failed(case: dict[str, Any]) -> None:
+    """nccl-tests' default ``-e 32M``: the run as it would have printed with that default."""
+    (run,) = _runs(case)
+    if not any(r["size_bytes"] == 32 << 20 for r in run.rows):
+        pytest.skip("the published table has no 32 MiB row")
+    run.rows = [r for r in run.rows if r["size_bytes"] <= 32 << 20]
+    rep = nccltests.judge_runs([run], case.get("instance_type"), case["nodes"])
+    assert rep.verdict != Verdict.FAIL, [m.to_json() for m in rep.measurements]
+    m = rep.measurements[0]
+    if _known(case):
+        assert m.at_bytes == 32 << 20 and "for the size" in m.basis

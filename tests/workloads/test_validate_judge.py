@@ -216,7 +216,10 @@ def test_fabric_only_floor_is_reachable_under_the_nic_per_gpu(tmp_path: Path) ->
     nic_per_gpu = load_catalog().get("p5.48xlarge").bandwidth.nic_gbytes_per_gpu
     assert fab.floor_fail is not None and fab.floor_warn is not None and fab.floor_warn < nic_per_gpu
     assert fab.verdict == Verdict.PASS and fab.at_bytes == 8 << 30
-    _fabric_phase(tmp_path, 2, 20.0)
+    # No fabric-only run is published: the figure borrows the multi-node efficiency, and its floors
+    # are widened for it and say so.
+    assert "widened" in fab.basis and "fabric" in fab.basis
+    _fabric_phase(tmp_path, 2, 12.0)
     assert (
         next(
             m

@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from components.bandwidth import CURVE_MIN_BYTES, OPS_WITH_FLOORS
-from components.catalog import CatalogError, InstanceType, load_catalog
+from components.bandwidth import OPS_WITH_FLOORS
+from components.catalog import Catalog, CatalogError, InstanceType, load_catalog
 from workloads.validate import transport
-from workloads.validate.judge import expectation, judge_cluster_figure, transport_failure
+from workloads.validate.judge import curve_of, expectation, judge_cluster_figure, model_curve, transport_failure
 from workloads.validate.report import Curve, Report, render_markdown, write
 from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
 
@@ -343,17 +343,22 @@ def _path(run: NcclTestsRun, nodes: int) -> str:
 
 
 def judge_runs(
-    runs: Sequence[NcclTestsRun], instance_type: str | None, nodes: int, op_override: str | None = None
+    runs: Sequence[NcclTestsRun],
+    instance_type: str | None,
+    nodes: int,
+    op_override: str | None = None,
+    catalog: Catalog | None = None,
 ) -> Report:
     """One report over every table, with the floors and transport rules of the validation job.
 
     A type the catalog lacks (or none) is judged on what the log shows: sockets between nodes FAIL,
-    the rest is reported unjudged (UNKNOWN), and the verdict is labelled "type unknown"."""
+    the rest is reported unjudged (UNKNOWN), and the verdict is labelled "type unknown". ``catalog``:
+    another than the bundled one (the leave-one-out benchmark judges with a catalog without the run)."""
     errors: list[str] = []
     it: InstanceType | None = None
     if instance_type:
         try:
-            it = load_catalog().judge_type(instance_type)
+            it = (catalog or load_catalog()).judge_type(instance_type)
         except CatalogError as exc:
             errors.append(f"cannot judge against floors (type unknown): {exc}")
     else:
@@ -430,23 +435,9 @@ def judge_runs(
                 )
             )
         pts = sorted((int(x["size_bytes"]), float(x["busbw_gbps"])) for x in run.rows if not x["in_place"])
-        model: list[tuple[int, float]] = []
-        if it is not None and e is not None:
-            for size, _ in pts:
-                if size >= CURVE_MIN_BYTES:
-                    ex = expectation(it, op, nodes, path, size)
-                    if ex is not None and ex.expected_gbps is not None:
-                        model.append((size, ex.expected_gbps))
+        model = model_curve(it, op, nodes, path, (s for s, _ in pts)) if e is not None else []
         curves.append(
-            Curve(
-                op=op,
-                scope=Path(run.file).name or "nccl-tests",
-                points=pts,
-                floor_warn=m.floor_warn,
-                floor_fail=m.floor_fail,
-                floor_at=m.at_bytes,
-                expected=model,
-            )
+            curve_of(op, Path(run.file).name or "nccl-tests", pts, m.floor_warn, m.floor_fail, m.at_bytes, model)
         )
     tr = _transport(it, seen, nodes, runs, ms)
     node_verdicts = [NodeVerdict(node=h) for h in sorted(hosts)]
