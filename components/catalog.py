@@ -355,6 +355,10 @@ class GpuModel:
     """A published measured dense bf16 GEMM rate; None when no source publishes one."""
     source: Source
     note: str = ""
+    achievable_copy_gbps: float | None = None
+    """A published measured device-to-device copy rate (read and write counted), GB/s; None when no
+    source publishes one."""
+    copy_source: Source | None = None
 
     def matches(self, reported_name: str) -> bool:
         name = reported_name.lower()
@@ -376,6 +380,12 @@ def parse_gpu_models(doc: Mapping[str, Any]) -> dict[str, GpuModel]:
         if not raw.get("name_tokens"):
             raise CatalogError(f"gpu_models.{model}.name_tokens: missing")
         value = raw.get("achievable_bf16_tflops")
+        copy = raw.get("achievable_copy_tbps")
+        copy_sid = raw.get("copy_source")
+        if copy is not None and copy_sid not in sources:
+            raise CatalogError(
+                f"gpu_models.{model}.copy_source: {copy_sid!r} (allowed: {', '.join(sources)}): a copy rate needs its source"
+            )
         out[model] = GpuModel(
             model=model,
             name_tokens=tuple(str(t) for t in raw["name_tokens"]),
@@ -383,6 +393,8 @@ def parse_gpu_models(doc: Mapping[str, Any]) -> dict[str, GpuModel]:
             achievable_bf16_tflops=None if value is None else float(value),
             source=sources[sid],
             note=str(raw.get("note", "")).strip(),
+            achievable_copy_gbps=None if copy is None else float(copy) * 1000.0,
+            copy_source=sources[copy_sid] if copy is not None else None,
         )
     return out
 

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 
 from components.catalog import load_catalog
 from tests.workloads.nccl_fabricate import phase_rows
@@ -435,3 +437,11 @@ def test_a_gpu_matmul_straggler_still_fails(tmp_path: Path) -> None:
     rep = judge(tmp_path, instance_type=None, local=False)  # no type: no floors, nodes compared
     by_node = {n.node: n for n in rep.nodes}
     assert by_node["n2"].verdict == Verdict.FAIL and "straggler" in " ".join(by_node["n2"].reasons)
+
+
+def test_the_judge_holds_memory_to_the_achievable_copy_rate_with_its_source(tmp_path: Path) -> None:
+    _write_run(tmp_path, multi=480.0, node2_rate=730.0)
+    rep = judge(tmp_path, instance_type="p5.48xlarge", local=False)
+    mem = [m for m in rep.measurements if m.check == "health.memory_bandwidth"]
+    assert mem and all(m.floor_fail == pytest.approx(0.70 * 2900.0) for m in mem)
+    assert all("achievable copy 2900 GB/s" in m.basis and "AI-benchmarking-guide" in m.basis for m in mem)

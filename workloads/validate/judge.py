@@ -26,8 +26,6 @@ from components.catalog import CatalogError, InstanceType, load_catalog
 
 # Per-GPU health tiers are the health check's own, so both judge a GPU alike.
 from workloads.health.gpu import HealthConfig, Peaks, peaks_for
-from workloads.health.gpu import MEM_FAIL_OF_PEAK as MEMBW_FAIL_OF_PEAK
-from workloads.health.gpu import MEM_WARN_OF_PEAK as MEMBW_WARN_OF_PEAK
 from workloads.validate import certificate, isolate, stack, transport
 from workloads.validate.blame import hung_pairs, node_failures
 from workloads.validate.storage import judge_storage
@@ -365,15 +363,23 @@ def judge(
             observe=backend == "gloo" and not strict,
         )
         mem = {n: min(float(h["mem_gbps"]) for h in hs) for n, hs in by_node.items()}
-        mpeak = it.accelerator.memory_bandwidth_tbps * 1000 if it else None
+        # The health check's own bar: the GPU model's published achievable copy rate; with none,
+        # the nodes are compared with each other (never a fraction of the vendor peak).
+        mbar = pk.memory_bar(HealthConfig()) if pk else None
         per_node_check(
             "health.memory_bandwidth",
             mem,
             "GB/s",
-            MEMBW_WARN_OF_PEAK * mpeak if floors and mpeak else None,
-            MEMBW_FAIL_OF_PEAK * mpeak if floors and mpeak else None,
-            "catalog" if floors else "information (CPU copies vary with the neighbours' load)",
+            mbar[1] * mbar[0] if mbar else None,
+            mbar[2] * mbar[0] if mbar else None,
+            f"catalog {it.name}: achievable copy {mbar[0]:g} GB/s (warn < {mbar[1]:.0%}, fail < {mbar[2]:.0%}; "
+            f"{mbar[3]})"
+            if mbar and it
+            else f"relative to the other nodes: no published achievable copy rate for {it.accelerator.model}"
+            if floors and it
+            else "information (CPU copies vary with the neighbours' load)",
             compare=backend != "gloo",
+            floor_basis="measured (published)" if mbar else "",
         )
         if floors and it is not None:
             for n, hs in by_node.items():
