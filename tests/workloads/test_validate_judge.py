@@ -12,7 +12,7 @@ import pytest
 from components.catalog import load_catalog
 from tests.workloads.nccl_fabricate import phase_rows
 from workloads.validate import isolate, transport
-from workloads.validate.blame import node_failures
+from workloads.validate.blame import blame, node_failures
 from workloads.validate.judge import judge
 from workloads.validate.report import write
 from workloads.validate.verdict import Verdict
@@ -193,9 +193,14 @@ def test_the_rank_whose_heartbeat_stopped_first_is_blamed() -> None:
     ]
     blamed, _ = node_failures(statuses, ["n1", "n2", "n3"])
     assert set(blamed) == {"n1"}
-    # Beats too close to tell apart: every silent node stays suspect.
+    # Beats too close to tell apart: nobody is failed for it; every silent node is a suspect until
+    # the pairwise search clears it.
     close = [dict(s, beat=1000.0 + i) for i, s in enumerate(statuses)]
-    assert set(node_failures(close, ["n1", "n2", "n3"])[0]) == {"n1", "n2", "n3"}
+    assert node_failures(close, ["n1", "n2", "n3"])[0] == {}
+    b = blame(close, ["n1", "n2", "n3"])
+    assert set(b.suspects) == {"n1", "n2", "n3"} and "did not test this node" in b.suspects["n1"]
+    b = blame(close, ["n1", "n2", "n3"], cleared=["n1", "n3"])
+    assert set(b.suspects) == {"n2"} and not b.failed and "passed the pairwise search" in b.notes[0]
 
 
 def _fabric_phase(root: Path, nodes: int, busbw: float) -> None:

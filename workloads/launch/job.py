@@ -84,6 +84,10 @@ class TorchrunJob:
     prologue: str = ""
     """Bash run before the first step (e.g. unpacking the job's code); rendered by the
     launcher, never from user input."""
+    agent_logs: str | None = None
+    """Directory on shared storage where each node keeps its torchrun agent's output, one file per
+    step and node (``<step>-<node>.log``) besides the job's own log: what tells a judge on one
+    host which nodes reached a rendezvous that never completed. None: not kept."""
 
     @property
     def ranks_per_node(self) -> int:
@@ -149,6 +153,8 @@ def check_job(p: Problems, job: TorchrunJob, *, max_nodes: int | None = None) ->
                 p.add(f"library_path[{i}]", f"{d!r} contains ':', the LD_LIBRARY_PATH separator")
     if job.env_script is not None:
         check_path(p, "env_script", job.env_script)
+    if job.agent_logs is not None:
+        check_path(p, "agent_logs", job.agent_logs)
     if job.discover is not None:
         _check_discover(p, job.discover)
     check_nccl_debug(p, "nccl_debug", job.nccl_debug)
@@ -201,6 +207,11 @@ def python_cmd(job: TorchrunJob, step: Step) -> str:
 # A torchrun step's command: (step number, module, arguments, env prefix, index among the
 # torchrun steps, 0 for the first) -> the shell command.
 TorchrunCmd = Callable[[int, str, tuple[str, ...], str, int], str]
+
+
+def step_name(job: TorchrunJob, n: int) -> str:
+    """The name of step ``n`` (1 is the first, torchrun step)."""
+    return job.first_step if n == 1 else job.then[n - 2].name
 
 
 def step_lines(

@@ -176,7 +176,13 @@ def sbatch_spec(job: ValidationJob) -> LaunchSpec:
         extra_env=dict(job.extra_env),
         then=phases.then,
         prologue=job.prologue,
+        agent_logs=agent_logs_dir(job),
     )
+
+
+def agent_logs_dir(job: ValidationJob) -> str:
+    """Where each node's torchrun agent output is kept (workloads.validate.agents reads it)."""
+    return f"{job.workdir.rstrip('/')}/agents"
 
 
 JOBSET_NAME = "gpuc-validate"
@@ -253,6 +259,7 @@ def jobset_spec(
         prologue=job.prologue,
         configmaps=dict(configmaps or {}),
         queue=queue,
+        agent_logs=agent_logs_dir(job),
     )
 
 

@@ -363,9 +363,10 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float, strict: bool = 
         return 3
     started = time.time()
     out.mkdir(parents=True, exist_ok=True)
-    for stale in [*out.glob("phase-*.json"), *out.glob("status/*.json"), out / "ddp.json"]:
+    for stale in [*out.glob("phase-*.json"), *out.glob("status/*.json"), *out.glob("agents/*.log"), out / "ddp.json"]:
         stale.unlink(missing_ok=True)
-    logs = out / "logs"
+    # One file per step and simulated node, <step>-<node>.log: where a cluster keeps its agents' logs too.
+    logs = out / "agents"
     steps = 6
     print(
         f"validate --local: {nodes} simulated node(s) x {procs} CPU rank(s), gloo; floors are not applied on CPU"
@@ -386,7 +387,7 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float, strict: bool = 
     phase("main", *short)
     from workloads.validate import pair_jobs, pairs
 
-    why_not = pairs.not_started(out, nodes * procs)
+    why_not = pairs.not_started(out, nodes * procs, [f"local-{i + 1}" for i in range(nodes)])
     if (out / "phase-main.json").exists():
         print(f"[2/{steps}] pairwise search: not needed (the main phase finished)", flush=True)
     elif why_not:
@@ -458,7 +459,7 @@ def _local_ddp(out: Path, nodes: int, procs: int, timeout: float) -> int:
         ["-m", "workloads.train", *ddp_args(data, out)],
         {},
         _phase_deadline(timeout),
-        out / "logs",
+        out / "agents",
         "ddp",
     )
     return max(codes)

@@ -26,8 +26,8 @@ from components.catalog import CatalogError, InstanceType, load_catalog
 
 # Per-GPU health tiers are the health check's own, so both judge a GPU alike.
 from workloads.health.gpu import HealthConfig, Peaks, peaks_for
-from workloads.validate import certificate, isolate, stack, transport
-from workloads.validate.blame import hung_pairs, node_failures
+from workloads.validate import agents, certificate, isolate, stack, transport
+from workloads.validate.blame import blame, hung_pairs
 from workloads.validate.storage import judge_storage
 from workloads.validate.report import OBSERVED, Curve, Report
 from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
@@ -592,10 +592,16 @@ def judge(
     # One pair's job of its own (``pairs-A+B``) is read through the search it served, whose result
     # the launcher kept in phase-pairs.json; its ranks are numbered within the pair's job.
     job_statuses = [st for st in files.statuses if not str(st.get("phase", "")).startswith("pairs-")]
-    blamed, notes = node_failures(job_statuses, node_names)
+    # The pairwise search outranks silence: a node it cleared went quiet only because the whole job
+    # was torn down. Who never started is read from the torchrun agents' logs.
+    found = blame(job_statuses, node_names, cleared=(pairs or {}).get("good", []), agents=agents.read(root))
+    blamed = found.failed
     for n, why in blamed.items():
         nodes.setdefault(n, NodeVerdict(node=n)).mark(Verdict.FAIL, why)
-    errors.extend(notes)
+    for n, why in found.suspects.items():
+        if nodes.get(n, NodeVerdict(node=n)).verdict != Verdict.FAIL:
+            nodes.setdefault(n, NodeVerdict(node=n)).mark(Verdict.WARN, f"suspect: {why}")
+    errors.extend(found.notes)
     searched = {(str(a), str(b)) for a, b, _ in [*(pairs or {}).get("first", []), *(pairs or {}).get("second", [])]}
     for (a, b), why in hung_pairs(job_statuses).items():
         if (a, b) in searched or (b, a) in searched:

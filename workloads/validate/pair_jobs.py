@@ -236,7 +236,7 @@ def drive(
     if (out / "phase-main.json").exists():
         say("validate[pairs]: not needed: the main phase finished")
         return {}
-    why = pairs.not_started(out, len(nodes) * ranks_per_node)
+    why = pairs.not_started(out, len(nodes) * ranks_per_node, nodes)
     if why:
         say(f"validate[pairs]: not run: {why}")
         doc = {"phase": "pairs", "skipped": why}
