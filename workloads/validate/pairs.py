@@ -161,17 +161,18 @@ def run_pairs(
 
     def measure(pairs: list[isolate.Pair]) -> dict[isolate.Pair, float | None]:
         groups = []
-        for a, b in pairs:
-            ranks = sorted(nodes[a] + nodes[b])
-            limit = _dt.timedelta(seconds=group_s)  # the backend gives up on a hung pair by itself
-            groups.append(
-                (
-                    a,
-                    b,
-                    dist.new_group(ranks=ranks, timeout=limit),
-                    dist.new_group(ranks=ranks, backend="gloo", timeout=limit),
+        with watchdog.phase(f"new_group: the groups of {len(pairs)} pair(s)", calls=2):
+            for a, b in pairs:
+                ranks = sorted(nodes[a] + nodes[b])
+                limit = _dt.timedelta(seconds=group_s)  # the backend gives up on a hung pair by itself
+                groups.append(
+                    (
+                        a,
+                        b,
+                        dist.new_group(ranks=ranks, timeout=limit),
+                        dist.new_group(ranks=ranks, backend="gloo", timeout=limit),
+                    )
                 )
-            )
         value: tuple[str, str, float | None] | None = None
         for a, b, g, gside in groups:
             if mine_node in (a, b):
