@@ -240,7 +240,14 @@ def step_lines(
             f"{cmd} || step_rc=$?",
             f'echo "step {n} ({step.name}) exit status $step_rc"',
         ]
-        if step.torchrun or local_guard is None:
+        if step.stop_on is not None:
+            body += [
+                f'if [ "$step_rc" -eq {step.stop_on} ]; then',
+                f'  echo "step {n} ({step.name}) ends the job here: the steps after it are not run"',
+                "  exit 0",
+                "fi",
+            ]
+        if step.torchrun or step.every_host or local_guard is None:
             lines += ["", *body]
         else:
             lines += ["", f"if {local_guard}; then", *[f"  {line}" for line in body], "fi"]

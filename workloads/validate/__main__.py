@@ -82,9 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     from workloads.validate import rehearse
 
     rehearse.add_parser(sub)
-    from workloads.validate.run_flags import add_pair_search_parser
+    from workloads.validate.run_flags import add_pair_gate_parsers, add_pair_search_parser
 
     add_pair_search_parser(sub)
+    add_pair_gate_parsers(sub)
     judge = sub.add_parser("judge", help="read the run directory, write report.json/.md and busbw.png")
     judge.add_argument(
         "--out", type=Path, dest="judge_out", help="run directory; with --nccl-tests, where to write the report"
@@ -142,6 +143,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         from workloads.validate import pair_jobs
 
         return pair_jobs.main(args, [n for n in args.search_nodes.split(",") if n] or _slurm_nodes())
+    if args.cmd == "pair-gate":
+        from workloads.validate import pair_jobs
+
+        return pair_jobs.gate_main(args)
+    if args.cmd == "record-pairs":
+        from workloads.validate import pair_jobs
+
+        try:
+            pair_jobs.record(args.record_out, args.record_result)
+        except (OSError, ValueError) as exc:
+            print(f"validate record-pairs: --result: {exc}", file=sys.stderr)
+            return 3
+        return 0
     if args.cmd == "rehearse":
         from workloads.validate import rehearse
 

@@ -500,6 +500,7 @@ def judge(
                 floor_fail=pairs.get("floor_fail", pairs.get("floor")),
                 basis=pair_basis,
                 at_bytes=pairs.get("message_bytes"),
+                floor_basis=floor_basis(pe),
             ).judge()
             if value is None:
                 # A pair that hung or failed has a culprit even on CPU, where no floor applies.

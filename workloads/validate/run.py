@@ -316,6 +316,13 @@ def run_phase(cfg: RunConfig) -> int:
         # validation-time model (components.validation_time) is held against.
         result["wall_s"] = round(time.time() - float(status.doc["started_at"]), 2)
         _atomic_json(cfg.out_dir / f"phase-{cfg.label}.json", result)
+        if cfg.pair_job:
+            # How the figure leaves a pod: submit reads it from the pair job's log (Kubernetes).
+            from workloads.validate.pair_jobs import RESULT
+
+            row = next(iter((result.get("pairs") or {}).get("first") or []), None)
+            value = row[2] if row is not None and len(row) == 3 else None
+            print(RESULT + json.dumps({"pair": cfg.pair_job, "value": value}), flush=True)
     status.set("finished")
     device.teardown()
     return 0

@@ -103,3 +103,18 @@ def add_pair_search_parser(sub: Any) -> None:
         help="minutes each pair's step may run (default: from the run's timeouts, iterations and warm-up)",
     )
     p.add_argument("run_args", nargs="*", help="after --: the arguments every `validate run` phase of the job takes")
+
+
+def add_pair_gate_parsers(sub: Any) -> None:
+    """``pair-gate`` (a JobSet's pairs step, on every pod) and ``record-pairs`` (the search submit
+    ran, written into the run directory before the judge)."""
+    g = sub.add_parser("pair-gate", help="after the main phase, on every pod of a JobSet: end it when pairs are needed")
+    g.add_argument("--out", type=Path, required=True, dest="gate_out", help="the job's run directory")
+    g.add_argument("--nodes", required=True, dest="gate_nodes", help="the JobSet's pod host names, comma-separated")
+    g.add_argument("--ranks-per-node", type=int, default=1, help="ranks per pod (one per GPU)")
+    g.add_argument(
+        "--wait", type=float, default=900.0, dest="gate_wait", help="seconds a pod waits for pod 0's decision"
+    )
+    r = sub.add_parser("record-pairs", help="write the pairwise search submit ran (base64 JSON) into the run directory")
+    r.add_argument("--out", type=Path, required=True, dest="record_out", help="the job's run directory")
+    r.add_argument("--result", required=True, dest="record_result", help="phase-pairs.json as base64")
