@@ -173,7 +173,8 @@ class UserModel:
     n_blocks: int
     """Blocks in the plan's block container."""
     blocks_named: bool
-    """The container is a ``ModuleDict`` (a pipeline needs one)."""
+    """The container is a ``ModuleDict`` (else a ``ModuleList``, whose stage keeps the whole model's
+    indices: its ``forward`` must walk the blocks, not index them)."""
     has_tp: bool
     """The plan has a tensor-parallel split."""
     n_params: int
@@ -508,8 +509,6 @@ def world_problems(cfg: MPConfig, world: int) -> list[tuple[str, str]]:
                 ("--batch-size", f"{cfg.batch_size} is not divisible by the {dp} data-parallel groups of {mode}")
             )
         if mode.startswith("pipeline") and cfg.user is not None:
-            if not cfg.user.blocks_named:
-                out.append(("--plan", f"{mode} needs the blocks in a ModuleDict (stages keep their names)"))
             if cfg.user.n_blocks < world:
                 out.append(("--model", f"{cfg.user.n_blocks} blocks cannot fill {world} pipeline stages"))
         elif mode.startswith("pipeline") and cfg.model.n_layers < world:
