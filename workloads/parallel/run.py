@@ -80,7 +80,7 @@ import torch.distributed as dist
 
 from workloads.runtime import device as devmod
 from workloads.runtime.atomic import write_bytes_atomic
-from workloads.runtime.flags import Problems
+from workloads.runtime.flags import Problems, output_dir_problem, output_file_problem
 from workloads.train import plugins
 from workloads.train.config import gpt_config
 from workloads.train.data import TokenWindows, check_shards, synthetic_tokens
@@ -317,8 +317,8 @@ def parse_config(argv: list[str] | None = None) -> MPConfig:
         _, problems = check_shards(a.data, seq_len=model.seq_len, vocab_size=model.vocab_size)
         p.extend(problems)
     json_path = Path(a.json) if a.json else None
-    if json_path is not None and not json_path.parent.is_dir():
-        p.add("--json", f"directory {json_path.parent} does not exist")
+    if json_path is not None and (why := output_file_problem(json_path)):
+        p.add("--json", why)
     user = None
     if a.plan_spec is not None and a.model_spec is None:
         p.add("--plan", f"{a.plan_spec!r} splits a --model; the bundled GPT has its own plans")
@@ -336,6 +336,9 @@ def parse_config(argv: list[str] | None = None) -> MPConfig:
         p.add("--ckpt-every", f"{ckpt_every} needs --ckpt-dir")
     if a.ckpt_dir is not None and (len(modes) != 1 or modes == ("reference",)):
         p.add("--ckpt-dir", f"checkpoints one split mode per run, got --mode {a.mode!r}")
+    if a.ckpt_dir is not None and (why := output_dir_problem(Path(a.ckpt_dir))):
+        # Found now, not at the first checkpoint after the training steps.
+        p.add("--ckpt-dir", why)
     p.exit_if_any()
     return MPConfig(
         modes=modes,
