@@ -587,7 +587,8 @@ def judge(
                 Measurement(check="ddp.mfu", scope="cluster", value=float(mfu), unit="fraction", basis="information")
             )
 
-    gate_ms, gate = certificate.judge_gate(main, nodes, gpu_run=backend != "gloo")
+    prev = certificate.previous(root)
+    gate_ms, gate = certificate.judge_gate(main, nodes, gpu_run=backend != "gloo", prev=prev)
     ms.extend(gate_ms)
 
     # One pair's job of its own (``pairs-A+B``) is read through the search it served, whose result
@@ -595,7 +596,9 @@ def judge(
     job_statuses = [st for st in files.statuses if not str(st.get("phase", "")).startswith("pairs-")]
     # The pairwise search outranks silence: a node it cleared went quiet only because the whole job
     # was torn down. Who never started is read from the torchrun agents' logs.
-    found = blame(job_statuses, node_names, cleared=(pairs or {}).get("good", []), agents=agents.read(root))
+    # A node the main phase's results list ran its ranks, whatever its status lines say.
+    unaccounted = [n for n in node_names if n not in (main or {}).get("nodes", {})]
+    found = blame(job_statuses, unaccounted, cleared=(pairs or {}).get("good", []), agents=agents.read(root))
     blamed = found.failed
     for n, why in blamed.items():
         nodes.setdefault(n, NodeVerdict(node=n)).mark(Verdict.FAIL, why)
