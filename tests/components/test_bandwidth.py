@@ -143,3 +143,38 @@ def test_no_floor_under_the_smallest_size_the_model_holds_at() -> None:
     assert not e.valid and e.expected_gbps is None and e.floor_fail_gbps is None
     assert "the model holds from 32 MiB" in e.basis
     assert m.expected("all_reduce", 2, "multi-node", 32 << 20).valid
+
+
+def test_reduce_scatter_has_its_own_efficiency_where_one_is_measured() -> None:
+    """No published multi-node reduce_scatter_perf figure is in the catalog (none was found): the
+    op borrows all_gather's ring and says so, on a basis that widens its floors. A measured one,
+    once added, sets its own efficiency."""
+    import copy
+
+    import yaml
+
+    from components.catalog import CATALOG_PATH, parse_catalog
+
+    bw = load_catalog().get("a3-ultragpu-8g").bandwidth
+    borrowed = bw.efficiency["reduce_scatter"]
+    assert borrowed.kind == "fabric" and "all_gather's ring" in borrowed.why
+    assert bw.expected("reduce_scatter", 2, "multi-node").widen > bw.expected("all_gather", 2, "multi-node").widen
+    doc = yaml.safe_load(CATALOG_PATH.read_text(encoding="utf-8"))
+    raw = copy.deepcopy(doc)
+    refs = raw["instances"]["a3-ultragpu-8g"]["bandwidth"]["references"]
+    refs.append(
+        {
+            "path": "multi-node",
+            "op": "reduce_scatter",
+            "nodes": 2,
+            "message_bytes": 8 << 30,
+            "gbps": 300.0,
+            "hardware": "a3-ultragpu-8g",
+            "source": "ct-dws-a3ultra",
+            "calibrates": True,
+        }
+    )
+    own = parse_catalog(raw).get("a3-ultragpu-8g").bandwidth
+    eff = own.efficiency["reduce_scatter"]
+    assert eff.kind == "measured" and "300 GB/s reduce_scatter" in eff.why
+    assert eff.value != own.efficiency["all_gather"].value
