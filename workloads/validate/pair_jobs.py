@@ -13,13 +13,13 @@ pair's job, none when it hung or failed).
 Who runs a round: the local harness (two torchrun agents per pair); on Slurm :func:`main`, the
 ``validate pair-search`` step of the batch script, on the batch host, one ``srun`` step per pair
 (:func:`slurm_round`); on Kubernetes one JobSet per pair
-(:func:`workloads.launch.validation.pair_jobset`), which ``submit`` would create from the
-user's kubeconfig rather than a driver pod (the job's pods carry no API token,
-``automountServiceAccountToken: false``; a driver pod would need a ServiceAccount allowed to
-create JobSets, as cluster-health-scanner's health runner has: its ClusterRole may create and
-delete jobs, pods, secrets and cluster roles, ``deploy/helm/health_runner/templates/
-health_runner.yaml`` at 81c525d8). ``submit`` does not yet create
-them: the JobSet's ``pairs`` step is still the search inside the job.
+(:func:`workloads.launch.validation.pair_jobset`), which ``submit`` creates from the user's
+kubeconfig (:mod:`workloads.validate.kube_pairs`) rather than a driver pod (the job's pods carry
+no API token, ``automountServiceAccountToken: false``; a driver pod would need a ServiceAccount
+allowed to create JobSets, as cluster-health-scanner's health runner has: its ClusterRole may
+create and delete jobs, pods, secrets and cluster roles, ``deploy/helm/health_runner/templates/
+health_runner.yaml`` at 81c525d8). The JobSet's own ``pairs`` step is a gate (:func:`gate`) that
+ends it after a hang, so the pairs can have its nodes.
 """
 
 from __future__ import annotations
