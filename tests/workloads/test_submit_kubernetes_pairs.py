@@ -224,6 +224,7 @@ def test_the_gate_is_a_step_on_every_pod_that_ends_the_jobset_and_runs_in_bash(t
     fake.chmod(0o755)
     work = tmp_path / "fsx"
     script = script.replace(outs.mount.mount_point, str(work)).replace("/opt/gpuc-bundle", str(tmp_path))
+    script = script.replace(vjob.POD_CODE_DIR, str(tmp_path / "code"))  # nothing outside tmp_path is touched
     script = script.replace("tar -xzf", ": tar -xzf")
     for index in ("0", "3"):
         log.unlink(missing_ok=True)
