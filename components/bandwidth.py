@@ -275,29 +275,18 @@ class BandwidthModel:
         size = message_bytes
         bound, algorithm = self.bound(op, nodes, path)
         n = 2 if path == "pair" else 1 if path == "single-node" else nodes
-        if size < CURVE_MIN_BYTES:
-            return Expected(
-                path=path,
-                op=op,
-                nodes=n,
-                message_bytes=size,
-                bound_gbps=None if bound is None else round(bound, 1),
-                algorithm=algorithm,
-                expected_gbps=None,
-                floor_warn_gbps=None,
-                floor_fail_gbps=None,
-                basis=(
-                    f"no floor at {_size(size)}: the model holds from {_size(CURVE_MIN_BYTES)} (below it NCCL's "
-                    "LL/LL128 protocols make the curve something other than latency plus bandwidth, and no "
-                    "published curve is fitted there)"
-                ),
-                valid=False,
-            )
         value: float | None = None
         plateau: float | None = None
         kind = "measured"
         lat, lat_why = self.latency_for(path, op)
-        if path == "single-node":
+        valid = size >= CURVE_MIN_BYTES
+        if not valid:
+            basis = (
+                f"no floor at {_size(size)}: the model holds from {_size(CURVE_MIN_BYTES)} (below it NCCL's "
+                "LL/LL128 protocols make the curve something other than latency plus bandwidth, and no "
+                "published curve is fitted there)"
+            )
+        elif path == "single-node":
             single = self.single_node_curve(op)
             if single is None:
                 basis = f"no published single-node {op} for this GPU board: no floor"
@@ -321,7 +310,7 @@ class BandwidthModel:
                     plateau, lat = single[0], single[1]
                     lat_why = self.latency_for("single-node", op)[1]
                     basis += f"; capped at the single-node curve ({single[2]})"
-        if path == "single-node":
+        if path == "single-node" and valid:
             lat_why = self.latency_for(path, op)[1]
         widen, widen_why = 1.0, ""
         if value is not None:
@@ -351,6 +340,7 @@ class BandwidthModel:
             kind=kind,
             widen=widen,
             widen_why=widen_why,
+            valid=valid,
         )
 
     def widening(self, kind: str, latency_s: float, plateau_gbps: float, size: int) -> tuple[float, str]:
