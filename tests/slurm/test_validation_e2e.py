@@ -66,7 +66,8 @@ def test_submit_runs_a_healthy_validation_end_to_end(slurm_cluster: SlurmCluster
     assert (run_dir / "code" / "workloads").is_dir()
     # Each node's torchrun agent output, kept under the Slurm name of the node it ran on.
     assert {p.name for p in (run_dir / "agents").glob("main-*.log")} == {"main-n1.log", "main-n2.log"}
-    assert "validate[main]" in (run_dir / "agents" / "main-n1.log").read_text()
+    # Rank 0 (on whichever node joined the rendezvous first) says what the phase measured.
+    assert "validate[main]" in "".join(p.read_text() for p in (run_dir / "agents").glob("main-*.log"))
 
 
 def test_second_run_gets_its_own_directory_and_is_judged_on_its_own_files(
