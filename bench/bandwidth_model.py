@@ -3,12 +3,16 @@
     python -m bench.bandwidth_model [--logs DIR]
 
 For every healthy published run in the corpus (``../shared/data/nccl-logs``, ``cases.yaml``) that a
-catalog reference stands for (same source, path, op and node count), the catalog is loaded again
-WITHOUT that reference (and its curve) wherever it appears, so the run's own figure neither sets the
-type's efficiency nor its latency. The model then predicts the run at its largest size (the plateau)
-and at 32 MiB (nccl-tests' default ``-e``), and the run's printed out-of-place busbw is set beside it:
-predicted / measured, side by side, worst plateau ratio last. A run no reference stands for is
-listed as such.
+catalog reference stands for (same path, op and node count, and the figure the run printed), the
+catalog is loaded again WITHOUT that reference (and its curve) wherever it appears, so the run's own
+figure neither sets the type's efficiency, nor its latency, nor the spread its floors are widened
+by. The model then predicts the run at its largest size (the plateau) and at 32 MiB (nccl-tests'
+default ``-e``), and the run's printed out-of-place busbw is set beside it: predicted / measured,
+worst plateau ratio last, with the basis the prediction stood on (measured, fabric, extrapolated).
+
+Then the verdict the held-out catalog's widened floors give the run, judged whole and cut at 32 MiB
+(the judge's own ``judge_cluster_figure``): a healthy run judged FAIL is misjudged, and so is a
+degraded run not judged FAIL. The summary counts both, per size.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ from typing import Any
 
 import yaml
 
-from components.catalog import CATALOG_PATH, CatalogError, parse_catalog
+from components.catalog import CATALOG_PATH, Catalog, CatalogError, InstanceType, load_catalog, parse_catalog
 from workloads.validate import nccltests
+from workloads.validate.judge import expectation, judge_cluster_figure
+from workloads.validate.verdict import Verdict
 
 REPO = Path(__file__).resolve().parents[1]
 TOLERANCE = 0.15
@@ -54,10 +60,11 @@ def _matches(ref: dict[str, Any], path: str, op: str, nodes: int, printed: dict[
     )
 
 
-def _predict(
-    doc: dict[str, Any], path: str, op: str, nodes: int, printed: dict[int, float], sizes: list[int]
-) -> tuple[str, list[float | None]] | None:
-    """(type, predictions at sizes) with every matching reference left out; None if none matches."""
+def _held_out(
+    doc: dict[str, Any], path: str, op: str, nodes: int, printed: dict[int, float]
+) -> tuple[Catalog, InstanceType] | None:
+    """The catalog with every reference of this run left out, and the type one belonged to; None
+    when no reference stands for the run."""
     owner = None
     trimmed = copy.deepcopy(doc)
     for section in _sections(trimmed):
@@ -70,12 +77,22 @@ def _predict(
     if owner is None:
         return None
     cat = parse_catalog(trimmed)
-    it = cat.judge_type(owner)
-    out: list[float | None] = []
-    for s in sizes:
-        e = it.bandwidth.expected(op, nodes, path, s)  # type: ignore[arg-type]
-        out.append(e.expected_gbps)
-    return owner, out
+    return cat, cat.judge_type(owner)
+
+
+def _floors(it: InstanceType, run: nccltests.NcclTestsRun, op: str, nodes: int, path: str, cut: int | None) -> str:
+    """The verdict of the floors alone (the judge's judge_cluster_figure), on the run whole or cut."""
+    rows = [r for r in run.rows if cut is None or int(r["size_bytes"]) <= cut]
+    e = expectation(it, op, nodes, path)
+    m = judge_cluster_figure(f"{path}.{op}", {"op": op, "rows": rows}, e, "", it, nodes, path)
+    return m.verdict.name
+
+
+def _judge(cat: Catalog, it: InstanceType, run: nccltests.NcclTestsRun, nodes: int, cut: int | None) -> str:
+    """The verdict the whole judge gives (op read from the file, transport, floors), as the CLI does."""
+    part = copy.copy(run)
+    part.rows = [r for r in run.rows if cut is None or int(r["size_bytes"]) <= cut]
+    return nccltests.judge_runs([part], it.name, nodes, catalog=cat).verdict.name
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,40 +107,72 @@ def main(argv: list[str] | None = None) -> int:
     cases = yaml.safe_load(cases_file.read_text(encoding="utf-8"))
     rows: list[tuple[float, str]] = []
     skipped: list[str] = []
+    judged: list[str] = []
+    wrong = {k: [0, 0] for k in ("floors whole", "floors 32M", "judge whole", "judge 32M")}
     for c in cases:
-        if c["expected"] != "healthy":
-            continue
         run = nccltests.parse((args.logs / c["file"]).read_text(encoding="utf-8"), c["file"])[0]
-        oop = {int(r["size_bytes"]): float(r["busbw_gbps"]) for r in run.rows if not r["in_place"]}
-        largest = max(oop)
         op = c["collective"].removesuffix("_perf")
-        path = "single-node" if c["nodes"] == 1 else "multi-node"
+        nodes = int(c["nodes"])
+        path = "single-node" if nodes == 1 else "multi-node"
+        oop = {int(r["size_bytes"]): float(r["busbw_gbps"]) for r in run.rows if not r["in_place"]}
+        held: tuple[Catalog, InstanceType] | None = None
         try:
-            got = _predict(doc, path, op, int(c["nodes"]), oop, [largest, SMALL])
+            if c["expected"] == "healthy":
+                held = _held_out(doc, path, op, nodes, oop)
+            elif c.get("instance_type"):
+                # No reference stands for a degraded run: the whole catalog judges it.
+                held = load_catalog(), load_catalog().judge_type(c["instance_type"])
         except CatalogError as exc:
             skipped.append(f"{c['file']}: {exc}")
             continue
-        if got is None:
-            skipped.append(f"{c['file']}: no catalog reference stands for this run")
+        if held is None:
+            if c["expected"] == "healthy":
+                skipped.append(f"{c['file']}: no catalog reference stands for this run")
             continue
-        if got[1][0] is None:
-            skipped.append(f"{c['file']}: {got[0]} has no other {path} {op} figure to predict it from")
+        cat, it = held
+        largest = max(oop)
+        e_big = it.bandwidth.expected(op, nodes, path, largest)  # type: ignore[arg-type]
+        e_small = it.bandwidth.expected(op, nodes, path, SMALL)  # type: ignore[arg-type]
+        if c["expected"] == "healthy" and e_big.expected_gbps is None:
+            skipped.append(f"{c['file']}: {it.name} has no other {path} {op} figure to predict it from")
             continue
-        owner, (p_big, p_small) = got
+        verdicts = {
+            "floors whole": _floors(it, run, op, nodes, path, None),
+            "floors 32M": _floors(it, run, op, nodes, path, SMALL) if SMALL in oop else "-",
+            "judge whole": _judge(cat, it, run, nodes, None),
+            "judge 32M": _judge(cat, it, run, nodes, SMALL) if SMALL in oop else "-",
+        }
+        bad = {"healthy": {Verdict.FAIL.name}, "degraded": {Verdict.PASS.name, Verdict.WARN.name}}.get(
+            c["expected"], set()
+        )
+        for key, v in verdicts.items():
+            if v != "-" and c["expected"] in ("healthy", "degraded"):
+                wrong[key][1] += 1
+                wrong[key][0] += v in bad
+        judge_bad = verdicts["judge whole"] in bad or verdicts["judge 32M"] in bad
+        judged.append(
+            f"{c['file'][:40]:<40} {c['expected']:<8} {e_big.kind:<12} x{e_big.widen:<5.2f} x{e_small.widen:<5.2f} "
+            + " ".join(f"{v:<8}" for v in verdicts.values())
+            + ("  <- misjudged" if judge_bad else "")
+        )
+        if c["expected"] != "healthy":
+            continue
+        assert e_big.expected_gbps is not None
+        p_big, p_small = e_big.expected_gbps, e_small.expected_gbps
         m_small = oop.get(SMALL)
-        r_big = p_big / oop[largest] if p_big else float("nan")
+        r_big = p_big / oop[largest]
         r_small = p_small / m_small if p_small and m_small else None
         flag = "" if abs(r_big - 1) <= TOLERANCE else "  <- outside +-15%"
         line = (
-            f"{c['file'][:40]:<40} {owner:<26} {nccltests._size_label(largest):>7} "
-            f"{p_big or float('nan'):>8.1f} {oop[largest]:>8.2f} {r_big:>6.3f}   "
+            f"{c['file'][:40]:<40} {it.name:<26} {e_big.kind:<12} {nccltests._size_label(largest):>7} "
+            f"{p_big:>8.1f} {oop[largest]:>8.2f} {r_big:>6.3f}   "
             f"{p_small if p_small else float('nan'):>7.1f} {m_small if m_small else float('nan'):>7.2f} "
             f"{(f'{r_small:.3f}' if r_small else '-'):>6}{flag}"
         )
         rows.append((abs(r_big - 1), line))
     print("leave-one-out: each healthy published run predicted by a catalog without it (predicted / measured)")
     print(
-        f"{'run':<40} {'type':<26} {'plateau':>7} {'pred':>8} {'meas':>8} {'ratio':>6}   "
+        f"{'run':<40} {'type':<26} {'basis':<12} {'plateau':>7} {'pred':>8} {'meas':>8} {'ratio':>6}   "
         f"{'pred32M':>7} {'meas32M':>7} {'ratio':>6}"
     )
     for _, line in sorted(rows):
@@ -133,6 +182,19 @@ def main(argv: list[str] | None = None) -> int:
     worst = max((d for d, _ in rows), default=0.0)
     inside = sum(1 for d, _ in rows if d <= TOLERANCE)
     print(f"worst plateau ratio off by {worst:.1%}; {inside} of {len(rows)} within +-{TOLERANCE:.0%}")
+    print()
+    print(
+        "each run judged by the catalog without it, whole and cut at 32 MiB: by the widened floors alone, then by the "
+        "whole judge (op, transport, floors) as the CLI does; healthy judged FAIL, or degraded not FAIL, is misjudged"
+    )
+    print(
+        f"{'run':<40} {'label':<8} {'basis':<12} {'widen':<6} {'@32M':<6} {'floors':<8} {'fl@32M':<8} "
+        f"{'judge':<8} {'jd@32M':<8}"
+    )
+    for line in judged:
+        print(line)
+    for key, (bad_n, n) in wrong.items():
+        print(f"misjudged by the {key.replace('32M', 'cut at 32 MiB')}: {bad_n} of {n}")
     return 0
 
 

@@ -18,8 +18,9 @@ those into an expected busbw for an op, a node count and a path, and the floors 
   * single-node: a ring over NVLink is bounded by the per-direction NVLink bandwidth per GPU; NVLS
     (in-switch reduction) exceeds it, so the single-node figure comes from measurements only.
 - ``efficiency``: measured / bound for a published multi-node measurement of the same op (on this
-  type, or a named type with the same NICs); with none, the lowest efficiency any measured type in
-  the catalog reaches for that op, and the basis says so.
+  type, or a named type with the same NICs: basis *measured*); with none, the median of the types of
+  the same fabric and GPU count that measured it, or for reduce_scatter all_gather's (*fabric*); with
+  none, the median of every type that measured it (*extrapolated*). The basis is named in the report.
 - ``expected`` = efficiency x bound, and for all_reduce at most the single-node figure (the two
   intra-node phases run on NVLink: every published 2-node 8 x H100 figure, 479.3 on p5 and 467.5
   on 8 x 400G IB, sits at or under the single-node 480.4).
@@ -31,14 +32,19 @@ those into an expected busbw for an op, a node count and a path, and the floors 
   latency. ``expected(..., message_bytes=S)`` is then the figure at any size, so a sweep that ends
   at 32 MiB is held to what a healthy cluster reaches at 32 MiB.
 - floors: warn under WARN_OF_EXPECTED x expected, fail under FAIL_OF_EXPECTED x expected, at the
-  message size judged (FLOOR_MESSAGE_BYTES when the sweep reaches it).
+  message size judged (FLOOR_MESSAGE_BYTES when the sweep reaches it), each divided by how far the
+  figure's basis is from the case: the spread of the leave-one-out errors of figures of that basis
+  over the catalog's own published runs (:func:`confidence`: each run predicted by the catalog
+  without it), times the spread at 32 MiB in proportion to the latency's share of the time at the
+  size judged. Below CURVE_MIN_BYTES the model gives no figure and no floor.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
-from dataclasses import dataclass, field
-from typing import Literal, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal, Mapping, NamedTuple, Sequence
 
 Path = Literal["single-node", "multi-node", "fabric-only", "pair"]
 PATHS: tuple[Path, ...] = ("single-node", "multi-node", "fabric-only", "pair")
@@ -133,6 +139,54 @@ class Expected:
     """What the curve tends to at large sizes."""
     latency_us: float | None = None
     """The latency of the curve (busbw terms), fitted on published curves."""
+    kind: str = "measured"
+    """What the figure stands on (:data:`KINDS`): measured on this type (or the type with the same
+    NICs it is calibrated on), borrowed from the same fabric, or extrapolated from other fabrics."""
+    widen: float = 1.0
+    """The floors are WARN_OF_EXPECTED and FAIL_OF_EXPECTED of the figure divided by this: how far
+    figures of this kind, at this size, have missed published runs they were not fitted on."""
+    widen_why: str = ""
+    valid: bool = True
+    """False below CURVE_MIN_BYTES: the model says nothing there, and no floor is given."""
+
+
+KINDS = ("measured", "fabric", "extrapolated")
+"""How far a figure's basis is from the case, nearest first."""
+
+
+class Efficiency(NamedTuple):
+    value: float
+    """Plateau / bound."""
+    why: str
+    kind: str = "measured"
+    """Of :data:`KINDS`."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Spread:
+    """How far the model's figures of one kind missed published runs held out of the catalog."""
+
+    kind: str
+    widen: float
+    """>= 1: what the floors of a figure of this kind are divided by."""
+    samples: tuple[tuple[str, float], ...]
+    """(the run held out, predicted / measured)."""
+    how: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Confidence:
+    """Leave-one-out over the catalog's own multi-node references (:func:`confidence`)."""
+
+    plateau: Mapping[str, Spread]
+    """Per kind, at the size each run was published at (its largest), over every held-out run."""
+    by_gpus: Mapping[int, Mapping[str, Spread]] = field(default_factory=dict)
+    """The same over the runs of types with as many GPUs per node: what a type's floors are widened
+    by, where there are enough of them (an efficiency borrowed by one T4 from eight-H100 types
+    misses by more than one borrowed between eight-GPU types)."""
+    size: Spread
+    """At 32 MiB over the same runs, the error the latency adds to the plateau's (the ratio of the
+    two ratios); applied in proportion to the latency's share of the time at the size judged."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,11 +205,17 @@ class BandwidthModel:
     references: tuple[Reference, ...]
     calibration: str
     """Instance type whose calibrating measurement gives the efficiency (this type by default)."""
-    efficiency: Mapping[str, tuple[float, str]] = field(default_factory=dict)
-    """op -> (plateau / bound, where that came from); filled in when the catalog is loaded."""
+    efficiency: Mapping[str, Efficiency] = field(default_factory=dict)
+    """op -> (plateau / bound, where that came from, its kind); filled in when the catalog is loaded."""
     latency: Mapping[str, tuple[float, str]] = field(default_factory=dict)
     """'single-node' | 'multi-node' -> (seconds, where that came from); filled in when loaded."""
     note: str = ""
+    name: str = ""
+    """The instance type this model is of."""
+    fabric: str = ""
+    """The type's GPU fabric (catalog ``network.fabric``): figures of the same fabric are borrowed first."""
+    confidence: Confidence | None = None
+    """Filled in when the catalog is loaded; None: floors are not widened (a figure with no record)."""
 
     @property
     def nic_gbytes_per_node(self) -> float:
@@ -178,6 +238,13 @@ class BandwidthModel:
             raise ValueError(f"{path} needs at least 2 nodes, got {n}")
         if op == "all_reduce":
             return b * (g * n - 1) / (g * (n - 1)), f"hierarchical (tree/NVLS-tree): B x ({g}N-1)/({g}(N-1))"
+        if op == "alltoall":
+            # Every rank sends (N-1)/N of its message to the other nodes: G ranks' worth leaves a
+            # node through B, so algbw <= B N / (G (N-1)) and busbw (x (GN-1)/GN) likewise.
+            return (
+                b * n / (g * (n - 1)) * (g * n - 1) / (g * n),
+                f"alltoall: B x N/({g}(N-1)) x ({g}N-1)/({g}N), each rank's share to the other nodes",
+            )
         return b, "ring: node NIC bandwidth B"
 
     def single_node_reference(self, op: str) -> Reference | None:
@@ -210,8 +277,16 @@ class BandwidthModel:
         n = 2 if path == "pair" else 1 if path == "single-node" else nodes
         value: float | None = None
         plateau: float | None = None
+        kind = "measured"
         lat, lat_why = self.latency_for(path, op)
-        if path == "single-node":
+        valid = size >= CURVE_MIN_BYTES
+        if not valid:
+            basis = (
+                f"no floor at {_size(size)}: the model holds from {_size(CURVE_MIN_BYTES)} (below it NCCL's "
+                "LL/LL128 protocols make the curve something other than latency plus bandwidth, and no "
+                "published curve is fitted there)"
+            )
+        elif path == "single-node":
             single = self.single_node_curve(op)
             if single is None:
                 basis = f"no published single-node {op} for this GPU board: no floor"
@@ -223,25 +298,32 @@ class BandwidthModel:
             if eff is None or bound is None:
                 basis = f"no floor for {op}: no {op} measured on this fabric or any other in the catalog"
             else:
-                plateau = eff[0] * bound
+                kind = eff.kind
+                if path == "fabric-only" and kind == "measured":
+                    kind = "fabric"  # the efficiency was measured with NVLink and SHM on
+                plateau = eff.value * bound
                 value = busbw_at(plateau, lat, size)
-                basis = f"plateau {eff[0]:.3f} x bound ({eff[1]})"
+                basis = f"plateau {eff.value:.3f} x bound ({eff.why})"
                 single = self.single_node_curve(op) if op == "all_reduce" and path != "fabric-only" else None
                 if single is not None and busbw_at(single[0], single[1], size) < value:
                     value = busbw_at(single[0], single[1], size)
                     plateau, lat = single[0], single[1]
                     lat_why = self.latency_for("single-node", op)[1]
                     basis += f"; capped at the single-node curve ({single[2]})"
-        if path == "single-node":
+        if path == "single-node" and valid:
             lat_why = self.latency_for(path, op)[1]
+        widen, widen_why = 1.0, ""
         if value is not None:
             basis += f"; latency {lat * 1e6:.0f} us ({lat_why})"
             if size != FLOOR_MESSAGE_BYTES:
                 basis += f"; at {_size(size)}"
+            assert plateau is not None
+            widen, widen_why = self.widening(kind, lat, plateau, size)
         # Floors come from the expected figure as printed, so a reader can redo the sums.
         value = None if value is None else round(value, 1)
-        warn = None if value is None else round(WARN_OF_EXPECTED * value, 1)
-        fail = None if value is None else round(FAIL_OF_EXPECTED * value, 1)
+        widen = round(widen, 2)
+        warn = None if value is None else round(WARN_OF_EXPECTED * value / widen, 1)
+        fail = None if value is None else round(FAIL_OF_EXPECTED * value / widen, 1)
         return Expected(
             path=path,
             op=op,
@@ -255,7 +337,33 @@ class BandwidthModel:
             basis=basis,
             plateau_gbps=None if plateau is None else round(plateau, 1),
             latency_us=None if value is None else round(lat * 1e6, 1),
+            kind=kind,
+            widen=widen,
+            widen_why=widen_why,
+            valid=valid,
         )
+
+    def widening(self, kind: str, latency_s: float, plateau_gbps: float, size: int) -> tuple[float, str]:
+        """(factor >= 1 the floors are divided by, why): the spread of the leave-one-out errors of
+        figures of ``kind`` (:func:`confidence`), times the latency's at 32 MiB in proportion to the
+        latency's share of the time at ``size`` (all of it at 32 MiB, almost none at 8 GiB)."""
+        conf = self.confidence
+        if conf is None:
+            return 1.0, ""
+        spread = conf.by_gpus.get(self.gpus, conf.plateau).get(kind)
+        w_kind = spread.widen if spread is not None else 1.0
+        x, x32 = size / 1e9, CURVE_MIN_BYTES / 1e9
+        share = latency_s / (latency_s + x / plateau_gbps) if latency_s > 0 else 0.0
+        share32 = latency_s / (latency_s + x32 / plateau_gbps) if latency_s > 0 else 0.0
+        w_size = math.exp(math.log(conf.size.widen) * min(1.0, share / share32)) if share32 > 0 else 1.0
+        parts = []
+        if spread is not None and w_kind > 1.0:
+            parts.append(f"x{w_kind:.2f} for a figure on a {kind} basis ({spread.how})")
+        if w_size > 1.005:
+            parts.append(
+                f"x{w_size:.2f} for the size (latency {share:.0%} of the time at {_size(size)}; {conf.size.how})"
+            )
+        return w_kind * w_size, "; ".join(parts)
 
 
 def _size(n: int) -> str:
@@ -265,7 +373,8 @@ def _size(n: int) -> str:
 def calibrate_latency(models: Mapping[str, BandwidthModel]) -> dict[str, dict[str, tuple[float, str]]]:
     """Per type, the latency of its curves, keyed 'single-node' / 'multi-node' (any op) and
     'single-node/<op>' / 'multi-node/<op>': the median of its own references' fitted curves; else
-    its calibration type's; else the median over every type with such a curve (stated in the basis)."""
+    its calibration type's; else the median over the types of its fabric with such a curve; else
+    over every type with one (each stated in the basis)."""
 
     def kinds(r: Reference) -> tuple[str, str]:
         kind = "single-node" if r.path == "single-node" else "multi-node"
@@ -283,23 +392,34 @@ def calibrate_latency(models: Mapping[str, BandwidthModel]) -> dict[str, dict[st
         for key, fs in fits.items():
             why = ", ".join(f"{r.op} on {r.nodes} node(s) of {r.hardware or name} ({r.source})" for _, r in fs)
             own.setdefault(name, {})[key] = (statistics.median(f for f, _ in fs), f"fitted on {why}")
-    pooled: dict[str, tuple[float, str]] = {}
-    for key in sorted({k for v in own.values() for k in v}):
-        lats = [(v[key][0], n) for n, v in own.items() if key in v]
-        pooled[key] = (
+
+    def pool(names: list[str], key: str, label: str) -> tuple[float, str] | None:
+        lats = [(own[n][key][0], n) for n in names if key in own.get(n, {})]
+        if not lats:
+            return None
+        return (
             statistics.median(x for x, _ in lats),
-            f"median of the {key} curves of {len(lats)} type(s): {', '.join(sorted(n for _, n in lats))}",
+            f"median of the {key} curves of {len(lats)} {label}type(s): {', '.join(sorted(n for _, n in lats))}",
         )
+
+    keys = sorted({k for v in own.values() for k in v})
     out: dict[str, dict[str, tuple[float, str]]] = {}
     for name, m in models.items():
         mine = dict(own.get(name, {}))
         for key, val in own.get(m.calibration, {}).items():
             mine.setdefault(key, (val[0], f"{m.calibration}'s curve: {val[1]}"))
-        for key, val in pooled.items():
-            # A type with its own curve of any op keeps it before the pool's curve of the op.
+        # Pools nearest first: the fabric's types with as many GPUs per node, then any such type,
+        # then every type (one T4 per node over EFA has a latency eight H100s do not).
+        alike = [n for n, o in models.items() if n != name and o.gpus == m.gpus]
+        fabric = [n for n in alike if models[n].fabric and models[n].fabric == m.fabric]
+        pools = [(fabric, f"{m.fabric} {m.gpus}-GPU "), (alike, f"{m.gpus}-GPU "), (list(models), "")]
+        for key in keys:
+            # A type with its own curve of any op keeps it before a pool's curve of the op.
             if key in mine or ("/" in key and key.split("/")[0] in mine):
                 continue
-            mine[key] = (val[0], f"no curve of this type; {val[1]}")
+            got = next((g for names, label in pools if (g := pool(names, key, label)) is not None), None)
+            if got is not None:
+                mine[key] = (got[0], f"no curve of this type; {got[1]}")
         out[name] = mine
     return out
 
@@ -307,13 +427,15 @@ def calibrate_latency(models: Mapping[str, BandwidthModel]) -> dict[str, dict[st
 def calibrate(
     models: Mapping[str, BandwidthModel],
     latency: Mapping[str, Mapping[str, tuple[float, str]]] | None = None,
-) -> dict[str, dict[str, tuple[float, str]]]:
-    """Per type and op, the efficiency (plateau / bound) and where it came from.
+) -> dict[str, dict[str, Efficiency]]:
+    """Per type and op, the efficiency (plateau / bound), where it came from and its kind.
 
-    A type takes its calibration type's NIC-bound multi-node measurements, each lifted to its plateau
-    with that type's latency; an op with none takes the median efficiency of the types that measured
-    it (stated in the basis): a prediction, where the lowest would only remember the worst run.
-    reduce_scatter with none takes all_gather's (same ring, same bytes per NIC)."""
+    In order: the type's calibration type's NIC-bound multi-node measurement of the op, lifted to
+    its plateau with that type's latency (measured: this type, or one the catalog says has the same
+    NICs); the median over the other types of its fabric that measured the op (fabric); for
+    reduce_scatter, all_gather's (the same ring moving the same bytes per NIC: fabric); the median
+    over every type that measured the op (extrapolated): a prediction, where the lowest would only
+    remember the worst run."""
     latency = latency if latency is not None else calibrate_latency(models)
     own: dict[str, dict[str, tuple[float, str]]] = {}
     for name, m in models.items():
@@ -329,27 +451,172 @@ def calibrate(
                 f"{ref.gbps:g} GB/s {ref.op} on {ref.nodes} x {ref.hardware or name} at "
                 f"{_size(ref.message_bytes)}, {ref.source}",
             )
-    typical: dict[str, tuple[float, str]] = {}
-    ops = sorted({op for per_op in own.values() for op in per_op})
-    for op in ops:
-        effs = sorted((per_op[op][0], name) for name, per_op in own.items() if op in per_op)
-        typical[op] = (
+
+    def median_of(names: list[str], op: str, label: str) -> tuple[float, str] | None:
+        effs = sorted((own[n][op][0], n) for n in names if op in own.get(n, {}))
+        if not effs:
+            return None
+        return (
             statistics.median(e for e, _ in effs),
-            f"median of {len(effs)} type(s) measured: " + ", ".join(f"{n} {e:.3f}" for e, n in effs),
+            f"median of {len(effs)} {label}type(s) measured: " + ", ".join(f"{n} {e:.3f}" for e, n in effs),
         )
-    out: dict[str, dict[str, tuple[float, str]]] = {}
+
+    ops = sorted({op for per_op in own.values() for op in per_op} | set(_BORROW))
+    out: dict[str, dict[str, Efficiency]] = {}
     for name, m in models.items():
-        mine = dict(own.get(m.calibration, {}))
-        if m.calibration != name:
-            mine = {op: (e, f"same NICs as {m.calibration}: {why}") for op, (e, why) in mine.items()}
-        for op, fallback in typical.items():
-            if op not in mine:
-                mine[op] = (fallback[0], f"no {op} measured on this fabric; {fallback[1]}")
+        effs: dict[str, Efficiency] = {}
+        for op, (e, why) in own.get(m.calibration, {}).items():
+            effs[op] = Efficiency(e, why if m.calibration == name else f"same NICs as {m.calibration}: {why}")
+        # Types of this fabric with as many GPUs behind each node's NICs (one T4 per node on EFA is
+        # not the regime eight H100s are), not counting the ones whose figures this type already has.
+        peers = [
+            n
+            for n, o in models.items()
+            if o.fabric
+            and o.fabric == m.fabric
+            and o.gpus == m.gpus
+            and n not in (name, m.calibration)
+            and o.calibration != m.calibration
+        ]
+        for op in ops:
+            if op in effs:
+                continue
+            same = median_of(peers, op, f"{m.fabric} ")
+            if same is not None:
+                effs[op] = Efficiency(same[0], f"no {op} measured on this type; {same[1]}", "fabric")
         for op, donor in _BORROW.items():
-            if op not in mine and donor in mine:
-                mine[op] = (mine[donor][0], f"{donor}'s ring, same bytes per NIC: {mine[donor][1]}")
-        out[name] = mine
+            if op not in effs and donor in effs:
+                d = effs[donor]
+                kind = "fabric" if d.kind == "measured" else d.kind
+                effs[op] = Efficiency(d.value, f"{donor}'s ring, same bytes per NIC: {d.why}", kind)
+        for op in ops:
+            if op in effs:
+                continue
+            anyone = median_of(list(own), op, "")
+            if anyone is not None:
+                effs[op] = Efficiency(anyone[0], f"no {op} measured on this fabric; {anyone[1]}", "extrapolated")
+        for op, donor in _BORROW.items():
+            if op not in effs and donor in effs:
+                d = effs[donor]
+                effs[op] = Efficiency(d.value, f"{donor}'s ring, same bytes per NIC: {d.why}", d.kind)
+        out[name] = effs
     return out
+
+
+Z_ONE_SIDED_99 = 2.326
+"""A normal's 99th percentile in standard deviations: the floors of a figure of a kind sit under
+99 % of the over-predictions its held-out runs suggest."""
+MIN_SAMPLES = 3
+"""A kind with fewer held-out runs borrows the spread of every non-measured run pooled."""
+
+
+def _ident(r: Reference) -> tuple[str, str, int, int, float]:
+    return (r.source, r.op, r.nodes, r.message_bytes, r.gbps)
+
+
+def _refit(models: Mapping[str, BandwidthModel]) -> dict[str, BandwidthModel]:
+    lat = calibrate_latency(models)
+    eff = calibrate(models, lat)
+    return {n: replace(m, efficiency=eff[n], latency=lat[n], confidence=None) for n, m in models.items()}
+
+
+def held_out(models: Mapping[str, BandwidthModel]) -> list[tuple[str, Reference, Expected, Expected | None]]:
+    """Every published multi-node run of the catalog predicted by the catalog without it (and
+    without its curve, wherever else the same figure stands): (type, the run, the prediction at its
+    size, the prediction at 32 MiB or None without a 32 MiB row). Predictions are unwidened."""
+    out = []
+    seen: set[tuple[str, str, int, int, float]] = set()
+    for name, m in models.items():
+        for ref in m.references:
+            if ref.path != "multi-node" or ref.kind != "measured" or ref.op not in OPS_WITH_FLOORS:
+                continue
+            ident = _ident(ref)
+            owner = next(
+                (n for n, o in models.items() if ref.hardware.split(" ")[0] == n and ref in o.references), name
+            )
+            if ident in seen or owner != name:
+                continue
+            seen.add(ident)
+            trimmed = _refit(
+                {
+                    n: replace(o, references=tuple(r for r in o.references if _ident(r) != ident))
+                    for n, o in models.items()
+                }
+            )
+            e = trimmed[name].expected(ref.op, ref.nodes, "multi-node", ref.message_bytes)
+            curve = dict(ref.curve)
+            e32 = (
+                trimmed[name].expected(ref.op, ref.nodes, "multi-node", CURVE_MIN_BYTES)
+                if CURVE_MIN_BYTES in curve
+                else None
+            )
+            if e.expected_gbps is not None:
+                out.append((name, ref, e, e32))
+    return out
+
+
+def _spread_of(kind: str, samples: list[tuple[str, float]], pooled: list[tuple[str, float]], gpus: int = 0) -> Spread:
+    if kind == "measured":
+        worst = max([1.0, *(r for _, r in samples)])
+        how = (
+            f"largest over-prediction of {len(samples)} held-out run(s) on a measured basis"
+            if samples
+            else "no held-out run on a measured basis"
+        )
+        return Spread(kind=kind, widen=worst, samples=tuple(samples), how=how)
+    use, whose = (samples, f"{kind} figures") if len(samples) >= MIN_SAMPLES else (pooled, "non-measured figures")
+    whose += f" of {gpus}-GPU types" if gpus else ""
+    if len(use) < 2:
+        return Spread(kind=kind, widen=1.0, samples=tuple(samples), how=f"too few held-out {whose} to say")
+    logs = [math.log(r) for _, r in use]
+    mu, sd = statistics.mean(logs), statistics.stdev(logs)
+    widen = max(1.0, math.exp(mu + Z_ONE_SIDED_99 * sd))
+    how = (
+        f"99th percentile of the leave-one-out errors of {len(use)} {whose}: predicted/measured "
+        f"{min(r for _, r in use):.2f}..{max(r for _, r in use):.2f}"
+    )
+    return Spread(kind=kind, widen=widen, samples=tuple(samples), how=how)
+
+
+def confidence(models: Mapping[str, BandwidthModel]) -> Confidence:
+    """Leave-one-out over the catalog's own published multi-node runs (:func:`held_out`): per kind
+    of basis, the spread of predicted / measured at each run's size; and at 32 MiB, the spread of
+    the latency's part (the 32 MiB ratio over the plateau's), pooled over every kind."""
+    by_kind: dict[str, list[tuple[str, float]]] = {k: [] for k in KINDS}
+    classes: dict[int, dict[str, list[tuple[str, float]]]] = {}
+    size: list[tuple[str, float]] = []
+    for name, ref, e, e32 in held_out(models):
+        assert e.expected_gbps is not None
+        label = f"{ref.op} {ref.nodes} x {ref.hardware or name} ({ref.source})"
+        ratio = e.expected_gbps / ref.gbps
+        by_kind[e.kind].append((label, ratio))
+        classes.setdefault(models[name].gpus, {k: [] for k in KINDS})[e.kind].append((label, ratio))
+        m32 = dict(ref.curve).get(CURVE_MIN_BYTES)
+        if e32 is not None and e32.expected_gbps is not None and m32:
+            size.append((label, (e32.expected_gbps / m32) / ratio))
+
+    def spreads(samples: Mapping[str, list[tuple[str, float]]], gpus: int = 0) -> dict[str, Spread]:
+        pooled = [s for k in KINDS if k != "measured" for s in samples[k]]
+        return {k: _spread_of(k, samples[k], pooled, gpus) for k in KINDS}
+
+    plateau = spreads(by_kind)
+    by_gpus = {
+        gpus: spreads(samples, gpus)
+        for gpus, samples in classes.items()
+        if sum(len(v) for k, v in samples.items() if k != "measured") >= MIN_SAMPLES
+    }
+    if len(size) >= 2:
+        logs = [math.log(r) for _, r in size]
+        widen = max(1.0, math.exp(statistics.mean(logs) + Z_ONE_SIDED_99 * statistics.stdev(logs)))
+        how = (
+            f"at 32 MiB the latency's part of {len(size)} held-out runs' errors spans "
+            f"{min(r for _, r in size):.2f}..{max(r for _, r in size):.2f}; its 99th percentile"
+        )
+    else:
+        widen, how = 1.0, "too few held-out curves to say"
+    return Confidence(
+        plateau=plateau, by_gpus=by_gpus, size=Spread(kind="size", widen=widen, samples=tuple(size), how=how)
+    )
 
 
 def phase_floors(model: BandwidthModel, nodes: int) -> list[Expected]:

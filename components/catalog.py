@@ -17,7 +17,7 @@ from typing import Any, Literal, Mapping
 
 import yaml
 
-from components.bandwidth import PATHS, BandwidthModel, Reference, calibrate, calibrate_latency
+from components.bandwidth import PATHS, BandwidthModel, Reference, calibrate, calibrate_latency, confidence
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 
@@ -203,7 +203,11 @@ def _parse_instance(
         expected_transport=str(fab["expected_transport"]),
         fabric_env=_instance_env(fab["env"], sw_raw, where),
     )
-    bandwidth = _parse_bandwidth(_req(raw, "bandwidth", where), name, int(acc["count"]), sources, where)
+    bandwidth = replace(
+        _parse_bandwidth(_req(raw, "bandwidth", where), name, int(acc["count"]), sources, where),
+        name=name,
+        fabric=str(fabric),
+    )
     locations = raw.get("zones") if cloud == "gcp" else raw.get("regions")
     loc_source = raw.get("zones_source") if cloud == "gcp" else raw.get("regions_source")
     if (not locations or not loc_source) and not judge_only:
@@ -316,8 +320,11 @@ def parse_catalog(doc: Mapping[str, Any]) -> Catalog:
     models = {n: it.bandwidth for n, it in instances.items()}
     latency = calibrate_latency(models)
     efficiency = calibrate(models, latency)
+    # How far each kind of figure misses the catalog's own published runs when they are held out:
+    # what the floors are widened by (components.bandwidth.confidence).
+    conf = confidence(models)
     instances = {
-        n: replace(it, bandwidth=replace(it.bandwidth, efficiency=efficiency[n], latency=latency[n]))
+        n: replace(it, bandwidth=replace(it.bandwidth, efficiency=efficiency[n], latency=latency[n], confidence=conf))
         for n, it in instances.items()
     }
     return Catalog(
@@ -348,6 +355,10 @@ class GpuModel:
     """A published measured dense bf16 GEMM rate; None when no source publishes one."""
     source: Source
     note: str = ""
+    achievable_copy_gbps: float | None = None
+    """A published measured device-to-device copy rate (read and write counted), GB/s; None when no
+    source publishes one."""
+    copy_source: Source | None = None
 
     def matches(self, reported_name: str) -> bool:
         name = reported_name.lower()
@@ -369,6 +380,12 @@ def parse_gpu_models(doc: Mapping[str, Any]) -> dict[str, GpuModel]:
         if not raw.get("name_tokens"):
             raise CatalogError(f"gpu_models.{model}.name_tokens: missing")
         value = raw.get("achievable_bf16_tflops")
+        copy = raw.get("achievable_copy_tbps")
+        copy_sid = raw.get("copy_source")
+        if copy is not None and copy_sid not in sources:
+            raise CatalogError(
+                f"gpu_models.{model}.copy_source: {copy_sid!r} (allowed: {', '.join(sources)}): a copy rate needs its source"
+            )
         out[model] = GpuModel(
             model=model,
             name_tokens=tuple(str(t) for t in raw["name_tokens"]),
@@ -376,6 +393,8 @@ def parse_gpu_models(doc: Mapping[str, Any]) -> dict[str, GpuModel]:
             achievable_bf16_tflops=None if value is None else float(value),
             source=sources[sid],
             note=str(raw.get("note", "")).strip(),
+            achievable_copy_gbps=None if copy is None else float(copy) * 1000.0,
+            copy_source=sources[copy_sid] if copy is not None else None,
         )
     return out
 

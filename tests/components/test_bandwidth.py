@@ -106,3 +106,75 @@ def test_phase_floors_cover_every_phase_and_state_a_basis() -> None:
     assert all(e.basis for e in got)
     assert [e.path for e in phase_floors(m, 1)] == ["single-node"]
     assert WARN_OF_EXPECTED > FAIL_OF_EXPECTED
+
+
+def test_floors_are_widened_by_the_leave_one_out_errors_of_their_basis() -> None:
+    from components.bandwidth import KINDS, held_out
+
+    cat = load_catalog()
+    models = {n: it.bandwidth for n, it in {**cat.instances, **cat.judge_types}.items()}
+    runs = held_out(models)
+    # Each published multi-node run once (p4d and p4de share one), each predicted without itself.
+    published = {
+        (r.source, r.op, r.gbps)
+        for m in models.values()
+        for r in m.references
+        if r.path == "multi-node" and r.kind == "measured"
+    }
+    assert {(r.source, r.op, r.gbps) for _, r, _, _ in runs} == published
+    conf = cat.get("p5.48xlarge").bandwidth.confidence
+    assert conf is not None and set(conf.plateau) == set(KINDS)
+    samples = [s for sp in conf.plateau.values() for s in sp.samples]
+    assert len(samples) == len(runs) and all(sp.widen >= 1.0 for sp in conf.plateau.values())
+    # A type's floors are widened by the spread of its own class (as many GPUs per node) where it has one.
+    eight = conf.by_gpus[8]["extrapolated"]
+    e = cat.get("a3-highgpu-8g").bandwidth.expected("all_reduce", 2, "multi-node")
+    assert e.kind == "extrapolated" and e.widen >= eight.widen - 0.01
+    assert f"x{eight.widen:.2f} for a figure on a extrapolated basis" in e.widen_why
+    assert e.floor_fail_gbps == pytest.approx(FAIL_OF_EXPECTED * (e.expected_gbps or 0) / e.widen, abs=0.06)
+    # Measured figures stay at the tiers: only the size widens them, and hardly at 8 GiB.
+    own = cat.get("p5en.48xlarge").bandwidth.expected("all_reduce", 16, "multi-node")
+    assert own.kind == "measured" and own.widen < 1.05
+
+
+def test_no_floor_under_the_smallest_size_the_model_holds_at() -> None:
+    m = load_catalog().get("p5.48xlarge").bandwidth
+    e = m.expected("all_reduce", 2, "multi-node", 16 << 20)
+    assert not e.valid and e.expected_gbps is None and e.floor_fail_gbps is None
+    assert "the model holds from 32 MiB" in e.basis
+    assert m.expected("all_reduce", 2, "multi-node", 32 << 20).valid
+
+
+def test_reduce_scatter_has_its_own_efficiency_where_one_is_measured() -> None:
+    """No published multi-node reduce_scatter_perf figure is in the catalog (none was found): the
+    op borrows all_gather's ring and says so, on a basis that widens its floors. A measured one,
+    once added, sets its own efficiency."""
+    import copy
+
+    import yaml
+
+    from components.catalog import CATALOG_PATH, parse_catalog
+
+    bw = load_catalog().get("a3-ultragpu-8g").bandwidth
+    borrowed = bw.efficiency["reduce_scatter"]
+    assert borrowed.kind == "fabric" and "all_gather's ring" in borrowed.why
+    assert bw.expected("reduce_scatter", 2, "multi-node").widen > bw.expected("all_gather", 2, "multi-node").widen
+    doc = yaml.safe_load(CATALOG_PATH.read_text(encoding="utf-8"))
+    raw = copy.deepcopy(doc)
+    refs = raw["instances"]["a3-ultragpu-8g"]["bandwidth"]["references"]
+    refs.append(
+        {
+            "path": "multi-node",
+            "op": "reduce_scatter",
+            "nodes": 2,
+            "message_bytes": 8 << 30,
+            "gbps": 300.0,
+            "hardware": "a3-ultragpu-8g",
+            "source": "ct-dws-a3ultra",
+            "calibrates": True,
+        }
+    )
+    own = parse_catalog(raw).get("a3-ultragpu-8g").bandwidth
+    eff = own.efficiency["reduce_scatter"]
+    assert eff.kind == "measured" and "300 GB/s reduce_scatter" in eff.why
+    assert eff.value != own.efficiency["all_gather"].value

@@ -90,8 +90,16 @@ def _hang_on(bad: str, out: Path, seen: list[list[tuple[str, str]]]) -> pair_job
     return run_round
 
 
+def _hung_main(out: Path, nodes: list[str]) -> None:
+    """The main phase's status lines after a hang that tore every rank down: each joined, silent."""
+    (out / "status").mkdir()
+    for r, n in enumerate(nodes):
+        doc = {"phase": "main", "node": n, "rank": r, "state": "joined", "stages": {"started": 1.0, "joined": 2.0}}
+        (out / "status" / f"main-{n}-r{r}.json").write_text(json.dumps(doc))
+
+
 def test_the_driver_names_the_hung_node_after_pairing_it_with_a_known_good_one(tmp_path: Path) -> None:
-    (tmp_path / "status").mkdir()
+    _hung_main(tmp_path, ["n1", "n2", "n3"])
     seen: list[list[tuple[str, str]]] = []
     said: list[str] = []
     found = pair_jobs.drive(
@@ -105,7 +113,7 @@ def test_the_driver_names_the_hung_node_after_pairing_it_with_a_known_good_one(t
 
 
 def test_with_two_nodes_a_hung_pair_stays_unresolved(tmp_path: Path) -> None:
-    (tmp_path / "status").mkdir()
+    _hung_main(tmp_path, ["n1", "n2"])
     found = pair_jobs.drive(tmp_path, ["n1", "n2"], RUN_ARGS, _hang_on("n2", tmp_path, []), ranks_per_node=1)
     assert found["bad"] == {} and set(found["unresolved"]) == {"n1", "n2"}
 

@@ -32,11 +32,16 @@ def test_jobset_runs_the_sbatch_phases() -> None:
     assert (j.module, j.module_args) == (s.module, s.module_args)
     assert j.module_args[:3] == ("run", "--out", "/fsx/validation/c1") and j.module_args[-2:] == ("--phase", "main")
     # After a hang the search runs one job per pair: on Slurm the pairs step is the driver on the
-    # batch host (one srun step per pair); a JobSet still searches inside its own pods.
+    # batch host (one srun step per pair); a JobSet's is a gate on every pod that ends it there, so
+    # that submit can run one JobSet per pair on the nodes it gives back.
     assert [(t.name, t.module, t.torchrun) for t in s.then][:1] == [("pairs", "workloads.validate", False)]
     assert s.then[0].module_args[:3] == ("pair-search", "--out", "/fsx/validation/c1")
-    assert s.then[0].module_args[s.then[0].module_args.index("--") + 1 :] == j.then[0].module_args[3:-2]
+    assert s.then[0].module_args[s.then[0].module_args.index("--") + 1 :] == s.module_args[3:-2]
     assert s.then[0].module_args[s.then[0].module_args.index("--ranks-per-node") + 1] == "8"
+    gate = j.then[0]
+    assert (gate.name, gate.torchrun, gate.every_host, gate.stop_on) == ("pairs-gate", False, True, 10)
+    assert gate.module_args[:3] == ("pair-gate", "--out", "/fsx/validation/c1")
+    assert gate.module_args[gate.module_args.index("--ranks-per-node") + 1] == "8"
     assert (
         [(t.name, t.module, t.torchrun) for t in j.then][1:]
         == [(t.name, t.module, t.torchrun) for t in s.then][1:]
@@ -48,8 +53,8 @@ def test_jobset_runs_the_sbatch_phases() -> None:
             ("judge", "workloads.validate", False),
         ]
     )
-    # The pairs step runs the search on its own when the main phase hung (it is a no-op otherwise).
-    assert j.then[0].module_args[-2:] == ("--phase", "pairs")
+    # The gate names every pod the judge expects (it decides with them whether any never started).
+    assert j.then[0].module_args[j.then[0].module_args.index("--nodes") + 1].count(",") == job.nodes - 1
     assert j.then[1].module_args[-2:] == ("--phase", "storage")
     assert dict(j.then[2].env) == dict(s.then[2].env) == FABRIC_ONLY_ENV
     assert [t.module_args for t in j.then[1:5]] == [t.module_args for t in s.then[1:5]]

@@ -15,6 +15,8 @@ FACTOR: dict[str, Callable[[int], float]] = {
     "alltoall": lambda n: (n - 1) / n,
     "sendrecv": lambda n: 1.0,
 }
+# The count nccl-tests prints is one rank's share for these (src/*.cu GetCollByteCount: paramcount).
+SHARED = ("all_gather", "alltoall", "reduce_scatter")
 REDOP = {"all_reduce": "sum", "reduce_scatter": "sum", "sendrecv": "sum", "all_gather": "none", "alltoall": "none"}
 
 
@@ -89,7 +91,8 @@ def nccl_tests_log(
         alg = b / f
         t_us = size / 1e9 / alg * 1e6
         cells = f"{t_us:8.1f} {alg:7.2f} {b:7.2f} {0:6d}"
-        out.append(f"{size:12d} {size // 4:13d} {'float':>9} {REDOP[op]:>7} {-1:7d} {cells} {cells}")
+        count = size // 4 // (ranks if op in SHARED else 1)
+        out.append(f"{size:12d} {count:13d} {'float':>9} {REDOP[op]:>7} {-1:7d} {cells} {cells}")
         total += b
         rows += 1
         size *= 2

@@ -358,3 +358,19 @@ def test_output_directories_that_cannot_be_made_are_refused_before_the_work(
         )
     assert info.value.code == 2
     assert "--output-dir" in capsys.readouterr().err
+    # Model parallelism's checkpoints likewise, and every entry's --json file: before the steps.
+    from workloads.parallel import run as mp_run
+
+    with pytest.raises(SystemExit) as info:
+        mp_run.parse_config(["--mode", "fsdp", "--ckpt-dir", str(blocker / "ckpt")])
+    assert info.value.code == 2
+    assert f"--ckpt-dir: {blocker / 'ckpt'} cannot be created: {blocker} is not a directory" in capsys.readouterr().err
+    for parse, argv in (
+        (mp_run.parse_config, ["--mode", "fsdp"]),
+        (ddp_train.parse_config, ["--data", str(tmp_path / "none-*.bin")]),
+        (shard_tasks.parse_config, ["--inputs", str(inp), "--output-dir", str(tmp_path / "o"), "--command", "true"]),
+    ):
+        with pytest.raises(SystemExit) as info:
+            parse([*argv, "--json", str(blocker / "out.json")])
+        assert info.value.code == 2
+        assert f"--json: directory {blocker} is not a directory" in capsys.readouterr().err

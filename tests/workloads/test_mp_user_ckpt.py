@@ -189,3 +189,60 @@ def test_plan_declared_derived_and_refused(capsys: pytest.CaptureFixture[str]) -
         parse_config(["--mode", "fsdp", "--model", "tests.workloads._user_plugins:mlp"])
     # nn.Sequential has no ModuleList/ModuleDict of blocks: the plan cannot be derived.
     assert "give --plan" in capsys.readouterr().err
+
+
+PLAIN = [*USER[:1], "tests.workloads._user_plain:plain", *USER[2:]]
+
+
+def test_a_plain_modulelist_of_up_and_down_blocks_is_split_from_its_shapes() -> None:
+    """Layers named 'up' and 'down' (no name list knows them) in a plain ModuleList: the split is
+    read from the Linears' shapes (d -> h column-wise, h -> d row-wise); a stage of the pipeline
+    keeps the whole model's block indices, so its checkpoint keys are the whole model's."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    from tests.workloads._user_plain import plain
+    from workloads.parallel import plans
+
+    with torch.device("meta"):
+        model = plain()
+    plan = plans.derive_plan(model)
+    assert plan is not None and plan.blocks == "blocks" and plan.pre == ("embed",) and plan.post == ("head",)
+    assert {k: type(v) for k, v in plan.tp.items()} == {
+        **{f"blocks.{i}.up": ColwiseParallel for i in range(4)},
+        **{f"blocks.{i}.down": RowwiseParallel for i in range(4)},
+    }
+    # The Llama's square attention projections: names break the tie, the SwiGLU by its shapes.
+    with torch.device("meta"):
+        llama = _llama()
+    splits = plans.block_split(llama.layers["0"])  # type: ignore[index]
+    assert splits == {
+        "attention.wq": "col",
+        "attention.wk": "col",
+        "attention.wv": "col",
+        "attention.wo": "row",
+        "feed_forward.w1": "col",
+        "feed_forward.w2": "row",
+        "feed_forward.w3": "col",
+    }
+    stage = plans.pipeline_part_plan(plain(), plan, 1, 2)
+    assert (
+        stage.embed is None and [k for k in stage.state_dict() if k.startswith("blocks.")][0] == "blocks.2.norm.weight"
+    )
+    cfg = parse_config(["--mode", "tp,pipeline", *PLAIN])
+    assert cfg.user is not None and cfg.user.has_tp and not cfg.user.blocks_named
+
+
+def test_the_plain_model_trains_under_tp_and_pipeline_like_one_process(tmp_path: Path) -> None:
+    ref = run_reference(parse_config(["--mode", "reference", *PLAIN, "--steps", "4"]))
+    out = tmp_path / "plain.json"
+    r = torchrun(
+        "workloads.parallel.run",
+        ["--mode", "tp,pipeline", *PLAIN, "--steps", "4", "--json", str(out), "--check-reference"],
+        nproc=2,
+        env=job_env(),
+    )
+    assert r.returncode == 0, explain(r)
+    doc = json.loads(out.read_text())
+    assert doc["match"] is True and [run["mode"] for run in doc["runs"]] == ["tp", "pipeline"]
+    for run in doc["runs"]:
+        assert compare(run["losses"], ref)[1], (run["mode"], run["losses"], ref)

@@ -94,6 +94,33 @@ def test_verdict_matches_what_a_sound_judge_concludes(case: dict[str, Any]) -> N
     assert (judged.floor_warn, judged.floor_fail) == (e.floor_warn_gbps, e.floor_fail_gbps)
 
 
+@pytest.mark.parametrize("case", _cases(), ids=lambda c: c["file"][:2])
+def test_the_command_line_judges_every_published_run_with_its_type(
+    case: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through ``validate judge --nccl-tests``, as a user runs it: the type the case names (the
+    judge-only ones too: p4de.24xlarge, Standard_ND96asr_v4, g4dn.8xlarge), the verdict its label allows."""
+    argv = ["judge", "--nccl-tests", str(LOGS / case["file"]), "--nodes", str(case["nodes"])]
+    if case.get("instance_type"):
+        argv += ["--instance-type", case["instance_type"]]
+    code = validate_main(argv)
+    out = capsys.readouterr()
+    allowed = ALLOWED[case["expected"]] | (
+        {Verdict.UNKNOWN} if not _known(case) and case["expected"] == "healthy" else set()
+    )
+    assert Verdict(code) in allowed, out.out[-2000:] + out.err
+
+
+def test_an_unknown_type_is_refused_with_the_types_the_judge_knows(capsys: pytest.CaptureFixture[str]) -> None:
+    case = next(c for c in _cases() if c["file"].startswith("01-"))
+    with pytest.raises(SystemExit) as done:
+        validate_main(["judge", "--nccl-tests", str(LOGS / case["file"]), "--nodes", "2", "--instance-type", "p9"])
+    err = capsys.readouterr().err
+    assert done.value.code == 3 and "'p9' is not in the catalog" in err
+    # The judge-only types are among those offered.
+    assert "p4de.24xlarge" in err and "Standard_ND96asr_v4" in err and "g4dn.8xlarge" in err
+
+
 def test_socket_fallback_is_a_fail_that_says_so() -> None:
     # Case 15 on a catalog type that expects EFA: "Using network Socket" fails whatever the bandwidth.
     case = next(c for c in _cases() if c["file"].startswith("15-"))
@@ -155,3 +182,17 @@ def test_cli_writes_the_same_report(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_text_without_a_table_is_refused() -> None:
     with pytest.raises(nccltests.ParseError, match="no nccl-tests table"):
         nccltests.parse("NCCL INFO Using network Socket\n# Avg bus bandwidth : 1.0\n")
+
+
+@pytest.mark.parametrize("case", [c for c in _cases() if c["expected"] == "healthy"], ids=lambda c: c["file"][:2])
+def test_a_healthy_published_run_cut_at_32M_is_not_failed(case: dict[str, Any]) -> None:
+    """nccl-tests' default ``-e 32M``: the run as it would have printed with that default."""
+    (run,) = _runs(case)
+    if not any(r["size_bytes"] == 32 << 20 for r in run.rows):
+        pytest.skip("the published table has no 32 MiB row")
+    run.rows = [r for r in run.rows if r["size_bytes"] <= 32 << 20]
+    rep = nccltests.judge_runs([run], case.get("instance_type"), case["nodes"])
+    assert rep.verdict != Verdict.FAIL, [m.to_json() for m in rep.measurements]
+    m = rep.measurements[0]
+    if _known(case):
+        assert m.at_bytes == 32 << 20 and "for the size" in m.basis

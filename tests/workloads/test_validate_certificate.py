@@ -190,3 +190,40 @@ def test_diff_of_cpu_runs_says_the_figures_are_a_shared_hosts() -> None:
     d = diff.diff_reports(a, b)
     assert d.local and len(d.regressions) == 1
     assert "A CPU (--local) run is compared" in "\n".join(diff.render_markdown(d))
+
+
+def test_a_gpus_lifetime_ecc_count_is_judged_by_its_change_since_the_last_certificate(tmp_path: Path) -> None:
+    """Three runs of one cluster, each in its own directory beside the others: the first records
+    the lifetime count as the baseline (an error long since retired does not warn forever), the
+    second sees the same count (pass), the third one more (warn, naming the run it grew since)."""
+    import os
+
+    def run(name: str, count: int, at: float) -> dict[str, Any]:
+        d = tmp_path / name
+        d.mkdir()
+        ecc = _check("ecc.aggregate", "gpu3", "info", count, f"{count} uncorrectable ECC errors (aggregate)")
+        main = {
+            "phase": "main",
+            "world_size": 2,
+            "backend": "nccl",
+            "nodes": {"a": {"ranks": [0]}, "b": {"ranks": [1]}},
+            "health": [],
+            "single_node": {},
+            "multi_node": {},
+            "gate": [_gate_doc("a", 0), _gate_doc("b", 1, ecc)],
+        }
+        (d / "phase-main.json").write_text(json.dumps(main), encoding="utf-8")
+        os.utime(d / "phase-main.json", (at, at))
+        rep = judge(d, instance_type=None, local=False, expected_nodes=["a", "b"])
+        write(rep, d)
+        os.utime(d / "report.json", (at + 10, at + 10))
+        return {n.node: n for n in rep.nodes} | {"_doc": rep.to_json()}
+
+    first = run("20261201t000000z-aaaa", 2, 1_000_000.0)
+    assert first["b"].verdict == Verdict.PASS
+    assert first["_doc"]["gate"][1]["ecc_aggregate"] == {"gpu3": 2}
+    second = run("20261202t000000z-bbbb", 2, 2_000_000.0)
+    assert second["b"].verdict == Verdict.PASS
+    third = run("20261203t000000z-cccc", 3, 3_000_000.0)
+    assert third["b"].verdict == Verdict.WARN
+    assert any("1 new uncorrectable ECC error(s) since run 20261202t000000z-bbbb" in r for r in third["b"].reasons)

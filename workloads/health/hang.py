@@ -69,6 +69,9 @@ class Watchdog:
         self._out = out
         self._lock = threading.Lock()
         self._label: str | None = None
+        self._local = False
+        self.expired_local = False
+        """Set when the watchdog fired inside work of this rank alone (``phase(local=True)``)."""
         self._deadline = 0.0
         self._phase_limit = limit_s
         self._calls = _Calls()
@@ -81,17 +84,27 @@ class Watchdog:
         return want if self._ceiling_s is None else min(want, self._ceiling_s)
 
     @contextlib.contextmanager
-    def phase(self, label: str, calls: int = 1) -> Iterator[None]:
+    def phase(self, label: str, calls: int = 1, *, local: bool = False) -> Iterator[None]:
         """Bound ``label``: ``calls`` back-to-back launches get the limit once per call, never
-        more than the ceiling under the group's timeout."""
-        with self._lock:
-            self._phase_limit = self._bound(calls)
-            self._label, self._deadline = label, time.monotonic() + self._phase_limit
+        more than the ceiling under the group's timeout. ``local``: the work involves no peer (a
+        GEMM and its sync, a copy): a rank stuck there is stuck on its own device, not waiting for
+        another rank, and the message and :attr:`expired_local` say so."""
+        self.begin(label, calls, local=local)
         try:
             yield
         finally:
-            with self._lock:
-                self._label = None
+            self.end()
+
+    def begin(self, label: str, calls: int = 1, *, local: bool = False) -> None:
+        """:meth:`phase` without a block, for work that starts and ends in different places (the
+        process group's setup: from the device being bound to the group having formed)."""
+        with self._lock:
+            self._phase_limit = self._bound(calls)
+            self._label, self._deadline, self._local = label, time.monotonic() + self._phase_limit, local
+
+    def end(self) -> None:
+        with self._lock:
+            self._label = None
 
     @contextlib.contextmanager
     def bounds(self, *, limit_s: float, group_timeout_s: float) -> Iterator[None]:
@@ -123,9 +136,13 @@ class Watchdog:
             self._calls.finish()
 
     def progress(self) -> dict[str, Any]:
-        """What this rank's status line keeps: calls entered and completed, and the last one."""
+        """What this rank's status line keeps: calls entered and completed, the last one, and the
+        bounded work it is inside now (``in``: the phase label, e.g. communicator init)."""
         with self._lock:
-            return self._calls.to_json()
+            doc = self._calls.to_json()
+            if self._label is not None:
+                doc["in"] = self._label
+            return doc
 
     def close(self) -> None:
         self._stop.set()
@@ -135,11 +152,13 @@ class Watchdog:
         while not self._stop.wait(0.25):
             with self._lock:
                 label, late, limit = self._label, time.monotonic() > self._deadline, self._phase_limit
+                local = self._local
             if label is not None and late:
-                message = (
-                    f"collectives: rank {self._rank}: {label} did not finish within "
-                    f"{limit:g} s; a peer rank is stuck or gone"
+                self.expired_local = local
+                cause = (
+                    "this rank's own device is stuck (no peer takes part)" if local else "a peer rank is stuck or gone"
                 )
+                message = f"collectives: rank {self._rank}: {label} did not finish within {limit:g} s; {cause}"
                 self._out.write(message + "\n")
                 self._out.flush()
                 if self._on_expire is not None:

@@ -145,8 +145,10 @@ def _ecc(nvml: Any, h: Any, scope: str) -> list[Check]:
     """Uncorrectable ECC errors. The volatile counter (since the driver last loaded) fails the GPU
     above 0, as Meta's GCM does (gcm/health_checks/checks/check_nvidia_smi.py
     check_ecc_uncorrected_volatile_total, threshold 0, CRITICAL; facebookresearch/gcm at 1b7bde9). The
-    aggregate counter is the GPU's lifetime count: it never goes back to 0, so failing on it would fail
-    a GPU forever after one error long since retired; it warns, and row remapping (memory.remap)
+    aggregate counter is the GPU's lifetime count: it never goes back to 0, so judging it alone would
+    flag a GPU forever after one error long since retired. It is recorded (information) and the
+    validation's judge holds it to its value in the previous certificate of the same GPU
+    (workloads.validate.certificate): an increase is a new error; row remapping (memory.remap)
     says whether the memory still needs attention."""
     out = []
     for label, counter in (("volatile", nvml.NVML_VOLATILE_ECC), ("aggregate", nvml.NVML_AGGREGATE_ECC)):
@@ -155,18 +157,18 @@ def _ecc(nvml: Any, h: Any, scope: str) -> list[Check]:
         if why:
             out.append(not_run(name, scope, why))
         else:
-            bad = FAIL if label == "volatile" else WARN
+            status = (FAIL if v else PASS) if label == "volatile" else INFO
             out.append(
                 Check(
                     name=name,
                     scope=scope,
-                    status=bad if v else PASS,
+                    status=status,
                     value=v,
                     detail=f"{v} uncorrectable ECC errors ({label}"
                     + (
                         ", since the driver loaded)"
                         if label == "volatile"
-                        else ", the GPU's lifetime; memory.remap says if it matters now)"
+                        else ", the GPU's lifetime: judged by its change since the previous certificate)"
                     ),
                 )
             )

@@ -153,6 +153,11 @@ class Step:
     """True: one torchrun per node, like the first step. False: run once with plain python, on
     the batch host (Slurm) or in pod 0 (JobSet): a step that prepares or reads what the others
     share."""
+    every_host: bool = False
+    """With ``torchrun=False``: plain python on every host (each pod of a JobSet), not only the first."""
+    stop_on: int | None = None
+    """An exit status of this step that ends the job's script there, with status 0: the steps after
+    it are not run (a JobSet's pairs gate: the nodes must be given back for the per-pair jobs)."""
 
 
 def check_steps(p: Problems, field_name: str, steps: object) -> None:
@@ -171,6 +176,10 @@ def check_steps(p: Problems, field_name: str, steps: object) -> None:
         check_env(p, f"{where}.env", step.env)
         if not isinstance(step.torchrun, bool):
             p.add(f"{where}.torchrun", f"{step.torchrun!r} is not a bool")
+        if step.stop_on is not None and (
+            not isinstance(step.stop_on, int) or isinstance(step.stop_on, bool) or not 1 <= step.stop_on <= 125
+        ):
+            p.add(f"{where}.stop_on", f"{step.stop_on!r} is not an exit status (allowed: 1..125)")
 
 
 def torchrun_argv(

@@ -86,6 +86,10 @@ class TorchrunJob:
     prologue: str = ""
     """Bash run before the first step (e.g. unpacking the job's code); rendered by the
     launcher, never from user input."""
+    agent_logs: str | None = None
+    """Directory on shared storage where each node keeps its torchrun agent's output, one file per
+    step and node (``<step>-<node>.log``) besides the job's own log: what tells a judge on one
+    host which nodes reached a rendezvous that never completed. None: not kept."""
 
     @property
     def ranks_per_node(self) -> int:
@@ -152,6 +156,8 @@ def check_job(p: Problems, job: TorchrunJob, *, max_nodes: int | None = None) ->
                 p.add(f"library_path[{i}]", f"{d!r} contains ':', the LD_LIBRARY_PATH separator")
     if job.env_script is not None:
         check_path(p, "env_script", job.env_script)
+    if job.agent_logs is not None:
+        check_path(p, "agent_logs", job.agent_logs)
     if job.discover is not None:
         _check_discover(p, job.discover)
     _check_found(p, job.found_at_start)
@@ -243,6 +249,11 @@ def python_cmd(job: TorchrunJob, step: Step) -> str:
 TorchrunCmd = Callable[[int, str, tuple[str, ...], str, int], str]
 
 
+def step_name(job: TorchrunJob, n: int) -> str:
+    """The name of step ``n`` (1 is the first, torchrun step)."""
+    return job.first_step if n == 1 else job.then[n - 2].name
+
+
 def step_lines(
     job: TorchrunJob, torchrun_cmd: TorchrunCmd, *, announce_first: bool, local_guard: str | None = None
 ) -> list[str]:
@@ -269,7 +280,14 @@ def step_lines(
             f"{cmd} || step_rc=$?",
             f'echo "step {n} ({step.name}) exit status $step_rc"',
         ]
-        if step.torchrun or local_guard is None:
+        if step.stop_on is not None:
+            body += [
+                f'if [ "$step_rc" -eq {step.stop_on} ]; then',
+                f'  echo "step {n} ({step.name}) ends the job here: the steps after it are not run"',
+                "  exit 0",
+                "fi",
+            ]
+        if step.torchrun or step.every_host or local_guard is None:
             lines += ["", *body]
         else:
             lines += ["", f"if {local_guard}; then", *[f"  {line}" for line in body], "fi"]

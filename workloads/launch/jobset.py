@@ -29,7 +29,7 @@ import yaml
 from workloads.launch import common, pod
 from workloads.launch.common import Problems, Step, check_int, check_path
 from workloads.launch.fabric import PodWiring
-from workloads.launch.job import TorchrunJob, check_job, step_lines
+from workloads.launch.job import TorchrunJob, check_job, step_lines, step_name
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 GPU_RESOURCES = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
@@ -266,7 +266,11 @@ def _torchrun_step(spec: JobSetSpec) -> Callable[[int, str, tuple[str, ...], str
 
     def cmd(n: int, module: str, args: tuple[str, ...], env_prefix: str, index: int) -> str:
         rdzv_id = spec.name if n == 1 else f"{spec.name}-{n}"
-        return env_prefix + " ".join(_torchrun(spec, module, args, port=spec.rdzv_port + index, rdzv_id=rdzv_id))
+        line = env_prefix + " ".join(_torchrun(spec, module, args, port=spec.rdzv_port + index, rdzv_id=rdzv_id))
+        if spec.agent_logs:
+            # Kept beside the pod's log, on the shared file system the judge in pod 0 reads.
+            line += f' 2>&1 | tee -a {shlex.quote(spec.agent_logs)}/{step_name(spec, n)}-"$(hostname)".log'
+        return line
 
     return cmd
 
@@ -309,6 +313,15 @@ def pod_script(spec: JobSetSpec) -> str:
     spec is shell-quoted."""
     q = shlex.quote
     head = ["set -euo pipefail", f"rdzv_host={q(spec.rendezvous_host)}"]
+    if spec.agent_logs:
+        # A pod that started says so where the judge reads, before it waits for pod 0's name: a
+        # rendezvous that never completes is then told from a pod that never started.
+        agent_log = f'{q(spec.agent_logs)}/{spec.first_step}-"$(hostname)".log'
+        head += [
+            f"mkdir -p {q(spec.agent_logs)}",
+            f'echo "pod ${{JOB_COMPLETION_INDEX:-?}} started on $(hostname); waiting for the rendezvous host '
+            f'$rdzv_host" >> {agent_log}',
+        ]
     if spec.then:
         # An Indexed Job always sets it; without it no pod could know whether it is pod 0.
         head.append('pod_index="${JOB_COMPLETION_INDEX:?not set: the pod must belong to an Indexed Job}"')
@@ -326,6 +339,14 @@ def pod_script(spec: JobSetSpec) -> str:
             f"until {q(spec.python)} -c 'import socket, sys; socket.getaddrinfo(sys.argv[1], None)' \"$rdzv_host\" 2>/dev/null; do",
             '  if [ "$SECONDS" -ge "$deadline" ]; then',
             f'    echo "rendezvous host $rdzv_host did not resolve within {spec.dns_wait_s}s" >&2',
+            *(
+                [
+                    f'    echo "rendezvous host $rdzv_host did not resolve within {spec.dns_wait_s}s" '
+                    f'>> {q(spec.agent_logs)}/{spec.first_step}-"$(hostname)".log'
+                ]
+                if spec.agent_logs
+                else []
+            ),
             "    exit 1",
             "  fi",
             "  sleep 2",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from workloads.launch import common
 from workloads.launch.common import Problems, Step, check_int, check_path, has_control_chars
-from workloads.launch.job import TorchrunJob, check_job, step_lines
+from workloads.launch.job import TorchrunJob, check_job, step_lines, step_name
 
 __all__ = ["LaunchSpec", "Step", "Submission", "render", "submit", "validate", "write"]
 
@@ -138,6 +138,18 @@ def render(spec: LaunchSpec) -> str:
     exports = [f"export {name}={q(value)}" for name, value in spec.environment().items()]
 
     def srun(n: int, module: str, args: Sequence[str], env_prefix: str, index: int) -> str:
+        # Each node's agent output also goes to <agent_logs>/<step>-<node>.log (SLURMD_NODENAME:
+        # the Slurm name of the node the task runs on, set by slurmd), so the judge can read
+        # which nodes reached a rendezvous that never completed.
+        keep = (
+            [
+                "bash -c "
+                + q(f'set -o pipefail; "$@" 2>&1 | tee -a "$GPUC_AGENT_LOGS/{step_name(spec, n)}-$SLURMD_NODENAME.log"')
+                + " gpuc-agent"
+            ]
+            if spec.agent_logs
+            else []
+        )
         return " \\\n    ".join(
             [
                 # --kill-on-bad-exit: one node's failure ends the others instead of leaving
@@ -146,6 +158,7 @@ def render(spec: LaunchSpec) -> str:
                 # would pin all of a node's ranks to that one core.
                 f'{env_prefix}srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --whole '
                 f"--kill-on-bad-exit={int(spec.kill_on_bad_exit)}",
+                *keep,
                 *common.torchrun_argv(
                     python=spec.python,
                     nnodes='"$SLURM_NNODES"',
@@ -174,6 +187,11 @@ def render(spec: LaunchSpec) -> str:
         *exports,
         *spec.fabric_lines(),
         f"mkdir -p {q(spec.nccl_dir)}",
+        *(
+            [f"export GPUC_AGENT_LOGS={q(spec.agent_logs)}", f"mkdir -p {q(spec.agent_logs)}"]
+            if spec.agent_logs
+            else []
+        ),
         "",
         # sed reads all of its input, so a long host list never ends in SIGPIPE, which
         # pipefail would turn into a failed job (head -n1 could).

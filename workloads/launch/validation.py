@@ -75,10 +75,19 @@ class _Phases:
     then: tuple[Step, ...]
 
 
-def _phases(job: ValidationJob, *, expect_nodes: tuple[str, ...] = (), pair_search_ranks: int | None = None) -> _Phases:
+def _phases(
+    job: ValidationJob,
+    *,
+    expect_nodes: tuple[str, ...] = (),
+    pair_search_ranks: int | None = None,
+    gate_ranks: int = 1,
+) -> _Phases:
     """The validation phases in order, shared by both launchers. ``pair_search_ranks`` (Slurm:
     the ranks per node): after a hang the pairs step is the driver on the batch host, which runs
-    each pair as a job step of its own; otherwise (a JobSet) the search runs inside the job."""
+    each pair as a job step of its own. A JobSet cannot start jobs of its own (its pods carry no
+    API token) and holds every node's GPUs while it runs: there the pairs step is a gate on every
+    pod (``gate_ranks`` ranks per pod) which, after a hang, ends the JobSet so that ``submit``
+    runs one JobSet per pair on the nodes it gave back (workloads.validate.kube_pairs)."""
     out = job.workdir.rstrip("/")
     typed = ("--instance-type", job.instance_type) if job.instance_type else ()
     run = ("run", "--out", out, *typed, *job.run_args)
@@ -95,7 +104,22 @@ def _phases(job: ValidationJob, *, expect_nodes: tuple[str, ...] = (), pair_sear
     # Runs only when the main phase left no results (a collective hung inside the backend and the
     # watchdog ended every rank): the pairwise search that names the node.
     if pair_search_ranks is None:
-        pairs_step = Step(name="pairs", module="workloads.validate", module_args=(*run, "--phase", "pairs"))
+        pairs_step = Step(
+            name="pairs-gate",
+            module="workloads.validate",
+            module_args=(
+                "pair-gate",
+                "--out",
+                out,
+                "--nodes",
+                ",".join(expect_nodes),
+                "--ranks-per-node",
+                str(gate_ranks),
+            ),
+            torchrun=False,
+            every_host=True,
+            stop_on=PAIRS_NEEDED_EXIT,
+        )
     else:
         # One `srun -N2 -w A,B` step per pair (workloads.validate.pair_jobs): a pair that hangs
         # again ends only its own step, as cluster-health-scanner's one job per pair does.
@@ -177,10 +201,18 @@ def sbatch_spec(job: ValidationJob) -> LaunchSpec:
         extra_env=dict(job.extra_env),
         then=phases.then,
         prologue=job.prologue,
+        agent_logs=agent_logs_dir(job),
     )
 
 
+def agent_logs_dir(job: ValidationJob) -> str:
+    """Where each node's torchrun agent output is kept (workloads.validate.agents reads it)."""
+    return f"{job.workdir.rstrip('/')}/agents"
+
+
 JOBSET_NAME = "gpuc-validate"
+PAIRS_NEEDED_EXIT = 10
+"""The JobSet's pairs gate exits with this when the main phase hung: every pod ends there."""
 JOBSET_REPLICATED_JOB = "node"
 
 
@@ -221,7 +253,8 @@ def jobset_spec(
         pins or {},
     )
     nodes = pod_hostnames(name, JOBSET_REPLICATED_JOB, job.nodes)
-    phases = _phases(replace(job, drain=False), expect_nodes=nodes)
+    per_pod = ranks_per_node(it.accelerator.count if it else 0, job.procs_per_node)
+    phases = _phases(replace(job, drain=False), expect_nodes=nodes, gate_ranks=per_pod)
     return JobSetSpec(
         name=name,
         nodes=job.nodes,
@@ -255,6 +288,7 @@ def jobset_spec(
         prologue=job.prologue,
         configmaps=dict(configmaps or {}),
         queue=queue,
+        agent_logs=agent_logs_dir(job),
     )
 
 
@@ -621,9 +655,47 @@ def pair_jobset(
         nodes=2,
         replicated_job=js.PAIR_SIDES[0],
         module_args=pair_module_args(job, a, b),
+        first_step="pairs",
         then=(),
         # A pair has one torchrun step: no pod waits for a judge.
     )
     hosts = hosts or {}
     manifest = js.pair_manifest(spec, ((a, hosts.get(a)), (b, hosts.get(b))))
     return manifest, js.network_policy(spec)
+
+
+def judge_jobset_name(run_id: str) -> str:
+    return f"gpuc-{run_id}-judge"
+
+
+def judge_jobset(
+    outputs: ClusterOutputs, job: ValidationJob, run_id: str, pairs_result: str, *, image: str | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """After the per-pair JobSets: one pod, no GPU, on the stack's GPU nodes (where the Lustre
+    claim mounts), that writes the search ``submit`` ran into the run directory (``pairs_result``:
+    phase-pairs.json as base64) and runs the judge, whose report comes back through its log as the
+    main JobSet's would have. It mounts the run's code ConfigMap (owned by the main JobSet, which
+    is kept until this one has ended). Returns the JobSet and its NetworkPolicy."""
+    from workloads.launch import jobset as js
+
+    whole = cluster_jobset(outputs, job, run_id, image=image)
+    out = job.workdir.rstrip("/")
+    judge_step = next(step for step in whole.then if step.name == "judge")
+    spec = replace(
+        whole,
+        name=judge_jobset_name(run_id),
+        nodes=1,
+        replicated_job="judge",
+        gpus_per_node=0,
+        procs_per_node=1,
+        efa_per_node=0,
+        rdma_per_node=0,
+        cpu="1",
+        fabric=fabric_wiring.PodWiring(),
+        first_step="record-pairs",
+        module_args=("record-pairs", "--out", out, "--result", pairs_result),
+        then=(judge_step,),
+        agent_logs=None,
+        queue=None,
+    )
+    return js.render(spec), js.network_policy(spec)

@@ -29,7 +29,7 @@ is enabled"); those modes run in fp32.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
@@ -205,8 +205,10 @@ class ShardingPlan:
 
     blocks: str
     """Attribute of the model holding its repeated blocks (``nn.ModuleDict`` or ``nn.ModuleList``):
-    FSDP2's units, and the pipeline's split (a pipeline needs a ``ModuleDict``, as torchtitan's
-    models, so that a stage keeps the blocks' names and its checkpoint keys are the whole model's)."""
+    FSDP2's units, and the pipeline's split. A stage keeps the blocks' names, so its checkpoint keys
+    are the whole model's: a ``ModuleDict``'s keys (torchtitan's models), or a ``ModuleList``'s
+    indices in the whole model (its ``forward`` must then walk the blocks, ``for b in self.blocks``,
+    not index them)."""
     tp: dict[str, Any] = field(default_factory=dict)
     """``parallelize_module`` plan: module path (relative to the model) -> ``ColwiseParallel`` /
     ``RowwiseParallel`` / any ``ParallelStyle``. Empty: the model has no tensor-parallel plan."""
@@ -224,19 +226,74 @@ def _blocks_of(model: nn.Module, name: str) -> nn.Module | None:
 
 
 def block_items(model: nn.Module, plan: ShardingPlan) -> list[tuple[str, nn.Module]]:
+    """The blocks under their names in the model (a pipeline stage's ModuleList keeps the whole
+    model's indices, so its names are those, not 0..k)."""
     blocks = _blocks_of(model, plan.blocks)
-    if isinstance(blocks, nn.ModuleDict):
-        return list(blocks.items())
-    assert isinstance(blocks, nn.ModuleList)
-    return [(str(i), b) for i, b in enumerate(blocks)]
+    assert blocks is not None
+    return list(blocks.named_children())
+
+
+Split = Literal["col", "row"]
+
+
+def _residual_width(linears: list[tuple[str, nn.Linear]]) -> int | None:
+    """The width a block reads from and writes back to the residual stream: what its first Linear
+    reads and its last writes, or failing that the width most Linears both read and write."""
+    if not linears:
+        return None
+    first, last = linears[0][1], linears[-1][1]
+    if first.in_features == last.out_features:
+        return int(first.in_features)
+    both = [m.in_features for _, m in linears if m.in_features in {o.out_features for _, o in linears}]
+    return int(max(set(both), key=both.count)) if both else None
+
+
+def block_split(block: nn.Module) -> dict[str, Split]:
+    """The tensor-parallel split of one block's Linears from its structure (Megatron-LM's pairing):
+    a Linear that reads the residual width ``d`` and widens (d -> h: up, gate, fused qkv) is split
+    column-wise, one that narrows back to ``d`` (h -> d: down) row-wise. A square d -> d Linear
+    (q, k, v, the attention's output) takes the name as a hint (:data:`COLWISE_NAMES`,
+    :data:`ROWWISE_NAMES`), else its place: in a module of several, the last registered writes
+    back (row-wise), the others read (column-wise); one alone stays replicated. Every module's
+    column-wise layers need a row-wise partner there (and the reverse), or none of its layers is
+    split: a split without its partner changes what the block computes."""
+    linears = [(sub, m) for sub, m in block.named_modules() if sub and isinstance(m, nn.Linear)]
+    d = _residual_width(linears)
+    if d is None:
+        return {}
+    out: dict[str, Split] = {}
+    by_parent: dict[str, list[str]] = {}
+    for sub, m in linears:
+        by_parent.setdefault(sub.rsplit(".", 1)[0] if "." in sub else "", []).append(sub)
+    for parent, subs in by_parent.items():
+        mods = {sub: dict(linears)[sub] for sub in subs}
+        squares = [sub for sub in subs if mods[sub].in_features == d and mods[sub].out_features == d]
+        for sub in subs:
+            m, leaf = mods[sub], sub.rsplit(".", 1)[-1]
+            if m.in_features == d and m.out_features != d:
+                out[sub] = "col"
+            elif m.out_features == d and m.in_features != d:
+                out[sub] = "row"
+            elif sub in squares:
+                if leaf in ROWWISE_NAMES:
+                    out[sub] = "row"
+                elif leaf in COLWISE_NAMES:
+                    out[sub] = "col"
+                elif len(squares) > 1:
+                    out[sub] = "row" if sub == squares[-1] else "col"
+        kinds = {out[sub] for sub in subs if sub in out}
+        if kinds != {"col", "row"}:
+            for sub in subs:
+                out.pop(sub, None)
+    return out
 
 
 def derive_plan(model: nn.Module) -> ShardingPlan | None:
     """The plan for a model of the common shape: one ``ModuleList``/``ModuleDict`` of blocks among
     its direct children (the one with the most parameters), what is registered before it run
-    before (embeddings), what after run after (norm, head); in every block the ``nn.Linear``
-    layers named as in :data:`COLWISE_NAMES` column-wise and :data:`ROWWISE_NAMES` row-wise
-    (Megatron-LM's pairing; others, the embeddings and the norms stay replicated)."""
+    before (embeddings), what after run after (norm, head); in every block each ``nn.Linear``
+    split as :func:`block_split` reads the block's structure (names only break a tie), the
+    embeddings and the norms replicated."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
     children = list(model.named_children())
@@ -248,16 +305,8 @@ def derive_plan(model: nn.Module) -> ShardingPlan | None:
     at = names.index(blocks_name)
     plan = ShardingPlan(blocks=blocks_name, pre=tuple(names[:at]), post=tuple(names[at + 1 :]))
     for key, block in block_items(model, plan):
-        for sub, mod in block.named_modules():
-            if not isinstance(mod, nn.Linear) or not sub:
-                continue
-            leaf = sub.rsplit(".", 1)[-1]
-            if leaf in ROWWISE_NAMES:
-                plan.tp[f"{blocks_name}.{key}.{sub}"] = RowwiseParallel()
-            elif leaf in COLWISE_NAMES:
-                plan.tp[f"{blocks_name}.{key}.{sub}"] = ColwiseParallel()
-    if not any(isinstance(s, RowwiseParallel) for s in plan.tp.values()):
-        plan.tp.clear()  # column-wise layers without their row-wise partner are not a split
+        for sub, split in block_split(block).items():
+            plan.tp[f"{blocks_name}.{key}.{sub}"] = ColwiseParallel() if split == "col" else RowwiseParallel()
     return plan
 
 
@@ -299,11 +348,19 @@ def pipeline_part_plan(model: nn.Module, plan: ShardingPlan, rank: int, n_stages
     """Stage ``rank`` of a user's model: its contiguous blocks, the ``pre`` parts on the first stage,
     the ``post`` parts on the last, every other part ``None``."""
     blocks = getattr(model, plan.blocks)
-    keys = list(blocks.keys())
+    keys = [k for k, _ in blocks.named_children()]
     keep = {keys[i] for i in stage_layers(len(keys), n_stages, rank)}
-    for k in keys:
-        if k not in keep:
-            del blocks[k]
+    if isinstance(blocks, nn.ModuleDict):
+        for k in keys:
+            if k not in keep:
+                del blocks[k]
+    else:
+        # A ModuleList renumbers on deletion; the stage's blocks keep the whole model's indices
+        # (its checkpoint keys are the whole model's), and ``for block in self.blocks`` walks them.
+        kept = [(k, m) for k, m in blocks.named_children() if k in keep]
+        blocks._modules.clear()  # noqa: SLF001 - nn.Module keeps its children in _modules
+        for k, m in kept:
+            blocks.add_module(k, m)
     for part in plan.pre if rank != 0 else ():
         setattr(model, part, None)
     for part in plan.post if rank != n_stages - 1 else ():

@@ -80,7 +80,7 @@ import torch.distributed as dist
 
 from workloads.runtime import device as devmod
 from workloads.runtime.atomic import write_bytes_atomic
-from workloads.runtime.flags import Problems
+from workloads.runtime.flags import Problems, output_dir_problem, output_file_problem
 from workloads.train import plugins
 from workloads.train.config import gpt_config
 from workloads.train.data import TokenWindows, check_shards, synthetic_tokens
@@ -173,7 +173,8 @@ class UserModel:
     n_blocks: int
     """Blocks in the plan's block container."""
     blocks_named: bool
-    """The container is a ``ModuleDict`` (a pipeline needs one)."""
+    """The container is a ``ModuleDict`` (else a ``ModuleList``, whose stage keeps the whole model's
+    indices: its ``forward`` must walk the blocks, not index them)."""
     has_tp: bool
     """The plan has a tensor-parallel split."""
     n_params: int
@@ -316,8 +317,8 @@ def parse_config(argv: list[str] | None = None) -> MPConfig:
         _, problems = check_shards(a.data, seq_len=model.seq_len, vocab_size=model.vocab_size)
         p.extend(problems)
     json_path = Path(a.json) if a.json else None
-    if json_path is not None and not json_path.parent.is_dir():
-        p.add("--json", f"directory {json_path.parent} does not exist")
+    if json_path is not None and (why := output_file_problem(json_path)):
+        p.add("--json", why)
     user = None
     if a.plan_spec is not None and a.model_spec is None:
         p.add("--plan", f"{a.plan_spec!r} splits a --model; the bundled GPT has its own plans")
@@ -335,6 +336,9 @@ def parse_config(argv: list[str] | None = None) -> MPConfig:
         p.add("--ckpt-every", f"{ckpt_every} needs --ckpt-dir")
     if a.ckpt_dir is not None and (len(modes) != 1 or modes == ("reference",)):
         p.add("--ckpt-dir", f"checkpoints one split mode per run, got --mode {a.mode!r}")
+    if a.ckpt_dir is not None and (why := output_dir_problem(Path(a.ckpt_dir))):
+        # Found now, not at the first checkpoint after the training steps.
+        p.add("--ckpt-dir", why)
     p.exit_if_any()
     return MPConfig(
         modes=modes,
@@ -508,8 +512,6 @@ def world_problems(cfg: MPConfig, world: int) -> list[tuple[str, str]]:
                 ("--batch-size", f"{cfg.batch_size} is not divisible by the {dp} data-parallel groups of {mode}")
             )
         if mode.startswith("pipeline") and cfg.user is not None:
-            if not cfg.user.blocks_named:
-                out.append(("--plan", f"{mode} needs the blocks in a ModuleDict (stages keep their names)"))
             if cfg.user.n_blocks < world:
                 out.append(("--model", f"{cfg.user.n_blocks} blocks cannot fill {world} pipeline stages"))
         elif mode.startswith("pipeline") and cfg.model.n_layers < world:

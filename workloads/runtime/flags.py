@@ -92,6 +92,20 @@ def output_dir_problem(path: Path) -> str | None:
     return None
 
 
+def output_file_problem(path: Path) -> str | None:
+    """Why this process cannot write the file ``path`` when its work is done (a ``--json``), or None:
+    its directory must exist and be writable, and ``path`` must not be a directory."""
+    if path.is_dir():
+        return f"{path} is a directory (allowed: a file path)"
+    parent = path.parent
+    if not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist"
+        return f"directory {parent} {what}"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{path} cannot be written: {parent} is not writable by this user"
+    return None
+
+
 def is_main_process() -> bool:
     """Rank 0 under torchrun/srun, or a plain single process; decided before any process group."""
     return os.environ.get("RANK", "0") == "0"

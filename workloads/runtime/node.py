@@ -46,6 +46,14 @@ def hang_here() -> None:
         time.sleep(3600)
 
 
+def wedge_here(where: str) -> None:
+    """On the node named by GPUC_INJECT_WEDGE_NODE, never return from the work named by
+    GPUC_INJECT_WEDGE_AT ('health': the matmul's sync; 'init': the process group's setup), as a
+    wedged GPU's synchronize or a communicator init on a dead NIC never returns."""
+    if _targets("GPUC_INJECT_WEDGE_NODE") and os.environ.get("GPUC_INJECT_WEDGE_AT", "") == where:
+        time.sleep(3600)
+
+
 def maybe_fail(phase: str) -> None:
     """On the node named by GPUC_INJECT_FAIL_NODE, die hard at the start of the phase named by
     GPUC_INJECT_FAIL_PHASE (default 'main'), as a node that loses power does: no message, no cleanup."""

@@ -29,7 +29,7 @@ import torch.distributed as dist
 from torch.utils.data import default_collate
 
 from workloads.runtime import device as devmod
-from workloads.runtime.flags import Problems, output_dir_problem
+from workloads.runtime.flags import Problems, output_dir_problem, output_file_problem
 from workloads.train.config import gpt_config
 from workloads.train.data import TokenWindows, check_shards
 from workloads.train.model import GPT
@@ -159,8 +159,8 @@ def parse(a: argparse.Namespace) -> InferConfig:
         p.add("--state-dir", f"needed with --output-dir {root}: leases live on a shared file system")
     state = Path(os.path.abspath(a.state_dir)) if a.state_dir else Path(root) / STATE_DIR
     json_path = Path(a.json) if a.json else None
-    if json_path is not None and not json_path.parent.is_dir():
-        p.add("--json", f"directory {json_path.parent} does not exist")
+    if json_path is not None and (why := output_file_problem(json_path)):
+        p.add("--json", why)
 
     torch.manual_seed(seed)
     model: torch.nn.Module | None

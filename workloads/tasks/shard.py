@@ -66,7 +66,7 @@ import torch.distributed as dist
 
 from workloads.runtime import device as devmod
 from workloads.runtime.atomic import write_bytes_atomic
-from workloads.runtime.flags import Problems, output_dir_problem
+from workloads.runtime.flags import Problems, output_dir_problem, output_file_problem
 from workloads.tasks import fleet
 from workloads.tasks.outputs import Outputs, is_uri, uri_problem
 
@@ -319,8 +319,8 @@ def parse_config(argv: list[str] | None = None) -> TaskConfig:
         p.add("--timeout-s", "applies to --command only (a callable runs in this process)")
     every = p.number("--progress-every-s", a.progress_every_s, gt=0.0)
     json_path = Path(a.json) if a.json else None
-    if json_path is not None and not json_path.parent.is_dir():
-        p.add("--json", f"directory {json_path.parent} does not exist")
+    if json_path is not None and (why := output_file_problem(json_path)):
+        p.add("--json", why)
     outputs = Outputs(output_root, scratch)
     items: list[tuple[Path, Any]] = []
     if root is not None and not dups and ext_ok:

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from workloads.runtime.flags import Problems, output_dir_problem
+from workloads.runtime.flags import Problems, output_dir_problem, output_file_problem
 from workloads.train.data import Shard, TokenWindows, check_shards
 from workloads.train.model import GPTConfig
 from workloads.train import plugins
@@ -227,8 +227,8 @@ def parse_config(argv: list[str] | None = None) -> tuple[TrainConfig, Parts]:
     elif a.instance_type is not None:
         peak, source = _peak_from_catalog(a.instance_type, p)
     json_path = Path(a.json) if a.json else None
-    if json_path is not None and not json_path.parent.is_dir():
-        p.add("--json", f"directory {json_path.parent} does not exist")
+    if json_path is not None and (why := output_file_problem(json_path)):
+        p.add("--json", why)
 
     loss_fn = plugins.build_loss(a.loss, p)
     # The user's factories run here, seeded as the bundled GPT is, so a bad spec or a factory

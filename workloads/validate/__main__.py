@@ -36,7 +36,7 @@ from workloads.validate.heartbeat import Heartbeat
 from workloads.validate.verdict import Verdict
 
 from workloads.launch.validation_args import FABRIC_ONLY_ENV
-from workloads.validate.run_flags import instance_type
+from workloads.validate.run_flags import judge_instance_type
 
 
 # A usage error exits 3, the verdict UNKNOWN: the cluster was not judged.
@@ -82,9 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     from workloads.validate import rehearse
 
     rehearse.add_parser(sub)
-    from workloads.validate.run_flags import add_pair_search_parser
+    from workloads.validate.run_flags import add_pair_gate_parsers, add_pair_search_parser
 
     add_pair_search_parser(sub)
+    add_pair_gate_parsers(sub)
     judge = sub.add_parser("judge", help="read the run directory, write report.json/.md and busbw.png")
     judge.add_argument(
         "--out", type=Path, dest="judge_out", help="run directory; with --nccl-tests, where to write the report"
@@ -99,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="--nccl-tests: the collective (all_reduce, all_gather, alltoall, ...), when the file does not name it",
     )
-    judge.add_argument("--instance-type", type=instance_type)
+    judge.add_argument("--instance-type", type=judge_instance_type)
     judge.add_argument("--expect-nodes", default="", help="comma-separated node names that should have reported")
     judge.add_argument("--drain", action="store_true", help="drain (Slurm) or taint (Kubernetes) the failed nodes")
     judge.add_argument("--cpu", action="store_true", help="the run was on CPU: compare nodes, apply no floors")
@@ -142,6 +143,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         from workloads.validate import pair_jobs
 
         return pair_jobs.main(args, [n for n in args.search_nodes.split(",") if n] or _slurm_nodes())
+    if args.cmd == "pair-gate":
+        from workloads.validate import pair_jobs
+
+        return pair_jobs.gate_main(args)
+    if args.cmd == "record-pairs":
+        from workloads.validate import pair_jobs
+
+        try:
+            pair_jobs.record(args.record_out, args.record_result)
+        except (OSError, ValueError) as exc:
+            print(f"validate record-pairs: --result: {exc}", file=sys.stderr)
+            return 3
+        return 0
     if args.cmd == "rehearse":
         from workloads.validate import rehearse
 
@@ -363,9 +377,10 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float, strict: bool = 
         return 3
     started = time.time()
     out.mkdir(parents=True, exist_ok=True)
-    for stale in [*out.glob("phase-*.json"), *out.glob("status/*.json"), out / "ddp.json"]:
+    for stale in [*out.glob("phase-*.json"), *out.glob("status/*.json"), *out.glob("agents/*.log"), out / "ddp.json"]:
         stale.unlink(missing_ok=True)
-    logs = out / "logs"
+    # One file per step and simulated node, <step>-<node>.log: where a cluster keeps its agents' logs too.
+    logs = out / "agents"
     steps = 6
     print(
         f"validate --local: {nodes} simulated node(s) x {procs} CPU rank(s), gloo; floors are not applied on CPU"
@@ -386,7 +401,7 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float, strict: bool = 
     phase("main", *short)
     from workloads.validate import pair_jobs, pairs
 
-    why_not = pairs.not_started(out, nodes * procs)
+    why_not = pairs.not_started(out, nodes * procs, [f"local-{i + 1}" for i in range(nodes)])
     if (out / "phase-main.json").exists():
         print(f"[2/{steps}] pairwise search: not needed (the main phase finished)", flush=True)
     elif why_not:
@@ -458,7 +473,7 @@ def _local_ddp(out: Path, nodes: int, procs: int, timeout: float) -> int:
         ["-m", "workloads.train", *ddp_args(data, out)],
         {},
         _phase_deadline(timeout),
-        out / "logs",
+        out / "agents",
         "ddp",
     )
     return max(codes)

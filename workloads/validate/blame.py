@@ -10,7 +10,11 @@ search whose call hung makes both its nodes suspects. Used by the judge.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
+
+from workloads.validate.agents import AgentLog
 
 _HUNG_PAIR = re.compile(r"pair (\S+?)\+(\S+?): (.*)")
 
@@ -73,12 +77,46 @@ DEATH_MARGIN_S = 4.0
 """A silent rank whose heartbeat stopped this much earlier than the last one is taken to have died first."""
 
 
+@dataclass(slots=True)
+class Blame:
+    failed: dict[str, str] = field(default_factory=dict)
+    """Node -> why it is at fault."""
+    suspects: dict[str, str] = field(default_factory=dict)
+    """Node -> why it may be: it went quiet with every other rank and nothing tested it."""
+    notes: list[str] = field(default_factory=list)
+
+
 def node_failures(statuses: list[dict[str, Any]], expected_nodes: list[str]) -> tuple[dict[str, str], list[str]]:
-    """(node -> why it is blamed, notes). A node is blamed when one of its ranks failed on its own
-    (an error not caused by a lost peer), when a peer's error names its ranks as missing, or when
-    it started a phase and neither finished nor reported an error (it died)."""
-    blamed: dict[str, str] = {}
-    notes: list[str] = []
+    """(node -> why it is blamed, notes): :func:`blame` without a pairwise search."""
+    b = blame(statuses, expected_nodes)
+    return b.failed, b.notes
+
+
+def blame(
+    statuses: list[dict[str, Any]],
+    expected_nodes: list[str],
+    cleared: Iterable[str] = (),
+    agents: Mapping[str, AgentLog] | None = None,
+) -> Blame:
+    """Who is at fault, from the status lines. A node fails when one of its ranks failed on its own
+    (an error not caused by a lost peer), when a peer's error names its ranks as missing, when its
+    ranks are the ones a hung collective waited on (:func:`waited_on`), or when it started a phase
+    and its heartbeat stopped well before the others' (it died first).
+
+    Ranks that went quiet with every other rank (NCCL tore the whole job down, or each rank's own
+    watchdog did: their last beats within DEATH_MARGIN_S) say nothing about who caused it: the
+    pairwise search does. A node it ``cleared`` (passed with a known-good partner) is never blamed
+    for that silence; one it did not test is a suspect, not a failure.
+
+    A node with no status line at all never started its ranks: with ``agents`` (what each node's
+    torchrun agent log shows, :mod:`workloads.validate.agents`), a node whose agent reached a
+    rendezvous that never completed is not blamed (it waited for another node), and only the nodes
+    whose agent never started, or failed before the rendezvous, fail; with no agent log kept and no
+    rank of any node reporting, such nodes are suspects and the verdict cannot name one."""
+    out = Blame()
+    blamed = out.failed
+    notes = out.notes
+    cleared = set(cleared)
     rank_node = {int(s["rank"]): str(s["node"]) for s in statuses if "rank" in s and "node" in s}
     by_key: dict[tuple[str, int], dict[str, Any]] = {}
     for s in statuses:
@@ -130,16 +168,66 @@ def node_failures(statuses: list[dict[str, Any]], expected_nodes: list[str]) -> 
     last_beat = max((b for *_, b in silent), default=0.0)
     first_beat = min((b for *_, b in silent), default=0.0)
     one_node = len({n for _, _, n, _ in silent}) == 1
+    together = not one_node and last_beat - first_beat <= DEATH_MARGIN_S
     for phase, rank, node, beat in silent:
-        # Beats too close together to tell who went first: every silent node is suspect.
-        if one_node or last_beat - first_beat <= DEATH_MARGIN_S or beat < last_beat - DEATH_MARGIN_S:
-            blamed.setdefault(
-                node, f"{phase}: rank {rank} started but never finished nor reported an error (process or node died)"
+        where = s_where(silent_state(by_key, phase, rank))
+        if together:
+            if node in cleared or node in blamed:
+                continue
+            out.suspects.setdefault(
+                node,
+                f"{phase}: rank {rank} went quiet {where} with every other rank (the whole job was torn down "
+                "at once: NCCL's abort or the watchdogs), and the pairwise search did not test this node",
             )
+        elif one_node or beat < last_beat - DEATH_MARGIN_S:
+            blamed.setdefault(
+                node,
+                f"{phase}: rank {rank} started but never finished nor reported an error {where} (process or node died)",
+            )
+    quiet_cleared = sorted({n for _, _, n, _ in silent if together and n in cleared})
+    if quiet_cleared:
+        notes.append(
+            f"{len(quiet_cleared)} node(s) went quiet with every other rank and passed the pairwise search "
+            f"with a known-good partner: not blamed ({', '.join(quiet_cleared[:8])}{' ...' if len(quiet_cleared) > 8 else ''})"
+        )
     seen_nodes = {str(s.get("node")) for s in statuses}
-    for n in expected_nodes:
-        if n not in seen_nodes:
-            blamed.setdefault(n, "no rank on this node reported at all (it never started)")
+    never = [n for n in expected_nodes if n not in seen_nodes]
+    kept = agents is not None and any(n in agents for n in expected_nodes)
+    for n in never:
+        log = agents.get(n) if agents is not None else None
+        if not kept:
+            if seen_nodes:
+                blamed.setdefault(n, "no rank on this node reported at all (it never started)")
+            else:
+                out.suspects.setdefault(
+                    n,
+                    "no rank of any node reported (the rendezvous never completed) and no torchrun agent log "
+                    f"(agents/main-{n}.log) says whether this node joined it: that log is the missing evidence",
+                )
+        elif log is None:
+            blamed.setdefault(
+                n,
+                f"its torchrun agent never started: no agents/main-{n}.log, while the other nodes' agents "
+                "reached the rendezvous (a pod that never ran, a node the scheduler could not launch on)",
+            )
+        elif not log.reached:
+            blamed.setdefault(n, f"its torchrun agent {log.evidence}")
+        elif seen_nodes:
+            blamed.setdefault(n, f"no rank on this node reported at all, though its agent {log.evidence}")
+        # else: it reached a rendezvous that never completed: it waited for the node that did not come.
     if peer_errors and not blamed:
         notes.append(f"{peer_errors} rank(s) lost a peer but no node could be blamed from the files")
-    return blamed, notes
+    return out
+
+
+def silent_state(by_key: Mapping[tuple[str, int], Mapping[str, Any]], phase: str, rank: int) -> Mapping[str, Any]:
+    return by_key.get((phase, rank), {})
+
+
+def s_where(s: Mapping[str, Any]) -> str:
+    """Where a silent rank was, from its status: the watchdog's label when it was inside one."""
+    calls = s.get("calls") or {}
+    label = calls.get("in") if isinstance(calls, Mapping) else None
+    if label:
+        return f"inside {label}"
+    return f"after '{s.get('state')}'"

@@ -8,6 +8,10 @@ report.py, which call it in one line each.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
@@ -34,12 +38,77 @@ def _scope(node: str, scope: str) -> str:
     return f"gpu:{node}/{scope[3:]}" if scope.startswith("gpu") and scope[3:].isdigit() else f"node:{node}"
 
 
+@dataclass(frozen=True, slots=True)
+class Previous:
+    """The certificate a run is compared with: the newest earlier report of the same cluster."""
+
+    run: str
+    """Its run directory's name."""
+    ecc_aggregate: Mapping[str, Mapping[str, int]]
+    """node -> GPU scope -> lifetime uncorrectable ECC count it recorded."""
+
+
+def previous(run_dir: Path) -> Previous | None:
+    """The newest report.json among ``run_dir``'s siblings (every run of a cluster has a directory
+    beside the others: ``<mount>/validation/<cluster>/<run-id>``, and ``submit`` brings them back
+    the same way), written before this run began; None when there is none."""
+    parent = run_dir.parent
+    try:
+        began = min((p.stat().st_mtime for p in run_dir.iterdir()), default=None)
+    except OSError:
+        began = None
+    found: list[tuple[float, Path]] = []
+    for rep in parent.glob("*/report.json"):
+        if rep.parent == run_dir:
+            continue
+        try:
+            at = rep.stat().st_mtime
+        except OSError:
+            continue
+        if began is None or at <= began:
+            found.append((at, rep))
+    for _, rep in sorted(found, reverse=True):
+        try:
+            doc = json.loads(rep.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        counts = {
+            str(g.get("node")): {str(k): int(v) for k, v in (g.get("ecc_aggregate") or {}).items()}
+            for g in doc.get("gate") or []
+            if isinstance(g, dict)
+        }
+        return Previous(run=rep.parent.name, ecc_aggregate=counts)
+    return None
+
+
+def _ecc_aggregate(c: dict[str, Any], node: str, scope: str, prev: Previous | None) -> tuple[str, str]:
+    """(status, detail) of a GPU's lifetime uncorrectable ECC count, by its change since the
+    previous certificate: more than it recorded is a new error (warn); the same, or a first
+    record, is not (the count never goes back to 0)."""
+    value = c.get("value")
+    if not isinstance(value, int):
+        return str(c["status"]), str(c.get("detail", ""))
+    if prev is None:
+        return "pass", f"{value} lifetime uncorrectable ECC errors, recorded as the baseline (no earlier certificate)"
+    before = prev.ecc_aggregate.get(node, {}).get(scope)
+    if before is None:
+        return "pass", f"{value} lifetime uncorrectable ECC errors, recorded as the baseline (run {prev.run} had none)"
+    if value > before:
+        return (
+            "warn",
+            f"{value - before} new uncorrectable ECC error(s) since run {prev.run} (lifetime {before} -> {value})",
+        )
+    return "pass", f"{value} lifetime uncorrectable ECC errors, as in run {prev.run}"
+
+
 def judge_gate(
-    main: dict[str, Any] | None, nodes: dict[str, NodeVerdict], gpu_run: bool
+    main: dict[str, Any] | None, nodes: dict[str, NodeVerdict], gpu_run: bool, prev: Previous | None = None
 ) -> tuple[list[Measurement], list[dict[str, Any]]]:
     """(measurement rows, per-node summary). A failed check fails its node, a warning warns it;
     a check that could not run marks nothing, but on a GPU run a node whose GPU counters could
-    not be read at all is a warning: the gate did not see it."""
+    not be read at all is a warning: the gate did not see it. A GPU's lifetime ECC count (NVIDIA's
+    aggregate counter) is judged by its change since ``prev``, the previous certificate, and each
+    node's counts are kept in its summary for the next."""
     docs = (main or {}).get("gate") or []
     by_node: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
     vendor: dict[str, str] = {}
@@ -58,8 +127,13 @@ def judge_gate(
         warned: list[str] = []
         not_run: list[str] = []
         passed = 0
+        ecc: dict[str, int] = {}
         for (name, scope), c in sorted(checks.items()):
             status = str(c["status"])
+            if name == "ecc.aggregate" and isinstance(c.get("value"), int):
+                ecc[scope] = int(c["value"])
+                status, detail = _ecc_aggregate(c, n, scope, prev)
+                c = {**c, "status": status, "detail": detail}
             if status in _STATUS:
                 v = _STATUS[status]
                 nv.mark(v, f"gate {name} ({scope}): {c.get('detail', '')}"[:300])
@@ -106,6 +180,7 @@ def judge_gate(
                 "warned": warned,
                 "not_run": sorted(set(not_run)),
                 "gemm_tflops": worst_gemm,
+                "ecc_aggregate": ecc,
             }
         )
     return ms, summary

@@ -19,17 +19,15 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from components.bandwidth import CURVE_MIN_BYTES, FLOOR_MESSAGE_BYTES, Expected
 from components.catalog import CatalogError, InstanceType, load_catalog
 
 # Per-GPU health tiers are the health check's own, so both judge a GPU alike.
 from workloads.health.gpu import HealthConfig, Peaks, peaks_for
-from workloads.health.gpu import MEM_FAIL_OF_PEAK as MEMBW_FAIL_OF_PEAK
-from workloads.health.gpu import MEM_WARN_OF_PEAK as MEMBW_WARN_OF_PEAK
-from workloads.validate import certificate, isolate, stack, transport
-from workloads.validate.blame import hung_pairs, node_failures
+from workloads.validate import agents, certificate, isolate, stack, transport
+from workloads.validate.blame import blame, hung_pairs
 from workloads.validate.storage import judge_storage
 from workloads.validate.report import OBSERVED, Curve, Report
 from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
@@ -118,23 +116,38 @@ def expectation(
 
 
 def basis_text(e: Expected) -> str:
-    return (
+    text = (
         f"expected {e.expected_gbps if e.expected_gbps is not None else '-'} GB/s ({e.path}, {e.op}, "
         f"{e.nodes} node(s)): {e.algorithm}, bound {e.bound_gbps}; {e.basis}"
     )
+    if e.expected_gbps is not None:
+        text += f"; basis {e.kind}"
+        if e.widen > 1.0:
+            text += f", floors widened x{e.widen:g}: {e.widen_why}"
+    return text
 
 
-def _model(
-    it: InstanceType | None, op: str, nodes: int, path: str, op_result: Mapping[str, Any]
-) -> list[tuple[int, float]]:
-    """The model's expected busbw at each size of the sweep the model covers (for the report's plot)."""
+def floor_basis(e: Expected | None) -> str:
+    """What the floors stand on, in a few words, for the report's column beside them."""
+    if e is None or e.expected_gbps is None:
+        return ""
+    return e.kind + (f", widened x{e.widen:g}" if e.widen > 1.0 else "")
+
+
+def model_curve(it: InstanceType | None, op: str, nodes: int, path: str, sizes: Iterable[int]) -> list[Expected]:
+    """The model's expected figure and floors at each size the model covers (for the report's plot:
+    the floors move with the size, as the latency's share and the widening for it do)."""
     if it is None:
         return []
     out = []
-    for size in sorted({int(r["size_bytes"]) for r in op_result.get("rows", [])}):
+    for size in sorted(set(sizes)):
         if size >= CURVE_MIN_BYTES and (e := expectation(it, op, nodes, path, size)) and e.expected_gbps:
-            out.append((size, e.expected_gbps))
+            out.append(e)
     return out
+
+
+def _model(it: InstanceType | None, op: str, nodes: int, path: str, op_result: Mapping[str, Any]) -> list[Expected]:
+    return model_curve(it, op, nodes, path, (int(r["size_bytes"]) for r in op_result.get("rows", [])))
 
 
 def _curve(
@@ -143,7 +156,7 @@ def _curve(
     warn: float | None,
     fail: float | None,
     at: int | None = None,
-    expected: list[tuple[int, float]] | None = None,
+    model: list[Expected] | None = None,
 ) -> Curve:
     """What the judge judges, per size: the better placement (all_reduce and broadcast have only the
     in-place one), with the floors marked at the size they apply to."""
@@ -152,14 +165,29 @@ def _curve(
         if r.get("busbw_gbps") is not None:
             s = int(r["size_bytes"])
             best[s] = max(best.get(s, 0.0), float(r["busbw_gbps"]))
+    return curve_of(str(op_result.get("op", "?")), scope, sorted(best.items()), warn, fail, at, model or [])
+
+
+def curve_of(
+    op: str,
+    scope: str,
+    points: list[tuple[int, float]],
+    warn: float | None,
+    fail: float | None,
+    at: int | None,
+    model: list[Expected],
+) -> Curve:
     return Curve(
-        op=str(op_result.get("op", "?")),
+        op=op,
         scope=scope,
-        points=sorted(best.items()),
+        points=points,
         floor_warn=warn,
         floor_fail=fail,
         floor_at=at,
-        expected=expected or [],
+        expected=[(e.message_bytes, float(e.expected_gbps or 0.0)) for e in model],
+        model_floors=[
+            (e.message_bytes, float(e.floor_warn_gbps or 0.0), float(e.floor_fail_gbps or 0.0)) for e in model
+        ],
     )
 
 
@@ -199,9 +227,18 @@ def judge_cluster_figure(
         floor_fail=e.floor_fail_gbps if e else None,
         basis=basis_text(e) if e else no_floor,
         at_bytes=at,
+        floor_basis=floor_basis(e),
     ).judge()
     if e is not None and e.expected_gbps is None:
         m.basis = basis_text(e)
+    if e is not None and not e.valid and at is not None:
+        # Below the smallest size the model holds at there is nothing to hold the run to: not a pass.
+        m.verdict = Verdict.UNKNOWN
+        m.detail = (
+            f"sweep ended at {_human(at)}, under the {_human(CURVE_MIN_BYTES)} the bandwidth model holds from: "
+            "nothing to judge it against (rerun with -e 8G, or at least -e 32M)"
+        )
+        return m
     if short and e is not None:
         m.detail = short
         if it is None and m.verdict == Verdict.FAIL:
@@ -230,7 +267,7 @@ def judge(
     errors: list[str] = list(files.unreadable)
     if instance_type:
         try:
-            it = load_catalog().get(instance_type)
+            it = load_catalog().judge_type(instance_type)
         except CatalogError as exc:
             errors.append(str(exc))
     main = files.phases.get("main")
@@ -259,6 +296,7 @@ def judge(
         at: int | None = None,
         compare: bool = True,
         observe: bool = False,
+        floor_basis: str = "",
     ) -> None:
         made: dict[str, Measurement] = {}
         for node, value in values.items():
@@ -269,6 +307,7 @@ def judge(
                 unit=unit,
                 floor_warn=warn,
                 floor_fail=fail,
+                floor_basis=floor_basis,
                 basis=basis,
                 at_bytes=at,
             ).judge()
@@ -324,15 +363,23 @@ def judge(
             observe=backend == "gloo" and not strict,
         )
         mem = {n: min(float(h["mem_gbps"]) for h in hs) for n, hs in by_node.items()}
-        mpeak = it.accelerator.memory_bandwidth_tbps * 1000 if it else None
+        # The health check's own bar: the GPU model's published achievable copy rate; with none,
+        # the nodes are compared with each other (never a fraction of the vendor peak).
+        mbar = pk.memory_bar(HealthConfig()) if pk else None
         per_node_check(
             "health.memory_bandwidth",
             mem,
             "GB/s",
-            MEMBW_WARN_OF_PEAK * mpeak if floors and mpeak else None,
-            MEMBW_FAIL_OF_PEAK * mpeak if floors and mpeak else None,
-            "catalog" if floors else "information (CPU copies vary with the neighbours' load)",
+            mbar[1] * mbar[0] if mbar else None,
+            mbar[2] * mbar[0] if mbar else None,
+            f"catalog {it.name}: achievable copy {mbar[0]:g} GB/s (warn < {mbar[1]:.0%}, fail < {mbar[2]:.0%}; "
+            f"{mbar[3]})"
+            if mbar and it
+            else f"relative to the other nodes: no published achievable copy rate for {it.accelerator.model}"
+            if floors and it
+            else "information (CPU copies vary with the neighbours' load)",
             compare=backend != "gloo",
+            floor_basis="measured (published)" if mbar else "",
         )
         if floors and it is not None:
             for n, hs in by_node.items():
@@ -383,7 +430,14 @@ def judge(
                 else "relative to the other nodes",
                 sn_at,
                 compare=backend != "gloo",
+                floor_basis=floor_basis(sn),
             )
+            if sn is not None and not sn.valid:
+                # Under the smallest size the model holds at: nothing to hold a node to, not a pass.
+                for m in ms:
+                    if m.check == "single_node.busbw" and m.verdict == Verdict.PASS:
+                        m.verdict = Verdict.UNKNOWN
+                        m.detail = f"sweep ended at {_human(sn_at or 0)}: {sn.basis}"
         # Multi-node collectives over the whole fabric.
         for op, res in main.get("multi_node", {}).items():
             e = expectation(it, op, len(node_names), "multi-node") if floors else None
@@ -446,6 +500,7 @@ def judge(
                 floor_fail=pairs.get("floor_fail", pairs.get("floor")),
                 basis=pair_basis,
                 at_bytes=pairs.get("message_bytes"),
+                floor_basis=floor_basis(pe),
             ).judge()
             if value is None:
                 # A pair that hung or failed has a culprit even on CPU, where no floor applies.
@@ -532,16 +587,25 @@ def judge(
                 Measurement(check="ddp.mfu", scope="cluster", value=float(mfu), unit="fraction", basis="information")
             )
 
-    gate_ms, gate = certificate.judge_gate(main, nodes, gpu_run=backend != "gloo")
+    prev = certificate.previous(root)
+    gate_ms, gate = certificate.judge_gate(main, nodes, gpu_run=backend != "gloo", prev=prev)
     ms.extend(gate_ms)
 
     # One pair's job of its own (``pairs-A+B``) is read through the search it served, whose result
     # the launcher kept in phase-pairs.json; its ranks are numbered within the pair's job.
     job_statuses = [st for st in files.statuses if not str(st.get("phase", "")).startswith("pairs-")]
-    blamed, notes = node_failures(job_statuses, node_names)
+    # The pairwise search outranks silence: a node it cleared went quiet only because the whole job
+    # was torn down. Who never started is read from the torchrun agents' logs.
+    # A node the main phase's results list ran its ranks, whatever its status lines say.
+    unaccounted = [n for n in node_names if n not in (main or {}).get("nodes", {})]
+    found = blame(job_statuses, unaccounted, cleared=(pairs or {}).get("good", []), agents=agents.read(root))
+    blamed = found.failed
     for n, why in blamed.items():
         nodes.setdefault(n, NodeVerdict(node=n)).mark(Verdict.FAIL, why)
-    errors.extend(notes)
+    for n, why in found.suspects.items():
+        if nodes.get(n, NodeVerdict(node=n)).verdict != Verdict.FAIL:
+            nodes.setdefault(n, NodeVerdict(node=n)).mark(Verdict.WARN, f"suspect: {why}")
+    errors.extend(found.notes)
     searched = {(str(a), str(b)) for a, b, _ in [*(pairs or {}).get("first", []), *(pairs or {}).get("second", [])]}
     for (a, b), why in hung_pairs(job_statuses).items():
         if (a, b) in searched or (b, a) in searched:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -24,6 +24,7 @@ from workloads.launch.bundle import Bundle
 from workloads.launch.jobset import API_VERSION, CONTAINER
 from workloads.launch.validation import BUNDLE_KEY
 from workloads.validate import archive
+from workloads.validate.drain import TAINT_KEY
 
 JOBSET_GROUP, JOBSET_VERSION = API_VERSION.split("/")
 JOBSET_PLURAL = "jobsets"
@@ -66,6 +67,9 @@ class Api(Protocol):
     def set_networkpolicy_owner(self, namespace: str, name: str, owner: Mapping[str, Any]) -> None: ...
     def list_nodes(self, selector: str) -> list[dict[str, Any]]: ...
     def check_jobset_api(self, namespace: str) -> None: ...
+    def watch_jobsets(self, namespace: str, selector: str, timeout_s: float) -> Iterator[dict[str, Any]]: ...
+    def get_node(self, name: str) -> dict[str, Any]: ...
+    def set_node_taints(self, name: str, taints: list[dict[str, Any]], resource_version: str) -> None: ...
 
 
 class ClusterUnreachable(RuntimeError):
@@ -225,9 +229,16 @@ class KubeApi:
 
     @_plainly("reading a pod's log")
     def pod_log(self, namespace: str, pod: str) -> str:
-        return str(
-            self._core.read_namespaced_pod_log(pod, namespace, container=CONTAINER, _request_timeout=self._timeout)
+        # The body itself: kubernetes 36 returns the repr of the log's bytes ("b'...'") for a str
+        # response (kubernetes-client/python issue 2596), and older clients parsed a log that
+        # happened to be JSON (issue 1354); the report archive in pod 0's log survives neither.
+        resp = self._core.read_namespaced_pod_log(
+            pod, namespace, container=CONTAINER, _request_timeout=self._timeout, _preload_content=False
         )
+        try:
+            return bytes(resp.data).decode("utf-8", errors="replace")
+        finally:
+            resp.release_conn()
 
     @_plainly("deleting the jobset")
     def delete_jobset(self, namespace: str, name: str) -> None:
@@ -274,6 +285,43 @@ class KubeApi:
     def list_nodes(self, selector: str) -> list[dict[str, Any]]:
         nodes = self._core.list_node(label_selector=selector, _request_timeout=self._timeout)
         return [self._plain(n) for n in nodes.items]
+
+    @_plainly("watching the pair jobsets")
+    def watch_jobsets(self, namespace: str, selector: str, timeout_s: float) -> Iterator[dict[str, Any]]:
+        """The JobSets with labels ``selector`` as they change (each current one first), for at most
+        ``timeout_s``; the caller stops reading when it has what it waits for."""
+        from kubernetes import watch
+
+        w = watch.Watch()
+        # A list of the current objects, then a watch from there (the API's list-then-watch).
+        for event in w.stream(
+            self._custom.list_namespaced_custom_object,
+            JOBSET_GROUP,
+            JOBSET_VERSION,
+            namespace,
+            JOBSET_PLURAL,
+            label_selector=selector,
+            timeout_seconds=max(1, int(timeout_s)),
+            _request_timeout=(self._timeout[0], max(1.0, timeout_s) + self._timeout[1]),
+        ):
+            obj = event.get("object")
+            if isinstance(obj, dict):
+                yield obj
+
+    @_plainly("reading a node")
+    def get_node(self, name: str) -> dict[str, Any]:
+        return self._plain(self._core.read_node(name, _request_timeout=self._timeout))
+
+    @_plainly("tainting a node")
+    def set_node_taints(self, name: str, taints: list[dict[str, Any]], resource_version: str) -> None:
+        # A merge patch replaces the list whole; the resourceVersion makes it refuse (409) a
+        # node changed since it was read, instead of dropping a taint another controller added.
+        self._core.patch_node(
+            name,
+            {"metadata": {"resourceVersion": resource_version}, "spec": {"taints": taints}},
+            _content_type="application/merge-patch+json",
+            _request_timeout=self._timeout,
+        )
 
 
 def create(
@@ -387,3 +435,30 @@ def node_states(api: Api, selector: Mapping[str, str]) -> list[tuple[str, str, s
         taints = [f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}" for t in spec.get("taints", []) or []]
         rows.append((node["metadata"]["name"], state, "; ".join(taints)))
     return sorted(rows)
+
+
+TAINT = {"key": TAINT_KEY, "value": "failed", "effect": "NoSchedule"}
+"""What a failed node gets (workloads.validate.drain.TAINT_KEY, the same as kubectl taint there)."""
+TAINT_TEXT = f"{TAINT['key']}={TAINT['value']}:{TAINT['effect']}"
+
+
+def taint(api: Api, node: str) -> bool:
+    """Put TAINT on ``node`` (read, then a merge patch conditional on what was read); False when it
+    already had it (a rerun never doubles an action)."""
+    doc = api.get_node(node)
+    taints = list((doc.get("spec") or {}).get("taints") or [])
+    if any(t.get("key") == TAINT["key"] and t.get("effect") == TAINT["effect"] for t in taints):
+        return False
+    api.set_node_taints(node, [*taints, dict(TAINT)], str(doc["metadata"].get("resourceVersion", "")))
+    return True
+
+
+def pod_nodes(api: Api, namespace: str, name: str) -> dict[int, str]:
+    """A JobSet's pods: completion index -> the Kubernetes node it ran on (``spec.nodeName``)."""
+    out: dict[int, str] = {}
+    for pod in api.list_pods(namespace, f"{NAME_LABEL}={name}"):
+        index = (pod.get("metadata", {}).get("labels") or {}).get(INDEX_LABEL)
+        node = (pod.get("spec") or {}).get("nodeName")
+        if isinstance(index, str) and index.isdigit() and node:
+            out[int(index)] = str(node)
+    return out

@@ -13,8 +13,11 @@ Launcher prefixes (srun's ``0:``, Open MPI's ``[1,0]<stdout>:``), stripped ``#``
 ``# Collective test starting: all_reduce_perf`` (``src/util.cu`` line 624 at NVIDIA/nccl-tests
 a0b82b2, the program name from ``argv[0]``, ``src/common.cu`` main), and a command line or a
 launcher line names the binary. ``--op`` overrides both. Failing those, the table: ``redop``/``root``
-narrow it, and busbw / algbw, nccl-tests' factor for the rank count, decides; alltoall prints the
-same columns and factor as all_gather, so a table alone is read as all_gather and the report says so.
+narrow it, ``count`` against ``size`` tells a rank's share (all_gather, alltoall, reduce_scatter) from
+the whole message (all_reduce, sendrecv), and busbw / algbw, nccl-tests' factor, gives the rank
+count. alltoall prints exactly what all_gather prints; a table above the busbw alltoall can reach
+over the nodes' NICs is all_gather, one within its reach is reported and not judged until ``--op``
+says which (:func:`_decide`).
 
 Ops with a floor: all_reduce, all_gather, reduce_scatter (components/bandwidth.py); any other op is
 reported with "not judged: no floor for OP". A type outside the catalog is judged on what the log
@@ -32,10 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from components.bandwidth import CURVE_MIN_BYTES, OPS_WITH_FLOORS
-from components.catalog import CatalogError, InstanceType, load_catalog
+from components.bandwidth import OPS_WITH_FLOORS
+from components.catalog import Catalog, CatalogError, InstanceType, load_catalog
 from workloads.validate import transport
-from workloads.validate.judge import expectation, judge_cluster_figure, transport_failure
+from workloads.validate.judge import curve_of, expectation, judge_cluster_figure, model_curve, transport_failure
 from workloads.validate.report import Curve, Report, render_markdown, write
 from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
 
@@ -78,6 +81,25 @@ FACTORS: dict[str, Callable[[int], float]] = {
     "scatter": lambda n: (n - 1) / n,
 }
 JUDGED_OPS = OPS_WITH_FLOORS
+# Bytes per element of the types nccl-tests prints (src/common.cu test_typenames; "char"/"int" are
+# the names of builds before NCCL 2.x's full type list).
+WORD_BYTES = {
+    "int8": 1,
+    "uint8": 1,
+    "char": 1,
+    "f8e4m3": 1,
+    "f8e5m2": 1,
+    "half": 2,
+    "bfloat16": 2,
+    "int32": 4,
+    "uint32": 4,
+    "int": 4,
+    "float": 4,
+    "float32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "double": 8,
+}
 OPS = tuple(FACTORS) + ("alltoallv", "hypercube")
 
 
@@ -116,32 +138,81 @@ class NcclTestsRun:
         pairs = [(r["busbw_gbps"], r["algbw_gbps"]) for r in self.rows if not r["in_place"] and r["algbw_gbps"] >= 1.0]
         return statistics.median(b / a for b, a in pairs) if pairs else None
 
-    def infer_op(self, ranks: int | None) -> tuple[str, int | None]:
-        """(op, ranks the busbw factor implies): the op the file names, else from redop/root and
-        busbw / algbw."""
+    def split(self) -> int | None:
+        """size / (count x element size) at the largest out-of-place row: 1 where ``count`` is the
+        whole message (all_reduce, sendrecv, broadcast, reduce), the rank count where it is one
+        rank's share (all_gather, alltoall, reduce_scatter, gather, scatter, hypercube). nccl-tests
+        prints ``paramcount`` as the count (src/common.cu TimeTest, ``args->nbytes / wordSize``), and
+        each test's GetCollByteCount sets it (src/*.cu at NVIDIA/nccl-tests a0b82b2). None when the
+        element type is not one nccl-tests prints."""
+        rows = [r for r in self.rows if not r["in_place"] and r["count"] > 0]
+        if not rows:
+            return None
+        top = max(rows, key=lambda r: r["size_bytes"])
+        word = WORD_BYTES.get(str(top["dtype"]))
+        if word is None:
+            return None
+        return max(1, round(int(top["size_bytes"]) / (int(top["count"]) * word)))
+
+    def read_op(self, ranks: int | None) -> OpReading:
+        """The op and the rank count, from what the file shows: the op it names (nccl-tests' header,
+        the binary's name); else the table's redop and root, its count against its size
+        (:meth:`split`) and busbw / algbw, nccl-tests' factor for the rank count. Where those
+        leave two ops (all_gather and alltoall print the same columns, count and factor), the
+        reading names both and the judge decides with the fabric's bound, or does not judge."""
+        r = self.ratio()
         if self.named_op is not None:
-            r = self.ratio()
             implied = ranks
             if implied is None and r is not None and self.named_op in FACTORS and r < 0.999:
                 implied = round(1 / max(1 - (r / 2 if self.named_op == "all_reduce" else r), 1e-3))
-            return self.named_op, implied
+            return OpReading(self.named_op, implied, (), "named in the file")
+        split = self.split()
+        shared = split is not None and split > 1
+        if shared and ranks is None:
+            ranks = split
+        how = "read from the table (redop, root" + (", count" if split is not None else "") + ", busbw/algbw)"
         if self.root >= 0:
-            candidates = ["reduce"] if self.redop not in ("none", "") else ["broadcast"]
-        elif self.redop in ("none", ""):
-            candidates = ["all_gather"]  # alltoall prints the same redop, root and factor
-        else:
-            candidates = ["all_reduce", "reduce_scatter"]
-        r = self.ratio()
-        if r is None or len(candidates) == 1 and candidates[0] in ("broadcast", "reduce"):
-            return candidates[0], ranks
-        if ranks:
-            best = min(candidates, key=lambda op: abs(FACTORS[op](ranks) - r))
-            return best, ranks
-        if "all_reduce" in candidates:
-            if r >= 0.999:
-                return "all_reduce", max(2, round(2 / max(2 - r, 1e-3)))
-            return "reduce_scatter", round(1 / max(1 - r, 1e-3))
-        return candidates[0], round(1 / max(1 - r, 1e-3))
+            if self.redop not in ("none", ""):
+                return OpReading("reduce", ranks, (), how)
+            if shared:
+                return OpReading("gather", ranks, ("gather", "scatter"), how)
+            return OpReading("broadcast", ranks, (), how)
+        if self.redop in ("none", ""):
+            # all_gather and alltoall (and hypercube, redop "") print the same columns.
+            return OpReading("all_gather", ranks, ("all_gather", "alltoall"), how)
+        if shared:
+            return OpReading("reduce_scatter", ranks, (), how)
+        if split is None:
+            # An element type nccl-tests does not print: busbw / algbw alone tells the two apart.
+            if ranks and r is not None:
+                best = min(("all_reduce", "reduce_scatter"), key=lambda op: abs(FACTORS[op](ranks) - r))
+                return OpReading(best, ranks, (), how)
+            if r is not None and r < 0.999:
+                return OpReading("reduce_scatter", round(1 / max(1 - r, 1e-3)), (), how)
+        # The count is the whole message: all_reduce, or sendrecv (factor 1, the same redop and root).
+        if ranks is None:
+            if r is not None and r > 1.001:
+                return OpReading("all_reduce", max(2, round(2 / max(2 - r, 1e-3))), (), how)
+            return OpReading("all_reduce", 2 if r is not None else None, ("all_reduce", "sendrecv"), how)
+        flat = r is not None and abs(r - 1.0) < abs(r - FACTORS["all_reduce"](max(ranks, 3)))
+        if flat and len(self.devices) > 2:
+            # The file's own ranks say more than 2, and busbw = algbw: sendrecv's factor.
+            return OpReading("sendrecv", ranks, (), how)
+        return OpReading("all_reduce", ranks, ("all_reduce", "sendrecv") if flat or ranks == 2 else (), how)
+
+    def infer_op(self, ranks: int | None) -> tuple[str, int | None]:
+        """(op, ranks) of :meth:`read_op`."""
+        reading = self.read_op(ranks)
+        return reading.op, reading.ranks
+
+
+@dataclass(frozen=True, slots=True)
+class OpReading:
+    op: str
+    ranks: int | None
+    alternatives: tuple[str, ...]
+    """Ops the file cannot tell apart (the op read first among them); empty when it can."""
+    how: str
 
 
 def _num(tok: str) -> float | None:
@@ -272,17 +343,22 @@ def _path(run: NcclTestsRun, nodes: int) -> str:
 
 
 def judge_runs(
-    runs: Sequence[NcclTestsRun], instance_type: str | None, nodes: int, op_override: str | None = None
+    runs: Sequence[NcclTestsRun],
+    instance_type: str | None,
+    nodes: int,
+    op_override: str | None = None,
+    catalog: Catalog | None = None,
 ) -> Report:
     """One report over every table, with the floors and transport rules of the validation job.
 
     A type the catalog lacks (or none) is judged on what the log shows: sockets between nodes FAIL,
-    the rest is reported unjudged (UNKNOWN), and the verdict is labelled "type unknown"."""
+    the rest is reported unjudged (UNKNOWN), and the verdict is labelled "type unknown". ``catalog``:
+    another than the bundled one (the leave-one-out benchmark judges with a catalog without the run)."""
     errors: list[str] = []
     it: InstanceType | None = None
     if instance_type:
         try:
-            it = load_catalog().judge_type(instance_type)
+            it = (catalog or load_catalog()).judge_type(instance_type)
         except CatalogError as exc:
             errors.append(f"cannot judge against floors (type unknown): {exc}")
     else:
@@ -304,16 +380,18 @@ def judge_runs(
                 f"{run.file}: the log names {log_nodes} host(s) ({', '.join(run.hosts)}); --nodes says {nodes}"
             )
         ranks = len(run.devices) or (nodes * it.accelerator.count if it else None)
-        op, implied = (op_override, ranks) if op_override else run.infer_op(ranks)
         notes: list[str] = []
+        undecided = ""
         if op_override:
+            op = op_override
             notes.append(f"op {op} from --op")
         elif run.named_op:
+            op = run.named_op
             notes.append(f"op {op} named in the file")
-        elif op == "all_gather":
-            notes.append(
-                "op read from the table as all_gather (alltoall prints the same columns; --op alltoall to judge it so)"
-            )
+        else:
+            reading = run.read_op(ranks)
+            op, said, undecided = _decide(reading, run, it, nodes)
+            notes.append(said)
         r = run.ratio()
         if ranks and r is not None and op in FACTORS and abs(FACTORS[op](ranks) - r) > 0.01 * FACTORS[op](ranks):
             errors.append(
@@ -334,6 +412,9 @@ def judge_runs(
         if e is None:
             m.verdict = Verdict.UNKNOWN
             notes.append(no_floor)
+        elif undecided:
+            # Held to one op's floor it might not be: neither passed nor failed.
+            m.verdict = Verdict.UNKNOWN
         if run.elided:
             notes.append("table elided ('...'), judged on the rows printed")
         m.detail = "; ".join(filter(None, [m.detail, *notes]))
@@ -354,30 +435,20 @@ def judge_runs(
                 )
             )
         pts = sorted((int(x["size_bytes"]), float(x["busbw_gbps"])) for x in run.rows if not x["in_place"])
-        model: list[tuple[int, float]] = []
-        if it is not None and e is not None:
-            for size, _ in pts:
-                if size >= CURVE_MIN_BYTES:
-                    ex = expectation(it, op, nodes, path, size)
-                    if ex is not None and ex.expected_gbps is not None:
-                        model.append((size, ex.expected_gbps))
+        model = model_curve(it, op, nodes, path, (s for s, _ in pts)) if e is not None else []
         curves.append(
-            Curve(
-                op=op,
-                scope=Path(run.file).name or "nccl-tests",
-                points=pts,
-                floor_warn=m.floor_warn,
-                floor_fail=m.floor_fail,
-                floor_at=m.at_bytes,
-                expected=model,
-            )
+            curve_of(op, Path(run.file).name or "nccl-tests", pts, m.floor_warn, m.floor_fail, m.at_bytes, model)
         )
     tr = _transport(it, seen, nodes, runs, ms)
     node_verdicts = [NodeVerdict(node=h) for h in sorted(hosts)]
     verdict = Verdict.worst([m.verdict for m in ms])
-    if it is None:
-        # What the log shows can fail a run of any type; it cannot pass one without floors.
-        verdict = Verdict.FAIL if any(m.verdict == Verdict.FAIL for m in ms) else Verdict.UNKNOWN
+    if any(m.verdict == Verdict.FAIL for m in ms):
+        # What the log shows (sockets between nodes, wrong elements, a figure under its floor) fails
+        # a run whatever else could not be judged.
+        verdict = Verdict.FAIL
+    elif it is None:
+        # Without floors it cannot pass.
+        verdict = Verdict.UNKNOWN
     elif errors and verdict == Verdict.PASS:
         verdict = Verdict.WARN
     return Report(
@@ -394,6 +465,54 @@ def judge_runs(
         world_size=max((len(r.devices) for r in runs), default=0) or (nodes * it.accelerator.count if it else 0),
         label="" if it is not None else "type unknown",
     )
+
+
+ALLTOALL_MARGIN = 1.05
+"""A none/-1 table whose busbw is this far above what alltoall can reach over the nodes' NICs is
+all_gather: the bound is at line rate, the margin is for the timer and rounding."""
+
+
+def _decide(reading: OpReading, run: NcclTestsRun, it: InstanceType | None, nodes: int) -> tuple[str, str, str]:
+    """(op, the note saying how it was read, why it stays undecided or ''). all_gather and alltoall
+    print the same columns, count and factor; across nodes alltoall sends every rank's share to the
+    other nodes, so its busbw has a bound of its own (components.bandwidth), far under all_gather's:
+    a table above it is all_gather. Under it, or without a type, the table cannot say which, and
+    the figure is not judged (it is either op's, and one op's floor would misjudge the other)."""
+    op = reading.op
+    if not reading.alternatives:
+        return op, f"op {op} {reading.how}", ""
+    others = " or ".join(reading.alternatives)
+    if set(reading.alternatives) == {"all_gather", "alltoall"}:
+        top = max((float(r["busbw_gbps"]) for r in run.rows), default=0.0)
+        if it is None or nodes < 2 or _path(run, nodes) != "multi-node":
+            why = (
+                f"op {others}: the table cannot tell them apart (same redop, root, count and factor); not judged: "
+                "--op all_gather or --op alltoall to say which"
+            )
+            return op, why, why
+        bound, _ = it.bandwidth.bound("alltoall", nodes, "multi-node")
+        assert bound is not None
+        if top > ALLTOALL_MARGIN * bound:
+            return (
+                "all_gather",
+                f"op all_gather {reading.how}: {top:g} GB/s is above the {bound:.1f} GB/s alltoall can reach over "
+                f"{nodes} x {it.name}'s NICs, so not alltoall",
+                "",
+            )
+        why = (
+            f"op {others}: the table cannot tell them apart (same redop, root, count and factor), and its "
+            f"{top:g} GB/s is within reach of alltoall (at most {bound:.1f} GB/s on {nodes} x {it.name}'s NICs); "
+            "not judged: --op all_gather or --op alltoall to say which"
+        )
+        return op, why, why
+    if set(reading.alternatives) == {"all_reduce", "sendrecv"}:
+        return (
+            op,
+            f"op {op} {reading.how}; on 2 ranks sendrecv prints the same columns and moves the same bytes, "
+            "so either is held to this floor",
+            "",
+        )
+    return op, f"op {op} {reading.how} (or {others}: the table cannot tell)", ""
 
 
 def _transport(

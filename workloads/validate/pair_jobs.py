@@ -13,34 +13,38 @@ pair's job, none when it hung or failed).
 Who runs a round: the local harness (two torchrun agents per pair); on Slurm :func:`main`, the
 ``validate pair-search`` step of the batch script, on the batch host, one ``srun`` step per pair
 (:func:`slurm_round`); on Kubernetes one JobSet per pair
-(:func:`workloads.launch.validation.pair_jobset`), which ``submit`` would create from the
-user's kubeconfig rather than a driver pod (the job's pods carry no API token,
-``automountServiceAccountToken: false``; a driver pod would need a ServiceAccount allowed to
-create JobSets, as cluster-health-scanner's health runner has: its ClusterRole may create and
-delete jobs, pods, secrets and cluster roles, ``deploy/helm/health_runner/templates/
-health_runner.yaml`` at 81c525d8). ``submit`` does not yet create
-them: the JobSet's ``pairs`` step is still the search inside the job.
+(:func:`workloads.launch.validation.pair_jobset`), which ``submit`` creates from the user's
+kubeconfig (:mod:`workloads.validate.kube_pairs`) rather than a driver pod (the job's pods carry
+no API token, ``automountServiceAccountToken: false``; a driver pod would need a ServiceAccount
+allowed to create JobSets, as cluster-health-scanner's health runner has: its ClusterRole may
+create and delete jobs, pods, secrets and cluster roles, ``deploy/helm/health_runner/templates/
+health_runner.yaml`` at 81c525d8). The JobSet's own ``pairs`` step is a gate (:func:`gate`) that
+ends it after a hang, so the pairs can have its nodes.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from workloads.health import hang
 from workloads.launch import common
 from workloads.validate import isolate, pairs
 from workloads.validate.run_config import RunConfig
 
-RunRound = Callable[[list[isolate.Pair]], None]
-"""Run every pair of a round as its own job, at once, and return when all have ended."""
+RunRound = Callable[[list[isolate.Pair]], "Mapping[isolate.Pair, float | None] | None"]
+"""Run every pair of a round as its own job, at once, and return when all have ended: with each
+pair's figure where the runner read them itself (Kubernetes: from the pair's pod log), or None
+when the pairs' own result files in the run directory hold them (Slurm, the local harness)."""
 
 
 def tag(a: str, b: str) -> str:
@@ -84,7 +88,9 @@ def search(
     def measure(rnd: list[isolate.Pair]) -> dict[isolate.Pair, float | None]:
         for a, b in rnd:
             _clear(out, a, b)
-        run_round(rnd)
+        got = run_round(rnd)
+        if got is not None:
+            return {p: got.get(p) for p in rnd}
         return {(a, b): pair_value(out, a, b) for a, b in rnd}
 
     iso = isolate.isolate(isolate.order(list(nodes), pairing, seed=len(nodes)), measure, floor)
@@ -231,12 +237,11 @@ def drive(
     """The pairs step of a scheduler job, on the batch host: nothing when the main phase
     finished (it ran the search itself when it was wanted), a recorded skip after a node that
     never started, else the search one job per pair. Returns what it wrote to phase-pairs.json."""
-    from components.bandwidth import FLOOR_MESSAGE_BYTES
 
     if (out / "phase-main.json").exists():
         say("validate[pairs]: not needed: the main phase finished")
         return {}
-    why = pairs.not_started(out, len(nodes) * ranks_per_node)
+    why = pairs.not_started(out, len(nodes) * ranks_per_node, nodes)
     if why:
         say(f"validate[pairs]: not run: {why}")
         doc = {"phase": "pairs", "skipped": why}
@@ -245,6 +250,21 @@ def drive(
     if len(nodes) < 2:
         say("validate[pairs]: not run: one node, nothing to pair")
         return {}
+    return search_with(out, nodes, run_args, run_round, say=say)
+
+
+def search_with(
+    out: Path,
+    nodes: Sequence[str],
+    run_args: Sequence[str],
+    run_round: RunRound,
+    *,
+    say: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """The search at the floors, op and size the run's own arguments give (the pair jobs parse the
+    same), its result kept in ``out/phase-pairs.json``."""
+    from components.bandwidth import FLOOR_MESSAGE_BYTES
+
     cfg = run_config(out, run_args)
     backend = "nccl" if cfg.instance_type else "gloo"
     size = cfg.pair_bytes or (FLOOR_MESSAGE_BYTES if cfg.instance_type else 4 << 20)
@@ -267,6 +287,105 @@ def drive(
     links = ", ".join(f"{a}+{b}" for a, b, _ in found["bad_links"])
     say(f"validate[pairs]: named: {named}" + (f"; link(s): {links}" if links else ""))
     return found
+
+
+# ---------------------------------------------------------------------------------------------
+# On Kubernetes: the JobSet's pairs gate, on every pod, after the main phase. A JobSet holds every
+# node's GPUs while it runs and its pods cannot create jobs (no API token): after a hang, every pod
+# ends the JobSet here and ``submit`` runs one JobSet per pair (workloads.validate.kube_pairs).
+
+GATE_FILE = "pairs-gate.json"
+NEEDED = "gpuc-pairs-needed:"
+"""Pod 0's log line, then the decision as JSON, that tells ``submit`` to run the pairs."""
+RESULT = "gpuc-pair-result:"
+"""A pair job's log line, then {"pair": "A+B", "value": busbw or null}: how the figure leaves the pod."""
+
+
+def _write(path: Path, doc: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def gate(
+    out: Path,
+    nodes: Sequence[str],
+    ranks_per_node: int,
+    index: int,
+    *,
+    wait_s: float,
+    say: Callable[[str], None] = print,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """Pod 0 decides whether the pairs are needed and writes the decision to GATE_FILE; the other
+    pods wait for it (at most ``wait_s``), so every pod ends the JobSet at the same step or none
+    does. The pairs exit status ends the pod's script with 0 (the JobSet completes)."""
+    from workloads.launch.validation import PAIRS_NEEDED_EXIT
+
+    path = out / GATE_FILE
+    if index == 0:
+        if (out / "phase-main.json").exists():
+            decision: dict[str, Any] = {"needed": False, "why": "the main phase finished"}
+        elif why := pairs.not_started(out, len(nodes) * ranks_per_node, nodes):
+            _write(out / "phase-pairs.json", {"phase": "pairs", "skipped": why})
+            decision = {"needed": False, "why": why}
+        elif len(nodes) < 2:
+            decision = {"needed": False, "why": "one node, nothing to pair"}
+        else:
+            decision = {
+                "needed": True,
+                "why": "the main phase left no results (a collective hung)",
+                "nodes": list(nodes),
+            }
+        _write(path, decision)
+    else:
+        deadline = clock() + wait_s
+        while not path.is_file():
+            if clock() >= deadline:
+                say(f"validate[pairs]: pod 0 wrote no decision ({path}) within {wait_s:g} s; going on")
+                return 0
+            sleep(2.0)
+        decision = json.loads(path.read_text(encoding="utf-8"))
+    if decision.get("needed"):
+        if index == 0:
+            say(NEEDED + json.dumps(decision))
+        say(
+            "validate[pairs]: the main phase left no results (a collective hung): this JobSet ends here and "
+            "gives its nodes back; `validate submit` runs one JobSet per pair, then the judge"
+        )
+        return PAIRS_NEEDED_EXIT
+    say(f"validate[pairs]: not needed: {decision.get('why')}")
+    return 0
+
+
+def gate_main(args: Any) -> int:
+    """``validate pair-gate``: 0 go on, PAIRS_NEEDED_EXIT end the JobSet here, 3 bad arguments."""
+    nodes = [n for n in str(args.gate_nodes).split(",") if n]
+    index_text = os.environ.get("JOB_COMPLETION_INDEX", "0").strip()
+    problems = []
+    if not Path(args.gate_out).is_dir():
+        problems.append(f"--out {args.gate_out}: no such run directory (allowed: the directory the main phase wrote)")
+    if not nodes:
+        problems.append("--nodes: none given (allowed: the JobSet's pod host names, comma-separated)")
+    if args.ranks_per_node < 1:
+        problems.append(f"--ranks-per-node {args.ranks_per_node}: allowed 1 or more")
+    if not index_text.isdigit():
+        problems.append(f"JOB_COMPLETION_INDEX={index_text!r}: allowed a pod index (the pod of an Indexed Job)")
+    for p in problems:
+        print(f"validate pair-gate: {p}", file=sys.stderr)
+    if problems:
+        return 3
+    return gate(Path(args.gate_out), nodes, args.ranks_per_node, int(index_text), wait_s=args.gate_wait)
+
+
+def record(out: Path, encoded: str) -> dict[str, Any]:
+    """``validate record-pairs``: the search ``submit`` ran, written where the judge reads it."""
+    doc = json.loads(base64.b64decode(encoded.encode("ascii")).decode("utf-8"))
+    if not isinstance(doc, dict) or doc.get("phase") != "pairs" or not isinstance(doc.get("pairs"), dict):
+        raise ValueError("not a pairs phase result (allowed: what pair_jobs.search writes)")
+    _write(out / "phase-pairs.json", doc)
+    return doc
 
 
 def main(args: Any, nodes: Sequence[str]) -> int:

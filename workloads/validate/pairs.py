@@ -12,7 +12,7 @@ import datetime as _dt
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch.distributed as dist
 
@@ -78,7 +78,7 @@ def pair_floor(cfg: RunConfig, backend: str) -> float | None:
     return warn if warn is not None else fail
 
 
-def not_started(out_dir: Path, world_size: int) -> str:
+def not_started(out_dir: Path, world_size: int, nodes: Sequence[str] = ()) -> str:
     """Why the pairs phase must not run after the main phase: a node whose ranks never started it
     (no status line), or failed before joining on their own (no device, no fabric). Empty if none."""
     ranks: dict[int, dict[str, Any]] = {}
@@ -102,6 +102,19 @@ def not_started(out_dir: Path, world_size: int) -> str:
     if ranks and missing:
         shown = ", ".join(str(r) for r in missing[:8]) + (" ..." if len(missing) > 8 else "")
         return f"rank(s) {shown} never started the main phase (no status line): their node never came up"
+    if not ranks and world_size > 0:
+        # No rank started anywhere: the rendezvous never completed (or nothing ran at all). That is
+        # not a hang inside a collective, and every pair would wait for the same node again.
+        from workloads.validate import agents
+
+        logs = agents.read(out_dir)
+        absent = [n for n in nodes if n not in logs or not logs[n].reached]
+        if logs and absent:
+            return (
+                f"node(s) {', '.join(absent[:8])}{' ...' if len(absent) > 8 else ''} never joined the main "
+                "phase's rendezvous (their torchrun agents' logs in agents/ say so): nothing to pair"
+            )
+        return "no rank of the main phase started (its rendezvous never completed): nothing to pair"
     return ""
 
 
@@ -148,17 +161,18 @@ def run_pairs(
 
     def measure(pairs: list[isolate.Pair]) -> dict[isolate.Pair, float | None]:
         groups = []
-        for a, b in pairs:
-            ranks = sorted(nodes[a] + nodes[b])
-            limit = _dt.timedelta(seconds=group_s)  # the backend gives up on a hung pair by itself
-            groups.append(
-                (
-                    a,
-                    b,
-                    dist.new_group(ranks=ranks, timeout=limit),
-                    dist.new_group(ranks=ranks, backend="gloo", timeout=limit),
+        with watchdog.phase(f"new_group: the groups of {len(pairs)} pair(s)", calls=2):
+            for a, b in pairs:
+                ranks = sorted(nodes[a] + nodes[b])
+                limit = _dt.timedelta(seconds=group_s)  # the backend gives up on a hung pair by itself
+                groups.append(
+                    (
+                        a,
+                        b,
+                        dist.new_group(ranks=ranks, timeout=limit),
+                        dist.new_group(ranks=ranks, backend="gloo", timeout=limit),
+                    )
                 )
-            )
         value: tuple[str, str, float | None] | None = None
         for a, b, g, gside in groups:
             if mine_node in (a, b):

@@ -32,7 +32,10 @@ class Curve:
     floor_at: int | None = None
     """The message size the floors apply to (None: drawn across the sweep)."""
     expected: list[tuple[int, float]] = field(default_factory=list)
-    """The bandwidth model's expected busbw at each size of the sweep (the floors are fractions of it)."""
+    """The bandwidth model's expected busbw at each size of the sweep."""
+    model_floors: list[tuple[int, float, float]] = field(default_factory=list)
+    """(size, warn floor, fail floor) at each size of ``expected``: fractions of it, widened where the
+    model's basis is far from the case and where the latency's share of the time is large."""
     warn_of_expected: float = WARN_OF_EXPECTED
     fail_of_expected: float = FAIL_OF_EXPECTED
 
@@ -125,6 +128,7 @@ class Report:
                     "floor_fail": c.floor_fail,
                     "floor_at": c.floor_at,
                     "expected": c.expected,
+                    "model_floors": c.model_floors,
                 }
                 for c in self.curves
             ],
@@ -192,13 +196,13 @@ def render_markdown(r: Report) -> str:
         "",
         "## Measurements",
         "",
-        "| check | scope | value | warn below | fail below | at | verdict |",
-        "|---|---|---|---|---|---|---|",
+        "| check | scope | value | warn below | fail below | floors stand on | at | verdict |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for m in r.measurements:
         lines.append(
             f"| {m.check} | {m.scope} | {_fmt(m.value)} {m.unit} | {_fmt(m.floor_warn)} | {_fmt(m.floor_fail)} "
-            f"| {_size(m.at_bytes)} | {m.verdict.name} |"
+            f"| {m.floor_basis or '-'} | {_size(m.at_bytes)} | {m.verdict.name} |"
         )
     based = [m for m in r.measurements if m.basis and m.floor_fail is not None or "expected" in m.basis]
     if based:
@@ -252,14 +256,20 @@ def figure(r: Report) -> "Figure | None":
             ex = [p[0] for p in c.expected]
             ey = [p[1] for p in c.expected]
             ax.plot(ex, ey, color=colour, linewidth=1.2, alpha=0.6, label=f"{c.op} expected, model ({c.scope})")
-            for fraction, style, what in ((c.warn_of_expected, ":", "warn"), (c.fail_of_expected, "--", "fail")):
+            for i, fraction, style, what in (
+                (1, c.warn_of_expected, ":", "warn"),
+                (2, c.fail_of_expected, "--", "fail"),
+            ):
+                widened = c.model_floors and any(abs(f[i] - y * fraction) > 0.05 for f, y in zip(c.model_floors, ey))
                 ax.plot(
                     ex,
-                    [y * fraction for y in ey],
+                    [f[i] for f in c.model_floors] if c.model_floors else [y * fraction for y in ey],
                     color="tab:orange" if what == "warn" else "tab:red",
                     linestyle=style,
                     linewidth=1,
-                    label=f"{c.op} {what} floor, {fraction:.0%} of expected ({c.scope})",
+                    label=f"{c.op} {what} floor, {fraction:.0%} of expected"
+                    + (", widened for the basis and size" if widened else "")
+                    + f" ({c.scope})",
                 )
             if c.floor_at is not None:
                 judged_at.add(c.floor_at)

@@ -44,7 +44,7 @@ from workloads.health import hang
 from workloads.health import node_gate
 from workloads.runtime.device import memory_cap
 from workloads.health.fabric import FabricCheckFailed
-from workloads.runtime.node import maybe_fail, node_name
+from workloads.runtime.node import maybe_fail, node_name, wedge_here
 from workloads.validate import pairs
 from workloads.validate.run_config import RunConfig
 from workloads.validate import stack as node_stack
@@ -249,14 +249,42 @@ def run_phase(cfg: RunConfig) -> int:
         os._exit(128 + signum)
 
     signal.signal(signal.SIGTERM, ended)
+    # The pairs phase is nothing but pairs: each call gets the pair's own limit.
+    # Its deadlines stay under the timeout of the groups it watches (the pairs' own groups in the
+    # pairs phase, the default group otherwise), so it speaks before the backend tears us down.
+    # It watches the process group's own setup too: NCCL's communicator is made eagerly there
+    # (device_id), and a bad NIC or a wedged GPU can hold it forever.
+    limit = cfg.pair_timeout_s if cfg.phase == "pairs" else cfg.timeout_s
+    watchdog = hang.Watchdog(
+        rank=int(os.environ.get("RANK", "0") or 0),
+        limit_s=limit + hang.grace_s(limit),
+        group_timeout_s=hang.group_timeout_s(limit),
+        on_expire=lambda message: status.set(
+            "error", error=message, missing_ranks=[], peer_lost=not watchdog.expired_local
+        ),
+    )
+    status.calls = watchdog.progress
+
+    def on_stage(state: str) -> None:
+        status.set(state)
+        if state == "device-ready":
+            watchdog.begin("the fabric check and the process group's setup (init_process_group)")
+        elif state == "fabric-ready":
+            watchdog.begin("the process group's setup (init_process_group: rendezvous, NCCL communicator init)")
+        if state in ("device-ready", "fabric-ready"):
+            wedge_here("init")  # test hook: a no-op unless GPUC_INJECT_WEDGE_NODE names this node
+        elif state == "joined":
+            watchdog.end()
+
     try:
         # The group's own timeout comes last, after the arrival check and the watchdog have spoken.
         rt = device.setup(
             timeout_s=hang.group_timeout_s(cfg.timeout_s),
-            on_stage=status.set,
+            on_stage=on_stage,
             instance_type=cfg.instance_type,
         )
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - recorded for the judge, then exit 1
+        watchdog.close()
         stage = status.doc.get("state")
         text = f"{type(exc).__name__}: {exc}"
         # Failing before the device was bound, or lacking the fabric once it is, is this node's own
@@ -272,17 +300,6 @@ def run_phase(cfg: RunConfig) -> int:
         )
         print(f"validate[{cfg.phase}] rank {status.doc['rank']} on {node}: {text.splitlines()[0][:300]}", flush=True)
         return 1
-    # The pairs phase is nothing but pairs: each call gets the pair's own limit.
-    # Its deadlines stay under the timeout of the groups it watches (the pairs' own groups in the
-    # pairs phase, the default group otherwise), so it speaks before the backend tears us down.
-    limit = cfg.pair_timeout_s if cfg.phase == "pairs" else cfg.timeout_s
-    watchdog = hang.Watchdog(
-        rank=rt.rank,
-        limit_s=limit + hang.grace_s(limit),
-        group_timeout_s=hang.group_timeout_s(limit),
-        on_expire=lambda message: status.set("error", error=message, missing_ranks=[], peer_lost=True),
-    )
-    status.calls = watchdog.progress
     try:
         maybe_fail(cfg.phase)
         result = _phase(cfg, rt, node, watchdog)
@@ -299,6 +316,13 @@ def run_phase(cfg: RunConfig) -> int:
         # validation-time model (components.validation_time) is held against.
         result["wall_s"] = round(time.time() - float(status.doc["started_at"]), 2)
         _atomic_json(cfg.out_dir / f"phase-{cfg.label}.json", result)
+        if cfg.pair_job:
+            # How the figure leaves a pod: submit reads it from the pair job's log (Kubernetes).
+            from workloads.validate.pair_jobs import RESULT
+
+            row = next(iter((result.get("pairs") or {}).get("first") or []), None)
+            value = row[2] if row is not None and len(row) == 3 else None
+            print(RESULT + json.dumps({"pair": cfg.pair_job, "value": value}), flush=True)
     status.set("finished")
     device.teardown()
     return 0
@@ -318,7 +342,8 @@ def _side_timeout_s(cfg: RunConfig) -> float:
 
 
 def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: hang.Watchdog) -> dict[str, Any]:
-    side = dist.new_group(backend="gloo", timeout=_dt.timedelta(seconds=_side_timeout_s(cfg)))
+    with watchdog.phase("new_group: the phase's gloo side group"):
+        side = dist.new_group(backend="gloo", timeout=_dt.timedelta(seconds=_side_timeout_s(cfg)))
     ids: list[Any] = [None] * rt.world_size
     dist.all_gather_object(ids, (node, rt.rank), group=side)
     nodes: dict[str, list[int]] = {}
@@ -369,8 +394,8 @@ def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: hang.Watchdo
             result["pairs"] = pairs.run_pairs(cfg, rt, nodes, pair_bytes, side, watchdog, _coll_cfg)
         return result
     if cfg.phase == "main":
-        result["gate"], result["stack"] = _node_gate(cfg, rt, node, nodes, side)
-        figures = _measure_health(rt, node, side)
+        result["gate"], result["stack"] = _node_gate(cfg, rt, node, nodes, side, watchdog)
+        figures = _measure_health(rt, node, side, watchdog)
         health: list[Any] = [None] * rt.world_size
         dist.all_gather_object(health, figures.to_json(), group=side)
         result["health"] = health
@@ -409,7 +434,7 @@ def _mgmt_index(dev: torch.device) -> int:
 
 
 def _node_gate(
-    cfg: RunConfig, rt: device.Runtime, node: str, nodes: dict[str, list[int]], side: Any
+    cfg: RunConfig, rt: device.Runtime, node: str, nodes: dict[str, list[int]], side: Any, watchdog: hang.Watchdog
 ) -> tuple[list[Any], dict[str, Any]]:
     """The GPU node gate, before anything else: the node's own checks (and DCGM's diagnostic,
     which wants the GPUs to itself) on its first rank while the others wait, then every rank's
@@ -418,10 +443,15 @@ def _node_gate(
     first = rt.rank == nodes[node][0]
     gcfg = node_gate.config_from_env(cfg.instance_type)
     vendor, lib, why = node_gate.open_library()
-    checks = node_gate.node_checks(gcfg, vendor, lib, why) if first else []
-    dist.barrier(group=side)
+    # Each part under the watchdog: a GEMM's sync on a wedged GPU never returns, and no peer takes
+    # part in it (local): the rank stuck there is the culprit, which its status line then says.
+    with watchdog.phase("the node gate's checks (DCGM diagnostic)", calls=2, local=True):
+        checks = node_gate.node_checks(gcfg, vendor, lib, why) if first else []
+    with watchdog.phase("barrier after the node gate's checks", calls=2):
+        dist.barrier(group=side)
     idx = [_mgmt_index(rt.device)] if rt.device.type == "cuda" else []
-    more, gemms = node_gate.gpu_checks(gcfg, vendor, lib, why, [rt.device], idx)
+    with watchdog.phase("the node gate's sustained GEMM and its sync", calls=2, local=True):
+        more, gemms = node_gate.gpu_checks(gcfg, vendor, lib, why, [rt.device], idx)
     doc = node_gate.GateReport(node=node, vendor=vendor, checks=checks + more, gemm=gemms).to_json()
     doc["rank"] = rt.rank
     versions = next((c.value for c in checks if c.name == "versions" and c.scope == "node"), None)
@@ -431,23 +461,27 @@ def _node_gate(
     return [d for d, _, _ in gathered], {n: s for _, n, s in gathered if s is not None}
 
 
-def _measure_health(rt: device.Runtime, node: str, side: Any) -> gpu_health.DeviceFigures:
+def _measure_health(rt: device.Runtime, node: str, side: Any, watchdog: hang.Watchdog) -> gpu_health.DeviceFigures:
     """Each GPU measures itself at once. CPU ranks share the host's cores, so they take turns:
     measured together they would each see a random share of the cores, and the comparison
     between nodes would measure the scheduler instead of the nodes."""
 
     def measure() -> gpu_health.DeviceFigures:
+        wedge_here("health")  # test hook: a no-op unless GPUC_INJECT_WEDGE_NODE names this node
         return gpu_health.measure_device(
             rt.device, node=node, rank=rt.rank, local_rank=rt.local_rank, quick=rt.backend == "gloo"
         )
 
     if rt.device.type != "cpu":
-        return measure()
+        with watchdog.phase("health: matmul and memory copy, each with its sync", local=True):
+            return measure()
     mine: gpu_health.DeviceFigures | None = None
     for turn in range(rt.world_size):
         if turn == rt.rank:
-            mine = measure()
-        dist.barrier(group=side)
+            with watchdog.phase("health: matmul and memory copy", local=True):
+                mine = measure()
+        with watchdog.phase("health: waiting for the other ranks' turns", calls=2):
+            dist.barrier(group=side)
     assert mine is not None
     return mine
 
@@ -477,10 +511,11 @@ def _single_node(
     # Their timeout is the default group's, stated: new_group() would take the backend's default
     # (10 min for NCCL), which the watchdog's ceiling does not know.
     limit = _dt.timedelta(seconds=hang.group_timeout_s(cfg.timeout_s))
-    groups = {
-        n: (dist.new_group(ranks=rs, timeout=limit), dist.new_group(ranks=rs, backend="gloo", timeout=limit))
-        for n, rs in nodes.items()
-    }
+    with watchdog.phase(f"new_group: {2 * len(nodes)} single-node groups", calls=2):
+        groups = {
+            n: (dist.new_group(ranks=rs, timeout=limit), dist.new_group(ranks=rs, backend="gloo", timeout=limit))
+            for n, rs in nodes.items()
+        }
     mine: dict[str, Any]
     if len(nodes[node]) < 2:
         mine = {"skipped": "one rank on this node: nothing to measure inside it"}

@@ -27,6 +27,18 @@ def instance_type(text: str) -> str:
     return text
 
 
+def judge_instance_type(text: str) -> str:
+    """``judge --instance-type``: every type the judge holds runs to, the judge-only ones too
+    (``judge_types``: p4de.24xlarge, Standard_ND96asr_v4, ...), with the same error for one it lacks."""
+    from components.catalog import CatalogError, load_catalog
+
+    try:
+        load_catalog().judge_type(text)
+    except CatalogError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     """Add ``run`` to ``sub`` (the subparsers of ``python -m workloads.validate``)."""
     run: argparse.ArgumentParser = sub.add_parser("run", help="one phase, on every rank under torchrun")
@@ -91,3 +103,18 @@ def add_pair_search_parser(sub: Any) -> None:
         help="minutes each pair's step may run (default: from the run's timeouts, iterations and warm-up)",
     )
     p.add_argument("run_args", nargs="*", help="after --: the arguments every `validate run` phase of the job takes")
+
+
+def add_pair_gate_parsers(sub: Any) -> None:
+    """``pair-gate`` (a JobSet's pairs step, on every pod) and ``record-pairs`` (the search submit
+    ran, written into the run directory before the judge)."""
+    g = sub.add_parser("pair-gate", help="after the main phase, on every pod of a JobSet: end it when pairs are needed")
+    g.add_argument("--out", type=Path, required=True, dest="gate_out", help="the job's run directory")
+    g.add_argument("--nodes", required=True, dest="gate_nodes", help="the JobSet's pod host names, comma-separated")
+    g.add_argument("--ranks-per-node", type=int, default=1, help="ranks per pod (one per GPU)")
+    g.add_argument(
+        "--wait", type=float, default=900.0, dest="gate_wait", help="seconds a pod waits for pod 0's decision"
+    )
+    r = sub.add_parser("record-pairs", help="write the pairwise search submit ran (base64 JSON) into the run directory")
+    r.add_argument("--out", type=Path, required=True, dest="record_out", help="the job's run directory")
+    r.add_argument("--result", required=True, dest="record_result", help="phase-pairs.json as base64")

@@ -39,6 +39,9 @@ class Measurement:
     at_bytes: int | None = None
     verdict: Verdict = Verdict.PASS
     detail: str = ""
+    floor_basis: str = ""
+    """Beside the floors, what they stand on: 'measured', 'fabric, widened x1.85', ... (the basis
+    kind of the expected figure and how far its floors were widened for it)."""
 
     def judge(self) -> "Measurement":
         if self.value is None:
@@ -63,6 +66,7 @@ class Measurement:
             "at_bytes": self.at_bytes,
             "verdict": self.verdict.name,
             "detail": self.detail,
+            "floor_basis": self.floor_basis,
         }
 
 

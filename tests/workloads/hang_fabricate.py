@@ -1,0 +1,103 @@
+"""Run directories of hung and never-rendezvoused validation runs, written by the writers the phases
+use (workloads.validate.run.Status for every rank's status line, the watchdog's own message,
+pair_jobs.search for the pairwise result) and, for the torchrun agents' logs, by real torchrun
+agents that time out waiting for a node that never comes: the exact shapes a cluster leaves."""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Literal
+
+from workloads.health import hang
+from workloads.validate.run import Status
+from workloads.validate.run_config import RunConfig
+
+Scenario = Literal["nccl-abort", "watchdog", "cpu-hang"]
+LOOP = "all_reduce size 8589934592 B (8G) in-place (timed loop)"
+
+
+def main_statuses(out: Path, nodes: list[str], ranks_per_node: int, culprit: str, scenario: Scenario) -> None:
+    """Every rank's main-phase status line after a hang of ``culprit``:
+
+    - nccl-abort: a wedged GPU on ``culprit``: every rank queued the same launches (the GPU's are
+      queued too, the sync never returns), NCCL's async error handling ended every process at once;
+      each line stays 'joined', last beats within a second.
+    - watchdog: the same hang, but our watchdog spoke first on every rank: each line is its error.
+    - cpu-hang: ``culprit``'s host thread stuck before launching the last calls; the others waited
+      inside the call it never reached; NCCL then tore every rank down.
+    """
+    cfg = RunConfig(out_dir=out, phase="main")
+    for i, node in enumerate(nodes):
+        for g in range(ranks_per_node):
+            rank = i * ranks_per_node + g
+            st = Status(cfg, node, rank)
+            st.set("started")
+            st.set("device-ready")
+            st.set("joined")
+            st._stop.set()  # noqa: SLF001 - the process is gone: its line stops beating
+            entered = 408 if scenario == "cpu-hang" and node == culprit else 412
+            st.doc["calls"] = {"entered": entered, "completed": 392, "what": LOOP, "entered_at": time.time()}
+            if scenario == "watchdog":
+                limit = 300 + hang.grace_s(300)
+                message = (
+                    f"collectives: rank {rank}: {LOOP} did not finish within {limit:g} s; a peer rank is stuck or gone"
+                )
+                st.set("error", error=message, missing_ranks=[], peer_lost=True)
+            else:
+                st.set("joined")
+                st._stop.set()  # noqa: SLF001
+
+
+@functools.cache
+def _agent_timeout_log() -> str:
+    """What a torchrun agent (this project's torch) prints when it waits at a c10d rendezvous for a
+    node that never comes: the same flags the launchers give, a short join timeout."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpuc-agent-noop-{os.getpid()}.py"
+    script.write_text("print('never runs')\n")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes=2",
+            "--nproc-per-node=1",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint=127.0.0.1:{port}",
+            "--rdzv-id=gpuc-fabricated",
+            "--rdzv-conf=join_timeout=2,read_timeout=2",
+            "--max-restarts=0",
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    script.unlink(missing_ok=True)
+    assert done.returncode != 0 and "RendezvousTimeoutError" in done.stderr, done.stderr[-2000:]
+    return done.stdout + done.stderr
+
+
+def agent_logs(out: Path, nodes: list[str], absent: str, *, pod_lines: bool) -> None:
+    """``agents/main-<node>.log`` as the launchers keep them, for a rendezvous ``absent`` never
+    joined: each other node's agent waited and timed out. ``pod_lines``: a JobSet pod's first line
+    (written before it waits for pod 0's name) heads each log."""
+    folder = out / "agents"
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, node in enumerate(nodes):
+        if node == absent:
+            continue
+        head = (
+            f"pod {i} started on {node}; waiting for the rendezvous host {nodes[0]}.{nodes[0].rsplit('-node', 1)[0]}\n"
+            if pod_lines
+            else ""
+        )
+        (folder / f"main-{node}.log").write_text(head + _agent_timeout_log(), encoding="utf-8")
