@@ -265,6 +265,12 @@ def judge_hosts(figures: Sequence[DeviceFigures], peaks: Peaks | None, cfg: Heal
 # ----------------------------------------------------------------------------- measurement
 
 
+# A CPU measurement samples at least this long (or this many calls), so that the fastest call
+# is one a busy host's scheduler left alone.
+_CPU_SAMPLE_S = 0.25
+_CPU_MAX_CALLS = 400
+
+
 def _seconds_per_call(fn: Callable[[], Any], iters: int, device: torch.device) -> float:
     for _ in range(3):
         fn()
@@ -281,13 +287,19 @@ def _seconds_per_call(fn: Callable[[], Any], iters: int, device: torch.device) -
         return float(start.elapsed_time(end)) / 1000.0 / iters
     # On a CPU the host is the device, and other processes share it: the fastest call is the
     # one the neighbours left alone. A slow part is slow on every call, so the minimum still
-    # shows it.
+    # shows it. The calls go on past ``iters`` until they span a few scheduler slices: five calls
+    # of a few milliseconds fit inside one slice a busy host gives a neighbour, and a rank
+    # descheduled for all of them read 50 to 100 times slower than its peers (the heal rehearsal
+    # under a load of 6 on two cores).
     best = float("inf")
-    for _ in range(iters):
+    began = time.perf_counter()
+    calls = 0
+    while calls < iters or (time.perf_counter() - began < _CPU_SAMPLE_S and calls < _CPU_MAX_CALLS):
         t0 = time.perf_counter()
         fn()
         stall()  # test hook: a no-op unless GPUC_INJECT_SLOW_NODE names this node
         best = min(best, time.perf_counter() - t0)
+        calls += 1
     return best
 
 
