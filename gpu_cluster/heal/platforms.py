@@ -189,32 +189,6 @@ class LazyAks:
 # ---- the check on Kubernetes ---------------------------------------------------------------
 
 
-def _log_body_api() -> type:
-    from workloads.launch.jobset import CONTAINER
-    from workloads.validate import kube
-
-    class LogBody(kube.KubeApi):
-        """KubeApi whose pod_log returns the log's body: kubernetes 36 hands back the repr of its
-        bytes ("b'...'") for a str response (kubernetes-client/python issue 2596), and the report
-        archive in pod 0's log does not survive that. The issue-33 branch fixes KubeApi.pod_log
-        itself (418c362); once that is merged this subclass is redundant."""
-
-        def pod_log(self, namespace: str, pod: str) -> str:
-            resp = self._core.read_namespaced_pod_log(
-                pod, namespace, container=CONTAINER, _request_timeout=self._timeout, _preload_content=False
-            )
-            try:
-                return bytes(resp.data).decode("utf-8", errors="replace")
-            finally:
-                resp.release_conn()
-
-    return LogBody
-
-
-def _LogBody(kubeconfig: str) -> Any:  # noqa: N802 - a class made on first use (kube imports the client)
-    return _log_body_api()(kubeconfig)
-
-
 class KubeChecker:
     """The validation's main phase on the two nodes as a JobSet: the stack's own validation JobSet
     for two nodes, its pods held to the node and its peer (required node affinity on
@@ -284,7 +258,7 @@ class KubeChecker:
         dest = self.local_dir / "checks" / run_id
         try:
             assert self.outputs.access.kubeconfig is not None
-            api = _LogBody(self.outputs.access.kubeconfig)
+            api = kube.KubeApi(self.outputs.access.kubeconfig)
             kube.create(api, manifest, code_bundle.build(), policy)
             final = kube.follow(
                 api, ns, name, expected_nodes=2, poll_s=10.0, timeout_s=self.estimate()[0] + 1800, say=print
