@@ -23,6 +23,8 @@ PRODUCT = ("components", "policies", "workloads", "gpu_cluster")
 # the output contract and the one problem type. Pure: no Pulumi, no torch.
 SHARED = (
     "components.catalog",
+    "components.catalog_file",
+    "components.catalog_fabrics",
     "components.contract",
     "components.bandwidth",
     "components.validation_time",
