@@ -19,7 +19,7 @@ sysdeps:
 	bash scripts/install-system-deps.sh
 
 plan: $(VENV_OK)
-	$(PY) -m components.plan --all --policy
+	$(PY) -m gpu_cluster plan --all --policy
 
 # The validation pipeline on this machine: two torchrun agents stand for two nodes (CPU, gloo).
 # Its verdict (0 pass, 1 warn, 2 fail) is the demo's output, not its success; 3 means it could not run.

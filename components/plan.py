@@ -1,7 +1,8 @@
 """Offline plan: what a stack will create, cost and must achieve, with no cloud account.
 
-    python -m components.plan STACK [--json PATH|-] [--policy]
-    python -m components.plan --all [--policy]
+    gpu-cluster plan STACK [--json PATH|-] [--policy]
+    gpu-cluster plan --all [--policy]
+    python -m components.plan STACK     # the plan alone: no policy pack, no rendered job
 
 STACK is a bundled stack's name (``aws-h100-eks``) or a path to a stack file. The real Pulumi
 program runs under Pulumi's mock engine (components/engine.py): every resource it would
@@ -565,7 +566,7 @@ def main(
 
 
 if __name__ == "__main__":
-    # Run as a script, hand over to the command, which brings the policy pack for --policy.
-    from gpu_cluster.plan import main as with_policy_pack
-
-    raise SystemExit(with_policy_pack())
+    # The plan alone: the policy pack and the rendered job sit above the components and come with
+    # the command (`gpu-cluster plan`, gpu_cluster/plan.py), which hands them in; `--policy` here
+    # says so.
+    raise SystemExit(main())
