@@ -122,7 +122,7 @@ def _endpoint(spec: ClusterSpec, placeholder: bool) -> str:
     if o.endpoint == "private":
         return (
             "private (VPC only): the in-cluster layer is not deployed by this stack; "
-            "run it from inside the VPC (README, Private clusters)"
+            "run it from inside the VPC (docs/stacks.md, A private cluster)"
         )
     if placeholder:
         return (
@@ -368,7 +368,7 @@ def render_liveness(doc: dict[str, Any], out: TextIO) -> None:
     if not doc:
         return
     w = out.write
-    w(f"  {'liveness':<13} {liveness_line(doc)}; a model, not the cloud (README, Liveness)\n")
+    w(f"  {'liveness':<13} {liveness_line(doc)}; a model, not the cloud (docs/plan.md, Liveness)\n")
     for c in doc["checks"]:
         mark = "ok  " if c["holds"] else "FAIL"
         line = f"    {mark} {c['kind']:<12} {c['object']}: {c['check']} -- {c['why']} [{c['source']}]"

@@ -190,7 +190,7 @@ def from_jobset(jobset: dict[str, Any], configmap: dict[str, Any] | None, stage:
 
 def from_sbatch(script: str, outs: ClusterOutputs, run_dir: str, stage: Path) -> Declared:
     """The batch script as slurmd runs it on the first node: bash, in ``--chdir``, with Slurm's
-    job variables. The submitting user is not in the script; it runs as root here (see README)."""
+    job variables. The submitting user is not in the script; it runs as root here (docs/validate.md)."""
     chdir = re.search(r"^#SBATCH --chdir=(\S+)$", script, re.M)
     if chdir is None:
         raise CouldNotRehearse("the batch script has no #SBATCH --chdir")
