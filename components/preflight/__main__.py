@@ -15,6 +15,7 @@ from typing import Any, Sequence, TextIO
 
 import yaml
 
+from components.stack_locate import STACK_HELP
 from components.preflight import CHECKIP_URL, PROBLEMS, UNCHECKED, Context, render, run_checks
 from components.spec import SpecError, default_name, parse_spec, read_stack_file, stack_path
 
@@ -39,7 +40,7 @@ def main(
     ap = argparse.ArgumentParser(
         prog="python -m components.preflight", description="Check a stack against the cloud account before `pulumi up`."
     )
-    ap.add_argument("stack", help="a bundled stack name (aws-h100-eks) or a stack file")
+    ap.add_argument("stack", help=STACK_HELP)
     ap.add_argument("--project", help="GCP project (default: the stack's gcp:project, then GOOGLE_CLOUD_PROJECT)")
     ap.add_argument(
         "--no-address-check",
