@@ -36,10 +36,10 @@ def stack_path(stack: str) -> Path:
 
 def read_stack_file(stack: str) -> tuple[str, Any]:
     """Return (stack name, raw cluster object) of a stack file; SpecError for a bad file."""
-    where = locate(stack)
-    path = where.path
-    if not where.found:
-        raise SpecError([(str(path), "a folder, not a stack file" if path.is_dir() else where.missing())])
+    located = locate(stack)
+    path = located.path
+    if not located.found:
+        raise SpecError([(str(path), "a folder, not a stack file" if path.is_dir() else located.missing())])
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
