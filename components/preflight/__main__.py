@@ -8,6 +8,7 @@ an endpoint that does not answer, a permission missing: the line says which).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import warnings
@@ -58,6 +59,9 @@ def main(
             print(f"{path}: {reason}", file=out)
         return PROBLEMS
     checkip = None if args.no_address_check else os.environ.get("GPU_CLUSTER_CHECKIP_URL", CHECKIP_URL)
+    # The cloud's checks, and so its client library, before anything is said: where the
+    # [preflight] extra is missing, `gpu-cluster preflight` says only the line naming it.
+    importlib.import_module(f"components.preflight.{spec.cloud}")
     print(
         f"preflight: {name} ({spec.cloud} {spec.region}/{spec.zone}, {spec.compute.nodes} x "
         f"{spec.compute.instance_type}, {spec.compute.capacity.type}, {spec.orchestration.kind})",
