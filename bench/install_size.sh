@@ -8,7 +8,6 @@
 #   bash bench/install_size.sh [BASE]        (BASE: a commit, default the merge base with main)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root="$PWD"
 base="${1:-$(git merge-base HEAD main)}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -40,7 +39,7 @@ size_of() { # $1: label; $2: what to pip install
   after="$(du -sb "$site" | cut -f1)"
   local sdks
   sdks="$("$venv/bin/python" -m pip list --disable-pip-version-check --format=freeze 2>/dev/null |
-    grep -iE '^pulumi' | cut -d= -f1 | tr '\n' ' ')"
+    grep -iE '^pulumi' | cut -d= -f1 | paste -sd' ')"
   printf '%-28s %6d MB   %s\n' "$1" "$(((after - before) / 1000000))" "$sdks"
   rm -rf "$venv"
 }
@@ -49,6 +48,6 @@ echo "gpu-cluster install sizes, $(date -u +%Y-%m-%d), python $(python3 -c 'impo
 printf '%-28s %9s   %s\n' "install" "size" "pulumi packages"
 size_of "before ($(git rev-parse --short "$base")) core" "$base_whl"
 size_of "core" "$now_whl"
-size_of "core+[aws]" "$now_whl[aws]"
-size_of "core+[gcp]" "$now_whl[gcp]"
-size_of "core+[azure]" "$now_whl[azure]"
+size_of "core+[aws]" "${now_whl}[aws]"
+size_of "core+[gcp]" "${now_whl}[gcp]"
+size_of "core+[azure]" "${now_whl}[azure]"
