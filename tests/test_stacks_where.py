@@ -121,3 +121,29 @@ def test_runs_of_a_stack_given_by_path_are_filed_under_its_name(tmp_path: Path) 
     stack = _project(tmp_path)
     args = argparse.Namespace(fetch_to=str(tmp_path / "runs"), stack=str(stack))
     assert _local_dir(args, "r1") == tmp_path / "runs" / "mine" / "r1"
+
+
+def test_render_of_the_users_stack_falls_back_to_its_offline_plan_and_says_so(tmp_path: Path) -> None:
+    """As the bundled stacks do: no Pulumi CLI, no --outputs; the first line says whose plan it is."""
+    import os
+    import subprocess
+    import sys
+
+    _project(tmp_path)
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpu_cluster", "validate", "render", "mine", "--out", str(tmp_path / "job")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    first = (proc.stdout + proc.stderr).splitlines()[0]
+    assert first == (
+        f"outputs: the offline plan of stack mine, {tmp_path / 'stacks' / 'Pulumi.mine.yaml'} "
+        "(the Pulumi CLI is not installed): placeholder endpoints and IDs"
+    )
+    assert (tmp_path / "job" / "validate.sbatch").is_file()
+    assert "liveness: holds" in proc.stdout + proc.stderr

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from components.contract import ClusterOutputs, OutputsError, load_outputs, read_outputs
 from components.image_pins import pinned as pinned_ref
-from components.stack_locate import STACK_HELP, locate, stack_label
+from components.stack_locate import BUNDLED_DIR, STACK_HELP, locate, stack_label
 from components.validation_time import Settings, cost_usd, estimate, fit_budget, search_estimate, total_s
 from workloads.launch import bundle as code_bundle
 from workloads.launch import validation as vjob
@@ -107,7 +107,7 @@ def load(stack: str, outputs_file: Path | None, *, allow_plan: bool) -> Loaded:
             raise CommandError(f"offline plan of {stack} failed: {err}")
         return Loaded(
             read_outputs(doc["outputs"], f"offline plan of {name}"),
-            f"the offline plan of {_kind(where.where)} {name}, {where.path} ({why}): placeholder endpoints and IDs",
+            f"the offline plan of {_described(where.path, name)} ({why}): placeholder endpoints and IDs",
             True,
             doc,
         )
@@ -119,8 +119,11 @@ def load(stack: str, outputs_file: Path | None, *, allow_plan: bool) -> Loaded:
     )
 
 
-def _kind(where: str) -> str:
-    return {"bundled": "bundled example stack", "project": "your project's stack"}.get(where, "stack file")
+def _described(path: Path, name: str) -> str:
+    """A bundled stack by its name; any other by its name and file."""
+    if path.resolve().parent == BUNDLED_DIR:
+        return f"bundled stack {name}"
+    return f"stack {name}, {path}"
 
 
 def _project_dir(stack_file: Path) -> Path:
