@@ -1,9 +1,10 @@
 """Where a stack's file is: found the way Pulumi finds it, or given as a path.
 
 A name (``mine``) is looked up as Pulumi looks it up: the project file (``Pulumi.yaml``, or
-``Pulumi.yml``) in the current folder or the nearest of its parents, then ``Pulumi.<name>.yaml``
-in the project's ``stackConfigDir`` (relative to the project file; the project's own folder when
-it has none). A fully qualified name (``org/project/mine``) names the file by its last part, as
+``Pulumi.yml``) in the current folder or the nearest of its parents, then ``Pulumi.<name>`` with
+the project file's extension in the project's ``stackConfigDir`` (relative to the project file;
+the project's own folder when it has none): pulumi/pulumi sdk/go/common/workspace/paths.go
+(DetectProjectPathFrom, ProjectStackPath) at 01c4ec37f501a3eb579e0a092da0e63fc43cf03c. A fully qualified name (``org/project/mine``) names the file by its last part, as
 Pulumi's does. A path to a stack file (anything ending ``.yaml``/``.yml``, or a file that exists)
 is read as it is, from any command that takes a stack.
 
