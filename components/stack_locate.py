@@ -58,7 +58,7 @@ class Located:
         if self.where != "bundled" and example.is_file():
             text += f" ({self.name} is a bundled example: pass its path, {example})"
         elif self.where != "bundled" and bundled_stacks():
-            text += f" (the bundled examples are reached by path, under {BUNDLED_DIR}/)"
+            text += f" (the bundled examples, by path under {BUNDLED_DIR}/: {', '.join(bundled_stacks())})"
         return text
 
 
