@@ -41,6 +41,7 @@ from components.aws import eks_sizing
 from components.aws.common import assume_role_policy, managed_policy_arn, with_name
 from components.aws.compute import EKS_AMI_TYPE, launch_template_args
 from components.aws.keys import root_key_policy
+from components.aws.network import SubnetIds
 from components.aws.versions import (
     EFA_PLUGIN_VERSION,
     efa_plugin_repository,
@@ -95,7 +96,7 @@ class EksArgs:
     """Control plane and node version (spec.orchestration.kubernetes_version)."""
     api_access_cidrs: Sequence[str]
     """Public endpoint CIDRs (the deployers'); empty keeps the API private to the VPC."""
-    control_plane_subnet_ids: Sequence[pulumi.Input[str]]
+    control_plane_subnet_ids: SubnetIds
     """Subnets in two zones for the control plane's ENIs."""
     node_subnet_id: pulumi.Input[str]
     """The single subnet (one zone) of every GPU node."""
@@ -246,7 +247,11 @@ class Orchestration(pulumi.ComponentResource):
             role_arn=role.arn,
             version=args.kubernetes_version,
             vpc_config=aws.eks.ClusterVpcConfigArgs(
-                subnet_ids=list(args.control_plane_subnet_ids),
+                subnet_ids=(
+                    args.control_plane_subnet_ids
+                    if isinstance(args.control_plane_subnet_ids, pulumi.Output)
+                    else list(args.control_plane_subnet_ids)
+                ),
                 security_group_ids=[args.security_group_id],
                 endpoint_private_access=True,
                 endpoint_public_access=public,

@@ -53,6 +53,7 @@ from typing import Any, Callable
 
 from components.catalog import load_catalog, load_fabric_facts
 from components.contract import ClusterOutputs
+from components.stack_locate import STACK_HELP
 from workloads.health.fabric import plugin_names
 from workloads.launch import validation as vjob
 from workloads.runtime.device import REHEARSAL_MARKS_ENV
@@ -775,7 +776,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "rehearse", help="run the stack's rendered job here, under what it declares, to its first collective"
     )
-    p.add_argument("stack", help="the stack's name (bundled or your own)")
+    p.add_argument("stack", help=STACK_HELP)
     p.add_argument("--outputs", type=Path, help="JSON from `pulumi stack output --json --show-secrets`")
     p.add_argument("--image", help="Kubernetes: the image to render (not pulled here)")
     p.add_argument("--python", help="Slurm: the job's interpreter (as for render/submit --python)")
