@@ -39,7 +39,10 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
     st = Storage(
         f"{name}-storage",
         StorageArgs(
-            spec=spec, resource_group=rg, lustre_subnet=net.lustre.id, node_subnets=[net.nodes.id, net.system.id]
+            spec=spec,
+            resource_group=rg,
+            lustre_subnet=net.lustre.id,
+            node_subnets=[net.nodes.id, net.system.id],
         ),
         opts,
     )
@@ -51,6 +54,7 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
             vnet_id=net.vnet.id,
             node_subnet=net.nodes.id,
             system_subnet=net.system.id,
+            workspace_id=st.logs.id,
             egress_ips=[net.nat_ip.ip_address],
             lustre_id=st.lustre.id,
             lustre_mgs=st.mount["dns_name"],

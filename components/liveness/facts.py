@@ -174,6 +174,31 @@ SOURCES: dict[str, tuple[str, str]] = {
         "MicrosoftDocs/azure-aks-docs@fb060ab articles/aks/upgrade-os-version.md:41",
         "os SKU Ubuntu is 22.04 up to Kubernetes 1.34 and 24.04 from 1.35",
     ),
+    "aks-cilium": (
+        "MicrosoftDocs/azure-aks-docs@fb060ab articles/aks/azure-cni-powered-by-cilium.md:62,110",
+        "Cilium enforces network policies, no separate engine; policies can't use ipBlock to allow access to node or pod IPs",
+    ),
+    "aks-cilium-agent": (
+        "MicrosoftDocs/azure-aks-docs@fb060ab articles/aks/container-network-security-fqdn-filtering-concepts.md:26; "
+        "cilium/cilium@c547745 install/kubernetes/cilium/values.yaml (tolerations)",
+        "the Cilium agent runs as a DaemonSet on every node of an Azure CNI Powered by Cilium cluster; Cilium's chart "
+        "tolerates every taint by default ([{operator: Exists}]); AKS's own manifest of it is not published",
+    ),
+    "ama-logs": (
+        "microsoft/Docker-Provider@056cc95 kubernetes/ama-logs.yaml",
+        "DaemonSet ama-logs: nodeAffinity kubernetes.io/os In [linux], type NotIn [virtual-kubelet]; tolerations "
+        "operator Exists for NoSchedule, NoExecute and PreferNoSchedule",
+    ),
+    "nfd-one-instance": (
+        "kubernetes-sigs/node-feature-discovery@76e6cc8 docs/get-started/introduction.md:41,110; "
+        "docs/reference/master-commandline-reference.md:63-67",
+        "one nfd-worker on each node; a master records the labels it manages in nfd.node.kubernetes.io/feature-labels, "
+        "a second deployment needs its own -instance name or the two share that annotation",
+    ),
+    "nfd-pci-features": (
+        "kubernetes-sigs/node-feature-discovery@76e6cc8 source/pci/pci.go:116-148",
+        "the pci source discovers every PCI device (pci.device); deviceClassWhitelist filters only the labels it makes itself",
+    ),
     "azure-nsg": (
         "learn.microsoft.com/azure/virtual-network/network-security-groups-overview",
         "default rules: AllowVnetInBound 65000, AllowAzureLoadBalancerInBound 65001, DenyAllInBound 65500; AllowVnetOutBound 65000, AllowInternetOutBound 65001, DenyAllOutBound 65500; VirtualNetwork is the VNet's address space",

@@ -17,7 +17,7 @@ from components.engine import OfflineRun, Recorded
 from components.k8s import aks as layer
 from components.k8s.addons import JOB_NAMESPACE
 from components.spec import parse_spec
-from tests.components.azure.conftest import azure_obj
+from tests.components.azure.conftest import azure_obj, named
 
 Run = Callable[..., OfflineRun]
 H100, MI300X = "Standard_ND96isr_H100_v5", "Standard_ND96isr_MI300X_v5"
@@ -88,7 +88,7 @@ def test_nvidia_sizes_get_the_gpu_operator_with_rdma_after_the_network_operator(
     for manager in ("migManager", "vgpuDeviceManager", "vfioManager", "sandboxDevicePlugin"):
         assert values[manager] == {"enabled": False}
     # The chart's own toleration and the GPU pool's taint: the operands reach the tainted pool.
-    taint_key = run.one("azure-native:containerservice:AgentPool").inputs["nodeTaints"][0].split("=")[0]
+    taint_key = named(run, "azure-native:containerservice:AgentPool", "gpu-pool").inputs["nodeTaints"][0].split("=")[0]
     keys = {t["key"] for t in values["daemonsets"]["tolerations"]}
     assert keys == {"nvidia.com/gpu", taint_key}
     assert _cr(run, "NicClusterPolicy").urn in gpu.dependencies
@@ -186,7 +186,7 @@ def test_the_lustre_volume_is_the_stacks_file_system_and_its_claim_is_the_output
 def test_jobset_runs_on_the_system_pool_and_every_object_goes_through_the_clusters_provider(azure_run: Run) -> None:
     run = azure_run()
     js = _charts(run)["oci://registry.k8s.io/jobset/charts/jobset"]
-    assert js.inputs["values"] == {"controller": {"nodeSelector": {"agentpool": "system"}}}
+    assert js.inputs["values"] == {"controller": {"nodeSelector": {"agentpool": "ctrl"}}}
     (provider,) = run.of_type("pulumi:providers:kubernetes")
     objects = [r for r in run.resources if r.type.startswith("kubernetes:") and r.custom]
     assert objects and all(r.provider.startswith(provider.urn) for r in objects)
@@ -211,7 +211,7 @@ def test_every_operand_that_runs_on_the_gpu_pool_tolerates_its_taint(azure_run: 
     # NicClusterPolicy's DOCA driver and SR-IOV plugin never run there, and no pod gets rdma/ib.
     for itype in (H100, MI300X):
         run = azure_run(azure_obj(itype))
-        (taint,) = run.one("azure-native:containerservice:AgentPool").inputs["nodeTaints"]
+        (taint,) = named(run, "azure-native:containerservice:AgentPool", "gpu-pool").inputs["nodeTaints"]
         charts = _charts(run)
         nfd = charts["network-operator"].inputs["values"]["node-feature-discovery"]["worker"]["tolerations"]
         assert _tolerates(nfd, taint), itype

@@ -6,6 +6,7 @@ import ipaddress
 from typing import Callable
 
 import pytest
+import yaml
 
 from components.contract import read_outputs
 from components.engine import OfflineRun, run_offline
@@ -117,8 +118,8 @@ def test_aks_admits_only_the_deployer_and_its_own_egress_and_uses_its_own_identi
     assert ipaddress.ip_address(net["dnsServiceIP"]) in ipaddress.ip_network(net["serviceCidr"])
     (system,) = i["agentPoolProfiles"]
     assert (system["mode"], system["enableNodePublicIP"]) == ("System", False)
-    assert "kubernetesVersion" not in i  # AKS's default unless the stack names one
-    role = run.one("azure-native:authorization:RoleAssignment")
+    assert i["kubernetesVersion"] == "1.35"  # pinned (components/azure/rules.py), not AKS's default
+    role = named(run, "azure-native:authorization:RoleAssignment", "network-role")
     assert role.inputs["roleDefinitionId"].endswith("/roleDefinitions/4d97b98b-1d4f-4787-a291-c67834d212e7")
     assert role.urn in aks.dependencies
 
@@ -126,7 +127,7 @@ def test_aks_admits_only_the_deployer_and_its_own_egress_and_uses_its_own_identi
 @pytest.mark.parametrize("itype", ["Standard_ND96isr_H100_v5", "Standard_ND96isr_MI300X_v5"])
 def test_the_gpu_pool_is_one_scale_set_with_the_driver_left_to_the_operators(azure_run: Run, itype: str) -> None:
     run = azure_run(azure_obj(itype))
-    pool = run.one("azure-native:containerservice:AgentPool")
+    pool = named(run, "azure-native:containerservice:AgentPool", "gpu-pool")
     i = pool.inputs
     assert (i["vmSize"], i["count"], i["type"], i["mode"]) == (itype, 4, "VirtualMachineScaleSets", "User")
     assert i["gpuProfile"] == {"driver": "None"}
@@ -145,11 +146,13 @@ def test_capacity_reservation_and_spot_reach_the_pool(azure_run: Run) -> None:
             }
         )
     )
-    assert res.one("azure-native:containerservice:AgentPool").inputs["capacityReservationGroupID"] == GROUP
+    assert (
+        named(res, "azure-native:containerservice:AgentPool", "gpu-pool").inputs["capacityReservationGroupID"] == GROUP
+    )
     spot = azure_run(
         azure_obj(compute={"instance_type": "Standard_ND96isr_H100_v5", "nodes": 2, "capacity": {"type": "spot"}})
     )
-    pool = spot.one("azure-native:containerservice:AgentPool").inputs
+    pool = named(spot, "azure-native:containerservice:AgentPool", "gpu-pool").inputs
     assert pool["scaleSetPriority"] == "Spot" and "capacityReservationGroupID" not in pool
 
 
@@ -166,6 +169,11 @@ def test_every_resource_carries_the_cluster_tag(azure_run: Run) -> None:
             "azure-native:storage:BlobContainer",
             "azure-native:network:Subnet",
             "azure-native:authorization:RoleAssignment",
+            # Child settings of a tagged resource, which take no tags of their own in the API.
+            "azure-native:monitor:DiagnosticSetting",
+            "azure-native:monitor:DataCollectionRuleAssociation",
+            "azure-native:containerservice:MaintenanceConfiguration",
+            "azure-native:storage:BlobServiceProperties",
         )
         and r.inputs.get("tags", {}).get("gpu-cluster") != "nd"
     ]
@@ -178,8 +186,12 @@ def test_the_outputs_meet_the_contract(azure_run: Run) -> None:
     assert out.fabric.type == "infiniband" and out.fabric.interfaces_per_node == 8
     assert out.mount.mount_name == "lustrefs" and "@tcp:/lustrefs /fsx" in out.mount.mount_command
     assert out.scheduler.node_selector == {"agentpool": "gpu"}
-    # The kubeconfig file itself (decoded from the API's base64), as EKS and GKE export it.
+    # The kubeconfig file itself (decoded from the API's base64), as EKS and GKE export it; with local
+    # accounts off it signs in through the deployer's `az login` (kubelogin, azurecli).
     assert out.access.kubeconfig is not None and out.access.kubeconfig.startswith("apiVersion: v1")
+    (user,) = yaml.safe_load(out.access.kubeconfig)["users"]
+    assert user["user"]["exec"]["command"] == "kubelogin"
+    assert user["user"]["exec"]["args"][:3] == ["get-token", "--login", "azurecli"]
 
 
 def test_pillars_are_grouped_for_the_plan(azure_run: Run) -> None:
