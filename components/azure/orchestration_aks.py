@@ -523,7 +523,7 @@ def create_in_cluster_layer(name: str, args: AksLayerArgs, k8s_opts: pulumi.Reso
         # reference does: its own installer runs first (Azure/aks-rdma-infiniband deploy-aks.sh
         # all-amd: install_amdgpu_driver before install_amd_gpu_operator), on the GPU pool's nodes.
         driver = layer.amd_driver_installer(name, k8s_opts, taint, node_selector={POOL_LABEL: GPU_POOL})
-        layer.amd_gpu_operator(name, k8s_opts, taint, after=driver)
+        layer.amd_gpu_operator(name, k8s_opts, taint, after=[*driver, network[1]])
     csi = layer.lustre_csi(name, k8s_opts)
     namespace = job_namespace(name, k8s_opts)
     layer.lustre_volume(

@@ -55,8 +55,8 @@ NETWORK_OPERATOR_VALUES = {"nfd": {"deployNodeFeatureRules": False}}
 #   (NETWORK_OPERATOR_REF api/v1alpha1/nicclusterpolicy_types.go), none by default;
 # * the GPU Operator's operands: daemonsets.tolerations, by default nvidia.com/gpu only
 #   (GPU_OPERATOR_REF deployments/gpu-operator/values.yaml);
-# * AMD's NFD worker: amd-dcm=up:NoExecute only (AMD_OPERATOR_REF helm-charts-k8s/values.yaml), and
-#   the DeviceConfig's device plugin, node labeller and metrics exporter: devicePluginTolerations,
+# * AMD's chart runs no NFD of its own here (AMD_OPERATOR_VALUES); the DeviceConfig's device plugin,
+#   node labeller and metrics exporter: devicePluginTolerations,
 #   nodeLabellerTolerations, metricsExporter.tolerations (AMD_OPERATOR_REF
 #   api/v1alpha1/deviceconfig_types.go), none by default;
 # * the Lustre CSI node DaemonSet tolerates every taint already (`- operator: "Exists"`,
@@ -70,7 +70,6 @@ NETWORK_NFD_WORKER_TOLERATIONS = (
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
 )
 GPU_OPERATOR_DAEMONSET_TOLERATIONS = ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},)
-AMD_NFD_WORKER_TOLERATIONS = ({"key": "amd-dcm", "operator": "Equal", "value": "up", "effect": "NoExecute"},)
 # configs/network-operator/node-feature-rule.yaml (AI_INFRA): label the nodes whose PCI devices
 # are ConnectX-7 (15b3:101c, 15b3:101e); the NicClusterPolicy runs only there.
 MELLANOX_LABEL = "feature.node.kubernetes.io/pci-15b3.present"
@@ -122,9 +121,18 @@ AMD_REPO = "https://rocm.github.io/gpu-operator"
 AMD_OPERATOR_CHART = "gpu-operator-charts"
 AMD_OPERATOR_VERSION = "v1.4.1"
 AMD_OPERATOR_NAMESPACE = "kube-amd-gpu"
-# configs/values/amd-gpu-operator/values.yaml (AKS_RDMA).
-AMD_OPERATOR_VALUES: dict[str, dict[str, object]] = {
-    "node-feature-discovery": {"enabled": True},
+# configs/values/amd-gpu-operator/values.yaml (AKS_RDMA), but with one node-feature-discovery: the
+# reference runs AMD's NFD beside the Network Operator's, two deployments without instance names
+# that share the annotation each master keeps its labels in (node-feature-discovery docs/reference/
+# master-commandline-reference.md:63-67 at 76e6cc8). The Network Operator's stays (its rule labels
+# the ConnectX-7 nodes the NicClusterPolicy selects); AMD's is off ("Skip NFD installation:
+# --set node-feature-discovery.enabled=false", AMD_OPERATOR_REF docs/installation/kubernetes-helm.md:127)
+# and its default rule is kept (installdefaultNFDRule, values.yaml:20): the Network Operator's NFD
+# applies it, its worker discovering every PCI device (node-feature-discovery source/pci/pci.go:141-148),
+# so the MI300X nodes still get feature.node.kubernetes.io/amd-vgpu, which the DeviceConfig selects.
+AMD_OPERATOR_VALUES: dict[str, dict[str, object] | bool] = {
+    "node-feature-discovery": {"enabled": False},
+    "installdefaultNFDRule": True,
     "kmm": {"enabled": True},
     "crds": {"defaultCR": {"install": False}},
 }
@@ -446,8 +454,9 @@ def amd_gpu_operator(
     after: list[pulumi.Resource] | None = None,
 ) -> list[pulumi.Resource]:
     """cert-manager, AMD's GPU operator and its DeviceConfig (device plugin: ``amd.com/gpu``).
-    ``tolerations``: the GPU pool's taints, for its NFD worker and the DeviceConfig's DaemonSets;
-    ``after``: the driver installer, which the reference runs first."""
+    ``tolerations``: the GPU pool's taints, for the DeviceConfig's DaemonSets; ``after``: the driver
+    installer, which the reference runs first, and the Network Operator's chart, whose NFD brings the
+    NodeFeatureRule CRD AMD's default rule is made of."""
     tolerations = tolerations or []
     cm_ns = _namespace(f"{name}-cert-manager-ns", CERT_MANAGER_NAMESPACE, opts)
     cert_manager = _chart(
@@ -463,10 +472,6 @@ def amd_gpu_operator(
     values: dict[str, object] = dict(AMD_OPERATOR_VALUES)
     spec: dict[str, object] = dict(AMD_DEVICE_CONFIG_SPEC)
     if tolerations:
-        values["node-feature-discovery"] = {
-            **AMD_OPERATOR_VALUES["node-feature-discovery"],
-            "worker": {"tolerations": _tolerating(AMD_NFD_WORKER_TOLERATIONS, tolerations)},
-        }
         own = [t.as_value() for t in tolerations]
         spec["devicePlugin"] = {
             **AMD_DEVICE_CONFIG_SPEC["devicePlugin"],

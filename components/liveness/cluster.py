@@ -675,9 +675,24 @@ def workloads(plan: Plan) -> list[Workload]:
     if rules:
         # NFD's worker discovers the PCI devices on the node; the master labels from the rule.
         for w in made:
-            if "node-feature-discovery-worker" in w.object and "amd" not in w.object:
+            if facts.NFD_WORKER in w.object and "amd" not in w.object:
                 w.labels = (*w.labels, *rules)
+    chart_rules = _chart_rules(plan)
+    if chart_rules:
+        # A chart's own rules reach the nodes through whichever NFD runs there (facts.CHART_RULES).
+        for w in made:
+            if facts.NFD_WORKER in w.object:
+                w.labels = (*w.labels, *(lbl for lbl in chart_rules if lbl not in w.labels))
     return made
+
+
+def _chart_rules(plan: Plan) -> list[NodeLabel]:
+    out: list[NodeLabel] = []
+    for r in plan.of(HELM_CHART):
+        found = facts.CHART_RULES.get(str(r.inputs.get("chart", "")).rsplit("/", 1)[-1])
+        if found is not None and value_at(r.inputs.get("values") or {}, found.enabled_value) is not False:
+            out += found.labels
+    return out
 
 
 def job_workloads(job: Job | None) -> list[Workload]:

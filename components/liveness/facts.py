@@ -536,6 +536,37 @@ CHARTS: dict[str, Chart] = {
     )
 }
 
+
+# NodeFeatureRules a chart installs (on by default; the value turns them off), which whatever
+# node-feature-discovery runs on the node applies: its worker discovers every PCI device
+# (nfd-pci-features), its master labels from every rule.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChartRules:
+    chart: str
+    enabled_value: str
+    labels: tuple[NodeLabel, ...]
+    source: str
+
+
+CHART_RULES: dict[str, ChartRules] = {
+    "gpu-operator-charts": ChartRules(
+        chart="gpu-operator-charts",
+        enabled_value="installdefaultNFDRule",
+        labels=(
+            NodeLabel(
+                key="feature.node.kubernetes.io/amd-vgpu",
+                value="true",
+                when_vendor=AMD_PCI_VENDOR,
+                source=f"{_AMD_OP} helm-charts-k8s/templates/gpu-nfd-default-rule.yaml:1-28 (vendor 1002, MI300X VF 74b5); "
+                f"values.yaml:20 installdefaultNFDRule true",
+            ),
+        ),
+        source=f"{_AMD_OP} helm-charts-k8s/templates/gpu-nfd-default-rule.yaml",
+    ),
+}
+# The workloads that are a node-feature-discovery worker (one per node, nfd-one-instance).
+NFD_WORKER = "node-feature-discovery-worker"
+
 # Kueue integrations on by default in chart 0.17.1 (charts/kueue/values.yaml:151-169).
 KUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod")
 KUEUE_FRAMEWORKS_SOURCE = cite("kueue-chart", "151-169")

@@ -206,7 +206,7 @@ def _tolerates(tolerations: list[dict[str, str]], taint: str) -> bool:
 
 
 def test_every_operand_that_runs_on_the_gpu_pool_tolerates_its_taint(azure_run: Run) -> None:
-    # Chart defaults (read at the pins, components/k8s/aks.py) tolerate nvidia.com/gpu or amd-dcm,
+    # Chart defaults (read at the pins, components/k8s/aks.py) tolerate nvidia.com/gpu,
     # never the pool's sku taint: without ours the NFD worker never labels a GPU node, the
     # NicClusterPolicy's DOCA driver and SR-IOV plugin never run there, and no pod gets rdma/ib.
     for itype in (H100, MI300X):
@@ -222,9 +222,9 @@ def test_every_operand_that_runs_on_the_gpu_pool_tolerates_its_taint(azure_run: 
             ds = charts["gpu-operator"].inputs["values"]["daemonsets"]["tolerations"]
             assert _tolerates(ds, taint) and _tolerates(ds, "nvidia.com/gpu=present:NoSchedule")
         else:
-            amd = charts["gpu-operator-charts"].inputs["values"]["node-feature-discovery"]
-            assert amd["enabled"] is True and _tolerates(amd["worker"]["tolerations"], taint)
-            assert _tolerates(amd["worker"]["tolerations"], "amd-dcm=up:NoExecute")  # the chart's own
+            # One NFD: AMD's chart runs none (the Network Operator's applies AMD's default rule).
+            amd = charts["gpu-operator-charts"].inputs["values"]
+            assert amd["node-feature-discovery"] == {"enabled": False} and amd["installdefaultNFDRule"] is True
             spec = _cr(run, "DeviceConfig").inputs["spec"]
             for got in (
                 spec["devicePlugin"]["devicePluginTolerations"],
