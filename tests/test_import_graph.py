@@ -28,6 +28,7 @@ SHARED = (
     "components.validation_time",
     "components.problems",
     "components.image_pins",
+    "components.nccl_topology",
 )
 # Shared packages: the package and every module in it. The liveness model reads the plan's
 # resources and the rendered job as plain data, so the validation side can run it too.

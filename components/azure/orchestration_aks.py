@@ -58,6 +58,7 @@ import pulumi
 import pulumi_azure_native as azure
 import pulumi_kubernetes as k8s
 
+from components import nccl_topology
 from components.azure import audit
 from components.azure.common import (
     AKS_DNS_SERVICE_IP,
@@ -526,6 +527,16 @@ def create_in_cluster_layer(name: str, args: AksLayerArgs, k8s_opts: pulumi.Reso
         layer.amd_gpu_operator(name, k8s_opts, taint, after=[*driver, network[1]])
     csi = layer.lustre_csi(name, k8s_opts)
     namespace = job_namespace(name, k8s_opts)
+    # The ND v5 topology for NCCL, which every job mounts (components/nccl_topology.py); none for
+    # MI300X, whose RCCL reference sets no topology file.
+    topology = nccl_topology.for_instance(spec.compute.instance_type)
+    if topology is not None:
+        layer.nccl_topology_configmap(
+            name,
+            namespace=namespace.metadata.name,
+            topology=topology,
+            opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[namespace])),
+        )
     layer.lustre_volume(
         name,
         claim_name=LUSTRE_CLAIM,

@@ -23,6 +23,8 @@ from typing import Literal, Mapping
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components import nccl_topology
+
 AI_INFRA = "Azure/ai-infrastructure-on-azure@a01b073"
 AKS_RDMA = "Azure/aks-rdma-infiniband@700dabb"
 LUSTRE_CSI_REF = "kubernetes-sigs/azurelustre-csi-driver@v0.4.0 (9011a5f)"
@@ -497,6 +499,23 @@ def amd_gpu_operator(
         opts=_after(opts, chart),
     )
     return [cm_ns, cert_manager, ns, chart, config]
+
+
+def nccl_topology_configmap(
+    name: str, *, namespace: pulumi.Input[str], topology: nccl_topology.Topology, opts: pulumi.ResourceOptions
+) -> k8s.core.v1.ConfigMap:
+    """The size's NCCL topology file in the jobs' namespace, where every job mounts it
+    (components/nccl_topology.py: the reference's ConfigMap, key and mount)."""
+    return k8s.core.v1.ConfigMap(
+        f"{name}-nccl-topology",
+        metadata=k8s.meta.v1.ObjectMetaArgs(
+            name=nccl_topology.CONFIGMAP,
+            namespace=namespace,
+            labels={"gpu-cluster.io/nccl-topology": topology.name},
+        ),
+        data={nccl_topology.KEY: topology.xml()},
+        opts=opts,
+    )
 
 
 def lustre_csi(name: str, opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:

@@ -50,6 +50,10 @@ SOURCES: dict[str, tuple[str, str]] = {
         "kubernetes.io/docs/reference/labels-annotations-taints",
         "kubernetes.io/metadata.name on every namespace, node.kubernetes.io/instance-type, kubernetes.io/hostname on every node",
     ),
+    "k8s-configmap-volume": (
+        "kubernetes.io/docs/concepts/storage/volumes (configMap)",
+        "a configMap volume presents each key as a file named by the key (items map keys to other paths); the ConfigMap must exist in the pod's namespace before the pod can start",
+    ),
     "k8s-netpol": (
         "kubernetes.io/docs/concepts/services-networking/network-policies",
         "a pod selected by an Ingress policy admits only what some policy's from/ports allow",
