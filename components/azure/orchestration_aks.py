@@ -516,15 +516,16 @@ def create_in_cluster_layer(name: str, args: AksLayerArgs, k8s_opts: pulumi.Reso
     # Every operand that must run on the GPU nodes tolerates the pool's taint (components/k8s/aks.py
     # says, per operand, where its default tolerations were read).
     taint = [layer.Toleration(key=k) for k in gpu_taint_keys(spec)]
-    network = layer.network_operator(name, k8s_opts, taint)
+    pins = spec.images
+    network = layer.network_operator(name, k8s_opts, taint, pins=pins)
     if operator == "nvidia":
-        layer.gpu_operator(name, k8s_opts, taint, after=network[-1:])
+        layer.gpu_operator(name, k8s_opts, taint, after=network[-1:], pins=pins)
     else:
         # AKS installs no AMD driver (use-amd-gpus.md:49) and the DeviceConfig leaves it off, as the
         # reference does: its own installer runs first (Azure/aks-rdma-infiniband deploy-aks.sh
         # all-amd: install_amdgpu_driver before install_amd_gpu_operator), on the GPU pool's nodes.
         driver = layer.amd_driver_installer(name, k8s_opts, taint, node_selector={POOL_LABEL: GPU_POOL})
-        layer.amd_gpu_operator(name, k8s_opts, taint, after=[*driver, network[1]])
+        layer.amd_gpu_operator(name, k8s_opts, taint, after=[*driver, network[1]], pins=pins)
     csi = layer.lustre_csi(name, k8s_opts)
     namespace = job_namespace(name, k8s_opts)
     # The ND v5 topology for NCCL, which every job mounts (components/nccl_topology.py); none for
