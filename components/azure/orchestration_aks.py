@@ -172,7 +172,7 @@ class AksArgs:
 # The CPU pools (system and controllers) share these: ephemeral OS disks, and encryption at host
 # (enable-host-encryption.md:16: temp disks and the OS disk's cache encrypted on the host; the
 # subscription feature Microsoft.Compute/EncryptionAtHost must be registered first, lines 38-48, which
-# the preflight checks; create-time only, line 32).
+# the Azure preflight checks, components/preflight/azure.py; create-time only, line 32).
 CPU_OS_DISK = "Ephemeral"
 CPU_ENCRYPTION_AT_HOST = True
 
@@ -461,9 +461,9 @@ class AksOrchestration(pulumi.ComponentResource):
             os_disk_size_gb=spec.compute.root_volume_gib,
             max_pods=MAX_PODS,
             # No encryption at host: the ND size pages list no such support (ndh100v5-series.md's
-            # feature list at 0277390 names none), and AKS takes it only on sizes whose SKU says
-            # EncryptionAtHostSupported (enable-host-encryption.md:33); the preflight reads that
-            # capability. An exception in policies/checkov-azure-exceptions.yaml (CKV_AZURE_227).
+            # feature list at 0277390 names none), and AKS takes it only on supported sizes
+            # (enable-host-encryption.md:33); whether an ND size's SKU says EncryptionAtHostSupported
+            # is not read here. An exception in policies/checkov-azure-exceptions.yaml (CKV_AZURE_227).
             enable_encryption_at_host=False,
             upgrade_settings=azure.containerservice.AgentPoolUpgradeSettingsArgs(
                 max_surge=GPU_MAX_SURGE, max_unavailable=GPU_MAX_UNAVAILABLE

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Callable
+import json
+from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 import yaml
@@ -146,14 +148,23 @@ def test_capacity_reservation_and_spot_reach_the_pool(azure_run: Run) -> None:
             }
         )
     )
-    assert (
-        named(res, "azure-native:containerservice:AgentPool", "gpu-pool").inputs["capacityReservationGroupID"] == GROUP
-    )
+    gpu = named(res, "azure-native:containerservice:AgentPool", "gpu-pool")
+    assert gpu.inputs["capacityReservationGroupID"] == GROUP
+    # The cluster's identity holds Contributor on the group's resource group, and the pool is made
+    # only after that assignment (use-capacity-reservation-groups.md:26, 43-49 at fb060ab).
+    role = named(res, "azure-native:authorization:RoleAssignment", "reservation-role")
+    assert role.inputs["scope"] == "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/gpu"
+    assert role.inputs["roleDefinitionId"].endswith("/roleDefinitions/b24988ac-6180-42a0-ab88-20f7382dd24c")
+    identity = named(res, "azure-native:managedidentity:UserAssignedIdentity", "identity")
+    assert identity.urn in role.dependencies
+    assert role.inputs["principalType"] == "ServicePrincipal"
+    assert role.urn in gpu.dependencies
     spot = azure_run(
         azure_obj(compute={"instance_type": "Standard_ND96isr_H100_v5", "nodes": 2, "capacity": {"type": "spot"}})
     )
     pool = named(spot, "azure-native:containerservice:AgentPool", "gpu-pool").inputs
     assert pool["scaleSetPriority"] == "Spot" and "capacityReservationGroupID" not in pool
+    assert not [r for r in spot.of_type("azure-native:authorization:RoleAssignment") if "reservation" in r.name]
 
 
 def test_every_resource_carries_the_cluster_tag(azure_run: Run) -> None:
@@ -213,3 +224,23 @@ def test_slurm_on_azure_is_refused_as_a_spec_error_until_built() -> None:
 
     with pytest.raises(pulumi.InputPropertiesError, match="Slurm on Azure is not built yet"):
         run_offline("slurm", azure_obj(orchestration={"kind": "slurm"}))
+
+
+def test_a_reservation_variant_of_the_bundled_stack_plans_with_its_role(tmp_path: Any) -> None:
+    """`gpu-cluster plan` on azure-h100-aks with a capacity reservation group: exit 0, liveness holds,
+    the identity's Contributor on the group's resource group is planned before the GPU pool, and the
+    plan says the role can take 60 minutes to propagate."""
+    from gpu_cluster.plan import main
+
+    raw = yaml.safe_load((Path(__file__).parents[3] / "stacks" / "Pulumi.azure-h100-aks.yaml").read_text())
+    raw["config"]["gpu-cluster:cluster"]["compute"]["capacity"] = {"type": "reservation", "id": GROUP}
+    stack = tmp_path / "Pulumi.azure-h100-reserved.yaml"
+    stack.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "plan.json"
+    assert main([str(stack), "--json", str(out)]) == 0
+    planned = json.loads(out.read_text())
+    assert planned["summary"]["liveness"]["holds"] is True
+    roles = [r for r in planned["resources"] if r["name"].endswith("-reservation-role")]
+    assert [r["inputs"]["scope"] for r in roles] == [GROUP.split("/providers/")[0]]
+    (capacity,) = [c["text"] for c in planned["summary"]["caveats"] if c["topic"] == "capacity"]
+    assert "Contributor on " + GROUP.split("/providers/")[0] in capacity and "up to 60 minutes" in capacity
