@@ -215,7 +215,9 @@ def infiniband_feature(ctx: Context) -> list[Problem]:
 
 def host_encryption_feature(ctx: Context) -> list[Problem]:
     return _feature(
-        ctx, *HOST_ENCRYPTION_FEATURE, "the system and controller pools encrypt at host, which AKS allows only once it is Registered"
+        ctx,
+        *HOST_ENCRYPTION_FEATURE,
+        "the system and controller pools encrypt at host, which AKS allows only once it is Registered",
     )
 
 

@@ -36,7 +36,9 @@ class FakeArm:
 SKUS = f"/subscriptions/{rec.SUB}/providers/Microsoft.Compute/skus"
 USAGES = f"/subscriptions/{rec.SUB}/providers/Microsoft.Compute/locations/eastus/usages"
 FEATURE = f"/subscriptions/{rec.SUB}/providers/Microsoft.Features/providers/Microsoft.ContainerService/features/AKSInfinibandSupport"
-HOST_ENCRYPTION = f"/subscriptions/{rec.SUB}/providers/Microsoft.Features/providers/Microsoft.Compute/features/EncryptionAtHost"
+HOST_ENCRYPTION = (
+    f"/subscriptions/{rec.SUB}/providers/Microsoft.Features/providers/Microsoft.Compute/features/EncryptionAtHost"
+)
 
 
 def spec_of(**over: Any) -> Any:
