@@ -84,8 +84,13 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
         "bucket": st.container.name,
         "access": {
             "api_endpoint": pulumi.Output.format("https://{0}:443", aks.cluster.fqdn),
+            # With Entra ID the fetched kubeconfig signs in through kubelogin, by device code unless
+            # converted; converted to the Azure CLI's login, as the kubeconfig output is
+            # (kubelogin-authentication.md:211-219 at fb060ab; common.py azurecli_kubeconfig).
             "kubeconfig_command": pulumi.Output.format(
-                "az aks get-credentials --resource-group {0} --name {1}", rg, aks.cluster.name
+                "az aks get-credentials --resource-group {0} --name {1} && kubelogin convert-kubeconfig -l azurecli",
+                rg,
+                aks.cluster.name,
             ),
             "kubeconfig": aks.kubeconfig,
         },

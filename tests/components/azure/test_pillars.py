@@ -203,6 +203,22 @@ def test_the_outputs_meet_the_contract(azure_run: Run) -> None:
     (user,) = yaml.safe_load(out.access.kubeconfig)["users"]
     assert user["user"]["exec"]["command"] == "kubelogin"
     assert user["user"]["exec"]["args"][:3] == ["get-token", "--login", "azurecli"]
+    # By hand: the same sign-in (kubelogin-authentication.md:219), and still the line heal reads the
+    # resource group and cluster from.
+    from gpu_cluster.heal.azure import cluster_of
+
+    assert out.access.kubeconfig_command is not None
+    assert out.access.kubeconfig_command.endswith(" && kubelogin convert-kubeconfig -l azurecli")
+    assert cluster_of(out.access.kubeconfig_command)[1] == "nd"
+
+
+def test_the_readme_tear_down_names_every_protected_azure_resource(azure_run: Run) -> None:
+    readme = (Path(__file__).parents[3] / "README.md").read_text()
+    rows = [ln for ln in readme.splitlines() if ln.startswith("| ") and "| Azure |" in ln]
+    protected = [r for r in azure_run().resources if r.protect]
+    assert len(protected) == 3
+    for r in protected:
+        assert [ln for ln in rows if f"`{r.type}`" in ln and f"`-{r.name.split('-', 1)[1]}`" in ln], r.name
 
 
 def test_pillars_are_grouped_for_the_plan(azure_run: Run) -> None:
