@@ -80,6 +80,18 @@ MELLANOX_DEVICE_IDS = ("101c", "101e")
 # (the operator appends -<os><version>-<arch> to the tag) and its module blacklist file.
 DOCA_DRIVER = {"repository": "nvcr.io/nvidia/mellanox", "image": "doca-driver", "version": "doca3.3.0-26.01-1.0.0.0-0"}
 DOCA_DRIVER_ENV = {"OFED_BLACKLIST_MODULES_FILE": "/host/etc/modprobe.d/blacklist-ofed-modules.conf"}
+# Precompiled drivers, where each operator offers them for these nodes:
+# * the Network Operator looks for a precompiled DOCA driver of the node's kernel first
+#   (<version>-<kernel>-<os><version>-<arch>) and runs it where NVIDIA publishes one, else the image
+#   that compiles the driver on the node; forcePrecompiled false keeps that fallback ("If set to true
+#   and precompiled image does not exists, OFED state will be Error", NETWORK_OPERATOR_REF
+#   api/v1alpha1/nicclusterpolicy_types.go:123-128; pkg/state/state_ofed.go:627-640);
+# * the GPU Operator offers none here: its precompiled driver is "only supported for as a tech-preview
+#   feature on ubuntu22.04 kernels" (GPU_OPERATOR_REF at 30a8bbd deployments/gpu-operator/values.yaml:
+#   129-131), AKS 1.35's nodes run Ubuntu 24.04 (AKS_NODE_OS), and the operator builds the per-kernel
+#   tag with no fallback when it is missing (controllers/object_controls.go resolveDriverTag). Off.
+DOCA_FORCE_PRECOMPILED = False
+GPU_DRIVER_PRECOMPILED = False
 # configs/network-operator/nicclusterpolicy/sriov-device-plugin/sriov.yaml (AI_INFRA): one
 # `rdma/ib` per InfiniBand HCA (isRdma mounts /dev/infiniband into the container).
 SRIOV_PLUGIN = {
@@ -113,7 +125,7 @@ GPU_OPERATOR_VALUES: dict[str, object] = {
     "operator": {"version": GPU_OPERATOR_VERSION},
     "validator": {"version": GPU_OPERATOR_VERSION},
     "nfd": {"enabled": False},
-    "driver": {"rdma": {"enabled": True}},
+    "driver": {"rdma": {"enabled": True}, "usePrecompiled": GPU_DRIVER_PRECOMPILED},
     "migManager": {"enabled": False},
     "vgpuDeviceManager": {"enabled": False},
     "vfioManager": {"enabled": False},
@@ -253,7 +265,8 @@ LAYER_IMAGES: tuple[LayerImage, ...] = (
     ),
     LayerImage(
         ref=f"{DOCA_DRIVER['repository']}/{DOCA_DRIVER['image']}:{DOCA_DRIVER['version']}-{AKS_NODE_OS}-amd64",
-        what="the DOCA (OFED) driver (privileged, every GPU node)",
+        what="the DOCA (OFED) driver (privileged, every GPU node; where NVIDIA publishes a precompiled "
+        "image for the node's kernel, the operator pulls that one instead, by tag)",
         operator=None,
         target="NicClusterPolicy:ofedDriver.version",
         form="version",
@@ -509,7 +522,7 @@ def network_operator(
         "ofedDriver": {
             **DOCA_DRIVER,
             "env": [{"name": k, "value": v} for k, v in DOCA_DRIVER_ENV.items()],
-            "forcePrecompiled": False,
+            "forcePrecompiled": DOCA_FORCE_PRECOMPILED,
         },
         "sriovDevicePlugin": {**SRIOV_PLUGIN, "config": json.dumps(SRIOV_RESOURCE_LIST, indent=2)},
         **({"tolerations": [t.as_value() for t in tolerations]} if tolerations else {}),

@@ -64,6 +64,9 @@ def test_nic_cluster_policy_gives_rdma_ib_on_the_nodes_the_rule_labels(azure_run
     assert {"name": "OFED_BLACKLIST_MODULES_FILE", "value": "/host/etc/modprobe.d/blacklist-ofed-modules.conf"} in doca[
         "env"
     ]
+    # A precompiled DOCA driver where NVIDIA publishes one for the node's kernel, else the compiling
+    # image: never forced, which would leave the driver in Error on a kernel without one.
+    assert doca["forcePrecompiled"] is False
     plugin = spec["sriovDevicePlugin"]
     assert (plugin["repository"], plugin["image"], plugin["version"]) == (
         "ghcr.io/k8snetworkplumbingwg",
@@ -84,7 +87,11 @@ def test_nvidia_sizes_get_the_gpu_operator_with_rdma_after_the_network_operator(
     gpu = charts["gpu-operator"]
     assert (gpu.inputs["version"], gpu.inputs["namespace"]) == ("v26.3.0", "gpu-operator")
     values = gpu.inputs["values"]
-    assert values["driver"] == {"rdma": {"enabled": True}} and values["nfd"] == {"enabled": False}
+    # GPUDirect RDMA; no precompiled driver: the chart offers it only on Ubuntu 22.04 kernels
+    # (gpu-operator v26.3.0 values.yaml:129-131) and AKS 1.35's nodes run 24.04.
+    assert values["driver"] == {"rdma": {"enabled": True}, "usePrecompiled": False}
+    assert values["nfd"] == {"enabled": False}
+    assert layer.AKS_NODE_OS == "ubuntu24.04"
     for manager in ("migManager", "vgpuDeviceManager", "vfioManager", "sandboxDevicePlugin"):
         assert values[manager] == {"enabled": False}
     # The chart's own toleration and the GPU pool's taint: the operands reach the tainted pool.
