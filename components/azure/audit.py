@@ -6,8 +6,10 @@
 * AKS control-plane logs are resource logs, collected only once a diagnostic setting routes them
   (MicrosoftDocs/azure-aks-docs articles/aks/monitor-aks.md:111 at fb060ab). The categories are the
   page's own list (line 137) less ``kube-audit``, whose get/list events cost the most; its
-  ``kube-audit-admin`` keeps every write (lines 116-119), and less the CSI controllers and the
-  autoscaler, which this cluster does not run. Resource-specific tables (AKSAudit, AKSAuditAdmin,
+  ``kube-audit-admin`` keeps every write (lines 116-119), less the cluster autoscaler's, which this
+  cluster does not enable, and less the disk, file and snapshot CSI controllers': AKS runs those
+  drivers by default (csi-storage-drivers.md:26), but no volume of the stack uses them (its
+  volumes are Managed Lustre's, a CSI driver of its own in kube-system). Resource-specific tables (AKSAudit, AKSAuditAdmin,
   AKSControlPlane; line 124) rather than AzureDiagnostics.
 * The checkpoint account's blob service logs its reads, writes and deletes to the same workspace
   (``StorageRead``, ``StorageWrite``, ``StorageDelete``: the blob service's resource log categories,
