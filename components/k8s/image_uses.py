@@ -21,9 +21,9 @@ from components.spec import ClusterSpec
 
 def aks_image_uses(spec: ClusterSpec) -> list[ImageUse]:
     """The AKS layer's images by tag that a pin reaches (the size's GPU operator's, the Network Operator's)."""
-    from components.k8s.aks import layer_images
+    from components.k8s.aks import GpuOperator, layer_images
 
-    operator = "amd" if spec.instance.accelerator.vendor == "amd" else "nvidia"
+    operator: GpuOperator = "amd" if spec.instance.accelerator.vendor == "amd" else "nvidia"
     return [ImageUse(i.ref, i.what) for i in layer_images(operator)]
 
 
