@@ -53,6 +53,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 import pulumi_azure_native as azure
@@ -225,6 +226,18 @@ class AksOrchestration(pulumi.ComponentResource):
             else None
         )
         o = spec.orchestration
+        # What the system and controller pools share (module notes; CPU_OS_DISK below).
+        cpu_pool: dict[str, Any] = {
+            "vm_size": CPU_POOL_SIZE,
+            "os_sku": "Ubuntu",
+            "os_disk_type": CPU_OS_DISK,
+            "enable_encryption_at_host": CPU_ENCRYPTION_AT_HOST,
+            "type": "VirtualMachineScaleSets",
+            "vnet_subnet_id": args.system_subnet,
+            "enable_node_public_ip": False,
+            "availability_zones": list(ZONES),
+            "max_pods": MAX_PODS,
+        }
         self.cluster = azure.containerservice.ManagedCluster(
             f"{name}-aks",
             resource_name_=spec.name,
@@ -292,16 +305,8 @@ class AksOrchestration(pulumi.ComponentResource):
                     name=SYSTEM_POOL,
                     mode="System",
                     count=SYSTEM_NODES,
-                    vm_size=CPU_POOL_SIZE,
-                    os_sku="Ubuntu",
-                    os_disk_type=CPU_OS_DISK,
-                    enable_encryption_at_host=CPU_ENCRYPTION_AT_HOST,
-                    type="VirtualMachineScaleSets",
-                    vnet_subnet_id=args.system_subnet,
-                    enable_node_public_ip=False,
-                    availability_zones=list(ZONES),
-                    max_pods=MAX_PODS,
                     node_taints=[CRITICAL_ADDONS_TAINT],
+                    **cpu_pool,
                 )
             ],
             tags=tags,
@@ -322,16 +327,8 @@ class AksOrchestration(pulumi.ComponentResource):
             agent_pool_name=CONTROLLER_POOL,
             mode="User",
             count=CONTROLLER_NODES,
-            vm_size=CPU_POOL_SIZE,
-            os_sku="Ubuntu",
-            os_disk_type=CPU_OS_DISK,
-            enable_encryption_at_host=CPU_ENCRYPTION_AT_HOST,
-            type="VirtualMachineScaleSets",
-            vnet_subnet_id=args.system_subnet,
-            enable_node_public_ip=False,
-            availability_zones=list(ZONES),
-            max_pods=MAX_PODS,
             tags=tags,
+            **cpu_pool,
             opts=child,
         )
         self.gpu_pool = self._create_gpu_pool(name, spec, args)
