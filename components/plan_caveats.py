@@ -48,6 +48,14 @@ def placement(spec: ClusterSpec, outputs: Mapping[str, Any]) -> Caveat:
         "azure": "single-placement-group scale set (its InfiniBand fabric)",
     }.get(spec.cloud, "compact placement policy")
     created = (outputs.get("fabric") or {}).get("placement")
+    if spec.cloud == "azure":
+        # The fabric is the GPU pool's own scale set (components/azure/cluster.py), whatever
+        # interconnect.placement says; no proximity placement group (components/azure/rules.py).
+        return Caveat(
+            "placement",
+            f"{kind} created: the GPU pool's scale set, whose nodes share one InfiniBand fabric (at most 100 "
+            "nodes); no proximity placement group, which InfiniBand does not need and which can fail allocation",
+        )
     if spec.cloud == "aws" and cap.type == "reservation" and cap.placement_group:
         return Caveat(
             "placement",
@@ -85,6 +93,24 @@ def placement(spec: ClusterSpec, outputs: Mapping[str, Any]) -> Caveat:
             f"no {kind}: interconnect.placement is false in the stack, so nodes may land far apart on the network",
         )
     return Caveat("placement", f"{kind} created: the nodes are packed close on the network")
+
+
+def azure_reservation(spec: ClusterSpec) -> Caveat | None:
+    """AKS: a capacity reservation group is used only once the cluster's identity holds Contributor on
+    the group's resource group, an assignment that can take up to 60 minutes to propagate
+    (components/azure/orchestration_aks.py, use-capacity-reservation-groups.md)."""
+    cap = spec.compute.capacity
+    if spec.cloud != "azure" or cap.type != "reservation" or not cap.id:
+        return None
+    group = "/".join(cap.id.strip("/").split("/")[:4])
+    return Caveat(
+        "capacity",
+        f"the cluster's identity gets Contributor on /{group}, which holds the capacity reservation group, and "
+        "the GPU pool is created after that assignment; the role can take up to 60 minutes to propagate "
+        "(learn.microsoft.com/azure/aks/use-capacity-reservation-groups): if the pool is refused for want of "
+        "it, run `pulumi up` again once it has; its upgrades surge no node (maxSurge 0), so the group needs "
+        "no capacity beyond the pool's nodes",
+    )
 
 
 def flex_start(spec: ClusterSpec) -> Caveat | None:
@@ -171,14 +197,41 @@ def images(spec: ClusterSpec) -> Caveat | None:
     )
 
 
+def aks_images(spec: ClusterSpec) -> Caveat | None:
+    """AKS: the operators' images still pulled by tag (components/k8s/aks.py LAYER_IMAGES, pinned by
+    `gpu-cluster pin`), and those no pin reaches from here (UNPINNED_IMAGES)."""
+    if spec.cloud != "azure" or spec.orchestration.kind != "aks":
+        return None
+    from components.k8s.aks import UNPINNED_IMAGES
+    from components.k8s.image_uses import layer_image_uses
+
+    operator = "amd" if spec.instance.accelerator.vendor == "amd" else "nvidia"
+    left = unpinned(layer_image_uses(spec), spec.images)
+    never = [f"{what} ({why})" for what, why, op in UNPINNED_IMAGES if op in (None, operator)]
+    parts = []
+    if left:
+        parts.append(
+            "pulled by tag, which its publisher can move: "
+            + "; ".join(f"{u.ref}, {u.what}" for u in left)
+            + ". `gpu-cluster pin STACK` asks each registry and writes the digests to the stack's images:, which "
+            "the charts and the NicClusterPolicy/DeviceConfig then pull by (a pinned DOCA driver is the compiled "
+            "image, never a precompiled one)"
+        )
+    if never:
+        parts.append("by tag, no pin reaches them from this stack: " + "; ".join(never))
+    return Caveat("images", ". ".join(parts)) if parts else None
+
+
 def caveats(spec: ClusterSpec, outputs: Mapping[str, Any]) -> list[Caveat]:
     found = [
         placement(spec, outputs),
         capacity_block(spec),
+        azure_reservation(spec),
         flex_start(spec),
         spot(spec),
         zone(spec),
         installer(spec),
         images(spec),
+        aks_images(spec),
     ]
     return [c for c in found if c is not None]

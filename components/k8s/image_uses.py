@@ -4,8 +4,9 @@ The plan lists them (components/plan_caveats.py, caveat ``images``) and ``gpu-cl
 them (gpu_cluster/pin.py), together with the job's own images. On GKE the list is the whole layer:
 the installers and the device injector are by digest from the catalog, the Lustre CSI driver is a
 GKE add-on, so what is left are the JobSet and Kueue controllers and an installer whose digest no
-reference gives. On EKS and AKS only JobSet is listed: their vendors' charts (device plugins, the
-GPU and Network operators) pull their own images by tag, which this list does not enumerate.
+reference gives. On AKS the GPU and Network operators, their operands (the DOCA and NVIDIA drivers
+among them) and AMD's operator with its DaemonSets are listed too, each with where its pin goes
+(components/k8s/aks.py LAYER_IMAGES).
 """
 
 from __future__ import annotations
@@ -18,11 +19,21 @@ from components.k8s.kueue import KUEUE_IMAGE, KUEUE_VERSION
 from components.spec import ClusterSpec
 
 
+def aks_image_uses(spec: ClusterSpec) -> list[ImageUse]:
+    """The AKS layer's images by tag that a pin reaches (the size's GPU operator's, the Network Operator's)."""
+    from components.k8s.aks import GpuOperator, layer_images
+
+    operator: GpuOperator = "amd" if spec.instance.accelerator.vendor == "amd" else "nvidia"
+    return [ImageUse(i.ref, i.what) for i in layer_images(operator)]
+
+
 def layer_image_uses(spec: ClusterSpec) -> list[ImageUse]:
     """The layer's images that are pulled by tag unless the stack pins them."""
     if spec.orchestration.kind == "slurm":
         return []
     uses = [ImageUse(JOBSET_IMAGE, f"the JobSet controller of chart {JOBSET_VERSION}")]
+    if spec.orchestration.kind == "aks":
+        uses += aks_image_uses(spec)
     if spec.orchestration.kind != "gke":
         return uses
     if queued_provisioning(spec.compute.capacity.type, spec.compute.nodes):

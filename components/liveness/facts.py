@@ -50,6 +50,10 @@ SOURCES: dict[str, tuple[str, str]] = {
         "kubernetes.io/docs/reference/labels-annotations-taints",
         "kubernetes.io/metadata.name on every namespace, node.kubernetes.io/instance-type, kubernetes.io/hostname on every node",
     ),
+    "k8s-configmap-volume": (
+        "kubernetes.io/docs/concepts/storage/volumes (configMap)",
+        "a configMap volume presents each key as a file named by the key (items map keys to other paths); the ConfigMap must exist in the pod's namespace before the pod can start",
+    ),
     "k8s-netpol": (
         "kubernetes.io/docs/concepts/services-networking/network-policies",
         "a pod selected by an Ingress policy admits only what some policy's from/ports allow",
@@ -173,6 +177,31 @@ SOURCES: dict[str, tuple[str, str]] = {
     "aks-ubuntu": (
         "MicrosoftDocs/azure-aks-docs@fb060ab articles/aks/upgrade-os-version.md:41",
         "os SKU Ubuntu is 22.04 up to Kubernetes 1.34 and 24.04 from 1.35",
+    ),
+    "aks-cilium": (
+        "MicrosoftDocs/azure-aks-docs@fb060ab articles/aks/azure-cni-powered-by-cilium.md:62,110",
+        "Cilium enforces network policies, no separate engine; policies can't use ipBlock to allow access to node or pod IPs",
+    ),
+    "aks-cilium-agent": (
+        "MicrosoftDocs/azure-aks-docs@fb060ab articles/aks/container-network-security-fqdn-filtering-concepts.md:26; "
+        "cilium/cilium@c547745 install/kubernetes/cilium/values.yaml (tolerations)",
+        "the Cilium agent runs as a DaemonSet on every node of an Azure CNI Powered by Cilium cluster; Cilium's chart "
+        "tolerates every taint by default ([{operator: Exists}]); AKS's own manifest of it is not published",
+    ),
+    "ama-logs": (
+        "microsoft/Docker-Provider@056cc95 kubernetes/ama-logs.yaml",
+        "DaemonSet ama-logs: nodeAffinity kubernetes.io/os In [linux], type NotIn [virtual-kubelet]; tolerations "
+        "operator Exists for NoSchedule, NoExecute and PreferNoSchedule",
+    ),
+    "nfd-one-instance": (
+        "kubernetes-sigs/node-feature-discovery@76e6cc8 docs/get-started/introduction.md:41,110; "
+        "docs/reference/master-commandline-reference.md:63-67",
+        "one nfd-worker on each node; a master records the labels it manages in nfd.node.kubernetes.io/feature-labels, "
+        "a second deployment needs its own -instance name or the two share that annotation",
+    ),
+    "nfd-pci-features": (
+        "kubernetes-sigs/node-feature-discovery@76e6cc8 source/pci/pci.go:116-148",
+        "the pci source discovers every PCI device (pci.device); deviceClassWhitelist filters only the labels it makes itself",
     ),
     "azure-nsg": (
         "learn.microsoft.com/azure/virtual-network/network-security-groups-overview",
@@ -510,6 +539,37 @@ CHARTS: dict[str, Chart] = {
         ),
     )
 }
+
+
+# NodeFeatureRules a chart installs (on by default; the value turns them off), which whatever
+# node-feature-discovery runs on the node applies: its worker discovers every PCI device
+# (nfd-pci-features), its master labels from every rule.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChartRules:
+    chart: str
+    enabled_value: str
+    labels: tuple[NodeLabel, ...]
+    source: str
+
+
+CHART_RULES: dict[str, ChartRules] = {
+    "gpu-operator-charts": ChartRules(
+        chart="gpu-operator-charts",
+        enabled_value="installdefaultNFDRule",
+        labels=(
+            NodeLabel(
+                key="feature.node.kubernetes.io/amd-vgpu",
+                value="true",
+                when_vendor=AMD_PCI_VENDOR,
+                source=f"{_AMD_OP} helm-charts-k8s/templates/gpu-nfd-default-rule.yaml:1-28 (vendor 1002, MI300X VF 74b5); "
+                f"values.yaml:20 installdefaultNFDRule true",
+            ),
+        ),
+        source=f"{_AMD_OP} helm-charts-k8s/templates/gpu-nfd-default-rule.yaml",
+    ),
+}
+# The workloads that are a node-feature-discovery worker (one per node, nfd-one-instance).
+NFD_WORKER = "node-feature-discovery-worker"
 
 # Kueue integrations on by default in chart 0.17.1 (charts/kueue/values.yaml:151-169).
 KUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod")

@@ -28,7 +28,13 @@ ROOT = Path(__file__).resolve().parents[2]
 # the Pulumi side (the catalog with its data, the outputs contract, the problem type) with whatever of
 # components those import in turn (the bandwidth model). Nothing that imports Pulumi.
 PACKAGES = ("workloads",)
-SHARED = ("components/catalog.py", "components/contract.py", "components/validation_time.py", "components/problems.py")
+SHARED = (
+    "components/catalog.py",
+    "components/contract.py",
+    "components/validation_time.py",
+    "components/problems.py",
+    "components/nccl_topology.py",
+)
 DATA = ("components/__init__.py", "components/catalog.yaml")
 # The job's own dependencies, pinned like requirements.txt (a test holds them equal).
 JOB_REQUIREMENTS = ("torch==2.13.0", "numpy==2.4.6", "PyYAML==6.0.4", "matplotlib==3.11.2")

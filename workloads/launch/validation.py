@@ -26,6 +26,7 @@ from typing import Any, Mapping
 
 from components.catalog import load_catalog, load_fabric_facts, load_runtime_images
 from components.contract import ClusterOutputs
+from components import nccl_topology
 from components.image_pins import pinned as pinned_ref
 from workloads.launch.bundle import JOB_REQUIREMENTS, Bundle
 from workloads.launch import fabric as fabric_wiring
@@ -252,6 +253,11 @@ def jobset_spec(
         ),
         pins or {},
     )
+    # The size's NCCL topology file, from the ConfigMap the stack makes in the jobs' namespace
+    # (components/nccl_topology.py; only sizes the catalog has one for, all on AKS).
+    topology = nccl_topology.for_instance(job.instance_type)
+    topo_env = {nccl_topology.ENV: nccl_topology.PATH} if topology is not None else {}
+    topo_mount = {nccl_topology.CONFIGMAP: nccl_topology.MOUNT_DIR} if topology is not None else {}
     nodes = pod_hostnames(name, JOBSET_REPLICATED_JOB, job.nodes)
     per_pod = ranks_per_node(it.accelerator.count if it else 0, job.procs_per_node)
     phases = _phases(replace(job, drain=False), expect_nodes=nodes, gate_ranks=per_pod)
@@ -275,10 +281,11 @@ def jobset_spec(
         lustre_pvc=lustre_pvc,
         lustre_mount=lustre_mount,
         rdzv_port=job.rdzv_port,
-        fabric_env={**(it.software.fabric_env if it else {}), **wired.env},
+        fabric_env={**(it.software.fabric_env if it else {}), **wired.env, **topo_env},
         library_path=wired.library_path,
         env_script=wired.env_script,
         found_at_start=wired.found_at_start,
+        ib_hca_link_layer=wired.ib_hca_link_layer,
         fabric=wired,
         extra_env=dict(job.extra_env),
         node_selector=dict(node_selector or {}),
@@ -286,7 +293,7 @@ def jobset_spec(
         then=phases.then,
         wait_for_path=wait_for_path,
         prologue=job.prologue,
-        configmaps=dict(configmaps or {}),
+        configmaps={**topo_mount, **dict(configmaps or {})},
         queue=queue,
         agent_logs=agent_logs_dir(job),
     )
