@@ -79,6 +79,20 @@ EKS_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "schedule
 # The claim lives in JOB_NAMESPACE (components/k8s/addons.py), where the jobs that mount the file
 # system run: a pod mounts only claims of its own namespace.
 
+# The VPC CNI enforces Kubernetes NetworkPolicy only when its add-on says so, and AWS leaves it
+# off: the managed add-on takes the JSON key "enableNetworkPolicy" with the string "true" in its
+# configuration values (EKS user guide "cni-network-policy-configure", Step 2 and Step 4,
+# awsdocs/amazon-eks-user-guide latest/ug/networking/cni-network-policy-configure.adoc at d9a9cba;
+# the chart's default is the string "false", aws/amazon-vpc-cni-k8s charts/aws-vpc-cni/values.yaml
+# line 126 at b521883, which templates/configmap.yaml writes as enable-network-policy-controller).
+# What the page asks of the cluster holds here: Kubernetes 1.25 or later (versions.py: 1.35), VPC
+# CNI 1.14 or later (the add-on is left at EKS's default for 1.35), kernel 5.10 or later and the BPF
+# file system mounted (the EKS AL2023 AMIs of 1.27 and later, Step 3). Standard enforcing mode is
+# kept (the page's Step 1): strict mode starts every pod of the cluster denied until a policy
+# admits it, CoreDNS included, which no policy here does; the job creates its NetworkPolicy before
+# its pods (workloads/validate/kube.py), so the window standard mode leaves is the agent's own.
+VPC_CNI_NETWORK_POLICY = {"enableNetworkPolicy": "true"}
+
 CAPACITY_TYPES = {
     "on-demand": "ON_DEMAND",
     "reservation": "ON_DEMAND",  # the launch template targets the reservation
@@ -124,6 +138,21 @@ class EksArgs:
     in_cluster: bool = True
     """Create the in-cluster layer (device plugins, Lustre volume, JobSet controller) through
     the API; False for a private endpoint, whose layer is deployed from inside the VPC."""
+
+
+def vpc_cni_configuration() -> str:
+    """The VPC CNI add-on's configuration values: the address targets sized for GPU nodes
+    (eks_sizing) and NetworkPolicy enforcement on (VPC_CNI_NETWORK_POLICY)."""
+    return json.dumps(
+        {
+            **VPC_CNI_NETWORK_POLICY,
+            "env": {
+                "MINIMUM_IP_TARGET": str(eks_sizing.CNI_MINIMUM_IP_TARGET),
+                "WARM_IP_TARGET": str(eks_sizing.CNI_WARM_IP_TARGET),
+            },
+        },
+        sort_keys=True,
+    )
 
 
 def kubeconfig(
@@ -284,15 +313,7 @@ class Orchestration(pulumi.ComponentResource):
             f"{self._name}-vpc-cni",
             cluster_name=self.cluster.name,
             addon_name=VPC_CNI_ADDON,
-            configuration_values=json.dumps(
-                {
-                    "env": {
-                        "MINIMUM_IP_TARGET": str(eks_sizing.CNI_MINIMUM_IP_TARGET),
-                        "WARM_IP_TARGET": str(eks_sizing.CNI_WARM_IP_TARGET),
-                    }
-                },
-                sort_keys=True,
-            ),
+            configuration_values=vpc_cni_configuration(),
             # The cluster comes with a self-managed CNI; the managed add-on takes it over.
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
