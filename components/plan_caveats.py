@@ -152,23 +152,28 @@ def installer(spec: ClusterSpec) -> Caveat | None:
 
 
 def images(spec: ClusterSpec) -> Caveat | None:
-    """GKE: what the in-cluster layer still pulls by tag (components/k8s/image_uses.py), and how
-    to pin it. The installer without a digest has its own caveat (it is not planned at all)."""
-    if spec.cloud != "gcp" or spec.orchestration.kind != "gke":
+    """Kubernetes (EKS, GKE, AKS): what the in-cluster layer still pulls by tag (components/k8s/
+    image_uses.py) and how to pin it, and what it pulls that no pin can name (EKS's managed add-ons).
+    The GKE installer without a digest has its own caveat (it is not planned at all)."""
+    if spec.orchestration.kind == "slurm":
         return None
-    from components.k8s.image_uses import layer_image_uses
+    from components.k8s.image_uses import layer_image_uses, unpinnable
 
     left = [u for u in unpinned(layer_image_uses(spec), spec.images) if not u.installer]
-    if not left:
+    theirs = unpinnable(spec)
+    if not left and not theirs:
         return None
-    return Caveat(
-        "images",
-        "pulled by tag, which its publisher can move: "
-        + "; ".join(f"{u.ref}, {u.what}" for u in left)
-        + ". No public source read gives their digests; `gpu-cluster pin STACK` asks each registry and "
-        "writes them to the stack's images: (the validation job's image too, which `submit` otherwise "
-        "resolves when it runs)",
-    )
+    parts = []
+    if left:
+        parts.append(
+            "pulled by tag, which its publisher can move: "
+            + "; ".join(f"{u.ref}, {u.what}" for u in left)
+            + ". No public source read gives their digests; `gpu-cluster pin STACK` asks each registry and "
+            "writes them to the stack's images: (the validation job's image too, which `submit` otherwise "
+            "resolves when it runs)"
+        )
+    parts += theirs
+    return Caveat("images", "; ".join(parts))
 
 
 def caveats(spec: ClusterSpec, outputs: Mapping[str, Any]) -> list[Caveat]:

@@ -41,11 +41,14 @@ from components.aws import eks_sizing
 from components.aws.common import assume_role_policy, managed_policy_arn, with_name
 from components.aws.compute import EKS_AMI_TYPE, launch_template_args
 from components.aws.keys import root_key_policy
+from components.image_pins import chart_image
 from components.aws.versions import (
     EFA_PLUGIN_VERSION,
+    efa_plugin_image,
     efa_plugin_repository,
     EKS_CHARTS_REPO,
     FSX_CSI_ADDON,
+    NVIDIA_PLUGIN_IMAGE,
     NVIDIA_PLUGIN_REPO,
     NVIDIA_PLUGIN_VERSION,
     POD_IDENTITY_ADDON,
@@ -512,6 +515,23 @@ class EksLayerArgs:
     """The stack's image pins (spec.images, components/image_pins.py)."""
 
 
+def nvidia_plugin_values(pins: Mapping[str, str]) -> dict[str, object]:
+    """The NVIDIA chart's values: its image by the stack's pin of NVIDIA_PLUGIN_IMAGE, when there is
+    one (repository and tag@digest: the chart writes repository:tag)."""
+    image = chart_image(NVIDIA_PLUGIN_IMAGE, pins)
+    return {"image": image} if image else {}
+
+
+def efa_plugin_values(instance_type: str, region: str, pins: Mapping[str, str]) -> dict[str, object]:
+    """The EFA chart's values: our instance type among those it runs on, and its image from the
+    region's EKS registry, by the stack's pin of that image's tag when there is one."""
+    image = chart_image(efa_plugin_image(region), pins) or {"repository": efa_plugin_repository(region)}
+    return {
+        "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"], "values": [instance_type]},
+        "image": image,
+    }
+
+
 def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.ResourceOptions) -> None:
     """Device plugins, the static FSx volume and its claim, the JobSet controller: through the
     Kubernetes provider in ``k8s_opts`` (the cluster stack's own, or the private program's)."""
@@ -521,6 +541,7 @@ def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.Reso
         version=NVIDIA_PLUGIN_VERSION,
         repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=NVIDIA_PLUGIN_REPO),
         namespace="kube-system",
+        values=nvidia_plugin_values(args.image_pins) or None,
         opts=k8s_opts,
     )
     # The EFA device plugin, not yet the EFA DRA driver. The EKS user guide now recommends DRA
@@ -539,11 +560,9 @@ def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.Reso
         # The chart runs only on the instance types it lists; name ours, so a type newer
         # than the pinned chart's list still gets its EFA devices advertised.
         # The image from the region's own EKS registry, not the chart's us-west-2 default
-        # (versions.EKS_REGISTRIES); the tag stays the chart's appVersion (EFA_PLUGIN_IMAGE_TAG).
-        values={
-            "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"], "values": [args.instance_type]},
-            "image": {"repository": efa_plugin_repository(args.region)},
-        },
+        # (versions.EKS_REGISTRIES); the tag stays the chart's (EFA_PLUGIN_IMAGE_TAG), with the
+        # stack's digest after it where images: pins it.
+        values=efa_plugin_values(args.instance_type, args.region, args.image_pins),
         opts=k8s_opts,
     )
     storage = f"{args.size_gib}Gi"

@@ -152,6 +152,41 @@ def test_eks_in_cluster_addons() -> None:
     assert pvc["volumeName"] == "fsx-lustre" and pvc["storageClassName"] == ""
 
 
+def _as_the_chart_writes(image: dict[str, str]) -> str:
+    # Both charts write "{{ .Values.image.repository }}:{{ .Values.image.tag }}" (k8s-device-plugin
+    # templates/_helpers.tpl:83-86 at v0.20.0; eks-charts aws-efa-k8s-device-plugin
+    # templates/daemonset.yaml:66 at 5239609).
+    return f"{image['repository']}:{image['tag']}"
+
+
+def test_eks_chart_images_are_pulled_by_the_stacks_pins() -> None:
+    from components.aws.versions import NVIDIA_PLUGIN_IMAGE, efa_plugin_image
+    from components.k8s.addons import JOBSET_IMAGE
+    from components.k8s.image_uses import layer_image_uses
+
+    spec = run("aws-h100-eks")[1]
+    refs = [u.ref for u in layer_image_uses(spec)]
+    assert refs == [
+        "nvcr.io/nvidia/k8s-device-plugin:v0.20.0",
+        "602401143452.dkr.ecr.us-east-1.amazonaws.com/eks/aws-efa-k8s-device-plugin:v0.5.20",
+        JOBSET_IMAGE,
+    ]
+    assert refs[:2] == [NVIDIA_PLUGIN_IMAGE, efa_plugin_image("us-east-1")]
+    pins = {ref: "sha256:" + f"{i:x}" * 64 for i, ref in enumerate(refs, 1)}
+    result, _ = run("aws-h100-eks", lambda raw: raw.update(images=pins))
+    charts = {r.inputs["chart"]: r.inputs for r in result.of_type(CHART)}
+    nvidia = charts["nvidia-device-plugin"]["values"]["image"]
+    efa = charts["aws-efa-k8s-device-plugin"]["values"]["image"]
+    assert _as_the_chart_writes(nvidia) == f"{refs[0]}@{pins[refs[0]]}"
+    assert _as_the_chart_writes(efa) == f"{refs[1]}@{pins[refs[1]]}"
+    assert charts[JOBSET_CHART]["values"]["image"]["tag"] == f"v{JOBSET_VERSION}@{pins[JOBSET_IMAGE]}"
+    # A pin of another region's EFA image is not this stack's: the tag stays the chart's.
+    other = {efa_plugin_image("us-west-2"): pins[refs[1]]}
+    result, _ = run("aws-h100-eks", lambda raw: raw.update(images=other))
+    [chart] = [r.inputs for r in result.of_type(CHART) if r.inputs["chart"] == "aws-efa-k8s-device-plugin"]
+    assert chart["values"]["image"] == {"repository": refs[1].rsplit(":", 1)[0]}
+
+
 def test_pcs_cluster_node_groups_queue() -> None:
     result, spec = run("aws-h200-slurm")
     cluster = one(result, PCS + "Cluster", "-orchestration-pcs")
