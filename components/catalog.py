@@ -428,6 +428,9 @@ class ImageFact:
 class InstallerFact(ImageFact):
     plugin_version: str
     host_paths: Mapping[str, str]
+    install_nccl: bool = False
+    """The installer also installs the NCCL its plugin release ships (``--install-nccl``), which then
+    comes first on the pods' library path."""
 
 
 @functools.cache
@@ -442,7 +445,7 @@ def _image(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
         if not raw.get(key):
             raise CatalogError(f"{where}.{key}: missing in {CATALOG_PATH.name}")
     sources = _fabric_images()["sources"]
-    for key in ("source", "digest_source"):
+    for key in ("source", "digest_source", "install_nccl_source"):
         if raw.get(key) is not None and raw[key] not in sources:
             raise CatalogError(f"{where}.{key}: unknown source id {raw[key]!r}")
     digest = raw.get("digest")
@@ -471,6 +474,7 @@ def installer_fact(fabric: str) -> InstallerFact:
         **_image(raw, where),
         plugin_version=str(raw["plugin_version"]),
         host_paths={str(k): str(v) for k, v in (raw.get("host_paths") or {}).items()},
+        install_nccl=bool(raw.get("install_nccl", False)),
     )
 
 
