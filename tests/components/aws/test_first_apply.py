@@ -107,9 +107,21 @@ def test_fsx_csi_addon_authenticates_through_pod_identity(stack: str) -> None:
             "Action": ["sts:AssumeRole", "sts:TagSession"],
         }
     ]
-    attached = one(result, "aws:iam/rolePolicyAttachment:RolePolicyAttachment", "-orchestration-fsx-csi")
-    assert attached.inputs["policyArn"] == "arn:aws:iam::aws:policy/AmazonFSxFullAccess"
-    assert attached.inputs["role"] == role.inputs["name"]
+    # Only what a static volume can ask of the controller (orchestration_eks.FSX_CSI_ACTIONS), not the
+    # AmazonFSxFullAccess the add-on's pages attach for dynamic provisioning.
+    assert not [
+        a for a in result.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if "fsx-csi" in a.name
+    ]
+    inline = one(result, "aws:iam/rolePolicy:RolePolicy", "-orchestration-fsx-csi")
+    assert inline.inputs["role"] == role.inputs["name"]
+    assert json.loads(inline.inputs["policy"])["Statement"] == [
+        {"Sid": "StaticVolume", "Effect": "Allow", "Action": ["fsx:DescribeFileSystems"], "Resource": "*"}
+    ]
+    # The volume it serves is static: no StorageClass (so no CreateVolume), reclaim Retain (no
+    # DeleteVolume), and nothing to expand; those are the driver's only write calls to FSx.
+    assert not result.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
+    pv = one(result, "kubernetes:core/v1:PersistentVolume", "-orchestration-fsx-pv").inputs["spec"]
+    assert pv["storageClassName"] == "" and pv["persistentVolumeReclaimPolicy"] == "Retain"
 
 
 @pytest.mark.parametrize("stack", ["aws-h100-eks", "aws-h100-capacity-block"])
