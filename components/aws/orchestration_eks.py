@@ -389,11 +389,20 @@ class Orchestration(pulumi.ComponentResource):
         groups = []
         for i, size in enumerate(sizes):
             ignore = [] if args.image_pinned else ["releaseVersion"]
+            replace: list[str] = []
             if block:
                 # EKS scales a block's group to 0 before the block ends; keep its desired size.
-                # ("capacity-blocks-mng" also asks for desired size 0 before a node group
-                # upgrade: a compute.image change on a block is made with the group at 0.)
                 ignore.append("scalingConfig.desiredSize")
+                # "When upgrading managed node groups with Capacity Blocks, make sure that the desired
+                # size of the node group is set to 0" (awsdocs/amazon-eks-user-guide latest/ug/ml/
+                # capacity-blocks-mng.adoc line 25 at 4d52b4d): a block has no spare instance for a
+                # rolling update. An upgrade is UpdateNodegroupVersion, which moves the AMI release
+                # (compute.image) or the launch template version (EKS API reference,
+                # UpdateNodegroupVersion). So on a block either change is sequenced as the rule asks:
+                # the group is deleted first (its instances go, the block is free) and made again at
+                # the new image with its desired size, never updated in place. `plan NEW --from OLD`
+                # names the replacement (components/engine.py replacements).
+                replace = ["releaseVersion", "launchTemplate"]
             groups.append(
                 aws.eks.NodeGroup(
                     # One group keeps the plain name (an existing stack is not replaced).
@@ -430,7 +439,13 @@ class Orchestration(pulumi.ComponentResource):
                     tags=dict(args.tags),
                     # A looked-up release is kept once the group exists: a later `pulumi up` must not
                     # roll every GPU node because AWS published a newer image (compute.image moves it).
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=[self.vpc_cni], ignore_changes=ignore),
+                    opts=pulumi.ResourceOptions(
+                        parent=self,
+                        depends_on=[self.vpc_cni],
+                        ignore_changes=ignore,
+                        replace_on_changes=replace or None,
+                        delete_before_replace=bool(replace),
+                    ),
                 )
             )
         return groups

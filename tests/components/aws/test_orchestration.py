@@ -331,6 +331,35 @@ def test_the_plan_names_what_a_change_would_replace(tmp_path: Any, capsys: pytes
     assert line.endswith("resource(s)") and "-orchestration-pcs: size" in out
 
 
+@pytest.mark.parametrize("stack", ["aws-h100-capacity-block", "aws-h100-eks"])
+def test_a_new_image_on_a_capacity_block_recreates_the_group_instead_of_upgrading_it(stack: str) -> None:
+    """EKS user guide capacity-blocks-mng (line 25 at 4d52b4d): a capacity block's managed node group
+    is upgraded only at desired size 0. So on a block a compute.image change (releaseVersion) is made
+    by deleting the group first and creating it again at the new image; elsewhere it is an in-place
+    rolling update (UpdateNodegroupVersion), which replacement would only make worse."""
+
+    def image(release: str) -> Callable[[dict[str, Any]], None]:
+        return lambda raw: raw["compute"].update(image=release)
+
+    before, _ = run(stack, image("1.35.5-20251120"))
+    after, spec = run(stack, image("1.35.5-20251201"))
+    gpu = [r for r in after.of_type("aws:eks/nodeGroup:NodeGroup") if "-orchestration-gpu" in r.name]
+    assert gpu and all(g.inputs["releaseVersion"] == "1.35.5-20251201" for g in gpu)
+    found = replacements(before, after)
+    if spec.compute.capacity.type == "capacity-block":
+        assert {g.name: found.get(g.name) for g in gpu} == {g.name: ("releaseVersion",) for g in gpu}
+        assert all(
+            g.delete_before_replace and set(g.replace_on_changes) == {"releaseVersion", "launchTemplate"} for g in gpu
+        )
+        from components.aws.rules import capacity_note
+
+        note = capacity_note(spec) or ""
+        assert "only at desired size 0" in note and "--from OLD" in note
+    else:
+        assert not any(g.name in found for g in gpu)
+        assert not any(g.delete_before_replace or g.replace_on_changes for g in gpu)
+
+
 def test_the_efa_plugin_image_follows_the_region_and_a_region_without_a_registry_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
