@@ -208,6 +208,7 @@ def build(
                 login_nodes=spec.orchestration.login_nodes,
                 partition=spec.orchestration.partition,
                 size=pcs_size(spec),
+                ssh_key_name=spec.orchestration.ssh_key_name,
                 tags=tags,
                 image_pinned=spec.compute.image is not None,
             ),

@@ -160,9 +160,7 @@ def fsx_csi_policy() -> str:
     return json.dumps(
         {
             "Version": "2012-10-17",
-            "Statement": [
-                {"Sid": "StaticVolume", "Effect": "Allow", "Action": list(FSX_CSI_ACTIONS), "Resource": "*"}
-            ],
+            "Statement": [{"Sid": "StaticVolume", "Effect": "Allow", "Action": list(FSX_CSI_ACTIONS), "Resource": "*"}],
         },
         sort_keys=True,
     )

@@ -187,8 +187,7 @@ def capacity_note(spec: ClusterSpec) -> str | None:
     )
     return (
         f"capacity block {cap.id}: the {n} GPU nodes appear when the block starts, not at `pulumi up`: {how}. "
-        "The block's start and end: `python -m components.preflight STACK` (DescribeCapacityReservations)."
-        + upgrade
+        "The block's start and end: `python -m components.preflight STACK` (DescribeCapacityReservations)." + upgrade
     )
 
 

@@ -109,9 +109,7 @@ def test_fsx_csi_addon_authenticates_through_pod_identity(stack: str) -> None:
     ]
     # Only what a static volume can ask of the controller (orchestration_eks.FSX_CSI_ACTIONS), not the
     # AmazonFSxFullAccess the add-on's pages attach for dynamic provisioning.
-    assert not [
-        a for a in result.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if "fsx-csi" in a.name
-    ]
+    assert not [a for a in result.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if "fsx-csi" in a.name]
     inline = one(result, "aws:iam/rolePolicy:RolePolicy", "-orchestration-fsx-csi")
     assert inline.inputs["role"] == role.inputs["name"]
     assert json.loads(inline.inputs["policy"])["Statement"] == [

@@ -224,6 +224,76 @@ def test_pcs_cluster_node_groups_queue() -> None:
     assert result.outputs["scheduler"] == {"kind": "slurm", "partition": "gpu"}
 
 
+def test_pcs_login_with_a_key_pair_gets_an_ssh_command_that_runs_commands(tmp_path: Any) -> None:
+    """orchestration.ssh_key_name: the login template carries the key pair (aws-hpc-recipes' PCS login
+    template's KeyName) and access.ssh_command is ssh through Session Manager's AWS-StartSSHSession with
+    portNumber=%p (AWS CLI ssm start-session, example 2). The command is run here as a user's shell
+    and ssh would run it: the ProxyCommand's instance lookup and session start reach a stand-in
+    `aws` with exactly the arguments the AWS CLI would get."""
+    import os
+    import shlex
+
+    from workloads.validate import slurm
+
+    result, spec = run("aws-h200-slurm", lambda raw: raw["orchestration"].update(ssh_key_name="team key"))
+    assert spec.orchestration.ssh_key_name == "team key"
+    [login_lt] = [t for t in result.of_type("aws:ec2/launchTemplate:LaunchTemplate") if t.name.endswith("-login")]
+    assert login_lt.inputs["keyName"] == "team key"
+    gpu_lt = one(result, "aws:ec2/launchTemplate:LaunchTemplate", "-compute-gpu")
+    assert "keyName" not in gpu_lt.inputs  # only the login nodes take a key
+    [login] = [g.inputs for g in result.of_type(PCS + "ComputeNodeGroup") if g.inputs["name"] == "login"]
+    command = result.outputs["access"]["ssh_command"]
+    argv = shlex.split(command)
+    assert argv[0] == "ssh" and argv[-1] == f"ec2-user@{login['awsId']}"
+    opts = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv[:-1]) if a == "-o")
+    assert opts["StrictHostKeyChecking"] == "accept-new" and opts["HostKeyAlias"] == login["awsId"]
+    # validate submit takes it as a shell that runs commands (not an interactive session).
+    assert slurm.shell_for(command, here=False).prefix == tuple(argv)
+
+    # What ssh does with ProxyCommand: %p becomes the port, the user's shell runs the rest.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    fake = bin_dir / "aws"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'printf "%s\\n" "$*" >> {calls}\n'
+        'if [ "$1 $2" = "ec2 describe-instances" ]; then echo i-0123456789abcdef0; fi\n'
+    )
+    fake.chmod(0o755)
+    proxy = opts["ProxyCommand"].replace("%p", "22")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    subprocess.run(["sh", "-c", proxy], env=env, check=True)
+    region, group = spec.region, login["awsId"]
+    assert calls.read_text().splitlines() == [
+        f"ec2 describe-instances --region {region} --filters Name=tag:aws:pcs:compute-node-group-id,Values={group} "
+        "Name=instance-state-name,Values=running --query Reservations[0].Instances[0].InstanceId --output text",
+        f"ssm start-session --region {region} --target i-0123456789abcdef0 --document-name AWS-StartSSHSession "
+        "--parameters portNumber=22",
+    ]
+    # ssh itself reads the options as meant (-G prints the resolved configuration, connects nowhere).
+    if shutil.which("ssh"):
+        resolved = subprocess.run([*argv[:-1], "-G", argv[-1]], capture_output=True, text=True, check=True).stdout
+        assert "user ec2-user" in resolved and f"hostkeyalias {group}" in resolved
+        assert "proxycommand aws ssm start-session" in resolved
+
+
+def test_ssh_key_name_is_for_pcs_only() -> None:
+    _, eks = raw_stack("aws-h100-eks")
+    eks["orchestration"]["ssh_key_name"] = "k"
+    with pytest.raises(SpecError) as info:
+        parse_spec(eks, deployer_placeholder=True)
+    assert ("orchestration.ssh_key_name", "only applies to slurm on aws (the AWS PCS login nodes' key pair)") in (
+        info.value.problems
+    )
+    _, pcs_raw = raw_stack("aws-h200-slurm")
+    pcs_raw["orchestration"]["ssh_key_name"] = "x" * 256
+    with pytest.raises(SpecError) as info:
+        parse_spec(pcs_raw, deployer_placeholder=True)
+    [(path, reason)] = info.value.problems
+    assert path == "orchestration.ssh_key_name" and "1-255 printable ASCII characters" in reason
+
+
 def _slurm(nodes: int, size: str | None) -> Callable[[dict[str, Any]], None]:
     def edit(raw: dict[str, Any]) -> None:
         raw["compute"]["nodes"] = nodes
