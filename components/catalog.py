@@ -540,6 +540,11 @@ class FabricImage:
     sources: tuple[Source, ...]
     build: ImageBuild | None = None
     """The documented build-your-own alternative, when there is one."""
+    cuda: str = ""
+    """The CUDA release the image is built on, as its publisher states it ('' where not recorded)."""
+    tested_on: str = ""
+    """Where ``torch`` is a pre-release build of a line (NGC's ``2.10.0a0+...``): the release of that
+    line whose wheel ``make image-torch`` runs the job's tests on; '' where ``torch`` is a release."""
 
     @property
     def ref(self) -> str:
@@ -593,6 +598,8 @@ def _fabric_image(img: Mapping[str, Any], iw: str, sources: Mapping[str, Source]
         user=str(img["user"]),
         sources=_fabric_sources(img, iw, sources),
         build=build,
+        cuda=str(img.get("cuda") or ""),
+        tested_on=str(img.get("tested_on") or ""),
     )
 
 
