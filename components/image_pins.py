@@ -95,6 +95,14 @@ def chart_image(ref: str, pins: Mapping[str, str]) -> dict[str, str] | None:
     return {"repository": repo, "tag": f"{tag}@{digest}"}
 
 
+def mirrored(ref: str, mirrors: Mapping[str, str]) -> str:
+    """``ref`` as pulled through a mirror of its registry (``public.ecr.aws/x/y:t`` to
+    ``<mirror>/x/y:t``, tag and digest kept), or as it is where its registry has none."""
+    host, slash, rest = ref.partition("/")
+    mirror = mirrors.get(host) if slash else None
+    return f"{mirror}/{rest}" if mirror else ref
+
+
 def unpinned(uses: list[ImageUse], pins: Mapping[str, str]) -> list[ImageUse]:
     """The uses still pulled by tag."""
     return [u for u in uses if "@" not in pinned(u.ref, pins)]

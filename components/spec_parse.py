@@ -442,6 +442,7 @@ def _parse_orchestration(
             "deletion_protection",
             "installer_image",
             "ssh_key_name",
+            "pull_through_cache",
         ),
         required=("kind",),
     )
@@ -547,6 +548,13 @@ def _parse_orchestration(
     if key_name is not None and (cloud != "aws" or kind != "slurm"):
         r.bad("orchestration.ssh_key_name", "only applies to slurm on aws (the AWS PCS login nodes' key pair)")
         key_name = None
+    cache = o.get("pull_through_cache", False)
+    if not isinstance(cache, bool):
+        r.bad("orchestration.pull_through_cache", f"expected true or false, got {short(cache)}")
+        cache = False
+    elif cache and (cloud != "aws" or kind != "eks"):
+        r.bad("orchestration.pull_through_cache", f"only applies to eks (kind is {kind}, cloud {cloud})")
+        cache = False
     protect = o.get("deletion_protection", True)
     if not isinstance(protect, bool):
         r.bad("orchestration.deletion_protection", f"expected true or false, got {short(protect)}")
@@ -594,6 +602,7 @@ def _parse_orchestration(
         deletion_protection=protect,
         installer_image=installer,
         ssh_key_name=key_name,
+        pull_through_cache=cache,
     )
 
 

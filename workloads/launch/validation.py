@@ -26,6 +26,7 @@ from typing import Any, Mapping
 
 from components.catalog import FabricImage, load_catalog, load_fabric_facts, load_runtime_images
 from components.contract import ClusterOutputs
+from components.image_pins import mirrored
 from components.image_pins import pinned as pinned_ref
 from workloads.launch.bundle import JOB_REQUIREMENTS, Bundle
 from workloads.launch import fabric as fabric_wiring
@@ -600,8 +601,10 @@ def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, 
     ``image``: default the catalog's image for the fabric (by digest), else DEFAULT_IMAGE, each by
     the stack's pin where it has one (:func:`stack_image`)."""
     it = load_catalog().get(outputs.instance_type)
-    # A tag the stack pins is pulled by its digest, whether it is the default or named by --image.
+    # A tag the stack pins is pulled by its digest, whether it is the default or named by --image;
+    # then through the stack's mirror of its registry, if it has one (scheduler.mirrors).
     image = pinned_ref(image, outputs.scheduler.images) if image else stack_image(outputs, job.instance_type is None)
+    image = mirrored(image, outputs.scheduler.mirrors)
     # What the certificate records (workloads/validate/stack.py): the image every pod runs, by
     # digest once submit has resolved it, and the receive-datapath daemon's.
     recorded = {"GPUC_IMAGE_DIGEST": image}
