@@ -55,6 +55,12 @@ API_VERSION = "kueue.x-k8s.io/v1beta2"
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
 PROVISIONING_CLASS = "queued-provisioning.gke.io"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# A job's annotations under provreq.kueue.x-k8s.io/ are "directly passed to created
+# ProvisioningRequest" as its parameters (site/content/en/docs/concepts/admission_check/
+# provisioning_request.md line 162 at v0.17.8); maxRunDurationSeconds is how long GKE keeps the
+# request's nodes (site/static/examples/provisioning/sample-job.yaml line 9 there; cluster-toolkit's
+# queued nccl-jobset-example.yaml line 23 at 1047080).
+MAX_RUN_ANNOTATION = "provreq.kueue.x-k8s.io/maxRunDurationSeconds"
 FLAVOR, CHECK, CONFIG, CLUSTER_QUEUE, LOCAL_QUEUE = (
     "gpu-flavor",
     "gpu-provisioning",

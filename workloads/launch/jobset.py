@@ -117,6 +117,9 @@ class JobSetSpec(TorchrunJob):
     """Kueue LocalQueue the JobSet is submitted through (label ``kueue.x-k8s.io/queue-name`` on
     the JobSet, as cluster-toolkit's queued flex-start example at 1047080 sets it); Kueue then
     starts it only once the ProvisioningRequest has all its nodes. Unset: no queue."""
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    """Annotations of the JobSet itself: the cluster's (stack output scheduler.job_annotations, e.g.
+    the ProvisioningRequest parameters Kueue passes on under provreq.kueue.x-k8s.io/)."""
     node_wait_s: int = 900
     """How long the gate waits for the node installers' paths (``fabric.node_waits``) before the
     pod fails naming what never appeared."""
@@ -470,7 +473,12 @@ def render(spec: JobSetSpec) -> dict[str, Any]:
     return {
         "apiVersion": API_VERSION,
         "kind": "JobSet",
-        "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": js_labels},
+        "metadata": {
+            "name": spec.name,
+            "namespace": spec.namespace,
+            "labels": js_labels,
+            **({"annotations": dict(spec.annotations)} if spec.annotations else {}),
+        },
         "spec": js_spec,
     }
 

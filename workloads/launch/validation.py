@@ -242,6 +242,7 @@ def jobset_spec(
     configmaps: Mapping[str, str] | None = None,
     queue: str | None = None,
     pins: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> JobSetSpec:
     """The validation run as one JobSet. ``job.drain`` is ignored: the pods carry no
     credentials to cordon nodes, and their host names are pods', not nodes'. ``pins``: the
@@ -289,6 +290,7 @@ def jobset_spec(
         prologue=job.prologue,
         configmaps=dict(configmaps or {}),
         queue=queue,
+        annotations=dict(annotations or {}),
         agent_logs=agent_logs_dir(job),
     )
 
@@ -640,6 +642,8 @@ def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, 
         # The stack's Kueue queue where its nodes come only through one (GKE multi-node flex-start).
         queue=sched.queue,
         pins=sched.images,
+        # The cluster's own JobSet annotations (GKE queued provisioning: how long the nodes live).
+        annotations=sched.job_annotations,
     )
 
 
