@@ -6,7 +6,7 @@ large-scale workload with flex-start with queued provisioning", read 2026-12-01)
 with queued provisioning, GKE allocates all requested resources at the same time"; the node pool
 takes ``--flex-start`` and ``--enable-queued-provisioning``; Kueue "automates the lifecycle of
 flex-start with queued provisioning requests". Kueue's side (kubernetes-sigs/kueue
-site/content/en/docs/concepts/admission_check/provisioning_request.md at v0.17.1, 6fcc132): an
+site/content/en/docs/concepts/admission_check/provisioning_request.md at v0.17.8, 818686e): an
 AdmissionCheck with ``controllerName: kueue.x-k8s.io/provisioning-request`` whose parameters name
 a ProvisioningRequestConfig, referenced from the ClusterQueue; the workload is admitted only once
 the ProvisioningRequest is ``Provisioned=true``.
@@ -31,22 +31,26 @@ import pulumi_kubernetes as k8s
 
 from components.image_pins import chart_image
 
-# The chart Kueue publishes with each release (charts/kueue/README.md at v0.17.1: `helm install
-# kueue oci://registry.k8s.io/kueue/charts/kueue --version="0.17.1" --create-namespace
-# --namespace=kueue-system`). 0.17.1 is the version cluster-toolkit recommends and qualifies
-# (modules/management/kubectl-apply/README.md and variables.tf at 1047080: kueue_supported_versions
-# "0.17.1", ... "0.15.0"; the v1beta2 API from 0.15.0 on).
+# The chart Kueue publishes with each release (charts/kueue/README.md at v0.17.8: `helm install
+# kueue oci://registry.k8s.io/kueue/charts/kueue --version="0.17.8" --create-namespace
+# --namespace=kueue-system`). 0.17.8 is the latest patch of the 0.17 line (tag v0.17.8, 818686e,
+# 2026-07-22; charts/kueue/Chart.yaml version 0.17.8, appVersion v0.17.8; the repository's tags after
+# it are v0.18.x). cluster-toolkit qualifies the line's first release (modules/management/kubectl-apply
+# variables.tf at 1047080: kueue_supported_versions "0.17.1", ... "0.15.0"); between 0.17.1 and 0.17.8
+# the v1beta2 spec types of every object here are unchanged (apis/kueue/v1beta2, read at both tags:
+# components/liveness/apis.py), and the chart's only new value is enableVisibilityAuthReaderRoleBinding
+# (default true), so the objects and values below stand as they were.
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
-KUEUE_VERSION = "0.17.1"
+KUEUE_VERSION = "0.17.8"
 KUEUE_NAMESPACE = "kueue-system"
 # The controller image of the published chart: registry.k8s.io/kueue/kueue at v<chart version>
 # (kubernetes/k8s.io registry.k8s.io/images/k8s-staging-kueue/images.yaml promotes `kueue` by those
 # tags; NVIDIA/aicr docs/user/container-images.md at 005da13 lists registry.k8s.io/kueue/kueue:v0.19.3
 # for chart 0.19.3). The promoter manifests stored here stop at v0.16.0, and no other public source
-# read gives v0.17.1's digest, so it is pulled by tag unless the stack pins it (components/
+# read gives v0.17.8's digest, so it is pulled by tag unless the stack pins it (components/
 # image_pins.py). The chart writes "{{ .Values.controllerManager.manager.image.repository }}:{{
 # .Values.controllerManager.manager.image.tag | default .Chart.AppVersion }}" (charts/kueue/templates/
-# manager/manager.yaml at v0.17.1), so a pin goes in as repository and tag@digest; its values.yaml
+# manager/manager.yaml line 50 at v0.17.8), so a pin goes in as repository and tag@digest; its values.yaml
 # asks for pullPolicy IfNotPresent on a released version.
 KUEUE_IMAGE = f"registry.k8s.io/kueue/kueue:v{KUEUE_VERSION}"
 API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -120,7 +124,7 @@ def queue_objects(quota: Quota, job_namespace: str) -> list[tuple[str, str, str 
                     }
                 ],
                 # v1beta2 names the checks under admissionChecksStrategy (apis/kueue/v1beta2/
-                # clusterqueue_types.go at v0.17.1, lines 120 and 148-170; kueue PR 7490 dropped
+                # clusterqueue_types.go at v0.17.8, lines 120 and 148-170; kueue PR 7490 dropped
                 # v1beta1's spec.admissionChecks, which the v1beta2 schema prunes, so no
                 # ProvisioningRequest would ever be made); no onFlavors: the check runs for every
                 # workload of the queue (site/static/examples/provisioning/provisioning-setup.yaml).
@@ -152,7 +156,7 @@ def kueue(
         chart=KUEUE_CHART,
         version=KUEUE_VERSION,
         namespace=KUEUE_NAMESPACE,
-        # charts/kueue/values.yaml at v0.17.1: controllerManager.nodeSelector.
+        # charts/kueue/values.yaml at v0.17.8 (line 94): controllerManager.nodeSelector.
         values=kueue_values(node_selector, pins),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ns])),
     )

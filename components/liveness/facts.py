@@ -64,7 +64,7 @@ SOURCES: dict[str, tuple[str, str]] = {
     ),
     # Kueue
     "kueue-chart": (
-        "kubernetes-sigs/kueue@v0.17.1 (6fcc132) charts/kueue/values.yaml",
+        "kubernetes-sigs/kueue@v0.17.8 (818686e) charts/kueue/values.yaml",
         "",
     ),
     "jobset-chart": (
@@ -72,11 +72,11 @@ SOURCES: dict[str, tuple[str, str]] = {
         "",
     ),
     "kueue-provisioning": (
-        "kubernetes-sigs/kueue@v0.17.1 (6fcc132) site/content/en/docs/concepts/admission_check/provisioning_request.md",
+        "kubernetes-sigs/kueue@v0.17.8 (818686e) site/content/en/docs/concepts/admission_check/provisioning_request.md",
         "",
     ),
     "kueue-provisioning-example": (
-        "kubernetes-sigs/kueue@v0.17.1 (6fcc132) site/static/examples/provisioning/provisioning-setup.yaml",
+        "kubernetes-sigs/kueue@v0.17.8 (818686e) site/static/examples/provisioning/provisioning-setup.yaml",
         "",
     ),
     "kueue-pr-7490": (
@@ -512,7 +512,7 @@ CHARTS: dict[str, Chart] = {
         ),
         Chart(
             name="kueue",
-            version="0.17.1",
+            version="0.17.8",
             source=cite("kueue-chart"),
             operands=(
                 Operand(
@@ -520,16 +520,16 @@ CHARTS: dict[str, Chart] = {
                     where="system",
                     node_selector_value="controllerManager.nodeSelector",
                     tolerations_value="controllerManager.tolerations",
-                    source=cite("kueue-chart", "91-94"),
+                    source=cite("kueue-chart", "93-96"),
                 ),
             ),
         ),
     )
 }
 
-# Kueue integrations on by default in chart 0.17.1 (charts/kueue/values.yaml:151-169).
+# Kueue integrations on by default in chart 0.17.8 (charts/kueue/values.yaml:153-171).
 KUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod")
-KUEUE_FRAMEWORKS_SOURCE = cite("kueue-chart", "151-169")
+KUEUE_FRAMEWORKS_SOURCE = cite("kueue-chart", "153-171")
 # The provisioning admission check's controller and GKE's queued class.
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
 QUEUED_PROVISIONING_CLASS = "queued-provisioning.gke.io"

@@ -48,7 +48,7 @@ _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?\Z"
 # Label keys/values and taint keys: an optional DNS prefix and a name (k8s validation rules).
 _QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?\Z")
-# Kueue's queue label (kubernetes-sigs/kueue site/content/en/docs/tasks/run/jobsets.md at v0.17.1, "Run A
+# Kueue's queue label (kubernetes-sigs/kueue site/content/en/docs/tasks/run/jobsets.md at v0.17.8, "Run A
 # JobSet"; cluster-toolkit
 # examples/gke-consumption-options/dws-flex-start-queued-provisioning/nccl-jobset-example.yaml).
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

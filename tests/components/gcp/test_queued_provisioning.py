@@ -67,7 +67,7 @@ def test_kueue_chart_is_pinned_on_the_system_pool(offline: Callable[..., Offline
     run = offline(_flex())
     (chart,) = [r for r in run.of_type(CHART) if r.name.endswith("-kueue")]
     assert chart.inputs["chart"] == "oci://registry.k8s.io/kueue/charts/kueue"
-    assert chart.inputs["version"] == "0.17.1"
+    assert chart.inputs["version"] == "0.17.8"
     assert chart.inputs["namespace"] == "kueue-system"
     assert chart.inputs["values"]["controllerManager"]["nodeSelector"] == {"cloud.google.com/gke-nodepool": "system"}
 
@@ -90,7 +90,7 @@ def test_queue_holds_a_provisioning_request_check_as_the_reference_does(offline:
         "name": config["metadata"]["name"],
     }
     cq = objs["ClusterQueue"]
-    # v1beta2's field (kueue v0.17.1 clusterqueue_types.go:120): v1beta1's spec.admissionChecks is pruned.
+    # v1beta2's field (kueue v0.17.8 clusterqueue_types.go:120): v1beta1's spec.admissionChecks is pruned.
     assert "admissionChecks" not in cq["spec"]
     assert cq["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": check["metadata"]["name"]}]}
     (group,) = cq["spec"]["resourceGroups"]
