@@ -246,10 +246,14 @@ def test_efa_pod_has_devices_root_and_the_plugin_on_the_library_path(instance_ty
     # read shows the node reserving any, and an unmet request leaves the pod Pending.
     assert c["resources"]["limits"]["vpc.amazonaws.com/efa"] == efa
     assert not any(k.startswith("hugepages-") for k in c["resources"]["limits"])
-    # Found in the image at start: the default DLC image's plugin directory (lib64) or the Ubuntu
+    # Found in the image at start: the default DLC image's plugin directory (lib64), EFA installer
+    # 1.44+ on Ubuntu's (lib: aws/deep-learning-containers install_efa.sh at 2f60860) or an older
     # installer's (awsome-distributed-training kubernetes/nccl-tests.yaml at 7217859), libfabric's first.
     assert "for gpuc_cand in /opt/amazon/efa/lib64 /opt/amazon/efa/lib; do" in script
-    assert "for gpuc_cand in /opt/amazon/ofi-nccl/lib64 /opt/amazon/ofi-nccl/lib/x86_64-linux-gnu; do" in script
+    assert (
+        "for gpuc_cand in /opt/amazon/ofi-nccl/lib64 /opt/amazon/ofi-nccl/lib /opt/amazon/ofi-nccl/lib/x86_64-linux-gnu; do"
+        in script
+    )
     assert 'export LD_LIBRARY_PATH="$gpuc_found_libs""${LD_LIBRARY_PATH:+' in script
     env = _env(c)
     assert env["FI_PROVIDER"] == "efa" and env["NCCL_NET_PLUGIN"] == "ofi" and not _annotations(manifest)
