@@ -13,11 +13,21 @@ in its own branch.
 from __future__ import annotations
 
 from components.aws import versions as aws_versions
-from components.catalog import installer_fact, load_catalog
+from components.catalog import installer_fact, load_catalog, load_runtime_images, rxdm_fact
 from components.gcp.rules import queued_provisioning
-from components.image_pins import ImageUse
-from components.k8s.addons import JOBSET_IMAGE, JOBSET_VERSION
-from components.k8s.kueue import KUEUE_IMAGE, KUEUE_VERSION
+from components.gcp.binauthz import Pulled
+from components.image_pins import ImageUse, pinned
+from components.gcp.workload_identity import CHECKPOINT_KSA
+from components.k8s.addons import JOB_NAMESPACE, JOBSET_IMAGE, JOBSET_NAMESPACE, JOBSET_VERSION
+from components.k8s.gke_installers import (
+    NAMESPACE,
+    NEEDS_DEVICE_INJECTOR,
+    NRI_INJECTOR_IMAGE,
+    PAUSE_IMAGE,
+    PREINSTALL_IMAGE,
+    installer_ref,
+)
+from components.k8s.kueue import KUEUE_IMAGE, KUEUE_NAMESPACE, KUEUE_VERSION
 from components.spec import ClusterSpec
 
 
@@ -68,3 +78,44 @@ def unpinnable(spec: ClusterSpec) -> list[str]:
             "version it installs (EKS keeps them compatible with the control plane)"
         ]
     return []
+
+
+def gke_pulled_images(spec: ClusterSpec) -> list[Pulled]:
+    """Every image a GKE stack's own objects and its validation job pull, with the namespace (and
+    service account) of the pods that pull it: what Binary Authorization admits or refuses
+    (components/gcp/binauthz.py). GKE's own system pods are not listed: the cluster's add-ons."""
+    fabric = load_catalog().get(spec.compute.instance_type).network.fabric
+    out: list[Pulled] = []
+    installer = installer_ref(fabric, spec.orchestration.installer_image, spec.images)
+    if installer is not None:
+        out.append(Pulled(installer, "the NCCL plugin installer", NAMESPACE))
+    out.append(Pulled(PAUSE_IMAGE, "the installer's pause container", NAMESPACE))
+    if fabric == "tcpxo":
+        out.append(Pulled(PREINSTALL_IMAGE, "the TCPXO pre-installation", NAMESPACE))
+    if fabric in NEEDS_DEVICE_INJECTOR:
+        out.append(Pulled(NRI_INJECTOR_IMAGE, "the NRI device injector", NAMESPACE))
+    for use in layer_image_uses(spec):
+        if use.installer:
+            continue
+        ns = KUEUE_NAMESPACE if use.ref == KUEUE_IMAGE else JOBSET_NAMESPACE
+        out.append(Pulled(pinned(use.ref, spec.images), use.what, ns))
+    job = load_runtime_images()["cuda"]
+    out.append(
+        Pulled(
+            pinned(f"{job.repository}:{job.tag}", spec.images),
+            "the validation job's pods",
+            JOB_NAMESPACE,
+            CHECKPOINT_KSA,
+        )
+    )
+    rx = rxdm_fact(fabric)
+    if rx is not None:
+        out.append(
+            Pulled(
+                rx.ref if rx.digest else pinned(f"{rx.image}:{rx.tag}", spec.images),
+                "the receive-datapath sidecar",
+                JOB_NAMESPACE,
+                CHECKPOINT_KSA,
+            )
+        )
+    return out
