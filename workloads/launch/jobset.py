@@ -153,6 +153,28 @@ def _check_quantity(p: Problems, name: str, value: object, *, optional: bool) ->
         p.add(name, f"{value!r} is not a Kubernetes quantity (allowed: e.g. 5120Mi, 64Gi, 90, 500m)")
 
 
+# An annotation key is a qualified name: an optional DNS-subdomain prefix and '/', then a name of at
+# most 63 characters, alphanumeric at both ends with '-', '_', '.' between (Kubernetes docs,
+# "Annotations": syntax and character set).
+_QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z")
+
+
+def _check_annotations(p: Problems, annotations: object) -> None:
+    if not isinstance(annotations, Mapping):
+        p.add("annotations", f"{annotations!r} is not a mapping of annotation keys to strings")
+        return
+    for key, value in annotations.items():
+        prefix, _, name = key.rpartition("/") if isinstance(key, str) else ("", "", "")
+        if not (
+            isinstance(key, str)
+            and _QUALIFIED_NAME.match(name)
+            and (not prefix or (_DNS1123_SUBDOMAIN.match(prefix) and len(prefix) <= 253))
+        ):
+            p.add("annotations", f"{key!r} is not an annotation key (allowed: [prefix/]name, name at most 63 characters)")
+        if not isinstance(value, str) or any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+            p.add("annotations", f"{key!r}: {value!r} is not a string without control characters")
+
+
 def validate(spec: JobSetSpec) -> None:
     """Raise :class:`LaunchSpecError` naming every bad field at once."""
     p = Problems()
@@ -168,6 +190,7 @@ def validate(spec: JobSetSpec) -> None:
         isinstance(spec.queue, str) and _DNS1123_SUBDOMAIN.match(spec.queue) and len(spec.queue) <= 63
     ):
         p.add("queue", f"{spec.queue!r} is not a LocalQueue name (allowed: a DNS-1123 name of at most 63 characters)")
+    _check_annotations(p, spec.annotations)
     if (
         isinstance(spec.name, str)
         and isinstance(spec.replicated_job, str)
