@@ -170,7 +170,9 @@ def _check_annotations(p: Problems, annotations: object) -> None:
             and _QUALIFIED_NAME.match(name)
             and (not prefix or (_DNS1123_SUBDOMAIN.match(prefix) and len(prefix) <= 253))
         ):
-            p.add("annotations", f"{key!r} is not an annotation key (allowed: [prefix/]name, name at most 63 characters)")
+            p.add(
+                "annotations", f"{key!r} is not an annotation key (allowed: [prefix/]name, name at most 63 characters)"
+            )
         if not isinstance(value, str) or any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
             p.add("annotations", f"{key!r}: {value!r} is not a string without control characters")
 
