@@ -155,8 +155,9 @@ def _check_quantity(p: Problems, name: str, value: object, *, optional: bool) ->
 
 # An annotation key is a qualified name: an optional DNS-subdomain prefix and '/', then a name of at
 # most 63 characters, alphanumeric at both ends with '-', '_', '.' between (Kubernetes docs,
-# "Annotations": syntax and character set).
-_QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z")
+# "Annotations": syntax and character set). This pattern is the name part only; _QUALIFIED_NAME above
+# is a whole label key, prefix included, and must not be shadowed by it.
+_ANNOTATION_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z")
 
 
 def _check_annotations(p: Problems, annotations: object) -> None:
@@ -167,7 +168,7 @@ def _check_annotations(p: Problems, annotations: object) -> None:
         prefix, _, name = key.rpartition("/") if isinstance(key, str) else ("", "", "")
         if not (
             isinstance(key, str)
-            and _QUALIFIED_NAME.match(name)
+            and _ANNOTATION_NAME.match(name)
             and (not prefix or (_DNS1123_SUBDOMAIN.match(prefix) and len(prefix) <= 253))
         ):
             p.add(
