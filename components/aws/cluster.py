@@ -24,7 +24,7 @@ import pulumi_aws_native as aws_native
 from components.aws.common import cluster_tags
 from components.aws.compute import Compute, ComputeArgs
 from components.aws.image_cache import UPSTREAM as IMAGE_CACHE_UPSTREAM
-from components.aws.image_cache import ImageCache, ImageCacheArgs
+from components.aws.image_cache import ImageCacheArgs, create_image_cache
 from components.aws.interconnect import Interconnect, InterconnectArgs
 from components.aws.network import ExistingNetwork, Network, NetworkArgs
 from components.aws.orchestration_eks import FSX_VOLUME, JOB_NAMESPACE, EksArgs
@@ -191,12 +191,13 @@ def build(
             "tolerations": [],
         }
         if spec.orchestration.pull_through_cache:
-            cache = ImageCache(
+            # In the orchestration pillar: the cache is how the scheduler's pods get their image.
+            mirror = create_image_cache(
                 f"{name}-image-cache",
                 ImageCacheArgs(stack_name=spec.name, region=spec.region, node_role_name=compute.node_role_name),
-                child,
+                pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(parent=eks)),
             )
-            scheduler["mirrors"] = {IMAGE_CACHE_UPSTREAM: cache.mirror}
+            scheduler["mirrors"] = {IMAGE_CACHE_UPSTREAM: mirror}
     else:
         assert compute.image_id is not None and user_data is not None
         slurm = PcsOrchestration(

@@ -42,44 +42,41 @@ class ImageCacheArgs:
     """The GPU nodes' role: it pulls, so it fills the cache on the first pull."""
 
 
-class ImageCache(pulumi.ComponentResource):
-    mirror: pulumi.Output[str]
-    """``<account>.dkr.ecr.<region>.amazonaws.com/<prefix>``: what replaces ``public.ecr.aws``."""
-
-    def __init__(self, name: str, args: ImageCacheArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpu-cluster:aws:ImageCache", name, None, opts)
-        prefix = cache_prefix(args.stack_name)
-        rule = aws.ecr.PullThroughCacheRule(
-            f"{name}-ecr-public",
-            ecr_repository_prefix=prefix,
-            upstream_registry_url=UPSTREAM,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        repositories = pulumi.Output.format(
-            "arn:{0}:ecr:{1}:{2}:repository/{3}/*", partition(args.region), args.region, rule.registry_id, prefix
-        )
-        aws.iam.RolePolicy(
-            f"{name}-ecr-public-fill",
-            role=args.node_role_name,
-            policy=repositories.apply(
-                lambda arn: json.dumps(
-                    {
-                        "Version": "2012-10-17",
-                        "Statement": [
-                            {
-                                "Sid": "PullThroughCache",
-                                "Effect": "Allow",
-                                "Action": ["ecr:BatchImportUpstreamImage", "ecr:CreateRepository"],
-                                "Resource": arn,
-                            }
-                        ],
-                    },
-                    sort_keys=True,
-                )
-            ),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        # China's registries end in amazonaws.com.cn, as the EKS registries of versions.py do.
-        host = "amazonaws.com.cn" if args.region.startswith("cn-") else "amazonaws.com"
-        self.mirror = pulumi.Output.format("{0}.dkr.ecr.{1}.{2}/{3}", rule.registry_id, args.region, host, prefix)
-        self.register_outputs({"mirror": self.mirror})
+def create_image_cache(name: str, args: ImageCacheArgs, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
+    """The rule and the nodes' permission to fill it, as children of ``opts``'s parent (the EKS
+    orchestration pillar: the cache is how its pods get their image). Returns the mirror,
+    ``<account>.dkr.ecr.<region>.amazonaws.com/<prefix>``: what replaces ``public.ecr.aws``."""
+    prefix = cache_prefix(args.stack_name)
+    rule = aws.ecr.PullThroughCacheRule(
+        f"{name}-ecr-public",
+        ecr_repository_prefix=prefix,
+        upstream_registry_url=UPSTREAM,
+        opts=opts,
+    )
+    repositories = pulumi.Output.format(
+        "arn:{0}:ecr:{1}:{2}:repository/{3}/*", partition(args.region), args.region, rule.registry_id, prefix
+    )
+    aws.iam.RolePolicy(
+        f"{name}-ecr-public-fill",
+        role=args.node_role_name,
+        policy=repositories.apply(
+            lambda arn: json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Sid": "PullThroughCache",
+                            "Effect": "Allow",
+                            "Action": ["ecr:BatchImportUpstreamImage", "ecr:CreateRepository"],
+                            "Resource": arn,
+                        }
+                    ],
+                },
+                sort_keys=True,
+            )
+        ),
+        opts=opts,
+    )
+    # China's registries end in amazonaws.com.cn, as the EKS registries of versions.py do.
+    host = "amazonaws.com.cn" if args.region.startswith("cn-") else "amazonaws.com"
+    return pulumi.Output.format("{0}.dkr.ecr.{1}.{2}/{3}", rule.registry_id, args.region, host, prefix)
