@@ -12,6 +12,7 @@ import pytest
 
 from typing import Any, Callable
 
+from components.aws.common import cache_prefix
 from components.aws.mocks import MOCK_ZONES
 from components.engine import replacements
 from components.k8s.addons import JOB_NAMESPACE, JOBSET_CHART, JOBSET_VERSION
@@ -63,6 +64,16 @@ def test_eks_control_plane(stack: str) -> None:
         "lustre_claim": "fsx-lustre",
         "node_selector": {"node.kubernetes.io/instance-type": spec.compute.instance_type},
         "tolerations": [],
+        # The capacity-block stack asks for the ECR pull-through cache (test_image_cache.py).
+        **(
+            {
+                "mirrors": {
+                    "public.ecr.aws": f"123456789012.dkr.ecr.{spec.region}.amazonaws.com/{cache_prefix(spec.name)}"
+                }
+            }
+            if spec.orchestration.pull_through_cache
+            else {}
+        ),
     }
     kubeconfig = json.loads(access["kubeconfig"])
     assert kubeconfig["clusters"][0]["cluster"]["server"] == access["api_endpoint"]
