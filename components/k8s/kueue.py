@@ -44,7 +44,10 @@ KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 KUEUE_VERSION = "0.17.8"
 KUEUE_NAMESPACE = "kueue-system"
 # The controller image of the published chart: registry.k8s.io/kueue/kueue at v<chart version>
-# (kubernetes/k8s.io registry.k8s.io/images/k8s-staging-kueue/images.yaml promotes `kueue` by those
+# (the release packaging rewrites the git values' staging image, us-central1-docker.pkg.dev/
+# k8s-staging-images/kueue/kueue:release-0.17, to registry.k8s.io/kueue/kueue:<tag> with pullPolicy
+# IfNotPresent for a vX.Y.Z tag: hack/helm-chart-package.sh lines 32-40 and 70 at v0.17.8;
+# kubernetes/k8s.io registry.k8s.io/images/k8s-staging-kueue/images.yaml promotes `kueue` by those
 # tags; NVIDIA/aicr docs/user/container-images.md at 005da13 lists registry.k8s.io/kueue/kueue:v0.19.3
 # for chart 0.19.3). The promoter manifests stored here stop at v0.16.0, and no other public source
 # read gives v0.17.8's digest, so it is pulled by tag unless the stack pins it (components/
