@@ -2,7 +2,7 @@
 PY      := .venv/bin/python
 VENV_OK := .venv/.installed
 
-.PHONY: demo test sysdeps checkov-venv venv plan policy validate-local heal-local bench lowest lowest-resolve clean
+.PHONY: demo test sysdeps checkov-venv venv plan policy validate-local heal-local bench lowest lowest-resolve image-torch clean
 
 $(VENV_OK): requirements.txt pyproject.toml
 	python3 -m venv .venv
@@ -61,6 +61,13 @@ test: $(VENV_OK) sysdeps checkov-venv lowest-resolve
 lowest:
 	bash scripts/lowest-versions.sh .venv-lowest
 
+# The job's tests on the torch of the NVIDIA Kubernetes jobs' image (the catalog's runtime_images.cuda,
+# NGC: a pre-release build of torch's 2.10 line, so its release 2.10.0), in .venv-image-torch:
+# tests/workloads, the local validation and a rehearsal of gcp-h100-gke's job (as root). Not in `test`:
+# it installs a second torch (the CPU wheel where PyTorch's index answers, else PyPI's several GB).
+image-torch: $(VENV_OK)
+	bash scripts/image-torch.sh $(PY)
+
 # Every benchmark runs, whatever an earlier one says (collectives_overhead exits 2 when the machine
 # is too noisy to decide); the target then fails with the first non-zero status, and its last line
 # names every benchmark that exited non-zero. tests/test_bench.py holds BENCHES to bench/'s modules.
@@ -72,4 +79,4 @@ bench: $(VENV_OK)
 	echo "make bench: $(words $(BENCHES)) of $(words $(BENCHES)) benchmarks ran$${bad:-, every one exited 0}"; exit $$rc
 
 clean:
-	rm -rf .venv .venv-checkov .venv-lowest out .mypy_cache .pytest_cache
+	rm -rf .venv .venv-checkov .venv-lowest .venv-image-torch out .mypy_cache .pytest_cache

@@ -99,6 +99,10 @@ class OrchestrationArgs(TypedDict, total=False):
     """Slurm partition of the GPU nodes (default gpu)."""
     deletion_protection: bool
     """GKE: the cluster's deletion_protection (default true); set false and update before destroying."""
+    pull_through_cache: bool
+    """AWS EKS: pull the job's image from public.ecr.aws through an ECR pull-through cache of the account."""
+    ssh_key_name: str
+    """AWS PCS: an existing EC2 key pair for the login nodes; access.ssh_command then runs commands over ssh through Session Manager."""
 
 
 class NetworkArgs(TypedDict, total=False):

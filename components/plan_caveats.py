@@ -10,7 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from components.aws.common import ECR_PUBLIC as UPSTREAM
+from components.aws.common import cache_prefix
 from components.aws.rules import capacity_note
+from components.catalog import load_fabric_facts
 from components.gcp import rules as gcp_rules
 from components.image_pins import unpinned
 from components.spec import ClusterSpec
@@ -33,10 +36,17 @@ SPOT_NOTICE = {
 }
 
 
+# Amazon ECR Public user guide, "Amazon ECR Public service quotas" (docs.aws.amazon.com/AmazonECR/latest/
+# public/public-service-quotas.html, read 2026-12): "For unauthenticated customers, Amazon ECR Public
+# supports up to 500GB of data per month. This is the max amount of data supported and isn't adjustable."
+ECR_PUBLIC_ANONYMOUS_GB_PER_MONTH = 500
+ECR_PUBLIC_QUOTAS = "docs.aws.amazon.com/AmazonECR/latest/public/public-service-quotas.html"
+
+
 @dataclass(frozen=True, slots=True)
 class Caveat:
     topic: str
-    """placement | capacity | flex-start | spot | zone | installer | images."""
+    """placement | capacity | flex-start | spot | zone | installer | images | pulls."""
     text: str
 
 
@@ -178,22 +188,52 @@ def installer(spec: ClusterSpec) -> Caveat | None:
 
 
 def images(spec: ClusterSpec) -> Caveat | None:
-    """GKE: what the in-cluster layer still pulls by tag (components/k8s/image_uses.py), and how
-    to pin it. The installer without a digest has its own caveat (it is not planned at all)."""
-    if spec.cloud != "gcp" or spec.orchestration.kind != "gke":
+    """Kubernetes (EKS, GKE, AKS): what the in-cluster layer still pulls by tag (components/k8s/
+    image_uses.py) and how to pin it, and what it pulls that no pin can name (EKS's managed add-ons).
+    The GKE installer without a digest has its own caveat (it is not planned at all)."""
+    if spec.orchestration.kind == "slurm":
         return None
-    from components.k8s.image_uses import layer_image_uses
+    from components.k8s.image_uses import layer_image_uses, unpinnable
 
     left = [u for u in unpinned(layer_image_uses(spec), spec.images) if not u.installer]
-    if not left:
+    theirs = unpinnable(spec)
+    if not left and not theirs:
         return None
+    parts = []
+    if left:
+        parts.append(
+            "pulled by tag, which its publisher can move: "
+            + "; ".join(f"{u.ref}, {u.what}" for u in left)
+            + ". No public source read gives their digests; `gpu-cluster pin STACK` asks each registry and "
+            "writes them to the stack's images: (the validation job's image too, which `submit` otherwise "
+            "resolves when it runs)"
+        )
+    parts += theirs
+    return Caveat("images", "; ".join(parts))
+
+
+def pulls(spec: ClusterSpec) -> Caveat | None:
+    """EKS: the job's image comes from ECR Public, whose anonymous pulls are capped per month, unless
+    the stack pulls it through its own ECR pull-through cache (components/aws/image_cache.py)."""
+    if spec.orchestration.kind != "eks":
+        return None
+    img = load_fabric_facts()[1].get(spec.instance.network.fabric)
+    if img is None or not img.repository.startswith(f"{UPSTREAM}/"):
+        return None
+    ref = f"{img.repository}:{img.tag}"
+    if spec.orchestration.pull_through_cache:
+        return Caveat(
+            "pulls",
+            f"the job's image {ref} is pulled through the account's ECR pull-through cache "
+            f"(<account>.dkr.ecr.{spec.region}.amazonaws.com/{cache_prefix(spec.name)}/...): the first pull fills it "
+            f"from {UPSTREAM}, the nodes pull it from the account's registry",
+        )
     return Caveat(
-        "images",
-        "pulled by tag, which its publisher can move: "
-        + "; ".join(f"{u.ref}, {u.what}" for u in left)
-        + ". No public source read gives their digests; `gpu-cluster pin STACK` asks each registry and "
-        "writes them to the stack's images: (the validation job's image too, which `submit` otherwise "
-        "resolves when it runs)",
+        "pulls",
+        f"the job's image {ref} comes from {UPSTREAM}, anonymously, to each of the {spec.compute.nodes} nodes "
+        f"through one NAT address: ECR Public serves unauthenticated pulls up to "
+        f"{ECR_PUBLIC_ANONYMOUS_GB_PER_MONTH} GB a month, not adjustable ({ECR_PUBLIC_QUOTAS}); "
+        "orchestration.pull_through_cache: true fetches it once into the account's ECR",
     )
 
 
@@ -233,5 +273,6 @@ def caveats(spec: ClusterSpec, outputs: Mapping[str, Any]) -> list[Caveat]:
         installer(spec),
         images(spec),
         aks_images(spec),
+        pulls(spec),
     ]
     return [c for c in found if c is not None]

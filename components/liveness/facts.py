@@ -58,13 +58,17 @@ SOURCES: dict[str, tuple[str, str]] = {
         "kubernetes.io/docs/concepts/services-networking/network-policies",
         "a pod selected by an Ingress policy admits only what some policy's from/ports allow",
     ),
+    "k8s-owners": (
+        "kubernetes.io/docs/concepts/overview/working-with-objects/owners-dependents",
+        "Kubernetes sets metadata.ownerReferences itself on objects that depend on ReplicaSets, DaemonSets, Deployments, Jobs, CronJobs and ReplicationControllers: a Job's pods have their Job as owner",
+    ),
     "ct-a3ultra-slurm-job": (
         "GoogleCloudPlatform/cluster-toolkit@2123ba5 examples/machine-learning/a3-ultragpu-8g/nccl-tests/run-nccl-tests.sh:19",
         "#SBATCH --gpus-per-node=8 on an A3 Ultra Slurm partition: the scheduler holds the GPUs as GRES",
     ),
     # Kueue
     "kueue-chart": (
-        "kubernetes-sigs/kueue@v0.17.1 (6fcc132) charts/kueue/values.yaml",
+        "kubernetes-sigs/kueue@v0.17.8 (818686e) charts/kueue/values.yaml",
         "",
     ),
     "jobset-chart": (
@@ -72,11 +76,11 @@ SOURCES: dict[str, tuple[str, str]] = {
         "",
     ),
     "kueue-provisioning": (
-        "kubernetes-sigs/kueue@v0.17.1 (6fcc132) site/content/en/docs/concepts/admission_check/provisioning_request.md",
+        "kubernetes-sigs/kueue@v0.17.8 (818686e) site/content/en/docs/concepts/admission_check/provisioning_request.md",
         "",
     ),
     "kueue-provisioning-example": (
-        "kubernetes-sigs/kueue@v0.17.1 (6fcc132) site/static/examples/provisioning/provisioning-setup.yaml",
+        "kubernetes-sigs/kueue@v0.17.8 (818686e) site/static/examples/provisioning/provisioning-setup.yaml",
         "",
     ),
     "kueue-pr-7490": (
@@ -108,6 +112,10 @@ SOURCES: dict[str, tuple[str, str]] = {
         "cloud.google.com/kubernetes-engine/docs/concepts/network-isolation",
         "nodes of a cluster with private nodes reach the control plane on its private endpoint",
     ),
+    "gke-dataplane-v2": (
+        "cloud.google.com/kubernetes-engine/docs/concepts/dataplane-v2",
+        "in clusters with GKE Dataplane V2 (datapathProvider ADVANCED_DATAPATH) Kubernetes NetworkPolicy is always on, enforced by anetd (Cilium, eBPF) on every node",
+    ),
     "gcp-firewall": (
         "cloud.google.com/firewall/docs/firewalls",
         "every VPC has an implied deny of ingress and an implied allow of egress; a rule applies to the VPC it is in",
@@ -116,6 +124,14 @@ SOURCES: dict[str, tuple[str, str]] = {
     "eks-endpoint": (
         "docs.aws.amazon.com/eks/latest/userguide/cluster-endpoint.html",
         "with private access on, nodes in the VPC reach the API server through the private endpoint",
+    ),
+    "eks-netpol": (
+        "awsdocs/amazon-eks-user-guide@d9a9cba latest/ug/networking/cni-network-policy-configure.adoc",
+        'the VPC CNI enforces NetworkPolicy once the vpc-cni add-on\'s configuration values hold "enableNetworkPolicy": "true" (Step 2, Step 4); the chart\'s default is "false" (aws/amazon-vpc-cni-k8s@b521883 charts/aws-vpc-cni/values.yaml:126)',
+    ),
+    "eks-netpol-limits": (
+        "awsdocs/amazon-eks-user-guide@4670bd1 latest/ug/networking/cni-network-policy.adoc",
+        "Considerations: policies apply only to pods with metadata.ownerReferences (not to standalone pods); at most 24 unique port combinations per protocol in each ingress or egress selector; only the pod's primary interface eth0; Linux EC2 nodes only",
     ),
     "eks-nvidia-ami": (
         "docs.aws.amazon.com/eks/latest/userguide/ml-eks-optimized-ami.html",
@@ -525,7 +541,7 @@ CHARTS: dict[str, Chart] = {
         ),
         Chart(
             name="kueue",
-            version="0.17.1",
+            version="0.17.8",
             source=cite("kueue-chart"),
             operands=(
                 Operand(
@@ -533,7 +549,7 @@ CHARTS: dict[str, Chart] = {
                     where="system",
                     node_selector_value="controllerManager.nodeSelector",
                     tolerations_value="controllerManager.tolerations",
-                    source=cite("kueue-chart", "91-94"),
+                    source=cite("kueue-chart", "93-96"),
                 ),
             ),
         ),
@@ -571,9 +587,9 @@ CHART_RULES: dict[str, ChartRules] = {
 # The workloads that are a node-feature-discovery worker (one per node, nfd-one-instance).
 NFD_WORKER = "node-feature-discovery-worker"
 
-# Kueue integrations on by default in chart 0.17.1 (charts/kueue/values.yaml:151-169).
+# Kueue integrations on by default in chart 0.17.8 (charts/kueue/values.yaml:153-171).
 KUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod")
-KUEUE_FRAMEWORKS_SOURCE = cite("kueue-chart", "151-169")
+KUEUE_FRAMEWORKS_SOURCE = cite("kueue-chart", "153-171")
 # The provisioning admission check's controller and GKE's queued class.
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
 QUEUED_PROVISIONING_CLASS = "queued-provisioning.gke.io"

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.liveness import facts
+from components.liveness import facts, netpol
 from components.liveness.cluster import Pool
 from components.liveness.facts import cite
 from components.liveness.model import Check, Job, Plan, Resource
@@ -876,10 +876,11 @@ def _azure(plan: Plan, pools: list[Pool], job: Job | None) -> list[Check]:
 
 
 def checks(plan: Plan, pools: list[Pool], job: Job | None) -> list[Check]:
+    # The job's NetworkPolicy (enforced, and admitting the job's own pods): components/liveness/netpol.py.
     if plan.cloud == "aws":
-        return _aws(plan, pools, job)
+        return _aws(plan, pools, job) + netpol.checks(plan, job)
     if plan.cloud == "gcp":
-        return _gcp(plan, pools, job)
+        return _gcp(plan, pools, job) + netpol.checks(plan, job)
     if plan.cloud == "azure":
         return _azure(plan, pools, job)
     return []
