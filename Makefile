@@ -2,7 +2,7 @@
 PY      := .venv/bin/python
 VENV_OK := .venv/.installed
 
-.PHONY: demo test sysdeps checkov-venv venv plan policy validate-local heal-local bench lowest lowest-resolve clean
+.PHONY: demo test sysdeps checkov-venv venv plan policy validate-local heal-local bench lowest lowest-resolve image-torch clean
 
 $(VENV_OK): requirements.txt pyproject.toml
 	python3 -m venv .venv
@@ -48,7 +48,8 @@ test: $(VENV_OK) sysdeps checkov-venv lowest-resolve
 	$(PY) -m ruff check components workloads policies gpu_cluster tests bench examples provider
 	$(PY) -m ruff format --check components workloads policies gpu_cluster tests bench examples provider
 	$(PY) -m mypy components workloads policies gpu_cluster
-	$(PY) -m pytest -q --ignore=tests/preflight --ignore=tests/heal/google
+	# examples/: a user's own test of their program (components/testing.py), run as they would run it
+	$(PY) -m pytest -q --ignore=tests/preflight --ignore=tests/heal/google tests examples
 	# A process of their own: Google's client libraries register google/rpc/status.proto, and
 	# pulumi's provider server (the package tests) registers the same message from its own copy;
 	# protobuf refuses the second in one process. Neither is loaded with the other in the product.
@@ -59,6 +60,13 @@ test: $(VENV_OK) sysdeps checkov-venv lowest-resolve
 # .venv-lowest; not in `test`: it downloads pulumi and the providers a second time.
 lowest:
 	bash scripts/lowest-versions.sh .venv-lowest
+
+# The job's tests on the torch of the NVIDIA Kubernetes jobs' image (the catalog's runtime_images.cuda,
+# NGC: a pre-release build of torch's 2.10 line, so its release 2.10.0), in .venv-image-torch:
+# tests/workloads, the local validation and a rehearsal of gcp-h100-gke's job (as root). Not in `test`:
+# it installs a second torch (the CPU wheel where PyTorch's index answers, else PyPI's several GB).
+image-torch: $(VENV_OK)
+	bash scripts/image-torch.sh $(PY)
 
 # Every benchmark runs, whatever an earlier one says (collectives_overhead exits 2 when the machine
 # is too noisy to decide); the target then fails with the first non-zero status, and its last line
@@ -71,4 +79,4 @@ bench: $(VENV_OK)
 	echo "make bench: $(words $(BENCHES)) of $(words $(BENCHES)) benchmarks ran$${bad:-, every one exited 0}"; exit $$rc
 
 clean:
-	rm -rf .venv .venv-checkov .venv-lowest out .mypy_cache .pytest_cache
+	rm -rf .venv .venv-checkov .venv-lowest .venv-image-torch out .mypy_cache .pytest_cache

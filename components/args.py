@@ -3,8 +3,10 @@
 The same description a stack file holds under ``gpu-cluster:cluster`` (docs/stacks.md, "The
 cluster description"), in types Pulumi's component analyzer (``pulumi.provider.experimental``) turns
 into a schema: TypedDicts, as the component provider hands the component its inputs as plain
-dicts. Values that decide the cluster's shape are plain; the ids of an existing network are
-Inputs, since they usually come from another resource.
+dicts. Values that decide the cluster's shape, and those checked before anything is created
+(the deployer's CIDRs, the network's range), are plain; the ids of an existing network are
+Inputs, since they usually come from another resource (an Output of a whole list too, for the
+control plane's subnets).
 
 Rules live in one place, ``components.spec.parse_spec``: :func:`to_spec` builds the raw
 mapping from the args and parses it, so a bad argument gets the stack file's
@@ -97,6 +99,10 @@ class OrchestrationArgs(TypedDict, total=False):
     """Slurm partition of the GPU nodes (default gpu)."""
     deletion_protection: bool
     """GKE: the cluster's deletion_protection (default true); set false and update before destroying."""
+    pull_through_cache: bool
+    """AWS EKS: pull the job's image from public.ecr.aws through an ECR pull-through cache of the account."""
+    ssh_key_name: str
+    """AWS PCS: an existing EC2 key pair for the login nodes; access.ssh_command then runs commands over ssh through Session Manager."""
 
 
 class NetworkArgs(TypedDict, total=False):
@@ -108,8 +114,8 @@ class NetworkArgs(TypedDict, total=False):
     """AWS: an existing VPC to build in; no network is then created. Needs node_subnet_id."""
     node_subnet_id: pulumi.Input[str]
     """AWS: the existing subnet, in zone, that the GPU nodes and the file system use."""
-    control_plane_subnet_ids: list[pulumi.Input[str]]
-    """AWS EKS: existing subnets of another zone for the control plane (EKS needs two zones)."""
+    control_plane_subnet_ids: pulumi.Input[list[pulumi.Input[str]]]
+    """AWS EKS: existing subnets of another zone for the control plane (EKS needs two zones), or an Output of them."""
 
 
 class SecurityArgs(TypedDict, total=False):
@@ -191,7 +197,10 @@ def to_raw(args: Mapping[str, Any]) -> dict[str, Any]:
                 net[key] = _id(network[key])
         if network.get("control_plane_subnet_ids") is not None:
             ids = network["control_plane_subnet_ids"]
-            net["control_plane_subnet_ids"] = [_id(i) for i in ids] if isinstance(ids, (list, tuple)) else ids
+            if isinstance(ids, pulumi.Output):  # how many is known at deploy time: one stands for them
+                net["control_plane_subnet_ids"] = [DEPLOY_TIME_ID]
+            else:
+                net["control_plane_subnet_ids"] = [_id(i) for i in ids] if isinstance(ids, (list, tuple)) else ids
         raw["network"] = net
     elif network is not None:
         raw["network"] = network
@@ -219,4 +228,6 @@ def existing_network(spec: ClusterSpec, args: Optional[Mapping[str, Any]] = None
     vpc: pulumi.Input[str] = given_vpc if given_vpc is not None else str(spec.network.vpc_id)
     subnet: pulumi.Input[str] = given_subnet if given_subnet is not None else str(spec.network.node_subnet_id)
     cps = net.get("control_plane_subnet_ids", list(spec.network.control_plane_subnet_ids))
-    return ExistingNetwork(vpc_id=vpc, node_subnet_id=subnet, control_plane_subnet_ids=tuple(cps or ()))
+    if not isinstance(cps, pulumi.Output):
+        cps = tuple(cps or ())
+    return ExistingNetwork(vpc_id=vpc, node_subnet_id=subnet, control_plane_subnet_ids=cps)

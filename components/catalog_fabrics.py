@@ -33,6 +33,9 @@ class ImageFact:
 class InstallerFact(ImageFact):
     plugin_version: str
     host_paths: Mapping[str, str]
+    install_nccl: bool = False
+    """The installer also installs the NCCL its plugin release ships (``--install-nccl``), which then
+    comes first on the pods' library path."""
 
 
 @functools.cache
@@ -47,7 +50,7 @@ def _image(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
         if not raw.get(key):
             raise CatalogError(f"{where}.{key}: missing in {CATALOG_PATH.name}")
     sources = _fabric_images()["sources"]
-    for key in ("source", "digest_source"):
+    for key in ("source", "digest_source", "install_nccl_source"):
         if raw.get(key) is not None and raw[key] not in sources:
             raise CatalogError(f"{where}.{key}: unknown source id {raw[key]!r}")
     digest = raw.get("digest")
@@ -76,6 +79,7 @@ def installer_fact(fabric: str) -> InstallerFact:
         **_image(raw, where),
         plugin_version=str(raw["plugin_version"]),
         host_paths={str(k): str(v) for k, v in (raw.get("host_paths") or {}).items()},
+        install_nccl=bool(raw.get("install_nccl", False)),
     )
 
 
@@ -141,6 +145,11 @@ class FabricImage:
     sources: tuple[Source, ...]
     build: ImageBuild | None = None
     """The documented build-your-own alternative, when there is one."""
+    cuda: str = ""
+    """The CUDA release the image is built on, as its publisher states it ('' where not recorded)."""
+    tested_on: str = ""
+    """Where ``torch`` is a pre-release build of a line (NGC's ``2.10.0a0+...``): the release of that
+    line whose wheel ``make image-torch`` runs the job's tests on; '' where ``torch`` is a release."""
 
     @property
     def ref(self) -> str:
@@ -194,6 +203,8 @@ def _fabric_image(img: Mapping[str, Any], iw: str, sources: Mapping[str, Source]
         user=str(img["user"]),
         sources=_fabric_sources(img, iw, sources),
         build=build,
+        cuda=str(img.get("cuda") or ""),
+        tested_on=str(img.get("tested_on") or ""),
     )
 
 

@@ -1,11 +1,12 @@
-"""The provider SDK a cloud's components import, where it is an extra rather than the core.
+"""The provider SDKs a cloud's components import: each cloud's are that cloud's extra.
 
-AWS's and GCP's SDKs are core dependencies (pyproject.toml). Azure's, pulumi-azure-native, is
-the ``[azure]`` extra: it is larger installed than the rest of the core, so a user who never plans an
-Azure stack does not carry it. A cloud's package is imported only when a stack asks for that
-cloud (components.cluster, the in-cluster layer), so an AWS or GCP plan never loads Azure's SDK;
-before it is, ``require_cloud_sdk`` makes a stack on a cloud whose SDK is missing stop with one
-line that names the package and the command that installs it, and no traceback.
+The core (pyproject.toml) is Pulumi, its Kubernetes provider and PyYAML; AWS's SDKs
+(pulumi-aws, pulumi-aws-native) are the ``[aws]`` extra, GCP's (pulumi-gcp) the ``[gcp]``
+extra, Azure's (pulumi-azure-native) the ``[azure]`` extra, so an AWS-only program carries only
+AWS's (bench/install_size.sh measures each). A cloud's package is imported only when a stack asks
+for that cloud (components.cluster, the in-cluster layer), so a plan never loads another cloud's
+SDK; before it is, ``require_cloud_sdk`` makes a stack on a cloud whose SDK is missing stop with
+one line that names the package and the command that installs it, and no traceback.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ import pulumi
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CloudSdk:
-    """A provider SDK that a cloud needs and the core does not install."""
+    """The provider SDKs that a cloud needs and the core does not install."""
 
-    module: str
-    """The top-level module its components import."""
-    distribution: str
-    """The package on PyPI."""
+    modules: tuple[str, ...]
+    """The top-level modules its components import."""
+    distributions: tuple[str, ...]
+    """The packages on PyPI, in the order of ``modules``."""
     extra: str
     """gpu-cluster's extra (pyproject.toml [project.optional-dependencies]) that installs it."""
 
@@ -32,9 +33,13 @@ class CloudSdk:
         return f"pip install 'gpu-cluster[{self.extra}]'"
 
 
-# cloud -> the SDK that is an extra; a cloud not listed is served by the core dependencies.
+# cloud -> its SDKs and the extra that installs them (pyproject.toml [project.optional-dependencies]).
 EXTRA_SDKS: dict[str, CloudSdk] = {
-    "azure": CloudSdk(module="pulumi_azure_native", distribution="pulumi-azure-native", extra="azure"),
+    "aws": CloudSdk(
+        modules=("pulumi_aws", "pulumi_aws_native"), distributions=("pulumi-aws", "pulumi-aws-native"), extra="aws"
+    ),
+    "gcp": CloudSdk(modules=("pulumi_gcp",), distributions=("pulumi-gcp",), extra="gcp"),
+    "azure": CloudSdk(modules=("pulumi_azure_native",), distributions=("pulumi-azure-native",), extra="azure"),
 }
 
 
@@ -43,13 +48,15 @@ class MissingCloudSdk(pulumi.RunError):
     host reports it as an error line, without the program text and stack trace it prints for
     any other exception (pulumi/errors.py, the RunError docstring, pulumi 3.272.0)."""
 
-    def __init__(self, cloud: str, sdk: CloudSdk) -> None:
+    def __init__(self, cloud: str, sdk: CloudSdk, missing: tuple[str, ...]) -> None:
         self.cloud = cloud
         self.sdk = sdk
-        super().__init__(
-            f"cloud: {cloud} needs the Python package {sdk.distribution}, which is not installed "
-            f"(it is gpu-cluster's [{sdk.extra}] extra): run {sdk.install}"
-        )
+        self.missing = missing
+        if len(missing) == 1:
+            what = f"the Python package {missing[0]}, which is not installed (it is"
+        else:
+            what = f"the Python packages {' and '.join(missing)}, which are not installed (they are"
+        super().__init__(f"cloud: {cloud} needs {what} gpu-cluster's [{sdk.extra}] extra): run {sdk.install}")
 
 
 def require_cloud_sdk(cloud: str) -> None:
@@ -59,5 +66,15 @@ def require_cloud_sdk(cloud: str) -> None:
     (``importlib.util.find_spec``: cheap, and an installed but broken SDK still fails as itself
     on import, not as a missing one)."""
     sdk = EXTRA_SDKS.get(cloud)
-    if sdk is not None and importlib.util.find_spec(sdk.module) is None:
-        raise MissingCloudSdk(cloud, sdk)
+    if sdk is None:
+        return
+    missing = tuple(dist for mod, dist in zip(sdk.modules, sdk.distributions) if not _importable(mod))
+    if missing:
+        raise MissingCloudSdk(cloud, sdk, missing)
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # a meta-path finder that refuses the module (how the tests hide one)
+        return False

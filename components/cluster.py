@@ -111,6 +111,7 @@ class GpuCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuClusterArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         spec = to_spec(name, args)
+        require_cloud_sdk(spec.cloud)  # before the caller's network, which imports the cloud's SDK
         super().__init__(TYPE, name, None, opts)
         self._build(name, spec, existing_network(spec, args))
 
@@ -118,6 +119,7 @@ class GpuCluster(pulumi.ComponentResource):
     def from_spec(cls, name: str, spec: ClusterSpec, opts: Optional[pulumi.ResourceOptions] = None) -> "GpuCluster":
         """The component for a spec already parsed (the stack file's, components/program.py)."""
         self = cls.__new__(cls)
+        require_cloud_sdk(spec.cloud)
         pulumi.ComponentResource.__init__(self, TYPE, name, None, opts)
         self._build(name, spec, existing_network(spec))
         return self

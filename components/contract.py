@@ -113,6 +113,12 @@ class Scheduler:
     images: Mapping[str, str] = field(default_factory=dict)
     """The stack's image pins, ``repo:tag`` to ``sha256:...`` (components/image_pins.py): the job's
     image and sidecar are pulled by these digests where the catalog has none."""
+    job_annotations: Mapping[str, str] = field(default_factory=dict)
+    """Annotations every JobSet of the cluster carries: on GKE queued provisioning, the
+    ProvisioningRequest's parameters Kueue passes on (``provreq.kueue.x-k8s.io/maxRunDurationSeconds``)."""
+    mirrors: Mapping[str, str] = field(default_factory=dict)
+    """Registry host to the prefix pods pull its images through instead (``public.ecr.aws`` to an ECR
+    pull-through cache of the account, components/aws/image_cache.py)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -226,6 +232,8 @@ def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
         tolerations=tuple(tolerations),
         queue=r.text(sc, "queue", "scheduler.", optional=True),
         images=_images(r, sc.get("images")),
+        mirrors=_mirrors(r, sc.get("mirrors")),
+        job_annotations=_strings(r, sc.get("job_annotations"), "scheduler.job_annotations"),
     )
     if orchestrator == "slurm" and kind != "slurm" or orchestrator in ("eks", "gke", "aks") and kind != "kubernetes":
         r.add("scheduler.kind", f"{kind!r} does not go with orchestrator {orchestrator!r}")
@@ -249,6 +257,19 @@ def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
     if r:
         raise OutputsError(source, r.items)
     return out
+
+
+def _strings(r: _Reader, raw: Any, path: str) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+        r.add(path, f"expected an object of strings, got {raw!r}")
+        return {}
+    return dict(raw)
+
+
+def _mirrors(r: _Reader, raw: Any) -> dict[str, str]:
+    return _strings(r, raw, "scheduler.mirrors")
 
 
 def _images(r: _Reader, raw: Any) -> dict[str, str]:

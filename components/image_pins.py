@@ -34,7 +34,7 @@ class ImageUse:
     ref: str
     """``repo:tag``, no digest."""
     what: str
-    """Who pulls it, for a person: "the Kueue controller of chart 0.17.1"."""
+    """Who pulls it, for a person: "the Kueue controller of chart 0.17.8"."""
     installer: bool = False
     """The GKE NCCL plugin installer: unpinned, it is not planned at all (a caveat of its own)."""
 
@@ -86,13 +86,21 @@ def split_tag(ref: str) -> tuple[str, str]:
 
 def chart_image(ref: str, pins: Mapping[str, str]) -> dict[str, str] | None:
     """``{repository, tag}`` for a chart whose template writes ``repository:tag``, the tag carrying
-    the pinned digest (``v0.17.1@sha256:...``); None where ``ref`` is not pinned (the chart's own
+    the pinned digest (``v0.17.8@sha256:...``); None where ``ref`` is not pinned (the chart's own
     default then stands, by tag)."""
     digest = pins.get(ref)
     if not digest:
         return None
     repo, tag = split_tag(ref)
     return {"repository": repo, "tag": f"{tag}@{digest}"}
+
+
+def mirrored(ref: str, mirrors: Mapping[str, str]) -> str:
+    """``ref`` as pulled through a mirror of its registry (``public.ecr.aws/x/y:t`` to
+    ``<mirror>/x/y:t``, tag and digest kept), or as it is where its registry has none."""
+    host, slash, rest = ref.partition("/")
+    mirror = mirrors.get(host) if slash else None
+    return f"{mirror}/{rest}" if mirror else ref
 
 
 def unpinned(uses: list[ImageUse], pins: Mapping[str, str]) -> list[ImageUse]:

@@ -20,6 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence, TextIO
 
+from components.stack_locate import STACK_HELP
 from components import liveness as live
 from components import validation_time as vt
 from components.bandwidth import phase_floors
@@ -438,8 +439,8 @@ def main(
         "run); 3 a stack could not be planned here (its cloud's extra is not installed, e.g. pip install "
         "'gpu-cluster[azure]') or violates a mandatory policy",
     )
-    ap.add_argument("stack", nargs="?", help="bundled stack name or stack file path")
-    ap.add_argument("--all", action="store_true", help="plan every bundled stack")
+    ap.add_argument("stack", nargs="?", help=STACK_HELP)
+    ap.add_argument("--all", action="store_true", help="plan every bundled example stack (this checkout's stacks/)")
     ap.add_argument("--json", metavar="PATH", help="write the plan as JSON to PATH ('-' for stdout)")
     ap.add_argument(
         "--outputs",

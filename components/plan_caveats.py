@@ -10,7 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from components.aws.common import ECR_PUBLIC as UPSTREAM
+from components.aws.common import cache_prefix
 from components.aws.rules import capacity_note
+from components.catalog import load_fabric_facts
 from components.gcp import rules as gcp_rules
 from components.image_pins import unpinned
 from components.spec import ClusterSpec
@@ -33,10 +36,17 @@ SPOT_NOTICE = {
 }
 
 
+# Amazon ECR Public user guide, "Amazon ECR Public service quotas" (docs.aws.amazon.com/AmazonECR/latest/
+# public/public-service-quotas.html, read 2026-12): "For unauthenticated customers, Amazon ECR Public
+# supports up to 500GB of data per month. This is the max amount of data supported and isn't adjustable."
+ECR_PUBLIC_ANONYMOUS_GB_PER_MONTH = 500
+ECR_PUBLIC_QUOTAS = "docs.aws.amazon.com/AmazonECR/latest/public/public-service-quotas.html"
+
+
 @dataclass(frozen=True, slots=True)
 class Caveat:
     topic: str
-    """placement | capacity | flex-start | spot | zone | installer | images."""
+    """placement | capacity | flex-start | spot | zone | installer | images | pulls."""
     text: str
 
 
@@ -48,6 +58,14 @@ def placement(spec: ClusterSpec, outputs: Mapping[str, Any]) -> Caveat:
         "azure": "single-placement-group scale set (its InfiniBand fabric)",
     }.get(spec.cloud, "compact placement policy")
     created = (outputs.get("fabric") or {}).get("placement")
+    if spec.cloud == "azure":
+        # The fabric is the GPU pool's own scale set (components/azure/cluster.py), whatever
+        # interconnect.placement says; no proximity placement group (components/azure/rules.py).
+        return Caveat(
+            "placement",
+            f"{kind} created: the GPU pool's scale set, whose nodes share one InfiniBand fabric (at most 100 "
+            "nodes); no proximity placement group, which InfiniBand does not need and which can fail allocation",
+        )
     if spec.cloud == "aws" and cap.type == "reservation" and cap.placement_group:
         return Caveat(
             "placement",
@@ -85,6 +103,24 @@ def placement(spec: ClusterSpec, outputs: Mapping[str, Any]) -> Caveat:
             f"no {kind}: interconnect.placement is false in the stack, so nodes may land far apart on the network",
         )
     return Caveat("placement", f"{kind} created: the nodes are packed close on the network")
+
+
+def azure_reservation(spec: ClusterSpec) -> Caveat | None:
+    """AKS: a capacity reservation group is used only once the cluster's identity holds Contributor on
+    the group's resource group, an assignment that can take up to 60 minutes to propagate
+    (components/azure/orchestration_aks.py, use-capacity-reservation-groups.md)."""
+    cap = spec.compute.capacity
+    if spec.cloud != "azure" or cap.type != "reservation" or not cap.id:
+        return None
+    group = "/".join(cap.id.strip("/").split("/")[:4])
+    return Caveat(
+        "capacity",
+        f"the cluster's identity gets Contributor on /{group}, which holds the capacity reservation group, and "
+        "the GPU pool is created after that assignment; the role can take up to 60 minutes to propagate "
+        "(learn.microsoft.com/azure/aks/use-capacity-reservation-groups): if the pool is refused for want of "
+        "it, run `pulumi up` again once it has; its upgrades surge no node (maxSurge 0), so the group needs "
+        "no capacity beyond the pool's nodes",
+    )
 
 
 def flex_start(spec: ClusterSpec) -> Caveat | None:
@@ -152,33 +188,91 @@ def installer(spec: ClusterSpec) -> Caveat | None:
 
 
 def images(spec: ClusterSpec) -> Caveat | None:
-    """GKE: what the in-cluster layer still pulls by tag (components/k8s/image_uses.py), and how
-    to pin it. The installer without a digest has its own caveat (it is not planned at all)."""
-    if spec.cloud != "gcp" or spec.orchestration.kind != "gke":
+    """Kubernetes (EKS, GKE, AKS): what the in-cluster layer still pulls by tag (components/k8s/
+    image_uses.py) and how to pin it, and what it pulls that no pin can name (EKS's managed add-ons).
+    The GKE installer without a digest has its own caveat (it is not planned at all)."""
+    if spec.orchestration.kind == "slurm":
         return None
-    from components.k8s.image_uses import layer_image_uses
+    from components.k8s.image_uses import layer_image_uses, unpinnable
 
     left = [u for u in unpinned(layer_image_uses(spec), spec.images) if not u.installer]
-    if not left:
+    theirs = unpinnable(spec)
+    if not left and not theirs:
         return None
+    parts = []
+    if left:
+        parts.append(
+            "pulled by tag, which its publisher can move: "
+            + "; ".join(f"{u.ref}, {u.what}" for u in left)
+            + ". No public source read gives their digests; `gpu-cluster pin STACK` asks each registry and "
+            "writes them to the stack's images: (the validation job's image too, which `submit` otherwise "
+            "resolves when it runs)"
+        )
+    parts += theirs
+    return Caveat("images", "; ".join(parts))
+
+
+def pulls(spec: ClusterSpec) -> Caveat | None:
+    """EKS: the job's image comes from ECR Public, whose anonymous pulls are capped per month, unless
+    the stack pulls it through its own ECR pull-through cache (components/aws/image_cache.py)."""
+    if spec.orchestration.kind != "eks":
+        return None
+    img = load_fabric_facts()[1].get(spec.instance.network.fabric)
+    if img is None or not img.repository.startswith(f"{UPSTREAM}/"):
+        return None
+    ref = f"{img.repository}:{img.tag}"
+    if spec.orchestration.pull_through_cache:
+        return Caveat(
+            "pulls",
+            f"the job's image {ref} is pulled through the account's ECR pull-through cache "
+            f"(<account>.dkr.ecr.{spec.region}.amazonaws.com/{cache_prefix(spec.name)}/...): the first pull fills it "
+            f"from {UPSTREAM}, the nodes pull it from the account's registry",
+        )
     return Caveat(
-        "images",
-        "pulled by tag, which its publisher can move: "
-        + "; ".join(f"{u.ref}, {u.what}" for u in left)
-        + ". No public source read gives their digests; `gpu-cluster pin STACK` asks each registry and "
-        "writes them to the stack's images: (the validation job's image too, which `submit` otherwise "
-        "resolves when it runs)",
+        "pulls",
+        f"the job's image {ref} comes from {UPSTREAM}, anonymously, to each of the {spec.compute.nodes} nodes "
+        f"through one NAT address: ECR Public serves unauthenticated pulls up to "
+        f"{ECR_PUBLIC_ANONYMOUS_GB_PER_MONTH} GB a month, not adjustable ({ECR_PUBLIC_QUOTAS}); "
+        "orchestration.pull_through_cache: true fetches it once into the account's ECR",
     )
+
+
+def aks_images(spec: ClusterSpec) -> Caveat | None:
+    """AKS: the operators' images still pulled by tag (components/k8s/aks.py LAYER_IMAGES, pinned by
+    `gpu-cluster pin`), and those no pin reaches from here (UNPINNED_IMAGES)."""
+    if spec.cloud != "azure" or spec.orchestration.kind != "aks":
+        return None
+    from components.k8s.aks import UNPINNED_IMAGES
+    from components.k8s.image_uses import layer_image_uses
+
+    operator = "amd" if spec.instance.accelerator.vendor == "amd" else "nvidia"
+    left = unpinned(layer_image_uses(spec), spec.images)
+    never = [f"{what} ({why})" for what, why, op in UNPINNED_IMAGES if op in (None, operator)]
+    parts = []
+    if left:
+        parts.append(
+            "pulled by tag, which its publisher can move: "
+            + "; ".join(f"{u.ref}, {u.what}" for u in left)
+            + ". `gpu-cluster pin STACK` asks each registry and writes the digests to the stack's images:, which "
+            "the charts and the NicClusterPolicy/DeviceConfig then pull by (a pinned DOCA driver is the compiled "
+            "image, never a precompiled one)"
+        )
+    if never:
+        parts.append("by tag, no pin reaches them from this stack: " + "; ".join(never))
+    return Caveat("images", ". ".join(parts)) if parts else None
 
 
 def caveats(spec: ClusterSpec, outputs: Mapping[str, Any]) -> list[Caveat]:
     found = [
         placement(spec, outputs),
         capacity_block(spec),
+        azure_reservation(spec),
         flex_start(spec),
         spot(spec),
         zone(spec),
         installer(spec),
         images(spec),
+        aks_images(spec),
+        pulls(spec),
     ]
     return [c for c in found if c is not None]

@@ -136,6 +136,15 @@ class OrchestrationSpec:
     deletion_protection: bool = True
     """GKE: the cluster's ``deletion_protection`` (a pulumi-gcp field, checked by the provider when it
     deletes, not Pulumi's ``protect``). Set false and ``pulumi up`` before ``pulumi destroy``."""
+    pull_through_cache: bool = False
+    """AWS EKS: pull the job's image from public.ecr.aws through an ECR pull-through cache rule of the
+    account (components/aws/image_cache.py): one pull from ECR Public fills it, every node pulls from
+    the account's registry, and the anonymous monthly cap of ECR Public is not spent per node."""
+    ssh_key_name: str | None = None
+    """AWS PCS: an existing EC2 key pair the login nodes accept for ``ec2-user`` (their launch
+    template's KeyName, as aws-hpc-recipes' PCS login template sets it). With it the stack output
+    ``access.ssh_command`` is an ssh through Session Manager that runs commands (``validate submit``
+    uses it); without it, an interactive Session Manager shell only."""
 
     @property
     def api_access_cidrs(self) -> tuple[str, ...]:

@@ -441,6 +441,8 @@ def _parse_orchestration(
             "size",
             "deletion_protection",
             "installer_image",
+            "ssh_key_name",
+            "pull_through_cache",
         ),
         required=("kind",),
     )
@@ -534,6 +536,25 @@ def _parse_orchestration(
     if size is not None and (cloud != "aws" or kind != "slurm"):
         r.bad("orchestration.size", "only applies to slurm on aws (the AWS PCS controller's size)")
         size = None
+    # AWS PCS login nodes: an existing EC2 key pair by name (EC2 API CreateKeyPair, KeyName: "Up to
+    # 255 ASCII characters"); components/aws/orchestration_pcs.py puts it in the login template.
+    key_name = r.string(
+        o,
+        "ssh_key_name",
+        "orchestration",
+        pattern=re.compile(r"^[\x20-\x7e]{1,255}\Z"),
+        hint="an EC2 key pair name: 1-255 printable ASCII characters",
+    )
+    if key_name is not None and (cloud != "aws" or kind != "slurm"):
+        r.bad("orchestration.ssh_key_name", "only applies to slurm on aws (the AWS PCS login nodes' key pair)")
+        key_name = None
+    cache = o.get("pull_through_cache", False)
+    if not isinstance(cache, bool):
+        r.bad("orchestration.pull_through_cache", f"expected true or false, got {short(cache)}")
+        cache = False
+    elif cache and (cloud != "aws" or kind != "eks"):
+        r.bad("orchestration.pull_through_cache", f"only applies to eks (kind is {kind}, cloud {cloud})")
+        cache = False
     protect = o.get("deletion_protection", True)
     if not isinstance(protect, bool):
         r.bad("orchestration.deletion_protection", f"expected true or false, got {short(protect)}")
@@ -580,6 +601,8 @@ def _parse_orchestration(
         size=size,
         deletion_protection=protect,
         installer_image=installer,
+        ssh_key_name=key_name,
+        pull_through_cache=cache,
     )
 
 

@@ -1,6 +1,7 @@
 """Stack files and the spec's command line: where a stack's cluster description is read from.
 
-A stack file (``stacks/Pulumi.<stack>.yaml``, or any path) holds the cluster object under the
+A stack file (``Pulumi.<stack>.yaml`` where the Pulumi project keeps its stacks, found as
+components.stack_locate says, or any path) holds the cluster object under the
 config key ``gpu-cluster:cluster``; ``read_stack_file`` returns it raw (a bad file is a
 ``SpecError`` too), ``load_stack`` parsed. ``python -m components.spec STACK`` checks one and
 prints the parsed spec; ``fail_cli`` is how every CLI reports a bad stack. Pure: no Pulumi.
@@ -20,33 +21,25 @@ import yaml
 from components.spec_model import ClusterSpec
 from components.spec_parse import parse_spec
 from components.spec_reader import SpecError
+from components.stack_locate import BUNDLED_DIR, STACK_HELP, locate
+from components.stack_locate import bundled_stacks as bundled_stacks
+from components.stack_locate import stack_name as stack_name
 
 CONFIG_KEY = "gpu-cluster:cluster"
-STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
+STACKS_DIR = BUNDLED_DIR
 
 
 def stack_path(stack: str) -> Path:
-    """A bundled stack's name (``aws-h100-eks``) or a path to a stack file."""
-    p = Path(stack)
-    if p.suffix in (".yaml", ".yml") or p.exists():
-        return p
-    return STACKS_DIR / f"Pulumi.{stack}.yaml"
-
-
-def bundled_stacks() -> list[str]:
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml"))
-
-
-def stack_name(path: Path) -> str:
-    n = path.name
-    return n[len("Pulumi.") : -len(".yaml")] if n.startswith("Pulumi.") and n.endswith(".yaml") else path.stem
+    """A stack's name (found as Pulumi finds it: components.stack_locate) or a path to a stack file."""
+    return locate(stack).path
 
 
 def read_stack_file(stack: str) -> tuple[str, Any]:
     """Return (stack name, raw cluster object) of a stack file; SpecError for a bad file."""
-    path = stack_path(stack)
-    if not path.exists():
-        raise SpecError([(str(path), f"no such stack file (bundled stacks: {', '.join(bundled_stacks())})")])
+    located = locate(stack)
+    path = located.path
+    if not located.found:
+        raise SpecError([(str(path), "a folder, not a stack file" if path.is_dir() else located.missing())])
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
@@ -75,7 +68,7 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) 
     ap = argparse.ArgumentParser(
         prog="python -m components.spec", description="Check one stack file alone and print what it describes."
     )
-    ap.add_argument("stack", help="a bundled stack name (stacks/Pulumi.NAME.yaml) or a stack file's path")
+    ap.add_argument("stack", help=STACK_HELP)
     args = ap.parse_args(argv)
     try:
         name, spec = load_stack(args.stack)

@@ -21,6 +21,8 @@ class Subcommand:
     under_torchrun: bool = False
     """Runs on every rank: ``torchrun ... -m MODULE`` on a cluster, or one process here."""
     entry: str = "main"
+    extra: str | None = None
+    """gpu-cluster's extra (pyproject.toml) that installs what it imports beyond the core."""
 
 
 SUBCOMMANDS: tuple[Subcommand, ...] = (
@@ -32,33 +34,73 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "the package schema, as `pulumi package get-schema` prints it",
         entry="schema_main",
     ),
-    Subcommand("preflight", "components.preflight", "ask the cloud account what the offline checks cannot know"),
+    Subcommand(
+        "preflight",
+        "components.preflight",
+        "ask the cloud account what the offline checks cannot know",
+        extra="preflight",
+    ),
     Subcommand("pin", "gpu_cluster.pin", "pin every image the stack pulls by tag to its registry's digest"),
     Subcommand(
         "validate",
         "workloads.validate",
         "prove a cluster: submit | render | rehearse | status | run | judge | diff | --local",
+        extra="validate",
     ),
     Subcommand(
         "heal",
         "gpu_cluster.heal",
         "replace the nodes the last validation named, revalidate, return them (dry run unless --apply)",
-    ),
-    Subcommand("collectives", "workloads.collectives", "the nccl-tests-style collectives benchmark", True),
-    Subcommand("node-gate", "workloads.health.node_gate", "one node's GPU health counters, DCGM and a sustained GEMM"),
-    Subcommand(
-        "gpu-health", "workloads.health.gpu", "per-GPU matmul rate and memory bandwidth against the catalog", True
-    ),
-    Subcommand("fabric-check", "workloads.health.fabric", "is the fabric where NCCL will look for it", True),
-    Subcommand("train", "workloads.train", "data-parallel training (DDP), the bundled GPT or your model", True),
-    Subcommand("data", "workloads.train.data", "write or check token shards"),
-    Subcommand(
-        "parallel", "workloads.parallel", "model-parallel training: FSDP2, tensor parallel, 2-D, pipeline", True
+        extra="validate",
     ),
     Subcommand(
-        "tasks", "workloads.tasks", "one job over many independent inputs, self-balancing (the task fleet)", True
+        "collectives", "workloads.collectives", "the nccl-tests-style collectives benchmark", True, extra="validate"
     ),
-    Subcommand("infer", "workloads.tasks.infer", "batch inference of your model over your dataset as a fleet", True),
+    Subcommand(
+        "node-gate",
+        "workloads.health.node_gate",
+        "one node's GPU health counters, DCGM and a sustained GEMM",
+        extra="validate",
+    ),
+    Subcommand(
+        "gpu-health",
+        "workloads.health.gpu",
+        "per-GPU matmul rate and memory bandwidth against the catalog",
+        True,
+        extra="validate",
+    ),
+    Subcommand(
+        "fabric-check", "workloads.health.fabric", "is the fabric where NCCL will look for it", True, extra="validate"
+    ),
+    Subcommand(
+        "train",
+        "workloads.train",
+        "data-parallel training (DDP), the bundled GPT or your model",
+        True,
+        extra="validate",
+    ),
+    Subcommand("data", "workloads.train.data", "write or check token shards", extra="validate"),
+    Subcommand(
+        "parallel",
+        "workloads.parallel",
+        "model-parallel training: FSDP2, tensor parallel, 2-D, pipeline",
+        True,
+        extra="validate",
+    ),
+    Subcommand(
+        "tasks",
+        "workloads.tasks",
+        "one job over many independent inputs, self-balancing (the task fleet)",
+        True,
+        extra="tasks",
+    ),
+    Subcommand(
+        "infer",
+        "workloads.tasks.infer",
+        "batch inference of your model over your dataset as a fleet",
+        True,
+        extra="tasks",
+    ),
 )
 _MODULE_OF = {
     # ``python -m`` of a package runs its __main__; the function lives in the job's module.
@@ -70,6 +112,42 @@ _MODULE_OF = {
     "components.preflight": "components.preflight.__main__",
     "gpu_cluster.heal": "gpu_cluster.heal.cli",
 }
+
+
+# A third-party module the product imports beyond the core -> the extras that install it (pyproject.toml).
+EXTRA_OF_MODULE: dict[str, tuple[str, ...]] = {
+    "torch": ("validate", "tasks"),
+    "numpy": ("validate", "tasks"),
+    "matplotlib": ("validate",),
+    "kubernetes": ("validate",),
+    "pynvml": ("validate",),
+    "boto3": ("preflight",),
+    "botocore": ("preflight",),
+    "google": ("preflight",),
+    "fsspec": ("tasks",),
+    "s3fs": ("tasks",),
+    "gcsfs": ("tasks",),
+    "pulumi_policy": ("policy",),
+    "pulumi_aws": ("aws",),
+    "pulumi_aws_native": ("aws",),
+    "pulumi_gcp": ("gcp",),
+    "pulumi_azure_native": ("azure",),
+}
+
+
+def missing_extra(sub: Subcommand, exc: ModuleNotFoundError) -> str | None:
+    """The one line for a module a subcommand needs that is not installed, naming the extra that
+    installs it (the subcommand's own where it is one of them); None for any other missing module
+    (a bug of ours, which keeps its traceback)."""
+    top = (exc.name or "").split(".")[0]
+    extras = EXTRA_OF_MODULE.get(top)
+    if not extras:
+        return None
+    extra = sub.extra if sub.extra in extras else extras[0]
+    return (
+        f"gpu-cluster {sub.name}: needs the Python package {top}, which is not installed "
+        f"(gpu-cluster's [{extra}] extra): run pip install 'gpu-cluster[{extra}]'"
+    )
 
 
 def usage() -> str:
@@ -104,5 +182,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[0] not in names:
         print(f"gpu-cluster: {args[0]!r} is not a subcommand (allowed: {', '.join(names)})", file=sys.stderr)
         return 2
-    code = resolve(args[0])(args[1:])
+    sub = next(s for s in SUBCOMMANDS if s.name == args[0])
+    try:
+        code = resolve(sub.name)(args[1:])
+    except ModuleNotFoundError as exc:
+        # Importing the subcommand's module (its --help too) or, later, what it imports for the
+        # task at hand (preflight's boto3 for an AWS stack).
+        line = missing_extra(sub, exc)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        return 3
     return int(code or 0)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import yaml
 
+from components.stack_locate import STACK_HELP
 from components.catalog import load_catalog, rxdm_fact
 from components.image_pins import PINS_KEY, ImageUse, pinned
 from components.k8s.image_uses import layer_image_uses
@@ -152,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Resolve every image the stack pulls by tag to its registry's digest and write the "
         "digests to the stack file's images: (needs the registries, and `docker login` for a private one).",
     )
-    p.add_argument("stack", help="a stack name (stacks/Pulumi.NAME.yaml) or a stack file's path")
+    p.add_argument("stack", help=STACK_HELP)
     p.add_argument(
         "--list", action="store_true", help="show what the stack pulls and whether each is pinned; ask no registry"
     )

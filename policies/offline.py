@@ -21,6 +21,7 @@ import sys
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence, TextIO
 
+from components.stack_locate import STACK_HELP
 from components.engine import OfflineRun, Recorded
 from components.spec import ClusterSpec
 from policies.rules import ALL_RULES, Enforcement, ResourceRule, Rule, RuleContext, StackResource, StackRule
@@ -168,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from components.spec import SpecError, default_name, parse_spec, read_stack_file
 
     ap = argparse.ArgumentParser(prog="python -m policies.offline", description=__doc__.split("\n\n")[0])
-    ap.add_argument("stack", help="bundled stack name or stack file path")
+    ap.add_argument("stack", help=STACK_HELP)
     ap.add_argument("--pack-config", metavar="PATH", help="write the CrossGuard pack config to PATH ('-': stdout)")
     args = ap.parse_args(argv)
     try:

@@ -4,7 +4,7 @@
 # each range's floor. Not part of `make test` (it downloads the providers again, a few hundred MB);
 # `make lowest` runs it. Usage: scripts/lowest-versions.sh [VENV_DIR]
 #        scripts/lowest-versions.sh --resolve-only PYTHON   (cheap: pip resolves pyproject's core
-#        and [azure] ranges with constraints-lowest.txt pinned, metadata only; `make test` runs it)
+#        and the clouds' extras' ranges with constraints-lowest.txt pinned, metadata only; `make test` runs it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--resolve-only" ]; then
@@ -13,8 +13,8 @@ if [ "${1:-}" = "--resolve-only" ]; then
   trap 'rm -f "$reqs"' EXIT
   # The ranges themselves, not `.`: building the project's metadata here would leave an egg-info
   # in the checkout.
-  # The core and the [azure] extra (Azure's SDK): constraints-lowest.txt holds both floors.
-  "$py" -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["azure"]))' >"$reqs"
+  # The core and the clouds' extras ([aws], [gcp], [azure]): constraints-lowest.txt holds their floors.
+  "$py" -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; o = p["optional-dependencies"]; print("\n".join(p["dependencies"] + o["aws"] + o["gcp"] + o["azure"]))' >"$reqs"
   "$py" -m pip install -q --dry-run --ignore-installed -r "$reqs" -c constraints-lowest.txt
   echo "the lowest tested set resolves with pyproject's ranges"
   exit 0

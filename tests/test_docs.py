@@ -227,6 +227,24 @@ def _aks_versions() -> tuple[str, ...]:
 STACK_ROW = r"^\| ([a-z0-9]+-[a-z0-9-]+) \|"
 
 
+def _ecr_public_gb() -> tuple[str, ...]:
+    from components.plan_caveats import ECR_PUBLIC_ANONYMOUS_GB_PER_MONTH
+
+    return (str(ECR_PUBLIC_ANONYMOUS_GB_PER_MONTH),)
+
+
+def _reservation_propagation() -> tuple[str, ...]:
+    from components.azure.orchestration_aks import RESERVATION_ROLE_PROPAGATION
+
+    return (RESERVATION_ROLE_PROPAGATION,)
+
+
+def _aks_window() -> tuple[str, ...]:
+    from components.azure import orchestration_aks as aks
+
+    return (aks.MAINTENANCE_DAY, aks.MAINTENANCE_START_UTC, str(aks.MAINTENANCE_HOURS))
+
+
 def _bundled_rows() -> list[tuple[str, ...]]:
     """stack -> nodes, type, GPUs, GPU model, for the stacks the table names (in its order)."""
     from components.catalog import load_catalog
@@ -314,6 +332,9 @@ FIGURES: tuple[Figure, ...] = (
     Figure("docs/day2.md", r"scales it to zero (\d+) minutes before", lambda: [_cb_early()]),
     Figure("docs/aws.md", r"at most\s+(\d+) nodes each", lambda: [_eks_group()]),
     Figure("docs/aws.md", r"the\s+window ends (\d+) minutes before the block", lambda: [_cb_early()]),
+    Figure("docs/aws.md", r"anonymous pulls up to (\d+) GB a month", lambda: [_ecr_public_gb()]),
+    Figure("docs/azure.md", r"can take (up to \d+ minutes) to propagate", lambda: [_reservation_propagation()]),
+    Figure("docs/azure.md", r"(\w+) from (\d\d:\d\d) UTC for (\d+) hours", lambda: [_aks_window()]),
     Figure("docs/azure.md", r"at most (\d+) nodes, the most one", lambda: [_azure_max_nodes()]),
     Figure("docs/azure.md", r"^\| (\d+) \| CODE \| (\d+) TiB \|", _azure_lustre),
     Figure("docs/azure.md", r"with TCP (\d+)\s+and (\d+)-(\d+) open", lambda: [_azure_lustre_port()]),
@@ -489,3 +510,24 @@ def test_requirements_name_each_package_once() -> None:
         if ln.strip() and not ln.startswith("#")
     ]
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+
+
+def test_the_install_table_names_what_each_extra_installs() -> None:
+    """docs/library.md prints bench/install_size.sh's table, whose sizes are a dated measurement;
+    its packages column is what pyproject installs, and is held to it here."""
+    import tomllib
+
+    project = tomllib.loads(text("pyproject.toml"))["project"]
+
+    def pulumi_of(reqs: list[str]) -> set[str]:
+        names = {re.split(r"[=<>\[ ;]", r, maxsplit=1)[0].lower().replace("-", "_") for r in reqs}
+        return {n for n in names if n == "pulumi" or n.startswith("pulumi_") and n != "pulumi_policy"}
+
+    core = pulumi_of(project["dependencies"])
+    extras = project["optional-dependencies"]
+    block = text("docs/library.md").split("gpu-cluster install sizes", 1)[1].split("```", 1)[0]
+    rows = {m.group(1): set(m.group(2).split()) for m in re.finditer(r"^(core\S*)\s+\d+ MB\s+(.+)$", block, re.M)}
+    assert set(rows) == {"core", "core+[aws]", "core+[gcp]", "core+[azure]"}
+    assert rows["core"] == core
+    for cloud in ("aws", "gcp", "azure"):
+        assert rows[f"core+[{cloud}]"] == core | pulumi_of(extras[cloud]), cloud

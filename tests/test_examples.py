@@ -17,9 +17,9 @@ def _example_test():  # type: ignore[no-untyped-def]
 
 def test_library_example() -> None:
     example = _example_test()
-    # The example's own test holds everything it shows (caller's provider, caller's VPC, outputs) ...
-    example.test_library_example_uses_the_callers_provider_and_vpc()
-    # ... and the two claims docs/library.md makes of it are held here too, so this test fails by itself.
+    # The example's own tests (caller's provider, caller's VPC, outputs; the set_mocks recipe) run
+    # as a user runs them: `make test` runs pytest on examples/ too. The two claims docs/library.md
+    # makes of it are held here, so this test fails by itself.
     run = example.example_run()
     assert [r.name for r in run.resources if r.type == "pulumi:providers:aws"] == ["deploy"]
     assert not [r for r in run.resources if r.type in ("aws:ec2/vpc:Vpc", "aws:ec2/subnet:Subnet")]
@@ -64,3 +64,11 @@ def test_no_owner_placeholders_in_what_a_user_runs() -> None:
     # The example's requirement is this checkout, resolved from the example's folder.
     reqs = [ln for ln in (ROOT / "examples/python/requirements.txt").read_text().splitlines() if ln and ln[0] != "#"]
     assert reqs == ["../.."] and ((ROOT / "examples/python") / reqs[0] / "pyproject.toml").resolve().is_file()
+
+
+def test_make_test_runs_the_examples_own_tests() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    test_target = makefile[makefile.index("\ntest:") :].split("\n\n", 1)[0]
+    (line,) = [ln for ln in test_target.splitlines() if "pytest" in ln and "--ignore=tests/preflight" in ln]
+    assert line.split()[-2:] == ["tests", "examples"]
+    assert (ROOT / "examples/python/test_program.py").is_file()

@@ -30,6 +30,8 @@ SHARED = (
     "components.validation_time",
     "components.problems",
     "components.image_pins",
+    "components.stack_locate",
+    "components.nccl_topology",
 )
 # Shared packages: the package and every module in it. The liveness model reads the plan's
 # resources and the rendered job as plain data, so the validation side can run it too.

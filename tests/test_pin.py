@@ -152,6 +152,31 @@ def test_refresh_reports_a_moved_tag(stack: Path, reg: Served) -> None:
     assert pins[vjob.DEFAULT_IMAGE] == digest(vjob.DEFAULT_IMAGE, 1)
 
 
+def test_an_eks_stack_pins_every_chart_image_and_the_plan_pulls_them(tmp_path: Path, reg: Served) -> None:
+    from components.aws.versions import NVIDIA_PLUGIN_IMAGE, efa_plugin_image
+    from components.plan_caveats import caveats
+
+    path = tmp_path / "Pulumi.mine.yaml"
+    shutil.copy(ROOT / "stacks" / "Pulumi.aws-h100-eks.yaml", path)
+    spec = load_stack(str(path), deployer_placeholder=True)[1]
+    uses = [u.ref for u in pin_cmd.image_uses(spec)]
+    efa = efa_plugin_image("us-east-1")
+    assert uses == [NVIDIA_PLUGIN_IMAGE, efa, JOBSET_IMAGE, vjob.default_image("efa")]
+    [before] = [c.text for c in caveats(spec, {}) if c.topic == "images"]
+    assert all(ref in before for ref in uses[:3]) and "EKS managed add-ons" in before
+    for ref in uses:
+        reg.publish(ref)
+    rc, said = run(path, reg)
+    assert rc == 0, said
+    assert said[-1] == f"wrote 4 pin(s) to {path}"
+    spec = load_stack(str(path), deployer_placeholder=True)[1]
+    assert dict(spec.images) == {ref: digest(ref) for ref in uses}
+    # Pinned, the caveat names only what no pin can name: the managed add-ons' images.
+    [after] = [c.text for c in caveats(spec, {}) if c.topic == "images"]
+    assert after.startswith("the EKS managed add-ons (vpc-cni, eks-pod-identity-agent, aws-fsx-csi-driver)")
+    assert not any(ref in after for ref in uses)
+
+
 def test_a_slurm_stack_has_nothing_to_pin(reg: Served) -> None:
     said: list[str] = []
     assert pin_cmd.pin("gcp-h200-slurm", refresh=False, resolve=reg.resolve, say=said.append) == 0

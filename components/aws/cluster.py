@@ -23,6 +23,8 @@ import pulumi_aws_native as aws_native
 
 from components.aws.common import cluster_tags
 from components.aws.compute import Compute, ComputeArgs
+from components.aws.image_cache import UPSTREAM as IMAGE_CACHE_UPSTREAM
+from components.aws.image_cache import ImageCacheArgs, create_image_cache
 from components.aws.interconnect import Interconnect, InterconnectArgs
 from components.aws.network import ExistingNetwork, Network, NetworkArgs
 from components.aws.orchestration_eks import FSX_VOLUME, JOB_NAMESPACE, EksArgs
@@ -188,6 +190,14 @@ def build(
             # The node group sets no taint (its nodes are all GPU nodes), so nothing to tolerate.
             "tolerations": [],
         }
+        if spec.orchestration.pull_through_cache:
+            # In the orchestration pillar: the cache is how the scheduler's pods get their image.
+            mirror = create_image_cache(
+                f"{name}-image-cache",
+                ImageCacheArgs(stack_name=spec.name, region=spec.region, node_role_name=compute.node_role_name),
+                pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(parent=eks)),
+            )
+            scheduler["mirrors"] = {IMAGE_CACHE_UPSTREAM: mirror}
     else:
         assert compute.image_id is not None and user_data is not None
         slurm = PcsOrchestration(
@@ -208,6 +218,7 @@ def build(
                 login_nodes=spec.orchestration.login_nodes,
                 partition=spec.orchestration.partition,
                 size=pcs_size(spec),
+                ssh_key_name=spec.orchestration.ssh_key_name,
                 tags=tags,
                 image_pinned=spec.compute.image is not None,
             ),

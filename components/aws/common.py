@@ -7,6 +7,7 @@ an invoke would need a mock answer and a provider round trip for what is plain d
 from __future__ import annotations
 
 import json
+import re
 from typing import Mapping
 
 from components.spec import ClusterSpec
@@ -50,3 +51,17 @@ def assume_role_policy(service: str) -> str:
         },
         sort_keys=True,
     )
+
+
+# ECR Public's registry host, and the prefix of this stack's pull-through cache of it
+# (components/aws/image_cache.py); plain data, so the plan's caveats name it without Pulumi.
+ECR_PUBLIC = "public.ecr.aws"
+_PREFIX_PART = re.compile(r"[^a-z0-9]+")
+
+
+def cache_prefix(stack_name: str) -> str:
+    """This stack's repository prefix: ``<name>-ecr-public`` in the grammar of a pull-through cache
+    rule's prefix (ECR API CreatePullThroughCacheRule: 2 to 30 characters,
+    ``(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*``), the name cut, never the suffix."""
+    base = _PREFIX_PART.sub("-", stack_name.lower()).strip("-") or "gpuc"
+    return f"{base[:19].rstrip('-')}-ecr-public"

@@ -140,12 +140,15 @@ def launch_template_args(
     instance_type: str | None = None,
     iam_instance_profile_arn: pulumi.Input[str] | None = None,
     user_data: pulumi.Input[str] | None = None,
+    key_name: str | None = None,
     tags: Mapping[str, str],
 ) -> aws.ec2.LaunchTemplateArgs:
-    """The hardening every node template shares (GPU nodes and PCS login nodes)."""
+    """The hardening every node template shares (GPU nodes and PCS login nodes). ``key_name``: the
+    EC2 key pair a PCS login node accepts (orchestration.ssh_key_name); no other node takes one."""
     return aws.ec2.LaunchTemplateArgs(
         image_id=image_id,
         instance_type=instance_type,
+        key_name=key_name,
         # CKV_AWS_79 / CKV_AWS_341: tokens required, hop limit 1 (see METADATA_HOP_LIMIT).
         metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
             http_endpoint="enabled",

@@ -209,6 +209,8 @@ COMPUTED: dict[str, Callable[[str, Mapping[str, Any]], dict[str, Any]]] = {
     "aws:eks/cluster:Cluster": _eks_cluster,
     "aws:eks/nodeGroup:NodeGroup": _arn("eks", "nodegroup"),
     "aws:eks/addon:Addon": _arn("eks", "addon"),
+    # The rule's registryId is the account's (ECR API PullThroughCacheRule).
+    "aws:ecr/pullThroughCacheRule:PullThroughCacheRule": lambda name, inputs: {"registryId": ACCOUNT},
     "aws-native:pcs:Cluster": _pcs("cluster", "pcs"),
     "aws-native:pcs:ComputeNodeGroup": _pcs("computenodegroup", "pcs-cng"),
     "aws-native:pcs:Queue": _pcs("queue", "pcs-q"),

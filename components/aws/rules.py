@@ -178,9 +178,16 @@ def capacity_note(spec: ClusterSpec) -> str | None:
         if spec.orchestration.kind == "eks"
         else f"the PCS node group is created now with 0 to {n} instances and launches them once the block is active"
     )
+    upgrade = (
+        " A new compute.image (or launch template) is not rolled onto a block's nodes: EKS upgrades a block's "
+        "group only at desired size 0 (capacity-blocks-mng), so the group is deleted, then made again at the new "
+        "image (`gpu-cluster plan NEW --from OLD` names it); running jobs end."
+        if spec.orchestration.kind == "eks"
+        else ""
+    )
     return (
         f"capacity block {cap.id}: the {n} GPU nodes appear when the block starts, not at `pulumi up`: {how}. "
-        "The block's start and end: `python -m components.preflight STACK` (DescribeCapacityReservations)."
+        "The block's start and end: `python -m components.preflight STACK` (DescribeCapacityReservations)." + upgrade
     )
 
 

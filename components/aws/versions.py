@@ -48,6 +48,15 @@ VPC_CNI_ADDON = "vpc-cni"
 # 2026-08-19, deployments/helm/nvidia-device-plugin/Chart.yaml).
 NVIDIA_PLUGIN_REPO = "https://nvidia.github.io/k8s-device-plugin"
 NVIDIA_PLUGIN_VERSION = "0.20.0"
+# The image that chart runs: "{{ .Values.image.repository }}:{{ .Values.image.tag | default $tag }}"
+# with $tag "v" + appVersion (templates/_helpers.tpl:83-86, nvidia-device-plugin.fullimage, at
+# v0.20.0, 1b826ac), image.repository nvcr.io/nvidia/k8s-device-plugin and image.tag "" (values.yaml
+# lines 49-53); the same image is the init and sidecar container where a config map is given
+# (templates/daemonset-device-plugin.yml lines 63, 99, 135), and gfd and its NFD subchart are off by
+# default (values.yaml line 111; Chart.yaml's condition nfd.enabled,gfd.enabled). No source read
+# gives its digest: pulled by tag unless the stack pins it (images:), which goes in as repository and
+# tag@digest.
+NVIDIA_PLUGIN_IMAGE = f"nvcr.io/nvidia/k8s-device-plugin:v{NVIDIA_PLUGIN_VERSION}"
 # EFA device plugin: chart v0.5.30 installs image v0.5.20 (aws/eks-charts 5239609, 2026-08-03,
 # stable/aws-efa-k8s-device-plugin/Chart.yaml appVersion "v0.5.20"). The chart version is not the
 # image version: chart v0.5.20 installed image v0.5.13.
@@ -109,6 +118,22 @@ EFA_PLUGIN_REPOSITORY_PATH = "eks/aws-efa-k8s-device-plugin"
 def efa_plugin_repository(region: str) -> str:
     """The EFA device plugin's image repository in ``region``'s EKS registry (KeyError: none recorded)."""
     return f"{EKS_REGISTRIES[region]}/{EFA_PLUGIN_REPOSITORY_PATH}"
+
+
+def efa_plugin_image(region: str) -> str:
+    """The EFA plugin's ``repo:tag`` in ``region``: the chart's daemonset writes
+    "{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}"
+    (aws/eks-charts stable/aws-efa-k8s-device-plugin/templates/daemonset.yaml line 66 at 5239609), its
+    only container. No digest is published beside the tag; the registry is private to AWS accounts
+    (an EKS node pulls with its role; `gpu-cluster pin` needs `aws ecr get-login-password | docker
+    login` to that host)."""
+    return f"{efa_plugin_repository(region)}:{EFA_PLUGIN_IMAGE_TAG}"
+
+
+# The EKS managed add-ons (vpc-cni, eks-pod-identity-agent, aws-fsx-csi-driver) pull the images EKS
+# picks for the add-on version it installs (left unset above): their references are not ours to
+# pin, and the plan's images caveat names them as such.
+MANAGED_ADDONS = (VPC_CNI_ADDON, POD_IDENTITY_ADDON, FSX_CSI_ADDON)
 
 
 # --- AWS PCS (managed Slurm) ---------------------------------------------------------------------

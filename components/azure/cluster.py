@@ -39,7 +39,10 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
     st = Storage(
         f"{name}-storage",
         StorageArgs(
-            spec=spec, resource_group=rg, lustre_subnet=net.lustre.id, node_subnets=[net.nodes.id, net.system.id]
+            spec=spec,
+            resource_group=rg,
+            lustre_subnet=net.lustre.id,
+            node_subnets=[net.nodes.id, net.system.id],
         ),
         opts,
     )
@@ -51,6 +54,7 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
             vnet_id=net.vnet.id,
             node_subnet=net.nodes.id,
             system_subnet=net.system.id,
+            workspace_id=st.logs.id,
             egress_ips=[net.nat_ip.ip_address],
             lustre_id=st.lustre.id,
             lustre_mgs=st.mount["dns_name"],
@@ -80,8 +84,13 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
         "bucket": st.container.name,
         "access": {
             "api_endpoint": pulumi.Output.format("https://{0}:443", aks.cluster.fqdn),
+            # With Entra ID the fetched kubeconfig signs in through kubelogin, by device code unless
+            # converted; converted to the Azure CLI's login, as the kubeconfig output is
+            # (kubelogin-authentication.md:211-219 at fb060ab; common.py azurecli_kubeconfig).
             "kubeconfig_command": pulumi.Output.format(
-                "az aks get-credentials --resource-group {0} --name {1}", rg, aks.cluster.name
+                "az aks get-credentials --resource-group {0} --name {1} && kubelogin convert-kubeconfig -l azurecli",
+                rg,
+                aks.cluster.name,
             ),
             "kubeconfig": aks.kubeconfig,
         },

@@ -1,4 +1,4 @@
-"""Small facts every Azure pillar shares: tags, the address plan, the node image per size.
+"""Small facts every Azure pillar shares: tags, the address plan, the storage account name.
 
 Pure: no Pulumi. Every figure a cloud receives is cited beside it.
 """
@@ -18,10 +18,9 @@ __all__ = [
     "AKS_POD_CIDR",
     "AKS_SERVICE_CIDR",
     "AddressPlan",
-    "HpcImage",
     "address_plan",
+    "azurecli_kubeconfig",
     "cluster_tags",
-    "hpc_image",
     "storage_account_name",
 ]
 
@@ -58,25 +57,6 @@ def address_plan(spec: ClusterSpec) -> AddressPlan:
     return AddressPlan(vnet=str(vnet), nodes=str(nodes), lustre=str(after), system=str(system))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HpcImage:
-    publisher: str
-    offer: str
-    sku: str
-    version: str
-
-
-def hpc_image(spec: ClusterSpec) -> HpcImage:
-    """The Azure HPC image for the size: Ubuntu 22.04 HPC for NVIDIA, its ROCm variant for AMD
-    (Azure/azhpc-images README.md at 8e9d055: microsoft-dsvm:ubuntu-hpc:2204:latest and
-    microsoft-dsvm:ubuntu-hpc:2204-rocm:latest; they carry OFED, HPC-X, NCCL/RCCL and the
-    Lustre client). "latest" as the README gives it: no version list was read to pin one."""
-    rocm = spec.instance.software.gpu_runtime == "rocm"
-    return HpcImage(
-        publisher="microsoft-dsvm", offer="ubuntu-hpc", sku="2204-rocm" if rocm else "2204", version="latest"
-    )
-
-
 def storage_account_name(spec: ClusterSpec, stack: str) -> str:
     """Storage account names are global, 3-24 lower-case letters and digits (the Azure storage
     naming rules, learn.microsoft.com/azure/storage/common/storage-account-overview, not re-read
@@ -84,3 +64,45 @@ def storage_account_name(spec: ClusterSpec, stack: str) -> str:
     of one name do not collide."""
     digest = hashlib.sha256(f"{stack}/{spec.name}".encode()).hexdigest()[:8]
     return (re.sub(r"[^a-z0-9]", "", spec.name)[:16] + digest)[:24]
+
+
+# The kubeconfig of an Entra ID cluster (local accounts off) runs kubelogin, which AKS writes for
+# its device-code login: a person at a browser. `pulumi up` (the in-cluster layer) and `validate
+# submit` sign in non-interactively instead, as the deployer's `az login`: kubelogin's own
+# `convert-kubeconfig -l azurecli` rewrites the exec to `get-token --login azurecli --server-id <id>`,
+# keeping only the server id (and a cache directory) of the original arguments and dropping the
+# tenant, client and environment (Azure/kubelogin pkg/internal/converter/convert.go at 327ae3d:
+# "all login methods require --server-id"; the azurecli case adds nothing else; learn.microsoft.com
+# azure/aks/kubelogin-authentication, "Azure CLI authentication": the token is the signed-in `az`
+# context's). Done here, on the text, so the output needs no kubelogin at plan time.
+KUBELOGIN = "kubelogin"
+KUBELOGIN_LOGIN = "azurecli"
+
+
+def azurecli_kubeconfig(text: str) -> str:
+    """``text`` (a kubeconfig) with every kubelogin user signing in through the Azure CLI; other
+    users are left as they are. A kubelogin user without ``--server-id`` is an error: kubelogin
+    itself refuses to convert one."""
+    import yaml
+
+    doc = yaml.safe_load(text) or {}
+    for user in doc.get("users") or []:
+        ex = (user.get("user") or {}).get("exec")
+        if not ex or KUBELOGIN not in str(ex.get("command", "")).lower():
+            continue
+        args = [str(a) for a in ex.get("args") or []]
+
+        def value(flag: str) -> str | None:
+            return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
+
+        server = value("--server-id")
+        if not server:
+            raise ValueError(f"kubeconfig user {user.get('name')!r}: kubelogin without --server-id cannot be converted")
+        new = ["get-token", "--login", KUBELOGIN_LOGIN, "--server-id", server]
+        cache = value("--cache-dir") or value("--token-cache-dir")
+        if cache:
+            new += ["--cache-dir", cache]
+        ex["args"] = new
+        ex["command"] = KUBELOGIN
+        ex["apiVersion"] = ex.get("apiVersion") or "client.authentication.k8s.io/v1beta1"
+    return yaml.safe_dump(doc, sort_keys=False)

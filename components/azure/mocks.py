@@ -13,18 +13,28 @@ from typing import Any, Callable, Mapping
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 TENANT = "11111111-1111-1111-1111-111111111111"
 MOCK_MGS = "10.0.64.4"
-MOCK_KUBECONFIG = """apiVersion: v1
+# What AKS returns for an Entra ID cluster: a kubelogin exec with its device-code login, the AKS
+# server application and the Azure CLI's public client (Azure/kubelogin docs/book/src/concepts/aks.md:
+# "a public client 80faf920-1908-4b52-b5ef-a8e7bedfc67a ... to access an AAD resource
+# 6dae42f8-4368-4678-94ff-3960e28e3630").
+AKS_SERVER_ID = "6dae42f8-4368-4678-94ff-3960e28e3630"
+MOCK_KUBECONFIG = f"""apiVersion: v1
 kind: Config
 clusters:
 - name: offline
-  cluster: {server: "https://offline-dns.hcp.eastus.azmk8s.io:443", certificate-authority-data: TU9DSw==}
+  cluster: {{server: "https://offline-dns.hcp.eastus.azmk8s.io:443", certificate-authority-data: TU9DSw==}}
 contexts:
 - name: offline
-  context: {cluster: offline, user: offline}
+  context: {{cluster: offline, user: clusterUser_offline}}
 current-context: offline
 users:
-- name: offline
-  user: {exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: kubelogin, args: [get-token]}}
+- name: clusterUser_offline
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1beta1
+      command: kubelogin
+      args: [get-token, --environment, AzurePublicCloud, --server-id, {AKS_SERVER_ID},
+             --client-id, 80faf920-1908-4b52-b5ef-a8e7bedfc67a, --tenant-id, {TENANT}, --login, devicecode]
 """
 
 
@@ -135,6 +145,18 @@ COMPUTED: dict[str, Callable[[str, Mapping[str, Any]], dict[str, Any]]] = {
     "azure-native:containerservice:AgentPool": _named(
         "Microsoft.ContainerService/managedClusters/agentPools", "agentPoolName"
     ),
+    "azure-native:operationalinsights:Workspace": _named("Microsoft.OperationalInsights/workspaces", "workspaceName"),
+    "azure-native:monitor:DiagnosticSetting": _named("Microsoft.Insights/diagnosticSettings"),
+    "azure-native:monitor:DataCollectionRule": _named(
+        "Microsoft.Insights/dataCollectionRules", "dataCollectionRuleName"
+    ),
+    "azure-native:monitor:DataCollectionRuleAssociation": _named(
+        "Microsoft.Insights/dataCollectionRuleAssociations", "associationName"
+    ),
+    "azure-native:containerservice:MaintenanceConfiguration": _named(
+        "Microsoft.ContainerService/managedClusters/maintenanceConfigurations", "configName"
+    ),
+    "azure-native:storage:BlobServiceProperties": _named("Microsoft.Storage/storageAccounts/blobServices"),
     "azure-native:compute:VirtualMachineScaleSet": _named(
         "Microsoft.Compute/virtualMachineScaleSets", "vmScaleSetName"
     ),

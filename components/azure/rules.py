@@ -7,13 +7,15 @@ tags, the node image) are called by the generic reader while it reads each field
 problems come with the others in one pass; each returns a reason, or None for a good value.
 Pure: no Pulumi, no network.
 
-What needs the subscription is left to a preflight (not built yet): the ND family's vCPU quota,
-whether the size is offered in the region and zone (the catalog's region list is the offline
-stand-in), the reservation group's capacity, the ``AKSInfinibandSupport`` feature registration.
+What needs the subscription is asked by the Azure preflight (components/preflight/azure.py): the
+ND family's vCPU quota, whether the size is offered in the region and zone (the catalog's region
+list is the offline stand-in), the reservation group's capacity, the ``AKSInfinibandSupport`` and
+``EncryptionAtHost`` feature registrations.
 """
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import re
 from typing import TYPE_CHECKING, Any, Mapping
@@ -39,6 +41,14 @@ RDMA_RESERVED = ipaddress.ip_network("172.16.0.0/16")
 # The address plan (common.py) gives it a /24.
 LUSTRE_SUBNET_MAX_TIB = 196
 
+# Interactive retention of a Log Analytics workspace (components/azure/audit.py says where it is read).
+LOG_ANALYTICS_MIN_DAYS = 30
+LOG_ANALYTICS_MAX_DAYS = 730
+
+# Blob soft delete: 1 to 365 days (pulumi-azure-native 3.29.0 storage DeleteRetentionPolicyArgs.days:
+# "The minimum specified value can be 1 and the maximum value can be 365").
+BLOB_SOFT_DELETE_MAX_DAYS = 365
+
 # Kubernetes service and pod ranges of AKS (Azure CNI overlay: pods do not take VNet addresses).
 # Our own choice, outside every range the spec admits for the VNet (network.cidr is a /16-/20
 # private range; check() refuses a VNet over these). The service range "must
@@ -49,8 +59,57 @@ AKS_DNS_SERVICE_IP = "10.254.0.10"
 AKS_POD_CIDR = "10.253.0.0/16"
 
 
+# The AKS Kubernetes release calendar: each minor's end of life, month precision (MicrosoftDocs/
+# azure-aks-docs articles/aks/supported-kubernetes-versions.md:48-55 at fb060ab, ms.date 2026-08-05;
+# "AKS follows a 12-month support policy for generally available (GA) Kubernetes versions", line 44).
+# Minors older than the table ended before it; 1.38 and later are not GA in it. LTS (Premium tier)
+# is not offered by this stack.
+AKS_END_OF_LIFE: Mapping[str, tuple[int, int]] = {
+    "1.32": (2026, 3),
+    "1.33": (2026, 7),
+    "1.34": (2026, 11),
+    "1.35": (2027, 3),
+    "1.36": (2027, 6),
+    "1.37": (2027, 10),
+}
+AKS_VERSIONS_SOURCE = "learn.microsoft.com/azure/aks/supported-kubernetes-versions"
+
+
+def today() -> datetime.date:
+    """The date a version's support is judged on (tests pin it)."""
+    return datetime.date.today()
+
+
+def aks_version(version: str, on: datetime.date | None = None) -> str | None:
+    """Why AKS would not create ``version`` on ``on`` (default today), or None. A minor whose
+    end-of-life month has begun is refused: AKS creates clusters on supported minors only, and a
+    minor in its last month leaves no time to run. An alias minor ("1.35") is what AKS takes at
+    create (it runs the minor's latest GA patch, supported-kubernetes-versions.md:133)."""
+    on = on or today()
+    major, minor = (int(x) for x in version.split(".")[:2])
+    key = f"{major}.{minor}"
+    ga = ", ".join(v for v, (y, m) in AKS_END_OF_LIFE.items() if (on.year, on.month) < (y, m))
+    if key not in AKS_END_OF_LIFE:
+        newest = max(AKS_END_OF_LIFE, key=lambda v: tuple(int(x) for x in v.split(".")))
+        newer = (major, minor) > tuple(int(x) for x in newest.split("."))
+        why = "is not generally available on AKS yet" if newer else "is past its AKS end of life"
+        return f"AKS {version!r} {why} (allowed: {ga}; source: {AKS_VERSIONS_SOURCE})"
+    year, month = AKS_END_OF_LIFE[key]
+    if (on.year, on.month) >= (year, month):
+        return (
+            f"AKS {version!r} reaches its end of life in {datetime.date(year, month, 1):%B %Y} and AKS no longer "
+            f"creates it (allowed: {ga or 'none listed: the calendar read is out of date'}; source: "
+            f"{AKS_VERSIONS_SOURCE})"
+        )
+    return None
+
+
 def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
+    if spec.orchestration.kind == "aks":
+        refused = aks_version(spec.orchestration.kubernetes_version)
+        if refused:
+            problems.append(("orchestration.kubernetes_version", refused))
     if spec.network.existing:
         problems.append(
             (
@@ -78,6 +137,25 @@ def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
                         "(allowed: a private range outside 10.253.0.0/16 and 10.254.0.0/16, e.g. 10.0.0.0/16)",
                     )
                 )
+    days = spec.security.log_retention_days
+    if not LOG_ANALYTICS_MIN_DAYS <= days <= LOG_ANALYTICS_MAX_DAYS:
+        problems.append(
+            (
+                "security.log_retention_days",
+                f"{days} days is outside what a Log Analytics workspace keeps, where Azure sends the control-plane "
+                f"and storage logs (allowed: {LOG_ANALYTICS_MIN_DAYS} to {LOG_ANALYTICS_MAX_DAYS}; source: "
+                "learn.microsoft.com/azure/azure-monitor/logs/data-retention-configure)",
+            )
+        )
+    if spec.security.checkpoint_noncurrent_days > BLOB_SOFT_DELETE_MAX_DAYS:
+        problems.append(
+            (
+                "security.checkpoint_noncurrent_days",
+                f"{spec.security.checkpoint_noncurrent_days} days is longer than blob soft delete keeps a deleted or "
+                f"overwritten checkpoint (allowed: 1 to {BLOB_SOFT_DELETE_MAX_DAYS}; source: the storage API's "
+                "DeleteRetentionPolicy.days, learn.microsoft.com/azure/storage/blobs/soft-delete-blob-overview)",
+            )
+        )
     if spec.compute.nodes > MAX_NODES_PER_SCALE_SET:
         problems.append(
             (
@@ -152,9 +230,10 @@ BUCKET = re.compile(r"^(?=.{3,63}\Z)[a-z0-9]+(-[a-z0-9]+)*\Z")
 # Blob integration is not built yet (check refuses import_path); no path is an Azure one.
 OBJECT_STORE_SCHEME = "https://"
 RESERVATION_WHAT = "capacity reservation group resource id"
-# Empty: AKS picks its default version when the stack names none (no AKS version list was read to
-# pin one); a version the stack names is passed through.
-DEFAULT_KUBERNETES_VERSION = ""
+# The AKS minor a stack gets when it names none: 1.35, GA March 2026 and supported until March 2027
+# (AKS_END_OF_LIFE); from 1.35 the Ubuntu node image is 24.04 (upgrade-os-version.md:41 at fb060ab),
+# which the amdgpu installer's repository (noble) and the DOCA driver's ubuntu24.04 container match.
+DEFAULT_KUBERNETES_VERSION = "1.35"
 # A capacity reservation group is named by its ARM resource id (the VMSS
 # capacityReservation.capacityReservationGroup is a SubResource id, pulumi-azure-native 3.29.0
 # compute CapacityReservationProfileArgs); ARM ids are /subscriptions/<id>/resourceGroups/<rg>/
@@ -219,6 +298,6 @@ def tag(key: str, value: str) -> str | None:
 
 def node_image(raw: object, kind: str | None) -> str | None:
     return (
-        "only applies to aws for now (on azure the node image is the HPC marketplace image for the size, "
-        "components/azure/compute.py)"
+        "only applies to aws for now (on azure the nodes run AKS's Ubuntu image, os SKU Ubuntu, "
+        "components/azure/orchestration_aks.py)"
     )

@@ -1,4 +1,6 @@
-"""Storage: Azure Managed Lustre on its own subnet, and a checkpoint container.
+"""Storage: Azure Managed Lustre on its own subnet, a checkpoint container, and the stack's log
+workspace (audit.py), where the control plane, Container insights and the checkpoint account's
+blob service send their logs.
 
 Storage builds no network (cluster-toolkit module guidelines): it takes the Lustre subnet and
 the node subnets as inputs, and exposes the same mount description every cloud does. Both
@@ -14,6 +16,7 @@ from typing import Any, Sequence
 import pulumi
 import pulumi_azure_native as azure
 
+from components.azure import audit
 from components.azure.common import cluster_tags, storage_account_name
 from components.spec import ClusterSpec
 
@@ -38,8 +41,10 @@ class StorageArgs:
 
 
 class Storage(pulumi.ComponentResource):
+    logs: azure.operationalinsights.Workspace
     lustre: azure.storagecache.AmlFilesystem
     account: azure.storage.StorageAccount
+    blob_service: azure.storage.BlobServiceProperties
     container: azure.storage.BlobContainer
     mount: dict[str, Any]
 
@@ -48,6 +53,7 @@ class Storage(pulumi.ComponentResource):
         spec = args.spec
         tags = cluster_tags(spec)
         lu = spec.storage.lustre
+        self.logs = audit.workspace(f"{name}-logs", spec, args.resource_group, pulumi.ResourceOptions(parent=self))
         self.lustre = azure.storagecache.AmlFilesystem(
             f"{name}-lustre",
             resource_group_name=args.resource_group,
@@ -90,6 +96,29 @@ class Storage(pulumi.ComponentResource):
             ),
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, protect=True),
+        )
+        # Soft delete of blobs and of containers (Checkov CKV2_AZURE_38): a deleted or overwritten
+        # checkpoint is kept security.checkpoint_noncurrent_days (1-365, pulumi-azure-native 3.29.0
+        # DeleteRetentionPolicyArgs.days; the spec refuses more on azure), as noncurrent versions are
+        # on AWS and GCP (learn.microsoft.com/azure/storage/blobs/soft-delete-blob-overview: an
+        # overwrite keeps a soft-deleted snapshot of the old data).
+        days = spec.security.checkpoint_noncurrent_days
+        self.blob_service = azure.storage.BlobServiceProperties(
+            f"{name}-blob-service",
+            account_name=self.account.name,
+            resource_group_name=args.resource_group,
+            blob_services_name="default",
+            delete_retention_policy=azure.storage.DeleteRetentionPolicyArgs(enabled=True, days=days),
+            container_delete_retention_policy=azure.storage.DeleteRetentionPolicyArgs(enabled=True, days=days),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        # Every read, write and delete of the account's blobs, to the workspace (audit.py).
+        audit.diagnostic_setting(
+            f"{name}-blob-logs",
+            target=pulumi.Output.concat(self.account.id, "/blobServices/default"),
+            workspace_id=self.logs.id,
+            categories=audit.BLOB_LOG_CATEGORIES,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.blob_service]),
         )
         self.container = azure.storage.BlobContainer(
             f"{name}-checkpoints",

@@ -14,13 +14,14 @@ import pulumi_gcp as gcp
 
 from components.contract import COMPONENT_FACTS
 from components.gcp.common import address_plan, project
-from components.gcp.compute import Compute, ComputeArgs
+from components.gcp.compute import FLEX_START_MAX_DURATION, Compute, ComputeArgs
 from components.gcp.interconnect import Interconnect, InterconnectArgs, nic_count
 from components.gcp.network import Network, NetworkArgs
 from components.gcp.orchestration_gke import JOB_NAMESPACE, GkeArgs, GkeOrchestration, job_queue, node_networks
 from components.gcp.orchestration_slurm import EXTRA_MOUNTS, LUSTRE_ID, SlurmArgs, SlurmOrchestration
 from components.gcp.services import ProjectServices, ServicesArgs
 from components.gcp.workload_identity import CHECKPOINT_KSA
+from components.k8s.kueue import MAX_RUN_ANNOTATION
 from components.gcp.storage import Storage, StorageArgs
 from components.spec import ClusterSpec
 
@@ -116,6 +117,9 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
             # (cluster-toolkit gke-node-pool/main.tf at 1047080, "GKE automatically applies the
             # taint"; nccl-jobset-example.yaml of the queued example tolerates it).
             scheduler["tolerations"] = [GPU_TAINT, QUEUED_TAINT]
+            # How long the ProvisioningRequest's nodes live: flex-start's seven-day maximum, asked
+            # through the JobSet (compute.py, where the pool no longer carries it).
+            scheduler["job_annotations"] = {MAX_RUN_ANNOTATION: str(int(FLEX_START_MAX_DURATION.removesuffix("s")))}
     else:
         comp = Compute(
             f"{name}-compute",

@@ -126,6 +126,7 @@ class Compute(pulumi.ComponentResource):
                 consume_reservation_type="SPECIFIC_RESERVATION", key=RESERVATION_KEY, values=[cap.id or ""]
             )
         flex = cap.type == "flex-start"
+        is_queued = queued_provisioning(cap.type, spec.compute.nodes)
         node_config = gcp.container.NodePoolNodeConfigArgs(
             machine_type=spec.compute.instance_type,
             guest_accelerators=[
@@ -144,7 +145,14 @@ class Compute(pulumi.ComponentResource):
             reservation_affinity=affinity,
             spot=True if cap.type == "spot" else None,
             flex_start=True if flex else None,
-            max_run_duration=FLEX_START_MAX_DURATION if flex else None,
+            # A queued pool's nodes live as long as their ProvisioningRequest asks: cluster-toolkit's
+            # queued flex-start example sets no max_run_duration on the pool (examples/gke-consumption-
+            # options/dws-flex-start-queued-provisioning/gke-a3-ultragpu.yaml at 1047080: flex-start and
+            # queued provisioning only) and puts provreq.kueue.x-k8s.io/maxRunDurationSeconds on the
+            # JobSet (nccl-jobset-example.yaml line 23), which Kueue copies into the ProvisioningRequest
+            # (kueue v0.17.8 site/content/en/docs/concepts/admission_check/provisioning_request.md:162).
+            # So the duration goes there (components/gcp/cluster.py, scheduler.job_annotations).
+            max_run_duration=FLEX_START_MAX_DURATION if flex and not is_queued else None,
             shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
                 enable_secure_boot=True, enable_integrity_monitoring=True
             ),
@@ -184,11 +192,7 @@ class Compute(pulumi.ComponentResource):
         # modules/compute/gke-node-pool/main.tf at 1047080: queued_provisioning { enabled = true },
         # with NO_RESERVATION affinity, no spot, autoscaling from 0 and no COMPACT policy, which
         # this pool already has). Kueue makes the requests (components/k8s/kueue.py).
-        queued = (
-            gcp.container.NodePoolQueuedProvisioningArgs(enabled=True)
-            if queued_provisioning(cap.type, spec.compute.nodes)
-            else None
-        )
+        queued = gcp.container.NodePoolQueuedProvisioningArgs(enabled=True) if is_queued else None
         return gcp.container.NodePool(
             f"{name}-pool",
             queued_provisioning=queued,

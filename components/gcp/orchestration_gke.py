@@ -15,8 +15,8 @@ inside the VPC (docs/stacks.md, "A private cluster").
 Security defaults follow the checks FACTS.md names: private nodes, an endpoint restricted to
 authorised networks (CKV_GCP_25/18/64, with CKV_GCP_18 deliberately relaxed to public-with-
 authorised-networks so the deployer can reach it); shielded nodes (CKV_GCP_71);
-Workload Identity (CKV_GCP_69); Binary Authorization (CKV_GCP_66) and intranode visibility
-(CKV_GCP_61), each beside its value below. Dataplane V2 (ADVANCED_DATAPATH) is what multi-networking needs
+Workload Identity (CKV_GCP_69) and Binary Authorization (CKV_GCP_66), each beside its value below;
+intranode visibility (CKV_GCP_61) is left off, with the reason beside it. Dataplane V2 (ADVANCED_DATAPATH) is what multi-networking needs
 (cloud.google.com/kubernetes-engine/docs/how-to/setup-multinetwork-support-for-pods) and it
 enforces NetworkPolicy itself, so the legacy Calico ``network_policy`` block is left unset
 (GKE refuses both together).
@@ -177,11 +177,17 @@ class GkeOrchestration(pulumi.ComponentResource):
             binary_authorization=gcp.container.ClusterBinaryAuthorizationArgs(
                 evaluation_mode="PROJECT_SINGLETON_POLICY_ENFORCE"
             ),
-            # CKV_GCP_61: pod-to-pod traffic on one node goes through the VPC, so its firewall and
-            # flow logs see it (cloud.google.com/kubernetes-engine/docs/how-to/intranode-visibility,
-            # read 2026-12-01; on Dataplane V2 netd redirects it, eBPF-native from 1.36.0-gke.3302000).
-            # Only the pods' primary network: NCCL's GPU traffic is on the additional NICs and NVLink.
-            enable_intranode_visibility=True,
+            # Intranode visibility off, a deliberate exception to CKV_GCP_61. The intranode-visibility
+            # page (cloud.google.com/kubernetes-engine/docs/how-to/intranode-visibility, read 2026-12)
+            # covers Dataplane V2 (netd redirects, eBPF-native from 1.36.0-gke.3302000) but not
+            # multi-network Pods, and the multi-network pages (setup-multinetwork-support-for-pods,
+            # about-multinetwork-support-for-pods) do not name it among what works with them; no
+            # reference GPU cluster turns it on with multi-networking (cluster-toolkit at 1047080 sets
+            # it nowhere: gke-a3-megagpu, gke-a3-ultragpu, gke-a4). Without a source that the two work
+            # together, the path of every pod's primary traffic is not changed on a guess. What it
+            # would add is flow logs and firewall rules for traffic between pods of one node; the
+            # job's pods are one per node, and their NetworkPolicy is enforced by Dataplane V2.
+            enable_intranode_visibility=False,
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
                 workload_pool=pulumi.Output.format("{0}.svc.id.goog", args.project)
             ),

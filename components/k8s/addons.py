@@ -29,8 +29,10 @@ JOBSET_NAMESPACE = "jobset-system"
 # for its 0.11 chart). No public source read here gives the digest of v0.12.0 (the promoter manifest
 # stored stops at v0.8.2), so it is pulled by tag unless the stack pins it (components/image_pins.py).
 # The chart writes the image as "{{ .Values.image.repository }}:{{ .Values.image.tag | default
-# .Chart.AppVersion }}" (charts/jobset/templates/controller/deployment.yaml at c8d0398), so a pin
-# goes in as repository and tag@digest.
+# .Chart.AppVersion }}" (charts/jobset/templates/controller/deployment.yaml line 45 at v0.12.0,
+# f22e565), so a pin goes in as repository and tag@digest. The published chart's values name that
+# image: the release packaging rewrites the git values' staging repository to registry.k8s.io/jobset
+# with the tag and pullPolicy IfNotPresent (hack/helm-chart-package.sh lines 32 and 48 at v0.12.0).
 JOBSET_IMAGE = f"registry.k8s.io/jobset/jobset:v{JOBSET_VERSION}"
 
 # The namespace the workload pods (the validation job and user jobs) run in, with the claims they

@@ -23,6 +23,9 @@ from typing import Literal, Mapping
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components import nccl_topology
+
+
 AI_INFRA = "Azure/ai-infrastructure-on-azure@a01b073"
 AKS_RDMA = "Azure/aks-rdma-infiniband@700dabb"
 LUSTRE_CSI_REF = "kubernetes-sigs/azurelustre-csi-driver@v0.4.0 (9011a5f)"
@@ -55,8 +58,8 @@ NETWORK_OPERATOR_VALUES = {"nfd": {"deployNodeFeatureRules": False}}
 #   (NETWORK_OPERATOR_REF api/v1alpha1/nicclusterpolicy_types.go), none by default;
 # * the GPU Operator's operands: daemonsets.tolerations, by default nvidia.com/gpu only
 #   (GPU_OPERATOR_REF deployments/gpu-operator/values.yaml);
-# * AMD's NFD worker: amd-dcm=up:NoExecute only (AMD_OPERATOR_REF helm-charts-k8s/values.yaml), and
-#   the DeviceConfig's device plugin, node labeller and metrics exporter: devicePluginTolerations,
+# * AMD's chart runs no NFD of its own here (AMD_OPERATOR_VALUES); the DeviceConfig's device plugin,
+#   node labeller and metrics exporter: devicePluginTolerations,
 #   nodeLabellerTolerations, metricsExporter.tolerations (AMD_OPERATOR_REF
 #   api/v1alpha1/deviceconfig_types.go), none by default;
 # * the Lustre CSI node DaemonSet tolerates every taint already (`- operator: "Exists"`,
@@ -70,7 +73,6 @@ NETWORK_NFD_WORKER_TOLERATIONS = (
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
 )
 GPU_OPERATOR_DAEMONSET_TOLERATIONS = ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},)
-AMD_NFD_WORKER_TOLERATIONS = ({"key": "amd-dcm", "operator": "Equal", "value": "up", "effect": "NoExecute"},)
 # configs/network-operator/node-feature-rule.yaml (AI_INFRA): label the nodes whose PCI devices
 # are ConnectX-7 (15b3:101c, 15b3:101e); the NicClusterPolicy runs only there.
 MELLANOX_LABEL = "feature.node.kubernetes.io/pci-15b3.present"
@@ -79,6 +81,18 @@ MELLANOX_DEVICE_IDS = ("101c", "101e")
 # (the operator appends -<os><version>-<arch> to the tag) and its module blacklist file.
 DOCA_DRIVER = {"repository": "nvcr.io/nvidia/mellanox", "image": "doca-driver", "version": "doca3.3.0-26.01-1.0.0.0-0"}
 DOCA_DRIVER_ENV = {"OFED_BLACKLIST_MODULES_FILE": "/host/etc/modprobe.d/blacklist-ofed-modules.conf"}
+# Precompiled drivers, where each operator offers them for these nodes:
+# * the Network Operator looks for a precompiled DOCA driver of the node's kernel first
+#   (<version>-<kernel>-<os><version>-<arch>) and runs it where NVIDIA publishes one, else the image
+#   that compiles the driver on the node; forcePrecompiled false keeps that fallback ("If set to true
+#   and precompiled image does not exists, OFED state will be Error", NETWORK_OPERATOR_REF
+#   api/v1alpha1/nicclusterpolicy_types.go:123-128; pkg/state/state_ofed.go:627-640);
+# * the GPU Operator offers none here: its precompiled driver is "only supported for as a tech-preview
+#   feature on ubuntu22.04 kernels" (GPU_OPERATOR_REF at 30a8bbd deployments/gpu-operator/values.yaml:
+#   129-131), AKS 1.35's nodes run Ubuntu 24.04 (AKS_NODE_OS), and the operator builds the per-kernel
+#   tag with no fallback when it is missing (controllers/object_controls.go resolveDriverTag). Off.
+DOCA_FORCE_PRECOMPILED = False
+GPU_DRIVER_PRECOMPILED = False
 # configs/network-operator/nicclusterpolicy/sriov-device-plugin/sriov.yaml (AI_INFRA): one
 # `rdma/ib` per InfiniBand HCA (isRdma mounts /dev/infiniband into the container).
 SRIOV_PLUGIN = {
@@ -106,8 +120,13 @@ NIC_CLUSTER_POLICY = "nic-cluster-policy"
 # not install. daemonsets.tolerations is the chart's default (nvidia.com/gpu, NVIDIA/gpu-operator
 # deployments/gpu-operator/values.yaml) plus the GPU pool's taint, so the operands reach the pool.
 GPU_OPERATOR_VALUES: dict[str, object] = {
+    # The operator and validator images by the release's own tag (the chart at the git tag names
+    # "main-latest" as its appVersion, deployments/gpu-operator/Chart.yaml; values.yaml 54-71 fall back
+    # to it when version is unset), so what is pulled is what LAYER_IMAGES names.
+    "operator": {"version": GPU_OPERATOR_VERSION},
+    "validator": {"version": GPU_OPERATOR_VERSION},
     "nfd": {"enabled": False},
-    "driver": {"rdma": {"enabled": True}},
+    "driver": {"rdma": {"enabled": True}, "usePrecompiled": GPU_DRIVER_PRECOMPILED},
     "migManager": {"enabled": False},
     "vgpuDeviceManager": {"enabled": False},
     "vfioManager": {"enabled": False},
@@ -122,9 +141,22 @@ AMD_REPO = "https://rocm.github.io/gpu-operator"
 AMD_OPERATOR_CHART = "gpu-operator-charts"
 AMD_OPERATOR_VERSION = "v1.4.1"
 AMD_OPERATOR_NAMESPACE = "kube-amd-gpu"
-# configs/values/amd-gpu-operator/values.yaml (AKS_RDMA).
-AMD_OPERATOR_VALUES: dict[str, dict[str, object]] = {
-    "node-feature-discovery": {"enabled": True},
+# configs/values/amd-gpu-operator/values.yaml (AKS_RDMA), but with one node-feature-discovery: the
+# reference runs AMD's NFD beside the Network Operator's, two deployments without instance names
+# that share the annotation each master keeps its labels in (node-feature-discovery docs/reference/
+# master-commandline-reference.md:63-67 at 76e6cc8). The Network Operator's stays (its rule labels
+# the ConnectX-7 nodes the NicClusterPolicy selects); AMD's is off ("Skip NFD installation:
+# --set node-feature-discovery.enabled=false", AMD_OPERATOR_REF docs/installation/kubernetes-helm.md:127)
+# and its default rule is kept (installdefaultNFDRule, values.yaml:20): the Network Operator's NFD
+# applies it, its worker discovering every PCI device (node-feature-discovery source/pci/pci.go:141-148),
+# so the MI300X nodes still get feature.node.kubernetes.io/amd-vgpu, which the DeviceConfig selects.
+AMD_OPERATOR_VALUES: dict[str, dict[str, object] | bool] = {
+    # The controller by the release's tag (values.yaml 233-237 at the git tag says "dev").
+    "controllerManager": {
+        "manager": {"image": {"repository": "docker.io/rocm/gpu-operator", "tag": AMD_OPERATOR_VERSION}}
+    },
+    "node-feature-discovery": {"enabled": False},
+    "installdefaultNFDRule": True,
     "kmm": {"enabled": True},
     "crds": {"defaultCR": {"install": False}},
 }
@@ -170,6 +202,218 @@ LUSTRE_CSI_MANIFESTS = (
 LUSTRE_MOUNT_OPTIONS = ("noatime", "flock")
 
 GpuOperator = Literal["nvidia", "amd"]
+
+# ---------------------------------------------------------------------------------------------
+# Every image the AKS layer pulls by tag, and where a pin (``images:`` of the stack, written by
+# `gpu-cluster pin`, components/image_pins.py) goes. Tags are each chart's at its pin: the Network
+# Operator's values.yaml (NETWORK_OPERATOR_REF: operator.repository/image with the app version v26.1.0,
+# node-feature-discovery.image at lines 46-48, operator.ofedDriver.initContainer at 314-322); the GPU
+# Operator's values.yaml (GPU_OPERATOR_REF at 30a8bbd: validator and operator 54-71, driver 132-134,
+# driver.manager 180-184, toolkit 210-212, devicePlugin 221-223, dcgmExporter 277-279, gfd 326-328;
+# disabled components left out); AMD's (AMD_OPERATOR_REF: controllerManager.manager.image 233-237,
+# whose "dev" tag is replaced by the release's v1.4.1; the DeviceConfig's device plugin and node
+# labeller default to rocm/k8s-device-plugin:latest and :labeller-latest, internal/kmmmodule/
+# kmmmodule.go:76 and internal/nodelabeller/nodelabeller.go:54, moving tags; the init container
+# docker.io/rocm/gpu-operator-utils:latest, internal/utils.go:60).
+# How a digest is written: ``tag`` puts ``<tag>@<digest>`` where the chart writes repo:tag (a
+# reference with both is pulled by the digest); ``version`` writes ``sha256:...`` alone where the
+# operator builds the reference itself and takes a bare digest (NVIDIA/gpu-operator internal/image/
+# image.go:36, Mellanox/network-operator pkg/render/render.go:106-108 and pkg/state/state_ofed.go:
+# 622-642, 754-756); ``ref`` writes the whole ``repo:tag@digest`` (the DeviceConfig's image fields).
+# The DOCA driver's tag is the one the operator pulls on AKS 1.35's Ubuntu 24.04 amd64 nodes (its
+# version, then -<os><version>-<arch>, state_ofed.go:758-762); pinned, the operator takes that
+# image as it is and no longer looks for a precompiled one (state_ofed.go:642).
+PinForm = Literal["tag", "version", "ref"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerImage:
+    ref: str
+    """``repository:tag`` as pulled."""
+    what: str
+    operator: GpuOperator | None
+    """Only with this GPU operator (None: every AKS stack)."""
+    target: str
+    """Where the pin goes: ``chart:<chart>:<values path>``, ``NicClusterPolicy:<spec path>``,
+    ``DeviceConfig:<spec path>``, or ``none`` (named in the plan's images caveat only)."""
+    form: PinForm = "tag"
+
+
+def _tag(ref: str) -> str:
+    return ref.rpartition(":")[2]
+
+
+NVCR = "nvcr.io/nvidia"
+AKS_NODE_OS = "ubuntu24.04"  # AKS 1.35's Ubuntu (aks-ubuntu: upgrade-os-version.md:41 at fb060ab)
+LAYER_IMAGES: tuple[LayerImage, ...] = (
+    LayerImage(
+        ref=f"{NVCR}/cloud-native/network-operator:{NETWORK_OPERATOR_VERSION}",
+        what=f"the Network Operator controller of chart {NETWORK_OPERATOR_VERSION}",
+        operator=None,
+        target=f"chart:{NETWORK_OPERATOR_CHART}:operator.tag",
+    ),
+    LayerImage(
+        ref=f"{NVCR}/mellanox/node-feature-discovery:network-operator-{NETWORK_OPERATOR_VERSION}",
+        what="node-feature-discovery (master, worker on every node, gc) of the Network Operator",
+        operator=None,
+        target=f"chart:{NETWORK_OPERATOR_CHART}:node-feature-discovery.image.tag",
+    ),
+    LayerImage(
+        ref=f"{NVCR}/mellanox/network-operator-init-container:network-operator-{NETWORK_OPERATOR_VERSION}",
+        what="the DOCA driver pod's init container (privileged, every GPU node)",
+        operator=None,
+        target=f"chart:{NETWORK_OPERATOR_CHART}:operator.ofedDriver.initContainer.version",
+    ),
+    LayerImage(
+        ref=f"{DOCA_DRIVER['repository']}/{DOCA_DRIVER['image']}:{DOCA_DRIVER['version']}-{AKS_NODE_OS}-amd64",
+        what="the DOCA (OFED) driver (privileged, every GPU node; where NVIDIA publishes a precompiled "
+        "image for the node's kernel, the operator pulls that one instead, by tag)",
+        operator=None,
+        target="NicClusterPolicy:ofedDriver.version",
+        form="version",
+    ),
+    LayerImage(
+        ref=f"{SRIOV_PLUGIN['repository']}/{SRIOV_PLUGIN['image']}:{SRIOV_PLUGIN['version']}",
+        what="the SR-IOV device plugin (rdma/ib, every GPU node)",
+        operator=None,
+        target="NicClusterPolicy:sriovDevicePlugin.version",
+        form="version",
+    ),
+    LayerImage(
+        ref=f"{NVCR}/gpu-operator:{GPU_OPERATOR_VERSION}",
+        what=f"the GPU Operator controller and its validator, chart {GPU_OPERATOR_VERSION}",
+        operator="nvidia",
+        target=f"chart:{GPU_OPERATOR_CHART}:operator.version,validator.version",
+    ),
+    LayerImage(
+        ref=f"{NVCR}/driver:580.126.20-{AKS_NODE_OS}",
+        what="the NVIDIA driver with nvidia-peermem (privileged, every GPU node)",
+        operator="nvidia",
+        target=f"chart:{GPU_OPERATOR_CHART}:driver.version",
+        form="version",
+    ),
+    LayerImage(
+        ref=f"{NVCR}/cloud-native/k8s-driver-manager:v0.10.0",
+        what="the GPU Operator's driver manager",
+        operator="nvidia",
+        target=f"chart:{GPU_OPERATOR_CHART}:driver.manager.version",
+    ),
+    LayerImage(
+        ref=f"{NVCR}/k8s/container-toolkit:v1.19.0",
+        what="the NVIDIA container toolkit (every GPU node)",
+        operator="nvidia",
+        target=f"chart:{GPU_OPERATOR_CHART}:toolkit.version",
+    ),
+    LayerImage(
+        ref=f"{NVCR}/k8s-device-plugin:v0.19.0",
+        what="the NVIDIA device plugin and GPU feature discovery (every GPU node)",
+        operator="nvidia",
+        target=f"chart:{GPU_OPERATOR_CHART}:devicePlugin.version,gfd.version",
+    ),
+    LayerImage(
+        ref=f"{NVCR}/k8s/dcgm-exporter:4.5.1-4.8.0-distroless",
+        what="the DCGM exporter (every GPU node)",
+        operator="nvidia",
+        target=f"chart:{GPU_OPERATOR_CHART}:dcgmExporter.version",
+    ),
+    LayerImage(
+        ref=f"docker.io/rocm/gpu-operator:{AMD_OPERATOR_VERSION}",
+        what=f"AMD's GPU operator controller, chart {AMD_OPERATOR_VERSION}",
+        operator="amd",
+        target=f"chart:{AMD_OPERATOR_CHART}:controllerManager.manager.image.tag",
+    ),
+    LayerImage(
+        ref="docker.io/rocm/k8s-device-plugin:latest",
+        what="AMD's device plugin (amd.com/gpu, every GPU node; the operator's default, a moving tag)",
+        operator="amd",
+        target="DeviceConfig:devicePlugin.devicePluginImage",
+        form="ref",
+    ),
+    LayerImage(
+        ref="docker.io/rocm/k8s-device-plugin:labeller-latest",
+        what="AMD's node labeller (every GPU node; the operator's default, a moving tag)",
+        operator="amd",
+        target="DeviceConfig:devicePlugin.nodeLabellerImage",
+        form="ref",
+    ),
+    LayerImage(
+        ref="docker.io/rocm/device-metrics-exporter:v1.4.1",
+        what="AMD's metrics exporter (every GPU node)",
+        operator="amd",
+        target="DeviceConfig:metricsExporter.image",
+        form="ref",
+    ),
+    LayerImage(
+        ref="docker.io/rocm/gpu-operator-utils:latest",
+        what="the init container of AMD's operands (the operator's default, a moving tag)",
+        operator="amd",
+        target="DeviceConfig:commonConfig.initContainerImage",
+        form="ref",
+    ),
+)
+# Pulled by tag and not pinnable from here: each chart or manifest writes these references itself
+# with no value that takes a digest that was read (named in the plan's images caveat).
+UNPINNED_IMAGES: tuple[tuple[str, str, GpuOperator | None], ...] = (
+    (
+        "the Managed Lustre CSI driver's images (csi-azurelustre-controller and -node, as its v0.4.0 manifests name them)",
+        "applied as published (ConfigFile); a digest would need a copy of the manifests",
+        None,
+    ),
+    (
+        f"cert-manager {CERT_MANAGER_VERSION}'s controller, webhook and cainjector",
+        "its chart's image values were not read at this pin",
+        "amd",
+    ),
+    (
+        "AMD's kernel module management (KMM) operator",
+        "the subchart's image values were not read at this pin",
+        "amd",
+    ),
+)
+
+
+def layer_images(operator: GpuOperator) -> tuple[LayerImage, ...]:
+    return tuple(i for i in LAYER_IMAGES if i.operator in (None, operator))
+
+
+def _pinned_value(img: LayerImage, digest: str) -> str:
+    if img.form == "version":
+        return digest
+    if img.form == "ref":
+        return f"{img.ref}@{digest}"
+    return f"{_tag(img.ref)}@{digest}"
+
+
+def _set(doc: dict[str, object], dotted: str, value: object) -> None:
+    node = doc
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+        node[part] = child = dict(child)
+        node = child
+    node[parts[-1]] = value
+
+
+def apply_pins(kind: str, name: str, doc: Mapping[str, object], pins: Mapping[str, str]) -> dict[str, object]:
+    """``doc`` (chart values, or a custom resource's spec) with every pinned image of ``kind``
+    (``chart``, ``NicClusterPolicy``, ``DeviceConfig``) and ``name`` (the chart) written in."""
+    out: dict[str, object] = json.loads(json.dumps(dict(doc)))
+    for img in LAYER_IMAGES:
+        digest = pins.get(img.ref)
+        if not digest:
+            continue
+        head, _, rest = img.target.partition(":")
+        if head != kind:
+            continue
+        if kind == "chart":
+            chart, _, rest = rest.partition(":")
+            if chart != name:
+                continue
+        for path in rest.split(","):
+            _set(out, path, _pinned_value(img, digest))
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -221,7 +465,10 @@ def _tolerating(defaults: tuple[dict[str, str], ...], tolerations: list[Tolerati
 
 
 def network_operator(
-    name: str, opts: pulumi.ResourceOptions, tolerations: list[Toleration] | None = None
+    name: str,
+    opts: pulumi.ResourceOptions,
+    tolerations: list[Toleration] | None = None,
+    pins: Mapping[str, str] | None = None,
 ) -> list[pulumi.Resource]:
     """The NVIDIA Network Operator, the rule that labels ConnectX-7 nodes and the NicClusterPolicy
     that gives them the DOCA driver and the SR-IOV device plugin (``rdma/ib``). ``tolerations``:
@@ -239,7 +486,7 @@ def network_operator(
         version=NETWORK_OPERATOR_VERSION,
         repo=NVIDIA_REPO,
         namespace=NETWORK_OPERATOR_NAMESPACE,
-        values=values,
+        values=apply_pins("chart", NETWORK_OPERATOR_CHART, values, pins or {}),
         opts=_after(opts, ns),
     )
     rule = k8s.apiextensions.CustomResource(
@@ -263,36 +510,41 @@ def network_operator(
         },
         opts=_after(opts, chart),
     )
+    policy_spec: dict[str, object] = {
+        # Only the nodes the rule labelled (nic.yaml: "so that you don't schedule pods on the
+        # non-infiniband machines").
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": MELLANOX_LABEL, "operator": "In", "values": ["true"]}]}
+                ]
+            }
+        },
+        "ofedDriver": {
+            **DOCA_DRIVER,
+            "env": [{"name": k, "value": v} for k, v in DOCA_DRIVER_ENV.items()],
+            "forcePrecompiled": DOCA_FORCE_PRECOMPILED,
+        },
+        "sriovDevicePlugin": {**SRIOV_PLUGIN, "config": json.dumps(SRIOV_RESOURCE_LIST, indent=2)},
+        **({"tolerations": [t.as_value() for t in tolerations]} if tolerations else {}),
+    }
     policy = k8s.apiextensions.CustomResource(
         f"{name}-nic-cluster-policy",
         api_version="mellanox.com/v1alpha1",
         kind="NicClusterPolicy",
         metadata=k8s.meta.v1.ObjectMetaArgs(name=NIC_CLUSTER_POLICY),
-        spec={
-            # Only the nodes the rule labelled (nic.yaml: "so that you don't schedule pods on the
-            # non-infiniband machines").
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {"matchExpressions": [{"key": MELLANOX_LABEL, "operator": "In", "values": ["true"]}]}
-                    ]
-                }
-            },
-            "ofedDriver": {
-                **DOCA_DRIVER,
-                "env": [{"name": k, "value": v} for k, v in DOCA_DRIVER_ENV.items()],
-                "forcePrecompiled": False,
-            },
-            "sriovDevicePlugin": {**SRIOV_PLUGIN, "config": json.dumps(SRIOV_RESOURCE_LIST, indent=2)},
-            **({"tolerations": [t.as_value() for t in tolerations]} if tolerations else {}),
-        },
+        spec=apply_pins("NicClusterPolicy", "", policy_spec, pins or {}),
         opts=_after(opts, chart, rule),
     )
     return [ns, chart, rule, policy]
 
 
 def gpu_operator(
-    name: str, opts: pulumi.ResourceOptions, tolerations: list[Toleration], after: list[pulumi.Resource]
+    name: str,
+    opts: pulumi.ResourceOptions,
+    tolerations: list[Toleration],
+    after: list[pulumi.Resource],
+    pins: Mapping[str, str] | None = None,
 ) -> pulumi.Resource:
     """The NVIDIA GPU Operator (driver with GPUDirect RDMA, device plugin: ``nvidia.com/gpu``).
     It waits for the network operator: the RDMA part of its driver needs the DOCA driver."""
@@ -307,191 +559,26 @@ def gpu_operator(
         version=GPU_OPERATOR_VERSION,
         repo=NVIDIA_REPO,
         namespace=GPU_OPERATOR_NAMESPACE,
-        values=values,
+        values=apply_pins("chart", GPU_OPERATOR_CHART, values, pins or {}),
         opts=_after(opts, ns, *after),
     )
 
 
-# The amdgpu driver installer (AKS_RDMA configs/amd-driver-installer/{daemonset,configmap}.yaml):
-# a privileged DaemonSet in kube-system that adds AMD's apt repository of driver release 30.20.1 to
-# the host, installs amdgpu-dkms there and loads the module, then sleeps. The reference writes the
-# repository for Ubuntu noble; the host's own codename is read here instead (AKS's Ubuntu SKU is
-# 22.04 up to Kubernetes 1.34 and 24.04 from 1.35, upgrade-os-version.md:41 at fb060ab), the same
-# line on a noble node. Its image is only the shell that reaches the host (apt-get, wget, gpg, then
-# chroot): the reference names plain "ubuntu"; pinned here by the digest of the Ubuntu image the
-# GKE installers already use (components/k8s/gke_installers.py PREINSTALL_IMAGE).
-AMD_DRIVER_VERSION = "30.20.1"
-AMD_DRIVER_INSTALLER = "install-amdgpu-driver"
-AMD_DRIVER_IMAGE = "ubuntu:26.04@sha256:513c074113a871b51a8d16ab445c88779d6452d937a164fb5cc479f32668a41d"
-# What its pod cannot do without (Checkov's own skip annotation, as components/k8s/gke_installers.py).
-AMD_DRIVER_NEEDS = {
-    "CKV_K8S_16": "privileged: installs a DKMS package on the host and loads the amdgpu kernel module "
-    "(Azure/aks-rdma-infiniband configs/amd-driver-installer runs it privileged)",
-    "CKV_K8S_17": "hostPID: the reference installer shares the host's PID namespace",
-    "CKV_K8S_19": "hostNetwork: the installer acts on the node, as the reference runs it",
-    "CKV_K8S_20": "privilege escalation is implied by privileged",
-    "CKV_K8S_23": "root: it writes the host's apt sources and runs apt-get and modprobe through chroot",
-    "CKV_K8S_37": "a privileged container holds every capability",
-}
-
-
-def amd_driver_script(version: str = AMD_DRIVER_VERSION) -> str:
-    """The installer's steps (the reference's, in this order), with the host's Ubuntu codename."""
-    return "\n".join(
-        [
-            "#!/usr/bin/env bash",
-            "set -euo pipefail",
-            f"version={version}",
-            'if chroot /host modinfo amdgpu 2>/dev/null | grep -q "$version"; then',
-            '  echo "amdgpu driver $version already loaded"; exec sleep infinity',
-            "fi",
-            "apt-get update -y && apt-get install -y wget gnupg",
-            "mkdir -p /host/etc/apt/keyrings",
-            "wget -qO - https://repo.radeon.com/rocm/rocm.gpg.key | gpg --dearmor > /host/etc/apt/keyrings/rocm.gpg",
-            'codename=$(. /host/etc/os-release && echo "$VERSION_CODENAME")',
-            'echo "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/amdgpu/$version/ubuntu '
-            '$codename main" > /host/etc/apt/sources.list.d/amdgpu.list',
-            'chroot /host bash -c "apt-get update -y && DEBIAN_FRONTEND=noninteractive apt-get install -y amdgpu-dkms"',
-            "chroot /host modprobe amdgpu",
-            'echo "amdgpu driver $version installed and loaded"',
-            "exec sleep infinity",
-        ]
-    )
-
-
-def amd_driver_installer(
-    name: str, opts: pulumi.ResourceOptions, tolerations: list[Toleration], node_selector: Mapping[str, str]
-) -> list[pulumi.Resource]:
-    """The amdgpu driver on every node ``node_selector`` picks (the GPU pool), tolerating its taints.
-    Ready only once the module is loaded, so ``pulumi up`` (like the reference's rollout wait) and
-    the DeviceConfig's device plugin (its driver-init container) come after it."""
-    script = k8s.core.v1.ConfigMap(
-        f"{name}-amdgpu-driver-script",
-        metadata=k8s.meta.v1.ObjectMetaArgs(name=AMD_DRIVER_INSTALLER, namespace="kube-system"),
-        data={"install-driver.sh": amd_driver_script()},
+def nccl_topology_configmap(
+    name: str, *, namespace: pulumi.Input[str], topology: nccl_topology.Topology, opts: pulumi.ResourceOptions
+) -> k8s.core.v1.ConfigMap:
+    """The size's NCCL topology file in the jobs' namespace, where every job mounts it
+    (components/nccl_topology.py: the reference's ConfigMap, key and mount)."""
+    return k8s.core.v1.ConfigMap(
+        f"{name}-nccl-topology",
+        metadata=k8s.meta.v1.ObjectMetaArgs(
+            name=nccl_topology.CONFIGMAP,
+            namespace=namespace,
+            labels={"gpu-cluster.io/nccl-topology": topology.name},
+        ),
+        data={nccl_topology.KEY: topology.xml()},
         opts=opts,
     )
-    match = {"app": AMD_DRIVER_INSTALLER}
-    skips = {f"checkov.io/skip{i}": f"{cid}={why}" for i, (cid, why) in enumerate(sorted(AMD_DRIVER_NEEDS.items()), 1)}
-    ds = k8s.apps.v1.DaemonSet(
-        f"{name}-amdgpu-driver",
-        metadata=k8s.meta.v1.ObjectMetaArgs(
-            name=AMD_DRIVER_INSTALLER, namespace="kube-system", labels=match, annotations=skips
-        ),
-        spec=k8s.apps.v1.DaemonSetSpecArgs(
-            selector=k8s.meta.v1.LabelSelectorArgs(match_labels=match),
-            template=k8s.core.v1.PodTemplateSpecArgs(
-                metadata=k8s.meta.v1.ObjectMetaArgs(labels=match),
-                spec=k8s.core.v1.PodSpecArgs(
-                    # The reference also shares the host's IPC namespace; nothing here uses it
-                    # (apt-get, modprobe and modinfo through chroot), so it is left out (CKV_K8S_18).
-                    host_network=True,
-                    host_pid=True,
-                    node_selector=dict(node_selector),
-                    tolerations=[
-                        k8s.core.v1.TolerationArgs(key=t.key, operator="Exists", effect=t.effect) for t in tolerations
-                    ],
-                    priority_class_name="system-node-critical",
-                    automount_service_account_token=False,  # it never calls the Kubernetes API
-                    security_context=k8s.core.v1.PodSecurityContextArgs(
-                        seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault")
-                    ),
-                    containers=[
-                        k8s.core.v1.ContainerArgs(
-                            name=AMD_DRIVER_INSTALLER,
-                            image=AMD_DRIVER_IMAGE,
-                            image_pull_policy="Always",
-                            command=["/tmp/install-driver.sh"],
-                            security_context=k8s.core.v1.SecurityContextArgs(privileged=True),
-                            resources=k8s.core.v1.ResourceRequirementsArgs(requests={"cpu": "100m"}),
-                            # Ready once the module is in the kernel: the path AMD's operator waits on
-                            # too (ROCm/gpu-operator v1.4.1 internal/kmmmodule/kmmmodule.go:359).
-                            readiness_probe=k8s.core.v1.ProbeArgs(
-                                exec_=k8s.core.v1.ExecActionArgs(command=["test", "-d", "/sys/module/amdgpu/drivers"]),
-                                period_seconds=10,
-                            ),
-                            volume_mounts=[
-                                k8s.core.v1.VolumeMountArgs(name="host-root", mount_path="/host"),
-                                k8s.core.v1.VolumeMountArgs(
-                                    name="install-script",
-                                    mount_path="/tmp/install-driver.sh",
-                                    sub_path="install-driver.sh",
-                                ),
-                            ],
-                        )
-                    ],
-                    volumes=[
-                        k8s.core.v1.VolumeArgs(
-                            name="host-root", host_path=k8s.core.v1.HostPathVolumeSourceArgs(path="/", type="")
-                        ),
-                        k8s.core.v1.VolumeArgs(
-                            name="install-script",
-                            config_map=k8s.core.v1.ConfigMapVolumeSourceArgs(
-                                name=AMD_DRIVER_INSTALLER, default_mode=0o755
-                            ),
-                        ),
-                    ],
-                ),
-            ),
-        ),
-        opts=_after(opts, script),
-    )
-    return [script, ds]
-
-
-def amd_gpu_operator(
-    name: str,
-    opts: pulumi.ResourceOptions,
-    tolerations: list[Toleration] | None = None,
-    after: list[pulumi.Resource] | None = None,
-) -> list[pulumi.Resource]:
-    """cert-manager, AMD's GPU operator and its DeviceConfig (device plugin: ``amd.com/gpu``).
-    ``tolerations``: the GPU pool's taints, for its NFD worker and the DeviceConfig's DaemonSets;
-    ``after``: the driver installer, which the reference runs first."""
-    tolerations = tolerations or []
-    cm_ns = _namespace(f"{name}-cert-manager-ns", CERT_MANAGER_NAMESPACE, opts)
-    cert_manager = _chart(
-        f"{name}-cert-manager",
-        chart=CERT_MANAGER_CHART,
-        version=CERT_MANAGER_VERSION,
-        repo=CERT_MANAGER_REPO,
-        namespace=CERT_MANAGER_NAMESPACE,
-        values={"crds": {"enabled": True}},
-        opts=_after(opts, cm_ns),
-    )
-    ns = _namespace(f"{name}-amd-gpu-ns", AMD_OPERATOR_NAMESPACE, opts)
-    values: dict[str, object] = dict(AMD_OPERATOR_VALUES)
-    spec: dict[str, object] = dict(AMD_DEVICE_CONFIG_SPEC)
-    if tolerations:
-        values["node-feature-discovery"] = {
-            **AMD_OPERATOR_VALUES["node-feature-discovery"],
-            "worker": {"tolerations": _tolerating(AMD_NFD_WORKER_TOLERATIONS, tolerations)},
-        }
-        own = [t.as_value() for t in tolerations]
-        spec["devicePlugin"] = {
-            **AMD_DEVICE_CONFIG_SPEC["devicePlugin"],
-            "devicePluginTolerations": own,
-            "nodeLabellerTolerations": own,
-        }
-        spec["metricsExporter"] = {**AMD_DEVICE_CONFIG_SPEC["metricsExporter"], "tolerations": own}
-    chart = _chart(
-        f"{name}-amd-gpu-operator",
-        chart=AMD_OPERATOR_CHART,
-        version=AMD_OPERATOR_VERSION,
-        repo=AMD_REPO,
-        namespace=AMD_OPERATOR_NAMESPACE,
-        values=values,
-        opts=_after(opts, ns, cert_manager, *(after or [])),
-    )
-    config = k8s.apiextensions.CustomResource(
-        f"{name}-amd-device-config",
-        api_version="amd.com/v1alpha1",
-        kind="DeviceConfig",
-        metadata=k8s.meta.v1.ObjectMetaArgs(name="gpu-operator", namespace=AMD_OPERATOR_NAMESPACE),
-        spec=spec,
-        opts=_after(opts, chart),
-    )
-    return [cm_ns, cert_manager, ns, chart, config]
 
 
 def lustre_csi(name: str, opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:

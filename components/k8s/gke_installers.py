@@ -71,12 +71,15 @@ def _tcpxo_preinstall_script() -> str:
 
 
 def _install_script(fabric: str) -> str:
+    # --install-nccl where the catalog says the plugin's release brings its NCCL (every fabric here:
+    # fabrics.<f>.installer.install_nccl, each with its source).
+    install = "/scripts/container_entry.sh install" + (" --install-nccl" if installer_fact(fabric).install_nccl else "")
     if fabric == "rdma":
         lib64, gib = f"/usr/local{HOST_BIN}/nvidia/lib64", f"/usr/local{HOST_BIN}/gib"
         return "\n".join(
             [
                 "set -ex",
-                "/scripts/container_entry.sh install",
+                install,
                 f"cp -r /var/lib/gib/lib64/. {lib64}",
                 f"cp -r /var/lib/gib/. {gib}",
             ]
@@ -85,7 +88,7 @@ def _install_script(fabric: str) -> str:
         [
             "set -ex",
             "chmod 755 /scripts/container_entry.sh",
-            "/scripts/container_entry.sh install --install-nccl",
+            install,
             "mkdir -p /usr/local/nvidia/lib64",
             f"cp -r /var/lib/{fabric}/lib64/. /usr/local/nvidia/lib64",
         ]

@@ -6,7 +6,7 @@ large-scale workload with flex-start with queued provisioning", read 2026-12-01)
 with queued provisioning, GKE allocates all requested resources at the same time"; the node pool
 takes ``--flex-start`` and ``--enable-queued-provisioning``; Kueue "automates the lifecycle of
 flex-start with queued provisioning requests". Kueue's side (kubernetes-sigs/kueue
-site/content/en/docs/concepts/admission_check/provisioning_request.md at v0.17.1, 6fcc132): an
+site/content/en/docs/concepts/admission_check/provisioning_request.md at v0.17.8, 818686e): an
 AdmissionCheck with ``controllerName: kueue.x-k8s.io/provisioning-request`` whose parameters name
 a ProvisioningRequestConfig, referenced from the ClusterQueue; the workload is admitted only once
 the ProvisioningRequest is ``Provisioned=true``.
@@ -31,22 +31,29 @@ import pulumi_kubernetes as k8s
 
 from components.image_pins import chart_image
 
-# The chart Kueue publishes with each release (charts/kueue/README.md at v0.17.1: `helm install
-# kueue oci://registry.k8s.io/kueue/charts/kueue --version="0.17.1" --create-namespace
-# --namespace=kueue-system`). 0.17.1 is the version cluster-toolkit recommends and qualifies
-# (modules/management/kubectl-apply/README.md and variables.tf at 1047080: kueue_supported_versions
-# "0.17.1", ... "0.15.0"; the v1beta2 API from 0.15.0 on).
+# The chart Kueue publishes with each release (charts/kueue/README.md at v0.17.8: `helm install
+# kueue oci://registry.k8s.io/kueue/charts/kueue --version="0.17.8" --create-namespace
+# --namespace=kueue-system`). 0.17.8 is the latest patch of the 0.17 line (tag v0.17.8, 818686e,
+# 2026-07-22; charts/kueue/Chart.yaml version 0.17.8, appVersion v0.17.8; the repository's tags after
+# it are v0.18.x). cluster-toolkit qualifies the line's first release (modules/management/kubectl-apply
+# variables.tf at 1047080: kueue_supported_versions "0.17.1", ... "0.15.0"); between 0.17.1 and 0.17.8
+# the v1beta2 spec types of every object here are unchanged (apis/kueue/v1beta2, read at both tags:
+# components/liveness/apis.py), and the chart's only new value is enableVisibilityAuthReaderRoleBinding
+# (default true), so the objects and values below stand as they were.
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
-KUEUE_VERSION = "0.17.1"
+KUEUE_VERSION = "0.17.8"
 KUEUE_NAMESPACE = "kueue-system"
 # The controller image of the published chart: registry.k8s.io/kueue/kueue at v<chart version>
-# (kubernetes/k8s.io registry.k8s.io/images/k8s-staging-kueue/images.yaml promotes `kueue` by those
+# (the release packaging rewrites the git values' staging image, us-central1-docker.pkg.dev/
+# k8s-staging-images/kueue/kueue:release-0.17, to registry.k8s.io/kueue/kueue:<tag> with pullPolicy
+# IfNotPresent for a vX.Y.Z tag: hack/helm-chart-package.sh lines 32-40 and 70 at v0.17.8;
+# kubernetes/k8s.io registry.k8s.io/images/k8s-staging-kueue/images.yaml promotes `kueue` by those
 # tags; NVIDIA/aicr docs/user/container-images.md at 005da13 lists registry.k8s.io/kueue/kueue:v0.19.3
 # for chart 0.19.3). The promoter manifests stored here stop at v0.16.0, and no other public source
-# read gives v0.17.1's digest, so it is pulled by tag unless the stack pins it (components/
+# read gives v0.17.8's digest, so it is pulled by tag unless the stack pins it (components/
 # image_pins.py). The chart writes "{{ .Values.controllerManager.manager.image.repository }}:{{
 # .Values.controllerManager.manager.image.tag | default .Chart.AppVersion }}" (charts/kueue/templates/
-# manager/manager.yaml at v0.17.1), so a pin goes in as repository and tag@digest; its values.yaml
+# manager/manager.yaml line 50 at v0.17.8), so a pin goes in as repository and tag@digest; its values.yaml
 # asks for pullPolicy IfNotPresent on a released version.
 KUEUE_IMAGE = f"registry.k8s.io/kueue/kueue:v{KUEUE_VERSION}"
 API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -55,6 +62,12 @@ API_VERSION = "kueue.x-k8s.io/v1beta2"
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
 PROVISIONING_CLASS = "queued-provisioning.gke.io"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# A job's annotations under provreq.kueue.x-k8s.io/ are "directly passed to created
+# ProvisioningRequest" as its parameters (site/content/en/docs/concepts/admission_check/
+# provisioning_request.md line 162 at v0.17.8); maxRunDurationSeconds is how long GKE keeps the
+# request's nodes (site/static/examples/provisioning/sample-job.yaml line 9 there; cluster-toolkit's
+# queued nccl-jobset-example.yaml line 23 at 1047080).
+MAX_RUN_ANNOTATION = "provreq.kueue.x-k8s.io/maxRunDurationSeconds"
 FLAVOR, CHECK, CONFIG, CLUSTER_QUEUE, LOCAL_QUEUE = (
     "gpu-flavor",
     "gpu-provisioning",
@@ -114,7 +127,7 @@ def queue_objects(quota: Quota, job_namespace: str) -> list[tuple[str, str, str 
                     }
                 ],
                 # v1beta2 names the checks under admissionChecksStrategy (apis/kueue/v1beta2/
-                # clusterqueue_types.go at v0.17.1, lines 120 and 148-170; kueue PR 7490 dropped
+                # clusterqueue_types.go at v0.17.8, lines 120 and 148-170; kueue PR 7490 dropped
                 # v1beta1's spec.admissionChecks, which the v1beta2 schema prunes, so no
                 # ProvisioningRequest would ever be made); no onFlavors: the check runs for every
                 # workload of the queue (site/static/examples/provisioning/provisioning-setup.yaml).
@@ -146,7 +159,7 @@ def kueue(
         chart=KUEUE_CHART,
         version=KUEUE_VERSION,
         namespace=KUEUE_NAMESPACE,
-        # charts/kueue/values.yaml at v0.17.1: controllerManager.nodeSelector.
+        # charts/kueue/values.yaml at v0.17.8 (line 94): controllerManager.nodeSelector.
         values=kueue_values(node_selector, pins),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ns])),
     )

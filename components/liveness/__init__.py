@@ -10,7 +10,8 @@ platform pages say, not that the cloud will do what they say. A real cluster has
 * ``facts``: every fact with its source, the one place to add one; ``apis``: the custom resources'
   typed models at their pinned versions;
 * ``cluster``: pools, labels, taints and workloads read from the plan, per platform;
-* ``admission``, ``scheduling``, ``reachability``, ``node_image``, ``ordering``: the checks.
+* ``admission``, ``scheduling``, ``reachability`` (the job's NetworkPolicy in ``netpol``), ``node_image``,
+  ``ordering``: the checks.
 
 Pure: no Pulumi, no torch, nothing of ``workloads`` (tests/test_import_graph.py): the plan passes
 its resources and the launcher passes the rendered job as plain data.

@@ -28,10 +28,13 @@ from components.liveness.fields import check_fields as check_fields
 from components.liveness.fields import any_, b, i, lst, mp, obj, q, s
 
 # ---------------------------------------------------------------------------------------------
-# Kueue v1beta2 at v0.17.1, the chart components/k8s/kueue.py installs (KUEUE_VERSION).
+# Kueue v1beta2 at v0.17.8, the chart components/k8s/kueue.py installs (KUEUE_VERSION). Read again at
+# that tag: from v0.17.1 the spec types of these five kinds are unchanged (v0.17.8 adds a doc comment
+# above ProvisioningRequestConfig's podSetMergePolicy, moving the lines after it by 4, and raises
+# LocalQueue status list limits); the lines below are v0.17.8's.
 
 _KUEUE = dict(
-    repo="kubernetes-sigs/kueue", ref="v0.17.1 (6fcc132)", version_note="chart 0.17.1 (components/k8s/kueue.py)"
+    repo="kubernetes-sigs/kueue", ref="v0.17.8 (818686e)", version_note="chart 0.17.8 (components/k8s/kueue.py)"
 )
 _STOP = ("None", "Hold", "HoldAndDrain")
 
@@ -127,14 +130,14 @@ PROVISIONING_REQUEST_CONFIG = Api(
         parameters=mp(50),
         managedResources=lst(65, s(65)),
         retryStrategy=obj(
-            123,
+            127,
             "ProvisioningRequestRetryStrategy",
-            backoffLimitCount=i(138),
-            backoffBaseSeconds=i(146),
-            backoffMaxSeconds=i(153),
+            backoffLimitCount=i(142),
+            backoffBaseSeconds=i(150),
+            backoffMaxSeconds=i(157),
         ),
         podSetUpdates=any_(84),
-        podSetMergePolicy=s(91, enum=("IdenticalPodTemplates", "IdenticalWorkloadSchedulingRequirements")),
+        podSetMergePolicy=s(95, enum=("IdenticalPodTemplates", "IdenticalWorkloadSchedulingRequirements")),
     ),
     **_KUEUE,
 )

@@ -15,7 +15,7 @@ from components.liveness import facts
 from components.liveness.facts import NodeLabel, Operand, Taint, cite
 from components.liveness.model import Job, Plan, Resource
 from components.liveness.pools import Pool as Pool
-from components.liveness.pools import pools
+from components.liveness.pools import AKS_CLUSTER, pools
 
 K8S_DAEMONSET = "kubernetes:apps/v1:DaemonSet"
 K8S_DEPLOYMENT = "kubernetes:apps/v1:Deployment"
@@ -362,6 +362,37 @@ def _platform(plan: Plan, pool_list: list[Pool]) -> list[Workload]:
     return out
 
 
+def _aks_addons(plan: Plan) -> list[Workload]:
+    """What AKS itself runs on every node for what the cluster resource turns on: the Cilium agent
+    (network dataplane cilium) and Container insights' agent (the omsagent add-on)."""
+    out = []
+    for c in plan.of(AKS_CLUSTER):
+        net = c.inputs.get("networkProfile") or {}
+        if str(net.get("networkDataplane", "")).lower() == "cilium":
+            out.append(
+                Workload(
+                    object="AKS's Cilium agent (managed DaemonSet)",
+                    where="gpu",
+                    tolerations=[{"operator": "Exists"}],
+                    source=cite("aks-cilium-agent"),
+                )
+            )
+        oms = (c.inputs.get("addonProfiles") or {}).get("omsagent") or {}
+        if oms.get("enabled"):
+            out.append(
+                Workload(
+                    object="DaemonSet kube-system/ama-logs (Container insights, AKS add-on)",
+                    where="gpu",
+                    affinity=((("kubernetes.io/os", "In", ("linux",)), ("type", "NotIn", ("virtual-kubelet",))),),
+                    tolerations=[
+                        {"operator": "Exists", "effect": e} for e in ("NoSchedule", "NoExecute", "PreferNoSchedule")
+                    ],
+                    source=cite("ama-logs"),
+                )
+            )
+    return out
+
+
 def workloads(plan: Plan) -> list[Workload]:
     pool_list = pools(plan)
     made = [
@@ -371,14 +402,30 @@ def workloads(plan: Plan) -> list[Workload]:
         *_device_configs(plan),
         *_lustre_csi(plan),
         *_platform(plan, pool_list),
+        *_aks_addons(plan),
     ]
     rules = _node_feature_rules(plan)
     if rules:
         # NFD's worker discovers the PCI devices on the node; the master labels from the rule.
         for w in made:
-            if "node-feature-discovery-worker" in w.object and "amd" not in w.object:
+            if facts.NFD_WORKER in w.object and "amd" not in w.object:
                 w.labels = (*w.labels, *rules)
+    chart_rules = _chart_rules(plan)
+    if chart_rules:
+        # A chart's own rules reach the nodes through whichever NFD runs there (facts.CHART_RULES).
+        for w in made:
+            if facts.NFD_WORKER in w.object:
+                w.labels = (*w.labels, *(lbl for lbl in chart_rules if lbl not in w.labels))
     return made
+
+
+def _chart_rules(plan: Plan) -> list[NodeLabel]:
+    out: list[NodeLabel] = []
+    for r in plan.of(HELM_CHART):
+        found = facts.CHART_RULES.get(str(r.inputs.get("chart", "")).rsplit("/", 1)[-1])
+        if found is not None and value_at(r.inputs.get("values") or {}, found.enabled_value) is not False:
+            out += found.labels
+    return out
 
 
 def job_workloads(job: Job | None) -> list[Workload]:

@@ -70,7 +70,7 @@ class Api:
     repo: str
     """``owner/name``."""
     ref: str
-    """The tag (or commit) read, and its commit: ``v0.17.1 (6fcc132)``."""
+    """The tag (or commit) read, and its commit: ``v0.17.8 (818686e)``."""
     path: str
     """The types file (or CRD manifest) the lines refer to."""
     spec: Field

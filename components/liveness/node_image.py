@@ -127,6 +127,10 @@ class Where:
     mount: str = ""
     kind: str = ""
     """hostPath | emptyDir | configMap | persistentVolumeClaim | image."""
+    config_map: str = ""
+    """configMap: the ConfigMap's name."""
+    key: str = ""
+    """configMap: the key the path is (the file name under the mount; ``items`` map keys to paths)."""
 
 
 def resolve(pod: Mapping[str, Any], container: Mapping[str, Any], path: str) -> Where:
@@ -150,7 +154,39 @@ def resolve(pod: Mapping[str, Any], container: Mapping[str, Any], path: str) -> 
             kind="hostPath",
         )
     kind = next((k for k in ("emptyDir", "configMap", "persistentVolumeClaim", "csi") if k in vol), "volume")
+    if kind == "configMap":
+        cm = vol.get("configMap") or {}
+        rel = path[len(mp) :].lstrip("/")
+        # A ConfigMap volume holds one file per key, named by the key unless items maps it elsewhere.
+        key = next((str(i.get("key")) for i in cm.get("items") or [] if str(i.get("path")) == rel), rel)
+        return Where(
+            host=None, volume=str(m.get("name")), mount=mp, kind=kind, config_map=str(cm.get("name", "")), key=key
+        )
     return Where(host=None, volume=str(m.get("name")), mount=mp, kind=kind)
+
+
+CONFIGMAP = "kubernetes:core/v1:ConfigMap"
+
+
+def _config_map(plan: Plan, job: Job, where: Where) -> tuple[bool, str, str]:
+    """A file on a ConfigMap volume: the job's own (made with it by submit, named after it), or one
+    the plan creates in the job's namespace with that key; a pod whose ConfigMap is missing never
+    starts (k8s-configmap-volume)."""
+    src = facts.cite("k8s-configmap-volume")
+    if where.config_map == job.name:
+        return True, f"on the job's own ConfigMap {where.config_map}, created with it", src
+    ns = next((str((m.get("metadata") or {}).get("namespace") or "default") for m in job.jobsets()), "default")
+    for r in plan.of(CONFIGMAP):
+        meta = r.inputs.get("metadata") or {}
+        if str(meta.get("name")) == where.config_map and str(meta.get("namespace") or "default") == ns:
+            if where.key in (r.inputs.get("data") or {}):
+                return (
+                    True,
+                    f"key {where.key} of ConfigMap {ns}/{where.config_map}, which the plan creates ({r.name})",
+                    src,
+                )
+            return False, f"ConfigMap {ns}/{where.config_map} ({r.name}) has no key {where.key}", src
+    return False, f"no ConfigMap {ns}/{where.config_map} in the plan: the pod would wait for it and never start", src
 
 
 def named_paths(job: Job) -> list[tuple[str, str]]:
@@ -320,6 +356,8 @@ def _listed(
             f"{via} is in no cited manifest of what the stack installs on the node",
             installer.source if installer else "components/catalog.yaml fabrics.<fabric>.installer.provides",
         )
+    if where.kind == "configMap":
+        return _config_map(plan, job, where)
     if where.kind != "image":
         return True, f"on the pod's {where.kind} volume {where.volume} (the job's own)", "the rendered job"
     if image is not None and image.lists(path):

@@ -200,6 +200,8 @@ def _aks_pools(plan: Plan) -> list[Pool]:
         )
         pool.label("agentpool", name, cite("aks-labels"))
         pool.label("node.kubernetes.io/instance-type", itype, cite("k8s-well-known"))
+        # Every AKS pool here is Linux (osSKU Ubuntu); the kubelet labels its node's OS.
+        pool.label("kubernetes.io/os", "linux", cite("k8s-well-known"))
         for k, v in (p.get("nodeLabels") or {}).items():
             pool.label(k, str(v), f"the stack ({res_name} nodeLabels)")
         for t in p.get("nodeTaints") or []:

@@ -7,6 +7,7 @@ deny), NSGs (priority order over the default rules).
 
 from __future__ import annotations
 
+from components.liveness import netpol
 from components.liveness.cluster import Pool
 from components.liveness.model import Check, Job, Plan
 from components.liveness.reachability_aws import aws_checks
@@ -15,10 +16,11 @@ from components.liveness.reachability_gcp import gcp_checks
 
 
 def checks(plan: Plan, pools: list[Pool], job: Job | None) -> list[Check]:
+    # The job's NetworkPolicy (enforced, and admitting the job's own pods): components/liveness/netpol.py.
     if plan.cloud == "aws":
-        return aws_checks(plan, pools, job)
+        return aws_checks(plan, pools, job) + netpol.checks(plan, job)
     if plan.cloud == "gcp":
-        return gcp_checks(plan, pools, job)
+        return gcp_checks(plan, pools, job) + netpol.checks(plan, job)
     if plan.cloud == "azure":
         return azure_checks(plan, pools, job)
     return []

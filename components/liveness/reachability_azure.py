@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from components.liveness import facts
+from components.liveness import facts, netpol
 from components.liveness.cluster import Pool
 from components.liveness.facts import cite
 from components.liveness.model import Check, Job, Plan
@@ -175,6 +175,11 @@ def azure_checks(plan: Plan, pools: list[Pool], job: Job | None) -> list[Check]:
             passed(obj, check, why, src)
             if ok
             else failed(obj, check, why, src, f"allow {pod_net} to {pod_net} on UDP 53, {direction.lower()}")
+        )
+    engine = str(profile.get("networkPolicy") or "none").lower()
+    if engine in ("cilium", "calico", "azure"):
+        out += netpol.network_policy_checks(
+            job, engine, pod_net, f"{cite('aks-cilium')} (networkProfile.networkPolicy {engine})"
         )
     # The API server from the nodes' egress address.
     access = mc.inputs.get("apiServerAccessProfile") or {}

@@ -125,9 +125,46 @@ def _targets(w: Workload, states: dict[str, PoolState]) -> list[PoolState]:
     return list(states.values())
 
 
+def nfd_checks(states: dict[str, PoolState], made: list[Workload]) -> list[Check]:
+    """One node-feature-discovery per node: two deployments without their own instance names share
+    the annotation each master keeps its labels in, and each removes the other's (nfd-one-instance)."""
+    out = []
+    for st in states.values():
+        workers = [w.object for w in made if facts.NFD_WORKER in w.object and w.object in st.landed]
+        if not workers:
+            continue
+        check = "one node-feature-discovery on its nodes"
+        src = facts.cite("nfd-one-instance")
+        if len(workers) == 1:
+            out.append(
+                Check(
+                    kind="scheduling",
+                    object=f"pool {st.pool.name}",
+                    check=check,
+                    holds=True,
+                    why=f"{workers[0]} only",
+                    source=src,
+                )
+            )
+        else:
+            out.append(
+                Check(
+                    kind="scheduling",
+                    object=f"pool {st.pool.name}",
+                    check=check,
+                    holds=False,
+                    why=f"{len(workers)} land there: {'; '.join(workers)}",
+                    source=src,
+                    fix="keep one chart's NFD (turn the other's off) and keep the other's NodeFeatureRules",
+                )
+            )
+    return out
+
+
 def workload_checks(plan: Plan, pool_list: list[Pool], made: list[Workload], job_pods: list[Workload]) -> list[Check]:
     out: list[Check] = []
     states = settle(pool_list, made)
+    out += nfd_checks(states, made)
     for w in [*made, *job_pods]:
         targets = _targets(w, states)
         if not targets:

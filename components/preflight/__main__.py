@@ -8,6 +8,7 @@ an endpoint that does not answer, a permission missing: the line says which).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import warnings
@@ -15,6 +16,7 @@ from typing import Any, Sequence, TextIO
 
 import yaml
 
+from components.stack_locate import STACK_HELP
 from components.preflight import CHECKIP_URL, PROBLEMS, UNCHECKED, Context, render, run_checks
 from components.spec import SpecError, default_name, parse_spec, read_stack_file, stack_path
 
@@ -39,7 +41,7 @@ def main(
     ap = argparse.ArgumentParser(
         prog="python -m components.preflight", description="Check a stack against the cloud account before `pulumi up`."
     )
-    ap.add_argument("stack", help="a bundled stack name (aws-h100-eks) or a stack file")
+    ap.add_argument("stack", help=STACK_HELP)
     ap.add_argument("--project", help="GCP project (default: the stack's gcp:project, then GOOGLE_CLOUD_PROJECT)")
     ap.add_argument(
         "--no-address-check",
@@ -57,6 +59,9 @@ def main(
             print(f"{path}: {reason}", file=out)
         return PROBLEMS
     checkip = None if args.no_address_check else os.environ.get("GPU_CLUSTER_CHECKIP_URL", CHECKIP_URL)
+    # The cloud's checks, and so its client library, before anything is said: where the
+    # [preflight] extra is missing, `gpu-cluster preflight` says only the line naming it.
+    importlib.import_module(f"components.preflight.{spec.cloud}")
     print(
         f"preflight: {name} ({spec.cloud} {spec.region}/{spec.zone}, {spec.compute.nodes} x "
         f"{spec.compute.instance_type}, {spec.compute.capacity.type}, {spec.orchestration.kind})",

@@ -9,7 +9,9 @@
 * the size's vCPU family quota in the region covers the nodes (Usage - List: ``name.value`` the
   family, as the SKU's ``family`` names it, ``currentValue`` and ``limit`` in vCPUs, same package);
 * for AKS, the subscription feature ``Microsoft.ContainerService/AKSInfinibandSupport`` is
-  Registered (use-amd-gpus.md at fb060ab; Features - Get answers ``properties.state``);
+  Registered (use-amd-gpus.md at fb060ab; Features - Get answers ``properties.state``), and so is
+  ``Microsoft.Compute/EncryptionAtHost``, which the CPU pools' encryption at host needs before a pool
+  can be created with it (enable-host-encryption.md:38-48 at fb060ab; components/azure/orchestration_aks.py);
 * a capacity reservation group the stack names exists and reserves the size for every node in the
   stack's zone (Capacity Reservations - List By Capacity Reservation Group, ``GET {group}/
   capacityReservations``: each reservation's ``sku.name`` and ``sku.capacity``, and ``zones``, empty
@@ -43,6 +45,7 @@ COMPUTE_API = "2024-11-01"
 SKUS_API = "2021-07-01"
 FEATURES_API = "2021-07-01"
 IB_FEATURE = ("Microsoft.ContainerService", "AKSInfinibandSupport")
+HOST_ENCRYPTION_FEATURE = ("Microsoft.Compute", "EncryptionAtHost")
 
 
 class Arm(Protocol):
@@ -185,11 +188,10 @@ def family_quota(ctx: Context) -> list[Problem]:
     raise CouldNotCheck(f"no usage entry for {family} in {spec.region}")
 
 
-def infiniband_feature(ctx: Context) -> list[Problem]:
+def _feature(ctx: Context, ns: str, feature: str, without: str) -> list[Problem]:
     if ctx.spec.orchestration.kind != "aks":
         raise NotApplicable("not aks")
     arm: Arm = ctx.clients
-    ns, feature = IB_FEATURE
     answer = arm.get(
         f"/subscriptions/{arm.subscription}/providers/Microsoft.Features/providers/{ns}/features/{feature}",
         FEATURES_API,
@@ -199,11 +201,24 @@ def infiniband_feature(ctx: Context) -> list[Problem]:
         return [
             Problem(
                 "orchestration.kind",
-                f"the subscription feature {ns}/{feature} is {state}: the ND pool's nodes would not land on one "
-                f"InfiniBand network (allowed: Registered; `az feature register --namespace {ns} --name {feature}`)",
+                f"the subscription feature {ns}/{feature} is {state}: {without} "
+                f"(allowed: Registered; `az feature register --namespace {ns} --name {feature}`, then "
+                f"`az provider register --namespace {ns}`)",
             )
         ]
     return []
+
+
+def infiniband_feature(ctx: Context) -> list[Problem]:
+    return _feature(ctx, *IB_FEATURE, "the ND pool's nodes would not land on one InfiniBand network")
+
+
+def host_encryption_feature(ctx: Context) -> list[Problem]:
+    return _feature(
+        ctx,
+        *HOST_ENCRYPTION_FEATURE,
+        "the system and controller pools encrypt at host, which AKS allows only once it is Registered",
+    )
 
 
 def reservation_group(ctx: Context) -> list[Problem]:
@@ -242,5 +257,6 @@ def checks(checkip: str | None) -> list[Check]:
         Check("size offered in the region and zone", sku_offered),
         Check("vCPU family quota", family_quota),
         Check("InfiniBand feature on the subscription", infiniband_feature),
+        Check("encryption at host on the subscription", host_encryption_feature),
         Check("capacity reservation group", reservation_group),
     ]

@@ -19,8 +19,10 @@ from google.auth.transport.requests import AuthorizedSession
 from google.cloud import compute_v1, hypercomputecluster_v1, service_usage_v1
 import requests
 
+from components.gcp import binauthz
 from components.gcp.apis import for_orchestrator
 from components.gcp.rules import GKE_RELEASE_CHANNEL
+from components.k8s.image_uses import gke_pulled_images
 from components.preflight import Check, Context, CouldNotCheck, Fatal, NotApplicable, Problem, deployer_ranges
 
 __all__ = ["Fatal", "GcpClients", "checks"]
@@ -80,6 +82,8 @@ class GcpClients:
     """An authorised HTTP session (google-auth's AuthorizedSession) for the GKE API, whose client
     library is not a dependency: only projects.locations.getServerConfig is read through it."""
     container_endpoint: str
+    binauthz_endpoint: str = "https://binaryauthorization.googleapis.com"
+    """Binary Authorization's REST endpoint (projects.getPolicy), read through ``session``."""
 
     @classmethod
     def build(cls, project: str, credentials: ga_credentials.Credentials, endpoint: str | None = None) -> GcpClients:
@@ -101,6 +105,7 @@ class GcpClients:
             ),
             session=AuthorizedSession(credentials),  # type: ignore[no-untyped-call]
             container_endpoint=(endpoint or "https://container.googleapis.com").rstrip("/"),
+            binauthz_endpoint=(endpoint or "https://binaryauthorization.googleapis.com").rstrip("/"),
         )
 
     @classmethod
@@ -375,11 +380,12 @@ def check_cluster_director(ctx: Context) -> list[Problem]:
     ]
 
 
-def _rest_get(c: GcpClients, what: str, path: str) -> dict[str, Any]:
-    """GET a GKE REST resource through the authorised session, with :func:`call`'s mapping of
-    failures: refused credentials and an unreachable endpoint are Fatal, a refusal CouldNotCheck."""
+def _rest_get(c: GcpClients, what: str, path: str, base: str | None = None) -> dict[str, Any]:
+    """GET a REST resource (GKE's unless ``base`` names another API) through the authorised
+    session, with :func:`call`'s mapping of failures: refused credentials and an unreachable
+    endpoint are Fatal, a refusal CouldNotCheck."""
     try:
-        resp = c.session.get(f"{c.container_endpoint}{path}", timeout=30)
+        resp = c.session.get(f"{base or c.container_endpoint}{path}", timeout=30)
     except auth_exc.RefreshError as exc:
         raise Fatal(f"Google refused the credentials on {what}: {exc}") from None
     except requests.RequestException as exc:
@@ -435,6 +441,45 @@ def check_gke_version(ctx: Context) -> list[Problem]:
     ]
 
 
+def check_binary_authorization(ctx: Context) -> list[Problem]:
+    """The project's Binary Authorization policy (projects.getPolicy, REST GET /v1/projects/{project}/
+    policy, the Policy of components/gcp/binauthz.py) against every image the cluster pulls: an image
+    an enforced rule would refuse is a problem, naming the image, who pulls it and the rule; one a
+    dry-run rule would refuse, or that needs attestations this check cannot see, a note."""
+    spec = ctx.spec
+    if spec.orchestration.kind != "gke":
+        raise NotApplicable(f"{spec.orchestration.kind}, not GKE")
+    if not _enabled(ctx).get("binaryauthorization.googleapis.com", False):
+        raise CouldNotCheck(
+            "the Binary Authorization API is not enabled, so the project's policy cannot be read "
+            "(`pulumi up` enables it; the policy is then the API's default)"
+        )
+    c: GcpClients = ctx.clients
+    policy = _rest_get(c, "binaryauthorization getPolicy", f"/v1/projects/{c.project}/policy", c.binauthz_endpoint)
+    key = f"{spec.zone}.{spec.name}"
+    problems: list[Problem] = []
+    for v in binauthz.evaluate(policy, key, gke_pulled_images(spec)):
+        if v.attestation:
+            ctx.notes.append(f"Binary Authorization: {v.image.ref} ({v.image.who}) needs an attestation: {v.why}")
+        elif v.refused:
+            problems.append(
+                Problem(
+                    "orchestration",
+                    f"project {c.project!r}'s Binary Authorization policy would refuse {v.image.ref} ({v.image.who}, "
+                    f"namespace {v.image.namespace}): {v.why}; allow it (admissionWhitelistPatterns namePattern "
+                    f"{binauthz.image_name(v.image.ref)!r}) or attest it",
+                )
+            )
+        elif v.dry_run:
+            ctx.notes.append(f"Binary Authorization (dry run) would refuse {v.image.ref} ({v.image.who}): {v.why}")
+    if policy.get("globalPolicyEvaluationMode") != "ENABLE" and problems:
+        ctx.notes.append(
+            "Binary Authorization: globalPolicyEvaluationMode is not ENABLE, so GKE's own system images face the "
+            "same rules (" + binauthz.SOURCE + ")"
+        )
+    return problems
+
+
 def checks(checkip_url: str | None) -> list[Check]:
     return [
         Check("APIs enabled", check_apis),
@@ -442,6 +487,7 @@ def checks(checkip_url: str | None) -> list[Check]:
         Check("reservation", check_reservation),
         Check("GPU quota", check_gpu_quota),
         Check("GKE version on the release channel", check_gke_version),
+        Check("Binary Authorization policy", check_binary_authorization),
         Check("Cluster Director access", check_cluster_director),
         Check("deployer ranges", lambda ctx: deployer_ranges(ctx, checkip_url)),
     ]

@@ -1,13 +1,19 @@
-"""The library example under the offline engine (components/engine.py): the caller's provider and
-the caller's VPC are honoured. Runs from tests/test_examples.py, and from tests/test_packaging.py
-against gpu-cluster installed into a fresh virtualenv (so it imports only the installed package)."""
+"""Testing your own program offline (components/testing.py), as a user's test file would: the
+library example under the offline engine, the caller's provider and VPC honoured; then Pulumi's
+standard recipe (set_mocks, @pulumi.runtime.test) with GpuClusterMocks. `make test` runs it
+(pytest ... examples), and tests/test_packaging.py runs it against gpu-cluster installed into a
+fresh virtualenv (so it imports only the installed package)."""
 
 import json
 import runpy
 from pathlib import Path
 
+import pulumi
+
+from components.args import GpuClusterArgs
+from components.cluster import GpuCluster
 from components.contract import read_outputs
-from components.engine import OfflineRun, run_program
+from components.testing import GpuClusterMocks, OfflineRun, run_program
 
 PROGRAM = Path(__file__).resolve().parent / "__main__.py"
 CONFIG = {
@@ -66,3 +72,36 @@ def test_library_example_uses_the_callers_provider_and_vpc() -> None:
     assert outputs.cluster_name == "train" and outputs.orchestrator == "eks" and outputs.nodes == 2
     assert run.outputs["kubeconfig"] == outputs.access.kubeconfig
     assert run.outputs["security_group_id"] and run.outputs["file_system_id"] == fsx.urn.split("::")[-1] + "-id"
+
+
+def test_the_standard_set_mocks_recipe() -> None:
+    """Pulumi's own recipe, unchanged but for the mocks: set_mocks, build, check in @pulumi.runtime.test."""
+    mocks = GpuClusterMocks("aws")
+    pulumi.runtime.set_mocks(mocks, preview=False)
+    cluster = GpuCluster(
+        "recipe",
+        GpuClusterArgs(
+            cloud="aws",
+            region="us-east-1",
+            zone="us-east-1a",
+            compute={"instance_type": "p5.48xlarge", "nodes": 2, "capacity": {"type": "on-demand"}},
+            storage={"lustre": {"size_gib": 4800, "throughput_mbps_per_tib": 250}},
+            orchestration={"kind": "eks", "kubernetes_version": "1.35", "deployer_cidrs": ["52.0.0.1/32"]},
+        ),
+    )
+
+    @pulumi.runtime.test
+    def check() -> pulumi.Output[None]:
+        def facts(values: list[object]) -> None:
+            name, nodes, outputs = values
+            assert name == "recipe" and nodes == 2
+            assert read_outputs(outputs).orchestrator == "eks"  # type: ignore[arg-type]
+
+        return pulumi.Output.all(cluster.cluster_name, cluster.nodes, cluster.stack_outputs).apply(facts)
+
+    check()
+    assert len(mocks.of_type("aws:eks/cluster:Cluster")) == 1 and mocks.of_type("aws:ec2/vpc:Vpc")
+    # what a Mocks answering {} leaves None (the zones' ids, the GPU image's id), answered from the tables
+    assert {"aws:index/getAvailabilityZones:getAvailabilityZones", "aws:ssm/getParameter:getParameter"} <= set(
+        mocks.calls
+    )

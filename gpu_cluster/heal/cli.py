@@ -20,6 +20,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import NoReturn
 
+from components.stack_locate import stack_label
+
 from gpu_cluster.heal import policy
 from gpu_cluster.heal.engine import EXIT_COULD_NOT_RUN, EXIT_OK, Engine
 from gpu_cluster.heal.evidence import Evidence, EvidenceError, read_report
@@ -235,7 +237,7 @@ def run_local(args: argparse.Namespace) -> int:
 
 
 def newest_report(stack: str) -> Path:
-    root = Path("out/validate") / stack
+    root = Path("out/validate") / stack_label(stack)
     found = sorted(root.glob("*/report.json"), key=lambda p: p.stat().st_mtime)
     if not found:
         raise EvidenceError(
@@ -251,7 +253,7 @@ def run_stack(args: argparse.Namespace) -> int:
     limits = limits_of(args)
     built = platforms.build(args)
     ev = restrict(read_report(args.report or newest_report(args.stack)), args.node)
-    run_dir = args.out or Path("out/heal") / args.stack
+    run_dir = args.out or Path("out/heal") / stack_label(args.stack)
     print(
         f"heal {args.stack}: {built.describe}; report {ev.path} ({ev.verdict}); "
         f"{'applying' if limits.apply else 'dry run'}",

@@ -56,7 +56,9 @@ def build(args: argparse.Namespace) -> Built:
         outs = load(args.stack, args.outputs, allow_plan=False).outputs
     except (OutputsError, CommandError) as exc:
         raise PlatformError(str(exc)) from None
-    run_dir = args.out or Path("out/heal") / args.stack
+    from components.stack_locate import stack_label
+
+    run_dir = args.out or Path("out/heal") / stack_label(args.stack)
     try:
         if outs.scheduler.kind == "slurm":
             from gpu_cluster.heal.slurm import SlurmChecker, SlurmScheduler

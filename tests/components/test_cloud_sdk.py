@@ -1,6 +1,6 @@
-"""Azure's SDK is the [azure] extra (issue 23 item 8): an AWS or GCP plan never imports it, and an
-Azure stack planned or run without it stops with one line naming the package and the command that
-installs it, no traceback.
+"""Each cloud's SDKs are that cloud's extra ([aws], [gcp], [azure]): a plan never imports another
+cloud's, and a stack planned or run without its own stops with one line naming the packages and the
+command that installs them, no traceback.
 
 The missing SDK is simulated in a process of its own (``sys.modules['pulumi_azure_native'] = None``:
 the import system then answers as for a package that is not installed), never by uninstalling it.
@@ -14,6 +14,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 
 from components.cloud_sdk import EXTRA_SDKS
@@ -93,6 +94,45 @@ def test_running_an_azure_stack_without_the_extra_is_a_clean_pulumi_error() -> N
     )
 
 
+@pytest.mark.parametrize(
+    ("stack", "hidden", "line"),
+    [
+        (
+            "aws-h200-slurm",
+            ("pulumi_aws", "pulumi_aws_native"),
+            "cloud: aws needs the Python packages pulumi-aws and pulumi-aws-native, which are not installed "
+            "(they are gpu-cluster's [aws] extra): run pip install 'gpu-cluster[aws]'",
+        ),
+        (
+            "gcp-h200-slurm",
+            ("pulumi_gcp",),
+            "cloud: gcp needs the Python package pulumi-gcp, which is not installed "
+            "(it is gpu-cluster's [gcp] extra): run pip install 'gpu-cluster[gcp]'",
+        ),
+    ],
+)
+def test_a_stack_without_its_clouds_extra_says_what_to_install(stack: str, hidden: tuple[str, ...], line: str) -> None:
+    hide = "".join(f"sys.modules[{m!r}] = None\n" for m in hidden)
+    proc = _python(f"import sys\n{hide}from gpu_cluster.cli import main; sys.exit(main(['plan', {stack!r}]))")
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert f"gpu-cluster: {stack}: {line}" in proc.stderr.splitlines()
+
+
+def test_an_aws_stack_plans_without_the_other_clouds_sdks() -> None:
+    """What an AWS-only install has: neither GCP's nor Azure's SDK (hidden), and the plan is whole."""
+    proc = _python(
+        "import sys; sys.modules['pulumi_gcp'] = None; sys.modules['pulumi_azure_native'] = None\n"
+        "import contextlib, io\n"
+        "from gpu_cluster.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    rc = main(['plan', 'aws-h200-slurm'])\n"
+        "print(rc)\n"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "0"
+
+
 def test_aws_and_gcp_plans_do_not_import_the_azure_sdk() -> None:
     """With the SDK installed (this virtualenv has it), planning AWS and GCP stacks, policy pack
     included, leaves it unimported; the same process then plans an Azure stack, which does load it
@@ -128,14 +168,17 @@ def test_the_extra_is_declared_where_the_message_says() -> None:
         for ln in (ROOT / "constraints-lowest.txt").read_text(encoding="utf-8").splitlines()
         if "==" in ln and not ln.startswith("#")
     }
-    assert EXTRA_SDKS, "Azure's SDK is an extra"
+    assert set(EXTRA_SDKS) == {"aws", "gcp", "azure"}, "every cloud's SDKs are its extra"
     for cloud, sdk in EXTRA_SDKS.items():
-        assert sdk.distribution not in core, f"{sdk.distribution} is in the core install"
-        (req,) = [Requirement(r) for r in project["optional-dependencies"][sdk.extra]]
-        assert req.name == sdk.distribution and sdk.module == sdk.distribution.replace("-", "_")
-        (floor,) = [s.version for s in req.specifier if s.operator == ">="]
-        assert lowest[sdk.distribution] == floor
-        assert pins[sdk.distribution] in req.specifier
+        assert sdk.extra == cloud
+        reqs = {Requirement(r).name: Requirement(r) for r in project["optional-dependencies"][sdk.extra]}
+        assert set(reqs) == set(sdk.distributions)
+        for module, dist in zip(sdk.modules, sdk.distributions, strict=True):
+            assert dist not in core, f"{dist} is in the core install"
+            assert module == dist.replace("-", "_")
+            (floor,) = [s.version for s in reqs[dist].specifier if s.operator == ">="]
+            assert lowest[dist] == floor
+            assert pins[dist] in reqs[dist].specifier
         dev = [Requirement(r) for r in project["optional-dependencies"]["dev"] if r.startswith("gpu-cluster")]
         assert sdk.extra in dev[0].extras, "the tests install it"
         assert (ROOT / "components" / cloud).is_dir()

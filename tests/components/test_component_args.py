@@ -193,3 +193,44 @@ def test_the_package_provider_constructs_the_component_from_schema_inputs() -> N
     assert run.outputs["nodeSubnetId"] == SUBNET and len(run.outputs["nodeGroups"]) == 1
     assert run.outputs["mount"]["mountPoint"] == "/fsx"
     assert not run.of_type("aws:ec2/vpc:Vpc") and run.of_type("aws-native:pcs:Cluster")
+
+
+def test_outputs_of_other_resources_as_inputs() -> None:
+    """The inputs another resource usually supplies, as Outputs of resources the caller's program
+    makes (its VPC, its subnets, the control plane's subnets as one Output of a list) and the
+    caller's provider: the component is built under the mocks and every one reaches its resource."""
+
+    def program() -> dict[str, Any]:
+        deploy = aws.Provider("deploy", region="us-east-1")
+        mine = pulumi.ResourceOptions(provider=deploy)
+        vpc = aws.ec2.Vpc("theirs", cidr_block="10.8.0.0/16", opts=mine)
+        nodes = aws.ec2.Subnet(
+            "nodes", vpc_id=vpc.id, cidr_block="10.8.0.0/17", availability_zone="us-east-1a", opts=mine
+        )
+        other = aws.ec2.Subnet(
+            "cp", vpc_id=vpc.id, cidr_block="10.8.128.0/20", availability_zone="us-east-1b", opts=mine
+        )
+        args = {
+            **EKS,
+            "network": {
+                "vpc_id": vpc.id,
+                "node_subnet_id": nodes.id,
+                "control_plane_subnet_ids": pulumi.Output.all(other.id).apply(list),
+            },
+        }
+        cluster = GpuCluster("c", args, pulumi.ResourceOptions(providers=[deploy]))  # type: ignore[arg-type]
+        return {"network_id": cluster.network_id, "node_subnet_id": cluster.node_subnet_id}
+
+    run = run_program("outputs", program)
+    (deploy,) = run.of_type("pulumi:providers:aws")
+    ours = [
+        r for r in run.resources if r.custom and r.type.startswith("aws:") and r.name not in ("theirs", "nodes", "cp")
+    ]
+    assert len(ours) > 20 and all(r.provider.startswith(deploy.urn + "::") for r in ours)
+    assert not [r for r in ours if r.type in ("aws:ec2/vpc:Vpc", "aws:ec2/subnet:Subnet")]
+    (eks,) = run.of_type("aws:eks/cluster:Cluster")
+    assert eks.inputs["vpcConfig"]["subnetIds"] == ["nodes-id", "cp-id"]
+    (fsx,) = run.of_type("aws:fsx/lustreFileSystem:LustreFileSystem")
+    assert fsx.inputs["subnetIds"] == "nodes-id"
+    assert {r.inputs["vpcId"] for r in ours if r.type == "aws:ec2/securityGroup:SecurityGroup"} == {"theirs-id"}
+    assert run.outputs == {"network_id": "theirs-id", "node_subnet_id": "nodes-id"}

@@ -58,8 +58,9 @@ OUTPUTS = {
     "fabric": ("Fabric", True),
     "stackOutputs": ("object", True),
 }
-# The ids of an existing network may come from other resources: Inputs, not plain.
-NOT_PLAIN = {("NetworkArgs", "vpcId"), ("NetworkArgs", "nodeSubnetId")}
+# The ids of an existing network may come from other resources: Inputs, not plain (the control
+# plane's subnets as one Output of a list too, as another program's VPC hands them out).
+NOT_PLAIN = {("NetworkArgs", "vpcId"), ("NetworkArgs", "nodeSubnetId"), ("NetworkArgs", "controlPlaneSubnetIds")}
 
 
 @pytest.fixture(scope="module")

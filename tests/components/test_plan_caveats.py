@@ -72,8 +72,9 @@ def test_an_aws_zone_without_its_id_is_named_as_not_checked() -> None:
 @pytest.mark.parametrize(
     ("stack", "topics"),
     [
-        ("aws-h100-eks", {"placement", "zone"}),
-        ("aws-h100-capacity-block", {"placement", "capacity", "zone"}),
+        ("aws-h100-eks", {"placement", "zone", "images", "pulls"}),
+        ("aws-h100-capacity-block", {"placement", "capacity", "zone", "images", "pulls"}),
+        ("aws-h200-slurm", {"placement", "zone"}),
         ("gcp-h100-gke", {"placement", "flex-start", "images"}),
         ("gcp-h200-slurm", {"placement"}),
         ("gcp-h200-gke", {"placement", "installer", "images"}),

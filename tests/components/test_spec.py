@@ -351,7 +351,9 @@ def test_unreadable_stack_files(tmp_path: Path) -> None:
     assert info.value.problems[0][0] == "config.gpu-cluster:cluster"
     with pytest.raises(SpecError) as info:
         load_stack("no-such-stack")
-    assert "aws-h100-eks" in info.value.problems[0][1] and "no such stack file" in info.value.problems[0][1]
+    assert (
+        "aws-h100-eks" in info.value.problems[0][1] and "no stack file for 'no-such-stack'" in info.value.problems[0][1]
+    )
 
 
 def test_a_cluster_spec_is_built_only_by_parse_spec() -> None:

@@ -2,8 +2,9 @@
 
 The reference values below are read from the references' files (cited per table) and written
 here as the expectation, so the test fails when the catalog drifts from them. What the catalog
-leaves out on purpose (mpirun's OMPI_* switches, NCCL_DEBUG=WARN, the topology file only the
-reference's own image has) is listed in OMITTED with the reason the catalog's comment gives.
+leaves out on purpose (mpirun's OMPI_* switches, UCX_* under torchrun, SHARP without its plugin, the
+topology file only ai-infra's own image has) is listed in OMITTED with the reason the catalog's
+comment gives.
 """
 
 from __future__ import annotations
@@ -32,13 +33,13 @@ AI_INFRA_AKS_NCCL = {
     "NCCL_P2P_NET_CHUNKSIZE": "524288",
     "NCCL_PXN_DISABLE": "1",
     "NCCL_MIN_NCHANNELS": "32",
-    "UCX_TLS": "rc",
-    "UCX_NET_DEVICES": "mlx5_0:1",
-    "NCCL_COLLNET_ENABLE": "1",
-    "SHARP_SMX_UCX_INTERFACE": "mlx5_0:1",
-    "SHARP_COLL_ENABLE_SAT": "1",
-    "SHARP_COLL_LOG_LEVEL": "3",
-    "SHARP_COLL_ENABLE_PCI_RELAXED_ORDERING": "1",
+}
+# Azure/aks-rdma-infiniband at 700dabb, its NCCL MPIJob: templates/mpi-job.yaml lines 51-53 and
+# 96-107 (the ND v5 topology from ConfigMap nvidia-topology, mounted at /opt/nvidia-topology),
+# values.yaml line 33 (NCCL_NET_GDR_LEVEL SYS).
+AKS_RDMA_NCCL = {
+    "NCCL_NET_GDR_LEVEL": "SYS",
+    "NCCL_TOPO_FILE": "/opt/nvidia-topology/topo.xml",
 }
 # Azure/aks-rdma-infiniband tests/scenarios/k8s at 700dabb: values.yaml lines 33-34,
 # templates/rccl-mpi-job.yaml lines 51-58, rccl/mpi-job.yaml line 34.
@@ -52,12 +53,19 @@ AKS_RDMA_RCCL_LIBRARY = "/opt/rocm/lib"  # rccl-mpi-job.yaml: -x LD_LIBRARY_PATH
 OMITTED = {
     "OMPI_ALLOW_RUN_AS_ROOT": "mpirun's; the job starts with torchrun",
     "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "mpirun's",
-    "NCCL_TOPO_FILE": "/etc/topology/ndv5-topo.xml exists only in ai-infra's own image",
+    "UCX_TLS": "UCX carries MPI's traffic; torchrun's NCCL uses its own verbs transport",
+    "UCX_NET_DEVICES": "the same",
+    "NCCL_COLLNET_ENABLE": "CollNet needs the NCCL-SHARP plugin, which the job does not load",
+    "SHARP_SMX_UCX_INTERFACE": "SHARP's, the same",
+    "SHARP_COLL_ENABLE_SAT": "SHARP's, the same",
+    "SHARP_COLL_LOG_LEVEL": "SHARP's, the same",
+    "SHARP_COLL_ENABLE_PCI_RELAXED_ORDERING": "SHARP's, the same",
 }
 SKUS = {
-    "Standard_ND96isr_H100_v5": ("azure-h100-aks", AI_INFRA_AKS_NCCL),
-    # No bundled H200 stack: the H100 stack's outputs with the H200 size (one pool, same fabric).
-    "Standard_ND96isr_H200_v5": ("azure-h100-aks", AI_INFRA_AKS_NCCL),
+    "Standard_ND96isr_H100_v5": ("azure-h100-aks", {**AI_INFRA_AKS_NCCL, **AKS_RDMA_NCCL}),
+    # No bundled H200 stack: the H100 stack's outputs with the H200 size (one pool, same fabric,
+    # the same topology file: azhpc-images setup_sku_customizations.sh line 33).
+    "Standard_ND96isr_H200_v5": ("azure-h100-aks", {**AI_INFRA_AKS_NCCL, **AKS_RDMA_NCCL}),
     "Standard_ND96isr_MI300X_v5": ("azure-mi300x-aks", AKS_RDMA_RCCL),
 }
 _OUTS: dict[str, ClusterOutputs] = {}
@@ -105,12 +113,22 @@ def test_aks_pod_env_is_the_aks_references(sku: str) -> None:
     # The HPC VM image's names and files never reach an AKS pod (AZURE.md 2.3: mlx5_ib* on the VM).
     assert not [k for k, v in env.items() if "mlx5_ib" in str(v) or "/opt/microsoft" in str(v)]
     script = c["command"][2]
+    # NCCL_IB_HCA is found at start on every ND size: the InfiniBand HCAs only (the AKS RDMA test's
+    # selection), never the accelerated-networking VF's Ethernet port; one the job is given wins.
+    assert 'if [ -z "$${NCCL_IB_HCA:-}" ]' in script
+    assert "/sys/class/infiniband/*" in script and "NCCL_IB_HCA" not in env
     if sku.endswith("MI300X_v5"):
-        assert not [k for k in env if k.startswith(("SHARP_", "UCX_")) or k == "NCCL_COLLNET_ENABLE"]
         assert f"export LD_LIBRARY_PATH={AKS_RDMA_RCCL_LIBRARY}" in script
         assert env["HSA_NO_SCRATCH_RECLAIM"] == "1"  # aznhc's RCCL test: the ROCm runtime's
+        assert "NCCL_TOPO_FILE" not in env  # no topology file is published for MI300X
     else:
         assert "RCCL_MSCCL_ENABLE" not in env and "/opt/rocm" not in script
+        # The topology's ConfigMap is mounted where NCCL_TOPO_FILE points.
+        mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+        pod = commands.render_run(_outputs(stack, sku), _args(), "20261201t070000z-ab12").jobset
+        assert pod is not None
+        volumes = pod["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["volumes"]
+        assert {"name": mounts["/opt/nvidia-topology"], "configMap": {"name": "nvidia-topology"}} in volumes
 
 
 @pytest.mark.parametrize("sku", sorted(SKUS))

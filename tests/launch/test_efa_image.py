@@ -48,21 +48,32 @@ def test_dockerfile_pins_what_the_catalog_says() -> None:
     assert f"torch{torch}" in img.tag
 
 
+# EFA installer >= 1.44.0 on Ubuntu: /opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so, no architecture
+# directory (aws/deep-learning-containers scripts/docker/common/install_efa.sh at 2f60860).
+UBUNTU_PLUGIN_DIR = "/opt/amazon/ofi-nccl/lib"
+
+
 def test_the_plugin_directory_is_on_ld_library_path_where_the_check_looks() -> None:
-    _, _, env = _dockerfile()
+    text, _, env = _dockerfile()
     ld = env["LD_LIBRARY_PATH"].split(":")
-    check = load_fabric_facts()[0]["efa"]
-    for arch_dir in ("/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu", "/opt/amazon/ofi-nccl/lib/aarch64-linux-gnu"):
-        assert arch_dir in ld and arch_dir in check.plugin_dirs
+    assert ld[0] == UBUNTU_PLUGIN_DIR and UBUNTU_PLUGIN_DIR in load_fabric_facts()[0]["efa"].plugin_dirs
+    # The installer's (1.51.0 >= 1.44.0) layout, checked when the image is built.
+    assert tuple(int(x) for x in _build().pins["efa_installer"].split(".")) >= (1, 44, 0)
+    assert f"RUN test -f {UBUNTU_PLUGIN_DIR}/libnccl-net-ofi.so" in text
+    # No directory of the older layout is named: it does not exist with this installer.
+    assert "linux-gnu" not in env["LD_LIBRARY_PATH"] and "ln -s" not in text
     assert "/opt/amazon/efa/lib" in ld  # libfabric, which the plugin links
     assert env["PATH"].startswith("/opt/venv/bin:")  # `python3` in the pod is the one with torch
+    # The pods look there at start, for the name they load (NCCL_NET_PLUGIN=ofi: libnccl-net-ofi.so).
+    from workloads.launch.fabric import wiring
+
+    (ofi,) = [f for f in wiring("efa").pod.found_at_start if f.marker == "libnccl-net-ofi.so"]
+    assert UBUNTU_PLUGIN_DIR in ofi.dirs
 
 
 def test_the_built_image_runs_as_root_like_the_default() -> None:
     text, _, _ = _dockerfile()
     assert not re.findall(r"^USER ", text, re.M)
-    # The name the pods' NCCL_NET_PLUGIN=ofi loads is given to the installer's plugin.
-    assert 'ln -s libnccl-net.so "$d/libnccl-net-ofi.so"' in text
 
 
 def test_the_default_efa_image_is_the_published_dlc_with_the_jobs_torch() -> None:

@@ -313,6 +313,17 @@ def test_every_problem_is_reported_at_once() -> None:
     assert re.search(r"gpu_vendor: 'intel' .*allowed: nvidia, amd", str(err.value))
 
 
+def test_prefixed_label_and_annotation_keys_are_both_accepted() -> None:
+    """A label key and an annotation key may carry a DNS prefix ('node.kubernetes.io/instance-type',
+    Kueue's 'provreq.kueue.x-k8s.io/maxRunDurationSeconds'); the annotation's own check once shadowed
+    the label pattern and refused every EKS and GKE node selector."""
+    spec = _p5(annotations={"provreq.kueue.x-k8s.io/maxRunDurationSeconds": "3600"})
+    validate(spec)
+    with pytest.raises(LaunchSpecError) as err:
+        validate(_p5(annotations={"a/" + "n" * 64: "x"}))
+    assert err.value.fields() == ["annotations"]
+
+
 # --- multi-step pods: the validation phases as steps of one pod ---------------------------
 
 PROBE = '''

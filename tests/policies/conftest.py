@@ -13,7 +13,7 @@ from pulumi_policy import (
 )
 
 from components.engine import Recorded
-from tests.policies.sdk_program import Recording, aws_program, gcp_program, record
+from tests.policies.sdk_program import Recording, aws_program, azure_program, gcp_program, record
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +24,11 @@ def aws_rec() -> Recording:
 @pytest.fixture(scope="session")
 def gcp_rec() -> Recording:
     return record(gcp_program)
+
+
+@pytest.fixture(scope="session")
+def azure_rec() -> Recording:
+    return record(azure_program)
 
 
 def options(protect: bool) -> PolicyResourceOptions:

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import pulumi
 import pulumi_aws as aws
 import pulumi_aws_native as aws_native
+import pulumi_azure_native as azure
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 from pulumi.runtime.sync_await import _sync_await
@@ -775,4 +776,191 @@ def _k8s_workloads() -> None:
                 }
             ]
         },
+    )
+
+
+def _rule(name: str, access: str, source: str, port: str = "22") -> azure.network.SecurityRuleArgs:
+    return azure.network.SecurityRuleArgs(
+        name=name,
+        access=access,
+        direction="Inbound",
+        protocol="Tcp",
+        priority=100,
+        source_address_prefix=source,
+        source_port_range="*",
+        destination_address_prefix="*",
+        destination_port_range=port,
+    )
+
+
+def azure_program() -> None:
+    rg = "rg"
+    azure.network.NetworkSecurityGroup(
+        "nsg-ok",
+        resource_group_name=rg,
+        security_rules=[_rule("vnet", "Allow", "10.0.0.0/16"), _rule("deny", "Deny", "Internet")],
+    )
+    azure.network.NetworkSecurityGroup(
+        "nsg-ssh-internet", resource_group_name=rg, security_rules=[_rule("ssh", "Allow", "Internet")]
+    )
+    azure.network.NetworkSecurityGroup(
+        "nsg-rdp-any", resource_group_name=rg, security_rules=[_rule("rdp", "Allow", "*", "3389")]
+    )
+    azure.network.SecurityRule(
+        "rule-open",
+        resource_group_name=rg,
+        network_security_group_name="n",
+        access="Allow",
+        direction="Inbound",
+        protocol="Udp",
+        priority=200,
+        source_address_prefix="0.0.0.0/0",
+        destination_port_range="*",
+    )
+    private = dict(
+        resource_group_name=rg,
+        kind="StorageV2",
+        sku=azure.storage.SkuArgs(name="Standard_LRS"),
+        enable_https_traffic_only=True,
+        minimum_tls_version="TLS1_2",
+        allow_blob_public_access=False,
+        allow_shared_key_access=False,
+        network_rule_set=azure.storage.NetworkRuleSetArgs(default_action=azure.storage.DefaultAction.DENY),
+    )
+    azure.storage.StorageAccount("acct-ok", **private)  # type: ignore[arg-type]
+    azure.storage.StorageAccount(
+        "acct-open",
+        resource_group_name=rg,
+        kind="StorageV2",
+        sku=azure.storage.SkuArgs(name="Standard_LRS"),
+        allow_blob_public_access=True,
+        minimum_tls_version="TLS1_0",
+    )
+    pool = azure.containerservice.ManagedClusterAgentPoolProfileArgs(
+        name="system", mode="System", enable_node_public_ip=False
+    )
+    azure.containerservice.ManagedCluster(
+        "aks-ok",
+        resource_group_name=rg,
+        agent_pool_profiles=[pool],
+        api_server_access_profile=azure.containerservice.ManagedClusterAPIServerAccessProfileArgs(
+            authorized_ip_ranges=["203.0.114.7/32"]
+        ),
+    )
+    azure.containerservice.ManagedCluster(
+        "aks-private",
+        resource_group_name=rg,
+        agent_pool_profiles=[pool],
+        api_server_access_profile=azure.containerservice.ManagedClusterAPIServerAccessProfileArgs(
+            enable_private_cluster=True
+        ),
+    )
+    azure.containerservice.ManagedCluster(
+        "aks-open",
+        resource_group_name=rg,
+        agent_pool_profiles=[
+            azure.containerservice.ManagedClusterAgentPoolProfileArgs(name="system", enable_node_public_ip=True)
+        ],
+        api_server_access_profile=azure.containerservice.ManagedClusterAPIServerAccessProfileArgs(
+            authorized_ip_ranges=["0.0.0.0/0"]
+        ),
+    )
+    azure.containerservice.ManagedCluster("aks-no-ranges", resource_group_name=rg, agent_pool_profiles=[pool])
+    azure.containerservice.AgentPool("pool-ok", resource_group_name=rg, resource_name_="c", enable_node_public_ip=False)
+    azure.containerservice.AgentPool(
+        "pool-public", resource_group_name=rg, resource_name_="c", enable_node_public_ip=True
+    )
+    lustre = dict(
+        resource_group_name=rg,
+        filesystem_subnet="s",
+        storage_capacity_ti_b=16,
+        maintenance_window=azure.storagecache.AmlFilesystemMaintenanceWindowArgs(
+            day_of_week=azure.storagecache.MaintenanceDayOfWeekType.SATURDAY, time_of_day_utc="23:00"
+        ),
+    )
+    azure.storagecache.AmlFilesystem("amlfs-ok", opts=pulumi.ResourceOptions(protect=True), **lustre)  # type: ignore[arg-type]
+    azure.storagecache.AmlFilesystem("amlfs-bad", **lustre)  # type: ignore[arg-type]
+    _azure_issue35(rg)
+
+
+def _azure_issue35(rg: str) -> None:
+    """What the issue-35 rules check: a cluster with every setting and one without, storage with
+    and without soft delete, audit logs by diagnostic setting (ids as the mock engine gives them)."""
+    system = azure.containerservice.ManagedClusterAgentPoolProfileArgs(
+        name="system",
+        mode="System",
+        vm_size="Standard_D4ds_v5",
+        enable_encryption_at_host=True,
+        node_taints=["CriticalAddonsOnly=true:NoSchedule"],
+    )
+    secure = azure.containerservice.ManagedCluster(
+        "aks-secure",
+        resource_group_name=rg,
+        agent_pool_profiles=[system],
+        network_profile=azure.containerservice.ContainerServiceNetworkProfileArgs(
+            network_plugin="azure", network_dataplane="cilium", network_policy="cilium"
+        ),
+        disable_local_accounts=True,
+        aad_profile=azure.containerservice.ManagedClusterAADProfileArgs(managed=True, enable_azure_rbac=True),
+        addon_profiles={
+            "omsagent": azure.containerservice.ManagedClusterAddonProfileArgs(
+                enabled=True, config={"logAnalyticsWorkspaceResourceID": "ws-id"}
+            )
+        },
+    )
+    bare = azure.containerservice.ManagedCluster(
+        "aks-bare",
+        resource_group_name=rg,
+        agent_pool_profiles=[azure.containerservice.ManagedClusterAgentPoolProfileArgs(name="system", mode="System")],
+        network_profile=azure.containerservice.ContainerServiceNetworkProfileArgs(network_plugin="azure"),
+        disable_local_accounts=True,
+    )
+    azure.containerservice.AgentPool(
+        "pool-nd", resource_group_name=rg, resource_name_="c", vm_size="Standard_ND96isr_H100_v5"
+    )
+    azure.containerservice.AgentPool(
+        "pool-cpu-plain", resource_group_name=rg, resource_name_="c", vm_size="Standard_D4ds_v5"
+    )
+    azure.monitor.DiagnosticSetting(
+        "aks-secure-audit",
+        resource_uri=secure.id,
+        workspace_id="ws-id",
+        logs=[azure.monitor.DiagnosticsLogSettingsArgs(category="kube-audit-admin", enabled=True)],
+    )
+    azure.monitor.DiagnosticSetting(
+        "aks-bare-apiserver-only",
+        resource_uri=bare.id,
+        workspace_id="ws-id",
+        logs=[azure.monitor.DiagnosticsLogSettingsArgs(category="kube-apiserver", enabled=True)],
+    )
+    account = dict(resource_group_name=rg, kind="StorageV2", sku=azure.storage.SkuArgs(name="Standard_LRS"))
+    kept = azure.storage.StorageAccount("acct-kept", account_name="acctkept", **account)  # type: ignore[arg-type]
+    azure.storage.BlobServiceProperties(
+        "acct-kept-blob",
+        account_name="acctkept",
+        resource_group_name=rg,
+        delete_retention_policy=azure.storage.DeleteRetentionPolicyArgs(enabled=True, days=30),
+        container_delete_retention_policy=azure.storage.DeleteRetentionPolicyArgs(enabled=True, days=30),
+    )
+    azure.monitor.DiagnosticSetting(
+        "acct-kept-logs",
+        resource_uri=pulumi.Output.concat(kept.id, "/blobServices/default"),
+        workspace_id="ws-id",
+        logs=[
+            azure.monitor.DiagnosticsLogSettingsArgs(category=c, enabled=True)
+            for c in ("StorageRead", "StorageWrite", "StorageDelete")
+        ],
+    )
+    loose = azure.storage.StorageAccount("acct-loose", account_name="acctloose", **account)  # type: ignore[arg-type]
+    azure.storage.BlobServiceProperties(
+        "acct-loose-blob",
+        account_name="acctloose",
+        resource_group_name=rg,
+        container_delete_retention_policy=azure.storage.DeleteRetentionPolicyArgs(enabled=True, days=7),
+    )
+    azure.monitor.DiagnosticSetting(
+        "acct-loose-logs",
+        resource_uri=pulumi.Output.concat(loose.id, "/blobServices/default"),
+        workspace_id="ws-id",
+        logs=[azure.monitor.DiagnosticsLogSettingsArgs(category="StorageWrite", enabled=True)],
     )

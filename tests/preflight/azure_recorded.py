@@ -59,10 +59,10 @@ def usages(limit: int, current: int) -> dict[str, Any]:
     }
 
 
-def feature(state: str) -> dict[str, Any]:
+def feature(state: str, ns: str = "Microsoft.ContainerService", name: str = "AKSInfinibandSupport") -> dict[str, Any]:
     return {
-        "id": f"/subscriptions/{SUB}/providers/Microsoft.Features/providers/Microsoft.ContainerService/features/AKSInfinibandSupport",
-        "name": "Microsoft.ContainerService/AKSInfinibandSupport",
+        "id": f"/subscriptions/{SUB}/providers/Microsoft.Features/providers/{ns}/features/{name}",
+        "name": f"{ns}/{name}",
         "properties": {"state": state},
         "type": "Microsoft.Features/providers/features",
     }

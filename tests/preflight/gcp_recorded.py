@@ -211,3 +211,31 @@ class Recorded:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def binauthz_policy(
+    default: str = "ALWAYS_ALLOW",
+    enforcement: str = "ENFORCED_BLOCK_AND_AUDIT_LOG",
+    allow: tuple[str, ...] = (),
+    namespaces: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """projects.getPolicy (Binary Authorization v1 REST; Policy in googleapis
+    google/cloud/binaryauthorization/v1/resources.proto at 3597f7d, camelCase in JSON). The default a
+    project has before its owner edits it is ALWAYS_ALLOW, enforced (cloud.google.com/binary-
+    authorization/docs/configuring-policy-cli, the exported default policy)."""
+    return {
+        "name": f"projects/{PROJECT}/policy",
+        "globalPolicyEvaluationMode": "ENABLE",
+        "admissionWhitelistPatterns": [{"namePattern": p} for p in allow],
+        "defaultAdmissionRule": {"evaluationMode": default, "enforcementMode": enforcement},
+        **(
+            {
+                "kubernetesNamespaceAdmissionRules": {
+                    ns: {"evaluationMode": mode, "enforcementMode": enforcement} for ns, mode in namespaces.items()
+                }
+            }
+            if namespaces
+            else {}
+        ),
+        "updateTime": "2026-12-01T00:00:00Z",
+    }

@@ -36,6 +36,9 @@ class FakeArm:
 SKUS = f"/subscriptions/{rec.SUB}/providers/Microsoft.Compute/skus"
 USAGES = f"/subscriptions/{rec.SUB}/providers/Microsoft.Compute/locations/eastus/usages"
 FEATURE = f"/subscriptions/{rec.SUB}/providers/Microsoft.Features/providers/Microsoft.ContainerService/features/AKSInfinibandSupport"
+HOST_ENCRYPTION = (
+    f"/subscriptions/{rec.SUB}/providers/Microsoft.Features/providers/Microsoft.Compute/features/EncryptionAtHost"
+)
 
 
 def spec_of(**over: Any) -> Any:
@@ -58,7 +61,12 @@ def run(arm: FakeArm, **over: Any) -> Any:
 
 
 def good() -> dict[str, Any]:
-    return {SKUS: rec.skus(rec.H100_SKU), USAGES: rec.usages(limit=384, current=0), FEATURE: rec.feature("Registered")}
+    return {
+        SKUS: rec.skus(rec.H100_SKU),
+        USAGES: rec.usages(limit=384, current=0),
+        FEATURE: rec.feature("Registered"),
+        HOST_ENCRYPTION: rec.feature("Registered", "Microsoft.Compute", "EncryptionAtHost"),
+    }
 
 
 def test_a_subscription_that_has_everything_passes() -> None:
@@ -99,6 +107,16 @@ def test_an_unregistered_infiniband_feature_is_a_problem() -> None:
     result = run(FakeArm(good() | {FEATURE: rec.feature("NotRegistered")}))
     (p,) = result.problems
     assert "AKSInfinibandSupport is NotRegistered" in p.reason and "az feature register" in p.reason
+
+
+def test_encryption_at_host_unregistered_is_a_problem() -> None:
+    """The system and controller pools encrypt at host: AKS creates them only once the subscription
+    has Microsoft.Compute/EncryptionAtHost (enable-host-encryption.md:38-48 at fb060ab)."""
+    off = rec.feature("Pending", "Microsoft.Compute", "EncryptionAtHost")
+    result = run(FakeArm(good() | {HOST_ENCRYPTION: off}))
+    (p,) = result.problems
+    assert "Microsoft.Compute/EncryptionAtHost is Pending" in p.reason
+    assert "az feature register --namespace Microsoft.Compute --name EncryptionAtHost" in p.reason
 
 
 def test_a_missing_reservation_group_is_a_problem() -> None:

@@ -78,6 +78,7 @@ def record_gke(
     )
     s.answer(f"/compute/v1/projects/{P}", rec.project(("GPUS_ALL_REGIONS", all_regions, 0)))
     s.answer(f"/v1/projects/{P}/locations/us-central1-a/serverConfig", rec.server_config())
+    s.answer(f"/v1/projects/{P}/policy", rec.binauthz_policy())
 
 
 def record_slurm(
@@ -110,8 +111,9 @@ def test_a_good_gke_flex_start_stack_passes(write_stack: Callable[..., str], ser
     record_gke(server)
     code, out, err = run(write_stack, server, gke_stack())
     assert (code, out) == (0, ""), out + err
-    assert err.count("preflight [") == 7 and "[4/7] GPU quota ... ok" in err
-    assert "[5/7] GKE version on the release channel ... ok" in err
+    assert err.count("preflight [") == 8 and "[4/8] GPU quota ... ok" in err
+    assert "[5/8] GKE version on the release channel ... ok" in err
+    assert "[6/8] Binary Authorization policy ... ok" in err
     assert any(r.endswith("/locations/us-central1-a/serverConfig") for r in server.requests)
     # the library asked what the recording answers, names and all
     batch = next(r for r in server.requests if "batchGet" in r)
@@ -407,3 +409,47 @@ def test_a3_mega_quota_under_the_name_cluster_toolkit_charges_is_read(
     code, out, _ = run(write_stack, server, gke_stack())
     assert code == 2
     assert "quota PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS or PREEMPTIBLE_NVIDIA_H100_GPUS in us-central1" in out
+
+
+def test_binary_authorization_names_each_image_the_policy_would_refuse(
+    write_stack: Callable[..., str], server: rec.Recorded
+) -> None:
+    """A project whose owner denies by default and allowlists only Google's registries: every image
+    of the cluster from elsewhere is named with who pulls it and the rule, at once."""
+    record_gke(server)
+    server.answer(
+        f"/v1/projects/{P}/policy",
+        rec.binauthz_policy(default="ALWAYS_DENY", allow=("us-docker.pkg.dev/gce-ai-infra/**", "gke.gcr.io/*")),
+    )
+    code, out, _ = run(write_stack, server, gke_stack())
+    assert code == 2
+    refused = [line for line in out.splitlines() if "Binary Authorization policy would refuse" in line]
+    named = {line.split(" would refuse ")[1].split(" (")[0] for line in refused}
+    assert named == {
+        "ubuntu:26.04@sha256:513c074113a871b51a8d16ab445c88779d6452d937a164fb5cc479f32668a41d",
+        "gcr.io/gke-release/nri-device-injector@sha256:6e79483d52abdc28454bf186320b10a56b0f117a10e8d65d5c74dbb821a76970",
+        "registry.k8s.io/jobset/jobset:v0.12.0",
+        "registry.k8s.io/kueue/kueue:v0.17.8",
+        "nvcr.io/nvidia/pytorch:25.12-py3",
+    }
+    assert all("defaultAdmissionRule (ALWAYS_DENY, ENFORCED_BLOCK_AND_AUDIT_LOG)" in line for line in refused)
+    job = next(line for line in refused if "nvcr.io" in line)
+    assert "the validation job's pods, namespace gpu-jobs" in job and "namePattern 'nvcr.io/nvidia/pytorch'" in job
+
+
+def test_binary_authorization_dry_run_and_attestation_are_notes(
+    write_stack: Callable[..., str], server: rec.Recorded
+) -> None:
+    record_gke(server)
+    server.answer(
+        f"/v1/projects/{P}/policy",
+        rec.binauthz_policy(
+            default="ALWAYS_DENY", enforcement="DRYRUN_AUDIT_LOG_ONLY", namespaces={"gpu-jobs": "REQUIRE_ATTESTATION"}
+        ),
+    )
+    code, out, err = run(write_stack, server, gke_stack())
+    text = out + err
+    assert code == 0, text
+    assert "Binary Authorization (dry run) would refuse registry.k8s.io/jobset/jobset:v0.12.0" in text
+    # The namespace rule decides the job's pods, not the default rule.
+    assert "kubernetesNamespaceAdmissionRules[gpu-jobs]" in text and "nvcr.io/nvidia/pytorch" in text

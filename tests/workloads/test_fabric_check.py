@@ -59,12 +59,15 @@ class Tree:
                 (self.root / "dev" / "infiniband").mkdir(parents=True, exist_ok=True)
                 (self.root / "dev" / "infiniband" / f"uverbs{i}").write_text("")
 
-    def rdma(self, names: list[str], link_layer: str, down: tuple[str, ...] = ()) -> None:
+    def rdma(
+        self, names: list[str], link_layer: str, down: tuple[str, ...] = (), rates: dict[str, str] | None = None
+    ) -> None:
         for name in names:
             port = self.root / "sys" / "class" / "infiniband" / name / "ports" / "1"
             port.mkdir(parents=True)
             (port / "link_layer").write_text(link_layer + "\n")
             (port / "state").write_text("1: DOWN\n" if name in down else "4: ACTIVE\n")
+            (port / "rate").write_text((rates or {}).get(name, "400 Gb/sec (4X NDR)") + "\n")
 
     def nics(self, names: list[str], down: tuple[str, ...] = ()) -> None:
         for n in names:
@@ -298,6 +301,20 @@ def test_infiniband_counts_ib_ports_only_and_needs_no_plugin(tree: Tree) -> None
     assert r.problems == [
         f"InfiniBand: 8 of 9 expected devices with an ACTIVE port under {tree.roots.sys}/class/infiniband"
     ]
+
+
+def test_an_infiniband_port_below_the_types_rate_is_named(tree: Tree) -> None:
+    # aznhc's check_hw_ib 400 mlx5_ibN:1 on ND v5 (azurehpc-health-checks conf/nd96isr_h100_v5.conf):
+    # a port that trained down to HDR carries NCCL at half the rate.
+    tree.rdma([f"mlx5_{i}" for i in range(8)], "InfiniBand", rates={"mlx5_5": "200 Gb/sec (4X HDR)"})
+    assert fabric_check.port_rate("Standard_ND96isr_H100_v5") == 400
+    r = check("infiniband", 8, rate_gbps=400, env={}, roots=tree.roots)
+    assert r.problems == [
+        "InfiniBand: mlx5_5 port 1 at 200 Gb/sec (4X HDR), below the 400 Gb/sec each port of this type runs at"
+    ]
+    assert check("infiniband", 8, env={}, roots=tree.roots).ok  # no rate asked: the count alone
+    with pytest.raises(FabricCheckFailed, match="mlx5_5 port 1 at 200 Gb/sec"):
+        fabric_check.require("Standard_ND96isr_H100_v5", env={}, roots=tree.roots)
 
 
 def test_require_raises_with_the_instance_types_count(tree: Tree) -> None:

@@ -16,8 +16,9 @@ names what is missing:
    (``/sys/class/infiniband/*`` bound to the ``efa`` driver, whose ``/dev/infiniband/uverbs*``
    node this container can open); GPU NICs by name (TCPX/TCPXO: the interfaces NCCL is told to
    use, present under ``/sys/class/net`` and not down); RoCE or InfiniBand ports
-   (``ports/*/link_layer`` Ethernet or InfiniBand, state ACTIVE). The count expected is the
-   instance type's (``efa_interfaces``, or ``gpu_nics``).
+   (``ports/*/link_layer`` Ethernet or InfiniBand, state ACTIVE; an InfiniBand port also at the
+   type's rate, as aznhc's ``check_hw_ib`` holds it). The count expected is the instance type's
+   (``efa_interfaces``, or ``gpu_nics``).
 3. **TCPXO's receive-datapath manager** (RxDM): it serves the Unix socket
    ``rxdm_uds_nic_mapping`` (abstract, or under ``FILE_BASED_UDS_PATH_PREFIX``) last in its
    start-up, so a listening socket means it is ready (catalog source ``tcpxo-rxdm-uds``). The
@@ -236,25 +237,48 @@ def check_efa(expect: int, roots: Roots) -> tuple[str | None, str]:
     return None, found
 
 
-def check_rdma_ports(expect: int, link_layer: str, roots: Roots) -> tuple[str | None, str]:
+def _rate_gbps(text: str) -> float | None:
+    """A port's data rate from sysfs ``rate`` ("400 Gb/sec (4X NDR)", linux-sysfs-ib), in Gb/s."""
+    try:
+        return float(text.split()[0])
+    except (IndexError, ValueError):
+        return None
+
+
+def check_rdma_ports(
+    expect: int, link_layer: str, roots: Roots, rate_gbps: float | None = None
+) -> tuple[str | None, str]:
+    """Devices with an ACTIVE port of ``link_layer``, at least ``expect``; with ``rate_gbps``, every
+    such port also runs at that rate (aznhc's check_hw_ib: "check_hw_ib 400 mlx5_ib0:1" for each HCA
+    of ND v5, azurehpc-health-checks conf/nd96isr_h100_v5.conf at 0e0a1ac): a port that trained
+    down (NDR at HDR) carries NCCL at a fraction of the fabric."""
     kind = "RoCE" if link_layer == "Ethernet" else "InfiniBand"
     devs = []
     active = []
+    slow = []
     for d in _ib_devices(roots):
         ports = sorted((d / "ports").iterdir()) if (d / "ports").is_dir() else []
         mine = [p for p in ports if _read(p / "link_layer") == link_layer]
         if mine:
             devs.append(d.name)
-            if any(_read(p / "state").endswith("ACTIVE") for p in mine):
+            up = [p for p in mine if _read(p / "state").endswith("ACTIVE")]
+            if up:
                 active.append(d.name)
+            for p in up:
+                got = _rate_gbps(_read(p / "rate"))
+                if rate_gbps is not None and got is not None and got < rate_gbps:
+                    slow.append(f"{d.name} port {p.name} at {_read(p / 'rate')}")
     found = f"{len(active)} active {kind} device(s) ({', '.join(active)})"
+    problems = []
     if len(active) < expect:
         inactive = sorted(set(devs) - set(active))
-        return (
+        problems.append(
             f"{kind}: {len(active)} of {expect} expected devices with an ACTIVE port under "
             f"{roots.sys}/class/infiniband" + (f" (not active: {', '.join(inactive)})" if inactive else "")
-        ), found
-    return None, found
+        )
+    if slow:
+        problems.append(f"{kind}: {', '.join(slow)}, below the {rate_gbps:g} Gb/sec each port of this type runs at")
+    return ("; ".join(problems) or None), found
 
 
 def check_nics(sc: StartupCheck, expect: int, env: Mapping[str, str], roots: Roots) -> tuple[str | None, str]:
@@ -334,6 +358,7 @@ def check(
     fabric: str,
     expect: int,
     *,
+    rate_gbps: float | None = None,
     env: Mapping[str, str] | None = None,
     roots: Roots | None = None,
     rocm: bool = False,
@@ -366,7 +391,7 @@ def check(
     elif sc.devices == "netdev":
         take(check_nics(sc, expect, env, roots))
     else:
-        take(check_rdma_ports(expect, "Ethernet" if sc.devices == "roce" else "InfiniBand", roots))
+        take(check_rdma_ports(expect, "Ethernet" if sc.devices == "roce" else "InfiniBand", roots, rate_gbps))
     if sc.rxdm_socket:
         take(check_rxdm(sc, env, roots, sc.rxdm_wait_s if rxdm_wait_s is None else rxdm_wait_s, sleep, clock))
     return report
@@ -379,6 +404,13 @@ def expectation(instance_type: str) -> tuple[str, int]:
     return net.fabric, (net.efa_interfaces if net.fabric == "efa" else net.gpu_nics)
 
 
+def port_rate(instance_type: str) -> float | None:
+    """The data rate each InfiniBand port of the type runs at: the catalog's fabric bandwidth over
+    its HCAs (ND v5: 3200 Gb/s over 8, 400 Gb/s NDR; the size pages); None on other fabrics."""
+    net = load_catalog().get(instance_type).network
+    return net.total_gbps / net.gpu_nics if net.fabric == "infiniband" and net.gpu_nics else None
+
+
 def require(
     instance_type: str,
     *,
@@ -389,7 +421,9 @@ def require(
 ) -> FabricReport:
     """Raise :class:`FabricCheckFailed` naming what is missing; the report when all is there."""
     fabric, expect = expectation(instance_type)
-    report = check(fabric, expect, env=env, roots=roots, rocm=rocm, rxdm_wait_s=rxdm_wait_s)
+    report = check(
+        fabric, expect, rate_gbps=port_rate(instance_type), env=env, roots=roots, rocm=rocm, rxdm_wait_s=rxdm_wait_s
+    )
     if not report.ok:
         raise FabricCheckFailed(report.message())
     return report

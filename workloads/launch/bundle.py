@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import ast
 import base64
+import functools
 import gzip
 import hashlib
 import io
 import tarfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +30,13 @@ ROOT = Path(__file__).resolve().parents[2]
 # the Pulumi side (the catalog with its data, the outputs contract, the problem type) with whatever of
 # components those import in turn (the bandwidth model). Nothing that imports Pulumi.
 PACKAGES = ("workloads",)
-SHARED = ("components/catalog.py", "components/contract.py", "components/validation_time.py", "components/problems.py")
+SHARED = (
+    "components/catalog.py",
+    "components/contract.py",
+    "components/validation_time.py",
+    "components/problems.py",
+    "components/nccl_topology.py",
+)
 DATA = ("components/__init__.py", "components/catalog.yaml")
 # The job's own dependencies, pinned like requirements.txt (a test holds them equal).
 JOB_REQUIREMENTS = ("torch==2.13.0", "numpy==2.4.6", "PyYAML==6.0.4", "matplotlib==3.11.2")
@@ -48,6 +56,33 @@ class Bundle:
         return base64.b64encode(self.data).decode("ascii")
 
 
+# CPython 3.11 keeps the AST constructor's recursion count per interpreter, not per thread, and
+# does not restore it on every error path (python/cpython gh-106905, fixed in later releases):
+# two threads parsing at once can raise "SystemError: AST constructor recursion depth mismatch".
+# The offline plan renders jobs on Pulumi's worker threads, so each file is parsed once a process,
+# under a lock.
+_PARSE_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=None)
+def _component_imports(path: Path, mtime_ns: int) -> tuple[str, ...]:
+    """The ``components`` modules the file at ``path`` imports (absolute imports), as paths."""
+    text = path.read_text(encoding="utf-8")
+    with _PARSE_LOCK:
+        tree = ast.parse(text)
+    found: list[str] = []
+    for node in ast.walk(tree):
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module]
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+            else []
+        )
+        found += [n.replace(".", "/") + ".py" for n in names if n.startswith("components.")]
+    return tuple(found)
+
+
 def shared_modules(root: Path = ROOT) -> tuple[str, ...]:
     """The shared modules and the ``components`` modules they import, transitively."""
     todo, seen = list(SHARED), set()
@@ -56,15 +91,8 @@ def shared_modules(root: Path = ROOT) -> tuple[str, ...]:
         if rel in seen:
             continue
         seen.add(rel)
-        for node in ast.walk(ast.parse((root / rel).read_text(encoding="utf-8"))):
-            names = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module]
-                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
-                else []
-            )
-            todo += [n.replace(".", "/") + ".py" for n in names if n.startswith("components.")]
+        path = root / rel
+        todo += _component_imports(path, path.stat().st_mtime_ns)
     return tuple(sorted(seen | set(DATA)))
 
 

@@ -154,6 +154,9 @@ class PodWiring:
     installer_paths: tuple[str, ...] = ()
     """Host paths the fabric's node installer leaves (``fabrics.<f>.installer.provides``; a trailing
     ``/``: a directory that must not be empty): the pod waits for those it mounts before it starts."""
+    ib_hca_link_layer: str | None = None
+    """``NCCL_IB_HCA`` found at start: exactly the HCAs whose ports report this link layer
+    (``fabrics.<f>.pod.ib_hca``); None: left to NCCL."""
 
     def for_collectives(self, name: str | None) -> PodWiring:
         """This wiring with the part for ``name`` folded in (its env on top, its libraries first)."""
@@ -303,6 +306,19 @@ def _found(raw: Any, where: str, sources: set[str]) -> tuple[FoundDir, ...]:
     return tuple(out)
 
 
+LINK_LAYERS = ("InfiniBand", "Ethernet")
+
+
+def _ib_hca(raw: Any, where: str, sources: set[str]) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or raw.get("link_layer") not in LINK_LAYERS:
+        raise CatalogError(f"{where}: {raw!r} (allowed: {{link_layer: {' or '.join(LINK_LAYERS)}, source}})")
+    if raw.get("source") not in sources:
+        raise CatalogError(f"{where}.source: unknown source id {raw.get('source')!r}")
+    return str(raw["link_layer"])
+
+
 def parse(doc: Mapping[str, Any]) -> dict[str, FabricWiring]:
     """Every fabric's wiring from a catalog document; a bad entry names its path."""
     sources = set(doc.get("sources") or {})
@@ -350,6 +366,7 @@ def parse(doc: Mapping[str, Any]) -> dict[str, FabricWiring]:
             installer_paths=tuple(
                 str(p) for p in ((f.get("installer") or {}).get("provides") or {}).get("paths") or ()
             ),
+            ib_hca_link_layer=_ib_hca(pod_raw.get("ib_hca"), f"{where}.pod.ib_hca", sources),
         )
         for owner, mounts in (("pod.mounts", pod.mounts), ("pod.sidecar.mounts", sidecar.mounts if sidecar else {})):
             for vol in mounts:
@@ -485,6 +502,38 @@ def found_lines(found: tuple[FoundDir, ...]) -> list[str]:
     return lines
 
 
+IB_CLASS = "/sys/class/infiniband"
+
+
+def ib_hca_lines(link_layer: str, root: str = IB_CLASS) -> list[str]:
+    """Bash that sets NCCL_IB_HCA to exactly (``=``) the HCAs of this node whose ports report
+    ``link_layer`` (sysfs: /sys/class/infiniband/<dev>/ports/<n>/link_layer), unless the job was
+    given one: on an ND VM the accelerated-networking VF is an mlx5 device too, with an Ethernet
+    port, which NCCL would otherwise try (the AKS reference's RDMA test keeps InfiniBand ones only).
+    None stops the job naming where it looked."""
+    import shlex
+
+    q = shlex.quote
+    return [
+        'if [ -z "${NCCL_IB_HCA:-}" ]; then',
+        '  gpuc_hcas=""',
+        f"  for gpuc_hca in {q(root)}/*; do",
+        '    for gpuc_port in "$gpuc_hca"/ports/*/link_layer; do',
+        f'      if [ "$(cat "$gpuc_port" 2>/dev/null)" = {q(link_layer)} ]; then',
+        '        gpuc_hcas="${gpuc_hcas:+$gpuc_hcas,}${gpuc_hca##*/}"; break',
+        "      fi",
+        "    done",
+        "  done",
+        '  if [ -z "$gpuc_hcas" ]; then',
+        f'    echo "no {link_layer} HCA on $(hostname): no {root}/*/ports/*/link_layer reads {link_layer}" >&2',
+        "    exit 1",
+        "  fi",
+        '  export NCCL_IB_HCA="=$gpuc_hcas"',
+        "fi",
+        'echo "fabric on $(hostname): NCCL_IB_HCA=$NCCL_IB_HCA"',
+    ]
+
+
 def shell_lines(
     *,
     library_path: tuple[str, ...],
@@ -492,6 +541,7 @@ def shell_lines(
     reexport: Mapping[str, str],
     discover: Discover | None = None,
     found: tuple[FoundDir, ...] = (),
+    ib_hca: str | None = None,
 ) -> list[str]:
     """Bash that puts the fabric's libraries first and sources the plugin's environment script.
     The variables the launcher set are exported again after the script, so the catalog's and
@@ -530,4 +580,6 @@ def shell_lines(
         # After the plugin's script, as cluster-toolkit's run-nccl-tests.sh sets it (ct-a3ultra-slurm);
         # a NCCL_SOCKET_IFNAME the job was given (--env) wins.
         lines += nic_lines(discover)
+    if ib_hca is not None and "NCCL_IB_HCA" not in reexport:
+        lines += ib_hca_lines(ib_hca)
     return lines

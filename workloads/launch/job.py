@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from workloads.launch import common
-from workloads.launch.fabric import Discover, FoundDir, shell_lines
+from workloads.launch.fabric import LINK_LAYERS, Discover, FoundDir, shell_lines
 from workloads.runtime.nccl_env import NCCL_ERROR_HANDLING
 from workloads.launch.common import (
     Problems,
@@ -73,6 +73,8 @@ class TorchrunJob:
     """Found on the node when the job starts (Slurm): the plugin's root, the NIC names."""
     found_at_start: tuple[FoundDir, ...] = ()
     """Library directories found on the node or in the image when the job starts (lib64 or lib)."""
+    ib_hca_link_layer: str | None = None
+    """``NCCL_IB_HCA`` found at start: the HCAs whose ports report this link layer (InfiniBand)."""
     nccl_debug: str = "INFO"
     """``NCCL_DEBUG`` level; INFO is what the transport check reads."""
     nccl_debug_subsys: str | None = None
@@ -119,6 +121,7 @@ class TorchrunJob:
             reexport=self.environment(),
             discover=self.discover,
             found=self.found_at_start,
+            ib_hca=self.ib_hca_link_layer,
         )
 
 
@@ -161,6 +164,8 @@ def check_job(p: Problems, job: TorchrunJob, *, max_nodes: int | None = None) ->
     if job.discover is not None:
         _check_discover(p, job.discover)
     _check_found(p, job.found_at_start)
+    if job.ib_hca_link_layer is not None and job.ib_hca_link_layer not in LINK_LAYERS:
+        p.add("ib_hca_link_layer", f"{job.ib_hca_link_layer!r} (allowed: None, {', '.join(LINK_LAYERS)})")
     check_nccl_debug(p, "nccl_debug", job.nccl_debug)
     if job.nccl_debug_subsys is not None and (
         not isinstance(job.nccl_debug_subsys, str) or not _SUBSYS_RE.match(job.nccl_debug_subsys)

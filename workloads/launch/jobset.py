@@ -48,7 +48,7 @@ _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?\Z"
 # Label keys/values and taint keys: an optional DNS prefix and a name (k8s validation rules).
 _QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?\Z")
-# Kueue's queue label (kubernetes-sigs/kueue site/content/en/docs/tasks/run/jobsets.md at v0.17.1, "Run A
+# Kueue's queue label (kubernetes-sigs/kueue site/content/en/docs/tasks/run/jobsets.md at v0.17.8, "Run A
 # JobSet"; cluster-toolkit
 # examples/gke-consumption-options/dws-flex-start-queued-provisioning/nccl-jobset-example.yaml).
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -117,6 +117,9 @@ class JobSetSpec(TorchrunJob):
     """Kueue LocalQueue the JobSet is submitted through (label ``kueue.x-k8s.io/queue-name`` on
     the JobSet, as cluster-toolkit's queued flex-start example at 1047080 sets it); Kueue then
     starts it only once the ProvisioningRequest has all its nodes. Unset: no queue."""
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    """Annotations of the JobSet itself: the cluster's (stack output scheduler.job_annotations, e.g.
+    the ProvisioningRequest parameters Kueue passes on under provreq.kueue.x-k8s.io/)."""
     node_wait_s: int = 900
     """How long the gate waits for the node installers' paths (``fabric.node_waits``) before the
     pod fails naming what never appeared."""
@@ -150,6 +153,31 @@ def _check_quantity(p: Problems, name: str, value: object, *, optional: bool) ->
         p.add(name, f"{value!r} is not a Kubernetes quantity (allowed: e.g. 5120Mi, 64Gi, 90, 500m)")
 
 
+# An annotation key is a qualified name: an optional DNS-subdomain prefix and '/', then a name of at
+# most 63 characters, alphanumeric at both ends with '-', '_', '.' between (Kubernetes docs,
+# "Annotations": syntax and character set). This pattern is the name part only; _QUALIFIED_NAME above
+# is a whole label key, prefix included, and must not be shadowed by it.
+_ANNOTATION_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z")
+
+
+def _check_annotations(p: Problems, annotations: object) -> None:
+    if not isinstance(annotations, Mapping):
+        p.add("annotations", f"{annotations!r} is not a mapping of annotation keys to strings")
+        return
+    for key, value in annotations.items():
+        prefix, _, name = key.rpartition("/") if isinstance(key, str) else ("", "", "")
+        if not (
+            isinstance(key, str)
+            and _ANNOTATION_NAME.match(name)
+            and (not prefix or (_DNS1123_SUBDOMAIN.match(prefix) and len(prefix) <= 253))
+        ):
+            p.add(
+                "annotations", f"{key!r} is not an annotation key (allowed: [prefix/]name, name at most 63 characters)"
+            )
+        if not isinstance(value, str) or any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+            p.add("annotations", f"{key!r}: {value!r} is not a string without control characters")
+
+
 def validate(spec: JobSetSpec) -> None:
     """Raise :class:`LaunchSpecError` naming every bad field at once."""
     p = Problems()
@@ -165,6 +193,7 @@ def validate(spec: JobSetSpec) -> None:
         isinstance(spec.queue, str) and _DNS1123_SUBDOMAIN.match(spec.queue) and len(spec.queue) <= 63
     ):
         p.add("queue", f"{spec.queue!r} is not a LocalQueue name (allowed: a DNS-1123 name of at most 63 characters)")
+    _check_annotations(p, spec.annotations)
     if (
         isinstance(spec.name, str)
         and isinstance(spec.replicated_job, str)
@@ -470,7 +499,12 @@ def render(spec: JobSetSpec) -> dict[str, Any]:
     return {
         "apiVersion": API_VERSION,
         "kind": "JobSet",
-        "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": js_labels},
+        "metadata": {
+            "name": spec.name,
+            "namespace": spec.namespace,
+            "labels": js_labels,
+            **({"annotations": dict(spec.annotations)} if spec.annotations else {}),
+        },
         "spec": js_spec,
     }
 

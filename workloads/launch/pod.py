@@ -25,16 +25,32 @@ Deliberate exceptions, each for a reason the fabric gives:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
+from components.catalog import load_fabric_facts
 from workloads.launch.fabric import Capability, PodWiring, Sidecar
 
 # What the rxdm's startup probe reads (container-engine-accelerators gpudirect-tcpxo/
 # best-practice.md at 992db81: with HEALTH_CHECK_LOG_FILE set, the daemon writes the file once
-# its buffer manager is up, ~30 s; the file name may not contain '_'; probe every 5 s, 6 tries).
-# A native sidecar's startup probe also holds the workload back until the daemon is ready.
+# its buffer manager is up, "typically takes ~ 30s"; the file name may not contain '_'). A native
+# sidecar's startup probe also holds the workload back until the daemon is ready.
 RXDM_HEALTH_FILE = "/run/health-check"
+# How long the probe waits. best-practice.md's sample probes every 5 s, 6 tries after 1 s: about 31 s,
+# for an initialisation it says typically takes about 30 s, so a slow node's daemon is killed and
+# restarted just as it would have come up. Google's Slurm prolog for the same daemon waits up to 60 x
+# 2 s for its "Buffer manager initialization complete" (slurm-gcp tools/prologs-epilogs/
+# receive-data-path-manager-mega at 13fd92b), the catalog's fabrics.tcpxo.startup_check.rxdm_wait_s,
+# which the job's own fabric check waits too. The probe keeps the sample's period, timeout and first
+# delay and allows that wait: failureThreshold = ceil(rxdm_wait_s / period).
+RXDM_PROBE_PERIOD_S = 5
+
+
+def rxdm_failure_threshold() -> int:
+    """Probe tries that cover the catalog's rxdm wait (120 s: 24 tries of 5 s)."""
+    wait = load_fabric_facts()[0]["tcpxo"].rxdm_wait_s
+    return max(1, math.ceil(wait / RXDM_PROBE_PERIOD_S))
 
 
 def container_security(
@@ -100,10 +116,10 @@ def sidecar(sc: Sidecar) -> dict[str, Any]:
         out["startupProbe"] = {
             "exec": {"command": ["cat", RXDM_HEALTH_FILE]},
             "initialDelaySeconds": 1,
-            "periodSeconds": 5,
+            "periodSeconds": RXDM_PROBE_PERIOD_S,
             "timeoutSeconds": 1,
             "successThreshold": 1,
-            "failureThreshold": 6,
+            "failureThreshold": rxdm_failure_threshold(),
         }
     out["env"] = _env(env)
     return out

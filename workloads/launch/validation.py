@@ -26,6 +26,8 @@ from typing import Any, Mapping
 
 from components.catalog import load_catalog
 from components.contract import ClusterOutputs
+from components import nccl_topology
+from components.image_pins import mirrored
 from components.image_pins import pinned as pinned_ref
 from workloads.launch.bundle import Bundle
 from workloads.launch import fabric as fabric_wiring
@@ -38,6 +40,7 @@ from workloads.launch.images import TESTED_TORCH as TESTED_TORCH
 from workloads.launch.images import default_image as default_image
 from workloads.launch.images import gpu_runtime_of as gpu_runtime_of
 from workloads.launch.images import image_torch as image_torch
+from workloads.launch.images import image_tested_torch as image_tested_torch
 from workloads.launch.images import image_torch_note as image_torch_note
 from workloads.launch.images import pinned as pinned
 from workloads.launch.slurm_env import VENV_DIR as VENV_DIR
@@ -252,6 +255,7 @@ def jobset_spec(
     configmaps: Mapping[str, str] | None = None,
     queue: str | None = None,
     pins: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> JobSetSpec:
     """The validation run as one JobSet. ``job.drain`` is ignored: the pods carry no
     credentials to cordon nodes, and their host names are pods', not nodes'. ``pins``: the
@@ -263,6 +267,11 @@ def jobset_spec(
         ),
         pins or {},
     )
+    # The size's NCCL topology file, from the ConfigMap the stack makes in the jobs' namespace
+    # (components/nccl_topology.py; only sizes the catalog has one for, all on AKS).
+    topology = nccl_topology.for_instance(job.instance_type)
+    topo_env = {nccl_topology.ENV: nccl_topology.PATH} if topology is not None else {}
+    topo_mount = {nccl_topology.CONFIGMAP: nccl_topology.MOUNT_DIR} if topology is not None else {}
     nodes = pod_hostnames(name, JOBSET_REPLICATED_JOB, job.nodes)
     per_pod = ranks_per_node(it.accelerator.count if it else 0, job.procs_per_node)
     phases = _phases(replace(job, drain=False), expect_nodes=nodes, gate_ranks=per_pod)
@@ -286,10 +295,11 @@ def jobset_spec(
         lustre_pvc=lustre_pvc,
         lustre_mount=lustre_mount,
         rdzv_port=job.rdzv_port,
-        fabric_env={**(it.software.fabric_env if it else {}), **wired.env},
+        fabric_env={**(it.software.fabric_env if it else {}), **wired.env, **topo_env},
         library_path=wired.library_path,
         env_script=wired.env_script,
         found_at_start=wired.found_at_start,
+        ib_hca_link_layer=wired.ib_hca_link_layer,
         fabric=wired,
         extra_env=dict(job.extra_env),
         node_selector=dict(node_selector or {}),
@@ -297,8 +307,9 @@ def jobset_spec(
         then=phases.then,
         wait_for_path=wait_for_path,
         prologue=job.prologue,
-        configmaps=dict(configmaps or {}),
+        configmaps={**topo_mount, **dict(configmaps or {})},
         queue=queue,
+        annotations=dict(annotations or {}),
         agent_logs=agent_logs_dir(job),
     )
 
@@ -446,8 +457,10 @@ def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, 
     ``image``: default the catalog's image for the fabric (by digest), else DEFAULT_IMAGE, each by
     the stack's pin where it has one (:func:`stack_image`)."""
     it = load_catalog().get(outputs.instance_type)
-    # A tag the stack pins is pulled by its digest, whether it is the default or named by --image.
+    # A tag the stack pins is pulled by its digest, whether it is the default or named by --image;
+    # then through the stack's mirror of its registry, if it has one (scheduler.mirrors).
     image = pinned_ref(image, outputs.scheduler.images) if image else stack_image(outputs, job.instance_type is None)
+    image = mirrored(image, outputs.scheduler.mirrors)
     # What the certificate records (workloads/validate/stack.py): the image every pod runs, by
     # digest once submit has resolved it, and the receive-datapath daemon's.
     recorded = {"GPUC_IMAGE_DIGEST": image}
@@ -483,6 +496,8 @@ def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, 
         # The stack's Kueue queue where its nodes come only through one (GKE multi-node flex-start).
         queue=sched.queue,
         pins=sched.images,
+        # The cluster's own JobSet annotations (GKE queued provisioning: how long the nodes live).
+        annotations=sched.job_annotations,
     )
 
 

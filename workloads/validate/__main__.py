@@ -295,6 +295,10 @@ def _start_agents(
     log_dir.mkdir(parents=True, exist_ok=True)
     for name in names:
         env = dict(os.environ, GPUC_NODE_NAME=name, GPUC_FORCE_CPU="1", **env_extra)
+        # One thread a simulated node unless the caller says otherwise: torchrun sets this only for
+        # more than one process a node, and N nodes of a core-count's threads each on a small host
+        # wait on each other's spinning threads, which reads as a straggler that is not there.
+        env.setdefault("OMP_NUM_THREADS", "1")
         cmd = [
             sys.executable,
             "-m",

@@ -6,7 +6,8 @@
     python -m workloads.validate status STACK             [--outputs FILE] [--here | --ssh CMD]
 
 The outputs come from ``--outputs FILE`` (what ``pulumi stack output --json --show-secrets``
-prints), else from ``pulumi stack output`` itself; ``render`` of a bundled stack that is not
+prints), else from ``pulumi stack output`` itself; ``render`` of a stack whose file is here (a
+bundled example, one of the user's project found as Pulumi finds it, or a path) that is not
 deployed falls back to the offline plan's outputs and says so. Each run gets its own run
 directory (``<mount>/validation/<cluster>/<run-id>``) and its files come back to
 ``out/validate/<stack>/<run-id>/``. Exit codes: 0 pass, 1 warn, 2 fail, 3 could not run.
@@ -25,6 +26,7 @@ from typing import Any, Callable
 
 from components.contract import ClusterOutputs, OutputsError, load_outputs, read_outputs
 from components.image_pins import pinned as pinned_ref
+from components.stack_locate import BUNDLED_DIR, STACK_HELP, locate, stack_label
 from components.validation_time import Settings, cost_usd, estimate, fit_budget, search_estimate, total_s
 from workloads.launch import bundle as code_bundle
 from workloads.launch import validation as vjob
@@ -54,16 +56,19 @@ class Loaded:
     checks the rendered job against."""
 
 
-def _bundled(stack: str) -> bool:
-    return (REPO / "stacks" / f"Pulumi.{stack}.yaml").is_file()
+def _stack_file(stack: str) -> Path | None:
+    """The stack's file where there is one here: a name found as Pulumi finds it, or a path."""
+    where = locate(stack)
+    return where.path.resolve() if where.found else None
 
 
 def _offline_plan(stack: str) -> tuple[dict[str, Any] | None, str]:
     """The offline plan of ``stack`` as JSON (``gpu-cluster plan STACK --json -``), or None and why.
     The plan imports Pulumi; the validation side does not, so it runs as its own process. It exits 2
     when the stack's own liveness does not hold and still writes the document."""
+    path = _stack_file(stack)
     done = subprocess.run(
-        [sys.executable, "-m", "components.plan", stack, "--json", "-"],
+        [sys.executable, "-m", "components.plan", str(path or stack), "--json", "-"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -81,32 +86,52 @@ def _offline_plan(stack: str) -> tuple[dict[str, Any] | None, str]:
 def load(stack: str, outputs_file: Path | None, *, allow_plan: bool) -> Loaded:
     if outputs_file is not None:
         return Loaded(load_outputs(outputs_file), str(outputs_file))
+    where = locate(stack)
+    name = where.name  # `pulumi --stack` takes the name, also where a path was given
     pulumi = shutil.which("pulumi")
     why = "the Pulumi CLI is not installed"
     if pulumi:
         done = subprocess.run(
-            [pulumi, "stack", "output", "--json", "--show-secrets", "--stack", stack],
+            [pulumi, "stack", "output", "--json", "--show-secrets", "--stack", name],
             capture_output=True,
             text=True,
             timeout=120,
+            cwd=_project_dir(where.path) if where.found else None,
         )
         if done.returncode == 0:
-            return Loaded(read_outputs(json.loads(done.stdout), f"pulumi stack {stack}"), f"pulumi stack {stack}")
-        why = f"`pulumi stack output --stack {stack}` failed: {done.stderr.strip()[-300:]}"
-    if allow_plan and _bundled(stack):
+            return Loaded(read_outputs(json.loads(done.stdout), f"pulumi stack {name}"), f"pulumi stack {name}")
+        why = f"`pulumi stack output --stack {name}` failed: {done.stderr.strip()[-300:]}"
+    if allow_plan and where.found:
         doc, err = _offline_plan(stack)
         if doc is None:
             raise CommandError(f"offline plan of {stack} failed: {err}")
         return Loaded(
-            read_outputs(doc["outputs"], f"offline plan of {stack}"),
-            f"the offline plan of bundled stack {stack} ({why}): placeholder endpoints and IDs",
+            read_outputs(doc["outputs"], f"offline plan of {name}"),
+            f"the offline plan of {_described(where.path, name)} ({why}): placeholder endpoints and IDs",
             True,
             doc,
         )
+    if allow_plan:
+        why += f"; and {where.missing()}"
     raise CommandError(
         f"no outputs for stack {stack!r}: {why}; pass --outputs FILE "
-        f"(from `pulumi stack output --json --show-secrets --stack {stack} > FILE`)"
+        f"(from `pulumi stack output --json --show-secrets --stack {name} > FILE`)"
     )
+
+
+def _described(path: Path, name: str) -> str:
+    """A bundled stack by its name; any other by its name and file."""
+    if path.resolve().parent == BUNDLED_DIR:
+        return f"bundled stack {name}"
+    return f"stack {name}, {path}"
+
+
+def _project_dir(stack_file: Path) -> Path:
+    """Where ``pulumi`` runs for a stack file: the folder of the project it belongs to."""
+    from components.stack_locate import find_project
+
+    project = find_project(stack_file.resolve().parent)
+    return project.parent if project is not None else Path.cwd()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,7 +192,7 @@ def say_liveness(result: Any, say: Callable[[str], None], stack: str) -> bool:
     if result is None:
         say(
             f"liveness: not checked (no plan of {stack} here: the model reads the stack file's plan; "
-            "render a stack whose file is under stacks/)"
+            "render a stack whose file is here: a name in your Pulumi project, or a path)"
         )
         return True
     if result.holds:
@@ -323,7 +348,7 @@ def _minutes(text: str) -> float:
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("stack", help="the stack's name (bundled or your own)")
+    p.add_argument("stack", help=STACK_HELP)
     p.add_argument("--outputs", type=Path, help="JSON from `pulumi stack output --json --show-secrets`")
 
 
@@ -441,7 +466,7 @@ def ready_to_run(loaded: Loaded, rendered: Rendered, stack: str, say: Callable[[
     """The liveness of ``rendered`` on its stack's plan, said; False when it does not hold. Outputs
     from a file or from Pulumi are checked against the offline plan of the stack's file, where
     there is one."""
-    if loaded.plan is None and not loaded.offline and _stack_file(stack):
+    if loaded.plan is None and not loaded.offline and _stack_file(stack) is not None:
         doc, err = _offline_plan(stack)
         loaded = replace(loaded, plan=doc)
         if doc is None:
@@ -449,13 +474,8 @@ def ready_to_run(loaded: Loaded, rendered: Rendered, stack: str, say: Callable[[
     return say_liveness(check_liveness(loaded, rendered), say, stack)
 
 
-def _stack_file(stack: str) -> bool:
-    """A stack file the offline plan can read: a bundled stack's name or a path."""
-    return _bundled(stack) or Path(stack).is_file()
-
-
 def _local_dir(args: argparse.Namespace, run_id: str) -> Path:
-    return Path(str(args.fetch_to or "out/validate")) / str(args.stack) / run_id
+    return Path(str(args.fetch_to or "out/validate")) / stack_label(str(args.stack)) / run_id
 
 
 def _verdict(dest: Path, say: Callable[[str], None]) -> int:

@@ -46,8 +46,9 @@ from typing import Any, Callable
 
 from components.catalog import load_fabric_facts
 from components.contract import ClusterOutputs
+from components.stack_locate import STACK_HELP
 from workloads.launch import validation as vjob
-from workloads.validate.rehearsal.job import CouldNotRehearse, from_jobset, from_sbatch
+from workloads.validate.rehearsal.job import CouldNotRehearse, from_jobset, from_sbatch, stack_configmaps
 from workloads.validate.rehearsal.sandbox import EXIT_COULD_NOT, EXIT_FAIL, EXIT_PASS, Outcome, rehearse_declared
 from workloads.validate.rehearsal.stand_in import NODE_PYTHONS, image_interpreter
 
@@ -111,10 +112,21 @@ def rehearse(outs: ClusterOutputs, args: argparse.Namespace, break_job: Callable
     try:
         if rendered.jobset is not None:
             jobset = rendered.jobset
-            d = from_jobset(jobset, rendered.configmap, stage)
+            d = from_jobset(jobset, rendered.configmap, stage, stack_configmaps(outs))
         else:
             d = from_sbatch(rendered.files["validate.sbatch"], one, rendered.run_dir, stage)
         d.said[:0] = said
+        from workloads.launch.fabric import wiring
+
+        link_layer = wiring(outs.fabric.type).pod.ib_hca_link_layer if d.kind == "kubernetes" else None
+        if link_layer and "NCCL_IB_HCA" not in d.env:
+            # This machine has no HCA whose port reads InfiniBand: the job is given the variable its
+            # start-up discovery would set, which then skips it (workloads/launch/fabric.py
+            # ib_hca_lines; the discovery itself is tested in tests/launch/test_nccl_topology.py).
+            d.env["NCCL_IB_HCA"] = "=mlx5_0"
+            d.said.append(
+                f"stand-in: NCCL_IB_HCA==mlx5_0 (no HCA here whose port reads {link_layer}; discovery skipped)"
+            )
         if getattr(args, "image_python", None):
             if d.kind != "kubernetes":
                 raise CouldNotRehearse("--image-python stands in for a container image's interpreter (Kubernetes)")
@@ -138,7 +150,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "rehearse", help="run the stack's rendered job here, under what it declares, to its first collective"
     )
-    p.add_argument("stack", help="the stack's name (bundled or your own)")
+    p.add_argument("stack", help=STACK_HELP)
     p.add_argument("--outputs", type=Path, help="JSON from `pulumi stack output --json --show-secrets`")
     p.add_argument("--image", help="Kubernetes: the image to render (not pulled here)")
     p.add_argument("--python", help="Slurm: the job's interpreter (as for render/submit --python)")

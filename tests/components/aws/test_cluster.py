@@ -28,6 +28,7 @@ UNTAGGABLE = {
     "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration": aws.s3.BucketLifecycleConfiguration,
     "aws:s3/bucketOwnershipControls:BucketOwnershipControls": aws.s3.BucketOwnershipControls,
     "aws:s3/bucketPolicy:BucketPolicy": aws.s3.BucketPolicy,
+    "aws:ecr/pullThroughCacheRule:PullThroughCacheRule": aws.ecr.PullThroughCacheRule,
 }
 
 

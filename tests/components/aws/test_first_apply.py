@@ -107,9 +107,19 @@ def test_fsx_csi_addon_authenticates_through_pod_identity(stack: str) -> None:
             "Action": ["sts:AssumeRole", "sts:TagSession"],
         }
     ]
-    attached = one(result, "aws:iam/rolePolicyAttachment:RolePolicyAttachment", "-orchestration-fsx-csi")
-    assert attached.inputs["policyArn"] == "arn:aws:iam::aws:policy/AmazonFSxFullAccess"
-    assert attached.inputs["role"] == role.inputs["name"]
+    # Only what a static volume can ask of the controller (orchestration_eks.FSX_CSI_ACTIONS), not the
+    # AmazonFSxFullAccess the add-on's pages attach for dynamic provisioning.
+    assert not [a for a in result.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if "fsx-csi" in a.name]
+    inline = one(result, "aws:iam/rolePolicy:RolePolicy", "-orchestration-fsx-csi")
+    assert inline.inputs["role"] == role.inputs["name"]
+    assert json.loads(inline.inputs["policy"])["Statement"] == [
+        {"Sid": "StaticVolume", "Effect": "Allow", "Action": ["fsx:DescribeFileSystems"], "Resource": "*"}
+    ]
+    # The volume it serves is static: no StorageClass (so no CreateVolume), reclaim Retain (no
+    # DeleteVolume), and nothing to expand; those are the driver's only write calls to FSx.
+    assert not result.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
+    pv = one(result, "kubernetes:core/v1:PersistentVolume", "-orchestration-fsx-pv").inputs["spec"]
+    assert pv["storageClassName"] == "" and pv["persistentVolumeReclaimPolicy"] == "Retain"
 
 
 @pytest.mark.parametrize("stack", ["aws-h100-eks", "aws-h100-capacity-block"])
@@ -193,8 +203,22 @@ def test_vpc_cni_address_targets() -> None:
     WARM_IP_TARGET replaces the default whole warm ENI (~50 addresses a p5 node)."""
     result, _ = run("aws-h100-eks")
     cni = [a for a in result.of_type(ADDON) if a.inputs["addonName"] == "vpc-cni"][0]
-    assert json.loads(cni.inputs["configurationValues"]) == {"env": {"MINIMUM_IP_TARGET": "8", "WARM_IP_TARGET": "2"}}
+    values = json.loads(cni.inputs["configurationValues"])
+    assert values["env"] == {"MINIMUM_IP_TARGET": "8", "WARM_IP_TARGET": "2"}
     assert cni.inputs["resolveConflictsOnCreate"] == "OVERWRITE"
+
+
+@pytest.mark.parametrize("stack", ["aws-h100-eks", "aws-h100-capacity-block"])
+def test_vpc_cni_enforces_network_policy(stack: str) -> None:
+    """EKS user guide cni-network-policy-configure (d9a9cba), Step 4: the managed add-on's configuration
+    values hold the key "enableNetworkPolicy" with the string "true" ('{ "enableNetworkPolicy": "true" }');
+    the chart's own default is the string "false" (amazon-vpc-cni-k8s values.yaml:126 at b521883)."""
+    result, _ = run(stack)
+    (cni,) = [a for a in result.of_type(ADDON) if a.inputs["addonName"] == "vpc-cni"]
+    values = json.loads(cni.inputs["configurationValues"])
+    assert values["enableNetworkPolicy"] == "true" and isinstance(values["enableNetworkPolicy"], str)
+    # Nothing else of the network policy agent is set: standard enforcing mode, default ports 8162/8163.
+    assert set(values) == {"enableNetworkPolicy", "env"} and "NETWORK_POLICY_ENFORCING_MODE" not in values["env"]
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ import pytest
 
 from typing import Any, Callable
 
+from components.aws.common import cache_prefix
 from components.aws.mocks import MOCK_ZONES
 from components.engine import replacements
 from components.k8s.addons import JOB_NAMESPACE, JOBSET_CHART, JOBSET_VERSION
@@ -63,6 +64,16 @@ def test_eks_control_plane(stack: str) -> None:
         "lustre_claim": "fsx-lustre",
         "node_selector": {"node.kubernetes.io/instance-type": spec.compute.instance_type},
         "tolerations": [],
+        # The capacity-block stack asks for the ECR pull-through cache (test_image_cache.py).
+        **(
+            {
+                "mirrors": {
+                    "public.ecr.aws": f"123456789012.dkr.ecr.{spec.region}.amazonaws.com/{cache_prefix(spec.name)}"
+                }
+            }
+            if spec.orchestration.pull_through_cache
+            else {}
+        ),
     }
     kubeconfig = json.loads(access["kubeconfig"])
     assert kubeconfig["clusters"][0]["cluster"]["server"] == access["api_endpoint"]
@@ -152,6 +163,41 @@ def test_eks_in_cluster_addons() -> None:
     assert pvc["volumeName"] == "fsx-lustre" and pvc["storageClassName"] == ""
 
 
+def _as_the_chart_writes(image: dict[str, str]) -> str:
+    # Both charts write "{{ .Values.image.repository }}:{{ .Values.image.tag }}" (k8s-device-plugin
+    # templates/_helpers.tpl:83-86 at v0.20.0; eks-charts aws-efa-k8s-device-plugin
+    # templates/daemonset.yaml:66 at 5239609).
+    return f"{image['repository']}:{image['tag']}"
+
+
+def test_eks_chart_images_are_pulled_by_the_stacks_pins() -> None:
+    from components.aws.versions import NVIDIA_PLUGIN_IMAGE, efa_plugin_image
+    from components.k8s.addons import JOBSET_IMAGE
+    from components.k8s.image_uses import layer_image_uses
+
+    spec = run("aws-h100-eks")[1]
+    refs = [u.ref for u in layer_image_uses(spec)]
+    assert refs == [
+        "nvcr.io/nvidia/k8s-device-plugin:v0.20.0",
+        "602401143452.dkr.ecr.us-east-1.amazonaws.com/eks/aws-efa-k8s-device-plugin:v0.5.20",
+        JOBSET_IMAGE,
+    ]
+    assert refs[:2] == [NVIDIA_PLUGIN_IMAGE, efa_plugin_image("us-east-1")]
+    pins = {ref: "sha256:" + f"{i:x}" * 64 for i, ref in enumerate(refs, 1)}
+    result, _ = run("aws-h100-eks", lambda raw: raw.update(images=pins))
+    charts = {r.inputs["chart"]: r.inputs for r in result.of_type(CHART)}
+    nvidia = charts["nvidia-device-plugin"]["values"]["image"]
+    efa = charts["aws-efa-k8s-device-plugin"]["values"]["image"]
+    assert _as_the_chart_writes(nvidia) == f"{refs[0]}@{pins[refs[0]]}"
+    assert _as_the_chart_writes(efa) == f"{refs[1]}@{pins[refs[1]]}"
+    assert charts[JOBSET_CHART]["values"]["image"]["tag"] == f"v{JOBSET_VERSION}@{pins[JOBSET_IMAGE]}"
+    # A pin of another region's EFA image is not this stack's: the tag stays the chart's.
+    other = {efa_plugin_image("us-west-2"): pins[refs[1]]}
+    result, _ = run("aws-h100-eks", lambda raw: raw.update(images=other))
+    [chart] = [r.inputs for r in result.of_type(CHART) if r.inputs["chart"] == "aws-efa-k8s-device-plugin"]
+    assert chart["values"]["image"] == {"repository": refs[1].rsplit(":", 1)[0]}
+
+
 def test_pcs_cluster_node_groups_queue() -> None:
     result, spec = run("aws-h200-slurm")
     cluster = one(result, PCS + "Cluster", "-orchestration-pcs")
@@ -187,6 +233,76 @@ def test_pcs_cluster_node_groups_queue() -> None:
     assert access["cluster_id"] == c["awsId"]
     assert login["awsId"] in access["ssh_command"] and access["ssh_command"].startswith("aws ssm start-session")
     assert result.outputs["scheduler"] == {"kind": "slurm", "partition": "gpu"}
+
+
+def test_pcs_login_with_a_key_pair_gets_an_ssh_command_that_runs_commands(tmp_path: Any) -> None:
+    """orchestration.ssh_key_name: the login template carries the key pair (aws-hpc-recipes' PCS login
+    template's KeyName) and access.ssh_command is ssh through Session Manager's AWS-StartSSHSession with
+    portNumber=%p (AWS CLI ssm start-session, example 2). The command is run here as a user's shell
+    and ssh would run it: the ProxyCommand's instance lookup and session start reach a stand-in
+    `aws` with exactly the arguments the AWS CLI would get."""
+    import os
+    import shlex
+
+    from workloads.validate import slurm
+
+    result, spec = run("aws-h200-slurm", lambda raw: raw["orchestration"].update(ssh_key_name="team key"))
+    assert spec.orchestration.ssh_key_name == "team key"
+    [login_lt] = [t for t in result.of_type("aws:ec2/launchTemplate:LaunchTemplate") if t.name.endswith("-login")]
+    assert login_lt.inputs["keyName"] == "team key"
+    gpu_lt = one(result, "aws:ec2/launchTemplate:LaunchTemplate", "-compute-gpu")
+    assert "keyName" not in gpu_lt.inputs  # only the login nodes take a key
+    [login] = [g.inputs for g in result.of_type(PCS + "ComputeNodeGroup") if g.inputs["name"] == "login"]
+    command = result.outputs["access"]["ssh_command"]
+    argv = shlex.split(command)
+    assert argv[0] == "ssh" and argv[-1] == f"ec2-user@{login['awsId']}"
+    opts = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv[:-1]) if a == "-o")
+    assert opts["StrictHostKeyChecking"] == "accept-new" and opts["HostKeyAlias"] == login["awsId"]
+    # validate submit takes it as a shell that runs commands (not an interactive session).
+    assert slurm.shell_for(command, here=False).prefix == tuple(argv)
+
+    # What ssh does with ProxyCommand: %p becomes the port, the user's shell runs the rest.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    fake = bin_dir / "aws"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'printf "%s\\n" "$*" >> {calls}\n'
+        'if [ "$1 $2" = "ec2 describe-instances" ]; then echo i-0123456789abcdef0; fi\n'
+    )
+    fake.chmod(0o755)
+    proxy = opts["ProxyCommand"].replace("%p", "22")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    subprocess.run(["sh", "-c", proxy], env=env, check=True)
+    region, group = spec.region, login["awsId"]
+    assert calls.read_text().splitlines() == [
+        f"ec2 describe-instances --region {region} --filters Name=tag:aws:pcs:compute-node-group-id,Values={group} "
+        "Name=instance-state-name,Values=running --query Reservations[0].Instances[0].InstanceId --output text",
+        f"ssm start-session --region {region} --target i-0123456789abcdef0 --document-name AWS-StartSSHSession "
+        "--parameters portNumber=22",
+    ]
+    # ssh itself reads the options as meant (-G prints the resolved configuration, connects nowhere).
+    if shutil.which("ssh"):
+        resolved = subprocess.run([*argv[:-1], "-G", argv[-1]], capture_output=True, text=True, check=True).stdout
+        assert "user ec2-user" in resolved and f"hostkeyalias {group}" in resolved
+        assert "proxycommand aws ssm start-session" in resolved
+
+
+def test_ssh_key_name_is_for_pcs_only() -> None:
+    _, eks = raw_stack("aws-h100-eks")
+    eks["orchestration"]["ssh_key_name"] = "k"
+    with pytest.raises(SpecError) as info:
+        parse_spec(eks, deployer_placeholder=True)
+    assert ("orchestration.ssh_key_name", "only applies to slurm on aws (the AWS PCS login nodes' key pair)") in (
+        info.value.problems
+    )
+    _, pcs_raw = raw_stack("aws-h200-slurm")
+    pcs_raw["orchestration"]["ssh_key_name"] = "x" * 256
+    with pytest.raises(SpecError) as info:
+        parse_spec(pcs_raw, deployer_placeholder=True)
+    [(path, reason)] = info.value.problems
+    assert path == "orchestration.ssh_key_name" and "1-255 printable ASCII characters" in reason
 
 
 def _slurm(nodes: int, size: str | None) -> Callable[[dict[str, Any]], None]:
@@ -294,6 +410,35 @@ def test_the_plan_names_what_a_change_would_replace(tmp_path: Any, capsys: pytes
     out = capsys.readouterr().out
     (line,) = [ln for ln in out.splitlines() if ln.startswith("  replaces")]
     assert line.endswith("resource(s)") and "-orchestration-pcs: size" in out
+
+
+@pytest.mark.parametrize("stack", ["aws-h100-capacity-block", "aws-h100-eks"])
+def test_a_new_image_on_a_capacity_block_recreates_the_group_instead_of_upgrading_it(stack: str) -> None:
+    """EKS user guide capacity-blocks-mng (line 25 at 4d52b4d): a capacity block's managed node group
+    is upgraded only at desired size 0. So on a block a compute.image change (releaseVersion) is made
+    by deleting the group first and creating it again at the new image; elsewhere it is an in-place
+    rolling update (UpdateNodegroupVersion), which replacement would only make worse."""
+
+    def image(release: str) -> Callable[[dict[str, Any]], None]:
+        return lambda raw: raw["compute"].update(image=release)
+
+    before, _ = run(stack, image("1.35.5-20251120"))
+    after, spec = run(stack, image("1.35.5-20251201"))
+    gpu = [r for r in after.of_type("aws:eks/nodeGroup:NodeGroup") if "-orchestration-gpu" in r.name]
+    assert gpu and all(g.inputs["releaseVersion"] == "1.35.5-20251201" for g in gpu)
+    found = replacements(before, after)
+    if spec.compute.capacity.type == "capacity-block":
+        assert {g.name: found.get(g.name) for g in gpu} == {g.name: ("releaseVersion",) for g in gpu}
+        assert all(
+            g.delete_before_replace and set(g.replace_on_changes) == {"releaseVersion", "launchTemplate"} for g in gpu
+        )
+        from components.aws.rules import capacity_note
+
+        note = capacity_note(spec) or ""
+        assert "only at desired size 0" in note and "--from OLD" in note
+    else:
+        assert not any(g.name in found for g in gpu)
+        assert not any(g.delete_before_replace or g.replace_on_changes for g in gpu)
 
 
 def test_the_efa_plugin_image_follows_the_region_and_a_region_without_a_registry_is_refused(

@@ -17,7 +17,7 @@ from components.engine import OfflineRun, Recorded
 from components.k8s import aks as layer
 from components.k8s.addons import JOB_NAMESPACE
 from components.spec import parse_spec
-from tests.components.azure.conftest import azure_obj
+from tests.components.azure.conftest import azure_obj, named
 
 Run = Callable[..., OfflineRun]
 H100, MI300X = "Standard_ND96isr_H100_v5", "Standard_ND96isr_MI300X_v5"
@@ -64,6 +64,9 @@ def test_nic_cluster_policy_gives_rdma_ib_on_the_nodes_the_rule_labels(azure_run
     assert {"name": "OFED_BLACKLIST_MODULES_FILE", "value": "/host/etc/modprobe.d/blacklist-ofed-modules.conf"} in doca[
         "env"
     ]
+    # A precompiled DOCA driver where NVIDIA publishes one for the node's kernel, else the compiling
+    # image: never forced, which would leave the driver in Error on a kernel without one.
+    assert doca["forcePrecompiled"] is False
     plugin = spec["sriovDevicePlugin"]
     assert (plugin["repository"], plugin["image"], plugin["version"]) == (
         "ghcr.io/k8snetworkplumbingwg",
@@ -84,11 +87,15 @@ def test_nvidia_sizes_get_the_gpu_operator_with_rdma_after_the_network_operator(
     gpu = charts["gpu-operator"]
     assert (gpu.inputs["version"], gpu.inputs["namespace"]) == ("v26.3.0", "gpu-operator")
     values = gpu.inputs["values"]
-    assert values["driver"] == {"rdma": {"enabled": True}} and values["nfd"] == {"enabled": False}
+    # GPUDirect RDMA; no precompiled driver: the chart offers it only on Ubuntu 22.04 kernels
+    # (gpu-operator v26.3.0 values.yaml:129-131) and AKS 1.35's nodes run 24.04.
+    assert values["driver"] == {"rdma": {"enabled": True}, "usePrecompiled": False}
+    assert values["nfd"] == {"enabled": False}
+    assert layer.AKS_NODE_OS == "ubuntu24.04"
     for manager in ("migManager", "vgpuDeviceManager", "vfioManager", "sandboxDevicePlugin"):
         assert values[manager] == {"enabled": False}
     # The chart's own toleration and the GPU pool's taint: the operands reach the tainted pool.
-    taint_key = run.one("azure-native:containerservice:AgentPool").inputs["nodeTaints"][0].split("=")[0]
+    taint_key = named(run, "azure-native:containerservice:AgentPool", "gpu-pool").inputs["nodeTaints"][0].split("=")[0]
     keys = {t["key"] for t in values["daemonsets"]["tolerations"]}
     assert keys == {"nvidia.com/gpu", taint_key}
     assert _cr(run, "NicClusterPolicy").urn in gpu.dependencies
@@ -186,7 +193,7 @@ def test_the_lustre_volume_is_the_stacks_file_system_and_its_claim_is_the_output
 def test_jobset_runs_on_the_system_pool_and_every_object_goes_through_the_clusters_provider(azure_run: Run) -> None:
     run = azure_run()
     js = _charts(run)["oci://registry.k8s.io/jobset/charts/jobset"]
-    assert js.inputs["values"] == {"controller": {"nodeSelector": {"agentpool": "system"}}}
+    assert js.inputs["values"] == {"controller": {"nodeSelector": {"agentpool": "ctrl"}}}
     (provider,) = run.of_type("pulumi:providers:kubernetes")
     objects = [r for r in run.resources if r.type.startswith("kubernetes:") and r.custom]
     assert objects and all(r.provider.startswith(provider.urn) for r in objects)
@@ -206,12 +213,12 @@ def _tolerates(tolerations: list[dict[str, str]], taint: str) -> bool:
 
 
 def test_every_operand_that_runs_on_the_gpu_pool_tolerates_its_taint(azure_run: Run) -> None:
-    # Chart defaults (read at the pins, components/k8s/aks.py) tolerate nvidia.com/gpu or amd-dcm,
+    # Chart defaults (read at the pins, components/k8s/aks.py) tolerate nvidia.com/gpu,
     # never the pool's sku taint: without ours the NFD worker never labels a GPU node, the
     # NicClusterPolicy's DOCA driver and SR-IOV plugin never run there, and no pod gets rdma/ib.
     for itype in (H100, MI300X):
         run = azure_run(azure_obj(itype))
-        (taint,) = run.one("azure-native:containerservice:AgentPool").inputs["nodeTaints"]
+        (taint,) = named(run, "azure-native:containerservice:AgentPool", "gpu-pool").inputs["nodeTaints"]
         charts = _charts(run)
         nfd = charts["network-operator"].inputs["values"]["node-feature-discovery"]["worker"]["tolerations"]
         assert _tolerates(nfd, taint), itype
@@ -222,9 +229,9 @@ def test_every_operand_that_runs_on_the_gpu_pool_tolerates_its_taint(azure_run: 
             ds = charts["gpu-operator"].inputs["values"]["daemonsets"]["tolerations"]
             assert _tolerates(ds, taint) and _tolerates(ds, "nvidia.com/gpu=present:NoSchedule")
         else:
-            amd = charts["gpu-operator-charts"].inputs["values"]["node-feature-discovery"]
-            assert amd["enabled"] is True and _tolerates(amd["worker"]["tolerations"], taint)
-            assert _tolerates(amd["worker"]["tolerations"], "amd-dcm=up:NoExecute")  # the chart's own
+            # One NFD: AMD's chart runs none (the Network Operator's applies AMD's default rule).
+            amd = charts["gpu-operator-charts"].inputs["values"]
+            assert amd["node-feature-discovery"] == {"enabled": False} and amd["installdefaultNFDRule"] is True
             spec = _cr(run, "DeviceConfig").inputs["spec"]
             for got in (
                 spec["devicePlugin"]["devicePluginTolerations"],

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Callable
+import json
+from pathlib import Path
+from typing import Any, Callable
 
 import pytest
+import yaml
 
 from components.contract import read_outputs
 from components.engine import OfflineRun, run_offline
@@ -117,8 +120,8 @@ def test_aks_admits_only_the_deployer_and_its_own_egress_and_uses_its_own_identi
     assert ipaddress.ip_address(net["dnsServiceIP"]) in ipaddress.ip_network(net["serviceCidr"])
     (system,) = i["agentPoolProfiles"]
     assert (system["mode"], system["enableNodePublicIP"]) == ("System", False)
-    assert "kubernetesVersion" not in i  # AKS's default unless the stack names one
-    role = run.one("azure-native:authorization:RoleAssignment")
+    assert i["kubernetesVersion"] == "1.35"  # pinned (components/azure/rules.py), not AKS's default
+    role = named(run, "azure-native:authorization:RoleAssignment", "network-role")
     assert role.inputs["roleDefinitionId"].endswith("/roleDefinitions/4d97b98b-1d4f-4787-a291-c67834d212e7")
     assert role.urn in aks.dependencies
 
@@ -126,7 +129,7 @@ def test_aks_admits_only_the_deployer_and_its_own_egress_and_uses_its_own_identi
 @pytest.mark.parametrize("itype", ["Standard_ND96isr_H100_v5", "Standard_ND96isr_MI300X_v5"])
 def test_the_gpu_pool_is_one_scale_set_with_the_driver_left_to_the_operators(azure_run: Run, itype: str) -> None:
     run = azure_run(azure_obj(itype))
-    pool = run.one("azure-native:containerservice:AgentPool")
+    pool = named(run, "azure-native:containerservice:AgentPool", "gpu-pool")
     i = pool.inputs
     assert (i["vmSize"], i["count"], i["type"], i["mode"]) == (itype, 4, "VirtualMachineScaleSets", "User")
     assert i["gpuProfile"] == {"driver": "None"}
@@ -145,12 +148,23 @@ def test_capacity_reservation_and_spot_reach_the_pool(azure_run: Run) -> None:
             }
         )
     )
-    assert res.one("azure-native:containerservice:AgentPool").inputs["capacityReservationGroupID"] == GROUP
+    gpu = named(res, "azure-native:containerservice:AgentPool", "gpu-pool")
+    assert gpu.inputs["capacityReservationGroupID"] == GROUP
+    # The cluster's identity holds Contributor on the group's resource group, and the pool is made
+    # only after that assignment (use-capacity-reservation-groups.md:26, 43-49 at fb060ab).
+    role = named(res, "azure-native:authorization:RoleAssignment", "reservation-role")
+    assert role.inputs["scope"] == "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/gpu"
+    assert role.inputs["roleDefinitionId"].endswith("/roleDefinitions/b24988ac-6180-42a0-ab88-20f7382dd24c")
+    identity = named(res, "azure-native:managedidentity:UserAssignedIdentity", "identity")
+    assert identity.urn in role.dependencies
+    assert role.inputs["principalType"] == "ServicePrincipal"
+    assert role.urn in gpu.dependencies
     spot = azure_run(
         azure_obj(compute={"instance_type": "Standard_ND96isr_H100_v5", "nodes": 2, "capacity": {"type": "spot"}})
     )
-    pool = spot.one("azure-native:containerservice:AgentPool").inputs
+    pool = named(spot, "azure-native:containerservice:AgentPool", "gpu-pool").inputs
     assert pool["scaleSetPriority"] == "Spot" and "capacityReservationGroupID" not in pool
+    assert not [r for r in spot.of_type("azure-native:authorization:RoleAssignment") if "reservation" in r.name]
 
 
 def test_every_resource_carries_the_cluster_tag(azure_run: Run) -> None:
@@ -166,6 +180,11 @@ def test_every_resource_carries_the_cluster_tag(azure_run: Run) -> None:
             "azure-native:storage:BlobContainer",
             "azure-native:network:Subnet",
             "azure-native:authorization:RoleAssignment",
+            # Child settings of a tagged resource, which take no tags of their own in the API.
+            "azure-native:monitor:DiagnosticSetting",
+            "azure-native:monitor:DataCollectionRuleAssociation",
+            "azure-native:containerservice:MaintenanceConfiguration",
+            "azure-native:storage:BlobServiceProperties",
         )
         and r.inputs.get("tags", {}).get("gpu-cluster") != "nd"
     ]
@@ -178,8 +197,28 @@ def test_the_outputs_meet_the_contract(azure_run: Run) -> None:
     assert out.fabric.type == "infiniband" and out.fabric.interfaces_per_node == 8
     assert out.mount.mount_name == "lustrefs" and "@tcp:/lustrefs /fsx" in out.mount.mount_command
     assert out.scheduler.node_selector == {"agentpool": "gpu"}
-    # The kubeconfig file itself (decoded from the API's base64), as EKS and GKE export it.
+    # The kubeconfig file itself (decoded from the API's base64), as EKS and GKE export it; with local
+    # accounts off it signs in through the deployer's `az login` (kubelogin, azurecli).
     assert out.access.kubeconfig is not None and out.access.kubeconfig.startswith("apiVersion: v1")
+    (user,) = yaml.safe_load(out.access.kubeconfig)["users"]
+    assert user["user"]["exec"]["command"] == "kubelogin"
+    assert user["user"]["exec"]["args"][:3] == ["get-token", "--login", "azurecli"]
+    # By hand: the same sign-in (kubelogin-authentication.md:219), and still the line heal reads the
+    # resource group and cluster from.
+    from gpu_cluster.heal.azure import cluster_of
+
+    assert out.access.kubeconfig_command is not None
+    assert out.access.kubeconfig_command.endswith(" && kubelogin convert-kubeconfig -l azurecli")
+    assert cluster_of(out.access.kubeconfig_command)[1] == "nd"
+
+
+def test_the_tear_down_page_names_every_protected_azure_resource(azure_run: Run) -> None:
+    page = (Path(__file__).parents[3] / "docs" / "teardown.md").read_text()
+    rows = [ln for ln in page.splitlines() if ln.startswith("| ") and "| Azure |" in ln]
+    protected = [r for r in azure_run().resources if r.protect]
+    assert len(protected) == 3
+    for r in protected:
+        assert [ln for ln in rows if f"`{r.type}`" in ln and f"`-{r.name.split('-', 1)[1]}`" in ln], r.name
 
 
 def test_pillars_are_grouped_for_the_plan(azure_run: Run) -> None:
@@ -201,3 +240,23 @@ def test_slurm_on_azure_is_refused_as_a_spec_error_until_built() -> None:
 
     with pytest.raises(pulumi.InputPropertiesError, match="Slurm on Azure is not built yet"):
         run_offline("slurm", azure_obj(orchestration={"kind": "slurm"}))
+
+
+def test_a_reservation_variant_of_the_bundled_stack_plans_with_its_role(tmp_path: Any) -> None:
+    """`gpu-cluster plan` on azure-h100-aks with a capacity reservation group: exit 0, liveness holds,
+    the identity's Contributor on the group's resource group is planned before the GPU pool, and the
+    plan says the role can take 60 minutes to propagate."""
+    from gpu_cluster.plan import main
+
+    raw = yaml.safe_load((Path(__file__).parents[3] / "stacks" / "Pulumi.azure-h100-aks.yaml").read_text())
+    raw["config"]["gpu-cluster:cluster"]["compute"]["capacity"] = {"type": "reservation", "id": GROUP}
+    stack = tmp_path / "Pulumi.azure-h100-reserved.yaml"
+    stack.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "plan.json"
+    assert main([str(stack), "--json", str(out)]) == 0
+    planned = json.loads(out.read_text())
+    assert planned["summary"]["liveness"]["holds"] is True
+    roles = [r for r in planned["resources"] if r["name"].endswith("-reservation-role")]
+    assert [r["inputs"]["scope"] for r in roles] == [GROUP.split("/providers/")[0]]
+    (capacity,) = [c["text"] for c in planned["summary"]["caveats"] if c["topic"] == "capacity"]
+    assert "Contributor on " + GROUP.split("/providers/")[0] in capacity and "up to 60 minutes" in capacity

@@ -122,7 +122,7 @@ def test_a_throughput_amlfs_does_not_sell_is_refused() -> None:
         ("storage.bucket_name", "Checkpoints", "malformed"),
         ("storage.bucket_name", "a--b", "malformed"),
         ("tags", {"a/b": "x"}, "without < > % & \\ ? /"),
-        ("compute.image", "microsoft-dsvm:ubuntu-hpc:2204:latest", "HPC marketplace image"),
+        ("compute.image", "microsoft-dsvm:ubuntu-hpc:2204:latest", "os SKU Ubuntu"),
         ("network", {"vpc_id": "/subscriptions/x/vnet", "node_subnet_id": "s"}, "aws only"),
     ],
 )

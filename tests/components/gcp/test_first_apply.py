@@ -113,8 +113,16 @@ def test_gib_installer_writes_where_pods_read(itype: str, accelerator: str, offl
         "library-dir-host": "/usr/local/home/kubernetes/bin/nvidia/lib64",
         "gib": "/usr/local/home/kubernetes/bin/gib",
     }
-    assert "cp -r /var/lib/gib/lib64/. /usr/local/home/kubernetes/bin/nvidia/lib64" in inst["args"][0]
-    assert "cp -r /var/lib/gib/. /usr/local/home/kubernetes/bin/gib" in inst["args"][0]
+    # The NCCL core comes with the plugin's release, copied with it into the pods' first library
+    # directory: cluster-toolkit's A3 Ultra and A4 installers (examples/gke-a3-ultragpu/ and
+    # gke-a4/nccl-installer.yaml.tftpl at 1047080) run exactly these three lines.
+    script = inst["args"][0].splitlines()
+    assert script[1:4] == [
+        "/scripts/container_entry.sh install --install-nccl",
+        "cp -r /var/lib/gib/lib64/. /usr/local/home/kubernetes/bin/nvidia/lib64",
+        "cp -r /var/lib/gib/. /usr/local/home/kubernetes/bin/gib",
+    ]
+    assert fact.install_nccl
     assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
         "matchExpressions"
     ][0]["values"] == [accelerator]

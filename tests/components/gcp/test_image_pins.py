@@ -103,7 +103,7 @@ def test_the_kueue_and_jobset_controllers_run_the_pinned_digests(offline: Callab
     kueue = chart_values(run, "charts/kueue")["controllerManager"]
     assert kueue["manager"]["image"] == {
         "repository": "registry.k8s.io/kueue/kueue",
-        "tag": f"v0.17.1@{digest_of(KUEUE_IMAGE)}",
+        "tag": f"v0.17.8@{digest_of(KUEUE_IMAGE)}",
         "pullPolicy": "IfNotPresent",
     }
     assert kueue["nodeSelector"]  # still on the system pool

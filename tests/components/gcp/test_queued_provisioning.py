@@ -49,11 +49,25 @@ def test_multi_node_flex_start_pool_is_queued(offline: Callable[..., OfflineRun]
     assert "spot" not in pool["nodeConfig"] and "placementPolicy" not in pool
 
 
+def test_a_queued_pool_leaves_the_run_duration_to_the_provisioning_request(
+    offline: Callable[..., OfflineRun],
+) -> None:
+    """cluster-toolkit's queued flex-start example (gke-a3-ultragpu.yaml at 1047080) gives the pool
+    flex-start and queued provisioning and no max_run_duration; the duration rides on the JobSet's
+    provreq.kueue.x-k8s.io/maxRunDurationSeconds (above). A flex-start pool that is not queued (one
+    node) keeps its seven-day maximum run duration on the pool."""
+    queued = gpu_pool(offline(_flex())).inputs["nodeConfig"]
+    assert queued["flexStart"] is True and "maxRunDuration" not in queued
+    single = gpu_pool(offline(_flex(nodes=1))).inputs["nodeConfig"]
+    assert single["flexStart"] is True and single["maxRunDuration"] == "604800s"
+    assert "job_annotations" not in offline(_flex(nodes=1)).outputs["scheduler"]
+
+
 def test_kueue_chart_is_pinned_on_the_system_pool(offline: Callable[..., OfflineRun]) -> None:
     run = offline(_flex())
     (chart,) = [r for r in run.of_type(CHART) if r.name.endswith("-kueue")]
     assert chart.inputs["chart"] == "oci://registry.k8s.io/kueue/charts/kueue"
-    assert chart.inputs["version"] == "0.17.1"
+    assert chart.inputs["version"] == "0.17.8"
     assert chart.inputs["namespace"] == "kueue-system"
     assert chart.inputs["values"]["controllerManager"]["nodeSelector"] == {"cloud.google.com/gke-nodepool": "system"}
 
@@ -76,7 +90,7 @@ def test_queue_holds_a_provisioning_request_check_as_the_reference_does(offline:
         "name": config["metadata"]["name"],
     }
     cq = objs["ClusterQueue"]
-    # v1beta2's field (kueue v0.17.1 clusterqueue_types.go:120): v1beta1's spec.admissionChecks is pruned.
+    # v1beta2's field (kueue v0.17.8 clusterqueue_types.go:120): v1beta1's spec.admissionChecks is pruned.
     assert "admissionChecks" not in cq["spec"]
     assert cq["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": check["metadata"]["name"]}]}
     (group,) = cq["spec"]["resourceGroups"]
@@ -121,6 +135,9 @@ def test_rendered_validation_and_user_jobs_go_through_the_queue(offline: Callabl
     assert run.jobset is not None and isinstance(user, js.JobSetSpec)
     for manifest in (run.jobset, js.render(user)):
         assert manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == kueue.LOCAL_QUEUE
+        # The nodes' run duration goes through the ProvisioningRequest, as cluster-toolkit's queued
+        # nccl-jobset-example.yaml (line 23) asks it: flex-start's seven days (604800 s).
+        assert manifest["metadata"]["annotations"] == {"provreq.kueue.x-k8s.io/maxRunDurationSeconds": "604800"}
         pod = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
         assert {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"} in pod[
             "tolerations"

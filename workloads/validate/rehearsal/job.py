@@ -100,7 +100,28 @@ def image_user(image: str) -> tuple[int, int] | None:
     return None
 
 
-def from_jobset(jobset: dict[str, Any], configmap: dict[str, Any] | None, stage: Path) -> Declared:
+def stack_configmaps(outs: ClusterOutputs) -> dict[str, dict[str, Any]]:
+    """The ConfigMaps the stack itself makes for its jobs (not rendered with the job): the size's NCCL
+    topology (components/nccl_topology.py), by name."""
+    from components import nccl_topology
+
+    topo = nccl_topology.for_instance(outs.instance_type)
+    if topo is None:
+        return {}
+    return {
+        nccl_topology.CONFIGMAP: {
+            "metadata": {"name": nccl_topology.CONFIGMAP},
+            "data": {nccl_topology.KEY: topo.xml()},
+        }
+    }
+
+
+def from_jobset(
+    jobset: dict[str, Any],
+    configmap: dict[str, Any] | None,
+    stage: Path,
+    from_stack: dict[str, dict[str, Any]] | None = None,
+) -> Declared:
     rjob = jobset["spec"]["replicatedJobs"][0]
     pod = rjob["template"]["spec"]["template"]
     spec = pod["spec"]
@@ -169,12 +190,14 @@ def from_jobset(jobset: dict[str, Any], configmap: dict[str, Any] | None, stage:
             d.volumes.append(Volume(m["mountPath"], stage / "empty" / m["name"], "emptydir", ro))
         elif "configMap" in v:
             src = stage / "configmap" / v["configMap"]["name"]
-            if configmap is None or configmap["metadata"]["name"] != v["configMap"]["name"]:
+            cm = configmap if configmap and configmap["metadata"]["name"] == v["configMap"]["name"] else None
+            cm = cm or (from_stack or {}).get(v["configMap"]["name"])
+            if cm is None:
                 raise CouldNotRehearse(f"volume {m['name']}: ConfigMap {v['configMap']['name']} is not rendered")
             src.mkdir(parents=True, exist_ok=True)
-            for k, text in (configmap.get("data") or {}).items():
+            for k, text in (cm.get("data") or {}).items():
                 (src / k).write_text(text)
-            for k, b64 in (configmap.get("binaryData") or {}).items():
+            for k, b64 in (cm.get("binaryData") or {}).items():
                 (src / k).write_bytes(base64.b64decode(b64))
             for f in src.iterdir():
                 f.chmod(0o644)

@@ -133,8 +133,12 @@ def stand_in_node(d: Declared, outs: ClusterOutputs, root: Path, stage: Path, ra
             (bin_dir / name).chmod(0o755)
         whose = "the interpreter given (--image-python)" if d.interpreter else "this project's interpreter"
         recorded = vjob.image_torch(d.image)
-        if recorded is not None and interp.torch.split("+", 1)[0] == recorded.split("+", 1)[0]:
+        tested = vjob.image_tested_torch(d.image)
+        mine = interp.torch.split("+", 1)[0]
+        if recorded is not None and mine == recorded.split("+", 1)[0]:
             proof = f"; the image's own torch {recorded} (the catalog's record)"
+        elif recorded is not None and tested is not None and mine == tested:
+            proof = f"; the release of the line the image's torch {recorded} is a build of (the catalog's record)"
         else:
             note = vjob.image_torch_note(d.image)
             proof = f"; {note}: not proven here" if note else ""
