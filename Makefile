@@ -19,7 +19,7 @@ sysdeps:
 	bash scripts/install-system-deps.sh
 
 plan: $(VENV_OK)
-	$(PY) -m components.plan --all --policy
+	$(PY) -m gpu_cluster plan --all --policy
 
 # The validation pipeline on this machine: two torchrun agents stand for two nodes (CPU, gloo).
 # Its verdict (0 pass, 1 warn, 2 fail) is the demo's output, not its success; 3 means it could not run.
@@ -27,7 +27,7 @@ validate-local: $(VENV_OK)
 	$(PY) -m workloads.validate --local --out out/validate-local; rc=$$?; [ $$rc -le 2 ] || exit $$rc
 
 # gpu-cluster heal's rehearsal: local-3 is made slow, validated, confirmed, drained, replaced by a
-# fresh instance, revalidated with a cleared node and returned (README, Heal). A new run each time.
+# fresh instance, revalidated with a cleared node and returned (docs/heal.md). A new run each time.
 heal-local: $(VENV_OK)
 	rm -rf out/heal-local
 	$(PY) -m gpu_cluster.heal --local --nodes 4 --fault local-3:slow --out out/heal-local --apply

@@ -27,7 +27,7 @@ import yaml
 
 from components.catalog import CATALOG_PATH, Catalog, CatalogError, InstanceType, load_catalog, parse_catalog
 from workloads.validate import nccltests
-from workloads.validate.judge import expectation, judge_cluster_figure
+from workloads.validate.figures import expectation, judge_cluster_figure
 from workloads.validate.verdict import Verdict
 
 REPO = Path(__file__).resolve().parents[1]

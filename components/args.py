@@ -1,7 +1,7 @@
 """``GpuClusterArgs``: the cluster description as a Pulumi component's inputs.
 
-The same description a stack file holds under ``gpu-cluster:cluster`` (README "The cluster
-description"), in types Pulumi's component analyzer (``pulumi.provider.experimental``) turns
+The same description a stack file holds under ``gpu-cluster:cluster`` (docs/stacks.md, "The
+cluster description"), in types Pulumi's component analyzer (``pulumi.provider.experimental``) turns
 into a schema: TypedDicts, as the component provider hands the component its inputs as plain
 dicts. Values that decide the cluster's shape, and those checked before anything is created
 (the deployer's CIDRs, the network's range), are plain; the ids of an existing network are

@@ -1,7 +1,8 @@
 """Offline plan: what a stack will create, cost and must achieve, with no cloud account.
 
-    python -m components.plan STACK [--json PATH|-] [--policy]
-    python -m components.plan --all [--policy]
+    gpu-cluster plan STACK [--json PATH|-] [--policy]
+    gpu-cluster plan --all [--policy]
+    python -m components.plan STACK     # the plan alone: no policy pack, no rendered job
 
 STACK is a bundled stack's name (``aws-h100-eks``) or a path to a stack file. The real Pulumi
 program runs under Pulumi's mock engine (components/engine.py): every resource it would
@@ -122,7 +123,7 @@ def _endpoint(spec: ClusterSpec, placeholder: bool) -> str:
     if o.endpoint == "private":
         return (
             "private (VPC only): the in-cluster layer is not deployed by this stack; "
-            "run it from inside the VPC (README, Private clusters)"
+            "run it from inside the VPC (docs/stacks.md, A private cluster)"
         )
     if placeholder:
         return (
@@ -368,7 +369,7 @@ def render_liveness(doc: dict[str, Any], out: TextIO) -> None:
     if not doc:
         return
     w = out.write
-    w(f"  {'liveness':<13} {liveness_line(doc)}; a model, not the cloud (README, Liveness)\n")
+    w(f"  {'liveness':<13} {liveness_line(doc)}; a model, not the cloud (docs/plan.md, Liveness)\n")
     for c in doc["checks"]:
         mark = "ok  " if c["holds"] else "FAIL"
         line = f"    {mark} {c['kind']:<12} {c['object']}: {c['check']} -- {c['why']} [{c['source']}]"
@@ -566,7 +567,7 @@ def main(
 
 
 if __name__ == "__main__":
-    # Run as a script, hand over to the command, which brings the policy pack for --policy.
-    from gpu_cluster.plan import main as with_policy_pack
-
-    raise SystemExit(with_policy_pack())
+    # The plan alone: the policy pack and the rendered job sit above the components and come with
+    # the command (`gpu-cluster plan`, gpu_cluster/plan.py), which hands them in; `--policy` here
+    # says so.
+    raise SystemExit(main())

@@ -142,7 +142,7 @@ def spot(spec: ClusterSpec) -> Caveat | None:
     return Caveat(
         "spot",
         f"any node can be reclaimed: {SPOT_NOTICE[spec.cloud]}; a job that spans every node stops when one "
-        "goes, so checkpoint (workloads.train --ckpt-dir) and launch it elastic (README, Jobs); the cost "
+        "goes, so checkpoint (workloads.train --ckpt-dir) and launch it elastic (docs/workloads-jobs.md); the cost "
         "shown is the on-demand ceiling",
     )
 

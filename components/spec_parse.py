@@ -517,7 +517,7 @@ def _parse_orchestration(
             f"required for {kind} with a public endpoint: `pulumi up` deploys the in-cluster layer (device plugins, "
             f"CSI volume, JobSet controller) through the cluster's API, so it must reach it from where it runs "
             f"(allowed: {MY_ADDRESS_HINT}; or set orchestration.endpoint: private and deploy that layer from inside "
-            'the VPC, README "Private clusters")',
+            'the VPC, docs/stacks.md "A private cluster")',
         )
     login = r.integer(o, "login_nodes", "orchestration", 1, 0, 8)
     partition = (

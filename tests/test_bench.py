@@ -59,3 +59,19 @@ def test_every_benchmark_help_exits_0(module: str) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert re.search(rf"usage: .*bench[./]{module}", proc.stdout), proc.stdout[:200]
+
+
+def test_plan_scale_passes_the_eks_split_and_fails_other_growth() -> None:
+    from collections import Counter
+
+    from bench.plan_scale import EKS_NODE_GROUP, SIZES, scale_problems
+
+    eks = {"cloud": "aws", "orchestration": {"kind": "eks"}}
+    groups = {2: 2, 16: 2, 128: 2, 1024: 4}  # 1024 nodes: three GPU groups (<= 450 each) + system
+    ok = {n: Counter({"aws:s3/bucket:Bucket": 3, EKS_NODE_GROUP: groups[n]}) for n in SIZES}
+    assert scale_problems(eks, ok) == []
+    flat = {n: Counter({"aws:s3/bucket:Bucket": 3, EKS_NODE_GROUP: 2}) for n in SIZES}
+    assert scale_problems(eks, flat) == [f"{EKS_NODE_GROUP}: 2 at 1024 nodes (the 450-node split gives 4)"]
+    grown = {n: Counter({"aws:ec2/instance:Instance": n}) for n in SIZES}
+    slurm = {"cloud": "aws", "orchestration": {"kind": "slurm"}}
+    assert scale_problems(slurm, grown)[0] == "aws:ec2/instance:Instance: 2 at 2 nodes, 16 at 16"

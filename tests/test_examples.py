@@ -18,7 +18,7 @@ def _example_test():  # type: ignore[no-untyped-def]
 def test_library_example() -> None:
     example = _example_test()
     # The example's own tests (caller's provider, caller's VPC, outputs; the set_mocks recipe) run
-    # as a user runs them: `make test` runs pytest on examples/ too. The two claims the README
+    # as a user runs them: `make test` runs pytest on examples/ too. The two claims docs/library.md
     # makes of it are held here, so this test fails by itself.
     run = example.example_run()
     assert [r.name for r in run.resources if r.type == "pulumi:providers:aws"] == ["deploy"]
@@ -26,22 +26,22 @@ def test_library_example() -> None:
     assert run.outputs["gpu_cluster"]["orchestrator"] == "eks"
 
 
-def _readme_library_snippet() -> str:
-    """The README's Python block under "Use it from your own program", as a user copies it."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Use it from your own program") :]
+def _library_snippet() -> str:
+    """docs/library.md's Python block under "Use it from your own program", as a user copies it."""
+    page = (ROOT / "docs/library.md").read_text(encoding="utf-8")
+    section = page[page.index("## Use it from your own program") :]
     section = section[: section.index("\n## ", 1)]
     blocks = [b.split("```", 1)[0] for b in section.split("```python\n")[1:]]
     assert len(blocks) == 1, "one Python snippet in the library section"
     return blocks[0]
 
 
-def test_readme_library_snippet_runs_as_written() -> None:
+def test_library_snippet_runs_as_written() -> None:
     """Run under the offline engine with only the config its comment names: no edits, no
     placeholders, an address the spec accepts, the caller's provider and VPC honoured."""
     from components.engine import run_program
 
-    code = _readme_library_snippet()
+    code = _library_snippet()
     assert "OWNER" not in code and "..." not in code
     config = {
         "net:vpc_id": "vpc-0a1b2c3d4e5f60718",
@@ -49,7 +49,7 @@ def test_readme_library_snippet_runs_as_written() -> None:
         "net:other_zone_subnet_id": "subnet-0f1e2d3c4b5a69788",
     }
     run = run_program(
-        "snippet", lambda: exec(compile(code, "README.md", "exec"), {"__name__": "__main__"}), config=config
+        "snippet", lambda: exec(compile(code, "docs/library.md", "exec"), {"__name__": "__main__"}), config=config
     )
     assert [r.name for r in run.resources if r.type == "pulumi:providers:aws"] == ["deploy"]
     assert not [r for r in run.resources if r.type in ("aws:ec2/vpc:Vpc", "aws:ec2/subnet:Subnet")]
@@ -59,7 +59,7 @@ def test_readme_library_snippet_runs_as_written() -> None:
 
 
 def test_no_owner_placeholders_in_what_a_user_runs() -> None:
-    for path in ("README.md", "examples/python/requirements.txt", "examples/yaml/Pulumi.yaml"):
+    for path in ("README.md", "docs/library.md", "examples/python/requirements.txt", "examples/yaml/Pulumi.yaml"):
         assert "OWNER" not in (ROOT / path).read_text(encoding="utf-8"), path
     # The example's requirement is this checkout, resolved from the example's folder.
     reqs = [ln for ln in (ROOT / "examples/python/requirements.txt").read_text().splitlines() if ln and ln[0] != "#"]

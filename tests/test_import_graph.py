@@ -23,6 +23,8 @@ PRODUCT = ("components", "policies", "workloads", "gpu_cluster")
 # the output contract and the one problem type. Pure: no Pulumi, no torch.
 SHARED = (
     "components.catalog",
+    "components.catalog_file",
+    "components.catalog_fabrics",
     "components.contract",
     "components.bandwidth",
     "components.validation_time",
@@ -331,6 +333,47 @@ def test_a_planted_upward_edge_fails_with_the_edge_named(tmp_path: Path, importe
         path.write_text(t)
     bad = upward_edges(graph(tmp_path, packages=("components", "policies", "workloads")))
     assert len(bad) == 1 and bad[0].startswith(named), bad
+
+
+def command_imports(source: str) -> set[str]:
+    """Every name of the command package (``gpu_cluster``) a module reaches for, by any road: an
+    import anywhere (a script block too), or a module path in a string (``importlib``, ``runpy``)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.add(node.value)
+    return {n for n in found if n == "gpu_cluster" or n.startswith("gpu_cluster.")}
+
+
+def test_components_never_reach_for_the_command() -> None:
+    """The plan's policy pack and rendered job are handed in by ``gpu_cluster/plan.py``; no module
+    of ``components/`` imports the command, not even in a script block."""
+    reached = {
+        f"{p.relative_to(ROOT)}: {sorted(names)}"
+        for p in sorted((ROOT / "components").rglob("*.py"))
+        if (names := command_imports(p.read_text(encoding="utf-8")))
+    }
+    assert not reached
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'if __name__ == "__main__":\n    from gpu_cluster.plan import main\n',
+        "import gpu_cluster\n",
+        'import importlib\nplan = importlib.import_module("gpu_cluster.plan")\n',
+    ],
+)
+def test_a_planted_reach_for_the_command_is_found(text: str) -> None:
+    assert command_imports(text)
+
+
+def test_a_docstring_naming_the_command_is_not_a_reach() -> None:
+    assert not command_imports('"""the command passes it in (gpu_cluster/plan.py)"""\nimport os\n')
 
 
 def test_a_script_hand_over_is_not_an_edge() -> None:

@@ -19,7 +19,7 @@
   (on the system nodes). The validation job is not a resource: ``python -m workloads.validate
   submit STACK`` runs it from the stack's outputs, as often as needed. With
   ``orchestration.endpoint: private`` none of the in-cluster layer is created here: it is
-  deployed from inside the VPC (README, "Private clusters").
+  deployed from inside the VPC (docs/stacks.md, "A private cluster").
 
 The control plane joins the EFA security group. Nodes launched from a template that sets
 its own interfaces get only the groups named there, not EKS's cluster group; the group's

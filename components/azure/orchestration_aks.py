@@ -70,6 +70,7 @@ from components.azure.common import (
 )
 from components.azure.rules import ZONES
 from components.k8s import aks as layer
+from components.k8s import aks_amd
 from components.k8s.addons import job_namespace, jobset
 from components.spec import ClusterSpec
 
@@ -521,8 +522,8 @@ def create_in_cluster_layer(name: str, args: AksLayerArgs, k8s_opts: pulumi.Reso
         # AKS installs no AMD driver (use-amd-gpus.md:49) and the DeviceConfig leaves it off, as the
         # reference does: its own installer runs first (Azure/aks-rdma-infiniband deploy-aks.sh
         # all-amd: install_amdgpu_driver before install_amd_gpu_operator), on the GPU pool's nodes.
-        driver = layer.amd_driver_installer(name, k8s_opts, taint, node_selector={POOL_LABEL: GPU_POOL})
-        layer.amd_gpu_operator(name, k8s_opts, taint, after=[*driver, network[1]], pins=pins)
+        driver = aks_amd.amd_driver_installer(name, k8s_opts, taint, node_selector={POOL_LABEL: GPU_POOL})
+        aks_amd.amd_gpu_operator(name, k8s_opts, taint, after=[*driver, network[1]], pins=pins)
     csi = layer.lustre_csi(name, k8s_opts)
     namespace = job_namespace(name, k8s_opts)
     # The ND v5 topology for NCCL, which every job mounts (components/nccl_topology.py); none for

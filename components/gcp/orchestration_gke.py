@@ -10,7 +10,7 @@ gke-a3-megagpu.yaml at 01a7a3ed: ``enable_private_endpoint: false``, ``master_au
 holding ``authorized_cidr``, "the IP of the machine calling terraform", and
 ``gcp_public_cidrs_access_enabled: false``). With ``orchestration.endpoint:
 private`` the endpoint is private and the in-cluster part is left to a program run from
-inside the VPC (README, "Private clusters").
+inside the VPC (docs/stacks.md, "A private cluster").
 
 Security defaults follow the checks FACTS.md names: private nodes, an endpoint restricted to
 authorised networks (CKV_GCP_25/18/64, with CKV_GCP_18 deliberately relaxed to public-with-

@@ -23,7 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from components.liveness import admission, node_image, ordering, reachability, scheduling
-from components.liveness.cluster import job_workloads, pools, quantity, workloads
+from components.liveness.cluster import job_workloads, quantity, workloads
+from components.liveness.pools import pools
 from components.liveness.model import KINDS, Check, FoundAtStart, Job, Liveness, Plan, Resource
 
 __all__ = [

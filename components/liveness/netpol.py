@@ -13,8 +13,9 @@ not admit the job's own pods cuts the rendezvous and NCCL's bootstrap. Both are 
 * GKE: Dataplane V2 (``datapathProvider: ADVANCED_DATAPATH``) always enforces NetworkPolicy
   (``gke-dataplane-v2``); the legacy Calico add-on (``networkPolicy.enabled``) does too.
 
-AKS is not modelled here (its network plugin and policy engine are set by components/azure, issue
-35): no check is made there rather than one that guesses.
+On AKS the cluster names its policy engine (``networkProfile.networkPolicy``: cilium, calico,
+azure); ``reachability_azure.py`` reads it and asks :func:`network_policy_checks` (the last section
+here) whether the job's own policies admit its traffic under that engine.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from components.liveness import facts
 from components.liveness.facts import cite
+from components.liveness.flows import Flow, Net, as_net, failed, job_flows, passed, within
 from components.liveness.model import Check, Job, Plan
 
 # The VPC CNI agent's limit on unique port combinations per protocol in one ingress or egress rule
@@ -210,6 +213,159 @@ def checks(plan: Plan, job: Job | None) -> list[Check]:
                     said,
                     cite("k8s-netpol"),
                     "" if ok else "add an ingress rule from the job's own pods with no port list",
+                )
+            )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# AKS: the rules of the job's own NetworkPolicy, where the cluster's policy engine enforces it
+# (networkProfile.networkPolicy; reachability_azure.py asks).
+
+_PROTOCOLS = {"tcp": "TCP", "udp": "UDP"}
+
+
+def _selected(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """A label selector (matchLabels; matchExpressions In/NotIn/Exists/DoesNotExist) over ``labels``;
+    an empty selector selects every pod (k8s-netpol)."""
+    sel = selector or {}
+    if any(labels.get(str(k)) != str(v) for k, v in (sel.get("matchLabels") or {}).items()):
+        return False
+    for e in sel.get("matchExpressions") or []:
+        key, op, vals = str(e.get("key")), str(e.get("operator")), [str(v) for v in e.get("values") or []]
+        has = key in labels
+        if (
+            (op == "In" and not (has and labels[key] in vals))
+            or (op == "NotIn" and has and labels[key] in vals)
+            or (op == "Exists" and not has)
+            or (op == "DoesNotExist" and has)
+        ):
+            return False
+    return True
+
+
+def _ports_cover(ports: Any, flow: Flow) -> bool:
+    """A rule's ports (absent or empty: every port) cover the flow's whole range."""
+    if not ports:
+        return True
+    lo, hi = flow.ports
+    for p in ports:
+        proto = str(p.get("protocol") or "TCP").upper()
+        if flow.protocol != "all" and proto != _PROTOCOLS.get(flow.protocol, proto):
+            continue
+        if "port" not in p or p.get("port") is None:
+            return True
+        try:
+            start = int(p["port"])
+        except (TypeError, ValueError):
+            continue  # a named port: not resolved here
+        end = int(p.get("endPort") or start)
+        if start <= lo and hi <= end:
+            return True
+    return False
+
+
+def _job_pod_labels(job: Job) -> list[tuple[str, str, dict[str, str]]]:
+    """(namespace, object, labels) of each pod template the job's JobSets hold."""
+    out = []
+    for m in job.jobsets():
+        meta = m.get("metadata") or {}
+        ns = str(meta.get("namespace") or "default")
+        for rj in (m.get("spec") or {}).get("replicatedJobs") or []:
+            tmpl = ((rj.get("template") or {}).get("spec") or {}).get("template") or {}
+            labels = {str(k): str(v) for k, v in ((tmpl.get("metadata") or {}).get("labels") or {}).items()}
+            out.append((ns, f"JobSet {ns}/{meta.get('name')} {rj.get('name')} pod", labels))
+    return out
+
+
+def _peer_admits(
+    peer: Mapping[str, Any],
+    dns: bool,
+    ns: str,
+    labels: Mapping[str, str],
+    engine: str,
+    pod_net: Net | None,
+) -> bool:
+    """Whether one from/to peer covers the job's own pods (ingress, egress to each other) or, for
+    ``dns``, CoreDNS in kube-system. podSelector alone: the policy's namespace; namespaceSelector:
+    the namespaces it selects (k8s-netpol)."""
+    if "ipBlock" in peer:
+        block = as_net((peer.get("ipBlock") or {}).get("cidr"))
+        if block is None or pod_net is None:
+            return False
+        if engine == "cilium":
+            return False  # Cilium cannot match pod or node IPs with an ipBlock (aks-cilium)
+        return within(pod_net, block)
+    if dns:
+        target_ns, target = "kube-system", {"k8s-app": "kube-dns"}
+    else:
+        target_ns, target = ns, dict(labels)
+    if "namespaceSelector" in peer:
+        if not _selected(peer.get("namespaceSelector"), {"kubernetes.io/metadata.name": target_ns}):
+            return False
+    elif target_ns != ns:
+        return False
+    return _selected(peer.get("podSelector"), target) if "podSelector" in peer else True
+
+
+def network_policy_checks(job: Job | None, engine: str, pod_net: Net | None, source: str) -> list[Check]:
+    """With an engine that enforces NetworkPolicy: the job's own policies admit what its pods send
+    each other (every TCP port), and, where they restrict egress, DNS too."""
+    if job is None or job.scheduler != "kubernetes":
+        return []
+    src = f"{cite('k8s-netpol')}; {source}"
+    policies = [m for m in job.manifests if m.get("kind") == "NetworkPolicy"]
+    out: list[Check] = []
+    dns_flow = Flow("udp", (facts.DNS_PORT, facts.DNS_PORT), "DNS (UDP 53) to CoreDNS")
+    for ns, obj, labels in _job_pod_labels(job):
+        mine = [
+            p
+            for p in policies
+            if str((p.get("metadata") or {}).get("namespace") or "default") == ns
+            and _selected((p.get("spec") or {}).get("podSelector"), labels)
+        ]
+        for direction, key, peers_key in (("Ingress", "ingress", "from"), ("Egress", "egress", "to")):
+            restricting = []
+            for pol in mine:
+                spec = pol.get("spec") or {}
+                types = spec.get("policyTypes") or (["Ingress", "Egress"] if spec.get("egress") else ["Ingress"])
+                if direction in types:
+                    restricting.append(pol)
+            check = f"its NetworkPolicy ({engine} enforces it) admits the job's own traffic, {direction.lower()}"
+            if not restricting:
+                out.append(passed(obj, check, f"no policy restricts {direction.lower()} of these pods", src))
+                continue
+            flows = [*job_flows(job), *([dns_flow] if key == "egress" else [])]
+            missing = []
+            for f in flows:
+                dns = f is dns_flow
+                if not any(
+                    _ports_cover(rule.get("ports"), f)
+                    and (
+                        not rule.get(peers_key)
+                        or any(
+                            _peer_admits(peer, dns, ns, labels, engine, pod_net) for peer in rule.get(peers_key) or []
+                        )
+                    )
+                    for pol in restricting
+                    for rule in (pol.get("spec") or {}).get(key) or []
+                ):
+                    missing.append(f.what)
+            names = ", ".join(str((pol.get("metadata") or {}).get("name")) for pol in restricting)
+            out.append(
+                failed(
+                    obj,
+                    check,
+                    f"NetworkPolicy {names} has no rule for {'; '.join(missing)}",
+                    src,
+                    f"allow the job's own pods on every TCP port in the {direction.lower()} rules (a podSelector peer, no ports)",
+                )
+                if missing
+                else passed(
+                    obj,
+                    check,
+                    f"NetworkPolicy {names} admits {', '.join(f.what for f in flows)} of the job's own pods",
+                    src,
                 )
             )
     return out

@@ -102,7 +102,7 @@ def slurm_cloud(outs: Any, sched: Any) -> Cloud:
             gcp.GceInstances(c, project, outs.zone),
             GCE_REPORT_SERIES,
         )
-    raise PlatformError(f"Slurm on {outs.cloud} is not built (README, Azure): nothing to heal")
+    raise PlatformError(f"Slurm on {outs.cloud} is not built (docs/azure.md): nothing to heal")
 
 
 def kube_cloud(outs: Any, kube: Any) -> Cloud:

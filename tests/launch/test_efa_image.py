@@ -100,7 +100,10 @@ def test_a_catalog_digest_pins_the_default(monkeypatch: pytest.MonkeyPatch) -> N
     checks, images = load_fabric_facts()
     digest = "sha256:" + "ab" * 32
     pinned = {**images, "efa": replace(images["efa"], digest=digest)}
-    monkeypatch.setattr(vjob, "load_fabric_facts", lambda: (checks, pinned))
+    # default_image reads the catalog where it lives (workloads/launch/images.py)
+    from workloads.launch import images as launch_images
+
+    monkeypatch.setattr(launch_images, "load_fabric_facts", lambda: (checks, pinned))
     assert vjob.default_image("efa") == f"{images['efa'].repository}:{images['efa'].tag}@{digest}"
     assert vjob.pinned(vjob.default_image("efa"))
 

@@ -65,7 +65,7 @@ def test_make_image_torch_runs_the_tests_on_the_recorded_line() -> None:
     # The version comes from the catalog, never a second copy of it.
     assert 'load_runtime_images()["cuda"]' in script and "2.10" not in script
     assert "-m pytest" in script and "tests/workloads" in script and "rehearse gcp-h100-gke" in script
-    assert "`make image-torch`" in (root / "README.md").read_text()
+    assert "`make image-torch`" in (root / "docs" / "validate.md").read_text()
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,8 @@ import pytest
 import torch
 
 from tests.workloads.torchrun_util import explain, job_env, torchrun
-from workloads.parallel.run import LOSS_RTOL, _adamw, batches, compare, loss_fn, parse_config, run_reference
+from workloads.parallel.run import LOSS_RTOL, batches, compare, loss_fn, parse_config, run_reference
+from workloads.parallel.steps import _adamw
 from workloads.parallel.materialise import init_local
 from workloads.train.checkpoint import COMPLETE_MARKER
 

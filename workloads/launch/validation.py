@@ -24,17 +24,29 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from components.catalog import FabricImage, load_catalog, load_fabric_facts, load_runtime_images
+from components.catalog import load_catalog
 from components.contract import ClusterOutputs
 from components import nccl_topology
 from components.image_pins import mirrored
 from components.image_pins import pinned as pinned_ref
-from workloads.launch.bundle import JOB_REQUIREMENTS, Bundle
+from workloads.launch.bundle import Bundle
 from workloads.launch import fabric as fabric_wiring
 from workloads.launch.common import LaunchSpecError, Step, ranks_per_node
 from workloads.launch.jobset import JobSetSpec
 from workloads.launch.sbatch import LaunchSpec
 from workloads.launch.validation_args import FABRIC_ONLY_ENV, ddp_args, synthetic_data_args
+from workloads.launch.images import DEFAULT_IMAGE as DEFAULT_IMAGE
+from workloads.launch.images import TESTED_TORCH as TESTED_TORCH
+from workloads.launch.images import default_image as default_image
+from workloads.launch.images import gpu_runtime_of as gpu_runtime_of
+from workloads.launch.images import image_torch as image_torch
+from workloads.launch.images import image_tested_torch as image_tested_torch
+from workloads.launch.images import image_torch_note as image_torch_note
+from workloads.launch.images import pinned as pinned
+from workloads.launch.slurm_env import VENV_DIR as VENV_DIR
+from workloads.launch.slurm_env import interpreter_lines as interpreter_lines
+from workloads.launch.slurm_env import venv_path as venv_path
+from workloads.launch.slurm_env import unpack_lines, venv_lines
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -306,95 +318,12 @@ def jobset_spec(
 # The job ``submit`` runs on a cluster, from its stack outputs.
 
 RUNS_DIR = "validation"
-# Where the Slurm job keeps its interpreter when ``--python`` names none: a virtualenv on the
-# shared file system, made once by the first job and reused; its name carries the pins, so a
-# change of pins makes a new one instead of mixing versions.
-VENV_DIR = "gpu-cluster"
+
+
 # Kubernetes: the bundle's ConfigMap is mounted here and unpacked into the pod's scratch space.
 BUNDLE_MOUNT = "/opt/gpuc-bundle"
 BUNDLE_KEY = "bundle.tar.gz"
 POD_CODE_DIR = "/tmp/gpuc-code"
-# The image the JobSet runs on NVIDIA GPUs when ``submit --image`` names none and the fabric names
-# no image of its own: the catalog's ``runtime_images.cuda``, NVIDIA's NGC PyTorch image (torch,
-# NCCL, numpy, PyYAML, matplotlib), chosen by the torch and CUDA its release notes publish. Whether
-# its NCCL finds the fabric's net plugin is what the judge's transport check reports (a Socket
-# fallback fails the run).
-DEFAULT_IMAGE = load_runtime_images()["cuda"].ref
-
-
-def default_image(fabric: str, cpu: bool = False, gpu_runtime: str | None = None) -> str:
-    """The GPU runtime's image where it is not CUDA (``runtime_images.rocm``: NVIDIA's images have
-    no ROCm), else the fabric's (``fabrics.<f>.image``: by digest where its publisher gives one,
-    else by tag, which ``submit`` resolves to a digest), else DEFAULT_IMAGE (``runtime_images.cuda``)."""
-    if cpu:
-        return DEFAULT_IMAGE
-    runtime = gpu_runtime or "cuda"
-    runtime_img = load_runtime_images().get(runtime)
-    if runtime != "cuda" and runtime_img is not None:
-        return runtime_img.ref
-    img = load_fabric_facts()[1].get(fabric)
-    if img is None:
-        return DEFAULT_IMAGE
-    return img.ref
-
-
-TESTED_TORCH = next(r.split("==", 1)[1] for r in JOB_REQUIREMENTS if r.startswith("torch=="))
-"""The torch the job is tested with (the Slurm job installs it; pyproject's [validate] floor)."""
-
-
-def _image_fact(image: str) -> FabricImage | None:
-    """The catalog's record of the image ``image`` names (by repository: any tag or digest)."""
-    name = image.split("@", 1)[0]
-    if ":" in name.rsplit("/", 1)[-1]:
-        name = name.rsplit(":", 1)[0]
-    known = [*load_runtime_images().values(), *load_fabric_facts()[1].values()]
-    return next((img for img in known if img.repository == name), None)
-
-
-def image_torch(image: str) -> str | None:
-    """The torch the catalog records for ``image`` (a fabric's or a GPU runtime's image), or None
-    where it records none (a user's --image)."""
-    img = _image_fact(image)
-    return img.torch if img is not None else None
-
-
-def image_tested_torch(image: str) -> str | None:
-    """The torch release the job's tests run on for ``image``'s torch: TESTED_TORCH (CI) where the
-    image carries it, the catalog's ``tested_on`` release where the image carries a pre-release build
-    of that line (``make image-torch`` runs the tests on it); None where neither."""
-    img = _image_fact(image)
-    if img is None:
-        return None
-    if img.torch == TESTED_TORCH:
-        return TESTED_TORCH
-    return img.tested_on or None
-
-
-def image_torch_note(image: str) -> str | None:
-    """A line for the user where the pods' torch is not the one CI tests the job with; None where
-    it is. The job's code runs on the image's own torch."""
-    found = image_torch(image)
-    if found == TESTED_TORCH:
-        return None
-    tested = image_tested_torch(image)
-    if found and tested:
-        return (
-            f"image {image} carries torch {found} (the catalog's record), a pre-release build of {tested}: the job "
-            f"is tested on torch {TESTED_TORCH} in CI and on {tested} by `make image-torch`"
-        )
-    has = f"carries torch {found} (the catalog's record)" if found else "has a torch the catalog does not record"
-    return f"image {image} {has}; the job is tested with torch {TESTED_TORCH} only"
-
-
-def gpu_runtime_of(instance_type: str | None) -> str | None:
-    """``cuda`` or ``rocm`` for a catalog type; None for none (a CPU cluster)."""
-    return load_catalog().get(instance_type).software.gpu_runtime if instance_type else None
-
-
-def pinned(image: str) -> bool:
-    """``repo[:tag]@sha256:<64 hex>``: what the pods run cannot change under them."""
-    _, sep, digest = image.partition("@")
-    return bool(sep) and digest.startswith("sha256:") and len(digest) == 71
 
 
 # Hugepages: none requested. The EKS EFA page's and awsome's pods ask for hugepages-2Mi, which a
@@ -417,88 +346,6 @@ def new_run_id(now: datetime | None = None) -> str:
 
 def run_dir(outputs: ClusterOutputs, run_id: str, runs_dir: str = RUNS_DIR) -> str:
     return f"{outputs.mount.mount_point.rstrip('/')}/{runs_dir}/{outputs.cluster_name}/{run_id}"
-
-
-def venv_path(outputs: ClusterOutputs) -> str:
-    import hashlib
-
-    tag = hashlib.sha256("\n".join(JOB_REQUIREMENTS).encode()).hexdigest()[:8]
-    return f"{outputs.mount.mount_point.rstrip('/')}/{VENV_DIR}/venv-{tag}"
-
-
-def _unpack_lines(bundle: Bundle, dest: str) -> list[str]:
-    q = shlex.quote
-    text = bundle.base64  # a property that encodes the whole archive: once, not once per line
-    return [
-        f"# The job's code ({bundle.digest}), carried inline: nothing is copied by hand.",
-        f"mkdir -p {q(dest)}",
-        f"base64 -d > {q(dest + '/bundle.tar.gz')} <<'GPUC_BUNDLE'",
-        *[text[i : i + 76] for i in range(0, len(text), 76)],
-        "GPUC_BUNDLE",
-        f"tar -xzf {q(dest + '/bundle.tar.gz')} -C {q(dest)}",
-    ]
-
-
-# The job's pins (torch 2.13, numpy 2.4) publish wheels for CPython 3.10 and newer only; the OS
-# python3 of a node may be older (AL2023 keeps /usr/bin/python3 at 3.9 for the life of the
-# release: AL2023 user guide, "Python in AL2023"). Tried in this order.
-MIN_PYTHON = (3, 10)
-PYTHON_CANDIDATES = ("python3.12", "python3.11", "python3.10", "python3")
-
-
-def interpreter_lines(explicit: str | None) -> list[str]:
-    """Bash that sets ``$gpuc_python`` to an interpreter >= MIN_PYTHON (``explicit``, else the
-    first of PYTHON_CANDIDATES that is new enough) and otherwise stops the job (exit 3, could
-    not run) with one line naming every interpreter it found and its version."""
-    q = shlex.quote
-    want = ".".join(map(str, MIN_PYTHON))
-    check = f"import sys; sys.exit(0 if sys.version_info >= {MIN_PYTHON!r} else 1)"
-    version = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
-    names = [explicit] if explicit else list(PYTHON_CANDIDATES)
-    where = f"--python {explicit}" if explicit else ", ".join(PYTHON_CANDIDATES)
-    fix = (
-        f"(allowed: an interpreter {want} or newer)"
-        if explicit
-        else f"(allowed: {want} or newer; install python3.12 or pass --python PATH)"
-    )
-    return [
-        "# The interpreter the job runs on, checked before anything is installed with it.",
-        'gpuc_python="" gpuc_found="" gpuc_ver=""',
-        f"for gpuc_cand in {' '.join(q(n) for n in names)}; do",
-        '  gpuc_path=$(command -v "$gpuc_cand" 2>/dev/null) || continue',
-        f'  gpuc_ver=$("$gpuc_path" -c {q(version)} 2>/dev/null) || gpuc_ver="(it did not run)"',
-        '  gpuc_found="${gpuc_found:+$gpuc_found, }$gpuc_path $gpuc_ver"',
-        f'  if "$gpuc_path" -c {q(check)} 2>/dev/null; then gpuc_python=$gpuc_path; break; fi',
-        "done",
-        'if [ -z "$gpuc_python" ]; then',
-        f'  echo "no interpreter >= {want} for the job: looked for {where}; found ${{gpuc_found:-none}} {fix}" >&2',
-        "  exit 3",
-        "fi",
-        'echo "job interpreter: $gpuc_python $gpuc_ver"',
-    ]
-
-
-def _venv_lines(venv: str) -> list[str]:
-    """Create the shared virtualenv once (under a lock: two jobs may start together) with the
-    interpreter :func:`interpreter_lines` chose; a marker written last tells a complete one
-    from one a killed job left half-made."""
-    q = shlex.quote
-    reqs = " ".join(q(r) for r in JOB_REQUIREMENTS)
-    return [
-        f"venv={q(venv)}",
-        'if [ ! -e "$venv/.complete" ]; then',
-        '  mkdir -p "$(dirname "$venv")"',
-        "  (",
-        "    flock 9",
-        '    if [ ! -e "$venv/.complete" ]; then',
-        '      echo "creating the job interpreter $venv (once per cluster)"',
-        '      rm -rf "$venv" && "$gpuc_python" -m venv "$venv"',
-        f'      "$venv/bin/python" -m pip install -q {reqs}',
-        '      touch "$venv/.complete"',
-        "    fi",
-        '  ) 9>"$venv.lock"',
-        "fi",
-    ]
 
 
 def for_cluster(
@@ -533,9 +380,9 @@ def for_cluster(
         interpreter = python or "python3"
     else:
         code = f"{run}/code"
-        prologue = _unpack_lines(bundle, code) + interpreter_lines(python)
+        prologue = unpack_lines(bundle, code) + interpreter_lines(python)
         if python is None:
-            prologue += _venv_lines(venv_path(outputs))
+            prologue += venv_lines(venv_path(outputs))
         interpreter = python or f"{venv_path(outputs)}/bin/python"
         if not cpu:
             # Each node's fabric in the job log before torchrun; its ranks repeat the check for the judge.

@@ -76,7 +76,7 @@ class ClusterUnreachable(RuntimeError):
     """The API server could not be used: one line, ``cluster: reason; next step`` (exit 3)."""
 
 
-# Where the advice points: the README sections and the stack keys a person changes.
+# Where the advice points: the stack keys a person changes and what to run.
 _CIDR_HINT = (
     "if the endpoint is public, your address must be inside orchestration.deployer_cidrs "
     "(curl -s https://checkip.amazonaws.com, add it as /32, pulumi up); a private endpoint is "

@@ -38,7 +38,7 @@ from typing import Any, Callable, Sequence
 from components.bandwidth import OPS_WITH_FLOORS
 from components.catalog import Catalog, CatalogError, InstanceType, load_catalog
 from workloads.validate import transport
-from workloads.validate.judge import curve_of, expectation, judge_cluster_figure, model_curve, transport_failure
+from workloads.validate.figures import curve_of, expectation, judge_cluster_figure, model_curve, transport_failure
 from workloads.validate.report import Curve, Report, render_markdown, write
 from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
 

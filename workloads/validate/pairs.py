@@ -36,7 +36,7 @@ def want_pairs(cfg: RunConfig, result: dict[str, Any]) -> bool:
         return True
     if cfg.instance_type and result["backend"] != "gloo":
         from components.catalog import load_catalog
-        from workloads.validate.judge import figure_at
+        from workloads.validate.figures import figure_at
 
         bw = load_catalog().get(cfg.instance_type).bandwidth
         e = bw.expected(bw.op, len(result["nodes"]), "multi-node")

@@ -69,7 +69,7 @@ class Shell:
 def shell_for(ssh_command: str | None, here: bool, env: Mapping[str, str] | None = None) -> Shell:
     """``--here``, else the stack's access command when it is a remote shell that runs a command
     (ssh, gcloud compute ssh); an interactive-only one (an SSM session) must be replaced by
-    ``--ssh`` (README, Validate)."""
+    ``--ssh`` (docs/aws.md, Reaching a PCS login node)."""
     if here:
         return Shell((), env)
     if not ssh_command:
@@ -80,7 +80,7 @@ def shell_for(ssh_command: str | None, here: bool, env: Mapping[str, str] | None
     raise SchedulerError(
         f"access.ssh_command {ssh_command[:80]!r}... opens an interactive session and cannot run a "
         "command; pass --ssh with an ssh command that reaches the login node (for AWS PCS: ssh through "
-        "SSM's AWS-StartSSHSession proxy, README Validate), or run on the login node with --here"
+        "SSM's AWS-StartSSHSession proxy, docs/aws.md), or run on the login node with --here"
     )
 
 

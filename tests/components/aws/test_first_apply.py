@@ -170,7 +170,7 @@ def test_node_group_sizes() -> None:
 
 
 def test_1024_node_eks_offline_plan(tmp_path: Path) -> None:
-    """A 1,024-node EKS stack plans offline end to end (`python -m components.plan FILE --policy`)."""
+    """A 1,024-node EKS stack plans offline end to end (`gpu-cluster plan FILE --policy`)."""
     from gpu_cluster import plan
 
     doc = yaml.safe_load(Path("stacks/Pulumi.aws-h100-eks.yaml").read_text())

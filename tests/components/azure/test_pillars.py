@@ -212,9 +212,9 @@ def test_the_outputs_meet_the_contract(azure_run: Run) -> None:
     assert cluster_of(out.access.kubeconfig_command)[1] == "nd"
 
 
-def test_the_readme_tear_down_names_every_protected_azure_resource(azure_run: Run) -> None:
-    readme = (Path(__file__).parents[3] / "README.md").read_text()
-    rows = [ln for ln in readme.splitlines() if ln.startswith("| ") and "| Azure |" in ln]
+def test_the_tear_down_page_names_every_protected_azure_resource(azure_run: Run) -> None:
+    page = (Path(__file__).parents[3] / "docs" / "teardown.md").read_text()
+    rows = [ln for ln in page.splitlines() if ln.startswith("| ") and "| Azure |" in ln]
     protected = [r for r in azure_run().resources if r.protect]
     assert len(protected) == 3
     for r in protected:

@@ -287,14 +287,14 @@ def test_checkpoint_bucket_is_mounted_from_gke_through_workload_identity(offline
 def test_installer_fact_refuses_a_malformed_entry(
     change: dict[str, Any], path: str, word: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from components import catalog
+    from components import catalog, catalog_fabrics
 
-    real = catalog._fabric_images()
+    real = catalog_fabrics._fabric_images()
     fabrics = {
         **real["fabrics"],
         "tcpxo": {**real["fabrics"]["tcpxo"], "installer": {**real["fabrics"]["tcpxo"]["installer"], **change}},
     }
-    monkeypatch.setattr(catalog, "_fabric_images", lambda: {"fabrics": fabrics, "sources": real["sources"]})
+    monkeypatch.setattr(catalog_fabrics, "_fabric_images", lambda: {"fabrics": fabrics, "sources": real["sources"]})
     with pytest.raises(catalog.CatalogError) as info:
         catalog.installer_fact("tcpxo")
     assert str(info.value).startswith(path) and word in str(info.value)
