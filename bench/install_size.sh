@@ -6,6 +6,7 @@
 # to the virtualenv's site-packages (du, in MB of 10^6 bytes). Not in `make bench`: it downloads
 # a few hundred MB the first time (pip's cache serves the rest). Usage:
 #   bash bench/install_size.sh [BASE]        (BASE: a commit, default the merge base with main)
+# It writes what it prints to bench/results/install-size.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base="${1:-$(git merge-base HEAD main)}"
@@ -44,10 +45,16 @@ size_of() { # $1: label; $2: what to pip install
   rm -rf "$venv"
 }
 
-echo "gpu-cluster install sizes, $(date -u +%Y-%m-%d), python $(python3 -c 'import platform; print(platform.python_version())'), pins of requirements.txt"
-printf '%-28s %9s   %s\n' "install" "size" "pulumi packages"
-size_of "before ($(git rev-parse --short "$base")) core" "$base_whl"
-size_of "core" "$now_whl"
-size_of "core+[aws]" "${now_whl}[aws]"
-size_of "core+[gcp]" "${now_whl}[gcp]"
-size_of "core+[azure]" "${now_whl}[azure]"
+table() {
+  echo "gpu-cluster install sizes, $(date -u +%Y-%m-%d), python $(python3 -c 'import platform; print(platform.python_version())'), pins of requirements.txt"
+  printf '%-28s %9s   %s\n' "install" "size" "pulumi packages"
+  size_of "before ($(git rev-parse --short "$base")) core" "$base_whl"
+  size_of "core" "$now_whl"
+  size_of "core+[aws]" "${now_whl}[aws]"
+  size_of "core+[gcp]" "${now_whl}[gcp]"
+  size_of "core+[azure]" "${now_whl}[azure]"
+}
+
+# The table is printed and recorded: docs/library.md and README.md print the recorded one, and
+# tests/test_docs.py holds them to it.
+table | tee bench/results/install-size.txt
