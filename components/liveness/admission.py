@@ -9,7 +9,7 @@ from typing import Any
 from components.liveness import apis, facts
 from components.liveness.cluster import Pool, quantity
 from components.liveness.facts import cite
-from components.liveness.model import Check, Job, Plan
+from components.liveness.model import Check, Job, Plan, selects
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2"
@@ -79,22 +79,7 @@ def api_checks(plan: Plan, job: Job | None) -> list[Check]:
 def _selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
     """A metav1.LabelSelector; None selects nothing (Kueue: "Defaults to null which is a nothing
     selector"), {} everything."""
-    if selector is None:
-        return False
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for e in selector.get("matchExpressions") or []:
-        key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and labels.get(key) in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
+    return selector is not None and selects(selector, labels)
 
 
 def queue_checks(plan: Plan, job: Job | None, pool_list: list[Pool], job_requests: Mapping[str, float]) -> list[Check]:

@@ -176,3 +176,22 @@ class Job:
 
     def jobsets(self) -> Iterable[Mapping[str, Any]]:
         return (m for m in self.manifests if m.get("kind") == "JobSet")
+
+
+def selects(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """A metav1.LabelSelector (matchLabels; matchExpressions In, NotIn, Exists, DoesNotExist) over
+    ``labels``; ``{}`` selects everything. What a missing selector means differs by API (a
+    NetworkPolicy's selects every pod, a ClusterQueue's namespaceSelector nothing): callers decide."""
+    if any(labels.get(str(k)) != str(v) for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for e in selector.get("matchExpressions") or []:
+        key, op, vals = str(e.get("key")), str(e.get("operator")), [str(v) for v in e.get("values") or []]
+        has = key in labels
+        if (
+            (op == "In" and not (has and labels[key] in vals))
+            or (op == "NotIn" and has and labels[key] in vals)
+            or (op == "Exists" and not has)
+            or (op == "DoesNotExist" and has)
+        ):
+            return False
+    return True

@@ -27,7 +27,7 @@ from typing import Any
 from components.liveness import facts
 from components.liveness.facts import cite
 from components.liveness.flows import Flow, Net, as_net, failed, job_flows, passed, within
-from components.liveness.model import Check, Job, Plan
+from components.liveness.model import Check, Job, Plan, selects
 
 # The VPC CNI agent's limit on unique port combinations per protocol in one ingress or egress rule
 # (eks-netpol-limits).
@@ -39,23 +39,8 @@ def _check(obj: str, check: str, holds: bool, why: str, source: str, fix: str = 
 
 
 def _matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
-    """A label selector against a pod's labels (an empty selector selects every pod)."""
-    selector = selector or {}
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for e in selector.get("matchExpressions") or []:
-        key, op, values = e.get("key"), e.get("operator"), list(e.get("values") or [])
-        present = key in labels
-        if op == "In" and not (present and labels[key] in values):
-            return False
-        if op == "NotIn" and present and labels[key] in values:
-            return False
-        if op == "Exists" and not present:
-            return False
-        if op == "DoesNotExist" and present:
-            return False
-    return True
+    """A NetworkPolicy's selector against a pod's labels (absent or empty: every pod, k8s-netpol)."""
+    return selects(selector or {}, labels)
 
 
 def enforcer(plan: Plan) -> tuple[bool, str, str, str] | None:
@@ -100,15 +85,15 @@ def enforcer(plan: Plan) -> tuple[bool, str, str, str] | None:
     return None
 
 
-def _pod_labels(job: Job) -> list[tuple[str, str, Mapping[str, str]]]:
+def _pod_labels(job: Job) -> list[tuple[str, str, dict[str, str]]]:
     """(object, namespace, labels) of each pod template the job's JobSets hold."""
     out = []
     for js in job.jobsets():
         meta = js.get("metadata") or {}
-        ns = str(meta.get("namespace", "default"))
+        ns = str(meta.get("namespace") or "default")
         for rj in (js.get("spec") or {}).get("replicatedJobs") or []:
-            tmpl = (((rj.get("template") or {}).get("spec") or {}).get("template")) or {}
-            labels = (tmpl.get("metadata") or {}).get("labels") or {}
+            tmpl = ((rj.get("template") or {}).get("spec") or {}).get("template") or {}
+            labels = {str(k): str(v) for k, v in ((tmpl.get("metadata") or {}).get("labels") or {}).items()}
             out.append((f"JobSet {ns}/{meta.get('name')} {rj.get('name')} pod", ns, labels))
     return out
 
@@ -225,25 +210,6 @@ def checks(plan: Plan, job: Job | None) -> list[Check]:
 _PROTOCOLS = {"tcp": "TCP", "udp": "UDP"}
 
 
-def _selected(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
-    """A label selector (matchLabels; matchExpressions In/NotIn/Exists/DoesNotExist) over ``labels``;
-    an empty selector selects every pod (k8s-netpol)."""
-    sel = selector or {}
-    if any(labels.get(str(k)) != str(v) for k, v in (sel.get("matchLabels") or {}).items()):
-        return False
-    for e in sel.get("matchExpressions") or []:
-        key, op, vals = str(e.get("key")), str(e.get("operator")), [str(v) for v in e.get("values") or []]
-        has = key in labels
-        if (
-            (op == "In" and not (has and labels[key] in vals))
-            or (op == "NotIn" and has and labels[key] in vals)
-            or (op == "Exists" and not has)
-            or (op == "DoesNotExist" and has)
-        ):
-            return False
-    return True
-
-
 def _ports_cover(ports: Any, flow: Flow) -> bool:
     """A rule's ports (absent or empty: every port) cover the flow's whole range."""
     if not ports:
@@ -263,19 +229,6 @@ def _ports_cover(ports: Any, flow: Flow) -> bool:
         if start <= lo and hi <= end:
             return True
     return False
-
-
-def _job_pod_labels(job: Job) -> list[tuple[str, str, dict[str, str]]]:
-    """(namespace, object, labels) of each pod template the job's JobSets hold."""
-    out = []
-    for m in job.jobsets():
-        meta = m.get("metadata") or {}
-        ns = str(meta.get("namespace") or "default")
-        for rj in (m.get("spec") or {}).get("replicatedJobs") or []:
-            tmpl = ((rj.get("template") or {}).get("spec") or {}).get("template") or {}
-            labels = {str(k): str(v) for k, v in ((tmpl.get("metadata") or {}).get("labels") or {}).items()}
-            out.append((ns, f"JobSet {ns}/{meta.get('name')} {rj.get('name')} pod", labels))
-    return out
 
 
 def _peer_admits(
@@ -301,11 +254,11 @@ def _peer_admits(
     else:
         target_ns, target = ns, dict(labels)
     if "namespaceSelector" in peer:
-        if not _selected(peer.get("namespaceSelector"), {"kubernetes.io/metadata.name": target_ns}):
+        if not _matches(peer.get("namespaceSelector"), {"kubernetes.io/metadata.name": target_ns}):
             return False
     elif target_ns != ns:
         return False
-    return _selected(peer.get("podSelector"), target) if "podSelector" in peer else True
+    return _matches(peer.get("podSelector"), target) if "podSelector" in peer else True
 
 
 def network_policy_checks(job: Job | None, engine: str, pod_net: Net | None, source: str) -> list[Check]:
@@ -317,12 +270,12 @@ def network_policy_checks(job: Job | None, engine: str, pod_net: Net | None, sou
     policies = [m for m in job.manifests if m.get("kind") == "NetworkPolicy"]
     out: list[Check] = []
     dns_flow = Flow("udp", (facts.DNS_PORT, facts.DNS_PORT), "DNS (UDP 53) to CoreDNS")
-    for ns, obj, labels in _job_pod_labels(job):
+    for obj, ns, labels in _pod_labels(job):
         mine = [
             p
             for p in policies
             if str((p.get("metadata") or {}).get("namespace") or "default") == ns
-            and _selected((p.get("spec") or {}).get("podSelector"), labels)
+            and _matches((p.get("spec") or {}).get("podSelector"), labels)
         ]
         for direction, key, peers_key in (("Ingress", "ingress", "from"), ("Egress", "egress", "to")):
             restricting = []
