@@ -41,3 +41,24 @@ def test_idle_node_without_reason() -> None:
 def test_unreadable_output_is_an_error() -> None:
     with pytest.raises(SlurmNodeError, match="cannot read"):
         parse_show_node("Node n9 not found")
+
+
+@pytest.mark.parametrize(
+    ("state", "base", "drained"),
+    [
+        # the backfill scheduler adds PLANNED to an idle node it has planned a pending job onto
+        # (Slurm 22.05 sinfo(1), NODE STATE CODES): still drained, still idle
+        ("IDLE+DRAIN+PLANNED", "IDLE", True),
+        ("IDLE+PLANNED+DRAIN", "IDLE", True),
+        ("IDLE+PLANNED", "IDLE", False),
+        # "*": the node does not respond right now; the base state is what it was
+        ("DOWN*+DRAIN", "DOWN", True),
+        ("MIXED+DRAIN+MAINTENANCE", "MIXED", False),
+    ],
+)
+def test_flags_are_read_whatever_else_slurm_adds(state: str, base: str, drained: bool) -> None:
+    info = parse_show_node(DRAINED.replace("State=IDLE+DRAIN", f"State={state}"))
+    assert info.base_state == base
+    assert ("DRAIN" in info.flags) == ("DRAIN" in state)
+    assert info.drained is drained
+    assert info.base_state not in info.flags

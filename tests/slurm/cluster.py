@@ -53,6 +53,13 @@ def unavailable_reason() -> str | None:
     return None
 
 
+# sinfo's long states (%T) of a node that runs no job and takes work. Slurm 22.05's sinfo(1),
+# NODE STATE CODES: "PLANNED: The node is planned by the backfill scheduler for a higher priority
+# job", so an idle node shows "planned" whenever a pending job is planned onto it. A "*" suffix
+# (not responding) is not idle: such a node cannot take the job the caller is about to start.
+_NO_JOB_IN_SERVICE = frozenset({"idle", "planned"})
+
+
 def _free_ports(count: int) -> list[int]:
     # Hold every socket open until all are chosen so the same port is never picked twice.
     socks = []
@@ -235,6 +242,11 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
             time.sleep(0.3)
         raise ClusterError(f"timed out after {timeout_s:.0f}s waiting for {what}\n{self.log_report()}")
 
+    def wait_for(self, ok: Callable[[], bool], timeout_s: float, what: str) -> None:
+        """Poll ``ok`` until it holds; a ClusterError naming ``what`` with the daemons' logs if it
+        never does, or at once if a daemon exits."""
+        self._wait_for(ok, timeout_s, what)
+
     def wait_until_idle(self, timeout_s: float = 60.0, nodes: Sequence[str] | None = None) -> None:
         """Block until every node in ``nodes`` (default: the cluster's) is idle in sinfo; the logs
         are in the error."""
@@ -242,7 +254,7 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
 
         def idle() -> bool:
             states = self.node_states()
-            return all(states.get(n) == "idle" for n in nodes)
+            return all(states.get(n) in _NO_JOB_IN_SERVICE for n in nodes)
 
         try:
             self._wait_for(idle, timeout_s, f"nodes {', '.join(nodes)} idle")
@@ -403,6 +415,16 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
     def resume(self, name: str) -> slurm_nodes.NodeInfo:
         """Return a drained node to service; wait_until_idle() then sees it idle."""
         return slurm_nodes.resume(name, env=self.env)
+
+
+def drained_idle(info: slurm_nodes.NodeInfo) -> bool:
+    """Drained with no job on it, whatever other flags Slurm adds (PLANNED, MAINTENANCE...)."""
+    return info.base_state == "IDLE" and "DRAIN" in info.flags
+
+
+def idle_in_service(info: slurm_nodes.NodeInfo) -> bool:
+    """Idle and taking work: no DRAIN flag, whatever other flags Slurm adds."""
+    return info.base_state == "IDLE" and not info.draining_or_drained
 
 
 # ---- the validation command against the test cluster ---------------------------------------

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.slurm.cluster import ClusterError, SlurmCluster, unavailable_reason
+from tests.slurm.cluster import ClusterError, SlurmCluster, idle_in_service, unavailable_reason
 from workloads.launch import sbatch
 
 pytestmark = pytest.mark.slurm
@@ -45,7 +45,10 @@ def test_run_job_reports_state_exit_status_and_output(slurm_cluster: SlurmCluste
 
 def test_nodes_are_idle_again_after_jobs(slurm_cluster: SlurmCluster) -> None:
     slurm_cluster.wait_until_idle(timeout_s=60)
-    assert slurm_cluster.node_states() == {"n1": "idle", "n2": "idle"}
+    states = slurm_cluster.node_states()
+    assert set(states) == {"n1", "n2"}, states
+    for name in ("n1", "n2"):
+        assert idle_in_service(slurm_cluster.node(name)), slurm_cluster.node(name)
 
 
 def test_waiting_for_a_node_that_never_comes_names_it_and_shows_the_logs(slurm_cluster: SlurmCluster) -> None:

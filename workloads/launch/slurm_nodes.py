@@ -37,11 +37,22 @@ class NodeInfo:
 
     @property
     def base_state(self) -> str:
-        return self.state.split("+", 1)[0]
+        """The state before the first ``+`` (``IDLE``, ``ALLOCATED``, ``MIXED``, ``DOWN``...), without
+        the ``*`` scontrol appends to a node that does not respond (``DOWN*``)."""
+        return self.state.split("+", 1)[0].rstrip("*")
+
+    @property
+    def flags(self) -> frozenset[str]:
+        """The flags after the base state: ``DRAIN``, ``PLANNED``, ``MAINTENANCE``, ``RESERVED``...
+
+        Slurm adds flags of its own whenever it likes (the backfill scheduler marks an idle node
+        ``PLANNED`` once it has planned a pending job onto it: Slurm 22.05's sinfo(1), NODE STATE CODES), so a
+        caller asks for the flag it means, never for the whole string."""
+        return frozenset(self.state.split("+")[1:])
 
     @property
     def draining_or_drained(self) -> bool:
-        return "DRAIN" in self.state.split("+")[1:]
+        return "DRAIN" in self.flags
 
     @property
     def drained(self) -> bool:
