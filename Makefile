@@ -14,7 +14,8 @@ $(VENV_OK): requirements.txt pyproject.toml
 
 venv: $(VENV_OK)
 
-# Debian packages the tests use for real: Slurm and munge (a two-node cluster on this host), ffmpeg.
+# Debian packages the tests use for real: Slurm and munge (a two-node cluster on this host), ffmpeg,
+# chromium (opens the report page).
 sysdeps:
 	bash scripts/install-system-deps.sh
 

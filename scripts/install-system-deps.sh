@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the test suite runs for real, only when they are missing.
+# Installs the Debian packages the test suite runs for real (Slurm, munge, ffmpeg, chromium), only when they are missing.
 set -euo pipefail
 need=()
 command -v slurmctld >/dev/null || need+=(slurm-wlm)
 command -v munged >/dev/null || need+=(munge)
 command -v ffmpeg >/dev/null || need+=(ffmpeg)
+# a real browser opens the validation report page (tests/workloads/test_report_html.py)
+command -v chromium >/dev/null || need+=(chromium)
 if [ ${#need[@]} -eq 0 ]; then
-  echo "system packages present: slurm-wlm, munge, ffmpeg"
+  echo "system packages present: slurm-wlm, munge, ffmpeg, chromium"
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then

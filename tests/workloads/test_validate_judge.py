@@ -140,7 +140,7 @@ def test_judge_passes_a_healthy_p5_run(tmp_path: Path) -> None:
     assert multi.floor_fail == two_nodes.floor_fail_gbps and multi.floor_warn == two_nodes.floor_warn_gbps
     assert rep.transport["ok"] is True
     files = write(rep, tmp_path / "out")
-    assert set(files) == {"report.json", "report.md", "busbw.png"}
+    assert set(files) == {"report.json", "report.md", "report.html", "busbw.png"}
     assert files["busbw.png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     doc = json.loads(files["report.json"].read_text())
     assert doc["verdict"] == "PASS" and doc["exit_code"] == 0

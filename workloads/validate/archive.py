@@ -18,7 +18,7 @@ from typing import TextIO
 BEGIN = "----- gpu-cluster report archive begin -----"
 END = "----- gpu-cluster report archive end -----"
 # The files a person or a later diff wants back; NCCL logs and status files stay on the cluster.
-REPORT_FILES = ("report.json", "report.md", "busbw.png")
+REPORT_FILES = ("report.json", "report.md", "report.html", "busbw.png")
 
 
 def emit(run_dir: Path, out: TextIO) -> None:

@@ -1,4 +1,5 @@
-"""The validation report: report.json for machines, report.md for a person's minute, busbw.png for the eye."""
+"""The validation report: report.json for machines, report.md for a person's minute, busbw.png for the eye,
+report.html (workloads.validate.report_html) for a person who would rather open one page."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from components.bandwidth import FAIL_OF_EXPECTED, WARN_OF_EXPECTED
-from workloads.validate import certificate
+from workloads.validate import certificate, report_html
 from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
 
 if TYPE_CHECKING:
@@ -328,17 +329,27 @@ def plot(r: Report, path: Path) -> bool:
 
 
 def write(r: Report, out_dir: Path) -> dict[str, Path]:
-    """Write the three files atomically; returns what was written."""
+    """Write report.json, report.md, report.html and busbw.png atomically; returns what was written."""
     # Only the last level is made: callers check that the parent exists (a typo is refused there).
     out_dir.mkdir(exist_ok=True)
     written: dict[str, Path] = {}
-    for name, text in (("report.json", json.dumps(r.to_json(), indent=2) + "\n"), ("report.md", render_markdown(r))):
+    doc = r.to_json()
+    fig = figure(r)
+    page = report_html.render(doc, decided_by=r.decided_by(), svg=report_html.svg_of(fig), title=title(r))
+    for name, text in (
+        ("report.json", json.dumps(doc, indent=2) + "\n"),
+        ("report.md", render_markdown(r)),
+        ("report.html", page),
+    ):
         path = out_dir / name
         tmp = path.with_name(f".{name}.tmp-{os.getpid()}")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
         written[name] = path
-    png = out_dir / "busbw.png"
-    if plot(r, png):
+    if fig is not None:
+        png = out_dir / "busbw.png"
+        tmp = png.with_suffix(".tmp.png")
+        fig.savefig(tmp)
+        os.replace(tmp, png)
         written["busbw.png"] = png
     return written
