@@ -247,3 +247,38 @@ def test_the_plain_model_trains_under_tp_and_pipeline_like_one_process(tmp_path:
     assert doc["match"] is True and [run["mode"] for run in doc["runs"]] == ["tp", "pipeline"]
     for run in doc["runs"]:
         assert compare(run["losses"], ref)[1], (run["mode"], run["losses"], ref)
+
+
+NANOGPT = [*USER[:1], "tests.workloads._user_nanogpt:nanogpt", *USER[2:]]
+
+
+def test_a_fused_qkv_is_refused_for_tensor_parallel_and_named(capsys: pytest.CaptureFixture[str]) -> None:
+    """nanoGPT's c_attn (d -> 3d, cut into q, k and v by forward): a derived column split would
+    hand a rank sections that are not its heads, so tp (and 2d) refuse it in one line naming the
+    layer; the MLP's c_fc (d -> 4d read whole by c_proj) is not fused. FSDP and the pipeline do not
+    split inside a block, so they take the same model."""
+    from tests.workloads._user_nanogpt import nanogpt
+    from workloads.parallel import plans
+
+    with torch.device("meta"):
+        model = nanogpt()
+    plan = plans.derive_plan(model)
+    assert plan is not None
+    fused = plans.fused_projections(model, plan)
+    assert [path for path, _ in fused] == ["h.0.attn.c_attn", "h.1.attn.c_attn"]
+    assert "3 fused sections of 32" in fused[0][1]
+    for mode in ("tp", "2d"):
+        with pytest.raises(SystemExit) as e:
+            parse_config(["--mode", mode, *NANOGPT])
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert "--model: cannot derive a tensor-parallel plan: h.0.attn.c_attn: Linear(32 -> 96)" in err, err
+        assert "(and 1 more like it)" in err and "--plan MODULE:FUNCTION" in err
+    for mode in ("fsdp", "pipeline"):
+        cfg = parse_config(["--mode", mode, *NANOGPT])
+        assert cfg.user is not None
+    # The unfused Llama (wq, wk, wv beside wo; w1, w3 beside w2) has nothing fused.
+    with torch.device("meta"):
+        llama = _llama()
+    llama_plan = plans.derive_plan(llama)
+    assert llama_plan is not None and plans.fused_projections(llama, llama_plan) == []

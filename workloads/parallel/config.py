@@ -186,6 +186,16 @@ def _read_user_model(a: argparse.Namespace, p: Problems) -> UserModel | None:
     plan = user_plan(a.plan_spec, model, p)
     if plan is None:
         return None
+    if a.plan_spec is None and {m.strip() for m in a.mode.split(",")} & {"tp", "2d"}:
+        if fused := plans.fused_projections(model, plan):
+            path, why = fused[0]
+            more = f" (and {len(fused) - 1} more like it)" if len(fused) > 1 else ""
+            p.add(
+                "--model",
+                f"cannot derive a tensor-parallel plan: {path}: {why}{more}; declare one with --plan MODULE:FUNCTION "
+                "that splits it by section, or keep q, k and v (gate and up) as separate Linears",
+            )
+            return None
     shapes = "\n".join(f"{n}:{tuple(t.shape)}" for n, t in model.state_dict().items())
     return UserModel(
         n_blocks=len(getattr(model, plan.blocks)),

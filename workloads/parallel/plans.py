@@ -310,6 +310,46 @@ def derive_plan(model: nn.Module) -> ShardingPlan | None:
     return plan
 
 
+def fused_projections(model: nn.Module, plan: ShardingPlan) -> list[tuple[str, str]]:
+    """``(path, why)`` for each column-wise Linear of ``plan`` whose output its module cuts into
+    sections before the row-wise partner reads it: a fused q/k/v (d -> 3d beside an output
+    projection that reads d) or a fused gate/up (d -> 2h beside a down projection that reads h).
+    Its output is a whole multiple (2 or more) of what every partner reads and equals none of it.
+    A contiguous column split gives each rank a run of whole sections (rank 0 of two: q and half of
+    k), so the block either fails to unpack its sections or computes silently wrong; whether the
+    fused weight is laid out head by head (the bundled GPT's ``qkv``) or section by section
+    (nanoGPT's ``c_attn``) cannot be read from its shape, so a derived plan refuses it and a
+    declared plan (``--plan``) decides."""
+    modules = dict(model.named_modules())
+    by_parent: dict[str, dict[str, list[nn.Linear]]] = {}
+    for path, style in plan.tp.items():
+        m = modules.get(path)
+        if not isinstance(m, nn.Linear):
+            continue
+        kind = "row" if type(style).__name__ == "RowwiseParallel" else "col"
+        by_parent.setdefault(path.rsplit(".", 1)[0], {}).setdefault(kind, []).append(m)
+    out = []
+    for path, style in plan.tp.items():
+        m = modules.get(path)
+        if not isinstance(m, nn.Linear) or type(style).__name__ != "ColwiseParallel":
+            continue
+        reads = {r.in_features for r in by_parent[path.rsplit(".", 1)[0]].get("row", [])}
+        if (
+            reads
+            and m.out_features not in reads
+            and any(m.out_features % r == 0 and m.out_features // r >= 2 for r in reads)
+        ):
+            width = min(r for r in reads if m.out_features % r == 0)
+            out.append(
+                (
+                    path,
+                    f"Linear({m.in_features} -> {m.out_features}) is {m.out_features // width} fused sections of "
+                    f"{width} that its module splits before the row-wise layer reads them",
+                )
+            )
+    return out
+
+
 def plan_problems(model: nn.Module, plan: Any, flag: str) -> list[tuple[str, str]]:
     """What is wrong with a declared or derived plan for ``model``, all at once."""
     if not isinstance(plan, ShardingPlan):
