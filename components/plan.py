@@ -18,6 +18,7 @@ import json
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
 from components.stack_locate import STACK_HELP
@@ -28,6 +29,7 @@ from components.catalog import load_catalog
 from components.cloud_sdk import MissingCloudSdk
 from components.cluster import PILLARS
 from components.engine import OfflineRun, Recorded, replacements, run_offline
+from components.problems import output_file_problem
 from components.plan_caveats import caveats, installer as installer_caveat
 from components.spec import (
     DEPLOYER_PLACEHOLDER,
@@ -467,6 +469,11 @@ def main(
         ap.error("--from takes one STACK, not --all")
     if args.outputs and args.all:
         ap.error("--outputs takes one STACK, not --all")
+    # Where the results go is checked before a minute of planning, not after it.
+    for flag, target in (("--json", args.json), ("--outputs", args.outputs)):
+        if target and target != "-" and (why := output_file_problem(Path(target))):
+            print(f"gpu-cluster: {flag}: {why}", file=sys.stderr)
+            return 3
     stacks = bundled_stacks() if args.all else [args.stack]
     failed: list[str] = []
     dead: list[str] = []

@@ -20,7 +20,9 @@ pairs keep working. Pure standard library: both sides of the project import it
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import NamedTuple
 
 
@@ -80,3 +82,37 @@ class ProblemsError(ValueError):
     def fields(self) -> list[str]:
         """The paths that failed, in the order found."""
         return [p.path for p in self.problems]
+
+
+# Output paths are checked before any work, on both sides (the plan's --json, a job's --json): a
+# user learns in a second, not after a minute's plan or an hour's job, that the result has nowhere to go.
+def output_dir_problem(path: Path) -> str | None:
+    """Why ``path`` cannot become a directory this process writes into, or None. Checked when
+    the flags are read, so a job learns before its work, not after it, that its outputs have
+    nowhere to go: ``path`` or its nearest existing ancestor must be a writable directory."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        return (
+            f"{path} cannot be created: {probe} is not a directory"
+            if probe != path
+            else f"{path} exists and is not a directory"
+        )
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"{path} cannot be written: {probe} is not writable by this user"
+    return None
+
+
+def output_file_problem(path: Path) -> str | None:
+    """Why this process cannot write the file ``path`` when its work is done (a ``--json``), or None:
+    its directory must exist and be writable, and ``path`` must not be a directory."""
+    if path.is_dir():
+        return f"{path} is a directory (allowed: a file path)"
+    parent = path.parent
+    if not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist"
+        return f"directory {parent} {what}"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{path} cannot be written: {parent} is not writable by this user"
+    return None

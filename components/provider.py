@@ -19,6 +19,7 @@ if __name__ == "__main__" and __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from components.cluster import GpuCluster  # noqa: E402
+from components.problems import output_file_problem  # noqa: E402
 
 PACKAGE = "gpu-cluster"
 COMPONENTS = [GpuCluster]
@@ -65,6 +66,9 @@ def schema_main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", metavar="FILE", help="write it to FILE instead of stdout")
     args = parser.parse_args(argv)
+    if args.out and (why := output_file_problem(Path(args.out))):
+        print(f"gpu-cluster schema: --out: {why}", file=sys.stderr)
+        return 3
     text = json.dumps(schema(), indent=2, sort_keys=True) + "\n"
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")

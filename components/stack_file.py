@@ -42,6 +42,17 @@ def read_stack_file(stack: str) -> tuple[str, Any]:
         raise SpecError([(str(path), "a folder, not a stack file" if path.is_dir() else located.missing())])
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SpecError(
+            [
+                (
+                    str(path),
+                    f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start} (allowed: UTF-8 YAML)",
+                )
+            ]
+        ) from None
+    except OSError as exc:
+        raise SpecError([(str(path), f"cannot be read: {exc.strerror or exc}")]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "unknown position"

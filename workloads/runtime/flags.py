@@ -15,10 +15,13 @@ import argparse
 import os
 import sys
 from collections.abc import Iterable
-from pathlib import Path
 from typing import NoReturn
 
 from components.problems import Problem, ProblemsError
+
+# the job entry points import these from here (the checks live with the problem type, for both sides)
+from components.problems import output_dir_problem as output_dir_problem
+from components.problems import output_file_problem as output_file_problem
 from components.problems import Problems as _Problems
 
 EXIT_USAGE = 2
@@ -72,38 +75,6 @@ class Problems(_Problems):
     def exit_if_any(self) -> None:
         if self.items:
             fail(self.items)
-
-
-def output_dir_problem(path: Path) -> str | None:
-    """Why ``path`` cannot become a directory this process writes into, or None. Checked when
-    the flags are read, so a job learns before its work, not after it, that its outputs have
-    nowhere to go: ``path`` or its nearest existing ancestor must be a writable directory."""
-    probe = path
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if not probe.is_dir():
-        return (
-            f"{path} cannot be created: {probe} is not a directory"
-            if probe != path
-            else f"{path} exists and is not a directory"
-        )
-    if not os.access(probe, os.W_OK | os.X_OK):
-        return f"{path} cannot be written: {probe} is not writable by this user"
-    return None
-
-
-def output_file_problem(path: Path) -> str | None:
-    """Why this process cannot write the file ``path`` when its work is done (a ``--json``), or None:
-    its directory must exist and be writable, and ``path`` must not be a directory."""
-    if path.is_dir():
-        return f"{path} is a directory (allowed: a file path)"
-    parent = path.parent
-    if not parent.is_dir():
-        what = "is not a directory" if parent.exists() else "does not exist"
-        return f"directory {parent} {what}"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"{path} cannot be written: {parent} is not writable by this user"
-    return None
 
 
 def is_main_process() -> bool:
