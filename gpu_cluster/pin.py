@@ -141,7 +141,11 @@ def pin(stack: str, *, refresh: bool, resolve: Resolve, say: Callable[[str], Non
 
 def list_uses(stack: str, say: Callable[[str], None]) -> int:
     name, spec = load_stack(stack, deployer_placeholder=True)
-    for use in image_uses(spec):
+    uses = image_uses(spec)
+    if not uses:
+        say(f"{name}: pulls no container image (its jobs run on the node image): nothing to pin")
+        return 0
+    for use in uses:
         ref = pinned(use.ref, spec.images)
         say(f"{'pinned ' if '@' in ref else 'BY TAG '} {ref}  ({use.what})")
     return 0

@@ -80,3 +80,35 @@ def test_a_missing_module_of_our_own_keeps_its_traceback() -> None:
     sub = cli.SUBCOMMANDS[0]
     assert cli.missing_extra(sub, ModuleNotFoundError("x", name="components.nope")) is None
     assert "[validate]" in str(cli.missing_extra(sub, ModuleNotFoundError("x", name="torch.distributed")))
+
+
+# Each cloud's SDKs, by the import names its extra installs (pyproject.toml [aws], [gcp], [azure]).
+CLOUD_SDKS = {
+    "aws": "pulumi_aws,pulumi_aws_native",
+    "gcp": "pulumi_gcp",
+    "azure": "pulumi_azure_native",
+}
+
+
+@pytest.mark.parametrize(
+    ("cloud", "stack", "commands"),
+    # Kubernetes stacks: they read the most shared code (the job's image list, the in-cluster layer).
+    [
+        ("aws", "aws-h100-eks", ("plan", "render")),
+        ("gcp", "gcp-h100-gke", ("plan",)),
+        ("azure", "azure-h100-aks", ("plan", "render")),
+    ],
+)
+def test_one_clouds_extra_plans_and_renders_that_clouds_stack(
+    tmp_path: Path, cloud: str, stack: str, commands: tuple[str, ...]
+) -> None:
+    """With the other clouds' SDKs hidden (issue 47 item 2): the plan, the job's render and the image
+    list of a stack of this cloud need nothing of theirs (an EKS plan once stopped with "needs
+    pulumi_gcp" through the GKE checkpoint account's name)."""
+    others = ",".join(sdk for c, sdk in CLOUD_SDKS.items() if c != cloud)
+    argvs = {"plan": ["plan", stack], "render": ["validate", "render", stack, "--out", str(tmp_path / "job")]}
+    for argv in (argvs[c] for c in commands):
+        proc = _run(tmp_path, others, *argv)
+        said = proc.stdout + proc.stderr
+        assert proc.returncode == 0, f"{' '.join(argv)} with {others} hidden:\n{said[-3000:]}"
+        assert "Traceback" not in said and "needs the Python package" not in said, said[-3000:]

@@ -188,3 +188,9 @@ def test_list_asks_no_registry(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"BY TAG  {JOBSET_IMAGE}")
     assert any("nccl-plugin-gib:v1.1.1" in line and "privileged" in line for line in out)
+
+
+def test_list_of_a_stack_that_pulls_nothing_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    assert pin_cmd.main(["aws-h200-slurm", "--list"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == ["aws-h200-slurm: pulls no container image (its jobs run on the node image): nothing to pin"]

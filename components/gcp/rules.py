@@ -15,6 +15,12 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from components.lustre_tiers import lustre_tiers
 
+# The Kubernetes service account GKE jobs run as to reach the checkpoint bucket: cluster-toolkit's
+# default name (modules/scheduler/gke-cluster/main.tf at 1047080; components/gcp/workload_identity.py
+# binds it). Here, in a module without the GCP SDK, because the job's image list reads it on every
+# cloud's plan (an AWS or Azure plan must not need pulumi_gcp).
+CHECKPOINT_KSA = "workload-identity-k8s-sa"
+
 if TYPE_CHECKING:
     from components.spec_model import ClusterSpec
 

@@ -22,9 +22,9 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from components.gcp.rules import CHECKPOINT_KSA
 from components.spec import ClusterSpec
 
-CHECKPOINT_KSA = "workload-identity-k8s-sa"
 GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 BUCKET_ROLE = "roles/storage.objectUser"
 # A GCS FUSE volume has no size; Kubernetes requires one (cluster-toolkit's A3 Ultra example

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from components.aws import versions as aws_versions
 from components.catalog import installer_fact, load_catalog, load_runtime_images, rxdm_fact
-from components.gcp.rules import queued_provisioning
+from components.gcp.rules import CHECKPOINT_KSA, queued_provisioning
 from components.gcp.binauthz import Pulled
 from components.image_pins import ImageUse, pinned
-from components.gcp.workload_identity import CHECKPOINT_KSA
 from components.k8s.addons import JOB_NAMESPACE, JOBSET_IMAGE, JOBSET_NAMESPACE, JOBSET_VERSION
 from components.k8s.gke_installers import (
     NAMESPACE,
