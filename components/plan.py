@@ -435,7 +435,7 @@ def main(
     argv: Sequence[str] | None = None, *, policy: PolicyCheck | None = None, job: JobRenderer | None = None
 ) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m components.plan",
+        prog="gpu-cluster plan",
         description=__doc__.split("\n\n")[0],
         epilog="exit 0 planned; 2 a stack has errors, or its liveness does not hold (a pod it needs would not "
         "run); 3 a stack could not be planned here (its cloud's extra is not installed, e.g. pip install "

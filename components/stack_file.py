@@ -39,7 +39,18 @@ def read_stack_file(stack: str) -> tuple[str, Any]:
     located = locate(stack)
     path = located.path
     if not located.found:
-        raise SpecError([(str(path), "a folder, not a stack file" if path.is_dir() else located.missing())])
+        if path.is_dir():
+            inside = sorted(f.name for f in path.glob("Pulumi.*.y*ml"))
+            raise SpecError(
+                [
+                    (
+                        str(path),
+                        "a folder, not a stack file (allowed: a stack name or a Pulumi.<stack>.yaml file"
+                        + (f"; this folder holds {', '.join(inside)})" if inside else ")"),
+                    )
+                ]
+            )
+        raise SpecError([(str(path), located.missing())])
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:

@@ -76,8 +76,12 @@ def bundled_stacks() -> list[str]:
 
 
 def is_path(stack: str) -> bool:
-    """A stack given as a file's path rather than a name."""
-    return Path(stack).suffix in (".yaml", ".yml") or Path(stack).is_file()
+    """A stack given as a file's path rather than a name; a folder written as a path (``./stacks/``,
+    ``/home/me/infra``) too, so it is refused as a folder rather than looked up as a stack named ''."""
+    path = Path(stack).expanduser()
+    if path.is_dir() and (stack.endswith(("/", os.sep)) or stack.startswith((".", "/", "~"))):
+        return True
+    return path.suffix in (".yaml", ".yml") or path.is_file()
 
 
 def find_project(start: Path | None = None) -> Path | None:

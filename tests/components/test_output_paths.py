@@ -62,3 +62,12 @@ def test_a_stack_file_that_is_not_utf8_is_one_named_problem(tmp_path: Path) -> N
         read_stack_file(str(bad))
     text = err.value.render()
     assert "not UTF-8 text: byte 0xe9 at offset" in text and str(bad) in text and "Traceback" not in text
+
+
+def test_a_folder_written_as_a_path_is_refused_as_a_folder_naming_its_stacks(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.mine.yaml").write_text("config: {}\n")
+    for given in (f"{tmp_path}/", str(tmp_path)):
+        with pytest.raises(SpecError) as err:
+            read_stack_file(given)
+        text = err.value.render()
+        assert "a folder, not a stack file" in text and "this folder holds Pulumi.mine.yaml" in text, text
