@@ -227,6 +227,19 @@ def _aks_versions() -> tuple[str, ...]:
 STACK_ROW = r"^\| ([a-z0-9]+-[a-z0-9-]+) \|"
 
 
+def _b200(itype: str) -> tuple[str, ...]:
+    """GPUs, network cards, EFA, NIC and node Gbps of a B200 type, and its one multi-node reference
+    (nodes, GB/s, GiB) where it has one: the catalog's figures that docs/aws.md and docs/gcp.md state."""
+    from components.catalog import load_catalog
+
+    it = load_catalog().get(itype)
+    net, bw = it.network, it.bandwidth
+    refs = [r for r in bw.references if r.path == "multi-node"]
+    ref = (str(refs[0].nodes), _g(refs[0].gbps), str(refs[0].message_bytes >> 30)) if len(refs) == 1 else ()
+    counts = (it.accelerator.count, net.network_cards, net.efa_interfaces)
+    return (*map(str, counts), _g(bw.nic_gbps), _g(net.total_gbps), *ref)
+
+
 def _ecr_public_gb() -> tuple[str, ...]:
     from components.plan_caveats import ECR_PUBLIC_ANONYMOUS_GB_PER_MONTH
 
@@ -333,6 +346,19 @@ FIGURES: tuple[Figure, ...] = (
     Figure("docs/aws.md", r"at most\s+(\d+) nodes each", lambda: [_eks_group()]),
     Figure("docs/aws.md", r"the\s+window ends (\d+) minutes before the block", lambda: [_cb_early()]),
     Figure("docs/aws.md", r"anonymous pulls up to (\d+) GB a month", lambda: [_ecr_public_gb()]),
+    Figure("docs/aws.md", r"two p6-b200\.48xlarge \((\d+) x B200 each\)", lambda: [_b200("p6-b200.48xlarge")[:1]]),
+    Figure(
+        "docs/aws.md",
+        r"\*\*EFA layout\*\*: (\d+) network cards[\s\S]*?and (\d+) EFA \(",
+        lambda: [_b200("p6-b200.48xlarge")[1:3]],
+    ),
+    Figure("docs/aws.md", r"Each EFA carries (\d+) Gbps of the node's (\d+)", lambda: [_b200("p6-b200.48xlarge")[3:5]]),
+    Figure("docs/gcp.md", r"two a4-highgpu-8g \((\d+) x B200 each\)", lambda: [_b200("a4-highgpu-8g")[:1]]),
+    Figure(
+        "docs/gcp.md",
+        r"dstack's (\d+) x A4 all_reduce, ([\d.]+) GB/s at (\d+) GiB",
+        lambda: [_b200("a4-highgpu-8g")[5:8]],
+    ),
     Figure("docs/azure.md", r"can take (up to \d+ minutes) to propagate", lambda: [_reservation_propagation()]),
     Figure("docs/azure.md", r"(\w+) from (\d\d:\d\d) UTC for (\d+) hours", lambda: [_aks_window()]),
     Figure("docs/azure.md", r"at most (\d+) nodes, the most one", lambda: [_azure_max_nodes()]),

@@ -178,3 +178,26 @@ def test_reduce_scatter_has_its_own_efficiency_where_one_is_measured() -> None:
     eff = own.efficiency["reduce_scatter"]
     assert eff.kind == "measured" and "300 GB/s reduce_scatter" in eff.why
     assert eff.value != own.efficiency["all_gather"].value
+
+
+def test_b200_floors_say_what_they_stand_on() -> None:
+    # Issue 45: A4's floors are measured (dstack's 2 x A4 all_reduce, 683.52 GB/s at 8 GiB, the
+    # catalog's dstack-gcp); p6-b200 has no published run, so its floors come from the EFA types that
+    # were measured and are widened by how far such figures have missed held-out runs.
+    cat = load_catalog()
+    a4 = cat.get("a4-highgpu-8g").bandwidth.expected("all_reduce", 2, "multi-node", 8 << 30)
+    assert a4.kind == "measured" and a4.expected_gbps == pytest.approx(683.52, abs=0.05)
+    assert "dstack-gcp" in a4.basis and a4.widen < 1.05
+    p6 = cat.get("p6-b200.48xlarge").bandwidth.expected("all_reduce", 2, "multi-node", 8 << 30)
+    assert p6.kind == "fabric" and "no all_reduce measured on this type" in p6.basis
+    assert p6.widen > a4.widen and p6.floor_warn_gbps is not None and p6.expected_gbps is not None
+    assert p6.floor_warn_gbps < WARN_OF_EXPECTED * p6.expected_gbps
+    # Same NIC bandwidth per node (8 x 400 Gbps) and the same bound, so the unmeasured type's fail
+    # floor sits under the measured one's: an unknown cannot be stricter than a known.
+    assert p6.bound_gbps == a4.bound_gbps
+    assert p6.floor_fail_gbps is not None and a4.floor_fail_gbps is not None
+    assert p6.floor_fail_gbps < a4.floor_fail_gbps
+    # Neither board has a published single-node run: no single-node floor for either.
+    for name in ("a4-highgpu-8g", "p6-b200.48xlarge"):
+        single = cat.get(name).bandwidth.expected("all_reduce", 1, "single-node")
+        assert single.floor_fail_gbps is None

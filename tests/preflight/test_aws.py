@@ -710,6 +710,37 @@ def test_an_efa_count_that_differs_from_the_catalog_is_reported() -> None:
     )
 
 
+def b200_ctx(cards: int, efa: int) -> Context:
+    """The bundled aws-b200-capacity-block stack, with EC2 answering DescribeInstanceTypes for
+    p6-b200.48xlarge in its region (moto 5.2.5 has no data for the type: a stub, in the API's shape)."""
+    from components.stack_file import read_stack_file
+
+    _, raw = read_stack_file("aws-b200-capacity-block")
+    obj = copy.deepcopy(raw)
+    obj["orchestration"]["deployer_cidrs"] = [DEPLOYER_NET]
+    ec2 = boto3.client("ec2", region_name=obj["region"], aws_access_key_id="t", aws_secret_access_key="t")
+    answer = instance_type_answer(cards=cards, efa=efa)
+    answer["InstanceTypes"][0]["InstanceType"] = "p6-b200.48xlarge"
+    stub = Stubber(ec2)
+    stub.add_response("describe_instance_types", answer, {"InstanceTypes": ["p6-b200.48xlarge"]})
+    stub.activate()
+    return Context(spec=parse_spec(obj), raw=obj, clients=pf.AwsClients(sts=None, ec2=ec2, s3=None, quotas=None))
+
+
+def test_the_b200_stack_s_card_and_efa_counts_are_the_references():
+    # The figures EC2 would answer, written out from the references rather than read from the
+    # catalog: 8 network cards (aws/amazon-vpc-cni-k8s pkg/vpc/vpc_ip_resource_limit.go at b521883,
+    # generated from DescribeInstanceTypes), 8 EFA and 192 vCPUs (Karpenter's instance types).
+    assert pf.check_instance_facts(b200_ctx(cards=8, efa=8)) == []
+    # A type with twice the EFA per card (as p6-b300's 16 EFA on 8 cards, vpc_ip_resource_limit.go)
+    # is what the check exists to catch: the launch template would leave half of them unused.
+    (problem,) = pf.check_instance_facts(b200_ctx(cards=8, efa=16))
+    assert problem.path == "compute.instance_type"
+    assert problem.reason.startswith(
+        "EC2 says p6-b200.48xlarge has 16 EFA interfaces in us-east-2, the catalog's p6-b200.48xlarge entry"
+    )
+
+
 def test_spot_nodes_are_held_to_the_spot_p_quota(aws_env: str, write_stack: Callable[..., str]) -> None:
     make_bucket()
     spot = [quota_answer("L-7212CCBC", "All P Spot Instance Requests", 192), good_quotas()[1]]

@@ -69,7 +69,13 @@ def test_launch_template(stack: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "stack,placed", [("aws-h100-eks", True), ("aws-h200-slurm", True), ("aws-h100-capacity-block", False)]
+    "stack,placed",
+    [
+        ("aws-h100-eks", True),
+        ("aws-h200-slurm", True),
+        ("aws-h100-capacity-block", False),
+        ("aws-b200-capacity-block", False),
+    ],
 )
 def test_placement_group_follows_capacity(stack: str, placed: bool) -> None:
     result, spec = run(stack)
@@ -85,16 +91,40 @@ def test_placement_group_follows_capacity(stack: str, placed: bool) -> None:
     assert spec.interconnect.placement is placed
 
 
-def test_capacity_block_market_options() -> None:
-    result, spec = run("aws-h100-capacity-block")
+@pytest.mark.parametrize(
+    "stack,instance_type",
+    [("aws-h100-capacity-block", "p5.48xlarge"), ("aws-b200-capacity-block", "p6-b200.48xlarge")],
+)
+def test_capacity_block_market_options(stack: str, instance_type: str) -> None:
+    result, spec = run(stack)
     lt = _gpu_template(result)
     assert lt["instanceMarketOptions"] == {"marketType": "capacity-block"}
     target = lt["capacityReservationSpecification"]["capacityReservationTarget"]
     assert target["capacityReservationId"] == spec.compute.capacity.id == "cr-0123456789abcdef0"
     # The type is in the template and not on the node group ("capacity-blocks-mng").
-    assert lt["instanceType"] == "p5.48xlarge"
+    assert lt["instanceType"] == instance_type
     ng = one(result, "aws:eks/nodeGroup:NodeGroup", "-orchestration-gpu")
     assert ng.inputs["capacityType"] == "CAPACITY_BLOCK" and "instanceTypes" not in ng.inputs
+
+
+def test_p6_b200_template_has_the_interfaces_its_cards_take() -> None:
+    # The reference, written out rather than derived from efa_layout: p6-b200.48xlarge has 8
+    # network cards (indexes 0..7) of at most 4 interfaces each, default card 0
+    # (aws/amazon-vpc-cni-k8s pkg/vpc/vpc_ip_resource_limit.go at b521883, lines 12572-12612) and
+    # 8 EFA (Karpenter's instance types); EC2's efa-acc-inst-types puts the primary ENA at card 0
+    # device 0, an EFA-only interface at card 0 device 1 when card 0 takes EFA, and one EFA-only
+    # interface at device 0 of every other card.
+    result, _ = run("aws-b200-capacity-block")
+    nics = _gpu_template(result)["networkInterfaces"]
+    assert [(n["networkCardIndex"], n["deviceIndex"], n["interfaceType"]) for n in nics] == [
+        (0, 0, "interface"),
+        (0, 1, "efa-only"),
+        *[(card, 0, "efa-only") for card in range(1, 8)],
+    ]
+    per_card = [sum(n["networkCardIndex"] == card for n in nics) for card in range(8)]
+    assert max(per_card) <= 4 and min(per_card) >= 1
+    # The pods ask for what the template gives: one vpc.amazonaws.com/efa per EFA interface.
+    assert result.outputs["fabric"]["interfaces_per_node"] == 8
 
 
 def test_reservation_targets_the_odcr_without_placement() -> None:

@@ -330,8 +330,12 @@ def test_in_cluster_objects_are_valid_kubernetes(itype: str, offline: Callable[.
         kubernetes_validate.validate(broken, "1.33.0", strict=True)
 
 
-# gcp-h100-gke is multi-node flex-start on A3 Mega: queued, so no COMPACT policy (components/gcp/rules.py).
-@pytest.mark.parametrize("stack,placed", [("gcp-h100-gke", False), ("gcp-h200-gke", False), ("gcp-h200-slurm", False)])
+# gcp-h100-gke (A3 Mega) and gcp-b200-gke (A4) are multi-node flex-start: queued, so no COMPACT policy
+# (components/gcp/rules.py).
+@pytest.mark.parametrize(
+    "stack,placed",
+    [("gcp-h100-gke", False), ("gcp-h200-gke", False), ("gcp-b200-gke", False), ("gcp-h200-slurm", False)],
+)
 def test_plan_summary_says_compact_placement_only_where_one_is_created(stack: str, placed: bool) -> None:
     import io
 

@@ -24,7 +24,7 @@ from tests.launch.test_render_stacks import args as job_args
 from tests.workloads.test_registry import REPO_NAME, TAG, _serve
 
 BY_DIGEST = re.compile(r"^[^\s@]+@sha256:[0-9a-f]{64}\Z")
-GKE_STACKS = ("gcp-h100-gke", "gcp-h200-gke")
+GKE_STACKS = ("gcp-h100-gke", "gcp-h200-gke", "gcp-b200-gke")
 GCP_STACKS = (*GKE_STACKS, "gcp-h200-slurm")
 
 

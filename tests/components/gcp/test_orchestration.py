@@ -174,7 +174,7 @@ def test_cluster_director_inputs(capacity: dict[str, str], key: str, offline: Ca
     assert run.of_type("gcp:compute/resourcePolicy:ResourcePolicy") == []
 
 
-@pytest.mark.parametrize("stack", ["gcp-h100-gke", "gcp-h200-gke", "gcp-h200-slurm"])
+@pytest.mark.parametrize("stack", ["gcp-h100-gke", "gcp-h200-gke", "gcp-b200-gke", "gcp-h200-slurm"])
 def test_bundled_stacks_group_every_resource_under_a_pillar(stack: str, offline: Callable[..., OfflineRun]) -> None:
     from components.spec import read_stack_file
 
