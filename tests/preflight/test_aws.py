@@ -38,7 +38,21 @@ def moto_url() -> Iterator[str]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
+    url = f"http://{host}:{port}"
+    # moto's server loads a service's backend on its first request (the EC2 module, its instance-type
+    # and image data, a default VPC per region): seconds of work that, on a loaded host, outran the
+    # preflight's own 20 s read timeout once. Do that work here, with no timeout of the product's, so
+    # the tests time the calls they make rather than moto's start.
+    warm = boto3.client(
+        "ec2",
+        region_name=REGION,
+        endpoint_url=url,
+        aws_access_key_id="t",
+        aws_secret_access_key="t",
+        config=Config(read_timeout=600, retries={"max_attempts": 1}),
+    )
+    warm.describe_instance_types(InstanceTypes=["p5.48xlarge"])
+    yield url
     server.stop()
 
 
