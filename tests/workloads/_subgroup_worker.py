@@ -7,6 +7,7 @@ Rank 1 (the subgroup's first rank) writes ``{"ok": {op: OpResult json}, "stall":
 from __future__ import annotations
 
 import datetime as dt
+import dataclasses
 import json
 import os
 import sys
@@ -28,15 +29,18 @@ def main(path: str) -> None:
     if rt.rank not in members:
         device.teardown()
         return
+    # The operations that must complete get a timeout no loaded host reaches; only the stalled one
+    # is cut short, since its rank never arrives whatever the limit.
     cfg = col.CollectivesConfig(
-        ops=ops.OPS, min_bytes=1 << 10, max_bytes=1 << 12, factor=4, iters=2, warmup=1, timeout_s=3.0
+        ops=ops.OPS, min_bytes=1 << 10, max_bytes=1 << 12, factor=4, iters=2, warmup=1, timeout_s=120.0
     )
+    stalled_cfg = dataclasses.replace(cfg, timeout_s=3.0)
     doc: dict[str, object] = {
         "ok": {op: col.run_op(op, cfg, rt, side_group=side, group=group).to_json() for op in ops.OPS}
     }
     stall = measure._Hooks(fault_rank=None, fault_size=None, stall_rank=2, stall_size=None)
     try:
-        col.run_op("all_reduce", cfg, rt, side_group=side, group=group, hooks=stall)
+        col.run_op("all_reduce", stalled_cfg, rt, side_group=side, group=group, hooks=stall)
     except hang.CollectiveTimeout as exc:
         doc.update(stall=str(exc), missing=exc.missing, parsed=hang.missing_ranks(str(exc)))
     if rt.rank == 1:
