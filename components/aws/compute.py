@@ -77,6 +77,8 @@ EKS_NODE_POLICIES = (
     "AmazonSSMManagedInstanceCore",
 )
 PCS_NODE_POLICIES = ("AmazonSSMManagedInstanceCore",)
+# The IAM path PCS requires of the node ROLE (or a name starting AWSPCS); see _create_iam.
+PCS_ROLE_PATH = "/aws-pcs/"
 
 
 def eks_release_parameter(kubernetes_version: str) -> str:
@@ -226,6 +228,13 @@ class Compute(pulumi.ComponentResource):
         self.node_role = aws.iam.Role(
             f"{name}-node",
             assume_role_policy=assume_role_policy("ec2.amazonaws.com"),
+            # PCS passes only a ROLE whose path is /aws-pcs/ or whose name starts with AWSPCS;
+            # the rule is on the role, not on the instance profile (AWS PCS API,
+            # ComputeNodeGroup.iamInstanceProfileArn: "the role name must start with AWSPCS or
+            # must have the path /aws-pcs/"; PCS user guide, "IAM instance profiles for AWS
+            # PCS", Requirements: docs.aws.amazon.com/pcs/latest/userguide/security-instance-profiles.html,
+            # read 2026-12-07). The path keeps Pulumi's generated, unique name.
+            path=PCS_ROLE_PATH if args.orchestrator == "slurm" else "/",
             description=f"GPU nodes of {name}",
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self),
@@ -241,9 +250,9 @@ class Compute(pulumi.ComponentResource):
         self.instance_profile = aws.iam.InstanceProfile(
             f"{name}-node",
             role=self.node_role.name,
-            # PCS accepts only profiles whose name starts with AWSPCS or whose path is
-            # /aws-pcs/ (AWS PCS user guide, "IAM instance profiles").
-            path="/aws-pcs/" if args.orchestrator == "slurm" else "/",
+            # PCS sets no rule on the profile itself (the rule above is the role's); the same
+            # path keeps the pair together in `aws iam list-instance-profiles --path-prefix`.
+            path=PCS_ROLE_PATH if args.orchestrator == "slurm" else "/",
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self),
         )
