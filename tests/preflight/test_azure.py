@@ -119,46 +119,6 @@ def test_encryption_at_host_unregistered_is_a_problem() -> None:
     assert "az feature register --namespace Microsoft.Compute --name EncryptionAtHost" in p.reason
 
 
-def test_a_missing_reservation_group_is_a_problem() -> None:
-    result = run(
-        FakeArm(good() | {GROUP: None}),
-        compute={
-            "instance_type": "Standard_ND96isr_H100_v5",
-            "nodes": 4,
-            "capacity": {"type": "reservation", "id": GROUP},
-        },
-    )
-    (p,) = result.problems
-    assert p.path == "compute.capacity.id" and "does not exist" in p.reason
-
-
-RESERVED = {
-    "instance_type": "Standard_ND96isr_H100_v5",
-    "nodes": 4,
-    "capacity": {"type": "reservation", "id": GROUP},
-}
-H100 = "Standard_ND96isr_H100_v5"
-
-
-def test_a_reservation_that_holds_every_node_in_the_zone_passes() -> None:
-    # 3 in zone 1 and 1 regional cover 4 nodes in zone 1; zone 2's and another size's do not count.
-    held = rec.capacity_reservations(
-        GROUP, (H100, 3, ["1"]), (H100, 1, []), (H100, 8, ["2"]), ("Standard_ND96isr_H200_v5", 8, ["1"])
-    )
-    arm = FakeArm(good() | {GROUP: {"name": "nd"}, f"{GROUP}/capacityReservations": held})
-    result = run(arm, compute=RESERVED)
-    assert result.exit_code == OK and not result.problems
-    assert (f"{GROUP}/capacityReservations", az.COMPUTE_API, {}) in arm.calls
-
-
-def test_a_reservation_short_of_the_nodes_in_the_zone_names_both_counts() -> None:
-    held = rec.capacity_reservations(GROUP, (H100, 2, ["1"]), (H100, 8, ["2"]))
-    result = run(FakeArm(good() | {GROUP: {"name": "nd"}, f"{GROUP}/capacityReservations": held}), compute=RESERVED)
-    (p,) = result.problems
-    assert p.path == "compute.capacity.id"
-    assert f"reserves 2 x {H100} in zone 1 of eastus; the stack asks for 4" in p.reason
-
-
 def test_the_command_checks_the_bundled_azure_stack() -> None:
     out, err = io.StringIO(), io.StringIO()
     code = main(["azure-h100-aks", "--no-address-check"], azure_clients=FakeArm(good()), out=out, err=err)
