@@ -35,9 +35,12 @@ launch templates"; AWS PCS user guide, "Compute node groups"):
   Capacity Blocks", or "the create request will be rejected") and PCS
   ("capacity-blocks-configure-cng": "A valid InstanceType that matches the instance type of
   the Capacity Block") require the type in the template;
-* spot: the node group says SPOT. EKS refuses ``InstanceMarketOptions`` in a managed node
-  group's template ("Request Spot Instances" is on its prohibited list) and PCS sets the
-  market from its purchase option, so the template carries none.
+* spot: the node group says SPOT, and the template carries no ``InstanceMarketOptions``: EKS
+  makes a Spot group from the node group's capacity type ("create a managed node group by
+  setting the capacity type as spot", awsdocs/amazon-eks-user-guide managed-node-groups.adoc at
+  15e4649, "Managed node group capacity types"; its launch-templates.adoc at 1fe584b lists no
+  market setting among the prohibited ones, so this is one source of the market, not a rule EKS
+  states) and PCS sets the market from its purchase option.
 """
 
 from __future__ import annotations
