@@ -100,6 +100,11 @@ def setup(
     local_rank = _env_int("LOCAL_RANK", 0)
     world_size = _env_int("WORLD_SIZE", 1)
     accelerator = detect_accelerator(force_cpu)
+    if accelerator == "cpu" and not force_cpu:
+        # A GPU job whose node shows no GPU stops, naming its driver and CUDA (not gloo on CPU).
+        from workloads.health.node_gate import require_gpus
+
+        require_gpus()
     injected = no_device_here()
     if injected:
         raise RuntimeError(injected)
