@@ -119,8 +119,8 @@ def reservation_refused(instance_type: str) -> str | None:
         return None
     return (
         f"'reservation' is refused for {instance_type}: on-demand capacity reservations support neither the "
-        "ND-series nor a scale set with singlePlacementGroup true, which InfiniBand needs (allowed on "
-        f"{instance_type}: on-demand, spot; source: {RESERVATION_SOURCE})"
+        "ND-series nor a scale set with singlePlacementGroup true, which InfiniBand needs (allowed: "
+        f"on-demand, spot; source: {RESERVATION_SOURCE})"
     )
 
 

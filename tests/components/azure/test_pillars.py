@@ -257,4 +257,4 @@ def test_a_reservation_variant_of_the_bundled_stack_is_refused_in_one_line(
     err = capsys.readouterr()
     text = err.out + err.err
     assert "compute.capacity.type: 'reservation' is refused for Standard_ND96isr_H100_v5" in text
-    assert "(allowed on Standard_ND96isr_H100_v5: on-demand, spot;" in text and "Traceback" not in text
+    assert "(allowed: on-demand, spot;" in text and "Traceback" not in text

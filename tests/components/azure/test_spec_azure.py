@@ -52,8 +52,8 @@ def test_a_reservation_on_an_nd_pool_is_refused_with_the_limitation(size: str) -
     obj["compute"]["capacity"] = {"type": "reservation", "id": GROUP}
     assert problems(obj)["compute.capacity.type"] == (
         f"'reservation' is refused for {size}: on-demand capacity reservations support "
-        "neither the ND-series nor a scale set with singlePlacementGroup true, which InfiniBand needs (allowed on "
-        f"{size}: on-demand, spot; source: learn.microsoft.com/azure/virtual-machines/capacity-reservation-overview, "
+        "neither the ND-series nor a scale set with singlePlacementGroup true, which InfiniBand needs (allowed: "
+        "on-demand, spot; source: learn.microsoft.com/azure/virtual-machines/capacity-reservation-overview, "
         "Limitations)"
     )
 
