@@ -1,6 +1,7 @@
-"""The start-up gate (workloads/health/node_gate.py): a GPU job whose node shows no GPU stops with
-exit 3, naming the driver and the CUDA it found, instead of running on CPU and gloo. Tested by
-what it decides on this CPU machine: torch here sees no GPU, which is the case the gate is for."""
+"""The start-up gate (workloads/health/fabric.py, run by workloads/runtime/device.py and the node
+gate): a GPU job whose node shows no GPU stops with exit 3, naming the driver and the CUDA it
+found, instead of running on CPU and gloo. Tested by what it decides on this CPU machine: torch
+here sees no GPU, which is the case the gate is for."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from workloads.health import node_gate
+from workloads.health import fabric, node_gate
 from workloads.launch import validation as vjob
 from workloads.runtime import device
 from tests.launch.test_render_stacks import outputs
@@ -20,12 +21,12 @@ PROC = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  535.274.02  Rel
 def test_the_driver_is_read_from_the_kernel_modules_version_line(tmp_path: Path) -> None:
     f = tmp_path / "version"
     f.write_text(PROC + "GCC version:  gcc version 12.2.0\n")
-    assert node_gate.driver_found(str(f)) == "535.274.02"
-    assert node_gate.driver_found(str(tmp_path / "absent")) is None
+    assert fabric.driver_found(str(f)) == "535.274.02"
+    assert fabric.driver_found(str(tmp_path / "absent")) is None
 
 
 def test_an_old_driver_under_a_cuda_13_build_is_named_with_its_floor() -> None:
-    why = node_gate.start_up_refusal(8, 0, driver="535.274.02", cuda="13.1", torch_version="2.10.0a0")
+    why = fabric.start_up_refusal(8, 0, driver="535.274.02", cuda="13.1", torch_version="2.10.0a0")
     assert why == (
         "start-up gate: 8 GPU(s) expected on this node, torch 2.10.0a0 sees none: driver 535.274.02, CUDA 13.1; "
         "CUDA 13.x needs a driver >= 580, this node's is older; stopping (exit 3) instead of running on CPU"
@@ -33,24 +34,24 @@ def test_an_old_driver_under_a_cuda_13_build_is_named_with_its_floor() -> None:
 
 
 def test_no_driver_and_a_cpu_torch_are_each_named() -> None:
-    why = node_gate.start_up_refusal(8, 0, driver=None, cuda=None, torch_version="2.13.0+cpu")
+    why = fabric.start_up_refusal(8, 0, driver=None, cuda=None, torch_version="2.13.0+cpu")
     assert why is not None
     assert "no NVIDIA driver loaded (/proc/driver/nvidia/version absent)" in why
     assert "no CUDA (a CPU build of torch)" in why and "needs a driver" not in why
-    rocm = node_gate.start_up_refusal(8, 0, driver=None, cuda=None, torch_version="2.9.1", hip="7.2.4")
+    rocm = fabric.start_up_refusal(8, 0, driver=None, cuda=None, torch_version="2.9.1", hip="7.2.4")
     assert rocm is not None and "no amdgpu driver loaded" in rocm and "ROCm 7.2.4" in rocm
 
 
 def test_a_node_with_gpus_or_a_job_without_goes_on() -> None:
-    assert node_gate.start_up_refusal(8, 8, driver="580.126.20", cuda="13.1", torch_version="2") is None
-    assert node_gate.start_up_refusal(0, 0, driver=None, cuda=None, torch_version="2") is None
+    assert fabric.start_up_refusal(8, 8, driver="580.126.20", cuda="13.1", torch_version="2") is None
+    assert fabric.start_up_refusal(0, 0, driver=None, cuda=None, torch_version="2") is None
 
 
 def test_a_gpu_job_on_this_cpu_node_stops_with_exit_3(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert not torch.cuda.is_available()  # this machine: the node the gate is for
-    monkeypatch.setenv(node_gate.EXPECT_GPUS_ENV, "8")
+    monkeypatch.setenv(fabric.EXPECT_GPUS_ENV, "8")
     monkeypatch.delenv("GPUC_FORCE_CPU", raising=False)
     with pytest.raises(SystemExit) as info:
         device.setup(timeout_s=5)
@@ -67,13 +68,13 @@ def test_a_gpu_job_on_this_cpu_node_stops_with_exit_3(
 def test_force_cpu_and_a_bad_count_are_decided_too(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv(node_gate.EXPECT_GPUS_ENV, "8")
+    monkeypatch.setenv(fabric.EXPECT_GPUS_ENV, "8")
     monkeypatch.setenv("GPUC_FORCE_CPU", "1")
-    node_gate.require_gpus()  # a CPU run asked for: goes on
+    device.require_gpus()  # a CPU run asked for: goes on
     monkeypatch.delenv("GPUC_FORCE_CPU")
-    monkeypatch.setenv(node_gate.EXPECT_GPUS_ENV, "eight")
+    monkeypatch.setenv(fabric.EXPECT_GPUS_ENV, "eight")
     with pytest.raises(SystemExit) as info:
-        node_gate.require_gpus()
+        device.require_gpus()
     assert info.value.code == 3
     assert "GPUC_EXPECT_GPUS='eight' is not a GPU count (allowed: an integer)" in capsys.readouterr().err
 

@@ -394,7 +394,7 @@ def for_cluster(
     if cpu:
         env.setdefault("GPUC_FORCE_CPU", "1")
     elif gpus := _gpus_of(outputs.instance_type):
-        # The start-up gate (workloads/health/node_gate.py require_gpus): a node that shows none stops.
+        # The start-up gate (workloads/health/fabric.py require_gpus): a node that shows none stops.
         env.setdefault("GPUC_EXPECT_GPUS", str(gpus))
     env["PYTHONPATH"] = code
     return ValidationJob(
