@@ -29,10 +29,16 @@ FLEX_START_SOURCE = "cloud.google.com/kubernetes-engine/docs/concepts/dws"
 # before Amazon EC2 stops or terminates your Spot Instance", on a best-effort basis.
 # Google, "Create and use Spot VMs" (cloud.google.com/compute/docs/instances/create-use-spot, read
 # 2026-12-01): "Compute Engine might reclaim the resources by preempting Spot VMs at any time".
+# Azure, "Scheduled Events for Linux VMs" (MicrosoftDocs/azure-compute-docs
+# articles/virtual-machines/linux/scheduled-events.md @533281d, "Event scheduling"): EventType
+# Preempt, "The Spot Virtual Machine is being deleted ... made available on a best effort basis",
+# minimum notice 30 seconds. An AKS spot pool's nodes are Azure Spot VMs of a scale set.
 SPOT_NOTICE = {
     "aws": "EC2 warns two minutes before it interrupts a spot instance (best effort; "
     "docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html)",
     "gcp": "Compute Engine may preempt a Spot VM at any time (cloud.google.com/compute/docs/instances/create-use-spot)",
+    "azure": "Azure evicts a Spot VM with a Scheduled Events Preempt notice at least 30 seconds ahead (best effort; "
+    "learn.microsoft.com/azure/virtual-machines/linux/scheduled-events)",
 }
 
 

@@ -35,9 +35,12 @@ launch templates"; AWS PCS user guide, "Compute node groups"):
   Capacity Blocks", or "the create request will be rejected") and PCS
   ("capacity-blocks-configure-cng": "A valid InstanceType that matches the instance type of
   the Capacity Block") require the type in the template;
-* spot: the node group says SPOT. EKS refuses ``InstanceMarketOptions`` in a managed node
-  group's template ("Request Spot Instances" is on its prohibited list) and PCS sets the
-  market from its purchase option, so the template carries none.
+* spot: the node group says SPOT, and the template carries no ``InstanceMarketOptions``: EKS
+  makes a Spot group from the node group's capacity type ("create a managed node group by
+  setting the capacity type as spot", awsdocs/amazon-eks-user-guide managed-node-groups.adoc at
+  15e4649, "Managed node group capacity types"; its launch-templates.adoc at 1fe584b lists no
+  market setting among the prohibited ones, so this is one source of the market, not a rule EKS
+  states) and PCS sets the market from its purchase option.
 """
 
 from __future__ import annotations
@@ -77,6 +80,8 @@ EKS_NODE_POLICIES = (
     "AmazonSSMManagedInstanceCore",
 )
 PCS_NODE_POLICIES = ("AmazonSSMManagedInstanceCore",)
+# The IAM path PCS requires of the node ROLE (or a name starting AWSPCS); see _create_iam.
+PCS_ROLE_PATH = "/aws-pcs/"
 
 
 def eks_release_parameter(kubernetes_version: str) -> str:
@@ -226,6 +231,13 @@ class Compute(pulumi.ComponentResource):
         self.node_role = aws.iam.Role(
             f"{name}-node",
             assume_role_policy=assume_role_policy("ec2.amazonaws.com"),
+            # PCS passes only a ROLE whose path is /aws-pcs/ or whose name starts with AWSPCS;
+            # the rule is on the role, not on the instance profile (AWS PCS API,
+            # ComputeNodeGroup.iamInstanceProfileArn: "the role name must start with AWSPCS or
+            # must have the path /aws-pcs/"; PCS user guide, "IAM instance profiles for AWS
+            # PCS", Requirements: docs.aws.amazon.com/pcs/latest/userguide/security-instance-profiles.html,
+            # read 2026-12-07). The path keeps Pulumi's generated, unique name.
+            path=PCS_ROLE_PATH if args.orchestrator == "slurm" else "/",
             description=f"GPU nodes of {name}",
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self),
@@ -241,9 +253,9 @@ class Compute(pulumi.ComponentResource):
         self.instance_profile = aws.iam.InstanceProfile(
             f"{name}-node",
             role=self.node_role.name,
-            # PCS accepts only profiles whose name starts with AWSPCS or whose path is
-            # /aws-pcs/ (AWS PCS user guide, "IAM instance profiles").
-            path="/aws-pcs/" if args.orchestrator == "slurm" else "/",
+            # PCS sets no rule on the profile itself (the rule above is the role's); the same
+            # path keeps the pair together in `aws iam list-instance-profiles --path-prefix`.
+            path=PCS_ROLE_PATH if args.orchestrator == "slurm" else "/",
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self),
         )

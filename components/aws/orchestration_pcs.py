@@ -10,8 +10,9 @@ pulumi-aws 7.51 has no PCS resources; pulumi-aws-native's ``pcs`` module (CloudF
 * a login node group on a small template of its own, in the same private subnet (reached
   through SSM Session Manager: no public IPs anywhere);
 * the GPU node group on Compute's launch template, min = max = nodes (a job spans all); on a
-  capacity block min = 0, so that the group can exist before the block starts and PCS can let
-  the nodes go when the block ends;
+  capacity block min = 0, so that the group can exist before the block starts: every node is then
+  dynamic, launched by PCS for a waiting job and released when idle (PCS user guide
+  scaling-job-level);
 * the node role's right to register with this cluster, and no other (the call returns the
   cluster's Munge key; CKV_AWS_355 / CKV_AWS_290);
 * a queue, the Slurm partition, mapped to the GPU node group.

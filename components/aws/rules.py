@@ -166,8 +166,13 @@ def capacity_note(spec: ClusterSpec) -> str | None:
 
     EKS: the node group is created with its desired size whether or not the block has started; its
     Auto Scaling group's launches fail until the block is active and then it scales up to that size
-    (EKS user guide capacity-blocks-mng, at 0a7189e). PCS: the group starts at 0 instances and
-    launches its nodes once the block is active (AWS PCS user guide capacity-blocks-configure-cng)."""
+    (EKS user guide capacity-blocks-mng, at 0a7189e). PCS: the group's minimum is 0 (it may be made
+    while the block is only scheduled; its maximum must not exceed the block: AWS PCS user guide
+    capacity-blocks-configure-cng), so every node is dynamic capacity, which PCS launches for waiting
+    jobs and releases once idle (AWS PCS user guide scaling-job-level: "the instances between the
+    minimum and maximum counts ... AWS PCS reviews waiting jobs, launches Amazon EC2 instances to
+    satisfy them, and scales dynamic capacity back down as jobs finish and instances become idle";
+    "A job runs only after all required nodes are available")."""
     cap = spec.compute.capacity
     if cap.type != "capacity-block":
         return None
@@ -176,7 +181,9 @@ def capacity_note(spec: ClusterSpec) -> str | None:
         f"the managed node group is created now with desired size {n}; until the block starts its launches "
         f"fail (EKS expects this), and from the start EKS scales it to {n} by itself"
         if spec.orchestration.kind == "eks"
-        else f"the PCS node group is created now with 0 to {n} instances and launches them once the block is active"
+        else f"the PCS node group is created now with 0 to {n} instances, all dynamic: once the block is active, "
+        f"PCS launches them when a job waits for them (the validation job asks for all {n}, and starts only when "
+        "all have joined) and releases them when they fall idle, so each job pays their boot"
     )
     upgrade = (
         " A new compute.image (or launch template) is not rolled onto a block's nodes: EKS upgrades a block's "
@@ -185,8 +192,9 @@ def capacity_note(spec: ClusterSpec) -> str | None:
         if spec.orchestration.kind == "eks"
         else ""
     )
+    when = "appear when the block starts" if spec.orchestration.kind == "eks" else "appear when a job asks for them"
     return (
-        f"capacity block {cap.id}: the {n} GPU nodes appear when the block starts, not at `pulumi up`: {how}. "
+        f"capacity block {cap.id}: the {n} GPU nodes {when}, not at `pulumi up`: {how}. "
         "The block's start and end: `python -m components.preflight STACK` (DescribeCapacityReservations)." + upgrade
     )
 

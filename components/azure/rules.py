@@ -104,6 +104,26 @@ def aks_version(version: str, on: datetime.date | None = None) -> str | None:
     return None
 
 
+# On-demand capacity reservations: "Support for other VM series isn't currently available: ...
+# ND-series", and among the deployment constraints not supported, "Virtual Machine Scale Sets with
+# single placement group set to true", which an InfiniBand pool needs (above)
+# (MicrosoftDocs/azure-compute-docs articles/virtual-machines/capacity-reservation-overview.md
+# @05a4485, "Limitations and restrictions", ms.date 2026-02-17).
+RESERVATION_UNSUPPORTED_PREFIX = "Standard_ND"
+RESERVATION_SOURCE = "learn.microsoft.com/azure/virtual-machines/capacity-reservation-overview, Limitations"
+
+
+def reservation_refused(instance_type: str) -> str | None:
+    """Why a capacity reservation group cannot hold ``instance_type``'s pool, or None."""
+    if not instance_type.startswith(RESERVATION_UNSUPPORTED_PREFIX):
+        return None
+    return (
+        f"'reservation' is refused for {instance_type}: on-demand capacity reservations support neither the "
+        "ND-series nor a scale set with singlePlacementGroup true, which InfiniBand needs (allowed: "
+        f"on-demand, spot; source: {RESERVATION_SOURCE})"
+    )
+
+
 def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     if spec.orchestration.kind == "aks":
@@ -156,6 +176,10 @@ def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
                 "DeleteRetentionPolicy.days, learn.microsoft.com/azure/storage/blobs/soft-delete-blob-overview)",
             )
         )
+    if spec.compute.capacity.type == "reservation":
+        refused = reservation_refused(spec.compute.instance_type)
+        if refused:
+            problems.append(("compute.capacity.type", refused))
     if spec.compute.nodes > MAX_NODES_PER_SCALE_SET:
         problems.append(
             (

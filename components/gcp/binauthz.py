@@ -67,6 +67,23 @@ def image_name(ref: str) -> str:
     return name.rsplit(":", 1)[0] if ":" in last else name
 
 
+# A short name is Docker Hub's: Docker's reference grammar reads ``ubuntu`` as
+# ``docker.io/library/ubuntu`` (distribution/reference normalize.go: defaultDomain "docker.io",
+# officialRepoPrefix "library/"), and a namePattern has the form ``registry/path/to/image``
+# (resources.proto, AdmissionWhitelistPattern).
+DOCKER_HUB = "docker.io"
+
+
+def allowlist_name(ref: str) -> str:
+    """The ``namePattern`` that names ``ref``'s image in the form the API takes,
+    ``registry/path/to/image``: a Docker Hub short name gets its registry and ``library/``."""
+    name = image_name(ref)
+    first, slash, _ = name.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        return name
+    return f"{DOCKER_HUB}/{name}" if slash else f"{DOCKER_HUB}/library/{name}"
+
+
 def pattern_matches(pattern: str, ref: str) -> bool:
     """An allowlist ``namePattern`` against an image: exact, ``*`` within the last path segment,
     ``**`` over subdirectories (resources.proto, AdmissionWhitelistPattern)."""

@@ -27,15 +27,18 @@ from components.spec import ClusterSpec
 # DWS flex-start VMs run at most seven days (cloud.google.com/compute/docs/instances/flex-start-vms).
 FLEX_START_MAX_DURATION = "604800s"
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
-# The GPU driver GKE qualifies for the node's GKE version, not the newest one COS has: GKE's API
-# takes only DEFAULT ("Default" GPU driver in COS and Ubuntu), LATEST ("Latest" GPU driver in COS)
-# or INSTALLATION_DISABLED (GKE API GPUDriverInstallationConfig.GPUDriverVersion, read 2026-12-01),
-# so a driver number cannot be named here; DEFAULT moves only with the node version, which the
-# maintenance exclusion holds while a cluster trains (orchestration_gke.py). cluster-toolkit's
-# gke-node-pool defaults to it too (modules/compute/gke-node-pool/variables.tf at 1047080:
-# gpu_driver_version = "DEFAULT"), where LATEST let the driver move away from what the fabric's
-# NCCL plugin release was qualified with.
-GPU_DRIVER = "DEFAULT"
+# GKE installs the driver it pairs with the setting: the API takes DEFAULT ("Default" GPU driver in
+# COS and Ubuntu), LATEST ("Latest" GPU driver in COS) or INSTALLATION_DISABLED (GKE API
+# GPUDriverInstallationConfig.GPUDriverVersion, read 2026-12-01), so a driver number cannot be named.
+# LATEST, because the job's image is built on CUDA 13.1 (NGC PyTorch 25.12), which needs a driver
+# >= 580 (NVIDIA CUDA minor version compatibility, Table 1), and the pod's command bypasses NGC's
+# entrypoint, so no forward-compatibility library can stand in: LATEST installs a driver above
+# 580.65 (rapidsai/deployment PR 659, 2026-02-05), while GKE's default driver was seen at
+# 535.274.02 (rapidsai/deployment issue 656, 2026-02-04). GKE's own per-version driver table was
+# not found in the sources read here. The cost: the driver moves with GKE's "latest" rather than the
+# node version alone; the maintenance exclusion (orchestration_gke.py) holds the nodes while a
+# cluster trains. The liveness driver check (components/liveness/driver.py) holds the pool to it.
+GPU_DRIVER = "LATEST"
 # Least privilege for GKE nodes instead of the Compute Engine default account (which holds
 # Editor): GKE's node role plus pulling images (GKE hardening guide, "use least privilege
 # service accounts for your nodes").

@@ -52,15 +52,33 @@ AMD_DRIVER_NEEDS = {
 }
 
 
+# Microsoft's MI300X driver guide (MicrosoftDocs/azure-compute-docs articles/virtual-machines/linux/
+# azure-nd-mi300-series-amd-gpu-driver-linux-installation-guide.md at 85ebb69, "Load the AMDGPU
+# driver"): ``modprobe -r hyperv_drm`` and then ``modprobe amdgpu ip_block_mask=0x7f``; the DKMS
+# build needs the running kernel's headers (the guide installs linux-headers of its kernel).
+AMD_MODPROBE_OPTIONS = "ip_block_mask=0x7f"
+# AMD's MI300X system optimization (ROCm/amdgpu-docs docs/system-optimization/mi300x.rst at
+# 41afb32, "Disable NUMA auto-balancing": applications "in general, benefit from disabling NUMA
+# balancing"; the setting does not survive a reboot, hence "@reboot" there): written on every
+# start of the installer's pod, which runs once per node boot.
+NUMA_BALANCING = "/proc/sys/kernel/numa_balancing"
+
+
 def amd_driver_script(version: str = AMD_DRIVER_VERSION) -> str:
-    """The installer's steps (the reference's, in this order), with the host's Ubuntu codename."""
+    """The installer's steps: the reference's (AKS_RDMA amd-driver-installer) with the host's Ubuntu
+    codename, the kernel headers, and Microsoft's load sequence; NUMA balancing off. It skips the
+    install where this release's repository is configured, its amdgpu-dkms installed and amdgpu
+    loaded (the module's own version is not the release number, so modinfo cannot tell)."""
     return "\n".join(
         [
             "#!/usr/bin/env bash",
             "set -euo pipefail",
             f"version={version}",
-            'if chroot /host modinfo amdgpu 2>/dev/null | grep -q "$version"; then',
-            '  echo "amdgpu driver $version already loaded"; exec sleep infinity',
+            f"echo 0 > {NUMA_BALANCING}",
+            'if grep -qs "amdgpu/$version/" /host/etc/apt/sources.list.d/amdgpu.list \\',
+            "  && chroot /host dpkg-query -W -f='${Status}' amdgpu-dkms 2>/dev/null | grep -q 'ok installed' \\",
+            "  && grep -q '^amdgpu ' /proc/modules; then",
+            '  echo "amdgpu driver $version already installed and loaded"; exec sleep infinity',
             "fi",
             "apt-get update -y && apt-get install -y wget gnupg",
             "mkdir -p /host/etc/apt/keyrings",
@@ -68,8 +86,10 @@ def amd_driver_script(version: str = AMD_DRIVER_VERSION) -> str:
             'codename=$(. /host/etc/os-release && echo "$VERSION_CODENAME")',
             'echo "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/amdgpu/$version/ubuntu '
             '$codename main" > /host/etc/apt/sources.list.d/amdgpu.list',
-            'chroot /host bash -c "apt-get update -y && DEBIAN_FRONTEND=noninteractive apt-get install -y amdgpu-dkms"',
-            "chroot /host modprobe amdgpu",
+            'chroot /host bash -c "apt-get update -y && DEBIAN_FRONTEND=noninteractive apt-get install -y '
+            'linux-headers-$(uname -r) amdgpu-dkms"',
+            "chroot /host modprobe -r hyperv_drm || true",
+            f"chroot /host modprobe amdgpu {AMD_MODPROBE_OPTIONS}",
             'echo "amdgpu driver $version installed and loaded"',
             "exec sleep infinity",
         ]

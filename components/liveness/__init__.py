@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from components.liveness import admission, node_image, ordering, reachability, scheduling
+from components.liveness import admission, driver, node_image, ordering, reachability, scheduling
 from components.liveness.cluster import job_workloads, quantity, workloads
 from components.liveness.pools import pools
 from components.liveness.model import KINDS, Check, FoundAtStart, Job, Liveness, Plan, Resource
@@ -78,6 +78,7 @@ def evaluate(plan: Plan, job: Job | None) -> Liveness:
         checks += scheduling.slurm_checks(plan, pool_list, job)
     checks += reachability.checks(plan, pool_list, job)
     checks += node_image.checks(plan, job)
+    checks += driver.checks(plan, job)
     states = scheduling.settle(pool_list, made)
     checks += ordering.checks(plan, job, job_pods, states)
     order = {k: i for i, k in enumerate(KINDS)}

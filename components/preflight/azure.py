@@ -7,7 +7,8 @@
   ResourceSkuRestrictionsOutput, ResourceSkuRestrictionInfoOutput, learn.microsoft.com/javascript/
   api/@azure-rest/arm-compute, read 2026-12-01);
 * the size's vCPU family quota in the region covers the nodes (Usage - List: ``name.value`` the
-  family, as the SKU's ``family`` names it, ``currentValue`` and ``limit`` in vCPUs, same package);
+  family, as the SKU's ``family`` names it, ``currentValue`` and ``limit`` in vCPUs, same package),
+  and so do the AKS CPU pools' family quota and the region's total (``cores``) for all of them;
 * for AKS, the subscription feature ``Microsoft.ContainerService/AKSInfinibandSupport`` is
   Registered (use-amd-gpus.md at fb060ab; Features - Get answers ``properties.state``), and so is
   ``Microsoft.Compute/EncryptionAtHost``, which the CPU pools' encryption at host needs before a pool
@@ -102,26 +103,70 @@ class AzureClients:
             raise Fatal(f"{ARM} did not answer ({exc})") from None
 
 
-def _sku(ctx: Context) -> Mapping[str, Any] | None:
+def _vm_skus(ctx: Context) -> list[Mapping[str, Any]]:
+    """The region's VM sizes, as the subscription sees them (one SKU list a run)."""
     arm: Arm = ctx.clients
-    spec = ctx.spec
 
-    def fetch() -> Mapping[str, Any] | None:
+    def fetch() -> list[Mapping[str, Any]]:
         answer = arm.get(
             f"/subscriptions/{arm.subscription}/providers/Microsoft.Compute/skus",
             SKUS_API,
-            {"$filter": f"location eq '{spec.region}'"},
+            {"$filter": f"location eq '{ctx.spec.region}'"},
         ) or {"value": []}
-        for sku in answer.get("value", []):
-            if (
-                sku.get("resourceType") == "virtualMachines"
-                and str(sku.get("name", "")).lower() == spec.compute.instance_type.lower()
-            ):
-                return dict(sku)
-        return None
+        return [dict(s) for s in answer.get("value", []) if s.get("resourceType") == "virtualMachines"]
 
-    found: Mapping[str, Any] | None = ctx.cached("sku", fetch)
+    found: list[Mapping[str, Any]] = ctx.cached("skus", fetch)
     return found
+
+
+def _sku(ctx: Context, size: str | None = None) -> Mapping[str, Any] | None:
+    name = (size or ctx.spec.compute.instance_type).lower()
+    return next((s for s in _vm_skus(ctx) if str(s.get("name", "")).lower() == name), None)
+
+
+def _usages(ctx: Context) -> Mapping[str, Mapping[str, Any]]:
+    """Usage - List by ``name.value`` (a family, or ``cores``: Total Regional vCPUs)."""
+    arm: Arm = ctx.clients
+
+    def fetch() -> Mapping[str, Mapping[str, Any]]:
+        answer = arm.get(
+            f"/subscriptions/{arm.subscription}/providers/Microsoft.Compute/locations/{ctx.spec.region}/usages",
+            COMPUTE_API,
+        )
+        return {str((u.get("name") or {}).get("value")): u for u in (answer or {}).get("value", [])}
+
+    found: Mapping[str, Mapping[str, Any]] = ctx.cached("usages", fetch)
+    return found
+
+
+def _vcpus(sku: Mapping[str, Any]) -> int:
+    return next((int(c.get("value", 0)) for c in sku.get("capabilities") or [] if c.get("name") == "vCPUs"), 0)
+
+
+def _cpu_pools(ctx: Context) -> tuple[str, int]:
+    """AKS's CPU pools (system and controllers): their size and node count (components/azure/
+    orchestration_aks.py); none on other orchestrators."""
+    if ctx.spec.orchestration.kind != "aks":
+        return "", 0
+    from components.azure.orchestration_aks import CONTROLLER_NODES, CPU_POOL_SIZE, SYSTEM_NODES
+
+    return CPU_POOL_SIZE, SYSTEM_NODES + CONTROLLER_NODES
+
+
+def _short(ctx: Context, usage: str, need: int, what: str, path: str) -> list[Problem]:
+    u = _usages(ctx).get(usage)
+    if u is None:
+        raise CouldNotCheck(f"no usage entry for {usage} in {ctx.spec.region}")
+    free = int(u.get("limit", 0)) - int(u.get("currentValue", 0))
+    if need <= free:
+        return []
+    return [
+        Problem(
+            path,
+            f"{what} need {need} vCPUs of {usage} in {ctx.spec.region}; the quota leaves {free} (limit "
+            f"{u.get('limit')}, in use {u.get('currentValue')}) (allowed: request more quota, or fewer nodes)",
+        )
+    ]
 
 
 def sku_offered(ctx: Context) -> list[Problem]:
@@ -162,30 +207,41 @@ def sku_offered(ctx: Context) -> list[Problem]:
 
 
 def family_quota(ctx: Context) -> list[Problem]:
-    arm: Arm = ctx.clients
     spec = ctx.spec
     sku = _sku(ctx)
     if sku is None or not sku.get("family"):
         raise CouldNotCheck(f"the SKU list names no family for {spec.compute.instance_type} in {spec.region}")
-    family = str(sku["family"])
-    answer = arm.get(
-        f"/subscriptions/{arm.subscription}/providers/Microsoft.Compute/locations/{spec.region}/usages", COMPUTE_API
+    need = spec.compute.nodes * spec.instance.vcpu
+    return _short(
+        ctx, str(sku["family"]), need, f"{spec.compute.nodes} x {spec.compute.instance_type}", "compute.nodes"
     )
-    for u in (answer or {}).get("value", []):
-        if (u.get("name") or {}).get("value") == family:
-            need = spec.compute.nodes * spec.instance.vcpu
-            free = int(u.get("limit", 0)) - int(u.get("currentValue", 0))
-            if need > free:
-                return [
-                    Problem(
-                        "compute.nodes",
-                        f"{spec.compute.nodes} x {spec.compute.instance_type} need {need} vCPUs of {family} in "
-                        f"{spec.region}; the quota leaves {free} (limit {u.get('limit')}, in use {u.get('currentValue')}) "
-                        "(allowed: request more quota, or fewer nodes)",
-                    )
-                ]
-            return []
-    raise CouldNotCheck(f"no usage entry for {family} in {spec.region}")
+
+
+def cpu_pool_quota(ctx: Context) -> list[Problem]:
+    """The AKS CPU pools' own family (a D-series, not the ND family the GPU nodes count against)."""
+    size, nodes = _cpu_pools(ctx)
+    if not nodes:
+        raise NotApplicable("no CPU pools")
+    sku = _sku(ctx, size)
+    if sku is None or not sku.get("family") or not _vcpus(sku):
+        raise CouldNotCheck(f"the SKU list names no family or vCPUs for {size} in {ctx.spec.region}")
+    return _short(ctx, str(sku["family"]), nodes * _vcpus(sku), f"the {nodes} x {size} of the CPU pools", "region")
+
+
+def regional_quota(ctx: Context) -> list[Problem]:
+    """Total Regional vCPUs (usage ``cores``): every VM of the cluster counts against it as well as
+    against its family: "two tiers ... The first tier is the Total Regional vCPUs, and the second
+    tier is the various VM size family cores such as the D-series vCPUs. Anytime a new VM is
+    deployed the vCPUs for the VM must not exceed" either (MicrosoftDocs/azure-compute-docs
+    articles/virtual-machines/quotas.md at 0277390, ms.date 2026-01-16)."""
+    spec = ctx.spec
+    size, nodes = _cpu_pools(ctx)
+    cpu = _sku(ctx, size) if nodes else None
+    need = spec.compute.nodes * spec.instance.vcpu + (nodes * _vcpus(cpu) if cpu else 0)
+    if nodes and cpu is None:
+        raise CouldNotCheck(f"the SKU list names no {size} in {spec.region}")
+    what = f"{spec.compute.nodes} x {spec.compute.instance_type}" + (f" and {nodes} x {size}" if nodes else "")
+    return _short(ctx, "cores", need, what, "compute.nodes")
 
 
 def _feature(ctx: Context, ns: str, feature: str, without: str) -> list[Problem]:
@@ -256,6 +312,8 @@ def checks(checkip: str | None) -> list[Check]:
         Check("deployer ranges", lambda ctx: deployer_ranges(ctx, checkip)),
         Check("size offered in the region and zone", sku_offered),
         Check("vCPU family quota", family_quota),
+        Check("CPU pools' vCPU family quota", cpu_pool_quota),
+        Check("regional vCPU quota", regional_quota),
         Check("InfiniBand feature on the subscription", infiniband_feature),
         Check("encryption at host on the subscription", host_encryption_feature),
         Check("capacity reservation group", reservation_group),

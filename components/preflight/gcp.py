@@ -467,7 +467,7 @@ def check_binary_authorization(ctx: Context) -> list[Problem]:
                     "orchestration",
                     f"project {c.project!r}'s Binary Authorization policy would refuse {v.image.ref} ({v.image.who}, "
                     f"namespace {v.image.namespace}): {v.why}; allow it (admissionWhitelistPatterns namePattern "
-                    f"{binauthz.image_name(v.image.ref)!r}) or attest it",
+                    f"{binauthz.allowlist_name(v.image.ref)!r}) or attest it",
                 )
             )
         elif v.dry_run:

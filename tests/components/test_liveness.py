@@ -126,7 +126,8 @@ VARIANTS = [
                 "Microsoft.Compute/capacityReservationGroups/crg",
             }
         },
-        None,
+        # No ND size can use an on-demand capacity reservation (capacity-reservation-overview.md).
+        "compute.capacity.type: 'reservation' is refused for Standard_ND96isr_H100_v5",
     ),
     ("azure-h100-aks", {"capacity": {"type": "flex-start"}}, "compute.capacity.type: 'flex-start'"),
 ]

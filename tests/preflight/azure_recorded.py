@@ -35,18 +35,38 @@ H100_ZONE3_RESTRICTED: dict[str, Any] = {
 }
 
 
+# The AKS CPU pools' size (components/azure/orchestration_aks.py CPU_POOL_SIZE), as a SKU list shows it.
+D4DS_SKU: dict[str, Any] = {
+    "resourceType": "virtualMachines",
+    "name": "Standard_D4ds_v5",
+    "tier": "Standard",
+    "size": "D4ds_v5",
+    "family": "standardDDSv5Family",
+    "locations": ["eastus"],
+    "locationInfo": [{"location": "eastus", "zones": ["1", "2", "3"], "zoneDetails": []}],
+    "capabilities": [{"name": "vCPUs", "value": "4"}],
+    "restrictions": [],
+}
+
+
 def skus(*entries: dict[str, Any]) -> dict[str, Any]:
     other = {"resourceType": "disks", "name": "Premium_LRS", "locations": ["eastus"], "restrictions": []}
     return {"value": [other, *entries]}
 
 
-def usages(limit: int, current: int) -> dict[str, Any]:
+def usages(limit: int, current: int, *, regional: int = 5000, d_series: int = 100) -> dict[str, Any]:
     return {
         "value": [
             {
                 "name": {"value": "cores", "localizedValue": "Total Regional vCPUs"},
                 "currentValue": 0,
-                "limit": 5000,
+                "limit": regional,
+                "unit": "Count",
+            },
+            {
+                "name": {"value": "standardDDSv5Family", "localizedValue": "Standard DDSv5 Family vCPUs"},
+                "currentValue": 0,
+                "limit": d_series,
                 "unit": "Count",
             },
             {

@@ -62,7 +62,7 @@ def run(arm: FakeArm, **over: Any) -> Any:
 
 def good() -> dict[str, Any]:
     return {
-        SKUS: rec.skus(rec.H100_SKU),
+        SKUS: rec.skus(rec.H100_SKU, rec.D4DS_SKU),
         USAGES: rec.usages(limit=384, current=0),
         FEATURE: rec.feature("Registered"),
         HOST_ENCRYPTION: rec.feature("Registered", "Microsoft.Compute", "EncryptionAtHost"),
@@ -83,14 +83,18 @@ def test_a_sku_not_offered_in_the_region_is_a_problem_at_region() -> None:
     assert result.exit_code == PROBLEMS
     assert [p.path for p in result.problems] == ["region"]
     assert "not offered in eastus" in result.problems[0].reason
-    # Without the SKU the family is unknown: the quota check says it could not check.
-    assert [name for name, _ in result.unchecked] == ["vCPU family quota"]
+    # Without the SKUs the families are unknown: the quota checks say they could not check.
+    assert [name for name, _ in result.unchecked] == [
+        "vCPU family quota",
+        "CPU pools' vCPU family quota",
+        "regional vCPU quota",
+    ]
 
 
 def test_a_zone_without_the_size_and_a_restricted_zone_are_problems() -> None:
     result = run(FakeArm(good()), zone="3")
     assert [(p.path, "allowed: 1, 2" in p.reason) for p in result.problems] == [("zone", True)]
-    restricted = good() | {SKUS: rec.skus(rec.H100_ZONE3_RESTRICTED)}
+    restricted = good() | {SKUS: rec.skus(rec.H100_ZONE3_RESTRICTED, rec.D4DS_SKU)}
     result = run(FakeArm(restricted), zone="3")
     assert [p.path for p in result.problems] == ["zone"]
     assert "NotAvailableForSubscription" in result.problems[0].reason
@@ -101,6 +105,24 @@ def test_quota_short_of_the_nodes_names_the_family_and_the_numbers() -> None:
     (p,) = result.problems
     assert p.path == "compute.nodes"
     assert "384 vCPUs of standardNDSH100v5Family" in p.reason and "leaves 288" in p.reason
+
+
+def test_the_cpu_pools_family_and_the_regional_total_are_quotas_too() -> None:
+    """quotas.md at 0277390: a VM must fit its family's quota and the Total Regional vCPUs. The 4
+    GPU nodes (384 vCPUs) fit the ND family; the 5 D4ds_v5 of the system and controller pools need
+    20 of the D-series, and the region must hold all 404."""
+    d_short = run(FakeArm(good() | {USAGES: rec.usages(limit=384, current=0, d_series=16)}))
+    (p,) = d_short.problems
+    assert (
+        p.path == "region"
+        and "the 5 x Standard_D4ds_v5 of the CPU pools need 20 vCPUs of standardDDSv5Family" in p.reason
+    )
+    assert "leaves 16" in p.reason
+    regional = run(FakeArm(good() | {USAGES: rec.usages(limit=384, current=0, regional=400)}))
+    (p,) = regional.problems
+    assert p.path == "compute.nodes"
+    assert "4 x Standard_ND96isr_H100_v5 and 5 x Standard_D4ds_v5 need 404 vCPUs of cores" in p.reason
+    assert run(FakeArm(good() | {USAGES: rec.usages(limit=384, current=0, regional=404)})).exit_code == OK
 
 
 def test_an_unregistered_infiniband_feature_is_a_problem() -> None:
@@ -117,46 +139,6 @@ def test_encryption_at_host_unregistered_is_a_problem() -> None:
     (p,) = result.problems
     assert "Microsoft.Compute/EncryptionAtHost is Pending" in p.reason
     assert "az feature register --namespace Microsoft.Compute --name EncryptionAtHost" in p.reason
-
-
-def test_a_missing_reservation_group_is_a_problem() -> None:
-    result = run(
-        FakeArm(good() | {GROUP: None}),
-        compute={
-            "instance_type": "Standard_ND96isr_H100_v5",
-            "nodes": 4,
-            "capacity": {"type": "reservation", "id": GROUP},
-        },
-    )
-    (p,) = result.problems
-    assert p.path == "compute.capacity.id" and "does not exist" in p.reason
-
-
-RESERVED = {
-    "instance_type": "Standard_ND96isr_H100_v5",
-    "nodes": 4,
-    "capacity": {"type": "reservation", "id": GROUP},
-}
-H100 = "Standard_ND96isr_H100_v5"
-
-
-def test_a_reservation_that_holds_every_node_in_the_zone_passes() -> None:
-    # 3 in zone 1 and 1 regional cover 4 nodes in zone 1; zone 2's and another size's do not count.
-    held = rec.capacity_reservations(
-        GROUP, (H100, 3, ["1"]), (H100, 1, []), (H100, 8, ["2"]), ("Standard_ND96isr_H200_v5", 8, ["1"])
-    )
-    arm = FakeArm(good() | {GROUP: {"name": "nd"}, f"{GROUP}/capacityReservations": held})
-    result = run(arm, compute=RESERVED)
-    assert result.exit_code == OK and not result.problems
-    assert (f"{GROUP}/capacityReservations", az.COMPUTE_API, {}) in arm.calls
-
-
-def test_a_reservation_short_of_the_nodes_in_the_zone_names_both_counts() -> None:
-    held = rec.capacity_reservations(GROUP, (H100, 2, ["1"]), (H100, 8, ["2"]))
-    result = run(FakeArm(good() | {GROUP: {"name": "nd"}, f"{GROUP}/capacityReservations": held}), compute=RESERVED)
-    (p,) = result.problems
-    assert p.path == "compute.capacity.id"
-    assert f"reserves 2 x {H100} in zone 1 of eastus; the stack asks for 4" in p.reason
 
 
 def test_the_command_checks_the_bundled_azure_stack() -> None:

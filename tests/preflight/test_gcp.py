@@ -435,6 +435,9 @@ def test_binary_authorization_names_each_image_the_policy_would_refuse(
     assert all("defaultAdmissionRule (ALWAYS_DENY, ENFORCED_BLOCK_AND_AUDIT_LOG)" in line for line in refused)
     job = next(line for line in refused if "nvcr.io" in line)
     assert "the validation job's pods, namespace gpu-jobs" in job and "namePattern 'nvcr.io/nvidia/pytorch'" in job
+    # A Docker Hub short name is allowlisted by its registry/path/to/image form, not as 'ubuntu'.
+    hub = next(line for line in refused if "would refuse ubuntu:" in line)
+    assert "namePattern 'docker.io/library/ubuntu'" in hub
 
 
 def test_binary_authorization_dry_run_and_attestation_are_notes(

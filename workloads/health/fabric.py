@@ -445,6 +445,85 @@ def require_plugin(
     return found
 
 
+# ----------------------------------------------------------------------------- start-up gate
+
+# Set by the launcher on a GPU job (workloads/launch/validation.py): the GPUs each node must show.
+EXPECT_GPUS_ENV = "GPUC_EXPECT_GPUS"
+# The NVIDIA kernel module's version line, readable in a container when the module is loaded
+# ("NVRM version: NVIDIA UNIX ... Kernel Module  580.126.20  ...").
+NVIDIA_PROC_VERSION = "/proc/driver/nvidia/version"
+# The amdgpu module's version where it is loaded (a DKMS build sets it; the in-tree module may not).
+AMDGPU_VERSION = "/sys/module/amdgpu/version"
+
+
+def driver_found(path: str = NVIDIA_PROC_VERSION) -> str | None:
+    """The GPU kernel driver's version as the node reports it, or None where none is loaded."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    words = text.split()
+    for i, w in enumerate(words):
+        if w == "Module" and i + 1 < len(words) and words[i + 1][:1].isdigit():
+            return words[i + 1]
+    return next((w for w in words if w[:1].isdigit() and "." in w), None)
+
+
+def start_up_refusal(
+    expected: int, visible: int, *, driver: str | None, cuda: str | None, torch_version: str, hip: str | None = None
+) -> str | None:
+    """Why a job that expects ``expected`` GPUs per node must stop here, or None when it may go
+    on: a node whose GPUs torch cannot open would otherwise run the whole job on CPU and gloo.
+    The line names the driver and the CUDA (or ROCm) found, and the floor NVIDIA's minor version
+    compatibility sets (components/liveness/driver.py CUDA_MIN_DRIVER, Table 1)."""
+    if expected <= 0 or visible > 0:
+        return None
+    from components.liveness.driver import CUDA_MIN_DRIVER
+
+    if hip:
+        found = f"amdgpu {driver}" if driver else f"no amdgpu driver loaded ({AMDGPU_VERSION} absent)"
+        built = f"ROCm {hip}"
+    else:
+        found = f"driver {driver}" if driver else f"no NVIDIA driver loaded ({NVIDIA_PROC_VERSION} absent)"
+        built = f"CUDA {cuda}" if cuda else "no CUDA (a CPU build of torch)"
+    line = f"start-up gate: {expected} GPU(s) expected on this node, torch {torch_version} sees none: {found}, {built}"
+    if cuda and driver and not hip:
+        major = int(cuda.split(".", 1)[0])
+        floor = CUDA_MIN_DRIVER.get(major)
+        if floor is not None and int(driver.split(".", 1)[0]) < floor:
+            line += f"; CUDA {major}.x needs a driver >= {floor}, this node's is older"
+    return line + "; stopping (exit 3) instead of running on CPU"
+
+
+def require_gpus(
+    *, visible: int, cuda: str | None, hip: str | None, torch_version: str, env: Mapping[str, str] | None = None
+) -> None:
+    """The start-up gate in a job: exit 3 with its one line where the launcher said GPUs are
+    expected (``GPUC_EXPECT_GPUS``), ``GPUC_FORCE_CPU`` is not set and torch sees none
+    (``visible``, with the CUDA or ROCm it was built for)."""
+    env = os.environ if env is None else env
+    raw = env.get(EXPECT_GPUS_ENV, "")
+    if not raw or env.get("GPUC_FORCE_CPU", "") == "1":
+        return
+    try:
+        expected = int(raw)
+    except ValueError:
+        print(f"start-up gate: {EXPECT_GPUS_ENV}={raw!r} is not a GPU count (allowed: an integer)", file=sys.stderr)
+        raise SystemExit(3) from None
+    why = start_up_refusal(
+        expected,
+        visible,
+        driver=driver_found(AMDGPU_VERSION if hip else NVIDIA_PROC_VERSION),
+        cuda=cuda,
+        torch_version=torch_version,
+        hip=hip,
+    )
+    if why:
+        print(why, file=sys.stderr, flush=True)
+        raise SystemExit(3)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m workloads.health.fabric", description=__doc__.split("\n\n")[0])
     p.add_argument("--instance-type", help="catalog instance type: sets --fabric and --expect")

@@ -38,6 +38,7 @@ import torch
 
 from workloads.health import probes as probes
 from workloads.health.probes import FAIL, INFO, NOT_RUN, PASS, WARN, Check, not_run, worst
+from workloads.runtime.device import require_gpus
 from workloads.runtime.node import node_name
 
 # Tiers against a published achievable figure: the catalog's own busbw convention (warn under
@@ -457,6 +458,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = GateConfig(
         instance_type=ns.instance_type, gemm_seconds=ns.gemm_seconds, gemm_n=ns.gemm_size, dcgm_level=ns.dcgm_level
     )
+    # The start-up gate first (workloads/health/fabric.py require_gpus): a GPU node showing none stops.
+    require_gpus()
     gpu = torch.cuda.is_available() and os.environ.get("GPUC_FORCE_CPU", "") != "1"
     devices = [torch.device("cuda", i) for i in range(torch.cuda.device_count())] if gpu else [torch.device("cpu")]
     rep = run_gate(cfg, devices, indices=list(range(len(devices))) if gpu else [])

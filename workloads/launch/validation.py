@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from components.catalog import load_catalog
+from components.catalog import CatalogError, load_catalog
 from components.contract import ClusterOutputs
 from components import nccl_topology
 from components.image_pins import mirrored
@@ -393,6 +393,9 @@ def for_cluster(
             )
     if cpu:
         env.setdefault("GPUC_FORCE_CPU", "1")
+    elif gpus := _gpus_of(outputs.instance_type):
+        # The start-up gate (workloads/health/fabric.py require_gpus): a node that shows none stops.
+        env.setdefault("GPUC_EXPECT_GPUS", str(gpus))
     env["PYTHONPATH"] = code
     return ValidationJob(
         nodes=outputs.nodes,
@@ -411,6 +414,14 @@ def for_cluster(
         prologue="\n".join(prologue),
         print_archive=kubernetes,
     )
+
+
+def _gpus_of(instance_type: str) -> int:
+    """The catalog's GPUs per node of ``instance_type`` (0 where the catalog has no such type)."""
+    try:
+        return load_catalog().get(instance_type).accelerator.count
+    except CatalogError:
+        return 0
 
 
 def jobset_name(run_id: str) -> str:

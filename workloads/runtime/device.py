@@ -71,6 +71,19 @@ def detect_accelerator(force_cpu: bool = False) -> str:
     return "rocm" if getattr(torch.version, "hip", None) else "cuda"
 
 
+def require_gpus() -> None:
+    """The start-up gate (workloads/health/fabric.py require_gpus) with this process's torch: exit 3
+    where the launcher expects GPUs on this node and torch sees none."""
+    from workloads.health.fabric import require_gpus as gate
+
+    gate(
+        visible=torch.cuda.device_count() if torch.cuda.is_available() else 0,
+        cuda=torch.version.cuda,
+        hip=getattr(torch.version, "hip", None),
+        torch_version=torch.__version__,
+    )
+
+
 def setup(
     timeout_s: float | None = None,
     force_cpu: bool | None = None,
@@ -100,6 +113,9 @@ def setup(
     local_rank = _env_int("LOCAL_RANK", 0)
     world_size = _env_int("WORLD_SIZE", 1)
     accelerator = detect_accelerator(force_cpu)
+    if accelerator == "cpu" and not force_cpu:
+        # A GPU job whose node shows no GPU stops, naming its driver and CUDA (not gloo on CPU).
+        require_gpus()
     injected = no_device_here()
     if injected:
         raise RuntimeError(injected)

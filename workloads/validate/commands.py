@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from components.contract import ClusterOutputs, OutputsError, load_outputs, read_outputs
+from components.image_pins import mirrored
 from components.image_pins import pinned as pinned_ref
 from components.stack_locate import BUNDLED_DIR, STACK_HELP, locate, stack_label
 from components.validation_time import Settings, cost_usd, estimate, fit_budget, search_estimate, total_s
@@ -429,7 +430,12 @@ def pin_image(outs: ClusterOutputs, args: argparse.Namespace, say: Callable[[str
     from workloads.validate import registry
 
     image = job_image(outs, args)
-    if image is None or vjob.pinned(image):
+    if image is None:
+        return args
+    through = mirrored(image, outs.scheduler.mirrors)
+    if through != image:
+        return _fill_mirror(image, through, args, say)
+    if vjob.pinned(image):
         return args
     try:
         digest = registry.resolve(image)
@@ -437,6 +443,27 @@ def pin_image(outs: ClusterOutputs, args: argparse.Namespace, say: Callable[[str
         raise CommandError(str(exc)) from None
     ref = registry.parse(image).pinned(digest)
     say(f"image {image} resolved through its registry: {ref}")
+    return argparse.Namespace(**{**vars(args), "image": ref})
+
+
+def _fill_mirror(image: str, through: str, args: argparse.Namespace, say: Callable[[str], None]) -> argparse.Namespace:
+    """The job's image resolved through the stack's pull-through cache by its tag, with a manifest
+    GET: a cache rule fills from a pull by tag, while a first pull by digest of an image it has not
+    cached is answered as missing (aws/containers-roadmap#2837), and the pods pull by digest. A
+    digest pinned already must be what the tag serves."""
+    from workloads.validate import registry
+
+    if "@" in image and ":" not in image.split("@", 1)[0].rsplit("/", 1)[-1]:
+        raise CommandError(
+            f"image {image}: pulled through the stack's pull-through cache, which fills only from a pull "
+            "by tag (allowed: REPO:TAG or REPO:TAG@sha256:...)"
+        )
+    try:
+        digest = registry.resolve(through, pull=True)
+    except registry.RegistryError as exc:
+        raise CommandError(str(exc)) from None
+    ref = registry.parse(image).pinned(digest)
+    say(f"image {image} pulled by tag through the stack's pull-through cache ({through.split('@')[0]}): {ref}")
     return argparse.Namespace(**{**vars(args), "image": ref})
 
 

@@ -101,21 +101,33 @@ def _open(req: urllib.request.Request, timeout: float) -> tuple[int, dict[str, s
 
 
 def resolve(
-    image: str, *, credentials: tuple[str, str] | None = None, docker_config: Path | None = None, timeout: float = 30.0
+    image: str,
+    *,
+    credentials: tuple[str, str] | None = None,
+    docker_config: Path | None = None,
+    timeout: float = 30.0,
+    pull: bool = False,
 ) -> str:
-    """The digest (``sha256:...``) the registry serves for ``image``'s tag now."""
+    """The digest (``sha256:...``) the registry serves for ``image``'s tag now.
+
+    ``pull``: GET the manifest by its tag, as a pull does, even where ``image`` carries a digest
+    (then the tag must still serve it). A pull-through cache fills only from a pull by tag: a
+    first pull by digest of an image it has not cached is answered as missing
+    (aws/containers-roadmap#2837, open 2026-07-18), so the job's first pull through a mirror is
+    this one."""
     ref = parse(image)
-    if ref.digest is not None:
+    if ref.digest is not None and not pull:
         return ref.digest
     creds = credentials or docker_credentials(ref.registry, docker_config)
     scheme = "http" if _insecure(ref.registry) else "https"
     url = f"{scheme}://{ref.registry}/v2/{ref.repository}/manifests/{urllib.parse.quote(ref.tag)}"
     what = f"image {ref.repository}:{ref.tag} at {ref.registry}"
     try:
-        status, headers, _ = _open(urllib.request.Request(url, method="HEAD", headers={"Accept": ACCEPT}), timeout)
+        method = "GET" if pull else "HEAD"
+        status, headers, _ = _open(urllib.request.Request(url, method=method, headers={"Accept": ACCEPT}), timeout)
         if status == 401:
             auth = _authorization(headers.get("www-authenticate", ""), creds, what, timeout)
-            req = urllib.request.Request(url, method="HEAD", headers={"Accept": ACCEPT, "Authorization": auth})
+            req = urllib.request.Request(url, method=method, headers={"Accept": ACCEPT, "Authorization": auth})
             status, headers, _ = _open(req, timeout)
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
@@ -136,6 +148,11 @@ def resolve(
     digest = headers.get("docker-content-digest", "")
     if not _DIGEST.match(digest):
         raise RegistryError(f"{what}: the registry gave no Docker-Content-Digest (got {digest!r})")
+    if ref.digest is not None and digest != ref.digest:
+        raise RegistryError(
+            f"{what}: the tag serves {digest}, not the pinned {ref.digest}; re-pin (gpu-cluster pin STACK) "
+            "or pass --image REF@sha256:... of what the tag serves"
+        )
     return digest
 
 

@@ -65,7 +65,11 @@ def test_the_plan_says_when_a_capacity_block_s_nodes_appear() -> None:
         raw["compute"]["capacity"] = {"type": "capacity-block", "id": "cr-0123456789abcdef0"}
 
     _, pcs = run("aws-h200-slurm", block)
-    assert "0 to 2 instances and launches them once the block is active" in str(capacity_note(pcs))
+    # min 0 makes every node dynamic: PCS launches them for a waiting job and releases them idle
+    # (PCS user guide scaling-job-level), not once at the block's start.
+    note = str(capacity_note(pcs))
+    assert "the 2 GPU nodes appear when a job asks for them, not at `pulumi up`" in note
+    assert "0 to 2 instances, all dynamic" in note and "releases them when they fall idle" in note
 
 
 def test_capacity_block_group_survives_eks_scale_to_zero() -> None:

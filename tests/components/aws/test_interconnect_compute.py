@@ -203,6 +203,13 @@ def test_pcs_image_and_instance_profile(monkeypatch: pytest.MonkeyPatch) -> None
     assert filt["values"] == ["aws-pcs-sample_ami-al2023-x86_64-slurm-25.11*"]
     profile = one(result, "aws:iam/instanceProfile:InstanceProfile", "-compute-node")
     assert profile.inputs["path"] == "/aws-pcs/"
+    # PCS passes the ROLE in the profile only if the role's path is /aws-pcs/ or its name starts
+    # with AWSPCS (PCS API ComputeNodeGroup.iamInstanceProfileArn; PCS user guide "IAM instance
+    # profiles for AWS PCS", Requirements). Every node group's profile holds such a role.
+    node_role = one(result, "aws:iam/role:Role", "-compute-node")
+    assert profile.inputs["role"] == node_role.inputs["name"]
+    assert node_role.inputs.get("path") == "/aws-pcs/" or str(node_role.inputs["name"]).startswith("AWSPCS")
+    assert all(g.inputs["iamInstanceProfileArn"].endswith("/" + profile.name) for g in groups)
     # Registration with this cluster only (CKV_AWS_355 / CKV_AWS_290, issue 15).
     policy = json.loads(one(result, "aws:iam/rolePolicy:RolePolicy", "-orchestration-node-register").inputs["policy"])
     cluster = one(result, "aws-native:pcs:Cluster", "-orchestration-pcs")

@@ -6,6 +6,7 @@ system's volume and claim reach the jobs' namespace, which the stack outputs nam
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -244,3 +245,29 @@ def test_every_operand_that_runs_on_the_gpu_pool_tolerates_its_taint(azure_run: 
     assert not _tolerates(
         [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}], "sku=gpu:NoSchedule"
     )
+
+
+def test_the_amdgpu_installer_loads_the_driver_as_microsofts_mi300x_guide_does(tmp_path: Path) -> None:
+    """Microsoft's MI300X guide (installation-guide.md at 85ebb69): hyperv_drm out, then amdgpu with
+    ip_block_mask=0x7f; DKMS with the running kernel's headers; AMD's MI300X page (mi300x.rst at
+    41afb32): NUMA balancing off, on every boot, the skip path included."""
+    import subprocess
+
+    from components.k8s.aks_amd import amd_driver_script
+
+    script = amd_driver_script()
+    path = tmp_path / "install-driver.sh"
+    path.write_text(script)
+    assert subprocess.run(["bash", "-n", str(path)], check=False).returncode == 0
+    lines = script.splitlines()
+
+    def at(text: str) -> int:
+        return next(i for i, line in enumerate(lines) if text in line)
+
+    assert at("echo 0 > /proc/sys/kernel/numa_balancing") < at("already installed")
+    assert "linux-headers-$(uname -r) amdgpu-dkms" in lines[at("apt-get install -y linux-headers")]
+    assert (
+        at("apt-get install -y linux-headers") < at("modprobe -r hyperv_drm") < at("modprobe amdgpu ip_block_mask=0x7f")
+    )
+    # The skip no longer asks modinfo for the release number, which the module does not carry.
+    assert "modinfo" not in script and "dpkg-query -W -f='${Status}' amdgpu-dkms" in script

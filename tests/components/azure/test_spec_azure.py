@@ -42,11 +42,20 @@ def test_a_good_azure_spec_parses_with_no_placement_group() -> None:
     assert spec.total_gpus == 16
 
 
-def test_a_reservation_group_parses() -> None:
+@pytest.mark.parametrize("size", ["Standard_ND96isr_H100_v5", "Standard_ND96isr_H200_v5", "Standard_ND96isr_MI300X_v5"])
+def test_a_reservation_on_an_nd_pool_is_refused_with_the_limitation(size: str) -> None:
+    """On-demand capacity reservations support neither the ND-series nor a scale set with
+    singlePlacementGroup true (capacity-reservation-overview.md @05a4485, Limitations)."""
     obj = azure_base()
+    obj["compute"]["instance_type"] = size
+    obj["region"] = "swedencentral"  # offers all three sizes (the catalog's region lists)
     obj["compute"]["capacity"] = {"type": "reservation", "id": GROUP}
-    spec = parse_spec(obj)
-    assert spec.compute.capacity.id == GROUP and spec.interconnect.placement is False
+    assert problems(obj)["compute.capacity.type"] == (
+        f"'reservation' is refused for {size}: on-demand capacity reservations support "
+        "neither the ND-series nor a scale set with singlePlacementGroup true, which InfiniBand needs (allowed: "
+        "on-demand, spot; source: learn.microsoft.com/azure/virtual-machines/capacity-reservation-overview, "
+        "Limitations)"
+    )
 
 
 def test_slurm_is_refused_until_built_and_says_what_is_allowed() -> None:

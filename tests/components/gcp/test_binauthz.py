@@ -72,3 +72,16 @@ def test_a_tcpxo_cluster_lists_every_image_its_objects_and_job_pull() -> None:
         "gpu-jobs",
         "workload-identity-k8s-sa",
     )
+
+
+@pytest.mark.parametrize(
+    ("ref", "want"),
+    [
+        ("ubuntu:26.04@sha256:" + "0" * 64, "docker.io/library/ubuntu"),
+        ("rocm/pytorch:tag", "docker.io/rocm/pytorch"),
+        ("nvcr.io/nvidia/pytorch:25.12-py3", "nvcr.io/nvidia/pytorch"),
+        ("localhost:5000/a/b:1", "localhost:5000/a/b"),
+    ],
+)
+def test_the_allowlist_hint_is_in_the_apis_registry_path_form(ref: str, want: str) -> None:
+    assert ba.allowlist_name(ref) == want

@@ -73,8 +73,9 @@ def test_gpu_node_pool_inputs(offline: Callable[..., OfflineRun]) -> None:
     assert cfg["machineType"] == "a3-megagpu-8g"
     assert cfg["guestAccelerators"][0]["count"] == 8
     assert cfg["guestAccelerators"][0]["type"] == "nvidia-h100-mega-80gb"
-    # the driver GKE qualifies for the node version, not whatever COS has newest
-    assert cfg["guestAccelerators"][0]["gpuDriverInstallationConfig"] == {"gpuDriverVersion": "DEFAULT"}
+    # LATEST: above 580.65, which the image's CUDA 13.1 needs (rapidsai/deployment PR 659; CUDA
+    # minor version compatibility); DEFAULT was seen at 535 (rapidsai/deployment issue 656)
+    assert cfg["guestAccelerators"][0]["gpuDriverInstallationConfig"] == {"gpuDriverVersion": "LATEST"}
     assert cfg["gvnic"] == {"enabled": True}
     assert cfg["shieldedInstanceConfig"] == {"enableSecureBoot": True, "enableIntegrityMonitoring": True}
     assert cfg["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}

@@ -1,0 +1,211 @@
+"""The GPU driver against the job's image: per GPU pool, the driver its node image or operator
+installs is new enough for the CUDA release the job's container was built on.
+
+The host's driver comes with the platform, never the image: the NVIDIA container runtime mounts
+the host's ``libcuda`` into the container, and the job's own ``command:`` bypasses NGC's entrypoint
+(where the forward-compatibility libraries would be chosen), so the driver on the node is the one
+the image's CUDA runtime meets. CUDA's minor version compatibility (NVIDIA, "CUDA Compatibility",
+minor-version-compatibility, Table 1, read 2026-12-07): an application built with CUDA 13.x runs on
+a driver >= 580, one built with 12.x on >= 525.
+
+What each platform installs (each a fact with its source; a platform or setting whose driver was
+not read is said so, and the check fails naming what to read or set):
+
+* EKS, ``amiType: AL2023_x86_64_NVIDIA``: the 580 branch (awslabs/amazon-eks-ami issue 2470,
+  "Containerd2.1 and Nvidia 580 Upgrade Timeline", 2025-10-14, and the 580 backports of PRs 2484,
+  2496, 2509; the EKS user guide's AL2023 NVIDIA AMI text, "The EKS-optimized accelerated AMIs
+  currently include NVIDIA driver version 580", as quoted in NVIDIA/aicr PR 2743, 2026).
+* GKE, ``gpuDriverVersion: LATEST``: above 580.65 (rapidsai/deployment PR 659, 2026-02-05: "Using
+  the latest flag ensures that driver version > 580.65 is installed, which is a requirement when
+  using CUDA 13"; the issue it fixes, rapidsai/deployment 656, saw GKE's driver DaemonSet install
+  535.274.02). GKE's own per-version driver table was not found in the sources read here; DEFAULT
+  has no recorded driver and fails.
+* AKS with the NVIDIA GPU Operator (``gpu_profile.driver: None``): the chart's driver,
+  580.126.20 at chart v26.3.0 (NVIDIA/gpu-operator values.yaml at 30a8bbd lines 132-134; the pin
+  in components/k8s/aks.py).
+
+The job's CUDA is the catalog's record of its image (``fabrics.<f>.image.cuda``,
+``runtime_images.<r>.cuda``). An image the catalog does not record (``--image``) is not checked
+here: the job's start-up gate reads the driver and the CUDA it finds and stops on a mismatch
+(workloads/health). Slurm pools run no container image and AMD pools no CUDA: no check.
+
+Pure: no Pulumi, no ``workloads``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from components.catalog import CATALOG_PATH, CatalogError, load_catalog
+from components.liveness.model import Check, Job, Plan, Resource
+from components.liveness.pools import pools
+
+EKS_GROUP = "aws:eks/nodeGroup:NodeGroup"
+GKE_POOL = "gcp:container/nodePool:NodePool"
+AKS_POOL = "azure-native:containerservice:AgentPool"
+CHART = "kubernetes:helm.sh/v4:Chart"
+
+CUDA_COMPAT = "docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html (Table 1, read 2026-12-07)"
+# CUDA major -> the lowest driver branch that runs its minor releases (CUDA_COMPAT, Table 1).
+CUDA_MIN_DRIVER = {13: 580, 12: 525}
+
+EKS_NVIDIA_AMI = "AL2023_x86_64_NVIDIA"
+EKS_DRIVER_SOURCE = (
+    "awslabs/amazon-eks-ami issue 2470 (NVIDIA 580 on the AL2023 NVIDIA AMIs, 2025-10-14) and PRs 2484/2496/2509; "
+    "EKS user guide, AL2023 NVIDIA AMI (quoted in NVIDIA/aicr PR 2743)"
+)
+GKE_LATEST_SOURCE = "rapidsai/deployment PR 659 (2026-02-05; issue 656: the driver DaemonSet installed 535.274.02)"
+GPU_OPERATOR_CHART = "gpu-operator"
+# GPU Operator chart version -> the driver its values.yaml installs.
+GPU_OPERATOR_DRIVER = {"v26.3.0": "580.126.20"}
+GPU_OPERATOR_SOURCE = "NVIDIA/gpu-operator deployments/gpu-operator/values.yaml at 30a8bbd, lines 132-134"
+
+
+@dataclass(frozen=True, slots=True)
+class Driver:
+    """The driver a pool's nodes get: its branch (None where no source records it) and why."""
+
+    branch: int | None
+    what: str
+    source: str
+    fix: str = ""
+
+
+@functools.cache
+def _catalog() -> Mapping[str, Any]:
+    with open(CATALOG_PATH, encoding="utf-8") as fh:
+        doc: Mapping[str, Any] = yaml.safe_load(fh)
+    return doc
+
+
+def _cuda_of(image: str) -> tuple[str, str] | None:
+    """(CUDA release, catalog path) of an image the catalog records, by its repository."""
+    name = image.split("@", 1)[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name = name.rsplit(":", 1)[0]
+    doc = _catalog()
+    candidates = [(f"fabrics.{n}.image", (f.get("image") or {})) for n, f in (doc.get("fabrics") or {}).items()]
+    candidates += [(f"runtime_images.{n}", r or {}) for n, r in (doc.get("runtime_images") or {}).items()]
+    for where, raw in candidates:
+        if raw.get("repository") == name and raw.get("cuda"):
+            return str(raw["cuda"]), where
+    return None
+
+
+def _upstream(image: str, plan: Plan) -> str:
+    """The image as its registry names it where the stack pulls it through a mirror (the ECR
+    pull-through cache: ``scheduler.mirrors`` maps the registry to the mirror's prefix)."""
+    mirrors = (plan.outputs.get("scheduler") or {}).get("mirrors") or {}
+    for registry, mirror in mirrors.items():
+        if image.startswith(f"{mirror}/"):
+            return f"{registry}/{image[len(mirror) + 1 :]}"
+    return image
+
+
+def _nvidia(instance_type: str) -> bool:
+    try:
+        it = load_catalog().get(instance_type)
+    except CatalogError:
+        return False
+    return bool(it.accelerator.count) and it.accelerator.vendor == "nvidia"
+
+
+def _branch(version: str) -> int:
+    return int(version.split(".", 1)[0])
+
+
+def _eks(r: Resource) -> Driver:
+    ami = str(r.inputs.get("amiType", ""))
+    if ami == EKS_NVIDIA_AMI:
+        return Driver(580, f"amiType {ami}: the NVIDIA 580 branch", EKS_DRIVER_SOURCE)
+    return Driver(
+        None, f"amiType {ami or '(none)'}: no driver recorded", EKS_DRIVER_SOURCE, f"amiType {EKS_NVIDIA_AMI}"
+    )
+
+
+def _gke(r: Resource) -> Driver:
+    cfg: Mapping[str, Any] = r.inputs.get("nodeConfig") or {}
+    accels = cfg.get("guestAccelerators") or [{}]
+    install = str((accels[0].get("gpuDriverInstallationConfig") or {}).get("gpuDriverVersion", ""))
+    if install == "LATEST":
+        return Driver(580, "gpuDriverVersion LATEST: above 580.65", GKE_LATEST_SOURCE)
+    return Driver(
+        None,
+        f"gpuDriverVersion {install or '(unset)'}: no source read here records its driver (a report saw 535)",
+        GKE_LATEST_SOURCE,
+        "gpuDriverVersion LATEST (components/gcp/compute.py GPU_DRIVER)",
+    )
+
+
+def _aks(plan: Plan) -> Driver:
+    charts = [c for c in plan.of(CHART) if c.inputs.get("chart") == GPU_OPERATOR_CHART]
+    version = str(charts[0].inputs.get("version", "")) if charts else ""
+    driver = GPU_OPERATOR_DRIVER.get(version)
+    if driver is None:
+        what = f"GPU Operator chart {version}: its driver not recorded" if charts else "no GPU Operator planned"
+        return Driver(None, what, GPU_OPERATOR_SOURCE, "record the chart's driver.version in GPU_OPERATOR_DRIVER")
+    return Driver(_branch(driver), f"GPU Operator chart {version}: driver {driver}", GPU_OPERATOR_SOURCE)
+
+
+def pool_drivers(plan: Plan) -> list[tuple[str, str, Driver]]:
+    """(pool, instance type, driver) of every NVIDIA GPU pool a Kubernetes plan makes (the pools as
+    the liveness model reads them, so a capacity block's type comes from its launch template)."""
+    out: list[tuple[str, str, Driver]] = []
+    for pool in pools(plan):
+        if not pool.gpu or not _nvidia(pool.instance_type):
+            continue
+        words = set(pool.resource.replace("(", " ").replace(")", " ").split())
+        for r in plan.of(EKS_GROUP, GKE_POOL, AKS_POOL):
+            if r.name not in words and str(r.inputs.get("name", "")) not in words:
+                continue
+            driver = _eks(r) if r.type == EKS_GROUP else _gke(r) if r.type == GKE_POOL else _aks(plan)
+            out.append((pool.resource, pool.instance_type, driver))
+    return out
+
+
+def checks(plan: Plan, job: Job | None) -> list[Check]:
+    """Per NVIDIA GPU pool: its driver runs the CUDA the job's image was built on."""
+    if job is None or job.scheduler != "kubernetes" or not job.image:
+        return []
+    cuda = _cuda_of(_upstream(job.image, plan))
+    if cuda is None:
+        return []
+    release, where = cuda
+    major = int(release.split(".", 1)[0])
+    need = CUDA_MIN_DRIVER.get(major)
+    out: list[Check] = []
+    for resource, itype, driver in pool_drivers(plan):
+        obj = f"{resource} ({itype})"
+        check = f"GPU driver runs CUDA {release} (image {job.image.split('@', 1)[0]}, catalog {where})"
+        if need is None:
+            out.append(
+                Check(
+                    kind="node-image",
+                    object=obj,
+                    check=check,
+                    holds=False,
+                    why=f"no driver floor is recorded for CUDA {major}.x",
+                    source=CUDA_COMPAT,
+                    fix="record it in components/liveness/driver.py CUDA_MIN_DRIVER",
+                )
+            )
+            continue
+        holds = driver.branch is not None and driver.branch >= need
+        why = f"{driver.what}; CUDA {major}.x needs a driver >= {need}"
+        out.append(
+            Check(
+                kind="node-image",
+                object=obj,
+                check=check,
+                holds=holds,
+                why=why,
+                source=f"{driver.source}; {CUDA_COMPAT}",
+                fix="" if holds else driver.fix or f"a node image with a driver >= {need}",
+            )
+        )
+    return out
