@@ -38,12 +38,18 @@ class Taint:
     effect: str
     source: str
     """A citation (``cite(...)``), or ``the stack (<resource>)`` for one the plan sets."""
+    tolerated_if_requested: str = ""
+    """An extended resource whose request makes the platform add this taint's toleration to the pod
+    itself (GKE's ExtendedResourceToleration admission); '' none."""
 
     def text(self) -> str:
         return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
 
 
-GKE_GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule", cite("gke-gpus"))
+# GKE adds the toleration itself to a pod that requests nvidia.com/gpu (gke-gpu-toleration).
+GKE_GPU_TAINT = Taint(
+    "nvidia.com/gpu", "present", "NoSchedule", cite("gke-gpus"), tolerated_if_requested="nvidia.com/gpu"
+)
 GKE_QUEUED_TAINT = Taint("cloud.google.com/gke-queued", "true", "NoSchedule", cite("gke-queued"))
 AKS_SPOT_TAINT = Taint("kubernetes.azure.com/scalesetpriority", "spot", "NoSchedule", cite("aks-spot"))
 
