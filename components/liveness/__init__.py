@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from components.liveness import admission, node_image, ordering, reachability, scheduling
+from components.liveness import admission, node_image, objects, ordering, reachability, scheduling
 from components.liveness.cluster import job_workloads, quantity, workloads
 from components.liveness.pools import pools
 from components.liveness.model import KINDS, Check, FoundAtStart, Job, Liveness, Plan, Resource
@@ -68,6 +68,7 @@ def evaluate(plan: Plan, job: Job | None) -> Liveness:
     job_pods = job_workloads(job)
     checks: list[Check] = []
     checks += admission.api_checks(plan, job)
+    checks += objects.checks(plan, job)
     requests: dict[str, float] = {}
     for w in job_pods:
         for k, v in w.requests.items():

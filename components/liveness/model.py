@@ -157,6 +157,9 @@ class Job:
     """TCP ports the job's processes listen on across nodes (the rendezvous ports)."""
     image: str = ""
     """Kubernetes: the workload container's image."""
+    created_at_submit: tuple[str, ...] = ()
+    """Objects whoever submits the job creates with it, as ``<Kind> <namespace>/<name>`` (the code
+    ConfigMap ``validate submit`` makes beside the JobSet)."""
 
     def pods(self) -> list[tuple[str, Mapping[str, Any], int]]:
         """(object name, pod spec, replicas) of every pod template the manifests hold."""

@@ -50,6 +50,9 @@ def from_jobset(spec: JobSetSpec, manifests: Sequence[Mapping[str, Any]]) -> Job
         found_at_start=_found(spec.found_at_start, spec.discover, spec.env_script),
         ports=spec.rdzv_ports,
         image=spec.image,
+        # `validate submit` makes the code ConfigMap, named after the JobSet, beside it
+        # (workloads/validate/commands.py, kube.configmap(manifest name, namespace)).
+        created_at_submit=tuple(f"ConfigMap {spec.namespace}/{cm}" for cm in spec.configmaps if cm == spec.name),
     )
 
 
