@@ -58,7 +58,9 @@ def plan_from_json(doc: Mapping[str, Any]) -> Plan:
 def count_line(live: Liveness) -> str:
     """``61 checks: admission 9/9, scheduling 30/30, ...``."""
     parts = [f"{k} {ok}/{n}" for k, (ok, n) in live.counts().items() if n]
-    return f"{len(live.checks)} checks: {', '.join(parts)}"
+    unverified = len(live.unverified)
+    tail = f"; {unverified} unverified (found at start, no cited manifest)" if unverified else ""
+    return f"{len(live.checks)} checks: {', '.join(parts)}{tail}"
 
 
 def evaluate(plan: Plan, job: Job | None) -> Liveness:
@@ -91,7 +93,7 @@ def render_lines(live: Liveness, *, verbose: bool = True) -> list[str]:
     for c in live.checks:
         if not verbose and c.holds:
             continue
-        mark = "ok  " if c.holds else "FAIL"
+        mark = ("ok? " if c.unverified else "ok  ") if c.holds else "FAIL"
         line = f"{mark} {c.kind:<12} {c.object}: {c.check} -- {c.why} [{c.source}]"
         if not c.holds and c.fix:
             line += f"; fix: {c.fix}"

@@ -36,6 +36,9 @@ class Check:
     """Where the fact is read: a repository file at a pinned commit and line, or a page."""
     fix: str = ""
     """When it does not hold: what to change."""
+    unverified: bool = False
+    """It holds only on the job's own search at start, with no cited manifest of the node image or
+    the container to say the search will find anything: counted apart, never as proven."""
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -48,6 +51,8 @@ class Check:
         }
         if self.fix:
             out["fix"] = self.fix
+        if self.unverified:
+            out["unverified"] = True
         return out
 
 
@@ -64,6 +69,10 @@ class Liveness:
     @property
     def failed(self) -> tuple[Check, ...]:
         return tuple(c for c in self.checks if not c.holds)
+
+    @property
+    def unverified(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if c.holds and c.unverified)
 
     def as_dict(self) -> dict[str, Any]:
         return {"holds": self.holds, "checks": [c.as_dict() for c in self.checks]}
