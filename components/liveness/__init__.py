@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from components.liveness import admission, node_image, objects, ordering, reachability, scheduling
+from components.liveness import admission, node_image, objects, ordering, reachability, scheduling, slurm_node
 from components.liveness.cluster import job_workloads, quantity, workloads
 from components.liveness.pools import pools
 from components.liveness.model import KINDS, Check, FoundAtStart, Job, Liveness, Plan, Resource
@@ -79,6 +79,7 @@ def evaluate(plan: Plan, job: Job | None) -> Liveness:
     checks += scheduling.workload_checks(plan, pool_list, made, job_pods)
     if job is not None and job.scheduler == "slurm":
         checks += scheduling.slurm_checks(plan, pool_list, job)
+        checks += slurm_node.checks(plan, pool_list, job)
     checks += reachability.checks(plan, pool_list, job)
     checks += node_image.checks(plan, job)
     states = scheduling.settle(pool_list, made)

@@ -489,3 +489,13 @@ def csi_driver_installed(plan: Plan, driver: str) -> tuple[bool, str, str]:
             return True, "the upstream manifests (CSIDriver and node DaemonSets)", where
         return False, "the plan applies no csi-azurelustre-driver.yaml with its node DaemonSet", where
     return False, f"no fact here says what installs {driver}", "components/liveness/facts.py CSI_SOURCES"
+
+
+# ---------------------------------------------------------------------------------------------
+# Interpreters a node image brings, by the catalog's node image name (node_images).
+
+NODE_PYTHONS: dict[str, dict[str, tuple[int, int]]] = {
+    # The PCS sample AMI is Amazon Linux 2023: python3 is 3.9 for the life of the release.
+    "pcs-al2023": {"python3": (3, 9), "python3.9": (3, 9)},
+}
+NODE_PYTHONS_SOURCE = cite("al2023-python")

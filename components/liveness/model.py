@@ -166,6 +166,10 @@ class Job:
     """TCP ports the job's processes listen on across nodes (the rendezvous ports)."""
     image: str = ""
     """Kubernetes: the workload container's image."""
+    interpreters: tuple[str, ...] = ()
+    """Slurm: the interpreters the batch script tries at start, in order (names or paths); the first
+    at least ``python_min`` runs the job, and with none the job stops."""
+    python_min: tuple[int, int] = (0, 0)
     created_at_submit: tuple[str, ...] = ()
     """Objects whoever submits the job creates with it, as ``<Kind> <namespace>/<name>`` (the code
     ConfigMap ``validate submit`` makes beside the JobSet)."""

@@ -102,6 +102,15 @@ def node_manifest(plan: Plan) -> Manifest | None:
     return None
 
 
+def node_image_name(plan: Plan) -> str | None:
+    """The catalog's name of the plan's node image (``node_images``), None where none matches."""
+    for name, raw in (_catalog().get("node_images") or {}).items():
+        match = raw.get("match") or {}
+        if all(str(plan.outputs.get(k)) == str(v) for k, v in match.items()):
+            return str(name)
+    return None
+
+
 def installer_planned(plan: Plan, fabric: str) -> bool:
     """A DaemonSet of the plan runs the fabric's installer image (the catalog's repository)."""
     repo = str((((_catalog().get("fabrics") or {}).get(fabric) or {}).get("installer") or {}).get("image", ""))

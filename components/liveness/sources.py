@@ -87,6 +87,10 @@ SOURCES: dict[str, tuple[str, str]] = {
         "docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html (Prepare an EFA-enabled security group) (read 2026-12-07); gardener/gardener-extension-provider-aws issue 1832 (fixed by PR 1833); aws/aws-ofi-nccl issue 663 (comment 2024-10-16)",
         "the EFA group needs an inbound and an outbound rule allowing all traffic with the group itself as source and destination; EFA's own (SRD) traffic is matched only by such group-referenced rules, an outbound 0.0.0.0/0 rule does not carry it",
     ),
+    "al2023-python": (
+        "docs.aws.amazon.com/linux/al2023/ug/python.html (Python in AL2023) (read 2026-12-07)",
+        "/usr/bin/python3 is Python 3.9 for the life of AL2023; newer versions are namespaced packages (python3.11 -> /usr/bin/python3.11)",
+    ),
     "ct-a3ultra-slurm-job": (
         "GoogleCloudPlatform/cluster-toolkit@2123ba5 examples/machine-learning/a3-ultragpu-8g/nccl-tests/run-nccl-tests.sh:19",
         "#SBATCH --gpus-per-node=8 on an A3 Ultra Slurm partition: the scheduler holds the GPUs as GRES",

@@ -11,6 +11,7 @@ from components.liveness.model import FoundAtStart, Job
 from workloads.launch.fabric import Discover, FoundDir
 from workloads.launch.jobset import JobSetSpec
 from workloads.launch.sbatch import LaunchSpec
+from workloads.launch.slurm_env import MIN_PYTHON, interpreter_candidates
 
 
 def _found(found: tuple[FoundDir, ...], discover: Discover | None, env_script: str | None) -> tuple[FoundAtStart, ...]:
@@ -68,4 +69,6 @@ def from_sbatch(spec: LaunchSpec) -> Job:
         sourced=(spec.env_script,) if spec.env_script else (),
         found_at_start=_found(spec.found_at_start, spec.discover, spec.env_script),
         ports=(spec.rdzv_port,),
+        interpreters=interpreter_candidates(spec.prologue or ""),
+        python_min=MIN_PYTHON,
     )
