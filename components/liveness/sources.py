@@ -83,6 +83,10 @@ SOURCES: dict[str, tuple[str, str]] = {
         "cloud.google.com/kubernetes-engine/docs/how-to/gpus (Restrict scheduling with node taints) (read 2026-12-07); kubernetes/kubernetes PR 55839",
         "GKE taints GPU nodes nvidia.com/gpu:NoSchedule and applies the matching toleration to pods requesting GPUs by running the ExtendedResourceToleration admission controller",
     ),
+    "gke-firewall-auto": (
+        "cloud.google.com/kubernetes-engine/docs/concepts/firewall-rules (GKE cluster firewall rules) (read 2026-12-07)",
+        "GKE creates gke-[cluster-name]-[cluster-hash]-all with every cluster: source the Pod CIDR, target the node tag, TCP, UDP, SCTP, ICMP, ESP, AH; it permits traffic between all Pods of the cluster",
+    ),
     "efa-sg-self": (
         "docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html (Prepare an EFA-enabled security group) (read 2026-12-07); gardener/gardener-extension-provider-aws issue 1832 (fixed by PR 1833); aws/aws-ofi-nccl issue 663 (comment 2024-10-16)",
         "the EFA group needs an inbound and an outbound rule allowing all traffic with the group itself as source and destination; EFA's own (SRD) traffic is matched only by such group-referenced rules, an outbound 0.0.0.0/0 rule does not carry it",
