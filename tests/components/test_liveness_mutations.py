@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -567,3 +569,22 @@ def catch_rates() -> list[str]:
             f"false alarms {sum(not v for v in good.values())}/{len(good)} (bundled stacks and known-good variants)"
         )
     return out
+
+
+def test_docs_state_the_rates_this_run_measured() -> None:
+    """docs/plan.md gives the suite's figures; they must be what the suite measures (run last)."""
+    if len(_RESULTS["held-in"]) < len(HELD_IN) or len(_RESULTS["held-out"]) < len(HELD_OUT):
+        pytest.skip("only a run of the whole suite measures the rates the page states")
+    page = " ".join((Path(__file__).parents[2] / "docs" / "plan.md").read_text().split())
+    stated = re.search(
+        r"held in \(the blockers an independent review found passing as live\) (\d+)/(\d+); held out .*?(\d+)/(\d+); false alarms (\d+)/(\d+)",
+        page,
+    )
+    assert stated, "docs/plan.md no longer states the mutation suite's rates"
+    measured = (
+        *(str(f(r)) for r in (_RESULTS["held-in"],) for f in (lambda r: sum(r.values()), len)),
+        *(str(f(r)) for r in (_RESULTS["held-out"],) for f in (lambda r: sum(r.values()), len)),
+        str(sum(not v for v in _RESULTS["good"].values())),
+        str(len(_RESULTS["good"])),
+    )
+    assert stated.groups() == measured
