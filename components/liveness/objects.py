@@ -339,6 +339,10 @@ def pod_amounts(pod: Mapping[str, Any], part: str) -> dict[str, float]:
     return total
 
 
+# Compute resources a quota makes every container state (k8s-quota).
+COMPUTE = ("cpu", "memory")
+
+
 def _in(plan: Plan, kind: str, ns: str) -> list[tuple[str, Mapping[str, Any]]]:
     return [
         (str(_meta(r.inputs).get("name") or r.name), r.inputs.get("spec") or {})
@@ -350,6 +354,14 @@ def _in(plan: Plan, kind: str, ns: str) -> list[tuple[str, Mapping[str, Any]]]:
 def quotas(plan: Plan, obj: str, ns: str, pod: Mapping[str, Any], count: int) -> list[Check]:
     out: list[Check] = []
     req, lim = pod_amounts(pod, "requests"), pod_amounts(pod, "limits")
+    # A LimitRange's defaults fill in what a container leaves out before the quota is charged.
+    defaulted = {
+        (part, str(res))
+        for _, lr in _in(plan, "LimitRange", ns)
+        for item in lr.get("limits") or []
+        for part, key in (("limits", "default"), ("requests", "defaultRequest"), ("requests", "default"))
+        for res in item.get(key) or {}
+    }
     for name, spec in _in(plan, "ResourceQuota", ns):
         check = f"ResourceQuota {ns}/{name} holds the job's {count} pods"
         over: list[str] = []
@@ -357,15 +369,23 @@ def quotas(plan: Plan, obj: str, ns: str, pod: Mapping[str, Any], count: int) ->
             key, cap = str(key), quantity(hard)
             if key == "pods":
                 used = float(count)
-            elif key.startswith("limits."):
-                res = key[len("limits.") :]
-                if res not in lim and res in req:
-                    over.append(f"{key} is limited but the pod sets no {res} limit (every pod is refused)")
+                if used > cap:
+                    over.append(f"{key}: the job asks {used:g}, the quota allows {cap:g}")
+                continue
+            part, res = (
+                ("limits", key[len("limits.") :])
+                if key.startswith("limits.")
+                else ("requests", key.removeprefix("requests."))
+            )
+            if res in COMPUTE and (part, res) not in defaulted:
+                # k8s-quota: with a quota on cpu or memory, a container that sets no value for it is refused.
+                bare = [str(c.get("name")) for c in _containers(pod) if res not in _container_amounts(c, part)]
+                if bare:
+                    over.append(
+                        f"{key} is limited and container(s) {', '.join(bare)} set no {res} {part} (every pod is refused)"
+                    )
                     continue
-                used = lim.get(res, 0.0) * count
-            else:
-                res = key[len("requests.") :] if key.startswith("requests.") else key
-                used = req.get(res, 0.0) * count
+            used = (lim if part == "limits" else req).get(res, 0.0) * count
             if used > cap:
                 over.append(f"{key}: the job asks {used:g}, the quota allows {cap:g}")
         out.append(

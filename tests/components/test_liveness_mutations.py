@@ -437,6 +437,126 @@ HELD_OUT = (
     ),
 )
 
+# A second batch, written after the first rates were measured: 9 of these 10 were caught at first
+# run; the miss (a quota on memory, which the job's containers state no value for) was then fixed.
+HELD_OUT_2 = (
+    Mutation(
+        "launch-template-fewer-efa",
+        "amounts",
+        "aws-h100-eks",
+        "scheduling",
+        "vpc.amazonaws.com/efa x 32 on one node",
+        plan=edit_rows(
+            named("launchTemplate:LaunchTemplate", "compute-gpu"),
+            lambda i: i.update(networkInterfaces=i["networkInterfaces"][:17]),
+        ),
+    ),
+    Mutation(
+        "claim-in-another-namespace",
+        "objects",
+        "gcp-h100-gke",
+        "admission",
+        "PersistentVolumeClaim gpu-jobs/h100-gke-orchestration-lustre",
+        plan=edit_rows(
+            named("PersistentVolumeClaim", "lustre-pvc"), lambda i: i["metadata"].update(namespace="default")
+        ),
+    ),
+    Mutation(
+        "efa-self-egress-tcp-only",
+        "network",
+        "aws-h100-eks",
+        "reachability",
+        "EFA's own traffic",
+        plan=edit_rows(
+            named("SecurityGroupEgressRule", "efa-out-self"),
+            lambda i: i.update(ipProtocol="tcp", fromPort=0, toPort=65535),
+        ),
+    ),
+    Mutation(
+        "quota-on-memory-the-pod-never-states",
+        "admission",
+        "aws-h100-eks",
+        "admission",
+        "limits.memory",
+        plan=add_row(
+            QUOTA,
+            "mem",
+            {
+                "metadata": {"name": "mem", "namespace": "gpu-jobs"},
+                "spec": {"hard": {"limits.memory": "1Ti", "requests.memory": "1Ti"}},
+            },
+        ),
+    ),
+    Mutation(
+        "volume-driver-misspelt",
+        "objects",
+        "aws-h100-capacity-block",
+        "admission",
+        "fsx.csi.aws.co",
+        plan=edit_rows(named("PersistentVolume", "fsx-pv"), lambda i: i["spec"]["csi"].update(driver="fsx.csi.aws.co")),
+    ),
+    Mutation(
+        "quota-on-cpu",
+        "admission",
+        "gcp-h200-gke",
+        "admission",
+        "requests.cpu",
+        plan=add_row(
+            QUOTA,
+            "cpu",
+            {"metadata": {"name": "cpu", "namespace": "gpu-jobs"}, "spec": {"hard": {"requests.cpu": "10"}}},
+        ),
+    ),
+    Mutation(
+        "pod-security-baseline-aks",
+        "admission",
+        "azure-h100-aks",
+        "admission",
+        "adds IPC_LOCK",
+        plan=namespace_labels(**{"pod-security.kubernetes.io/enforce": "baseline"}),
+    ),
+    Mutation(
+        "gke-pool-smaller-than-job",
+        "amounts",
+        "gcp-h100-gke",
+        "scheduling",
+        "pods fit",
+        plan=edit_rows(
+            named("nodePool:NodePool", "compute-pool"),
+            lambda i: (
+                (i.get("autoscaling") or {}).update(totalMaxNodeCount=2, maxNodeCount=2)
+                if i.get("autoscaling")
+                else i.update(nodeCount=2)
+            ),
+        ),
+    ),
+    Mutation(
+        "efa-self-ingress-as-open-cidr",
+        "network",
+        "aws-h200-slurm",
+        "reachability",
+        "EFA's own traffic",
+        plan=edit_rows(
+            named("SecurityGroupIngressRule", "efa-in-self"),
+            lambda i: (i.pop("referencedSecurityGroupId"), i.update(cidrIpv4="0.0.0.0/0")),
+        ),
+    ),
+    Mutation(
+        "secret-env-missing",
+        "objects",
+        "gcp-h200-gke",
+        "admission",
+        "Secret gpu-jobs/hf-token",
+        job=edit_pod(
+            lambda pod: (
+                pod["containers"][0]
+                .setdefault("env", [])
+                .append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "t"}}})
+            )
+        ),
+    ),
+)
+
 # ---------------------------------------------------------------------------------------------
 # Known good: variants that do not stop the job.
 
@@ -528,7 +648,7 @@ def test_held_in_blocker_is_caught(m: Mutation) -> None:
     assert m.caught(result), _explain(m, result)
 
 
-@pytest.mark.parametrize("m", HELD_OUT, ids=lambda m: m.id)
+@pytest.mark.parametrize("m", (*HELD_OUT, *HELD_OUT_2), ids=lambda m: m.id)
 def test_held_out_blocker_is_caught(m: Mutation) -> None:
     result = m.run()
     _RESULTS["held-out"][m.id] = m.caught(result)
@@ -553,7 +673,8 @@ def test_bundled_stack_holds(stack: str) -> None:
 
 def test_every_class_has_held_out_mutations() -> None:
     assert {m.klass for m in HELD_IN} <= {m.klass for m in HELD_OUT}
-    assert not {m.id for m in HELD_IN} & {m.id for m in HELD_OUT}
+    held_out = {m.id for m in (*HELD_OUT, *HELD_OUT_2)}
+    assert not {m.id for m in HELD_IN} & held_out and len(held_out) == len(HELD_OUT) + len(HELD_OUT_2)
 
 
 def catch_rates() -> list[str]:
@@ -573,7 +694,7 @@ def catch_rates() -> list[str]:
 
 def test_docs_state_the_rates_this_run_measured() -> None:
     """docs/plan.md gives the suite's figures; they must be what the suite measures (run last)."""
-    if len(_RESULTS["held-in"]) < len(HELD_IN) or len(_RESULTS["held-out"]) < len(HELD_OUT):
+    if len(_RESULTS["held-in"]) < len(HELD_IN) or len(_RESULTS["held-out"]) < len(HELD_OUT) + len(HELD_OUT_2):
         pytest.skip("only a run of the whole suite measures the rates the page states")
     page = " ".join((Path(__file__).parents[2] / "docs" / "plan.md").read_text().split())
     stated = re.search(
