@@ -170,6 +170,9 @@ class Job:
     """Slurm: the interpreters the batch script tries at start, in order (names or paths); the first
     at least ``python_min`` runs the job, and with none the job stops."""
     python_min: tuple[int, int] = (0, 0)
+    workdir: str = ""
+    """Slurm: the run directory; the batch host unpacks the job's code there and every node's ranks
+    read it and write their results there, so it must be on a file system every node mounts."""
     created_at_submit: tuple[str, ...] = ()
     """Objects whoever submits the job creates with it, as ``<Kind> <namespace>/<name>`` (the code
     ConfigMap ``validate submit`` makes beside the JobSet)."""

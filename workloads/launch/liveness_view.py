@@ -71,4 +71,5 @@ def from_sbatch(spec: LaunchSpec) -> Job:
         ports=(spec.rdzv_port,),
         interpreters=interpreter_candidates(spec.prologue or ""),
         python_min=MIN_PYTHON,
+        workdir=spec.workdir,
     )
