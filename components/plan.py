@@ -363,7 +363,9 @@ def liveness_line(doc: dict[str, Any]) -> str:
     counts = ", ".join(f"{k} {sum(c['holds'] for c in v)}/{len(v)}" for k, v in per.items() if v)
     bad = [c for c in checks if not c["holds"]]
     head = f"holds: {len(checks)} checks" if not bad else f"DOES NOT HOLD: {len(bad)} of {len(checks)} checks fail"
-    return f"{head} ({counts})"
+    unverified = sum(1 for c in checks if c["holds"] and c.get("unverified"))
+    tail = f"; {unverified} unverified (found at start, no cited manifest)" if unverified else ""
+    return f"{head} ({counts}){tail}"
 
 
 def render_liveness(doc: dict[str, Any], out: TextIO) -> None:
@@ -373,7 +375,7 @@ def render_liveness(doc: dict[str, Any], out: TextIO) -> None:
     w = out.write
     w(f"  {'liveness':<13} {liveness_line(doc)}; a model, not the cloud (docs/plan.md, Liveness)\n")
     for c in doc["checks"]:
-        mark = "ok  " if c["holds"] else "FAIL"
+        mark = ("ok? " if c.get("unverified") else "ok  ") if c["holds"] else "FAIL"
         line = f"    {mark} {c['kind']:<12} {c['object']}: {c['check']} -- {c['why']} [{c['source']}]"
         if not c["holds"] and c.get("fix"):
             line += f" -> fix: {c['fix']}"

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from components.liveness import admission, driver, node_image, ordering, reachability, scheduling
+from components.liveness import admission, driver, node_image, objects, ordering, reachability, scheduling, slurm_node
 from components.liveness.cluster import job_workloads, quantity, workloads
 from components.liveness.pools import pools
 from components.liveness.model import KINDS, Check, FoundAtStart, Job, Liveness, Plan, Resource
@@ -58,7 +58,9 @@ def plan_from_json(doc: Mapping[str, Any]) -> Plan:
 def count_line(live: Liveness) -> str:
     """``61 checks: admission 9/9, scheduling 30/30, ...``."""
     parts = [f"{k} {ok}/{n}" for k, (ok, n) in live.counts().items() if n]
-    return f"{len(live.checks)} checks: {', '.join(parts)}"
+    unverified = len(live.unverified)
+    tail = f"; {unverified} unverified (found at start, no cited manifest)" if unverified else ""
+    return f"{len(live.checks)} checks: {', '.join(parts)}{tail}"
 
 
 def evaluate(plan: Plan, job: Job | None) -> Liveness:
@@ -68,6 +70,7 @@ def evaluate(plan: Plan, job: Job | None) -> Liveness:
     job_pods = job_workloads(job)
     checks: list[Check] = []
     checks += admission.api_checks(plan, job)
+    checks += objects.checks(plan, job)
     requests: dict[str, float] = {}
     for w in job_pods:
         for k, v in w.requests.items():
@@ -76,6 +79,7 @@ def evaluate(plan: Plan, job: Job | None) -> Liveness:
     checks += scheduling.workload_checks(plan, pool_list, made, job_pods)
     if job is not None and job.scheduler == "slurm":
         checks += scheduling.slurm_checks(plan, pool_list, job)
+        checks += slurm_node.checks(plan, pool_list, job)
     checks += reachability.checks(plan, pool_list, job)
     checks += node_image.checks(plan, job)
     checks += driver.checks(plan, job)
@@ -91,7 +95,7 @@ def render_lines(live: Liveness, *, verbose: bool = True) -> list[str]:
     for c in live.checks:
         if not verbose and c.holds:
             continue
-        mark = "ok  " if c.holds else "FAIL"
+        mark = ("ok? " if c.unverified else "ok  ") if c.holds else "FAIL"
         line = f"{mark} {c.kind:<12} {c.object}: {c.check} -- {c.why} [{c.source}]"
         if not c.holds and c.fix:
             line += f"; fix: {c.fix}"

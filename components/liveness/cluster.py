@@ -500,4 +500,11 @@ def selects(w: Workload, labels: Mapping[str, str]) -> bool:
 
 
 def untolerated(w: Workload, pool: Pool) -> list[Taint]:
-    return [t for t in pool.taints if t.effect in ("NoSchedule", "NoExecute") and not tolerates(w.tolerations, t)]
+    return [
+        t
+        for t in pool.taints
+        if t.effect in ("NoSchedule", "NoExecute")
+        and not tolerates(w.tolerations, t)
+        # The platform's admission adds the toleration to a pod that asks for the resource.
+        and not (t.tolerated_if_requested and quantity(w.requests.get(t.tolerated_if_requested, "0")) > 0)
+    ]

@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from components.liveness.model import Plan
+
 # Every source, and how a fact cites one, are in sources.py; read from here too.
 from components.liveness.sources import SOURCES as SOURCES
 from components.liveness.sources import cite as cite
@@ -38,12 +40,18 @@ class Taint:
     effect: str
     source: str
     """A citation (``cite(...)``), or ``the stack (<resource>)`` for one the plan sets."""
+    tolerated_if_requested: str = ""
+    """An extended resource whose request makes the platform add this taint's toleration to the pod
+    itself (GKE's ExtendedResourceToleration admission); '' none."""
 
     def text(self) -> str:
         return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
 
 
-GKE_GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule", cite("gke-gpus"))
+# GKE adds the toleration itself to a pod that requests nvidia.com/gpu (gke-gpu-toleration).
+GKE_GPU_TAINT = Taint(
+    "nvidia.com/gpu", "present", "NoSchedule", cite("gke-gpus"), tolerated_if_requested="nvidia.com/gpu"
+)
 GKE_QUEUED_TAINT = Taint("cloud.google.com/gke-queued", "true", "NoSchedule", cite("gke-queued"))
 AKS_SPOT_TAINT = Taint("kubernetes.azure.com/scalesetpriority", "spot", "NoSchedule", cite("aks-spot"))
 
@@ -440,3 +448,54 @@ DNS_PORT = 53
 # NCCL's bootstrap and socket transport listen on ports the kernel picks (ephemeral): a rule that
 # allows the job's traffic must allow every TCP port between its nodes, not a list.
 ALL_TCP = (1, 65535)
+
+
+# ---------------------------------------------------------------------------------------------
+# CSI drivers: what installs each driver a stack's PersistentVolumes name.
+
+CSI_SOURCES = {
+    "fsx.csi.aws.com": "awsdocs/amazon-eks-user-guide@4d52b4d latest/ug/storage/fsx-csi.adoc (the aws-fsx-csi-driver "
+    "EKS add-on or the kubernetes-sigs/aws-fsx-csi-driver chart)",
+    "lustre.csi.storage.gke.io": "docs.cloud.google.com/managed-lustre/docs/lustre-csi-driver-existing-instance "
+    "(addonsConfig.lustreCsiDriverConfig.enabled, read 2026-12-01)",
+    "gcsfuse.csi.storage.gke.io": "cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/"
+    "cloud-storage-fuse-csi-driver-setup (addonsConfig.gcsFuseCsiDriverConfig.enabled, read 2026-12-07)",
+    "azurelustre.csi.azure.com": f"{cite('lustre-csi-azure')} (deploy/install-driver.sh applies csi-azurelustre-driver.yaml "
+    "and the node DaemonSets)",
+}
+
+
+def csi_driver_installed(plan: Plan, driver: str) -> tuple[bool, str, str]:
+    """(installed, by what or why not, source) of a CSI driver on the plan's cluster."""
+    where = CSI_SOURCES.get(driver, "")
+    if driver == "fsx.csi.aws.com":
+        for r in plan.of("aws:eks/addon:Addon"):
+            if r.inputs.get("addonName") == "aws-fsx-csi-driver":
+                return True, f"the EKS add-on aws-fsx-csi-driver ({r.name})", where
+        for r in plan.of("kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Release"):
+            if str(r.inputs.get("chart", "")).rsplit("/", 1)[-1] == "aws-fsx-csi-driver":
+                return True, f"the chart aws-fsx-csi-driver ({r.name})", where
+        return False, "neither the EKS add-on aws-fsx-csi-driver nor its chart is in the plan", where
+    if driver in ("lustre.csi.storage.gke.io", "gcsfuse.csi.storage.gke.io"):
+        key = "lustreCsiDriverConfig" if driver.startswith("lustre") else "gcsFuseCsiDriverConfig"
+        for r in plan.of("gcp:container/cluster:Cluster"):
+            if ((r.inputs.get("addonsConfig") or {}).get(key) or {}).get("enabled"):
+                return True, f"the GKE cluster's addonsConfig.{key} ({r.name})", where
+        return False, f"the GKE cluster's addonsConfig.{key}.enabled is not true", where
+    if driver == "azurelustre.csi.azure.com":
+        files = [str(r.inputs.get("file", "")) for r in plan.of("kubernetes:yaml/v2:ConfigFile")]
+        node = [f for f in files if "csi-azurelustre-node" in f]
+        if any(f.endswith("csi-azurelustre-driver.yaml") for f in files) and node:
+            return True, "the upstream manifests (CSIDriver and node DaemonSets)", where
+        return False, "the plan applies no csi-azurelustre-driver.yaml with its node DaemonSet", where
+    return False, f"no fact here says what installs {driver}", "components/liveness/facts.py CSI_SOURCES"
+
+
+# ---------------------------------------------------------------------------------------------
+# Interpreters a node image brings, by the catalog's node image name (node_images).
+
+NODE_PYTHONS: dict[str, dict[str, tuple[int, int]]] = {
+    # The PCS sample AMI is Amazon Linux 2023: python3 is 3.9 for the life of the release.
+    "pcs-al2023": {"python3": (3, 9), "python3.9": (3, 9)},
+}
+NODE_PYTHONS_SOURCE = cite("al2023-python")

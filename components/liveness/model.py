@@ -36,6 +36,9 @@ class Check:
     """Where the fact is read: a repository file at a pinned commit and line, or a page."""
     fix: str = ""
     """When it does not hold: what to change."""
+    unverified: bool = False
+    """It holds only on the job's own search at start, with no cited manifest of the node image or
+    the container to say the search will find anything: counted apart, never as proven."""
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -48,6 +51,8 @@ class Check:
         }
         if self.fix:
             out["fix"] = self.fix
+        if self.unverified:
+            out["unverified"] = True
         return out
 
 
@@ -64,6 +69,10 @@ class Liveness:
     @property
     def failed(self) -> tuple[Check, ...]:
         return tuple(c for c in self.checks if not c.holds)
+
+    @property
+    def unverified(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if c.holds and c.unverified)
 
     def as_dict(self) -> dict[str, Any]:
         return {"holds": self.holds, "checks": [c.as_dict() for c in self.checks]}
@@ -157,6 +166,16 @@ class Job:
     """TCP ports the job's processes listen on across nodes (the rendezvous ports)."""
     image: str = ""
     """Kubernetes: the workload container's image."""
+    interpreters: tuple[str, ...] = ()
+    """Slurm: the interpreters the batch script tries at start, in order (names or paths); the first
+    at least ``python_min`` runs the job, and with none the job stops."""
+    python_min: tuple[int, int] = (0, 0)
+    workdir: str = ""
+    """Slurm: the run directory; the batch host unpacks the job's code there and every node's ranks
+    read it and write their results there, so it must be on a file system every node mounts."""
+    created_at_submit: tuple[str, ...] = ()
+    """Objects whoever submits the job creates with it, as ``<Kind> <namespace>/<name>`` (the code
+    ConfigMap ``validate submit`` makes beside the JobSet)."""
 
     def pods(self) -> list[tuple[str, Mapping[str, Any], int]]:
         """(object name, pod spec, replicas) of every pod template the manifests hold."""

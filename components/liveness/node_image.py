@@ -102,6 +102,15 @@ def node_manifest(plan: Plan) -> Manifest | None:
     return None
 
 
+def node_image_name(plan: Plan) -> str | None:
+    """The catalog's name of the plan's node image (``node_images``), None where none matches."""
+    for name, raw in (_catalog().get("node_images") or {}).items():
+        match = raw.get("match") or {}
+        if all(str(plan.outputs.get(k)) == str(v) for k, v in match.items()):
+            return str(name)
+    return None
+
+
 def installer_planned(plan: Plan, fabric: str) -> bool:
     """A DaemonSet of the plan runs the fabric's installer image (the catalog's repository)."""
     repo = str((((_catalog().get("fabrics") or {}).get(fabric) or {}).get("installer") or {}).get("image", ""))
@@ -211,6 +220,26 @@ def named_paths(job: Job) -> list[tuple[str, str]]:
     return out
 
 
+def path_fix(job: Job, pod: Mapping[str, Any], container: Mapping[str, Any], path: str) -> str:
+    """What to change for a path that is not there, by what the path is in the pod."""
+    if job.scheduler == "slurm":
+        return (
+            f"install {path} on the nodes (the node image or the stack's user data), or use a path the node image lists"
+        )
+    where = resolve(pod, container, path)
+    if where.kind == "configMap":
+        return (
+            f"create ConfigMap {where.config_map} with key {where.key} in the job's namespace before the job "
+            "(or mount one that has it)"
+        )
+    if where.kind == "hostPath":
+        return (
+            f"plan what puts {where.host} on the GPU nodes (the fabric's installer DaemonSet), or mount the "
+            "host directory it is in"
+        )
+    return "use an image whose cited manifest lists it, or find it at start (lib64 or lib)"
+
+
 def _found(job: Job, path: str) -> FoundAtStart | None:
     """The job's found-at-start item that ``path`` is (or is under), or whose marker names it."""
     for f in job.found_at_start:
@@ -284,9 +313,7 @@ def checks(plan: Plan, job: Job | None) -> list[Check]:
                 holds=ok,
                 why=why,
                 source=src,
-                fix=""
-                if ok
-                else "use a path the image's or node's cited manifest lists, or find it at start (lib64 or lib)",
+                fix="" if ok else path_fix(job, pod, container, path),
             )
         )
     for f in found_names:
@@ -296,6 +323,9 @@ def checks(plan: Plan, job: Job | None) -> list[Check]:
 
 
 def _found_check(obj: str, check: str, f: FoundAtStart, manifest: Manifest | None = None) -> Check:
+    """A path the job finds at start holds only on evidence: a cited manifest of the node image
+    (Slurm) or the container image that lists one of the directories searched. A manifest that lists
+    none of them contradicts the search (it fails); with no manifest the check holds unverified."""
     how = f"the first of {', '.join(f.candidates)}" + (f" holding {f.marker.replace('|', ' or ')}" if f.marker else "")
     tail = (
         " (left unset where none has it)"
@@ -303,12 +333,45 @@ def _found_check(obj: str, check: str, f: FoundAtStart, manifest: Manifest | Non
         else " (the job stops naming what it looked for where none has it)"
     )
     source = "the rendered job's start-up lines (workloads/launch/fabric.py found_lines)"
-    listed = [c for c in f.candidates if manifest is not None and manifest.lists(c)]
-    if manifest is not None and listed:
-        tail += f"; {manifest.what} has {listed[0]}"
-        source = f"{source}; {manifest.source}"
+    if manifest is None:
+        return Check(
+            kind="node-image",
+            object=obj,
+            check=check,
+            holds=True,
+            why=f"found at start: {how}{tail}; unverified: no cited manifest of the image says any of them exists",
+            source=source,
+            unverified=True,
+        )
+    listed = [c for c in f.candidates if manifest.lists(c)]
+    if listed:
+        return Check(
+            kind="node-image",
+            object=obj,
+            check=check,
+            holds=True,
+            why=f"found at start: {how}{tail}; {manifest.what} has {listed[0]}",
+            source=f"{source}; {manifest.source}",
+        )
+    if f.optional:
+        return Check(
+            kind="node-image",
+            object=obj,
+            check=check,
+            holds=True,
+            why=f"found at start: {how}{tail}; {manifest.what} lists none of them, so it stays unset",
+            source=f"{source}; {manifest.source}",
+        )
     return Check(
-        kind="node-image", object=obj, check=check, holds=True, why=f"found at start: {how}{tail}", source=source
+        kind="node-image",
+        object=obj,
+        check=check,
+        holds=False,
+        why=f"the job searches {', '.join(f.candidates)}, and {manifest.what} lists none of them "
+        f"(it lists {', '.join(manifest.paths[:8])}): the job stops at start on every node",
+        source=f"{source}; {manifest.source}",
+        fix=f"search where {manifest.what} puts it ({', '.join(manifest.paths[:4])}), or cite a manifest that "
+        "lists the directories searched",
     )
 
 

@@ -49,6 +49,9 @@ class Pool:
     """The id of its subnet (reachability)."""
     security_groups: tuple[str, ...] = ()
     partition: str = ""
+    efa_devices: int | None = None
+    """EKS: the EFA interfaces its launch template attaches (``efa`` and ``efa-only``); None where
+    the plan names none (the catalog's count is then what a node has)."""
 
     def label(self, key: str, value: str, source: str) -> None:
         self.labels[key] = value
@@ -144,10 +147,14 @@ def _eks_pools(plan: Plan) -> list[Pool]:
         scale = r.inputs.get("scalingConfig") or {}
         lt = plan.ref((r.inputs.get("launchTemplate") or {}).get("id"))
         groups: list[str] = []
+        efa: int | None = None
         if lt is not None:
             groups += [str(g) for g in lt.inputs.get("vpcSecurityGroupIds") or []]
-            for nic in lt.inputs.get("networkInterfaces") or []:
+            nics = lt.inputs.get("networkInterfaces") or []
+            for nic in nics:
                 groups += [str(g) for g in nic.get("securityGroups") or []]
+            if nics:
+                efa = sum(1 for nic in nics if nic.get("interfaceType") in ("efa", "efa-only"))
         pool = Pool(
             name=name,
             resource=f"eks/nodeGroup {name}",
@@ -159,6 +166,7 @@ def _eks_pools(plan: Plan) -> list[Pool]:
             spot=r.inputs.get("capacityType") == "SPOT",
             subnet=str((r.inputs.get("subnetIds") or [""])[0]),
             security_groups=tuple(dict.fromkeys(groups)),
+            efa_devices=efa,
         )
         for k, v in (r.inputs.get("labels") or {}).items():
             pool.label(k, str(v), f"the stack ({r.name} labels)")
@@ -231,10 +239,14 @@ def _pcs_pools(plan: Plan) -> list[Pool]:
         gpu, vendors, hcas = _catalog_hw(itype)
         lt = plan.ref((r.inputs.get("customLaunchTemplate") or {}).get("templateId"))
         groups: list[str] = []
+        efa: int | None = None
         if lt is not None:
             groups += [str(g) for g in lt.inputs.get("vpcSecurityGroupIds") or []]
-            for nic in lt.inputs.get("networkInterfaces") or []:
+            nics = lt.inputs.get("networkInterfaces") or []
+            for nic in nics:
                 groups += [str(g) for g in nic.get("securityGroups") or []]
+            if nics:
+                efa = sum(1 for nic in nics if nic.get("interfaceType") in ("efa", "efa-only"))
         ids = {str(r.inputs.get("awsId", "")), r.id, r.name}
         out.append(
             Pool(
@@ -247,6 +259,7 @@ def _pcs_pools(plan: Plan) -> list[Pool]:
                 hca_devices=hcas,
                 subnet=str((r.inputs.get("subnetIds") or [""])[0]),
                 security_groups=tuple(dict.fromkeys(groups)),
+                efa_devices=efa,
                 partition=next((p for i, p in partitions.items() if i in ids), ""),
             )
         )

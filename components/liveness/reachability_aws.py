@@ -40,8 +40,17 @@ def _sg_covers(rule: Mapping[str, Any], flow: Flow) -> bool:
 
 
 def _sg_allows(
-    plan: Plan, src_groups: Iterable[str], dst_groups: Iterable[str], flow: Flow, dst_cidr: Net | None = None
+    plan: Plan,
+    src_groups: Iterable[str],
+    dst_groups: Iterable[str],
+    flow: Flow,
+    dst_cidr: Net | None = None,
+    *,
+    groups_only: bool = False,
 ) -> tuple[bool, str]:
+    """``groups_only``: only rules naming the destination's group count (EFA: AWS matches its SRD
+    traffic against group-referenced rules only, so a 0.0.0.0/0 egress rule does not carry it;
+    efa-sg-self)."""
     src, dst = set(src_groups), set(dst_groups)
     egress = [
         r
@@ -49,9 +58,9 @@ def _sg_allows(
         if r.get("securityGroupId") in src
         and (
             r.get("referencedSecurityGroupId") in dst
-            or within(dst_cidr, as_net(r.get("cidrIpv4")))
+            or (not groups_only and within(dst_cidr, as_net(r.get("cidrIpv4"))))
             # To every address: whatever the destination's group is, its addresses are inside.
-            or r.get("cidrIpv4") == "0.0.0.0/0"
+            or (not groups_only and r.get("cidrIpv4") == "0.0.0.0/0")
         )
         and _sg_covers(r, flow)
     ]
@@ -61,7 +70,8 @@ def _sg_allows(
         if r.get("securityGroupId") in dst and r.get("referencedSecurityGroupId") in src and _sg_covers(r, flow)
     ]
     if not egress:
-        return False, f"no egress rule of {', '.join(sorted(src))} allows {flow.what} to {', '.join(sorted(dst))}"
+        only = " naming that group (a CIDR rule, 0.0.0.0/0 included, does not carry EFA)" if groups_only else ""
+        return False, f"no egress rule of {', '.join(sorted(src))} allows {flow.what} to {', '.join(sorted(dst))}{only}"
     if not ingress and dst:
         return False, f"no ingress rule of {', '.join(sorted(dst))} allows {flow.what} from {', '.join(sorted(src))}"
     said = f"egress {egress[0].get('ipProtocol')} of {egress[0].get('securityGroupId')}"
@@ -79,10 +89,11 @@ def aws_checks(plan: Plan, pools: list[Pool], job: Job | None) -> list[Check]:
     obj = f"pool {pool.name}"
     groups = pool.security_groups
     # The job's processes on different nodes (pods on EKS share their node's groups: the VPC CNI).
-    for flow in [*job_flows(job), Flow("all", (0, 65535), "every protocol (EFA's own traffic)")]:
-        ok, why = _sg_allows(plan, groups, groups, flow)
+    efa = Flow("all", (0, 65535), "every protocol (EFA's own traffic)")
+    for flow in [*job_flows(job), efa]:
+        ok, why = _sg_allows(plan, groups, groups, flow, groups_only=flow is efa)
         check = f"nodes reach each other: {flow.what}"
-        src = cite("efa-sg")
+        src = cite("efa-sg") if flow is not efa else cite("efa-sg-self")
         out.append(
             passed(obj, check, why, src)
             if ok
@@ -94,16 +105,7 @@ def aws_checks(plan: Plan, pools: list[Pool], job: Job | None) -> list[Check]:
         cp_groups = [str(g) for g in vpc.get("securityGroupIds") or []]
         check = "nodes reach the API server"
         if not vpc.get("endpointPrivateAccess"):
-            out.append(
-                failed(
-                    obj,
-                    check,
-                    "the endpoint's private access is off: nodes would go out through NAT to the public "
-                    "endpoint, which admits only publicAccessCidrs",
-                    cite("eks-endpoint"),
-                    "turn endpointPrivateAccess on",
-                )
-            )
+            out.append(_public_endpoint(plan, pool, obj, check, vpc))
             continue
         ok, why = _sg_allows(plan, groups, cp_groups, Flow("tcp", (443, 443), "TCP 443"))
         out.append(
@@ -174,4 +176,56 @@ def _aws_egress(plan: Plan, pool: Pool, obj: str, hosts: list[str]) -> Check:
         check,
         f"0.0.0.0/0 through {nat[0].inputs.get('natGatewayId') or nat[0].inputs.get('gatewayId')}; {why}",
         src,
+    )
+
+
+def _public_endpoint(plan: Plan, pool: Pool, obj: str, check: str, vpc: Mapping[str, Any]) -> Check:
+    """Private access off: the nodes reach the public endpoint from their NAT gateway's address, so
+    that address must be inside publicAccessCidrs (eks-endpoint: the public endpoint admits only
+    those ranges; without private access, nodes' requests to it leave through the NAT)."""
+    src = cite("eks-endpoint")
+    if vpc.get("endpointPublicAccess") is False:
+        return failed(
+            obj, check, "both the private and the public endpoint are off", src, "turn endpointPrivateAccess on"
+        )
+    ranges = [n for n in (as_net(c) for c in vpc.get("publicAccessCidrs") or ["0.0.0.0/0"]) if n is not None]
+    tables = {
+        str(a.inputs.get("routeTableId"))
+        for a in plan.of("aws:ec2/routeTableAssociation:RouteTableAssociation")
+        if a.inputs.get("subnetId") == pool.subnet
+    }
+    nat_ids = {
+        str(r.inputs.get("natGatewayId"))
+        for r in plan.of("aws:ec2/route:Route")
+        if str(r.inputs.get("routeTableId")) in tables and r.inputs.get("natGatewayId")
+    }
+    addresses: list[str] = []
+    for nat in plan.of("aws:ec2/natGateway:NatGateway"):
+        if nat.id not in nat_ids and nat.name not in nat_ids:
+            continue
+        eip = plan.ref(nat.inputs.get("allocationId"))
+        ip = (eip.inputs.get("publicIp") or eip.inputs.get("address")) if eip is not None else None
+        addresses.append(str(ip or ""))
+    if not addresses:
+        return failed(
+            obj,
+            check,
+            "private access is off and the nodes' subnet routes through no NAT gateway",
+            src,
+            "turn endpointPrivateAccess on",
+        )
+    shown = ", ".join(str(n) for n in ranges)
+    for ip in addresses:
+        net = as_net(f"{ip}/32") if ip else None
+        if any(r.prefixlen == 0 for r in ranges) or (net is not None and any(within(net, r) for r in ranges)):
+            return passed(obj, check, f"private access off; the NAT address {ip or '(any)'} is inside {shown}", src)
+    known = [a for a in addresses if a]
+    why = (
+        f"private access is off and the NAT address {', '.join(known)} is outside publicAccessCidrs ({shown})"
+        if known
+        else f"private access is off and the NAT gateway's address is allocated at `pulumi up`, so it is not "
+        f"among publicAccessCidrs ({shown})"
+    )
+    return failed(
+        obj, check, why, src, "turn endpointPrivateAccess on, or add the NAT gateway's EIP/32 to publicAccessCidrs"
     )

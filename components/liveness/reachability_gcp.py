@@ -43,6 +43,15 @@ def _gcp_firewall_allows(plan: Plan, network_id: str, source: Net | None, flow: 
     return False, f"no ingress rule of {network_id} admits {flow.what} from {source} (the implied rule denies it)"
 
 
+def _gke_all_rule(pods: Net, flow: Flow, why_not: str) -> tuple[bool, str]:
+    """GKE makes gke-<cluster>-<hash>-all with every cluster: the Pod CIDR to the nodes, TCP, UDP,
+    SCTP, ICMP, ESP and AH on every port (gke-firewall-auto), so pod-to-pod TCP and UDP passes
+    without a rule of the stack's own."""
+    if flow.protocol in ("tcp", "udp"):
+        return True, f"GKE's own rule gke-<cluster>-<hash>-all admits the Pod CIDR {pods} ({cite('gke-firewall-auto')})"
+    return False, why_not
+
+
 def _gcp_ports_cover(ports: Any, want: tuple[int, int]) -> bool:
     if not ports:
         return True
@@ -78,12 +87,17 @@ def gcp_checks(plan: Plan, pools: list[Pool], job: Job | None) -> list[Check]:
     who = "pods" if gke else "nodes"
     for flow in job_flows(job):
         ok, why = _gcp_firewall_allows(plan, vpc, peers, flow)
+        if not ok and gke and pods:
+            ok, why = _gke_all_rule(pods, flow, why)
         check = f"{who} reach each other on the primary network: {flow.what}"
         out.append(
             passed(obj, check, why, src) if ok else failed(obj, check, why, src, f"admit {peers} on every TCP port")
         )
     if gke:
-        ok, why = _gcp_firewall_allows(plan, vpc, pods, Flow("udp", (facts.DNS_PORT, facts.DNS_PORT), "DNS (UDP 53)"))
+        dns = Flow("udp", (facts.DNS_PORT, facts.DNS_PORT), "DNS (UDP 53)")
+        ok, why = _gcp_firewall_allows(plan, vpc, pods, dns)
+        if not ok and pods:
+            ok, why = _gke_all_rule(pods, dns, why)
         check = "pods reach kube-dns"
         out.append(
             passed(obj, check, why, src) if ok else failed(obj, check, why, src, "admit the pods' range on UDP 53")

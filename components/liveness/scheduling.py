@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from components.catalog import CatalogError, load_catalog
-from components.liveness import facts
-from components.liveness.cluster import Pool, Workload, quantity, selects, untolerated
+from components.liveness import amounts, facts
+from components.liveness.cluster import Pool, Workload, quantity, selects, tolerates, untolerated
 from components.liveness.facts import cite
 from components.liveness.model import Check, Job, Plan
 
@@ -262,18 +262,7 @@ def workload_checks(plan: Plan, pool_list: list[Pool], made: list[Workload], job
                     source=f"{cite('k8s-node-affinity')}; {cite('k8s-taints')}",
                 )
             )
-        capacity = sum(s.pool.nodes for s in landing)
-        out.append(
-            Check(
-                kind="scheduling",
-                object=w.object,
-                check=f"{w.replicas} pods fit pool(s) {names}",
-                holds=capacity >= w.replicas,
-                why=f"the pool(s) hold up to {capacity} node(s) and each pod takes a whole node",
-                source=", ".join(s.pool.resource for s in landing),
-                fix="" if capacity >= w.replicas else f"grow the pool(s) to {w.replicas} nodes or run on fewer",
-            )
-        )
+        out += amounts.checks(plan, w, [s.pool for s in landing], landing[0].advertised)
         for res, amount in sorted(w.requests.items()):
             if not _extended(res):
                 continue
@@ -318,7 +307,16 @@ def _lands_why(w: Workload, s: PoolState) -> str:
         parts.append("required node affinity met")
     taints = [t for t in s.pool.taints if t.effect in ("NoSchedule", "NoExecute")]
     if taints:
-        parts.append("tolerates " + ", ".join(f"{t.text()} ({t.source})" for t in taints))
+        parts.append(
+            "tolerates "
+            + ", ".join(
+                f"{t.text()} ({t.source})"
+                if tolerates(w.tolerations, t)
+                else f"{t.text()} (the toleration the platform adds for its {t.tolerated_if_requested} request: "
+                f"{cite('gke-gpu-toleration')})"
+                for t in taints
+            )
+        )
     else:
         parts.append("the pool has no taints")
     return "; ".join(parts)

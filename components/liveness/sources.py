@@ -43,6 +43,58 @@ SOURCES: dict[str, tuple[str, str]] = {
         "kubernetes.io/docs/concepts/overview/working-with-objects/owners-dependents",
         "Kubernetes sets metadata.ownerReferences itself on objects that depend on ReplicaSets, DaemonSets, Deployments, Jobs, CronJobs and ReplicationControllers: a Job's pods have their Job as owner",
     ),
+    "k8s-resources": (
+        "kubernetes.io/docs/concepts/configuration/manage-resources-containers",
+        "the scheduler places a pod only on a node where, for each resource, the requests of the pods on it plus the pod's are at most the node's allocatable; a pod no node can hold stays Pending",
+    ),
+    "k8s-pss": (
+        "kubernetes.io/docs/concepts/security/pod-security-standards (read 2026-12-07)",
+        "baseline forbids hostPath volumes, privileged containers, host namespaces and added capabilities beyond AUDIT_WRITE, CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, MKNOD, NET_BIND_SERVICE, SETFCAP, SETGID, SETPCAP, SETUID, SYS_CHROOT; restricted also allows only NET_BIND_SERVICE added, needs allowPrivilegeEscalation false, runAsNonRoot true, seccomp RuntimeDefault or Localhost, and volumes of the listed core types",
+    ),
+    "k8s-psa": (
+        "kubernetes.io/docs/concepts/security/pod-security-admission (read 2026-12-07)",
+        "the namespace label pod-security.kubernetes.io/enforce=<level> rejects a pod that violates the level at creation; audit and warn only record or warn",
+    ),
+    "k8s-quota": (
+        "kubernetes.io/docs/concepts/policy/resource-quotas (read 2026-12-07)",
+        "a pod whose requests would take the namespace past a hard limit (requests.<r>, limits.<r>, <r>, requests.nvidia.com/gpu for an extended resource, pods) is rejected at creation with 403 Forbidden",
+    ),
+    "k8s-limitrange": (
+        "kubernetes.io/docs/concepts/policy/limit-range (read 2026-12-07)",
+        "a pod whose container requests or limits exceed a LimitRange max of type Container (or the sum over its containers a Pod max) is rejected at creation",
+    ),
+    "k8s-pvc": (
+        "kubernetes.io/docs/concepts/storage/persistent-volumes (read 2026-12-07)",
+        "a pod names a PersistentVolumeClaim of its own namespace; a claim that does not exist or is not bound to a PersistentVolume leaves the pod Pending; the volume is mounted by the CSI driver the PersistentVolume names",
+    ),
+    "k8s-csi": (
+        "kubernetes-csi.github.io/docs/csi-driver-object.html and kubernetes.io/docs/concepts/storage/volumes (csi) (read 2026-12-07)",
+        "a csi volume is attached and mounted by the node plugin of its driver registered on the node; with no such driver the pod stays ContainerCreating",
+    ),
+    "k8s-namespace": (
+        "kubernetes.io/docs/reference/access-authn-authz/admission-controllers (NamespaceLifecycle, ServiceAccount) (read 2026-12-07)",
+        "an object in a namespace that does not exist is rejected; a pod naming a serviceAccountName that does not exist in its namespace is rejected by the ServiceAccount admission controller",
+    ),
+    "k8s-secret-volume": (
+        "kubernetes.io/docs/concepts/configuration/secret (read 2026-12-07)",
+        "a pod's secret volume or env secretKeyRef names a Secret of its namespace; with the Secret missing (and not optional) the pod does not start",
+    ),
+    "gke-gpu-toleration": (
+        "cloud.google.com/kubernetes-engine/docs/how-to/gpus (Restrict scheduling with node taints) (read 2026-12-07); kubernetes/kubernetes PR 55839",
+        "GKE taints GPU nodes nvidia.com/gpu:NoSchedule and applies the matching toleration to pods requesting GPUs by running the ExtendedResourceToleration admission controller",
+    ),
+    "gke-firewall-auto": (
+        "cloud.google.com/kubernetes-engine/docs/concepts/firewall-rules (GKE cluster firewall rules) (read 2026-12-07)",
+        "GKE creates gke-[cluster-name]-[cluster-hash]-all with every cluster: source the Pod CIDR, target the node tag, TCP, UDP, SCTP, ICMP, ESP, AH; it permits traffic between all Pods of the cluster",
+    ),
+    "efa-sg-self": (
+        "docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html (Prepare an EFA-enabled security group) (read 2026-12-07); gardener/gardener-extension-provider-aws issue 1832 (fixed by PR 1833); aws/aws-ofi-nccl issue 663 (comment 2024-10-16)",
+        "the EFA group needs an inbound and an outbound rule allowing all traffic with the group itself as source and destination; EFA's own (SRD) traffic is matched only by such group-referenced rules, an outbound 0.0.0.0/0 rule does not carry it",
+    ),
+    "al2023-python": (
+        "docs.aws.amazon.com/linux/al2023/ug/python.html (Python in AL2023) (read 2026-12-07)",
+        "/usr/bin/python3 is Python 3.9 for the life of AL2023; newer versions are namespaced packages (python3.11 -> /usr/bin/python3.11)",
+    ),
     "ct-a3ultra-slurm-job": (
         "GoogleCloudPlatform/cluster-toolkit@2123ba5 examples/machine-learning/a3-ultragpu-8g/nccl-tests/run-nccl-tests.sh:19",
         "#SBATCH --gpus-per-node=8 on an A3 Ultra Slurm partition: the scheduler holds the GPUs as GRES",

@@ -11,6 +11,7 @@ from components.liveness.model import FoundAtStart, Job
 from workloads.launch.fabric import Discover, FoundDir
 from workloads.launch.jobset import JobSetSpec
 from workloads.launch.sbatch import LaunchSpec
+from workloads.launch.slurm_env import MIN_PYTHON, interpreter_candidates
 
 
 def _found(found: tuple[FoundDir, ...], discover: Discover | None, env_script: str | None) -> tuple[FoundAtStart, ...]:
@@ -50,6 +51,9 @@ def from_jobset(spec: JobSetSpec, manifests: Sequence[Mapping[str, Any]]) -> Job
         found_at_start=_found(spec.found_at_start, spec.discover, spec.env_script),
         ports=spec.rdzv_ports,
         image=spec.image,
+        # `validate submit` makes the code ConfigMap, named after the JobSet, beside it
+        # (workloads/validate/commands.py, kube.configmap(manifest name, namespace)).
+        created_at_submit=tuple(f"ConfigMap {spec.namespace}/{cm}" for cm in spec.configmaps if cm == spec.name),
     )
 
 
@@ -65,4 +69,7 @@ def from_sbatch(spec: LaunchSpec) -> Job:
         sourced=(spec.env_script,) if spec.env_script else (),
         found_at_start=_found(spec.found_at_start, spec.discover, spec.env_script),
         ports=(spec.rdzv_port,),
+        interpreters=interpreter_candidates(spec.prologue or ""),
+        python_min=MIN_PYTHON,
+        workdir=spec.workdir,
     )

@@ -75,6 +75,18 @@ def interpreter_lines(explicit: str | None) -> list[str]:
     ]
 
 
+def interpreter_candidates(prologue: str) -> tuple[str, ...]:
+    """The interpreters a batch script's :func:`interpreter_lines` tries, in order, read back from
+    the script (what the liveness model checks against the nodes); () where it has none."""
+    lines = prologue.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith('gpuc_python=""') and i + 1 < len(lines):
+            loop = lines[i + 1]
+            if loop.startswith("for gpuc_cand in ") and loop.endswith("; do"):
+                return tuple(shlex.split(loop[len("for gpuc_cand in ") : -len("; do")]))
+    return ()
+
+
 def venv_lines(venv: str) -> list[str]:
     """Create the shared virtualenv once (under a lock: two jobs may start together) with the
     interpreter :func:`interpreter_lines` chose; a marker written last tells a complete one
