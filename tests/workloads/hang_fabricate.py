@@ -6,6 +6,7 @@ agents that time out waiting for a node that never comes: the exact shapes a clu
 from __future__ import annotations
 
 import functools
+import json
 import os
 import socket
 import subprocess
@@ -16,14 +17,24 @@ from typing import Literal
 
 from workloads.health import hang
 from workloads.validate.run import Status
-from workloads.validate.run_config import RunConfig
+from workloads.validate.run_config import Phase, RunConfig
 
 Scenario = Literal["nccl-abort", "watchdog", "cpu-hang"]
 LOOP = "all_reduce size 8589934592 B (8G) in-place (timed loop)"
 
 
-def main_statuses(out: Path, nodes: list[str], ranks_per_node: int, culprit: str, scenario: Scenario) -> None:
-    """Every rank's main-phase status line after a hang of ``culprit``:
+def main_statuses(
+    out: Path,
+    nodes: list[str],
+    ranks_per_node: int,
+    culprit: str,
+    scenario: Scenario,
+    *,
+    phase: Phase = "main",
+    later_s: float = 0.0,
+) -> None:
+    """Every rank's status line of ``phase`` (the main phase unless told) after a hang of ``culprit``,
+    its clock ``later_s`` after now (a later step of the same job):
 
     - nccl-abort: a wedged GPU on ``culprit``: every rank queued the same launches (the GPU's are
       queued too, the sync never returns), NCCL's async error handling ended every process at once;
@@ -32,7 +43,7 @@ def main_statuses(out: Path, nodes: list[str], ranks_per_node: int, culprit: str
     - cpu-hang: ``culprit``'s host thread stuck before launching the last calls; the others waited
       inside the call it never reached; NCCL then tore every rank down.
     """
-    cfg = RunConfig(out_dir=out, phase="main")
+    cfg = RunConfig(out_dir=out, phase=phase)
     for i, node in enumerate(nodes):
         for g in range(ranks_per_node):
             rank = i * ranks_per_node + g
@@ -52,6 +63,13 @@ def main_statuses(out: Path, nodes: list[str], ranks_per_node: int, culprit: str
             else:
                 st.set("joined")
                 st._stop.set()  # noqa: SLF001
+            if later_s:
+                doc = json.loads(st.path.read_text(encoding="utf-8"))
+                for key in ("at", "beat", "started_at"):
+                    doc[key] += later_s
+                doc["stages"] = {k: v + later_s for k, v in doc["stages"].items()}
+                doc["calls"]["entered_at"] += later_s
+                st.path.write_text(json.dumps(doc), encoding="utf-8")
 
 
 @functools.cache
