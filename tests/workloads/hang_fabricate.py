@@ -1,16 +1,13 @@
 """Run directories of hung and never-rendezvoused validation runs, written by the writers the phases
 use (workloads.validate.run.Status for every rank's status line, the watchdog's own message,
-pair_jobs.search for the pairwise result) and, for the torchrun agents' logs, by real torchrun
-agents that time out waiting for a node that never comes: the exact shapes a cluster leaves."""
+pair_jobs.search for the pairwise result) and, for the torchrun agents' logs, by a real c10d
+rendezvous of several torchrun agents one node never joins (one timed out, the others found it
+closed or lost its store): the exact shapes a cluster leaves."""
 
 from __future__ import annotations
 
 import functools
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Literal
@@ -73,35 +70,17 @@ def main_statuses(
 
 
 @functools.cache
-def _agent_timeout_log() -> str:
-    """What a torchrun agent (this project's torch) prints when it waits at a c10d rendezvous for a
-    node that never comes: the same flags the launchers give, a short join timeout."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    script = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpuc-agent-noop-{os.getpid()}.py"
-    script.write_text("print('never runs')\n")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nnodes=2",
-            "--nproc-per-node=1",
-            "--rdzv-backend=c10d",
-            f"--rdzv-endpoint=127.0.0.1:{port}",
-            "--rdzv-id=gpuc-fabricated",
-            "--rdzv-conf=join_timeout=2,read_timeout=2",
-            "--max-restarts=0",
-            str(script),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    script.unlink(missing_ok=True)
-    assert done.returncode != 0 and "RendezvousTimeoutError" in done.stderr, done.stderr[-2000:]
-    return done.stdout + done.stderr
+def _agent_logs() -> tuple[str, tuple[str, ...]]:
+    """(the store host's log, the workers' logs) of a real rendezvous one worker never joined:
+    five real torchrun agents on this machine (tests/workloads/rendezvous_agents.py)."""
+    import tempfile
+
+    from tests.workloads import rendezvous_agents
+
+    with tempfile.TemporaryDirectory(prefix="gpuc-agents-") as tmp:
+        small = [f"a{i}" for i in range(6)]
+        logs = rendezvous_agents.run(Path(tmp), small, "a3")
+    return logs["a0"], tuple(logs[n] for n in small[1:] if n != "a3")
 
 
 def agent_logs(out: Path, nodes: list[str], absent: str, *, pod_lines: bool) -> None:
@@ -110,6 +89,7 @@ def agent_logs(out: Path, nodes: list[str], absent: str, *, pod_lines: bool) -> 
     (written before it waits for pod 0's name) heads each log."""
     folder = out / "agents"
     folder.mkdir(parents=True, exist_ok=True)
+    host_log, worker_logs = _agent_logs()
     for i, node in enumerate(nodes):
         if node == absent:
             continue
@@ -118,4 +98,7 @@ def agent_logs(out: Path, nodes: list[str], absent: str, *, pod_lines: bool) -> 
             if pod_lines
             else ""
         )
-        (folder / f"main-{node}.log").write_text(head + _agent_timeout_log(), encoding="utf-8")
+        # The first node hosts the store; the others are the real agents' logs in turn (timed out,
+        # found the rendezvous closed, lost the store when its host left).
+        log = host_log if i == 0 else worker_logs[i % len(worker_logs)]
+        (folder / f"main-{node}.log").write_text(head + log, encoding="utf-8")

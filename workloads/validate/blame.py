@@ -97,6 +97,7 @@ def blame(
     expected_nodes: list[str],
     cleared: Iterable[str] = (),
     agents: Mapping[str, AgentLog] | None = None,
+    store_host: str | None = None,
 ) -> Blame:
     """Who is at fault, from the status lines. A node fails when one of its ranks failed on its own
     (an error not caused by a lost peer), when a peer's error names its ranks as missing, when its
@@ -112,7 +113,9 @@ def blame(
     torchrun agent log shows, :mod:`workloads.validate.agents`), a node whose agent reached a
     rendezvous that never completed is not blamed (it waited for another node), and only the nodes
     whose agent never started, or failed before the rendezvous, fail; with no agent log kept and no
-    rank of any node reporting, such nodes are suspects and the verdict cannot name one."""
+    rank of any node reporting, such nodes are suspects and the verdict cannot name one. An agent
+    that timed out, found the rendezvous closed or lost its store is a witness; when no agent could
+    reach the store at all, ``store_host`` (the job's first node, which hosts it) is the suspect."""
     out = Blame()
     blamed = out.failed
     notes = out.notes
@@ -230,6 +233,16 @@ def blame(
         elif seen_nodes:
             blamed.setdefault(n, f"no rank on this node reported at all, though its agent {log.evidence}")
         # else: it reached a rendezvous that never completed: it waited for the node that did not come.
+    logs = [agents[n] for n in never if agents is not None and n in agents and n != store_host]
+    if kept and not seen_nodes and logs and store_host and all(a.outcome == "no-store" for a in logs):
+        # No agent reached the store: its host is where to look (unless it is already named).
+        if store_host not in blamed:
+            where = next((a.store for a in logs if a.store), "")
+            out.suspects.setdefault(
+                store_host,
+                f"it hosts the rendezvous store{f' ({where})' if where else ''} and none of the {len(logs)} "
+                "other agents could reach it (RendezvousConnectionError creating the c10d store)",
+            )
     if peer_errors and not blamed:
         notes.append(f"{peer_errors} rank(s) lost a peer but no node could be blamed from the files")
     return out
