@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from components.bandwidth import CURVE_MIN_BYTES, FLOOR_MESSAGE_BYTES, Expected
+from components.bandwidth import CURVE_MIN_BYTES, FLOOR_MESSAGE_BYTES, SLOWDOWN_SEEN, Expected
 from components.catalog import InstanceType
 from workloads.validate.report import Curve
 from workloads.validate.verdict import Measurement, Verdict
@@ -226,6 +226,20 @@ def judge_cluster_figure(
         m.detail = short
         if it is None and m.verdict == Verdict.FAIL:
             m.verdict = Verdict.WARN
+        elif it is not None and at is not None and m.verdict == Verdict.PASS:
+            need = it.bandwidth.shortest_sweep(e.op, nodes or e.nodes, path or e.path)  # type: ignore[arg-type]
+            if need is None or at < need:
+                # Floors this wide at this size would pass a cluster at half its bandwidth: not evidence.
+                m.verdict = Verdict.UNKNOWN
+                m.detail = (
+                    f"{short}; at {human_bytes(at)} the floors (widened x{e.widen:g} for the latency's share) "
+                    f"would pass a cluster at 1/{SLOWDOWN_SEEN:g} of its bandwidth: not judged, "
+                    + (
+                        f"run to at least {need} bytes (-e {human_bytes(need).replace(' GiB', 'G').replace(' MiB', 'M')})"
+                        if need is not None
+                        else f"and no size up to {human_bytes(FLOOR_MESSAGE_BYTES)} would: run to it and compare nodes"
+                    )
+                )
     return m
 
 
