@@ -34,14 +34,23 @@ def _read_json(path: Path, unreadable: list[str]) -> Any:
         return None
 
 
+def _read_object(path: Path, unreadable: list[str]) -> dict[str, Any] | None:
+    """A run file that must hold one JSON object (what every phase and status writer writes)."""
+    doc = _read_json(path, unreadable)
+    if doc is not None and not isinstance(doc, dict):
+        unreadable.append(f"{path.name}: a JSON {type(doc).__name__}, not the object a run writes")
+        return None
+    return doc
+
+
 def load(root: Path) -> RunFiles:
     unreadable: list[str] = []
     phases = {}
     for p in sorted(root.glob("phase-*.json")):
-        doc = _read_json(p, unreadable)
-        if isinstance(doc, dict):
+        doc = _read_object(p, unreadable)
+        if doc is not None:
             phases[p.stem[len("phase-") :]] = doc
-    statuses = [d for p in sorted((root / "status").glob("*.json")) if isinstance(d := _read_json(p, unreadable), dict)]
+    statuses = [d for p in sorted((root / "status").glob("*.json")) if (d := _read_object(p, unreadable)) is not None]
     ddp_path = root / "ddp.json"
     ddp = _read_json(ddp_path, unreadable) if ddp_path.exists() else None
     return RunFiles(
