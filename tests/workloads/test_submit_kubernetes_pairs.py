@@ -179,6 +179,12 @@ def test_a_hang_runs_one_jobset_per_pair_and_fails_and_taints_only_the_bad_node(
     assert report["pods"][cluster.culprit] == _node(CULPRIT_INDEX)
     scopes = [m["scope"] for m in report["measurements"] if str(m["scope"]).startswith(("node:", "gpu:", "pair:"))]
     assert not [sc for sc in scopes if "gpuc-" in sc], scopes
+    # heal reads the nodes it acts on from the report: Kubernetes nodes, the culprit and the cleared.
+    from gpu_cluster.heal.evidence import read_report
+
+    evidence = read_report(dest)
+    assert evidence.failed == [_node(CULPRIT_INDEX)]
+    assert set(evidence.cleared) == {_node(i) for i in range(NODES)} - {_node(CULPRIT_INDEX)}
     # 8 pairs in the first round, then the culprit and its partner each with a known-good node.
     pairs = [n for n in cluster.created if "-p-" in n]
     assert len(pairs) == 10 and cluster.created[0] == vjob.jobset_name(RUN_ID)
