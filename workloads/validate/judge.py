@@ -399,7 +399,7 @@ def judge(
         agents=agents.read(root),
         # The rendezvous store's host: the job's first node (sbatch's head_node, the first of
         # scontrol show hostnames; a JobSet's pod 0), the first expected node.
-        store_host=(expected_nodes or node_names or [None])[0],
+        store_host=next(iter(expected_nodes or node_names), None),
     )
     blamed = found.failed
     for n, why in blamed.items():
