@@ -15,7 +15,8 @@ from components.contract import ClusterOutputs
 from workloads.launch import bundle as code_bundle
 from workloads.launch import validation as vjob
 from workloads.launch.validation import ValidationJob
-from workloads.validate import kube, kube_pairs
+from workloads.validate import certificate, kube, kube_pairs
+from workloads.validate.verdict import Measurement, Verdict
 
 
 def run(
@@ -113,6 +114,7 @@ def _name_nodes(api: Any, namespace: str, jobset: str, nodes: int, dest: Path, s
         if isinstance(g, dict) and str(g.get("node")) in where:
             g["node"], g["pod"] = where[str(g["node"])], g["node"]
     doc["pods"] = dict(sorted(where.items()))
+    new_ecc = _ecc_since(doc, dest)
     report.write_text(json.dumps(doc, indent=1), encoding="utf-8")
     md = dest / "report.md"
     if md.is_file() and where:
@@ -121,8 +123,54 @@ def _name_nodes(api: Any, namespace: str, jobset: str, nodes: int, dest: Path, s
             md.read_text(encoding="utf-8") + f"\n## Kubernetes nodes\n\n| pod | node |\n|---|---|\n{rows}",
             encoding="utf-8",
         )
+    if new_ecc and md.is_file():
+        md.write_text(
+            md.read_text(encoding="utf-8") + "".join(f"\nWARN: {line}\n" for line in new_ecc), encoding="utf-8"
+        )
+    for line in new_ecc:
+        say(line)
     if unplaced:
         say(f"pods {', '.join(unplaced)}: no node recorded for them (never scheduled): named by pod in the report")
+
+
+def _ecc_since(doc: dict[str, Any], dest: Path) -> list[str]:
+    """The lifetime ECC comparison the judge's pod could not make (its previous reports name pods,
+    which change every run): each GPU's uncorrectable count against the previous report fetched
+    beside ``dest``, now both keyed by node (workloads.validate.certificate's rule: more than it
+    recorded is a new error, a warning). Marks ``doc`` and returns one line a new error."""
+    prev = certificate.previous(dest)
+    if prev is None:
+        return []
+    found: list[str] = []
+    nodes = {str(n.get("node")): n for n in doc.get("nodes", []) if isinstance(n, dict)}
+    for g in doc.get("gate") or []:
+        node = str(g.get("node"))
+        for scope, value in sorted((g.get("ecc_aggregate") or {}).items()):
+            before = prev.ecc_aggregate.get(node, {}).get(scope)
+            if before is None or not isinstance(value, int) or value <= before:
+                continue
+            detail = (
+                f"{value - before} new uncorrectable ECC error(s) since run {prev.run} (lifetime {before} -> {value})"
+            )
+            m = Measurement(
+                check="gate.ecc.aggregate",
+                scope=certificate.gpu_scope(node, scope),
+                value=float(value),
+                unit="",
+                basis="node gate",
+                verdict=Verdict.WARN,
+                detail=detail,
+            )
+            doc.setdefault("measurements", []).append(m.to_json())
+            entry = nodes.get(node)
+            if entry is not None:
+                entry.setdefault("reasons", []).append(f"gate ecc.aggregate ({scope}): {detail}")
+                if entry.get("verdict") == "PASS":
+                    entry["verdict"] = "WARN"
+            if doc.get("verdict") == "PASS":
+                doc["verdict"] = "WARN"
+            found.append(f"{node} {scope}: {detail}")
+    return found
 
 
 def _taint_failed(api: Any, dest: Path, say: Callable[[str], None]) -> None:
