@@ -12,7 +12,13 @@ worst plateau ratio last, with the basis the prediction stood on (measured, fabr
 
 Then the verdict the held-out catalog's widened floors give the run, judged whole and cut at 32 MiB
 (the judge's own ``judge_cluster_figure``): a healthy run judged FAIL is misjudged, and so is a
-degraded run not judged FAIL. The summary counts both, per size.
+degraded run not judged FAIL. The summary counts both, per size. Beside each run, the shortest sweep
+whose floors would see a cluster at half its bandwidth (``BandwidthModel.shortest_sweep``): a sweep
+that ends before it is not passed.
+
+Last, 16 x p5.48xlarge sweeps on the published 16-node EFA plateau (p5en, held out), healthy and at
+1/2 to 1/16 of it, cut at 8 GiB, 32 MiB and 512 KiB, judged as ``validate judge --nccl-tests`` does:
+a degraded PASS or a healthy FAIL is misjudged.
 """
 
 from __future__ import annotations
@@ -150,8 +156,10 @@ def main(argv: list[str] | None = None) -> int:
                 wrong[key][1] += 1
                 wrong[key][0] += v in bad
         judge_bad = verdicts["judge whole"] in bad or verdicts["judge 32M"] in bad
+        need = it.bandwidth.shortest_sweep(op, nodes, path)  # type: ignore[arg-type]
         judged.append(
             f"{c['file'][:40]:<40} {c['expected']:<8} {e_big.kind:<12} x{e_big.widen:<5.2f} x{e_small.widen:<5.2f} "
+            f"{(nccltests._size_label(need) if need else '-'):>7} "
             + " ".join(f"{v:<8}" for v in verdicts.values())
             + ("  <- misjudged" if judge_bad else "")
         )
@@ -188,14 +196,52 @@ def main(argv: list[str] | None = None) -> int:
         "whole judge (op, transport, floors) as the CLI does; healthy judged FAIL, or degraded not FAIL, is misjudged"
     )
     print(
-        f"{'run':<40} {'label':<8} {'basis':<12} {'widen':<6} {'@32M':<6} {'floors':<8} {'fl@32M':<8} "
+        f"{'run':<40} {'label':<8} {'basis':<12} {'widen':<6} {'@32M':<6} {'2x from':>7} {'floors':<8} {'fl@32M':<8} "
         f"{'judge':<8} {'jd@32M':<8}"
     )
     for line in judged:
         print(line)
     for key, (bad_n, n) in wrong.items():
         print(f"misjudged by the {key.replace('32M', 'cut at 32 MiB')}: {bad_n} of {n}")
+    print()
+    _slower_sweeps(doc)
     return 0
+
+
+P5EN_16 = ("multi-node", "all_reduce", 16, {16 << 30: 369.86})
+"""The published 16-node EFA all_reduce (04-p5en-16node-efa-allreduce-partial.log, 16 GiB row)."""
+CUTS = (8 << 30, SMALL, 512 << 10)
+
+
+def _slower_sweeps(doc: dict[str, Any]) -> None:
+    """16 x p5 at the published 16-node plateau and at 1/2..1/16 of it (same latency: the slowdown
+    hardest to see at small sizes), each cut at CUTS, judged by the catalog without that figure."""
+    from tests.workloads.nccl_fabricate import curve, nccl_tests_log
+
+    held = _held_out(doc, *P5EN_16)
+    if held is None:
+        print("16 x p5 sweeps: the catalog no longer holds the p5en 16-node figure")
+        return
+    cat = held[0]
+    it = cat.judge_type("p5.48xlarge")
+    plateau = next(iter(P5EN_16[3].values()))
+    lat_us = it.bandwidth.latency_for("multi-node", "all_reduce")[0] * 1e6
+    need = it.bandwidth.shortest_sweep("all_reduce", 16, "multi-node")
+    print(
+        f"16 x p5.48xlarge all_reduce at {plateau} GB/s (the published 16-node EFA plateau, held out) / k, "
+        f"latency {lat_us:.0f} us; the floors see 1/2 from {nccltests._size_label(need) if need else 'nowhere'}"
+    )
+    print(f"{'k':>3} " + " ".join(f"{'cut ' + nccltests._size_label(c):<14}" for c in CUTS))
+    bad = 0
+    for k in (1, 2, 4, 8, 16):
+        cells = []
+        for cut in CUTS:
+            text = nccl_tests_log("all_reduce", 16, 8, curve(plateau / k, lat_us), max_bytes=cut, min_bytes=8)
+            v = nccltests.judge_runs(nccltests.parse(text), it.name, 16, catalog=cat).verdict.name
+            bad += (k == 1 and v == "FAIL") or (k > 1 and v == "PASS")
+            cells.append(f"{v:<14}")
+        print(f"{k:>3} " + " ".join(cells))
+    print(f"misjudged 16 x p5 sweeps (degraded PASS or healthy FAIL): {bad} of {5 * len(CUTS)}")
 
 
 if __name__ == "__main__":

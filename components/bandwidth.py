@@ -58,6 +58,8 @@ FLOOR_MESSAGE_BYTES = 8 << 30
 CURVE_MIN_BYTES = 32 << 20
 """Smallest size the latency is fitted from: nccl-tests' default ``-e 32M`` ends here, and below it
 NCCL's LL/LL128 protocols make the curve something other than latency plus bandwidth."""
+SLOWDOWN_SEEN = 2.0
+"""A sweep shorter than :meth:`BandwidthModel.shortest_sweep` (which sees this slowdown) is not passed."""
 OPS_WITH_FLOORS = ("all_reduce", "all_gather", "reduce_scatter")
 """Ops the model gives a floor for. reduce_scatter runs the same ring as all_gather and moves the same
 bytes per NIC (nccl-tests doc/PERFORMANCE.md: same busbw factor), so with no reduce_scatter measured it
@@ -342,6 +344,21 @@ class BandwidthModel:
             widen_why=widen_why,
             valid=valid,
         )
+
+    def shortest_sweep(self, op: str, nodes: int, path: Path) -> int | None:
+        """Smallest size (a power of two, CURVE_MIN_BYTES..FLOOR_MESSAGE_BYTES) where a cluster at
+        1/SLOWDOWN_SEEN of the expected plateau, same latency (the slowdown hardest to see small),
+        is under the warn floor; a shorter sweep cannot tell it from a healthy one. None: no size."""
+        size = CURVE_MIN_BYTES
+        while size <= FLOOR_MESSAGE_BYTES:
+            e = self.expected(op, nodes, path, size)
+            if e.expected_gbps is None or e.plateau_gbps is None or e.floor_warn_gbps is None:
+                return None
+            slow = busbw_at(e.plateau_gbps / SLOWDOWN_SEEN, (e.latency_us or 0.0) * 1e-6, size)
+            if slow < e.floor_warn_gbps:
+                return size
+            size *= 2
+        return None
 
     def widening(self, kind: str, latency_s: float, plateau_gbps: float, size: int) -> tuple[float, str]:
         """(factor >= 1 the floors are divided by, why): the spread of the leave-one-out errors of

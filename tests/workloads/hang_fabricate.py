@@ -1,29 +1,37 @@
 """Run directories of hung and never-rendezvoused validation runs, written by the writers the phases
 use (workloads.validate.run.Status for every rank's status line, the watchdog's own message,
-pair_jobs.search for the pairwise result) and, for the torchrun agents' logs, by real torchrun
-agents that time out waiting for a node that never comes: the exact shapes a cluster leaves."""
+pair_jobs.search for the pairwise result) and, for the torchrun agents' logs, by a real c10d
+rendezvous of several torchrun agents one node never joins (one timed out, the others found it
+closed or lost its store): the exact shapes a cluster leaves."""
 
 from __future__ import annotations
 
 import functools
-import os
-import socket
-import subprocess
-import sys
+import json
 import time
 from pathlib import Path
 from typing import Literal
 
 from workloads.health import hang
 from workloads.validate.run import Status
-from workloads.validate.run_config import RunConfig
+from workloads.validate.run_config import Phase, RunConfig
 
 Scenario = Literal["nccl-abort", "watchdog", "cpu-hang"]
 LOOP = "all_reduce size 8589934592 B (8G) in-place (timed loop)"
 
 
-def main_statuses(out: Path, nodes: list[str], ranks_per_node: int, culprit: str, scenario: Scenario) -> None:
-    """Every rank's main-phase status line after a hang of ``culprit``:
+def main_statuses(
+    out: Path,
+    nodes: list[str],
+    ranks_per_node: int,
+    culprit: str,
+    scenario: Scenario,
+    *,
+    phase: Phase = "main",
+    later_s: float = 0.0,
+) -> None:
+    """Every rank's status line of ``phase`` (the main phase unless told) after a hang of ``culprit``,
+    its clock ``later_s`` after now (a later step of the same job):
 
     - nccl-abort: a wedged GPU on ``culprit``: every rank queued the same launches (the GPU's are
       queued too, the sync never returns), NCCL's async error handling ended every process at once;
@@ -32,7 +40,7 @@ def main_statuses(out: Path, nodes: list[str], ranks_per_node: int, culprit: str
     - cpu-hang: ``culprit``'s host thread stuck before launching the last calls; the others waited
       inside the call it never reached; NCCL then tore every rank down.
     """
-    cfg = RunConfig(out_dir=out, phase="main")
+    cfg = RunConfig(out_dir=out, phase=phase)
     for i, node in enumerate(nodes):
         for g in range(ranks_per_node):
             rank = i * ranks_per_node + g
@@ -52,38 +60,27 @@ def main_statuses(out: Path, nodes: list[str], ranks_per_node: int, culprit: str
             else:
                 st.set("joined")
                 st._stop.set()  # noqa: SLF001
+            if later_s:
+                doc = json.loads(st.path.read_text(encoding="utf-8"))
+                for key in ("at", "beat", "started_at"):
+                    doc[key] += later_s
+                doc["stages"] = {k: v + later_s for k, v in doc["stages"].items()}
+                doc["calls"]["entered_at"] += later_s
+                st.path.write_text(json.dumps(doc), encoding="utf-8")
 
 
 @functools.cache
-def _agent_timeout_log() -> str:
-    """What a torchrun agent (this project's torch) prints when it waits at a c10d rendezvous for a
-    node that never comes: the same flags the launchers give, a short join timeout."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    script = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpuc-agent-noop-{os.getpid()}.py"
-    script.write_text("print('never runs')\n")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nnodes=2",
-            "--nproc-per-node=1",
-            "--rdzv-backend=c10d",
-            f"--rdzv-endpoint=127.0.0.1:{port}",
-            "--rdzv-id=gpuc-fabricated",
-            "--rdzv-conf=join_timeout=2,read_timeout=2",
-            "--max-restarts=0",
-            str(script),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    script.unlink(missing_ok=True)
-    assert done.returncode != 0 and "RendezvousTimeoutError" in done.stderr, done.stderr[-2000:]
-    return done.stdout + done.stderr
+def _agent_logs() -> tuple[str, tuple[str, ...]]:
+    """(the store host's log, the workers' logs) of a real rendezvous one worker never joined:
+    five real torchrun agents on this machine (tests/workloads/rendezvous_agents.py)."""
+    import tempfile
+
+    from tests.workloads import rendezvous_agents
+
+    with tempfile.TemporaryDirectory(prefix="gpuc-agents-") as tmp:
+        small = [f"a{i}" for i in range(6)]
+        logs = rendezvous_agents.run(Path(tmp), small, "a3")
+    return logs["a0"], tuple(logs[n] for n in small[1:] if n != "a3")
 
 
 def agent_logs(out: Path, nodes: list[str], absent: str, *, pod_lines: bool) -> None:
@@ -92,6 +89,7 @@ def agent_logs(out: Path, nodes: list[str], absent: str, *, pod_lines: bool) -> 
     (written before it waits for pod 0's name) heads each log."""
     folder = out / "agents"
     folder.mkdir(parents=True, exist_ok=True)
+    host_log, worker_logs = _agent_logs()
     for i, node in enumerate(nodes):
         if node == absent:
             continue
@@ -100,4 +98,7 @@ def agent_logs(out: Path, nodes: list[str], absent: str, *, pod_lines: bool) -> 
             if pod_lines
             else ""
         )
-        (folder / f"main-{node}.log").write_text(head + _agent_timeout_log(), encoding="utf-8")
+        # The first node hosts the store; the others are the real agents' logs in turn (timed out,
+        # found the rendezvous closed, lost the store when its host left).
+        log = host_log if i == 0 else worker_logs[i % len(worker_logs)]
+        (folder / f"main-{node}.log").write_text(head + log, encoding="utf-8")

@@ -113,7 +113,8 @@ CASES: dict[str, dict[str, object]] = {
         op="all_reduce", nodes=16, gpus=8, type="p5.48xlarge", plateau=125.0, lat=160.0, max=4 << 30, expect="FAIL"
     ),
     # nccl-tests' default -e 32M on a healthy 16 x p5 (the p5en run's plateau and a latency between the
-    # published EFA curves'): judged at 32 MiB against 32 MiB's expectation.
+    # published EFA curves'): not failed, and not passed either: at 32 MiB the floors are too wide to
+    # tell it from a cluster at half its bandwidth (tests/workloads/test_short_sweeps.py).
     "short-sweep-healthy-16xp5-32M": dict(
         op="all_reduce",
         nodes=16,
@@ -122,7 +123,7 @@ CASES: dict[str, dict[str, object]] = {
         plateau=375.0,
         lat=150.0,
         max=32 << 20,
-        expect="PASS|WARN",
+        expect="UNKNOWN",
     ),
     # alltoall on 2 x p5 at ~95 GB/s: no floor for alltoall, so not judged (it used to FAIL as all_gather).
     "alltoall-2xp5-95": dict(

@@ -13,6 +13,7 @@ import pytest
 
 from tests.workloads.hang_fabricate import agent_logs, main_statuses
 from workloads.validate import pair_jobs
+from workloads.validate.blame import blame
 from workloads.validate.__main__ import judge_and_report
 from workloads.validate.verdict import Verdict
 
@@ -71,6 +72,54 @@ def test_a_hang_on_one_of_16_nodes_fails_it_alone_and_drains_only_it(
     verdicts = {n["node"]: n["verdict"] for n in report["nodes"]}
     assert code == int(Verdict.FAIL) and {n for n, v in verdicts.items() if v != "PASS"} == {CULPRIT}, verdicts
     assert _drained(scontrol) == [CULPRIT] and report["drained"] == [CULPRIT]
+
+
+@pytest.mark.parametrize("scenario", ["nccl-abort", "watchdog", "cpu-hang"])
+def test_the_same_hang_seen_again_in_a_later_step_adds_no_culprit(
+    tmp_path: Path, scontrol: Path, scenario: str
+) -> None:
+    """The main phase hangs on gpu-07, the pairwise search clears the other 15, and the storage step
+    a minute later is torn down by the same fault: each phase is judged on its own clock, so the main
+    phase's ranks did not "die first" against the storage step's, and only gpu-07 fails."""
+    out = tmp_path / "run"
+    out.mkdir()
+    main_statuses(out, NODES, 8, CULPRIT, scenario)  # type: ignore[arg-type]
+    found = pair_jobs.drive(out, NODES, RUN_ARGS, _pair_steps(out, CULPRIT), ranks_per_node=8, say=lambda _: None)
+    assert list(found["bad"]) == [CULPRIT]
+    main_statuses(out, NODES, 8, CULPRIT, scenario, phase="storage", later_s=60.0)  # type: ignore[arg-type]
+    assert len(list((out / "status").glob("storage-*.json"))) == 128
+    code = judge_and_report(out, "p5.48xlarge", NODES, drain=True, cpu=False, duration_s=1.0)
+    report = json.loads((out / "report.json").read_text())
+    verdicts = {n["node"]: n["verdict"] for n in report["nodes"]}
+    assert code == int(Verdict.FAIL) and {n for n, v in verdicts.items() if v != "PASS"} == {CULPRIT}, verdicts
+    assert _drained(scontrol) == [CULPRIT]
+
+
+def test_a_node_the_search_cleared_is_never_failed_for_a_hang() -> None:
+    """A rank whose beat stopped first, and a rank the others waited on, on nodes the pairwise search
+    passed with a known-good partner: suspects, never failures; the same on an untested node fails."""
+    beat = 1_000_000.0
+    dead = [
+        {"phase": "main", "rank": r, "node": f"n{r}", "state": "joined", "beat": beat - (30.0 if r == 1 else 0.0)}
+        for r in range(4)
+    ]
+    assert set(blame(dead, [], cleared=["n0", "n1", "n2", "n3"]).failed) == set()
+    assert "n1" in blame(dead, [], cleared=["n0", "n1", "n2", "n3"]).suspects
+    assert set(blame(dead, [], cleared=["n0", "n2", "n3"]).failed) == {"n1"}
+    calls = [
+        {
+            "phase": "main",
+            "rank": r,
+            "node": f"n{r}",
+            "state": "joined",
+            "beat": beat,
+            "calls": {"entered": 7 if r == 2 else 9, "completed": 6 if r == 2 else 8, "what": "all_reduce"},
+        }
+        for r in range(4)
+    ]
+    assert set(blame(calls, [], cleared=["n0", "n1", "n3"]).failed) == {"n2"}
+    cleared_all = blame(calls, [], cleared=["n0", "n1", "n2", "n3"])
+    assert cleared_all.failed == {} and "waited on" in cleared_all.suspects["n2"]
 
 
 def test_without_the_search_a_teardown_of_every_rank_names_suspects_and_drains_nobody(

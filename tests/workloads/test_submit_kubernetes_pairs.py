@@ -25,6 +25,7 @@ from components.contract import ClusterOutputs
 from tests.kubeapi import KubeApiServer, Store
 from tests.launch.test_render_stacks import args as job_args
 from tests.launch.test_render_stacks import outputs
+from tests.workloads import hang_fabricate
 from tests.workloads.hang_fabricate import agent_logs, main_statuses
 from workloads.launch import validation as vjob
 from workloads.validate import archive, commands, kube, pair_jobs
@@ -171,7 +172,19 @@ def test_a_hang_runs_one_jobset_per_pair_and_fails_and_taints_only_the_bad_node(
     dest = tmp_path / "back" / RUN_ID
     report = json.loads((dest / "report.json").read_text())
     verdicts = {n["node"]: n["verdict"] for n in report["nodes"]}
-    assert code == 2 and {n for n, v in verdicts.items() if v != "PASS"} == {cluster.culprit}, verdicts
+    # The report names Kubernetes nodes (spec.nodeName), each pod's name kept beside it.
+    assert code == 2 and {n for n, v in verdicts.items() if v != "PASS"} == {_node(CULPRIT_INDEX)}, verdicts
+    assert set(verdicts) == {_node(i) for i in range(NODES)}
+    assert {n["node"]: n["pod"] for n in report["nodes"]}[_node(CULPRIT_INDEX)] == cluster.culprit
+    assert report["pods"][cluster.culprit] == _node(CULPRIT_INDEX)
+    scopes = [m["scope"] for m in report["measurements"] if str(m["scope"]).startswith(("node:", "gpu:", "pair:"))]
+    assert not [sc for sc in scopes if "gpuc-" in sc], scopes
+    # heal reads the nodes it acts on from the report: Kubernetes nodes, the culprit and the cleared.
+    from gpu_cluster.heal.evidence import read_report
+
+    evidence = read_report(dest)
+    assert evidence.failed == [_node(CULPRIT_INDEX)]
+    assert set(evidence.cleared) == {_node(i) for i in range(NODES)} - {_node(CULPRIT_INDEX)}
     # 8 pairs in the first round, then the culprit and its partner each with a known-good node.
     pairs = [n for n in cluster.created if "-p-" in n]
     assert len(pairs) == 10 and cluster.created[0] == vjob.jobset_name(RUN_ID)
@@ -193,11 +206,14 @@ def test_a_hang_runs_one_jobset_per_pair_and_fails_and_taints_only_the_bad_node(
 def test_a_rendezvous_one_pod_never_joined_fails_its_node_alone_without_pairs(
     tmp_path: Path, server: KubeApiServer
 ) -> None:
+    # The real agents' rendezvous runs before the API is asked (its answer would wait on them).
+    hang_fabricate._agent_logs()
     code, said, cluster, outs = _submit(tmp_path, server, "rendezvous")
     report = json.loads((tmp_path / "back" / RUN_ID / "report.json").read_text())
     verdicts = {n["node"]: n for n in report["nodes"]}
-    assert code == 2 and {n for n, v in verdicts.items() if v["verdict"] != "PASS"} == {cluster.culprit}
-    assert "never started" in verdicts[cluster.culprit]["reasons"][0]
+    culprit = _node(CULPRIT_INDEX)
+    assert code == 2 and {n for n, v in verdicts.items() if v["verdict"] != "PASS"} == {culprit}
+    assert "never started" in verdicts[culprit]["reasons"][0] and verdicts[culprit]["pod"] == cluster.culprit
     assert cluster.created == [vjob.jobset_name(RUN_ID)]
     assert _tainted(server) == [_node(CULPRIT_INDEX)]
 

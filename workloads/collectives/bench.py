@@ -43,6 +43,7 @@ import argparse
 import contextlib
 import datetime as _dt
 import json
+from pathlib import Path
 import math
 import os
 import sys
@@ -55,7 +56,7 @@ import torch
 import torch.distributed as dist
 
 from workloads.runtime import device as _device
-from workloads.runtime.flags import ArgumentParser, Problems, UsageError
+from workloads.runtime.flags import ArgumentParser, Problems, UsageError, output_file_problem
 from workloads.collectives.ops import (
     DTYPE_ALIASES,
     DTYPES,
@@ -219,8 +220,8 @@ def parse_args(argv: Sequence[str] | None = None) -> CollectivesConfig:
     except ValueError:
         problems.add("-T/--timeout", f"{ns.timeout!r} is not a number of seconds")
         timeout_s = 1.0
-    if ns.json and not os.access(os.path.dirname(os.path.abspath(ns.json)), os.W_OK):
-        problems.add("--json", f"{ns.json}: its directory does not exist or is not writable")  # before the sweep
+    if ns.json and (why := output_file_problem(Path(ns.json))):
+        problems.add("--json", why)  # before the sweep: a directory given as --json used to crash after it
     if problems:
         raise UsageError(problems)
     return CollectivesConfig(

@@ -167,9 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _read_list(path: Path, p: Problems) -> list[Path]:
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as e:
         p.add("--inputs", f"cannot read {path}: {e.strerror}")
+        return []
+    except UnicodeDecodeError as e:
+        p.add("--inputs", f"{path} is not UTF-8 text (byte {e.start}; allowed: a UTF-8 file, one path a line)")
         return []
     base = path.resolve().parent
     out = []

@@ -25,6 +25,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from collections.abc import Iterable
@@ -260,9 +261,29 @@ def judge_and_report(
     from workloads.validate.drain import drain as drain_nodes
     from workloads.validate.judge import judge
 
-    rep = judge(
-        out, instance_type=instance_type, local=cpu, expected_nodes=expect_nodes, duration_s=duration_s, strict=strict
-    )
+    # The report must be writable before anything is judged (or drained): a read-only --out is one
+    # line and exit 3, not a traceback after the nodes were drained.
+    if why := unwritable(out):
+        print(f"validate judge: --out {out}: {why}", file=sys.stderr)
+        return 3
+    try:
+        rep = judge(
+            out,
+            instance_type=instance_type,
+            local=cpu,
+            expected_nodes=expect_nodes,
+            duration_s=duration_s,
+            strict=strict,
+        )
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
+        # A run file that parses but is not what a phase writes (a field of the wrong type, a list
+        # where a mapping belongs): name the directory and what is allowed.
+        print(
+            f"validate judge: --out {out}: a run file is malformed ({type(exc).__name__}: {exc}) "
+            "(allowed: the phase-*.json and status/*.json files a run writes)",
+            file=sys.stderr,
+        )
+        return 3
     failed = [n.node for n in rep.nodes if n.verdict == Verdict.FAIL]
     if drain and failed:
         for res in drain_nodes(
@@ -274,10 +295,26 @@ def judge_and_report(
                 rep.drained.append(res.node)
             else:
                 rep.errors.append(f"could not drain {res.node}: {res.message}")
-    written = report.write(rep, out)
+    try:
+        written = report.write(rep, out)
+    except OSError as exc:
+        print(f"validate judge: --out {out}: cannot write the report: {exc}", file=sys.stderr)
+        return 3
     print(report.render_markdown(rep))
     print(f"report: {', '.join(str(p) for p in written.values())}")
     return int(rep.verdict)
+
+
+def unwritable(out: Path) -> str:
+    """Why the report cannot be written into ``out`` ('' when it can): tried, not guessed from the
+    mode bits (root passes every access check, and a read-only mount fails them all)."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".gpuc-write-probe-", dir=out)
+    except OSError as exc:
+        return f"cannot write the report there ({exc.strerror or exc}; allowed: a directory this user can write)"
+    os.close(fd)
+    os.unlink(probe)
+    return ""
 
 
 def _free_port() -> int:

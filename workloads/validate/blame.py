@@ -97,6 +97,7 @@ def blame(
     expected_nodes: list[str],
     cleared: Iterable[str] = (),
     agents: Mapping[str, AgentLog] | None = None,
+    store_host: str | None = None,
 ) -> Blame:
     """Who is at fault, from the status lines. A node fails when one of its ranks failed on its own
     (an error not caused by a lost peer), when a peer's error names its ranks as missing, when its
@@ -112,7 +113,9 @@ def blame(
     torchrun agent log shows, :mod:`workloads.validate.agents`), a node whose agent reached a
     rendezvous that never completed is not blamed (it waited for another node), and only the nodes
     whose agent never started, or failed before the rendezvous, fail; with no agent log kept and no
-    rank of any node reporting, such nodes are suspects and the verdict cannot name one."""
+    rank of any node reporting, such nodes are suspects and the verdict cannot name one. An agent
+    that timed out, found the rendezvous closed or lost its store is a witness; when no agent could
+    reach the store at all, ``store_host`` (the job's first node, which hosts it) is the suspect."""
     out = Blame()
     blamed = out.failed
     notes = out.notes
@@ -127,7 +130,11 @@ def blame(
     for phase in sorted({p for p, _ in by_key}):
         culprits, waiters = waited_on([s for (p, _), s in by_key.items() if p == phase])
         for r, why in culprits.items():
-            blamed.setdefault(str(by_key[(phase, r)].get("node")), why)
+            node = str(by_key[(phase, r)].get("node"))
+            if node in cleared:
+                out.suspects.setdefault(node, f"{why}; but it passed the pairwise search, so it is not failed")
+            else:
+                blamed.setdefault(node, why)
         explained |= {(phase, r) for r in [*culprits, *waiters]} if culprits else set()
     peer_errors = 0
     silent: list[tuple[str, int, str, float]] = []
@@ -163,32 +170,43 @@ def blame(
             peer_errors += 1  # waiting to join a node that could not start
         elif state in ("started", "device-ready", "fabric-ready", "joined"):
             silent.append((phase, rank, node, float(s.get("beat") or s.get("at") or 0.0)))
-    # Ranks that neither finished nor reported: the ones whose heartbeat stopped well before the
+    # Ranks that neither finished nor reported, judged phase by phase: each step is its own job with
+    # its own clock, so a later step torn down by the same fault is never read as the main phase's
+    # ranks having "died first". Within a phase, the ones whose heartbeat stopped well before the
     # last one died first; those that beat on until the end were waiting on them.
-    last_beat = max((b for *_, b in silent), default=0.0)
-    first_beat = min((b for *_, b in silent), default=0.0)
-    one_node = len({n for _, _, n, _ in silent}) == 1
-    together = not one_node and last_beat - first_beat <= DEATH_MARGIN_S
-    for phase, rank, node, beat in silent:
-        where = s_where(silent_state(by_key, phase, rank))
-        if together:
-            if node in cleared or node in blamed:
+    quiet_cleared: set[str] = set()
+    for phase in sorted({p for p, *_ in silent}):
+        in_phase = [t for t in silent if t[0] == phase]
+        last_beat = max(b for *_, b in in_phase)
+        first_beat = min(b for *_, b in in_phase)
+        one_node = len({n for _, _, n, _ in in_phase}) == 1
+        together = not one_node and last_beat - first_beat <= DEATH_MARGIN_S
+        for _, rank, node, beat in in_phase:
+            where = s_where(silent_state(by_key, phase, rank))
+            if node in blamed:
                 continue
-            out.suspects.setdefault(
-                node,
-                f"{phase}: rank {rank} went quiet {where} with every other rank (the whole job was torn down "
-                "at once: NCCL's abort or the watchdogs), and the pairwise search did not test this node",
-            )
-        elif one_node or beat < last_beat - DEATH_MARGIN_S:
-            blamed.setdefault(
-                node,
-                f"{phase}: rank {rank} started but never finished nor reported an error {where} (process or node died)",
-            )
-    quiet_cleared = sorted({n for _, _, n, _ in silent if together and n in cleared})
+            if together:
+                if node in cleared:
+                    quiet_cleared.add(node)
+                    continue
+                out.suspects.setdefault(
+                    node,
+                    f"{phase}: rank {rank} went quiet {where} with every other rank (the whole job was torn down "
+                    "at once: NCCL's abort or the watchdogs), and the pairwise search did not test this node",
+                )
+            elif one_node or beat < last_beat - DEATH_MARGIN_S:
+                why = f"{phase}: rank {rank} started but never finished nor reported an error {where} (process or node died)"
+                if node in cleared:
+                    # It passed the pairwise search with a known-good partner: a hang is not proof
+                    # enough to drain it.
+                    out.suspects.setdefault(node, f"{why}; but it passed the pairwise search, so it is not failed")
+                else:
+                    blamed.setdefault(node, why)
     if quiet_cleared:
         notes.append(
             f"{len(quiet_cleared)} node(s) went quiet with every other rank and passed the pairwise search "
-            f"with a known-good partner: not blamed ({', '.join(quiet_cleared[:8])}{' ...' if len(quiet_cleared) > 8 else ''})"
+            f"with a known-good partner: not blamed ({', '.join(sorted(quiet_cleared)[:8])}"
+            f"{' ...' if len(quiet_cleared) > 8 else ''})"
         )
     seen_nodes = {str(s.get("node")) for s in statuses}
     never = [n for n in expected_nodes if n not in seen_nodes]
@@ -215,6 +233,16 @@ def blame(
         elif seen_nodes:
             blamed.setdefault(n, f"no rank on this node reported at all, though its agent {log.evidence}")
         # else: it reached a rendezvous that never completed: it waited for the node that did not come.
+    logs = [agents[n] for n in never if agents is not None and n in agents and n != store_host]
+    if kept and not seen_nodes and logs and store_host and all(a.outcome == "no-store" for a in logs):
+        # No agent reached the store: its host is where to look (unless it is already named).
+        if store_host not in blamed:
+            where = next((a.store for a in logs if a.store), "")
+            out.suspects.setdefault(
+                store_host,
+                f"it hosts the rendezvous store{f' ({where})' if where else ''} and none of the {len(logs)} "
+                "other agents could reach it (RendezvousConnectionError creating the c10d store)",
+            )
     if peer_errors and not blamed:
         notes.append(f"{peer_errors} rank(s) lost a peer but no node could be blamed from the files")
     return out

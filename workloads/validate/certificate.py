@@ -34,8 +34,12 @@ STACK_COLUMNS = (
 )
 
 
-def _scope(node: str, scope: str) -> str:
+def gpu_scope(node: str, scope: str) -> str:
+    """A gate check's report scope: ``gpu:<node>/<index>`` for a GPU's (``gpu3``), else ``node:<node>``."""
     return f"gpu:{node}/{scope[3:]}" if scope.startswith("gpu") and scope[3:].isdigit() else f"node:{node}"
+
+
+_scope = gpu_scope
 
 
 @dataclass(frozen=True, slots=True)

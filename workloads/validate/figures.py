@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from components.bandwidth import CURVE_MIN_BYTES, FLOOR_MESSAGE_BYTES, Expected
+from components.bandwidth import CURVE_MIN_BYTES, FLOOR_MESSAGE_BYTES, SLOWDOWN_SEEN, Expected
 from components.catalog import InstanceType
 from workloads.validate.report import Curve
 from workloads.validate.verdict import Measurement, Verdict
@@ -34,14 +34,23 @@ def _read_json(path: Path, unreadable: list[str]) -> Any:
         return None
 
 
+def _read_object(path: Path, unreadable: list[str]) -> dict[str, Any] | None:
+    """A run file that must hold one JSON object (what every phase and status writer writes)."""
+    doc = _read_json(path, unreadable)
+    if doc is not None and not isinstance(doc, dict):
+        unreadable.append(f"{path.name}: a JSON {type(doc).__name__}, not the object a run writes")
+        return None
+    return doc
+
+
 def load(root: Path) -> RunFiles:
     unreadable: list[str] = []
     phases = {}
     for p in sorted(root.glob("phase-*.json")):
-        doc = _read_json(p, unreadable)
-        if isinstance(doc, dict):
+        doc = _read_object(p, unreadable)
+        if doc is not None:
             phases[p.stem[len("phase-") :]] = doc
-    statuses = [d for p in sorted((root / "status").glob("*.json")) if isinstance(d := _read_json(p, unreadable), dict)]
+    statuses = [d for p in sorted((root / "status").glob("*.json")) if (d := _read_object(p, unreadable)) is not None]
     ddp_path = root / "ddp.json"
     ddp = _read_json(ddp_path, unreadable) if ddp_path.exists() else None
     return RunFiles(
@@ -226,6 +235,20 @@ def judge_cluster_figure(
         m.detail = short
         if it is None and m.verdict == Verdict.FAIL:
             m.verdict = Verdict.WARN
+        elif it is not None and at is not None and m.verdict == Verdict.PASS:
+            need = it.bandwidth.shortest_sweep(e.op, nodes or e.nodes, path or e.path)  # type: ignore[arg-type]
+            if need is None or at < need:
+                # Floors this wide at this size would pass a cluster at half its bandwidth: not evidence.
+                m.verdict = Verdict.UNKNOWN
+                m.detail = (
+                    f"{short}; at {human_bytes(at)} the floors (widened x{e.widen:g} for the latency's share) "
+                    f"would pass a cluster at 1/{SLOWDOWN_SEEN:g} of its bandwidth: not judged, "
+                    + (
+                        f"run to at least {need} bytes (-e {human_bytes(need).replace(' GiB', 'G').replace(' MiB', 'M')})"
+                        if need is not None
+                        else f"and no size up to {human_bytes(FLOOR_MESSAGE_BYTES)} would: run to it and compare nodes"
+                    )
+                )
     return m
 
 

@@ -392,7 +392,15 @@ def judge(
     # was torn down. Who never started is read from the torchrun agents' logs.
     # A node the main phase's results list ran its ranks, whatever its status lines say.
     unaccounted = [n for n in node_names if n not in (main or {}).get("nodes", {})]
-    found = blame(job_statuses, unaccounted, cleared=(pairs or {}).get("good", []), agents=agents.read(root))
+    found = blame(
+        job_statuses,
+        unaccounted,
+        cleared=(pairs or {}).get("good", []),
+        agents=agents.read(root),
+        # The rendezvous store's host: the job's first node (sbatch's head_node, the first of
+        # scontrol show hostnames; a JobSet's pod 0), the first expected node.
+        store_host=next(iter(expected_nodes or node_names), None),
+    )
     blamed = found.failed
     for n, why in blamed.items():
         nodes.setdefault(n, NodeVerdict(node=n)).mark(Verdict.FAIL, why)

@@ -584,8 +584,14 @@ def main(
         print(f"validate judge --nccl-tests: --out {out}: {why}", file=sys.stderr)
         return 3
     rep = judge_runs(runs, instance_type, nodes, op)
-    print(render_markdown(rep))
+    written = {}
     if out is not None:
-        written = write(rep, out)
+        try:
+            written = write(rep, out)
+        except OSError as exc:
+            print(f"validate judge --nccl-tests: --out {out}: cannot write the report: {exc}", file=sys.stderr)
+            return 3
+    print(render_markdown(rep))
+    if written:
         print(f"report: {', '.join(str(p) for p in written.values())}")
     return int(rep.verdict)
