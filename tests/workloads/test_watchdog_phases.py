@@ -80,3 +80,18 @@ def test_a_process_group_setup_that_never_returns_is_named_in_the_status(tmp_pat
         assert "joined" not in st["stages"]
     rep = judge(tmp_path, instance_type=None, local=True, expected_nodes=["n1", "n2"])
     assert rep.verdict == Verdict.UNKNOWN and not [n for n in rep.nodes if n.verdict == Verdict.FAIL]
+
+
+@pytest.mark.slow
+def test_a_device_whose_context_creation_never_returns_names_its_own_node(tmp_path: Path) -> None:
+    """CUDA (or ROCm) context creation under the watchdog (issue 42 item 7): a wedged GPU's driver
+    once held the rank in set_device until the Slurm job's time limit."""
+    codes = _run_two(tmp_path, "device")
+    assert codes[1] == hang.EXIT_HANG and codes[0] != 0, codes
+    mine = _status(tmp_path, "n2")
+    assert mine["state"] == "error" and mine["peer_lost"] is False, mine
+    assert "context creation" in mine["error"] and "own device is stuck" in mine["error"], mine["error"]
+    assert "device-ready" not in mine["stages"]
+    assert _status(tmp_path, "n1")["peer_lost"] is True
+    rep = judge(tmp_path, instance_type=None, local=True, expected_nodes=["n1", "n2"])
+    assert {n.node: n.verdict for n in rep.nodes} == {"n1": Verdict.PASS, "n2": Verdict.FAIL}

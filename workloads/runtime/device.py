@@ -96,15 +96,21 @@ def setup(
     NCCL, what happens at that timeout is stated too (:data:`NCCL_ERROR_HANDLING`);
     ``force_cpu`` (env ``GPUC_FORCE_CPU=1``) runs on gloo even where GPUs exist. ``on_stage``
     hears ``device-ready`` once the device is bound and ``joined`` once the group has formed,
-    so a rank that fails between them can say which step it got to.
+    so a rank that fails between them can say which step it got to; it hears ``device-init`` first,
+    before the device's context is created (CUDA or ROCm init and ``set_device``), so a watchdog can
+    bound that too.
 
     On GPUs, in a job over several nodes of a catalog ``instance_type`` (env ``GPUC_INSTANCE_TYPE``
     when not given), the node's fabric is checked between the two (:mod:`workloads.health.fabric`;
     ``fabric-ready`` once it passes, :class:`~workloads.health.fabric.FabricCheckFailed` naming what
     is missing otherwise). ``GPUC_FABRIC_CHECK=0`` skips it, e.g. to measure the socket fallback.
     """
-    from workloads.runtime.node import no_device_here
+    from workloads.runtime.node import no_device_here, wedge_here
 
+    if on_stage is not None:
+        # Creating the device's context (the driver's first call, cudaSetDevice) can hang on a
+        # wedged GPU or driver; the caller's watchdog bounds it from here.
+        on_stage("device-init")
     if force_cpu is None:
         force_cpu = os.environ.get("GPUC_FORCE_CPU", "") == "1"
     if timeout_s is None:
@@ -131,6 +137,7 @@ def setup(
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
         backend = "nccl"
+    wedge_here("device")  # test hook: a no-op unless GPUC_INJECT_WEDGE_NODE names this node
     if on_stage is not None:
         on_stage("device-ready")
     if accelerator != "cpu" and _needs_fabric(instance_type, world_size):

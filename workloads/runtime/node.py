@@ -48,7 +48,8 @@ def hang_here() -> None:
 
 def wedge_here(where: str) -> None:
     """On the node named by GPUC_INJECT_WEDGE_NODE, never return from the work named by
-    GPUC_INJECT_WEDGE_AT ('health': the matmul's sync; 'init': the process group's setup), as a
+    GPUC_INJECT_WEDGE_AT ('health': the matmul's sync; 'init': the process group's setup;
+    'device': the device's context creation), as a
     wedged GPU's synchronize or a communicator init on a dead NIC never returns."""
     if _targets("GPUC_INJECT_WEDGE_NODE") and os.environ.get("GPUC_INJECT_WEDGE_AT", "") == where:
         time.sleep(3600)

@@ -266,6 +266,11 @@ def run_phase(cfg: RunConfig) -> int:
     status.calls = watchdog.progress
 
     def on_stage(state: str) -> None:
+        if state == "device-init":
+            # Not a state of the status file (still "started"): only the watchdog's bound. A rank
+            # stuck here is stuck on its own GPU or driver, and local says so to the judge.
+            watchdog.begin("the device's context creation (CUDA/ROCm init, set_device)", local=True)
+            return
         status.set(state)
         if state == "device-ready":
             watchdog.begin("the fabric check and the process group's setup (init_process_group)")
