@@ -94,7 +94,16 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--window-end", type=_when, help="when the capacity ends, where the cloud does not say (ISO, UTC)")
     ap.add_argument("--join-timeout", type=_seconds, default=1800.0, help="seconds a new instance may take (1800)")
     ap.add_argument(
-        "--evict-timeout", type=_seconds, default=3600.0, help="Kubernetes: seconds eviction may wait on PDBs (3600)"
+        "--evict-timeout",
+        type=_seconds,
+        default=3600.0,
+        help="seconds a quarantined node may still run work (Slurm jobs, pods a PDB keeps) before the "
+        "incident waits for a rerun (3600)",
+    )
+    ap.add_argument(
+        "--replace-busy",
+        action="store_true",
+        help="past --evict-timeout, replace a node even though work still runs on it (default: never)",
     )
     ap.add_argument("--node", action="append", default=[], help="heal only this named node (repeatable)")
     ap.add_argument("--python", help="Slurm: the interpreter of the check's job (as validate submit --python)")
@@ -125,6 +134,7 @@ def limits_of(args: argparse.Namespace) -> policy.Limits:
         max_unhealthy=args.max_unhealthy,
         join_timeout_s=args.join_timeout,
         evict_timeout_s=args.evict_timeout,
+        replace_busy=bool(args.replace_busy),
         window_end=args.window_end,
     )
     bad = policy.problems(lim)

@@ -260,11 +260,10 @@ class Engine:
         return peer, result
 
     def _confirm(self, inc: Incident) -> None:
+        # No shortcut on our own mark (I1): the quarantine is only ever made after the CONFIRMED
+        # line, so a mark found while SUSPECT is the check's own (Slurm drains the node again when
+        # its check ends, slurm.py close_check), never evidence that a check FAILed it.
         view = self.sched.node(inc.node)
-        if view.held_by == inc.incident:
-            # A rerun after a kill between the quarantine and its journal line.
-            self._move(inc, State.CONFIRMED, "found quarantined by this incident on re-read")
-            return
         if not view.present:
             self._move(
                 inc, State.ESCALATED, f"{inc.node} is not known to the {self.sched.kind} scheduler: {view.detail}"
@@ -274,10 +273,11 @@ class Engine:
         if not r.ran:
             self._retry(inc, State.SUSPECT, f"the second look could not run: {r.detail}")
         if r.passed:
+            back = self._return_to_service(inc, inc.node)
             self._move(
                 inc,
                 State.HEALTHY,
-                f"cleared by the second look with {peer} (nothing replaced): {r.detail}",
+                f"cleared by the second look with {peer} (nothing replaced); {back}: {r.detail}",
                 extra={"peer": peer, "figures": r.figures, "check_report": r.report, "outcome": "cleared"},
             )
             return
@@ -288,15 +288,33 @@ class Engine:
             extra={"peer": peer, "confirm_report": r.report},
         )
 
+    def _return_to_service(self, inc: Incident, node: str) -> str:
+        """Lift our own mark from a node a check cleared and read it back (I4); a mark that is
+        not ours is left alone and said so. Raises AdapterError (RETRY) when the read-back shows
+        it still out of service."""
+        view = self.sched.node(node)
+        if view.held_by != inc.incident:
+            if view.in_service:
+                return "in service (read back)"
+            return f"left as it is, its mark is not this incident's ({view.detail})"
+        res = self.sched.release(node, inc.incident)
+        after = self.sched.node(node)
+        if not res.ok or not after.in_service:
+            raise AdapterError(f"cleared, but {node} is still out of service after the release: {res.detail}")
+        return f"back in service (read back: {after.detail})"
+
     def _quarantine(self, inc: Incident) -> None:
-        view = self.sched.node(inc.node)
-        if view.held_by == inc.incident and not view.in_service:
-            self._move(inc, State.QUARANTINED, f"already out of service: {view.detail}")
-            return
+        # Our mark on the node is never taken as "empty" (I5): the quarantine is asked again (it is
+        # idempotent) and says whether work is still on the node.
         if not inc.has(State.CONFIRMED, "intent"):
             self._move(inc, State.CONFIRMED, f"taking {inc.node} out of service", event="intent")
+            cur = self.j.incident(inc.incident)
+            assert cur is not None
+            inc = cur
         why = str(inc.fact("why", ""))
-        deadline = self.j.now() + self.limits.evict_timeout_s
+        # The deadline runs from the first time heal took the node out of service, across reruns.
+        first = min(e.at for e in inc.entries if e.state is State.CONFIRMED and e.event == "intent")
+        deadline = first + self.limits.evict_timeout_s
         while True:
             res = self.sched.quarantine(inc.node, inc.incident, why)
             if res.ok:
@@ -305,11 +323,21 @@ class Engine:
             if not res.pending:
                 self._retry(inc, State.CONFIRMED, f"could not take {inc.node} out of service: {res.detail}")
             if self.j.now() >= deadline:
+                if self.limits.replace_busy:
+                    self._move(
+                        inc,
+                        State.QUARANTINED,
+                        f"still busy after {self.limits.evict_timeout_s:.0f} s, replaced anyway as "
+                        f"--replace-busy asks: {res.detail}",
+                        extra={"replaced_busy": True},
+                    )
+                    return
                 self._retry(
                     inc,
                     State.CONFIRMED,
                     f"out of service but not empty after {self.limits.evict_timeout_s:.0f} s: {res.detail} "
-                    "(pods are never deleted past their PodDisruptionBudget; move them, then rerun)",
+                    "(work is never killed: pods are not deleted past their PodDisruptionBudget, Slurm jobs are "
+                    "not cancelled; let it end or move it, then rerun, or rerun with --replace-busy)",
                 )
             self.sleep(self.poll_s)
 

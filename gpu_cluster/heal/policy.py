@@ -43,6 +43,9 @@ class Limits:
     evict_timeout_s: float = 3600.0
     """How long eviction may wait on PodDisruptionBudgets (GKE auto-repair drains for up to an
     hour, SELFHEAL.md G1); past it the incident stops (RETRY), pods are never deleted by force."""
+    replace_busy: bool = False
+    """--replace-busy: past evict_timeout_s, replace a node that still runs work (I5 holds unless
+    the user asks for this by name)."""
     window_end: float | None = None
     """--window-end: when the capacity ends, where the cloud cannot say (epoch seconds)."""
 

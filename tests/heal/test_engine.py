@@ -170,7 +170,71 @@ def test_a_second_look_that_passes_replaces_nothing(tmp_path: Path) -> None:
         out = e.run(ev)
     assert out.code == 0 and replacements(tmp_path) == []
     assert states(tmp_path) == ["SUSPECT", "HEALTHY"]
-    assert "cleared by the second look with local-1" in read(tmp_path / JOURNAL)[0][-1].detail
+    last = read(tmp_path / JOURNAL)[0][-1].detail
+    assert "cleared by the second look with local-1" in last
+    # I4 (severity 1, shape 2): the check left it drained with the incident's mark (as Slurm's
+    # close_check does); cleared, it is resumed and heal says so only after reading it back
+    assert json.loads(_w.path.read_text())["drained"] == {}
+    assert "back in service (read back: idle)" in last
+
+
+def test_a_cleared_node_someone_else_drained_is_left_as_it_is(tmp_path: Path) -> None:
+    ev = read_report(write_report(tmp_path))
+    with Journal(tmp_path) as j:
+        e, world = engine(tmp_path, j, faults={})
+        world.doc["drained"]["local-3"] = "admin: bad fan"
+        world.save()
+        out = e.run(ev)
+    assert out.code == 0 and replacements(tmp_path) == []
+    assert json.loads(world.path.read_text())["drained"] == {"local-3": "admin: bad fan"}
+    assert "left as it is, its mark is not this incident's" in read(tmp_path / JOURNAL)[0][-1].detail
+
+
+def busy_run(run_dir: Path, clock: list[float], **limits: object) -> tuple[int, list[str]]:
+    said: list[str] = []
+    with Journal(run_dir, clock=lambda: clock[0]) as j:
+        e, world = engine(run_dir, j, say=said.append, evict_timeout_s=60.0, **limits)
+        world.doc.setdefault("jobs", {"local-3": ["job 4711 pretrain alice RUNNING"]})
+        world.save()
+
+        def wait(s: float) -> None:
+            clock[0] += 15.0
+
+        e.sleep = wait
+        return e.run(read_report(run_dir / "report.json")).code, said
+
+
+def test_rerun_after_the_evict_timeout_never_replaces_a_busy_node(tmp_path: Path) -> None:
+    """Severity 1, shape 3 (I5): past --evict-timeout the incident waits (RETRY) with the job named
+    and the node out of new work; a rerun re-asks the scheduler instead of reading our own mark as
+    "empty", so it waits again; only --replace-busy replaces it, and the work ending lets it go."""
+    write_report(tmp_path)
+    clock = [1_000_000.0]
+    code, _ = busy_run(tmp_path, clock)
+    entries = read(tmp_path / JOURNAL)[0]
+    assert code == 2 and entries[-1].state is State.RETRY
+    assert "not empty after 60 s" in entries[-1].detail and "job 4711 pretrain alice" in entries[-1].detail
+    for _ in range(2):  # reruns, past the deadline: one look, still busy, still waiting
+        clock[0] += 3600.0
+        code, _ = busy_run(tmp_path, clock)
+        assert code == 2 and read(tmp_path / JOURNAL)[0][-1].state is State.RETRY
+    assert replacements(tmp_path) == []
+    assert "local-3" in json.loads((tmp_path / "local-cluster.json").read_text())["drained"]
+    assert not any(e.state is State.QUARANTINED for e in read(tmp_path / JOURNAL)[0])
+    code, _ = busy_run(tmp_path, clock, replace_busy=True)
+    assert code == 0 and len(replacements(tmp_path)) == 1
+    q = [e for e in read(tmp_path / JOURNAL)[0] if e.state is State.QUARANTINED]
+    assert "replaced anyway as --replace-busy asks" in q[0].detail and q[0].extra["replaced_busy"] is True
+
+
+def test_a_busy_node_whose_work_ends_is_replaced_on_the_rerun(tmp_path: Path) -> None:
+    write_report(tmp_path)
+    clock = [1_000_000.0]
+    assert busy_run(tmp_path, clock)[0] == 2
+    doc = json.loads((tmp_path / "local-cluster.json").read_text())
+    doc["jobs"] = {}
+    (tmp_path / "local-cluster.json").write_text(json.dumps(doc))
+    assert busy_run(tmp_path, clock)[0] == 0 and len(replacements(tmp_path)) == 1
 
 
 def test_only_a_nodes_own_findings_open_an_incident(tmp_path: Path) -> None:
