@@ -386,13 +386,25 @@ class Engine:
                 return
         attempt = len(self.j.requested_since(0.0, slot=inc.slot)) + 1
         token = f"{inc.incident}-a{attempt}"
+        # What the pool looks like before the call (its size, its members), journalled with the
+        # intent: a rerun killed after the call and before its line tells this call's replacement
+        # from the pool's other members, and restores the size, from these facts (I2, I3).
+        prepare = getattr(self.cloud, "prepare", None)
+        before = dict(prepare(view, old)) if prepare is not None else {}
         self._move(
             inc,
             State.REPLACING,
             f"asking for a new instance in place of {old.id or inc.node}: {self.cloud.call}",
             event="intent",
             instance=old.id,
-            extra={"token": token, "old_instance": old.id, "attempt": attempt, "call": self.cloud.call},
+            extra={
+                **before,
+                "token": token,
+                "old_instance": old.id,
+                "attempt": attempt,
+                "call": self.cloud.call,
+                "asked_at": now,
+            },
         )
 
     def _replace(self, inc: Incident) -> None:
