@@ -436,6 +436,7 @@ class Engine:
         started = max(e.at for e in inc.entries if e.state is State.JOINING and e.event == "enter")
         deadline = started + self.limits.join_timeout_s
         while True:
+            self._restore_size(inc)
             prog = self.cloud.progress(self.sched.node(inc.node), old, str(inc.fact("token", "")), facts(inc))
             new = prog.new_instance
             # The node that stands in the slot now: the same name (Slurm, GKE, local), or the node
@@ -468,6 +469,24 @@ class Engine:
                     f"({view.detail if view is not None else prog.detail}); rerun to keep waiting",
                 )
             self.sleep(self.poll_s)
+
+    def _restore_size(self, inc: Incident) -> None:
+        """I3: a pool the call left short (AKS deleteMachines lowers the count) is scaled back to the
+        size journalled before the call, as its own intent and done lines; re-read each time, so a
+        rerun after a kill on either side of the call asks again only while it is still short."""
+        short_of = getattr(self.cloud, "short_of", None)
+        if short_of is None:
+            return
+        cur = self.j.incident(inc.incident)
+        assert cur is not None
+        known = facts(cur)
+        view = self.sched.node(cur.node)
+        why = short_of(view, known)
+        if not why:
+            return
+        self._move(cur, cur.state, f"restoring the pool's size: {why}", event="restore-intent")
+        res = self.cloud.restore(view, known)  # type: ignore[attr-defined]
+        self._move(cur, cur.state, res.detail, event="restored")
 
     def _revalidate(self, inc: Incident) -> None:
         view = self.sched.node(inc.node)
