@@ -25,7 +25,7 @@ from components.stack_locate import stack_label
 from gpu_cluster.heal import policy
 from gpu_cluster.heal.engine import EXIT_COULD_NOT_RUN, EXIT_OK, Engine
 from gpu_cluster.heal.evidence import Evidence, EvidenceError, read_report
-from gpu_cluster.heal.journal import JOURNAL, Journal, JournalBusy, iter_lines
+from gpu_cluster.heal.journal import JOURNAL, Journal, JournalBusy, iter_lines, read
 from gpu_cluster.heal.platforms import PlatformError
 
 PROG = "gpu-cluster heal"
@@ -269,7 +269,10 @@ def run_stack(args: argparse.Namespace) -> int:
         f"{'applying' if limits.apply else 'dry run'}",
         flush=True,
     )
-    unknown = [f.node for f in ev.named if not built.scheduler.node(f.node).present]
+    # A node this run's journal already holds an incident for may be gone because heal replaced it
+    # (EKS and AKS give the new instance a new name): its incident is continued, never refused.
+    journalled = {name for e in read(run_dir / JOURNAL)[0] for name in (e.node, e.slot)}
+    unknown = [f.node for f in ev.named if f.node not in journalled and not built.scheduler.node(f.node).present]
     if unknown:
         raise UsageError(
             f"the report names {', '.join(unknown)}, which the {built.scheduler.kind} scheduler of {args.stack} does "
