@@ -145,6 +145,12 @@ class Journal:
             ) from None
         self._fd = fd
         self.entries, self.notes = read(self.path)
+        # A line cut short by a kill has no newline: end it, so this run's first line starts a line
+        # of its own instead of being glued to the cut one and lost with it.
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            os.write(fd, b"\n")
+            os.fsync(fd)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -215,13 +221,12 @@ def read(path: Path) -> tuple[list[Entry], list[str]]:
             entries.append(Entry.from_json(json.loads(line)))
         except (ValueError, KeyError, TypeError) as exc:
             last = n == len(lines) or (n == len(lines) - 1 and not lines[-1])
+            # The start of an object that never closes: a line a kill cut (the next run ended it).
+            opened = line.strip().startswith(b"{") and not line.strip().endswith(b"}")
+            cut = last or (isinstance(exc, json.JSONDecodeError) and opened)
             notes.append(
                 f"{path.name} line {n}: "
-                + (
-                    "cut short (a heal was killed while writing it); skipped"
-                    if last
-                    else f"unreadable ({exc}); skipped"
-                )
+                + ("cut short (a heal was killed while writing it); skipped" if cut else f"unreadable ({exc}); skipped")
             )
     return entries, notes
 

@@ -273,9 +273,45 @@ def test_a_killed_heal_leaves_a_line_cut_short_and_the_rerun_reads_past_it(tmp_p
         f.write('{"at": 1, "slot": "local-3", "incid')
     entries, notes = read(tmp_path / JOURNAL)
     assert notes == [f"{JOURNAL} line {len(entries) + 1}: cut short (a heal was killed while writing it); skipped"]
+    kept = len(entries)
     with Journal(tmp_path) as j:
         e, _w = engine(tmp_path, j)
         assert e.run(ev).code == 0
+    # the rerun's first line was not glued to the cut one: every line it wrote parses
+    after, notes = read(tmp_path / JOURNAL)
+    assert notes == [f"{JOURNAL} line {kept + 1}: cut short (a heal was killed while writing it); skipped"]
+    assert after[kept].state is State.RETRY or after[kept].state is State.QUARANTINED, after[kept]
+    assert after[-1].state is State.HEALTHY and len(replacements(tmp_path)) == 1
+
+
+def test_a_rerun_on_a_cut_line_and_a_garbage_line_resumes_and_show_reads_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 5 of issue 41: a garbage line in the middle is skipped with a warning, a cut last line
+    never swallows the next; the rerun resumes, every line it writes parses, --show prints both."""
+    from gpu_cluster.heal.cli import main
+
+    ev = read_report(write_report(tmp_path))
+    with Journal(tmp_path) as j:
+        e, _w = engine(tmp_path, j, max_per_hour=0)
+        e.run(ev)
+    raw = (tmp_path / JOURNAL).read_bytes().splitlines(keepends=True)
+    (tmp_path / JOURNAL).write_bytes(b"".join([*raw[:2], b"\x00garbage\n", *raw[2:], b'{"at": 1, "sl']))
+    said: list[str] = []
+    with Journal(tmp_path) as j:
+        e, _w = engine(tmp_path, j, say=said.append)
+        assert e.run(ev).code == 0
+    entries, notes = read(tmp_path / JOURNAL)
+    assert len(notes) == 2 and "line 3: unreadable" in notes[0] and "cut short" in notes[1]
+    assert sum("journal: " in s for s in said) == 2
+    assert entries[-1].state is State.HEALTHY and len(replacements(tmp_path)) == 1
+    lines = (tmp_path / JOURNAL).read_bytes().splitlines()
+    cut_at = next(k for k, ln in enumerate(lines) if ln.startswith(b'{"at": 1, "sl'))
+    for ln in lines[cut_at + 1 :]:
+        json.loads(ln)
+    assert main(["--show", str(tmp_path)]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert len(shown) == len(entries) + 2 and shown[-2:] == notes
 
 
 def test_one_heal_at_a_time_on_a_journal(tmp_path: Path) -> None:
