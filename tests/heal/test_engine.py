@@ -247,8 +247,12 @@ def test_only_a_nodes_own_findings_open_an_incident(tmp_path: Path) -> None:
     with Journal(tmp_path) as j:
         e, _w = engine(tmp_path, j, nodes=10, say=said.append)
         assert e.run(ev).code == 0
-    assert read(tmp_path / JOURNAL) == ([], [])
-    assert sum("not acted on" in s for s in said) == 3
+    # the died rank's node gets a second look (its instance is fine here: cleared, nothing replaced);
+    # the never-started node and the WARN are not acted on
+    entries, _ = read(tmp_path / JOURNAL)
+    assert [(x.node, x.state) for x in entries] == [("local-2", State.SUSPECT), ("local-2", State.HEALTHY)]
+    assert replacements(tmp_path) == []
+    assert sum("not acted on" in s for s in said) == 2
     for reason, kind in (
         ("gate ecc.volatile (gpu3): 12 uncorrected", "node gate"),
         ("health.matmul: straggler, 1 under 0.5 x", "GPU health"),
@@ -259,6 +263,11 @@ def test_only_a_nodes_own_findings_open_an_incident(tmp_path: Path) -> None:
         ("main: rank 5 failed: device setup: no GPU", "device at start-up"),
         ("pairwise: every pair fell short; no known-good node to compare with", None),
         ("main: rank 5 did not arrive (reported by rank 0 on n1)", None),
+        (
+            "main: rank 2 started but never finished nor reported an error (process or node died)",
+            "process or node died",
+        ),
+        ("no rank on this node reported at all (it never started)", None),
         ("suspect: pairs: pair a+b hung: x", None),
     ):
         assert scope_of(reason) == kind, reason
