@@ -91,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop everything when more than max(1, this fraction x nodes) FAIL "
         f"(default {policy.DEFAULT_MAX_UNHEALTHY:g})",
     )
+    ap.add_argument(
+        "--max-out-of-service",
+        type=int,
+        default=policy.DEFAULT_MAX_OUT,
+        help=f"nodes heal holds out of service at once, across reports and runs (default {policy.DEFAULT_MAX_OUT})",
+    )
     ap.add_argument("--window-end", type=_when, help="when the capacity ends, where the cloud does not say (ISO, UTC)")
     ap.add_argument("--join-timeout", type=_seconds, default=1800.0, help="seconds a new instance may take (1800)")
     ap.add_argument(
@@ -135,6 +141,7 @@ def limits_of(args: argparse.Namespace) -> policy.Limits:
         join_timeout_s=args.join_timeout,
         evict_timeout_s=args.evict_timeout,
         replace_busy=bool(args.replace_busy),
+        max_out=args.max_out_of_service,
         window_end=args.window_end,
     )
     bad = policy.problems(lim)

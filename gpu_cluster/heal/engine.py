@@ -269,6 +269,17 @@ class Engine:
                 inc, State.ESCALATED, f"{inc.node} is not known to the {self.sched.kind} scheduler: {view.detail}"
             )
             return
+        # I7, before the second look (on Slurm the check leaves the node drained): a node is taken
+        # out of service only while heal holds fewer than --max-out-of-service nodes out.
+        held = [i for i in self.j.out_of_service() if i.incident != inc.incident]
+        if len(held) >= self.limits.max_out:
+            self._retry(
+                inc,
+                State.SUSPECT,
+                f"fleet budget: heal holds {len(held)} node(s) out of service "
+                f"({', '.join(f'{i.node} {i.state.value}' for i in held[:5])}), at most {self.limits.max_out} "
+                "(--max-out-of-service); it stays in service, unchecked, until one returns",
+            )
         peer, r = self._check(inc, inc.node, "confirm")
         if not r.ran:
             self._retry(inc, State.SUSPECT, f"the second look could not run: {r.detail}")
@@ -543,6 +554,14 @@ class Engine:
             out.stop(f"{node}: no peer")
             return
         self.say(f"dry run:   would confirm: node gate and a pair test with {peer}")
+        held = self.j.out_of_service()
+        if len(held) >= self.limits.max_out:
+            self.say(
+                f"dry run:   would stop before quarantining: heal holds {len(held)} node(s) out of service, "
+                f"at most {self.limits.max_out} (--max-out-of-service)"
+            )
+            out.stop(f"{node}: fleet budget")
+            return
         self.say(f"dry run:   would quarantine on {self.sched.kind}, the incident id in the mark")
         now = self.j.now()
         recent = self.j.requested_since(now - RATE_WINDOW_S)

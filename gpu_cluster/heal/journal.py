@@ -187,6 +187,10 @@ class Journal:
     def of_slot(self, slot: str) -> list[Incident]:
         return [i for i in self.incidents() if i.slot == slot]
 
+    def out_of_service(self) -> list[Incident]:
+        """Incidents that took their node out of service and have not returned it (I7's count)."""
+        return out_of_service(self.incidents())
+
     def requested_since(self, since: float, slot: str | None = None) -> list[Entry]:
         """Replacements asked of the cloud (their intent lines) since ``since``: what the rate
         limit and the attempts limit count. An intent counts even when the call then failed."""
@@ -195,6 +199,12 @@ class Journal:
             for e in self.entries
             if e.state is State.REPLACING and e.event == "intent" and e.at >= since and (slot is None or e.slot == slot)
         ]
+
+
+def out_of_service(incidents: list[Incident]) -> list[Incident]:
+    """Incidents past their quarantine's intent whose node was not returned (HEALTHY): quarantined,
+    being replaced, waiting (RETRY), or ended ESCALATED or ABANDONED with the node still marked."""
+    return [i for i in incidents if i.has(State.CONFIRMED, "intent") and i.state is not State.HEALTHY]
 
 
 def _group(entries: list[Entry]) -> dict[str, Incident]:
@@ -237,3 +247,7 @@ def iter_lines(path: Path) -> Iterator[str]:
     for e in entries:
         yield e.line()
     yield from notes
+    held = out_of_service(list(_group(entries).values()))
+    yield f"out of service by heal (I7, this journal): {len(held)}" + (
+        ": " + ", ".join(f"{i.node} ({i.incident}, {i.state.value})" for i in held) if held else ""
+    )

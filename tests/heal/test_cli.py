@@ -152,7 +152,8 @@ def test_show_prints_the_journal(tmp_path: Path, capsys: pytest.CaptureFixture[s
         e.run(ev)
     assert main(["--show", str(tmp_path)]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert len(printed) == 10 and "SUSPECT" in printed[0] and "HEALTHY" in printed[-1]
+    assert len(printed) == 11 and "SUSPECT" in printed[0] and "HEALTHY" in printed[-2]
+    assert printed[-1] == "out of service by heal (I7, this journal): 0"
 
 
 def test_heal_is_a_subcommand() -> None:

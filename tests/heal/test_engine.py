@@ -320,7 +320,8 @@ def test_a_rerun_on_a_cut_line_and_a_garbage_line_resumes_and_show_reads_both(
         json.loads(ln)
     assert main(["--show", str(tmp_path)]) == 0
     shown = capsys.readouterr().out.splitlines()
-    assert len(shown) == len(entries) + 2 and shown[-2:] == notes
+    assert len(shown) == len(entries) + 3 and shown[-3:-1] == notes
+    assert shown[-1] == "out of service by heal (I7, this journal): 0"
 
 
 def test_one_heal_at_a_time_on_a_journal(tmp_path: Path) -> None:
@@ -365,3 +366,39 @@ def test_one_replacement_in_flight_at_a_time(tmp_path: Path) -> None:
     assert out.code == 2 and "still in flight" in out.stopped[-1]
     assert [r["node"] for r in replacements(tmp_path)] == ["local-2"]
     assert {x.node for x in read(tmp_path / JOURNAL)[0]} == {"local-2"}
+
+
+def test_the_fleet_budget_keeps_a_second_node_in_service_and_show_counts_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """I7: with --max-out-of-service 1 and local-2 held out (its replacement stopped by the hourly
+    rate), local-3 is confirmed but not taken out of service; a later run with room continues it;
+    --show prints the count."""
+    from gpu_cluster.heal.cli import main
+
+    fail = {"local-2": [SLOW], "local-3": [SLOW]}
+    ev = read_report(write_report(tmp_path, nodes=10, fail=fail))
+    faults = {"local-2": ["slow"], "local-3": ["dead"]}
+    with Journal(tmp_path) as j:
+        e, world = engine(tmp_path, j, nodes=10, faults=faults, max_per_hour=0, max_out=1)
+        assert e.run(ev).code == 2
+    last = {x.node: x for x in read(tmp_path / JOURNAL)[0]}
+    assert last["local-2"].state is State.RETRY and "rate limit" in last["local-2"].detail
+    assert last["local-3"].state is State.RETRY and "fleet budget: heal holds 1 node(s) out of service" in (
+        last["local-3"].detail
+    )
+    assert set(json.loads(world.path.read_text())["drained"]) == {"local-2"}
+    assert main(["--show", str(tmp_path)]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[-1].startswith("out of service by heal (I7, this journal): 1: local-2 (h-")
+    # the dry run says the same before acting
+    said: list[str] = []
+    with Journal(tmp_path) as j:
+        e, _w = engine(tmp_path, j, nodes=10, faults=faults, apply=False, max_out=1, say=said.append)
+        e.run(read_report(write_report(tmp_path / "b", nodes=10, fail={"local-4": [SLOW]})))
+    assert any("would stop before quarantining: heal holds 1 node(s) out of service" in x for x in said)
+    # room again (the default budget): both go through
+    with Journal(tmp_path) as j:
+        e, _w = engine(tmp_path, j, nodes=10, faults=faults)
+        assert e.run(ev).code == 0
+    assert sorted(r["node"] for r in replacements(tmp_path)) == ["local-2", "local-3"]
