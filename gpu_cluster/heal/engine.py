@@ -14,7 +14,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpu_cluster.heal.adapters import AdapterError, Checker, Cloud, Scheduler
@@ -229,10 +229,10 @@ class Engine:
         resume = State(inc.fact("resume", State.QUARANTINED.value))
         self._move(inc, resume, f"resumed after: {inc.last.detail}"[:400])
 
-    def peer_for(self, node: str) -> str:
+    def peer_for(self, node: str, besides: frozenset[str] = frozenset()) -> str:
         """A node the last report cleared, in service now, and in no open incident."""
         ev = self.evidence
-        held = {i.node for i in self.j.open_incidents()} | {node}
+        held = {i.node for i in self.j.open_incidents()} | {node} | besides
         for cand in ev.cleared if ev else ():
             if cand in held:
                 continue
@@ -241,13 +241,14 @@ class Engine:
                 return cand
         return ""
 
-    def _check(self, inc: Incident, node: str, purpose: str) -> tuple[str, Any]:
-        peer = self.peer_for(node)
+    def _check(self, inc: Incident, node: str, purpose: str, besides: frozenset[str] = frozenset()) -> tuple[str, Any]:
+        peer = self.peer_for(node, besides)
         if not peer:
             self._retry(
                 inc,
                 inc.state,
-                f"no node the report cleared is in service to pair with for the {purpose} check: "
+                f"no {'other ' if besides else ''}node the report cleared is in service to pair with for the "
+                f"{purpose} check{' (a second, different peer before blaming it: I8)' if besides else ''}: "
                 "return one to service, or validate again, then rerun",
             )
         opened = self.sched.open_for_check(node, peer, inc.incident)
@@ -283,6 +284,21 @@ class Engine:
         peer, r = self._check(inc, inc.node, "confirm")
         if not r.ran:
             self._retry(inc, State.SUSPECT, f"the second look could not run: {r.detail}")
+        if not r.passed and not r.own:
+            # I8: failed with one peer for a reason a peer or its link shares (the pair's figure, a
+            # rank that died): a second, different cleared peer must fail it too before it is blamed.
+            first, first_detail = peer, r.detail
+            peer, r = self._check(inc, inc.node, "reconfirm", frozenset({first}))
+            if not r.ran:
+                self._retry(inc, State.SUSPECT, f"the second peer's check could not run: {r.detail}")
+            if r.passed:
+                r = replace(
+                    r,
+                    detail=f"it failed with {first} ({first_detail}) but passed with {peer}: the pair "
+                    f"or {first} is suspect, not {inc.node}: {r.detail}",
+                )
+            else:
+                r = replace(r, detail=f"with {first}: {first_detail}; and with {peer}: {r.detail}")
         if r.passed:
             back = self._return_to_service(inc, inc.node)
             self._move(

@@ -39,6 +39,12 @@ NODE_SCOPED: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+SINGLE_NODE = frozenset({"node gate", "GPU health", "GPU count", "single-node collectives"})
+"""Findings measured on the node alone: a check that FAILs a node for one of these blames it without a
+second peer; anything else (the pair's figure, a rank that died) needs a second, different cleared
+peer to fail it too (I8)."""
+
+
 class EvidenceError(ValueError):
     """The report cannot be read, or is not a validation report; one line, with the next step."""
 
@@ -196,6 +202,7 @@ def judge_pair(doc: Mapping[str, Any], node: str, peer: str, where: str, note: s
     if ok:
         return CheckResult(ran=True, passed=True, detail=f"{node} PASS; pair {pair}", figures=figures, report=where)
     why = "; ".join(mine.get("reasons", [])) or ("the pair's figure was not measured" if not measured else pair)
+    own = any(scope_of(str(r)) in SINGLE_NODE for r in mine.get("reasons", []))
     return CheckResult(
-        ran=True, passed=False, detail=f"{node} {mine['verdict']}: {why}"[:400], figures=figures, report=where
+        ran=True, passed=False, detail=f"{node} {mine['verdict']}: {why}"[:400], figures=figures, report=where, own=own
     )

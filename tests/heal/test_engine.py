@@ -12,6 +12,7 @@ import pytest
 from gpu_cluster.heal.evidence import read_report, scope_of
 from gpu_cluster.heal.journal import JOURNAL, Journal, read
 from gpu_cluster.heal.states import BadMove, State, check_move
+from gpu_cluster.heal.adapters import CheckResult
 from tests.heal.world import SLOW, WorldChecker, engine, replacements, write_report
 
 
@@ -402,3 +403,52 @@ def test_the_fleet_budget_keeps_a_second_node_in_service_and_show_counts_it(
         e, _w = engine(tmp_path, j, nodes=10, faults=faults)
         assert e.run(ev).code == 0
     assert sorted(r["node"] for r in replacements(tmp_path)) == ["local-2", "local-3"]
+
+
+class BadPeerChecker(WorldChecker):
+    """local-1 (cleared by the report) is the bad one now: any pair with it FAILs the node under
+    check, for a reason a pair shares (its figure), never a finding of the node's own."""
+
+    def check(self, node: str, peer: str, incident: str, purpose: str) -> CheckResult:
+        r = super().check(node, peer, incident, purpose)
+        if peer == "local-1":
+            return CheckResult(ran=True, passed=False, detail=f"{node} FAIL: the pair's figure was not measured")
+        return r
+
+
+def test_a_pair_failure_needs_a_second_different_peer_before_blaming(tmp_path: Path) -> None:
+    """I8: failed with local-1 for a reason the pair shares, passed with local-2: local-1 or the
+    link is suspect, not local-3, so nothing is replaced and local-3 is back in service."""
+    ev = read_report(write_report(tmp_path, fail={"local-3": ["main: rank 2 started ... (process or node died)"]}))
+    with Journal(tmp_path) as j:
+        e, world = engine(tmp_path, j, faults={})
+        e.checker = BadPeerChecker(world)
+        assert e.run(ev).code == 0
+        assert e.checker.calls == [("local-3", "local-1", "confirm"), ("local-3", "local-2", "reconfirm")]
+    assert replacements(tmp_path) == [] and json.loads(world.path.read_text())["drained"] == {}
+    last = read(tmp_path / JOURNAL)[0][-1]
+    assert last.state is State.HEALTHY and "failed with local-1" in last.detail and "passed with local-2" in last.detail
+
+
+def test_a_dead_rank_is_blamed_only_when_two_different_peers_fail_it(tmp_path: Path) -> None:
+    ev = read_report(write_report(tmp_path, fail={"local-3": ["main: rank 2 started ... (process or node died)"]}))
+    with Journal(tmp_path) as j:
+        e, world = engine(tmp_path, j, faults={"local-3": ["dead"]})
+        assert e.run(ev).code == 0
+        assert isinstance(e.checker, WorldChecker)
+        assert e.checker.calls[:2] == [("local-3", "local-1", "confirm"), ("local-3", "local-2", "reconfirm")]
+    confirmed = [x for x in read(tmp_path / JOURNAL)[0] if x.state is State.CONFIRMED and x.event == "enter"]
+    assert "with local-1" in confirmed[0].detail and "and with local-2" in confirmed[0].detail
+    assert len(replacements(tmp_path)) == 1
+
+
+def test_no_second_peer_no_blame(tmp_path: Path) -> None:
+    ev = read_report(
+        write_report(tmp_path, nodes=2, fail={"local-2": ["main: rank 1 started ... (process or node died)"]})
+    )
+    with Journal(tmp_path) as j:
+        e, world = engine(tmp_path, j, nodes=2, faults={"local-2": ["dead"]})
+        assert e.run(ev).code == 2
+    last = read(tmp_path / JOURNAL)[0][-1]
+    assert last.state is State.RETRY and "a second, different peer before blaming it: I8" in last.detail
+    assert replacements(tmp_path) == []

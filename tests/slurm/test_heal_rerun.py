@@ -49,7 +49,10 @@ class Answers:
 
     def check(self, node: str, peer: str, incident: str, purpose: str) -> CheckResult:
         self.calls.append((node, peer, purpose))
-        return CheckResult(ran=True, passed=self.passed, detail=f"{node} {'PASS' if self.passed else 'FAIL'}")
+        # a FAIL for the node's own gate finding: no second peer is needed to blame it (I8)
+        return CheckResult(
+            ran=True, passed=self.passed, detail=f"{node} {'PASS' if self.passed else 'FAIL'}", own=not self.passed
+        )
 
 
 class CountingCloud:
