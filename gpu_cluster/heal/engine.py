@@ -511,7 +511,8 @@ class Engine:
         why = short_of(view, known)
         if not why:
             return
-        self._move(cur, cur.state, f"restoring the pool's size: {why}", event="restore-intent")
+        if cur.last.event != "restore-intent":  # a kill after the intent and before the call: asked once more
+            self._move(cur, cur.state, f"restoring the pool's size: {why}", event="restore-intent")
         res = self.cloud.restore(view, known)  # type: ignore[attr-defined]
         self._move(cur, cur.state, res.detail, event="restored")
 

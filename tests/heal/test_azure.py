@@ -235,7 +235,14 @@ def pool_world(arm: Recorded) -> dict[str, Any]:
     return state
 
 
-@pytest.mark.parametrize("kill", ["none", "after-delete-machines"])
+AKS_RUN_LINES = 12
+"""The lines of an uncut AKS heal (the kill points below): SUSPECT to HEALTHY with the pool's
+restore-intent and restored lines."""
+
+
+@pytest.mark.parametrize(
+    "kill", ["none", "after-delete-machines", *(f"after-line-{n}" for n in range(1, AKS_RUN_LINES))]
+)
 def test_aks_killed_after_delete_machines_rerun_restores_the_count_and_quarantines_no_healthy_machine(
     arm: Recorded, tmp_path: Path, kill: str
 ) -> None:
@@ -264,8 +271,15 @@ def test_aks_killed_after_delete_machines_rerun_restores_the_count_and_quarantin
             super().replace(*a, **k)
             raise Killed
 
+    lines = [0]
+
+    def echo(_line: str) -> None:
+        lines[0] += 1
+        if kill == f"after-line-{lines[0]}":
+            raise Killed  # the line is on disk (written and fsynced before it is echoed)
+
     def heal(cloud: AksCloud) -> int:
-        with Journal(tmp_path) as j:
+        with Journal(tmp_path, echo=echo) as j:
             e = Engine(
                 cluster="train",
                 journal=j,
@@ -279,10 +293,15 @@ def test_aks_killed_after_delete_machines_rerun_restores_the_count_and_quarantin
             )
             return e.run(read_report(tmp_path / "report.json")).code
 
+    uncut = kill == "none"
     if kill == "after-delete-machines":
         with pytest.raises(Killed):
             heal(DeletesThenDies(Arm("token", arm.url), SUB, RG, CLUSTER))
         assert state["count"] == 2  # the pool one short, as the kill left it
+    elif kill != "none":
+        with pytest.raises(Killed):
+            heal(AksCloud(Arm("token", arm.url), SUB, RG, CLUSTER))
+        kill = "none"  # the rerun runs to the end
     assert heal(AksCloud(Arm("token", arm.url), SUB, RG, CLUSTER)) == 0
     entries, notes = read(tmp_path / JOURNAL)
     assert not notes and entries[-1].state is State.HEALTHY
@@ -290,6 +309,9 @@ def test_aks_killed_after_delete_machines_rerun_restores_the_count_and_quarantin
     assert state["count"] == 3 and len(arm.made("PUT")) == 1 and len(arm.made("POST")) == 1
     events = [e.event for e in entries]
     assert events.index("restore-intent") + 1 == events.index("restored")
+    assert sum(1 for e in entries if e.state is State.REPLACING and e.event == "intent") == 1
+    if uncut:  # the kill points above cover every line of an uncut run
+        assert len(entries) == AKS_RUN_LINES
     # the replacement is the machine that appeared after the call; no healthy machine was held
     assert entries[-1].node == node(3).node and entries[-1].instance == f"{VMSS}/3"
     assert nodes.ever_held == {node(0).node, node(3).node} and nodes.held == {node(0).node: entries[0].incident}
