@@ -260,6 +260,27 @@ class Engine:
             self.sched.close_check(node, peer, inc.incident)
         return peer, result
 
+    def _look(self, inc: Incident, purpose: str, at: State, what: str) -> tuple[str, Any]:
+        """A check of the incident's node with a cleared peer; one that FAILs it for a reason a peer
+        or its link shares (the pair's figure, a rank that died) is repeated with a second,
+        different cleared peer, and the node is blamed only if that fails it too (I8)."""
+        peer, r = self._check(inc, inc.node, purpose)
+        if not r.ran:
+            self._retry(inc, at, f"{what} could not run: {r.detail}")
+        if r.passed or r.own:
+            return peer, r
+        first, first_detail = peer, r.detail
+        peer, r = self._check(inc, inc.node, "re" + purpose, frozenset({first}))
+        if not r.ran:
+            self._retry(inc, at, f"{what} with a second peer could not run: {r.detail}")
+        if r.passed:
+            return peer, replace(
+                r,
+                detail=f"it failed with {first} ({first_detail}) but passed with {peer}: the pair "
+                f"or {first} is suspect, not {inc.node}: {r.detail}",
+            )
+        return peer, replace(r, detail=f"with {first}: {first_detail}; and with {peer}: {r.detail}")
+
     def _confirm(self, inc: Incident) -> None:
         # No shortcut on our own mark (I1): the quarantine is only ever made after the CONFIRMED
         # line, so a mark found while SUSPECT is the check's own (Slurm drains the node again when
@@ -281,24 +302,7 @@ class Engine:
                 f"({', '.join(f'{i.node} {i.state.value}' for i in held[:5])}), at most {self.limits.max_out} "
                 "(--max-out-of-service); it stays in service, unchecked, until one returns",
             )
-        peer, r = self._check(inc, inc.node, "confirm")
-        if not r.ran:
-            self._retry(inc, State.SUSPECT, f"the second look could not run: {r.detail}")
-        if not r.passed and not r.own:
-            # I8: failed with one peer for a reason a peer or its link shares (the pair's figure, a
-            # rank that died): a second, different cleared peer must fail it too before it is blamed.
-            first, first_detail = peer, r.detail
-            peer, r = self._check(inc, inc.node, "reconfirm", frozenset({first}))
-            if not r.ran:
-                self._retry(inc, State.SUSPECT, f"the second peer's check could not run: {r.detail}")
-            if r.passed:
-                r = replace(
-                    r,
-                    detail=f"it failed with {first} ({first_detail}) but passed with {peer}: the pair "
-                    f"or {first} is suspect, not {inc.node}: {r.detail}",
-                )
-            else:
-                r = replace(r, detail=f"with {first}: {first_detail}; and with {peer}: {r.detail}")
+        peer, r = self._look(inc, "confirm", State.SUSPECT, "the second look")
         if r.passed:
             back = self._return_to_service(inc, inc.node)
             self._move(
@@ -523,9 +527,7 @@ class Engine:
             self._move(inc, State.HEALTHY, "found returned to service on re-read")
             return
         if not passed:
-            peer, r = self._check(inc, inc.node, "revalidate")
-            if not r.ran:
-                self._retry(inc, State.REVALIDATING, f"the revalidation could not run: {r.detail}")
+            peer, r = self._look(inc, "revalidate", State.REVALIDATING, "the revalidation")
             if not r.passed:
                 self._retry(
                     inc,

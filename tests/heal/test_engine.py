@@ -452,3 +452,20 @@ def test_no_second_peer_no_blame(tmp_path: Path) -> None:
     last = read(tmp_path / JOURNAL)[0][-1]
     assert last.state is State.RETRY and "a second, different peer before blaming it: I8" in last.detail
     assert replacements(tmp_path) == []
+
+
+def test_a_bad_peer_never_costs_a_healthy_replacement_its_revalidation(tmp_path: Path) -> None:
+    """I8 on the revalidation too: the new instance fails with local-1 (the bad peer) and passes
+    with local-2, so it returns to service after one replacement instead of being replaced again."""
+    ev = read_report(write_report(tmp_path))
+    with Journal(tmp_path) as j:
+        e, world = engine(tmp_path, j, max_per_hour=10)
+        e.checker = BadPeerChecker(world)
+        assert e.run(ev).code == 0
+        assert [c for c in e.checker.calls if "revalidate" in c[2]] == [
+            ("local-3", "local-1", "revalidate"),
+            ("local-3", "local-2", "rerevalidate"),
+        ]
+    assert len(replacements(tmp_path)) == 1
+    passed = [x for x in read(tmp_path / JOURNAL)[0] if x.event == "passed"]
+    assert "failed with local-1" in passed[0].detail and "passed with local-2" in passed[0].detail
