@@ -151,6 +151,9 @@ class CheckResult:
     figures: dict[str, Any] = field(default_factory=dict)
     report: str = ""
     """Where the check's own report is."""
+    own: bool = False
+    """It FAILed the node for a finding of the node's own alone (its gate, GPU health, GPU count,
+    single-node collectives): no peer is involved, so no second peer is needed to blame it (I8)."""
 
 
 class Checker(Protocol):

@@ -139,6 +139,20 @@ class EksAsgCloud(DocumentedPath):
             raise AdapterError(f"Auto Scaling group {name} not found")
         return dict(got[0])
 
+    def prepare(self, node: NodeState, instance: Instance) -> dict[str, Any]:
+        """The group, its desired capacity and its members before the call (journalled with the
+        intent, so a rerun killed after the call knows them)."""
+        member = self._asg_instance(instance.id) if instance.id else None
+        if member is None:
+            return {}
+        group = str(member["AutoScalingGroupName"])
+        g = self._group(group)
+        return {
+            "group": group,
+            "desired": g["DesiredCapacity"],
+            "before": sorted(i["InstanceId"] for i in g.get("Instances", [])),
+        }
+
     def replace(self, node: NodeState, instance: Instance, token: str, why: str) -> Outcome:
         member = self._asg_instance(instance.id)
         if member is None:
@@ -171,18 +185,61 @@ class EksAsgCloud(DocumentedPath):
         if not group:
             return Progress(started=True, detail=f"{old} is in no group any more")
         g = self._group(group)
-        before = set(facts.get("before") or [old])
-        new = [
-            i["InstanceId"]
-            for i in g.get("Instances", [])
-            if i["InstanceId"] not in before and i.get("LifecycleState") in ("Pending", "InService")
-        ]
+        if "before" not in facts:
+            # Never "any member that is new": without the members before the call, any other
+            # member could be taken for the replacement and quarantined.
+            return Progress(
+                started=True,
+                detail=f"{old} going in {group}, but its members before the call are not in the journal: "
+                "the replacement cannot be told from the others; a person must name it",
+            )
+        new = self.launched_for(group, old, set(facts["before"]), float(facts.get("asked_at") or 0.0))
+        live = {i["InstanceId"] for i in g.get("Instances", []) if i.get("LifecycleState") in ("Pending", "InService")}
+        new = [i for i in new if i in live]
         return Progress(
             started=True,
             new_instance=new[0] if new else "",
             detail=f"{old} going; {group} desired {g['DesiredCapacity']}, "
-            + (f"new {', '.join(new)}" if new else "no new instance yet"),
+            + (f"launched for its termination: {', '.join(new)}" if new else "no new instance yet"),
         )
+
+    def launched_for(self, group: str, old: str, before: set[str], asked_at: float) -> list[str]:
+        """The instances the group launched after terminating ``old``, earliest first.
+
+        The group's scaling activities name each: "Terminating EC2 instance: i-..." and "Launching
+        a new EC2 instance: i-..." with their StartTime (DescribeScalingActivities, Auto Scaling API
+        reference; the launch that answers a user's termination is the next one, "in response to a
+        difference between desired and actual capacity"). Where the API lists no activity for the
+        termination (moto's server answers an empty list), the instances of the group that were
+        not members before the call and that EC2 says launched after it (DescribeInstances
+        LaunchTime) stand in."""
+        acts = _call(
+            "autoscaling DescribeScalingActivities",
+            self.asg.describe_scaling_activities,
+            AutoScalingGroupName=group,
+        ).get("Activities", [])
+        term = [a for a in acts if str(a.get("Description", "")).endswith(f"EC2 instance: {old}")]
+        prefix = "Launching a new EC2 instance: "
+        if term:
+            t0 = min(a["StartTime"] for a in term)
+            launched = sorted(
+                (a["StartTime"], str(a["Description"])[len(prefix) :].strip())
+                for a in acts
+                if str(a.get("Description", "")).startswith(prefix) and a["StartTime"] >= t0
+            )
+            return [i for _t, i in launched if i not in before]
+        g = self._group(group)
+        fresh = [i["InstanceId"] for i in g.get("Instances", []) if i["InstanceId"] not in before]
+        if not fresh:
+            return []
+        got = _call("ec2 DescribeInstances", self.ec2.describe_instances, InstanceIds=fresh)
+        when = {
+            i["InstanceId"]: _epoch(i.get("LaunchTime")) or 0.0
+            for r in got.get("Reservations", [])
+            for i in r.get("Instances", [])
+        }
+        # EC2 reports LaunchTime to the second: a launch in the same second as the call counts.
+        return sorted((i for i in fresh if when.get(i, 0.0) >= asked_at - 1.0), key=lambda i: when[i])
 
 
 class PcsCloud(DocumentedPath):

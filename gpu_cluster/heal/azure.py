@@ -8,7 +8,8 @@ examples/AgentPoolsDeleteMachines.json at 76e7937; a machine's name is its node'
 documentation pairs it with scaling the pool back to its size ("Resolve undrainable nodes": delete the
 machine with ``az aks nodepool delete-machines``, then "scale the node pool to the same number of
 nodes", MicrosoftDocs/azure-aks-docs upgrade-aks-cluster), which is the pool's
-``agentPools createOrUpdate`` (PUT) with ``properties.count`` restored. A machine is read with
+``agentPools createOrUpdate`` (PUT) with ``properties.count`` restored (heal journals that as its own intent, from the count it journalled
+before the call, so a kill between the two calls never leaves the pool short). A machine is read with
 ``GET .../agentPools/{pool}/machines/{machine}`` (examples/MachineGet.json at 11b1961:
 ``properties.resourceId`` is the scale set VM, the node's providerID without ``azure://``), and a 404
 is a machine gone. Azure's own advice is not to reimage AKS scale set VMs directly, so heal does not
@@ -148,6 +149,38 @@ class AksCloud(DocumentedPath):
         _, got = self.arm.call("GET", f"{self._pool_path(pool)}/machines")
         return {str(m["properties"]["resourceId"]): str(m["name"]) for m in (got or {}).get("value", [])}
 
+    def prepare(self, node: NodeState, instance: Instance) -> dict[str, Any]:
+        """The pool, its count and its machines before the call (journalled with the intent: a rerun
+        killed after deleteMachines restores the count and tells the new machine from these)."""
+        pool = self.pool_of(node)
+        status, doc = self.arm.call("GET", self._pool_path(pool))
+        if status == 404 or not doc:
+            return {}
+        return {"pool": pool, "count": int(doc["properties"]["count"]), "before": self.machines(pool)}
+
+    def short_of(self, node: NodeState, facts: Mapping[str, Any]) -> str:
+        """Why the pool must be scaled back ('' when it is at its size, or still changing): the
+        count journalled before the call is what it is restored to (I3)."""
+        want, pool = int(facts.get("count") or 0), str(facts.get("pool") or "")
+        if not want or not pool:
+            return ""
+        _, doc = self.arm.call("GET", self._pool_path(pool))
+        props = (doc or {}).get("properties", {})
+        have = int(props.get("count", want))
+        if have < want and props.get("provisioningState") == "Succeeded":
+            return f"pool {pool} has count {have}, {want} before the replacement"
+        return ""
+
+    def restore(self, node: NodeState, facts: Mapping[str, Any]) -> Outcome:
+        """``agentPools createOrUpdate`` with ``properties.count`` set back (the pool as read, less
+        its read-only provisioningState). The same count again is harmless on a rerun."""
+        want, pool = int(facts["count"]), str(facts["pool"])
+        _, doc = self.arm.call("GET", self._pool_path(pool))
+        props = dict((doc or {}).get("properties", {}))
+        props.pop("provisioningState", None)
+        self.arm.call("PUT", self._pool_path(pool), {"properties": {**props, "count": want}})
+        return Outcome(ok=True, detail=f"pool {pool} scaled back to {want} (agentPools createOrUpdate)")
+
     def replace(self, node: NodeState, instance: Instance, token: str, why: str) -> Outcome:
         pool = self.pool_of(node)
         status, doc = self.arm.call("GET", self._pool_path(pool))
@@ -167,17 +200,18 @@ class AksCloud(DocumentedPath):
         status, _machine = self.arm.call("GET", f"{self._pool_path(pool)}/machines/{node.node}")
         if status != 404:
             return Progress(started=bool(facts.get("op")), detail=f"{node.node} still in pool {pool}")
-        want = int(facts.get("count") or 0)
         _, doc = self.arm.call("GET", self._pool_path(pool))
         props = (doc or {}).get("properties", {})
-        if want and int(props.get("count", want)) < want and props.get("provisioningState") == "Succeeded":
-            body = {k: v for k, v in (doc or {}).items() if k in ("properties",)}
-            body["properties"] = {**props, "count": want}
-            body["properties"].pop("provisioningState", None)
-            self.arm.call("PUT", self._pool_path(pool), body)
-            return Progress(started=True, detail=f"{node.node} gone; pool {pool} scaled back to {want}")
+        if "before" not in facts:
+            # Never "any machine that is new": without the machines before the call, a healthy one
+            # could be taken for the replacement and quarantined.
+            return Progress(
+                started=True,
+                detail=f"{node.node} gone from pool {pool}, but its machines before the call are not in the "
+                "journal: the new machine cannot be told from the others; a person must name it",
+            )
         now = self.named(pool)
-        new = sorted(m for m in now if m not in set(facts.get("before") or [old]))
+        new = sorted(m for m in now if m not in set(facts["before"]))
         return Progress(
             started=True,
             new_instance=new[0] if new else "",

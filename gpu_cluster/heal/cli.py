@@ -25,7 +25,7 @@ from components.stack_locate import stack_label
 from gpu_cluster.heal import policy
 from gpu_cluster.heal.engine import EXIT_COULD_NOT_RUN, EXIT_OK, Engine
 from gpu_cluster.heal.evidence import Evidence, EvidenceError, read_report
-from gpu_cluster.heal.journal import JOURNAL, Journal, JournalBusy, iter_lines
+from gpu_cluster.heal.journal import JOURNAL, Journal, JournalBusy, iter_lines, read
 from gpu_cluster.heal.platforms import PlatformError
 
 PROG = "gpu-cluster heal"
@@ -91,10 +91,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop everything when more than max(1, this fraction x nodes) FAIL "
         f"(default {policy.DEFAULT_MAX_UNHEALTHY:g})",
     )
+    ap.add_argument(
+        "--max-out-of-service",
+        type=int,
+        default=policy.DEFAULT_MAX_OUT,
+        help=f"nodes heal holds out of service at once, across reports and runs (default {policy.DEFAULT_MAX_OUT})",
+    )
     ap.add_argument("--window-end", type=_when, help="when the capacity ends, where the cloud does not say (ISO, UTC)")
     ap.add_argument("--join-timeout", type=_seconds, default=1800.0, help="seconds a new instance may take (1800)")
     ap.add_argument(
-        "--evict-timeout", type=_seconds, default=3600.0, help="Kubernetes: seconds eviction may wait on PDBs (3600)"
+        "--evict-timeout",
+        type=_seconds,
+        default=3600.0,
+        help="seconds a quarantined node may still run work (Slurm jobs, pods a PDB keeps) before the "
+        "incident waits for a rerun (3600)",
+    )
+    ap.add_argument(
+        "--replace-busy",
+        action="store_true",
+        help="past --evict-timeout, replace a node even though work still runs on it (default: never)",
     )
     ap.add_argument("--node", action="append", default=[], help="heal only this named node (repeatable)")
     ap.add_argument("--python", help="Slurm: the interpreter of the check's job (as validate submit --python)")
@@ -125,6 +140,8 @@ def limits_of(args: argparse.Namespace) -> policy.Limits:
         max_unhealthy=args.max_unhealthy,
         join_timeout_s=args.join_timeout,
         evict_timeout_s=args.evict_timeout,
+        replace_busy=bool(args.replace_busy),
+        max_out=args.max_out_of_service,
         window_end=args.window_end,
     )
     bad = policy.problems(lim)
@@ -259,7 +276,10 @@ def run_stack(args: argparse.Namespace) -> int:
         f"{'applying' if limits.apply else 'dry run'}",
         flush=True,
     )
-    unknown = [f.node for f in ev.named if not built.scheduler.node(f.node).present]
+    # A node this run's journal already holds an incident for may be gone because heal replaced it
+    # (EKS and AKS give the new instance a new name): its incident is continued, never refused.
+    journalled = {name for e in read(run_dir / JOURNAL)[0] for name in (e.node, e.slot)}
+    unknown = [f.node for f in ev.named if f.node not in journalled and not built.scheduler.node(f.node).present]
     if unknown:
         raise UsageError(
             f"the report names {', '.join(unknown)}, which the {built.scheduler.kind} scheduler of {args.stack} does "

@@ -14,7 +14,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpu_cluster.heal.adapters import AdapterError, Checker, Cloud, Scheduler
@@ -229,10 +229,10 @@ class Engine:
         resume = State(inc.fact("resume", State.QUARANTINED.value))
         self._move(inc, resume, f"resumed after: {inc.last.detail}"[:400])
 
-    def peer_for(self, node: str) -> str:
+    def peer_for(self, node: str, besides: frozenset[str] = frozenset()) -> str:
         """A node the last report cleared, in service now, and in no open incident."""
         ev = self.evidence
-        held = {i.node for i in self.j.open_incidents()} | {node}
+        held = {i.node for i in self.j.open_incidents()} | {node} | besides
         for cand in ev.cleared if ev else ():
             if cand in held:
                 continue
@@ -241,13 +241,14 @@ class Engine:
                 return cand
         return ""
 
-    def _check(self, inc: Incident, node: str, purpose: str) -> tuple[str, Any]:
-        peer = self.peer_for(node)
+    def _check(self, inc: Incident, node: str, purpose: str, besides: frozenset[str] = frozenset()) -> tuple[str, Any]:
+        peer = self.peer_for(node, besides)
         if not peer:
             self._retry(
                 inc,
                 inc.state,
-                f"no node the report cleared is in service to pair with for the {purpose} check: "
+                f"no {'other ' if besides else ''}node the report cleared is in service to pair with for the "
+                f"{purpose} check{' (a second, different peer before blaming it: I8)' if besides else ''}: "
                 "return one to service, or validate again, then rerun",
             )
         opened = self.sched.open_for_check(node, peer, inc.incident)
@@ -259,25 +260,55 @@ class Engine:
             self.sched.close_check(node, peer, inc.incident)
         return peer, result
 
+    def _look(self, inc: Incident, purpose: str, at: State, what: str) -> tuple[str, Any]:
+        """A check of the incident's node with a cleared peer; one that FAILs it for a reason a peer
+        or its link shares (the pair's figure, a rank that died) is repeated with a second,
+        different cleared peer, and the node is blamed only if that fails it too (I8)."""
+        peer, r = self._check(inc, inc.node, purpose)
+        if not r.ran:
+            self._retry(inc, at, f"{what} could not run: {r.detail}")
+        if r.passed or r.own:
+            return peer, r
+        first, first_detail = peer, r.detail
+        peer, r = self._check(inc, inc.node, "re" + purpose, frozenset({first}))
+        if not r.ran:
+            self._retry(inc, at, f"{what} with a second peer could not run: {r.detail}")
+        if r.passed:
+            return peer, replace(
+                r,
+                detail=f"it failed with {first} ({first_detail}) but passed with {peer}: the pair "
+                f"or {first} is suspect, not {inc.node}: {r.detail}",
+            )
+        return peer, replace(r, detail=f"with {first}: {first_detail}; and with {peer}: {r.detail}")
+
     def _confirm(self, inc: Incident) -> None:
+        # No shortcut on our own mark (I1): the quarantine is only ever made after the CONFIRMED
+        # line, so a mark found while SUSPECT is the check's own (Slurm drains the node again when
+        # its check ends, slurm.py close_check), never evidence that a check FAILed it.
         view = self.sched.node(inc.node)
-        if view.held_by == inc.incident:
-            # A rerun after a kill between the quarantine and its journal line.
-            self._move(inc, State.CONFIRMED, "found quarantined by this incident on re-read")
-            return
         if not view.present:
             self._move(
                 inc, State.ESCALATED, f"{inc.node} is not known to the {self.sched.kind} scheduler: {view.detail}"
             )
             return
-        peer, r = self._check(inc, inc.node, "confirm")
-        if not r.ran:
-            self._retry(inc, State.SUSPECT, f"the second look could not run: {r.detail}")
+        # I7, before the second look (on Slurm the check leaves the node drained): a node is taken
+        # out of service only while heal holds fewer than --max-out-of-service nodes out.
+        held = [i for i in self.j.out_of_service() if i.incident != inc.incident]
+        if len(held) >= self.limits.max_out:
+            self._retry(
+                inc,
+                State.SUSPECT,
+                f"fleet budget: heal holds {len(held)} node(s) out of service "
+                f"({', '.join(f'{i.node} {i.state.value}' for i in held[:5])}), at most {self.limits.max_out} "
+                "(--max-out-of-service); it stays in service, unchecked, until one returns",
+            )
+        peer, r = self._look(inc, "confirm", State.SUSPECT, "the second look")
         if r.passed:
+            back = self._return_to_service(inc, inc.node)
             self._move(
                 inc,
                 State.HEALTHY,
-                f"cleared by the second look with {peer} (nothing replaced): {r.detail}",
+                f"cleared by the second look with {peer} (nothing replaced); {back}: {r.detail}",
                 extra={"peer": peer, "figures": r.figures, "check_report": r.report, "outcome": "cleared"},
             )
             return
@@ -288,15 +319,33 @@ class Engine:
             extra={"peer": peer, "confirm_report": r.report},
         )
 
+    def _return_to_service(self, inc: Incident, node: str) -> str:
+        """Lift our own mark from a node a check cleared and read it back (I4); a mark that is
+        not ours is left alone and said so. Raises AdapterError (RETRY) when the read-back shows
+        it still out of service."""
+        view = self.sched.node(node)
+        if view.held_by != inc.incident:
+            if view.in_service:
+                return "in service (read back)"
+            return f"left as it is, its mark is not this incident's ({view.detail})"
+        res = self.sched.release(node, inc.incident)
+        after = self.sched.node(node)
+        if not res.ok or not after.in_service:
+            raise AdapterError(f"cleared, but {node} is still out of service after the release: {res.detail}")
+        return f"back in service (read back: {after.detail})"
+
     def _quarantine(self, inc: Incident) -> None:
-        view = self.sched.node(inc.node)
-        if view.held_by == inc.incident and not view.in_service:
-            self._move(inc, State.QUARANTINED, f"already out of service: {view.detail}")
-            return
+        # Our mark on the node is never taken as "empty" (I5): the quarantine is asked again (it is
+        # idempotent) and says whether work is still on the node.
         if not inc.has(State.CONFIRMED, "intent"):
             self._move(inc, State.CONFIRMED, f"taking {inc.node} out of service", event="intent")
+            cur = self.j.incident(inc.incident)
+            assert cur is not None
+            inc = cur
         why = str(inc.fact("why", ""))
-        deadline = self.j.now() + self.limits.evict_timeout_s
+        # The deadline runs from the first time heal took the node out of service, across reruns.
+        first = min(e.at for e in inc.entries if e.state is State.CONFIRMED and e.event == "intent")
+        deadline = first + self.limits.evict_timeout_s
         while True:
             res = self.sched.quarantine(inc.node, inc.incident, why)
             if res.ok:
@@ -305,11 +354,21 @@ class Engine:
             if not res.pending:
                 self._retry(inc, State.CONFIRMED, f"could not take {inc.node} out of service: {res.detail}")
             if self.j.now() >= deadline:
+                if self.limits.replace_busy:
+                    self._move(
+                        inc,
+                        State.QUARANTINED,
+                        f"still busy after {self.limits.evict_timeout_s:.0f} s, replaced anyway as "
+                        f"--replace-busy asks: {res.detail}",
+                        extra={"replaced_busy": True},
+                    )
+                    return
                 self._retry(
                     inc,
                     State.CONFIRMED,
                     f"out of service but not empty after {self.limits.evict_timeout_s:.0f} s: {res.detail} "
-                    "(pods are never deleted past their PodDisruptionBudget; move them, then rerun)",
+                    "(work is never killed: pods are not deleted past their PodDisruptionBudget, Slurm jobs are "
+                    "not cancelled; let it end or move it, then rerun, or rerun with --replace-busy)",
                 )
             self.sleep(self.poll_s)
 
@@ -358,13 +417,25 @@ class Engine:
                 return
         attempt = len(self.j.requested_since(0.0, slot=inc.slot)) + 1
         token = f"{inc.incident}-a{attempt}"
+        # What the pool looks like before the call (its size, its members), journalled with the
+        # intent: a rerun killed after the call and before its line tells this call's replacement
+        # from the pool's other members, and restores the size, from these facts (I2, I3).
+        prepare = getattr(self.cloud, "prepare", None)
+        before = dict(prepare(view, old)) if prepare is not None else {}
         self._move(
             inc,
             State.REPLACING,
             f"asking for a new instance in place of {old.id or inc.node}: {self.cloud.call}",
             event="intent",
             instance=old.id,
-            extra={"token": token, "old_instance": old.id, "attempt": attempt, "call": self.cloud.call},
+            extra={
+                **before,
+                "token": token,
+                "old_instance": old.id,
+                "attempt": attempt,
+                "call": self.cloud.call,
+                "asked_at": now,
+            },
         )
 
     def _replace(self, inc: Incident) -> None:
@@ -396,6 +467,7 @@ class Engine:
         started = max(e.at for e in inc.entries if e.state is State.JOINING and e.event == "enter")
         deadline = started + self.limits.join_timeout_s
         while True:
+            self._restore_size(inc)
             prog = self.cloud.progress(self.sched.node(inc.node), old, str(inc.fact("token", "")), facts(inc))
             new = prog.new_instance
             # The node that stands in the slot now: the same name (Slurm, GKE, local), or the node
@@ -429,6 +501,25 @@ class Engine:
                 )
             self.sleep(self.poll_s)
 
+    def _restore_size(self, inc: Incident) -> None:
+        """I3: a pool the call left short (AKS deleteMachines lowers the count) is scaled back to the
+        size journalled before the call, as its own intent and done lines; re-read each time, so a
+        rerun after a kill on either side of the call asks again only while it is still short."""
+        short_of = getattr(self.cloud, "short_of", None)
+        if short_of is None:
+            return
+        cur = self.j.incident(inc.incident)
+        assert cur is not None
+        known = facts(cur)
+        view = self.sched.node(cur.node)
+        why = short_of(view, known)
+        if not why:
+            return
+        if cur.last.event != "restore-intent":  # a kill after the intent and before the call: asked once more
+            self._move(cur, cur.state, f"restoring the pool's size: {why}", event="restore-intent")
+        res = self.cloud.restore(view, known)  # type: ignore[attr-defined]
+        self._move(cur, cur.state, res.detail, event="restored")
+
     def _revalidate(self, inc: Incident) -> None:
         view = self.sched.node(inc.node)
         passed = _since_attempt(inc, State.REVALIDATING, "passed")
@@ -436,9 +527,7 @@ class Engine:
             self._move(inc, State.HEALTHY, "found returned to service on re-read")
             return
         if not passed:
-            peer, r = self._check(inc, inc.node, "revalidate")
-            if not r.ran:
-                self._retry(inc, State.REVALIDATING, f"the revalidation could not run: {r.detail}")
+            peer, r = self._look(inc, "revalidate", State.REVALIDATING, "the revalidation")
             if not r.passed:
                 self._retry(
                     inc,
@@ -484,6 +573,14 @@ class Engine:
             out.stop(f"{node}: no peer")
             return
         self.say(f"dry run:   would confirm: node gate and a pair test with {peer}")
+        held = self.j.out_of_service()
+        if len(held) >= self.limits.max_out:
+            self.say(
+                f"dry run:   would stop before quarantining: heal holds {len(held)} node(s) out of service, "
+                f"at most {self.limits.max_out} (--max-out-of-service)"
+            )
+            out.stop(f"{node}: fleet budget")
+            return
         self.say(f"dry run:   would quarantine on {self.sched.kind}, the incident id in the mark")
         now = self.j.now()
         recent = self.j.requested_since(now - RATE_WINDOW_S)

@@ -3,10 +3,11 @@ own, the nodes it cleared, and how many nodes look unhealthy at all.
 
 Only a node's own findings start an incident (issue 34 item 1): its node gate, its GPUs' health
 figures, its single-node collectives (NVLink/xGMI inside the node), the pairwise search's second
-pass with a known-good node, its own fabric or device missing at start-up. A cluster figure under
-its floor, a collective that hung with both nodes of a pair suspect, a rank that never arrived or
-died (its node may be the victim of another), a transport fall-back: those name no node by
-themselves, and heal does not act on them.
+pass with a known-good node, its own fabric or device missing at start-up, and a rank that started
+and died on it (only ever replaced if the second look, paired with a cleared node, fails it again:
+its node may be the victim of another). A cluster figure under its floor, a collective that hung
+with both nodes of a pair suspect, a rank that never arrived, a transport fall-back: those name no
+node by themselves, and heal does not act on them.
 """
 
 from __future__ import annotations
@@ -30,7 +31,18 @@ NODE_SCOPED: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("pairwise search", re.compile(r"pairwise: pair with known-good ")),
     ("fabric at start-up", re.compile(r"[\w-]+: rank \d+ lacks its fabric")),
     ("device at start-up", re.compile(r"[\w-]+: rank \d+ failed: device setup")),
+    # A rank that started and died (judge.py's "(process or node died)"): its node may be the
+    # victim of another, so the incident's second look decides, pairing it with a cleared node; a
+    # node whose rank dies there again (the check cannot reach it) is confirmed, one that passes is
+    # returned to service and nothing is replaced (issue 41 item 3).
+    ("process or node died", re.compile(r".*\(process or node died\)")),
 )
+
+
+SINGLE_NODE = frozenset({"node gate", "GPU health", "GPU count", "single-node collectives"})
+"""Findings measured on the node alone: a check that FAILs a node for one of these blames it without a
+second peer; anything else (the pair's figure, a rank that died) needs a second, different cleared
+peer to fail it too (I8)."""
 
 
 class EvidenceError(ValueError):
@@ -190,6 +202,7 @@ def judge_pair(doc: Mapping[str, Any], node: str, peer: str, where: str, note: s
     if ok:
         return CheckResult(ran=True, passed=True, detail=f"{node} PASS; pair {pair}", figures=figures, report=where)
     why = "; ".join(mine.get("reasons", [])) or ("the pair's figure was not measured" if not measured else pair)
+    own = any(scope_of(str(r)) in SINGLE_NODE for r in mine.get("reasons", []))
     return CheckResult(
-        ran=True, passed=False, detail=f"{node} {mine['verdict']}: {why}"[:400], figures=figures, report=where
+        ran=True, passed=False, detail=f"{node} {mine['verdict']}: {why}"[:400], figures=figures, report=where, own=own
     )

@@ -145,6 +145,12 @@ class Journal:
             ) from None
         self._fd = fd
         self.entries, self.notes = read(self.path)
+        # A line cut short by a kill has no newline: end it, so this run's first line starts a line
+        # of its own instead of being glued to the cut one and lost with it.
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            os.write(fd, b"\n")
+            os.fsync(fd)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -181,6 +187,10 @@ class Journal:
     def of_slot(self, slot: str) -> list[Incident]:
         return [i for i in self.incidents() if i.slot == slot]
 
+    def out_of_service(self) -> list[Incident]:
+        """Incidents that took their node out of service and have not returned it (I7's count)."""
+        return out_of_service(self.incidents())
+
     def requested_since(self, since: float, slot: str | None = None) -> list[Entry]:
         """Replacements asked of the cloud (their intent lines) since ``since``: what the rate
         limit and the attempts limit count. An intent counts even when the call then failed."""
@@ -189,6 +199,12 @@ class Journal:
             for e in self.entries
             if e.state is State.REPLACING and e.event == "intent" and e.at >= since and (slot is None or e.slot == slot)
         ]
+
+
+def out_of_service(incidents: list[Incident]) -> list[Incident]:
+    """Incidents past their quarantine's intent whose node was not returned (HEALTHY): quarantined,
+    being replaced, waiting (RETRY), or ended ESCALATED or ABANDONED with the node still marked."""
+    return [i for i in incidents if i.has(State.CONFIRMED, "intent") and i.state is not State.HEALTHY]
 
 
 def _group(entries: list[Entry]) -> dict[str, Incident]:
@@ -215,13 +231,12 @@ def read(path: Path) -> tuple[list[Entry], list[str]]:
             entries.append(Entry.from_json(json.loads(line)))
         except (ValueError, KeyError, TypeError) as exc:
             last = n == len(lines) or (n == len(lines) - 1 and not lines[-1])
+            # The start of an object that never closes: a line a kill cut (the next run ended it).
+            opened = line.strip().startswith(b"{") and not line.strip().endswith(b"}")
+            cut = last or (isinstance(exc, json.JSONDecodeError) and opened)
             notes.append(
                 f"{path.name} line {n}: "
-                + (
-                    "cut short (a heal was killed while writing it); skipped"
-                    if last
-                    else f"unreadable ({exc}); skipped"
-                )
+                + ("cut short (a heal was killed while writing it); skipped" if cut else f"unreadable ({exc}); skipped")
             )
     return entries, notes
 
@@ -232,3 +247,7 @@ def iter_lines(path: Path) -> Iterator[str]:
     for e in entries:
         yield e.line()
     yield from notes
+    held = out_of_service(list(_group(entries).values()))
+    yield f"out of service by heal (I7, this journal): {len(held)}" + (
+        ": " + ", ".join(f"{i.node} ({i.incident}, {i.state.value})" for i in held) if held else ""
+    )

@@ -156,7 +156,8 @@ class KubeScheduler:
             return Outcome(
                 ok=False,
                 pending=True,
-                detail=f"cordoned and tainted; {len(left)} pod(s) still on it"
+                detail=f"cordoned and tainted; {len(left)} pod(s) still on it: "
+                + ", ".join(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in left[:5])
                 + (f", eviction refused by a PodDisruptionBudget: {', '.join(blocked[:5])}" if blocked else ""),
             )
         return Outcome(ok=True, detail=f"cordoned, tainted {TAINT_KEY}={incident}:NoSchedule, no pod left to evict")

@@ -158,6 +158,11 @@ class LocalScheduler:
         reason = f"{MARK}{incident}: {why}"[:200]
         self.world.doc["drained"][name] = reason
         self.world.save()
+        # Work on the node (``jobs`` in the file, as a test puts it there) keeps it draining, as a
+        # Slurm job keeps a DRAIN node DRAINING until it ends.
+        jobs = self.world.doc.get("jobs", {}).get(name, [])
+        if jobs:
+            return Outcome(ok=False, pending=True, detail=f"draining; still running: {', '.join(jobs)}")
         return Outcome(ok=True, detail=f"drained (reason {reason!r}); the next rounds pair only in-service nodes")
 
     def release(self, name: str, incident: str) -> Outcome:
@@ -175,7 +180,11 @@ class LocalScheduler:
         return Outcome(ok=True, detail="local agents take any node")
 
     def close_check(self, name: str, peer: str, incident: str) -> None:
-        return None
+        # As on Slurm (slurm.py close_check): the checked node is left drained with the incident's
+        # mark, out of service until heal returns it, whatever the check found.
+        if name not in self.world.doc["drained"]:
+            self.world.doc["drained"][name] = f"{MARK}{incident}: checked; awaiting heal"
+            self.world.save()
 
 
 class LocalCloud:

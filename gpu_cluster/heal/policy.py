@@ -24,6 +24,10 @@ import math
 from dataclasses import dataclass
 
 DEFAULT_MAX_PER_HOUR = 2
+DEFAULT_MAX_OUT = 2
+"""I7: nodes heal may hold out of service at once, across reports and runs of one journal (the same
+small number as the hourly rate; Google Distributed Cloud repairs one node of a pool at a time,
+SELFHEAL.md U10, and ECS drains one instance of a group under nine, U11)."""
 DEFAULT_MAX_UNHEALTHY = 0.2
 MAX_ATTEMPTS = 3
 ATTEMPT_WINDOW_S = 24 * 3600.0
@@ -43,6 +47,12 @@ class Limits:
     evict_timeout_s: float = 3600.0
     """How long eviction may wait on PodDisruptionBudgets (GKE auto-repair drains for up to an
     hour, SELFHEAL.md G1); past it the incident stops (RETRY), pods are never deleted by force."""
+    max_out: int = DEFAULT_MAX_OUT
+    """--max-out-of-service: nodes heal holds out of service at once (quarantined, being replaced,
+    escalated or abandoned and still marked), whatever report opened their incidents (I7)."""
+    replace_busy: bool = False
+    """--replace-busy: past evict_timeout_s, replace a node that still runs work (I5 holds unless
+    the user asks for this by name)."""
     window_end: float | None = None
     """--window-end: when the capacity ends, where the cloud cannot say (epoch seconds)."""
 
@@ -55,6 +65,8 @@ def problems(limits: Limits) -> list[tuple[str, str]]:
     out = []
     if limits.max_per_hour < 0:
         out.append(("--max-per-hour", f"{limits.max_per_hour} (allowed: 0 or more; 0 replaces nothing)"))
+    if limits.max_out < 1:
+        out.append(("--max-out-of-service", f"{limits.max_out} (allowed: 1 or more)"))
     if not 0.0 < limits.max_unhealthy <= 1.0 or math.isnan(limits.max_unhealthy):
         out.append(("--max-unhealthy", f"{limits.max_unhealthy} (allowed: a fraction in (0, 1])"))
     for flag, value in (("--join-timeout", limits.join_timeout_s), ("--evict-timeout", limits.evict_timeout_s)):

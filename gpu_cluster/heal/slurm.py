@@ -122,8 +122,17 @@ class SlurmScheduler:
         if held_by(info.reason) != incident:
             return Outcome(ok=False, detail=f"scontrol did not keep the reason: {info.state} {info.reason!r}")
         if not info.drained:
-            return Outcome(ok=False, pending=True, detail=f"draining: {info.state} (its running jobs finish first)")
+            return Outcome(
+                ok=False, pending=True, detail=f"draining: {info.state}; still running: {self.jobs_on(name)}"
+            )
         return Outcome(ok=True, detail=f"drained: {info.state}, reason {info.reason!r}")
+
+    def jobs_on(self, name: str) -> str:
+        """The jobs on the node, as squeue(1) names them (``-w`` a node list, ``-h`` no header,
+        ``%i`` job id, ``%j`` name, ``%u`` user, ``%T`` state)."""
+        done = self.shell.run(f"squeue -h -w {shlex.quote(name)} -o '%i %j %u %T'", check=False)
+        jobs = [" ".join(ln.split()) for ln in done.stdout.decode(errors="replace").splitlines() if ln.strip()]
+        return "; ".join(f"job {j}" for j in jobs[:5]) or "(squeue lists no job; its jobs are ending)"
 
     def release(self, name: str, incident: str) -> Outcome:
         info = self.info(name)

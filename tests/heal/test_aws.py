@@ -168,3 +168,74 @@ def test_the_capacity_blocks_end_comes_forty_minutes_early_on_eks() -> None:
     odcr = Ec2Window(ec2, CB_EKS_EARLY_S).instance("i-0abc")
     assert odcr.window_end == end.timestamp() and "capacity reservation" in odcr.window
     stub.assert_no_pending_responses()
+
+
+def test_the_replacement_is_the_launch_after_this_termination_in_the_scaling_activities() -> None:
+    """Where the API lists the group's activities (DescribeScalingActivities' documented shape:
+    "Terminating EC2 instance: i-..." then "Launching a new EC2 instance: i-..."), the replacement is
+    the launch that follows this termination, not an earlier launch nor a member from before."""
+    asg = boto3.client("autoscaling", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(asg)
+    t0 = dt.datetime(2026, 12, 5, 12, 0, tzinfo=dt.timezone.utc)
+    group = "eks-gpu-5ac9a1f0"
+
+    def member(i: str, state: str) -> dict[str, Any]:
+        return {
+            "InstanceId": i,
+            "AvailabilityZone": f"{REGION}a",
+            "LifecycleState": state,
+            "HealthStatus": "Healthy",
+            "ProtectedFromScaleIn": False,
+        }
+
+    def activity(what: str, when: dt.datetime) -> dict[str, Any]:
+        return {
+            "ActivityId": f"a-{what[-4:]}",
+            "AutoScalingGroupName": group,
+            "Description": what,
+            "Cause": "At ... in response to a difference between desired and actual capacity",
+            "StartTime": when,
+            "StatusCode": "Successful",
+        }
+
+    stub.add_response(
+        "describe_auto_scaling_instances",
+        {"AutoScalingInstances": [{**member("i-old", "Terminating"), "AutoScalingGroupName": group}]},
+        {"InstanceIds": ["i-old"]},
+    )
+    stub.add_response(
+        "describe_auto_scaling_groups",
+        {
+            "AutoScalingGroups": [
+                {
+                    "AutoScalingGroupName": group,
+                    "MinSize": 3,
+                    "MaxSize": 3,
+                    "DesiredCapacity": 3,
+                    "DefaultCooldown": 300,
+                    "AvailabilityZones": [f"{REGION}a"],
+                    "HealthCheckType": "EC2",
+                    "CreatedTime": t0,
+                    "Instances": [member(i, "InService") for i in ("i-a", "i-b", "i-new")],
+                }
+            ]
+        },
+        {"AutoScalingGroupNames": [group]},
+    )
+    stub.add_response(
+        "describe_scaling_activities",
+        {
+            "Activities": [
+                activity("Launching a new EC2 instance: i-new", t0 + dt.timedelta(seconds=40)),
+                activity("Terminating EC2 instance: i-old", t0),
+                activity("Launching a new EC2 instance: i-b", t0 - dt.timedelta(days=1)),
+            ]
+        },
+        {"AutoScalingGroupName": group},
+    )
+    stub.activate()
+    cloud = EksAsgCloud(None, asg)
+    # i-b is not in the journalled members here on purpose: the activity, not membership, decides
+    prog = cloud.progress(NodeState(node="n", present=True), "i-old", "t", {"group": group, "before": ["i-a", "i-old"]})
+    assert prog.new_instance == "i-new", prog.detail
+    stub.assert_no_pending_responses()

@@ -21,6 +21,12 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     return code, err
 
 
+def run_out(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    got = capsys.readouterr()
+    return code, got.out + got.err
+
+
 def one_line(err: str) -> str:
     lines = [ln for ln in err.splitlines() if ln.startswith("gpu-cluster heal:")]
     assert len(lines) == 1 and "Traceback" not in err, err
@@ -101,6 +107,38 @@ def test_no_report_then_an_unknown_node(
         line = one_line(err)
         assert code == 3 and "the report names ip-10-9-9-9.ec2.internal, which the kubernetes scheduler" in line
         assert "validate again" in line
+        # the rerun of an incident whose old node is gone (replaced: EKS names the new one anew) is
+        # continued from the journal, not refused (issue 41, severity 2)
+        from gpu_cluster.heal.journal import Entry, Journal
+        from gpu_cluster.heal.states import State
+
+        run_dir = tmp_path / "heal-run"
+        with Journal(run_dir) as j:
+            for state, event in (
+                (State.SUSPECT, "enter"),
+                (State.CONFIRMED, "enter"),
+                (State.CONFIRMED, "intent"),
+                (State.QUARANTINED, "enter"),
+                (State.REPLACING, "intent"),
+                (State.REPLACING, "done"),
+                (State.JOINING, "enter"),
+            ):
+                j.append(
+                    Entry(
+                        at=1.0,
+                        cluster="c",
+                        slot=named["node"],
+                        node=named["node"],
+                        incident="h-0123456789",
+                        state=state,
+                        event=event,
+                    )
+                )
+        code, printed = run_out(
+            capsys, "aws-h100-eks", "--outputs", str(out), "--report", str(report), "--out", str(run_dir)
+        )
+        assert code == 0, printed
+        assert "incident h-0123456789 (ip-10-9-9-9.ec2.internal) is open at JOINING: --apply continues it" in printed
 
 
 def test_show_prints_the_journal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -114,7 +152,8 @@ def test_show_prints_the_journal(tmp_path: Path, capsys: pytest.CaptureFixture[s
         e.run(ev)
     assert main(["--show", str(tmp_path)]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert len(printed) == 10 and "SUSPECT" in printed[0] and "HEALTHY" in printed[-1]
+    assert len(printed) == 11 and "SUSPECT" in printed[0] and "HEALTHY" in printed[-2]
+    assert printed[-1] == "out of service by heal (I7, this journal): 0"
 
 
 def test_heal_is_a_subcommand() -> None:

@@ -53,7 +53,24 @@ def report(nodes: dict[str, list[str]]) -> dict[str, Any]:
     }
 
 
-def test_an_eks_node_healed_end_to_end(tmp_path: Path, aws: tuple[Any, Any]) -> None:  # noqa: F811
+class Killed(BaseException):
+    """Stands for SIGKILL inside the run: nothing after it in this process writes the journal."""
+
+
+class TerminatesThenDies(EksAsgCloud):
+    """The Auto Scaling call is made, and heal dies before the line that records it."""
+
+    def replace(self, *a: Any, **k: Any) -> Any:
+        super().replace(*a, **k)
+        raise Killed
+
+
+@pytest.mark.parametrize("kill", ["none", "after-terminate"])
+def test_an_eks_node_healed_end_to_end(tmp_path: Path, aws: tuple[Any, Any], kill: str) -> None:  # noqa: F811
+    """With ``after-terminate`` (issue 41, severity 1, shape 4): killed between
+    TerminateInstanceInAutoScalingGroup and its journal line, the rerun must take the instance the
+    group launched for this termination as the replacement, never another member of the group
+    (which it would cordon and evict)."""
     ec2, asg = aws
     group, ids = node_group(ec2, asg, size=3)
     bad = ids[0]
@@ -120,19 +137,31 @@ def test_an_eks_node_healed_end_to_end(tmp_path: Path, aws: tuple[Any, Any]) -> 
         rpath = tmp_path / "report.json"
         rpath.write_text(json.dumps(report({names[bad]: [SLOW], **{names[i]: [] for i in ids[1:]}})))
         checker = KubeChecker(outs, argparse.Namespace(python=None, image=IMAGE), tmp_path, poll_s=0.01)
-        with Journal(tmp_path) as j:
-            engine = Engine(
-                cluster="train",
-                journal=j,
-                scheduler=KubeScheduler(server.kubeconfig()),
-                cloud=EksAsgCloud(ec2, asg),
-                checker=checker,
-                limits=Limits(apply=True),
-                say=lambda line: None,
-                sleep=kubelet,
-                poll_s=0.0,
-            )
-            out = engine.run(read_report(rpath))
+
+        def heal(cloud: EksAsgCloud) -> Any:
+            with Journal(tmp_path) as j:
+                engine = Engine(
+                    cluster="train",
+                    journal=j,
+                    scheduler=KubeScheduler(server.kubeconfig()),
+                    cloud=cloud,
+                    checker=checker,
+                    limits=Limits(apply=True),
+                    say=lambda line: None,
+                    sleep=kubelet,
+                    poll_s=0.0,
+                )
+                return engine.run(read_report(rpath))
+
+        if kill == "after-terminate":
+            with pytest.raises(Killed):
+                heal(TerminatesThenDies(ec2, asg))
+            cut = read(tmp_path / JOURNAL)[0]
+            assert cut[-1].state is State.REPLACING and cut[-1].event == "intent"
+            # the group launched one already, in moto's server as the call returns
+            g = asg.describe_auto_scaling_groups(AutoScalingGroupNames=[group])["AutoScalingGroups"][0]
+            (launched,) = {i["InstanceId"] for i in g["Instances"]} - set(ids)
+        out = heal(EksAsgCloud(ec2, asg))
         entries, _ = read(tmp_path / JOURNAL)
         assert out.code == 0, [e.line() for e in entries]
         assert [e.state for e in entries if e.event == "enter"] == [
@@ -145,6 +174,15 @@ def test_an_eks_node_healed_end_to_end(tmp_path: Path, aws: tuple[Any, Any]) -> 
         ]
         new_node = entries[-1].node
         assert new_node != names[bad] and entries[-1].slot == names[bad]
+        assert entries[-1].instance not in ids
+        if kill == "after-terminate":
+            assert entries[-1].instance == launched
+            assert sum(1 for e in entries if e.state is State.REPLACING and e.event == "intent") == 1
+        # no healthy member of the group was ever taken out of service (I1)
+        for i in ids[1:]:
+            healthy = st.get(st.resource("nodes"), "", names[i])
+            assert not healthy["spec"].get("unschedulable") and not healthy["spec"].get("taints"), names[i]
+        assert {e.node for e in entries} == {names[bad], new_node}
         # the group kept its size; the bad instance is gone from it
         g = asg.describe_auto_scaling_groups(AutoScalingGroupNames=[group])["AutoScalingGroups"][0]
         assert g["DesiredCapacity"] == 3 and bad not in {i["InstanceId"] for i in g["Instances"]}

@@ -58,10 +58,13 @@ class WorldChecker:
     def check(self, node: str, peer: str, incident: str, purpose: str) -> CheckResult:
         self.calls.append((node, peer, purpose))
         doc = json.loads(self.world.path.read_text(encoding="utf-8"))
-        faulty = bool(doc["nodes"][node]["faults"]) or self.fail_always
+        faults = doc["nodes"][node]["faults"]
+        faulty = bool(faults) or self.fail_always
         return CheckResult(
             ran=True,
             passed=not faulty,
+            # a straggler is the node's own GPU health finding; a dead rank is not (I8)
+            own="slow" in faults or self.fail_always,
             detail=f"{node} {'FAIL' if faulty else 'PASS'} with {peer}",
             figures={} if faulty else {"multi_node.all_reduce cluster": {"value": 1.0, "unit": "GB/s"}},
         )
