@@ -50,6 +50,14 @@ def record(journal: Journal, ev: Evidence, run_dir: Path) -> list[Path]:
     if md.exists():
         body = md.read_text(encoding="utf-8").split("\n" + INCIDENTS)[0].rstrip("\n")
         written.append(_atomic(md, body + "\n" + "\n".join(render_incidents(mine)) + "\n"))
+    page = ev.path.with_name("report.html")
+    if page.exists():
+        from workloads.validate.report_html import with_incidents
+
+        try:
+            written.append(_atomic(page, with_incidents(page.read_text(encoding="utf-8"), mine)))
+        except ValueError:
+            pass  # a page of another make (no incidents markers): report.json and report.md carry them
     written.append(_atomic(run_dir / "heal.json", json.dumps({"report": str(ev.path), "incidents": mine}, indent=2)))
     return written
 

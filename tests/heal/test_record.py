@@ -15,19 +15,25 @@ from gpu_cluster.heal.evidence import read_report
 from gpu_cluster.heal.journal import Journal
 from gpu_cluster.heal.record import record
 from tests.heal.world import engine, write_report
-from workloads.validate import diff
+from workloads.validate import diff, report_html
 from workloads.validate.certificate import INCIDENTS
 
 
 def test_incidents_go_into_the_report_and_the_diff(tmp_path: Path) -> None:
     path = write_report(tmp_path)
     (tmp_path / "report.md").write_text("# Cluster validation: FAIL\n\nbody\n", encoding="utf-8")
+    page = report_html.render(
+        json.loads(path.read_text()), decided_by="decided by node local-3", svg=None, title="FAIL"
+    )
+    (tmp_path / "report.html").write_text(page, encoding="utf-8")
     ev = read_report(path)
     with Journal(tmp_path) as j:
         e, _w = engine(tmp_path, j)
         assert e.run(ev).code == 0
         written = record(j, ev, tmp_path)
-    assert {p.name for p in written} == {"report.json", "report.md", "heal.json"}
+    assert {p.name for p in written} == {"report.json", "report.md", "report.html", "heal.json"}
+    html = (tmp_path / "report.html").read_text()
+    assert html.count(report_html.INCIDENTS_BEGIN) == 1 and "local-3.i0 -&gt; local-3.i1" in html
     doc = json.loads(path.read_text())
     (inc,) = doc["incidents"]
     assert inc["node"] == "local-3" and inc["state"] == "HEALTHY" and inc["replacements"] == 1

@@ -108,9 +108,20 @@ def test_heal_replaces_the_incidents_in_place(tmp_path: Path) -> None:
     text = page.read_text(encoding="utf-8")
     bad = next(n for n, v in nodes if v == "FAIL")
     again = report_html.with_incidents(
-        text, [{"node": bad, "state": "HEALTHY", "id": "h-0123456789", "replacement": "i-0abc", "why": "slow"}]
+        text,
+        [
+            {
+                "node": bad,
+                "state": "HEALTHY",
+                "incident": "h-0123456789",
+                "old_instance": "i-0old",
+                "new_instance": "i-0abc",
+                "why": "slow",
+            }
+        ],
     )
-    assert again.count(report_html.INCIDENTS_BEGIN) == 1 and "h-0123456789" in again and "i-0abc" in again
+    assert again.count(report_html.INCIDENTS_BEGIN) == 1 and "h-0123456789" in again
+    assert "i-0old -&gt; i-0abc" in again
     # a second record replaces the first rather than adding to it
     twice = report_html.with_incidents(again, [])
     assert "h-0123456789" not in twice and twice.count(report_html.INCIDENTS_END) == 1

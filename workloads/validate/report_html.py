@@ -104,24 +104,31 @@ def svg_of(fig: "Figure | None") -> str | None:
 
 
 def incidents_section(incidents: Sequence[Mapping[str, Any]]) -> str:
-    """What heal did about the nodes this run named, between the markers heal replaces."""
+    """What heal did about the nodes this run named (gpu_cluster.heal.record's summaries), between
+    the markers heal replaces."""
     body = ""
     if incidents:
         rows = []
         for inc in incidents:
+            old, new = inc.get("old_instance") or "", inc.get("new_instance") or ""
+            state = str(inc.get("state") or "")
             rows.append(
                 [
                     f"<td>{_e(inc.get('node'))}</td>",
-                    _verdict_cell(inc.get("verdict") or ("PASS" if inc.get("state") == "HEALTHY" else "UNKNOWN")),
-                    f"<td>{_e(inc.get('state'))}</td>",
-                    f"<td>{_e(inc.get('why') or inc.get('reason'))}</td>",
-                    f"<td>{_e(inc.get('replacement') or '-')}</td>",
-                    f"<td>{_e(inc.get('id') or inc.get('incident'))}</td>",
+                    _verdict_cell(
+                        "PASS" if state == "HEALTHY" else "FAIL" if state in ("ESCALATED", "ABANDONED") else "WARN"
+                    ),
+                    f"<td>{_e(state)}</td>",
+                    f"<td>{_e(inc.get('why') or '-')}</td>",
+                    f"<td>{_e(f'{old} -> {new}' if old or new else '-')}</td>",
+                    f"<td>{_e(inc.get('peer') or '-')}</td>",
+                    f"<td>{_e(inc.get('detail') or '-')}</td>",
+                    f"<td>{_e(inc.get('incident'))}</td>",
                 ]
             )
         body = (
             '<section id="incidents"><h2>Incidents (gpu-cluster heal)</h2>'
-            + _table(["node", "outcome", "state", "why", "replaced by", "incident"], rows)
+            + _table(["node", "outcome", "state", "why", "instance", "checked with", "last word", "incident"], rows)
             + "</section>"
         )
     return INCIDENTS_BEGIN + body + INCIDENTS_END
