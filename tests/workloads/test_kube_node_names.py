@@ -79,3 +79,39 @@ def test_reports_name_nodes_and_two_runs_compare_node_by_node(tmp_path: Path) ->
     assert "3 new uncorrectable ECC error(s) since run 20261201t000000z-aaaa (lifetime 2 -> 5)" in ecc[0]["detail"]
     assert new["verdict"] == "WARN" and {n["node"]: n["verdict"] for n in new["nodes"]}[NODES[1]] == "WARN"
     assert "## Kubernetes nodes" in (back / "20261202t000000z-bbbb" / "report.md").read_text()
+
+
+def test_heal_acts_on_the_node_a_kubernetes_report_names(tmp_path: Path) -> None:
+    """The fetched report names the FAIL node as the scheduler does, so heal finds that node through
+    the Kubernetes API (tests/kubeapi.py) and quarantines it; a pod name there would have been
+    refused as a node the scheduler does not know."""
+    from gpu_cluster.heal.evidence import read_report
+    from gpu_cluster.heal.kubernetes import TAINT_KEY, KubeScheduler
+    from tests.heal.test_kubernetes import node as kube_node
+    from tests.kubeapi import KubeApiServer
+
+    run_id = "20261203t000000z-cccc"
+    jobset = vjob.jobset_name(run_id)
+    dest = tmp_path / run_id
+    dest.mkdir()
+    doc = _report(jobset, ecc=0, tflops=700.0)
+    bad_pod = doc["nodes"][1]["node"]
+    doc["verdict"] = "FAIL"
+    doc["nodes"][1] = {"node": bad_pod, "verdict": "FAIL", "reasons": ["gate ecc.volatile (gpu0): 3"]}
+    (dest / "report.json").write_text(json.dumps(doc))
+    (dest / "report.md").write_text("# report\n")
+    kube_submit._name_nodes(Api(jobset), "gpu-jobs", jobset, len(NODES), dest, lambda _line: None)
+
+    ev = read_report(dest / "report.json")
+    (finding,) = [f for f in ev.findings if f.actionable]
+    acted = [finding.node]
+    assert acted == [NODES[1]], ev.findings
+    with KubeApiServer() as server:
+        for i, name in enumerate(NODES):
+            server.store.create(server.store.resource("nodes"), "", kube_node(name, f"aws:///us-east-1a/i-0{i}"))
+        k = KubeScheduler(server.kubeconfig())
+        assert k.node(acted[0]).present
+        out = k.quarantine(acted[0], "h-0123456789", finding.why)
+        assert out.ok, out.detail
+        taints = server.store.get(server.store.resource("nodes"), "", NODES[1])["spec"]["taints"]
+        assert {"key": TAINT_KEY, "value": "h-0123456789", "effect": "NoSchedule"} in taints
