@@ -473,8 +473,8 @@ def main(
         ap.error("--outputs takes one STACK, not --all")
     # Where the results go is checked before a minute of planning, not after it.
     for flag, target in (("--json", args.json), ("--outputs", args.outputs)):
-        if target and target != "-" and (why := output_file_problem(Path(target))):
-            print(f"gpu-cluster: {flag}: {why}", file=sys.stderr)
+        if target and target != "-" and (unwritable := output_file_problem(Path(target))):
+            print(f"gpu-cluster: {flag}: {unwritable}", file=sys.stderr)
             return 3
     stacks = bundled_stacks() if args.all else [args.stack]
     failed: list[str] = []

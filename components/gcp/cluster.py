@@ -20,7 +20,7 @@ from components.gcp.network import Network, NetworkArgs
 from components.gcp.orchestration_gke import JOB_NAMESPACE, GkeArgs, GkeOrchestration, job_queue, node_networks
 from components.gcp.orchestration_slurm import EXTRA_MOUNTS, LUSTRE_ID, SlurmArgs, SlurmOrchestration
 from components.gcp.services import ProjectServices, ServicesArgs
-from components.gcp.workload_identity import CHECKPOINT_KSA
+from components.gcp.rules import CHECKPOINT_KSA
 from components.k8s.kueue import MAX_RUN_ANNOTATION
 from components.gcp.storage import Storage, StorageArgs
 from components.spec import ClusterSpec
