@@ -71,7 +71,7 @@ class ManagedPrometheus(pulumi.ComponentResource):
         cluster_id: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        super().__init__("gpu-cluster:azure:ManagedPrometheus", name, None, opts)
+        super().__init__("gpu-cluster:metrics:AzureManagedPrometheus", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = cluster_tags(spec)
         self.workspace = azure.monitor.AzureMonitorWorkspace(

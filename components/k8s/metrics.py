@@ -1,5 +1,6 @@
-"""In-cluster part of the GPU metrics path on AKS: the managed Prometheus agent's scrape of the GPU
-Operator's DCGM exporter.
+"""In-cluster parts of the GPU metrics path: on AKS the managed Prometheus agent's scrape of the GPU
+Operator's DCGM exporter; on EKS NVIDIA's DCGM exporter chart, which the AMP scraper pulls
+(components/aws/metrics.py).
 
 AKS's page scrapes the exporter with a PodMonitor (MicrosoftDocs/azure-aks-docs articles/aks/
 monitor-gpu-metrics.md at 00435f9: every 30 s, the exporter's ``metrics`` port). The same scrape
@@ -64,5 +65,41 @@ def ama_dcgm_scrape(name: str, *, namespace: str, opts: pulumi.ResourceOptions) 
         f"{name}-ama-metrics-scrape",
         metadata=k8s.meta.v1.ObjectMetaArgs(name=AMA_SCRAPE_CONFIGMAP, namespace=AMA_NAMESPACE),
         data={AMA_SCRAPE_KEY: yaml.safe_dump(dcgm_scrape_config(namespace), sort_keys=False)},
+        opts=opts,
+    )
+
+
+# NVIDIA's DCGM exporter chart, for clusters without the GPU Operator (EKS, whose node image has
+# the driver and whose device plugin is NVIDIA's own chart). NVIDIA/dcgm-exporter at tag
+# 4.5.3-4.8.2 (691c927): deployment/Chart.yaml version 4.8.2; README.md 38-39 the repository;
+# values.yaml 127-129 a ServiceMonitor on by default (the Prometheus Operator's CRD, which no stack
+# installs: off, or the chart fails to apply), 150 no nodeSelector, 153-156 a control-plane
+# toleration only; templates/_helpers.tpl 61-65 the pods' app.kubernetes.io/name ``dcgm-exporter``;
+# templates/daemonset.yaml 167-168 the port ``metrics``.
+DCGM_EXPORTER_CHART = "dcgm-exporter"
+DCGM_EXPORTER_VERSION = "4.8.2"
+DCGM_EXPORTER_REPO = "https://nvidia.github.io/dcgm-exporter/helm-charts"
+DCGM_EXPORTER_NAMESPACE = "kube-system"
+DCGM_EXPORTER_POD_NAME = "dcgm-exporter"
+# The node label every node carries with its instance type (kubernetes.io/docs/reference/
+# labels-annotations-taints, node.kubernetes.io/instance-type); the EKS job selects on it too.
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
+def dcgm_exporter_values(instance_type: str) -> dict[str, Any]:
+    """The chart's values: only on the GPU nodes (the chart's default is every node, where a CPU
+    node's exporter finds no GPU), and no ServiceMonitor."""
+    return {"nodeSelector": {INSTANCE_TYPE_LABEL: instance_type}, "serviceMonitor": {"enabled": False}}
+
+
+def dcgm_exporter(name: str, *, instance_type: str, opts: pulumi.ResourceOptions) -> k8s.helm.v4.Chart:
+    """NVIDIA's DCGM exporter on every GPU node (port 9400, ``metrics``), pinned."""
+    return k8s.helm.v4.Chart(
+        f"{name}-dcgm-exporter",
+        chart=DCGM_EXPORTER_CHART,
+        version=DCGM_EXPORTER_VERSION,
+        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=DCGM_EXPORTER_REPO),
+        namespace=DCGM_EXPORTER_NAMESPACE,
+        values=dcgm_exporter_values(instance_type),
         opts=opts,
     )
