@@ -268,6 +268,30 @@ def aks_images(spec: ClusterSpec) -> Caveat | None:
     return Caveat("images", ". ".join(parts)) if parts else None
 
 
+# Where each Kubernetes stack's GPU metrics go (components/gcp/metrics.py, components/azure/metrics.py,
+# components/aws/metrics.py). Not in the plan's cost: each store bills by what is ingested and
+# queried, which depends on the series and the scrape interval, and no price page was read for
+# GKE's or AMP's rates here. Azure's: "Pricing is based on ingestion and query with no additional
+# storage cost" (learn.microsoft.com/azure/azure-monitor/metrics/prometheus-metrics-overview, read
+# 2026-12-07).
+METRICS_STORE = {
+    "gke": "GKE's managed DCGM metrics into Managed Service for Prometheus (Cloud Monitoring)",
+    "aks": "Azure Managed Prometheus into the stack's Azure Monitor workspace (DCGM exporter on NVIDIA sizes only)",
+    "eks": "the DCGM exporter chart, scraped by an AMP managed collector into an AMP workspace",
+}
+
+
+def metrics(spec: ClusterSpec) -> Caveat | None:
+    store = METRICS_STORE.get(spec.orchestration.kind)
+    if store is None:
+        return None
+    return Caveat(
+        "metrics",
+        f"GPU metrics: {store}; unpriced: billed by samples ingested and queried, not in the cost above "
+        "(docs/day2.md, GPU metrics)",
+    )
+
+
 def caveats(spec: ClusterSpec, outputs: Mapping[str, Any]) -> list[Caveat]:
     found = [
         placement(spec, outputs),
@@ -280,5 +304,6 @@ def caveats(spec: ClusterSpec, outputs: Mapping[str, Any]) -> list[Caveat]:
         images(spec),
         aks_images(spec),
         pulls(spec),
+        metrics(spec),
     ]
     return [c for c in found if c is not None]

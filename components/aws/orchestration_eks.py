@@ -41,6 +41,7 @@ from components.aws import eks_sizing
 from components.aws.common import assume_role_policy, managed_policy_arn, with_name
 from components.aws.compute import EKS_AMI_TYPE, launch_template_args
 from components.aws.keys import root_key_policy
+from components.aws.metrics import eks_prometheus
 from components.aws.network import SubnetIds
 from components.image_pins import chart_image
 from components.aws.versions import (
@@ -55,6 +56,8 @@ from components.aws.versions import (
     POD_IDENTITY_ADDON,
     VPC_CNI_ADDON,
 )
+
+from components.k8s.metrics import dcgm_exporter
 
 # Re-exported: components/aws/cluster.py names it in the stack output scheduler.namespace.
 from components.k8s.addons import JOB_NAMESPACE as JOB_NAMESPACE, job_namespace, jobset
@@ -244,6 +247,7 @@ class Orchestration(pulumi.ComponentResource):
         )
         # The managed add-ons are AWS resources, created through the AWS API either way.
         csi = self._create_fsx_csi()
+        self.prometheus = eks_prometheus(f"{name}-prometheus", self.cluster.arn, args, self)  # GPU metrics (AMP)
         if args.in_cluster:
             self.provider = k8s.Provider(
                 f"{name}-k8s",
@@ -642,3 +646,4 @@ def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.Reso
         opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[volume, namespace])),
     )
     jobset(f"{name}-jobset", k8s_opts, node_selector=args.controller_node_selector, pins=args.image_pins)
+    dcgm_exporter(name, instance_type=args.instance_type, opts=k8s_opts)  # GPU metrics, scraped by AMP

@@ -60,7 +60,7 @@ import pulumi_azure_native as azure
 import pulumi_kubernetes as k8s
 
 from components import nccl_topology
-from components.azure import audit
+from components.azure import audit, metrics
 from components.azure.common import (
     AKS_DNS_SERVICE_IP,
     AKS_POD_CIDR,
@@ -71,6 +71,7 @@ from components.azure.common import (
 from components.azure.rules import ZONES
 from components.k8s import aks as layer
 from components.k8s import aks_amd
+from components.k8s.metrics import ama_dcgm_scrape
 from components.k8s.addons import job_namespace, jobset
 from components.spec import ClusterSpec
 
@@ -187,6 +188,7 @@ class AksOrchestration(pulumi.ComponentResource):
     """Contributor on the capacity reservation group's resource group, when the pool uses one."""
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider | None = None
+    prometheus: metrics.ManagedPrometheus
 
     def __init__(self, name: str, args: AksArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-cluster:azure:Orchestration", name, None, opts)
@@ -298,6 +300,8 @@ class AksOrchestration(pulumi.ComponentResource):
             security_profile=azure.containerservice.ManagedClusterSecurityProfileArgs(
                 workload_identity=azure.containerservice.ManagedClusterSecurityProfileWorkloadIdentityArgs(enabled=True)
             ),
+            # Azure Managed Prometheus (its workspace and collection rule: components/azure/metrics.py).
+            azure_monitor_profile=metrics.azure_monitor_profile(),
             storage_profile=azure.containerservice.ManagedClusterStorageProfileArgs(
                 blob_csi_driver=azure.containerservice.ManagedClusterStorageProfileBlobCSIDriverArgs(enabled=True)
             ),
@@ -321,6 +325,9 @@ class AksOrchestration(pulumi.ComponentResource):
         )
         self._create_maintenance(name, args)
         self._create_logging(name, spec, args)
+        self.prometheus = metrics.ManagedPrometheus(
+            f"{name}-prometheus", spec=spec, resource_group=args.resource_group, cluster_id=self.cluster.id, opts=child
+        )
         self.controller_pool = azure.containerservice.AgentPool(
             f"{name}-ctrl-pool",
             resource_group_name=args.resource_group,
@@ -518,6 +525,8 @@ def create_in_cluster_layer(name: str, args: AksLayerArgs, k8s_opts: pulumi.Reso
     network = layer.network_operator(name, k8s_opts, taint, pins=pins)
     if operator == "nvidia":
         layer.gpu_operator(name, k8s_opts, taint, after=network[-1:], pins=pins)
+        # The managed Prometheus agent scrapes the operator's DCGM exporter (components/k8s/metrics.py).
+        ama_dcgm_scrape(name, namespace=layer.GPU_OPERATOR_NAMESPACE, opts=k8s_opts)
     else:
         # AKS installs no AMD driver (use-amd-gpus.md:49) and the DeviceConfig leaves it off, as the
         # reference does: its own installer runs first (Azure/aks-rdma-infiniband deploy-aks.sh

@@ -5,7 +5,8 @@ Every stack: VPCs, subnets, NAT, firewall, VMs (compute); the peering Managed Lu
 through (servicenetworking, cloud.google.com/managed-lustre/docs/vpc); Managed Lustre (lustre);
 the checkpoint bucket (storage); node and job service accounts (iam); their project-level role
 bindings, which go through the project's IAM policy (cloudresourcemanager). GKE adds container and
-binaryauthorization (the cluster enforces the project's Binary Authorization policy: orchestration_gke.py);
+binaryauthorization (the cluster enforces the project's Binary Authorization policy: orchestration_gke.py)
+and monitoring (Managed Service for Prometheus stores the cluster's DCGM metrics there: metrics.py);
 Cluster Director adds hypercomputecluster and file (the Filestore instance for /home).
 """
 
@@ -20,7 +21,7 @@ COMMON = (
     "cloudresourcemanager.googleapis.com",
 )
 BY_ORCHESTRATOR: dict[str, tuple[str, ...]] = {
-    "gke": ("container.googleapis.com", "binaryauthorization.googleapis.com"),
+    "gke": ("container.googleapis.com", "binaryauthorization.googleapis.com", "monitoring.googleapis.com"),
     "slurm": ("hypercomputecluster.googleapis.com", "file.googleapis.com"),
 }
 

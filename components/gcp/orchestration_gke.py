@@ -36,6 +36,7 @@ import pulumi_kubernetes as k8s
 
 from components.gcp.common import GKE_ACCELERATOR, AddressPlan, labels
 from components.gcp.interconnect import NicName, NicNetwork
+from components.gcp.metrics import monitoring_config
 from components.gcp.compute import NODE_ROLES
 from components.gcp.workload_identity import bucket_volume, checkpoint_claim_name, workload_account
 
@@ -206,6 +207,8 @@ class GkeOrchestration(pulumi.ComponentResource):
                 ),
                 gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True),
             ),
+            # GKE's managed DCGM metrics into Managed Service for Prometheus (components/gcp/metrics.py).
+            monitoring_config=monitoring_config(),
             resource_labels=labels(spec),
             # pulumi-gcp 10.2.0 container.Cluster: "Deleting this cluster via terraform destroy or
             # pulumi up will only succeed if this field is false in the Terraform state" (the SDK's

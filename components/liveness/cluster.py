@@ -43,6 +43,7 @@ class Workload:
     needs_driver: str = ""
     waits_for_driver: str = ""
     installs_driver: str = ""
+    exports: tuple[str, ...] = ()
     pod: Mapping[str, Any] = field(default_factory=dict)
     """The pod spec where the plan or the job has one (DaemonSets, the job)."""
     source: str = ""
@@ -189,6 +190,7 @@ def _operand(object_name: str, op: Operand, values: Mapping[str, Any], plan: Pla
         needs_driver=op.needs_driver,
         waits_for_driver=op.waits_for_driver,
         installs_driver=op.installs_driver,
+        exports=op.exports,
         source=op.source,
     )
 

@@ -110,6 +110,8 @@ class Operand:
     """How it waits for that driver (an init container, a node label), with its source; '' if not read."""
     installs_driver: str = ""
     """The kernel driver it installs on the node it runs on."""
+    exports: tuple[str, ...] = ()
+    """The metrics it exports from the node (a node exporter must land on every GPU node)."""
     source: str = ""
 
 
@@ -126,6 +128,7 @@ _EFA_PLUGIN = cite("efa-device-plugin")
 _GPU_OP = cite("gpu-operator")
 _NET_OP = cite("network-operator")
 _AMD_OP = cite("amd-operator")
+_DCGM_EXPORTER = cite("dcgm-exporter")
 
 CHARTS: dict[str, Chart] = {
     c.name: c
@@ -170,6 +173,27 @@ CHARTS: dict[str, Chart] = {
                     tolerations_mode="append",
                     advertises=("vpc.amazonaws.com/efa",),
                     source=f"{_EFA_PLUGIN} values.yaml:10-13,332 and templates/daemonset.yaml:34-62",
+                ),
+            ),
+        ),
+        Chart(
+            name="dcgm-exporter",
+            version="4.8.2",
+            source=_DCGM_EXPORTER,
+            operands=(
+                Operand(
+                    name="dcgm-exporter",
+                    where="gpu",
+                    # values.yaml:150-156: no nodeSelector, a control-plane toleration; both are
+                    # values (templates/daemonset.yaml:70-76), a list replacing the default (Helm).
+                    tolerations=(
+                        {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
+                    ),
+                    tolerations_value="tolerations",
+                    node_selector_value="nodeSelector",
+                    exports=("DCGM GPU metrics (port 9400)",),
+                    needs_driver="nvidia",
+                    source=f"{_DCGM_EXPORTER}/values.yaml:150-156 and templates/daemonset.yaml:70-76",
                 ),
             ),
         ),

@@ -185,7 +185,7 @@ def workload_checks(plan: Plan, pool_list: list[Pool], made: list[Workload], job
         landing = [s for s in targets if lands(w, s)]
         if w.where == "gpu":
             # A node DaemonSet that selects none of the GPU pool's nodes is only a problem when
-            # something on the pool needs it: what it advertises, labels or installs.
+            # something on the pool needs it: what it advertises, labels, installs or exports.
             for s in targets:
                 if lands(w, s):
                     out.append(
@@ -198,7 +198,7 @@ def workload_checks(plan: Plan, pool_list: list[Pool], made: list[Workload], job
                             source=w.source,
                         )
                     )
-                elif w.advertises or w.labels or w.installs_driver:
+                elif w.advertises or w.labels or w.installs_driver or w.exports:
                     out.append(
                         Check(
                             kind="scheduling",

@@ -277,6 +277,10 @@ SOURCES: dict[str, tuple[str, str]] = {
         "Mellanox/network-operator@v26.1.0 (34a16f8)",
         "",
     ),
+    "dcgm-exporter": (
+        "NVIDIA/dcgm-exporter@4.5.3-4.8.2 (691c927) deployment",
+        "",
+    ),
     "amd-operator": (
         "ROCm/gpu-operator@v1.4.1 (3b39804)",
         "",

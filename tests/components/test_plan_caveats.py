@@ -72,12 +72,12 @@ def test_an_aws_zone_without_its_id_is_named_as_not_checked() -> None:
 @pytest.mark.parametrize(
     ("stack", "topics"),
     [
-        ("aws-h100-eks", {"placement", "zone", "images", "pulls"}),
-        ("aws-h100-capacity-block", {"placement", "capacity", "zone", "images", "pulls"}),
+        ("aws-h100-eks", {"placement", "zone", "images", "pulls", "metrics"}),
+        ("aws-h100-capacity-block", {"placement", "capacity", "zone", "images", "pulls", "metrics"}),
         ("aws-h200-slurm", {"placement", "zone"}),
-        ("gcp-h100-gke", {"placement", "flex-start", "images"}),
+        ("gcp-h100-gke", {"placement", "flex-start", "images", "metrics"}),
         ("gcp-h200-slurm", {"placement"}),
-        ("gcp-h200-gke", {"placement", "installer", "images"}),
+        ("gcp-h200-gke", {"placement", "installer", "images", "metrics"}),
     ],
 )
 def test_bundled_plans_print_their_caveats(stack: str, topics: set[str]) -> None:
@@ -122,3 +122,12 @@ def test_the_installer_caveat_names_the_field_and_goes_once_it_is_set() -> None:
     assert "orchestration.installer_image" in text and "nccl-plugin-gib:v1.1.1@sha256:<64 hex digits>" in text
     assert supplied_installer("a3-megagpu-8g") is None  # TCPXO's is pinned in the catalog: no caveat
     assert "installer" not in _topics(gcp_obj("a3-megagpu-8g"))
+
+
+def test_a_kubernetes_plan_names_its_metrics_store_and_says_it_is_unpriced() -> None:
+    aws = _topics(aws_base())["metrics"]
+    assert "AMP workspace" in aws and "unpriced" in aws and "not in the cost" in aws
+    assert "Managed Service for Prometheus" in _topics(gcp_base())["metrics"]
+    slurm = copy.deepcopy(aws_base())
+    slurm["orchestration"] = {"kind": "slurm"}
+    assert "metrics" not in _topics(slurm)  # the Slurm stacks have no metrics path yet (docs/day2.md)

@@ -128,7 +128,7 @@ def test_eks_in_cluster_addons() -> None:
     assert kubeconfig["users"][0]["user"]["exec"]["command"] == "aws"
 
     charts = {r.inputs["chart"]: r.inputs for r in result.of_type(CHART)}
-    assert set(charts) == {"nvidia-device-plugin", "aws-efa-k8s-device-plugin", JOBSET_CHART}
+    assert set(charts) == {"nvidia-device-plugin", "aws-efa-k8s-device-plugin", JOBSET_CHART, "dcgm-exporter"}
     assert charts["aws-efa-k8s-device-plugin"]["repositoryOpts"]["repo"] == "https://aws.github.io/eks-charts"
     assert charts[JOBSET_CHART]["version"] == JOBSET_VERSION
     efa_values = charts["aws-efa-k8s-device-plugin"]["values"]["supportedInstanceLabels"]
@@ -142,7 +142,7 @@ def test_eks_in_cluster_addons() -> None:
     ng = one(result, "aws:eks/nodeGroup:NodeGroup", "-orchestration-gpu").inputs
     assert ng["labels"]["nvidia.com/gpu.present"] == "true"
     assert all(c.get("version") for c in charts.values())  # every chart pinned
-    assert len(in_pillar(result, "Orchestration", CHART)) == 3
+    assert len(in_pillar(result, "Orchestration", CHART)) == 4  # the device plugins, JobSet, DCGM exporter
 
     addon = one(result, "aws:eks/addon:Addon", "-orchestration-fsx-csi").inputs
     assert addon["addonName"] == "aws-fsx-csi-driver"

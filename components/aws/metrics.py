@@ -1,0 +1,126 @@
+"""GPU metrics on EKS: an Amazon Managed Service for Prometheus workspace and its AWS managed
+collector (a scraper), which pulls the DCGM exporter (components/k8s/metrics.py) on every GPU node.
+
+Sources (docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html, "Set up
+managed collectors for Amazon EKS", read 2026-12-07):
+
+* The scraper's source is the EKS cluster with subnets and security groups: it puts one network
+  interface in each subnet and scrapes through them, pushing to the workspace through a VPC
+  endpoint, never over the internet (AMP-collector.html). The control plane's subnets (two zones)
+  and the EFA security group the nodes share are given, so the scraper reaches the exporter's pods.
+* Access: with the cluster's authentication mode ``API`` (orchestration_eks.py ``access_config``)
+  "any scrapers you create through the Amazon Managed Service for Prometheus API ... will
+  automatically have the correct access entry policy created", read-only get/list/watch on nodes,
+  pods, services, endpoints and /metrics: the least privilege is the service's own, and no IAM
+  role of ours is made (the scraper runs as its service-linked role).
+* The configuration allows ``kubernetes_sd_configs`` only and a scrape interval of 30 s or more.
+* The workspace is encrypted at rest by the service; ``kms_key_arn`` is optional and left unset
+  (AMP-create-workspace.html: "(Optional) To use your own KMS key"), so no key of ours is
+  billed or has to allow the service. Retention is the service's (no setting on the workspace in
+  pulumi-aws 7.51.1 ``amp.Workspace``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import pulumi
+import pulumi_aws as aws
+import yaml
+
+from components.k8s.metrics import DCGM_EXPORTER_NAMESPACE, DCGM_EXPORTER_POD_NAME, DCGM_PORT_NAME
+
+# The AMP collector's floor (AMP-collector-how-to.html, "Scrape interval").
+SCRAPE_INTERVAL = "30s"
+
+
+def scrape_configuration() -> str:
+    """The scraper's Prometheus configuration: the DCGM exporter's pods, each series labelled with
+    its node."""
+    config: dict[str, Any] = {
+        "global": {"scrape_interval": SCRAPE_INTERVAL},
+        "scrape_configs": [
+            {
+                "job_name": "dcgm-exporter",
+                "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [DCGM_EXPORTER_NAMESPACE]}}],
+                "relabel_configs": [
+                    {
+                        "source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_name"],
+                        "action": "keep",
+                        "regex": DCGM_EXPORTER_POD_NAME,
+                    },
+                    {
+                        "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+                        "action": "keep",
+                        "regex": DCGM_PORT_NAME,
+                    },
+                    {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"},
+                ],
+            }
+        ],
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+class ManagedPrometheus(pulumi.ComponentResource):
+    """The AMP workspace and the scraper that fills it from the cluster."""
+
+    workspace: aws.amp.Workspace
+    scraper: aws.amp.Scraper
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        cluster_arn: pulumi.Input[str],
+        subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]],
+        security_group_id: pulumi.Input[str],
+        tags: Mapping[str, str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpu-cluster:metrics:AmazonManagedPrometheus", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.workspace = aws.amp.Workspace(f"{name}-workspace", alias=name, tags=dict(tags), opts=child)
+        self.scraper = aws.amp.Scraper(
+            f"{name}-scraper",
+            alias=name,
+            source=aws.amp.ScraperSourceArgs(
+                eks=aws.amp.ScraperSourceEksArgs(
+                    cluster_arn=cluster_arn, subnet_ids=subnet_ids, security_group_ids=[security_group_id]
+                )
+            ),
+            destination=aws.amp.ScraperDestinationArgs(
+                amp=aws.amp.ScraperDestinationAmpArgs(workspace_arn=self.workspace.arn)
+            ),
+            scrape_configuration=scrape_configuration(),
+            tags=dict(tags),
+            opts=child,
+        )
+        self.register_outputs({"workspace": self.workspace.arn})
+
+
+class EksNetwork(Protocol):
+    """What the scraper needs of the cluster's arguments (orchestration_eks.py EksArgs)."""
+
+    @property
+    def control_plane_subnet_ids(self) -> Any: ...
+    @property
+    def security_group_id(self) -> pulumi.Input[str]: ...
+    @property
+    def tags(self) -> Mapping[str, str]: ...
+
+
+def eks_prometheus(
+    name: str, cluster_arn: pulumi.Input[str], args: EksNetwork, parent: pulumi.Resource
+) -> ManagedPrometheus:
+    """The workspace and scraper of an EKS cluster: its control plane's subnets (two zones) and the
+    security group its nodes share."""
+    return ManagedPrometheus(
+        name,
+        cluster_arn=cluster_arn,
+        subnet_ids=args.control_plane_subnet_ids,
+        security_group_id=args.security_group_id,
+        tags=args.tags,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )

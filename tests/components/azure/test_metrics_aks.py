@@ -1,0 +1,80 @@
+"""AKS's GPU metrics path under strict mocks: Azure Managed Prometheus on the cluster, its
+workspace, endpoint, rule and association as Azure's onboarding template makes them, and the
+agent's scrape of the GPU Operator's DCGM exporter (none on MI300X, whose operator is AMD's)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import yaml
+
+from components.engine import OfflineRun, Recorded
+from tests.components.azure.conftest import azure_obj
+
+Run = Callable[..., OfflineRun]
+H100, MI300X = "Standard_ND96isr_H100_v5", "Standard_ND96isr_MI300X_v5"
+CLUSTER = "azure-native:containerservice:ManagedCluster"
+WORKSPACE = "azure-native:monitor:AzureMonitorWorkspace"
+DCE = "azure-native:monitor:DataCollectionEndpoint"
+DCR = "azure-native:monitor:DataCollectionRule"
+DCRA = "azure-native:monitor:DataCollectionRuleAssociation"
+CONFIGMAP = "kubernetes:core/v1:ConfigMap"
+
+
+def _prometheus_rule(run: OfflineRun) -> Recorded:
+    (rule,) = [r for r in run.of_type(DCR) if (r.inputs.get("dataSources") or {}).get("prometheusForwarder")]
+    return rule
+
+
+def test_managed_prometheus_is_on_and_its_rule_carries_the_metrics_to_the_workspace(azure_run: Run) -> None:
+    run = azure_run(azure_obj(H100))
+    cluster = run.one(CLUSTER).inputs
+    # prometheus-collector nested_azuremonitormetrics_profile_clusterResourceId.bicep at 14922b9
+    assert cluster["azureMonitorProfile"] == {"metrics": {"enabled": True}}
+    workspace = run.one(WORKSPACE)
+    assert workspace.inputs["location"] == cluster["location"]
+    (endpoint,) = run.of_type(DCE)
+    assert endpoint.inputs["kind"] == "Linux"
+    rule = _prometheus_rule(run).inputs
+    # FullAzureMonitorMetricsProfile.bicep at 4729fae: source, destination and flow by name.
+    assert rule["kind"] == "Linux"
+    assert rule["dataCollectionEndpointId"] == f"{endpoint.name}-id"
+    assert rule["dataSources"]["prometheusForwarder"] == [
+        {"name": "PrometheusDataSource", "streams": ["Microsoft-PrometheusMetrics"], "labelIncludeFilter": {}}
+    ]
+    (account,) = rule["destinations"]["monitoringAccounts"]
+    assert account == {"name": "MonitoringAccount1", "accountResourceId": f"{workspace.name}-id"}
+    assert rule["dataFlows"] == [{"streams": ["Microsoft-PrometheusMetrics"], "destinations": ["MonitoringAccount1"]}]
+    # Names within the 44 characters ARO-HCP's module keeps.
+    assert len(rule["dataCollectionRuleName"]) <= 44 and rule["dataCollectionRuleName"].startswith("MSProm-")
+    # The association ties this rule to this cluster.
+    (assoc,) = [a for a in run.of_type(DCRA) if a.inputs["associationName"].startswith("MSProm-")]
+    assert assoc.inputs["resourceUri"] == f"{run.one(CLUSTER).name}-id"
+    assert assoc.inputs["dataCollectionRuleId"] == f"{_prometheus_rule(run).name}-id"
+
+
+def test_the_agent_scrapes_the_gpu_operators_dcgm_exporter_on_nvidia(azure_run: Run) -> None:
+    run = azure_run(azure_obj(H100))
+    (cm,) = [c for c in run.of_type(CONFIGMAP) if c.inputs["metadata"]["name"] == "ama-metrics-prometheus-config"]
+    assert cm.inputs["metadata"]["namespace"] == "kube-system"
+    (job,) = yaml.safe_load(cm.inputs["data"]["prometheus-config"])["scrape_configs"]
+    assert job["kubernetes_sd_configs"] == [{"role": "pod", "namespaces": {"names": ["gpu-operator"]}}]
+    keep = {tuple(r["source_labels"]): r["regex"] for r in job["relabel_configs"] if r.get("action") == "keep"}
+    # NVIDIA/gpu-operator state-dcgm-exporter/0900_daemonset.yaml: the pods' label and port name.
+    assert keep == {
+        ("__meta_kubernetes_pod_label_app",): "nvidia-dcgm-exporter",
+        ("__meta_kubernetes_pod_container_port_name",): "metrics",
+    }
+    assert job["scrape_interval"] == "30s"
+    # The operator that runs the exporter is the one this cluster installs, in that namespace.
+    assert any(
+        r.inputs.get("chart") == "gpu-operator" and r.inputs.get("namespace") == "gpu-operator"
+        for r in run.of_type("kubernetes:helm.sh/v4:Chart")
+    )
+
+
+def test_mi300x_gets_the_store_but_no_dcgm_scrape(azure_run: Run) -> None:
+    run = azure_run(azure_obj(MI300X))
+    assert run.one(CLUSTER).inputs["azureMonitorProfile"] == {"metrics": {"enabled": True}}
+    assert run.of_type(WORKSPACE)
+    assert not [c for c in run.of_type(CONFIGMAP) if c.inputs["metadata"]["name"] == "ama-metrics-prometheus-config"]
