@@ -21,6 +21,7 @@ from components.preflight.aws.account import (
 from components.preflight.aws.buckets import check_buckets
 from components.preflight.aws.capacity import USABLE_STATES, check_capacity, check_placement, planned_placement_group
 from components.preflight.aws.clients import AwsClients, call
+from components.preflight.aws.keys import check_ssh_key
 from components.preflight.aws.quotas import (
     QUOTA_EKS_NODES_PER_GROUP,
     QUOTA_ON_DEMAND_P,
@@ -51,6 +52,7 @@ __all__ = [
     "check_pcs_available",
     "check_placement",
     "check_quotas",
+    "check_ssh_key",
     "check_standard_quota",
     "check_zone",
     "checks",
@@ -68,6 +70,7 @@ def checks(checkip_url: str | None) -> list[Check]:
         Check("node image in the region", check_node_image),
         Check("EKS Kubernetes and add-on versions in the region", check_eks_versions),
         Check("AWS PCS in the region", check_pcs_available),
+        Check("login nodes' SSH key pair", check_ssh_key),
         Check("capacity reservation / block", check_capacity),
         Check("placement group and reservation", check_placement),
         Check("service quotas", check_quotas),
