@@ -49,6 +49,9 @@ AMD_DRIVER_NEEDS = {
     "CKV_K8S_20": "privilege escalation is implied by privileged",
     "CKV_K8S_23": "root: it writes the host's apt sources and runs apt-get and modprobe through chroot",
     "CKV_K8S_37": "a privileged container holds every capability",
+    "CKV_K8S_28": "NET_RAW: a privileged container holds every capability, NET_RAW among them (the reference "
+    "installer drops nothing)",
+    "CKV_K8S_40": "UID 0, not a high UID: apt-get, dkms and modprobe on the host need root (CKV_K8S_23)",
 }
 
 

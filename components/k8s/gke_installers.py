@@ -132,6 +132,9 @@ INSTALLER_NEEDS = {
     "CKV_K8S_20": "privilege escalation is implied by privileged",
     "CKV_K8S_23": "root: host paths under /home/kubernetes/bin and /var/lib are root-owned",
     "CKV_K8S_37": "a privileged container holds every capability",
+    "CKV_K8S_28": "NET_RAW: a privileged container holds every capability, NET_RAW among them; dropping it "
+    "would not bind a privileged container (upstream drops nothing)",
+    "CKV_K8S_40": "UID 0, not a high UID: it writes root-owned host paths (CKV_K8S_23), as upstream runs it",
 }
 # The NRI device injector (container-engine-accelerators nri_device_injector/nri-device-injector.yaml
 # at 992db81: privileged, hostNetwork, hostPID, /dev and /var/run/nri from the host) is a plugin of
@@ -144,6 +147,8 @@ INJECTOR_NEEDS = {
     "CKV_K8S_20": "privilege escalation is implied by privileged",
     "CKV_K8S_23": "root: the NRI socket /var/run/nri and the host's /dev are root-owned",
     "CKV_K8S_37": "a privileged container holds every capability",
+    "CKV_K8S_28": "NET_RAW: a privileged container holds every capability, NET_RAW among them (upstream drops nothing)",
+    "CKV_K8S_40": "UID 0, not a high UID: the NRI socket and the host's /dev are root-owned (CKV_K8S_23)",
 }
 
 

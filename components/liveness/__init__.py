@@ -59,7 +59,7 @@ def count_line(live: Liveness) -> str:
     """``61 checks: admission 9/9, scheduling 30/30, ...``."""
     parts = [f"{k} {ok}/{n}" for k, (ok, n) in live.counts().items() if n]
     unverified = len(live.unverified)
-    tail = f"; {unverified} unverified (found at start, no cited manifest)" if unverified else ""
+    tail = f"; {unverified} unverified (no cited manifest or record: the job checks at start)" if unverified else ""
     return f"{len(live.checks)} checks: {', '.join(parts)}{tail}"
 
 

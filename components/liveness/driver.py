@@ -27,7 +27,19 @@ not read is said so, and the check fails naming what to read or set):
 The job's CUDA is the catalog's record of its image (``fabrics.<f>.image.cuda``,
 ``runtime_images.<r>.cuda``). An image the catalog does not record (``--image``) is not checked
 here: the job's start-up gate reads the driver and the CUDA it finds and stops on a mismatch
-(workloads/health). Slurm pools run no container image and AMD pools no CUDA: no check.
+(workloads/health). AMD pools run no CUDA: no check.
+
+Slurm pools run no container image: the job installs torch from PyPI into a virtualenv
+(``SLURM_TORCH``, workloads/launch/bundle.py JOB_REQUIREMENTS; a test holds the two equal), whose
+CUDA is one of the builds PyTorch's release matrix lists for that release; the check takes the most
+demanding of them, so it holds whichever one pip picks. The node's driver is the catalog's record
+of the node image (``node_images.<n>.driver``):
+
+* PCS, the sample AMI (``node_images.pcs-al2023``): 590.48.01 (PCS user guide, "AMI release
+  notes", x86_64, Slurm 25.11).
+* Cluster Director: no source read here records its Slurm image's driver. The check holds only as
+  *unverified* (counted apart): the job's start-up gate names the driver and the CUDA it finds and
+  stops (exit 3) on a mismatch (workloads/health/fabric.py start_up_refusal).
 
 Pure: no Pulumi, no ``workloads``.
 """
@@ -43,6 +55,7 @@ import yaml
 
 from components.catalog import CATALOG_PATH, CatalogError, load_catalog
 from components.liveness.model import Check, Job, Plan, Resource
+from components.liveness.node_image import node_image_name
 from components.liveness.pools import pools
 
 EKS_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -64,6 +77,22 @@ GPU_OPERATOR_CHART = "gpu-operator"
 # GPU Operator chart version -> the driver its values.yaml installs.
 GPU_OPERATOR_DRIVER = {"v26.3.0": "580.126.20"}
 GPU_OPERATOR_SOURCE = "NVIDIA/gpu-operator deployments/gpu-operator/values.yaml at 30a8bbd, lines 132-134"
+
+# The torch the Slurm job installs from PyPI (workloads/launch/bundle.py JOB_REQUIREMENTS; a test
+# holds them equal: components never import workloads).
+SLURM_TORCH = "2.13.0"
+# PyTorch release -> the CUDA releases its Linux builds are made with, stable and experimental
+# (TORCH_CUDA_SOURCE): pip's PyPI wheel is one of them.
+TORCH_CUDA_BUILDS = {"2.13": ("12.6", "13.0", "13.2")}
+TORCH_CUDA_SOURCE = (
+    "pytorch/pytorch RELEASE.md, Release Compatibility Matrix, row 2.13: stable CUDA 12.6 and 13.0, experimental 13.2 "
+    "(read 2026-12-07 from a copy of the file; the upstream copy at hand predates 2.13)"
+)
+CLUSTER_DIRECTOR_DRIVER = (
+    "GCP Cluster Director's Slurm image: no source read here records its NVIDIA driver (unverified); the job's "
+    "start-up gate names the driver and the CUDA it finds and stops (exit 3) on a mismatch "
+    "(workloads/health/fabric.py start_up_refusal)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,8 +197,83 @@ def pool_drivers(plan: Plan) -> list[tuple[str, str, Driver]]:
     return out
 
 
+def _node_image_driver(plan: Plan) -> Driver:
+    """The driver the catalog records for the plan's Slurm node image (``node_images.<n>.driver``)."""
+    name = node_image_name(plan)
+    raw = (_catalog().get("node_images") or {}).get(name or "") or {}
+    version = raw.get("driver")
+    ids = raw.get("sources") or []
+    listed = [ids] if isinstance(ids, str) else [str(i) for i in ids]
+    if not version:
+        return Driver(None, CLUSTER_DIRECTOR_DRIVER if plan.outputs.get("cloud") == "gcp" else "", "")
+    source = f"components/catalog.yaml node_images.{name} ({', '.join(listed)})"
+    return Driver(_branch(str(version)), f"node image {name}: driver {version}", source)
+
+
+def slurm_checks(plan: Plan) -> list[Check]:
+    """Per NVIDIA GPU pool of a Slurm plan: its node image's driver runs the CUDA of the torch the
+    job installs (every CUDA PyTorch builds that release with)."""
+    release = ".".join(SLURM_TORCH.split(".")[:2])
+    builds = TORCH_CUDA_BUILDS.get(release)
+    out: list[Check] = []
+    for pool in pools(plan):
+        if not pool.gpu or not _nvidia(pool.instance_type):
+            continue
+        obj = f"{pool.resource} ({pool.instance_type})"
+        check = f"GPU driver runs the CUDA of torch {SLURM_TORCH} (the Slurm job's PyPI wheel)"
+        majors = sorted({int(b.split(".", 1)[0]) for b in builds or ()})
+        if builds is None or any(m not in CUDA_MIN_DRIVER for m in majors):
+            why = f"no CUDA builds recorded for torch {release}" if builds is None else "a CUDA major without a floor"
+            out.append(
+                Check(
+                    kind="node-image",
+                    object=obj,
+                    check=check,
+                    holds=False,
+                    why=why,
+                    source=f"{TORCH_CUDA_SOURCE}; {CUDA_COMPAT}",
+                    fix="record them in components/liveness/driver.py TORCH_CUDA_BUILDS and CUDA_MIN_DRIVER",
+                )
+            )
+            continue
+        need = max(CUDA_MIN_DRIVER[m] for m in majors)
+        driver = _node_image_driver(plan)
+        wants = f"torch {release} is built with CUDA {', '.join(builds)}; CUDA {majors[-1]}.x needs a driver >= {need}"
+        if driver.branch is None:
+            known = bool(driver.what)
+            out.append(
+                Check(
+                    kind="node-image",
+                    object=obj,
+                    check=check,
+                    holds=known,
+                    unverified=known,
+                    why=f"{driver.what or 'no node image driver recorded'}; {wants}",
+                    source=f"{TORCH_CUDA_SOURCE}; {CUDA_COMPAT}",
+                    fix="" if known else "record the node image's driver in components/catalog.yaml node_images",
+                )
+            )
+            continue
+        holds = driver.branch >= need
+        out.append(
+            Check(
+                kind="node-image",
+                object=obj,
+                check=check,
+                holds=holds,
+                why=f"{driver.what}; {wants}",
+                source=f"{driver.source}; {TORCH_CUDA_SOURCE}; {CUDA_COMPAT}",
+                fix="" if holds else f"a node image with a driver >= {need} (compute.image)",
+            )
+        )
+    return out
+
+
 def checks(plan: Plan, job: Job | None) -> list[Check]:
-    """Per NVIDIA GPU pool: its driver runs the CUDA the job's image was built on."""
+    """Per NVIDIA GPU pool: its driver runs the CUDA the job's image (or, on Slurm, its torch
+    wheel) was built on."""
+    if job is not None and job.scheduler == "slurm":
+        return slurm_checks(plan)
     if job is None or job.scheduler != "kubernetes" or not job.image:
         return []
     cuda = _cuda_of(_upstream(job.image, plan))

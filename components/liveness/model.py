@@ -37,8 +37,9 @@ class Check:
     fix: str = ""
     """When it does not hold: what to change."""
     unverified: bool = False
-    """It holds only on the job's own search at start, with no cited manifest of the node image or
-    the container to say the search will find anything: counted apart, never as proven."""
+    """It holds only on the job's own check at start (its search for a path, or its start-up gate
+    for the GPU driver), with no cited manifest or record of the node image or the container to say
+    it will pass: counted apart, never as proven."""
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -36,10 +36,61 @@ def test_every_bundled_nvidia_pool_has_a_driver_that_runs_the_image(stack: str) 
     assert driver.CUDA_COMPAT in check.source and p.spec.compute.instance_type in check.object
 
 
-@pytest.mark.parametrize("stack", ["azure-mi300x-aks", "aws-h200-slurm", "gcp-h200-slurm"])
-def test_no_cuda_check_where_no_cuda_image_runs(stack: str) -> None:
-    # MI300X runs ROCm; the Slurm jobs run no container image.
-    assert _driver_checks(bundled(stack).result) == []
+def test_no_cuda_check_where_no_cuda_runs() -> None:
+    # MI300X runs ROCm.
+    assert _driver_checks(bundled("azure-mi300x-aks").result) == []
+
+
+def _slurm_driver_checks(result: live.Liveness) -> list[live.Check]:
+    return [c for c in result.checks if c.kind == "node-image" and c.check.startswith("GPU driver runs the CUDA of")]
+
+
+def test_the_pcs_sample_amis_driver_runs_the_slurm_jobs_torch() -> None:
+    p = bundled("aws-h200-slurm")
+    (check,) = _slurm_driver_checks(p.result)
+    assert check.holds and not check.unverified, check.why
+    assert "node image pcs-al2023: driver 590.48.01" in check.why
+    assert "CUDA 12.6, 13.0, 13.2" in check.why and "CUDA 13.x needs a driver >= 580" in check.why
+    assert "pcs-ami-notes" in check.source and driver.TORCH_CUDA_SOURCE in check.source
+    assert "p5en.48xlarge" in check.object
+
+
+def test_cluster_director_holds_only_unverified_naming_the_start_up_gate() -> None:
+    (check,) = _slurm_driver_checks(bundled("gcp-h200-slurm").result)
+    assert check.holds and check.unverified
+    assert "no source read here records its NVIDIA driver" in check.why and "exit 3" in check.why
+
+
+def test_a_pcs_image_with_an_older_driver_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = bundled("aws-h200-slurm")
+    doc = driver._catalog()
+    images = {**doc["node_images"], "pcs-al2023": {**doc["node_images"]["pcs-al2023"], "driver": "570.172.08"}}
+    monkeypatch.setattr(driver, "_catalog", lambda: {**doc, "node_images": images})
+    (check,) = _slurm_driver_checks(live.evaluate(p.plan, p.job))
+    assert not check.holds and "driver 570.172.08" in check.why
+    assert check.fix == "a node image with a driver >= 580 (compute.image)"
+
+
+def test_a_pcs_image_with_no_recorded_driver_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = bundled("aws-h200-slurm")
+    doc = driver._catalog()
+    entry = {k: v for k, v in doc["node_images"]["pcs-al2023"].items() if k != "driver"}
+    monkeypatch.setattr(driver, "_catalog", lambda: {**doc, "node_images": {**doc["node_images"], "pcs-al2023": entry}})
+    (check,) = _slurm_driver_checks(live.evaluate(p.plan, p.job))
+    assert not check.holds and not check.unverified and "node_images" in check.fix
+
+
+def test_an_unrecorded_torch_release_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = bundled("aws-h200-slurm")
+    monkeypatch.setattr(driver, "SLURM_TORCH", "2.99.0")
+    (check,) = _slurm_driver_checks(live.evaluate(p.plan, p.job))
+    assert not check.holds and "no CUDA builds recorded for torch 2.99" in check.why
+
+
+def test_the_checked_torch_is_the_one_the_slurm_job_installs() -> None:
+    from workloads.launch.bundle import JOB_REQUIREMENTS
+
+    assert f"torch=={driver.SLURM_TORCH}" in JOB_REQUIREMENTS
 
 
 def _with_inputs(plan: live.Plan, type_: str, edit: Any) -> live.Plan:

@@ -29,9 +29,6 @@ RUN_ID = "20261201t070000z-ab12"
 # The digest submit resolves for a catalog image published by tag only (a stand-in value; the scan
 # judges the pod around it, and that it is pinned by digest).
 BUILT_DIGEST = "sha256:" + "0" * 64
-# Failures that are not deliberate but are not the launcher's to fix. (The job's namespace is the stacks' own, components/k8s/addons.py JOB_NAMESPACE, no longer
-# `default`: CKV_K8S_21 passes.) Each entry must still fail (the test says when one stops failing).
-NOT_YET_HARDENED: set[tuple[str, str]] = set()  # every failure left is a listed, deliberate exception
 
 
 @pytest.fixture(scope="module")
@@ -69,18 +66,68 @@ def rendered(stack: str) -> list[dict[str, Any]]:
     return [*docs, r.networkpolicy]
 
 
-def load_exceptions() -> list[dict[str, str]]:
+def load_exceptions() -> list[dict[str, Any]]:
     doc = yaml.safe_load(EXCEPTIONS.read_text()) or {}
     entries = doc.get("exceptions") or []
     for i, e in enumerate(entries):
         for key in ("id", "kind", "reason"):
             assert isinstance(e.get(key), str) and e[key].strip(), f"{EXCEPTIONS.name} exceptions[{i}].{key}: missing"
+        if e["kind"] == "Job":
+            names = e.get("containers")
+            assert isinstance(names, list) and names and all(isinstance(n, str) for n in names), (
+                f"{EXCEPTIONS.name} exceptions[{i}].containers: a Job's entry names the containers it covers"
+            )
     return list(entries)
+
+
+def listed_keys(entries: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """(check id, kind, container) of every entry; container "" for a kind that has none."""
+    return {(e["id"], e["kind"], c) for e in entries for c in (e.get("containers") or [""])}
+
+
+def failed_keys(report: dict[str, Any]) -> dict[tuple[str, str, str], str]:
+    """(check id, kind, container) of every failure -> where it failed (check name, file, resource)."""
+    out = {}
+    for c in report["results"]["failed_checks"]:
+        kind = c["resource"].split(".", 1)[0]
+        container = container_of(c["resource"]) if kind == "Job" else ""
+        out[(c["check_id"], kind, container)] = f"({c['check_name']}) in {c['file_path']}: {c['resource']}"
+    return out
+
+
+# A per-container Job's name: the Job's own, this separator, the container's name.
+CONTAINER_SEP = "--"
+
+
+def per_container(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each Job split into one Job per container (init containers included, each alone in its pod
+    spec), named ``<job>--<container>``: Checkov reports a Job, not the container that failed, so
+    this is how a failure is matched to its container and a new container's failure is not absorbed
+    by an entry written for another. The pod-level fields stay on every part."""
+    out: list[dict[str, Any]] = []
+    for doc in docs:
+        if doc["kind"] != "Job":
+            out.append(doc)
+            continue
+        pod = doc["spec"]["template"]["spec"]
+        rest = {k: v for k, v in pod.items() if k not in ("initContainers", "containers")}
+        parts = [("initContainers", c) for c in pod.get("initContainers", [])]
+        parts += [("containers", c) for c in pod["containers"]]
+        for field, c in parts:
+            spec = {**rest, "containers": [], field: [c]}
+            meta = {**doc["metadata"], "name": f"{doc['metadata']['name']}{CONTAINER_SEP}{c['name']}"}
+            out.append({**doc, "metadata": meta, "spec": {**doc["spec"], "template": {"spec": spec}}})
+    return out
+
+
+def container_of(resource: str) -> str:
+    """The container a per-container Job's Checkov resource (Job.<ns>.<job>--<container>) names."""
+    return resource.rsplit(CONTAINER_SEP, 1)[1]
 
 
 def scan(checkov: Path, tmp: Path) -> dict[str, Any]:
     for stack in K8S_STACKS:
-        (tmp / f"{stack}.yaml").write_text(yaml.safe_dump_all(rendered(stack), sort_keys=False))
+        (tmp / f"{stack}.yaml").write_text(yaml.safe_dump_all(per_container(rendered(stack)), sort_keys=False))
     proc = subprocess.run(
         [str(checkov), "-d", str(tmp), "--framework", "kubernetes", "-o", "json", "--skip-download"],
         capture_output=True,
@@ -102,24 +149,47 @@ def test_rendered_jobs_pass_checkov_but_for_the_listed_exceptions(checkov: Path,
         for c in results["passed_checks"] + results["failed_checks"]
         if c["resource"].startswith("Job.")
     }
-    assert len(jobs_checked) == len(K8S_STACKS) > 0
-    exceptions = load_exceptions()
-    listed = {(e["id"], e["kind"]) for e in exceptions}
-    failed = [
-        (c["check_id"], c["resource"].split(".", 1)[0], c["resource"], c["file_path"], c["check_name"])
-        for c in results["failed_checks"]
-    ]
-    seen = {(cid, kind) for cid, kind, *_ in failed}
+    # Every container of every stack's pod, each as a Job of its own.
+    expected = {
+        (f"/{stack}.yaml", f"Job.{d['metadata']['namespace']}.{d['metadata']['name']}")
+        for stack in K8S_STACKS
+        for d in per_container(rendered(stack))
+        if d["kind"] == "Job"
+    }
+    assert jobs_checked == expected and len(expected) > len(K8S_STACKS)
+    listed = listed_keys(load_exceptions())
+    failed = failed_keys(report)
     unlisted = sorted(
-        {
-            f"{cid} {kind} ({name}) in {file}: {res}"
-            for cid, kind, res, file, name in failed
-            if (cid, kind) not in listed | NOT_YET_HARDENED
-        }
+        f"{cid} {kind} {container} {where}"
+        for (cid, kind, container), where in failed.items()
+        if (cid, kind, container) not in listed
     )
     assert not unlisted, "Checkov failures not in " + EXCEPTIONS.name + ":\n" + "\n".join(unlisted)
-    assert not listed - seen, f"{EXCEPTIONS.name} lists exceptions nothing fails any more: {sorted(listed - seen)}"
-    assert not NOT_YET_HARDENED - seen, f"now hardened, drop from NOT_YET_HARDENED: {sorted(NOT_YET_HARDENED - seen)}"
+    stale = sorted(listed - set(failed))
+    assert not stale, f"{EXCEPTIONS.name} lists exceptions nothing fails any more: {stale}"
+
+
+def test_a_failure_of_a_container_no_entry_names_is_reported(checkov: Path, tmp_path: Path) -> None:
+    """A new container that adds NET_RAW fails CKV_K8S_28 as a container the entry was not written
+    for: matched by container, the listing does not absorb it (it did when matched by kind alone)."""
+    docs = rendered("gcp-b200-gke")
+    pod = docs[2]["spec"]["template"]["spec"]
+    extra = {**pod["containers"][0], "name": "newcomer", "securityContext": {"capabilities": {"add": ["NET_RAW"]}}}
+    pod["containers"] = [*pod["containers"], extra]
+    (tmp_path / "one.yaml").write_text(yaml.safe_dump_all(per_container(docs), sort_keys=False))
+    proc = subprocess.run(
+        [str(checkov), "-d", str(tmp_path), "--framework", "kubernetes", "-o", "json", "--skip-download"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    failed = failed_keys(out[0] if isinstance(out, list) else out)
+    assert ("CKV_K8S_28", "Job", "newcomer") in failed
+    listed = listed_keys(load_exceptions())
+    assert ("CKV_K8S_28", "Job", "newcomer") not in listed
+    assert any(cid == "CKV_K8S_28" and kind == "Job" for cid, kind, _ in listed)  # by kind alone, it would pass
 
 
 def test_the_efa_image_scanned_is_pinned_by_digest() -> None:

@@ -50,6 +50,7 @@ def _found_script(tmp: Path) -> str:
         *found_lines(found),
         'echo "LIBS=$gpuc_found_libs"',
         'echo "TUNER=${NCCL_TUNER_PLUGIN:-}"',
+        'echo "NET=${NCCL_NET_PLUGIN:-}"',
     ]
     return "\n".join(lines)
 
@@ -72,6 +73,8 @@ def test_the_al2023_layout_is_found_with_its_tuner(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert f"LIBS={tmp_path}/opt/amazon/efa/lib64:{tmp_path}/opt/amazon/ofi-nccl/lib64" in done.stdout
     assert f"TUNER={tmp_path}/opt/amazon/ofi-nccl/lib64/libnccl-ofi-tuner.so" in done.stdout
+    # NCCL dlopens only libnccl-net.so unless told: named by path (catalog fabrics.efa.slurm).
+    assert f"NET={tmp_path}/opt/amazon/ofi-nccl/lib64/libnccl-net-ofi.so" in done.stdout
 
 
 def test_the_dlami_layout_is_found_without_naming_a_tuner_it_lacks(tmp_path: Path) -> None:
@@ -80,6 +83,7 @@ def test_the_dlami_layout_is_found_without_naming_a_tuner_it_lacks(tmp_path: Pat
     assert done.returncode == 0, done.stderr
     assert f"LIBS={tmp_path}/opt/amazon/efa/lib:{tmp_path}/opt/amazon/ofi-nccl/lib" in done.stdout
     assert "TUNER=\n" in done.stdout
+    assert "NET=\n" in done.stdout  # libnccl-net.so is NCCL's default name: nothing to set
 
 
 def test_a_node_without_the_plugin_stops_naming_where_it_looked(tmp_path: Path) -> None:

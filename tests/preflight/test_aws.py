@@ -302,7 +302,7 @@ def test_a_good_on_demand_eks_stack_passes(
     # moto's account: us-east-1a is use1-az6; the first other zone, us-east-1b, is use1-az1.
     assert (code, out) == (0, "note: the EKS control plane's second subnet goes to us-east-1b (use1-az1)\n"), out + err
     # progress: one line per check on stderr, each with its verdict
-    assert err.count("preflight [") == 13 and "[2/13] zone and its EKS zone ID ... ok" in err
+    assert err.count("preflight [") == 15 and "[2/15] zone and its EKS zone ID ... ok" in err
     assert "EKS Kubernetes and add-on versions in the region ... ok" in err
     assert err.strip().endswith(": ok")
 
@@ -418,6 +418,28 @@ def test_a_slurm_stack_asks_no_eks_quota_and_no_deployer_range(aws_env: str, wri
     # No EKS quota is asked (the stub holds none: a call would hit its end); the login node's is.
     code, out, err = run_cli(write_stack, obj, [p_quota, standard])
     assert (code, out) == (0, f"note: node image in {REGION}: {ami} ({name})\n"), out + err
+    assert "login nodes' SSH key pair ... not applicable (no orchestration.ssh_key_name)" in err, err
+
+
+def test_a_slurm_stack_s_ssh_key_pair_must_exist_in_the_region(aws_env: str, write_stack: Callable[..., str]) -> None:
+    """ec2:DescribeKeyPairs against moto: a key pair the account holds passes, one it does not is
+    refused at orchestration.ssh_key_name with what is allowed."""
+    make_bucket()
+    images = boto3.client("ec2", region_name=REGION).describe_images(
+        Owners=["amazon"], Filters=[{"Name": "name", "Values": ["amzn2-ami-hvm-*"]}]
+    )["Images"]
+    boto3.client("ec2", region_name=REGION).create_key_pair(KeyName="ops")
+    slurm = {"kind": "slurm", "ssh_key_name": "ops"}
+    obj = cluster(zone="us-east-1e", orchestration=slurm, compute__image=images[0]["ImageId"])
+    p_quota, _, standard = good_quotas()
+    code, out, err = run_cli(write_stack, obj, [p_quota, standard])
+    assert code == 0 and "ssh_key_name" not in out, out + err
+    obj = cluster(
+        zone="us-east-1e", orchestration={**slurm, "ssh_key_name": "nobody"}, compute__image=images[0]["ImageId"]
+    )
+    code, out, err = run_cli(write_stack, obj, [p_quota, standard])
+    assert code == 2, out + err
+    assert f"orchestration.ssh_key_name: key pair 'nobody' does not exist in {REGION}; allowed:" in out, out
 
 
 def test_no_credentials_is_could_not_check(
@@ -898,3 +920,56 @@ def test_pcs_answering_passes_and_a_region_without_it_is_refused() -> None:
     ctx = Context(spec=spec, raw=obj, clients=pf.AwsClients(sts=None, ec2=None, s3=None, quotas=None, pcs=absent))
     [problem] = pf.check_pcs_available(ctx)
     assert problem.path == "region" and "AWS PCS does not answer in us-east-1" in problem.reason
+
+
+# ---------------------------------------------------------------------------------------------
+# The pull-through cache prefix. moto 5.2.5 does not model ECR's pull-through cache rules (its ECR
+# responses have no DescribePullThroughCacheRules), so the documented answers are injected with
+# botocore's Stubber, which checks request and response against the ECR service model.
+
+
+def cache_ctx(answer: dict[str, Any] | None) -> Context:
+    from components.aws.common import cache_prefix
+
+    obj = cluster(orchestration={"kind": "eks", "deployer_cidrs": [DEPLOYER_NET], "pull_through_cache": True})
+    ecr = boto3.client("ecr", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
+    stub = Stubber(ecr)
+    expected = {"ecrRepositoryPrefixes": [cache_prefix("pf")]}
+    if answer is None:
+        stub.add_client_error(
+            "describe_pull_through_cache_rules", "PullThroughCacheRuleNotFoundException", expected_params=expected
+        )
+    else:
+        stub.add_response("describe_pull_through_cache_rules", answer, expected)
+    stub.activate()
+    return Context(
+        spec=parse_spec(obj), raw=obj, clients=pf.AwsClients(sts=None, ec2=None, s3=None, quotas=None, ecr=ecr)
+    )
+
+
+def cache_rule(upstream: str) -> dict[str, Any]:
+    """DescribePullThroughCacheRules' documented response (ECR API reference)."""
+    return {
+        "pullThroughCacheRules": [
+            {"ecrRepositoryPrefix": "pf-ecr-public", "upstreamRegistryUrl": upstream, "registryId": "123456789012"}
+        ]
+    }
+
+
+def test_a_free_cache_prefix_passes() -> None:
+    ctx = cache_ctx(None)
+    assert pf.check_cache_prefix(ctx) == [] and ctx.notes == []
+
+
+def test_a_cache_prefix_held_for_another_registry_is_refused() -> None:
+    (problem,) = pf.check_cache_prefix(cache_ctx(cache_rule("registry-1.docker.io")))
+    assert problem.path == "orchestration.pull_through_cache"
+    assert (
+        "'pf-ecr-public' is already held in us-east-1 by a rule for 'registry-1.docker.io'; allowed:" in problem.reason
+    )
+
+
+def test_a_cache_prefix_held_for_ecr_public_is_a_note() -> None:
+    ctx = cache_ctx(cache_rule("public.ecr.aws"))
+    assert pf.check_cache_prefix(ctx) == []
+    assert ctx.notes and "already has a rule for public.ecr.aws" in ctx.notes[0]

@@ -178,7 +178,8 @@ def wait_gate(
             {"name": GATE_DEADLINE_ENV, "value": str(seconds)},
             {"name": "GPUC_NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
         ],
-        "securityContext": security,
+        # A read-only root (CKV_K8S_22): the gate's shell loop only reads paths, it writes nothing.
+        "securityContext": {**security, "readOnlyRootFilesystem": True},
         "volumeMounts": [
             {"name": v, "mountPath": wiring.mounts[v], "readOnly": True, "mountPropagation": "HostToContainer"}
             for v in volumes

@@ -21,6 +21,8 @@ from components.preflight.aws.account import (
 from components.preflight.aws.buckets import check_buckets
 from components.preflight.aws.capacity import USABLE_STATES, check_capacity, check_placement, planned_placement_group
 from components.preflight.aws.clients import AwsClients, call
+from components.preflight.aws.image_cache import check_cache_prefix
+from components.preflight.aws.keys import check_ssh_key
 from components.preflight.aws.quotas import (
     QUOTA_EKS_NODES_PER_GROUP,
     QUOTA_ON_DEMAND_P,
@@ -42,6 +44,7 @@ __all__ = [
     "account_zones",
     "call",
     "check_buckets",
+    "check_cache_prefix",
     "check_capacity",
     "check_eks_versions",
     "check_identity",
@@ -51,6 +54,7 @@ __all__ = [
     "check_pcs_available",
     "check_placement",
     "check_quotas",
+    "check_ssh_key",
     "check_standard_quota",
     "check_zone",
     "checks",
@@ -68,6 +72,8 @@ def checks(checkip_url: str | None) -> list[Check]:
         Check("node image in the region", check_node_image),
         Check("EKS Kubernetes and add-on versions in the region", check_eks_versions),
         Check("AWS PCS in the region", check_pcs_available),
+        Check("login nodes' SSH key pair", check_ssh_key),
+        Check("ECR pull-through cache prefix", check_cache_prefix),
         Check("capacity reservation / block", check_capacity),
         Check("placement group and reservation", check_placement),
         Check("service quotas", check_quotas),

@@ -49,6 +49,8 @@ class AwsClients:
     """EKS: the Kubernetes and add-on versions offered in the region (None: could not check)."""
     pcs: Any = None
     """AWS PCS: whether the service answers in the region (None: could not check)."""
+    ecr: Any = None
+    """ECR: the pull-through cache rules of the region (None: could not check)."""
 
     @classmethod
     def from_environment(cls, region: str) -> AwsClients:
@@ -66,6 +68,7 @@ class AwsClients:
             ssm=session.client("ssm", config=cfg),
             eks=session.client("eks", config=cfg),
             pcs=session.client("pcs", config=cfg),
+            ecr=session.client("ecr", config=cfg),
         )
 
 

@@ -379,7 +379,11 @@ def test_host_daemons_are_hardened_but_for_the_host_access_they_name(
     }
     # On the object Checkov reports, not the pod template (which Checkov does not read skips from).
     assert "annotations" not in template["metadata"]
-    assert {"CKV_K8S_16", "CKV_K8S_17", "CKV_K8S_19"} <= set(waived) and all(len(w) > 20 for w in waived.values())
+    # Each check a host daemon fails deliberately has an annotation of its own (issue 43: NET_RAW and
+    # the high UID were failing unexplained).
+    assert {"CKV_K8S_16", "CKV_K8S_17", "CKV_K8S_19", "CKV_K8S_28", "CKV_K8S_40"} <= set(waived) and all(
+        len(w) > 20 for w in waived.values()
+    )
     # Every image is by digest, so nothing waives CKV_K8S_43 (images by digest).
     assert "CKV_K8S_43" not in waived
     assert all("@sha256:" in c["image"] for c in pod.get("initContainers", []) + pod["containers"])
