@@ -30,7 +30,8 @@ WORLD = "local-cluster.json"
 # The test hooks a fault sets on the node it names (workloads/runtime/node.py).
 FAULTS: dict[str, dict[str, str]] = {
     "slow": {"GPUC_INJECT_SLOW_NODE": "{node}", "GPUC_INJECT_SLOW_MS": "100"},
-    "dead": {"GPUC_INJECT_FAIL_NODE": "{node}", "GPUC_INJECT_FAIL_PHASE": "main"},
+    # a node that lost power: dead in the main phase and in the pairwise search that would clear it
+    "dead": {"GPUC_INJECT_FAIL_NODE": "{node}", "GPUC_INJECT_FAIL_PHASE": "main,pairs"},
 }
 _FAULT_RE = re.compile(r"^(local-\d+):([a-z]+)$")
 MARK = "gpu-cluster heal "

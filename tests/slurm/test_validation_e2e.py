@@ -77,7 +77,10 @@ def test_second_run_gets_its_own_directory_and_is_judged_on_its_own_files(
     assert first_code == 0, first_out
     try:
         code, out, second = _submit(
-            slurm_cluster, tmp_path, {"GPUC_INJECT_FAIL_NODE": "n2", "GPUC_INJECT_FAIL_PHASE": "main"}
+            # a node that lost power: dead for the main phase and the pairwise search
+            slurm_cluster,
+            tmp_path,
+            {"GPUC_INJECT_FAIL_NODE": "n2", "GPUC_INJECT_FAIL_PHASE": "main,pairs"},
         )
         assert second.name != first.name
         report = json.loads((second / "report.json").read_text())

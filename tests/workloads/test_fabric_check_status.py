@@ -37,7 +37,7 @@ def test_cpu_local_path_never_runs_the_check(multi_node_env: None, monkeypatch: 
     rt = device.setup(force_cpu=True, on_stage=stages.append, instance_type="p5.48xlarge")
     assert rt.backend == "gloo"
     assert ran == ["group gloo"]
-    assert stages == ["device-ready", "joined"]
+    assert stages == ["device-init", "device-ready", "joined"]
 
 
 def test_the_check_runs_only_where_the_fabric_carries_traffic(monkeypatch: pytest.MonkeyPatch) -> None:

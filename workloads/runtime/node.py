@@ -56,9 +56,13 @@ def wedge_here(where: str) -> None:
 
 
 def maybe_fail(phase: str) -> None:
-    """On the node named by GPUC_INJECT_FAIL_NODE, die hard at the start of the phase named by
-    GPUC_INJECT_FAIL_PHASE (default 'main'), as a node that loses power does: no message, no cleanup."""
-    if _targets("GPUC_INJECT_FAIL_NODE") and os.environ.get("GPUC_INJECT_FAIL_PHASE", "main") == phase:
+    """On the node named by GPUC_INJECT_FAIL_NODE, die hard at the start of the phases named by
+    GPUC_INJECT_FAIL_PHASE (comma-separated, default 'main'), as a node that loses power does: no
+    message, no cleanup. A node that lost power stays dead for the pairwise search too
+    ('main,pairs'); one that dies in 'main' alone and then passes the search is a process that
+    crashed, which the judge holds as a suspect, not a FAIL."""
+    phases = {p.strip() for p in os.environ.get("GPUC_INJECT_FAIL_PHASE", "main").split(",")}
+    if _targets("GPUC_INJECT_FAIL_NODE") and phase in phases:
         os._exit(17)
 
 
