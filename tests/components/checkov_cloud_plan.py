@@ -35,6 +35,8 @@ AWS_GCP_STACKS = (
 # pulumi-aws / pulumi-gcp type token -> the Terraform resource it is generated from (the Terraform
 # registry's names for hashicorp/aws and hashicorp/google).
 TERRAFORM_TYPES = {
+    "aws:amp/scraper:Scraper": "aws_prometheus_scraper",
+    "aws:amp/workspace:Workspace": "aws_prometheus_workspace",
     "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup": "aws_default_security_group",
     "aws:ec2/eip:Eip": "aws_eip",
     "aws:ec2/flowLog:FlowLog": "aws_flow_log",
