@@ -179,6 +179,8 @@ def test_system_pool_and_maintenance_exclusion(offline: Callable[..., OfflineRun
                 "cloudresourcemanager",
                 "container",
                 "binaryauthorization",
+                # Managed Service for Prometheus writes there (components/gcp/metrics.py)
+                "monitoring",
             },
         ),
         (
