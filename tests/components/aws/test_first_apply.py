@@ -173,7 +173,7 @@ def test_node_group_sizes() -> None:
         eks_sizing.node_group_sizes(0)
 
 
-def test_1024_node_eks_offline_plan(tmp_path: Path) -> None:
+def test_1024_node_eks_offline_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A 1,024-node EKS stack plans offline end to end (`gpu-cluster plan FILE --policy`)."""
     from gpu_cluster import plan
 
@@ -183,7 +183,10 @@ def test_1024_node_eks_offline_plan(tmp_path: Path) -> None:
     stack.write_text(yaml.safe_dump(doc))
     out = tmp_path / "plan.json"
     # 0: planned, and no mandatory policy of the pack is violated (3 would say otherwise).
-    assert plan.main([str(stack), "--json", str(out), "--policy"]) == 0
+    rc = plan.main([str(stack), "--json", str(out), "--policy"])
+    # What the command said on stderr is the reason when it is not 0 (CI shows the assertion, not
+    # the captured streams in full).
+    assert rc == 0, capsys.readouterr().err[-4000:]
     planned = json.loads(out.read_text())
     assert planned["summary"]["nodes"] == 1024 and planned["summary"]["total_gpus"] == 8192
     gpu_groups = [
