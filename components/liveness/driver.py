@@ -27,7 +27,13 @@ not read is said so, and the check fails naming what to read or set):
 The job's CUDA is the catalog's record of its image (``fabrics.<f>.image.cuda``,
 ``runtime_images.<r>.cuda``). An image the catalog does not record (``--image``) is not checked
 here: the job's start-up gate reads the driver and the CUDA it finds and stops on a mismatch
-(workloads/health). AMD pools run no CUDA: no check.
+(workloads/health).
+
+AMD pools run ROCm, whose user space meets the host's amdgpu kernel driver: AMD lists, per ROCm
+release and GPU, the amdgpu releases it supports (ROCm 7.2.4 release notes, "User space, driver,
+and firmware dependent changes", 2026-05-29). The job's ROCm is the catalog's record of its image
+(``runtime_images.rocm.rocm``); the node's amdgpu is the release the AKS installer DaemonSet's
+script installs (its ConfigMap ``install-amdgpu-driver``, components/k8s/aks_amd.py).
 
 Slurm pools run no container image: the job installs torch from PyPI into a virtualenv
 (``SLURM_TORCH``, workloads/launch/bundle.py JOB_REQUIREMENTS; a test holds the two equal), whose
@@ -88,6 +94,24 @@ TORCH_CUDA_SOURCE = (
     "pytorch/pytorch RELEASE.md, Release Compatibility Matrix, row 2.13: stable CUDA 12.6 and 13.0, experimental 13.2 "
     "(read 2026-12-07 from a copy of the file; the upstream copy at hand predates 2.13)"
 )
+# ROCm release -> GPU model -> the amdgpu releases AMD supports with it, as (line, lowest patch,
+# highest patch): "30.20.x where x (0-1)" is ("30.20", 0, 1). ROCm 7.2.4's MI300X row (ROCM_SOURCE):
+# 30.20.x (0-1), 30.10.x (0-2), 6.4.z (0-3), 6.3.3. The 30.30 line is not recorded: the copy of the
+# 7.2.4 page read here shows it only in the MI355X and MI350X rows (ROCm 7.2.1's page lists 30.30.0-2
+# for MI300X too), so a 30.30 driver fails this check until someone reads the row again.
+ROCM_AMDGPU: dict[str, dict[str, tuple[tuple[str, int, int], ...]]] = {
+    "7.2.4": {"MI300X": (("30.20", 0, 1), ("30.10", 0, 2), ("6.4", 0, 3), ("6.3", 3, 3))},
+}
+ROCM_SOURCE = (
+    "rocm.docs.amd.com/en/docs-7.2.4/about/release-notes.html (2026-05-29), User space, driver, and firmware "
+    "dependent changes, MI300X row"
+)
+# The AKS installer's ConfigMap and script (components/k8s/aks_amd.py AMD_DRIVER_INSTALLER; liveness
+# reads the plan, never the component).
+AMD_INSTALLER = "install-amdgpu-driver"
+AMD_INSTALLER_SCRIPT = "install-driver.sh"
+CONFIGMAP = "kubernetes:core/v1:ConfigMap"
+
 CLUSTER_DIRECTOR_DRIVER = (
     "GCP Cluster Director's Slurm image: no source read here records its NVIDIA driver (unverified); the job's "
     "start-up gate names the driver and the CUDA it finds and stops (exit 3) on a mismatch "
@@ -146,6 +170,15 @@ def _nvidia(instance_type: str) -> bool:
 
 def _branch(version: str) -> int:
     return int(version.split(".", 1)[0])
+
+
+def _accelerator(instance_type: str) -> tuple[str, str]:
+    """(vendor, model) of an instance type's GPU; ('', '') where the catalog has none."""
+    try:
+        acc = load_catalog().get(instance_type).accelerator
+    except CatalogError:
+        return "", ""
+    return (acc.vendor, acc.model) if acc.count else ("", "")
 
 
 def _eks(r: Resource) -> Driver:
@@ -269,6 +302,79 @@ def slurm_checks(plan: Plan) -> list[Check]:
     return out
 
 
+def _rocm_of(image: str) -> tuple[str, str] | None:
+    """(ROCm release, catalog path) of an image the catalog records as a ROCm one, by repository."""
+    name = image.split("@", 1)[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name = name.rsplit(":", 1)[0]
+    for runtime, raw in (_catalog().get("runtime_images") or {}).items():
+        if (raw or {}).get("repository") == name and (raw or {}).get("rocm"):
+            return str(raw["rocm"]), f"runtime_images.{runtime}"
+    return None
+
+
+def _amdgpu_installed(plan: Plan) -> str | None:
+    """The amdgpu release the plan's installer script sets (its ``version=`` line), if it has one."""
+    for r in plan.of(CONFIGMAP):
+        if (r.inputs.get("metadata") or {}).get("name") != AMD_INSTALLER:
+            continue
+        script = str((r.inputs.get("data") or {}).get(AMD_INSTALLER_SCRIPT, ""))
+        for line in script.splitlines():
+            if line.startswith("version="):
+                return line.split("=", 1)[1].strip().strip("'\"")
+    return None
+
+
+def _supported(version: str, lines: tuple[tuple[str, int, int], ...]) -> bool:
+    head, _, patch = version.rpartition(".")
+    if not patch.isdigit():
+        return False
+    return any(head == line and low <= int(patch) <= high for line, low, high in lines)
+
+
+def amd_checks(plan: Plan, image: str) -> list[Check]:
+    """Per AMD GPU pool: the amdgpu release its installer puts on the node is one AMD supports with
+    the ROCm release of the job's image, for that GPU."""
+    rocm = _rocm_of(_upstream(image, plan))
+    if rocm is None:
+        return []
+    release, where = rocm
+    installed = _amdgpu_installed(plan)
+    out: list[Check] = []
+    for pool in pools(plan):
+        vendor, model = _accelerator(pool.instance_type)
+        if not pool.gpu or vendor != "amd":
+            continue
+        lines = ROCM_AMDGPU.get(release, {}).get(model)
+        obj = f"{pool.resource} ({pool.instance_type})"
+        check = f"amdgpu driver runs ROCm {release} (image {image.split('@', 1)[0]}, catalog {where})"
+        listed = ", ".join(f"{line}.{lo}" + (f"-{hi}" if hi != lo else "") for line, lo, hi in lines or ())
+        if lines is None:
+            holds, why = False, f"no amdgpu releases recorded for ROCm {release} on {model}"
+            fix = f"record them from the ROCm {release} release notes in components/liveness/driver.py ROCM_AMDGPU"
+        elif installed is None:
+            holds, why = False, f"the plan installs no amdgpu driver (no {AMD_INSTALLER} script with a version= line)"
+            fix = "the AKS amdgpu installer DaemonSet (components/k8s/aks_amd.py)"
+        else:
+            holds = _supported(installed, lines)
+            why = f"the installer puts amdgpu {installed} on the node; ROCm {release} on {model} supports {listed}"
+            fix = (
+                "" if holds else f"install an amdgpu release of {listed} (components/k8s/aks_amd.py AMD_DRIVER_VERSION)"
+            )
+        out.append(
+            Check(
+                kind="node-image",
+                object=obj,
+                check=check,
+                holds=holds,
+                why=why,
+                source=f"{ROCM_SOURCE}; components/catalog.yaml {where}",
+                fix=fix,
+            )
+        )
+    return out
+
+
 def checks(plan: Plan, job: Job | None) -> list[Check]:
     """Per NVIDIA GPU pool: its driver runs the CUDA the job's image (or, on Slurm, its torch
     wheel) was built on."""
@@ -278,7 +384,7 @@ def checks(plan: Plan, job: Job | None) -> list[Check]:
         return []
     cuda = _cuda_of(_upstream(job.image, plan))
     if cuda is None:
-        return []
+        return amd_checks(plan, job.image)
     release, where = cuda
     major = int(release.split(".", 1)[0])
     need = CUDA_MIN_DRIVER.get(major)

@@ -41,6 +41,71 @@ def test_no_cuda_check_where_no_cuda_runs() -> None:
     assert _driver_checks(bundled("azure-mi300x-aks").result) == []
 
 
+def _amd_checks(result: live.Liveness) -> list[live.Check]:
+    return [c for c in result.checks if c.kind == "node-image" and c.check.startswith("amdgpu driver runs ROCm")]
+
+
+def test_the_mi300x_pools_amdgpu_runs_the_images_rocm() -> None:
+    p = bundled("azure-mi300x-aks")
+    (check,) = _amd_checks(p.result)
+    assert check.holds, check.why
+    assert "ROCm 7.2.4" in check.check and "runtime_images.rocm" in check.check
+    assert "amdgpu 30.20.1" in check.why and "30.20.0-1, 30.10.0-2, 6.4.0-3, 6.3.3" in check.why
+    assert driver.ROCM_SOURCE in check.source and "Standard_ND96isr_MI300X_v5" in check.object
+
+
+def _installer_version(version: str) -> Any:
+    def edit(inputs: dict[str, Any]) -> dict[str, Any]:
+        if (inputs.get("metadata") or {}).get("name") != driver.AMD_INSTALLER:
+            return inputs
+        script = inputs["data"][driver.AMD_INSTALLER_SCRIPT]
+        lines = [f"version={version}" if line.startswith("version=") else line for line in script.splitlines()]
+        return {**inputs, "data": {driver.AMD_INSTALLER_SCRIPT: "\n".join(lines)}}
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("version", "holds"),
+    [("30.20.0", True), ("30.10.2", True), ("6.3.3", True), ("30.20.2", False), ("6.3.2", False), ("29.1.0", False)],
+)
+def test_an_amdgpu_release_amd_does_not_list_for_the_rocm_fails(version: str, holds: bool) -> None:
+    p = bundled("azure-mi300x-aks")
+    plan = _with_inputs(p.plan, driver.CONFIGMAP, _installer_version(version))
+    (check,) = _amd_checks(live.evaluate(plan, p.job))
+    assert check.holds is holds, check.why
+    assert f"amdgpu {version}" in check.why
+    assert ("AMD_DRIVER_VERSION" in check.fix) is not holds
+
+
+def test_an_mi300x_plan_without_the_installer_fails() -> None:
+    p = bundled("azure-mi300x-aks")
+    plan = dataclasses.replace(
+        p.plan,
+        resources=tuple(
+            r
+            for r in p.plan.resources
+            if not (r.type == driver.CONFIGMAP and (r.inputs.get("metadata") or {}).get("name") == driver.AMD_INSTALLER)
+        ),
+    )
+    (check,) = _amd_checks(live.evaluate(plan, p.job))
+    assert not check.holds and "installs no amdgpu driver" in check.why
+
+
+def test_an_unrecorded_rocm_release_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = bundled("azure-mi300x-aks")
+    monkeypatch.setattr(driver, "ROCM_AMDGPU", {})
+    (check,) = _amd_checks(live.evaluate(p.plan, p.job))
+    assert not check.holds and "no amdgpu releases recorded for ROCm 7.2.4 on MI300X" in check.why
+
+
+def test_the_installer_the_check_reads_is_the_one_the_component_writes() -> None:
+    from components.k8s import aks_amd
+
+    assert aks_amd.AMD_DRIVER_INSTALLER == driver.AMD_INSTALLER
+    assert f"version={aks_amd.AMD_DRIVER_VERSION}" in aks_amd.amd_driver_script().splitlines()
+
+
 def _slurm_driver_checks(result: live.Liveness) -> list[live.Check]:
     return [c for c in result.checks if c.kind == "node-image" and c.check.startswith("GPU driver runs the CUDA of")]
 
