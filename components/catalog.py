@@ -16,7 +16,9 @@ from typing import Any, Literal, Mapping
 
 import yaml
 
-from components.bandwidth import PATHS, BandwidthModel, Reference, calibrate, calibrate_latency, confidence
+from components.bandwidth import PATHS, BandwidthModel, Reference, calibrate, calibrate_latency
+from components.bandwidth_confidence import confidence
+from components.bandwidth_baseline import parse as parse_baseline
 
 # The catalog file's basics and its fabric facts live beside this module; read from here too.
 from components.catalog_fabrics import (
@@ -274,6 +276,7 @@ def _parse_bandwidth(
     for key in ("nvlink_source", "nic_source"):
         if bw.get(key) not in sources:
             raise CatalogError(f"{where}.bandwidth.{key}: unknown source id {bw.get(key)!r}")
+    baseline = parse_baseline(bw.get("provider_baseline"), f"{where}.bandwidth.provider_baseline", sources)
     return BandwidthModel(
         op=str(bw["op"]),
         gpus=gpus,
@@ -285,6 +288,7 @@ def _parse_bandwidth(
         references=tuple(refs),
         calibration=str(bw.get("calibration", name)),
         note=str(bw.get("note", "")),
+        baseline=baseline,
     )
 
 
@@ -326,7 +330,7 @@ def parse_catalog(doc: Mapping[str, Any]) -> Catalog:
     latency = calibrate_latency(models)
     efficiency = calibrate(models, latency)
     # How far each kind of figure misses the catalog's own published runs when they are held out:
-    # what the floors are widened by (components.bandwidth.confidence).
+    # what the floors are widened by (components.bandwidth_confidence.confidence).
     conf = confidence(models)
     instances = {
         n: replace(it, bandwidth=replace(it.bandwidth, efficiency=efficiency[n], latency=latency[n], confidence=conf))

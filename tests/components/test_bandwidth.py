@@ -3,6 +3,10 @@ were calibrated on, floors never exceed what the path can carry, and a table for
 
 from __future__ import annotations
 
+import dataclasses
+import re
+from typing import Any
+
 import pytest
 
 from components.bandwidth import FAIL_OF_EXPECTED, WARN_OF_EXPECTED, phase_floors
@@ -109,7 +113,8 @@ def test_phase_floors_cover_every_phase_and_state_a_basis() -> None:
 
 
 def test_floors_are_widened_by_the_leave_one_out_errors_of_their_basis() -> None:
-    from components.bandwidth import KINDS, held_out
+    from components.bandwidth import KINDS
+    from components.bandwidth_confidence import held_out
 
     cat = load_catalog()
     models = {n: it.bandwidth for n, it in {**cat.instances, **cat.judge_types}.items()}
@@ -201,3 +206,82 @@ def test_b200_floors_say_what_they_stand_on() -> None:
     for name in ("a4-highgpu-8g", "p6-b200.48xlarge"):
         single = cat.get(name).bandwidth.expected("all_reduce", 1, "single-node")
         assert single.floor_fail_gbps is None
+
+
+# --- a provider's own baseline (Azure's SKU baseline for ND H100 v5) ----------------------------
+
+
+def test_nd_h100_floors_are_never_looser_than_azures_baseline() -> None:
+    """Azure expects about 450 GB/s all_reduce busbw at 16 G on Standard_ND96isr_H100_v5, warns under
+    400 and drains under 300 (ai-infrastructure-on-azure sku_performance_baseline.md at 3422093); the
+    model alone (an extrapolated efficiency, widened x1.39) would pass 300."""
+    m = load_catalog().get("Standard_ND96isr_H100_v5").bandwidth
+    assert m.baseline is not None and m.baseline.source == "azure-sku-baseline"
+    for nodes in (2, 4, 8):
+        for path in ("multi-node", "pair"):
+            e = m.expected("all_reduce", nodes, path)  # type: ignore[arg-type]
+            assert e.floor_warn_gbps is not None and e.floor_fail_gbps is not None and e.expected_gbps is not None
+            # At 8 GiB the curve is within 0.2% of its 16 GiB figure.
+            assert 398.0 <= e.floor_warn_gbps <= 400.0 and 298.0 <= e.floor_fail_gbps <= 300.0, e
+            assert e.expected_gbps >= 449.0 > e.floor_warn_gbps and "provider's baseline" in e.basis
+    # From 9 nodes the hierarchical bound (no in-network reduction) is under 450 GB/s: the model's
+    # own floors stand there, never above its bound.
+    for nodes in (9, 16, 64):
+        e = m.expected("all_reduce", nodes, "multi-node")
+        assert e.bound_gbps is not None and e.bound_gbps < 450 and "baseline" not in e.basis
+    # The fabric-only phase (NVLink off) and single node are other figures: untouched.
+    fabric = m.expected("all_reduce", 2, "fabric-only")
+    assert "baseline" not in fabric.basis and fabric.floor_warn_gbps is not None and fabric.floor_warn_gbps < 100
+
+
+def test_a_baseline_does_not_reach_sizes_where_latency_dominates() -> None:
+    """At 32 MiB the latency is most of the time and the curve least sure: no baseline there."""
+    m = load_catalog().get("Standard_ND96isr_H100_v5").bandwidth
+    small = m.expected("all_reduce", 2, "multi-node", 32 << 20)
+    assert "baseline" not in small.basis
+    unheld = dataclasses.replace(m, baseline=None).expected("all_reduce", 2, "multi-node", 32 << 20)
+    assert (small.floor_warn_gbps, small.floor_fail_gbps) == (unheld.floor_warn_gbps, unheld.floor_fail_gbps)
+
+
+def test_a_baseline_never_lowers_a_floor() -> None:
+    m = load_catalog().get("Standard_ND96isr_H100_v5").bandwidth
+    assert m.baseline is not None
+    low = dataclasses.replace(m.baseline, expected_gbps=200.0, warn_gbps=150.0, fail_gbps=100.0)
+    held = dataclasses.replace(m, baseline=low).expected("all_reduce", 2, "multi-node")
+    bare = dataclasses.replace(m, baseline=None).expected("all_reduce", 2, "multi-node")
+    assert (held.expected_gbps, held.floor_warn_gbps, held.floor_fail_gbps) == (
+        bare.expected_gbps,
+        bare.floor_warn_gbps,
+        bare.floor_fail_gbps,
+    )
+    assert bare.floor_warn_gbps is not None and bare.floor_warn_gbps < 300  # what the finding was
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"warn_gbps": 500}, "fail_gbps < warn_gbps <= expected_gbps"),
+        ({"min_nodes": 1}, "min_nodes >= 2"),
+        ({"source": "nowhere"}, "unknown source id 'nowhere'"),
+        ({"fail_gbps": None}, None),
+    ],
+)
+def test_a_malformed_baseline_names_what_is_wrong(edit: dict[str, Any], message: str | None) -> None:
+    from components.bandwidth_baseline import parse
+    from components.catalog_file import CatalogError
+
+    raw = {
+        "op": "all_reduce",
+        "message_bytes": 1 << 34,
+        "expected_gbps": 450,
+        "warn_gbps": 400,
+        "fail_gbps": 300,
+        "min_nodes": 2,
+        "source": "s",
+    }
+    raw.update(edit)
+    if edit.get("fail_gbps", 0) is None:
+        del raw["fail_gbps"]
+        message = "missing fail_gbps"
+    with pytest.raises(CatalogError, match=re.escape(message or "")):
+        parse(raw, "x.bandwidth.provider_baseline", {"s": object()})
