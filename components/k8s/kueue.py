@@ -68,6 +68,7 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # request's nodes (site/static/examples/provisioning/sample-job.yaml line 9 there; cluster-toolkit's
 # queued nccl-jobset-example.yaml line 23 at 1047080).
 MAX_RUN_ANNOTATION = "provreq.kueue.x-k8s.io/maxRunDurationSeconds"
+RETRY_STRATEGY = {"backoffLimitCount": 3, "backoffBaseSeconds": 60, "backoffMaxSeconds": 1800}
 FLAVOR, CHECK, CONFIG, CLUSTER_QUEUE, LOCAL_QUEUE = (
     "gpu-flavor",
     "gpu-provisioning",
@@ -103,7 +104,16 @@ def queue_objects(quota: Quota, job_namespace: str) -> list[tuple[str, str, str 
             "ProvisioningRequestConfig",
             CONFIG,
             None,
-            {"provisioningClassName": PROVISIONING_CLASS, "managedResources": ["nvidia.com/gpu"]},
+            {
+                "provisioningClassName": PROVISIONING_CLASS,
+                "managedResources": ["nvidia.com/gpu"],
+                # Kueue's defaults, written out so the plan shows how often a request GKE could not
+                # fill is tried again before Kueue deactivates the Workload (what `validate submit`
+                # waits for on a queued pool: workloads/validate/kube_queue.py). kueue v0.17.8
+                # apis/kueue/v1beta2/provisioningrequestconfig_types.go lines 127-157: "Defaults to
+                # 3", "Defaults to 60", "Defaults to 1800".
+                "retryStrategy": RETRY_STRATEGY,
+            },
         ),
         (
             "AdmissionCheck",

@@ -23,7 +23,7 @@ import yaml
 from workloads.launch.bundle import Bundle
 from workloads.launch.jobset import API_VERSION, CONTAINER
 from workloads.launch.validation import BUNDLE_KEY
-from workloads.validate import archive
+from workloads.validate import archive, kube_queue
 from workloads.validate.drain import TAINT_KEY
 
 JOBSET_GROUP, JOBSET_VERSION = API_VERSION.split("/")
@@ -70,6 +70,7 @@ class Api(Protocol):
     def watch_jobsets(self, namespace: str, selector: str, timeout_s: float) -> Iterator[dict[str, Any]]: ...
     def get_node(self, name: str) -> dict[str, Any]: ...
     def set_node_taints(self, name: str, taints: list[dict[str, Any]], resource_version: str) -> None: ...
+    def list_workloads(self, namespace: str) -> list[dict[str, Any]]: ...
 
 
 class ClusterUnreachable(RuntimeError):
@@ -281,6 +282,15 @@ class KubeApi:
             JOBSET_GROUP, JOBSET_VERSION, namespace, JOBSET_PLURAL, limit=1, _request_timeout=self._timeout
         )
 
+    @_plainly("reading the Kueue workloads")
+    def list_workloads(self, namespace: str) -> list[dict[str, Any]]:
+        """Kueue's Workloads in the namespace (a queued JobSet's admission state)."""
+        q = kube_queue
+        found = self._custom.list_namespaced_custom_object(
+            q.WORKLOAD_GROUP, q.WORKLOAD_VERSION, namespace, q.WORKLOAD_PLURAL, _request_timeout=self._timeout
+        )
+        return [self._plain(w) for w in found.get("items", [])]
+
     @_plainly("listing the GPU nodes")
     def list_nodes(self, selector: str) -> list[dict[str, Any]]:
         nodes = self._core.list_node(label_selector=selector, _request_timeout=self._timeout)
@@ -350,6 +360,8 @@ class JobSetState:
     """Completed, Failed or Running (or what the controller says)."""
     pods: Mapping[str, str]
     """Pod name -> phase."""
+    queued: kube_queue.Queued | None = None
+    """Where Kueue holds the JobSet suspended: what its Workload says; None once admitted."""
 
 
 def _condition(js: Mapping[str, Any]) -> str | None:
@@ -366,7 +378,17 @@ def poll(api: Api, namespace: str, name: str) -> JobSetState:
         for p in api.list_pods(namespace, f"{NAME_LABEL}={name}")
     }
     outcome = _condition(js)
-    return JobSetState(done=outcome is not None, outcome=outcome or "Running", pods=pods)
+    queued = None
+    if outcome is None and kube_queue.suspended(js):
+        try:
+            queued = kube_queue.describe(kube_queue.find(api.list_workloads(namespace), js))
+        except ClusterUnreachable as exc:  # no Kueue API, or not readable: say so, keep waiting
+            queued = kube_queue.Queued(f"queued · suspended; its Kueue Workload could not be read ({exc})")
+    return JobSetState(done=outcome is not None, outcome=outcome or "Running", pods=pods, queued=queued)
+
+
+class QueueGaveUp(RuntimeError):
+    """Kueue deactivated a queued JobSet's Workload: it will not run without someone acting."""
 
 
 def follow(
@@ -378,17 +400,28 @@ def follow(
     poll_s: float,
     timeout_s: float,
     say: Callable[[str], None],
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> JobSetState:
-    started = time.monotonic()
+    """Poll until the JobSet ends. ``timeout_s`` counts from admission: while Kueue holds it
+    suspended (waiting for capacity) the clock does not run, and the wait ends only when Kueue
+    gives up on it (:class:`QueueGaveUp`) or it is admitted."""
+    started = clock()
+    admitted: float | None = None
     last = ""
     while True:
         st = poll(api, namespace, name)
         counts: dict[str, int] = {}
         for phase in st.pods.values():
             counts[phase] = counts.get(phase, 0) + 1
-        elapsed = time.monotonic() - started
+        now = clock()
+        if st.queued is None and admitted is None:
+            admitted = now
+        elapsed = now - started
         line = (
-            f"{st.outcome.lower()} · pods "
+            st.queued.line
+            if st.queued is not None
+            else f"{st.outcome.lower()} · pods "
             + (", ".join(f"{n} {p}" for p, n in sorted(counts.items())) or "none yet")
             + f" of {expected_nodes}"
         )
@@ -397,12 +430,17 @@ def follow(
             last = line
         if st.done:
             return st
-        if elapsed > timeout_s:
+        if st.queued is not None and st.queued.gave_up:
+            raise QueueGaveUp(
+                f"jobset {name} will not run: {st.queued.gave_up}; it stays suspended (delete it with --delete, "
+                f"or kubectl delete jobset {name} -n {namespace}, and submit again when capacity is likelier)"
+            )
+        if admitted is not None and now - admitted > timeout_s:
             raise TimeoutError(
-                f"jobset {name} not finished after {timeout_s:.0f} s; it keeps running "
+                f"jobset {name} not finished {timeout_s:.0f} s after it was admitted; it keeps running "
                 f"(delete it with --delete, or kubectl delete jobset {name} -n {namespace})"
             )
-        time.sleep(poll_s)
+        sleep(poll_s)
 
 
 def fetch(api: Api, namespace: str, name: str, dest: Path) -> list[str]:

@@ -81,6 +81,9 @@ def test_queue_holds_a_provisioning_request_check_as_the_reference_does(offline:
     assert config["spec"] == {
         "provisioningClassName": "queued-provisioning.gke.io",
         "managedResources": ["nvidia.com/gpu"],
+        # Kueue's own defaults written out (kueue v0.17.8 provisioningrequestconfig_types.go
+        # lines 127-157): what `validate submit` waits through before Kueue deactivates the job.
+        "retryStrategy": {"backoffLimitCount": 3, "backoffBaseSeconds": 60, "backoffMaxSeconds": 1800},
     }
     check = objs["AdmissionCheck"]
     assert check["spec"]["controllerName"] == "kueue.x-k8s.io/provisioning-request"

@@ -1,0 +1,93 @@
+"""A JobSet Kueue holds: what its Workload says while the job waits for capacity.
+
+On a pool with queued provisioning (GKE flex-start), Kueue's webhook creates the JobSet suspended
+and Kueue admits it only once its ProvisioningRequest admission check is Ready, that is once GKE
+has every node at once (components/k8s/kueue.py). The wait is for capacity, not the job: it has no
+bound of ours. Kueue bounds it: a failed ProvisioningRequest is retried ``backoffLimitCount``
+times (default 3), after which the Workload is deactivated (``spec.active: false``, condition
+``Evicted`` with reason ``Deactivated``) and stays suspended for good (kubernetes-sigs/kueue
+v0.17.8: apis/kueue/v1beta2/provisioningrequestconfig_types.go lines 127-157, RetryStrategy;
+apis/kueue/v1beta2/workload_types.go line 68 ``active`` and lines 1052-1054 WorkloadDeactivated;
+site/content/en/docs/concepts/admission_check/provisioning_request.md lines 89-91 and 121-127).
+
+So ``validate submit`` starts the job's clock at admission and, while the JobSet is suspended,
+reports the Workload's admission check, its requeue count and Kueue's reason; it stops, saying so,
+when Kueue deactivates the Workload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# Kueue's Workload API (kueue.x-k8s.io/v1beta2, the version the chart installs: components/k8s/kueue.py).
+WORKLOAD_GROUP, WORKLOAD_VERSION, WORKLOAD_PLURAL = "kueue.x-k8s.io", "v1beta2", "workloads"
+DEACTIVATED = "Deactivated"
+"""Condition reason of an Evicted Workload whose ``spec.active`` went false (workload_types.go:1054)."""
+REQUEUING_LIMIT = "RequeuingLimitExceeded"
+"""Reason Kueue gives when the retries ran out (workload_types.go, WorkloadRequeuingLimitExceeded)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """A suspended JobSet's place in Kueue."""
+
+    line: str
+    """One line for the progress report."""
+    gave_up: str | None = None
+    """Why Kueue will not admit it any more (the Workload is deactivated); None while it may."""
+
+
+def suspended(jobset: Mapping[str, Any]) -> bool:
+    return bool((jobset.get("spec") or {}).get("suspend"))
+
+
+def owned_by(workload: Mapping[str, Any], jobset: Mapping[str, Any]) -> bool:
+    meta = jobset.get("metadata") or {}
+    for ref in (workload.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") == "JobSet" and (ref.get("uid") == meta.get("uid") or ref.get("name") == meta.get("name")):
+            return True
+    return False
+
+
+def _conditions(workload: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {str(c.get("type")): c for c in (workload.get("status") or {}).get("conditions") or []}
+
+
+def describe(workload: Mapping[str, Any] | None) -> Queued:
+    """The line for a suspended JobSet from its Workload (None: Kueue has made none yet, or it
+    could not be read)."""
+    if workload is None:
+        return Queued("queued · suspended; no Kueue Workload for it yet")
+    name = (workload.get("metadata") or {}).get("name", "?")
+    status = workload.get("status") or {}
+    conds = _conditions(workload)
+    attempts = int((status.get("requeueState") or {}).get("count") or 0)
+    evicted = conds.get("Evicted") or {}
+    active = (workload.get("spec") or {}).get("active", True)
+    if active is False or (evicted.get("status") == "True" and evicted.get("reason") == DEACTIVATED):
+        why = evicted.get("message") or (conds.get("Requeued") or {}).get("message") or "spec.active is false"
+        return Queued(
+            f"queued · Kueue deactivated Workload {name} after {attempts} requeue(s)",
+            gave_up=f"Kueue deactivated Workload {name} after {attempts} requeue(s): {why}",
+        )
+    checks = [
+        f"{c.get('name', '?')} {c.get('state', '?')}" + (f" ({c['message']})" if c.get("message") else "")
+        for c in status.get("admissionChecks") or []
+    ]
+    quota = conds.get("QuotaReserved") or {}
+    parts = [f"Workload {name}"]
+    parts.append(
+        "quota reserved" if quota.get("status") == "True" else f"no quota yet ({quota.get('reason', 'pending')})"
+    )
+    if checks:
+        parts.append("admission check " + ", ".join(checks))
+    if attempts:
+        parts.append(f"requeued {attempts} time(s)")
+    return Queued("queued · waiting for capacity: " + "; ".join(parts))
+
+
+def find(workloads: list[dict[str, Any]], jobset: Mapping[str, Any]) -> dict[str, Any] | None:
+    mine = [w for w in workloads if owned_by(w, jobset)]
+    return mine[-1] if mine else None
