@@ -67,3 +67,40 @@ def test_rccl_falling_back_to_sockets_fails_and_says_so() -> None:
 def test_rccl_banner_alone_is_no_transport_evidence() -> None:
     seen = transport.scan(HEADER.splitlines())
     assert not seen.any and transport.judge("NET/IB", seen)[0] is None
+
+
+# --- GPUDirect RDMA: "/GDRDMA" on a network channel exactly when the NIC reaches GPU memory -------
+# (NVIDIA/nccl src/transport/net.cc sendSetup/recvSetup at b647562; ROCm/rccl src/transport/net.cc
+# recvSetup at 5ae6000, which appends " comm %p nRanks %02d").
+RCCL_NO_GDR_LOG = HEADER + "".join(
+    [
+        "mi300x-0:412:430 [0] NCCL INFO Using network IB\n",
+        "mi300x-0:412:430 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/IB/0 comm 0x5581 nRanks 16\n",
+        "mi300x-0:412:430 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0 comm 0x5581 nRanks 16\n",
+        "mi300x-0:412:430 [1] NCCL INFO Channel 01/0 : 9[1] -> 1[1] [receive] via NET/IB/1/GDRDMA comm 0x5582 nRanks 16\n",
+        "mi300x-0:412:430 [1] NCCL INFO Channel 01/0 : 1[1] -> 9[1] [send] via NET/IB/1(9)/GDRDMA/Shared comm 0x5582 nRanks 16\n",
+    ]
+)
+
+
+def test_every_network_channel_on_gpudirect_rdma_holds() -> None:
+    seen = transport.scan(RCCL_IB_LOG.splitlines())
+    assert (seen.net_channels, seen.gdr_channels) == (2, 2)
+    assert transport.judge_gdr(seen) == (True, "GPUDirect RDMA on all 2 network channels")
+
+
+def test_channels_staged_through_host_memory_are_counted_and_named() -> None:
+    seen = transport.scan(RCCL_NO_GDR_LOG.splitlines())
+    assert (seen.net_channels, seen.gdr_channels) == (4, 2)
+    ok, msg = transport.judge_gdr(seen)
+    assert ok is False and msg.startswith("GPUDirect RDMA on 2 of 4 network channels")
+    assert "peer-memory" in msg and "DMA-BUF" in msg
+    # The transport itself is still InfiniBand: that check holds; GDR is its own.
+    assert transport.judge("NET/IB", seen)[0] is True
+
+
+def test_no_network_channel_says_nothing_about_gdr() -> None:
+    assert transport.judge_gdr(transport.scan(HEADER.splitlines()))[0] is None
+    # Socket channels are network channels without GDR (a fallback the transport check FAILs).
+    seen = transport.scan(RCCL_SOCKET_LOG.splitlines())
+    assert (seen.net_channels, seen.gdr_channels) == (1, 0)

@@ -94,6 +94,20 @@ def transport_failure(basis: str, detail: str) -> Measurement:
     )
 
 
+def gdr_missing(basis: str, detail: str, share: float) -> Measurement:
+    """The cluster's ``transport.gdr`` check, short: some network channels ran without GPUDirect
+    RDMA. A warning: what it costs shows in the busbw figures, which the floors judge."""
+    return Measurement(
+        check="transport.gdr",
+        scope="cluster",
+        value=round(share, 3),
+        unit="of channels",
+        basis=f"{basis} with GPUDirect RDMA",
+        verdict=Verdict.WARN,
+        detail=detail,
+    )
+
+
 def expectation(
     it: InstanceType | None, op: str, nodes: int, path: str, message_bytes: int | None = None
 ) -> Expected | None:

@@ -40,8 +40,14 @@ from workloads.validate.figures import (
     human_bytes,
     expectation,
     judge_cluster_figure,
+    gdr_missing,
     transport_failure,
 )
+
+# Fabrics whose NCCL/RCCL channels are held to GPUDirect RDMA: InfiniBand (Azure ND, whose
+# references set NCCL_NET_GDR_LEVEL: the catalog's infiniband fabric). EFA, TCPX/TCPXO and gIB
+# are not checked here: their plugins' GDR behaviour was not read (docs/validate.md).
+GDR_FABRICS = ("infiniband",)
 
 
 def judge(
@@ -434,6 +440,11 @@ def judge(
         tr = {"expected": expected, "seen": sorted(seen.used()), "ok": ok, "message": msg, "log_files": seen.files}
         if ok is False:
             ms.append(transport_failure(expected, msg))
+        if it is not None and it.network.fabric in GDR_FABRICS:
+            gdr_ok, gdr_msg = transport.judge_gdr(seen)
+            tr["gdr"] = {"ok": gdr_ok, "message": gdr_msg, "channels": seen.net_channels, "gdr": seen.gdr_channels}
+            if gdr_ok is False:
+                ms.append(gdr_missing(expected, gdr_msg, seen.gdr_channels / seen.net_channels))
     verdicts = [m.verdict for m in ms] + [n.verdict for n in nodes.values()]
     overall = Verdict.worst(verdicts)
     if main is None and not any(n.verdict == Verdict.FAIL for n in nodes.values()):

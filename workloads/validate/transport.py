@@ -23,6 +23,13 @@ _VIA_NET = re.compile(r"via NET/([A-Za-z0-9_-]+)")
 # not a network: the internal transports then log their own NET/IB or NET/Socket line.
 _NET_INIT = re.compile(r"NCCL INFO NET/(?!Plugin\b)([A-Za-z0-9_-]+)\s*:\s*Using\b")
 
+# One channel over the network, as NCCL logs it when it sets the channel up: "via NET/<network>/
+# <device>[(<proxy rank>)][/GDRDMA][(PCI)][/Shared]", "/GDRDMA" exactly when the NIC reads and writes
+# GPU memory directly (req.useGdr; NVIDIA/nccl src/transport/net.cc sendSetup and recvSetup, at
+# b647562). RCCL keeps the same format and appends " comm %p nRanks %02d" (ROCm/rccl src/transport/
+# net.cc recvSetup, at 5ae6000).
+_NET_CHANNEL = re.compile(r"via NET/[A-Za-z0-9_-]+(?: [A-Za-z0-9_-]+)?/\d+(?:\(\d+\))?(/GDRDMA)?")
+
 # Names one plugin goes by in different log lines and versions.
 ALIASES = {
     "libfabric": "libfabric",
@@ -51,6 +58,10 @@ class TransportSeen:
     """Canonical names of the networks NCCL reported using, across all logs."""
     inter_node_paths: set[str] = field(default_factory=set)
     """Canonical names after 'via NET/' in channel set-up lines."""
+    net_channels: int = 0
+    """Channel set-up lines over the network (each rank logs its own send and receive sides)."""
+    gdr_channels: int = 0
+    """Of those, the ones marked /GDRDMA (GPUDirect RDMA)."""
     files: int = 0
 
     @property
@@ -70,6 +81,9 @@ def scan(lines: Iterable[str], seen: TransportSeen | None = None) -> TransportSe
             seen.networks.add(_canon(m.group(1)))
         for m in _VIA_NET.finditer(line):
             seen.inter_node_paths.add(_canon(m.group(1)))
+        for m in _NET_CHANNEL.finditer(line):
+            seen.net_channels += 1
+            seen.gdr_channels += m.group(1) is not None
         for m in _NET_INIT.finditer(line):
             seen.networks.add(_canon(m.group(1)))
     return seen
@@ -103,3 +117,18 @@ def judge(expected_transport: str, seen: TransportSeen) -> tuple[bool | None, st
     if "socket" in used and want not in used:
         return False, f"NCCL fell back to TCP sockets; expected {expected_transport} (the fabric plugin did not load)"
     return False, f"NCCL used {', '.join(sorted(used))}; expected {expected_transport}"
+
+
+def judge_gdr(seen: TransportSeen) -> tuple[bool | None, str]:
+    """(ok, message) on GPUDirect RDMA across the network channels the logs set up. ok is None with
+    no network channel in the logs; False when some or all went through host memory instead."""
+    n, gdr = seen.net_channels, seen.gdr_channels
+    if n == 0:
+        return None, "no network channel set-up lines found (NCCL_DEBUG=INFO output missing)"
+    if gdr == n:
+        return True, f"GPUDirect RDMA on all {n} network channels"
+    return False, (
+        f"GPUDirect RDMA on {gdr} of {n} network channels: the rest stage every byte through host memory "
+        "(the NIC cannot reach GPU memory: on NVIDIA the peer-memory module or DMA-BUF, on AMD the amdgpu "
+        "driver's peer-memory client or RCCL's DMA-BUF path; NCCL_NET_GDR_LEVEL can also forbid it)"
+    )
