@@ -66,6 +66,7 @@ class Engine:
         say: Callable[[str], None] = print,
         sleep: Callable[[float], None] = time.sleep,
         poll_s: float = POLL_S,
+        guard: Callable[[], str] = lambda: "",
     ) -> None:
         self.cluster = cluster
         self.j = journal
@@ -76,6 +77,8 @@ class Engine:
         self.say = say
         self.sleep = sleep
         self.poll_s = poll_s
+        self.guard = guard
+        """Why this heal no longer holds the cluster's lock ('' while it does, I9)."""
         self.evidence: Evidence | None = None
 
     # ---- the run ---------------------------------------------------------------------------
@@ -183,6 +186,9 @@ class Engine:
             assert cur is not None
             if cur.state.terminal:
                 return
+            lost = self.guard()
+            if lost:
+                raise Stop(f"no step taken: this heal no longer holds the cluster ({lost}); rerun")
             try:
                 steps[cur.state](cur)
             except AdapterError as exc:
