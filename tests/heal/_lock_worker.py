@@ -3,7 +3,7 @@ test_lock.py's kill tests. It takes the lock exactly as ``gpu-cluster heal --app
 (gpu_cluster.heal.cli.cluster_lock), prints ``held <pid>`` and waits on its stdin.
 
     python -m tests.heal._lock_worker kube KUBECONFIG_FILE FOLDER
-    python -m tests.heal._lock_worker slurm SLURM_CONF FOLDER
+    python -m tests.heal._lock_worker slurm - FOLDER      (Slurm's clients as the environment says)
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def main() -> int:
     else:
         from workloads.validate.slurm import Shell
 
-        lock = SlurmLock(Shell((), {**os.environ, "SLURM_CONF": where}), me(folder))
+        lock = SlurmLock(Shell((), dict(os.environ)), me(folder))
     with cluster_lock(lock, apply=True):
         print(f"held {os.getpid()}", flush=True)
         sys.stdin.read()
