@@ -452,6 +452,9 @@ class Engine:
             self._move(inc, State.JOINING, "waiting for the new instance to register")
             return
         prog = self.cloud.progress(view, old, token, facts(inc))
+        if prog.escalate:
+            self._move(inc, State.ESCALATED, prog.escalate)
+            return
         if prog.failed:
             self._retry(inc, State.QUARANTINED, f"the cloud did not replace it: {prog.failed}", stop=False)
             return
@@ -495,6 +498,9 @@ class Engine:
                     extra={"new_instance": new},
                 )
                 return
+            if prog.escalate:
+                self._move(inc, State.ESCALATED, prog.escalate)
+                return
             if prog.failed:
                 self._retry(inc, State.QUARANTINED, f"the replacement failed: {prog.failed}", stop=False)
                 return
@@ -530,7 +536,7 @@ class Engine:
         view = self.sched.node(inc.node)
         passed = _since_attempt(inc, State.REVALIDATING, "passed")
         if view.present and view.in_service and view.held_by is None and passed:
-            self._move(inc, State.HEALTHY, "found returned to service on re-read")
+            self._move(inc, State.HEALTHY, f"found returned to service on re-read{self._settle(inc)}")
             return
         if not passed:
             peer, r = self._look(inc, "revalidate", State.REVALIDATING, "the revalidation")
@@ -558,9 +564,15 @@ class Engine:
         self._move(
             inc,
             State.HEALTHY,
-            f"returned to service: {res.detail}",
+            f"returned to service: {res.detail}{self._settle(inc)}",
             extra={"outcome": "replaced", "replaced": str(inc.fact("old_instance", ""))},
         )
+
+    def _settle(self, inc: Incident) -> str:
+        """What the cloud tidies once the node is back (GKE: the report's labels, I10), before HEALTHY."""
+        settle = getattr(self.cloud, "settle", None)
+        said = settle(self.sched.node(inc.node), facts(inc)) if settle is not None else ""
+        return f"; {said}" if said else ""
 
     # ---- dry run ---------------------------------------------------------------------------
 

@@ -166,6 +166,14 @@ class GcpChoice:
     def replace_estimate(self) -> tuple[float, str]:
         return max(self.report.replace_estimate(), self.other.replace_estimate())  # type: ignore[no-any-return]
 
+    def prepare(self, node: NodeState, old: Instance) -> dict[str, Any]:
+        fn = getattr(self.pick(node), "prepare", None)
+        return dict(fn(node, old)) if fn is not None else {}
+
+    def settle(self, node: NodeState, facts: Mapping[str, Any]) -> str:
+        fn = getattr(self.pick(node), "settle", None)
+        return str(fn(node, facts)) if fn is not None else ""
+
 
 class LazyAks:
     """The AKS cloud, its subscription read from the first node's providerID."""
