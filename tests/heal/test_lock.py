@@ -216,3 +216,18 @@ def test_a_second_heal_refuses_then_takes_over_a_killed_holder_after_its_lease(
         after = lease(server)["spec"]
         assert "holderIdentity" not in after and after["leaseTransitions"] == 1  # released at the end
         assert os.getpid() != holder.pid
+
+
+def test_the_engine_takes_no_step_once_the_lock_is_lost(tmp_path: Path) -> None:
+    from gpu_cluster.heal.evidence import read_report
+    from gpu_cluster.heal.journal import JOURNAL, Journal, read
+    from gpu_cluster.heal.states import State
+    from tests.heal.world import engine, replacements, write_report
+
+    ev = read_report(write_report(tmp_path))
+    with Journal(tmp_path) as j:
+        e, _world = engine(tmp_path, j)
+        e.guard = lambda: "Lease kube-system/gpu-cluster-heal is no longer ours: host h, pid 7, folder /f"
+        out = e.run(ev)
+    assert out.code == 2 and "no longer holds the cluster" in out.stopped[0] and "pid 7" in out.stopped[0]
+    assert [x.state for x in read(tmp_path / JOURNAL)[0]] == [State.SUSPECT] and replacements(tmp_path) == []
