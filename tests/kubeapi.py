@@ -14,7 +14,8 @@ reference, "API Concepts", kubernetes.io/docs/reference/using-api/api-concepts/,
   from ``resourceVersion``, ending after ``timeoutSeconds``), patch (JSON merge patch, RFC 7386;
   strategic merge patch on built-in kinds, merged like a merge patch with lists replaced; JSON
   patch, RFC 6902; custom resources refuse strategic merge with 415 as the real server does),
-  replace (PUT, with the ``resourceVersion`` conflict check), delete (``propagationPolicy``:
+  replace (PUT, with the ``resourceVersion`` conflict check: 409 Conflict when the object changed
+  since it was read, which is what a ``coordination.k8s.io/v1`` Lease's holders rely on), delete (``propagationPolicy``:
   dependents named by ``ownerReferences`` are deleted with their owner, standing in for the
   garbage collector);
 - subresources: ``status`` (get, patch, replace), ``pods/log`` (``container``) and
@@ -87,6 +88,7 @@ BUILTIN: tuple[Resource, ...] = (
     Resource("apps", "v1", "deployments", "Deployment"),
     Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy"),
     Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget"),
+    Resource("coordination.k8s.io", "v1", "leases", "Lease"),
     Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", builtin=False),
 )
 

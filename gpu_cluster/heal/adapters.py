@@ -79,6 +79,9 @@ class Progress:
     name, an AKS machine is named as its node); '' leaves it to the scheduler (EKS: by providerID)."""
     failed: str = ""
     """Why the cloud says it failed ('' when it did not)."""
+    escalate: str = ""
+    """Why a person must take it from here, and what to watch: the cloud's own repair failed, or
+    runs past what its documentation says it takes (GKE's faulty-host repair: days). Not retried."""
     detail: str = ""
 
 

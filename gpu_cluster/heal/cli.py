@@ -15,10 +15,11 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from components.stack_locate import stack_label
 
@@ -26,6 +27,7 @@ from gpu_cluster.heal import policy
 from gpu_cluster.heal.engine import EXIT_COULD_NOT_RUN, EXIT_OK, Engine
 from gpu_cluster.heal.evidence import Evidence, EvidenceError, read_report
 from gpu_cluster.heal.journal import JOURNAL, Journal, JournalBusy, iter_lines, read
+from gpu_cluster.heal.lock import LockHeld
 from gpu_cluster.heal.platforms import PlatformError
 
 PROG = "gpu-cluster heal"
@@ -183,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.stack:
             raise UsageError("name a stack (gpu-cluster heal STACK), or --local for the rehearsal, or --show DIR")
         return run_stack(args)
-    except (UsageError, EvidenceError, JournalBusy, PlatformError) as exc:
+    except (UsageError, EvidenceError, JournalBusy, LockHeld, PlatformError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return EXIT_COULD_NOT_RUN
 
@@ -286,7 +288,7 @@ def run_stack(args: argparse.Namespace) -> int:
             "not know: the report is of another cluster or stale; validate again (gpu-cluster validate submit "
             f"{args.stack}) or pass the right --report"
         )
-    with Journal(run_dir, echo=print) as j:
+    with Journal(run_dir, echo=print) as j, cluster_lock(built.lock, limits.apply) as lost:
         engine = Engine(
             cluster=built.cluster,
             journal=j,
@@ -294,8 +296,31 @@ def run_stack(args: argparse.Namespace) -> int:
             cloud=built.cloud,
             checker=built.checker,
             limits=limits,
+            guard=lost,
         )
         return _finish(engine, ev, run_dir, limits.apply)
+
+
+@contextmanager
+def cluster_lock(lock: Any, apply: bool) -> Iterator[Callable[[], str]]:
+    """I9: while heal acts, the cluster's own lock is held and renewed (gpu_cluster/heal/lock.py);
+    a dry run changes nothing and takes none. Yields what the engine asks before each step."""
+    if not apply or lock is None:
+        yield lambda: ""
+        return
+    from gpu_cluster.heal.adapters import AdapterError
+    from gpu_cluster.heal.lock import hold
+    from workloads.validate.slurm import SchedulerError
+
+    try:
+        held = hold(lock)
+        renewer = held.__enter__()
+    except (AdapterError, SchedulerError) as exc:
+        raise PlatformError(f"could not take the cluster's lock ({lock.where}): {exc}") from None
+    try:
+        yield renewer.lost
+    finally:
+        held.__exit__(None, None, None)
 
 
 if __name__ == "__main__":

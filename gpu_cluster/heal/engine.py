@@ -66,6 +66,7 @@ class Engine:
         say: Callable[[str], None] = print,
         sleep: Callable[[float], None] = time.sleep,
         poll_s: float = POLL_S,
+        guard: Callable[[], str] = lambda: "",
     ) -> None:
         self.cluster = cluster
         self.j = journal
@@ -76,6 +77,8 @@ class Engine:
         self.say = say
         self.sleep = sleep
         self.poll_s = poll_s
+        self.guard = guard
+        """Why this heal no longer holds the cluster's lock ('' while it does, I9)."""
         self.evidence: Evidence | None = None
 
     # ---- the run ---------------------------------------------------------------------------
@@ -183,6 +186,9 @@ class Engine:
             assert cur is not None
             if cur.state.terminal:
                 return
+            lost = self.guard()
+            if lost:
+                raise Stop(f"no step taken: this heal no longer holds the cluster ({lost}); rerun")
             try:
                 steps[cur.state](cur)
             except AdapterError as exc:
@@ -446,6 +452,9 @@ class Engine:
             self._move(inc, State.JOINING, "waiting for the new instance to register")
             return
         prog = self.cloud.progress(view, old, token, facts(inc))
+        if prog.escalate:
+            self._move(inc, State.ESCALATED, prog.escalate)
+            return
         if prog.failed:
             self._retry(inc, State.QUARANTINED, f"the cloud did not replace it: {prog.failed}", stop=False)
             return
@@ -489,6 +498,9 @@ class Engine:
                     extra={"new_instance": new},
                 )
                 return
+            if prog.escalate:
+                self._move(inc, State.ESCALATED, prog.escalate)
+                return
             if prog.failed:
                 self._retry(inc, State.QUARANTINED, f"the replacement failed: {prog.failed}", stop=False)
                 return
@@ -524,7 +536,7 @@ class Engine:
         view = self.sched.node(inc.node)
         passed = _since_attempt(inc, State.REVALIDATING, "passed")
         if view.present and view.in_service and view.held_by is None and passed:
-            self._move(inc, State.HEALTHY, "found returned to service on re-read")
+            self._move(inc, State.HEALTHY, f"found returned to service on re-read{self._settle(inc)}")
             return
         if not passed:
             peer, r = self._look(inc, "revalidate", State.REVALIDATING, "the revalidation")
@@ -552,9 +564,15 @@ class Engine:
         self._move(
             inc,
             State.HEALTHY,
-            f"returned to service: {res.detail}",
+            f"returned to service: {res.detail}{self._settle(inc)}",
             extra={"outcome": "replaced", "replaced": str(inc.fact("old_instance", ""))},
         )
+
+    def _settle(self, inc: Incident) -> str:
+        """What the cloud tidies once the node is back (GKE: the report's labels, I10), before HEALTHY."""
+        settle = getattr(self.cloud, "settle", None)
+        said = settle(self.sched.node(inc.node), facts(inc)) if settle is not None else ""
+        return f"; {said}" if said else ""
 
     # ---- dry run ---------------------------------------------------------------------------
 

@@ -33,7 +33,8 @@ incident's token, as a UUID, is that id.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gpu_cluster.heal.adapters import AdapterError, DocumentedPath, Instance, MissingSdk, NodeState, Outcome, Progress
@@ -42,6 +43,7 @@ from components.validation_time import REPLACE_PATHS
 
 FAULT_LABEL = "cloud.google.com/fault-behavior"
 STATUS_LABEL = "cloud.google.com/report-and-replace-status"
+OPERATION_LABEL = "cloud.google.com/report-and-replace-operation"
 POOL_LABEL = "cloud.google.com/gke-nodepool"
 
 
@@ -224,40 +226,117 @@ class GkeMigCloud(DocumentedPath):
 
 
 class GkeReportCloud(DocumentedPath):
-    """A3/A4 GKE nodes in a reservation: the report-and-replace label."""
+    """A3/A4 GKE nodes in a reservation: the report-and-replace label.
+
+    What Google's page says, and what heal does with it ("Report faulty hosts through GKE",
+    cloud.google.com/ai-hypercomputer/docs/manage/manage-gke-clusters, last updated 2026-04-06;
+    SELFHEAL.md G2):
+
+    - labelling ``cloud.google.com/fault-behavior`` makes GKE taint the node, evict its pods, report
+      the host and, once the VM is back on a healthy host, remove the taint and that label; "after
+      you report a host as faulty, don't send additional requests until the operation completes",
+      so heal labels once per attempt and a rerun that finds the label (or a status this call
+      caused) never labels again;
+    - ``cloud.google.com/report-and-replace-status``: PodsEvicted, OperationRUNNING, OperationDone
+      ("the underlying host has been reported as faulty and the GKE node is ready to be moved to a
+      new host"), or an error (ERROR; GKE then clears the taint and the fault-behavior label), and
+      ``cloud.google.com/report-and-replace-operation`` names the Compute Engine operation. GKE
+      leaves the status on the node: a later incident would read an old OperationDone as its own,
+      so heal clears the status and the operation in the same patch that sets the fault label,
+      journals them as they were before (``prepare``), and removes all three once the node is
+      revalidated and back in service (``settle``);
+    - reporting takes 10-12 minutes, the host's repair "3-14 days, or even longer at times": a
+      repair still not done past the path's budget (components.validation_time REPLACE_PATHS), an
+      error, or a VM left TERMINATED ("you must manually restart the instance") is ESCALATED with
+      what to watch, never labelled again in a loop ("to retry the operation for transient errors
+      like rate limits, re-apply the label" is a person's call).
+    """
 
     name = path = "gke-report-and-replace"
 
-    def __init__(self, clients: Mapping[str, Any], project: str, zone: str, kube: Any) -> None:
+    def __init__(
+        self, clients: Mapping[str, Any], project: str, zone: str, kube: Any, clock: Callable[[], float] = time.time
+    ) -> None:
         self.vms = GceInstances(clients, project, zone)
+        self.zone = zone
         self.kube = kube
-        """Anything with ``labels(node)`` and ``label(node, key, value)`` (heal's KubeScheduler)."""
+        """Anything with ``labels(node)`` and ``set_labels(node, {key: value or None})`` (heal's KubeScheduler)."""
+        self.clock = clock
         self.call = f"{REPLACE_PATHS[self.name][1]} (Google, manage-gke-clusters)"
 
     def instance(self, node: NodeState) -> Instance:
         return self.vms.instance(vm_name(node))
 
+    def prepare(self, node: NodeState, old: Instance) -> dict[str, Any]:
+        """The report's labels before heal labels the node (an earlier incident's, or none)."""
+        labels = self.kube.labels(node.node)
+        return {"gke_labels_before": {k: labels.get(k, "") for k in (STATUS_LABEL, OPERATION_LABEL)}}
+
     def replace(self, node: NodeState, instance: Instance, token: str, why: str) -> Outcome:
         value = gke_behavior(why)
-        self.kube.label(node.node, FAULT_LABEL, value)
+        self.kube.set_labels(node.node, {FAULT_LABEL: value, STATUS_LABEL: None, OPERATION_LABEL: None})
         return Outcome(ok=True, detail=f"labelled {FAULT_LABEL}={value}", extra={"op": f"{FAULT_LABEL}={value}"})
+
+    def watch(self, node: NodeState) -> str:
+        return (
+            f"watch `kubectl get node {node.node} -L {STATUS_LABEL},{OPERATION_LABEL}` and the VM "
+            f"(`gcloud compute instances describe {vm_name(node)} --zone {self.zone}`: REPAIRING until the host "
+            "is repaired, TERMINATED when it must be started by hand); when it runs on a healthy host, validate "
+            "again and heal the new report"
+        )
 
     def progress(self, node: NodeState, old: str, token: str, facts: Mapping[str, Any]) -> Progress:
         labels = self.kube.labels(node.node)
-        status = labels.get(STATUS_LABEL, "")
+        status, op = labels.get(STATUS_LABEL, ""), labels.get(OPERATION_LABEL, "")
+        before = facts.get("gke_labels_before") or {}
+        earlier = status == before.get(STATUS_LABEL, "") and op == before.get(OPERATION_LABEL, "")
+        if FAULT_LABEL not in labels and (not status or earlier):
+            return Progress(
+                started=False,
+                detail="not labelled" + (f" ({STATUS_LABEL}={status} is an earlier one's)" if status else ""),
+            )
         if "error" in status.lower():
-            return Progress(started=True, failed=f"{STATUS_LABEL}={status}: label again to retry (Google, G2)")
-        if not status and FAULT_LABEL not in labels:
-            return Progress(started=False, detail="not labelled")
+            return Progress(
+                started=True,
+                escalate=f"GKE answered {STATUS_LABEL}={status} (operation {op or '-'}); Google retries a "
+                f"transient error (a rate limit) when the label is applied again, which is a person's call: "
+                + self.watch(node),
+            )
         vm = self.vms.get(vm_name(node))
         now = self.vms.identity(vm) if vm is not None else ""
         done = status == "OperationDone" and vm is not None and vm.status == "RUNNING"
+        detail = f"{STATUS_LABEL}={status or '(not yet)'}; VM {now or '-'} {vm.status if vm is not None else ''}"
+        if not done:
+            asked = float(facts.get("asked_at") or self.clock())
+            budget, _basis = self.replace_estimate()
+            if status == "OperationDone" and vm is not None and vm.status == "TERMINATED":
+                why = "Compute Engine left the VM TERMINATED after the report (Google: it must be restarted by hand)"
+            elif self.clock() - asked > budget:
+                why = (
+                    f"not back after {(self.clock() - asked) / 60:.0f} min ({detail}): reporting takes 10-12 min and "
+                    "the host's repair 3-14 days or longer (Google, manage-gke-clusters)"
+                )
+            else:
+                why = ""
+            if why:
+                return Progress(started=True, escalate=f"{why}; it stays out of service: {self.watch(node)}")
         return Progress(
             started=True,
             new_instance=(now if now != old else f"{now} (repaired, {token})") if done else "",
             node=node.node,
-            detail=f"{STATUS_LABEL}={status or '(not yet)'}; VM {now or '-'}",
+            detail=detail,
         )
+
+    def settle(self, node: NodeState, facts: Mapping[str, Any]) -> str:
+        """After the node is revalidated and back in service: the report's labels removed and read back,
+        so the node's next incident is reported anew."""
+        keys = (FAULT_LABEL, STATUS_LABEL, OPERATION_LABEL)
+        if any(k in self.kube.labels(node.node) for k in keys):
+            self.kube.set_labels(node.node, dict.fromkeys(keys))
+        left = [k for k in keys if k in self.kube.labels(node.node)]
+        if left:
+            raise AdapterError(f"the report's labels are still on {node.node} after removing them: {', '.join(left)}")
+        return f"{FAULT_LABEL}, {STATUS_LABEL} and {OPERATION_LABEL} removed (read back)"
 
 
 class GceReportCloud(DocumentedPath):

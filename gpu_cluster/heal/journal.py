@@ -9,7 +9,8 @@ the journal alone never decides that an action happened. A last line cut short b
 skipped with a note, never rewritten.
 
 One process at a time: the journal is held with an exclusive ``flock`` while heal runs, and a
-second heal on the same directory stops with one line naming the first.
+second heal on the same directory stops with one line naming the first. One healer per cluster,
+whatever its folder, is the cluster's own lock (:mod:`.lock`, I9).
 """
 
 from __future__ import annotations

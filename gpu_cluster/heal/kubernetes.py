@@ -218,7 +218,13 @@ class KubeScheduler:
         return dict(((self.read(name).get("metadata") or {}).get("labels")) or {})
 
     def label(self, name: str, key: str, value: str) -> None:
-        self._patch(name, {"metadata": {"labels": {key: value}}}, f"labelling {name} {key}={value}")
+        self.set_labels(name, {key: value})
+
+    def set_labels(self, name: str, labels: Mapping[str, str | None]) -> None:
+        """One patch: a value sets a label, None removes it (JSON merge patch, RFC 7386: null
+        deletes the member), so setting one and clearing others is a single change of the node."""
+        what = ", ".join(f"{k}={v}" if v is not None else f"{k}-" for k, v in labels.items())
+        self._patch(name, {"metadata": {"labels": dict(labels)}}, f"labelling {name} {what}")
 
 
 class _Refused(Exception):

@@ -30,6 +30,8 @@ class Built:
     cloud: Cloud
     checker: Checker
     describe: str
+    lock: Any = None
+    """The cluster's own lock (I9, gpu_cluster/heal/lock.py): a Lease, or a held Slurm job."""
 
 
 class PlatformError(ValueError):
@@ -58,6 +60,8 @@ def build(args: argparse.Namespace) -> Built:
         raise PlatformError(str(exc)) from None
     from components.stack_locate import stack_label
 
+    from gpu_cluster.heal.lock import KubeLease, SlurmLock, me
+
     run_dir = args.out or Path("out/heal") / stack_label(args.stack)
     try:
         if outs.scheduler.kind == "slurm":
@@ -67,6 +71,7 @@ def build(args: argparse.Namespace) -> Built:
             sched: Scheduler = SlurmScheduler(shell, partition=outs.scheduler.partition)
             checker: Checker = SlurmChecker(shell, outs, args, run_dir)
             cloud = slurm_cloud(outs, sched)
+            lock: Any = SlurmLock(shell, me(run_dir), partition=outs.scheduler.partition)
         else:
             from gpu_cluster.heal.kubernetes import KubeScheduler
 
@@ -75,6 +80,7 @@ def build(args: argparse.Namespace) -> Built:
             sched = kube
             checker = KubeChecker(outs, args, run_dir)
             cloud = kube_cloud(outs, kube)
+            lock = KubeLease(outs.access.kubeconfig, me(run_dir))
     except (SchedulerError, AdapterError) as exc:
         raise PlatformError(str(exc)) from None
     return Built(
@@ -83,6 +89,7 @@ def build(args: argparse.Namespace) -> Built:
         cloud=cloud,
         checker=checker,
         describe=f"{outs.nodes} x {outs.instance_type} on {outs.cloud} ({outs.orchestrator}); replaces by {cloud.call}",
+        lock=lock,
     )
 
 
@@ -158,6 +165,14 @@ class GcpChoice:
 
     def replace_estimate(self) -> tuple[float, str]:
         return max(self.report.replace_estimate(), self.other.replace_estimate())  # type: ignore[no-any-return]
+
+    def prepare(self, node: NodeState, old: Instance) -> dict[str, Any]:
+        fn = getattr(self.pick(node), "prepare", None)
+        return dict(fn(node, old)) if fn is not None else {}
+
+    def settle(self, node: NodeState, facts: Mapping[str, Any]) -> str:
+        fn = getattr(self.pick(node), "settle", None)
+        return str(fn(node, facts)) if fn is not None else ""
 
 
 class LazyAks:

@@ -26,6 +26,8 @@ from google.auth.credentials import AnonymousCredentials
 from gpu_cluster.heal.adapters import NodeState
 from gpu_cluster.heal.gcp import (
     FAULT_LABEL,
+    OPERATION_LABEL,
+    POOL_LABEL,
     STATUS_LABEL,
     GceReportCloud,
     GkeMigCloud,
@@ -40,6 +42,7 @@ from tests.heal.recorded import Recorded
 P, Z, CLUSTER = "heal-project", "europe-west1-b", "train"
 VM = "gke-train-gpu-1a2b3c4d-x7k2"
 COMPUTE = f"/compute/v1/projects/{P}/zones/{Z}"
+T = 1_800_000_000.0
 
 
 def error(code: int, status: str, message: str) -> dict[str, Any]:
@@ -164,8 +167,12 @@ class Labels:
     def labels(self, node: str) -> dict[str, str]:
         return dict(self.on)
 
-    def label(self, node: str, key: str, value: str) -> None:
-        self.on[key] = value
+    def set_labels(self, node: str, labels: dict[str, str | None]) -> None:
+        for key, value in labels.items():
+            if value is None:
+                self.on.pop(key, None)
+            else:
+                self.on[key] = value
 
 
 def test_gke_report_and_replace_follows_the_status_label(server: Recorded) -> None:
@@ -185,8 +192,55 @@ def test_gke_report_and_replace_follows_the_status_label(server: Recorded) -> No
     kube.on[STATUS_LABEL] = "OperationDone"
     server.answer("GET", f"{COMPUTE}/instances/{VM}", instance(VM, "1111", host="/a1/b9/c7", reservation="h200-block"))
     assert cloud.progress(node, inst.id, "t", {}).new_instance == "1111@/a1/b9/c7"
-    kube.on[STATUS_LABEL] = "OperationError"
-    assert "label again" in cloud.progress(node, inst.id, "t", {}).failed
+    # an error is a person's call (Google: re-apply the label for a transient one), never a loop (I10)
+    kube.on[STATUS_LABEL] = "ERROR"
+    kube.on[OPERATION_LABEL] = "operation-1700000000-abc"
+    got = cloud.progress(node, inst.id, "t", {})
+    assert got.started and not got.failed and not got.new_instance
+    assert "report-and-replace-status=ERROR (operation operation-1700000000-abc)" in got.escalate
+    assert f"kubectl get node {VM} -L {STATUS_LABEL},{OPERATION_LABEL}" in got.escalate
+
+
+def test_gke_report_a_repair_of_days_is_escalated_and_an_earlier_status_is_not_progress(server: Recorded) -> None:
+    """I10: GKE leaves report-and-replace-status on the node; an earlier incident's OperationDone is
+    not this one's progress (the label patch clears it, and what it was is journalled by prepare);
+    a repair still not done past the path's budget (report 10-12 min, then a host repair of 3-14
+    days, Google) or a VM left TERMINATED is ESCALATED with what to watch."""
+    vm = f"{COMPUTE}/instances/{VM}"
+    server.answer("GET", vm, instance(VM, "1111", host="/a1/b2/c3", reservation="h200-block"))
+    kube = Labels()
+    kube.on.update({STATUS_LABEL: "OperationDone", OPERATION_LABEL: "operation-old"})
+    now = [T]
+    cloud = GkeReportCloud(clients(server), P, Z, kube, clock=lambda: now[0])
+    node = gke_node()
+    inst = cloud.instance(node)
+    facts = {**cloud.prepare(node, inst), "asked_at": T}
+    assert facts["gke_labels_before"] == {STATUS_LABEL: "OperationDone", OPERATION_LABEL: "operation-old"}
+    first = cloud.progress(node, inst.id, "t", facts)
+    assert not first.started and "is an earlier one's" in first.detail
+    cloud.replace(node, inst, "t", "gate xid.run (gpu1): XID 48")
+    assert kube.on == {FAULT_LABEL: "XID"}  # set, and the earlier status and operation cleared, in one patch
+    assert cloud.progress(node, inst.id, "t", facts).started
+    # GKE: reported, the host's repair goes on (the VM waits REPAIRING)
+    kube.on = {STATUS_LABEL: "OperationDone", OPERATION_LABEL: "operation-new"}
+    server.answer("GET", vm, instance(VM, "1111", host="/a1/b2/c3", status="REPAIRING", reservation="h200-block"))
+    budget, _ = cloud.replace_estimate()
+    now[0] = T + budget - 1
+    waiting = cloud.progress(node, inst.id, "t", facts)
+    assert waiting.started and not waiting.escalate and not waiting.new_instance
+    now[0] = T + budget + 1
+    late = cloud.progress(node, inst.id, "t", facts)
+    assert "3-14 days" in late.escalate and "it stays out of service" in late.escalate
+    assert f"gcloud compute instances describe {VM} --zone {Z}" in late.escalate
+    now[0] = T + 60
+    server.answer("GET", vm, instance(VM, "1111", host="/a1/b2/c3", status="TERMINATED", reservation="h200-block"))
+    assert "left the VM TERMINATED" in cloud.progress(node, inst.id, "t", facts).escalate
+    # back on a healthy host: done; then settle removes all three labels and reads them back
+    server.answer("GET", vm, instance(VM, "1111", host="/a1/b9/c7", reservation="h200-block"))
+    assert cloud.progress(node, inst.id, "t", facts).new_instance == "1111@/a1/b9/c7"
+    kube.on.update({FAULT_LABEL: "XID", POOL_LABEL: "gpu"})
+    assert "removed (read back)" in cloud.settle(node, facts)
+    assert kube.on == {POOL_LABEL: "gpu"}
 
 
 def test_cluster_director_reports_the_host_with_its_behaviour_and_request_id(server: Recorded) -> None:
