@@ -156,7 +156,9 @@ def _plan(*args: str) -> subprocess.CompletedProcess[str]:
 def test_the_bundled_stack_plans_with_liveness_holding_and_the_policy_pack_passing() -> None:
     done = _plan("stacks/Pulumi.azure-h100-slurm.yaml", "--policy")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert re.search(r"liveness\s+holds: 7 checks \(scheduling 2/2, node-image 4/4, ordering 1/1\)", done.stdout)
+    assert re.search(
+        r"liveness\s+holds: 11 checks \(scheduling 2/2, reachability 4/4, node-image 4/4, ordering 1/1\)", done.stdout
+    )
     assert "0 mandatory and 0 advisory findings" in done.stdout
 
 
