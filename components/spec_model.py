@@ -11,6 +11,8 @@ Pure: no Pulumi.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import InitVar, dataclass, field
 from typing import Literal, Mapping
 
@@ -23,6 +25,10 @@ ORCHESTRATORS: Mapping[str, tuple[str, ...]] = {
     "gcp": ("gke", "slurm"),
     "azure": ("aks", "slurm"),
 }
+# Azure Slurm's key (orchestration.ssh_public_key): an OpenSSH public key line; what the offline plan
+# puts in place of a missing one is no key anyone holds ("AAAA" alone).
+SSH_KEY = re.compile(r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( [\x20-\x7e]*)?\Z")
+SSH_KEY_PLACEHOLDER = "ssh-ed25519 AAAA gpu-cluster-offline-placeholder"
 CAPACITY_TYPES: Mapping[str, tuple[str, ...]] = {
     "aws": ("on-demand", "reservation", "capacity-block", "spot"),
     "gcp": ("on-demand", "reservation", "flex-start", "spot"),
@@ -145,6 +151,10 @@ class OrchestrationSpec:
     template's KeyName, as aws-hpc-recipes' PCS login template sets it). With it the stack output
     ``access.ssh_command`` is an ssh through Session Manager that runs commands (``validate submit``
     uses it); without it, an interactive Session Manager shell only."""
+    ssh_public_key: str | None = None
+    """Azure Slurm: the OpenSSH public key the controller (the login node) and the GPU nodes accept for
+    their admin user; Azure creates no Linux VM without a key once passwords are off
+    (components/azure/orchestration_slurm.py). The offline plan stands a placeholder in for a missing one."""
 
     @property
     def api_access_cidrs(self) -> tuple[str, ...]:

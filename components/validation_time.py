@@ -256,6 +256,15 @@ REPLACE_PATHS: dict[str, tuple[float, str, str]] = {
         "agentPools deleteMachines, then the pool's count restored (agentPools createOrUpdate)",
         "the 1800 s bound a node replacement is held to (ParallelCluster node_replacement_timeout)",
     ),
+    # Azure Slurm (components/azure/orchestration_slurm.py): a Uniform scale set's instance is deleted
+    # and the capacity put back; the new instance joins as a dynamic node. Not automated by
+    # gpu-cluster heal yet (gpu_cluster/heal/platforms.py refuses it): the figure is the same bound.
+    "vmss-delete-instances": (
+        JOIN_BOUND_S,
+        "virtualMachineScaleSets deleteInstances, then the scale set's capacity restored (by hand: heal does not "
+        "automate it yet)",
+        "the 1800 s bound a node replacement is held to (ParallelCluster node_replacement_timeout)",
+    ),
 }
 
 
@@ -278,7 +287,7 @@ def replace_path(cloud: str, orchestrator: str, capacity: str, instance_type: st
             if reserved and instance_type.startswith(GKE_REPORT_SERIES)
             else ("gke-mig-recreate")
         )
-    return "aks-delete-machines"
+    return "vmss-delete-instances" if orchestrator == "slurm" else "aks-delete-machines"
 
 
 def replace_estimate(path: str) -> PhaseTime:

@@ -1,9 +1,10 @@
 """Azure: compose the pillars in dependency order and return the stack outputs.
 
-Network -> Storage -> (AKS: Orchestration, whose GPU pool is the InfiniBand fabric | Slurm: not
-built yet). The InfiniBand fabric needs no resource of its own: the ND sizes' eight 400 Gb NDR
-ports join one fabric among the VMs of one single-placement-group scale set (an AKS pool is one
-such scale set), so the Interconnect pillar is the spec's rules (components/azure/rules.py).
+Network -> Storage -> Orchestration: AKS, whose GPU pool is the InfiniBand fabric, or Slurm
+(orchestration_slurm.py), whose GPU scale set is. The InfiniBand fabric needs no resource of its
+own: the ND sizes' eight 400 Gb NDR ports join one fabric among the VMs of one single-placement-group
+scale set (an AKS pool is one such scale set), so the Interconnect pillar is the spec's rules
+(components/azure/rules.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import pulumi
 
-from components.azure.common import address_plan
+from components.azure.common import AddressPlan, address_plan
 from components.azure.network import Network, NetworkArgs
 from components.azure.orchestration_aks import (
     GPU_POOL,
@@ -22,6 +23,7 @@ from components.azure.orchestration_aks import (
     AksOrchestration,
     gpu_taint_keys,
 )
+from components.azure.orchestration_slurm import CONTROLLER_HOST, SlurmArgs, SlurmOrchestration
 from components.azure.storage import Storage, StorageArgs
 from components.contract import COMPONENT_FACTS
 from components.k8s.addons import JOB_NAMESPACE
@@ -31,8 +33,6 @@ from components.spec import ClusterSpec
 def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: object = None) -> dict[str, Any]:
     if existing is not None:  # components/azure/rules.py refuses network.vpc_id on azure before this
         raise ValueError("network.vpc_id: an existing network is supported on aws only for now")
-    if spec.orchestration.kind != "aks":
-        raise ValueError("orchestration.kind: Slurm on Azure is not built yet (allowed: aks)")
     plan = address_plan(spec)
     net = Network(f"{name}-network", NetworkArgs(spec=spec, plan=plan), opts)
     rg = net.resource_group.name
@@ -46,6 +46,8 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
         ),
         opts,
     )
+    if spec.orchestration.kind == "slurm":
+        return _slurm(name, spec, opts, net, st, plan)
     aks = AksOrchestration(
         f"{name}-orchestration",
         AksArgs(
@@ -109,6 +111,63 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
             "security_group_id": net.node_nsg.id,
             "file_system_id": st.lustre.id,
             "node_groups": [aks.gpu_pool.name],
+            "certificate_authority": None,
+        },
+    }
+
+
+def _slurm(
+    name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, net: Network, st: Storage, plan: AddressPlan
+) -> dict[str, Any]:
+    assert net.bastion is not None and spec.orchestration.ssh_public_key is not None  # slurm: both made/required
+    slurm = SlurmOrchestration(
+        f"{name}-orchestration",
+        SlurmArgs(
+            spec=spec,
+            resource_group=net.resource_group.name,
+            node_subnet=net.nodes.id,
+            system_subnet=net.system.id,
+            system_prefix=plan.system,
+            bastion_subnet=net.bastion.id,
+            lustre_mgs=st.mount["dns_name"],
+            lustre=st.lustre,
+            ssh_public_key=spec.orchestration.ssh_public_key,
+        ),
+        opts,
+    )
+    inst = spec.instance
+    return {
+        "cloud": "azure",
+        "region": spec.region,
+        "zone": spec.zone,
+        "orchestrator": "slurm",
+        "cluster_name": spec.name,
+        "instance_type": spec.compute.instance_type,
+        "nodes": spec.compute.nodes,
+        "gpus_per_node": inst.accelerator.count,
+        "fabric": {
+            "type": inst.network.fabric,
+            "interfaces_per_node": inst.network.gpu_nics,
+            # The fabric's boundary: the GPU scale set (its single placement group).
+            "placement": slurm.gpu_nodes.name,
+            "mtu": inst.network.mtu,
+            "networks": [],
+        },
+        "mount": st.mount,
+        "bucket": st.container.name,
+        "access": {
+            "login": CONTROLLER_HOST,
+            # Bastion's tunnel to the controller's SSH, then ssh through it (orchestration_slurm.py).
+            "tunnel_command": slurm.tunnel_command,
+            "ssh_command": slurm.ssh_command,
+        },
+        "scheduler": {"kind": "slurm", "partition": spec.orchestration.partition},
+        COMPONENT_FACTS: {
+            "network_id": net.vnet.id,
+            "node_subnet_id": net.nodes.id,
+            "security_group_id": net.node_nsg.id,
+            "file_system_id": st.lustre.id,
+            "node_groups": [slurm.gpu_nodes.name],
             "certificate_authority": None,
         },
     }

@@ -44,17 +44,22 @@ class AddressPlan:
     for ("at least a /24", pulumi-azure-native AmlFilesystemArgs.filesystem_subnet)."""
     system: str
     """The AKS system pool, or the Slurm controller and login nodes."""
+    bastion: str
+    """Azure Bastion's subnet (Slurm only), named AzureBastionSubnet and at least a /26 (Bastion
+    configuration-settings, learn.microsoft.com/azure/bastion/configuration-settings, "Azure Bastion
+    subnet"; read through the search corpus 2026-12-01)."""
 
 
 def address_plan(spec: ClusterSpec) -> AddressPlan:
-    """The VNet carved in order: nodes (a quarter of the VNet), then a /24 for Lustre, then a /24
-    for the system nodes; a /20 VNet leaves 1024 addresses for the nodes."""
+    """The VNet carved in order: nodes (a quarter of the VNet), then a /24 for Lustre, a /24 for the
+    system nodes and a /26 for Bastion; a /20 VNet leaves 1024 addresses for the nodes."""
     vnet = ipaddress.IPv4Network(spec.network.cidr)
     nodes = next(vnet.subnets(new_prefix=vnet.prefixlen + 2))
     after = ipaddress.IPv4Network(f"{nodes.broadcast_address + 1}/24")
     system = ipaddress.IPv4Network(f"{after.broadcast_address + 1}/24")
-    assert after.subnet_of(vnet) and system.subnet_of(vnet)
-    return AddressPlan(vnet=str(vnet), nodes=str(nodes), lustre=str(after), system=str(system))
+    bastion = ipaddress.IPv4Network(f"{system.broadcast_address + 1}/26")
+    assert after.subnet_of(vnet) and system.subnet_of(vnet) and bastion.subnet_of(vnet)
+    return AddressPlan(vnet=str(vnet), nodes=str(nodes), lustre=str(after), system=str(system), bastion=str(bastion))
 
 
 def storage_account_name(spec: ClusterSpec, stack: str) -> str:

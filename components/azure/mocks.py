@@ -160,4 +160,7 @@ COMPUTED: dict[str, Callable[[str, Mapping[str, Any]], dict[str, Any]]] = {
     "azure-native:compute:VirtualMachineScaleSet": _named(
         "Microsoft.Compute/virtualMachineScaleSets", "vmScaleSetName"
     ),
+    "azure-native:compute:VirtualMachine": _named("Microsoft.Compute/virtualMachines", "vmName"),
+    "azure-native:network:NetworkInterface": _named("Microsoft.Network/networkInterfaces", "networkInterfaceName"),
+    "azure-native:network:BastionHost": _named("Microsoft.Network/bastionHosts", "bastionHostName"),
 }

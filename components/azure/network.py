@@ -22,6 +22,7 @@ from components.spec import ClusterSpec
 # f1e86c5; the same rules in Azure/cyclecloud-slurm-workspace bicep/network-new.bicep at bc0fc1b:
 # Lustre ['988','1019-1023'], AllowAzureCloudServiceAccess).
 LUSTRE_PORTS = ["988", "1019-1023"]
+BASTION_SUBNET = "AzureBastionSubnet"
 
 
 def _rule(
@@ -68,6 +69,8 @@ class Network(pulumi.ComponentResource):
     nodes: azure.network.Subnet
     lustre: azure.network.Subnet
     system: azure.network.Subnet
+    bastion: azure.network.Subnet | None
+    """AzureBastionSubnet, for Slurm's login path (the controller has no public address)."""
     node_nsg: azure.network.NetworkSecurityGroup
     nat_ip: azure.network.PublicIPAddress
     """The NAT gateway's public address: every node's egress address (the API server's authorized
@@ -97,6 +100,19 @@ class Network(pulumi.ComponentResource):
         # The Lustre subnet has no NAT: the file system's own NICs reach Azure through the
         # AzureCloud rule, as CCWS's lustre subnet does (network-new.bicep at bc0fc1b).
         self.lustre = self._create_subnet(name, "lustre", plan.lustre, lustre_nsg, None, storage_endpoint=False)
+        self.bastion = None
+        if spec.orchestration.kind == "slurm":
+            # Bastion's subnet must be named AzureBastionSubnet (AddressPlan.bastion). No NSG and no NAT:
+            # an NSG there must carry Bastion's own list of rules (learn.microsoft.com/azure/bastion/
+            # bastion-nsg, not re-read this session), and Bastion reaches the VMs over the VNet only.
+            self.bastion = azure.network.Subnet(
+                f"{name}-bastion",
+                subnet_name=BASTION_SUBNET,
+                resource_group_name=self.resource_group.name,
+                virtual_network_name=self.vnet.name,
+                address_prefix=plan.bastion,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         self.register_outputs({"vnet": self.vnet.id, "nodes": self.nodes.id, "lustre": self.lustre.id})
 
     def _create_nat(

@@ -226,10 +226,16 @@ def check(spec: ClusterSpec, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
                 "a customer-managed key for Managed Lustre is not built yet (allowed on azure: leave it unset)",
             )
         )
-    if spec.orchestration.kind == "slurm":
-        # Not built yet: CycleCloud Workspace for Slurm (a pinned release through a
-        # subscription-scope deployment stack) or slurmctld/slurmd on the scale set (AZURE.md §4.2).
-        problems.append(("orchestration.kind", "Slurm on Azure is not built yet (allowed on azure: aks)"))
+    if spec.orchestration.kind == "slurm" and spec.orchestration.login_nodes != 1:
+        # Slurm on Azure is the stack's own (docs/azure.md, "Slurm"): the controller VM is also the
+        # login node, reached through Azure Bastion (components/azure/orchestration_slurm.py).
+        problems.append(
+            (
+                "orchestration.login_nodes",
+                f"{spec.orchestration.login_nodes}: on azure the Slurm controller is the one login node, reached "
+                "through Azure Bastion (allowed: 1)",
+            )
+        )
     if spec.orchestration.kind == "aks" and spec.orchestration.endpoint == "private":
         problems.append(
             (

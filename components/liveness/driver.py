@@ -117,6 +117,11 @@ CLUSTER_DIRECTOR_DRIVER = (
     "start-up gate names the driver and the CUDA it finds and stops (exit 3) on a mismatch "
     "(workloads/health/fabric.py start_up_refusal)"
 )
+AZURE_HPC_IMAGE_DRIVER = (
+    "Azure's HPC image (microsoft-dsvm:ubuntu-hpc:2404, version latest): no source read here records the "
+    "NVIDIA driver of the release a deployment gets (unverified); the job's start-up gate names the driver and "
+    "the CUDA it finds and stops (exit 3) on a mismatch (workloads/health/fabric.py start_up_refusal)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +243,8 @@ def _node_image_driver(plan: Plan) -> Driver:
     ids = raw.get("sources") or []
     listed = [ids] if isinstance(ids, str) else [str(i) for i in ids]
     if not version:
-        return Driver(None, CLUSTER_DIRECTOR_DRIVER if plan.outputs.get("cloud") == "gcp" else "", "")
+        unrecorded = {"gcp": CLUSTER_DIRECTOR_DRIVER, "azure": AZURE_HPC_IMAGE_DRIVER}
+        return Driver(None, unrecorded.get(str(plan.outputs.get("cloud")), ""), "")
     source = f"components/catalog.yaml node_images.{name} ({', '.join(listed)})"
     return Driver(_branch(str(version)), f"node image {name}: driver {version}", source)
 

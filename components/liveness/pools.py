@@ -22,6 +22,9 @@ AKS_CLUSTER = "azure-native:containerservice:ManagedCluster"
 PCS_GROUP = "aws-native:pcs:ComputeNodeGroup"
 PCS_QUEUE = "aws-native:pcs:Queue"
 CD_CLUSTER = "gcp:hypercomputecluster/cluster:Cluster"
+AZURE_VMSS = "azure-native:compute:VirtualMachineScaleSet"
+# The tag the Azure Slurm scale set carries naming its partition (components/azure/orchestration_slurm.py).
+AZURE_PARTITION_TAG = "slurm-partition"
 
 
 @dataclass(slots=True, kw_only=True)
@@ -291,5 +294,40 @@ def _cluster_director_pools(plan: Plan) -> list[Pool]:
     return out
 
 
+def _azure_slurm_pools(plan: Plan) -> list[Pool]:
+    """The Slurm scale sets of an Azure plan: every instance registers as a dynamic node of the
+    partition its tag names (components/azure/slurm_config.py)."""
+    out = []
+    for r in plan.of(AZURE_VMSS):
+        sku = r.inputs.get("sku") or {}
+        itype = str(sku.get("name", ""))
+        gpu, vendors, hcas = _catalog_hw(itype)
+        profile = r.inputs.get("virtualMachineProfile") or {}
+        nics = (profile.get("networkProfile") or {}).get("networkInterfaceConfigurations") or []
+        ips = (nics[0].get("ipConfigurations") or [{}]) if nics else [{}]
+        out.append(
+            Pool(
+                name=r.name,
+                resource=f"compute/VirtualMachineScaleSet {r.name}",
+                instance_type=itype,
+                nodes=_num(sku.get("capacity")),
+                gpu=gpu,
+                vendors=vendors,
+                hca_devices=hcas,
+                spot=str(profile.get("priority", "")).lower() == "spot",
+                subnet=str((ips[0].get("subnet") or {}).get("id", "")),
+                partition=str((r.inputs.get("tags") or {}).get(AZURE_PARTITION_TAG, "")),
+            )
+        )
+    return out
+
+
 def pools(plan: Plan) -> list[Pool]:
-    return [*_gke_pools(plan), *_eks_pools(plan), *_aks_pools(plan), *_pcs_pools(plan), *_cluster_director_pools(plan)]
+    return [
+        *_gke_pools(plan),
+        *_eks_pools(plan),
+        *_aks_pools(plan),
+        *_pcs_pools(plan),
+        *_cluster_director_pools(plan),
+        *_azure_slurm_pools(plan),
+    ]

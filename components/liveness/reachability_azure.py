@@ -111,7 +111,7 @@ def azure_checks(plan: Plan, pools: list[Pool], job: Job | None) -> list[Check]:
     out: list[Check] = []
     clusters = plan.of("azure-native:containerservice:ManagedCluster")
     if not clusters:
-        return out
+        return _slurm_checks(plan, pools, job)
     mc = clusters[0]
     vnets = [
         as_net(p)
@@ -287,4 +287,62 @@ def azure_checks(plan: Plan, pools: list[Pool], job: Job | None) -> list[Check]:
             if ok
             else failed(obj, check, why, esrc, "allow outbound 443 to the internet")
         )
+    return out
+
+
+# slurmd registers with slurmctld on its port (slurm.conf.5 SlurmctldPort, 6817 by default; the
+# nodes' --conf-server, components/azure/slurm_config.py).
+SLURMCTLD_FLOW = Flow("tcp", (6817, 6817), "slurmd to slurmctld (TCP 6817)")
+
+
+def _slurm_checks(plan: Plan, pools: list[Pool], job: Job | None) -> list[Check]:
+    """Azure Slurm: the job's flows between GPU nodes, and the nodes to the controller, through the
+    NSGs of their subnets (the source's outbound rules and the destination's inbound ones)."""
+    gpu = next((p for p in pools if p.gpu and p.partition), None)
+    if gpu is None:
+        return []
+    vnet = [
+        n
+        for v in plan.of("azure-native:network:VirtualNetwork")
+        for n in (as_net(p) for p in ((v.inputs.get("addressSpace") or {}).get("addressPrefixes") or []))
+        if n is not None
+    ]
+    subnets = {s.id: s for s in plan.of("azure-native:network:Subnet")}
+    nsgs = {n.id: n for n in plan.of("azure-native:network:NetworkSecurityGroup")}
+
+    def rules_of(subnet: Any) -> list[Any]:
+        nsg = nsgs.get(str(((subnet.inputs if subnet else {}).get("networkSecurityGroup") or {}).get("id")))
+        return list((nsg.inputs if nsg else {}).get("securityRules") or [])
+
+    obj = f"scale set {gpu.name}"
+    node_subnet = subnets.get(gpu.subnet)
+    if node_subnet is None:
+        return [failed(obj, "its subnet is planned", f"subnet {gpu.subnet} not in the plan", "the plan", "plan it")]
+    node_net = as_net(node_subnet.inputs.get("addressPrefix"))
+    src = cite("azure-nsg")
+    targets: list[tuple[str, Flow, Net | None, list[Any]]] = [
+        ("nodes reach each other", f, node_net, rules_of(node_subnet)) for f in job_flows(job)
+    ]
+    for nic in plan.of("azure-native:network:NetworkInterface"):
+        for ipc in nic.inputs.get("ipConfigurations") or []:
+            sub = subnets.get(str((ipc.get("subnet") or {}).get("id")))
+            if sub is not None and ipc.get("privateIPAddress"):
+                targets.append(
+                    (
+                        f"nodes reach the controller {ipc['privateIPAddress']}",
+                        SLURMCTLD_FLOW,
+                        as_net(f"{ipc['privateIPAddress']}/32"),
+                        rules_of(sub),
+                    )
+                )
+    out: list[Check] = []
+    for what, flow, dest, dest_rules in targets:
+        for direction, rules in (("Outbound", rules_of(node_subnet)), ("Inbound", dest_rules)):
+            ok, why = _nsg_decides(rules, direction, node_net, dest, flow, vnet)
+            check = f"{what}, {direction.lower()}: {flow.what}"
+            out.append(
+                passed(obj, check, why, src)
+                if ok
+                else failed(obj, check, why, src, f"allow {node_net} to {dest} for {flow.what}, {direction.lower()}")
+            )
     return out

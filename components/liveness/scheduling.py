@@ -10,6 +10,8 @@ tolerate) leaves its dependants unscheduled, and the check names the whole chain
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 
 from components.catalog import CatalogError, load_catalog
@@ -422,6 +424,15 @@ def slurm_checks(plan: Plan, pool_list: list[Pool], job: Job) -> list[Check]:
     if plan.cloud == "aws":
         source = cite("pcs-gres")
         why = f"PCS configures the node group's GPUs as GRES from the type ({gpus} per {pool.instance_type})"
+    elif plan.cloud == "azure":
+        # The stack's own Slurm: each node registers the GRES its slurmd --conf names (the scale
+        # set's custom data, components/azure/slurm_config.py); fewer than the type has caps the job.
+        from components.liveness.slurm_node import user_data
+
+        found = re.search(r"Gres=gpu:(\d+)", user_data(plan, pool) or "")
+        gpus = min(gpus, int(found.group(1))) if found else 0
+        source = f"the custom data of {pool.resource} (slurmd -Z --conf Gres=gpu:N; SchedMD dynamic_nodes.shtml)"
+        why = f"its nodes register {found.group(0) if found else 'no GPU GRES'} ({pool.instance_type})"
     else:
         source = cite("ct-a3ultra-slurm-job")
         why = (

@@ -17,7 +17,7 @@ import re
 from components.liveness import facts
 from components.liveness.model import Check, Job, Plan
 from components.liveness.node_image import node_image_name
-from components.liveness.pools import CD_CLUSTER, PCS_GROUP, Pool
+from components.liveness.pools import AZURE_VMSS, CD_CLUSTER, PCS_GROUP, Pool
 
 # A package manager installing versioned interpreters: ``dnf install -y python3.12``.
 _INSTALL = re.compile(r"\b(?:dnf|yum|apt-get|apt)\s+install\b([^|;&\n]*)")
@@ -27,8 +27,21 @@ _FSTAB = re.compile(r"\s(/[\w./-]*)\s+(?:lustre|nfs4?|fuse\.\w+)\s")
 _MOUNT = re.compile(r"\bmount\s+(?:-\S+\s+)*(/[\w./-]*)")
 
 
+def _decoded(raw: str) -> str:
+    try:
+        return base64.b64decode(raw, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return raw
+
+
 def user_data(plan: Plan, pool: Pool) -> str | None:
-    """The decoded user data of the pool's launch template (PCS), None where the plan has none."""
+    """The decoded user data of the pool's launch template (PCS) or the custom data of its scale set
+    (Azure), None where the plan has none."""
+    for r in plan.of(AZURE_VMSS):
+        if r.name == pool.name:
+            os_profile = (r.inputs.get("virtualMachineProfile") or {}).get("osProfile") or {}
+            raw = str(os_profile.get("customData") or "")
+            return _decoded(raw) if raw else None
     for r in plan.of(PCS_GROUP):
         if str(r.inputs.get("name", r.name)) != pool.name:
             continue

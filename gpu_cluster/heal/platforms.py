@@ -109,7 +109,10 @@ def slurm_cloud(outs: Any, sched: Any) -> Cloud:
             gcp.GceInstances(c, project, outs.zone),
             GCE_REPORT_SERIES,
         )
-    raise PlatformError(f"Slurm on {outs.cloud} is not built (docs/azure.md): nothing to heal")
+    raise PlatformError(
+        f"replacing a Slurm node on {outs.cloud} is not built yet (virtualMachineScaleSets deleteInstances and the "
+        "capacity restored, docs/azure.md, Slurm): drain it and replace it by hand"
+    )
 
 
 def kube_cloud(outs: Any, kube: Any) -> Cloud:

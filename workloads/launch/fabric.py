@@ -221,6 +221,8 @@ class SlurmWiring:
     collectives: Mapping[str, CollectivesPart] = field(default_factory=dict)
     """Per collectives library, what it adds (``fabrics.<f>.slurm.collectives``)."""
     found_at_start: tuple[FoundDir, ...] = ()
+    ib_hca_link_layer: str | None = None
+    """``NCCL_IB_HCA`` found at start, as :attr:`PodWiring.ib_hca_link_layer` (``fabrics.<f>.slurm.ib_hca``)."""
 
     def for_collectives(self, name: str | None) -> SlurmWiring:
         """This wiring with the part for ``name`` folded in (its env on top, its libraries first)."""
@@ -382,6 +384,7 @@ def parse(doc: Mapping[str, Any]) -> dict[str, FabricWiring]:
             source=str(slurm_raw.get("source", "")),
             collectives=_collectives(slurm_raw.get("collectives"), f"{where}.slurm", sources),
             found_at_start=_found(slurm_raw.get("found_at_start"), f"{where}.slurm", sources),
+            ib_hca_link_layer=_ib_hca(slurm_raw.get("ib_hca"), f"{where}.slurm.ib_hca", sources),
         )
         found = slurm.discover
         if found and found.plugin_root:

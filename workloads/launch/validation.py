@@ -212,6 +212,7 @@ def sbatch_spec(job: ValidationJob) -> LaunchSpec:
         env_script=slurm.env_script,
         discover=slurm.discover,
         found_at_start=slurm.found_at_start,
+        ib_hca_link_layer=slurm.ib_hca_link_layer,
         extra_env=dict(job.extra_env),
         then=phases.then,
         prologue=job.prologue,

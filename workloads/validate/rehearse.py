@@ -118,7 +118,8 @@ def rehearse(outs: ClusterOutputs, args: argparse.Namespace, break_job: Callable
         d.said[:0] = said
         from workloads.launch.fabric import wiring
 
-        link_layer = wiring(outs.fabric.type).pod.ib_hca_link_layer if d.kind == "kubernetes" else None
+        wired = wiring(outs.fabric.type)
+        link_layer = (wired.pod if d.kind == "kubernetes" else wired.slurm).ib_hca_link_layer
         if link_layer and "NCCL_IB_HCA" not in d.env:
             # This machine has no HCA whose port reads InfiniBand: the job is given the variable its
             # start-up discovery would set, which then skips it (workloads/launch/fabric.py

@@ -215,13 +215,6 @@ def test_a_bad_spec_fails_with_the_path_before_any_resource() -> None:
     assert "network.cidr" in str(info.value) and "172.16.0.0/16" in str(info.value)
 
 
-def test_slurm_on_azure_is_refused_as_a_spec_error_until_built() -> None:
-    import pulumi
-
-    with pytest.raises(pulumi.InputPropertiesError, match="Slurm on Azure is not built yet"):
-        run_offline("slurm", azure_obj(orchestration={"kind": "slurm"}))
-
-
 def _variant(tmp_path: Path, capacity: dict[str, Any]) -> Path:
     raw = yaml.safe_load((Path(__file__).parents[3] / "stacks" / "Pulumi.azure-h100-aks.yaml").read_text())
     raw["config"]["gpu-cluster:cluster"]["compute"]["capacity"] = capacity

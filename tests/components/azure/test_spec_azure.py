@@ -58,10 +58,43 @@ def test_a_reservation_on_an_nd_pool_is_refused_with_the_limitation(size: str) -
     )
 
 
-def test_slurm_is_refused_until_built_and_says_what_is_allowed() -> None:
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB9kZ3VzZXJrZXlmb3J0ZXN0c29ubHk user@host"
+
+
+def test_slurm_parses_with_its_key_and_one_login_node() -> None:
+    obj = azure_base()
+    obj["orchestration"] = {"kind": "slurm", "ssh_public_key": KEY}
+    spec = parse_spec(obj)
+    assert (spec.orchestration.kind, spec.orchestration.ssh_public_key, spec.orchestration.login_nodes) == (
+        "slurm",
+        KEY,
+        1,
+    )
+
+
+def test_slurm_needs_a_key_for_pulumi_up_and_the_offline_plan_stands_a_placeholder_in() -> None:
+    from components.spec_model import SSH_KEY_PLACEHOLDER
+
     obj = azure_base()
     obj["orchestration"] = {"kind": "slurm"}
-    assert problems(obj)["orchestration.kind"] == "Slurm on Azure is not built yet (allowed on azure: aks)"
+    assert problems(obj)["orchestration.ssh_public_key"] == (
+        "required for slurm on azure (allowed: an OpenSSH public key line)"
+    )
+    assert parse_spec(obj, deployer_placeholder=True).orchestration.ssh_public_key == SSH_KEY_PLACEHOLDER
+
+
+def test_slurm_refuses_more_login_nodes_and_a_key_elsewhere() -> None:
+    obj = azure_base()
+    obj["orchestration"] = {"kind": "slurm", "ssh_public_key": KEY, "login_nodes": 2}
+    assert problems(obj)["orchestration.login_nodes"] == (
+        "2: on azure the Slurm controller is the one login node, reached through Azure Bastion (allowed: 1)"
+    )
+    aks = azure_base()
+    aks["orchestration"]["ssh_public_key"] = KEY
+    assert "only applies to slurm on azure" in problems(aks)["orchestration.ssh_public_key"]
+    bad = azure_base()
+    bad["orchestration"] = {"kind": "slurm", "ssh_public_key": "not a key"}
+    assert "orchestration.ssh_public_key" in problems(bad)
 
 
 @pytest.mark.parametrize("cidr", ["172.16.0.0/16", "172.16.128.0/20"])
