@@ -65,6 +65,8 @@ class Instance:
     """When the reservation or capacity block the instance runs in ends (epoch seconds), if it does."""
     window: str = ""
     """Which reservation or block, for the message."""
+    capacity_block: bool = False
+    """The instance runs in an EC2 capacity block (ReservationType capacity-block)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -101,6 +101,7 @@ class Ec2Window:
             window=f"{cr} ({'capacity block' if block else 'capacity reservation'}, ends {res.get('EndDate')}"
             + (f", EKS scales the group to 0 {self.early_s / 60:.0f} min before" if block and self.early_s else "")
             + ")",
+            capacity_block=block,
         )
 
 
@@ -276,6 +277,18 @@ class PcsCloud(DocumentedPath):
     def replace(self, node: NodeState, instance: Instance, token: str, why: str) -> Outcome:
         if not instance.id:
             return Outcome(ok=False, detail=f"no PCS instance found at {node.node}'s address {node.address!r}")
+        if instance.capacity_block:
+            # A PCS node group on a capacity block has minimum 0 (AWS PCS user guide capacity-blocks-
+            # configure-cng; components/aws/orchestration_pcs.py), so all its nodes are dynamic: PCS
+            # launches one only for a waiting job and releases it when idle (scaling-job-level). A
+            # terminated instance is not relaunched for heal to revalidate: it would wait for nothing.
+            return Outcome(
+                ok=False,
+                detail=f"{instance.id} runs in {instance.window}: a PCS node group on a capacity block is all "
+                "dynamic capacity (minimum 0), which PCS launches only for a waiting job, so a terminated instance "
+                f"is not relaunched for heal to check. {node.node} stays drained; terminate {instance.id} by hand "
+                "and the next job that needs the node launches a new one",
+            )
         got = _call("ec2 TerminateInstances", self.ec2.terminate_instances, InstanceIds=[instance.id])
         state = got.get("TerminatingInstances", [{}])[0].get("CurrentState", {}).get("Name", "?")
         return Outcome(ok=True, detail=f"{instance.id} {state}; the node group relaunches", extra={"op": instance.id})
