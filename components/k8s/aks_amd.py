@@ -67,6 +67,29 @@ AMD_MODPROBE_OPTIONS = "ip_block_mask=0x7f"
 NUMA_BALANCING = "/proc/sys/kernel/numa_balancing"
 
 
+# AMD's ROCm apt signing key, pinned by its fingerprint before apt is told to trust it: "CA8B B472
+# 7A47 B4D0 9B4E E896 9386 B48A 1A69 3C5C ... James Adrian Edwards (ROCm Release Manager)" as
+# `apt-key list` shows it for repo.radeon.com (ROCm/ROCm issue 101), the same key apt names by its
+# long id in 2023 ("EXPKEYSIG 9386B48A1A693C5C", ROCm/ROCm issue 2362: renewed, not replaced). A key
+# served at the URL that is not this one stops the install before apt trusts it.
+ROCM_KEY_URL = "https://repo.radeon.com/rocm/rocm.gpg.key"
+ROCM_KEY_FINGERPRINT = "CA8BB4727A47B4D09B4EE8969386B48A1A693C5C"
+
+
+def rocm_key_lines(fingerprint: str = ROCM_KEY_FINGERPRINT, url: str = ROCM_KEY_URL) -> list[str]:
+    """Fetch the ROCm key, check its primary key's fingerprint, then write it dearmored to ``$keyring``."""
+    return [
+        "key=$(mktemp)",
+        f'wget -qO "$key" {url}',
+        """fpr=$(gpg --show-keys --with-colons "$key" | awk -F: '$1 == "fpr" {print $10; exit}')""",
+        f'if [ "$fpr" != "{fingerprint}" ]; then',
+        f'  echo "ROCm apt key at {url} has fingerprint ${{fpr:-none}}, not {fingerprint}: not trusted" >&2',
+        "  exit 1",
+        "fi",
+        'gpg --dearmor < "$key" > "$keyring"',
+    ]
+
+
 def amd_driver_script(version: str = AMD_DRIVER_VERSION) -> str:
     """The installer's steps: the reference's (AKS_RDMA amd-driver-installer) with the host's Ubuntu
     codename, the kernel headers, and Microsoft's load sequence; NUMA balancing off. It skips the
@@ -85,7 +108,8 @@ def amd_driver_script(version: str = AMD_DRIVER_VERSION) -> str:
             "fi",
             "apt-get update -y && apt-get install -y wget gnupg",
             "mkdir -p /host/etc/apt/keyrings",
-            "wget -qO - https://repo.radeon.com/rocm/rocm.gpg.key | gpg --dearmor > /host/etc/apt/keyrings/rocm.gpg",
+            "keyring=/host/etc/apt/keyrings/rocm.gpg",
+            *rocm_key_lines(),
             'codename=$(. /host/etc/os-release && echo "$VERSION_CODENAME")',
             'echo "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/amdgpu/$version/ubuntu '
             '$codename main" > /host/etc/apt/sources.list.d/amdgpu.list',

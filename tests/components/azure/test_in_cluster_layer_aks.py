@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
@@ -271,3 +271,71 @@ def test_the_amdgpu_installer_loads_the_driver_as_microsofts_mi300x_guide_does(t
     )
     # The skip no longer asks modinfo for the release number, which the module does not carry.
     assert "modinfo" not in script and "dpkg-query -W -f='${Status}' amdgpu-dkms" in script
+
+
+def _run_key_lines(tmp_path: Path, served: Path, fingerprint: str) -> Any:
+    """The installer's key lines under bash, with ``wget`` answering from ``served`` (a PATH shim)
+    and ``$keyring`` in ``tmp_path``; the real gpg does the rest."""
+    import subprocess
+
+    from components.k8s.aks_amd import rocm_key_lines
+
+    shim = tmp_path / "bin"
+    shim.mkdir(exist_ok=True)
+    (shim / "wget").write_text(f'#!/bin/sh\n# wget -qO FILE URL\ncp {served} "$2"\n')
+    (shim / "wget").chmod(0o755)
+    script = "\n".join(["set -euo pipefail", f"keyring={tmp_path}/rocm.gpg", *rocm_key_lines(fingerprint)])
+    env = {"PATH": f"{shim}:/usr/bin:/bin", "GNUPGHOME": str(tmp_path / "gnupg-verify")}
+    (tmp_path / "gnupg-verify").mkdir(mode=0o700, exist_ok=True)
+    return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, check=False)
+
+
+def _throwaway_key(tmp_path: Path) -> tuple[Path, str]:
+    """An armored public key made here with the real gpg, and its fingerprint."""
+    import subprocess
+
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    env = {"GNUPGHOME": str(home), "PATH": "/usr/bin:/bin"}
+    subprocess.run(
+        ["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "Not AMD <not-amd@example.com>", "ed25519", "sign"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    armored = subprocess.run(["gpg", "--armor", "--export"], env=env, check=True, capture_output=True).stdout
+    key = tmp_path / "served.key"
+    key.write_bytes(armored)
+    listing = subprocess.run(
+        ["gpg", "--with-colons", "--list-keys"], env=env, check=True, capture_output=True, text=True
+    )
+    fpr = next(line.split(":")[9] for line in listing.stdout.splitlines() if line.startswith("fpr:"))
+    return key, fpr
+
+
+def test_a_rocm_key_that_is_not_amds_is_never_trusted(tmp_path: Path) -> None:
+    from components.k8s.aks_amd import ROCM_KEY_FINGERPRINT
+
+    served, fpr = _throwaway_key(tmp_path)
+    done = _run_key_lines(tmp_path, served, ROCM_KEY_FINGERPRINT)
+    assert done.returncode == 1
+    assert f"has fingerprint {fpr}, not {ROCM_KEY_FINGERPRINT}: not trusted" in done.stderr
+    assert not (tmp_path / "rocm.gpg").exists()
+
+
+def test_the_pinned_key_is_written_dearmored_for_apt(tmp_path: Path) -> None:
+    served, fpr = _throwaway_key(tmp_path)
+    done = _run_key_lines(tmp_path, served, fpr)
+    assert done.returncode == 0, done.stderr
+    keyring = (tmp_path / "rocm.gpg").read_bytes()
+    # gpg --dearmor writes the binary packet stream apt's signed-by reads (an OpenPGP public key packet).
+    assert keyring and not keyring.startswith(b"-----BEGIN") and keyring[0] & 0x80
+
+
+def test_the_installer_script_checks_the_key_before_writing_the_repository() -> None:
+    from components.k8s.aks_amd import ROCM_KEY_FINGERPRINT, amd_driver_script
+
+    lines = amd_driver_script().splitlines()
+    check = next(i for i, line in enumerate(lines) if ROCM_KEY_FINGERPRINT in line and line.startswith("if"))
+    repo = next(i for i, line in enumerate(lines) if "sources.list.d/amdgpu.list" in line and line.startswith("echo"))
+    assert check < repo
