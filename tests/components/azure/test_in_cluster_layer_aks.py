@@ -310,6 +310,8 @@ def _throwaway_key(tmp_path: Path) -> tuple[Path, str]:
         ["gpg", "--with-colons", "--list-keys"], env=env, check=True, capture_output=True, text=True
     )
     fpr = next(line.split(":")[9] for line in listing.stdout.splitlines() if line.startswith("fpr:"))
+    # Key generation started a gpg-agent for this home: stop it, so no process outlives the test.
+    subprocess.run(["gpgconf", "--kill", "gpg-agent"], env=env, check=False, capture_output=True)
     return key, fpr
 
 
