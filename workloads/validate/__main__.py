@@ -31,7 +31,7 @@ from pathlib import Path
 from collections.abc import Iterable
 from typing import Any, NoReturn, Sequence
 
-from components.problems import Problem, Problems
+from components.problems import Problem, Problems, output_dir_problem
 from workloads.validate import diff
 from workloads.validate.heartbeat import Heartbeat
 from workloads.validate.verdict import Verdict
@@ -413,6 +413,9 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float, strict: bool = 
         problems.append(f"--nodes {nodes}: allowed 1..8")
     if not 1 <= procs <= 8:
         problems.append(f"--procs-per-node {procs}: allowed 1..8")
+    # Before the phases, not after their minutes: the run directory must be one this user can write.
+    if why := output_dir_problem(out):
+        problems.append(f"--out: {why}")
     if problems:
         print("validate: " + "; ".join(problems), file=sys.stderr)
         return 3

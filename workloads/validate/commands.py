@@ -27,6 +27,7 @@ from typing import Any, Callable
 from components.contract import ClusterOutputs, OutputsError, load_outputs, read_outputs
 from components.image_pins import mirrored
 from components.image_pins import pinned as pinned_ref
+from components.problems import output_dir_problem
 from components.stack_locate import BUNDLED_DIR, STACK_HELP, locate, stack_label
 from components.validation_time import Settings, cost_usd, estimate, fit_budget, search_estimate, total_s
 from workloads.launch import bundle as code_bundle
@@ -468,6 +469,8 @@ def _fill_mirror(image: str, through: str, args: argparse.Namespace, say: Callab
 
 
 def cmd_render(args: argparse.Namespace, say: Callable[[str], None]) -> int:
+    if why := output_dir_problem(args.out):  # before the offline plan that load may run
+        raise CommandError(f"--out: {why}")
     loaded = load(args.stack, args.outputs, allow_plan=True)
     say(f"outputs: {loaded.source}")
     image = job_image(loaded.outputs, args)
