@@ -524,6 +524,10 @@ def _verdict(dest: Path, say: Callable[[str], None]) -> int:
 def cmd_submit(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     loaded = load(args.stack, args.outputs, allow_plan=False)
     outs = loaded.outputs
+    if outs.scheduler.kind == "slurm" and args.here and not shutil.which("sbatch"):  # before anything is written
+        raise CommandError(
+            "--here: sbatch is not on this machine's PATH (allowed: --here on the cluster's login node, else --ssh CMD)"
+        )
     run_id = args.run_id or vjob.new_run_id()
     args = pin_image(outs, args, say)
     r = render_run(outs, args, run_id)
