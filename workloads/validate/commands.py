@@ -1,9 +1,9 @@
 """``render``, ``submit`` and ``status``: validation as a command over a deployed stack's outputs.
 
-    python -m workloads.validate render STACK --out DIR   [--outputs FILE]
-    python -m workloads.validate render STACK --out DIR --job ddp|model-parallel|tasks --job-arg ARG ...
-    python -m workloads.validate submit STACK             [--outputs FILE] [--here | --ssh CMD] ...
-    python -m workloads.validate status STACK             [--outputs FILE] [--here | --ssh CMD]
+    gpu-cluster validate render STACK --out DIR   [--outputs FILE]
+    gpu-cluster validate render STACK --out DIR --job ddp|model-parallel|tasks --job-arg ARG ...
+    gpu-cluster validate submit STACK             [--outputs FILE] [--here | --ssh CMD] ...
+    gpu-cluster validate status STACK             [--outputs FILE] [--here | --ssh CMD]
 
 The outputs come from ``--outputs FILE`` (what ``pulumi stack output --json --show-secrets``
 prints), else from ``pulumi stack output`` itself; ``render`` of a stack whose file is here (a
