@@ -161,6 +161,8 @@ def _plainly(action: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
     def wrap(fn: Callable[..., T]) -> Callable[..., T]:
         @functools.wraps(fn)
         def call(self: KubeApi, *args: Any, **kwargs: Any) -> T:
+            if self.no_credentials:
+                raise ClusterUnreachable(self.no_credentials)
             try:
                 return fn(self, *args, **kwargs)
             except Exception as exc:
@@ -244,13 +246,15 @@ class KubeApi:
                 api_client = config.new_client_from_config_dict(doc, client_configuration=cfg)
         except ConfigException as exc:
             raise ClusterUnreachable(explain(exc, self.server, action="loading the kubeconfig") or str(exc)) from None
-        if said:
-            # The loader logs a failed credential command and goes on with none: every call would
-            # then be refused (401) for a reason the user never sees. Say it now, in one line.
-            raise ClusterUnreachable(
-                f"cluster: the kubeconfig's credential command `{_exec_command(doc)}` failed "
-                f"({'; '.join(said)[:400]}): {_CREDS_HINT}"
-            )
+        # The loader logs a failed credential command and goes on with none: every call would then
+        # be refused (401) for a reason the user never sees. The first call says it, in one line,
+        # before it reaches for the network.
+        self.no_credentials = (
+            f"cluster: the kubeconfig's credential command `{_exec_command(doc)}` failed "
+            f"({'; '.join(said)[:400]}): {_CREDS_HINT}"
+            if said
+            else ""
+        )
         self.server = str(api_client.configuration.host or self.server)
         self._timeout = (connect_timeout_s, read_timeout_s)
         self._core = client.CoreV1Api(api_client)
