@@ -422,13 +422,13 @@ def test_a_capacity_written_as_a_string_says_how_to_write_it(base: Any, written:
     """`capacity: spot` (issue 47 item 5) said only "expected a mapping": it names the mapping to write."""
     obj = base()
     obj["compute"]["capacity"] = written
-    (only,) = problems(obj)
-    assert only.path == "compute.capacity", only
-    assert only.reason.startswith(f"{written!r} is a string; write the capacity as a mapping: {hint} (types: "), only
-    assert written in only.reason.split("(types: ")[1]
+    ((path, reason),) = problems(obj)
+    assert path == "compute.capacity", path
+    assert reason.startswith(f"{written!r} is a string; write the capacity as a mapping: {hint} (types: "), reason
+    assert written in reason.split("(types: ")[1]
     obj["compute"]["capacity"] = "spott"
-    (only,) = problems(obj)
-    assert only.path == "compute.capacity" and "'spott' is not a capacity (allowed: a mapping {type: T}" in only.reason
+    ((path, reason),) = problems(obj)
+    assert path == "compute.capacity" and "'spott' is not a capacity (allowed: a mapping {type: T}" in reason
 
 
 def test_spec_cli_says_how_to_write_a_string_capacity(tmp_path: Path) -> None:
