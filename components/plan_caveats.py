@@ -195,7 +195,8 @@ def installer(spec: ClusterSpec) -> Caveat | None:
 
 def images(spec: ClusterSpec) -> Caveat | None:
     """Kubernetes (EKS, GKE, AKS): what the in-cluster layer still pulls by tag (components/k8s/
-    image_uses.py) and how to pin it, and what it pulls that no pin can name (EKS's managed add-ons).
+    image_uses.py) and how to pin it, and what it pulls that no pin can name (EKS's managed add-ons,
+    AKS's Lustre CSI driver and AMD's cert-manager and KMM). One caveat, each image named once.
     The GKE installer without a digest has its own caveat (it is not planned at all)."""
     if spec.orchestration.kind == "slurm":
         return None
@@ -207,15 +208,24 @@ def images(spec: ClusterSpec) -> Caveat | None:
         return None
     parts = []
     if left:
+        # AKS's pins go into the charts' values and the operators' custom resources, and a pinned
+        # DOCA driver can only be the compiled one (components/k8s/aks.py LAYER_IMAGES).
+        aks = (
+            "; the charts and the NicClusterPolicy/DeviceConfig then pull by those digests (a pinned DOCA driver "
+            "is the compiled image, never a precompiled one)"
+            if spec.orchestration.kind == "aks"
+            else ""
+        )
         parts.append(
             "pulled by tag, which its publisher can move: "
             + "; ".join(f"{u.ref}, {u.what}" for u in left)
             + ". No public source read gives their digests; `gpu-cluster pin STACK` asks each registry and "
             "writes them to the stack's images: (the validation job's image too, which `submit` otherwise "
-            "resolves when it runs)"
+            f"resolves when it runs){aks}"
         )
     parts += theirs
-    return Caveat("images", "; ".join(parts))
+    # Sentences, not "; ": each part lists its images with "; " between them.
+    return Caveat("images", ". ".join(p if i == 0 else p[0].upper() + p[1:] for i, p in enumerate(parts)))
 
 
 def pulls(spec: ClusterSpec) -> Caveat | None:
@@ -241,31 +251,6 @@ def pulls(spec: ClusterSpec) -> Caveat | None:
         f"{ECR_PUBLIC_ANONYMOUS_GB_PER_MONTH} GB a month, not adjustable ({ECR_PUBLIC_QUOTAS}); "
         "orchestration.pull_through_cache: true fetches it once into the account's ECR",
     )
-
-
-def aks_images(spec: ClusterSpec) -> Caveat | None:
-    """AKS: the operators' images still pulled by tag (components/k8s/aks.py LAYER_IMAGES, pinned by
-    `gpu-cluster pin`), and those no pin reaches from here (UNPINNED_IMAGES)."""
-    if spec.cloud != "azure" or spec.orchestration.kind != "aks":
-        return None
-    from components.k8s.aks import UNPINNED_IMAGES
-    from components.k8s.image_uses import layer_image_uses
-
-    operator = "amd" if spec.instance.accelerator.vendor == "amd" else "nvidia"
-    left = unpinned(layer_image_uses(spec), spec.images)
-    never = [f"{what} ({why})" for what, why, op in UNPINNED_IMAGES if op in (None, operator)]
-    parts = []
-    if left:
-        parts.append(
-            "pulled by tag, which its publisher can move: "
-            + "; ".join(f"{u.ref}, {u.what}" for u in left)
-            + ". `gpu-cluster pin STACK` asks each registry and writes the digests to the stack's images:, which "
-            "the charts and the NicClusterPolicy/DeviceConfig then pull by (a pinned DOCA driver is the compiled "
-            "image, never a precompiled one)"
-        )
-    if never:
-        parts.append("by tag, no pin reaches them from this stack: " + "; ".join(never))
-    return Caveat("images", ". ".join(parts)) if parts else None
 
 
 # Where each Kubernetes stack's GPU metrics go (components/gcp/metrics.py, components/azure/metrics.py,
@@ -302,7 +287,6 @@ def caveats(spec: ClusterSpec, outputs: Mapping[str, Any]) -> list[Caveat]:
         zone(spec),
         installer(spec),
         images(spec),
-        aks_images(spec),
         pulls(spec),
         metrics(spec),
     ]

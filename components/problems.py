@@ -21,6 +21,7 @@ pairs keep working. Pure standard library: both sides of the project import it
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -86,6 +87,18 @@ class ProblemsError(ValueError):
 
 # Output paths are checked before any work, on both sides (the plan's --json, a job's --json): a
 # user learns in a second, not after a minute's plan or an hour's job, that the result has nowhere to go.
+def _cannot_write_in(directory: Path) -> str | None:
+    """Why no file can be made in ``directory``, or None: tried, not read from the mode bits (root
+    passes every access check, yet sysfs, a read-only mount or a full quota refuse it the file)."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".gpuc-write-probe-", dir=directory)
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
 def output_dir_problem(path: Path) -> str | None:
     """Why ``path`` cannot become a directory this process writes into, or None. Checked when
     the flags are read, so a job learns before its work, not after it, that its outputs have
@@ -99,8 +112,8 @@ def output_dir_problem(path: Path) -> str | None:
             if probe != path
             else f"{path} exists and is not a directory"
         )
-    if not os.access(probe, os.W_OK | os.X_OK):
-        return f"{path} cannot be written: {probe} is not writable by this user"
+    if why := _cannot_write_in(probe):
+        return f"{path} cannot be written: {probe} is not writable by this user ({why})"
     return None
 
 
@@ -113,6 +126,6 @@ def output_file_problem(path: Path) -> str | None:
     if not parent.is_dir():
         what = "is not a directory" if parent.exists() else "does not exist"
         return f"directory {parent} {what}"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"{path} cannot be written: {parent} is not writable by this user"
+    if why := _cannot_write_in(parent):
+        return f"{path} cannot be written: {parent} is not writable by this user ({why})"
     return None

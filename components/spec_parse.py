@@ -287,8 +287,19 @@ def parse_spec(raw: Any, default_name: str = "gpu", *, deployer_placeholder: boo
 def _parse_capacity(r: _Reader, raw: Any, cloud: str | None, rules: CloudRules | None) -> CapacitySpec | None:
     if raw is None:
         return CapacitySpec(type="on-demand")
-    cap = r.mapping(raw, "compute.capacity", ("type", "id", "placement_group"), required=("type",))
     allowed = CAPACITY_TYPES.get(cloud or "", tuple(sorted({t for ts in CAPACITY_TYPES.values() for t in ts})))
+    if isinstance(raw, str):
+        # `capacity: spot` reads naturally but the capacity is a mapping (it may carry an id): say how to write it.
+        what = f"{{type: {raw}, id: ...}}" if raw in PRE_PLACED else f"{{type: {raw}}}"
+        types = ", ".join(allowed)
+        if raw in allowed:
+            r.bad("compute.capacity", f"{raw!r} is a string; write the capacity as a mapping: {what} (types: {types})")
+        else:
+            r.bad(
+                "compute.capacity", f"{short(raw)} is not a capacity (allowed: a mapping {{type: T}}, T one of {types})"
+            )
+        return None
+    cap = r.mapping(raw, "compute.capacity", ("type", "id", "placement_group"), required=("type",))
     ctype = r.string(cap, "type", "compute.capacity", allowed=allowed)
     if ctype is None:
         return None

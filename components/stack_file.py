@@ -88,7 +88,7 @@ def default_name(stack: str) -> str:
 def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> int:
     """``python -m components.spec STACK``: check a stack file and print the parsed spec."""
     ap = argparse.ArgumentParser(
-        prog="python -m components.spec", description="Check one stack file alone and print what it describes."
+        prog="gpu-cluster spec", description="Check one stack file alone and print what it describes."
     )
     ap.add_argument("stack", help=STACK_HELP)
     args = ap.parse_args(argv)

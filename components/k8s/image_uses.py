@@ -87,6 +87,12 @@ def unpinnable(spec: ClusterSpec) -> list[str]:
             f"the EKS managed add-ons ({', '.join(aws_versions.MANAGED_ADDONS)}) pull the images EKS picks for the add-on "
             "version it installs (EKS keeps them compatible with the control plane)"
         ]
+    if spec.orchestration.kind == "aks":
+        from components.k8s.aks import UNPINNED_IMAGES
+
+        operator = "amd" if spec.instance.accelerator.vendor == "amd" else "nvidia"
+        never = [f"{what} ({why})" for what, why, op in UNPINNED_IMAGES if op in (None, operator)]
+        return ["pulled by tag, and no pin reaches them from this stack: " + "; ".join(never)] if never else []
     return []
 
 

@@ -130,15 +130,19 @@ def render(result: Result, out: TextIO) -> None:
     for p in result.problems:
         print(p.render(), file=out)
     # The checks a Fatal stopped share its reason: it is said once, on the check that met it,
-    # and the rest are named on one line (not the same sentence once per check).
+    # and the rest are named on one line that points at that check (not the same sentence again).
     not_run: dict[str, list[str]] = {}
+    met: dict[str, str] = {}  # a reason said in full -> the check that met it
     for name, why in result.unchecked:
         if why.startswith(NOT_RUN):
             not_run.setdefault(why.removeprefix(NOT_RUN), []).append(name)
         else:
             print(f"could not check {name}: {why}", file=out)
+            met.setdefault(why, name)
     for why, names in not_run.items():
-        print(f"not checked, for the same reason ({why}): {', '.join(names)}", file=out)
+        by = next((name for full, name in met.items() if full.startswith(why)), None)
+        same = f"as {by}" if by is not None else f"({why})"
+        print(f"not checked, for the same reason {same}: {', '.join(names)}", file=out)
     for note in result.notes:
         print(f"note: {note}", file=out)
 

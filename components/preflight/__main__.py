@@ -39,7 +39,7 @@ def main(
     out = out or sys.stdout
     err = err or sys.stderr
     ap = argparse.ArgumentParser(
-        prog="python -m components.preflight", description="Check a stack against the cloud account before `pulumi up`."
+        prog="gpu-cluster preflight", description="Check a stack against the cloud account before `pulumi up`."
     )
     ap.add_argument("stack", help=STACK_HELP)
     ap.add_argument("--project", help="GCP project (default: the stack's gcp:project, then GOOGLE_CLOUD_PROJECT)")

@@ -71,3 +71,17 @@ def test_a_folder_written_as_a_path_is_refused_as_a_folder_naming_its_stacks(tmp
             read_stack_file(given)
         text = err.value.render()
         assert "a folder, not a stack file" in text and "this folder holds Pulumi.mine.yaml" in text, text
+
+
+def test_a_directory_that_refuses_files_is_found_by_trying_not_by_mode_bits(
+    no_planning: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Root passes os.access everywhere; sysfs still refuses it a file. The check tries a file."""
+    from tests.workloads.test_bad_inputs import _read_only_dir
+
+    ro = _read_only_dir()
+    if ro is None:
+        pytest.skip("no directory here refuses this user a file")
+    assert plan.main(["aws-h100-eks", "--json", str(ro / "plan.json")]) == 3
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"gpu-cluster: --json: {ro / 'plan.json'} cannot be written: {ro} is not writable"), line

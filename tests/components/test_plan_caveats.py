@@ -131,3 +131,21 @@ def test_a_kubernetes_plan_names_its_metrics_store_and_says_it_is_unpriced() -> 
     slurm = copy.deepcopy(aws_base())
     slurm["orchestration"] = {"kind": "slurm"}
     assert "metrics" not in _topics(slurm)  # the Slurm stacks have no metrics path yet (docs/day2.md)
+
+
+@pytest.mark.parametrize("stack", ["azure-h100-aks", "azure-mi300x-aks"])
+def test_an_aks_plan_says_its_images_once(stack: str) -> None:
+    """AKS plans printed two overlapping images caveats (issue 47 item 5): now one, naming each
+    image, the way to pin them and what no pin reaches exactly once."""
+    summary, run = plan_stack(stack)
+    images = [c["text"] for c in summary.caveats if c["topic"] == "images"]
+    assert len(images) == 1, images
+    text = images[0]
+    out = io.StringIO()
+    render(summary, run, out)
+    assert out.getvalue().count("    images ") == 1
+    for ref in ("registry.k8s.io/jobset/jobset:v0.12.0", "nvcr.io/nvidia/cloud-native/network-operator:v26.1.0"):
+        assert text.count(ref) == 1, ref
+    for once in ("`gpu-cluster pin STACK`", "NicClusterPolicy/DeviceConfig", "pulled by tag, which", "Managed Lustre"):
+        assert text.count(once) == 1, once
+    assert ("cert-manager" in text) == (stack == "azure-mi300x-aks")

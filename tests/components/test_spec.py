@@ -408,3 +408,38 @@ def test_spec_help_is_help_not_a_stack_name() -> None:
     )
     assert proc.returncode == 0 and proc.stdout.startswith("usage:") and "Traceback" not in proc.stderr
     assert "not found" not in proc.stdout + proc.stderr and "stack" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("base", "written", "hint"),
+    [
+        (aws_base, "spot", "{type: spot}"),
+        (gcp_base, "flex-start", "{type: flex-start}"),
+        (aws_base, "capacity-block", "{type: capacity-block, id: ...}"),
+    ],
+)
+def test_a_capacity_written_as_a_string_says_how_to_write_it(base: Any, written: str, hint: str) -> None:
+    """`capacity: spot` (issue 47 item 5) said only "expected a mapping": it names the mapping to write."""
+    obj = base()
+    obj["compute"]["capacity"] = written
+    ((path, reason),) = problems(obj)
+    assert path == "compute.capacity", path
+    assert reason.startswith(f"{written!r} is a string; write the capacity as a mapping: {hint} (types: "), reason
+    assert written in reason.split("(types: ")[1]
+    obj["compute"]["capacity"] = "spott"
+    ((path, reason),) = problems(obj)
+    assert path == "compute.capacity" and "'spott' is not a capacity (allowed: a mapping {type: T}" in reason
+
+
+def test_spec_cli_says_how_to_write_a_string_capacity(tmp_path: Path) -> None:
+    obj = aws_base()
+    obj["compute"]["capacity"] = "spot"
+    proc = subprocess.run(
+        [sys.executable, "-m", "components.spec", str(_write_stack(tmp_path, obj))],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "compute.capacity: 'spot' is a string; write the capacity as a mapping: {type: spot}" in proc.stderr

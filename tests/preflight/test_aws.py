@@ -451,11 +451,11 @@ def test_no_credentials_is_could_not_check(
     code, out, _ = run_cli(write_stack, cluster(), [])
     assert code == 3
     assert out.startswith("could not check AWS credentials: no AWS credentials found")
-    # The reason once (first-hour bug, issue 26: it was repeated for each of the 8 checks), then
-    # the checks it kept from running, on one line.
-    assert out.count("no AWS credentials found") == 2, out
+    # The reason once (first-hour bug, issue 26: it was repeated for each of the 8 checks; issue 47:
+    # then twice, in full on the rest's line too), then the checks it kept from running, on one line.
+    assert out.count("no AWS credentials found") == 1 and out.count("aws sso login") == 1, out
     (rest,) = [ln for ln in out.splitlines() if ln.startswith("not checked, for the same reason")]
-    assert rest.startswith("not checked, for the same reason (no AWS credentials found")
+    assert rest.startswith("not checked, for the same reason as AWS credentials: "), rest
     assert "S3 buckets" in rest and "deployer ranges" in rest and "AWS credentials" not in rest.split(":", 1)[1]
 
 

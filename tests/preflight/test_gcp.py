@@ -332,7 +332,8 @@ def test_credentials_the_api_refuses_stop_the_run(write_stack: Callable[..., str
         "could not check APIs enabled: Google refused the credentials on serviceusage services.batchGet"
     )
     (rest,) = [ln for ln in out.splitlines() if ln.startswith("not checked, for the same reason")]
-    assert rest.startswith("not checked, for the same reason (Google refused the credentials") and "GPU quota" in rest
+    assert rest.startswith("not checked, for the same reason as APIs enabled: ") and "GPU quota" in rest
+    assert out.count("Google refused the credentials") == 1, out
     assert "could not check GPU quota" not in out
 
 

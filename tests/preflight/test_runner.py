@@ -57,7 +57,8 @@ def test_the_preflight_imports_no_pulumi() -> None:
 
 
 def test_the_reason_a_fatal_stopped_the_rest_is_said_once() -> None:
-    """First-hour bug (issue 26): the missing-credentials reason printed once per check."""
+    """First-hour bug (issue 26): the missing-credentials reason printed once per check; and then
+    twice, the rest's line repeating it (issue 47 item 5): the rest now point at the check."""
     from components.preflight import render
 
     def fatal(_: Context) -> list[Problem]:
@@ -69,5 +70,5 @@ def test_the_reason_a_fatal_stopped_the_rest_is_said_once() -> None:
     render(r, out)
     assert out.getvalue().splitlines() == [
         "could not check credentials: no AWS credentials found; set AWS_PROFILE",
-        "not checked, for the same reason (no AWS credentials found): zone, quota, bucket",
+        "not checked, for the same reason as credentials: zone, quota, bucket",
     ]

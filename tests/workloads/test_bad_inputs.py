@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +19,7 @@ from tests.workloads.nccl_fabricate import curve, nccl_tests_log
 from workloads.runtime.flags import EXIT_USAGE
 from workloads.validate.__main__ import main as validate_main
 
+REPO = Path(__file__).resolve().parents[2]
 NOT_UTF8 = b"\xff\xfe\x00\x81 not text"
 
 
@@ -164,3 +167,34 @@ def test_the_jobs_refuse_bad_files_in_one_line_before_any_work(
         o, err = capsys.readouterr()
         assert code == EXIT_USAGE and "Traceback" not in o + err, (entry.__module__, argv, o[-500:], err[-2000:])
         assert said in err and all(": " in line for line in err.strip().splitlines()), (argv, err)
+
+
+def _unwritable_outs(tmp: Path) -> list[tuple[Path, str]]:
+    """Run directories that cannot be written, root or not: under a file, a file, and (where
+    this machine has one) inside a directory that refuses new files."""
+    a_file = tmp / "a-file"
+    a_file.write_text("x")
+    cases = [(a_file / "run", f"{a_file} is not a directory"), (a_file, "exists and is not a directory")]
+    ro = _read_only_dir()
+    if ro is not None:
+        cases.append((ro / "run", f"{ro} is not writable by this user"))
+    return cases
+
+
+@pytest.mark.parametrize("command", [["render", "aws-h100-eks"], ["--local"]], ids=["render", "local"])
+def test_validate_refuses_an_unwritable_out_before_any_work(tmp_path: Path, command: list[str]) -> None:
+    """Issue 47 item 4: `validate render --out` and `validate --local --out` to a path that cannot
+    be written stop in one line naming the path, exit 3, before the plan or the phases (nothing on
+    stdout, where both say their first step)."""
+    for out, said in _unwritable_outs(tmp_path):
+        done = subprocess.run(
+            [sys.executable, "-m", "workloads.validate", *command, "--out", str(out)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
+        assert len(lines) == 1 and f"--out: {out}" in lines[0] and said in lines[0], lines
+        assert done.stdout == "", done.stdout

@@ -249,3 +249,57 @@ def test_the_command_line_prints_no_traceback(tmp_path: Path, answering: tuple[i
     assert done.returncode == 3, done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert done.stderr.startswith("validate status: cluster: ")
+
+
+def _exec_outputs(tmp_path: Path, server: str, command: list[str]) -> Path:
+    """Outputs whose kubeconfig gets its token from a credential command, as EKS's, GKE's and AKS's do."""
+    path = _outputs_file(tmp_path, server)
+    outs = json.loads(path.read_text(encoding="utf-8"))
+    doc = yaml.safe_load(outs["access"]["kubeconfig"])
+    api = "client.authentication.k8s.io/v1beta1"
+    doc["users"][0]["user"] = {"exec": {"apiVersion": api, "command": command[0], "args": command[1:]}}
+    outs["access"]["kubeconfig"] = yaml.safe_dump(doc)
+    path.write_text(json.dumps(outs), encoding="utf-8")
+    return path
+
+
+def _validate(argv: list[str], *, configure_logging: bool = False) -> subprocess.CompletedProcess[str]:
+    # configure_logging: a process that has configured logging (a user's wrapper, or the client's
+    # own first logging.error), where urllib3's retry warnings would print.
+    setup = "import logging; logging.basicConfig(); " if configure_logging else ""
+    code = f"{setup}import sys; from workloads.validate.__main__ import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_a_failing_credential_command_is_our_one_line_not_the_clients_log(tmp_path: Path, closed_port: str) -> None:
+    """Issue 47 item 5: the client logged `ERROR:root:exec: ...` and urllib3's `Retrying (...)`
+    before our line. Now the credential command's failure is the one line, naming the command."""
+    fail = [sys.executable, "-c", "import sys; sys.stderr.write('Unable to locate credentials\\n'); sys.exit(255)"]
+    outputs = _exec_outputs(tmp_path, closed_port, fail)
+    submit = ["submit", STACK, "--outputs", str(outputs), "--image", IMAGE, "--fetch-to", str(tmp_path / "back")]
+    for argv in (["status", STACK, "--outputs", str(outputs)], submit):
+        done = _validate(argv)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 3 and len(lines) == 1, done.stderr
+        assert lines[0].startswith(
+            f"validate {argv[0]}: cluster: the kubeconfig's credential command `{sys.executable} -c"
+        ), lines
+        assert "Unable to locate credentials" in lines[0] and "refresh the credentials" in lines[0]
+
+
+def test_an_unreachable_api_is_one_line_where_logging_is_configured(tmp_path: Path, closed_port: str) -> None:
+    token = json.dumps(
+        {"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential", "status": {"token": "t"}}
+    )
+    outputs = _exec_outputs(tmp_path, closed_port, [sys.executable, "-c", f"print({token!r})"])
+    done = _validate(["status", STACK, "--outputs", str(outputs)], configure_logging=True)
+    assert done.returncode == 3 and "Retrying" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("validate status: cluster: nothing accepts connections"), lines

@@ -437,7 +437,7 @@ def print_report(rep: GateReport, out: Any = sys.stdout) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m workloads.health.node_gate", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="gpu-cluster node-gate", description=__doc__.split("\n\n")[0])
     ap.add_argument("--instance-type")
     ap.add_argument("--gemm-seconds", type=float)
     ap.add_argument("--gemm-size", type=int)

@@ -1,6 +1,6 @@
 """A user's job, in one of the three sharding patterns, onto a deployed stack.
 
-    python -m workloads.validate render STACK --out DIR --job ddp|model-parallel|tasks --job-arg ARG ...
+    gpu-cluster validate render STACK --out DIR --job ddp|model-parallel|tasks --job-arg ARG ...
 
 The same launcher model as the validation job (:mod:`workloads.launch.job`): one torchrun per
 node, the c10d rendezvous, the job's code carried by the job, and the fabric's wiring from the

@@ -246,7 +246,7 @@ def write_synthetic(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m workloads.train.data", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="gpu-cluster data", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("write-synthetic", help="write synthetic token shards atomically")
     w.add_argument("--out", required=True, help="directory to write the shards into")

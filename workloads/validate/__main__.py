@@ -1,14 +1,17 @@
 """Post-provision validation: is this cluster healthy and as fast as it should be, and if not, which node?
 
-    python -m workloads.validate submit STACK [--outputs FILE] [--here|--ssh CMD]   (run it on a deployed stack)
-    python -m workloads.validate render STACK --out DIR [--outputs FILE]            (what submit would submit)
-    python -m workloads.validate rehearse STACK [--outputs FILE]                    (run the rendered job here, to its first collective)
-    python -m workloads.validate status STACK [--outputs FILE]                      (the GPU nodes and their state)
+    gpu-cluster validate submit STACK [--outputs FILE] [--here|--ssh CMD]   (run it on a deployed stack)
+    gpu-cluster validate render STACK --out DIR [--outputs FILE]            (what submit would submit)
+    gpu-cluster validate rehearse STACK [--outputs FILE]                    (run the rendered job here, to its first collective)
+    gpu-cluster validate status STACK [--outputs FILE]                      (the GPU nodes and their state)
     python -m workloads.validate run   --out DIR [--phase main|fabric] [--instance-type T]   (every rank, under torchrun)
     python -m workloads.validate judge --out DIR [--instance-type T] [--nodes a,b] [--drain]  (once, after the phases)
     python -m workloads.validate pair-search --out DIR [--nodes a,b,c] -- RUN_ARGS...      (after a hang: one srun step per pair)
-    python -m workloads.validate judge --nccl-tests FILE... --instance-type T --nodes N [--out DIR]  (nccl-tests output)
-    python -m workloads.validate --local [--out DIR] [--nodes 2] [--procs-per-node 2]       (the whole flow on this machine)
+    gpu-cluster validate judge --nccl-tests FILE... --instance-type T --nodes N [--out DIR]  (nccl-tests output)
+    gpu-cluster validate --local [--out DIR] [--nodes 2] [--procs-per-node 2]       (the whole flow on this machine)
+
+run, judge --out and pair-search are the job's own steps: the job carries this code, not the
+``gpu-cluster`` command, so they are ``python -m workloads.validate`` (the same parser).
 
 Exit codes, as Nagios-style checks use: 0 pass, 1 warn, 2 fail, 3 could not run.
 """
@@ -31,7 +34,7 @@ from pathlib import Path
 from collections.abc import Iterable
 from typing import Any, NoReturn, Sequence
 
-from components.problems import Problem, Problems
+from components.problems import Problem, Problems, output_dir_problem
 from workloads.validate import diff
 from workloads.validate.heartbeat import Heartbeat
 from workloads.validate.verdict import Verdict
@@ -61,7 +64,7 @@ _PAIR_JOB = re.compile(r"[A-Za-z0-9._-]+\+[A-Za-z0-9._-]+")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="python -m workloads.validate", description=__doc__.split("\n\n")[0])
+    ap = _Parser(prog="gpu-cluster validate", description=__doc__.split("\n\n")[0])
     ap.add_argument("--local", action="store_true", help="run the whole flow on this machine's CPUs (gloo)")
     ap.add_argument("--out", type=Path, help="run directory (shared storage in a cluster)")
     ap.add_argument("--nodes", type=int, default=2, help="--local: simulated nodes (default 2)")
@@ -413,6 +416,9 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float, strict: bool = 
         problems.append(f"--nodes {nodes}: allowed 1..8")
     if not 1 <= procs <= 8:
         problems.append(f"--procs-per-node {procs}: allowed 1..8")
+    # Before the phases, not after their minutes: the run directory must be one this user can write.
+    if why := output_dir_problem(out):
+        problems.append(f"--out: {why}")
     if problems:
         print("validate: " + "; ".join(problems), file=sys.stderr)
         return 3

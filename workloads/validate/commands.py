@@ -1,9 +1,9 @@
 """``render``, ``submit`` and ``status``: validation as a command over a deployed stack's outputs.
 
-    python -m workloads.validate render STACK --out DIR   [--outputs FILE]
-    python -m workloads.validate render STACK --out DIR --job ddp|model-parallel|tasks --job-arg ARG ...
-    python -m workloads.validate submit STACK             [--outputs FILE] [--here | --ssh CMD] ...
-    python -m workloads.validate status STACK             [--outputs FILE] [--here | --ssh CMD]
+    gpu-cluster validate render STACK --out DIR   [--outputs FILE]
+    gpu-cluster validate render STACK --out DIR --job ddp|model-parallel|tasks --job-arg ARG ...
+    gpu-cluster validate submit STACK             [--outputs FILE] [--here | --ssh CMD] ...
+    gpu-cluster validate status STACK             [--outputs FILE] [--here | --ssh CMD]
 
 The outputs come from ``--outputs FILE`` (what ``pulumi stack output --json --show-secrets``
 prints), else from ``pulumi stack output`` itself; ``render`` of a stack whose file is here (a
@@ -27,6 +27,7 @@ from typing import Any, Callable
 from components.contract import ClusterOutputs, OutputsError, load_outputs, read_outputs
 from components.image_pins import mirrored
 from components.image_pins import pinned as pinned_ref
+from components.problems import output_dir_problem
 from components.stack_locate import BUNDLED_DIR, STACK_HELP, locate, stack_label
 from components.validation_time import Settings, cost_usd, estimate, fit_budget, search_estimate, total_s
 from workloads.launch import bundle as code_bundle
@@ -468,6 +469,8 @@ def _fill_mirror(image: str, through: str, args: argparse.Namespace, say: Callab
 
 
 def cmd_render(args: argparse.Namespace, say: Callable[[str], None]) -> int:
+    if why := output_dir_problem(args.out):  # before the offline plan that load may run
+        raise CommandError(f"--out: {why}")
     loaded = load(args.stack, args.outputs, allow_plan=True)
     say(f"outputs: {loaded.source}")
     image = job_image(loaded.outputs, args)
@@ -521,6 +524,10 @@ def _verdict(dest: Path, say: Callable[[str], None]) -> int:
 def cmd_submit(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     loaded = load(args.stack, args.outputs, allow_plan=False)
     outs = loaded.outputs
+    if outs.scheduler.kind == "slurm" and args.here and not shutil.which("sbatch"):  # before anything is written
+        raise CommandError(
+            "--here: sbatch is not on this machine's PATH (allowed: --here on the cluster's login node, else --ssh CMD)"
+        )
     run_id = args.run_id or vjob.new_run_id()
     args = pin_image(outs, args, say)
     r = render_run(outs, args, run_id)

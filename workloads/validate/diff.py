@@ -1,6 +1,6 @@
 """What changed between two validation runs of a cluster: the software stack, the figures, the nodes.
 
-    python -m workloads.validate diff OLD/report.json NEW/report.json [--threshold 0.10] [--update]
+    gpu-cluster validate diff OLD/report.json NEW/report.json [--threshold 0.10] [--update]
 
 A rebuild that got slower (a new driver, a new NCCL plugin) shows as a figure whose ratio
 new/old fell, next to the version that changed. Exit codes, as the judge's: 0 nothing regressed

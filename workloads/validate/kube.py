@@ -9,7 +9,9 @@ check the path down to the objects without an API server.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -160,6 +162,8 @@ def _plainly(action: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
     def wrap(fn: Callable[..., T]) -> Callable[..., T]:
         @functools.wraps(fn)
         def call(self: KubeApi, *args: Any, **kwargs: Any) -> T:
+            if self.no_credentials:
+                raise ClusterUnreachable(self.no_credentials)
             try:
                 return fn(self, *args, **kwargs)
             except Exception as exc:
@@ -171,6 +175,56 @@ def _plainly(action: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
         return call
 
     return wrap
+
+
+class _Hold(logging.Filter):
+    """Keeps the records it is given (the kubeconfig loader's root-logger errors) from every handler."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            self.held.append(" ".join(record.getMessage().split()))
+        return False
+
+
+@contextlib.contextmanager
+def _loader_logs() -> Iterator[list[str]]:
+    """What the kubernetes client logs while it loads a kubeconfig, held instead of printed. Its
+    loader reports a failed exec credential plugin with ``logging.error`` on the root logger, which
+    configures logging for the whole process when nothing has (so every later urllib3 warning
+    printed too) and then loads on without credentials: the user saw its raw lines before ours."""
+    root = logging.getLogger()
+    hold, quiet = _Hold(), logging.NullHandler()
+    root.addFilter(hold)
+    root.addHandler(quiet)  # logging.error() calls basicConfig() on a root with no handler
+    try:
+        yield hold.held
+    finally:
+        root.removeHandler(quiet)
+        root.removeFilter(hold)
+
+
+class _NoRetryWarnings(logging.Filter):
+    """urllib3's "Retrying (...)" warning: the client retries once, and the failure that follows is
+    said in one line (:func:`explain`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Retrying ")
+
+
+_NO_RETRY_WARNINGS = _NoRetryWarnings()
+
+
+def _exec_command(doc: Any) -> str:
+    """The kubeconfig's credential command as a person would type it (``aws eks get-token``)."""
+    for user in (doc or {}).get("users") or []:
+        exec_ = ((user or {}).get("user") or {}).get("exec") or {}
+        if exec_.get("command"):
+            return " ".join([str(exec_["command"]), *(str(a) for a in (exec_.get("args") or [])[:2])])
+    return "its exec plugin"
 
 
 class KubeApi:
@@ -187,10 +241,21 @@ class KubeApi:
         self.server = str((clusters[0].get("cluster") or {}).get("server", "?"))
         cfg = client.Configuration()
         cfg.retries = 1
+        logging.getLogger("urllib3.connectionpool").addFilter(_NO_RETRY_WARNINGS)  # once: a set of filters
         try:
-            api_client = config.new_client_from_config_dict(doc, client_configuration=cfg)
+            with _loader_logs() as said:
+                api_client = config.new_client_from_config_dict(doc, client_configuration=cfg)
         except ConfigException as exc:
             raise ClusterUnreachable(explain(exc, self.server, action="loading the kubeconfig") or str(exc)) from None
+        # The loader logs a failed credential command and goes on with none: every call would then
+        # be refused (401) for a reason the user never sees. The first call says it, in one line,
+        # before it reaches for the network.
+        self.no_credentials = (
+            f"cluster: the kubeconfig's credential command `{_exec_command(doc)}` failed "
+            f"({'; '.join(said)[:400]}): {_CREDS_HINT}"
+            if said
+            else ""
+        )
         self.server = str(api_client.configuration.host or self.server)
         self._timeout = (connect_timeout_s, read_timeout_s)
         self._core = client.CoreV1Api(api_client)

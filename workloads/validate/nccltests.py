@@ -1,6 +1,6 @@
 """Judge the printed output of NVIDIA nccl-tests or ROCm rccl-tests with the validation job's floors.
 
-    python -m workloads.validate judge --nccl-tests FILE... --instance-type TYPE --nodes N [--out DIR]
+    gpu-cluster validate judge --nccl-tests FILE... --instance-type TYPE --nodes N [--out DIR]
 
 Users who already run ``all_reduce_perf`` get the same verdict and report as the bundled job. The
 parser reads what those binaries print (``src/common.cu``): the parameter line (``nThread .. nGpus ..

@@ -1,6 +1,6 @@
 """``validate rehearse STACK``: run the stack's rendered job on this machine, under what it declares.
 
-    python -m workloads.validate rehearse STACK [--outputs FILE] [--image REF] [--python PATH]
+    gpu-cluster validate rehearse STACK [--outputs FILE] [--image REF] [--python PATH]
                                                 [--image-python PATH] [--ranks 2]
 
 The job is rendered exactly as ``render`` renders it (one node), then its own entry command runs

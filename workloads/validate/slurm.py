@@ -25,6 +25,8 @@ from workloads.validate.archive import REPORT_FILES
 TERMINAL = frozenset(
     {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
 )
+# The exit status the submit command takes where sbatch is not found (not 127, which any missing command gives).
+_NO_SBATCH = 97
 _STATUS_FILE = re.compile(r"^(?:main|fabric)-(?P<node>.+)-r\d+\.json$")
 
 
@@ -105,9 +107,19 @@ class SlurmJob:
     def submit(cls, shell: Shell, run_dir: str, script: str) -> SlurmJob:
         q = shlex.quote
         path = f"{run_dir}/validate.sbatch"
+        # sbatch is looked for before the run directory is made on the shared file system.
+        command = f"mkdir -p {q(run_dir)} && cat > {q(path)} && sbatch --parsable {q(path)}"
         done = shell.run(
-            f"mkdir -p {q(run_dir)} && cat > {q(path)} && sbatch --parsable {q(path)}", stdin=script.encode()
+            f"command -v sbatch >/dev/null || exit {_NO_SBATCH}; {command}", stdin=script.encode(), check=False
         )
+        if done.returncode == _NO_SBATCH:
+            where = "this machine" if not shell.prefix else f"the login node ({' '.join(shell.prefix)[:80]})"
+            raise SchedulerError(
+                f"sbatch is not on the PATH of {where}; nothing was written (allowed: a Slurm login node)"
+            )
+        if done.returncode != 0:
+            err = (done.stderr or done.stdout).decode(errors="replace").strip()
+            raise SchedulerError(f"`{command[:160]}` failed (exit {done.returncode}): {err[-600:]}")
         first = done.stdout.decode().strip().splitlines()[:1]
         job = first[0].split(";", 1)[0] if first else ""
         if not job.isdigit():
