@@ -27,8 +27,6 @@ from components.spec_model import (
     ORCHESTRATORS,
     PRE_PLACED,
     RULES_RAN,
-    SSH_KEY,
-    SSH_KEY_PLACEHOLDER,
     SUPPORTED_CLOUDS,
     Capacity,
     CapacitySpec,
@@ -40,6 +38,7 @@ from components.spec_model import (
     OrchestrationSpec,
     StorageSpec,
 )
+from components.spec_access import ssh_public_key
 from components.spec_reader import SpecError, _Reader, short
 from components.spec_security import parse_security
 
@@ -562,7 +561,7 @@ def _parse_orchestration(
     if key_name is not None and (cloud != "aws" or kind != "slurm"):
         r.bad("orchestration.ssh_key_name", "only applies to slurm on aws (the AWS PCS login nodes' key pair)")
         key_name = None
-    ssh_key = _ssh_public_key(r, o, cloud, kind, placeholder)
+    ssh_key = ssh_public_key(r, o, cloud, kind, placeholder)
     cache = o.get("pull_through_cache", False)
     if not isinstance(cache, bool):
         r.bad("orchestration.pull_through_cache", f"expected true or false, got {short(cache)}")
@@ -620,21 +619,6 @@ def _parse_orchestration(
         ssh_public_key=ssh_key,
         pull_through_cache=cache,
     )
-
-
-def _ssh_public_key(
-    r: _Reader, o: Mapping[str, Any], cloud: str | None, kind: str | None, placeholder: bool
-) -> str | None:
-    key = r.string(o, "ssh_public_key", "orchestration", pattern=SSH_KEY, hint="an OpenSSH public key line")
-    if (cloud, kind) != ("azure", "slurm"):
-        if key is not None:
-            r.bad("orchestration.ssh_public_key", "only applies to slurm on azure (the controller's and nodes' key)")
-        return None
-    if key is None and "ssh_public_key" not in o:
-        if placeholder:
-            return SSH_KEY_PLACEHOLDER
-        r.bad("orchestration.ssh_public_key", "required for slurm on azure (allowed: an OpenSSH public key line)")
-    return key
 
 
 def _parse_tags(r: _Reader, raw: Any, rules: CloudRules | None) -> dict[str, str]:
