@@ -32,7 +32,7 @@ from typing import Any
 from components.engine import OfflineRun, Recorded
 from tests.components.azure.checkov_compute import COMPUTE
 
-AZURE_STACKS = ("azure-h100-aks", "azure-mi300x-aks")
+AZURE_STACKS = ("azure-h100-aks", "azure-mi300x-aks", "azure-h100-slurm")
 CRITICAL_ADDONS_TAINT = "CriticalAddonsOnly=true:NoSchedule"
 
 Values = dict[str, Any]
