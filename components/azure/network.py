@@ -103,8 +103,10 @@ class Network(pulumi.ComponentResource):
         self.bastion = None
         if spec.orchestration.kind == "slurm":
             # Bastion's subnet must be named AzureBastionSubnet (AddressPlan.bastion). No NSG and no NAT:
-            # an NSG there must carry Bastion's own list of rules (learn.microsoft.com/azure/bastion/
-            # bastion-nsg, not re-read this session), and Bastion reaches the VMs over the VNet only.
+            # an NSG there is optional and must carry all of Bastion's own rules, the first HTTPS in from
+            # Internet (learn.microsoft.com/azure/bastion/bastion-nsg, azure-docs 529fe12), and Bastion
+            # reaches the VMs over the VNet only. Checkov's CKV2_AZURE_31 is excepted with the reason
+            # (policies/checkov-azure-exceptions.yaml).
             self.bastion = azure.network.Subnet(
                 f"{name}-bastion",
                 subnet_name=BASTION_SUBNET,

@@ -153,6 +153,14 @@ class SlurmOrchestration(pulumi.ComponentResource):
                 admin_username=ADMIN_USER,
                 linux_configuration=_linux(args.ssh_public_key),
                 custom_data=pulumi.Output.from_input(args.lustre_mgs).apply(lambda m: controller_script(lay, str(m))),
+                # No extension operations (Checkov CKV_AZURE_50): the stack installs none (cloud-init's
+                # custom data does the setup), and "this may only be set to False when no extensions are
+                # present on the virtual machine" (OSProfile.allowExtensionOperations, learn.microsoft.com/
+                # dotnet/api/microsoft.azure.management.compute.models.osprofile.allowextensionoperations).
+                # So nobody with extension write on the VM runs code as root on the login node through
+                # ARM; the cost is that no extension (e.g. a policy-deployed Azure Monitor Agent) can be
+                # added to it without turning this back on.
+                allow_extension_operations=False,
             ),
             storage_profile=azure.compute.StorageProfileArgs(
                 image_reference=_image(),
@@ -245,6 +253,9 @@ class SlurmOrchestration(pulumi.ComponentResource):
                         )
                     ]
                 ),
+                # No securityProfile.encryptionAtHost: as for the AKS GPU pool (orchestration_aks.py), the
+                # ND size pages list no such support and it is create-time only; Checkov's CKV_AZURE_97 is
+                # excepted with that reason (policies/checkov-azure-exceptions.yaml).
                 priority="Spot" if spot else None,
                 eviction_policy=SPOT_EVICTION if spot else None,
             ),

@@ -14,8 +14,8 @@ tests/components/aws/test_checkov_plan.py, does for bucket versioning).
 Unknown ARM properties are dropped, never guessed at: a check whose attribute the translation does
 not write sees the azurerm default, which is what a property the program leaves unset gets too.
 
-``python -m tests.components.azure.checkov_plan`` prints every Azure check's result over both
-bundled Azure stacks (the figures in the issue-35 note).
+``python -m tests.components.azure.checkov_plan`` prints every Azure check's result over the
+bundled Azure stacks (the figures in the issue-35 note, and the Slurm stack's).
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from components.engine import OfflineRun, Recorded
+from tests.components.azure.checkov_compute import COMPUTE
 
-AZURE_STACKS = ("azure-h100-aks", "azure-mi300x-aks")
+AZURE_STACKS = ("azure-h100-aks", "azure-mi300x-aks", "azure-h100-slurm")
 CRITICAL_ADDONS_TAINT = "CriticalAddonsOnly=true:NoSchedule"
 
 Values = dict[str, Any]
@@ -354,8 +355,15 @@ SIMPLE: dict[str, tuple[str, Callable[[Mapping[str, Any]], Values]]] = {
         ),
     ),
 }
+SIMPLE.update(COMPUTE)  # the Slurm stack's VMs, scale set, NIC and Bastion (checkov_compute.py)
 BLOB_SERVICE = "azure-native:storage:BlobServiceProperties"
 STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
+
+
+def unmapped(runs: Iterable[OfflineRun]) -> set[str]:
+    """The azure-native resource types the runs declare that the translation does not know."""
+    known = set(SIMPLE) | {BLOB_SERVICE, STORAGE_ACCOUNT}
+    return {r.type for run in runs for r in run.resources if r.type.startswith("azure-native:")} - known
 
 
 def _address(tf: str, name: str) -> str:
@@ -487,7 +495,9 @@ def summary(report: Mapping[str, Any], stacks: Iterable[str]) -> list[str]:
     """Per stack, the Azure checks that failed (each with the resources) and the count that passed."""
     lines = []
     for stack in stacks:
-        prefix = stack.split("-", 1)[1].rsplit("-", 1)[0] + "-"  # azure-h100-aks -> h100-
+        # A bundled Azure stack's cluster is named as the stack without its cloud (azure-h100-aks ->
+        # h100-aks), and every resource name starts with it.
+        prefix = stack.removeprefix("azure-") + "-"
         mine = lambda rows: sorted((c, r) for c, r in rows if r.split(".", 1)[1].startswith(prefix.replace("-", "_")))  # noqa: E731
         failed, passed = mine(results(report, "failed_checks")), mine(results(report, "passed_checks"))
         ids = sorted({c for c, _ in failed}, key=lambda c: (c.startswith("CKV2"), int(c.rsplit("_", 1)[1])))
@@ -504,7 +514,9 @@ def main() -> int:
     from tests.checkov_venv import checkov_exe
     from tests.components.aws._offline import run
 
-    plan = terraform_plan(run(stack)[0] for stack in AZURE_STACKS)
+    runs = [run(stack)[0] for stack in AZURE_STACKS]
+    print("unmapped:", sorted(unmapped(runs)))
+    plan = terraform_plan(runs)
     with tempfile.TemporaryDirectory() as tmp:
         report = scan(checkov_exe(), plan, Path(tmp))
     print("\n".join(summary(report, AZURE_STACKS)))
@@ -515,4 +527,4 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["AZURE_STACKS", "Recorded", "results", "scan", "summary", "terraform_plan"]
+__all__ = ["AZURE_STACKS", "Recorded", "results", "scan", "summary", "terraform_plan", "unmapped"]
