@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 # Importing a domain module declares its rules (in this order) into policies.core.RULES.
-from policies import compute, storage, network, identity, clusters, workloads, topology, azure  # noqa: F401
+from policies import compute, storage, network, identity, clusters, workloads, topology, azure, azure_vms  # noqa: F401
 from policies.core import (
     AWS_LAUNCH_TEMPLATES,
     CONTEXT_CONFIG_SCHEMA,

@@ -881,6 +881,80 @@ def azure_program() -> None:
     azure.storagecache.AmlFilesystem("amlfs-ok", opts=pulumi.ResourceOptions(protect=True), **lustre)  # type: ignore[arg-type]
     azure.storagecache.AmlFilesystem("amlfs-bad", **lustre)  # type: ignore[arg-type]
     _azure_issue35(rg)
+    _azure_vms(rg)
+
+
+def _azure_vms(rg: str) -> None:
+    """What the VM rules check (policies/azure_vms.py): keys-only Linux VMs and scale sets, a VM
+    with extensions off, NICs without a public address; and each broken."""
+    c, n = azure.compute, azure.network
+    keys = c.LinuxConfigurationArgs(
+        disable_password_authentication=True,
+        ssh=c.SshConfigurationArgs(public_keys=[c.SshPublicKeyArgs(key_data="ssh-ed25519 AAAA k", path="/k")]),
+    )
+    c.VirtualMachine(
+        "vm-ok",
+        resource_group_name=rg,
+        os_profile=c.OSProfileArgs(admin_username="u", linux_configuration=keys, allow_extension_operations=False),
+    )
+    c.VirtualMachine(
+        "vm-password",
+        resource_group_name=rg,
+        os_profile=c.OSProfileArgs(
+            admin_username="u",
+            admin_password="not-a-real-one",
+            linux_configuration=c.LinuxConfigurationArgs(disable_password_authentication=False),
+        ),
+    )
+    c.VirtualMachineScaleSet(
+        "vmss-ok",
+        resource_group_name=rg,
+        virtual_machine_profile=c.VirtualMachineScaleSetVMProfileArgs(
+            os_profile=c.VirtualMachineScaleSetOSProfileArgs(admin_username="u", linux_configuration=keys),
+            network_profile=c.VirtualMachineScaleSetNetworkProfileArgs(
+                network_interface_configurations=[
+                    c.VirtualMachineScaleSetNetworkConfigurationArgs(
+                        name="eth0",
+                        ip_configurations=[c.VirtualMachineScaleSetIPConfigurationArgs(name="ipconfig")],
+                    )
+                ]
+            ),
+        ),
+    )
+    c.VirtualMachineScaleSet(
+        "vmss-public",
+        resource_group_name=rg,
+        virtual_machine_profile=c.VirtualMachineScaleSetVMProfileArgs(
+            os_profile=c.VirtualMachineScaleSetOSProfileArgs(
+                admin_username="u", linux_configuration=c.LinuxConfigurationArgs(disable_password_authentication=True)
+            ),
+            network_profile=c.VirtualMachineScaleSetNetworkProfileArgs(
+                network_interface_configurations=[
+                    c.VirtualMachineScaleSetNetworkConfigurationArgs(
+                        name="eth0",
+                        ip_configurations=[
+                            c.VirtualMachineScaleSetIPConfigurationArgs(
+                                name="ipconfig",
+                                public_ip_address_configuration=c.VirtualMachineScaleSetPublicIPAddressConfigurationArgs(
+                                    name="pip"
+                                ),
+                            )
+                        ],
+                    )
+                ]
+            ),
+        ),
+    )
+    n.NetworkInterface(
+        "nic-ok", resource_group_name=rg, ip_configurations=[n.NetworkInterfaceIPConfigurationArgs(name="ipconfig")]
+    )
+    n.NetworkInterface(
+        "nic-public",
+        resource_group_name=rg,
+        ip_configurations=[
+            n.NetworkInterfaceIPConfigurationArgs(name="ipconfig", public_ip_address=n.PublicIPAddressArgs(id="pip-id"))
+        ],
+    )
 
 
 def _azure_issue35(rg: str) -> None:

@@ -48,6 +48,16 @@ AZURE_CASES: list[tuple[str, str, str | None]] = [
     ("aks-encryption-at-host", "pool-nd", None),  # an exempt ND size, with its reason in the rule
     ("aks-encryption-at-host", "aks-bare", "enableEncryptionAtHost is not true"),
     ("aks-encryption-at-host", "pool-cpu-plain", "(Standard_D4ds_v5): enableEncryptionAtHost is not true"),
+    ("azure-vm-ssh-keys-only", "vm-ok", None),
+    ("azure-vm-ssh-keys-only", "vmss-ok", None),
+    ("azure-vm-ssh-keys-only", "vm-password", "disablePasswordAuthentication is False, must be True"),
+    ("azure-vm-ssh-keys-only", "vmss-public", "ssh.publicKeys is empty"),
+    ("azure-vm-no-extensions", "vm-ok", None),
+    ("azure-vm-no-extensions", "vm-password", "allowExtensionOperations is None, must be False"),
+    ("azure-node-no-public-ip", "nic-ok", None),
+    ("azure-node-no-public-ip", "vmss-ok", None),
+    ("azure-node-no-public-ip", "nic-public", "ipConfigurations[0] (ipconfig) has a public IP address"),
+    ("azure-node-no-public-ip", "vmss-public", "scale set NIC eth0 (ipconfig) gives each instance a public IP"),
     ("lustre-protected", "amlfs-ok", None),
     ("lustre-protected", "amlfs-bad", "not protected"),
 ]

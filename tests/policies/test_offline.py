@@ -65,8 +65,12 @@ def test_bundled_stack_is_governed(stack: str) -> None:
             "azure-native:storagecache:AmlFilesystem",
             "azure-native:network:NetworkSecurityGroup",
             "azure-native:storage:StorageAccount",
-            "azure-native:containerservice:ManagedCluster",
         }
+        | (
+            {"azure-native:compute:VirtualMachineScaleSet", "azure-native:compute:VirtualMachine"}
+            if spec.orchestration.kind == "slurm"
+            else {"azure-native:containerservice:ManagedCluster"}
+        )
         if spec.cloud == "azure"
         else {"gcp:lustre/instance:Instance", "gcp:compute/firewall:Firewall", "gcp:storage/bucket:Bucket"}
     )
