@@ -52,7 +52,7 @@ ECR_PUBLIC_QUOTAS = "docs.aws.amazon.com/AmazonECR/latest/public/public-service-
 @dataclass(frozen=True, slots=True)
 class Caveat:
     topic: str
-    """placement | capacity | flex-start | spot | zone | installer | images | pulls."""
+    """placement | capacity | flex-start | spot | zone | installer | images | pulls | metrics | login."""
     text: str
 
 
@@ -277,6 +277,24 @@ def metrics(spec: ClusterSpec) -> Caveat | None:
     )
 
 
+def login(spec: ClusterSpec) -> Caveat | None:
+    """AWS PCS without a key pair: the stack's access command is an interactive Session Manager
+    session, which runs no command, so `validate submit` cannot use it (workloads/validate/slurm.py
+    shell_for). With ``orchestration.ssh_key_name`` it is ssh as ec2-user through Session Manager's
+    AWS-StartSSHSession document (components/aws/orchestration_pcs.py login_command, with its sources)."""
+    o = spec.orchestration
+    if spec.cloud != "aws" or o.kind != "slurm" or o.login_nodes < 1 or o.ssh_key_name:
+        return None
+    return Caveat(
+        "login",
+        "no orchestration.ssh_key_name: access.ssh_command opens an interactive Session Manager session, which "
+        "runs no command, so `gpu-cluster validate submit STACK` cannot reach the login node from here; name an "
+        "EC2 key pair (the login nodes then take ssh as ec2-user through Session Manager's AWS-StartSSHSession), "
+        "or open the session, `sudo -iu ec2-user`, and run `gpu-cluster validate submit STACK --here` there "
+        "(a Session Manager shell runs as ssm-user, which SSM Agent makes on each instance for itself)",
+    )
+
+
 def caveats(spec: ClusterSpec, outputs: Mapping[str, Any]) -> list[Caveat]:
     found = [
         placement(spec, outputs),
@@ -289,5 +307,6 @@ def caveats(spec: ClusterSpec, outputs: Mapping[str, Any]) -> list[Caveat]:
         images(spec),
         pulls(spec),
         metrics(spec),
+        login(spec),
     ]
     return [c for c in found if c is not None]

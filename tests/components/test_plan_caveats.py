@@ -74,7 +74,7 @@ def test_an_aws_zone_without_its_id_is_named_as_not_checked() -> None:
     [
         ("aws-h100-eks", {"placement", "zone", "images", "pulls", "metrics"}),
         ("aws-h100-capacity-block", {"placement", "capacity", "zone", "images", "pulls", "metrics"}),
-        ("aws-h200-slurm", {"placement", "zone"}),
+        ("aws-h200-slurm", {"placement", "zone", "login"}),
         ("gcp-h100-gke", {"placement", "flex-start", "images", "metrics"}),
         ("gcp-h200-slurm", {"placement"}),
         ("gcp-h200-gke", {"placement", "installer", "images", "metrics"}),
@@ -149,3 +149,23 @@ def test_an_aks_plan_says_its_images_once(stack: str) -> None:
     for once in ("`gpu-cluster pin STACK`", "NicClusterPolicy/DeviceConfig", "pulled by tag, which", "Managed Lustre"):
         assert text.count(once) == 1, once
     assert ("cert-manager" in text) == (stack == "azure-mi300x-aks")
+
+
+def test_a_pcs_stack_without_a_key_pair_says_how_submit_reaches_it() -> None:
+    """No ssh_key_name: the access command is an interactive Session Manager session, which runs no
+    command (workloads/validate/slurm.py shell_for refuses it); the plan says so and both ways out."""
+
+    def slurm_base() -> dict[str, Any]:
+        obj = aws_base()
+        obj["compute"]["instance_type"] = "p5en.48xlarge"
+        obj["region"], obj["zone"] = "us-east-2", "us-east-2b"
+        obj["orchestration"] = {"kind": "slurm", "login_nodes": 1, "partition": "gpu", "size": "SMALL"}
+        return obj
+
+    text = _topics(slurm_base())["login"]
+    assert "interactive Session Manager session" in text and "orchestration.ssh_key_name" in text
+    assert "sudo -iu ec2-user" in text and "--here" in text
+    keyed = slurm_base()
+    keyed["orchestration"]["ssh_key_name"] = "research"
+    assert "login" not in _topics(keyed)
+    assert "login" not in _topics(aws_base())  # EKS: kubeconfig, not a login node
