@@ -15,7 +15,7 @@ Shapes (every value plain JSON once the stack is up):
   description of the Lustre file system on every cloud (``mount_point`` is where nodes and
   pods see it)
 * ``access``  Kubernetes: ``{api_endpoint, kubeconfig_command, kubeconfig}`` (the kubeconfig is
-  a secret output); Slurm: ``{login, ssh_command, cluster_id?}``
+  a secret output); Slurm: ``{login, ssh_command, cluster_id?, scale_set_id?}``
 * ``scheduler`` Slurm: ``{kind: slurm, partition}``; Kubernetes: ``{kind: kubernetes,
   namespace, lustre_claim, node_selector, tolerations, queue?, images?}`` (queue: the Kueue LocalQueue
   jobs go through where the nodes come only with a ProvisioningRequest; images: the stack's image
@@ -95,6 +95,8 @@ class Access:
     ssh_command: str | None = None
     """The command that opens a shell on the login node (ssh, gcloud compute ssh)."""
     cluster_id: str | None = None
+    scale_set_id: str | None = None
+    """Azure Slurm: the GPU scale set's resource ID, through which heal replaces a node."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -207,7 +209,15 @@ def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
     access = Access(
         **{
             k: r.text(ac, k, "access.", optional=True)
-            for k in ("api_endpoint", "kubeconfig_command", "kubeconfig", "login", "ssh_command", "cluster_id")
+            for k in (
+                "api_endpoint",
+                "kubeconfig_command",
+                "kubeconfig",
+                "login",
+                "ssh_command",
+                "cluster_id",
+                "scale_set_id",
+            )
         }
     )
     sc = r.obj(top["scheduler"], "scheduler")

@@ -257,12 +257,11 @@ REPLACE_PATHS: dict[str, tuple[float, str, str]] = {
         "the 1800 s bound a node replacement is held to (ParallelCluster node_replacement_timeout)",
     ),
     # Azure Slurm (components/azure/orchestration_slurm.py): a Uniform scale set's instance is deleted
-    # and the capacity put back; the new instance joins as a dynamic node. Not automated by
-    # gpu-cluster heal yet (gpu_cluster/heal/platforms.py refuses it): the figure is the same bound.
+    # and the capacity put back; the new instance joins as a dynamic node (gpu_cluster/heal/azure_vmss.py).
     "vmss-delete-instances": (
         JOIN_BOUND_S,
-        "virtualMachineScaleSets deleteInstances, then the scale set's capacity restored (by hand: heal does not "
-        "automate it yet)",
+        "virtualMachineScaleSets deleteInstances, the old dynamic node deleted from Slurm, then the scale set's "
+        "capacity restored (virtualMachineScaleSets update, sku.capacity)",
         "the 1800 s bound a node replacement is held to (ParallelCluster node_replacement_timeout)",
     ),
 }

@@ -160,6 +160,8 @@ def _slurm(
             # Bastion's tunnel to the controller's SSH, then ssh through it (orchestration_slurm.py).
             "tunnel_command": slurm.tunnel_command,
             "ssh_command": slurm.ssh_command,
+            # What heal replaces a node through (deleteInstances, gpu_cluster/heal/azure_vmss.py).
+            "scale_set_id": slurm.gpu_nodes.id,
         },
         "scheduler": {"kind": "slurm", "partition": spec.orchestration.partition},
         COMPONENT_FACTS: {

@@ -93,8 +93,13 @@ class Arm:
             token = done.stdout.strip()
         return cls(token)
 
-    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        url = f"{self.base}{path}?{urllib.parse.urlencode({'api-version': AKS_API})}"
+    def call(self, method: str, path: str, body: Any = None, api_version: str = AKS_API) -> tuple[int, Any]:
+        """``path`` under ARM with ``api_version``; or a list's ``nextLink`` as ARM gave it (a whole
+        URL that carries its own query, on this ARM only)."""
+        if path.startswith(self.base + "/"):
+            url = path
+        else:
+            url = f"{self.base}{path}?{urllib.parse.urlencode({'api-version': api_version})}"
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(
             url,

@@ -64,8 +64,23 @@ def _seconds(text: str) -> float:
     return v
 
 
+EPILOG = """\
+How each platform's node is replaced, and what heal cannot do there: docs/heal.md. On Azure Slurm
+(azure-h100-slurm): the node's VM is deleted from the GPU scale set (virtualMachineScaleSets
+deleteInstances), its dynamic node deleted from Slurm, the scale set's capacity put back; the new
+VM's slurmd registers itself under its own name and heal drains it until it passes revalidation.
+It cannot keep that node from taking a job in the moments between its registration and heal's
+drain, tell Azure the host was faulty (no Guest Health Report is filed), or replace a node that is
+not a VM of the stack's scale set."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog=PROG, description=(__doc__ or "").split("\n\n")[0])
+    ap = _Parser(
+        prog=PROG,
+        description=(__doc__ or "").split("\n\n")[0],
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("stack", nargs="?", help="the stack whose nodes to heal (its outputs, as validate reads them)")
     ap.add_argument("--outputs", type=Path, help="JSON from `pulumi stack output --json --show-secrets`")
     ap.add_argument(

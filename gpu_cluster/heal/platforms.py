@@ -109,10 +109,18 @@ def slurm_cloud(outs: Any, sched: Any) -> Cloud:
             gcp.GceInstances(c, project, outs.zone),
             GCE_REPORT_SERIES,
         )
-    raise PlatformError(
-        f"replacing a Slurm node on {outs.cloud} is not built yet (virtualMachineScaleSets deleteInstances and the "
-        "capacity restored, docs/azure.md, Slurm): drain it and replace it by hand"
-    )
+    if outs.cloud == "azure":
+        from gpu_cluster.heal.azure import Arm
+        from gpu_cluster.heal.azure_vmss import VmssCloud
+
+        if not outs.access.scale_set_id:
+            raise PlatformError(
+                "the outputs name no GPU scale set (access.scale_set_id): the stack was built before heal "
+                "could replace Azure Slurm nodes; run `pulumi up` with this version, or replace the node by hand "
+                "(docs/azure.md, Slurm)"
+            )
+        return VmssCloud(Arm.from_environment(), outs.access.scale_set_id, sched)
+    raise PlatformError(f"replacing a Slurm node on {outs.cloud} is not built")
 
 
 def kube_cloud(outs: Any, kube: Any) -> Cloud:

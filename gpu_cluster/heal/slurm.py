@@ -150,6 +150,20 @@ class SlurmScheduler:
     def successor(self, slot_node: str, old_instance: str, new_instance: str) -> str | None:
         return slot_node  # a Slurm node keeps its name across a new instance (PCS, slurm-gcp)
 
+    def forget(self, name: str, incident: str) -> Outcome:
+        """Delete a dynamic node whose VM is gone (``scontrol delete nodename=``: "Only dynamic
+        nodes that have no running jobs and that are not part of a reservation can be deleted",
+        SchedMD dynamic_nodes.shtml), only while our drain for ``incident`` is on it."""
+        info = self.info(name)
+        if info is None:
+            return Outcome(ok=True, detail=f"{name} is no longer a Slurm node")
+        if held_by(info.reason) != incident:
+            return Outcome(ok=False, detail=f"its drain is not this incident's: {info.state} {info.reason!r}; left")
+        self._scontrol("delete", f"nodename={name}")
+        if self.info(name) is not None:
+            return Outcome(ok=False, detail=f"scontrol delete nodename={name} left it listed")
+        return Outcome(ok=True, detail=f"{name} deleted from Slurm (scontrol delete nodename)")
+
     def open_for_check(self, name: str, peer: str, incident: str) -> Outcome:
         shown = self.shell.run(f"scontrol show reservation -o {shlex.quote(incident)}", check=False)
         if shown.returncode != 0 or f"ReservationName={incident} " not in shown.stdout.decode(errors="replace"):
