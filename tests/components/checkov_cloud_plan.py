@@ -83,6 +83,7 @@ TERRAFORM_TYPES = {
     "gcp:container/nodePool:NodePool": "google_container_node_pool",
     "gcp:hypercomputecluster/cluster:Cluster": "google_hypercomputecluster_cluster",
     "gcp:lustre/instance:Instance": "google_lustre_instance",
+    "gcp:monitoring/dashboard:Dashboard": "google_monitoring_dashboard",
     "gcp:projects/iAMMember:IAMMember": "google_project_iam_member",
     "gcp:projects/service:Service": "google_project_service",
     "gcp:serviceaccount/account:Account": "google_service_account",
