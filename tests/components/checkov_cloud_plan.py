@@ -56,6 +56,7 @@ TERRAFORM_TYPES = {
     "aws:eks/cluster:Cluster": "aws_eks_cluster",
     "aws:eks/nodeGroup:NodeGroup": "aws_eks_node_group",
     "aws:fsx/lustreFileSystem:LustreFileSystem": "aws_fsx_lustre_file_system",
+    "aws:grafana/workspace:Workspace": "aws_grafana_workspace",
     "aws:iam/instanceProfile:InstanceProfile": "aws_iam_instance_profile",
     "aws:iam/role:Role": "aws_iam_role",
     "aws:iam/rolePolicy:RolePolicy": "aws_iam_role_policy",
