@@ -44,6 +44,13 @@ GRAFANA_ADMIN = "22926164-76b3-42b3-bc55-97df8dab3e41"
 SKU = "Standard"
 
 
+def _principal(identity: azure.dashboard.outputs.ManagedServiceIdentityResponse | None) -> str:
+    # The identity is system-assigned above, so Azure always answers its principal.
+    if identity is None:
+        raise ValueError("Azure Managed Grafana answered no identity for a SystemAssigned workspace")
+    return identity.principal_id
+
+
 class ManagedGrafana(pulumi.ComponentResource):
     """The Grafana workspace linked to the Azure Monitor workspace, and the roles it and the deployer need."""
 
@@ -105,7 +112,7 @@ class ManagedGrafana(pulumi.ComponentResource):
                 opts=child,
             )
 
-        principal = self.grafana.identity.apply(lambda i: i.principal_id if i else None)
+        principal = self.grafana.identity.apply(_principal)
         role("data-reader-role", principal, MONITORING_DATA_READER, workspace_id, "ServicePrincipal")
         # The deployer may be a person or a service principal: ARM tells.
         role("deployer-grafana-admin", deployer, GRAFANA_ADMIN, self.grafana.id, None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -260,3 +261,57 @@ def test_the_shipped_files_are_what_the_builder_writes() -> None:
     for path, text in files().items():
         assert (ROOT / path).read_text() == text, f"{path} is stale: python -m components.dashboard"
         json.loads(text)
+
+
+# Where each orchestrator's dashboard lives (components/gcp/dashboard.py, components/azure/grafana.py,
+# components/aws/grafana.py).
+DASHBOARD_TYPE = {
+    "gke": "gcp:monitoring/dashboard:Dashboard",
+    "aks": "azure-native:dashboard:Grafana",
+    "eks": "aws:grafana/workspace:Workspace",
+}
+
+
+def _kubernetes_stacks() -> list[tuple[str, str]]:
+    import yaml
+
+    out = []
+    for path in sorted((ROOT / "stacks").glob("Pulumi.*.yaml")):
+        cluster = (yaml.safe_load(path.read_text()).get("config") or {}).get("gpu-cluster:cluster") or {}
+        kind = (cluster.get("orchestration") or {}).get("kind")
+        if kind in DASHBOARD_TYPE:
+            out.append((path.name.removeprefix("Pulumi.").removesuffix(".yaml"), kind))
+    return out
+
+
+def test_every_bundled_kubernetes_stack_is_listed() -> None:
+    assert {k for _, k in _kubernetes_stacks()} == set(DASHBOARD_TYPE)
+
+
+@pytest.mark.parametrize(("stack", "kind"), _kubernetes_stacks())
+def test_every_bundled_kubernetes_stack_plans_its_dashboard(stack: str, kind: str) -> None:
+    from tests.components.aws._offline import run
+
+    plan = run(stack)[0]
+    assert len(plan.of_type(DASHBOARD_TYPE[kind])) == 1, stack
+    if kind == "gke":
+        body = json.loads(plan.one(DASHBOARD_TYPE[kind]).inputs["dashboardJson"])
+        assert len(body["mosaicLayout"]["tiles"]) == len(PANELS)
+
+
+def test_the_picture_is_drawn_from_the_json(tmp_path: Path) -> None:
+    """scripts/dashboard_png.py draws the shipped Grafana file; the docs' copy is a PNG of it."""
+    out = tmp_path / "dash.png"
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "dashboard_png.py"),
+            str(ROOT / "dashboards" / "gpu-grafana.json"),
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=ROOT,
+    )
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (ROOT / "docs" / "images" / "gpu-dashboard.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
