@@ -264,6 +264,17 @@ METRICS_STORE = {
     "aks": "Azure Managed Prometheus into the stack's Azure Monitor workspace (DCGM exporter on NVIDIA sizes only)",
     "eks": "the DCGM exporter chart, scraped by an AMP managed collector into an AMP workspace",
 }
+# Where each looks at them: the GPU dashboard's resources (components/gcp/dashboard.py,
+# components/azure/grafana.py, components/aws/grafana.py). No price page was read for Azure
+# Managed Grafana's or Amazon Managed Grafana's rates (both bill per instance or active user), so
+# these are unpriced too; a Cloud Monitoring dashboard has no charge of its own that was found.
+METRICS_DASHBOARD = {
+    "gke": "a Cloud Monitoring dashboard (the GPU panels of dashboards/gpu-cloud-monitoring.json)",
+    "aks": "an Azure Managed Grafana workspace (Standard) linked to the Azure Monitor workspace, with Monitoring "
+    "Data Reader on it and Grafana Admin for the deployer; import dashboards/gpu-grafana.json",
+    "eks": "an Amazon Managed Grafana workspace (IAM Identity Center sign-in) with a role that may only query the "
+    "AMP workspace; import dashboards/gpu-grafana.json",
+}
 
 
 def metrics(spec: ClusterSpec) -> Caveat | None:
@@ -272,7 +283,8 @@ def metrics(spec: ClusterSpec) -> Caveat | None:
         return None
     return Caveat(
         "metrics",
-        f"GPU metrics: {store}; unpriced: billed by samples ingested and queried, not in the cost above "
+        f"GPU metrics: {store}; dashboard: {METRICS_DASHBOARD[spec.orchestration.kind]}; unpriced: billed by "
+        "samples ingested and queried (and Grafana by workspace or user), not in the cost above "
         "(docs/day2.md, GPU metrics)",
     )
 

@@ -29,6 +29,7 @@ import pulumi
 import pulumi_aws as aws
 import yaml
 
+from components.aws.grafana import AmazonManagedGrafana
 from components.k8s.metrics import DCGM_EXPORTER_NAMESPACE, DCGM_EXPORTER_POD_NAME, DCGM_PORT_NAME
 
 # The AMP collector's floor (AMP-collector-how-to.html, "Scrape interval").
@@ -68,6 +69,7 @@ class ManagedPrometheus(pulumi.ComponentResource):
 
     workspace: aws.amp.Workspace
     scraper: aws.amp.Scraper
+    grafana: AmazonManagedGrafana | None = None
 
     def __init__(
         self,
@@ -115,8 +117,9 @@ def eks_prometheus(
     name: str, cluster_arn: pulumi.Input[str], args: EksNetwork, parent: pulumi.Resource
 ) -> ManagedPrometheus:
     """The workspace and scraper of an EKS cluster: its control plane's subnets (two zones) and the
-    security group its nodes share."""
-    return ManagedPrometheus(
+    security group its nodes share; and the Amazon Managed Grafana workspace that queries it
+    (components/aws/grafana.py), kept on the returned component as ``grafana``."""
+    prometheus = ManagedPrometheus(
         name,
         cluster_arn=cluster_arn,
         subnet_ids=args.control_plane_subnet_ids,
@@ -124,3 +127,10 @@ def eks_prometheus(
         tags=args.tags,
         opts=pulumi.ResourceOptions(parent=parent),
     )
+    prometheus.grafana = AmazonManagedGrafana(
+        f"{name.removesuffix('-prometheus')}-grafana",
+        prometheus_arn=prometheus.workspace.arn,
+        tags=args.tags,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    return prometheus

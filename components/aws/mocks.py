@@ -196,6 +196,15 @@ def _pcs(kind: str, prefix: str) -> Callable[[str, Mapping[str, Any]], dict[str,
 
 
 COMPUTED: dict[str, Callable[[str, Mapping[str, Any]], dict[str, Any]]] = {
+    # AMP workspace ids are ws-<uuid> (AMP API DescribeWorkspace); the mock keeps the logical name.
+    "aws:amp/workspace:Workspace": lambda name, inputs: {
+        "arn": f"arn:aws:aps:us-east-1:{ACCOUNT}:workspace/ws-{name}",
+        "prometheusEndpoint": f"https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-{name}/",
+    },
+    "aws:grafana/workspace:Workspace": lambda name, inputs: {
+        "arn": f"arn:aws:grafana:us-east-1:{ACCOUNT}:/workspaces/g-{name}",
+        "endpoint": f"g-{name}.grafana-workspace.us-east-1.amazonaws.com",
+    },
     "aws:ec2/vpc:Vpc": _arn("ec2", "vpc"),
     "aws:ec2/subnet:Subnet": _arn("ec2", "subnet"),
     "aws:ec2/securityGroup:SecurityGroup": _arn("ec2", "security-group"),

@@ -119,6 +119,16 @@ def _public_ip(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     return {**_named("Microsoft.Network/publicIPAddresses")(name, inputs), "ipAddress": f"203.0.113.{last}"}
 
 
+def _grafana(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """A Grafana workspace with its system-assigned identity's principal, as ARM answers it."""
+    ident = {
+        **dict(inputs.get("identity") or {}),
+        "principalId": "44444444-4444-4444-4444-444444444444",
+        "tenantId": TENANT,
+    }
+    return {**_named("Microsoft.Dashboard/grafana", "workspaceName")(name, inputs), "identity": ident}
+
+
 def _aks(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     return {
         **_named("Microsoft.ContainerService/managedClusters", "resourceName")(name, inputs),
@@ -142,6 +152,7 @@ COMPUTED: dict[str, Callable[[str, Mapping[str, Any]], dict[str, Any]]] = {
     ),
     "azure-native:managedidentity:UserAssignedIdentity": _identity,
     "azure-native:containerservice:ManagedCluster": _aks,
+    "azure-native:dashboard:Grafana": _grafana,
     "azure-native:containerservice:AgentPool": _named(
         "Microsoft.ContainerService/managedClusters/agentPools", "agentPoolName"
     ),

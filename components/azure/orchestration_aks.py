@@ -61,6 +61,7 @@ import pulumi_kubernetes as k8s
 
 from components import nccl_topology
 from components.azure import audit, metrics
+from components.azure.grafana import ManagedGrafana
 from components.azure.common import (
     AKS_DNS_SERVICE_IP,
     AKS_POD_CIDR,
@@ -327,6 +328,16 @@ class AksOrchestration(pulumi.ComponentResource):
         self._create_logging(name, spec, args)
         self.prometheus = metrics.ManagedPrometheus(
             f"{name}-prometheus", spec=spec, resource_group=args.resource_group, cluster_id=self.cluster.id, opts=child
+        )
+        # Where the GPU dashboard is looked at: Managed Grafana over that workspace (components/azure/grafana.py).
+        self.grafana = ManagedGrafana(
+            f"{name}-grafana",
+            spec=spec,
+            resource_group=args.resource_group,
+            workspace_id=self.prometheus.workspace.id,
+            subscription_id=client.subscription_id,
+            deployer=client.object_id,
+            opts=child,
         )
         self.controller_pool = azure.containerservice.AgentPool(
             f"{name}-ctrl-pool",

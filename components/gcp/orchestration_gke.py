@@ -36,6 +36,7 @@ import pulumi_kubernetes as k8s
 
 from components.gcp.common import GKE_ACCELERATOR, AddressPlan, labels
 from components.gcp.interconnect import NicName, NicNetwork
+from components.gcp.dashboard import gke_dashboard
 from components.gcp.metrics import monitoring_config
 from components.gcp.compute import NODE_ROLES
 from components.gcp.workload_identity import bucket_volume, checkpoint_claim_name, workload_account
@@ -216,6 +217,8 @@ class GkeOrchestration(pulumi.ComponentResource):
             deletion_protection=spec.orchestration.deletion_protection,
             opts=pulumi.ResourceOptions(parent=self),
         )
+        # Its GPU dashboard in Cloud Monitoring, over the DCGM metrics above (components/gcp/dashboard.py).
+        self.dashboard = gke_dashboard(name, spec, args.project, self)
         self.kubeconfig = self._kubeconfig(spec)
         self.system_pool = self._create_system_pool(name, spec, args)
         self.workload_account = workload_account(

@@ -127,7 +127,9 @@ def test_the_installer_caveat_names_the_field_and_goes_once_it_is_set() -> None:
 def test_a_kubernetes_plan_names_its_metrics_store_and_says_it_is_unpriced() -> None:
     aws = _topics(aws_base())["metrics"]
     assert "AMP workspace" in aws and "unpriced" in aws and "not in the cost" in aws
-    assert "Managed Service for Prometheus" in _topics(gcp_base())["metrics"]
+    assert "Amazon Managed Grafana workspace" in aws and "dashboards/gpu-grafana.json" in aws
+    gcp = _topics(gcp_base())["metrics"]
+    assert "Managed Service for Prometheus" in gcp and "Cloud Monitoring dashboard" in gcp
     slurm = copy.deepcopy(aws_base())
     slurm["orchestration"] = {"kind": "slurm"}
     assert "metrics" not in _topics(slurm)  # the Slurm stacks have no metrics path yet (docs/day2.md)

@@ -66,3 +66,29 @@ def test_an_exporter_that_lands_on_no_gpu_node_breaks_liveness(monkeypatch: pyte
     p = plan_raw(name, raw)
     failed = [c for c in p.failed() if "dcgm-exporter" in c.object]
     assert failed and failed[0].kind == "scheduling" and "runs on every node of pool" in failed[0].check
+
+
+def test_managed_grafana_queries_only_this_workspace() -> None:
+    import json
+
+    run = bundled(STACK).run
+    (workspace,) = run.of_type("aws:amp/workspace:Workspace")
+    (grafana,) = run.of_type("aws:grafana/workspace:Workspace")
+    g = grafana.inputs
+    # AMG-manage-permissions.html: the customer-managed mode, with the stack's own role.
+    assert g["permissionType"] == "CUSTOMER_MANAGED" and g["accountAccessType"] == "CURRENT_ACCOUNT"
+    assert g["dataSources"] == ["PROMETHEUS"] and g["authenticationProviders"] == ["AWS_SSO"]
+    (role,) = [r for r in run.of_type("aws:iam/role:Role") if g["roleArn"].endswith(f"/{r.name}")]
+    trust = json.loads(role.inputs["assumeRolePolicy"])
+    assert [s["Principal"] for s in trust["Statement"]] == [{"Service": "grafana.amazonaws.com"}]
+    (policy,) = [p for p in run.of_type("aws:iam/rolePolicy:RolePolicy") if p.inputs["role"] == f"{role.name}-id"]
+    (statement,) = json.loads(policy.inputs["policy"])["Statement"]
+    # The AMP data source's four query actions, on this workspace's ARN and nothing else.
+    assert sorted(statement["Action"]) == [
+        "aps:GetLabels",
+        "aps:GetMetricMetadata",
+        "aps:GetSeries",
+        "aps:QueryMetrics",
+    ]
+    assert statement["Resource"] == f"arn:aws:aps:us-east-1:123456789012:workspace/ws-{workspace.name}"
+    assert g["tags"] == workspace.inputs["tags"]

@@ -78,3 +78,37 @@ def test_mi300x_gets_the_store_but_no_dcgm_scrape(azure_run: Run) -> None:
     assert run.one(CLUSTER).inputs["azureMonitorProfile"] == {"metrics": {"enabled": True}}
     assert run.of_type(WORKSPACE)
     assert not [c for c in run.of_type(CONFIGMAP) if c.inputs["metadata"]["name"] == "ama-metrics-prometheus-config"]
+
+
+GRAFANA = "azure-native:dashboard:Grafana"
+ROLE = "azure-native:authorization:RoleAssignment"
+
+
+def test_managed_grafana_reads_the_workspace_with_its_own_identity(azure_run: Run) -> None:
+    run = azure_run(azure_obj(H100))
+    workspace = run.one(WORKSPACE)
+    grafana = run.one(GRAFANA)
+    g = grafana.inputs
+    # prometheus-metrics-multiple-workspaces.md at 6ee43cd: the integration names the workspace.
+    assert g["properties"]["grafanaIntegrations"] == {
+        "azureMonitorWorkspaceIntegrations": [{"azureMonitorWorkspaceResourceId": f"{workspace.name}-id"}]
+    }
+    assert g["identity"]["type"] == "SystemAssigned"
+    assert g["sku"] == {"name": "Standard"} and g["properties"]["apiKey"] == "Disabled"
+    assert g["location"] == workspace.inputs["location"] and g["tags"]["gpu-cluster"] == "nd"
+    roles = {r.name: r.inputs for r in run.of_type(ROLE) if r.name.startswith(grafana.name.removesuffix("-workspace"))}
+    reader = next(i for n, i in roles.items() if n.endswith("-data-reader-role"))
+    # Monitoring Data Reader, to the Grafana identity, on the workspace only (not the subscription).
+    assert reader["roleDefinitionId"].endswith("/roleDefinitions/b0d8363b-8ddd-447d-831f-62ca05bff136")
+    assert reader["principalId"] == "44444444-4444-4444-4444-444444444444"
+    assert reader["scope"] == f"{workspace.name}-id" and reader["principalType"] == "ServicePrincipal"
+    admin = next(i for n, i in roles.items() if n.endswith("-deployer-grafana-admin"))
+    assert admin["roleDefinitionId"].endswith("/roleDefinitions/22926164-76b3-42b3-bc55-97df8dab3e41")
+    assert admin["scope"] == f"{grafana.name}-id" and admin["principalId"] == "offline-object"
+
+
+def test_mi300x_gets_grafana_over_its_workspace_too(azure_run: Run) -> None:
+    # The workspace holds the cluster's Kubernetes metrics on MI300X (no DCGM series): Grafana is still
+    # where they are looked at.
+    run = azure_run(azure_obj(MI300X))
+    assert run.one(GRAFANA).inputs["properties"]["grafanaIntegrations"]["azureMonitorWorkspaceIntegrations"]

@@ -1,0 +1,273 @@
+"""The GPU dashboard: one list of panels, rendered for each cloud's dashboard service.
+
+Every panel queries the DCGM exporter's series with PromQL, per node. The metric names are the
+exporter's own: NVIDIA/dcgm-exporter ``etc/default-counters.csv`` at d5e5f51 (tag 4.5.3-4.8.2, the
+chart 4.8.2 EKS installs, components/k8s/metrics.py), whose enabled set is the same as
+``etc/dcp-metrics-included.csv`` there; the GPU Operator on AKS runs the same exporter, and GKE's
+managed DCGM package installs DCGM-Exporter itself (docs.cloud.google.com/kubernetes-engine/docs/
+how-to/dcgm-metrics, read 2026-12-07). Fields the file leaves commented out (the ECC volatile and
+aggregate totals, NVLink error counters) are not charted: ECC shows as the remapped-row counters
+the file enables.
+
+How a series names its node differs by path:
+
+* AKS and EKS: our scrape relabels ``__meta_kubernetes_pod_node_name`` to ``node``
+  (components/k8s/metrics.py, components/aws/metrics.py).
+* GKE: managed collection (a ClusterPodMonitoring, per GKE's DCGM page) sets ``instance`` to
+  ``<node name>:<port name>`` for a pod a DaemonSet controls (GoogleCloudPlatform/prometheus-engine
+  pkg/operator/apis/monitoring/v1/pod_config.go at 01e7efc, ``endpointScrapeConfig``): one value per
+  node, since the exporter is one DaemonSet pod per node with one metrics port.
+
+Two renderings, each the shape its reference defines:
+
+* Cloud Monitoring (``gcp.monitoring.Dashboard.dashboard_json``): the v1 ``Dashboard`` resource,
+  ``displayName`` required, a ``mosaicLayout`` of ``tiles`` (``xPos``, ``yPos``, ``width``,
+  ``height``, ``widget``), each widget an ``xyChart`` whose ``dataSets[].timeSeriesQuery`` holds a
+  ``prometheusQuery`` and a ``unitOverride`` (cloud.google.com/monitoring/api/ref_v3/rest/v1/
+  projects.dashboards, read 2026-12-07; "Using MQL or PromQL with the API",
+  cloud.google.com/monitoring/dashboards/api-examples). ``columns`` is 12: older client libraries
+  document 1 to 12, newer ones 1 to 48 (google-cloud-monitoring-dashboards MosaicLayout), so 12
+  holds under both.
+* Grafana (Azure Managed Grafana, Amazon Managed Grafana): the classic dashboard JSON model
+  (grafana.com/docs/grafana/latest/dashboards/json-model/, and AMG's copy docs.aws.amazon.com/
+  grafana/latest/userguide/v10-dash-dashboard-json-model.html): ``uid`` of 8 to 40 characters,
+  ``panels`` with ``gridPos`` on a 24-column grid, and a ``datasource`` template variable of type
+  ``prometheus`` so the import binds the workspace's Prometheus data source.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+TITLE = "gpu-cluster: GPUs per node"
+GRAFANA_UID = "gpu-cluster-gpus"
+# Cloud Monitoring's mosaic: 12 columns, two tiles a row.
+MOSAIC_COLUMNS = 12
+# Grafana's grid: 24 columns, height in 30-pixel units (the JSON model's gridPos).
+GRAFANA_COLUMNS = 24
+PANEL_HEIGHT = 8
+# rate() over a window that holds several samples at the 30 s scrape of AKS and EKS
+# (components/k8s/metrics.py DCGM_INTERVAL, components/aws/metrics.py SCRAPE_INTERVAL).
+RATE_WINDOW = "5m"
+# How each path labels a series with its node (module docstring).
+NODE_LABEL = {"gke": "instance", "aks": "node", "eks": "node"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Panel:
+    """One chart: a title, a PromQL expression over one DCGM metric per node, and its unit."""
+
+    title: str
+    """What a person reads above the chart."""
+    metric: str
+    """The DCGM exporter's metric name (default-counters.csv at d5e5f51)."""
+    expr: str
+    """PromQL with ``{node}`` where the node label goes and ``{metric}`` for the metric."""
+    grafana_unit: str
+    """Grafana's unit id (grafana/grafana packages/grafana-data/src/valueFormats/categories.ts)."""
+    monitoring_unit: str
+    """Cloud Monitoring's unitOverride, in the MetricDescriptor unit syntax (UCUM)."""
+
+    def promql(self, node_label: str, selector: str = "") -> str:
+        """The query, its metric restricted by ``selector`` (``{cluster="..."}``) where one is given."""
+        return self.expr.format(node=node_label, metric=self.metric + selector)
+
+
+# Units: the exporter's help text in default-counters.csv gives %, MiB, W and C; the profiling
+# ratios are 0..1 and are charted as percent (x100); PCIe is bytes per second.
+PANELS: tuple[Panel, ...] = (
+    Panel(
+        title="GPU utilisation (mean of the node's GPUs)",
+        metric="DCGM_FI_DEV_GPU_UTIL",
+        expr="avg by ({node}) ({metric})",
+        grafana_unit="percent",
+        monitoring_unit="%",
+    ),
+    Panel(
+        title="Tensor pipe active (mean of the node's GPUs)",
+        metric="DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        expr="100 * avg by ({node}) ({metric})",
+        grafana_unit="percent",
+        monitoring_unit="%",
+    ),
+    Panel(
+        title="GPU memory used (sum of the node's GPUs)",
+        metric="DCGM_FI_DEV_FB_USED",
+        expr="sum by ({node}) ({metric})",
+        grafana_unit="mbytes",
+        monitoring_unit="MiBy",
+    ),
+    Panel(
+        title="Power draw (sum of the node's GPUs)",
+        metric="DCGM_FI_DEV_POWER_USAGE",
+        expr="sum by ({node}) ({metric})",
+        grafana_unit="watt",
+        monitoring_unit="W",
+    ),
+    Panel(
+        title="GPU temperature (hottest GPU of the node)",
+        metric="DCGM_FI_DEV_GPU_TEMP",
+        expr="max by ({node}) ({metric})",
+        grafana_unit="celsius",
+        monitoring_unit="Cel",
+    ),
+    Panel(
+        title="Last XID error (0: none)",
+        metric="DCGM_FI_DEV_XID_ERRORS",
+        expr="max by ({node}) ({metric})",
+        grafana_unit="none",
+        monitoring_unit="1",
+    ),
+    Panel(
+        title="ECC: rows remapped for uncorrectable errors",
+        metric="DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        expr="sum by ({node}) ({metric})",
+        grafana_unit="none",
+        monitoring_unit="1",
+    ),
+    Panel(
+        title="ECC: rows remapped for correctable errors",
+        metric="DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        expr="sum by ({node}) ({metric})",
+        grafana_unit="none",
+        monitoring_unit="1",
+    ),
+    Panel(
+        # The exporter's help text gives no unit for this counter ("Total number of NVLink
+        # bandwidth counters for all lanes"), so the chart claims none.
+        title="NVLink bandwidth counter, rate (all lanes, DCGM's unit)",
+        metric="DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        expr="sum by ({node}) (rate({metric}[" + RATE_WINDOW + "]))",
+        grafana_unit="none",
+        monitoring_unit="1/s",
+    ),
+    Panel(
+        title="PCIe transmit (sum of the node's GPUs)",
+        metric="DCGM_FI_PROF_PCIE_TX_BYTES",
+        expr="sum by ({node}) ({metric})",
+        grafana_unit="Bps",
+        monitoring_unit="By/s",
+    ),
+    Panel(
+        title="PCIe receive (sum of the node's GPUs)",
+        metric="DCGM_FI_PROF_PCIE_RX_BYTES",
+        expr="sum by ({node}) ({metric})",
+        grafana_unit="Bps",
+        monitoring_unit="By/s",
+    ),
+)
+
+
+def cloud_monitoring(node_label: str = NODE_LABEL["gke"], *, title: str = TITLE, selector: str = "") -> dict[str, Any]:
+    """The Cloud Monitoring dashboard: a mosaic of line charts, two a row. A project's Cloud
+    Monitoring holds every cluster's series, so the stack passes its cluster as ``selector``."""
+    half = MOSAIC_COLUMNS // 2
+    tiles = []
+    for i, p in enumerate(PANELS):
+        tiles.append(
+            {
+                "xPos": (i % 2) * half,
+                "yPos": (i // 2) * 4,
+                "width": half,
+                "height": 4,
+                "widget": {
+                    "title": p.title,
+                    "xyChart": {
+                        "dataSets": [
+                            {
+                                "timeSeriesQuery": {
+                                    "prometheusQuery": p.promql(node_label, selector),
+                                    "unitOverride": p.monitoring_unit,
+                                },
+                                "plotType": "LINE",
+                            }
+                        ],
+                        "yAxis": {"scale": "LINEAR"},
+                    },
+                },
+            }
+        )
+    return {"displayName": title, "mosaicLayout": {"columns": MOSAIC_COLUMNS, "tiles": tiles}}
+
+
+def grafana(node_label: str = NODE_LABEL["aks"], *, title: str = TITLE) -> dict[str, Any]:
+    """The Grafana dashboard (classic JSON model) over a Prometheus data source chosen at import."""
+    datasource = {"type": "prometheus", "uid": "${datasource}"}
+    half = GRAFANA_COLUMNS // 2
+    panels = []
+    for i, p in enumerate(PANELS):
+        panels.append(
+            {
+                "id": i + 1,
+                "type": "timeseries",
+                "title": p.title,
+                "datasource": datasource,
+                "gridPos": {"h": PANEL_HEIGHT, "w": half, "x": (i % 2) * half, "y": (i // 2) * PANEL_HEIGHT},
+                "fieldConfig": {"defaults": {"unit": p.grafana_unit}, "overrides": []},
+                "targets": [
+                    {
+                        "refId": "A",
+                        "datasource": datasource,
+                        "expr": p.promql(node_label),
+                        "legendFormat": "{{" + node_label + "}}",
+                    }
+                ],
+            }
+        )
+    return {
+        "id": None,
+        "uid": GRAFANA_UID,
+        "title": title,
+        "tags": ["gpu-cluster", "dcgm"],
+        "timezone": "browser",
+        "editable": True,
+        "graphTooltip": 1,
+        "time": {"from": "now-6h", "to": "now"},
+        "refresh": "1m",
+        # The JSON model page's own new-dashboard value; Grafana migrates an older schema forward
+        # on load, so the file imports into any current Grafana.
+        "schemaVersion": 17,
+        "version": 0,
+        "links": [],
+        "annotations": {"list": []},
+        "templating": {
+            "list": [
+                {
+                    "name": "datasource",
+                    "label": "Prometheus",
+                    "type": "datasource",
+                    "query": "prometheus",
+                    "current": {},
+                    "hide": 0,
+                }
+            ]
+        },
+        "panels": panels,
+    }
+
+
+def dumps(dashboard: dict[str, Any]) -> str:
+    """The JSON as the repository's files hold it and as the stack sends it."""
+    return json.dumps(dashboard, indent=2, sort_keys=False) + "\n"
+
+
+def files() -> dict[str, str]:
+    """The dashboards the repository ships (dashboards/), path -> text: the Cloud Monitoring one the
+    GKE stack creates, and the Grafana one for import on AKS and EKS (both label the node ``node``)."""
+    return {
+        "dashboards/gpu-cloud-monitoring.json": dumps(cloud_monitoring()),
+        "dashboards/gpu-grafana.json": dumps(grafana()),
+    }
+
+
+if __name__ == "__main__":
+    # python -m components.dashboard: rewrite dashboards/ from PANELS.
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for path, text in files().items():
+        (root / path).parent.mkdir(exist_ok=True)
+        (root / path).write_text(text)
+        print(path)

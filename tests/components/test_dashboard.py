@@ -1,0 +1,317 @@
+"""The GPU dashboard (components/dashboard.py): every panel queries a metric the DCGM exporter
+exports, each query parses, both renderings have the keys their references require, and the files
+in dashboards/ are what the builder writes."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from components.dashboard import (
+    GRAFANA_COLUMNS,
+    MOSAIC_COLUMNS,
+    NODE_LABEL,
+    PANELS,
+    cloud_monitoring,
+    files,
+    grafana,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPORTER = ROOT.parent.parent / ".mirror" / "NVIDIA+dcgm-exporter" / "repo"
+EXPORTER_COMMIT = "d5e5f510a1b6b393f39a43293ccd9dc985defc79"
+# NVIDIA/dcgm-exporter etc/default-counters.csv at d5e5f51 (tag 4.5.3-4.8.2): the fields it enables
+# (uncommented lines), name -> Prometheus type. Written out so the test runs without the mirror;
+# the test below compares it with the file where the mirror is present.
+DEFAULT_COUNTERS = {
+    "DCGM_FI_DEV_SM_CLOCK": "gauge",
+    "DCGM_FI_DEV_MEM_CLOCK": "gauge",
+    "DCGM_FI_DEV_MEMORY_TEMP": "gauge",
+    "DCGM_FI_DEV_GPU_TEMP": "gauge",
+    "DCGM_FI_DEV_POWER_USAGE": "gauge",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "counter",
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "counter",
+    "DCGM_FI_DEV_GPU_UTIL": "gauge",
+    "DCGM_FI_DEV_MEM_COPY_UTIL": "gauge",
+    "DCGM_FI_DEV_ENC_UTIL": "gauge",
+    "DCGM_FI_DEV_DEC_UTIL": "gauge",
+    "DCGM_FI_DEV_XID_ERRORS": "gauge",
+    "DCGM_FI_DEV_FB_FREE": "gauge",
+    "DCGM_FI_DEV_FB_USED": "gauge",
+    "DCGM_FI_DEV_FB_RESERVED": "gauge",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "counter",
+    "DCGM_FI_DEV_VGPU_LICENSE_STATUS": "gauge",
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": "counter",
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": "counter",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": "gauge",
+    "DCGM_FI_DRIVER_VERSION": "label",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "gauge",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "gauge",
+    "DCGM_FI_PROF_DRAM_ACTIVE": "gauge",
+    "DCGM_FI_PROF_PCIE_TX_BYTES": "gauge",
+    "DCGM_FI_PROF_PCIE_RX_BYTES": "gauge",
+}
+
+
+# A recursive-descent parser for the PromQL the panels use (Prometheus's grammar for these forms:
+# number, binary ``*``, ``agg by (labels) (expr)``, ``rate(selector[range])``, and a vector selector
+# with ``=`` matchers). It returns the parse tree and refuses anything else, so a typo, an unclosed
+# paren or a stray token fails the test.
+TOKEN = re.compile(r'\s*(?:(\d+(?:\.\d+)?)|([A-Za-z_:][A-Za-z0-9_:]*)|("(?:[^"\\]|\\.)*")|(\[\d+[smhd]\])|([(){},=*]))')
+AGGREGATIONS = {"sum", "avg", "max", "min", "count"}
+FUNCTIONS = {"rate"}
+
+
+def _tokens(q: str) -> list[str]:
+    out, pos = [], 0
+    while pos < len(q.rstrip()):
+        m = TOKEN.match(q, pos)
+        assert m and m.end() > pos, f"cannot read {q[pos:]!r} in {q!r}"
+        out.append(next(g for g in m.groups() if g is not None))
+        pos = m.end()
+    return out
+
+
+def parse(q: str) -> tuple:
+    toks = _tokens(q)
+    tree, rest = _expr(toks)
+    assert not rest, f"trailing {rest} in {q!r}"
+    return tree
+
+
+def _expr(t: list[str]) -> tuple[tuple, list[str]]:
+    left, t = _term(t)
+    while t and t[0] == "*":
+        right, t = _term(t[1:])
+        left = ("*", left, right)
+    return left, t
+
+
+def _term(t: list[str]) -> tuple[tuple, list[str]]:
+    head = t[0]
+    if re.fullmatch(r"\d+(?:\.\d+)?", head):
+        return ("number", float(head)), t[1:]
+    if head in AGGREGATIONS:
+        assert t[1] == "by" and t[2] == "(", t
+        labels, t = _labels(t[3:])
+        assert t[0] == "(", t
+        inner, t = _expr(t[1:])
+        assert t[0] == ")", t
+        return ("agg", head, labels, inner), t[1:]
+    if head in FUNCTIONS:
+        assert t[1] == "(", t
+        sel, t = _selector(t[2:])
+        assert t[0].startswith("["), f"{head} needs a range, got {t}"
+        assert t[1] == ")", t
+        return ("call", head, sel, t[0]), t[2:]
+    return _selector(t)
+
+
+def _labels(t: list[str]) -> tuple[tuple[str, ...], list[str]]:
+    names = []
+    while t[0] != ")":
+        assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", t[0]), t
+        names.append(t[0])
+        t = t[1:]
+        if t[0] == ",":
+            t = t[1:]
+    return tuple(names), t[1:]
+
+
+def _selector(t: list[str]) -> tuple[tuple, list[str]]:
+    name = t[0]
+    assert re.fullmatch(r"[A-Za-z_:][A-Za-z0-9_:]*", name), f"not a metric name: {name}"
+    t = t[1:]
+    matchers = {}
+    if t and t[0] == "{":
+        t = t[1:]
+        while t[0] != "}":
+            label, eq, value = t[0], t[1], t[2]
+            assert eq == "=" and value.startswith('"'), t
+            matchers[label] = json.loads(value)
+            t = t[3:]
+            if t[0] == ",":
+                t = t[1:]
+        t = t[1:]
+    return ("selector", name, matchers), t
+
+
+def _selectors(tree: tuple) -> list[tuple]:
+    if tree[0] == "selector":
+        return [tree]
+    return [s for part in tree[1:] if isinstance(part, tuple) for s in _selectors(part)]
+
+
+def _aggregations(tree: tuple) -> list[tuple]:
+    own = [tree] if tree[0] == "agg" else []
+    return own + [a for part in tree[1:] if isinstance(part, tuple) for a in _aggregations(part)]
+
+
+def test_the_parser_refuses_what_is_not_promql() -> None:
+    for bad in ("avg by (node) (DCGM_FI_DEV_GPU_UTIL", "avg by (node) ()", "rate(DCGM_FI_DEV_GPU_UTIL)", "1 2"):
+        with pytest.raises((AssertionError, IndexError)):
+            parse(bad)
+
+
+def test_the_written_out_counters_are_the_exporters_file() -> None:
+    if not (EXPORTER / "HEAD").exists() and not (EXPORTER / ".git").exists():
+        pytest.skip("no local copy of NVIDIA/dcgm-exporter")
+    text = subprocess.run(
+        ["git", "-C", str(EXPORTER), "show", f"{EXPORTER_COMMIT}:etc/default-counters.csv"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    enabled = {
+        cols[0].strip(): cols[1].strip()
+        for line in text.splitlines()
+        if line.strip() and not line.startswith("#")
+        for cols in [line.split(",")]
+    }
+    assert enabled == DEFAULT_COUNTERS
+
+
+@pytest.mark.parametrize("cloud", sorted(NODE_LABEL))
+def test_every_panel_queries_an_exported_metric_per_node(cloud: str) -> None:
+    node = NODE_LABEL[cloud]
+    for p in PANELS:
+        tree = parse(p.promql(node, '{cluster="t1"}'))
+        (sel,) = _selectors(tree)
+        assert sel[1] == p.metric and p.metric in DEFAULT_COUNTERS, p.title
+        assert DEFAULT_COUNTERS[p.metric] in ("gauge", "counter"), p.metric
+        assert sel[2] == {"cluster": "t1"}
+        # Per node: the outer aggregation keeps the node label and nothing else.
+        (agg,) = _aggregations(tree)
+        assert agg[2] == (node,), p.title
+        # rate() only over a counter (a gauge's rate means nothing).
+        if agg[3][0] == "call":
+            assert DEFAULT_COUNTERS[p.metric] == "counter", p.title
+
+
+def test_the_panels_cover_what_the_issue_asks() -> None:
+    """Issue 46: utilisation and tensor activity, memory, power, temperature, XID and ECC, NVLink."""
+    metrics = {p.metric for p in PANELS}
+    assert {
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_XID_ERRORS",
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+    } <= metrics
+    assert len({p.title for p in PANELS}) == len(PANELS)
+
+
+def test_cloud_monitoring_json_has_the_keys_the_api_requires() -> None:
+    """projects.dashboards: displayName required; one layout; mosaic tiles inside the columns; each
+    xyChart with dataSets whose timeSeriesQuery is a PromQL query."""
+    d = cloud_monitoring(selector='{cluster="t1"}')
+    assert d["displayName"]
+    layouts = {"gridLayout", "mosaicLayout", "rowLayout", "columnLayout"} & set(d)
+    assert layouts == {"mosaicLayout"}
+    mosaic = d["mosaicLayout"]
+    assert 1 <= mosaic["columns"] == MOSAIC_COLUMNS <= 12
+    assert len(mosaic["tiles"]) == len(PANELS)
+    cells: set[tuple[int, int]] = set()
+    for tile, p in zip(mosaic["tiles"], PANELS, strict=True):
+        assert tile["xPos"] >= 0 and tile["yPos"] >= 0 and tile["xPos"] + tile["width"] <= mosaic["columns"]
+        mine = {
+            (x, y)
+            for x in range(tile["xPos"], tile["xPos"] + tile["width"])
+            for y in range(tile["yPos"], tile["yPos"] + tile["height"])
+        }
+        assert not cells & mine, "tiles overlap"
+        cells |= mine
+        widget = tile["widget"]
+        assert widget["title"] == p.title
+        (ds,) = widget["xyChart"]["dataSets"]
+        q = ds["timeSeriesQuery"]
+        # One query kind per TimeSeriesQuery (a union field).
+        assert set(q) == {"prometheusQuery", "unitOverride"}
+        assert parse(q["prometheusQuery"]) and p.metric in q["prometheusQuery"]
+        assert ds["plotType"] in ("LINE", "STACKED_AREA", "STACKED_BAR", "HEATMAP")
+
+
+def test_grafana_json_has_the_keys_the_model_requires() -> None:
+    d = grafana()
+    assert d["title"] and 8 <= len(d["uid"]) <= 40
+    assert isinstance(d["schemaVersion"], int) and d["templating"]["list"][0]["type"] == "datasource"
+    assert d["templating"]["list"][0]["query"] == "prometheus"
+    ids = [p["id"] for p in d["panels"]]
+    assert len(set(ids)) == len(ids) == len(PANELS)
+    for panel, p in zip(d["panels"], PANELS, strict=True):
+        g = panel["gridPos"]
+        assert 1 <= g["w"] <= GRAFANA_COLUMNS and 0 <= g["x"] and g["x"] + g["w"] <= GRAFANA_COLUMNS
+        assert panel["type"] == "timeseries" and panel["title"] == p.title
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+        (target,) = panel["targets"]
+        assert target["refId"] == "A" and parse(target["expr"])
+        assert _aggregations(parse(target["expr"]))[0][2] == ("node",)
+        assert panel["fieldConfig"]["defaults"]["unit"] == p.grafana_unit
+
+
+def test_the_shipped_files_are_what_the_builder_writes() -> None:
+    for path, text in files().items():
+        assert (ROOT / path).read_text() == text, f"{path} is stale: python -m components.dashboard"
+        json.loads(text)
+
+
+# Where each orchestrator's dashboard lives (components/gcp/dashboard.py, components/azure/grafana.py,
+# components/aws/grafana.py).
+DASHBOARD_TYPE = {
+    "gke": "gcp:monitoring/dashboard:Dashboard",
+    "aks": "azure-native:dashboard:Grafana",
+    "eks": "aws:grafana/workspace:Workspace",
+}
+
+
+def _kubernetes_stacks() -> list[tuple[str, str]]:
+    import yaml
+
+    out = []
+    for path in sorted((ROOT / "stacks").glob("Pulumi.*.yaml")):
+        cluster = (yaml.safe_load(path.read_text()).get("config") or {}).get("gpu-cluster:cluster") or {}
+        kind = (cluster.get("orchestration") or {}).get("kind")
+        if kind in DASHBOARD_TYPE:
+            out.append((path.name.removeprefix("Pulumi.").removesuffix(".yaml"), kind))
+    return out
+
+
+def test_every_bundled_kubernetes_stack_is_listed() -> None:
+    assert {k for _, k in _kubernetes_stacks()} == set(DASHBOARD_TYPE)
+
+
+@pytest.mark.parametrize(("stack", "kind"), _kubernetes_stacks())
+def test_every_bundled_kubernetes_stack_plans_its_dashboard(stack: str, kind: str) -> None:
+    from tests.components.aws._offline import run
+
+    plan = run(stack)[0]
+    assert len(plan.of_type(DASHBOARD_TYPE[kind])) == 1, stack
+    if kind == "gke":
+        body = json.loads(plan.one(DASHBOARD_TYPE[kind]).inputs["dashboardJson"])
+        assert len(body["mosaicLayout"]["tiles"]) == len(PANELS)
+
+
+def test_the_picture_is_drawn_from_the_json(tmp_path: Path) -> None:
+    """scripts/dashboard_png.py draws the shipped Grafana file; the docs' copy is a PNG of it."""
+    out = tmp_path / "dash.png"
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "dashboard_png.py"),
+            str(ROOT / "dashboards" / "gpu-grafana.json"),
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=ROOT,
+    )
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (ROOT / "docs" / "images" / "gpu-dashboard.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
