@@ -385,7 +385,73 @@ FIGURES: tuple[Figure, ...] = (
         lambda: [_usage_exit()] * _count("docs/workloads-jobs.md", r"\bexits? (\d)\b"),
     ),
     Figure("docs/workloads-jobs.md", r"\*\*rtol (1e-\d+)\*\*", lambda: [_loss_rtol()]),
+    # The cluster lock (I9) and the GKE repair budget (I10).
+    Figure("docs/heal.md", r"CODE (\d+), CODE renewed every (\d+) s from a thread", lambda: [_lease_times()]),
+    Figure("docs/heal.md", r"since when \(exit (\d)\)", lambda: [(_verdict_codes()[3],)]),
+    Figure("docs/heal.md", r"stopped renewing for (\d+) s is taken over", lambda: [(_lease_times()[0],)]),
+    Figure("docs/heal.md", r"min \+ the (\d+) s bound\)", lambda: [_join_timeout()]),
+    Figure("docs/heal.md", r"lengthens the (\d+) s by as much", lambda: [(_lease_times()[0],)]),
+    # A provider's bandwidth baseline (components/bandwidth_baseline.py).
+    Figure(
+        "docs/validate.md",
+        r"about (\d+) GB/s of all_reduce busbw at (\d+) G, warn under (\d+), drain the node under (\d+)\.",
+        lambda: [_baseline()[0]],
+    ),
+    Figure(
+        "docs/validate.md",
+        r"extrapolated 2-node floors were ([\d.]+) and ([\d.]+); held, ([\d.]+) and ([\d.]+)\.",
+        lambda: [_baseline()[1]],
+    ),
+    Figure(
+        "docs/validate.md",
+        r"applies from (\d+) to (\d+) nodes, where the model's bound \(no in-network reduction\) admits (\d+) GB/s; "
+        r"from (\d+)\s",
+        lambda: [_baseline()[2]],
+    ),
+    # A queued pool's retries and the wait's exit (workloads/validate/kube_queue.py).
+    Figure("docs/gcp.md", r"could not fill (\d+) more times", lambda: [_kueue_retries()]),
+    Figure("docs/gcp.md", r"ends\s+it in one line \(exit (\d)\)", lambda: [(_verdict_codes()[3],)]),
 )
+
+
+def _lease_times() -> tuple[str, ...]:
+    from gpu_cluster.heal.lock import DURATION_S
+
+    # A holder renews every third of its duration (gpu_cluster/heal/lock.py).
+    return (_g(DURATION_S), _g(DURATION_S / 3))
+
+
+def _join_timeout() -> tuple[str, ...]:
+    from gpu_cluster.heal.policy import Limits
+
+    return (_g(Limits().join_timeout_s),)
+
+
+def _baseline() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    import dataclasses
+
+    from components.catalog import load_catalog
+
+    m = load_catalog().get("Standard_ND96isr_H100_v5").bandwidth
+    b = m.baseline
+    assert b is not None
+    held = m.expected(b.op, 2, "multi-node")
+    bare = dataclasses.replace(m, baseline=None).expected(b.op, 2, "multi-node")
+    admits = [n for n in range(b.min_nodes, 65) if (m.bound(b.op, n, "multi-node")[0] or 0) >= b.expected_gbps]
+    last = max(admits)
+    return (
+        (_g(b.expected_gbps), _g(b.message_bytes / 2**30), _g(b.warn_gbps), _g(b.fail_gbps)),
+        tuple(
+            _g(v or 0) for v in (bare.floor_warn_gbps, bare.floor_fail_gbps, held.floor_warn_gbps, held.floor_fail_gbps)
+        ),
+        (str(b.min_nodes), str(last), _g(b.expected_gbps), str(last + 1)),
+    )
+
+
+def _kueue_retries() -> tuple[str, ...]:
+    from components.k8s.kueue import RETRY_STRATEGY
+
+    return (str(RETRY_STRATEGY["backoffLimitCount"]),)
 
 
 def _count(page: str, pattern: str) -> int:

@@ -27,6 +27,8 @@ SHARED = (
     "components.catalog_fabrics",
     "components.contract",
     "components.bandwidth",
+    "components.bandwidth_baseline",
+    "components.bandwidth_confidence",
     "components.validation_time",
     "components.problems",
     "components.image_pins",
