@@ -44,3 +44,8 @@ def render_job(run: OfflineRun, spec: ClusterSpec) -> Job | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     return plan.main(argv, policy=check_policy, job=render_job)
+
+
+if __name__ == "__main__":
+    # `python -m gpu_cluster.plan STACK` is `gpu-cluster plan STACK` (it printed nothing before).
+    raise SystemExit(main())

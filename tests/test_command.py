@@ -92,3 +92,20 @@ def test_a_subcommand_keeps_its_module_flags(tmp_path: Path) -> None:
 def test_the_installed_script_names_the_command() -> None:
     text = (ROOT / "pyproject.toml").read_text()
     assert 'gpu-cluster = "gpu_cluster.cli:main"' in text
+
+
+def test_python_m_gpu_cluster_plan_is_gpu_cluster_plan() -> None:
+    """`python -m gpu_cluster.plan` runs the command (without the guard it imported and exited 0
+    having printed nothing)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "gpu_cluster.plan", "--help"], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: gpu-cluster plan")
+    nothing = subprocess.run(
+        [sys.executable, "-m", "gpu_cluster.plan"], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert nothing.returncode == 2 and "give one STACK or --all" in nothing.stderr
