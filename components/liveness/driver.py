@@ -141,11 +141,15 @@ def _catalog() -> Mapping[str, Any]:
     return doc
 
 
+def _repository(image: str) -> str:
+    """An image reference without its digest and tag (a registry's port is not a tag)."""
+    name = image.split("@", 1)[0]
+    return name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+
+
 def _cuda_of(image: str) -> tuple[str, str] | None:
     """(CUDA release, catalog path) of an image the catalog records, by its repository."""
-    name = image.split("@", 1)[0]
-    if ":" in name.rsplit("/", 1)[-1]:
-        name = name.rsplit(":", 1)[0]
+    name = _repository(image)
     doc = _catalog()
     candidates = [(f"fabrics.{n}.image", (f.get("image") or {})) for n, f in (doc.get("fabrics") or {}).items()]
     candidates += [(f"runtime_images.{n}", r or {}) for n, r in (doc.get("runtime_images") or {}).items()]
@@ -310,9 +314,7 @@ def slurm_checks(plan: Plan) -> list[Check]:
 
 def _rocm_of(image: str) -> tuple[str, str] | None:
     """(ROCm release, catalog path) of an image the catalog records as a ROCm one, by repository."""
-    name = image.split("@", 1)[0]
-    if ":" in name.rsplit("/", 1)[-1]:
-        name = name.rsplit(":", 1)[0]
+    name = _repository(image)
     for runtime, raw in (_catalog().get("runtime_images") or {}).items():
         if (raw or {}).get("repository") == name and (raw or {}).get("rocm"):
             return str(raw["rocm"]), f"runtime_images.{runtime}"
