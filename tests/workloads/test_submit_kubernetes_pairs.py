@@ -21,15 +21,15 @@ from typing import Any
 
 import pytest
 
-from components.contract import ClusterOutputs
+from gpu_cluster.components.contract import ClusterOutputs
 from tests.kubeapi import KubeApiServer, Store
 from tests.launch.test_render_stacks import args as job_args
 from tests.launch.test_render_stacks import outputs
 from tests.workloads import hang_fabricate
 from tests.workloads.hang_fabricate import agent_logs, main_statuses
-from workloads.launch import validation as vjob
-from workloads.validate import archive, commands, kube, pair_jobs
-from workloads.validate.__main__ import judge_and_report
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.validate import archive, commands, kube, pair_jobs
+from gpu_cluster.workloads.validate.__main__ import judge_and_report
 
 RUN_ID = "20261203t101500z-c0de"
 NODES = 16
