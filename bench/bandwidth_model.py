@@ -31,7 +31,14 @@ from typing import Any
 
 import yaml
 
-from gpu_cluster.components.catalog import CATALOG_PATH, Catalog, CatalogError, InstanceType, load_catalog, parse_catalog
+from gpu_cluster.components.catalog import (
+    CATALOG_PATH,
+    Catalog,
+    CatalogError,
+    InstanceType,
+    load_catalog,
+    parse_catalog,
+)
 from gpu_cluster.workloads.validate import nccltests
 from gpu_cluster.workloads.validate.figures import expectation, judge_cluster_figure
 from gpu_cluster.workloads.validate.verdict import Verdict

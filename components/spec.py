@@ -38,7 +38,12 @@ from gpu_cluster.components.spec_model import (
     OrchestrationSpec,
     StorageSpec,
 )
-from gpu_cluster.components.spec_parse import DEPLOYER_PLACEHOLDER, MY_ADDRESS_HINT, needs_deployer_placeholder, parse_spec
+from gpu_cluster.components.spec_parse import (
+    DEPLOYER_PLACEHOLDER,
+    MY_ADDRESS_HINT,
+    needs_deployer_placeholder,
+    parse_spec,
+)
 from gpu_cluster.components.spec_reader import SpecError
 from gpu_cluster.components.stack_file import (
     CONFIG_KEY,

@@ -26,7 +26,7 @@ import yaml
 
 PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml")
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "stacks"
-"""The example stacks of a checkout (not in the wheel: a pip-installed package has none)."""
+"""The bundled example stacks: the checkout's stacks/, which the wheel installs as gpu_cluster/stacks."""
 STACK_HELP = (
     "a stack name (Pulumi.NAME.yaml in the stackConfigDir of the Pulumi.yaml here or above; "
     "outside a project, a bundled example) or a stack file's path"

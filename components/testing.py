@@ -37,7 +37,14 @@ from typing import Any
 import pulumi
 from pulumi.runtime import mocks as _mocks
 
-from gpu_cluster.components.engine import STACK_REFERENCE, OfflineRun, Recorded, UnknownInvokeError, _tables, run_program
+from gpu_cluster.components.engine import (
+    STACK_REFERENCE,
+    OfflineRun,
+    Recorded,
+    UnknownInvokeError,
+    _tables,
+    run_program,
+)
 
 __all__ = ["GpuClusterMocks", "OfflineRun", "Recorded", "UnknownInvokeError", "run_program"]
 

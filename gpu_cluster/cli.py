@@ -54,7 +54,11 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         extra="validate",
     ),
     Subcommand(
-        "collectives", "gpu_cluster.workloads.collectives", "the nccl-tests-style collectives benchmark", True, extra="validate"
+        "collectives",
+        "gpu_cluster.workloads.collectives",
+        "the nccl-tests-style collectives benchmark",
+        True,
+        extra="validate",
     ),
     Subcommand(
         "node-gate",
@@ -70,7 +74,11 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         extra="validate",
     ),
     Subcommand(
-        "fabric-check", "gpu_cluster.workloads.health.fabric", "is the fabric where NCCL will look for it", True, extra="validate"
+        "fabric-check",
+        "gpu_cluster.workloads.health.fabric",
+        "is the fabric where NCCL will look for it",
+        True,
+        extra="validate",
     ),
     Subcommand(
         "train",

@@ -57,9 +57,17 @@ def test_a_long_file_is_named_with_its_length(tmp_path: Path) -> None:
 def test_every_product_package_is_in_the_wheel() -> None:
     """pyproject lists its packages (tests/, bench/ and the rest stay out): a package split into a
     subpackage must be listed too, or an installed copy would miss it."""
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setuptools["packages"])
+    # each package's folder in the checkout (package-dir: components/ is gpu_cluster.components)
+    folders = {pkg: Path(folder) for pkg, folder in setuptools["package-dir"].items()}
     found = {
-        ".".join(init.parent.relative_to(ROOT).parts) for pkg in PACKAGES for init in (ROOT / pkg).rglob("__init__.py")
+        ".".join((name, *init.parent.relative_to(ROOT / folder).parts))
+        for name, folder in folders.items()
+        for init in (ROOT / folder).rglob("__init__.py")
     }
+    # a package of data alone (the bundled stacks) has no __init__.py
+    found |= {name for name, folder in folders.items() if not (ROOT / folder / "__init__.py").exists()}
+    assert set(folders) <= listed
     assert found - listed == set(), f"packages missing from pyproject's [tool.setuptools] packages: {found - listed}"
     assert listed - found == set(), f"pyproject lists packages that do not exist: {listed - found}"

@@ -38,21 +38,30 @@ SHARED = (
 # Shared packages: the package and every module in it. The liveness model reads the plan's
 # resources and the rendered job as plain data, so the validation side can run it too.
 SHARED_PACKAGES = ("gpu_cluster.components.liveness",)
-_RUNTIME_UP = ("components.shared",)
+_RUNTIME_UP = ("gpu_cluster.components.shared",)
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
-    "components.shared": (),
-    "components": ("components.shared",),
-    "policies": ("components", "components.shared"),
+    "gpu_cluster.components.shared": (),
+    "gpu_cluster.components": ("gpu_cluster.components.shared",),
+    "gpu_cluster.policies": ("gpu_cluster.components", "gpu_cluster.components.shared"),
     # The fabric start-up check imports nothing of workloads, so the runtime's setup can run it
     # before the process group forms (NCCL would otherwise fall back to sockets in silence).
     "gpu_cluster.workloads.health.fabric": _RUNTIME_UP,
     "gpu_cluster.workloads.runtime": ("gpu_cluster.workloads.health.fabric", *_RUNTIME_UP),
     "gpu_cluster.workloads.health": ("gpu_cluster.workloads.runtime", *_RUNTIME_UP),
     "gpu_cluster.workloads.train": ("gpu_cluster.workloads.runtime", *_RUNTIME_UP),
-    "gpu_cluster.workloads.collectives": ("gpu_cluster.workloads.health", "gpu_cluster.workloads.runtime", *_RUNTIME_UP),
+    "gpu_cluster.workloads.collectives": (
+        "gpu_cluster.workloads.health",
+        "gpu_cluster.workloads.runtime",
+        *_RUNTIME_UP,
+    ),
     "gpu_cluster.workloads.parallel": ("gpu_cluster.workloads.train", "gpu_cluster.workloads.runtime", *_RUNTIME_UP),
     # Sharded inference applies the parallel package's tensor-parallel plans (issue 27).
-    "gpu_cluster.workloads.tasks": ("gpu_cluster.workloads.parallel", "gpu_cluster.workloads.train", "gpu_cluster.workloads.runtime", *_RUNTIME_UP),
+    "gpu_cluster.workloads.tasks": (
+        "gpu_cluster.workloads.parallel",
+        "gpu_cluster.workloads.train",
+        "gpu_cluster.workloads.runtime",
+        *_RUNTIME_UP,
+    ),
     "gpu_cluster.workloads.launch": ("gpu_cluster.workloads.runtime", *_RUNTIME_UP),
     "gpu_cluster.workloads.validate": (
         "gpu_cluster.workloads.launch",
@@ -63,7 +72,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         *_RUNTIME_UP,
     ),
     # the package itself and the thin entries of the old ``python -m`` paths
-    "workloads": (
+    "gpu_cluster.workloads": (
         "gpu_cluster.workloads.validate",
         "gpu_cluster.workloads.launch",
         "gpu_cluster.workloads.collectives",
@@ -80,7 +89,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
 
 def room_of(module: str) -> str:
     if module in SHARED or any(module == p or module.startswith(p + ".") for p in SHARED_PACKAGES):
-        return "components.shared"
+        return "gpu_cluster.components.shared"
     best = ""
     for room in MAY_IMPORT:
         if (module == room or module.startswith(room + ".")) and len(room) > len(best):
@@ -92,6 +101,9 @@ def room_of(module: str) -> str:
 
 def module_name(path: Path, root: Path = ROOT) -> str:
     parts = list(path.relative_to(root).with_suffix("").parts)
+    # the checkout's top-level components/, workloads/ and policies/ are gpu_cluster's subpackages
+    if parts[0] in ("components", "workloads", "policies"):
+        parts.insert(0, "gpu_cluster")
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -223,9 +235,9 @@ def _one_cycle(comp: list[str], edges: Mapping[str, set[str]]) -> list[str]:
 def test_every_module_has_a_room() -> None:
     rooms = {mod: room_of(mod) for mod in graph()}
     assert rooms and set(rooms.values()) <= set(MAY_IMPORT)
-    assert room_of("gpu_cluster.workloads.health.fabric") == "gpu_cluster.workloads.health.fabric" and room_of("gpu_cluster.components.catalog") == (
-        "components.shared"
-    )
+    assert room_of("gpu_cluster.workloads.health.fabric") == "gpu_cluster.workloads.health.fabric" and room_of(
+        "gpu_cluster.components.catalog"
+    ) == ("gpu_cluster.components.shared")
 
 
 def test_no_import_circle_anywhere() -> None:
@@ -253,13 +265,23 @@ def test_shared_modules_import_no_pulumi_and_no_torch() -> None:
     assert len(paths) > len(SHARED)
     for path in paths:
         names = imported_names(path.read_text(encoding="utf-8"))
-        bad = {n for n in names if n.split(".")[0] in ("torch", "workloads", "gpu_cluster") or n.startswith("pulumi")}
+        bad = {
+            n
+            for n in names
+            if n.split(".")[0] == "torch"
+            or n.startswith("pulumi")
+            or (n.split(".")[0] == "gpu_cluster" and not n.startswith("gpu_cluster.components."))
+        }
         assert not bad, f"{path.relative_to(ROOT)}: {sorted(bad)}"
 
 
 def test_a_shared_package_is_a_shared_room() -> None:
-    assert room_of("gpu_cluster.components.liveness") == room_of("gpu_cluster.components.liveness.facts") == "components.shared"
-    assert room_of("components.livenessx") == "components"
+    assert (
+        room_of("gpu_cluster.components.liveness")
+        == room_of("gpu_cluster.components.liveness.facts")
+        == "gpu_cluster.components.shared"
+    )
+    assert room_of("gpu_cluster.components.livenessx") == "gpu_cluster.components"
 
 
 def test_workloads_top_level_holds_only_thin_entries() -> None:
@@ -293,13 +315,13 @@ def test_a_planted_circle_fails_with_its_edges_named(tmp_path: Path) -> None:
             "workloads/tasks/b.py": "from gpu_cluster.workloads.tasks.a import f\n",
             "workloads/tasks/c.py": "import gpu_cluster.workloads.tasks.b\n",
             "components/__init__.py": "",
-            "components/x.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from components.y import Y\n",
-            "components/y.py": "from components import x\n",
+            "components/x.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from gpu_cluster.components.y import Y\n",
+            "components/y.py": "from gpu_cluster.components import x\n",
         },
     )
     found = cycles(edges)
     assert sorted(found) == [
-        ["components.x", "components.y", "components.x"],
+        ["gpu_cluster.components.x", "gpu_cluster.components.y", "gpu_cluster.components.x"],
         ["gpu_cluster.workloads.tasks.a", "gpu_cluster.workloads.tasks.b", "gpu_cluster.workloads.tasks.a"],
     ]
 
@@ -307,11 +329,31 @@ def test_a_planted_circle_fails_with_its_edges_named(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("importer", "text", "named"),
     [
-        ("components/plan.py", "from policies import offline\n", "gpu_cluster.components.plan -> gpu_cluster.policies.offline"),
-        ("workloads/health/gate.py", "from gpu_cluster.workloads.validate import judge\n", "gpu_cluster.workloads.health.gate -> "),
-        ("workloads/runtime/dev.py", "import gpu_cluster.workloads.collectives.ops\n", "gpu_cluster.workloads.runtime.dev -> "),
-        ("components/aws/x.py", "def f():\n    from gpu_cluster.workloads.launch import job\n", "gpu_cluster.components.aws.x -> "),
-        ("workloads/launch/job.py", "from gpu_cluster.components.spec import ClusterSpec\n", "gpu_cluster.workloads.launch.job -> "),
+        (
+            "components/plan.py",
+            "from gpu_cluster.policies import offline\n",
+            "gpu_cluster.components.plan -> gpu_cluster.policies.offline",
+        ),
+        (
+            "workloads/health/gate.py",
+            "from gpu_cluster.workloads.validate import judge\n",
+            "gpu_cluster.workloads.health.gate -> ",
+        ),
+        (
+            "workloads/runtime/dev.py",
+            "import gpu_cluster.workloads.collectives.ops\n",
+            "gpu_cluster.workloads.runtime.dev -> ",
+        ),
+        (
+            "components/aws/x.py",
+            "def f():\n    from gpu_cluster.workloads.launch import job\n",
+            "gpu_cluster.components.aws.x -> ",
+        ),
+        (
+            "workloads/launch/job.py",
+            "from gpu_cluster.components.spec import ClusterSpec\n",
+            "gpu_cluster.workloads.launch.job -> ",
+        ),
     ],
 )
 def test_a_planted_upward_edge_fails_with_the_edge_named(tmp_path: Path, importer: str, text: str, named: str) -> None:
@@ -338,7 +380,7 @@ def test_a_planted_upward_edge_fails_with_the_edge_named(tmp_path: Path, importe
 
 
 def command_imports(source: str) -> set[str]:
-    """Every name of the command package (``gpu_cluster``) a module reaches for, by any road: an
+    """Every name of the command (``gpu_cluster`` but its three subpackages) a module reaches for, by any road: an
     import anywhere (a script block too), or a module path in a string (``importlib``, ``runpy``)."""
     found = set()
     for node in ast.walk(ast.parse(source)):
@@ -348,7 +390,13 @@ def command_imports(source: str) -> set[str]:
             found.add(node.module)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             found.add(node.value)
-    return {n for n in found if n == "gpu_cluster" or n.startswith("gpu_cluster.")}
+    inner = tuple(f"gpu_cluster.{pkg}" for pkg in ("components", "workloads", "policies"))
+    return {
+        n
+        for n in found
+        if n == "gpu_cluster"
+        or (n.startswith("gpu_cluster.") and not any(n == i or n.startswith(i + ".") for i in inner))
+    }
 
 
 def test_components_never_reach_for_the_command() -> None:

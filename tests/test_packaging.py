@@ -9,7 +9,7 @@ The fresh virtualenv is made from the base interpreter (``venv --without-pip``) 
 installed into it with ``--no-deps``. Its dependencies (pulumi, torch, ...) come from the running
 virtualenv's site-packages through a ``.pth`` file: ``--system-site-packages`` would not do, since
 it exposes the base interpreter's site-packages, not this virtualenv's. The ``.pth`` entries come
-after the fresh site-packages on sys.path, so ``components`` can only be found there, and the probe
+after the fresh site-packages on sys.path, so ``gpu_cluster`` can only be found there, and the probe
 runs isolated (``-I``: no PYTHONPATH, no user site, no script directory) from an empty directory,
 then checks where every module was loaded from.
 """
@@ -32,9 +32,33 @@ import pytest
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("components", "workloads", "policies", "gpu_cluster")
-NOT_PACKAGES = ("tests", "bench", "stacks", "scripts", "docs", "examples")
-DATA = ("components/catalog.yaml",)
+# A folder of the checkout -> the package it is in the wheel (pyproject's package-dir): what is
+# installed answers to one name, gpu_cluster.
+PACKAGE_DIRS = {
+    "gpu_cluster": "gpu_cluster",
+    "components": "gpu_cluster.components",
+    "workloads": "gpu_cluster.workloads",
+    "policies": "gpu_cluster.policies",
+}
+# No other top-level name: not the checkout's folders (issue 47), nor anything else of it.
+NOT_PACKAGES = (
+    "components",
+    "workloads",
+    "policies",
+    "tests",
+    "bench",
+    "stacks",
+    "scripts",
+    "docs",
+    "examples",
+    "provider",
+)
+# checkout path -> wheel path
+DATA = {
+    "components/catalog.yaml": "gpu_cluster/components/catalog.yaml",
+    "policies/PulumiPolicy.yaml": "gpu_cluster/policies/PulumiPolicy.yaml",
+    "stacks/Pulumi.aws-h100-eks.yaml": "gpu_cluster/stacks/Pulumi.aws-h100-eks.yaml",
+}
 _COPY_IGNORE = shutil.ignore_patterns(
     ".git",
     ".venv",
@@ -50,22 +74,27 @@ _COPY_IGNORE = shutil.ignore_patterns(
 )
 
 
-def _source_packages() -> list[str]:
+def _source_dirs() -> list[tuple[Path, str]]:
+    """(folder of the checkout, its package in the wheel) for every package. rglob does not follow
+    the links gpu_cluster/components (and the others) are in a checkout, so each is seen once."""
     return sorted(
-        ".".join(init.parent.relative_to(ROOT).parts)
-        for top in PACKAGES
-        for init in (ROOT / top).rglob("__init__.py")
-        if "__pycache__" not in init.parts
+        (
+            (init.parent, ".".join((pkg, *init.parent.relative_to(ROOT / top).parts)))
+            for top, pkg in PACKAGE_DIRS.items()
+            for init in (ROOT / top).rglob("__init__.py")
+            if "__pycache__" not in init.parts
+        ),
+        key=lambda d: d[1],
     )
+
+
+def _source_packages() -> list[str]:
+    return [pkg for _, pkg in _source_dirs()]
 
 
 def _source_modules() -> list[str]:
     """Every .py file of the packages, as a path in the wheel."""
-    return sorted(
-        str(py.relative_to(ROOT).as_posix())
-        for pkg in _source_packages()
-        for py in (ROOT / pkg.replace(".", "/")).glob("*.py")
-    )
+    return sorted(f"{pkg.replace('.', '/')}/{py.name}" for folder, pkg in _source_dirs() for py in folder.glob("*.py"))
 
 
 def _run(
@@ -115,15 +144,15 @@ def _dist_info(wheel: Path) -> str:
 
 def test_wheel_holds_every_package_and_the_data(wheel: Path) -> None:
     names = set(_names(wheel))
-    assert {n.split("/")[0] for n in names} == {*PACKAGES, _dist_info(wheel)}
+    assert {n.split("/")[0] for n in names} == {"gpu_cluster", _dist_info(wheel)}
     assert not {n for n in names if n.split("/")[0] in NOT_PACKAGES or "/" not in n}, "stray top-level files"
     assert len(_source_packages()) >= 8
     for pkg in _source_packages():
         assert f"{pkg.replace('.', '/')}/__init__.py" in names, f"package {pkg} missing from the wheel"
     assert not set(_source_modules()) - names, "modules missing from the wheel"
     with zipfile.ZipFile(wheel) as z:
-        for data in DATA:
-            assert z.read(data) == (ROOT / data).read_bytes(), data
+        for data, inside in DATA.items():
+            assert z.read(inside) == (ROOT / data).read_bytes(), data
         assert z.read(f"{_dist_info(wheel)}/licenses/LICENSE") == (ROOT / "LICENSE").read_bytes()
 
 
@@ -261,8 +290,8 @@ def test_installed_wheel_runs_the_library_example(wheel: Path, tmp_path: Path) -
     shutil.copytree(ROOT / "examples" / "python", work / "example")
     (work / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     runner = (
-        "import sys, pytest, components; from pathlib import Path\n"
-        f"assert Path(components.__file__).resolve().is_relative_to(Path({str(purelib.resolve())!r})), components.__file__\n"
+        "import sys, pytest, gpu_cluster.components as c; from pathlib import Path\n"
+        f"assert Path(c.__file__).resolve().is_relative_to(Path({str(purelib.resolve())!r})), c.__file__\n"
         "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-W', 'ignore::DeprecationWarning', "
         "'example/test_program.py']))\n"
     )
@@ -276,9 +305,9 @@ def test_installed_wheel_works_without_the_repository(wheel: Path, tmp_path: Pat
 
     probe = r"""
 import importlib, importlib.util, json, pkgutil, sys
-import components, workloads, policies, gpu_cluster
+import gpu_cluster
 mods = {}
-for top in (components, workloads, policies, gpu_cluster):
+for top in (gpu_cluster,):
     mods[top.__name__] = top.__file__
     for info in pkgutil.walk_packages(top.__path__, top.__name__ + "."):
         if info.name.rsplit(".", 1)[-1] != "__main__":  # __main__ modules run their program
@@ -304,7 +333,7 @@ print(json.dumps({"modules": mods, "catalog": str(CATALOG_PATH), "instances": so
     assert set(out["modules"]) == {m for m in expected if not m.endswith(".__main__")}
     for name, file in out["modules"].items():
         assert Path(file).resolve().is_relative_to(installed / name.split(".")[0]), f"{name} loaded from {file}"
-    assert Path(out["catalog"]).resolve() == installed / "components" / "catalog.yaml"
+    assert Path(out["catalog"]).resolve() == installed / "gpu_cluster" / "components" / "catalog.yaml"
     from gpu_cluster.components.catalog import load_catalog
 
     assert out["instances"] == sorted(load_catalog().names()) and out["instances"]

@@ -195,7 +195,8 @@ def capacity_note(spec: ClusterSpec) -> str | None:
     when = "appear when the block starts" if spec.orchestration.kind == "eks" else "appear when a job asks for them"
     return (
         f"capacity block {cap.id}: the {n} GPU nodes {when}, not at `pulumi up`: {how}. "
-        "The block's start and end: `python -m gpu_cluster.components.preflight STACK` (DescribeCapacityReservations)." + upgrade
+        "The block's start and end: `python -m gpu_cluster.components.preflight STACK` (DescribeCapacityReservations)."
+        + upgrade
     )
 
 

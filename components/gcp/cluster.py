@@ -17,7 +17,13 @@ from gpu_cluster.components.gcp.common import address_plan, project
 from gpu_cluster.components.gcp.compute import FLEX_START_MAX_DURATION, Compute, ComputeArgs
 from gpu_cluster.components.gcp.interconnect import Interconnect, InterconnectArgs, nic_count
 from gpu_cluster.components.gcp.network import Network, NetworkArgs
-from gpu_cluster.components.gcp.orchestration_gke import JOB_NAMESPACE, GkeArgs, GkeOrchestration, job_queue, node_networks
+from gpu_cluster.components.gcp.orchestration_gke import (
+    JOB_NAMESPACE,
+    GkeArgs,
+    GkeOrchestration,
+    job_queue,
+    node_networks,
+)
 from gpu_cluster.components.gcp.orchestration_slurm import EXTRA_MOUNTS, LUSTRE_ID, SlurmArgs, SlurmOrchestration
 from gpu_cluster.components.gcp.services import ProjectServices, ServicesArgs
 from gpu_cluster.components.gcp.rules import CHECKPOINT_KSA

@@ -44,7 +44,12 @@ from gpu_cluster.components.gcp.workload_identity import bucket_volume, checkpoi
 # Re-exported: components/gcp/cluster.py names it in the stack output scheduler.namespace.
 from gpu_cluster.components.k8s.addons import JOB_NAMESPACE as JOB_NAMESPACE, job_namespace, jobset
 from gpu_cluster.components.k8s.gke import NodeNetwork, gke_networks, lustre_volume
-from gpu_cluster.components.k8s.gke_installers import NEEDS_DEVICE_INJECTOR, installer_ref, nccl_installer, nri_device_injector
+from gpu_cluster.components.k8s.gke_installers import (
+    NEEDS_DEVICE_INJECTOR,
+    installer_ref,
+    nccl_installer,
+    nri_device_injector,
+)
 from gpu_cluster.components.k8s.kueue import LOCAL_QUEUE, Quota, kueue
 from gpu_cluster.components.gcp.rules import GKE_RELEASE_CHANNEL, queued_provisioning
 from gpu_cluster.components.spec import ClusterSpec

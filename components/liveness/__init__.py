@@ -22,7 +22,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpu_cluster.components.liveness import admission, driver, node_image, objects, ordering, reachability, scheduling, slurm_node
+from gpu_cluster.components.liveness import (
+    admission,
+    driver,
+    node_image,
+    objects,
+    ordering,
+    reachability,
+    scheduling,
+    slurm_node,
+)
 from gpu_cluster.components.liveness.cluster import job_workloads, quantity, workloads
 from gpu_cluster.components.liveness.pools import pools
 from gpu_cluster.components.liveness.model import KINDS, Check, FoundAtStart, Job, Liveness, Plan, Resource

@@ -37,7 +37,15 @@ import urllib.parse
 import urllib.request
 from typing import Any, Callable, Mapping, Protocol
 
-from gpu_cluster.components.preflight import Check, Context, CouldNotCheck, Fatal, NotApplicable, Problem, deployer_ranges
+from gpu_cluster.components.preflight import (
+    Check,
+    Context,
+    CouldNotCheck,
+    Fatal,
+    NotApplicable,
+    Problem,
+    deployer_ranges,
+)
 
 __all__ = ["AzureClients", "Fatal", "checks"]
 

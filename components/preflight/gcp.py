@@ -23,7 +23,15 @@ from gpu_cluster.components.gcp import binauthz
 from gpu_cluster.components.gcp.apis import for_orchestrator
 from gpu_cluster.components.gcp.rules import GKE_RELEASE_CHANNEL
 from gpu_cluster.components.k8s.image_uses import gke_pulled_images
-from gpu_cluster.components.preflight import Check, Context, CouldNotCheck, Fatal, NotApplicable, Problem, deployer_ranges
+from gpu_cluster.components.preflight import (
+    Check,
+    Context,
+    CouldNotCheck,
+    Fatal,
+    NotApplicable,
+    Problem,
+    deployer_ranges,
+)
 
 __all__ = ["Fatal", "GcpClients", "checks"]
 

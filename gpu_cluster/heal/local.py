@@ -248,7 +248,17 @@ class LocalChecker:
         out = self.run_dir / "checks" / f"{incident}-{purpose}-{self.world.doc['nodes'][node]['instance']}"
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
-        run = ["-m", "gpu_cluster.workloads.validate", "run", "--out", str(out), "--phase", "main", "--timeout", str(self.timeout)]
+        run = [
+            "-m",
+            "gpu_cluster.workloads.validate",
+            "run",
+            "--out",
+            str(out),
+            "--phase",
+            "main",
+            "--timeout",
+            str(self.timeout),
+        ]
         run += ["--iters", "5", "--warmup", "2", "--pairwise", "never"]
         env = self.world.env_for([node, peer])
         with environment({}):

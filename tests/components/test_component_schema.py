@@ -253,7 +253,11 @@ def test_schema_command_prints_what_the_host_infers(tmp_path: Path) -> None:
     assert json.loads(out.read_text(encoding="utf-8")) == expected
     assert TOKEN in expected["resources"]
     proc = subprocess.run(
-        [sys.executable, "-m", "gpu_cluster.components.provider", "schema"], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "gpu_cluster.components.provider", "schema"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == expected

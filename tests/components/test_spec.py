@@ -411,7 +411,11 @@ def test_an_orchestrator_without_a_known_cloud_is_not_said_to_run_on_none(cloud:
 def test_spec_help_is_help_not_a_stack_name() -> None:
     """First-hour bug (issue 26): `python -m gpu_cluster.components.spec --help` was read as a stack name."""
     proc = subprocess.run(
-        [sys.executable, "-m", "gpu_cluster.components.spec", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "gpu_cluster.components.spec", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0 and proc.stdout.startswith("usage:") and "Traceback" not in proc.stderr
     assert "not found" not in proc.stdout + proc.stderr and "stack" in proc.stdout

@@ -18,7 +18,13 @@ from gpu_cluster.components.contract import ClusterOutputs
 from tests.launch.test_jobset import K8S_VERSIONS, _crd_errors, _job, _pod, jobset_schema  # noqa: F401 - fixture
 from tests.launch.test_render_stacks import outputs
 from gpu_cluster.workloads.launch import sbatch
-from gpu_cluster.workloads.launch.validation import ValidationJob, for_cluster, pair_jobset, pair_jobset_name, sbatch_spec
+from gpu_cluster.workloads.launch.validation import (
+    ValidationJob,
+    for_cluster,
+    pair_jobset,
+    pair_jobset_name,
+    sbatch_spec,
+)
 from gpu_cluster.workloads.launch.bundle import build as build_bundle
 from gpu_cluster.workloads.validate import pair_jobs
 from gpu_cluster.workloads.validate.run_config import RunConfig

@@ -101,8 +101,12 @@ def test_kubernetes_render_is_valid_and_carries_the_code(stack: str, jobset_sche
     data = base64.b64decode(r.configmap["binaryData"][vjob.BUNDLE_KEY])
     assert data == code_bundle.build().data
     names = tarfile.open(fileobj=io.BytesIO(data), mode="r:gz").getnames()
-    assert {"workloads/validate/__main__.py", "components/catalog.yaml", "components/catalog.py"} <= set(names)
-    assert not [n for n in names if n.startswith("components/") and n not in code_bundle.shared_modules()]
+    # under the one name the toolkit installs
+    assert {"gpu_cluster/__init__.py", "gpu_cluster/workloads/validate/__main__.py"} <= set(names)
+    assert {"gpu_cluster/components/catalog.yaml", "gpu_cluster/components/catalog.py"} <= set(names)
+    assert all(n.startswith("gpu_cluster/") for n in names)
+    inside = [n.removeprefix("gpu_cluster/") for n in names if n.startswith("gpu_cluster/components/")]
+    assert not [n for n in inside if n not in code_bundle.shared_modules()]
     script = c["command"][2].replace("$$", "$")
     unpack = f"tar -xzf {vjob.BUNDLE_MOUNT}/{vjob.BUNDLE_KEY} -C {vjob.POD_CODE_DIR}"
     assert unpack in script and script.index(unpack) < script.index("torch.distributed.run")
@@ -167,7 +171,7 @@ def test_bundle_is_reproducible_and_unpacks_to_importable_code(tmp_path: Path) -
     names = code_bundle.unpack(a.data, tmp_path)
     # Only the modules both sides share come from components, and nothing in it imports Pulumi.
     shared = code_bundle.shared_modules()
-    assert sorted(n for n in names if n.startswith("components/")) == sorted(shared)
+    assert sorted(n.removeprefix("gpu_cluster/") for n in names if n.startswith("gpu_cluster/components/")) == sorted(shared)
     assert {"components/catalog.py", "components/contract.py", "components/bandwidth.py"} <= set(shared)
     for name in names:
         if name.endswith(".py"):

@@ -6,7 +6,17 @@ import ast
 import io
 from pathlib import Path
 
-from gpu_cluster.components.preflight import OK, PROBLEMS, UNCHECKED, Check, Context, CouldNotCheck, Fatal, Problem, run_checks
+from gpu_cluster.components.preflight import (
+    OK,
+    PROBLEMS,
+    UNCHECKED,
+    Check,
+    Context,
+    CouldNotCheck,
+    Fatal,
+    Problem,
+    run_checks,
+)
 from gpu_cluster.components.spec import load_stack
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -70,7 +70,9 @@ def test_loss_falls_and_metrics_are_reported(baseline: dict[str, Any]) -> None:
 def _crashed_run(data: Path, ckpt: Path, out: Path, **crash: str) -> subprocess.CompletedProcess[str]:
     """The run checkpointing to ``ckpt`` every 4 steps, ``crash`` injected, one restart allowed."""
     args = ["--data", str(data / "train-*.bin"), *COMMON, "--ckpt-dir", str(ckpt), "--ckpt-every", "4"]
-    return torchrun("gpu_cluster.workloads.train.ddp", [*args, "--json", str(out)], max_restarts=1, env=job_env(**crash))
+    return torchrun(
+        "gpu_cluster.workloads.train.ddp", [*args, "--json", str(out)], max_restarts=1, env=job_env(**crash)
+    )
 
 
 def test_ranks_hold_identical_parameters(baseline: dict[str, Any]) -> None:

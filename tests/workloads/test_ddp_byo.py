@@ -53,7 +53,9 @@ def _printed_losses(stdout: str) -> dict[int, float]:
 def test_resume_at_other_world_sizes_continues_the_loss_curve(data: Path, tmp_path: Path) -> None:
     glob = str(data / "train-*.bin")
     base = torchrun(
-        "gpu_cluster.workloads.train.ddp", ["--data", glob, *GPT, *LAYOUT[2], "--json", str(tmp_path / "b.json")], nproc=2
+        "gpu_cluster.workloads.train.ddp",
+        ["--data", glob, *GPT, *LAYOUT[2], "--json", str(tmp_path / "b.json")],
+        nproc=2,
     )
     assert base.returncode == 0, explain(base)
     want = {s: v for s, v in json.loads((tmp_path / "b.json").read_text())["loss_curve"]}
@@ -61,7 +63,10 @@ def test_resume_at_other_world_sizes_continues_the_loss_curve(data: Path, tmp_pa
     ckpt = ["--ckpt-dir", str(tmp_path / "ckpt"), "--ckpt-every", "4"]
     # 2 ranks, killed before step 5: step_4 is the newest complete checkpoint.
     a = torchrun(
-        "gpu_cluster.workloads.train.ddp", ["--data", glob, *GPT, *LAYOUT[2], *ckpt], nproc=2, env=job_env(GPUC_CRASH_AT_STEP="5")
+        "gpu_cluster.workloads.train.ddp",
+        ["--data", glob, *GPT, *LAYOUT[2], *ckpt],
+        nproc=2,
+        env=job_env(GPUC_CRASH_AT_STEP="5"),
     )
     assert a.returncode != 0 and "exiting hard before step 5" in a.stderr, explain(a)
     # 1 rank resumes at step 4 and is killed before step 9.
@@ -75,7 +80,9 @@ def test_resume_at_other_world_sizes_continues_the_loss_curve(data: Path, tmp_pa
     assert "step_4 (step 4," in b.stdout and "resharded: written by {'world_size': 2" in b.stdout, explain(b)
     # 3 ranks resume at step 8 and finish.
     c = torchrun(
-        "gpu_cluster.workloads.train.ddp", ["--data", glob, *GPT, *LAYOUT[3], *ckpt, "--json", str(tmp_path / "c.json")], nproc=3
+        "gpu_cluster.workloads.train.ddp",
+        ["--data", glob, *GPT, *LAYOUT[3], *ckpt, "--json", str(tmp_path / "c.json")],
+        nproc=3,
     )
     assert c.returncode == 0, explain(c)
     assert "resharded: written by {'world_size': 1, 'batch_size': 4, 'grad_accum': 6}" in c.stdout, explain(c)

@@ -63,7 +63,10 @@ def test_dynamic_fleet_crash_then_rerun_publishes_each_output_once(tmp_path: Pat
     ]
     env = dict(GPUC_TEST_CALL_LOG=str(log))
     crashed = torchrun(
-        "gpu_cluster.workloads.tasks.shard", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="2", GPUC_CRASH_RANK="0", **env)
+        "gpu_cluster.workloads.tasks.shard",
+        args,
+        nproc=2,
+        env=job_env(GPUC_CRASH_AFTER="2", GPUC_CRASH_RANK="0", **env),
     )
     assert crashed.returncode != 0 and "GPUC_CRASH_AFTER=2: exiting hard" in crashed.stderr, explain(crashed)
     assert "claimed dynamically" in crashed.stdout
@@ -312,7 +315,10 @@ def test_outputs_to_s3_exactly_once_and_never_partial(tmp_path: Path, s3: dict[s
         str(tmp_path / "s.json"),
     ]
     crashed = torchrun(
-        "gpu_cluster.workloads.tasks.shard", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="1", GPUC_TEST_CALL_LOG=str(log), **s3)
+        "gpu_cluster.workloads.tasks.shard",
+        args,
+        nproc=2,
+        env=job_env(GPUC_CRASH_AFTER="1", GPUC_TEST_CALL_LOG=str(log), **s3),
     )
     assert crashed.returncode != 0 and "GPUC_CRASH_AFTER=1: exiting hard" in crashed.stderr, explain(crashed)
     first = _objects("run1/")

@@ -136,7 +136,9 @@ def test_single_process_cpu_run_measures_and_passes_no_judgement(
 def test_under_torchrun_rank0_gathers_every_rank(tmp_path: Path) -> None:
     out = tmp_path / "h.json"
     proc = cpu_torchrun(
-        "gpu_cluster.workloads.health.gpu", 2, ["--matmul-size", "128", "--copy-bytes", "1M", "--iters", "2", "--json", str(out)]
+        "gpu_cluster.workloads.health.gpu",
+        2,
+        ["--matmul-size", "128", "--copy-bytes", "1M", "--iters", "2", "--json", str(out)],
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())

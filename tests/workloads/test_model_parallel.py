@@ -25,7 +25,14 @@ from gpu_cluster.workloads.parallel.run import (
     stage_layers,
     world_problems,
 )
-from gpu_cluster.workloads.parallel.materialise import fill_box, init_local, materialise, meta_model, normal_at, storage_bytes
+from gpu_cluster.workloads.parallel.materialise import (
+    fill_box,
+    init_local,
+    materialise,
+    meta_model,
+    normal_at,
+    storage_bytes,
+)
 
 ARGS = [
     *TINY_GPT,
@@ -51,7 +58,9 @@ def test_fsdp_and_pipeline_match_reference(reference: list[float], tmp_path: Pat
     out = tmp_path / "m.json"
     # Both modes in one launch, one after the other on the same ranks.
     r = torchrun(
-        "gpu_cluster.workloads.parallel.run", ["--mode", "fsdp,pipeline", *ARGS, "--check-reference", "--json", str(out)], nproc=2
+        "gpu_cluster.workloads.parallel.run",
+        ["--mode", "fsdp,pipeline", *ARGS, "--check-reference", "--json", str(out)],
+        nproc=2,
     )
     assert r.returncode == 0, explain(r)
     m = json.loads(out.read_text())

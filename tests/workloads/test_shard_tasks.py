@@ -264,7 +264,10 @@ def test_rank_0_killed_mid_item_then_rerun_publishes_every_input_exactly_once(tm
     ]
     env = dict(GPUC_TEST_CALL_LOG=str(log))
     crashed = torchrun(
-        "gpu_cluster.workloads.tasks.shard", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="1", GPUC_CRASH_RANK="0", **env)
+        "gpu_cluster.workloads.tasks.shard",
+        args,
+        nproc=2,
+        env=job_env(GPUC_CRASH_AFTER="1", GPUC_CRASH_RANK="0", **env),
     )
     assert crashed.returncode != 0 and "GPUC_CRASH_AFTER=1: exiting hard" in crashed.stderr, explain(crashed)
     # Rank 0 owns t0, t2, t4: t0 published, t2 written under a temporary name only.

@@ -525,7 +525,9 @@ def require_gpus(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gpu_cluster.workloads.health.fabric", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m gpu_cluster.workloads.health.fabric", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("--instance-type", help="catalog instance type: sets --fabric and --expect")
     p.add_argument("--fabric", choices=FABRICS)
     p.add_argument("--expect", type=int, help="EFA devices (efa) or GPU NICs (others) this node must have")

@@ -1,7 +1,8 @@
 """The code a validation job runs, carried by the job itself: nothing is copied by hand.
 
-``submit`` packs the ``workloads`` package and the part of ``components`` it reads (the
-catalog and its reader) into one gzip'd tar. On Slurm the batch script carries it inline and
+``submit`` packs the ``gpu_cluster.workloads`` package and the part of ``gpu_cluster.components``
+it reads (the catalog and its reader) into one gzip'd tar, under the one name the toolkit installs
+(``gpu_cluster/``, with an ``__init__.py`` of its own: the command is not shipped). On Slurm the batch script carries it inline and
 unpacks it into the run directory on shared storage, where every node's ``torchrun`` finds it
 through ``PYTHONPATH``; on Kubernetes a ConfigMap carries it and each pod unpacks it into its
 own scratch directory. The archive is reproducible: the same sources give the same bytes, so
@@ -25,7 +26,13 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+# The folder holding workloads/ and components/: the checkout's top (where they are real folders),
+# or the installed gpu_cluster package. Paths below are relative to it; in the archive they sit
+# under PREFIX, the package they are imported as.
 ROOT = Path(__file__).resolve().parents[2]
+PREFIX = "gpu_cluster/"
+# The bundle's gpu_cluster/__init__.py: the job imports gpu_cluster.workloads, never the command.
+INIT = b'"""gpu-cluster\'s job code, unpacked from the validation bundle."""\n'
 # What the job imports: the workloads package, and the modules of components it shares with
 # the Pulumi side (the catalog with its data, the outputs contract, the problem type) with whatever of
 # components those import in turn (the bandwidth model). Nothing that imports Pulumi.
@@ -79,7 +86,11 @@ def _component_imports(path: Path, mtime_ns: int) -> tuple[str, ...]:
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
             else []
         )
-        found += [n.replace(".", "/") + ".py" for n in names if n.startswith("gpu_cluster.components.")]
+        found += [
+            n.removeprefix("gpu_cluster.").replace(".", "/") + ".py"
+            for n in names
+            if n.startswith("gpu_cluster.components.")
+        ]
     return tuple(found)
 
 
@@ -112,9 +123,10 @@ def build(root: Path = ROOT) -> Bundle:
     """Pack the job's code. Fixed mtimes, owners and order: the same sources, the same bytes."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path in _files(root):
-            data = path.read_bytes()
-            info = tarfile.TarInfo(path.relative_to(root).as_posix())
+        entries = [(PREFIX + "__init__.py", INIT)]
+        entries += [(PREFIX + path.relative_to(root).as_posix(), path.read_bytes()) for path in _files(root)]
+        for name, data in entries:
+            info = tarfile.TarInfo(name)
             info.size, info.mode, info.mtime = len(data), 0o644, 0
             info.uid = info.gid = 0
             info.uname = info.gname = ""

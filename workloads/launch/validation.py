@@ -180,7 +180,9 @@ def _phases(
                     module="gpu_cluster.workloads.train",
                     module_args=tuple(ddp_args(data, Path(out), instance_type=job.instance_type)),
                 ),
-                Step(name="judge", module="gpu_cluster.workloads.validate", module_args=tuple(judge_args), torchrun=False),
+                Step(
+                    name="judge", module="gpu_cluster.workloads.validate", module_args=tuple(judge_args), torchrun=False
+                ),
             )
             if step.name not in job.skip_steps and not (step.name == "ddp-data" and "ddp" in job.skip_steps)
         ),

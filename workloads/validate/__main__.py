@@ -438,7 +438,17 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float, strict: bool = 
     )
 
     def phase(name: str, *extra: str, env: dict[str, str] | None = None) -> None:
-        run = ["-m", "gpu_cluster.workloads.validate", "run", "--out", str(out), "--phase", name, "--timeout", str(timeout)]
+        run = [
+            "-m",
+            "gpu_cluster.workloads.validate",
+            "run",
+            "--out",
+            str(out),
+            "--phase",
+            name,
+            "--timeout",
+            str(timeout),
+        ]
         beat = Heartbeat(f"phase {name}", status_dir=out / "status", phase=name)
         codes = _torchrun_nodes(nodes, procs, [*run, *extra], env or {}, _phase_deadline(timeout), logs, name, beat)
         print(f"      exit codes per node: {codes}", flush=True)

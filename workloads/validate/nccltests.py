@@ -38,7 +38,13 @@ from typing import Any, Callable, Sequence
 from gpu_cluster.components.bandwidth import OPS_WITH_FLOORS
 from gpu_cluster.components.catalog import Catalog, CatalogError, InstanceType, load_catalog
 from gpu_cluster.workloads.validate import transport
-from gpu_cluster.workloads.validate.figures import curve_of, expectation, judge_cluster_figure, model_curve, transport_failure
+from gpu_cluster.workloads.validate.figures import (
+    curve_of,
+    expectation,
+    judge_cluster_figure,
+    model_curve,
+    transport_failure,
+)
 from gpu_cluster.workloads.validate.report import Curve, Report, render_markdown, write
 from gpu_cluster.workloads.validate.verdict import Measurement, NodeVerdict, Verdict
 

@@ -49,7 +49,13 @@ from gpu_cluster.components.contract import ClusterOutputs
 from gpu_cluster.components.stack_locate import STACK_HELP
 from gpu_cluster.workloads.launch import validation as vjob
 from gpu_cluster.workloads.validate.rehearsal.job import CouldNotRehearse, from_jobset, from_sbatch, stack_configmaps
-from gpu_cluster.workloads.validate.rehearsal.sandbox import EXIT_COULD_NOT, EXIT_FAIL, EXIT_PASS, Outcome, rehearse_declared
+from gpu_cluster.workloads.validate.rehearsal.sandbox import (
+    EXIT_COULD_NOT,
+    EXIT_FAIL,
+    EXIT_PASS,
+    Outcome,
+    rehearse_declared,
+)
 from gpu_cluster.workloads.validate.rehearsal.stand_in import NODE_PYTHONS, image_interpreter
 
 __all__ = [

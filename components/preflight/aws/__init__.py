@@ -19,7 +19,12 @@ from gpu_cluster.components.preflight.aws.account import (
     check_zone,
 )
 from gpu_cluster.components.preflight.aws.buckets import check_buckets
-from gpu_cluster.components.preflight.aws.capacity import USABLE_STATES, check_capacity, check_placement, planned_placement_group
+from gpu_cluster.components.preflight.aws.capacity import (
+    USABLE_STATES,
+    check_capacity,
+    check_placement,
+    planned_placement_group,
+)
 from gpu_cluster.components.preflight.aws.clients import AwsClients, call
 from gpu_cluster.components.preflight.aws.image_cache import check_cache_prefix
 from gpu_cluster.components.preflight.aws.keys import check_ssh_key
