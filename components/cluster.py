@@ -25,6 +25,9 @@ from gpu_cluster.components.spec import ClusterSpec
 
 PILLARS = ("Network", "Interconnect", "Compute", "Storage", "Orchestration")
 TYPE = "gpu-cluster:index:GpuCluster"
+# Set by the offline plan of a user's own program (components/plan_program.py) for one run: every
+# GpuCluster built adds itself, so the plan finds the clusters whatever the program names them.
+BUILT: "list[GpuCluster] | None" = None
 
 
 class Mount(TypedDict, total=False):
@@ -130,6 +133,10 @@ class GpuCluster(pulumi.ComponentResource):
         return self._outputs
 
     def _build(self, name: str, spec: ClusterSpec, existing: Any) -> None:
+        self.spec = spec
+        """The cluster's parsed description (the offline plan of a user's program reads it)."""
+        if BUILT is not None:
+            BUILT.append(self)
         # A cloud's package, and so its SDK, is imported only for a stack on that cloud; an SDK
         # that is an extra (Azure's) and is missing stops here with one line naming it.
         require_cloud_sdk(spec.cloud)

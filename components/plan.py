@@ -14,6 +14,7 @@ the cluster to (expected busbw, floors and their basis per phase, from component
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -21,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
-from gpu_cluster.components.stack_locate import STACK_HELP
+from gpu_cluster.components.stack_locate import STACK_HELP, project_stacks
 from gpu_cluster.components import liveness as live
 from gpu_cluster.components import validation_time as vt
 from gpu_cluster.components.bandwidth import phase_floors
@@ -29,6 +30,7 @@ from gpu_cluster.components.catalog import load_catalog
 from gpu_cluster.components.cloud_sdk import MissingCloudSdk
 from gpu_cluster.components.cluster import PILLARS
 from gpu_cluster.components.engine import OfflineRun, Recorded, replacements, run_offline
+from gpu_cluster.components.plan_program import plan_program
 from gpu_cluster.components.problems import output_file_problem
 from gpu_cluster.components.plan_caveats import caveats, installer as installer_caveat
 from gpu_cluster.components.spec import (
@@ -392,6 +394,11 @@ def plan_stack(stack: str, job: JobRenderer | None = None) -> tuple[Summary, Off
     return summarize(name, spec, run, needs_deployer_placeholder(raw), liveness), run
 
 
+def plan_spec(label: str, spec: ClusterSpec, run: OfflineRun, job: JobRenderer | None = None) -> Summary:
+    """The summary of a cluster a user's own program built (components/plan_program.py)."""
+    return summarize(label, spec, run, False, check_liveness(run, spec, job))
+
+
 def to_json(summary: Summary, run: OfflineRun) -> dict[str, Any]:
     names = {r.urn: r.name for r in run.resources}
     return {
@@ -444,7 +451,12 @@ def main(
         "'gpu-cluster[azure]') or violates a mandatory policy",
     )
     ap.add_argument("stack", nargs="?", help=STACK_HELP)
-    ap.add_argument("--all", action="store_true", help="plan every bundled example stack (this checkout's stacks/)")
+    ap.add_argument(
+        "--all",
+        action="store_true",
+        help="plan every stack of the Pulumi project here (its stack files with a gpu-cluster:cluster object); "
+        "outside a project, every bundled example",
+    )
     ap.add_argument("--json", metavar="PATH", help="write the plan as JSON to PATH ('-' for stdout)")
     ap.add_argument(
         "--outputs",
@@ -456,6 +468,12 @@ def main(
         "--policy",
         action="store_true",
         help="check the security policy pack's rules too (exit 3 when a mandatory rule is violated)",
+    )
+    ap.add_argument(
+        "--program",
+        metavar="PATH",
+        help="plan your own Pulumi program (its __main__.py, GpuCluster used as a library) on STACK's config, "
+        "instead of the bundled one",
     )
     ap.add_argument(
         "--from",
@@ -471,12 +489,17 @@ def main(
         ap.error("--from takes one STACK, not --all")
     if args.outputs and args.all:
         ap.error("--outputs takes one STACK, not --all")
+    if args.program and (args.all or args.before):
+        ap.error("--program takes one STACK, without --all or --from")
     # Where the results go is checked before a minute of planning, not after it.
     for flag, target in (("--json", args.json), ("--outputs", args.outputs)):
         if target and target != "-" and (unwritable := output_file_problem(Path(target))):
             print(f"gpu-cluster: {flag}: {unwritable}", file=sys.stderr)
             return 3
-    stacks = bundled_stacks() if args.all else [args.stack]
+    stacks, where = project_stacks() if args.all else ([args.stack], "")
+    if args.all and not stacks:
+        print(f"gpu-cluster: --all: no stack file with a gpu-cluster:cluster object in {where}", file=sys.stderr)
+        return 3
     failed: list[str] = []
     dead: list[str] = []
     blocked: list[str] = []
@@ -487,7 +510,10 @@ def main(
             print(f"[{i}/{len(stacks)}] planning {stack} ...", file=sys.stderr, flush=True)
         started = time.perf_counter()
         try:
-            summary, run = plan_stack(stack, job)
+            if args.program:
+                planned = plan_program(stack, Path(args.program), functools.partial(plan_spec, job=job))
+            else:
+                planned = [(*plan_stack(stack, job), None)]
         except SpecError as err:
             print(f"gpu-cluster: {stack}: {err.render()}", file=sys.stderr)
             failed.append(stack)
@@ -497,39 +523,45 @@ def main(
             print(f"gpu-cluster: {stack}: {err}", file=sys.stderr)
             unplanned.append(stack)
             continue
-        out = sys.stderr if "-" in (args.json, args.outputs) else sys.stdout
-        render(summary, run, out)
-        if args.before:
-            try:
-                replaced = replacements(plan_stack(args.before)[1], run)
-            except SpecError as err:
-                print(f"gpu-cluster: --from {args.before}: {err.render()}", file=sys.stderr)
-                return 2
-            except MissingCloudSdk as err:
-                print(f"gpu-cluster: --from {args.before}: {err}", file=sys.stderr)
-                return 3
-            out.write(f"  {'replaces':<13} " + ("nothing" if not replaced else f"{len(replaced)} resource(s)") + "\n")
-            for res, why in sorted(replaced.items()):
-                out.write(f"    {res}: {', '.join(why)}\n")
-        out.write(f"  {'planned in':<13} {time.perf_counter() - started:.2f} s\n\n")
-        documents.append(to_json(summary, run))
-        if summary.liveness and not summary.liveness["holds"]:
-            dead.append(stack)
-            for c in summary.liveness["checks"]:
-                if not c["holds"]:
+        for summary, run, spec in planned:
+            label = summary.stack
+            out = sys.stderr if "-" in (args.json, args.outputs) else sys.stdout
+            render(summary, run, out)
+            if args.before:
+                try:
+                    replaced = replacements(plan_stack(args.before)[1], run)
+                except SpecError as err:
+                    print(f"gpu-cluster: --from {args.before}: {err.render()}", file=sys.stderr)
+                    return 2
+                except MissingCloudSdk as err:
+                    print(f"gpu-cluster: --from {args.before}: {err}", file=sys.stderr)
+                    return 3
+                out.write(
+                    f"  {'replaces':<13} " + ("nothing" if not replaced else f"{len(replaced)} resource(s)") + "\n"
+                )
+                for res, why in sorted(replaced.items()):
+                    out.write(f"    {res}: {', '.join(why)}\n")
+            out.write(f"  {'planned in':<13} {time.perf_counter() - started:.2f} s\n\n")
+            documents.append(to_json(summary, run))
+            if summary.liveness and not summary.liveness["holds"]:
+                dead.append(label)
+                for c in summary.liveness["checks"]:
+                    if not c["holds"]:
+                        print(
+                            f"gpu-cluster: {label}: liveness: {c['object']}: {c['check']}: {c['why']}"
+                            + (f" (fix: {c['fix']})" if c.get("fix") else ""),
+                            file=sys.stderr,
+                        )
+            if args.policy:
+                if policy is None:
                     print(
-                        f"gpu-cluster: {stack}: liveness: {c['object']}: {c['check']}: {c['why']}"
-                        + (f" (fix: {c['fix']})" if c.get("fix") else ""),
-                        file=sys.stderr,
+                        "gpu-cluster: --policy needs the policy pack: run `gpu-cluster plan --policy`", file=sys.stderr
                     )
-        if args.policy:
-            if policy is None:
-                print("gpu-cluster: --policy needs the policy pack: run `gpu-cluster plan --policy`", file=sys.stderr)
-                return 3
-            checked = load_stack(stack, deployer_placeholder=True)[1]
-            documents[-1]["policy"], mandatory_violated = policy(run, checked, out)
-            if mandatory_violated:
-                blocked.append(stack)
+                    return 3
+                checked = spec or load_stack(stack, deployer_placeholder=True)[1]
+                documents[-1]["policy"], mandatory_violated = policy(run, checked, out)
+                if mandatory_violated:
+                    blocked.append(label)
     if args.outputs and documents:
         text = json.dumps(documents[0]["outputs"], indent=2, default=str)
         if args.outputs == "-":

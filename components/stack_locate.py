@@ -133,6 +133,26 @@ def locate(stack: str, cwd: Path | None = None) -> Located:
     )
 
 
+def project_stacks(cwd: Path | None = None) -> tuple[list[str], str]:
+    """The stacks ``--all`` means, and where they are: in a Pulumi project (the Pulumi.yaml here or
+    above), its stack files that describe a cluster (a ``gpu-cluster:cluster`` object); outside
+    one, the bundled examples. A checkout is a project whose stackConfigDir is the examples'."""
+    project = find_project(cwd)
+    if project is None:
+        return bundled_stacks(), f"the bundled examples ({BUNDLED_DIR})"
+    folder = stack_config_dir(project)
+    names = []
+    for path in sorted(folder.glob("Pulumi.*.y*ml")):
+        try:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            doc = None  # not a stack file of ours: --all leaves it out
+        config = doc.get("config") if isinstance(doc, dict) else None
+        if isinstance(config, dict) and "gpu-cluster:cluster" in config:
+            names.append(stack_name(path))
+    return names, f"the stacks of {project} ({folder})"
+
+
 def stack_label(stack: str) -> str:
     """The stack's name, for folders named after it (``out/validate/<name>/``) and ``pulumi --stack``."""
     return locate(stack).name

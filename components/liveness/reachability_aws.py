@@ -161,6 +161,20 @@ def _aws_egress(plan: Plan, pool: Pool, obj: str, hosts: list[str]) -> Check:
     ]
     ok, why = _sg_allows(plan, pool.security_groups, [], Flow("tcp", (443, 443), "TCP 443"), as_net("0.0.0.0/0"))
     src = "the plan's route tables and security groups"
+    own_subnets = {r.id for r in plan.of("aws:ec2/subnet:Subnet")}
+    if not tables and pool.subnet and pool.subnet not in own_subnets:
+        # An existing VPC (network: {vpc_id, node_subnet_id}, or a library program's own): its
+        # routes are not in this plan, so they can be neither proven nor refuted here.
+        return Check(
+            kind="reachability",
+            object=obj,
+            check=check,
+            holds=True,
+            why=f"the node subnet {pool.subnet} is not this plan's (an existing VPC): its routes to "
+            "0.0.0.0/0 are not in the plan; unverified",
+            source=src,
+            unverified=True,
+        )
     if not nat:
         return failed(
             obj,
