@@ -9,8 +9,7 @@ creates uses your provider. ``pulumi config set example:vpc_id vpc-...`` (and ``
 import pulumi
 import pulumi_aws as aws
 
-from gpu_cluster.components.args import GpuClusterArgs
-from gpu_cluster.components.cluster import GpuCluster
+from gpu_cluster import GpuCluster, GpuClusterArgs
 
 config = pulumi.Config("example")
 role_arn = config.get("role_arn")
