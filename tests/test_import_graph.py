@@ -429,3 +429,27 @@ def test_a_docstring_naming_the_command_is_not_a_reach() -> None:
 def test_a_script_hand_over_is_not_an_edge() -> None:
     src = 'import os\nif __name__ == "__main__":\n    from gpu_cluster.plan import main\n'
     assert imported_names(src) == {"os"}
+
+
+def test_nothing_imports_the_old_top_level_names() -> None:
+    """In a checkout the top-level folders are importable as they are (the repository is on
+    sys.path), so an import of ``components.x`` would work here and fail in every install: none is
+    left, in the product, its tests, benchmarks, examples or scripts."""
+    old = ("components", "workloads", "policies")
+    found = []
+    for top in (
+        "components",
+        "workloads",
+        "policies",
+        "gpu_cluster",
+        "tests",
+        "bench",
+        "examples",
+        "scripts",
+        "provider",
+    ):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for module, _ in imports(path.read_text(encoding="utf-8")):
+                if module.split(".")[0] in old:
+                    found.append(f"{path.relative_to(ROOT)}: {module}")
+    assert not found
