@@ -26,8 +26,8 @@ class Subcommand:
 
 
 SUBCOMMANDS: tuple[Subcommand, ...] = (
-    Subcommand("plan", "gpu_cluster.plan", "what a stack will create, cost and must achieve (offline, no account)"),
     Subcommand("init", "gpu_cluster.init", "write a Pulumi project of your own from a bundled example stack"),
+    Subcommand("plan", "gpu_cluster.plan", "what a stack will create, cost and must achieve (offline, no account)"),
     Subcommand("spec", "gpu_cluster.components.spec", "check a stack file alone and print what it describes"),
     Subcommand(
         "schema",

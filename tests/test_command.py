@@ -77,7 +77,7 @@ def test_every_module_path_still_answers_help(module: str) -> None:
 def test_an_unknown_subcommand_names_what_is_allowed() -> None:
     proc = _run("-m", "gpu_cluster", "deploy")
     assert proc.returncode == 2
-    assert "'deploy' is not a subcommand (allowed: plan, spec," in proc.stderr
+    assert "'deploy' is not a subcommand (allowed: init, plan, spec," in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
