@@ -509,6 +509,7 @@ def main(
         if args.all:
             print(f"[{i}/{len(stacks)}] planning {stack} ...", file=sys.stderr, flush=True)
         started = time.perf_counter()
+        planned: list[tuple[Summary, OfflineRun, ClusterSpec | None]]
         try:
             if args.program:
                 planned = plan_program(stack, Path(args.program), functools.partial(plan_spec, job=job))

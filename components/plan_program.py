@@ -91,7 +91,7 @@ def run_user_program(stack: str, program: Path) -> list[tuple[ClusterSpec, Offli
 
 def plan_program(
     stack: str, program: Path, plan_one: Callable[[str, ClusterSpec, OfflineRun], Any]
-) -> list[tuple[Any, OfflineRun, ClusterSpec]]:
+) -> list[tuple[Any, OfflineRun, ClusterSpec | None]]:
     """(``plan_one(label, spec, run)``, run, spec) for every cluster of the program: its summary."""
     found = run_user_program(stack, program)
     label = stack_name(locate(stack).path)

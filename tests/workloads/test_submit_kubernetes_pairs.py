@@ -129,7 +129,7 @@ class Cluster:
         m = re.search(r"record-pairs --out (\S+) --result (\S+)", script)
         assert m is not None
         pair_jobs.record(self.run_dir, shlex.split(m.group(2))[0])
-        judge_args = re.search(r"-m workloads\.validate judge (.*) --print-archive", script)
+        judge_args = re.search(r"-m gpu_cluster\.workloads\.validate judge (.*) --print-archive", script)
         assert judge_args is not None and "--expect-nodes " + ",".join(self.hosts) in judge_args.group(1)
         code = judge_and_report(self.run_dir, "p5.48xlarge", self.hosts, False, False, 1.0)
         out = io.StringIO()

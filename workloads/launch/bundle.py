@@ -73,37 +73,52 @@ _PARSE_LOCK = threading.Lock()
 
 @functools.lru_cache(maxsize=None)
 def _component_imports(path: Path, mtime_ns: int) -> tuple[str, ...]:
-    """The ``components`` modules the file at ``path`` imports (absolute imports), as paths."""
+    """The ``gpu_cluster.components`` modules the file at ``path`` imports (absolute imports,
+    lazy ones inside functions too), as module names: ``from P import n`` names ``P`` and
+    ``P.n`` (``n`` may be a submodule, ``from gpu_cluster.components import liveness``)."""
     text = path.read_text(encoding="utf-8")
     with _PARSE_LOCK:
         tree = ast.parse(text)
     found: list[str] = []
     for node in ast.walk(tree):
-        names = (
-            [a.name for a in node.names]
-            if isinstance(node, ast.Import)
-            else [node.module]
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
-            else []
-        )
-        found += [
-            n.removeprefix("gpu_cluster.").replace(".", "/") + ".py"
-            for n in names
-            if n.startswith("gpu_cluster.components.")
-        ]
-    return tuple(found)
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+    return tuple(n for n in found if n.startswith("gpu_cluster.components."))
+
+
+def _module_file(root: Path, name: str) -> str | None:
+    """``gpu_cluster.components.x`` -> ``components/x.py`` or ``components/x/__init__.py`` where
+    that file exists under ``root``; None for a name that is not a module (an imported function)."""
+    rel = name.removeprefix("gpu_cluster.").replace(".", "/")
+    for candidate in (f"{rel}.py", f"{rel}/__init__.py"):
+        if (root / candidate).is_file():
+            return candidate
+    return None
 
 
 def shared_modules(root: Path = ROOT) -> tuple[str, ...]:
-    """The shared modules and the ``components`` modules they import, transitively."""
-    todo, seen = list(SHARED), set()
+    """The ``components`` modules the job needs: the shared ones, and every one the job's own
+    files (``workloads``) or those modules import, transitively, with each package's
+    ``__init__.py``. The job's code must be whole without the toolkit installed on the node:
+    an import the bundle misses fails there, not here."""
+    todo = list(SHARED)
+    for pkg in PACKAGES:
+        for path in sorted((root / pkg).rglob("*.py")):
+            todo += [m for n in _component_imports(path, path.stat().st_mtime_ns) if (m := _module_file(root, n))]
+    seen: set[str] = set()
     while todo:
         rel = todo.pop()
         if rel in seen:
             continue
         seen.add(rel)
+        parent = Path(rel).parent
+        while parent.name and parent != Path("components"):  # a subpackage's __init__.py
+            todo.append((parent / "__init__.py").as_posix())
+            parent = parent.parent
         path = root / rel
-        todo += _component_imports(path, path.stat().st_mtime_ns)
+        todo += [m for n in _component_imports(path, path.stat().st_mtime_ns) if (m := _module_file(root, n))]
     return tuple(sorted(seen | set(DATA)))
 
 
