@@ -11,7 +11,7 @@ import pytest
 
 from components.plan import plan_stack, render
 from components.plan_caveats import FLEX_START_MAX_DAYS, caveats
-from components.spec import parse_spec
+from components.spec import parse_spec, read_stack_file
 from tests.components.test_spec import aws_base, gcp_base
 
 
@@ -76,7 +76,7 @@ def test_an_aws_zone_without_its_id_is_named_as_not_checked() -> None:
         ("aws-h100-capacity-block", {"placement", "capacity", "zone", "images", "pulls", "metrics"}),
         ("aws-h200-slurm", {"placement", "zone", "login"}),
         ("gcp-h100-gke", {"placement", "flex-start", "images", "metrics"}),
-        ("gcp-h200-slurm", {"placement"}),
+        ("gcp-h200-slurm", {"placement", "metrics"}),
         ("gcp-h200-gke", {"placement", "installer", "images", "metrics"}),
     ],
 )
@@ -132,7 +132,15 @@ def test_a_kubernetes_plan_names_its_metrics_store_and_says_it_is_unpriced() -> 
     assert "Managed Service for Prometheus" in gcp and "Cloud Monitoring dashboard" in gcp
     slurm = copy.deepcopy(aws_base())
     slurm["orchestration"] = {"kind": "slurm"}
-    assert "metrics" not in _topics(slurm)  # the Slurm stacks have no metrics path yet (docs/day2.md)
+    assert "metrics" not in _topics(slurm)  # PCS has no metrics path yet (docs/day2.md)
+
+
+def test_cluster_director_names_its_metrics_path_and_says_it_is_unpriced() -> None:
+    _, raw = read_stack_file("gcp-h200-slurm")
+    spec = parse_spec(raw, deployer_placeholder=True)
+    [text] = [c.text for c in caveats(spec, {"fabric": {}}) if c.topic == "metrics"]
+    assert "Ops Agent's DCGM receiver" in text and "startup script" in text and "Cloud Monitoring dashboard" in text
+    assert "unpriced" in text and "not in the cost" in text
 
 
 @pytest.mark.parametrize("stack", ["azure-h100-aks", "azure-mi300x-aks"])
