@@ -268,18 +268,24 @@ METRICS_STORE = {
     # managed-prometheus/setup-opsagent, read 2026-12-07); no rate was read, so unpriced too.
     "gcp-slurm": "the Ops Agent's DCGM receiver (version 2) on every GPU node, from the node set's startup script, "
     "into the project's Cloud Monitoring",
+    "aws-slurm": "the DCGM exporter and node exporter in Docker on every GPU node (launch template user data), "
+    "scraped by an ADOT collector on the node into an AMP workspace the node role may only write to",
 }
 # Where each looks at them: the GPU dashboard's resources (components/gcp/dashboard.py,
 # components/azure/grafana.py, components/aws/grafana.py). No price page was read for Azure
 # Managed Grafana's or Amazon Managed Grafana's rates (both bill per instance or active user), so
 # these are unpriced too; a Cloud Monitoring dashboard has no charge of its own that was found.
+_AMG = (
+    "an Amazon Managed Grafana workspace (IAM Identity Center sign-in) with a role that may only query the "
+    "AMP workspace; import dashboards/gpu-grafana.json"
+)
 METRICS_DASHBOARD = {
     "gke": "a Cloud Monitoring dashboard (the GPU panels of dashboards/gpu-cloud-monitoring.json)",
     "aks": "an Azure Managed Grafana workspace (Standard) linked to the Azure Monitor workspace, with Monitoring "
     "Data Reader on it and Grafana Admin for the deployer; import dashboards/gpu-grafana.json",
-    "eks": "an Amazon Managed Grafana workspace (IAM Identity Center sign-in) with a role that may only query the "
-    "AMP workspace; import dashboards/gpu-grafana.json",
+    "eks": _AMG,
     "gcp-slurm": "a Cloud Monitoring dashboard (the GPU panels over the Ops Agent's series, per VM instance_id)",
+    "aws-slurm": _AMG,
 }
 
 

@@ -71,7 +71,11 @@ DASHBOARDS = (
 # agent's configuration (components/gcp/slurm_metrics.py ops_agent_config), or NVIDIA's DCGM exporter.
 _EXPORTERS = (
     (re.compile(r"^\s*type: dcgm\s*$", re.M), "the Ops Agent's DCGM receiver", "components/gcp/slurm_metrics.py"),
-    (re.compile(r"\bdcgm-exporter\b"), "NVIDIA's DCGM exporter", "components/aws/slurm_metrics.py"),
+    (
+        re.compile(r"^\s*docker run\b.*\bdcgm-exporter\b", re.M),
+        "NVIDIA's DCGM exporter",
+        "components/aws/slurm_metrics.py",
+    ),
 )
 
 

@@ -74,7 +74,7 @@ def test_an_aws_zone_without_its_id_is_named_as_not_checked() -> None:
     [
         ("aws-h100-eks", {"placement", "zone", "images", "pulls", "metrics"}),
         ("aws-h100-capacity-block", {"placement", "capacity", "zone", "images", "pulls", "metrics"}),
-        ("aws-h200-slurm", {"placement", "zone", "login"}),
+        ("aws-h200-slurm", {"placement", "zone", "login", "metrics"}),
         ("gcp-h100-gke", {"placement", "flex-start", "images", "metrics"}),
         ("gcp-h200-slurm", {"placement", "metrics"}),
         ("gcp-h200-gke", {"placement", "installer", "images", "metrics"}),
@@ -132,7 +132,9 @@ def test_a_kubernetes_plan_names_its_metrics_store_and_says_it_is_unpriced() -> 
     assert "Managed Service for Prometheus" in gcp and "Cloud Monitoring dashboard" in gcp
     slurm = copy.deepcopy(aws_base())
     slurm["orchestration"] = {"kind": "slurm"}
-    assert "metrics" not in _topics(slurm)  # PCS has no metrics path yet (docs/day2.md)
+    pcs = _topics(slurm)["metrics"]  # PCS: the exporters and ADOT on the nodes (components/aws/slurm_metrics.py)
+    assert "ADOT collector" in pcs and "AMP workspace" in pcs and "Amazon Managed Grafana" in pcs
+    assert "unpriced" in pcs
 
 
 def test_cluster_director_names_its_metrics_path_and_says_it_is_unpriced() -> None:

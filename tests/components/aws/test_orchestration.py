@@ -381,7 +381,11 @@ def test_every_pcs_node_mounts_lustre() -> None:
     for t in templates:
         doc = message_from_string(base64.b64decode(t.inputs["userData"]).decode())
         assert doc.is_multipart()
-        (part,) = doc.get_payload()  # type: ignore[misc]
+        # The Lustre mount is the first part; the GPU nodes' second is their metrics agent
+        # (components/aws/slurm_metrics.py, tests/components/aws/test_slurm_metrics.py).
+        parts = doc.get_payload()
+        assert len(parts) == (2 if t.name.endswith("-gpu") else 1)  # type: ignore[arg-type]
+        part = parts[0]  # type: ignore[index]
         assert part.get_content_type() == "text/x-shellscript"
         script = part.get_payload()
         assert f"{mount['dns_name']}@tcp:/{mount['mount_name']} {spec.storage.lustre.mount_point} lustre" in script
