@@ -270,6 +270,9 @@ METRICS_STORE = {
     "into the project's Cloud Monitoring",
     "aws-slurm": "the DCGM exporter and node exporter in Docker on every GPU node (launch template user data), "
     "scraped by an ADOT collector on the node into an AMP workspace the node role may only write to",
+    "azure-slurm": "the DCGM exporter and node exporter in Docker on every GPU node (the scale set's custom data), "
+    "scraped by a Prometheus agent on the node that remote-writes with the scale set's managed identity, "
+    "which may only publish to the workspace's data collection rule, into an Azure Monitor workspace",
 }
 # Where each looks at them: the GPU dashboard's resources (components/gcp/dashboard.py,
 # components/azure/grafana.py, components/aws/grafana.py). No price page was read for Azure
@@ -286,6 +289,8 @@ METRICS_DASHBOARD = {
     "eks": _AMG,
     "gcp-slurm": "a Cloud Monitoring dashboard (the GPU panels over the Ops Agent's series, per VM instance_id)",
     "aws-slurm": _AMG,
+    "azure-slurm": "an Azure Managed Grafana workspace (Standard) linked to the Azure Monitor workspace; import "
+    "dashboards/gpu-grafana.json",
 }
 
 

@@ -74,7 +74,7 @@ _EXPORTERS = (
     (
         re.compile(r"^\s*docker run\b.*\bdcgm-exporter\b", re.M),
         "NVIDIA's DCGM exporter",
-        "components/aws/slurm_metrics.py",
+        "components/aws/slurm_metrics.py; components/azure/slurm_metrics.py",
     ),
 )
 

@@ -137,6 +137,14 @@ def test_a_kubernetes_plan_names_its_metrics_store_and_says_it_is_unpriced() -> 
     assert "unpriced" in pcs
 
 
+def test_the_azure_slurm_plan_names_its_metrics_path() -> None:
+    _, raw = read_stack_file("azure-h100-slurm")
+    spec = parse_spec(raw, deployer_placeholder=True)
+    [text] = [c.text for c in caveats(spec, {"fabric": {}}) if c.topic == "metrics"]
+    assert "Prometheus agent" in text and "managed identity" in text and "Azure Managed Grafana" in text
+    assert "unpriced" in text
+
+
 def test_cluster_director_names_its_metrics_path_and_says_it_is_unpriced() -> None:
     _, raw = read_stack_file("gcp-h200-slurm")
     spec = parse_spec(raw, deployer_placeholder=True)
