@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 from email import message_from_string
+from email.message import Message
 
 import pytest
 
@@ -384,10 +385,11 @@ def test_every_pcs_node_mounts_lustre() -> None:
         # The Lustre mount is the first part; the GPU nodes' second is their metrics agent
         # (components/aws/slurm_metrics.py, tests/components/aws/test_slurm_metrics.py).
         parts = doc.get_payload()
-        assert len(parts) == (2 if t.name.endswith("-gpu") else 1)  # type: ignore[arg-type]
-        part = parts[0]  # type: ignore[index]
-        assert part.get_content_type() == "text/x-shellscript"
+        assert isinstance(parts, list) and len(parts) == (2 if t.name.endswith("-gpu") else 1)
+        part = parts[0]
+        assert isinstance(part, Message) and part.get_content_type() == "text/x-shellscript"
         script = part.get_payload()
+        assert isinstance(script, str)
         assert f"{mount['dns_name']}@tcp:/{mount['mount_name']} {spec.storage.lustre.mount_point} lustre" in script
         if shutil.which("bash"):
             subprocess.run(["bash", "-n"], input=script, text=True, check=True, timeout=60)

@@ -8,6 +8,9 @@ import base64
 import email
 import json
 import subprocess
+from email.message import Message
+from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -35,8 +38,15 @@ RECIPE_EXTENSION = {"sigv4auth": {"service": "aps"}}
 
 def _parts(mime: str) -> list[str]:
     msg = email.message_from_string(mime)
-    assert msg.is_multipart()
-    return [p.get_payload() for p in msg.get_payload()]
+    parts = msg.get_payload()
+    assert msg.is_multipart() and isinstance(parts, list)
+    out = []
+    for p in parts:
+        assert isinstance(p, Message)
+        body = p.get_payload()
+        assert isinstance(body, str)
+        out.append(body)
+    return out
 
 
 def test_the_collector_config_keeps_the_recipes_shape() -> None:
@@ -79,7 +89,7 @@ def test_the_node_script_runs_the_exporters_as_their_readmes_do() -> None:
     assert script.rstrip().endswith("exit 0") and "set -e" not in script
 
 
-def test_the_node_script_logs_and_exits_0_where_docker_cannot_be_had(tmp_path) -> None:
+def test_the_node_script_logs_and_exits_0_where_docker_cannot_be_had(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "calls"
@@ -139,7 +149,7 @@ def test_liveness_sees_the_exporter_in_the_gpu_user_data() -> None:
     assert not p.failed()
     gpu = next(r for r in p.plan.of(LT) if "login" not in r.name)
 
-    def drop(inputs: dict) -> None:
+    def drop(inputs: dict[str, Any]) -> None:
         text = base64.b64decode(inputs["userData"]).decode()
         inputs["userData"] = base64.b64encode(text.replace("docker run", "true").encode()).decode()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+from typing import Any
 
 import yaml
 
@@ -108,7 +109,7 @@ def test_liveness_sees_the_exporter_in_the_scale_sets_custom_data() -> None:
     assert not p.failed()
     [vmss] = p.plan.of(VMSS)
 
-    def drop(inputs: dict) -> None:
+    def drop(inputs: dict[str, Any]) -> None:
         prof = inputs["virtualMachineProfile"]["osProfile"]
         text = base64.b64decode(prof["customData"]).decode()
         prof["customData"] = base64.b64encode(text.replace("docker run", "true").encode()).decode()

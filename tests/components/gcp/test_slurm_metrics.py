@@ -8,7 +8,8 @@ import json
 import re
 import shutil
 import subprocess
-from typing import Callable
+from pathlib import Path
+from typing import Any, Callable
 
 import yaml
 
@@ -81,7 +82,7 @@ def test_the_startup_script_parses_and_writes_that_config() -> None:
     assert script.rstrip().endswith("exit 0") and "set -e" not in script
 
 
-def test_the_startup_script_runs_to_the_end_without_dcgm(tmp_path) -> None:
+def test_the_startup_script_runs_to_the_end_without_dcgm(tmp_path: Path) -> None:
     """On an image without DCGM the script logs why and exits 0, touching nothing else."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -170,7 +171,7 @@ def test_liveness_sees_the_exporter_in_the_node_sets_startup_script() -> None:
     assert check.holds and "Ops Agent's DCGM receiver" in check.why and "startupScript" in check.why
     assert not planned.failed()
 
-    def drop(inputs: dict) -> None:
+    def drop(inputs: dict[str, Any]) -> None:
         for n in inputs["orchestrator"]["slurm"]["nodeSets"]:
             n["computeInstance"].pop("startupScript")
 
