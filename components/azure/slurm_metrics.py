@@ -42,10 +42,10 @@ import pulumi
 import pulumi_azure_native as azure
 import yaml
 
-from components.azure.common import cluster_tags
-from components.azure.grafana import ManagedGrafana
-from components.azure.metrics import PROMETHEUS_STREAM, ManagedPrometheus
-from components.spec import ClusterSpec
+from gpu_cluster.components.azure.common import cluster_tags
+from gpu_cluster.components.azure.grafana import ManagedGrafana
+from gpu_cluster.components.azure.metrics import PROMETHEUS_STREAM, ManagedPrometheus
+from gpu_cluster.components.spec import ClusterSpec
 
 DCGM_EXPORTER_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless"
 NODE_EXPORTER_IMAGE = "quay.io/prometheus/node-exporter:v1.12.1"

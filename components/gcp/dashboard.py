@@ -25,9 +25,9 @@ import json
 import pulumi
 import pulumi_gcp as gcp
 
-from components.dashboard import NODE_LABEL, cloud_monitoring, dumps
-from components.gcp import slurm_metrics
-from components.spec import ClusterSpec
+from gpu_cluster.components.dashboard import NODE_LABEL, cloud_monitoring, dumps
+from gpu_cluster.components.gcp import slurm_metrics
+from gpu_cluster.components.spec import ClusterSpec
 
 
 def cluster_selector(spec: ClusterSpec) -> str:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import yaml
 
-from components.dashboard import RATE_WINDOW, Panel
+from gpu_cluster.components.dashboard import RATE_WINDOW, Panel
 
 OPS_AGENT_CONFIG = "/etc/google-cloud-ops-agent/config.yaml"
 OPS_AGENT_UNIT = "google-cloud-ops-agent.service"

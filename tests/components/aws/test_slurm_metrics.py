@@ -14,10 +14,10 @@ from typing import Any
 
 import yaml
 
-from components import liveness as live
-from components.aws import slurm_metrics
-from components.aws.metrics import REMOTE_WRITE_ACTIONS
-from components.aws.mocks import ACCOUNT
+from gpu_cluster.components import liveness as live
+from gpu_cluster.components.aws import slurm_metrics
+from gpu_cluster.components.aws.metrics import REMOTE_WRITE_ACTIONS
+from gpu_cluster.components.aws.mocks import ACCOUNT
 from tests.components._liveness import bundled, mutate_plan
 
 STACK = "aws-h200-slurm"
@@ -65,7 +65,7 @@ def test_the_collector_config_keeps_the_recipes_shape() -> None:
     assert c["service"]["extensions"] == ["sigv4auth"]
     assert c["service"]["pipelines"]["metrics"] == {"receivers": ["prometheus"], "exporters": ["prometheusremotewrite"]}
     # The dashboard's node label (components/dashboard.py NODE_LABEL for EKS, the same Grafana file).
-    from components.dashboard import NODE_LABEL
+    from gpu_cluster.components.dashboard import NODE_LABEL
 
     assert slurm_metrics.NODE_LABEL == NODE_LABEL["eks"]
 

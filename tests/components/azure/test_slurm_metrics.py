@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from components import liveness as live
-from components.azure import slurm_metrics
+from gpu_cluster.components import liveness as live
+from gpu_cluster.components.azure import slurm_metrics
 from tests.components._liveness import bundled, mutate_plan
 
 STACK = "azure-h100-slurm"
@@ -41,7 +41,7 @@ def test_the_remote_write_is_the_one_the_vm_page_writes() -> None:
     ]
     targets = sorted(j["static_configs"][0]["targets"][0] for j in c["scrape_configs"])
     assert targets == ["localhost:9100", "localhost:9400"]
-    from components.dashboard import NODE_LABEL
+    from gpu_cluster.components.dashboard import NODE_LABEL
 
     for j in c["scrape_configs"]:
         labels = {r["target_label"]: r["replacement"] for r in j["relabel_configs"]}

@@ -13,9 +13,9 @@ from typing import Any, Callable
 
 import yaml
 
-from components.engine import OfflineRun
-from components.gcp import slurm_metrics
-from components.spec import read_stack_file
+from gpu_cluster.components.engine import OfflineRun
+from gpu_cluster.components.gcp import slurm_metrics
+from gpu_cluster.components.spec import read_stack_file
 from tests.components.gcp.conftest import PROJECT
 from tests.components.test_dashboard import _aggregations, _selectors, parse
 
@@ -163,7 +163,7 @@ def test_the_bundled_cluster_director_stack_has_exporter_store_and_dashboard(
 
 
 def test_liveness_sees_the_exporter_in_the_node_sets_startup_script() -> None:
-    from components import liveness as live
+    from gpu_cluster.components import liveness as live
     from tests.components._liveness import bundled, mutate_plan
 
     planned = bundled("gcp-h200-slurm")
