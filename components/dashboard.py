@@ -38,6 +38,7 @@ Two renderings, each the shape its reference defines:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,12 +161,20 @@ PANELS: tuple[Panel, ...] = (
 )
 
 
-def cloud_monitoring(node_label: str = NODE_LABEL["gke"], *, title: str = TITLE, selector: str = "") -> dict[str, Any]:
+def cloud_monitoring(
+    node_label: str = NODE_LABEL["gke"],
+    *,
+    title: str = TITLE,
+    selector: str = "",
+    panels: Sequence[Panel] = PANELS,
+) -> dict[str, Any]:
     """The Cloud Monitoring dashboard: a mosaic of line charts, two a row. A project's Cloud
-    Monitoring holds every cluster's series, so the stack passes its cluster as ``selector``."""
+    Monitoring holds every cluster's series, so the stack passes its cluster as ``selector``.
+    ``panels`` are the exporter's series by default; Cluster Director's nodes write the Ops Agent's
+    instead (components/gcp/slurm_metrics.py PANELS)."""
     half = MOSAIC_COLUMNS // 2
     tiles = []
-    for i, p in enumerate(PANELS):
+    for i, p in enumerate(panels):
         tiles.append(
             {
                 "xPos": (i % 2) * half,

@@ -263,27 +263,51 @@ METRICS_STORE = {
     "gke": "GKE's managed DCGM metrics into Managed Service for Prometheus (Cloud Monitoring)",
     "aks": "Azure Managed Prometheus into the stack's Azure Monitor workspace (DCGM exporter on NVIDIA sizes only)",
     "eks": "the DCGM exporter chart, scraped by an AMP managed collector into an AMP workspace",
+    # Cluster Director: byte-priced like every Ops Agent integration ("Metrics ingested by using
+    # existing integrations are charged by the number of bytes", cloud.google.com/stackdriver/docs/
+    # managed-prometheus/setup-opsagent, read 2026-12-07); no rate was read, so unpriced too.
+    "gcp-slurm": "the Ops Agent's DCGM receiver (version 2) on every GPU node, from the node set's startup script, "
+    "into the project's Cloud Monitoring",
+    "aws-slurm": "the DCGM exporter and node exporter in Docker on every GPU node (launch template user data), "
+    "scraped by an ADOT collector on the node into an AMP workspace the node role may only write to",
+    "azure-slurm": "the DCGM exporter and node exporter in Docker on every GPU node (the scale set's custom data), "
+    "scraped by a Prometheus agent on the node that remote-writes with the scale set's managed identity, "
+    "which may only publish to the workspace's data collection rule, into an Azure Monitor workspace",
 }
 # Where each looks at them: the GPU dashboard's resources (components/gcp/dashboard.py,
 # components/azure/grafana.py, components/aws/grafana.py). No price page was read for Azure
 # Managed Grafana's or Amazon Managed Grafana's rates (both bill per instance or active user), so
 # these are unpriced too; a Cloud Monitoring dashboard has no charge of its own that was found.
+_AMG = (
+    "an Amazon Managed Grafana workspace (IAM Identity Center sign-in) with a role that may only query the "
+    "AMP workspace; import dashboards/gpu-grafana.json"
+)
 METRICS_DASHBOARD = {
     "gke": "a Cloud Monitoring dashboard (the GPU panels of dashboards/gpu-cloud-monitoring.json)",
     "aks": "an Azure Managed Grafana workspace (Standard) linked to the Azure Monitor workspace, with Monitoring "
     "Data Reader on it and Grafana Admin for the deployer; import dashboards/gpu-grafana.json",
-    "eks": "an Amazon Managed Grafana workspace (IAM Identity Center sign-in) with a role that may only query the "
-    "AMP workspace; import dashboards/gpu-grafana.json",
+    "eks": _AMG,
+    "gcp-slurm": "a Cloud Monitoring dashboard (the GPU panels over the Ops Agent's series, per VM instance_id)",
+    "aws-slurm": _AMG,
+    "azure-slurm": "an Azure Managed Grafana workspace (Standard) linked to the Azure Monitor workspace; import "
+    "dashboards/gpu-grafana.json",
 }
 
 
+def _metrics_key(spec: ClusterSpec) -> str:
+    """The orchestrator, and for Slurm the cloud too (each cloud's Slurm takes its own path)."""
+    kind = spec.orchestration.kind
+    return f"{spec.cloud}-{kind}" if kind == "slurm" else kind
+
+
 def metrics(spec: ClusterSpec) -> Caveat | None:
-    store = METRICS_STORE.get(spec.orchestration.kind)
+    key = _metrics_key(spec)
+    store = METRICS_STORE.get(key)
     if store is None:
         return None
     return Caveat(
         "metrics",
-        f"GPU metrics: {store}; dashboard: {METRICS_DASHBOARD[spec.orchestration.kind]}; unpriced: billed by "
+        f"GPU metrics: {store}; dashboard: {METRICS_DASHBOARD[key]}; unpriced: billed by "
         "samples ingested and queried (and Grafana by workspace or user), not in the cost above "
         "(docs/day2.md, GPU metrics)",
     )

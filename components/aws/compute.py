@@ -54,6 +54,8 @@ import pulumi_aws as aws
 
 from gpu_cluster.components.aws.common import assume_role_policy, managed_policy_arn
 from gpu_cluster.components.aws.interconnect import Nic
+from gpu_cluster.components.aws.metrics import PcsPrometheus
+from gpu_cluster.components.aws.slurm_metrics import add_part, node_script
 from gpu_cluster.components.aws.versions import EKS_KUBERNETES_VERSION, PCS_SLURM_VERSION, pcs_ami_name
 from gpu_cluster.components.spec import CapacitySpec
 
@@ -192,6 +194,8 @@ def launch_template_args(
 class Compute(pulumi.ComponentResource):
     launch_template_id: pulumi.Output[str]
     launch_template_version: pulumi.Output[str]
+    prometheus: PcsPrometheus | None
+    """PCS: the GPU nodes' metrics store and Grafana (components/aws/metrics.py); None on EKS."""
     node_role_arn: pulumi.Output[str]
     node_role_name: pulumi.Output[str]
     """PCS: the role the orchestrator grants registration with its own cluster (its ARN is
@@ -208,6 +212,7 @@ class Compute(pulumi.ComponentResource):
         self._args = args
         self._create_iam()
         self._lookup_image()
+        self.prometheus = self._create_metrics()
 
         self.launch_template = aws.ec2.LaunchTemplate(
             f"{name}-gpu",
@@ -224,6 +229,26 @@ class Compute(pulumi.ComponentResource):
                 "node_role_arn": self.node_role_arn,
                 "instance_profile_arn": self.instance_profile_arn,
             }
+        )
+
+    def _create_metrics(self) -> PcsPrometheus | None:
+        """PCS: the AMP workspace the GPU nodes' collectors write to, Grafana over it, and the node
+        role's right to write there (components/aws/metrics.py PcsPrometheus). In this pillar because
+        the GPU launch template carries the exporters (components/aws/slurm_metrics.py)."""
+        args = self._args
+        if args.orchestrator != "slurm" or args.user_data is None:
+            return None
+        prometheus = PcsPrometheus(f"{self._name}-prometheus", tags=args.tags, opts=pulumi.ResourceOptions(parent=self))
+        prometheus.grant_remote_write(self.node_role.name)
+        return prometheus
+
+    def _gpu_user_data(self) -> pulumi.Input[str] | None:
+        """The template's user data; on PCS with the metrics part after the Lustre mount."""
+        args, prometheus = self._args, self.prometheus
+        if prometheus is None or args.user_data is None:
+            return args.user_data
+        return pulumi.Output.all(args.user_data, prometheus.workspace.prometheus_endpoint).apply(
+            lambda a: add_part(a[0], node_script(a[1], args.region))
         )
 
     def _create_iam(self) -> None:
@@ -314,7 +339,7 @@ class Compute(pulumi.ComponentResource):
             image_id=None,
             # EKS sets the instance profile from the node group's role itself and refuses a
             # template that names one; PCS takes the profile from the node group, too.
-            user_data=args.user_data,
+            user_data=self._gpu_user_data(),
             tags=args.tags,
         )
         if args.placement_group_name is not None:

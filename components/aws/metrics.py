@@ -22,6 +22,7 @@ managed collectors for Amazon EKS", read 2026-12-07):
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -134,3 +135,58 @@ def eks_prometheus(
         opts=pulumi.ResourceOptions(parent=parent),
     )
     return prometheus
+
+
+REMOTE_WRITE_ACTIONS = ("aps:RemoteWrite",)
+
+
+def remote_write_policy(workspace_arn: str) -> str:
+    """The GPU nodes' only right in AMP: write to this workspace. AWS's managed policy for the same
+    (AmazonPrometheusRemoteWriteAccess, AWS managed policy reference, read 2026-12-07) grants
+    ``aps:RemoteWrite`` on ``*``; the PCS recipe's PrometheusWritePolicy (aws-hpc-recipes
+    recipes/pcs/observability_for_pcs/assets/observability-stack.yaml at 009a29a) holds it to its
+    workspace and adds the query actions, which the collector does not use."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "RemoteWrite",
+                    "Effect": "Allow",
+                    "Action": list(REMOTE_WRITE_ACTIONS),
+                    "Resource": workspace_arn,
+                }
+            ],
+        },
+        sort_keys=True,
+    )
+
+
+class PcsPrometheus(pulumi.ComponentResource):
+    """PCS: the AMP workspace the GPU nodes' collectors write to (components/aws/slurm_metrics.py), the
+    Amazon Managed Grafana that queries it, and, once the nodes' role exists, its right to write."""
+
+    workspace: aws.amp.Workspace
+    grafana: AmazonManagedGrafana
+
+    def __init__(self, name: str, *, tags: Mapping[str, str], opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-cluster:metrics:PcsPrometheus", name, None, opts)
+        self._name = name
+        self.workspace = aws.amp.Workspace(
+            f"{name}-workspace", alias=name, tags=dict(tags), opts=pulumi.ResourceOptions(parent=self)
+        )
+        self.grafana = AmazonManagedGrafana(
+            f"{name.removesuffix('-prometheus')}-grafana",
+            prometheus_arn=self.workspace.arn,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs({"workspace": self.workspace.arn})
+
+    def grant_remote_write(self, role_name: pulumi.Input[str]) -> aws.iam.RolePolicy:
+        return aws.iam.RolePolicy(
+            f"{self._name}-remote-write",
+            role=role_name,
+            policy=self.workspace.arn.apply(remote_write_policy),
+            opts=pulumi.ResourceOptions(parent=self),
+        )

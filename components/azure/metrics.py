@@ -60,6 +60,7 @@ class ManagedPrometheus(pulumi.ComponentResource):
     """The Azure Monitor workspace and the rule that carries the cluster's Prometheus metrics to it."""
 
     workspace: azure.monitor.AzureMonitorWorkspace
+    endpoint: azure.monitor.DataCollectionEndpoint
     rule: azure.monitor.DataCollectionRule
 
     def __init__(
@@ -68,7 +69,7 @@ class ManagedPrometheus(pulumi.ComponentResource):
         *,
         spec: ClusterSpec,
         resource_group: pulumi.Input[str],
-        cluster_id: pulumi.Input[str],
+        cluster_id: pulumi.Input[str] | None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-cluster:metrics:AzureManagedPrometheus", name, None, opts)
@@ -82,7 +83,7 @@ class ManagedPrometheus(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
-        endpoint = azure.monitor.DataCollectionEndpoint(
+        self.endpoint = endpoint = azure.monitor.DataCollectionEndpoint(
             f"{name}-endpoint",
             data_collection_endpoint_name=msprom_name(spec),
             resource_group_name=resource_group,
@@ -117,12 +118,17 @@ class ManagedPrometheus(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
+        # No cluster on the Slurm stack: its nodes remote-write to the rule (components/azure/slurm_metrics.py).
+        if cluster_id is not None:
+            self._associate(name, spec, cluster_id)
+        self.register_outputs({"workspace": self.workspace.id})
+
+    def _associate(self, name: str, spec: ClusterSpec, cluster_id: pulumi.Input[str]) -> None:
         azure.monitor.DataCollectionRuleAssociation(
             f"{name}-association",
             resource_uri=cluster_id,
             association_name=msprom_name(spec),
             data_collection_rule_id=self.rule.id,
             description="Managed Prometheus of the cluster: without it the cluster's metrics stop",
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
-        self.register_outputs({"workspace": self.workspace.id})

@@ -7,6 +7,8 @@ computes on create (ARM names and ids, the Lustre MGS address, identities' princ
 
 from __future__ import annotations
 
+import hashlib
+
 import base64
 from typing import Any, Callable, Mapping
 
@@ -129,6 +131,28 @@ def _grafana(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     return {**_named("Microsoft.Dashboard/grafana", "workspaceName")(name, inputs), "identity": ident}
 
 
+def _endpoint(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """A data collection endpoint with its metrics ingestion URL, in the form Azure answers it
+    (``<name>-<suffix>.<region>-1.metrics.ingest.monitor.azure.com``: MicrosoftDocs azure-monitor-docs
+    prometheus-remote-write.md at 004a44e, its example URLs)."""
+    given = str(inputs.get("dataCollectionEndpointName") or name).lower()
+    region = str(inputs.get("location") or "eastus")
+    return {
+        **_named("Microsoft.Insights/dataCollectionEndpoints", "dataCollectionEndpointName")(name, inputs),
+        "metricsIngestion": {"endpoint": f"https://{given}-0a1b.{region}-1.metrics.ingest.monitor.azure.com"},
+    }
+
+
+def _rule(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """A data collection rule with its immutable id (``dcr-`` and 32 hex digits, as the same page's
+    examples), fixed by the name."""
+    digest = hashlib.sha256(name.encode()).hexdigest()[:32]
+    return {
+        **_named("Microsoft.Insights/dataCollectionRules", "dataCollectionRuleName")(name, inputs),
+        "immutableId": f"dcr-{digest}",
+    }
+
+
 def _aks(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     return {
         **_named("Microsoft.ContainerService/managedClusters", "resourceName")(name, inputs),
@@ -158,9 +182,8 @@ COMPUTED: dict[str, Callable[[str, Mapping[str, Any]], dict[str, Any]]] = {
     ),
     "azure-native:operationalinsights:Workspace": _named("Microsoft.OperationalInsights/workspaces", "workspaceName"),
     "azure-native:monitor:DiagnosticSetting": _named("Microsoft.Insights/diagnosticSettings"),
-    "azure-native:monitor:DataCollectionRule": _named(
-        "Microsoft.Insights/dataCollectionRules", "dataCollectionRuleName"
-    ),
+    "azure-native:monitor:DataCollectionRule": _rule,
+    "azure-native:monitor:DataCollectionEndpoint": _endpoint,
     "azure-native:monitor:DataCollectionRuleAssociation": _named(
         "Microsoft.Insights/dataCollectionRuleAssociations", "associationName"
     ),
@@ -168,9 +191,11 @@ COMPUTED: dict[str, Callable[[str, Mapping[str, Any]], dict[str, Any]]] = {
         "Microsoft.ContainerService/managedClusters/maintenanceConfigurations", "configName"
     ),
     "azure-native:storage:BlobServiceProperties": _named("Microsoft.Storage/storageAccounts/blobServices"),
-    "azure-native:compute:VirtualMachineScaleSet": _named(
-        "Microsoft.Compute/virtualMachineScaleSets", "vmScaleSetName"
-    ),
+    # A scale set's user-assigned identities come back keyed by id, as for AKS (components/azure/slurm_metrics.py).
+    "azure-native:compute:VirtualMachineScaleSet": lambda name, inputs: {
+        **_named("Microsoft.Compute/virtualMachineScaleSets", "vmScaleSetName")(name, inputs),
+        **_identities(inputs),
+    },
     "azure-native:compute:VirtualMachine": _named("Microsoft.Compute/virtualMachines", "vmName"),
     "azure-native:network:NetworkInterface": _named("Microsoft.Network/networkInterfaces", "networkInterfaceName"),
     "azure-native:network:BastionHost": _named("Microsoft.Network/bastionHosts", "bastionHostName"),

@@ -33,6 +33,7 @@ import pulumi_azure_native as azure
 
 from gpu_cluster.components.azure.common import cluster_tags
 from gpu_cluster.components.azure.slurm_config import ADMIN_USER, SlurmLayout, controller_script, node_script
+from gpu_cluster.components.azure.slurm_metrics import SlurmMetrics, with_metrics
 from gpu_cluster.components.azure.storage import FSNAME, MOUNT_OPTIONS
 from gpu_cluster.components.spec import ClusterSpec
 
@@ -116,6 +117,7 @@ class SlurmOrchestration(pulumi.ComponentResource):
     controller: azure.compute.VirtualMachine
     controller_nic: azure.network.NetworkInterface
     gpu_nodes: azure.compute.VirtualMachineScaleSet
+    metrics: SlurmMetrics
     bastion: azure.network.BastionHost
     tunnel_command: pulumi.Output[str]
     ssh_command: str
@@ -179,6 +181,10 @@ class SlurmOrchestration(pulumi.ComponentResource):
             tags=tags,
             opts=after,
         )
+        # GPU metrics: the workspace, the nodes' identity and Grafana (components/azure/slurm_metrics.py).
+        self.metrics = SlurmMetrics(
+            f"{name}-metrics", spec=spec, resource_group=args.resource_group, opts=pulumi.ResourceOptions(parent=self)
+        )
         self.gpu_nodes = self._create_gpu_nodes(name, spec, args, lay, tags, after)
         self.bastion = self._create_bastion(name, spec, args, tags)
         self.tunnel_command = pulumi.Output.format(
@@ -224,7 +230,9 @@ class SlurmOrchestration(pulumi.ComponentResource):
                     computer_name_prefix=NODE_PREFIX,
                     admin_username=ADMIN_USER,
                     linux_configuration=_linux(args.ssh_public_key),
-                    custom_data=pulumi.Output.from_input(args.lustre_mgs).apply(lambda m: node_script(lay, str(m))),
+                    custom_data=pulumi.Output.all(args.lustre_mgs, self.metrics.lines).apply(
+                        lambda a: with_metrics(node_script(lay, str(a[0])), a[1])
+                    ),
                 ),
                 storage_profile=azure.compute.VirtualMachineScaleSetStorageProfileArgs(
                     image_reference=_image(),
@@ -259,6 +267,8 @@ class SlurmOrchestration(pulumi.ComponentResource):
                 priority="Spot" if spot else None,
                 eviction_policy=SPOT_EVICTION if spot else None,
             ),
+            # The identity the nodes' Prometheus remote-writes with (components/azure/slurm_metrics.py).
+            identity=self.metrics.identity_args(),
             # The partition the nodes join (read back by the liveness model, components/liveness/pools.py).
             tags={**tags, PARTITION_TAG: spec.orchestration.partition},
             opts=opts,

@@ -7,7 +7,8 @@ the checkpoint bucket (storage); node and job service accounts (iam); their proj
 bindings, which go through the project's IAM policy (cloudresourcemanager). GKE adds container and
 binaryauthorization (the cluster enforces the project's Binary Authorization policy: orchestration_gke.py)
 and monitoring (Managed Service for Prometheus stores the cluster's DCGM metrics there: metrics.py);
-Cluster Director adds hypercomputecluster and file (the Filestore instance for /home).
+Cluster Director adds hypercomputecluster, file (the Filestore instance for /home) and monitoring
+(the Ops Agent on its GPU nodes writes DCGM metrics there, and the stack creates a dashboard: slurm_metrics.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ COMMON = (
 )
 BY_ORCHESTRATOR: dict[str, tuple[str, ...]] = {
     "gke": ("container.googleapis.com", "binaryauthorization.googleapis.com", "monitoring.googleapis.com"),
-    "slurm": ("hypercomputecluster.googleapis.com", "file.googleapis.com"),
+    "slurm": ("hypercomputecluster.googleapis.com", "file.googleapis.com", "monitoring.googleapis.com"),
 }
 
 

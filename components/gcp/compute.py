@@ -22,6 +22,7 @@ from pulumi_gcp import hypercomputecluster as hcc
 from gpu_cluster.components.gcp.common import GKE_ACCELERATOR, labels
 from gpu_cluster.components.gcp.interconnect import NicNetwork
 from gpu_cluster.components.gcp.rules import queued_provisioning
+from gpu_cluster.components.gcp.slurm_metrics import startup_script
 from gpu_cluster.components.spec import ClusterSpec
 
 # DWS flex-start VMs run at most seven days (cloud.google.com/compute/docs/instances/flex-start-vms).
@@ -254,6 +255,8 @@ class Compute(pulumi.ComponentResource):
                     ),
                 ),
                 labels=labels(spec),
+                # GPU metrics: DCGM and the Ops Agent's DCGM receiver (components/gcp/slurm_metrics.py).
+                startup_script=startup_script(),
             ),
             storage_configs=[
                 hcc.ClusterOrchestratorSlurmNodeSetStorageConfigArgs(

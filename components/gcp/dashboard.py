@@ -10,6 +10,11 @@ label managed collection puts on each series (GoogleCloudPlatform/prometheus-eng
 pkg/operator/apis/monitoring/v1/pod_config.go at 01e7efc: ``cluster`` forced to the cluster's name),
 since the project's Cloud Monitoring holds every cluster's metrics.
 
+Cluster Director's nodes write the Ops Agent's DCGM series instead (components/gcp/slurm_metrics.py):
+the same layout over those panels, a node being its VM's ``instance_id``. Those series carry no
+cluster label (the ``gce_instance`` resource has project, instance and zone only), so the Slurm
+dashboard shows every VM in the project that runs the receiver.
+
 A dashboard is configuration, not data: it is not protected, and teardown removes it with the stack.
 """
 
@@ -21,6 +26,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpu_cluster.components.dashboard import NODE_LABEL, cloud_monitoring, dumps
+from gpu_cluster.components.gcp import slurm_metrics
 from gpu_cluster.components.spec import ClusterSpec
 
 
@@ -34,6 +40,19 @@ def gke_dashboard(
 ) -> gcp.monitoring.Dashboard:
     """The cluster's GPU dashboard, one chart per panel of components/dashboard.py, per node."""
     body = cloud_monitoring(NODE_LABEL["gke"], title=f"{spec.name}: GPUs per node", selector=cluster_selector(spec))
+    return gcp.monitoring.Dashboard(
+        f"{name}-gpu-dashboard",
+        dashboard_json=dumps(body),
+        project=project,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+def slurm_dashboard(
+    name: str, spec: ClusterSpec, project: pulumi.Input[str], parent: pulumi.Resource
+) -> gcp.monitoring.Dashboard:
+    """Cluster Director's GPU dashboard: the panels over the Ops Agent's DCGM series, per VM."""
+    body = cloud_monitoring(slurm_metrics.NODE_LABEL, title=f"{spec.name}: GPUs per node", panels=slurm_metrics.PANELS)
     return gcp.monitoring.Dashboard(
         f"{name}-gpu-dashboard",
         dashboard_json=dumps(body),

@@ -16,6 +16,7 @@ import pulumi_gcp as gcp
 from pulumi_gcp import hypercomputecluster as hcc
 
 from gpu_cluster.components.gcp.common import labels, short_id
+from gpu_cluster.components.gcp.dashboard import slurm_dashboard
 from gpu_cluster.components.spec import ClusterSpec
 
 LOGIN_MACHINE_TYPE = "n2-standard-8"
@@ -61,6 +62,7 @@ class SlurmOrchestration(pulumi.ComponentResource):
 
     cluster: gcp.hypercomputecluster.Cluster
     cluster_id: str
+    dashboard: gcp.monitoring.Dashboard
     login: pulumi.Output[str]
 
     def __init__(self, name: str, args: SlurmArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -162,6 +164,8 @@ class SlurmOrchestration(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[args.lustre]),
         )
         self.login = self.cluster.orchestrator.apply(_first_login)
+        # The GPU dashboard over what the node set's Ops Agent sends (components/gcp/slurm_metrics.py).
+        self.dashboard = slurm_dashboard(name, spec, args.project, self)
         self.register_outputs({"cluster_id": self.cluster_id, "login": self.login, "partition": o.partition})
 
 

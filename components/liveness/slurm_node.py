@@ -1,6 +1,10 @@
 """Slurm nodes: what the batch script needs on its node against what the node image and the
 stack's user data put there (issue 44 item 6).
 
+The GPU metrics exporter (issue 46): where the plan creates a GPU dashboard, every GPU node must
+start what feeds it at boot, and on Slurm nothing but the node's boot script (a launch template's user
+data, a scale set's custom data, a Cluster Director node set's startup script) can start it.
+
 The interpreter: the script tries its candidates in order and runs on the first that is at least
 its minimum version, and stops on every node where none is (workloads/launch/slurm_env.py). A
 candidate is on the node when the node image has it (a cited fact of that image) or the user data
@@ -54,6 +58,65 @@ def user_data(plan: Plan, pool: Pool) -> str | None:
         except (binascii.Error, UnicodeDecodeError):
             return raw
     return None
+
+
+# The dashboards a plan may create over its nodes' GPU metrics (components/gcp/dashboard.py,
+# components/aws/grafana.py, components/azure/grafana.py).
+DASHBOARDS = (
+    "gcp:monitoring/dashboard:Dashboard",
+    "aws:grafana/workspace:Workspace",
+    "azure-native:dashboard:Grafana",
+)
+# What a boot script starts that exports the GPUs' metrics: the Ops Agent's DCGM receiver in the
+# agent's configuration (components/gcp/slurm_metrics.py ops_agent_config), or NVIDIA's DCGM exporter.
+_EXPORTERS = (
+    (re.compile(r"^\s*type: dcgm\s*$", re.M), "the Ops Agent's DCGM receiver", "components/gcp/slurm_metrics.py"),
+    (
+        re.compile(r"^\s*docker run\b.*\bdcgm-exporter\b", re.M),
+        "NVIDIA's DCGM exporter",
+        "components/aws/slurm_metrics.py; components/azure/slurm_metrics.py",
+    ),
+)
+
+
+def boot_script(plan: Plan, pool: Pool) -> tuple[str, str] | None:
+    """What runs on every node of ``pool`` at boot and where the plan says so: its user data (PCS,
+    Azure) or its Cluster Director node set's ``startupScript``; None where the plan has none."""
+    data = user_data(plan, pool)
+    if data is not None:
+        return data, f"the user data of {pool.resource}"
+    for r in plan.of(CD_CLUSTER):
+        for n in ((r.inputs.get("orchestrator") or {}).get("slurm") or {}).get("nodeSets") or []:
+            script = (n.get("computeInstance") or {}).get("startupScript")
+            if script and pool.resource.endswith(f" {n.get('id')}"):
+                return str(script), f"{r.name} orchestrator.slurm.nodeSets[{n.get('id')}].computeInstance.startupScript"
+    return None
+
+
+def exporter_check(plan: Plan, pool: Pool | None) -> list[Check]:
+    """Where the plan creates a GPU dashboard: the GPU pool's boot script starts an exporter."""
+    if pool is None or not pool.gpu or not plan.of(*DASHBOARDS):
+        return []
+    obj = f"GPU nodes of {pool.resource}"
+    check = "a GPU metrics exporter starts at boot (the plan's dashboard reads it)"
+    found = boot_script(plan, pool)
+    text, where = found if found is not None else ("", "")
+    for rx, what, src in _EXPORTERS:
+        if rx.search(text):
+            return [
+                Check(kind="node-image", object=obj, check=check, holds=True, why=f"{what}, from {where}", source=src)
+            ]
+    return [
+        Check(
+            kind="node-image",
+            object=obj,
+            check=check,
+            holds=False,
+            why=f"{where or 'no boot script'} starts no GPU metrics exporter: the dashboard would stay empty",
+            source="components/liveness/slurm_node.py",
+            fix="add the cloud's metrics agent to the GPU nodes' boot script (docs/day2.md, GPU metrics)",
+        )
+    ]
 
 
 def installed(text: str) -> dict[str, tuple[int, int]]:
@@ -132,7 +195,7 @@ def mount_check(plan: Plan, pool: Pool | None, job: Job) -> list[Check]:
 
 def checks(plan: Plan, pool_list: list[Pool], job: Job) -> list[Check]:
     pool = next((p for p in pool_list if p.partition and p.partition == job.partition), None)
-    return [*mount_check(plan, pool, job), *_interpreter_checks(plan, pool, job)]
+    return [*mount_check(plan, pool, job), *_interpreter_checks(plan, pool, job), *exporter_check(plan, pool)]
 
 
 def _interpreter_checks(plan: Plan, pool: Pool | None, job: Job) -> list[Check]:

@@ -11,7 +11,7 @@ import pytest
 
 from gpu_cluster.components.plan import plan_stack, render
 from gpu_cluster.components.plan_caveats import FLEX_START_MAX_DAYS, caveats
-from gpu_cluster.components.spec import parse_spec
+from gpu_cluster.components.spec import parse_spec, read_stack_file
 from tests.components.test_spec import aws_base, gcp_base
 
 
@@ -74,9 +74,9 @@ def test_an_aws_zone_without_its_id_is_named_as_not_checked() -> None:
     [
         ("aws-h100-eks", {"placement", "zone", "images", "pulls", "metrics"}),
         ("aws-h100-capacity-block", {"placement", "capacity", "zone", "images", "pulls", "metrics"}),
-        ("aws-h200-slurm", {"placement", "zone", "login"}),
+        ("aws-h200-slurm", {"placement", "zone", "login", "metrics"}),
         ("gcp-h100-gke", {"placement", "flex-start", "images", "metrics"}),
-        ("gcp-h200-slurm", {"placement"}),
+        ("gcp-h200-slurm", {"placement", "metrics"}),
         ("gcp-h200-gke", {"placement", "installer", "images", "metrics"}),
     ],
 )
@@ -132,7 +132,25 @@ def test_a_kubernetes_plan_names_its_metrics_store_and_says_it_is_unpriced() -> 
     assert "Managed Service for Prometheus" in gcp and "Cloud Monitoring dashboard" in gcp
     slurm = copy.deepcopy(aws_base())
     slurm["orchestration"] = {"kind": "slurm"}
-    assert "metrics" not in _topics(slurm)  # the Slurm stacks have no metrics path yet (docs/day2.md)
+    pcs = _topics(slurm)["metrics"]  # PCS: the exporters and ADOT on the nodes (components/aws/slurm_metrics.py)
+    assert "ADOT collector" in pcs and "AMP workspace" in pcs and "Amazon Managed Grafana" in pcs
+    assert "unpriced" in pcs
+
+
+def test_the_azure_slurm_plan_names_its_metrics_path() -> None:
+    _, raw = read_stack_file("azure-h100-slurm")
+    spec = parse_spec(raw, deployer_placeholder=True)
+    [text] = [c.text for c in caveats(spec, {"fabric": {}}) if c.topic == "metrics"]
+    assert "Prometheus agent" in text and "managed identity" in text and "Azure Managed Grafana" in text
+    assert "unpriced" in text
+
+
+def test_cluster_director_names_its_metrics_path_and_says_it_is_unpriced() -> None:
+    _, raw = read_stack_file("gcp-h200-slurm")
+    spec = parse_spec(raw, deployer_placeholder=True)
+    [text] = [c.text for c in caveats(spec, {"fabric": {}}) if c.topic == "metrics"]
+    assert "Ops Agent's DCGM receiver" in text and "startup script" in text and "Cloud Monitoring dashboard" in text
+    assert "unpriced" in text and "not in the cost" in text
 
 
 @pytest.mark.parametrize("stack", ["azure-h100-aks", "azure-mi300x-aks"])

@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 from email import message_from_string
+from email.message import Message
 
 import pytest
 
@@ -381,9 +382,14 @@ def test_every_pcs_node_mounts_lustre() -> None:
     for t in templates:
         doc = message_from_string(base64.b64decode(t.inputs["userData"]).decode())
         assert doc.is_multipart()
-        (part,) = doc.get_payload()  # type: ignore[misc]
-        assert part.get_content_type() == "text/x-shellscript"
+        # The Lustre mount is the first part; the GPU nodes' second is their metrics agent
+        # (components/aws/slurm_metrics.py, tests/components/aws/test_slurm_metrics.py).
+        parts = doc.get_payload()
+        assert isinstance(parts, list) and len(parts) == (2 if t.name.endswith("-gpu") else 1)
+        part = parts[0]
+        assert isinstance(part, Message) and part.get_content_type() == "text/x-shellscript"
         script = part.get_payload()
+        assert isinstance(script, str)
         assert f"{mount['dns_name']}@tcp:/{mount['mount_name']} {spec.storage.lustre.mount_point} lustre" in script
         if shutil.which("bash"):
             subprocess.run(["bash", "-n"], input=script, text=True, check=True, timeout=60)

@@ -157,7 +157,7 @@ def test_the_bundled_stack_plans_with_liveness_holding_and_the_policy_pack_passi
     done = _plan("stacks/Pulumi.azure-h100-slurm.yaml", "--policy")
     assert done.returncode == 0, done.stderr[-2000:]
     assert re.search(
-        r"liveness\s+holds: 11 checks \(scheduling 2/2, reachability 4/4, node-image 4/4, ordering 1/1\)", done.stdout
+        r"liveness\s+holds: 12 checks \(scheduling 2/2, reachability 4/4, node-image 5/5, ordering 1/1\)", done.stdout
     )
     assert "0 mandatory and 0 advisory findings" in done.stdout
 

@@ -194,6 +194,8 @@ def test_system_pool_and_maintenance_exclusion(offline: Callable[..., OfflineRun
                 "cloudresourcemanager",
                 "hypercomputecluster",
                 "file",
+                # The Ops Agent writes the GPU nodes' DCGM metrics there (components/gcp/slurm_metrics.py)
+                "monitoring",
             },
         ),
     ],
