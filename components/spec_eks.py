@@ -10,7 +10,9 @@ cluster that Pulumi once auto-named replaces it. So the name is a choice the sta
 * unset: the cluster keeps Pulumi's generated name, exactly as before, and EKS keeps its own group
   (the plan's ``logs`` caveat says so). No existing cluster changes.
 * an existing cluster adopts the group: ``cluster_name`` set to the name it already has (the stack
-  output ``cluster_name``) and ``adopt_log_group: true``, which imports EKS's group by its name.
+  output ``cluster_name``) and ``adopt_log_group: true``, which imports EKS's group by its name. The
+  same name is expected to be no change (Pulumi keeps a generated name among the resource's inputs);
+  that was not confirmed against a source, so docs/aws.md has the user check ``pulumi preview`` first.
 
 Pure: no Pulumi.
 """
