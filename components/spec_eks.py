@@ -32,6 +32,11 @@ EKS_CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}\Z")
 KEYS = ("cluster_name", "adopt_log_group")
 
 
+def log_group_name(cluster_name: str) -> str:
+    """The group EKS writes the cluster's control plane logs to (components/aws/control_plane.py)."""
+    return f"/aws/eks/{cluster_name}/cluster"
+
+
 def eks_cluster_name(r: _Reader, o: Mapping[str, Any], cloud: str | None, kind: str | None) -> tuple[str | None, bool]:
     """``(cluster_name, adopt_log_group)`` from ``orchestration:``, problems recorded on ``r``."""
     name = r.string(

@@ -31,6 +31,7 @@ import pulumi_aws as aws
 
 from components.aws.common import partition
 from components.aws.keys import DELETION_WINDOW_DAYS
+from components.spec_eks import log_group_name
 
 # The retention values CloudWatch Logs accepts, in days (CloudWatch Logs API PutRetentionPolicy,
 # retentionInDays: "Possible values are: 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545,
@@ -67,11 +68,6 @@ RETENTION_DAYS = (
 # narrowed to this one group's ARN by the encryption context the page names
 # (kms:EncryptionContext:aws:logs:arn, "the ARN of the log group as the value for that key").
 LOGS_KEY_ACTIONS = ("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*")
-
-
-def log_group_name(cluster_name: str) -> str:
-    """The group EKS writes the cluster's control plane logs to."""
-    return f"/aws/eks/{cluster_name}/cluster"
 
 
 def retention_days(asked: int) -> int:
