@@ -302,8 +302,9 @@ def test_a_good_on_demand_eks_stack_passes(
     # moto's account: us-east-1a is use1-az6; the first other zone, us-east-1b, is use1-az1.
     assert (code, out) == (0, "note: the EKS control plane's second subnet goes to us-east-1b (use1-az1)\n"), out + err
     # progress: one line per check on stderr, each with its verdict
-    assert err.count("preflight [") == 15 and "[2/15] zone and its EKS zone ID ... ok" in err
+    assert err.count("preflight [") == 16 and "[2/16] zone and its EKS zone ID ... ok" in err
     assert "EKS Kubernetes and add-on versions in the region ... ok" in err
+    assert "EKS control plane's log group ... not applicable (no orchestration.cluster_name" in err, err
     assert err.strip().endswith(": ok")
 
 
