@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from components.spec_reader import _Reader, short
+from gpu_cluster.components.spec_reader import _Reader, short
 
 # EKS API CreateCluster, name: "can contain only alphanumeric characters (case-sensitive), hyphens,
 # and underscores. It must start with an alphanumeric character and can't be longer than 100

@@ -29,9 +29,9 @@ from typing import Any, Mapping
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.common import partition
-from components.aws.keys import DELETION_WINDOW_DAYS
-from components.spec_eks import log_group_name
+from gpu_cluster.components.aws.common import partition
+from gpu_cluster.components.aws.keys import DELETION_WINDOW_DAYS
+from gpu_cluster.components.spec_eks import log_group_name
 
 # The retention values CloudWatch Logs accepts, in days (CloudWatch Logs API PutRetentionPolicy,
 # retentionInDays: "Possible values are: 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545,

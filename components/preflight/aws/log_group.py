@@ -9,9 +9,9 @@ logs:DescribeLogGroups by the name as prefix answers both.
 
 from __future__ import annotations
 
-from components.preflight import Context, CouldNotCheck, NotApplicable, Problem
-from components.preflight.aws.clients import call
-from components.spec_eks import log_group_name
+from gpu_cluster.components.preflight import Context, CouldNotCheck, NotApplicable, Problem
+from gpu_cluster.components.preflight.aws.clients import call
+from gpu_cluster.components.spec_eks import log_group_name
 
 
 def check_log_group(ctx: Context) -> list[Problem]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.engine import OfflineRun, Recorded, replacements
+from gpu_cluster.components.engine import OfflineRun, Recorded, replacements
 from tests.components.aws._offline import one, run
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"

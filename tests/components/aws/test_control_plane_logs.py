@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from components.aws.control_plane import RETENTION_DAYS, retention_days
-from components.aws.mocks import ACCOUNT
-from components.plan_caveats import caveats
-from components.spec import SpecError, parse_spec
-from components.spec_eks import log_group_name
+from gpu_cluster.components.aws.control_plane import RETENTION_DAYS, retention_days
+from gpu_cluster.components.aws.mocks import ACCOUNT
+from gpu_cluster.components.plan_caveats import caveats
+from gpu_cluster.components.spec import SpecError, parse_spec
+from gpu_cluster.components.spec_eks import log_group_name
 from tests.components.aws._offline import in_pillar, one, raw_stack, run
 
 EKS = "aws:eks/cluster:Cluster"
