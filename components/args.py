@@ -101,6 +101,10 @@ class OrchestrationArgs(TypedDict, total=False):
     """GKE: the cluster's deletion_protection (default true); set false and update before destroying."""
     pull_through_cache: bool
     """AWS EKS: pull the job's image from public.ecr.aws through an ECR pull-through cache of the account."""
+    cluster_name: str
+    """AWS EKS: the cluster's name; the stack then creates its control-plane log group first (unset: a generated name, EKS's own group)."""
+    adopt_log_group: bool
+    """AWS EKS, with cluster_name naming a running cluster: import the log group EKS made for it."""
     ssh_key_name: str
     """AWS PCS: an existing EC2 key pair for the login nodes; access.ssh_command then runs commands over ssh through Session Manager."""
 

@@ -60,6 +60,8 @@ class Recorded:
     """The explicit provider reference (``<provider urn>::<id>``), '' for the default provider."""
     id: str = ""
     """The id the engine gave it: what other resources' inputs name it by."""
+    import_id: str = ""
+    """The ``import_`` option: the id of an existing resource the engine adopts ('' for a new one)."""
 
 
 @dataclass(slots=True)
@@ -164,6 +166,7 @@ class _RecordingMonitor(_mocks.MockMonitor):
                     dependencies=tuple(request.dependencies),
                     provider=str(request.provider or ""),
                     id=str(getattr(response, "id", "") or ""),
+                    import_id=str(getattr(request, "importId", "") or ""),
                 )
             )
         return response

@@ -52,7 +52,7 @@ ECR_PUBLIC_QUOTAS = "docs.aws.amazon.com/AmazonECR/latest/public/public-service-
 @dataclass(frozen=True, slots=True)
 class Caveat:
     topic: str
-    """placement | capacity | flex-start | spot | zone | installer | images | pulls | metrics | login."""
+    """placement | capacity | flex-start | spot | zone | installer | images | pulls | metrics | login | logs."""
     text: str
 
 
@@ -331,6 +331,21 @@ def login(spec: ClusterSpec) -> Caveat | None:
     )
 
 
+def control_plane_logs(spec: ClusterSpec) -> Caveat | None:
+    """EKS without ``orchestration.cluster_name``: the cluster keeps Pulumi's generated name, so the
+    stack cannot declare the log group EKS writes to, and EKS makes it (components/spec_eks.py)."""
+    o = spec.orchestration
+    if spec.cloud != "aws" or o.kind != "eks" or o.cluster_name:
+        return None
+    return Caveat(
+        "logs",
+        "no orchestration.cluster_name: EKS creates the control plane's log group /aws/eks/<cluster>/cluster "
+        "itself, outside the stack: with the retention and encryption EKS gives it, not security.log_retention_days "
+        "and a key of the stack's. A new stack names its cluster; a running one adopts the group with cluster_name "
+        "set to the name it has (the stack output cluster_name) and adopt_log_group: true (docs/aws.md)",
+    )
+
+
 def caveats(spec: ClusterSpec, outputs: Mapping[str, Any]) -> list[Caveat]:
     found = [
         placement(spec, outputs),
@@ -344,5 +359,6 @@ def caveats(spec: ClusterSpec, outputs: Mapping[str, Any]) -> list[Caveat]:
         pulls(spec),
         metrics(spec),
         login(spec),
+        control_plane_logs(spec),
     ]
     return [c for c in found if c is not None]

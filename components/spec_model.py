@@ -151,6 +151,12 @@ class OrchestrationSpec:
     template's KeyName, as aws-hpc-recipes' PCS login template sets it). With it the stack output
     ``access.ssh_command`` is an ssh through Session Manager that runs commands (``validate submit``
     uses it); without it, an interactive Session Manager shell only."""
+    cluster_name: str | None = None
+    """AWS EKS: the cluster's name. Set, the stack also creates the control plane's log group
+    ``/aws/eks/<name>/cluster`` with its retention and key before the cluster (components/spec_eks.py);
+    unset, Pulumi generates the name and EKS creates that group itself, as stacks made before had it."""
+    adopt_log_group: bool = False
+    """AWS EKS, with ``cluster_name`` naming a running cluster: import the log group EKS created for it."""
     ssh_public_key: str | None = None
     """Azure Slurm: the OpenSSH public key the controller (the login node) and the GPU nodes accept for
     their admin user; Azure creates no Linux VM without a key once passwords are off

@@ -39,6 +39,7 @@ from gpu_cluster.components.spec_model import (
     StorageSpec,
 )
 from gpu_cluster.components.spec_access import ssh_public_key
+from gpu_cluster.components.spec_eks import KEYS as EKS_KEYS, eks_cluster_name
 from gpu_cluster.components.spec_reader import SpecError, _Reader, short
 from gpu_cluster.components.spec_security import parse_security
 
@@ -456,6 +457,7 @@ def _parse_orchestration(
             "ssh_key_name",
             "ssh_public_key",
             "pull_through_cache",
+            *EKS_KEYS,
         ),
         required=("kind",),
     )
@@ -562,6 +564,7 @@ def _parse_orchestration(
         r.bad("orchestration.ssh_key_name", "only applies to slurm on aws (the AWS PCS login nodes' key pair)")
         key_name = None
     ssh_key = ssh_public_key(r, o, cloud, kind, placeholder)
+    cluster_name, adopt = eks_cluster_name(r, o, cloud, kind)
     cache = o.get("pull_through_cache", False)
     if not isinstance(cache, bool):
         r.bad("orchestration.pull_through_cache", f"expected true or false, got {short(cache)}")
@@ -618,6 +621,8 @@ def _parse_orchestration(
         ssh_key_name=key_name,
         ssh_public_key=ssh_key,
         pull_through_cache=cache,
+        cluster_name=cluster_name,
+        adopt_log_group=adopt,
     )
 
 

@@ -191,6 +191,25 @@ def launch_template_args(
     )
 
 
+def block_tag_ignore(args: ComputeArgs) -> list[str] | None:
+    """On an EKS capacity block, a tag edit must not make a new template version.
+
+    The pulumi-aws provider makes a new version (CreateLaunchTemplateVersion) when any of the
+    template's data changes, ``tag_specifications`` among them, and retags only the template itself
+    for ``tags`` (hashicorp/terraform-provider-aws internal/service/ec2/ec2_launch_template.go,
+    resourceLaunchTemplateUpdate, ``updateKeys``, read 2026-12-07; pulumi-aws 7.51 bridges it). The
+    block's node group takes each new version by replacement (orchestration_eks.py: a block has no
+    spare instance for a rolling update), so an edited tag used to delete and recreate every GPU
+    node. Ignoring ``tagSpecifications`` here keeps a tag edit on the template's own tags and every
+    other resource, while a new block id (``capacityReservationSpecification``, also in
+    ``updateKeys``) still makes a new version that replaces the group. The cost, said in
+    docs/aws.md: the block's instances, volumes and interfaces keep the tags the template was
+    created with (pulumi's ignoreChanges keeps the state's value for every later version)."""
+    if args.orchestrator == "eks" and args.capacity.type == "capacity-block":
+        return ["tagSpecifications"]
+    return None
+
+
 class Compute(pulumi.ComponentResource):
     launch_template_id: pulumi.Output[str]
     launch_template_version: pulumi.Output[str]
@@ -217,7 +236,7 @@ class Compute(pulumi.ComponentResource):
         self.launch_template = aws.ec2.LaunchTemplate(
             f"{name}-gpu",
             args=self._template_args(),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=block_tag_ignore(args)),
         )
         self.launch_template_id = self.launch_template.id
         # Node groups pin a version so that a template change rolls the nodes on purpose.

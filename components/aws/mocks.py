@@ -124,7 +124,18 @@ def _get_availability_zones(args: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _caller_identity(args: Mapping[str, Any]) -> dict[str, Any]:
+    """STS GetCallerIdentity as pulumi-aws's getCallerIdentity answers it (accountId, arn, userId)."""
+    return {
+        "id": ACCOUNT,
+        "accountId": ACCOUNT,
+        "arn": f"arn:aws:iam::{ACCOUNT}:user/deployer",
+        "userId": "AIDAMOCKDEPLOYER",
+    }
+
+
 INVOKES: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+    "aws:index/getCallerIdentity:getCallerIdentity": _caller_identity,
     "aws:index/getAvailabilityZones:getAvailabilityZones": _get_availability_zones,
     "aws:ec2/getVpc:getVpc": _ec2_get_vpc,
     "aws:ssm/getParameter:getParameter": _ssm_get_parameter,
@@ -213,6 +224,9 @@ COMPUTED: dict[str, Callable[[str, Mapping[str, Any]], dict[str, Any]]] = {
     "aws:iam/role:Role": _iam("role"),
     "aws:iam/instanceProfile:InstanceProfile": _iam("instance-profile"),
     "aws:kms/key:Key": _arn("kms", "key"),
+    "aws:cloudwatch/logGroup:LogGroup": lambda name, inputs: {
+        "arn": f"arn:aws:logs:us-east-1:{ACCOUNT}:log-group:{inputs.get('name', name)}"
+    },
     "aws:fsx/lustreFileSystem:LustreFileSystem": _lustre,
     "aws:s3/bucket:Bucket": _bucket,
     "aws:eks/cluster:Cluster": _eks_cluster,

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -40,6 +40,7 @@ import pulumi_kubernetes as k8s
 from gpu_cluster.components.aws import eks_sizing
 from gpu_cluster.components.aws.common import assume_role_policy, managed_policy_arn, with_name
 from gpu_cluster.components.aws.compute import EKS_AMI_TYPE, launch_template_args
+from gpu_cluster.components.aws.control_plane import ControlPlaneLogArgs, control_plane_log_group, kubeconfig
 from gpu_cluster.components.aws.keys import root_key_policy
 from gpu_cluster.components.aws.metrics import eks_prometheus
 from gpu_cluster.components.aws.network import SubnetIds
@@ -154,6 +155,12 @@ class EksArgs:
     image_pins: Mapping[str, str] = field(default_factory=dict)
     """The stack's image pins (spec.images): the in-cluster layer's charts pull those tags by digest."""
     """``release_version`` is the stack's own pin; else a looked-up value, kept once created."""
+    cluster_name: str | None = None
+    """orchestration.cluster_name: the cluster's name, and its log group declared first; None keeps
+    Pulumi's generated name and EKS's own group (components/spec_eks.py)."""
+    adopt_log_group: bool = False
+    log_retention_days: int = 365
+    """security.log_retention_days, for the control plane's log group."""
     in_cluster: bool = True
     """Create the in-cluster layer (device plugins, Lustre volume, JobSet controller) through
     the API; False for a private endpoint, whose layer is deployed from inside the VPC."""
@@ -183,48 +190,6 @@ def vpc_cni_configuration() -> str:
         },
         sort_keys=True,
     )
-
-
-def kubeconfig(
-    cluster_name: pulumi.Input[str], endpoint: pulumi.Input[str], ca_data: pulumi.Input[str], region: str
-) -> pulumi.Output[str]:
-    """A kubeconfig that authenticates with ``aws eks get-token`` (no long-lived secret)."""
-
-    def render(values: list[Any]) -> str:
-        name, server, ca = values
-        return json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority-data": ca}}],
-                "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
-                "current-context": name,
-                "users": [
-                    {
-                        "name": name,
-                        "user": {
-                            "exec": {
-                                "apiVersion": "client.authentication.k8s.io/v1beta1",
-                                "command": "aws",
-                                "args": [
-                                    "eks",
-                                    "get-token",
-                                    "--region",
-                                    region,
-                                    "--cluster-name",
-                                    name,
-                                    "--output",
-                                    "json",
-                                ],
-                            }
-                        },
-                    }
-                ],
-            },
-            sort_keys=True,
-        )
-
-    return pulumi.Output.all(cluster_name, endpoint, ca_data).apply(render)
 
 
 class Orchestration(pulumi.ComponentResource):
@@ -301,8 +266,26 @@ class Orchestration(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         public = bool(args.api_access_cidrs)
+        after: list[pulumi.Resource] = [attachment]
+        if args.cluster_name is not None:
+            # Before the cluster, or EKS makes the group itself and the create fails (control_plane.py).
+            after.append(
+                control_plane_log_group(
+                    f"{name}-control-plane-logs",
+                    ControlPlaneLogArgs(
+                        cluster_name=args.cluster_name,
+                        region=args.region,
+                        retention_days=args.log_retention_days,
+                        adopt=args.adopt_log_group,
+                        tags=args.tags,
+                    ),
+                    pulumi.ResourceOptions(parent=self),
+                )
+            )
         return aws.eks.Cluster(
             f"{name}-eks",
+            # None: Pulumi's generated name, kept for stacks made before cluster_name (spec_eks.py).
+            name=args.cluster_name,
             role_arn=role.arn,
             version=args.kubernetes_version,
             vpc_config=aws.eks.ClusterVpcConfigArgs(
@@ -338,7 +321,7 @@ class Orchestration(pulumi.ComponentResource):
             # awsdocs/amazon-eks-user-guide latest/ug/clusters/view-upgrade-policy.adoc at 1fe584b.
             upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type="STANDARD"),
             tags=dict(args.tags),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[attachment]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after),
         )
 
     def _create_vpc_cni(self) -> aws.eks.Addon:

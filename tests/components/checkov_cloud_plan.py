@@ -37,6 +37,7 @@ AWS_GCP_STACKS = (
 TERRAFORM_TYPES = {
     "aws:amp/scraper:Scraper": "aws_prometheus_scraper",
     "aws:amp/workspace:Workspace": "aws_prometheus_workspace",
+    "aws:cloudwatch/logGroup:LogGroup": "aws_cloudwatch_log_group",
     "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup": "aws_default_security_group",
     "aws:ec2/eip:Eip": "aws_eip",
     "aws:ec2/flowLog:FlowLog": "aws_flow_log",

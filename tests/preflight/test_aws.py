@@ -23,7 +23,7 @@ from botocore.config import Config
 from botocore.stub import Stubber
 from moto.server import ThreadedMotoServer
 
-from gpu_cluster.components.preflight import Context, run_checks
+from gpu_cluster.components.preflight import Context, NotApplicable, run_checks
 from gpu_cluster.components.preflight import aws as pf
 from gpu_cluster.components.preflight.__main__ import main
 from gpu_cluster.components.spec import parse_spec
@@ -302,8 +302,9 @@ def test_a_good_on_demand_eks_stack_passes(
     # moto's account: us-east-1a is use1-az6; the first other zone, us-east-1b, is use1-az1.
     assert (code, out) == (0, "note: the EKS control plane's second subnet goes to us-east-1b (use1-az1)\n"), out + err
     # progress: one line per check on stderr, each with its verdict
-    assert err.count("preflight [") == 15 and "[2/15] zone and its EKS zone ID ... ok" in err
+    assert err.count("preflight [") == 16 and "[2/16] zone and its EKS zone ID ... ok" in err
     assert "EKS Kubernetes and add-on versions in the region ... ok" in err
+    assert "EKS control plane's log group ... not applicable (no orchestration.cluster_name" in err, err
     assert err.strip().endswith(": ok")
 
 
@@ -973,3 +974,38 @@ def test_a_cache_prefix_held_for_ecr_public_is_a_note() -> None:
     ctx = cache_ctx(cache_rule("public.ecr.aws"))
     assert pf.check_cache_prefix(ctx) == []
     assert ctx.notes and "already has a rule for public.ecr.aws" in ctx.notes[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The EKS control plane's log group (orchestration.cluster_name), against moto's CloudWatch Logs.
+
+
+def log_group_ctx(**orchestration: Any) -> Context:
+    obj = cluster(orchestration={"kind": "eks", "deployer_cidrs": [DEPLOYER_NET], **orchestration})
+    logs = boto3.client("logs", region_name=REGION)
+    return Context(
+        spec=parse_spec(obj), raw=obj, clients=pf.AwsClients(sts=None, ec2=None, s3=None, quotas=None, logs=logs)
+    )
+
+
+def test_the_control_plane_log_group_is_free_for_a_new_cluster_and_there_to_adopt(aws_env: str) -> None:
+    # No cluster name: EKS makes the group, nothing to ask.
+    with pytest.raises(NotApplicable):
+        pf.check_log_group(log_group_ctx())
+    # A new cluster's group is free: no problem, no note.
+    ctx = log_group_ctx(cluster_name="pf-eks")
+    assert pf.check_log_group(ctx) == [] and ctx.notes == []
+    # Adopting a group that is not there is refused at adopt_log_group.
+    (problem,) = pf.check_log_group(log_group_ctx(cluster_name="pf-eks", adopt_log_group=True))
+    assert problem.path == "orchestration.adopt_log_group"
+    assert f"no log group /aws/eks/pf-eks/cluster in {REGION} to adopt; allowed:" in problem.reason
+    # Once it exists (EKS made it for a running cluster; a longer name sharing the prefix does not count):
+    logs = boto3.client("logs", region_name=REGION)
+    logs.create_log_group(logGroupName="/aws/eks/pf-eks/cluster-other")
+    ctx = log_group_ctx(cluster_name="pf-eks")
+    assert pf.check_log_group(ctx) == [] and ctx.notes == []
+    logs.create_log_group(logGroupName="/aws/eks/pf-eks/cluster")
+    assert pf.check_log_group(log_group_ctx(cluster_name="pf-eks", adopt_log_group=True)) == []
+    ctx = log_group_ctx(cluster_name="pf-eks")
+    assert pf.check_log_group(ctx) == []
+    assert ctx.notes and "adopt it with orchestration.adopt_log_group: true" in ctx.notes[0]

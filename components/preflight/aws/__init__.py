@@ -28,6 +28,7 @@ from gpu_cluster.components.preflight.aws.capacity import (
 from gpu_cluster.components.preflight.aws.clients import AwsClients, call
 from gpu_cluster.components.preflight.aws.image_cache import check_cache_prefix
 from gpu_cluster.components.preflight.aws.keys import check_ssh_key
+from gpu_cluster.components.preflight.aws.log_group import check_log_group
 from gpu_cluster.components.preflight.aws.quotas import (
     QUOTA_EKS_NODES_PER_GROUP,
     QUOTA_ON_DEMAND_P,
@@ -54,6 +55,7 @@ __all__ = [
     "check_eks_versions",
     "check_identity",
     "check_instance_facts",
+    "check_log_group",
     "check_node_image",
     "check_offering",
     "check_pcs_available",
@@ -79,6 +81,7 @@ def checks(checkip_url: str | None) -> list[Check]:
         Check("AWS PCS in the region", check_pcs_available),
         Check("login nodes' SSH key pair", check_ssh_key),
         Check("ECR pull-through cache prefix", check_cache_prefix),
+        Check("EKS control plane's log group", check_log_group),
         Check("capacity reservation / block", check_capacity),
         Check("placement group and reservation", check_placement),
         Check("service quotas", check_quotas),

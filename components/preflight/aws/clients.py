@@ -51,6 +51,8 @@ class AwsClients:
     """AWS PCS: whether the service answers in the region (None: could not check)."""
     ecr: Any = None
     """ECR: the pull-through cache rules of the region (None: could not check)."""
+    logs: Any = None
+    """CloudWatch Logs: the EKS control plane's log group (None: could not check)."""
 
     @classmethod
     def from_environment(cls, region: str) -> AwsClients:
@@ -69,6 +71,7 @@ class AwsClients:
             eks=session.client("eks", config=cfg),
             pcs=session.client("pcs", config=cfg),
             ecr=session.client("ecr", config=cfg),
+            logs=session.client("logs", config=cfg),
         )
 
 

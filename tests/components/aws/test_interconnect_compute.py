@@ -162,9 +162,11 @@ def test_spot_is_bought_by_the_node_group(stack: str, field: str, value: str) ->
 
 def test_eks_image_is_the_recommended_nvidia_release() -> None:
     result, spec = run("aws-h100-eks")
-    # The image release, and the account's zones for the control plane's second subnet (network).
+    # The image release, the account's zones for the control plane's second subnet (network), and
+    # the account's id for the control-plane log key's policy (control_plane.py).
     assert sorted(result.invokes) == [
         "aws:index/getAvailabilityZones:getAvailabilityZones",
+        "aws:index/getCallerIdentity:getCallerIdentity",
         "aws:ssm/getParameter:getParameter",
     ]
     ng = one(result, "aws:eks/nodeGroup:NodeGroup", "-orchestration-gpu").inputs

@@ -57,7 +57,7 @@ def test_eks_control_plane(stack: str) -> None:
     assert access["api_endpoint"].startswith("https://")
     assert (
         access["kubeconfig_command"]
-        == f"aws eks update-kubeconfig --region {spec.region} --name {spec.name}-orchestration-eks"
+        == f"aws eks update-kubeconfig --region {spec.region} --name {spec.orchestration.cluster_name}"
     )
     assert result.outputs["scheduler"] == {
         "kind": "kubernetes",
