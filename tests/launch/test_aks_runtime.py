@@ -195,3 +195,20 @@ def test_a_bad_collectives_part_or_runtime_image_names_its_path() -> None:
     bad["runtime_images"] = {"metal": doc["runtime_images"]["rocm"]}
     with pytest.raises(CatalogError, match=r"runtime_images\.metal: .*allowed: cuda, rocm"):
         parse_runtime_images(bad)
+
+
+@pytest.mark.parametrize("sku", sorted(SKUS))
+def test_aks_pods_run_as_the_checkpoint_identitys_account(sku: str) -> None:
+    """azure-aks-docs workload-identity-deploy-cluster.md at 968f31b, "Deploy your application": the
+    pod names the annotated account in serviceAccountName and carries azure.workload.identity/use:
+    "true" in its template (workload-identity-overview.md at 0bf4d35, "Pod labels": only labelled
+    pods get the token volume)."""
+    stack, _ = SKUS[sku]
+    outs = _outputs(stack, sku)
+    js = commands.render_run(outs, _args(), "20261201t070000z-ab12").jobset
+    assert js is not None
+    template = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    assert template["spec"]["serviceAccountName"] == "gpu-cluster-jobs" == outs.scheduler.service_account
+    assert template["metadata"]["labels"]["azure.workload.identity/use"] == "true"
+    # The JobSet's own labels stay the job's: the webhook acts on pods only.
+    assert "azure.workload.identity/use" not in js["metadata"]["labels"]
