@@ -521,11 +521,12 @@ def test_the_offline_plan_without_the_digest_plans_no_installer_and_says_why(
 def test_each_installer_that_installs_nccl_says_which(monkeypatch: pytest.MonkeyPatch) -> None:
     """--install-nccl puts the installer's NCCL first on the pods' library path, so that NCCL is the
     job's: TCPXO v1.0.15 brings 2.28.7-1; gIB v1.1.1's bundled release is recorded as not read
-    (null, with the release-notes source it would come from, Google's "NCCL/gIB release notes").
-    A catalog entry that installs NCCL and says nothing of it is refused."""
+    (null, with the release-notes source it would come from, Google's "NCCL/gIB release notes"),
+    TCPX v3.1.9's likewise. A catalog entry that installs NCCL and says nothing of it is refused."""
     from components import catalog_fabrics
 
     assert installer_fact("tcpxo").nccl_version == "2.28.7-1"
+    assert installer_fact("tcpx").install_nccl and installer_fact("tcpx").nccl_version is None
     gib = installer_fact("rdma")
     assert gib.install_nccl and gib.plugin_version == "v1.1.1" and gib.nccl_version is None
     real = catalog_fabrics._fabric_images()
