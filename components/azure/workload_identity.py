@@ -30,8 +30,8 @@ import pulumi
 import pulumi_azure_native as azure
 import pulumi_kubernetes as k8s
 
-from components.azure.common import cluster_tags
-from components.spec import ClusterSpec
+from gpu_cluster.components.azure.common import cluster_tags
+from gpu_cluster.components.spec import ClusterSpec
 
 STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 # workload-identity-deploy-cluster.md at 968f31b, "Create the federated identity credential".

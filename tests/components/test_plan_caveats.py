@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from components.plan import plan_stack, render
-from components.plan_caveats import FLEX_START_MAX_DAYS, caveats
-from components.spec import parse_spec
+from gpu_cluster.components.plan import plan_stack, render
+from gpu_cluster.components.plan_caveats import FLEX_START_MAX_DAYS, caveats
+from gpu_cluster.components.spec import parse_spec
 from tests.components.test_spec import aws_base, gcp_base
 
 
@@ -176,7 +176,7 @@ def test_a_pcs_stack_without_a_key_pair_says_how_submit_reaches_it() -> None:
 def test_mi300x_on_aks_says_what_gdr_rests_on() -> None:
     """The MI300X AKS stack's plan names the DMA-BUF switch the pods carry and what it cannot check;
     an NVIDIA size on AKS has no such caveat (its GPU operator loads nvidia-peermem)."""
-    from components.spec import read_stack_file
+    from gpu_cluster.components.spec import read_stack_file
 
     _, amd = read_stack_file("azure-mi300x-aks")
     amd["orchestration"]["deployer_cidrs"] = ["52.0.0.1/32"]

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from components.azure.mocks import MOCK_CLIENT_ID, MOCK_OIDC_ISSUER, MOCK_PRINCIPAL_ID
-from components.contract import read_outputs
-from components.engine import OfflineRun
+from gpu_cluster.components.azure.mocks import MOCK_CLIENT_ID, MOCK_OIDC_ISSUER, MOCK_PRINCIPAL_ID
+from gpu_cluster.components.contract import read_outputs
+from gpu_cluster.components.engine import OfflineRun
 from tests.components.azure.conftest import named
 
 Run = Callable[..., OfflineRun]
