@@ -36,6 +36,9 @@ class InstallerFact(ImageFact):
     install_nccl: bool = False
     """The installer also installs the NCCL its plugin release ships (``--install-nccl``), which then
     comes first on the pods' library path."""
+    nccl_version: str | None = None
+    """The release of that NCCL, where a source gives it; None where none read does (the catalog
+    then says why next to it)."""
 
 
 @functools.cache
@@ -50,7 +53,7 @@ def _image(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
         if not raw.get(key):
             raise CatalogError(f"{where}.{key}: missing in {CATALOG_PATH.name}")
     sources = _fabric_images()["sources"]
-    for key in ("source", "digest_source", "install_nccl_source"):
+    for key in ("source", "digest_source", "install_nccl_source", "nccl_version_source"):
         if raw.get(key) is not None and raw[key] not in sources:
             raise CatalogError(f"{where}.{key}: unknown source id {raw[key]!r}")
     digest = raw.get("digest")
@@ -75,11 +78,20 @@ def installer_fact(fabric: str) -> InstallerFact:
             f"{', '.join(f for f, v in _fabric_images()['fabrics'].items() if v.get('installer'))})"
         )
     where = f"fabrics.{fabric}.installer"
+    if raw.get("install_nccl") and (
+        "nccl_version" not in raw or (raw["nccl_version"] is None and not raw.get("nccl_version_source"))
+    ):
+        # What --install-nccl puts first on the pods' library path is the NCCL the job runs: the
+        # catalog says which, or says null next to the source it could not read it from.
+        raise CatalogError(
+            f"{where}.nccl_version: missing (the NCCL --install-nccl installs, or null with nccl_version_source)"
+        )
     return InstallerFact(
         **_image(raw, where),
         plugin_version=str(raw["plugin_version"]),
         host_paths={str(k): str(v) for k, v in (raw.get("host_paths") or {}).items()},
         install_nccl=bool(raw.get("install_nccl", False)),
+        nccl_version=None if raw.get("nccl_version") is None else str(raw["nccl_version"]),
     )
 
 

@@ -17,7 +17,8 @@ Shapes (every value plain JSON once the stack is up):
 * ``access``  Kubernetes: ``{api_endpoint, kubeconfig_command, kubeconfig}`` (the kubeconfig is
   a secret output); Slurm: ``{login, ssh_command, cluster_id?, scale_set_id?}``
 * ``scheduler`` Slurm: ``{kind: slurm, partition}``; Kubernetes: ``{kind: kubernetes,
-  namespace, lustre_claim, node_selector, tolerations, queue?, images?}`` (queue: the Kueue LocalQueue
+  namespace, lustre_claim, node_selector, tolerations, queue?, images?, service_account?, pod_labels?}``
+  (service_account and pod_labels: what the jobs' pods run as and carry; queue: the Kueue LocalQueue
   jobs go through where the nodes come only with a ProvisioningRequest; images: the stack's image
   pins, components/image_pins.py)
 """
@@ -121,6 +122,12 @@ class Scheduler:
     mirrors: Mapping[str, str] = field(default_factory=dict)
     """Registry host to the prefix pods pull its images through instead (``public.ecr.aws`` to an ECR
     pull-through cache of the account, components/aws/image_cache.py)."""
+    service_account: str | None = None
+    """The Kubernetes account (in ``namespace``) the jobs' pods run as: on AKS the one bound to the
+    checkpoint container's identity (components/azure/workload_identity.py)."""
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
+    """Labels every job pod carries: on AKS ``azure.workload.identity/use: "true"``, which the
+    workload identity webhook acts on."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -244,6 +251,8 @@ def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
         images=_images(r, sc.get("images")),
         mirrors=_mirrors(r, sc.get("mirrors")),
         job_annotations=_strings(r, sc.get("job_annotations"), "scheduler.job_annotations"),
+        service_account=r.text(sc, "service_account", "scheduler.", optional=True),
+        pod_labels=_strings(r, sc.get("pod_labels"), "scheduler.pod_labels"),
     )
     if orchestrator == "slurm" and kind != "slurm" or orchestrator in ("eks", "gke", "aks") and kind != "kubernetes":
         r.add("scheduler.kind", f"{kind!r} does not go with orchestrator {orchestrator!r}")

@@ -25,6 +25,7 @@ from gpu_cluster.components.azure.orchestration_aks import (
 )
 from gpu_cluster.components.azure.orchestration_slurm import CONTROLLER_HOST, SlurmArgs, SlurmOrchestration
 from gpu_cluster.components.azure.storage import Storage, StorageArgs
+from gpu_cluster.components.azure.workload_identity import JOBS_SERVICE_ACCOUNT, POD_LABELS
 from gpu_cluster.components.contract import COMPONENT_FACTS
 from gpu_cluster.components.k8s.addons import JOB_NAMESPACE
 from gpu_cluster.components.spec import ClusterSpec
@@ -61,10 +62,13 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
             lustre_id=st.lustre.id,
             lustre_mgs=st.mount["dns_name"],
             after=[st.lustre],
+            checkpoint_container_id=st.container.id,
         ),
         opts,
     )
     inst = spec.instance
+    jobs = aks.jobs
+    assert jobs is not None  # the checkpoint container is always given above
     return {
         "cloud": "azure",
         "region": spec.region,
@@ -104,6 +108,12 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
             "node_selector": {POOL_LABEL: GPU_POOL},
             # The GPU pool's taints, AKS's spot taint included on a Spot pool.
             "tolerations": gpu_taint_keys(spec),
+            # The checkpoint container through Microsoft Entra Workload ID: pods run as this
+            # account (annotated with the identity's client id) and carry the webhook's label
+            # (components/azure/workload_identity.py).
+            "service_account": JOBS_SERVICE_ACCOUNT,
+            "pod_labels": dict(POD_LABELS),
+            "workload_client_id": jobs.identity.client_id,
         },
         COMPONENT_FACTS: {
             "network_id": net.vnet.id,

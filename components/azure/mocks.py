@@ -153,11 +153,19 @@ def _rule(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+# The issuer's form: https://{region}.oic.prod-aks.azure.com/{tenant_id}/{uuid}
+# (azure-aks-docs workload-identity-deploy-cluster.md at 968f31b).
+MOCK_OIDC_ISSUER = f"https://eastus.oic.prod-aks.azure.com/{TENANT}/00000000-0000-0000-0000-00000000000a/"
+MOCK_PRINCIPAL_ID = "22222222-2222-2222-2222-222222222222"
+MOCK_CLIENT_ID = "33333333-3333-3333-3333-333333333333"
+
+
 def _aks(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     return {
         **_named("Microsoft.ContainerService/managedClusters", "resourceName")(name, inputs),
         **_identities(inputs),
         "fqdn": f"{inputs.get('dnsPrefix', name)}-offline.hcp.eastus.azmk8s.io",
+        "oidcIssuerProfile": {**dict(inputs.get("oidcIssuerProfile") or {}), "issuerURL": MOCK_OIDC_ISSUER},
         "provisioningState": "Succeeded",
     }
 
@@ -175,6 +183,10 @@ COMPUTED: dict[str, Callable[[str, Mapping[str, Any]], dict[str, Any]]] = {
         "Microsoft.Storage/storageAccounts/blobServices/containers", "containerName"
     ),
     "azure-native:managedidentity:UserAssignedIdentity": _identity,
+    "azure-native:managedidentity:FederatedIdentityCredential": _named(
+        "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials",
+        "federatedIdentityCredentialResourceName",
+    ),
     "azure-native:containerservice:ManagedCluster": _aks,
     "azure-native:dashboard:Grafana": _grafana,
     "azure-native:containerservice:AgentPool": _named(

@@ -70,10 +70,11 @@ from gpu_cluster.components.azure.common import (
     cluster_tags,
 )
 from gpu_cluster.components.azure.rules import ZONES
+from gpu_cluster.components.azure.workload_identity import JobIdentity, JobIdentityArgs, job_service_account
 from gpu_cluster.components.k8s import aks as layer
 from gpu_cluster.components.k8s import aks_amd
 from gpu_cluster.components.k8s.metrics import ama_dcgm_scrape
-from gpu_cluster.components.k8s.addons import job_namespace, jobset
+from gpu_cluster.components.k8s.addons import JOB_NAMESPACE, job_namespace, jobset
 from gpu_cluster.components.spec import ClusterSpec
 
 # Pool names: lower-case letters and digits, starting with a letter, 1-12 characters on Linux
@@ -171,6 +172,8 @@ class AksArgs:
     """Its MGS address (client_info.mgs_address), the CSI volume's mgs-ip-address."""
     after: Sequence[pulumi.Resource] = ()
     """What the Lustre volume waits for (the file system)."""
+    checkpoint_container_id: pulumi.Input[str] | None = None
+    """The checkpoint container: the jobs' identity is allowed on it alone (workload_identity.py)."""
 
 
 # The CPU pools (system and controllers) share these: ephemeral OS disks, and encryption at host
@@ -187,6 +190,8 @@ class AksOrchestration(pulumi.ComponentResource):
     controller_pool: azure.containerservice.AgentPool
     reservation_role: azure.authorization.RoleAssignment | None
     """Contributor on the capacity reservation group's resource group, when the pool uses one."""
+    jobs: JobIdentity | None
+    """The identity the jobs act as on the checkpoint container (when the stack has one)."""
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider | None = None
     prometheus: metrics.ManagedPrometheus
@@ -351,6 +356,22 @@ class AksOrchestration(pulumi.ComponentResource):
             opts=child,
         )
         self.gpu_pool = self._create_gpu_pool(name, spec, args)
+        self.jobs = (
+            JobIdentity(
+                f"{name}-jobs",
+                JobIdentityArgs(
+                    spec=spec,
+                    resource_group=args.resource_group,
+                    issuer=self.cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else ""),
+                    container_id=args.checkpoint_container_id,
+                    subscription_id=client.subscription_id,
+                    namespace=JOB_NAMESPACE,
+                ),
+                child,
+            )
+            if args.checkpoint_container_id is not None
+            else None
+        )
         admin = role("deployer-admin-role", client.object_id, AKS_RBAC_CLUSTER_ADMIN, self.cluster.id, sp=False)
         creds = azure.containerservice.list_managed_cluster_user_credentials_output(
             resource_group_name=args.resource_group,
@@ -380,6 +401,7 @@ class AksOrchestration(pulumi.ComponentResource):
                     volume_handle=args.lustre_id,
                     mgs_address=args.lustre_mgs,
                     after=list(args.after),
+                    jobs_client_id=self.jobs.identity.client_id if self.jobs is not None else None,
                 ),
                 pulumi.ResourceOptions(parent=self, provider=self.provider),
             )
@@ -506,6 +528,8 @@ class AksLayerArgs:
     """nvidia or amd; unset: the accelerator's vendor's. A mismatch is refused."""
     after: Sequence[pulumi.Resource] = ()
     controller_node_selector: Mapping[str, str] = field(default_factory=lambda: {POOL_LABEL: CONTROLLER_POOL})
+    jobs_client_id: pulumi.Input[str] | None = None
+    """The jobs' identity's client id: the jobs' service account names it (workload_identity.py)."""
 
 
 def gpu_operator_for(spec: ClusterSpec, asked: str | None) -> layer.GpuOperator:
@@ -567,4 +591,11 @@ def create_in_cluster_layer(name: str, args: AksLayerArgs, k8s_opts: pulumi.Reso
             k8s_opts, pulumi.ResourceOptions(depends_on=[namespace, *csi[-1:], *args.after])
         ),
     )
+    if args.jobs_client_id is not None:
+        job_service_account(
+            name,
+            namespace=namespace.metadata.name,
+            client_id=args.jobs_client_id,
+            opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[namespace])),
+        )
     jobset(f"{name}-jobset", k8s_opts, node_selector=args.controller_node_selector, pins=spec.images)

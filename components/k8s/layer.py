@@ -98,6 +98,7 @@ class InClusterLayer(pulumi.ComponentResource):
                     spec=spec,
                     volume_handle=_get(outs, "mount", "volume_handle"),
                     mgs_address=_get(outs, "mount", "dns_name"),
+                    jobs_client_id=_get(outs, "scheduler", "workload_client_id"),
                 ),
                 k8s_opts,
             )

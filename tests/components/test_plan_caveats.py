@@ -189,3 +189,17 @@ def test_a_pcs_stack_without_a_key_pair_says_how_submit_reaches_it() -> None:
     keyed["orchestration"]["ssh_key_name"] = "research"
     assert "login" not in _topics(keyed)
     assert "login" not in _topics(aws_base())  # EKS: kubeconfig, not a login node
+
+
+def test_mi300x_on_aks_says_what_gdr_rests_on() -> None:
+    """The MI300X AKS stack's plan names the DMA-BUF switch the pods carry and what it cannot check;
+    an NVIDIA size on AKS has no such caveat (its GPU operator loads nvidia-peermem)."""
+    from gpu_cluster.components.spec import read_stack_file
+
+    _, amd = read_stack_file("azure-mi300x-aks")
+    amd["orchestration"]["deployer_cidrs"] = ["52.0.0.1/32"]
+    text = _topics(amd)["gdr"]
+    assert "NCCL_DMABUF_ENABLE=1" in text and "CONFIG_DMABUF_MOVE_NOTIFY" in text and "PR 3607" in text
+    _, nvidia = read_stack_file("azure-h100-aks")
+    nvidia["orchestration"]["deployer_cidrs"] = ["52.0.0.1/32"]
+    assert "gdr" not in _topics(nvidia)

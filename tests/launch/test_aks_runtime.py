@@ -49,6 +49,10 @@ AKS_RDMA_RCCL = {
     "NCCL_SOCKET_IFNAME": "eth0",
     "RCCL_MSCCL_ENABLE": "0",
 }
+# ROCm/rocm-systems projects/rccl/CHANGELOG.md at 0005e8e: the image's ROCm 7.2 carries "RCCL 2.27.7",
+# where DMA-BUF (its one GPUDirect RDMA path with no amdgpu peer-memory client) is off until
+# NCCL_DMABUF_ENABLE=1; the default became 1 only in "RCCL 2.28.3 for ROCm 7.12" (PR 3607).
+RCCL_DMABUF = {"NCCL_DMABUF_ENABLE": "1"}
 AKS_RDMA_RCCL_LIBRARY = "/opt/rocm/lib"  # rccl-mpi-job.yaml: -x LD_LIBRARY_PATH=/opt/rocm/lib
 OMITTED = {
     "OMPI_ALLOW_RUN_AS_ROOT": "mpirun's; the job starts with torchrun",
@@ -66,7 +70,7 @@ SKUS = {
     # No bundled H200 stack: the H100 stack's outputs with the H200 size (one pool, same fabric,
     # the same topology file: azhpc-images setup_sku_customizations.sh line 33).
     "Standard_ND96isr_H200_v5": ("azure-h100-aks", {**AI_INFRA_AKS_NCCL, **AKS_RDMA_NCCL}),
-    "Standard_ND96isr_MI300X_v5": ("azure-mi300x-aks", AKS_RDMA_RCCL),
+    "Standard_ND96isr_MI300X_v5": ("azure-mi300x-aks", {**AKS_RDMA_RCCL, **RCCL_DMABUF}),
 }
 _OUTS: dict[str, ClusterOutputs] = {}
 
@@ -123,6 +127,7 @@ def test_aks_pod_env_is_the_aks_references(sku: str) -> None:
         assert "NCCL_TOPO_FILE" not in env  # no topology file is published for MI300X
     else:
         assert "RCCL_MSCCL_ENABLE" not in env and "/opt/rocm" not in script
+        assert "NCCL_DMABUF_ENABLE" not in env  # set for RCCL only (rccl-changelog)
         # The topology's ConfigMap is mounted where NCCL_TOPO_FILE points.
         mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
         pod = commands.render_run(_outputs(stack, sku), _args(), "20261201t070000z-ab12").jobset
@@ -190,3 +195,20 @@ def test_a_bad_collectives_part_or_runtime_image_names_its_path() -> None:
     bad["runtime_images"] = {"metal": doc["runtime_images"]["rocm"]}
     with pytest.raises(CatalogError, match=r"runtime_images\.metal: .*allowed: cuda, rocm"):
         parse_runtime_images(bad)
+
+
+@pytest.mark.parametrize("sku", sorted(SKUS))
+def test_aks_pods_run_as_the_checkpoint_identitys_account(sku: str) -> None:
+    """azure-aks-docs workload-identity-deploy-cluster.md at 968f31b, "Deploy your application": the
+    pod names the annotated account in serviceAccountName and carries azure.workload.identity/use:
+    "true" in its template (workload-identity-overview.md at 0bf4d35, "Pod labels": only labelled
+    pods get the token volume)."""
+    stack, _ = SKUS[sku]
+    outs = _outputs(stack, sku)
+    js = commands.render_run(outs, _args(), "20261201t070000z-ab12").jobset
+    assert js is not None
+    template = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    assert template["spec"]["serviceAccountName"] == "gpu-cluster-jobs" == outs.scheduler.service_account
+    assert template["metadata"]["labels"]["azure.workload.identity/use"] == "true"
+    # The JobSet's own labels stay the job's: the webhook acts on pods only.
+    assert "azure.workload.identity/use" not in js["metadata"]["labels"]

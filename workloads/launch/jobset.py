@@ -120,6 +120,12 @@ class JobSetSpec(TorchrunJob):
     annotations: Mapping[str, str] = field(default_factory=dict)
     """Annotations of the JobSet itself: the cluster's (stack output scheduler.job_annotations, e.g.
     the ProvisioningRequest parameters Kueue passes on under provreq.kueue.x-k8s.io/)."""
+    service_account: str | None = None
+    """``serviceAccountName`` of the pods (stack output scheduler.service_account); unset: the
+    namespace's default account."""
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
+    """Labels of the pod template besides the job's own (stack output scheduler.pod_labels: on AKS
+    the workload identity webhook's ``azure.workload.identity/use``)."""
     node_wait_s: int = 900
     """How long the gate waits for the node installers' paths (``fabric.node_waits``) before the
     pod fails naming what never appeared."""
@@ -178,6 +184,24 @@ def _check_annotations(p: Problems, annotations: object) -> None:
             p.add("annotations", f"{key!r}: {value!r} is not a string without control characters")
 
 
+def _check_pod_labels(p: Problems, labels: object) -> None:
+    """Label keys as annotation keys; a value is empty or a name of at most 63 characters
+    (kubernetes.io "Labels and Selectors", syntax and character set)."""
+    if not isinstance(labels, Mapping):
+        p.add("pod_labels", f"{labels!r} is not a mapping of label keys to values")
+        return
+    for key, value in labels.items():
+        prefix, _, name = key.rpartition("/") if isinstance(key, str) else ("", "", "")
+        if not (
+            isinstance(key, str)
+            and _ANNOTATION_NAME.match(name)
+            and (not prefix or (_DNS1123_SUBDOMAIN.match(prefix) and len(prefix) <= 253))
+        ):
+            p.add("pod_labels", f"{key!r} is not a label key (allowed: [prefix/]name, name at most 63 characters)")
+        if not isinstance(value, str) or (value and not _ANNOTATION_NAME.match(value)):
+            p.add("pod_labels", f"{key!r}: {value!r} is not a label value (allowed: empty, or a name of at most 63)")
+
+
 def validate(spec: JobSetSpec) -> None:
     """Raise :class:`LaunchSpecError` naming every bad field at once."""
     p = Problems()
@@ -194,6 +218,13 @@ def validate(spec: JobSetSpec) -> None:
     ):
         p.add("queue", f"{spec.queue!r} is not a LocalQueue name (allowed: a DNS-1123 name of at most 63 characters)")
     _check_annotations(p, spec.annotations)
+    _check_pod_labels(p, spec.pod_labels)
+    if spec.service_account is not None and (
+        not isinstance(spec.service_account, str)
+        or not _DNS1123_SUBDOMAIN.match(spec.service_account)
+        or len(spec.service_account) > 253
+    ):
+        p.add("service_account", f"{spec.service_account!r} is not a ServiceAccount name (DNS-1123 subdomain)")
     if (
         isinstance(spec.name, str)
         and isinstance(spec.replicated_job, str)
@@ -465,6 +496,8 @@ def render(spec: JobSetSpec) -> dict[str, Any]:
     if inits:
         pod_spec["initContainers"] = inits
     pod_spec.update(containers=[container], volumes=volumes)
+    if spec.service_account:
+        pod_spec["serviceAccountName"] = spec.service_account
     if spec.node_selector:
         pod_spec["nodeSelector"] = dict(spec.node_selector)
     if spec.tolerate_taints:
@@ -480,7 +513,7 @@ def render(spec: JobSetSpec) -> dict[str, Any]:
         # A copy: one dict in two places would come out of YAML as an anchor and alias.
         "template": {
             "metadata": {
-                "labels": dict(labels),
+                "labels": {**spec.pod_labels, **labels},
                 **({"annotations": wiring.annotations()} if wiring.annotations() else {}),
             },
             "spec": pod_spec,

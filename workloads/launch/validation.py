@@ -259,6 +259,8 @@ def jobset_spec(
     queue: str | None = None,
     pins: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
+    service_account: str | None = None,
+    pod_labels: Mapping[str, str] | None = None,
 ) -> JobSetSpec:
     """The validation run as one JobSet. ``job.drain`` is ignored: the pods carry no
     credentials to cordon nodes, and their host names are pods', not nodes'. ``pins``: the
@@ -314,6 +316,8 @@ def jobset_spec(
         queue=queue,
         annotations=dict(annotations or {}),
         agent_logs=agent_logs_dir(job),
+        service_account=service_account,
+        pod_labels=dict(pod_labels or {}),
     )
 
 
@@ -509,6 +513,9 @@ def cluster_jobset(outputs: ClusterOutputs, job: ValidationJob, run_id: str, *, 
         configmaps={jobset_name(run_id): BUNDLE_MOUNT},
         # The stack's Kueue queue where its nodes come only through one (GKE multi-node flex-start).
         queue=sched.queue,
+        # What the pods run as and carry (on AKS: the checkpoint container's workload identity).
+        service_account=sched.service_account,
+        pod_labels=sched.pod_labels,
         pins=sched.images,
         # The cluster's own JobSet annotations (GKE queued provisioning: how long the nodes live).
         annotations=sched.job_annotations,

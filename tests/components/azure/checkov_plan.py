@@ -325,6 +325,11 @@ SIMPLE: dict[str, tuple[str, Callable[[Mapping[str, Any]], Values]]] = {
         ),
     ),
     "azure-native:managedidentity:UserAssignedIdentity": ("azurerm_user_assigned_identity", _plain({"name": "name"})),
+    # azurerm_federated_identity_credential's attribute names (terraform-provider-azurerm docs).
+    "azure-native:managedidentity:FederatedIdentityCredential": (
+        "azurerm_federated_identity_credential",
+        _plain({"federatedIdentityCredentialResourceName": "name", "issuer": "issuer", "subject": "subject"}),
+    ),
     "azure-native:authorization:RoleAssignment": (
         "azurerm_role_assignment",
         _plain({"scope": "scope", "roleDefinitionId": "role_definition_id", "principalId": "principal_id"}),

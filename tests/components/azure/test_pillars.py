@@ -165,6 +165,8 @@ def test_every_resource_carries_the_cluster_tag(azure_run: Run) -> None:
             "azure-native:monitor:DataCollectionRuleAssociation",
             "azure-native:containerservice:MaintenanceConfiguration",
             "azure-native:storage:BlobServiceProperties",
+            # A child of the jobs' identity; FederatedIdentityCredentialArgs has no tags.
+            "azure-native:managedidentity:FederatedIdentityCredential",
         )
         and r.inputs.get("tags", {}).get("gpu-cluster") != "nd"
     ]

@@ -17,6 +17,7 @@ import yaml
 
 from gpu_cluster.components.engine import OfflineRun
 from gpu_cluster.components.catalog import installer_fact, rxdm_fact
+from gpu_cluster.components.catalog_file import CatalogError
 from gpu_cluster.components.k8s.addons import JOB_NAMESPACE
 from gpu_cluster.components.spec import SpecError, parse_spec
 from tests.components.gcp.conftest import PROJECT, TEST_DIGEST, gcp_obj, named, supplied_installer
@@ -517,3 +518,25 @@ def test_the_offline_plan_without_the_digest_plans_no_installer_and_says_why(
     supplied = supplied_installer("a3-ultragpu-8g")
     [inst] = _pod(offline(gcp_obj("a3-ultragpu-8g")), "nccl-rdma-installer")["initContainers"]
     assert inst["image"] == supplied
+
+
+def test_each_installer_that_installs_nccl_says_which(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--install-nccl puts the installer's NCCL first on the pods' library path, so that NCCL is the
+    job's: TCPXO v1.0.15 brings 2.28.7-1; gIB v1.1.1's bundled release is recorded as not read
+    (null, with the release-notes source it would come from, Google's "NCCL/gIB release notes"),
+    TCPX v3.1.9's likewise. A catalog entry that installs NCCL and says nothing of it is refused."""
+    from gpu_cluster.components import catalog_fabrics
+
+    assert installer_fact("tcpxo").nccl_version == "2.28.7-1"
+    assert installer_fact("tcpx").install_nccl and installer_fact("tcpx").nccl_version is None
+    gib = installer_fact("rdma")
+    assert gib.install_nccl and gib.plugin_version == "v1.1.1" and gib.nccl_version is None
+    real = catalog_fabrics._fabric_images()
+    raw = dict(real["fabrics"]["rdma"]["installer"])
+    assert raw["nccl_version_source"] == "gcp-gib-release-notes"
+    for drop in ("nccl_version", "nccl_version_source"):
+        broken = {k: v for k, v in raw.items() if k != drop}
+        fabrics = {**real["fabrics"], "rdma": {**real["fabrics"]["rdma"], "installer": broken}}
+        monkeypatch.setattr(catalog_fabrics, "_fabric_images", lambda: {**real, "fabrics": fabrics})
+        with pytest.raises(CatalogError, match="nccl_version"):
+            installer_fact("rdma")
