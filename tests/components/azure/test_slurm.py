@@ -141,7 +141,9 @@ def test_the_controller_is_the_login_node_at_a_fixed_address_reached_through_bas
     script = _decoded(vm.inputs["osProfile"]["customData"])
     assert f"SlurmctldHost={CONTROLLER_HOST}({system.network_address + 4})" in script
     assert "systemctl restart slurmctld" in script
-    # Bastion: Standard with tunnelling (the CLI path), in AzureBastionSubnet (a /26).
+    # Bastion: Standard with tunnelling (the CLI path; connect-vm-native-client-linux.md: native client
+    # "require the Bastion Standard SKU"), in a subnet named AzureBastionSubnet of /26 or larger
+    # (configuration-settings.md at 3792295, "Azure Bastion subnet"): the stack takes the minimum.
     bastion = named(slurm_run, "azure-native:network:BastionHost", "-bastion")
     assert (bastion.inputs["sku"], bastion.inputs["enableTunneling"]) == ({"name": "Standard"}, True)
     subnet = named(slurm_run, "azure-native:network:Subnet", "-bastion")
