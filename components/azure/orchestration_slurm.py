@@ -31,11 +31,9 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_azure_native as azure
-import yaml
 
 from components.azure.common import cluster_tags
-from components.catalog_file import CATALOG_PATH
-from components.azure.slurm_config import ADMIN_USER, SlurmLayout, controller_script, node_script
+from components.azure.slurm_config import ADMIN_USER, SlurmLayout, controller_script, node_image, node_script
 from components.azure.storage import FSNAME, MOUNT_OPTIONS
 from components.spec import ClusterSpec
 
@@ -44,16 +42,8 @@ from components.spec import ClusterSpec
 # One release, not `latest`: the catalog records it with the NVIDIA driver that release installs
 # (node_images.azure-ubuntu-hpc-2404: 24.04.2026072901, driver 580.173.02 from azhpc-images
 # versions.json at tag ubuntu-hpc-2026072901), so the liveness model's driver check reads a fact,
-# and a scale-out or a replaced node gets the same driver as the rest of the fabric.
-NODE_IMAGE = "azure-ubuntu-hpc-2404"
-
-
-def node_image() -> dict[str, str]:
-    """The image reference the catalog pins for the Slurm hosts (``node_images.<NODE_IMAGE>.image``)."""
-    with open(CATALOG_PATH, encoding="utf-8") as fh:
-        raw = yaml.safe_load(fh)["node_images"][NODE_IMAGE]["image"]
-    return {k: str(raw[k]) for k in ("publisher", "offer", "sku", "version")}
-
+# and a scale-out or a replaced node gets the same driver as the rest of the fabric. The reference
+# is slurm_config.node_image(), which `gpu-cluster preflight` asks the region for.
 
 # The controller's size: the CPU size the AKS pools of this toolkit use (orchestration_aks.py
 # CPU_POOL_SIZE, 4 vCPU, Ddsv5), enough for slurmctld of at most 100 nodes (rules.py) and a login shell.

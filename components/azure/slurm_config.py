@@ -21,6 +21,22 @@ import base64
 import shlex
 from dataclasses import dataclass
 
+import yaml
+
+from components.catalog_file import CATALOG_PATH
+
+# The Slurm hosts' image, by its catalog entry: the HPC image at the release the catalog records
+# with its NVIDIA driver (node_images.azure-ubuntu-hpc-2404: image, driver).
+NODE_IMAGE = "azure-ubuntu-hpc-2404"
+
+
+def node_image() -> dict[str, str]:
+    """The image reference the catalog pins for the Slurm hosts (``node_images.<NODE_IMAGE>.image``)."""
+    with open(CATALOG_PATH, encoding="utf-8") as fh:
+        raw = yaml.safe_load(fh)["node_images"][NODE_IMAGE]["image"]
+    return {k: str(raw[k]) for k in ("publisher", "offer", "sku", "version")}
+
+
 # The VMs' admin user: our choice, the name Azure's own Linux quickstarts use. Azure refuses some
 # names ("Disallowed values": administrator, admin, user, root, ... 32 in all) and more than 64
 # characters on Linux (OSProfile.adminUsername, pulumi-azure-native 3.29.0 compute OSProfileArgs
