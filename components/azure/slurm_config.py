@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from components.catalog_file import CATALOG_PATH
+from gpu_cluster.components.catalog_file import CATALOG_PATH
 
 # The Slurm hosts' image, by its catalog entry: the HPC image at the release the catalog records
 # with its NVIDIA driver (node_images.azure-ubuntu-hpc-2404: image, driver).
