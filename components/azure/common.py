@@ -45,9 +45,12 @@ class AddressPlan:
     system: str
     """The AKS system pool, or the Slurm controller and login nodes."""
     bastion: str
-    """Azure Bastion's subnet (Slurm only), named AzureBastionSubnet and at least a /26 (Bastion
-    configuration-settings, learn.microsoft.com/azure/bastion/configuration-settings, "Azure Bastion
-    subnet"; read through the search corpus 2026-12-01)."""
+    """Azure Bastion's subnet (Slurm only), named AzureBastionSubnet and at least a /26: "Subnet name
+    must be AzureBastionSubnet", "Subnet size must be /26 or larger (/25, /24 etc.)", the minimum
+    for every Bastion deployed on or after November 2, 2021 (MicrosoftDocs/azure-docs
+    articles/bastion/configuration-settings.md at 3792295, ms.date 10/13/2023, "Azure Bastion
+    subnet"; learn.microsoft.com/azure/bastion/configuration-settings). The stack takes that
+    minimum; the page recommends a /26 or larger for host scaling, which the stack does not set."""
 
 
 def address_plan(spec: ClusterSpec) -> AddressPlan:

@@ -22,6 +22,8 @@ from gpu_cluster.components.spec import ClusterSpec
 # f1e86c5; the same rules in Azure/cyclecloud-slurm-workspace bicep/network-new.bicep at bc0fc1b:
 # Lustre ['988','1019-1023'], AllowAzureCloudServiceAccess).
 LUSTRE_PORTS = ["988", "1019-1023"]
+# The name Bastion requires of its subnet (configuration-settings.md at 3792295, "Azure Bastion
+# subnet"; the size, /26 at least, is AddressPlan.bastion's).
 BASTION_SUBNET = "AzureBastionSubnet"
 
 

@@ -13,10 +13,11 @@ nodes that run the jobs; the cost is that the stack, not Microsoft, owns the Slu
   AZURE.md §2.1-2.2). The orchestration mode is written out: CLI and PowerShell default to Flexible
   since November 2023 (proximity-placement-groups.md at 0c6223e). No IB interface is declared: the
   platform adds the eight NDR ports to every VM of the set (ND H100 v5 summary, AZURE.md §0.2).
-* Image: the HPC image, ``microsoft-dsvm:ubuntu-hpc:2404:latest`` (Azure/azhpc-images README at
-  8e9d055), which carries the NVIDIA driver, DOCA OFED, NCCL with the ND v5 topology file and the
-  Managed Lustre client (azure-hpc-vm-images.md; AZURE.md §1.4). The controller runs it too, so that
-  both ends install Slurm and Munge from one archive and mount Lustre with one client.
+* Image: the HPC image, ``microsoft-dsvm:ubuntu-hpc:2404`` at the release the catalog pins
+  (Azure/azhpc-images README at 8e9d055; NODE_IMAGE below), which carries the NVIDIA driver, DOCA
+  OFED, NCCL with the ND v5 topology file and the Managed Lustre client (azure-hpc-vm-images.md;
+  AZURE.md §1.4). The controller runs it too, so that both ends install Slurm and Munge from one
+  archive and mount Lustre with one client.
 * Access: no public address on any VM; Azure Bastion (Standard, native-client tunnelling: "Connect
   to VMs using Azure CLI" is Standard and up, learn.microsoft.com/azure/bastion/configuration-settings)
   opens SSH to the controller. SSH keys only (Checkov CKV_AZURE_49 for the scale set, CKV_AZURE_178 /
@@ -32,14 +33,25 @@ import pulumi
 import pulumi_azure_native as azure
 
 from gpu_cluster.components.azure.common import cluster_tags
-from gpu_cluster.components.azure.slurm_config import ADMIN_USER, SlurmLayout, controller_script, node_script
+from gpu_cluster.components.azure.slurm_config import (
+    ADMIN_USER,
+    SlurmLayout,
+    controller_script,
+    node_image,
+    node_script,
+)
 from gpu_cluster.components.azure.slurm_metrics import SlurmMetrics, with_metrics
 from gpu_cluster.components.azure.storage import FSNAME, MOUNT_OPTIONS
 from gpu_cluster.components.spec import ClusterSpec
 
 # The HPC image for ND v5 on Ubuntu 24.04 (azhpc-images README at 8e9d055: ubuntu-hpc 2404); Gen2,
 # which the ND H100 v5 size requires ("requires the use of Generation 2 VMs and marketplace images").
-IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2404", "version": "latest"}
+# One release, not `latest`: the catalog records it with the NVIDIA driver that release installs
+# (node_images.azure-ubuntu-hpc-2404: 24.04.2026072901, driver 580.173.02 from azhpc-images
+# versions.json at tag ubuntu-hpc-2026072901), so the liveness model's driver check reads a fact,
+# and a scale-out or a replaced node gets the same driver as the rest of the fabric. The reference
+# is slurm_config.node_image(), which `gpu-cluster preflight` asks the region for.
+
 # The controller's size: the CPU size the AKS pools of this toolkit use (orchestration_aks.py
 # CPU_POOL_SIZE, 4 vCPU, Ddsv5), enough for slurmctld of at most 100 nodes (rules.py) and a login shell.
 CONTROLLER_SIZE = "Standard_D4ds_v5"
@@ -54,8 +66,18 @@ NODE_PREFIX = "gpu"
 # nodes' slurmd --conf-server names it.
 FIRST_HOST = 4
 # Bastion: Standard for `az network bastion tunnel` (configuration-settings: "Connect to VMs using
-# Azure CLI", Standard and Premium); its public address is a Standard static one.
+# Azure CLI", Standard and Premium; connect-vm-native-client-linux.md at 432a2e7: "Connections via
+# native client require the Bastion Standard SKU"); its public address "must be Standard" and
+# "Static" (MicrosoftDocs/azure-docs articles/bastion/configuration-settings.md at 3792295,
+# "Public IP address").
 BASTION_SKU = "Standard"
+# The port `az network bastion tunnel --port` opens on the user's own machine: Azure's page leaves it
+# to the user ("<LocalMachinePort>", includes/bastion-native-connect-tunnel.md at b8db86a), so this is
+# our choice and Azure reserves nothing there; the port Azure's side needs is the VM's SSH port 22
+# (--resource-port; includes/bastion-native-roles-ports.md at 012ad30: "Inbound port: SSH (22)").
+# 50022 is in the Dynamic and/or Private range, 49152-65535, whose ports "are not assigned" (IANA
+# Service Name and Transport Protocol Port Number Registry; RFC 6335 section 6), so it names no
+# registered service on the user's machine; any free port works.
 TUNNEL_PORT = 50022
 """The local port the printed tunnel command listens on (our choice; any free port)."""
 # OS disks: Premium SSD (the size pages: "Premium Storage: Supported", AZURE.md §1.1).
@@ -110,7 +132,7 @@ def _linux(key: str) -> azure.compute.LinuxConfigurationArgs:
 
 
 def _image() -> azure.compute.ImageReferenceArgs:
-    return azure.compute.ImageReferenceArgs(**IMAGE)
+    return azure.compute.ImageReferenceArgs(**node_image())
 
 
 class SlurmOrchestration(pulumi.ComponentResource):

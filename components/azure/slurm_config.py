@@ -21,17 +21,49 @@ import base64
 import shlex
 from dataclasses import dataclass
 
-# The HPC image's admin user; Azure's own Linux quickstarts name it azureuser (any name but root works).
+import yaml
+
+from gpu_cluster.components.catalog_file import CATALOG_PATH
+
+# The Slurm hosts' image, by its catalog entry: the HPC image at the release the catalog records
+# with its NVIDIA driver (node_images.azure-ubuntu-hpc-2404: image, driver).
+NODE_IMAGE = "azure-ubuntu-hpc-2404"
+
+
+def node_image() -> dict[str, str]:
+    """The image reference the catalog pins for the Slurm hosts (``node_images.<NODE_IMAGE>.image``)."""
+    with open(CATALOG_PATH, encoding="utf-8") as fh:
+        raw = yaml.safe_load(fh)["node_images"][NODE_IMAGE]["image"]
+    return {k: str(raw[k]) for k in ("publisher", "offer", "sku", "version")}
+
+
+# The VMs' admin user: our choice, the name Azure's own Linux quickstarts use. Azure refuses some
+# names ("Disallowed values": administrator, admin, user, root, ... 32 in all) and more than 64
+# characters on Linux (OSProfile.adminUsername, pulumi-azure-native 3.29.0 compute OSProfileArgs
+# docstring, from the Compute REST spec); azureuser is not among them (a test reads that list from
+# the installed SDK), nor a user the HPC image makes (azhpc-images at 8e9d055 adds none).
 ADMIN_USER = "azureuser"
 # slurmctld's port, the default (slurm.conf.5 SlurmctldPort: "The default value is 6817"), as
 # configless's --conf-server takes it ("will default to 6817", configless_slurm.shtml).
 SLURMCTLD_PORT = 6817
-# Where Debian's packages keep Slurm's configuration (its sysconfdir, /etc/slurm: the paths
-# manpages.ubuntu.com noble slurm.conf.5 shows). Not re-read beyond the man page.
+# Where Debian's packages keep Slurm's configuration: /etc/slurm since slurm-wlm 20.02.6-1 ("Remove
+# llnl from the source package name and from the configuration, lib and log directory names",
+# debian/changelog, 2020-11-17; the noble package descends from it), the directory the package's
+# own unit checks for slurm.conf (ConditionPathExists=/etc/slurm/slurm.conf in Debian's slurmd and
+# slurmctld units, read from slurmd 22.05.8-4+deb12u3 on this project's test host) and the paths
+# manpages.ubuntu.com noble slurm.conf.5 shows.
 SLURM_ETC = "/etc/slurm"
-# The Munge key's home on every host (munge's default key file, /etc/munge/munge.key, owned by
-# munge and readable by it only: dun/munge wiki "Installation Guide").
+# The Munge key's home on every host: "${sysconfdir}/munge/munge.key", owned by the user munged
+# runs as (dun/munge QUICKSTART at munge-0.5.15, e6e04d3, section 5A "Creating a key").
 MUNGE_KEY = "/etc/munge/munge.key"
+# The key is made by munge's own tool, run as munge so that the file gets munged's owner and mode
+# (QUICKSTART 5A: "sudo -u munge ${sbindir}/mungekey --verbose"; mungekey.8: -c create, -f overwrite
+# an existing key), with its default size, 128 bytes (1024 bits: MUNGE_KEY_LEN_DFL_BYTES in
+# src/libcommon/munge_defs.h at munge-0.5.15; --bits takes 256-8192). Debian's munge package runs
+# the same (`su munge -s /bin/sh -c 'mungekey -c'` in munge.postinst, 0.5.15-2+deb12u1) when no
+# key exists, and sets an existing one to munge:munge 0400, the mode the copies get here.
+MUNGEKEY = "/usr/sbin/mungekey"
+MUNGE_KEY_MODE = "0400"
 # The directory on the shared file system that carries the key from the controller to the nodes.
 SHARED_DIR = ".gpuc-slurm"
 # The nodes' feature: the node set of the GPU partition is the dynamic nodes registering with it
@@ -109,6 +141,34 @@ def node_conf(s: SlurmLayout) -> str:
     return f"Gres=gpu:{s.gpus_per_node} Feature={GPU_FEATURE}"
 
 
+def slurmd_dropin(exec_start: str) -> str:
+    """The drop-in over the packaged slurmd unit: only the lines where what a configless dynamic node
+    needs differs from a unit the package may carry. The noble package's own unit (slurm-wlm
+    23.11.4-1.2ubuntu5) was not read, so the drop-in holds against both units it may be:
+
+    * Slurm's at the release, etc/slurmd.service.in at slurm-23-11-4-1 (SchedMD/slurm 924dce6):
+      ``#ConditionPathExists`` commented out, ``Type=notify``, ``ExecStart=slurmd --systemd
+      $SLURMD_OPTIONS``, ``LimitMEMLOCK=infinity``;
+    * Debian's own, as slurmd 22.05.8-4+deb12u3 installs it: ``ConditionPathExists=/etc/slurm/
+      slurm.conf``, ``Type=simple``, ``ExecStart=/usr/sbin/slurmd -D -s $SLURMD_OPTIONS``,
+      ``PIDFile=/run/slurmd.pid``, ``LimitMEMLOCK=infinity``.
+
+    So: ``ConditionPathExists=`` empty, which resets it (systemd.unit(5): an empty assignment resets
+    a condition list): a configless slurmd has no slurm.conf (configless_slurm.shtml, Limitations);
+    ``ExecStart=`` reset and ours: the node's options (``-Z --conf-server --conf``), whose quoted
+    ``--conf`` a ``$SLURMD_OPTIONS`` from an environment file would split at its spaces
+    (systemd.service(5), "Command lines"); ``Type=simple`` with ``-D`` (foreground), Debian's pair,
+    because the upstream unit's ``Type=notify`` waits for a readiness message only ``--systemd``
+    sends. ``LimitMEMLOCK=infinity`` (verbs pins memory) is in both units and so not repeated;
+    Debian's ``PIDFile`` goes with its ``Type=simple`` as it does there."""
+    return (
+        "\n".join(
+            ["[Unit]", "ConditionPathExists=", "[Service]", "Type=simple", "ExecStart=", f"ExecStart={exec_start}"]
+        )
+        + "\n"
+    )
+
+
 def _lustre_lines(s: SlurmLayout, mgs: str) -> list[str]:
     """Mount Managed Lustre at boot, idempotently, with Storage's options (the HPC image ships the
     client, AZURE.md §1.4; the mount source is ``<mgs>@tcp:/lustrefs``, AZURE.md §3.3)."""
@@ -146,12 +206,12 @@ def controller_script(s: SlurmLayout, mgs: str) -> str:
             *_apt(["munge", "slurmctld", "slurm-client", *s.pythons]),
             f"install -d -m 0700 {q(shared)}",
             f"if [ -s {q(shared + '/munge.key')} ]; then",
-            f"  install -o munge -g munge -m 0400 {q(shared + '/munge.key')} {MUNGE_KEY}",
+            f"  install -o munge -g munge -m {MUNGE_KEY_MODE} {q(shared + '/munge.key')} {MUNGE_KEY}",
             "else",
-            # 1024 random bytes (dun/munge wiki Installation Guide: "dd if=/dev/urandom bs=1 count=1024").
-            f"  dd if=/dev/urandom bs=1 count=1024 of={MUNGE_KEY} status=none",
-            f"  chown munge:munge {MUNGE_KEY} && chmod 0400 {MUNGE_KEY}",
-            f"  install -m 0400 {MUNGE_KEY} {q(shared + '/munge.key')}",
+            # A fresh key for the cluster (MUNGEKEY above), whatever the package left.
+            f"  su munge -s /bin/sh -c '{MUNGEKEY} --create --force'",
+            f"  chmod {MUNGE_KEY_MODE} {MUNGE_KEY}",
+            f"  install -m {MUNGE_KEY_MODE} {MUNGE_KEY} {q(shared + '/munge.key')}",
             "fi",
             "systemctl restart munge",
             f"mkdir -p {SLURM_ETC}",
@@ -173,11 +233,6 @@ def node_script(s: SlurmLayout, mgs: str) -> str:
     shared = f"{s.mount_point.rstrip('/')}/{SHARED_DIR}"
     q = shlex.quote
     server = f"{s.controller_ip}:{SLURMCTLD_PORT}"
-    # A drop-in that makes the packaged unit's start line ours, whatever its release wrote: an empty
-    # ConditionPathExists= and ExecStart= reset them (systemd.unit, systemd.service), since a
-    # configless slurmd has no slurm.conf and "ConditionPathExists=*" would keep it from starting
-    # (configless_slurm.shtml, Limitations; Slurm's own etc/slurmd.service.in at 02aa5a1 carries
-    # one). Foreground (-D) as a simple service; memlock unlimited as that unit sets it, for verbs.
     exec_start = f'/usr/sbin/slurmd -D -Z --conf-server {server} --conf "{node_conf(s)}"'
     return _b64(
         [
@@ -186,18 +241,11 @@ def node_script(s: SlurmLayout, mgs: str) -> str:
             # The controller writes the key once it has mounted Lustre; wait for it (no timeout: a
             # node without the key cannot join, and `sinfo` on the controller shows it missing).
             f"until [ -s {q(shared + '/munge.key')} ]; do sleep 10; done",
-            f"install -o munge -g munge -m 0400 {q(shared + '/munge.key')} {MUNGE_KEY}",
+            f"install -o munge -g munge -m {MUNGE_KEY_MODE} {q(shared + '/munge.key')} {MUNGE_KEY}",
             "systemctl restart munge",
             "mkdir -p /etc/systemd/system/slurmd.service.d",
             "cat > /etc/systemd/system/slurmd.service.d/gpu-cluster.conf <<'GPUC_EOF'",
-            "[Unit]",
-            "ConditionPathExists=",
-            "[Service]",
-            "Type=simple",
-            "PIDFile=",
-            "LimitMEMLOCK=infinity",
-            "ExecStart=",
-            f"ExecStart={exec_start}",
+            slurmd_dropin(exec_start).rstrip("\n"),
             "GPUC_EOF",
             "systemctl daemon-reload",
             "systemctl enable slurmd",

@@ -43,6 +43,9 @@ of the node image (``node_images.<n>.driver``):
 
 * PCS, the sample AMI (``node_images.pcs-al2023``): 590.48.01 (PCS user guide, "AMI release
   notes", x86_64, Slurm 25.11).
+* Azure's HPC image (``node_images.azure-ubuntu-hpc-2404``): 580.173.02 at the release the catalog
+  pins (azhpc-images versions.json at tag ubuntu-hpc-2026072901), credited only to a scale set that
+  runs that release (its ``image``); any other release, ``latest`` included, is *unverified*.
 * Cluster Director: no source read here records its Slurm image's driver. The check holds only as
   *unverified* (counted apart): the job's start-up gate names the driver and the CUDA it finds and
   stops (exit 3) on a mismatch (workloads/health/fabric.py start_up_refusal).
@@ -67,6 +70,7 @@ from gpu_cluster.components.liveness.pools import pools
 EKS_GROUP = "aws:eks/nodeGroup:NodeGroup"
 GKE_POOL = "gcp:container/nodePool:NodePool"
 AKS_POOL = "azure-native:containerservice:AgentPool"
+AZURE_VMSS = "azure-native:compute:VirtualMachineScaleSet"
 CHART = "kubernetes:helm.sh/v4:Chart"
 
 CUDA_COMPAT = "docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html (Table 1, read 2026-12-07)"
@@ -118,9 +122,10 @@ CLUSTER_DIRECTOR_DRIVER = (
     "(workloads/health/fabric.py start_up_refusal)"
 )
 AZURE_HPC_IMAGE_DRIVER = (
-    "Azure's HPC image (microsoft-dsvm:ubuntu-hpc:2404, version latest): no source read here records the "
-    "NVIDIA driver of the release a deployment gets (unverified); the job's start-up gate names the driver and "
-    "the CUDA it finds and stops (exit 3) on a mismatch (workloads/health/fabric.py start_up_refusal)"
+    "Azure's HPC image at a release other than the one the catalog records (node_images.azure-ubuntu-hpc-2404 "
+    "image and driver), e.g. at latest: its NVIDIA driver is not recorded (unverified); the job's start-up gate "
+    "names the driver and the CUDA it finds and stops (exit 3) on a mismatch (workloads/health/fabric.py "
+    "start_up_refusal)"
 )
 
 
@@ -239,13 +244,28 @@ def pool_drivers(plan: Plan) -> list[tuple[str, str, Driver]]:
     return out
 
 
-def _node_image_driver(plan: Plan) -> Driver:
-    """The driver the catalog records for the plan's Slurm node image (``node_images.<n>.driver``)."""
+def _image_of(plan: Plan, pool_resource: str) -> dict[str, str] | None:
+    """The image reference of the plan's scale set a pool names (``compute/VirtualMachineScaleSet <name>``)."""
+    for r in plan.of(AZURE_VMSS):
+        if pool_resource.endswith(f" {r.name}"):
+            ref = ((r.inputs.get("virtualMachineProfile") or {}).get("storageProfile") or {}).get("imageReference")
+            return {str(k): str(v) for k, v in (ref or {}).items()}
+    return None
+
+
+def _node_image_driver(plan: Plan, pool_resource: str) -> Driver:
+    """The driver the catalog records for the plan's Slurm node image (``node_images.<n>.driver``),
+    credited only to a pool that runs the release it was read for (``node_images.<n>.image``)."""
     name = node_image_name(plan)
     raw = (_catalog().get("node_images") or {}).get(name or "") or {}
     version = raw.get("driver")
     ids = raw.get("sources") or []
     listed = [ids] if isinstance(ids, str) else [str(i) for i in ids]
+    pinned = {str(k): str(v) for k, v in (raw.get("image") or {}).items()}
+    runs = _image_of(plan, pool_resource) if pinned else None
+    if version and pinned and runs != pinned:
+        ref = ":".join((runs or {}).get(k, "?") for k in ("publisher", "offer", "sku", "version"))
+        return Driver(None, f"{AZURE_HPC_IMAGE_DRIVER}; the pool runs {ref}, not {pinned.get('version')}", "")
     if not version:
         unrecorded = {"gcp": CLUSTER_DIRECTOR_DRIVER, "azure": AZURE_HPC_IMAGE_DRIVER}
         return Driver(None, unrecorded.get(str(plan.outputs.get("cloud")), ""), "")
@@ -280,7 +300,7 @@ def slurm_checks(plan: Plan) -> list[Check]:
             )
             continue
         need = max(CUDA_MIN_DRIVER[m] for m in majors)
-        driver = _node_image_driver(plan)
+        driver = _node_image_driver(plan, pool.resource)
         wants = f"torch {release} is built with CUDA {', '.join(builds)}; CUDA {majors[-1]}.x needs a driver >= {need}"
         if driver.branch is None:
             known = bool(driver.what)

@@ -13,6 +13,13 @@
   Registered (use-amd-gpus.md at fb060ab; Features - Get answers ``properties.state``), and so is
   ``Microsoft.Compute/EncryptionAtHost``, which the CPU pools' encryption at host needs before a pool
   can be created with it (enable-host-encryption.md:38-48 at fb060ab; components/azure/orchestration_aks.py);
+* for Slurm, the HPC image release the stack pins (components/azure/slurm_config.py node_image(),
+  the catalog's node_images.azure-ubuntu-hpc-2404) is offered in the region (Virtual Machine
+  Images - Get, ``GET /subscriptions/{id}/providers/Microsoft.Compute/locations/{location}/
+  publishers/{publisher}/artifacttypes/vmimage/offers/{offer}/skus/{skus}/versions/{version}``,
+  operation VirtualMachineImages_Get beside VirtualMachineImages_List's ``.../versions``:
+  learn.microsoft.com/dotnet/api/azure.resourcemanager.compute, GetVirtualMachineImages, read
+  2026-12-07): the release's name is read from the image repository's releases, not from Azure;
 * a capacity reservation group the stack names exists and reserves the size for every node in the
   stack's zone (Capacity Reservations - List By Capacity Reservation Group, ``GET {group}/
   capacityReservations``: each reservation's ``sku.name`` and ``sku.capacity``, and ``zones``, empty
@@ -37,6 +44,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Callable, Mapping, Protocol
 
+from gpu_cluster.components.azure.slurm_config import node_image
 from gpu_cluster.components.preflight import (
     Check,
     Context,
@@ -285,6 +293,30 @@ def host_encryption_feature(ctx: Context) -> list[Problem]:
     )
 
 
+def hpc_image_offered(ctx: Context) -> list[Problem]:
+    if ctx.spec.orchestration.kind != "slurm":
+        raise NotApplicable("not slurm")
+    arm: Arm = ctx.clients
+    img, region = node_image(), ctx.spec.region
+    path = (
+        f"/subscriptions/{arm.subscription}/providers/Microsoft.Compute/locations/{region}/publishers/"
+        f"{img['publisher']}/artifacttypes/vmimage/offers/{img['offer']}/skus/{img['sku']}/versions/{img['version']}"
+    )
+    if arm.get(path, COMPUTE_API) is not None:
+        return []
+    urn = ":".join(img[k] for k in ("publisher", "offer", "sku", "version"))
+    return [
+        Problem(
+            "region",
+            f"{region} does not offer the HPC image release the stack pins, {urn} "
+            "(components/catalog.yaml node_images.azure-ubuntu-hpc-2404, with its NVIDIA driver) "
+            "(allowed: a region that offers it; or a release that `az vm image list --publisher "
+            f"{img['publisher']} --offer {img['offer']} --sku {img['sku']} --all --location {region}` lists, "
+            "recorded there with the driver its azhpc-images versions.json gives)",
+        )
+    ]
+
+
 def reservation_group(ctx: Context) -> list[Problem]:
     cap = ctx.spec.compute.capacity
     if cap.type != "reservation" or cap.id is None:
@@ -325,4 +357,5 @@ def checks(checkip: str | None) -> list[Check]:
         Check("InfiniBand feature on the subscription", infiniband_feature),
         Check("encryption at host on the subscription", host_encryption_feature),
         Check("capacity reservation group", reservation_group),
+        Check("HPC image release in the region", hpc_image_offered),
     ]

@@ -201,3 +201,38 @@ def test_an_image_the_catalog_does_not_record_is_left_to_the_start_up_gate() -> 
     assert p.job is not None
     job = dataclasses.replace(p.job, image="registry.example.com/team/train:v1")
     assert _driver_checks(live.evaluate(p.plan, job)) == []
+
+
+def test_the_azure_hpc_image_release_the_stack_pins_has_its_recorded_driver() -> None:
+    # azhpc-images versions.json at tag ubuntu-hpc-2026072901 (67a1b09), line 369: the Ubuntu 24.04
+    # x86_64 NVIDIA driver 580.173.02 (catalog node_images.azure-ubuntu-hpc-2404, azhpc-images-2026072901).
+    p = bundled("azure-h100-slurm")
+    (check,) = _slurm_driver_checks(p.result)
+    assert check.holds and not check.unverified, check.why
+    assert "node image azure-ubuntu-hpc-2404: driver 580.173.02" in check.why
+    assert "azhpc-images-2026072901" in check.source and "Standard_ND96isr_H100_v5" in check.object
+    (vmss,) = p.plan.of(driver.AZURE_VMSS)
+    ref = vmss.inputs["virtualMachineProfile"]["storageProfile"]["imageReference"]
+    assert ref == {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2404", "version": "24.04.2026072901"}
+
+
+def _image_version(version: str) -> Any:
+    def edit(inputs: dict[str, Any]) -> dict[str, Any]:
+        profile = dict(inputs["virtualMachineProfile"])
+        storage = dict(profile["storageProfile"])
+        storage["imageReference"] = {**storage["imageReference"], "version": version}
+        profile["storageProfile"] = storage
+        return {**inputs, "virtualMachineProfile": profile}
+
+    return edit
+
+
+@pytest.mark.parametrize("version", ["latest", "24.04.2026052601"])
+def test_an_azure_hpc_image_release_other_than_the_recorded_one_is_only_unverified(version: str) -> None:
+    p = bundled("azure-h100-slurm")
+    (check,) = _slurm_driver_checks(
+        live.evaluate(_with_inputs(p.plan, driver.AZURE_VMSS, _image_version(version)), p.job)
+    )
+    assert check.holds and check.unverified, check.why
+    assert f"the pool runs microsoft-dsvm:ubuntu-hpc:2404:{version}, not 24.04.2026072901" in check.why
+    assert "exit 3" in check.why

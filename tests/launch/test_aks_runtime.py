@@ -164,9 +164,12 @@ def test_vm_slurm_env_keeps_the_hpc_images_names() -> None:
     from gpu_cluster.workloads.launch import fabric
 
     ib = fabric.wiring("infiniband")
-    # aznhc customTests/azure_nccl_allreduce.nhc at 0e0a1ac: the HPC image's topology file and eth0 UCX.
+    # ai-infra infrastructure_validations/slurm/NCCL/configs/hopper.conf at a01b073 line 18: the HPC
+    # image's topology file, never the AKS pods' ConfigMap path; its P2P chunk (line 21), not the AKS
+    # chart's; no UCX_* (MPI's, as on AKS: OMITTED). tests/components/azure/test_slurm.py holds the rest.
     vm = ib.slurm.for_collectives("nccl").env
-    assert vm["NCCL_TOPO_FILE"] == "/opt/microsoft/ndv5-topo.xml" and vm["UCX_NET_DEVICES"] == "eth0"
+    assert vm["NCCL_TOPO_FILE"] == "/opt/microsoft/ndv5-topo.xml" and vm["NCCL_P2P_NET_CHUNKSIZE"] == "2097152"
+    assert not set(OMITTED) & set(vm)
     assert not [v for v in ib.slurm.for_collectives("rccl").env.values() if "mlx5_0" in v]
 
 

@@ -180,3 +180,30 @@ def test_the_client_sends_the_token_and_reads_a_404_as_absent() -> None:
     assert client.get(GROUP, az.COMPUTE_API) is None
     assert seen[0].full_url == f"{az.ARM}{FEATURE}?api-version={az.FEATURES_API}"
     assert seen[0].get_header("Authorization") == "Bearer tok"
+
+
+IMAGE_VERSION = (
+    f"/subscriptions/{rec.SUB}/providers/Microsoft.Compute/locations/eastus/publishers/microsoft-dsvm"
+    "/artifacttypes/vmimage/offers/ubuntu-hpc/skus/2404/versions/24.04.2026072901"
+)
+SLURM = {"kind": "slurm", "ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB9kZ3VzZXJrZXlmb3J0ZXN0c29ubHk u@h"}
+
+
+def test_slurm_asks_the_region_for_the_pinned_hpc_image_release() -> None:
+    # Virtual Machine Images - Get on the release the catalog pins (node_images.azure-ubuntu-hpc-2404).
+    image = {"name": "24.04.2026072901", "location": "eastus"}
+    arm = FakeArm(good() | {IMAGE_VERSION: image})
+    result = run(arm, orchestration=SLURM)
+    assert not [p for p in result.problems if p.path == "region"], result.problems
+    assert (IMAGE_VERSION, az.COMPUTE_API, {}) in arm.calls
+    # Absent (ARM's 404, read as None): a problem at region naming the release and how to pick another.
+    result = run(FakeArm(good() | {IMAGE_VERSION: None}), orchestration=SLURM)
+    (p,) = [p for p in result.problems if p.path == "region"]
+    assert "microsoft-dsvm:ubuntu-hpc:2404:24.04.2026072901" in p.reason
+    assert (
+        "az vm image list --publisher microsoft-dsvm --offer ubuntu-hpc --sku 2404 --all --location eastus" in p.reason
+    )
+    # AKS pools run AKS's node image: not asked.
+    arm = FakeArm(good())
+    run(arm)
+    assert IMAGE_VERSION not in [c[0] for c in arm.calls]
