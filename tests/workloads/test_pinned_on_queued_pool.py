@@ -148,10 +148,13 @@ class QueuedCluster(Cluster):
         hosts: list[str],
         scale_down: Sequence[str] = (),
         removing: Sequence[str] = (),
+        vanish_mid_round: bool = False,
     ) -> None:
         super().__init__(api, run_dir, hosts, "nccl-abort")
         self.held: list[str] = []
         self.stuck: list[str] = []
+        self.vanish_mid_round = vanish_mid_round
+        self.vanished: list[str] = []
         self.scale_down, self.removing = list(scale_down), list(removing)
         nodes = self.store.resource("nodes")
         pool = outputs(STACK).scheduler.node_selector
@@ -185,6 +188,11 @@ class QueuedCluster(Cluster):
 
     def _pair(self, js: dict[str, Any]) -> None:
         nodes = self.store.resource("nodes")
+        if self.vanish_mid_round and not self.vanished:
+            # The autoscaler takes the first pair's second node just before its pod is placed.
+            pinned = js["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["nodeSelector"]
+            self.vanished.append(pinned[HOSTNAME_LABEL])
+            self.store.delete(nodes, "", pinned[HOSTNAME_LABEL])
         for rjob in js["spec"]["replicatedJobs"]:
             pod = rjob["template"]["spec"]["template"]["spec"]
             pinned = pod["nodeSelector"][HOSTNAME_LABEL]
@@ -253,6 +261,19 @@ def test_nodes_scaled_down_after_the_main_job_end_the_search_in_one_line_naming_
     assert not (tmp_path / "back" / RUN_ID / "report.json").exists()
     nodes = server.store.list(server.store.resource("nodes"), None)
     assert all(t["key"] != kube.TAINT["key"] for n in nodes for t in n["spec"].get("taints") or [])
+
+
+def test_a_node_that_goes_during_a_round_ends_the_search_naming_it_and_blames_nobody(
+    tmp_path: Path, server: KubeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, said, cluster, errors = _submit(tmp_path, server, monkeypatch, vanish_mid_round=True)
+    (gone,) = cluster.vanished
+    (line,) = errors
+    assert code == 3 and line.startswith(f"the pairwise search after the hang cannot run: its node(s) {gone} (gone)")
+    # Its pair never ran; the round's JobSets were all deleted, none counted as hung, nothing judged.
+    assert len(cluster.stuck) == 1 and server.store.list(cluster.jobsets, None) == []
+    assert vjob.judge_jobset_name(RUN_ID) not in cluster.created
+    assert not (tmp_path / "back" / RUN_ID / "report.json").exists()
 
 
 # ---- heal's check, against the API ---------------------------------------------------------------
