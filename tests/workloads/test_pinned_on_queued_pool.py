@@ -119,7 +119,7 @@ def vjob_bundle() -> Any:
 
 
 def test_a_node_that_is_gone_or_being_removed_is_named_with_why() -> None:
-    listed = [
+    listed: list[dict[str, Any]] = [
         {"metadata": {"name": "n1"}, "spec": {}},
         {"metadata": {"name": "n2"}, "spec": {"taints": [{"key": "ToBeDeletedByClusterAutoscaler", "value": "1"}]}},
     ]

@@ -106,6 +106,13 @@ def find(workloads: list[dict[str, Any]], jobset: Mapping[str, Any]) -> dict[str
 # components/k8s/kueue.py). Through Kueue they would wait on a ProvisioningRequest for new nodes,
 # which can never carry the pinned names. Their pods tolerate the pool's taints
 # (``scheduler.tolerations``, GKE's ``cloud.google.com/gke-queued`` among them) as every job's do.
+# Nor do they take the main job's request over: the annotation that marks a pod as consuming a
+# ProvisioningRequest (autoscaling.x-k8s.io/consume-provisioning-request) is what Kueue puts on the
+# pods of a Workload it admitted (kueue v0.17.8 pkg/controller/admissionchecks/provisioning/
+# controller.go lines 649-660, podSetUpdates), that request is gone once the main job ends (below),
+# and pods consuming a missing request "will be unschedulable indefinitely" (kubernetes/autoscaler
+# cluster-autoscaler/proposals/provisioning-request.md at 09fb959, "Adding pods that consume given
+# ProvisioningRequest").
 #
 # What they cannot do is bring a node back. A queued pool's nodes come only through a
 # ProvisioningRequest (GKE API NodePool.QueuedProvisioning.enabled: "nodes can be only obtained
