@@ -27,16 +27,16 @@ from typing import Any
 
 import pytest
 
-from components.contract import ClusterOutputs
+from gpu_cluster.components.contract import ClusterOutputs
 from gpu_cluster.heal.kubernetes import TAINT_KEY, UNSCHEDULABLE_TAINT
 from gpu_cluster.heal.platforms import KubeChecker
 from tests.kubeapi import KubeApiServer, Store
 from tests.launch.test_render_stacks import args as job_args
 from tests.launch.test_render_stacks import outputs
 from tests.workloads.test_submit_kubernetes_pairs import CULPRIT_INDEX, NODES, RUN_ID, Cluster, _node
-from workloads.launch import validation as vjob
-from workloads.launch.jobset import HOSTNAME_LABEL, PROVREQ_PREFIX, QUEUE_LABEL
-from workloads.validate import commands, kube, kube_pairs, kube_queue, pair_jobs
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.launch.jobset import HOSTNAME_LABEL, PROVREQ_PREFIX, QUEUE_LABEL
+from gpu_cluster.workloads.validate import commands, kube, kube_pairs, kube_queue, pair_jobs
 
 STACK = "gcp-h100-gke"
 QUEUED_TAINT = "cloud.google.com/gke-queued"
@@ -113,7 +113,7 @@ def test_the_main_jobset_keeps_the_queue_and_the_pinned_ones_leave_it_with_the_p
 
 
 def vjob_bundle() -> Any:
-    from workloads.launch.bundle import build
+    from gpu_cluster.workloads.launch.bundle import build
 
     return build()
 

@@ -95,7 +95,7 @@ def find(workloads: list[dict[str, Any]], jobset: Mapping[str, Any]) -> dict[str
 
 # ---------------------------------------------------------------------------------------------
 # Checks pinned by hostname (the post-hang pair search, heal's confirm and revalidate) on a queued
-# pool. They run on nodes that already exist, so they go around Kueue (workloads.launch.jobset.
+# pool. They run on nodes that already exist, so they go around Kueue (gpu_cluster.workloads.launch.jobset.
 # unqueued): a JobSet without the
 # ``kueue.x-k8s.io/queue-name`` label is not Kueue's (Configuration.manageJobsWithoutQueueName
 # "Defaults to false; therefore, those jobs are not managed and if they are created unsuspended,
