@@ -223,7 +223,10 @@ class KubeChecker:
     ``kubernetes.io/hostname``) and tolerating the quarantine (the cordon's
     ``node.kubernetes.io/unschedulable`` and our taint), the pairwise search off and the sweeps at the
     floor's size; judged by the job's own judge step, whose report leaves pod 0 in its log as
-    ``validate submit`` reads it."""
+    ``validate submit`` reads it. Out of the stack's Kueue queue (GKE flex-start): pinned to nodes
+    that exist, with the pool's tolerations; a node gone or being removed (a queued pool scales its
+    nodes down once the job that asked for them ends) means the check cannot run, said in one line
+    (workloads/validate/kube_queue.py has the sources)."""
 
     def __init__(self, outputs: Any, args: argparse.Namespace, local_dir: Path, poll_s: float = 10.0) -> None:
         self.outputs = outputs
@@ -243,7 +246,7 @@ class KubeChecker:
         from gpu_cluster.heal.kubernetes import tolerations
         from gpu_cluster.workloads.launch import bundle as code_bundle
         from gpu_cluster.workloads.launch import validation as vjob
-        from gpu_cluster.workloads.launch.jobset import network_policy
+        from gpu_cluster.workloads.launch.jobset import network_policy, unqueued
         from gpu_cluster.workloads.launch.jobset import render as render_jobset
 
         job = vjob.for_cluster(
@@ -256,7 +259,9 @@ class KubeChecker:
             time_limit_min=max(10, int(self.estimate()[0] // 60) + 10),
         )
         job = replace(job, nodes=2, skip_steps=("pairs", "storage", "fabric-only", "ddp"))
-        spec = vjob.cluster_jobset(self.outputs, job, run_id, image=getattr(self.args, "image", None))
+        # Out of the stack's Kueue queue (GKE flex-start): pinned to two nodes that exist, the check
+        # would otherwise wait on a ProvisioningRequest for new nodes that never carry their names.
+        spec = unqueued(vjob.cluster_jobset(self.outputs, job, run_id, image=getattr(self.args, "image", None)))
         manifest = render_jobset(spec)
         for rj in manifest["spec"]["replicatedJobs"]:
             pod = rj["template"]["spec"]["template"]["spec"]
@@ -278,7 +283,7 @@ class KubeChecker:
 
     def check(self, node: str, peer: str, incident: str, purpose: str) -> CheckResult:
         from gpu_cluster.workloads.launch import bundle as code_bundle
-        from gpu_cluster.workloads.validate import kube
+        from gpu_cluster.workloads.validate import kube, kube_queue
 
         run_id = f"heal-{incident}-{purpose}-{int(time.time())}"
         manifest, policy = self.render(node, peer, run_id)
@@ -287,6 +292,12 @@ class KubeChecker:
         try:
             assert self.outputs.access.kubeconfig is not None
             api = kube.KubeApi(self.outputs.access.kubeconfig)
+            # A node gone (a queued pool scales its nodes down once the job that asked for them
+            # ends) or being removed: the check cannot run, and no JobSet waits for it.
+            gone = kube_queue.unavailable(api.list_nodes(""), [node, peer])
+            if gone:
+                line = kube_queue.gone_line(gone, self.outputs.scheduler.queue)
+                return CheckResult(ran=False, passed=False, detail=f"the {purpose} check cannot run: {line}")
             kube.create(api, manifest, code_bundle.build(), policy)
             final = kube.follow(
                 api, ns, name, expected_nodes=2, poll_s=10.0, timeout_s=self.estimate()[0] + 1800, say=print

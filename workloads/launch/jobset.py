@@ -21,7 +21,7 @@ import copy
 import re
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
@@ -52,6 +52,10 @@ _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?\Z")
 # JobSet"; cluster-toolkit
 # examples/gke-consumption-options/dws-flex-start-queued-provisioning/nccl-jobset-example.yaml).
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# A job's annotations Kueue passes on to the ProvisioningRequest it makes (kueue v0.17.8
+# site/content/en/docs/concepts/admission_check/provisioning_request.md line 162): they mean
+# nothing on a job Kueue does not manage.
+PROVREQ_PREFIX = "provreq.kueue.x-k8s.io/"
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*\Z")
 
 
@@ -540,6 +544,15 @@ def render(spec: JobSetSpec) -> dict[str, Any]:
         },
         "spec": js_spec,
     }
+
+
+def unqueued(spec: JobSetSpec) -> JobSetSpec:
+    """``spec`` kept out of Kueue: no queue label, none of the ProvisioningRequest's parameters. For a
+    job pinned to nodes that exist (the pair search, heal's checks), which through a queued pool's
+    Kueue would wait for new nodes that never carry the pinned names; Kueue leaves a job without the
+    label alone (workloads/validate/kube_queue.py has the sources). Its tolerations stay the pool's."""
+    annotations = {k: v for k, v in spec.annotations.items() if not k.startswith(PROVREQ_PREFIX)}
+    return replace(spec, queue=None, annotations=annotations)
 
 
 def network_policy(spec: JobSetSpec) -> dict[str, Any]:

@@ -558,15 +558,19 @@ def pair_jobset(
     from gpu_cluster.workloads.launch import jobset as js
 
     whole = cluster_jobset(outputs, replace(job, nodes=2), run_id, image=image)
-    spec = replace(
-        whole,
-        name=pair_jobset_name(run_id, a, b),
-        nodes=2,
-        replicated_job=js.PAIR_SIDES[0],
-        module_args=pair_module_args(job, a, b),
-        first_step="pairs",
-        then=(),
-        # A pair has one torchrun step: no pod waits for a judge.
+    # Out of the stack's Kueue queue: pinned to nodes that exist, a pair through a queued pool's
+    # ProvisioningRequest would wait for new nodes that never carry those names (js.unqueued).
+    spec = js.unqueued(
+        replace(
+            whole,
+            name=pair_jobset_name(run_id, a, b),
+            nodes=2,
+            replicated_job=js.PAIR_SIDES[0],
+            module_args=pair_module_args(job, a, b),
+            first_step="pairs",
+            then=(),
+            # A pair has one torchrun step: no pod waits for a judge.
+        )
     )
     hosts = hosts or {}
     manifest = js.pair_manifest(spec, ((a, hosts.get(a)), (b, hosts.get(b))))
@@ -605,6 +609,7 @@ def judge_jobset(
         module_args=("record-pairs", "--out", out, "--result", pairs_result),
         then=(judge_step,),
         agent_logs=None,
-        queue=None,
     )
+    # On the nodes the pairs just left, not new ones: out of the queue as they are (js.unqueued).
+    spec = js.unqueued(spec)
     return js.render(spec), js.network_policy(spec)

@@ -11,6 +11,13 @@ watch until each has ended, each pair's figure read from its log (:data:`pair_jo
 deleted (with its pods gone) before the next round asks for the same nodes. Then one pod writes
 the search into the run directory and runs the judge (``judge_jobset``), whose report comes back
 through its log as the main JobSet's would have.
+
+On a queued pool (GKE flex-start through Kueue) the pair JobSets carry no queue label: they run on
+the nodes the main job held, which already exist, and through the queue would wait on a
+ProvisioningRequest for new nodes that never carry those names. Those nodes live only while a job
+holds them, so before each round, and for a pair that never ended, the pinned nodes are read: one
+gone or being removed ends the search in one line naming it, instead of a pair counted as hung
+(:mod:`gpu_cluster.workloads.validate.kube_queue` has the sources).
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from typing import Any
 
 from gpu_cluster.components.contract import ClusterOutputs
 from gpu_cluster.workloads.launch import validation as vjob
-from gpu_cluster.workloads.validate import isolate, kube, pair_jobs
+from gpu_cluster.workloads.validate import isolate, kube, kube_queue, pair_jobs
 
 PAIRS_OF = "gpu-cluster.io/pairs-of"
 """Label on every pair JobSet: the main JobSet it searches for (what the watch selects)."""
@@ -85,7 +92,17 @@ class KubePairs:
     def main(self) -> str:
         return vjob.jobset_name(self.run_id)
 
+    def _nodes_there(self, pairs: list[isolate.Pair]) -> None:
+        """Raise :class:`kube_queue.NodesGone` when a node these pairs are pinned to is gone or being
+        removed: a pair whose pod can never be placed would count as hung and blame its nodes."""
+        pinned = sorted({self.hosts[n] for pair in pairs for n in pair if n in self.hosts})
+        gone = kube_queue.unavailable(self.api.list_nodes(""), pinned) if pinned else {}
+        if gone:
+            line = kube_queue.gone_line(gone, self.outputs.scheduler.queue)
+            raise kube_queue.NodesGone(f"the pairwise search after the hang cannot run: {line}")
+
     def run_round(self, rnd: list[isolate.Pair]) -> dict[isolate.Pair, float | None]:
+        self._nodes_there(rnd)
         names: dict[str, isolate.Pair] = {}
         for a, b in rnd:
             manifest, policy = vjob.pair_jobset(
@@ -102,6 +119,13 @@ class KubePairs:
                 f"{self.hosts.get(a, '?')} and {self.hosts.get(b, '?')}"
             )
         outcome = self._wait(set(names))
+        try:
+            # A pair that never ended because its node went away is no evidence against either node.
+            self._nodes_there([pair for name, pair in names.items() if name not in outcome])
+        except kube_queue.NodesGone:
+            for name in names:
+                self.api.delete_jobset(self.namespace, name)
+            raise
         values: dict[isolate.Pair, float | None] = {}
         for name, (a, b) in names.items():
             text = ""
