@@ -63,7 +63,7 @@ def test_submit_runs_a_healthy_validation_end_to_end(slurm_cluster: SlurmCluster
     run_dirs = sorted((slurm_cluster.jobs / "fsx" / "validation" / "h200-slurm").iterdir())
     assert back.name in {d.name for d in run_dirs}
     run_dir = slurm_cluster.jobs / "fsx" / "validation" / "h200-slurm" / back.name
-    assert (run_dir / "code" / "workloads").is_dir()
+    assert (run_dir / "code" / "gpu_cluster" / "workloads").is_dir()
     # Each node's torchrun agent output, kept under the Slurm name of the node it ran on.
     assert {p.name for p in (run_dir / "agents").glob("main-*.log")} == {"main-n1.log", "main-n2.log"}
     # Rank 0 (on whichever node joined the rendezvous first) says what the phase measured.
