@@ -4,16 +4,15 @@ would before each step (split from :mod:`.engine`, which acts)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from gpu_cluster.heal.policy import ATTEMPT_WINDOW_S, RATE_WINDOW_S
 
-if TYPE_CHECKING:
-    from gpu_cluster.heal.engine import Engine, Outcome
 
-
-def explain(engine: Engine, node: str, why: str, out: Outcome) -> None:
-    """Say what an ``--apply`` run would do with the named node, and which limit would stop it; act on nothing."""
+def explain(engine: Any, node: str, why: str, out: Any) -> None:
+    """Say what an ``--apply`` run would do with the named node, and which limit would stop it; act on nothing.
+    ``engine`` is the :class:`.engine.Engine` and ``out`` its Outcome (typed loosely: this module
+    must not import the engine, which imports it)."""
     view = engine.sched.node(node)
     engine.say(f"dry run: {node} is named: {why}")
     if not view.present:
