@@ -201,7 +201,8 @@ def test_the_eks_path_is_read_from_the_instances_capacity_reservation() -> None:
     stub.assert_no_pending_responses()
     # the stack's EKS cloud assumes neither: it starts on the plain path and reads each instance
     outs = type("O", (), {"orchestrator": "eks", "region": REGION})()
-    assert kube_cloud(outs, None).path == "eks-asg"
+    plain = kube_cloud(outs, None)
+    assert isinstance(plain, EksAsgCloud) and plain.path == "eks-asg"
 
 
 def test_the_replacement_is_the_launch_after_this_termination_in_the_scaling_activities() -> None:

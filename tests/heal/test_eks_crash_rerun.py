@@ -27,7 +27,8 @@ import pytest
 from gpu_cluster.heal.journal import JOURNAL, read
 from gpu_cluster.heal.kubernetes import TAINT_KEY
 from gpu_cluster.heal.states import State
-from tests.heal.test_aws import aws, aws_env, moto_url, node_group  # noqa: F401 (fixtures)
+from tests.heal.test_aws import aws, node_group  # noqa: F401 (fixtures)
+from tests.preflight.test_aws import aws_env, moto_url  # noqa: F401 (fixtures)
 from tests.heal.test_eks_e2e import IMAGE, k8s_node, play_jobsets, report
 from tests.heal.world import SLOW
 from tests.kubeapi import KubeApiServer

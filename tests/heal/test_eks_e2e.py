@@ -24,7 +24,8 @@ from gpu_cluster.heal.kubernetes import TAINT_KEY, KubeScheduler
 from gpu_cluster.heal.platforms import KubeChecker
 from gpu_cluster.heal.policy import Limits
 from gpu_cluster.heal.states import State
-from tests.heal.test_aws import REGION, aws, aws_env, moto_url, node_group  # noqa: F401 (fixtures)
+from tests.heal.test_aws import REGION, aws, node_group  # noqa: F401 (fixtures)
+from tests.preflight.test_aws import aws_env, moto_url  # noqa: F401 (fixtures)
 from tests.heal.world import SLOW
 from tests.kubeapi import KubeApiServer
 from tests.launch.test_render_stacks import outputs

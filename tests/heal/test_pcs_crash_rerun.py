@@ -24,7 +24,8 @@ from gpu_cluster.heal.evidence import read_report
 from gpu_cluster.heal.journal import JOURNAL, Journal, read
 from gpu_cluster.heal.states import State
 from tests.heal._pcs_crash_worker import DyingEc2, engine, launch
-from tests.heal.test_aws import aws, aws_env, moto_url  # noqa: F401 (fixtures)
+from tests.heal.test_aws import aws  # noqa: F401 (fixtures)
+from tests.preflight.test_aws import aws_env, moto_url  # noqa: F401 (fixtures)
 from tests.heal.vmss_world import SlurmFile, write_report
 
 REPO = Path(__file__).resolve().parents[2]
