@@ -67,11 +67,11 @@ class KubeScheduler:
         except ApiException as exc:
             if exc.status == 404:
                 return None
-            from workloads.validate.kube import explain
+            from gpu_cluster.workloads.validate.kube import explain
 
             raise AdapterError(explain(exc, self.server, action=action) or f"{action}: {exc.status}") from None
         except Exception as exc:  # urllib3 transport errors: one line, never the client's traceback
-            from workloads.validate.kube import explain
+            from gpu_cluster.workloads.validate.kube import explain
 
             line = explain(exc, self.server, action=action)
             if line is None:
@@ -172,7 +172,7 @@ class KubeScheduler:
                 raise _Refused(pod) from None
             if exc.status == 404:
                 return  # gone already
-            from workloads.validate.kube import explain
+            from gpu_cluster.workloads.validate.kube import explain
 
             raise AdapterError(explain(exc, self.server, action=f"evicting {namespace}/{pod}") or str(exc)) from None
 

@@ -29,7 +29,7 @@ from tests.preflight.test_aws import aws_env, moto_url  # noqa: F401 (fixtures)
 from tests.heal.world import SLOW
 from tests.kubeapi import KubeApiServer
 from tests.launch.test_render_stacks import outputs
-from workloads.validate import archive, kube
+from gpu_cluster.workloads.validate import archive, kube
 
 IMAGE = "public.ecr.aws/deep-learning-containers/pytorch:2.13.0-cu133-amzn2023@sha256:" + "0" * 64
 
