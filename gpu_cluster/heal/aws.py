@@ -113,13 +113,23 @@ class EksAsgCloud(DocumentedPath):
     def __init__(self, ec2: Any, autoscaling: Any, *, capacity_block: bool = False) -> None:
         self.ec2 = ec2
         self.asg = autoscaling
-        self.path = "eks-capacity-block" if capacity_block else "eks-asg"
-        self.call = f"{REPLACE_PATHS[self.path][1]} (Auto Scaling API reference)"
+        self._path(capacity_block)
         self.window = Ec2Window(ec2, CB_EKS_EARLY_S)
 
+    def _path(self, capacity_block: bool) -> None:
+        self.path = "eks-capacity-block" if capacity_block else "eks-asg"
+        self.call = f"{REPLACE_PATHS[self.path][1]} (Auto Scaling API reference)"
+
     def instance(self, node: NodeState) -> Instance:
+        """The node's instance, and with it the path: a node group's kind of capacity is not in the
+        stack's outputs, so what the instance's capacity reservation says (``ReservationType``
+        ``capacity-block``, DescribeCapacityReservations) decides the label, the call's wording and
+        the budget journalled with the intent, as the PCS path decides its refusal."""
         # A node's spec.providerID is aws:///<zone>/<instance-id> (cloud-provider-aws).
-        return self.window.instance(node.instance.rsplit("/", 1)[-1])
+        found = self.window.instance(node.instance.rsplit("/", 1)[-1])
+        if found.id and found.state != "unknown":
+            self._path(found.capacity_block)
+        return found
 
     def _asg_instance(self, instance_id: str) -> dict[str, Any] | None:
         got = _call(

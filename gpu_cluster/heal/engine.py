@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpu_cluster.heal.adapters import AdapterError, Checker, Cloud, Scheduler
+from gpu_cluster.heal.dry_run import explain
 from gpu_cluster.heal.evidence import Evidence
 from gpu_cluster.heal.journal import Entry, Incident, Journal
 from gpu_cluster.heal.policy import ATTEMPT_WINDOW_S, RATE_WINDOW_S, Limits, stop_all_reason
@@ -123,7 +124,7 @@ class Engine:
             else:
                 node, slot, why = item
                 if not self.limits.apply:
-                    self._dry(node, why, out)
+                    explain(self, node, why, out)
                     continue
                 inc = self._open(node, slot, why, ev)
             try:
@@ -526,6 +527,16 @@ class Engine:
         view = self.sched.node(cur.node)
         why = short_of(view, known)
         if not why:
+            # Killed after the restore landed and before its line: the pool read back at its size
+            # closes the intent, so no restore is left open in the journal.
+            if cur.last.event == "restore-intent":
+                self._move(
+                    cur,
+                    cur.state,
+                    "read back: the pool is not short of the size journalled before the call; the restore asked "
+                    "before this run was cut needs no second call (a shortfall found later is restored anew)",
+                    event="restored",
+                )
             return
         if cur.last.event != "restore-intent":  # a kill after the intent and before the call: asked once more
             self._move(cur, cur.state, f"restoring the pool's size: {why}", event="restore-intent")
@@ -573,58 +584,6 @@ class Engine:
         settle = getattr(self.cloud, "settle", None)
         said = settle(self.sched.node(inc.node), facts(inc)) if settle is not None else ""
         return f"; {said}" if said else ""
-
-    # ---- dry run ---------------------------------------------------------------------------
-
-    def _dry(self, node: str, why: str, out: Outcome) -> None:
-        view = self.sched.node(node)
-        self.say(f"dry run: {node} is named: {why}")
-        if not view.present:
-            self.say(
-                f"dry run:   {node} is not known to the {self.sched.kind} scheduler ({view.detail}): would escalate"
-            )
-            out.stop(f"{node}: unknown to the scheduler")
-            return
-        peer = self.peer_for(node)
-        if not peer:
-            self.say(f"dry run:   no cleared node in service to pair {node} with: it would stop (RETRY)")
-            out.stop(f"{node}: no peer")
-            return
-        self.say(f"dry run:   would confirm: node gate and a pair test with {peer}")
-        held = self.j.out_of_service()
-        if len(held) >= self.limits.max_out:
-            self.say(
-                f"dry run:   would stop before quarantining: heal holds {len(held)} node(s) out of service, "
-                f"at most {self.limits.max_out} (--max-out-of-service)"
-            )
-            out.stop(f"{node}: fleet budget")
-            return
-        self.say(f"dry run:   would quarantine on {self.sched.kind}, the incident id in the mark")
-        now = self.j.now()
-        recent = self.j.requested_since(now - RATE_WINDOW_S)
-        tries = self.j.requested_since(now - ATTEMPT_WINDOW_S, slot=self.slot_of(node))
-        inst = self.cloud.instance(view)
-        replace_s, _ = self.cloud.replace_estimate()
-        check_s, _ = self.checker.estimate()
-        ends = [t for t in (inst.window_end, self.limits.window_end) if t is not None]
-        if len(tries) >= self.limits.max_attempts:
-            self.say(f"dry run:   would escalate: {len(tries)} replacements of the slot in 24 h")
-            out.stop(f"{node}: attempts")
-        elif len(recent) >= self.limits.max_per_hour:
-            self.say(
-                f"dry run:   would stop before replacing: {len(recent)} replacement(s) in the last hour, "
-                f"at most {self.limits.max_per_hour} (--max-per-hour)"
-            )
-            out.stop(f"{node}: rate limit")
-        elif ends and min(ends) - now < replace_s + check_s:
-            self.say(f"dry run:   would abandon: the capacity window ends in {(min(ends) - now) / 60:.0f} min")
-            out.stop(f"{node}: window")
-        else:
-            self.say(f"dry run:   would replace {inst.id or node}: {self.cloud.call}")
-            self.say(
-                f"dry run:   would wait up to {self.limits.join_timeout_s / 60:.0f} min for it to register, "
-                f"revalidate it with {peer}, and return it only if both pass"
-            )
 
 
 def in_flight(inc: Incident) -> bool:

@@ -14,7 +14,10 @@ GKE, other nodes: the node pool's managed instance group recreates the VM under 
 (Compute Engine ``instanceGroupManagers.recreateInstances``, body ``{"instances": [URL]}``); the
 group is found from the node pool (GKE ``projects.locations.clusters.nodePools.get``,
 ``NodePool.instanceGroupUrls``) and the pool from the node's label ``cloud.google.com/gke-nodepool``.
-The VM's ``id`` changes with a recreate.
+The VM's ``id`` changes with a recreate; the group's per-instance status
+(``instanceGroupManagers.listManagedInstances``: ``currentAction`` RECREATING until it is NONE again,
+``id``, ``instanceStatus``, ``lastAttempt.errors``; the ManagedInstance type of google-cloud-compute
+1.48.0) says when its recreate of that VM is over.
 
 Cluster Director (Slurm on GCP), A4X Max, A4X, A4 and A3 Ultra in a reservation:
 ``instances.reportHostAsFaulty`` with ``disruptionSchedule: IMMEDIATE`` and ``faultReasons[].behavior``
@@ -199,23 +202,69 @@ class GkeMigCloud(DocumentedPath):
             extra={"op": op.name, "group": group},
         )
 
+    def prepare(self, node: NodeState, old: Instance) -> dict[str, Any]:
+        """The group and its target size before the call (journalled with the intent): recreating
+        keeps the target size (I3), and a rerun killed after the call asks the same group."""
+        from google.cloud import compute_v1
+
+        group = self.group_of(node)
+        igm = _api(
+            "compute instanceGroupManagers.get",
+            self.c["igm"].get,
+            request=compute_v1.GetInstanceGroupManagerRequest(
+                project=self.project, zone=self.zone, instance_group_manager=group
+            ),
+        )
+        if igm is None:
+            raise AdapterError(f"instance group {group} not found in {self.zone}")
+        return {"group": group, "target_size": igm.target_size}
+
+    def managed(self, group: str, name: str) -> Any:
+        """The group's own status of the VM ``name`` (instanceGroupManagers.listManagedInstances,
+        every page: ``currentAction``, ``id``, ``instanceStatus``, ``lastAttempt.errors``), None when
+        the group lists no instance of that name."""
+        from google.cloud import compute_v1
+
+        listed = _api(
+            "compute instanceGroupManagers.listManagedInstances",
+            lambda **kw: list(self.c["igm"].list_managed_instances(**kw)),
+            request=compute_v1.ListManagedInstancesInstanceGroupManagersRequest(
+                project=self.project, zone=self.zone, instance_group_manager=group
+            ),
+        )
+        if listed is None:
+            raise AdapterError(f"instance group {group} not found in {self.zone}")
+        return next((m for m in listed if str(m.instance).rsplit("/", 1)[-1] == name), None)
+
     def progress(self, node: NodeState, old: str, token: str, facts: Mapping[str, Any]) -> Progress:
-        vm = self.vms.get(vm_name(node))
-        if vm is None:
-            return Progress(started=True, detail=f"{vm_name(node)} is being recreated (no VM yet)")
-        now = self.vms.identity(vm)
+        """The replacement is the group's instance of the node's name once the group says its action
+        on it is over (``currentAction`` NONE, ``instanceStatus`` RUNNING) with an ``id`` other than
+        the old VM's: the group's own word for this VM, never "a member that is new". A recreate not
+        yet visible (NONE, the old id, no operation journalled) is not started, and the engine asks
+        again with the same requestId, which Compute Engine ignores if it already has it."""
+        name = vm_name(node)
+        group = str(facts.get("group") or "") or self.group_of(node)
         op = self._op(str(facts.get("op", "")))
         if op is not None and op.error and op.error.errors:
             return Progress(started=True, failed=f"operation {op.name}: {op.error.errors[0].message}")
-        if now != old:
+        mi = self.managed(group, name)
+        if mi is None:
             return Progress(
                 started=True,
-                new_instance=now if vm.status == "RUNNING" else "",
-                node=node.node,
-                detail=f"VM {now} {vm.status}",
+                escalate=f"{group} lists no instance {name}: the group no longer manages the node's VM "
+                f"(`gcloud compute instance-groups managed list-instances {group} --zone {self.zone}`)",
             )
-        state = getattr(op.status, "name", str(op.status)) if op is not None else ""
-        return Progress(started=op is not None, detail=f"VM {now} {vm.status}" + (f", operation {state}" if op else ""))
+        action, status, mid = mi.current_action or "NONE", mi.instance_status, str(mi.id or "")
+        errors = mi.last_attempt.errors.errors if mi.last_attempt and mi.last_attempt.errors else []
+        detail = f"{group}: {name} currentAction {action}, instanceStatus {status or '-'}, id {mid or '-'}" + (
+            f"; last attempt: {errors[0].code}: {errors[0].message}" if errors else ""
+        )
+        old_id = old.split("@", 1)[0]
+        if action == "NONE" and status == "RUNNING" and mid and mid != old_id:
+            vm = self.vms.get(name)
+            now = self.vms.identity(vm) if vm is not None and str(vm.id) == mid else mid
+            return Progress(started=True, new_instance=now, node=node.node, detail=detail)
+        return Progress(started=action != "NONE" or mid != old_id or op is not None, detail=detail)
 
     def _op(self, name: str) -> Any:
         if not name:

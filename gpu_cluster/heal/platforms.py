@@ -128,7 +128,8 @@ def kube_cloud(outs: Any, kube: Any) -> Cloud:
         from gpu_cluster.heal.aws import EksAsgCloud, clients
 
         ec2, asg = clients(outs.region)
-        return EksAsgCloud(ec2, asg, capacity_block=False)
+        # capacity block or not: read from each node's instance (EksAsgCloud.instance), not assumed
+        return EksAsgCloud(ec2, asg)
     if outs.orchestrator == "gke":
         from gpu_cluster.heal import gcp
 

@@ -170,6 +170,41 @@ def test_the_capacity_blocks_end_comes_forty_minutes_early_on_eks() -> None:
     stub.assert_no_pending_responses()
 
 
+def test_the_eks_path_is_read_from_the_instances_capacity_reservation() -> None:
+    """Issue 41 item 4b: a node of a capacity-block node group takes the capacity-block path (its
+    label, its call's wording, its budget's basis) from what its instance's capacity reservation
+    says; a node in an ordinary reservation, or in none, the plain Auto Scaling path."""
+    from gpu_cluster.heal.platforms import kube_cloud
+
+    ec2 = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(ec2)
+    end = dt.datetime(2027, 1, 5, 12, 0, tzinfo=dt.timezone.utc)
+    inst = {"InstanceId": "i-0abc", "State": {"Code": 16, "Name": "running"}}
+    in_cr = {**inst, "CapacityReservationId": "cr-0123456789abcdef0"}
+    for kind in ("capacity-block", "default"):
+        stub.add_response("describe_instances", {"Reservations": [{"Instances": [in_cr]}]}, {"InstanceIds": ["i-0abc"]})
+        stub.add_response(
+            "describe_capacity_reservations",
+            capacity_reservation(end, kind),
+            {"CapacityReservationIds": ["cr-0123456789abcdef0"]},
+        )
+    stub.add_response("describe_instances", {"Reservations": [{"Instances": [inst]}]}, {"InstanceIds": ["i-0abc"]})
+    stub.activate()
+    cloud = EksAsgCloud(ec2, None)
+    node = NodeState(node="n", present=True, instance=f"aws:///{REGION}a/i-0abc")
+    assert cloud.instance(node).capacity_block
+    assert cloud.path == "eks-capacity-block" and "same capacity block" in cloud.call
+    assert "clean-up" in cloud.replace_estimate()[1]
+    assert not cloud.instance(node).capacity_block and cloud.path == "eks-asg"
+    assert "capacity block" not in cloud.call and "clean-up" not in cloud.replace_estimate()[1]
+    assert not cloud.instance(node).capacity_block and cloud.path == "eks-asg"
+    stub.assert_no_pending_responses()
+    # the stack's EKS cloud assumes neither: it starts on the plain path and reads each instance
+    outs = type("O", (), {"orchestrator": "eks", "region": REGION})()
+    plain = kube_cloud(outs, None)
+    assert isinstance(plain, EksAsgCloud) and plain.path == "eks-asg"
+
+
 def test_the_replacement_is_the_launch_after_this_termination_in_the_scaling_activities() -> None:
     """Where the API lists the group's activities (DescribeScalingActivities' documented shape:
     "Terminating EC2 instance: i-..." then "Launching a new EC2 instance: i-..."), the replacement is

@@ -24,7 +24,8 @@ from gpu_cluster.heal.kubernetes import TAINT_KEY, KubeScheduler
 from gpu_cluster.heal.platforms import KubeChecker
 from gpu_cluster.heal.policy import Limits
 from gpu_cluster.heal.states import State
-from tests.heal.test_aws import REGION, aws, aws_env, moto_url, node_group  # noqa: F401 (fixtures)
+from tests.heal.test_aws import REGION, aws, node_group  # noqa: F401 (fixtures)
+from tests.preflight.test_aws import aws_env, moto_url  # noqa: F401 (fixtures)
 from tests.heal.world import SLOW
 from tests.kubeapi import KubeApiServer
 from tests.launch.test_render_stacks import outputs
@@ -51,6 +52,44 @@ def report(nodes: dict[str, list[str]]) -> dict[str, Any]:
             {"check": "multi_node.all_reduce", "scope": "cluster", "value": 431.0, "unit": "GB/s", "verdict": "PASS"}
         ],
     }
+
+
+def play_jobsets(st: Any, tmp_path: Path, bad: str, jobs: list[tuple[str, list[str]]]) -> None:
+    """Play the JobSet controller: each check's pods appear and finish, pod 0's log carrying the
+    judge's report archive (FAIL for the node on ``bad``, PASS for any other); ``jobs`` gets each
+    JobSet's name and its pods' toleration keys."""
+
+    def controller(store: Any, event: str, js: dict[str, Any]) -> None:
+        if event != "ADDED":
+            return
+        meta = js["metadata"]
+        pod_spec = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        pinned = pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        node, peer = pinned["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+        jobs.append((meta["name"], [t["key"] for t in pod_spec["tolerations"]]))
+        inst = store.get(store.resource("nodes"), "", node)["spec"]["providerID"].rsplit("/", 1)[-1]
+        d = tmp_path / "jobs" / meta["name"]
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "report.json").write_text(json.dumps(report({node: [SLOW] if inst == bad else [], peer: []})))
+        out = io.StringIO()
+        archive.emit(d, out)
+        for i in range(2):
+            pod = f"{meta['name']}-node-0-{i}-x"
+            labels = {kube.NAME_LABEL: meta["name"], kube.INDEX_LABEL: str(i)}
+            store.create(
+                store.resource("pods"),
+                meta["namespace"],
+                {
+                    "metadata": {"name": pod, "labels": labels},
+                    "spec": {"containers": [{"name": "torchrun", "image": IMAGE}]},
+                    "status": {"phase": "Succeeded"},
+                },
+            )
+            store.set_log(meta["namespace"], pod, out.getvalue() if i == 0 else "rank 1 done\n")
+        js["status"] = {"conditions": [{"type": "Completed", "status": "True"}]}
+        store.put(store.resource("jobsets", "jobset.x-k8s.io"), meta["namespace"], js)
+
+    st.on("jobsets", controller, "ADDED")
 
 
 class Killed(BaseException):
@@ -89,38 +128,7 @@ def test_an_eks_node_healed_end_to_end(tmp_path: Path, aws: tuple[Any, Any], kil
             },
         )
         jobs: list[tuple[str, list[str]]] = []
-
-        def controller(store: Any, event: str, js: dict[str, Any]) -> None:
-            if event != "ADDED":
-                return
-            meta = js["metadata"]
-            pod_spec = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-            pinned = pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-            node, peer = pinned["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
-            jobs.append((meta["name"], [t["key"] for t in pod_spec["tolerations"]]))
-            inst = store.get(store.resource("nodes"), "", node)["spec"]["providerID"].rsplit("/", 1)[-1]
-            d = tmp_path / "jobs" / meta["name"]
-            d.mkdir(parents=True)
-            (d / "report.json").write_text(json.dumps(report({node: [SLOW] if inst == bad else [], peer: []})))
-            out = io.StringIO()
-            archive.emit(d, out)
-            for i in range(2):
-                pod = f"{meta['name']}-node-0-{i}-x"
-                labels = {kube.NAME_LABEL: meta["name"], kube.INDEX_LABEL: str(i)}
-                store.create(
-                    store.resource("pods"),
-                    meta["namespace"],
-                    {
-                        "metadata": {"name": pod, "labels": labels},
-                        "spec": {"containers": [{"name": "torchrun", "image": IMAGE}]},
-                        "status": {"phase": "Succeeded"},
-                    },
-                )
-                store.set_log(meta["namespace"], pod, out.getvalue() if i == 0 else "rank 1 done\n")
-            js["status"] = {"conditions": [{"type": "Completed", "status": "True"}]}
-            store.put(store.resource("jobsets", "jobset.x-k8s.io"), meta["namespace"], js)
-
-        st.on("jobsets", controller, "ADDED")
+        play_jobsets(st, tmp_path, bad, jobs)
 
         def kubelet(_seconds: float) -> None:
             """Each new instance of the group registers as a node, as its kubelet would."""

@@ -98,6 +98,17 @@ def operation(name: str, kind: str, status: str = "RUNNING", target: str = VM, e
     return doc
 
 
+def managed(name: str, vm_id: str, action: str = "NONE", status: str = "RUNNING") -> dict[str, Any]:
+    """A ManagedInstance as listManagedInstances answers (compute_v1 ManagedInstance: currentAction,
+    id, instance, instanceStatus)."""
+    return {
+        "instance": f"https://www.googleapis.com/compute/v1/projects/{P}/zones/{Z}/instances/{name}",
+        "id": vm_id,
+        "currentAction": action,
+        "instanceStatus": status,
+    }
+
+
 def gke_node(labels: dict[str, str] | None = None) -> NodeState:
     return NodeState(
         node=VM,
@@ -121,27 +132,42 @@ def test_gke_node_recreated_by_its_pools_group_with_a_request_id(server: Recorde
             "status": "RUNNING",
         },
     )
-    igm = f"{COMPUTE}/instanceGroupManagers/gke-train-gpu-1a2b3c4d-grp/recreateInstances"
+    group = f"{COMPUTE}/instanceGroupManagers/gke-train-gpu-1a2b3c4d-grp"
+    igm = f"{group}/recreateInstances"
     server.answer("POST", igm, operation("operation-recreate-1", "compute.instanceGroupManagers.recreateInstances"))
+    server.answer(
+        "GET", group, {"kind": "compute#instanceGroupManager", "name": "gke-train-gpu-1a2b3c4d-grp", "targetSize": 3}
+    )
+    server.answer("POST", f"{group}/listManagedInstances", {"managedInstances": [managed(VM, "1111")]})
     cloud = GkeMigCloud(clients(server), P, Z, CLUSTER)
     node = gke_node()
     inst = cloud.instance(node)
     assert inst.id == "1111" and inst.state == "RUNNING"
+    assert cloud.prepare(node, inst) == {"group": "gke-train-gpu-1a2b3c4d-grp", "target_size": 3}
     assert not cloud.progress(node, "1111", "h-1-a1", {}).started
     out = cloud.replace(node, inst, "h-1-a1", "health.matmul: straggler")
     assert out.ok and out.extra == {"op": "operation-recreate-1", "group": "gke-train-gpu-1a2b3c4d-grp"}
-    (post,) = server.made("POST")
-    assert post["path"] == igm
+    (post,) = [r for r in server.made("POST") if r["path"] == igm]
     assert post["body"] == {"instances": [f"zones/{Z}/instances/{VM}"]}
     assert post["query"]["requestId"] == request_uuid("h-1-a1")
     assert uuid.UUID(post["query"]["requestId"]).version == 5
     # the same token gives the same requestId: a rerun's call is the same request to Compute Engine
     assert request_uuid("h-1-a1") == request_uuid("h-1-a1") != request_uuid("h-1-a2")
-    # recreated: the VM keeps its name, gets a new id
+    # the group recreating it: started, no replacement yet, even with the new VM up
     server.answer("GET", f"{COMPUTE}/operations/operation-recreate-1", operation("operation-recreate-1", "x", "DONE"))
     server.answer("GET", f"{COMPUTE}/instances/{VM}", instance(VM, "2222"))
+    server.answer(
+        "POST", f"{group}/listManagedInstances", {"managedInstances": [managed(VM, "2222", "RECREATING", "STAGING")]}
+    )
+    prog = cloud.progress(node, "1111", "h-1-a1", out.extra)
+    assert prog.started and prog.new_instance == "" and "RECREATING" in prog.detail
+    # recreated, as the group says: the VM keeps its name, gets a new id
+    server.answer("POST", f"{group}/listManagedInstances", {"managedInstances": [managed(VM, "2222")]})
     prog = cloud.progress(node, "1111", "h-1-a1", out.extra)
     assert prog.started and prog.new_instance == "2222" and prog.node == VM
+    # killed after the call, before the line: the group not yet acting, nothing journalled: not started
+    server.answer("POST", f"{group}/listManagedInstances", {"managedInstances": [managed(VM, "1111")]})
+    assert not cloud.progress(node, "1111", "h-1-a1", {}).started
 
 
 def test_a_pool_group_error_is_one_line(server: Recorded) -> None:

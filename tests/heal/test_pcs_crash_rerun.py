@@ -1,0 +1,171 @@
+"""AWS PCS: heal killed at every journal line and on both sides of EC2 TerminateInstances, in a
+process of its own that dies hard, then run again, against moto's server (EC2) and a Slurm in a
+file whose compute node group relaunches a static node's instance under the node's own name
+(tests/heal/_pcs_crash_worker.py). Asserted after the rerun (issue 41): one TerminateInstances, of
+the bad instance (I2); the node found again on the instance the group launched, by its new address
+(never another node's); no healthy node drained or its instance touched (I1); the group back at
+its count (I3). And on a capacity block (a PCS group there has minimum 0, all dynamic) heal refuses
+before any call that acts."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from gpu_cluster.heal.evidence import read_report
+from gpu_cluster.heal.journal import JOURNAL, Journal, read
+from gpu_cluster.heal.states import State
+from tests.heal._pcs_crash_worker import DyingEc2, engine, launch
+from tests.heal.test_aws import aws  # noqa: F401 (fixtures)
+from tests.preflight.test_aws import aws_env, moto_url  # noqa: F401 (fixtures)
+from tests.heal.vmss_world import SlurmFile, write_report
+
+REPO = Path(__file__).resolve().parents[2]
+NAMES = ["compute-1", "compute-2", "compute-3"]
+BAD = NAMES[0]
+RUN_LINES = 10
+"""SUSPECT, CONFIRMED and its intent, QUARANTINED, REPLACING intent and done, JOINING, REVALIDATING
+and passed, HEALTHY."""
+
+
+def cluster(tmp_path: Path, ec2: Any) -> dict[str, str]:
+    """Three static PCS nodes, each on an instance PCS tagged, at its own address."""
+    vpc = ec2.create_vpc(CidrBlock="10.1.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.1.1.0/24")["Subnet"]["SubnetId"]
+    world = {"ami": ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"], "subnet": subnet}
+    f = SlurmFile.create(tmp_path, NAMES, max_nodes=3)
+    doc = f.load()
+    ids = {}
+    for k, name in enumerate(NAMES):
+        addr = f"10.1.1.{11 + k}"
+        ids[name] = launch(ec2, world, addr)
+        doc["nodes"][name].update(instance=ids[name], addr=addr)
+    f.save(doc)
+    (tmp_path / "world.json").write_text(json.dumps({**world, "bad_instance": ids[BAD]}))
+    write_report(tmp_path, NAMES, BAD)
+    return ids
+
+
+def heal(run_dir: Path, when: str) -> int:
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.heal._pcs_crash_worker", str(run_dir), when],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode in (0, 9), done.stderr[-3000:]
+    return done.returncode
+
+
+def states(ec2: Any) -> dict[str, str]:
+    return {
+        i["InstanceId"]: i["State"]["Name"] for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]
+    }
+
+
+def terminations(run_dir: Path) -> list[dict[str, Any]]:
+    log = run_dir / "terminations.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+@pytest.mark.parametrize(
+    "kill", ["none", "before-terminate", "after-terminate", *(str(n) for n in range(1, RUN_LINES))]
+)
+def test_pcs_killed_then_rerun_terminates_once_and_finds_the_node_again(
+    tmp_path: Path,
+    aws: tuple[Any, Any],  # noqa: F811
+    kill: str,
+) -> None:
+    ec2, _ = aws
+    ids = cluster(tmp_path, ec2)
+    if kill != "none":
+        assert heal(tmp_path, kill) == 9
+    assert heal(tmp_path, "none") == 0
+    entries, notes = read(tmp_path / JOURNAL)
+    assert not notes and entries[-1].state is State.HEALTHY, [e.line() for e in entries]
+    # I2: one TerminateInstances, the bad instance's; one intent
+    assert terminations(tmp_path) == [{"InstanceIds": [ids[BAD]]}]
+    assert sum(1 for e in entries if e.state is State.REPLACING and e.event == "intent") == 1
+    now = states(ec2)
+    assert {i for i, s in now.items() if s in ("shutting-down", "terminated")} == {ids[BAD]}
+    # the node found again on the instance the group launched, at its new address
+    doc = SlurmFile(tmp_path / "slurm.json").load()
+    new = doc["nodes"][BAD]["instance"]
+    assert new not in ids.values() and now[new] == "running" and doc["launched"] == 1
+    assert entries[-1].node == entries[-1].slot == BAD and entries[-1].instance == new
+    assert doc["nodes"][BAD]["reason"] == ""
+    # I1: no healthy node drained, its instance untouched; I3: the group at its count again
+    assert set(doc["drained"]) == {BAD}
+    assert all(now[ids[n]] == "running" and doc["nodes"][n]["reason"] == "" for n in NAMES[1:])
+    assert sum(1 for s in now.values() if s == "running") == 3
+    if kill == "none":  # the kill points above cover every line of an uncut run
+        assert len(entries) == RUN_LINES
+        assert heal(tmp_path, "none") == 0
+        assert len(read(tmp_path / JOURNAL)[0]) == RUN_LINES and len(terminations(tmp_path)) == 1
+
+
+class BlockEc2(DyingEc2):
+    """moto's EC2 with the instance in a capacity block: moto models no capacity reservation
+    (tests/preflight/test_aws.py), so DescribeInstances gains the instance's CapacityReservationId
+    and DescribeCapacityReservations is answered through botocore's Stubber, which checks the
+    request and the answer against EC2's service model (botocore 1.43.117: ReservationType
+    ``capacity-block`` is one of its enum's two values)."""
+
+    def __init__(self, ec2: Any, run_dir: Path) -> None:
+        super().__init__(ec2, "none", run_dir / "terminations.jsonl")
+        self.stubbed = boto3.client("ec2", region_name="us-east-1", aws_access_key_id="t", aws_secret_access_key="t")
+        self.stub = Stubber(self.stubbed)
+        self.stub.activate()
+
+    def describe_instances(self, **kw: Any) -> Any:
+        got = self._ec2.describe_instances(**kw)
+        for r in got["Reservations"]:
+            for i in r["Instances"]:
+                i["CapacityReservationId"] = "cr-0a1b2c3d4e5f60718"
+        return got
+
+    def describe_capacity_reservations(self, **kw: Any) -> Any:
+        self.stub.add_response(
+            "describe_capacity_reservations",
+            {
+                "CapacityReservations": [
+                    {
+                        "CapacityReservationId": "cr-0a1b2c3d4e5f60718",
+                        "InstanceType": "p5.48xlarge",
+                        "State": "active",
+                        "ReservationType": "capacity-block",
+                        "EndDate": dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=6),
+                    }
+                ]
+            },
+            {"CapacityReservationIds": ["cr-0a1b2c3d4e5f60718"]},
+        )
+        return self.stubbed.describe_capacity_reservations(**kw)
+
+
+def test_pcs_on_a_capacity_block_is_refused_before_any_terminate(tmp_path: Path, aws: tuple[Any, Any]) -> None:  # noqa: F811
+    ec2, _ = aws
+    ids = cluster(tmp_path, ec2)
+    with Journal(tmp_path) as j:
+        e = engine(tmp_path, j, ec2)
+        block = BlockEc2(ec2, tmp_path)
+        e.cloud.ec2 = e.cloud.window.ec2 = block  # type: ignore[attr-defined]
+        out = e.run(read_report(tmp_path / "report.json"))
+    entries, _ = read(tmp_path / JOURNAL)
+    assert out.code == 2 and entries[-1].state is State.ESCALATED
+    assert "capacity block" in entries[-1].detail and "terminate" in entries[-1].detail
+    # no call that acts: no TerminateInstances asked, every instance still running
+    assert "terminate_instances" not in block.asked and terminations(tmp_path) == []
+    assert all(s == "running" for s in states(ec2).values()) and len(states(ec2)) == len(ids)
+    # the node stays drained by the incident, for the person the message names
+    assert SlurmFile(tmp_path / "slurm.json").load()["nodes"][BAD]["reason"].startswith("gpu-cluster heal")
+    block.stub.assert_no_pending_responses()
