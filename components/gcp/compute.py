@@ -51,7 +51,12 @@ def holds_new_nodes(spec: ClusterSpec) -> bool:
     re-creating it (update-existing-nodepools, read 2026-12-07). A flex-start pool does not: it
     scales from zero for the pods that wait, and whether GKE's autoscaler adds a node for a pod that
     does not tolerate the pool's taint was not read in a source here; a user's job could then wait
-    for ever."""
+    for ever. What lands on a GPU node before its validation tolerates it without a value of ours:
+    GKE's GPU device plugin (the liveness model's GKE platform fact), the NCCL installers
+    (components/k8s/gke_installers.py, ``operator: Exists``), and the managed CSI node plugins of
+    Lustre and Cloud Storage (``tolerations: - operator: Exists``, GoogleCloudPlatform/
+    lustre-csi-driver deploy/base/node/node.yaml at 8183e98, gcs-fuse-csi-driver
+    deploy/base/node/node.yaml at f8d07ed; GKE's own build of them is not public)."""
     return spec.compute.capacity.type != "flex-start"
 
 
