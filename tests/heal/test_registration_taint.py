@@ -21,7 +21,8 @@ from gpu_cluster.heal.kubernetes import TAINT_KEY, KubeScheduler, tolerations
 from gpu_cluster.heal.platforms import KubeChecker
 from gpu_cluster.heal.policy import Limits
 from gpu_cluster.heal.states import State
-from tests.heal.test_aws import aws, aws_env, moto_url, node_group  # noqa: F401 (fixtures)
+from tests.heal.test_aws import aws, node_group  # noqa: F401 (fixtures)
+from tests.preflight.test_aws import aws_env, moto_url  # noqa: F401 (fixtures aws uses)
 from tests.heal.test_eks_e2e import IMAGE, k8s_node, report
 from tests.heal.test_kubernetes import node as gke_node
 from tests.heal.world import SLOW
