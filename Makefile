@@ -25,7 +25,7 @@ plan: $(VENV_OK)
 # The validation pipeline on this machine: two torchrun agents stand for two nodes (CPU, gloo).
 # Its verdict (0 pass, 1 warn, 2 fail) is the demo's output, not its success; 3 means it could not run.
 validate-local: $(VENV_OK)
-	$(PY) -m workloads.validate --local --out out/validate-local; rc=$$?; [ $$rc -le 2 ] || exit $$rc
+	$(PY) -m gpu_cluster.workloads.validate --local --out out/validate-local; rc=$$?; [ $$rc -le 2 ] || exit $$rc
 
 # gpu-cluster heal's rehearsal: local-3 is made slow, validated, confirmed, drained, replaced by a
 # fresh instance, revalidated with a cleared node and returned (docs/heal.md). A new run each time.

@@ -2,7 +2,7 @@
 
 import pulumi
 
-from components import program
+from gpu_cluster.components import program
 
 for key, value in program.build().items():
     pulumi.export(key, value)

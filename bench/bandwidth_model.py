@@ -31,10 +31,17 @@ from typing import Any
 
 import yaml
 
-from components.catalog import CATALOG_PATH, Catalog, CatalogError, InstanceType, load_catalog, parse_catalog
-from workloads.validate import nccltests
-from workloads.validate.figures import expectation, judge_cluster_figure
-from workloads.validate.verdict import Verdict
+from gpu_cluster.components.catalog import (
+    CATALOG_PATH,
+    Catalog,
+    CatalogError,
+    InstanceType,
+    load_catalog,
+    parse_catalog,
+)
+from gpu_cluster.workloads.validate import nccltests
+from gpu_cluster.workloads.validate.figures import expectation, judge_cluster_figure
+from gpu_cluster.workloads.validate.verdict import Verdict
 
 REPO = Path(__file__).resolve().parents[1]
 TOLERANCE = 0.15

@@ -39,7 +39,7 @@ SIZES = (1 << 20, 4 << 20, 16 << 20, 64 << 20)
 
 
 def _bare_seconds(buf: torch.Tensor, iters: int, warmup: int, side: dist.ProcessGroup, device: torch.device) -> float:
-    from workloads.runtime import device as _device
+    from gpu_cluster.workloads.runtime import device as _device
 
     for _ in range(warmup):
         dist.all_reduce(buf)
@@ -55,9 +55,9 @@ def _bare_seconds(buf: torch.Tensor, iters: int, warmup: int, side: dist.Process
 
 
 def worker(rounds: int, iters: int, warmup: int) -> int:
-    from workloads.collectives import measure as measure
-    from workloads.collectives import ops as ops
-    from workloads.runtime import device as _device
+    from gpu_cluster.workloads.collectives import measure as measure
+    from gpu_cluster.workloads.collectives import ops as ops
+    from gpu_cluster.workloads.runtime import device as _device
 
     rt = _device.setup(timeout_s=300)
     side = dist.new_group(backend="gloo")

@@ -2,7 +2,7 @@
 
     python -m bench.ddp_throughput [--steps 30] [--d-model 128] [--n-layers 4] [--seq-len 64]
 
-Launches ``workloads.train.ddp`` with torchrun on CPU (gloo, one thread per rank so both runs
+Launches ``gpu_cluster.workloads.train.ddp`` with torchrun on CPU (gloo, one thread per rank so both runs
 get the same compute per rank) at 1 rank and then at 2 ranks on the same synthetic shards,
 and prints tokens/s (the job's own figure: median step of the slowest rank) and the scaling
 ratio of total throughput. On a shared machine the ratio is only as good as the spare cores:
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._torchrun import torchrun_json
-from workloads.train.data import write_synthetic
+from gpu_cluster.workloads.train.data import write_synthetic
 
 
 def run(ranks: int, data: Path, out: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -27,7 +27,7 @@ def run(ranks: int, data: Path, out: Path, args: argparse.Namespace) -> dict[str
     job += ["--d-model", str(args.d_model), "--n-layers", str(args.n_layers), "--n-heads", "4"]
     job += ["--batch-size", str(args.batch_size), "--steps", str(args.steps), "--log-every", str(args.steps)]
     job += ["--json", str(out)]
-    return torchrun_json("workloads.train.ddp", job, ranks=ranks, json_path=out, what=f"{ranks}-rank run")
+    return torchrun_json("gpu_cluster.workloads.train.ddp", job, ranks=ranks, json_path=out, what=f"{ranks}-rank run")
 
 
 def main() -> int:

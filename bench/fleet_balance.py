@@ -5,7 +5,7 @@
 The items sleep (so a busy machine's CPU share does not distort the figures): ``--long`` of
 them take ``--long-s`` and sit at places 0, R, 2R, ... of the sorted list (R ranks), where the
 static split (item i to rank i % ranks) piles them onto rank 0; the rest take ``--short-s``.
-Both schedules run the same items with ``workloads.tasks.shard`` under torchrun (CPU, gloo);
+Both schedules run the same items with ``gpu_cluster.workloads.tasks.shard`` under torchrun (CPU, gloo);
 the printed wall time is the job's own (the slowest rank, from the common start to its last
 item), against the ideal: total work / ranks.
 """
@@ -36,7 +36,7 @@ def run(schedule: str, inputs: Path, out: Path, ranks: int) -> dict[str, Any]:
     js = out.with_suffix(".json")
     job = ["--glob", str(inputs / "*.txt"), "--output-dir", str(out), "--callable", "bench.fleet_balance:sleep_item"]
     job += ["--schedule", schedule, "--json", str(js)]
-    return torchrun_json("workloads.tasks.shard", job, ranks=ranks, json_path=js, what=f"{schedule} run")
+    return torchrun_json("gpu_cluster.workloads.tasks.shard", job, ranks=ranks, json_path=js, what=f"{schedule} run")
 
 
 def main() -> int:

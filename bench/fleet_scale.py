@@ -2,11 +2,11 @@
 
     python -m bench.fleet_scale [--items 1000,100000] [--ranks 8,512] [--dir /dev/shm]
 
-Each case runs the real :func:`workloads.tasks.fleet.claim_steps` of every rank (its own
+Each case runs the real :func:`gpu_cluster.workloads.tasks.fleet.claim_steps` of every rank (its own
 :class:`Leases`, one shared :class:`Outputs`) over synthetic items that take no time, on a tmpfs
 folder: ranks are lightweight workers in this one process, advanced one step each in turn
 (a deterministic round-robin, so the figures repeat). Each item's work writes its temporary file
-and publishes it as :func:`workloads.tasks.fleet.process` does.
+and publishes it as :func:`gpu_cluster.workloads.tasks.fleet.process` does.
 
 What is counted: every call that reaches the file system while the fleet runs, at the ``os`` and
 ``io`` layer that ``Outputs`` and ``Leases`` (and pathlib under them) go through: stat, open
@@ -34,9 +34,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from workloads.tasks import fleet
-from workloads.tasks.leases import Holder, Leases
-from workloads.tasks.outputs import Outputs
+from gpu_cluster.workloads.tasks import fleet
+from gpu_cluster.workloads.tasks.leases import Holder, Leases
+from gpu_cluster.workloads.tasks.outputs import Outputs
 
 COUNTED = ("stat", "lstat", "open", "mkdir", "unlink", "link", "symlink", "replace", "rename", "utime", "fsync")
 

@@ -24,23 +24,23 @@ RUN=("$PY" -m torch.distributed.run --standalone --nproc-per-node "$NGPU")
 status=0
 
 echo "== node gate (NVML, DCGM if installed, ${GEMM_SECONDS:-30} s sustained GEMM)"
-"$PY" -m workloads.health.node_gate ${IT:+--instance-type "$IT"} --gemm-seconds "${GEMM_SECONDS:-30}" \
+"$PY" -m gpu_cluster.workloads.health.node_gate ${IT:+--instance-type "$IT"} --gemm-seconds "${GEMM_SECONDS:-30}" \
     --json "$OUT/gate.json" || status=1
 
 echo "== gpu_health (bf16 matmul, copy bandwidth, GPU count)"
-"${RUN[@]}" -m workloads.health.gpu ${IT:+--instance-type "$IT"} --json "$OUT/health.json" || status=1
+"${RUN[@]}" -m gpu_cluster.workloads.health.gpu ${IT:+--instance-type "$IT"} --json "$OUT/health.json" || status=1
 
 echo "== ddp_train (50 steps, MFU)"
 peak=()
 if [[ -n "$IT" ]]; then peak=(--instance-type "$IT"); elif [[ -n "${PEAK_TFLOPS:-}" ]]; then peak=(--peak-tflops "$PEAK_TFLOPS"); fi
-"$PY" -m workloads.train.data write-synthetic --out "$OUT/data" --shards 2 --tokens-per-shard 4000000 \
+"$PY" -m gpu_cluster.workloads.train.data write-synthetic --out "$OUT/data" --shards 2 --tokens-per-shard 4000000 \
     --vocab 32000 --seed 0 || status=1
-"${RUN[@]}" -m workloads.train --data "$OUT/data/train-*.bin" --steps 50 --vocab-size 32000 \
+"${RUN[@]}" -m gpu_cluster.workloads.train --data "$OUT/data/train-*.bin" --steps 50 --vocab-size 32000 \
     --seq-len 1024 --d-model 1024 --n-layers 8 --n-heads 16 --batch-size 8 --log-every 10 \
     "${peak[@]}" --json "$OUT/ddp.json" || status=1
 
 echo "== collectives (host timer + CUDA events), all ops, 1M..8G (capped to GPU memory as nccl-tests does)"
-"${RUN[@]}" -m workloads.collectives -o all -b 1M -e 8G -f 2 -n 20 -w 5 \
+"${RUN[@]}" -m gpu_cluster.workloads.collectives -o all -b 1M -e 8G -f 2 -n 20 -w 5 \
     --json "$OUT/collectives.json" || status=1
 
 echo "== harness vs bare all_reduce on NCCL (judged against its own control)"

@@ -4,8 +4,8 @@
                                           [--budget-frac 0.4] [--steps 3]
 
 First this process trains the whole model on one device and measures its peak of everything
-(parameters, gradients, AdamW's two moments, activations: :mod:`workloads.parallel.memory`,
-live tensor storages on CPU). Then one torchrun launch of ``workloads.parallel.run`` (CPU,
+(parameters, gradients, AdamW's two moments, activations: :mod:`gpu_cluster.workloads.parallel.memory`,
+live tensor storages on CPU). Then one torchrun launch of ``gpu_cluster.workloads.parallel.run`` (CPU,
 gloo, one thread per rank) runs every split mode one after the other on the same ranks, each
 building the model on the meta device and materialising only its own shards, under a per-rank
 memory budget of ``--budget-frac`` of that one-device peak (so the model does not fit the
@@ -57,7 +57,7 @@ def shape_args(args: argparse.Namespace) -> list[str]:
 def one_device_peak(args: argparse.Namespace) -> dict[str, Any]:
     from dataclasses import asdict
 
-    from workloads.parallel.run import parse_config, run_reference_measured
+    from gpu_cluster.workloads.parallel.run import parse_config, run_reference_measured
 
     _, peak = run_reference_measured(parse_config(["--mode", "reference", *shape_args(args)]))
     assert peak is not None
@@ -79,7 +79,7 @@ def launch(args: argparse.Namespace, budget: int, out: Path) -> dict[str, Any]:
         "--standalone",
         f"--nproc-per-node={args.ranks}",
         "-m",
-        "workloads.parallel.run",
+        "gpu_cluster.workloads.parallel.run",
         "--mode",
         ",".join(MODES),
         "--tp",

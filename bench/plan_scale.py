@@ -22,9 +22,9 @@ import sys
 import time
 from collections import Counter
 
-from components.aws.eks_sizing import node_group_sizes
-from components.engine import run_offline
-from components.spec import read_stack_file
+from gpu_cluster.components.aws.eks_sizing import node_group_sizes
+from gpu_cluster.components.engine import run_offline
+from gpu_cluster.components.spec import read_stack_file
 
 SIZES = (2, 16, 128, 1024)
 EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -60,7 +60,7 @@ def scale_problems(raw: dict[str, object], types: dict[int, Counter[str]]) -> li
 def at_nodes(raw: dict[str, Any], nodes: int) -> dict[str, Any]:
     """The stack with ``nodes`` GPU nodes; an AWS PCS stack also names the smallest controller size
     that manages them (PCS sizes are explicit: components/aws/rules.py PCS_SIZES)."""
-    from components.aws.rules import PCS_SIZES
+    from gpu_cluster.components.aws.rules import PCS_SIZES
 
     cluster = copy.deepcopy(raw)
     cluster["compute"]["nodes"] = nodes

@@ -8,11 +8,11 @@ dicts. Values that decide the cluster's shape, and those checked before anything
 Inputs, since they usually come from another resource (an Output of a whole list too, for the
 control plane's subnets).
 
-Rules live in one place, ``components.spec.parse_spec``: :func:`to_spec` builds the raw
+Rules live in one place, ``gpu_cluster.components.spec.parse_spec``: :func:`to_spec` builds the raw
 mapping from the args and parses it, so a bad argument gets the stack file's
 ``(config path, reason)`` error. An id that is an Output stands in the raw mapping as
 ``DEPLOY_TIME_ID`` (its form is checked only when it is a plain string); the Inputs themselves
-go to the network as :class:`components.aws.network.ExistingNetwork`.
+go to the network as :class:`gpu_cluster.components.aws.network.ExistingNetwork`.
 """
 
 from collections.abc import Mapping
@@ -20,7 +20,7 @@ from typing import Any, Optional, Required, TypedDict
 
 import pulumi
 
-from components.spec import DEPLOY_TIME_ID, ClusterSpec, SpecError, default_name, parse_spec
+from gpu_cluster.components.spec import DEPLOY_TIME_ID, ClusterSpec, SpecError, default_name, parse_spec
 
 
 class CapacityArgs(TypedDict, total=False):
@@ -221,7 +221,7 @@ def existing_network(spec: ClusterSpec, args: Optional[Mapping[str, Any]] = None
     """The caller's network as Inputs for the cloud's build (None when the cluster makes its own)."""
     if not spec.network.existing:
         return None
-    from components.aws.network import ExistingNetwork
+    from gpu_cluster.components.aws.network import ExistingNetwork
 
     net = (args or {}).get("network") or {}
     given_vpc, given_subnet = net.get("vpc_id"), net.get("node_subnet_id")

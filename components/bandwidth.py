@@ -46,7 +46,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Literal, Mapping, NamedTuple, Sequence
 
-from components.bandwidth_baseline import Baseline, Held, hold
+from gpu_cluster.components.bandwidth_baseline import Baseline, Held, hold
 
 Path = Literal["single-node", "multi-node", "fabric-only", "pair"]
 PATHS: tuple[Path, ...] = ("single-node", "multi-node", "fabric-only", "pair")

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from components.catalog_file import CatalogError
+from gpu_cluster.components.catalog_file import CatalogError
 
 MIN_SCALE = 0.95
 """The baseline holds the floors only where busbw at the size is at least this share of busbw at

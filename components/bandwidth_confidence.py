@@ -1,6 +1,6 @@
 """How sure the bandwidth model is: each published multi-node run of the catalog predicted without it
 (leave-one-out), and from those errors, per kind of basis (and per GPU count), how far the floors
-are widened (:class:`components.bandwidth.Confidence`, read by ``BandwidthModel.widening``).
+are widened (:class:`gpu_cluster.components.bandwidth.Confidence`, read by ``BandwidthModel.widening``).
 
 Pure: the catalog calls :func:`confidence` once its models are calibrated.
 """
@@ -12,7 +12,7 @@ import statistics
 from dataclasses import replace
 from typing import Mapping
 
-from components.bandwidth import (
+from gpu_cluster.components.bandwidth import (
     CURVE_MIN_BYTES,
     KINDS,
     OPS_WITH_FLOORS,

@@ -16,12 +16,12 @@ from typing import Any, Literal, Mapping
 
 import yaml
 
-from components.bandwidth import PATHS, BandwidthModel, Reference, calibrate, calibrate_latency
-from components.bandwidth_confidence import confidence
-from components.bandwidth_baseline import parse as parse_baseline
+from gpu_cluster.components.bandwidth import PATHS, BandwidthModel, Reference, calibrate, calibrate_latency
+from gpu_cluster.components.bandwidth_confidence import confidence
+from gpu_cluster.components.bandwidth_baseline import parse as parse_baseline
 
 # The catalog file's basics and its fabric facts live beside this module; read from here too.
-from components.catalog_fabrics import (
+from gpu_cluster.components.catalog_fabrics import (
     DEVICE_KINDS as DEVICE_KINDS,
     GPU_RUNTIMES as GPU_RUNTIMES,
     FabricImage as FabricImage,
@@ -36,7 +36,7 @@ from components.catalog_fabrics import (
     parse_runtime_images as parse_runtime_images,
     rxdm_fact as rxdm_fact,
 )
-from components.catalog_file import (
+from gpu_cluster.components.catalog_file import (
     CATALOG_PATH as CATALOG_PATH,
     CLOUDS as CLOUDS,
     FABRICS as FABRICS,
@@ -330,7 +330,7 @@ def parse_catalog(doc: Mapping[str, Any]) -> Catalog:
     latency = calibrate_latency(models)
     efficiency = calibrate(models, latency)
     # How far each kind of figure misses the catalog's own published runs when they are held out:
-    # what the floors are widened by (components.bandwidth_confidence.confidence).
+    # what the floors are widened by (gpu_cluster.components.bandwidth_confidence.confidence).
     conf = confidence(models)
     instances = {
         n: replace(it, bandwidth=replace(it.bandwidth, efficiency=efficiency[n], latency=latency[n], confidence=conf))

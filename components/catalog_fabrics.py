@@ -13,7 +13,7 @@ from typing import Any, Literal, Mapping
 
 import yaml
 
-from components.catalog_file import CATALOG_PATH, FABRICS, CatalogError, Fabric, Source, _sources
+from gpu_cluster.components.catalog_file import CATALOG_PATH, FABRICS, CatalogError, Fabric, Source, _sources
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

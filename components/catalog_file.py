@@ -1,5 +1,5 @@
 """The catalog file itself: where it lives, the clouds and fabrics it knows, its sources, and the
-error a missing or malformed entry raises. Pure: no Pulumi, no torch (:mod:`components.catalog`
+error a missing or malformed entry raises. Pure: no Pulumi, no torch (:mod:`gpu_cluster.components.catalog`
 is the reader most code imports).
 """
 

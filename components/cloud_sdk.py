@@ -4,7 +4,7 @@ The core (pyproject.toml) is Pulumi, its Kubernetes provider and PyYAML; AWS's S
 (pulumi-aws, pulumi-aws-native) are the ``[aws]`` extra, GCP's (pulumi-gcp) the ``[gcp]``
 extra, Azure's (pulumi-azure-native) the ``[azure]`` extra, so an AWS-only program carries only
 AWS's (bench/install_size.sh measures each). A cloud's package is imported only when a stack asks
-for that cloud (components.cluster, the in-cluster layer), so a plan never loads another cloud's
+for that cloud (gpu_cluster.components.cluster, the in-cluster layer), so a plan never loads another cloud's
 SDK; before it is, ``require_cloud_sdk`` makes a stack on a cloud whose SDK is missing stop with
 one line that names the package and the command that installs it, and no traceback.
 """

@@ -2,13 +2,13 @@
 the four pillars (network + interconnect, compute, storage, orchestration) it builds.
 
 Each cloud package exposes ``build(name, spec, opts, existing)``, returning the stack outputs
-with exactly the keys of ``components.contract.OUTPUT_KEYS`` (values may be Outputs) plus
+with exactly the keys of ``gpu_cluster.components.contract.OUTPUT_KEYS`` (values may be Outputs) plus
 ``COMPONENT_FACTS`` (the typed attributes that are not stack outputs); the pillar components it
 creates carry type tokens ``gpu-cluster:<cloud>:<Pillar>`` with Pillar one of ``PILLARS``, which
 is how the offline plan groups resources.
 
 Two ways in, one spec: ``GpuCluster(name, GpuClusterArgs)`` (a program using the component, or
-the package served by components/provider.py) parses the args through components.spec;
+the package served by components/provider.py) parses the args through gpu_cluster.components.spec;
 ``GpuCluster.from_spec`` (the stack file, components/program.py) takes the spec the stack path
 parsed. The component's annotated attributes are its schema outputs (the analyzer reads them).
 """
@@ -18,10 +18,10 @@ from typing import Any, Mapping, Optional, TypedDict
 
 import pulumi
 
-from components.args import GpuClusterArgs, existing_network, to_spec
-from components.cloud_sdk import require_cloud_sdk
-from components.contract import COMPONENT_FACTS, OUTPUT_KEYS
-from components.spec import ClusterSpec
+from gpu_cluster.components.args import GpuClusterArgs, existing_network, to_spec
+from gpu_cluster.components.cloud_sdk import require_cloud_sdk
+from gpu_cluster.components.contract import COMPONENT_FACTS, OUTPUT_KEYS
+from gpu_cluster.components.spec import ClusterSpec
 
 PILLARS = ("Network", "Interconnect", "Compute", "Storage", "Orchestration")
 TYPE = "gpu-cluster:index:GpuCluster"
@@ -105,7 +105,7 @@ class GpuCluster(pulumi.ComponentResource):
     stack_outputs: pulumi.Output[dict[str, Any]]
     """The validation command's launch facts: the stack outputs exactly as `pulumi up` of a stack file
     exports them (components/contract.py), secret as they hold the kubeconfig. Export them to run
-    `python -m workloads.validate` against this cluster."""
+    `python -m gpu_cluster.workloads.validate` against this cluster."""
 
     _outputs: dict[str, Any]
 
@@ -133,7 +133,7 @@ class GpuCluster(pulumi.ComponentResource):
         # A cloud's package, and so its SDK, is imported only for a stack on that cloud; an SDK
         # that is an extra (Azure's) and is missing stops here with one line naming it.
         require_cloud_sdk(spec.cloud)
-        cloud = importlib.import_module(f"components.{spec.cloud}.cluster")
+        cloud = importlib.import_module(f"gpu_cluster.components.{spec.cloud}.cluster")
         built: dict[str, Any] = dict(cloud.build(name, spec, pulumi.ResourceOptions(parent=self), existing))
         facts: Mapping[str, Any] = built.pop(COMPONENT_FACTS)
         if spec.images and built.get("scheduler", {}).get("kind") == "kubernetes":
@@ -141,7 +141,7 @@ class GpuCluster(pulumi.ComponentResource):
             built["scheduler"] = {**built["scheduler"], "images": dict(spec.images)}
         missing = [k for k in OUTPUT_KEYS if k not in built]
         if missing:
-            raise RuntimeError(f"components.{spec.cloud}.cluster.build did not return outputs {missing}")
+            raise RuntimeError(f"gpu_cluster.components.{spec.cloud}.cluster.build did not return outputs {missing}")
         self._outputs = built
         out = pulumi.Output.from_input
         access, fabric = built["access"], built["fabric"]

@@ -2,7 +2,7 @@
 
 This module is the contract between the two sides of the house. The Pulumi program
 (``components/<cloud>/cluster.py``) returns a mapping with exactly ``OUTPUT_KEYS``; the
-validation command (``python -m workloads.validate submit|render|status STACK``) reads the
+validation command (``python -m gpu_cluster.workloads.validate submit|render|status STACK``) reads the
 JSON that ``pulumi stack output --json --show-secrets`` prints back through
 :func:`read_outputs` into :class:`ClusterOutputs`. It imports neither Pulumi nor torch, so
 both sides can share it, as they share the catalog.
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from components.problems import Problems, ProblemsError
+from gpu_cluster.components.problems import Problems, ProblemsError
 
 OUTPUT_KEYS = (
     "cloud",
@@ -294,7 +294,7 @@ def _mirrors(r: _Reader, raw: Any) -> dict[str, str]:
 
 
 def _images(r: _Reader, raw: Any) -> dict[str, str]:
-    from components.image_pins import check_pins
+    from gpu_cluster.components.image_pins import check_pins
 
     pins, problems = check_pins(raw)
     for path, why in problems:

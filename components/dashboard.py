@@ -263,7 +263,7 @@ def files() -> dict[str, str]:
 
 
 if __name__ == "__main__":
-    # python -m components.dashboard: rewrite dashboards/ from PANELS.
+    # python -m gpu_cluster.components.dashboard: rewrite dashboards/ from PANELS.
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]

@@ -1,7 +1,7 @@
 """Run the real Pulumi program without the Pulumi engine, under Pulumi's own mock monitor.
 
 The offline plan and the unit tests both come through here. The program is the one
-``pulumi up`` runs (``components.program.build``); only the engine is replaced:
+``pulumi up`` runs (``gpu_cluster.components.program.build``); only the engine is replaced:
 
 * every resource registration is recorded with its parent, options and inputs, so the plan
   can group resources by pillar and the tests can read any input;
@@ -183,12 +183,12 @@ def _plain(value: Any) -> Any:
 def _tables(cloud: str) -> tuple[Mapping[str, InvokeFn], Mapping[str, ComputedFn]]:
     import importlib
 
-    mod = importlib.import_module(f"components.{cloud}.mocks")
+    mod = importlib.import_module(f"gpu_cluster.components.{cloud}.mocks")
     invokes: dict[str, InvokeFn] = dict(getattr(mod, "INVOKES"))
     computed: dict[str, ComputedFn] = dict(getattr(mod, "COMPUTED"))
     # The in-cluster add-ons (pulumi-kubernetes) are shared by EKS and GKE.
     try:
-        k8s = importlib.import_module("components.k8s.mocks")
+        k8s = importlib.import_module("gpu_cluster.components.k8s.mocks")
     except ModuleNotFoundError:
         return invokes, computed
     invokes.update(getattr(k8s, "INVOKES", {}))
@@ -232,13 +232,13 @@ def run_offline(
     extra_config: Mapping[str, str] | None = None,
     stack_outputs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> OfflineRun:
-    """Run ``components.program.build`` for one stack's cluster object and record everything.
+    """Run ``gpu_cluster.components.program.build`` for one stack's cluster object and record everything.
 
     ``cluster`` is the raw ``gpu-cluster:cluster`` object: the program parses it itself,
     exactly as under ``pulumi up``, so spec errors surface the same way. ``stack_outputs``
     answers StackReferences (stack name -> its outputs), for the in-cluster layer program.
     """
-    from components import program
+    from gpu_cluster.components import program
 
     os.environ["PULUMI_ERROR_OUTPUT_STRING"] = "1"  # an Output in an f-string raises
     cloud = str(cluster.get("cloud", "aws")) if isinstance(cluster, Mapping) else "aws"

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from components.catalog import CATALOG_PATH, CatalogError, Source
+from gpu_cluster.components.catalog import CATALOG_PATH, CatalogError, Source
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from components.catalog import CATALOG_PATH, CatalogError
+from gpu_cluster.components.catalog import CATALOG_PATH, CatalogError
 
 # Where the pods find it (aks-rdma-nccl-job: templates/mpi-job.yaml 53, 96-107; util.sh 139-144).
 CONFIGMAP = "nvidia-topology"

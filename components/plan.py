@@ -2,7 +2,7 @@
 
     gpu-cluster plan STACK [--json PATH|-] [--policy]
     gpu-cluster plan --all [--policy]
-    python -m components.plan STACK     # the plan alone: no policy pack, no rendered job
+    python -m gpu_cluster.components.plan STACK     # the plan alone: no policy pack, no rendered job
 
 STACK is a bundled stack's name (``aws-h100-eks``) or a path to a stack file. The real Pulumi
 program runs under Pulumi's mock engine (components/engine.py): every resource it would
@@ -21,17 +21,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
-from components.stack_locate import STACK_HELP
-from components import liveness as live
-from components import validation_time as vt
-from components.bandwidth import phase_floors
-from components.catalog import load_catalog
-from components.cloud_sdk import MissingCloudSdk
-from components.cluster import PILLARS
-from components.engine import OfflineRun, Recorded, replacements, run_offline
-from components.problems import output_file_problem
-from components.plan_caveats import caveats, installer as installer_caveat
-from components.spec import (
+from gpu_cluster.components.stack_locate import STACK_HELP
+from gpu_cluster.components import liveness as live
+from gpu_cluster.components import validation_time as vt
+from gpu_cluster.components.bandwidth import phase_floors
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.components.cloud_sdk import MissingCloudSdk
+from gpu_cluster.components.cluster import PILLARS
+from gpu_cluster.components.engine import OfflineRun, Recorded, replacements, run_offline
+from gpu_cluster.components.problems import output_file_problem
+from gpu_cluster.components.plan_caveats import caveats, installer as installer_caveat
+from gpu_cluster.components.spec import (
     DEPLOYER_PLACEHOLDER,
     ClusterSpec,
     SpecError,
@@ -88,7 +88,7 @@ class Summary:
     resources: int
     resources_by_pillar: dict[str, int]
     validation_phases: list[dict[str, Any]]
-    """The validation's expected wall time per phase (components.validation_time)."""
+    """The validation's expected wall time per phase (gpu_cluster.components.validation_time)."""
     validation_minutes: float
     validation_usd: float
     validation_search_minutes: float
@@ -97,7 +97,7 @@ class Summary:
     flex-start, spot, a zone not checked offline."""
     heal: dict[str, Any] | None = None
     """What ``gpu-cluster heal`` expects a node's replacement and revalidation to take here
-    (components.validation_time.replace_estimate, revalidate_estimate)."""
+    (gpu_cluster.components.validation_time.replace_estimate, revalidate_estimate)."""
     liveness: dict[str, Any] = field(default_factory=dict)
     """``{holds, checks: [{kind, object, check, holds, why, source, fix?}]}``: will every pod the
     cluster needs be admitted, scheduled, reach what it must, find its paths and start after its
@@ -450,7 +450,7 @@ def main(
         "--outputs",
         metavar="PATH",
         help="write the stack outputs as `pulumi stack output --json --show-secrets` would ('-' for "
-        "stdout; one stack only): what `workloads.validate render` reads offline",
+        "stdout; one stack only): what `gpu_cluster.workloads.validate render` reads offline",
     )
     ap.add_argument(
         "--policy",

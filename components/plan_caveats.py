@@ -10,13 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.aws.common import ECR_PUBLIC as UPSTREAM
-from components.aws.common import cache_prefix
-from components.aws.rules import capacity_note
-from components.catalog import load_fabric_facts
-from components.gcp import rules as gcp_rules
-from components.image_pins import unpinned
-from components.spec import ClusterSpec
+from gpu_cluster.components.aws.common import ECR_PUBLIC as UPSTREAM
+from gpu_cluster.components.aws.common import cache_prefix
+from gpu_cluster.components.aws.rules import capacity_note
+from gpu_cluster.components.catalog import load_fabric_facts
+from gpu_cluster.components.gcp import rules as gcp_rules
+from gpu_cluster.components.image_pins import unpinned
+from gpu_cluster.components.spec import ClusterSpec
 
 # Google, "About flex-start provisioning mode" (GKE, cloud.google.com/kubernetes-engine/docs/concepts/dws,
 # read 2026-12-01): flex-start VMs are provisioned when the capacity is available, run for up to
@@ -148,7 +148,7 @@ def spot(spec: ClusterSpec) -> Caveat | None:
     return Caveat(
         "spot",
         f"any node can be reclaimed: {SPOT_NOTICE[spec.cloud]}; a job that spans every node stops when one "
-        "goes, so checkpoint (workloads.train --ckpt-dir) and launch it elastic (docs/workloads-jobs.md); the cost "
+        "goes, so checkpoint (gpu_cluster.workloads.train --ckpt-dir) and launch it elastic (docs/workloads-jobs.md); the cost "
         "shown is the on-demand ceiling",
     )
 
@@ -200,7 +200,7 @@ def images(spec: ClusterSpec) -> Caveat | None:
     The GKE installer without a digest has its own caveat (it is not planned at all)."""
     if spec.orchestration.kind == "slurm":
         return None
-    from components.k8s.image_uses import layer_image_uses, unpinnable
+    from gpu_cluster.components.k8s.image_uses import layer_image_uses, unpinnable
 
     left = [u for u in unpinned(layer_image_uses(spec), spec.images) if not u.installer]
     theirs = unpinnable(spec)

@@ -3,12 +3,12 @@
 Every reader of user input collects problems instead of stopping at the first, then reports them
 all at once, so a user fixes a stack file, a launch spec or a command line in one pass:
 
-* the cluster description (``components.spec``: ``SpecError``), with the per-cloud rules;
-* the stack outputs (``components.contract``: ``OutputsError``);
-* the online preflight (``components.preflight``);
-* the launchers (``workloads.launch.common``: ``LaunchSpecError``);
-* every job's flags (``workloads.runtime.flags``, ``workloads.collectives``, ``workloads.health.gpu``) and
-  the validation command's arguments (``workloads.validate``).
+* the cluster description (``gpu_cluster.components.spec``: ``SpecError``), with the per-cloud rules;
+* the stack outputs (``gpu_cluster.components.contract``: ``OutputsError``);
+* the online preflight (``gpu_cluster.components.preflight``);
+* the launchers (``gpu_cluster.workloads.launch.common``: ``LaunchSpecError``);
+* every job's flags (``gpu_cluster.workloads.runtime.flags``, ``gpu_cluster.workloads.collectives``, ``gpu_cluster.workloads.health.gpu``) and
+  the validation command's arguments (``gpu_cluster.workloads.validate``).
 
 A :class:`Problem` is ``(path, reason)``: ``path`` is the config path, spec field or flag
 (``storage.lustre.size_gib``, ``nodes``, ``-b/--minbytes``), ``reason`` names the bad value and

@@ -6,8 +6,8 @@ from typing import Any
 
 import pulumi
 
-from components.cluster import GpuCluster
-from components.spec import SpecError, default_name, parse_spec
+from gpu_cluster.components.cluster import GpuCluster
+from gpu_cluster.components.spec import SpecError, default_name, parse_spec
 
 
 # Set by the offline engine only: the plan stands a placeholder in for missing deployer_cidrs.
@@ -31,7 +31,7 @@ def spec_from_config() -> Any:
 def build() -> dict[str, Any]:
     """The cluster, or (``gpu-cluster:layer: in-cluster``) the in-cluster layer of a private
     cluster built by the stack ``gpu-cluster:cluster_stack`` (components/k8s/layer.py)."""
-    from components.k8s.layer import LAYER_IN_CLUSTER, LAYER_KEY, STACK_KEY, InClusterLayer, LayerArgs
+    from gpu_cluster.components.k8s.layer import LAYER_IN_CLUSTER, LAYER_KEY, STACK_KEY, InClusterLayer, LayerArgs
 
     config = pulumi.Config("gpu-cluster")
     spec = spec_from_config()

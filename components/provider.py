@@ -4,7 +4,7 @@ over here: ``__main__.py`` at the repository root is the stack program, not the 
 
 ``schema()`` is the schema the host infers (Pulumi's analyzer over the component's type
 annotations and docstrings), for the tests and for checking examples/ against it offline;
-``python -m components.provider schema`` (``gpu-cluster schema``) prints it as JSON, as
+``python -m gpu_cluster.components.provider schema`` (``gpu-cluster schema``) prints it as JSON, as
 ``pulumi package get-schema`` would, without the Pulumi CLI.
 """
 
@@ -18,8 +18,8 @@ if __name__ == "__main__" and __package__ in (None, ""):
     # Run as a script (PulumiPlugin.yaml's main): the repository root holds the packages.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from components.cluster import GpuCluster  # noqa: E402
-from components.problems import output_file_problem  # noqa: E402
+from gpu_cluster.components.cluster import GpuCluster  # noqa: E402
+from gpu_cluster.components.problems import output_file_problem  # noqa: E402
 
 PACKAGE = "gpu-cluster"
 COMPONENTS = [GpuCluster]
@@ -82,6 +82,6 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["schema"]:
         sys.exit(schema_main(sys.argv[2:]))
     if sys.argv[1:2] in (["-h"], ["--help"]):
-        print("usage: python -m components.provider [schema [--out FILE]]   (no argument: the plugin host)")
+        print("usage: python -m gpu_cluster.components.provider [schema [--out FILE]]   (no argument: the plugin host)")
         sys.exit(0)
     main()

@@ -16,12 +16,12 @@ This module is the front door; the work is split by job:
 * ``components/<cloud>/rules.py``  the rules only one cloud has, each beside the page it follows
 * ``components/lustre_tiers.py``   the catalog's Lustre tiers (sizes per throughput, with sources)
 
-``python -m components.spec STACK`` checks a stack file and prints the parsed spec.
+``python -m gpu_cluster.components.spec STACK`` checks a stack file and prints the parsed spec.
 """
 
 from __future__ import annotations
 
-from components.spec_model import (
+from gpu_cluster.components.spec_model import (
     CAPACITY_TYPES,
     DEPLOY_TIME_ID,
     MAX_NODES,
@@ -38,9 +38,14 @@ from components.spec_model import (
     OrchestrationSpec,
     StorageSpec,
 )
-from components.spec_parse import DEPLOYER_PLACEHOLDER, MY_ADDRESS_HINT, needs_deployer_placeholder, parse_spec
-from components.spec_reader import SpecError
-from components.stack_file import (
+from gpu_cluster.components.spec_parse import (
+    DEPLOYER_PLACEHOLDER,
+    MY_ADDRESS_HINT,
+    needs_deployer_placeholder,
+    parse_spec,
+)
+from gpu_cluster.components.spec_reader import SpecError
+from gpu_cluster.components.stack_file import (
     CONFIG_KEY,
     STACKS_DIR,
     bundled_stacks,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from components.spec_model import SSH_KEY, SSH_KEY_PLACEHOLDER
-from components.spec_reader import _Reader
+from gpu_cluster.components.spec_model import SSH_KEY, SSH_KEY_PLACEHOLDER
+from gpu_cluster.components.spec_reader import _Reader
 
 
 def ssh_public_key(

@@ -16,8 +16,8 @@ import re
 from dataclasses import InitVar, dataclass, field
 from typing import Literal, Mapping
 
-from components.catalog import InstanceType, load_catalog
-from components.spec_security import SecuritySpec
+from gpu_cluster.components.catalog import InstanceType, load_catalog
+from gpu_cluster.components.spec_security import SecuritySpec
 
 SUPPORTED_CLOUDS = ("aws", "gcp", "azure")
 ORCHESTRATORS: Mapping[str, tuple[str, ...]] = {
@@ -124,7 +124,7 @@ class OrchestrationSpec:
     ``pulumi up`` can deploy the in-cluster layer; private: VPC only, and the in-cluster layer
     is deployed by a program run from inside the VPC."""
     deployer_cidrs: tuple[str, ...] = ()
-    """Where ``pulumi up`` and ``workloads.validate submit`` run from; the only public ranges
+    """Where ``pulumi up`` and ``gpu_cluster.workloads.validate submit`` run from; the only public ranges
     the API admits."""
     login_nodes: int = 1
     """Slurm login nodes."""
@@ -220,7 +220,7 @@ class ClusterSpec:
     def __post_init__(self, rules: RulesRan | None) -> None:
         if rules is not RULES_RAN:
             raise TypeError(
-                "a ClusterSpec is built by components.spec.parse_spec, which runs its rules; "
+                "a ClusterSpec is built by gpu_cluster.components.spec.parse_spec, which runs its rules; "
                 "construct the raw gpu-cluster:cluster object and parse it (dataclasses.replace "
                 "and direct construction would skip the rules)"
             )

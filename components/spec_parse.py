@@ -15,13 +15,13 @@ import ipaddress
 import re
 from typing import Any, Literal, Mapping, Protocol, cast
 
-from components.aws import rules as aws_rules
-from components.azure import rules as azure_rules
-from components.catalog import CatalogError, InstanceType, load_catalog
-from components.gcp import rules as gcp_rules
-from components.image_pins import PINS_KEY, check_pins
-from components.lustre_tiers import load_lustre
-from components.spec_model import (
+from gpu_cluster.components.aws import rules as aws_rules
+from gpu_cluster.components.azure import rules as azure_rules
+from gpu_cluster.components.catalog import CatalogError, InstanceType, load_catalog
+from gpu_cluster.components.gcp import rules as gcp_rules
+from gpu_cluster.components.image_pins import PINS_KEY, check_pins
+from gpu_cluster.components.lustre_tiers import load_lustre
+from gpu_cluster.components.spec_model import (
     CAPACITY_TYPES,
     MAX_NODES,
     ORCHESTRATORS,
@@ -38,9 +38,9 @@ from components.spec_model import (
     OrchestrationSpec,
     StorageSpec,
 )
-from components.spec_access import ssh_public_key
-from components.spec_reader import SpecError, _Reader, short
-from components.spec_security import parse_security
+from gpu_cluster.components.spec_access import ssh_public_key
+from gpu_cluster.components.spec_reader import SpecError, _Reader, short
+from gpu_cluster.components.spec_security import parse_security
 
 _K8S_VERSION = re.compile(r"^1\.(2[89]|3\d)\Z")
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]\Z")

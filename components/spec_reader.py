@@ -2,7 +2,7 @@
 
 The reader converts one raw field at a time (a mapping, a string, an integer) and, instead of
 raising at the first bad value, records ``(config path, reason)`` on itself, the shared
-:class:`components.problems.Problems`; ``parse_spec`` raises them together as one
+:class:`gpu_cluster.components.problems.Problems`; ``parse_spec`` raises them together as one
 ``SpecError``. Pure: no Pulumi.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence
 
-from components.problems import Problem, Problems, ProblemsError
+from gpu_cluster.components.problems import Problem, Problems, ProblemsError
 
 
 class SpecError(ProblemsError):

@@ -8,7 +8,7 @@
         flow-logs: "two-day benchmark cluster; flow logs cost more than the run"
 
 Every field has a default, so a stack without the block gets the whole trail. Pure: no Pulumi
-(``components.spec`` reads it; the components and ``policies.offline`` use the result).
+(``gpu_cluster.components.spec`` reads it; the components and ``gpu_cluster.policies.offline`` use the result).
 
 What the trail costs, so a stack can decide (read 2026-12-01):
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
-    from components.spec_reader import _Reader
+    from gpu_cluster.components.spec_reader import _Reader
 
 SECURITY_KEYS = ("flow_logs", "log_retention_days", "checkpoint_noncurrent_days", "exceptions")
 # The pack's rule for flow logs (policies/network.py FLOW_LOGS_RULE); switching flow logs off

@@ -1,9 +1,9 @@
 """Stack files and the spec's command line: where a stack's cluster description is read from.
 
 A stack file (``Pulumi.<stack>.yaml`` where the Pulumi project keeps its stacks, found as
-components.stack_locate says, or any path) holds the cluster object under the
+gpu_cluster.components.stack_locate says, or any path) holds the cluster object under the
 config key ``gpu-cluster:cluster``; ``read_stack_file`` returns it raw (a bad file is a
-``SpecError`` too), ``load_stack`` parsed. ``python -m components.spec STACK`` checks one and
+``SpecError`` too), ``load_stack`` parsed. ``python -m gpu_cluster.components.spec STACK`` checks one and
 prints the parsed spec; ``fail_cli`` is how every CLI reports a bad stack. Pure: no Pulumi.
 """
 
@@ -18,19 +18,19 @@ from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 import yaml
 
-from components.spec_model import ClusterSpec
-from components.spec_parse import parse_spec
-from components.spec_reader import SpecError
-from components.stack_locate import BUNDLED_DIR, STACK_HELP, locate
-from components.stack_locate import bundled_stacks as bundled_stacks
-from components.stack_locate import stack_name as stack_name
+from gpu_cluster.components.spec_model import ClusterSpec
+from gpu_cluster.components.spec_parse import parse_spec
+from gpu_cluster.components.spec_reader import SpecError
+from gpu_cluster.components.stack_locate import BUNDLED_DIR, STACK_HELP, locate
+from gpu_cluster.components.stack_locate import bundled_stacks as bundled_stacks
+from gpu_cluster.components.stack_locate import stack_name as stack_name
 
 CONFIG_KEY = "gpu-cluster:cluster"
 STACKS_DIR = BUNDLED_DIR
 
 
 def stack_path(stack: str) -> Path:
-    """A stack's name (found as Pulumi finds it: components.stack_locate) or a path to a stack file."""
+    """A stack's name (found as Pulumi finds it: gpu_cluster.components.stack_locate) or a path to a stack file."""
     return locate(stack).path
 
 
@@ -86,7 +86,7 @@ def default_name(stack: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> int:
-    """``python -m components.spec STACK``: check a stack file and print the parsed spec."""
+    """``python -m gpu_cluster.components.spec STACK``: check a stack file and print the parsed spec."""
     ap = argparse.ArgumentParser(
         prog="gpu-cluster spec", description="Check one stack file alone and print what it describes."
     )

@@ -7,7 +7,7 @@ Two ways, both under Pulumi's own mock engine (``pulumi.runtime.set_mocks``):
   parent, provider and inputs, and the program's outputs resolved to plain values. The offline
   plan (``gpu-cluster plan``) comes through the same engine::
 
-      from components.testing import run_program
+      from gpu_cluster.components.testing import run_program
 
       run = run_program("test", lambda: runpy.run_path("__main__.py", run_name="__main__") and None)
       assert not run.of_type("aws:ec2/vpc:Vpc")
@@ -37,7 +37,14 @@ from typing import Any
 import pulumi
 from pulumi.runtime import mocks as _mocks
 
-from components.engine import STACK_REFERENCE, OfflineRun, Recorded, UnknownInvokeError, _tables, run_program
+from gpu_cluster.components.engine import (
+    STACK_REFERENCE,
+    OfflineRun,
+    Recorded,
+    UnknownInvokeError,
+    _tables,
+    run_program,
+)
 
 __all__ = ["GpuClusterMocks", "OfflineRun", "Recorded", "UnknownInvokeError", "run_program"]
 

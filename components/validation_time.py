@@ -4,7 +4,7 @@ and ``validate submit --budget`` fits the phases to. Pure: no Pulumi, no torch.
 Per phase, a fixed cost plus the sweep's own time. The fixed costs are this project's own
 estimates (start-up of one torchrun launch: rendezvous, CUDA and NCCL initialisation; the
 storage and DDP phases at their default sizes), stated here so a reader can redo the sums; the
-sweep time follows from the catalog's expected bus bandwidth (components.bandwidth) with
+sweep time follows from the catalog's expected bus bandwidth (gpu_cluster.components.bandwidth) with
 nccl-tests' formulas: one call of ``size`` bytes takes ``size / algbw`` and
 ``algbw = busbw / factor(op, ranks)``. A row runs ``warmup`` untimed calls, ``iters`` host-timed
 calls, ``iters`` CUDA-event-timed calls and one checked call, per placement torch offers.
@@ -17,15 +17,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from components.bandwidth import FLOOR_MESSAGE_BYTES
-from components.catalog import InstanceType
+from gpu_cluster.components.bandwidth import FLOOR_MESSAGE_BYTES
+from gpu_cluster.components.catalog import InstanceType
 
 LAUNCH_S = 30.0
 """One torchrun launch across the nodes: rendezvous, CUDA context, NCCL communicator (estimate)."""
 ROW_OVERHEAD_S = 0.05
 """Per row: the arrival barrier, the rank combine, the check's fill and count (estimate)."""
 HEALTH_S = 10.0
-"""Per-GPU matmul and copy figures (workloads.health.gpu, short form)."""
+"""Per-GPU matmul and copy figures (gpu_cluster.workloads.health.gpu, short form)."""
 STORAGE_S = 70.0
 """The storage phase at its default sizes: about 30 s streaming, 2 x 20 s checkpoint (workloads/
 validate/run.py storage_sizes)."""
@@ -38,7 +38,7 @@ SEARCH_ROUNDS = 2
 
 OPS_PLACEMENTS = {"all_reduce": 1, "broadcast": 1, "all_gather": 2, "reduce_scatter": 2, "all_to_all": 1}
 """Placements torch offers per op (no out-of-place all_reduce or broadcast, no in-place
-all_to_all): as workloads.collectives.ops' table says."""
+all_to_all): as gpu_cluster.workloads.collectives.ops' table says."""
 
 
 def _factor(op: str, n: int) -> float:
@@ -70,7 +70,7 @@ class PhaseTime:
 
 
 def sweep_sizes(lo: int, hi: int = FLOOR_MESSAGE_BYTES) -> list[int]:
-    """The sizes a phase sweeps: x4 steps landing exactly on ``hi`` (workloads.validate.run)."""
+    """The sizes a phase sweeps: x4 steps landing exactly on ``hi`` (gpu_cluster.workloads.validate.run)."""
     factor = 4 if hi > lo * 64 else 2
     start = hi
     while start // factor >= 1 and start > lo:

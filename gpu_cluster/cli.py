@@ -1,7 +1,7 @@
 """``gpu-cluster SUBCOMMAND [ARGS...]``: hands ``ARGS`` to the entry point the subcommand names.
 
 Every subcommand keeps the flags of its module (``gpu-cluster train --help`` is
-``python -m workloads.train --help``), so the two spellings stay interchangeable.
+``python -m gpu_cluster.workloads.train --help``), so the two spellings stay interchangeable.
 """
 
 from __future__ import annotations
@@ -27,23 +27,23 @@ class Subcommand:
 
 SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("plan", "gpu_cluster.plan", "what a stack will create, cost and must achieve (offline, no account)"),
-    Subcommand("spec", "components.spec", "check a stack file alone and print what it describes"),
+    Subcommand("spec", "gpu_cluster.components.spec", "check a stack file alone and print what it describes"),
     Subcommand(
         "schema",
-        "components.provider",
+        "gpu_cluster.components.provider",
         "the package schema, as `pulumi package get-schema` prints it",
         entry="schema_main",
     ),
     Subcommand(
         "preflight",
-        "components.preflight",
+        "gpu_cluster.components.preflight",
         "ask the cloud account what the offline checks cannot know",
         extra="preflight",
     ),
     Subcommand("pin", "gpu_cluster.pin", "pin every image the stack pulls by tag to its registry's digest"),
     Subcommand(
         "validate",
-        "workloads.validate",
+        "gpu_cluster.workloads.validate",
         "prove a cluster: submit | render | rehearse | status | run | judge | diff | --local",
         extra="validate",
     ),
@@ -54,49 +54,57 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         extra="validate",
     ),
     Subcommand(
-        "collectives", "workloads.collectives", "the nccl-tests-style collectives benchmark", True, extra="validate"
+        "collectives",
+        "gpu_cluster.workloads.collectives",
+        "the nccl-tests-style collectives benchmark",
+        True,
+        extra="validate",
     ),
     Subcommand(
         "node-gate",
-        "workloads.health.node_gate",
+        "gpu_cluster.workloads.health.node_gate",
         "one node's GPU health counters, DCGM and a sustained GEMM",
         extra="validate",
     ),
     Subcommand(
         "gpu-health",
-        "workloads.health.gpu",
+        "gpu_cluster.workloads.health.gpu",
         "per-GPU matmul rate and memory bandwidth against the catalog",
         True,
         extra="validate",
     ),
     Subcommand(
-        "fabric-check", "workloads.health.fabric", "is the fabric where NCCL will look for it", True, extra="validate"
+        "fabric-check",
+        "gpu_cluster.workloads.health.fabric",
+        "is the fabric where NCCL will look for it",
+        True,
+        extra="validate",
     ),
     Subcommand(
         "train",
-        "workloads.train",
+        "gpu_cluster.workloads.train",
         "data-parallel training (DDP), the bundled GPT or your model",
         True,
         extra="validate",
     ),
-    Subcommand("data", "workloads.train.data", "write or check token shards", extra="validate"),
+    Subcommand("data", "gpu_cluster.workloads.train.data", "write or check token shards", extra="validate"),
     Subcommand(
         "parallel",
-        "workloads.parallel",
+        "gpu_cluster.workloads.parallel",
         "model-parallel training: FSDP2, tensor parallel, 2-D, pipeline",
         True,
         extra="validate",
     ),
     Subcommand(
         "tasks",
-        "workloads.tasks",
+        "gpu_cluster.workloads.tasks",
         "one job over many independent inputs, self-balancing (the task fleet)",
         True,
         extra="tasks",
     ),
     Subcommand(
         "infer",
-        "workloads.tasks.infer",
+        "gpu_cluster.workloads.tasks.infer",
         "batch inference of your model over your dataset as a fleet",
         True,
         extra="tasks",
@@ -104,12 +112,12 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
 )
 _MODULE_OF = {
     # ``python -m`` of a package runs its __main__; the function lives in the job's module.
-    "workloads.collectives": "workloads.collectives.bench",
-    "workloads.train": "workloads.train.ddp",
-    "workloads.parallel": "workloads.parallel.run",
-    "workloads.tasks": "workloads.tasks.shard",
-    "workloads.validate": "workloads.validate.__main__",
-    "components.preflight": "components.preflight.__main__",
+    "gpu_cluster.workloads.collectives": "gpu_cluster.workloads.collectives.bench",
+    "gpu_cluster.workloads.train": "gpu_cluster.workloads.train.ddp",
+    "gpu_cluster.workloads.parallel": "gpu_cluster.workloads.parallel.run",
+    "gpu_cluster.workloads.tasks": "gpu_cluster.workloads.tasks.shard",
+    "gpu_cluster.workloads.validate": "gpu_cluster.workloads.validate.__main__",
+    "gpu_cluster.components.preflight": "gpu_cluster.components.preflight.__main__",
     "gpu_cluster.heal": "gpu_cluster.heal.cli",
 }
 

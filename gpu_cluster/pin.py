@@ -25,14 +25,14 @@ from pathlib import Path
 
 import yaml
 
-from components.stack_locate import STACK_HELP
-from components.catalog import load_catalog, rxdm_fact
-from components.image_pins import PINS_KEY, ImageUse, pinned
-from components.k8s.image_uses import layer_image_uses
-from components.spec import ClusterSpec, SpecError
-from components.stack_file import CONFIG_KEY, load_stack, stack_path
-from workloads.launch import validation as vjob
-from workloads.validate import registry
+from gpu_cluster.components.stack_locate import STACK_HELP
+from gpu_cluster.components.catalog import load_catalog, rxdm_fact
+from gpu_cluster.components.image_pins import PINS_KEY, ImageUse, pinned
+from gpu_cluster.components.k8s.image_uses import layer_image_uses
+from gpu_cluster.components.spec import ClusterSpec, SpecError
+from gpu_cluster.components.stack_file import CONFIG_KEY, load_stack, stack_path
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.validate import registry
 
 Resolve = Callable[[str], str]
 

@@ -1,6 +1,6 @@
-"""``gpu-cluster plan``: the offline plan of :mod:`components.plan`, with the policy pack that
-``--policy`` checks it against (:mod:`policies.offline`) and the validation job the liveness model
-checks (rendered as ``validate render`` renders it: :mod:`workloads.validate.commands`)."""
+"""``gpu-cluster plan``: the offline plan of :mod:`gpu_cluster.components.plan`, with the policy pack that
+``--policy`` checks it against (:mod:`gpu_cluster.policies.offline`) and the validation job the liveness model
+checks (rendered as ``validate render`` renders it: :mod:`gpu_cluster.workloads.validate.commands`)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import functools
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from components import plan
-from components.engine import OfflineRun
-from components.liveness import Job
-from components.spec import ClusterSpec
-from policies import offline
+from gpu_cluster.components import plan
+from gpu_cluster.components.engine import OfflineRun
+from gpu_cluster.components.liveness import Job
+from gpu_cluster.components.spec import ClusterSpec
+from gpu_cluster.policies import offline
 
 
 def check_policy(run: OfflineRun, spec: ClusterSpec, out: TextIO) -> tuple[Any, bool]:
@@ -24,7 +24,7 @@ def check_policy(run: OfflineRun, spec: ClusterSpec, out: TextIO) -> tuple[Any, 
 
 @functools.cache
 def _bundle() -> Any:
-    from workloads.launch import bundle
+    from gpu_cluster.workloads.launch import bundle
 
     return bundle.build()
 
@@ -32,8 +32,8 @@ def _bundle() -> Any:
 def render_job(run: OfflineRun, spec: ClusterSpec) -> Job | None:
     """The validation job ``validate render`` would write for these outputs, with its defaults,
     as the liveness model reads it."""
-    from components.contract import read_outputs
-    from workloads.validate import commands
+    from gpu_cluster.components.contract import read_outputs
+    from gpu_cluster.workloads.validate import commands
 
     outs = read_outputs(run.outputs, f"the offline plan of {spec.name}")
     args = argparse.Namespace(**commands.DEFAULT_RENDER)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.core import (
+from gpu_cluster.policies.core import (
     Props,
     RuleContext,
     StackFinding,

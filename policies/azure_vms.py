@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from policies.core import Props, RuleContext, _get, _items, resource_rule
+from gpu_cluster.policies.core import Props, RuleContext, _get, _items, resource_rule
 
 AZURE_VM = "azure-native:compute:VirtualMachine"
 AZURE_VMSS = "azure-native:compute:VirtualMachineScaleSet"

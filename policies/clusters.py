@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policies.core import (
+from gpu_cluster.policies.core import (
     AWS_EKS_CLUSTER,
     AWS_EKS_NODE_GROUP,
     GCP_GKE_CLUSTER,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from policies.core import (
+from gpu_cluster.policies.core import (
     AWS_EBS_VOLUME,
     AWS_INSTANCE,
     AWS_LAUNCH_TEMPLATES,

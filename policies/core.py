@@ -87,7 +87,7 @@ class RuleContext:
     """What the stack's configuration expects, for the rules that compare against it.
 
     Under ``pulumi preview --policy-pack`` it comes from the policy pack config; offline it
-    comes from the stack's ``ClusterSpec`` (``policies.offline.context_from_spec``). ``None``
+    comes from the stack's ``ClusterSpec`` (``gpu_cluster.policies.offline.context_from_spec``). ``None``
     means "not known": the rule then checks only what holds for every stack.
     """
 
@@ -200,7 +200,7 @@ class Rule:
     """Unique policy name (kebab-case), as CrossGuard reports it."""
     description: str
     """One sentence of what is required and how it differs from its anchors (the IDs are added
-    by ``policies.crossguard``, not repeated here)."""
+    by ``gpu_cluster.policies.crossguard``, not repeated here)."""
     enforcement: Enforcement
     """mandatory blocks an update; advisory only warns."""
     ids: tuple[str, ...]
@@ -222,7 +222,7 @@ class StackRule(Rule):
 
 
 RULES: list[Rule] = []
-"""Every rule, in the order the domain modules declare them (``policies.rules`` imports them all)."""
+"""Every rule, in the order the domain modules declare them (``gpu_cluster.policies.rules`` imports them all)."""
 
 
 def resource_rule(

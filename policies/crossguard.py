@@ -1,4 +1,4 @@
-"""The rules of ``policies.rules`` as CrossGuard policy objects.
+"""The rules of ``gpu_cluster.policies.rules`` as CrossGuard policy objects.
 
 Building the ``PolicyPack`` itself is left to ``policies/__main__.py``: its constructor starts a
 gRPC server and never returns, so tests and the offline check import this module instead and
@@ -21,7 +21,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policies.rules import (
+from gpu_cluster.policies.rules import (
     ALL_RULES,
     CONTEXT_CONFIG_SCHEMA,
     ResourceRule,
@@ -98,7 +98,7 @@ def stack_policy(rule: StackRule) -> StackValidationPolicy:
 
 
 def policies() -> list[Policy]:
-    """Every rule as a CrossGuard policy, in the order ``policies.rules.ALL_RULES`` lists them."""
+    """Every rule as a CrossGuard policy, in the order ``gpu_cluster.policies.rules.ALL_RULES`` lists them."""
     out: list[Policy] = []
     for rule in ALL_RULES:
         if isinstance(rule, ResourceRule):

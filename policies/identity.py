@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from policies.core import (
+from gpu_cluster.policies.core import (
     AWS_IAM_POLICY_DOCUMENTS,
     AWS_IAM_ROLE,
     AWS_KMS_KEY,

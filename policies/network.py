@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from policies.core import (
+from gpu_cluster.policies.core import (
     AWS_DEFAULT_SECURITY_GROUP,
     AWS_FLOW_LOG,
     AWS_SECURITY_GROUP,

@@ -1,8 +1,8 @@
 """The policy pack's rules applied to an offline run: no Pulumi engine, no cloud.
 
-    python -m policies.offline STACK [--pack-config PATH|-]
+    python -m gpu_cluster.policies.offline STACK [--pack-config PATH|-]
 
-``check_run`` hands every resource the offline engine recorded (``components.engine``) to the
+``check_run`` hands every resource the offline engine recorded (``gpu_cluster.components.engine``) to the
 same rule functions CrossGuard calls under ``pulumi preview --policy-pack policies``, resource
 rules one resource at a time and stack rules over the whole run. The expectations a rule compares
 against (the Lustre KMS key, the API CIDRs, pre-placed capacity) come from the stack's
@@ -21,10 +21,10 @@ import sys
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence, TextIO
 
-from components.stack_locate import STACK_HELP
-from components.engine import OfflineRun, Recorded
-from components.spec import ClusterSpec
-from policies.rules import ALL_RULES, Enforcement, ResourceRule, Rule, RuleContext, StackResource, StackRule
+from gpu_cluster.components.stack_locate import STACK_HELP
+from gpu_cluster.components.engine import OfflineRun, Recorded
+from gpu_cluster.components.spec import ClusterSpec
+from gpu_cluster.policies.rules import ALL_RULES, Enforcement, ResourceRule, Rule, RuleContext, StackResource, StackRule
 
 EXIT_MANDATORY = 3
 
@@ -73,7 +73,7 @@ def egress_addresses(resources: list[StackResource]) -> tuple[str, ...]:
 
 
 def mock_id(res: Recorded) -> str:
-    """The id the offline engine gave ``res`` (``components.engine._StrictMocks.new_resource``):
+    """The id the offline engine gave ``res`` (``gpu_cluster.components.engine._StrictMocks.new_resource``):
     other resources' inputs carry it wherever the program passed ``res.id``."""
     return f"{res.name}-id"
 
@@ -165,10 +165,10 @@ def pack_config(spec: ClusterSpec) -> dict[str, dict[str, Any]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from components.engine import run_offline
-    from components.spec import SpecError, default_name, parse_spec, read_stack_file
+    from gpu_cluster.components.engine import run_offline
+    from gpu_cluster.components.spec import SpecError, default_name, parse_spec, read_stack_file
 
-    ap = argparse.ArgumentParser(prog="python -m policies.offline", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m gpu_cluster.policies.offline", description=__doc__.split("\n\n")[0])
     ap.add_argument("stack", help=STACK_HELP)
     ap.add_argument("--pack-config", metavar="PATH", help="write the CrossGuard pack config to PATH ('-': stdout)")
     args = ap.parse_args(argv)

@@ -2,23 +2,23 @@
 
 One body of code serves two callers:
 
-* the CrossGuard pack (``policies/__main__.py`` via ``policies.crossguard``), where Pulumi's
+* the CrossGuard pack (``policies/__main__.py`` via ``gpu_cluster.policies.crossguard``), where Pulumi's
   engine hands each resource's inputs to a ``ResourceValidationPolicy`` and the whole stack to a
   ``StackValidationPolicy``;
-* the offline check (``policies.offline``), which applies the same functions to the resources
-  the offline engine recorded (``components.engine.run_offline``).
+* the offline check (``gpu_cluster.policies.offline``), which applies the same functions to the resources
+  the offline engine recorded (``gpu_cluster.components.engine.run_offline``).
 
-The rules live by domain, each declared beside its check (``policies.core.resource_rule`` /
+The rules live by domain, each declared beside its check (``gpu_cluster.policies.core.resource_rule`` /
 ``stack_rule``: name, enforcement, Checkov/Trivy IDs and resource types written once):
 
-* ``policies.compute``   instance metadata, disk encryption, public addresses
-* ``policies.storage``   Lustre keys and protection, bucket public access, access logs, lifecycle
-* ``policies.network``   open ingress, flow logs, the default security group
-* ``policies.identity``  IAM resource scoping, KMS key policies and rotation
-* ``policies.clusters``  EKS and GKE control planes and nodes
-* ``policies.workloads`` Kubernetes objects: images by digest, pod hardening
-* ``policies.topology``  advisory fabric rules (EFA groups, placement, MTU)
-* ``policies.azure``     Azure NSGs, storage accounts, AKS API and node addresses
+* ``gpu_cluster.policies.compute``   instance metadata, disk encryption, public addresses
+* ``gpu_cluster.policies.storage``   Lustre keys and protection, bucket public access, access logs, lifecycle
+* ``gpu_cluster.policies.network``   open ingress, flow logs, the default security group
+* ``gpu_cluster.policies.identity``  IAM resource scoping, KMS key policies and rotation
+* ``gpu_cluster.policies.clusters``  EKS and GKE control planes and nodes
+* ``gpu_cluster.policies.workloads`` Kubernetes objects: images by digest, pod hardening
+* ``gpu_cluster.policies.topology``  advisory fabric rules (EFA groups, placement, MTU)
+* ``gpu_cluster.policies.azure``     Azure NSGs, storage accounts, AKS API and node addresses
 
 This module gathers them; the rule types and readers are re-exported for the pack and the tests.
 """
@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-# Importing a domain module declares its rules (in this order) into policies.core.RULES.
-from policies import compute, storage, network, identity, clusters, workloads, topology, azure, azure_vms  # noqa: F401
-from policies.core import (
+# Importing a domain module declares its rules (in this order) into gpu_cluster.policies.core.RULES.
+from gpu_cluster.policies import compute, storage, network, identity, clusters, workloads, topology, azure, azure_vms  # noqa: F401
+from gpu_cluster.policies.core import (
     AWS_LAUNCH_TEMPLATES,
     CONTEXT_CONFIG_SCHEMA,
     RULES,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.azure import AZURE_LUSTRE
-from policies.core import (
+from gpu_cluster.policies.azure import AZURE_LUSTRE
+from gpu_cluster.policies.core import (
     AWS_FSX_LUSTRE,
     AWS_S3_BUCKET_LOGGING,
     AWS_S3_BUCKETS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from policies.core import (
+from gpu_cluster.policies.core import (
     AWS_LAUNCH_TEMPLATE,
     AWS_LAUNCH_TEMPLATES,
     AWS_NATIVE_LAUNCH_TEMPLATE,
@@ -170,7 +170,7 @@ def check_efa_placement(resources: Sequence[StackResource], ctx: RuleContext) ->
 
 
 def _catalog_mtu(resources: Sequence[StackResource], ctx: RuleContext) -> tuple[str, int] | None:
-    from components.catalog import CatalogError, load_catalog
+    from gpu_cluster.components.catalog import CatalogError, load_catalog
 
     catalog = load_catalog()
     names = [ctx.instance_type] if ctx.instance_type else []

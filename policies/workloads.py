@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from policies.core import (
+from gpu_cluster.policies.core import (
     RuleContext,
     StackFinding,
     StackResource,

@@ -16,7 +16,7 @@ PY=${1:-.venv/bin/python}
 VENV=${VENV:-.venv-image-torch}
 
 read -r image torch release < <("$PY" -c '
-from components.catalog import load_runtime_images
+from gpu_cluster.components.catalog import load_runtime_images
 img = load_runtime_images()["cuda"]
 print(img.repository + ":" + img.tag, img.torch, img.tested_on or img.torch)')
 echo "image $image carries torch $torch: testing on torch $release (CPU) in $VENV"
@@ -41,14 +41,14 @@ echo "tests/workloads on torch $release: exit $rc"
 out=out/image-torch
 rm -rf "$out/validate-local"
 v=0
-"$VENV/bin/python" -m workloads.validate --local --out "$out/validate-local" || v=$?
+"$VENV/bin/python" -m gpu_cluster.workloads.validate --local --out "$out/validate-local" || v=$?
 # The verdict (0 pass, 1 warn, 2 fail) is the validation's answer; 3 means it could not run.
 echo "validate --local on torch $release: verdict exit $v"
 [ "$v" -le 2 ] || rc=$v
 
 if [ "$(id -u)" = 0 ]; then
     r=0
-    "$PY" -m workloads.validate rehearse gcp-h100-gke --image-python "$VENV/bin/python" || r=$?
+    "$PY" -m gpu_cluster.workloads.validate rehearse gcp-h100-gke --image-python "$VENV/bin/python" || r=$?
     echo "rehearse gcp-h100-gke on torch $release: exit $r"
     [ "$r" = 0 ] || rc=$r
 else

@@ -13,31 +13,31 @@ from gpu_cluster import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD_PATHS = (
-    "workloads.validate",
-    "workloads.collectives",
-    "workloads.ddp_train",
-    "workloads.data",
-    "workloads.model_parallel",
-    "workloads.shard_tasks",
-    "workloads.batch_infer",
-    "workloads.gpu_health",
-    "workloads.fabric_check",
-    "workloads.node_gate",
-    "components.plan",
-    "components.spec",
-    "components.preflight",
+    "gpu_cluster.workloads.validate",
+    "gpu_cluster.workloads.collectives",
+    "gpu_cluster.workloads.ddp_train",
+    "gpu_cluster.workloads.data",
+    "gpu_cluster.workloads.model_parallel",
+    "gpu_cluster.workloads.shard_tasks",
+    "gpu_cluster.workloads.batch_infer",
+    "gpu_cluster.workloads.gpu_health",
+    "gpu_cluster.workloads.fabric_check",
+    "gpu_cluster.workloads.node_gate",
+    "gpu_cluster.components.plan",
+    "gpu_cluster.components.spec",
+    "gpu_cluster.components.preflight",
 )
 NEW_PATHS = (
-    "workloads.train",
-    "workloads.train.data",
-    "workloads.parallel",
-    "workloads.tasks",
-    "workloads.tasks.infer",
-    "workloads.health.gpu",
-    "workloads.health.fabric",
-    "workloads.health.node_gate",
+    "gpu_cluster.workloads.train",
+    "gpu_cluster.workloads.train.data",
+    "gpu_cluster.workloads.parallel",
+    "gpu_cluster.workloads.tasks",
+    "gpu_cluster.workloads.tasks.infer",
+    "gpu_cluster.workloads.health.gpu",
+    "gpu_cluster.workloads.health.fabric",
+    "gpu_cluster.workloads.health.node_gate",
     "gpu_cluster",
-    "components.provider",
+    "gpu_cluster.components.provider",
 )
 
 
@@ -61,7 +61,7 @@ def test_every_subcommand_help_exits_0_without_a_traceback(name: str) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     # The usage line names what a user types (issue 47 item 5: validate's said `python -m
-    # workloads.validate`); a job every rank runs names the module torchrun takes.
+    # gpu_cluster.workloads.validate`); a job every rank runs names the module torchrun takes.
     sub = next(s for s in cli.SUBCOMMANDS if s.name == name)
     want = f"usage: python -m {sub.module} " if sub.under_torchrun else f"usage: gpu-cluster {name} "
     assert proc.stdout.startswith(want), proc.stdout[:200]
@@ -82,7 +82,7 @@ def test_an_unknown_subcommand_names_what_is_allowed() -> None:
 
 
 def test_a_subcommand_keeps_its_module_flags(tmp_path: Path) -> None:
-    """``gpu-cluster spec`` is ``python -m components.spec``: the same check, the same exit."""
+    """``gpu-cluster spec`` is ``python -m gpu_cluster.components.spec``: the same check, the same exit."""
     assert cli.main(["spec", "aws-h200-slurm"]) == 0
     with pytest.raises(SystemExit) as exc:
         cli.main(["spec", str(tmp_path / "missing.yaml")])

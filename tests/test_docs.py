@@ -80,7 +80,7 @@ def _g(n: float) -> str:
 
 
 def _verdict_codes() -> tuple[str, ...]:
-    from workloads.validate.verdict import Verdict
+    from gpu_cluster.workloads.validate.verdict import Verdict
 
     return tuple(str(int(v)) for v in (Verdict.PASS, Verdict.WARN, Verdict.FAIL, Verdict.UNKNOWN))
 
@@ -93,13 +93,13 @@ def _python_floor() -> tuple[str, ...]:
 
 
 def _job_python() -> tuple[str, ...]:
-    from workloads.launch.slurm_env import MIN_PYTHON
+    from gpu_cluster.workloads.launch.slurm_env import MIN_PYTHON
 
     return (".".join(map(str, MIN_PYTHON)),)
 
 
 def _eks_group() -> tuple[str, ...]:
-    from components.aws.eks_sizing import NODES_PER_MANAGED_NODE_GROUP
+    from gpu_cluster.components.aws.eks_sizing import NODES_PER_MANAGED_NODE_GROUP
 
     return (str(NODES_PER_MANAGED_NODE_GROUP),)
 
@@ -111,13 +111,13 @@ def _cb_early() -> tuple[str, ...]:
 
 
 def _floors() -> tuple[str, ...]:
-    from components.bandwidth import FAIL_OF_EXPECTED, FLOOR_MESSAGE_BYTES, WARN_OF_EXPECTED
+    from gpu_cluster.components.bandwidth import FAIL_OF_EXPECTED, FLOOR_MESSAGE_BYTES, WARN_OF_EXPECTED
 
     return (f"{WARN_OF_EXPECTED:.2f}", f"{FAIL_OF_EXPECTED:.2f}", str(FLOOR_MESSAGE_BYTES >> 30))
 
 
 def _curve_min() -> tuple[str, ...]:
-    from components.bandwidth import CURVE_MIN_BYTES
+    from gpu_cluster.components.bandwidth import CURVE_MIN_BYTES
 
     return (str(CURVE_MIN_BYTES >> 20),)
 
@@ -140,10 +140,10 @@ def _heal_exits() -> tuple[str, ...]:
 
 def _plan_exits() -> tuple[str, ...]:
     """The codes the plan's own --help states, in the order the page gives them."""
-    from components import plan
+    from gpu_cluster.components import plan
 
     epilog = re.search(r"exit (\d) planned; (\d) a stack has errors.*?; (\d) a stack could not", _help_of(plan))
-    assert epilog, "components.plan's --help no longer states its exit codes"
+    assert epilog, "gpu_cluster.components.plan's --help no longer states its exit codes"
     return epilog.groups()
 
 
@@ -158,31 +158,31 @@ def _help_of(module: object) -> str:
 
 
 def _preflight_exits() -> tuple[str, ...]:
-    from components.preflight import OK, PROBLEMS, UNCHECKED
+    from gpu_cluster.components.preflight import OK, PROBLEMS, UNCHECKED
 
     return (str(OK), str(PROBLEMS), str(UNCHECKED))
 
 
 def _rehearse_exits() -> tuple[str, ...]:
-    from workloads.validate.rehearse import EXIT_COULD_NOT, EXIT_FAIL, EXIT_PASS
+    from gpu_cluster.workloads.validate.rehearse import EXIT_COULD_NOT, EXIT_FAIL, EXIT_PASS
 
     return (str(EXIT_PASS), str(EXIT_FAIL), str(EXIT_COULD_NOT))
 
 
 def _usage_exit() -> tuple[str, ...]:
-    from workloads.runtime.flags import EXIT_USAGE
+    from gpu_cluster.workloads.runtime.flags import EXIT_USAGE
 
     return (str(EXIT_USAGE),)
 
 
 def _heartbeat() -> tuple[str, ...]:
-    from workloads.validate.heartbeat import EVERY_S
+    from gpu_cluster.workloads.validate.heartbeat import EVERY_S
 
     return (_g(EVERY_S),)
 
 
 def _loss_rtol() -> tuple[str, ...]:
-    from workloads.parallel.config import LOSS_RTOL
+    from gpu_cluster.workloads.parallel.config import LOSS_RTOL
 
     return (f"{LOSS_RTOL:.0e}".replace("e-0", "e-"),)
 
@@ -194,13 +194,13 @@ def _file_limit() -> tuple[str, ...]:
 
 
 def _azure_max_nodes() -> tuple[str, ...]:
-    from components.azure.rules import MAX_NODES_PER_SCALE_SET
+    from gpu_cluster.components.azure.rules import MAX_NODES_PER_SCALE_SET
 
     return (str(MAX_NODES_PER_SCALE_SET),)
 
 
 def _azure_lustre() -> list[tuple[str, ...]]:
-    from components.lustre_tiers import lustre_tiers
+    from gpu_cluster.components.lustre_tiers import lustre_tiers
 
     tiers = lustre_tiers("azure").tiers
     assert all(t.min == t.step for t in tiers.values()), "a tier whose smallest size is not its step"
@@ -208,7 +208,7 @@ def _azure_lustre() -> list[tuple[str, ...]]:
 
 
 def _azure_lustre_port() -> tuple[str, ...]:
-    from components.azure.network import LUSTRE_PORTS
+    from gpu_cluster.components.azure.network import LUSTRE_PORTS
 
     (single,) = [p for p in LUSTRE_PORTS if "-" not in p]
     (ranged,) = [p for p in LUSTRE_PORTS if "-" in p]
@@ -216,7 +216,7 @@ def _azure_lustre_port() -> tuple[str, ...]:
 
 
 def _aks_versions() -> tuple[str, ...]:
-    from components.k8s import aks
+    from gpu_cluster.components.k8s import aks
 
     csi = re.search(r"@(v[\d.]+) ", aks.LUSTRE_CSI_REF)
     assert csi
@@ -230,7 +230,7 @@ STACK_ROW = r"^\| ([a-z0-9]+-[a-z0-9-]+) \|"
 def _b200(itype: str) -> tuple[str, ...]:
     """GPUs, network cards, EFA, NIC and node Gbps of a B200 type, and its one multi-node reference
     (nodes, GB/s, GiB) where it has one: the catalog's figures that docs/aws.md and docs/gcp.md state."""
-    from components.catalog import load_catalog
+    from gpu_cluster.components.catalog import load_catalog
 
     it = load_catalog().get(itype)
     net, bw = it.network, it.bandwidth
@@ -241,27 +241,27 @@ def _b200(itype: str) -> tuple[str, ...]:
 
 
 def _ecr_public_gb() -> tuple[str, ...]:
-    from components.plan_caveats import ECR_PUBLIC_ANONYMOUS_GB_PER_MONTH
+    from gpu_cluster.components.plan_caveats import ECR_PUBLIC_ANONYMOUS_GB_PER_MONTH
 
     return (str(ECR_PUBLIC_ANONYMOUS_GB_PER_MONTH),)
 
 
 def _reservation_propagation() -> tuple[str, ...]:
-    from components.azure.orchestration_aks import RESERVATION_ROLE_PROPAGATION
+    from gpu_cluster.components.azure.orchestration_aks import RESERVATION_ROLE_PROPAGATION
 
     return (RESERVATION_ROLE_PROPAGATION,)
 
 
 def _aks_window() -> tuple[str, ...]:
-    from components.azure import orchestration_aks as aks
+    from gpu_cluster.components.azure import orchestration_aks as aks
 
     return (aks.MAINTENANCE_DAY, aks.MAINTENANCE_START_UTC, str(aks.MAINTENANCE_HOURS))
 
 
 def _bundled_rows() -> list[tuple[str, ...]]:
     """stack -> nodes, type, GPUs, GPU model, for the stacks the table names (in its order)."""
-    from components.catalog import load_catalog
-    from components.stack_file import read_stack_file
+    from gpu_cluster.components.catalog import load_catalog
+    from gpu_cluster.components.stack_file import read_stack_file
 
     rows = []
     for (stack,) in Figure("docs/stacks.md", STACK_ROW, lambda: []).matches():
@@ -277,9 +277,9 @@ def _plan_counts() -> list[tuple[str, ...]]:
     """stack -> resources as `gpu-cluster plan` counts them at the smallest and the largest size
     bench.plan_scale plans, and the EKS node groups there."""
     from bench.plan_scale import SIZES, EKS_NODE_GROUP, at_nodes
-    from components.engine import run_offline
-    from components.plan import _is_listed
-    from components.stack_file import read_stack_file
+    from gpu_cluster.components.engine import run_offline
+    from gpu_cluster.components.plan import _is_listed
+    from gpu_cluster.components.stack_file import read_stack_file
 
     rows = []
     for (stack,) in Figure("docs/benchmarks.md", STACK_ROW, lambda: []).matches():
@@ -430,7 +430,7 @@ def _join_timeout() -> tuple[str, ...]:
 def _baseline() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     import dataclasses
 
-    from components.catalog import load_catalog
+    from gpu_cluster.components.catalog import load_catalog
 
     m = load_catalog().get("Standard_ND96isr_H100_v5").bandwidth
     b = m.baseline
@@ -449,7 +449,7 @@ def _baseline() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
 
 
 def _kueue_retries() -> tuple[str, ...]:
-    from components.k8s.kueue import RETRY_STRATEGY
+    from gpu_cluster.components.k8s.kueue import RETRY_STRATEGY
 
     return (str(RETRY_STRATEGY["backoffLimitCount"]),)
 
@@ -571,7 +571,7 @@ def _anchor(heading: str) -> str:
 
 
 def test_the_readme_example_is_a_valid_stack() -> None:
-    from components.spec import parse_spec
+    from gpu_cluster.components.spec import parse_spec
 
     (block,) = [b.split("```", 1)[0] for b in text("README.md").split("```yaml\n")[1:]]
     cluster = yaml.safe_load(block)["config"]["gpu-cluster:cluster"]
@@ -591,8 +591,8 @@ def test_drain_flags_are_the_commands() -> None:
     """Slurm drains by default (`submit --no-drain` keeps nodes); `judge --drain` taints or drains."""
     page = text("docs/validate.md")
     assert "`--no-drain` keeps them in service" in page and "`validate judge --drain`" in page
-    assert "--no-drain" in _help("workloads.validate", "submit")
-    assert "--drain" in _help("workloads.validate", "judge")
+    assert "--no-drain" in _help("gpu_cluster.workloads.validate", "submit")
+    assert "--drain" in _help("gpu_cluster.workloads.validate", "judge")
 
 
 def test_requirements_name_each_package_once() -> None:

@@ -39,7 +39,7 @@ def _library_snippet() -> str:
 def test_library_snippet_runs_as_written() -> None:
     """Run under the offline engine with only the config its comment names: no edits, no
     placeholders, an address the spec accepts, the caller's provider and VPC honoured."""
-    from components.engine import run_program
+    from gpu_cluster.components.engine import run_program
 
     code = _library_snippet()
     assert "OWNER" not in code and "..." not in code

@@ -22,22 +22,22 @@ PRODUCT = ("components", "policies", "workloads", "gpu_cluster")
 # The modules both sides share: the catalog with its bandwidth model, the validation-time model,
 # the output contract and the one problem type. Pure: no Pulumi, no torch.
 SHARED = (
-    "components.catalog",
-    "components.catalog_file",
-    "components.catalog_fabrics",
-    "components.contract",
-    "components.bandwidth",
-    "components.bandwidth_baseline",
-    "components.bandwidth_confidence",
-    "components.validation_time",
-    "components.problems",
-    "components.image_pins",
-    "components.stack_locate",
-    "components.nccl_topology",
+    "gpu_cluster.components.catalog",
+    "gpu_cluster.components.catalog_file",
+    "gpu_cluster.components.catalog_fabrics",
+    "gpu_cluster.components.contract",
+    "gpu_cluster.components.bandwidth",
+    "gpu_cluster.components.bandwidth_baseline",
+    "gpu_cluster.components.bandwidth_confidence",
+    "gpu_cluster.components.validation_time",
+    "gpu_cluster.components.problems",
+    "gpu_cluster.components.image_pins",
+    "gpu_cluster.components.stack_locate",
+    "gpu_cluster.components.nccl_topology",
 )
 # Shared packages: the package and every module in it. The liveness model reads the plan's
 # resources and the rendered job as plain data, so the validation side can run it too.
-SHARED_PACKAGES = ("components.liveness",)
+SHARED_PACKAGES = ("gpu_cluster.components.liveness",)
 _RUNTIME_UP = ("components.shared",)
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "components.shared": (),
@@ -45,33 +45,42 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "policies": ("components", "components.shared"),
     # The fabric start-up check imports nothing of workloads, so the runtime's setup can run it
     # before the process group forms (NCCL would otherwise fall back to sockets in silence).
-    "workloads.health.fabric": _RUNTIME_UP,
-    "workloads.runtime": ("workloads.health.fabric", *_RUNTIME_UP),
-    "workloads.health": ("workloads.runtime", *_RUNTIME_UP),
-    "workloads.train": ("workloads.runtime", *_RUNTIME_UP),
-    "workloads.collectives": ("workloads.health", "workloads.runtime", *_RUNTIME_UP),
-    "workloads.parallel": ("workloads.train", "workloads.runtime", *_RUNTIME_UP),
+    "gpu_cluster.workloads.health.fabric": _RUNTIME_UP,
+    "gpu_cluster.workloads.runtime": ("gpu_cluster.workloads.health.fabric", *_RUNTIME_UP),
+    "gpu_cluster.workloads.health": ("gpu_cluster.workloads.runtime", *_RUNTIME_UP),
+    "gpu_cluster.workloads.train": ("gpu_cluster.workloads.runtime", *_RUNTIME_UP),
+    "gpu_cluster.workloads.collectives": (
+        "gpu_cluster.workloads.health",
+        "gpu_cluster.workloads.runtime",
+        *_RUNTIME_UP,
+    ),
+    "gpu_cluster.workloads.parallel": ("gpu_cluster.workloads.train", "gpu_cluster.workloads.runtime", *_RUNTIME_UP),
     # Sharded inference applies the parallel package's tensor-parallel plans (issue 27).
-    "workloads.tasks": ("workloads.parallel", "workloads.train", "workloads.runtime", *_RUNTIME_UP),
-    "workloads.launch": ("workloads.runtime", *_RUNTIME_UP),
-    "workloads.validate": (
-        "workloads.launch",
-        "workloads.collectives",
-        "workloads.health",
-        "workloads.train",
-        "workloads.runtime",
+    "gpu_cluster.workloads.tasks": (
+        "gpu_cluster.workloads.parallel",
+        "gpu_cluster.workloads.train",
+        "gpu_cluster.workloads.runtime",
+        *_RUNTIME_UP,
+    ),
+    "gpu_cluster.workloads.launch": ("gpu_cluster.workloads.runtime", *_RUNTIME_UP),
+    "gpu_cluster.workloads.validate": (
+        "gpu_cluster.workloads.launch",
+        "gpu_cluster.workloads.collectives",
+        "gpu_cluster.workloads.health",
+        "gpu_cluster.workloads.train",
+        "gpu_cluster.workloads.runtime",
         *_RUNTIME_UP,
     ),
     # the package itself and the thin entries of the old ``python -m`` paths
     "workloads": (
-        "workloads.validate",
-        "workloads.launch",
-        "workloads.collectives",
-        "workloads.parallel",
-        "workloads.tasks",
-        "workloads.health",
-        "workloads.train",
-        "workloads.runtime",
+        "gpu_cluster.workloads.validate",
+        "gpu_cluster.workloads.launch",
+        "gpu_cluster.workloads.collectives",
+        "gpu_cluster.workloads.parallel",
+        "gpu_cluster.workloads.tasks",
+        "gpu_cluster.workloads.health",
+        "gpu_cluster.workloads.train",
+        "gpu_cluster.workloads.runtime",
         *_RUNTIME_UP,
     ),
     "gpu_cluster": ("*",),
@@ -151,7 +160,7 @@ def upward_edges(edges: Mapping[str, set[str]]) -> list[str]:
         allowed = MAY_IMPORT[here]
         for t in sorted(targets):
             there = room_of(t)
-            # a room inside an allowed room (workloads.health.fabric in workloads.health) is allowed
+            # a room inside an allowed room (gpu_cluster.workloads.health.fabric in gpu_cluster.workloads.health) is allowed
             if (
                 there != here
                 and "*" not in allowed
@@ -223,9 +232,9 @@ def _one_cycle(comp: list[str], edges: Mapping[str, set[str]]) -> list[str]:
 def test_every_module_has_a_room() -> None:
     rooms = {mod: room_of(mod) for mod in graph()}
     assert rooms and set(rooms.values()) <= set(MAY_IMPORT)
-    assert room_of("workloads.health.fabric") == "workloads.health.fabric" and room_of("components.catalog") == (
-        "components.shared"
-    )
+    assert room_of("gpu_cluster.workloads.health.fabric") == "gpu_cluster.workloads.health.fabric" and room_of(
+        "gpu_cluster.components.catalog"
+    ) == ("components.shared")
 
 
 def test_no_import_circle_anywhere() -> None:
@@ -258,7 +267,11 @@ def test_shared_modules_import_no_pulumi_and_no_torch() -> None:
 
 
 def test_a_shared_package_is_a_shared_room() -> None:
-    assert room_of("components.liveness") == room_of("components.liveness.facts") == "components.shared"
+    assert (
+        room_of("gpu_cluster.components.liveness")
+        == room_of("gpu_cluster.components.liveness.facts")
+        == "components.shared"
+    )
     assert room_of("components.livenessx") == "components"
 
 
@@ -289,9 +302,9 @@ def test_a_planted_circle_fails_with_its_edges_named(tmp_path: Path) -> None:
         {
             "workloads/__init__.py": "",
             "workloads/tasks/__init__.py": "",
-            "workloads/tasks/a.py": "def f():\n    from workloads.tasks import b\n",
-            "workloads/tasks/b.py": "from workloads.tasks.a import f\n",
-            "workloads/tasks/c.py": "import workloads.tasks.b\n",
+            "workloads/tasks/a.py": "def f():\n    from gpu_cluster.workloads.tasks import b\n",
+            "workloads/tasks/b.py": "from gpu_cluster.workloads.tasks.a import f\n",
+            "workloads/tasks/c.py": "import gpu_cluster.workloads.tasks.b\n",
             "components/__init__.py": "",
             "components/x.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from components.y import Y\n",
             "components/y.py": "from components import x\n",
@@ -300,18 +313,38 @@ def test_a_planted_circle_fails_with_its_edges_named(tmp_path: Path) -> None:
     found = cycles(edges)
     assert sorted(found) == [
         ["components.x", "components.y", "components.x"],
-        ["workloads.tasks.a", "workloads.tasks.b", "workloads.tasks.a"],
+        ["gpu_cluster.workloads.tasks.a", "gpu_cluster.workloads.tasks.b", "gpu_cluster.workloads.tasks.a"],
     ]
 
 
 @pytest.mark.parametrize(
     ("importer", "text", "named"),
     [
-        ("components/plan.py", "from policies import offline\n", "components.plan -> policies.offline"),
-        ("workloads/health/gate.py", "from workloads.validate import judge\n", "workloads.health.gate -> "),
-        ("workloads/runtime/dev.py", "import workloads.collectives.ops\n", "workloads.runtime.dev -> "),
-        ("components/aws/x.py", "def f():\n    from workloads.launch import job\n", "components.aws.x -> "),
-        ("workloads/launch/job.py", "from components.spec import ClusterSpec\n", "workloads.launch.job -> "),
+        (
+            "components/plan.py",
+            "from policies import offline\n",
+            "gpu_cluster.components.plan -> gpu_cluster.policies.offline",
+        ),
+        (
+            "workloads/health/gate.py",
+            "from gpu_cluster.workloads.validate import judge\n",
+            "gpu_cluster.workloads.health.gate -> ",
+        ),
+        (
+            "workloads/runtime/dev.py",
+            "import gpu_cluster.workloads.collectives.ops\n",
+            "gpu_cluster.workloads.runtime.dev -> ",
+        ),
+        (
+            "components/aws/x.py",
+            "def f():\n    from gpu_cluster.workloads.launch import job\n",
+            "gpu_cluster.components.aws.x -> ",
+        ),
+        (
+            "workloads/launch/job.py",
+            "from gpu_cluster.components.spec import ClusterSpec\n",
+            "gpu_cluster.workloads.launch.job -> ",
+        ),
     ],
 )
 def test_a_planted_upward_edge_fails_with_the_edge_named(tmp_path: Path, importer: str, text: str, named: str) -> None:

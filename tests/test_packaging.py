@@ -283,7 +283,7 @@ for top in (components, workloads, policies, gpu_cluster):
     for info in pkgutil.walk_packages(top.__path__, top.__name__ + "."):
         if info.name.rsplit(".", 1)[-1] != "__main__":  # __main__ modules run their program
             mods[info.name] = importlib.import_module(info.name).__file__
-from components.catalog import CATALOG_PATH, load_catalog
+from gpu_cluster.components.catalog import CATALOG_PATH, load_catalog
 print(json.dumps({"modules": mods, "catalog": str(CATALOG_PATH), "instances": sorted(load_catalog().names()),
                   "sys_path": sys.path, "found": [n for n in %r if importlib.util.find_spec(n)]}))
 """ % (NOT_PACKAGES,)
@@ -305,7 +305,7 @@ print(json.dumps({"modules": mods, "catalog": str(CATALOG_PATH), "instances": so
     for name, file in out["modules"].items():
         assert Path(file).resolve().is_relative_to(installed / name.split(".")[0]), f"{name} loaded from {file}"
     assert Path(out["catalog"]).resolve() == installed / "components" / "catalog.yaml"
-    from components.catalog import load_catalog
+    from gpu_cluster.components.catalog import load_catalog
 
     assert out["instances"] == sorted(load_catalog().names()) and out["instances"]
     assert out["found"] == [], "not packages of gpu-cluster"

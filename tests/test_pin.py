@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 import yaml
 
-from components.k8s.addons import JOBSET_IMAGE
-from components.k8s.kueue import KUEUE_IMAGE
-from components.spec import load_stack
+from gpu_cluster.components.k8s.addons import JOBSET_IMAGE
+from gpu_cluster.components.k8s.kueue import KUEUE_IMAGE
+from gpu_cluster.components.spec import load_stack
 from gpu_cluster import pin as pin_cmd
-from workloads.launch import validation as vjob
-from workloads.validate import registry
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.validate import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -153,8 +153,8 @@ def test_refresh_reports_a_moved_tag(stack: Path, reg: Served) -> None:
 
 
 def test_an_eks_stack_pins_every_chart_image_and_the_plan_pulls_them(tmp_path: Path, reg: Served) -> None:
-    from components.aws.versions import NVIDIA_PLUGIN_IMAGE, efa_plugin_image
-    from components.plan_caveats import caveats
+    from gpu_cluster.components.aws.versions import NVIDIA_PLUGIN_IMAGE, efa_plugin_image
+    from gpu_cluster.components.plan_caveats import caveats
 
     path = tmp_path / "Pulumi.mine.yaml"
     shutil.copy(ROOT / "stacks" / "Pulumi.aws-h100-eks.yaml", path)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from components import stack_locate
-from components.stack_file import read_stack_file
-from components.spec_reader import SpecError
+from gpu_cluster.components import stack_locate
+from gpu_cluster.components.stack_file import read_stack_file
+from gpu_cluster.components.spec_reader import SpecError
 from gpu_cluster import cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,7 +116,7 @@ def test_a_stack_path_never_gives_a_traceback(
 
 def test_runs_of_a_stack_given_by_path_are_filed_under_its_name(tmp_path: Path) -> None:
     """`validate submit /path/Pulumi.mine.yaml` once made out/validate/<the path>/ inside the file."""
-    from workloads.validate.commands import _local_dir
+    from gpu_cluster.workloads.validate.commands import _local_dir
 
     stack = _project(tmp_path)
     args = argparse.Namespace(fetch_to=str(tmp_path / "runs"), stack=str(stack))

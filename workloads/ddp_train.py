@@ -1,8 +1,8 @@
-"""Old path, kept so that scripts and queued jobs naming it still run: now ``python -m workloads.train``."""
+"""Old path, kept so that scripts and queued jobs naming it still run: now ``python -m gpu_cluster.workloads.train``."""
 
-from workloads.train.ddp import main
+from gpu_cluster.workloads.train.ddp import main
 
 if __name__ == "__main__":
-    from workloads.runtime.device import exit_process
+    from gpu_cluster.workloads.runtime.device import exit_process
 
     exit_process(main())

@@ -1,6 +1,6 @@
-"""Old path, kept so that scripts and queued jobs naming it still run: now ``python -m workloads.health.gpu``."""
+"""Old path, kept so that scripts and queued jobs naming it still run: now ``python -m gpu_cluster.workloads.health.gpu``."""
 
-from workloads.health.gpu import main
+from gpu_cluster.workloads.health.gpu import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

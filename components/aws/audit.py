@@ -34,8 +34,8 @@ from typing import Any, Mapping
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.keys import account_of
-from components.spec_security import SecuritySpec
+from gpu_cluster.components.aws.keys import account_of
+from gpu_cluster.components.spec_security import SecuritySpec
 
 FLOW_LOG_PREFIX = "flow-logs/"
 ACCESS_LOG_PREFIX = "access-logs/"

@@ -21,20 +21,20 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_aws_native as aws_native
 
-from components.aws.common import cluster_tags
-from components.aws.compute import Compute, ComputeArgs
-from components.aws.image_cache import UPSTREAM as IMAGE_CACHE_UPSTREAM
-from components.aws.image_cache import ImageCacheArgs, create_image_cache
-from components.aws.interconnect import Interconnect, InterconnectArgs
-from components.aws.network import ExistingNetwork, Network, NetworkArgs
-from components.aws.orchestration_eks import FSX_VOLUME, JOB_NAMESPACE, EksArgs
-from components.aws.orchestration_eks import Orchestration as EksOrchestration
-from components.aws.orchestration_pcs import Orchestration as PcsOrchestration
-from components.aws.orchestration_pcs import PcsArgs, lustre_user_data
-from components.aws.rules import pcs_size
-from components.aws.storage import Storage, StorageArgs
-from components.contract import COMPONENT_FACTS, UNVALIDATED_TAINT_KEY
-from components.spec import ClusterSpec
+from gpu_cluster.components.aws.common import cluster_tags
+from gpu_cluster.components.aws.compute import Compute, ComputeArgs
+from gpu_cluster.components.aws.image_cache import UPSTREAM as IMAGE_CACHE_UPSTREAM
+from gpu_cluster.components.aws.image_cache import ImageCacheArgs, create_image_cache
+from gpu_cluster.components.aws.interconnect import Interconnect, InterconnectArgs
+from gpu_cluster.components.aws.network import ExistingNetwork, Network, NetworkArgs
+from gpu_cluster.components.aws.orchestration_eks import FSX_VOLUME, JOB_NAMESPACE, EksArgs
+from gpu_cluster.components.aws.orchestration_eks import Orchestration as EksOrchestration
+from gpu_cluster.components.aws.orchestration_pcs import Orchestration as PcsOrchestration
+from gpu_cluster.components.aws.orchestration_pcs import PcsArgs, lustre_user_data
+from gpu_cluster.components.aws.rules import pcs_size
+from gpu_cluster.components.aws.storage import Storage, StorageArgs
+from gpu_cluster.components.contract import COMPONENT_FACTS, UNVALIDATED_TAINT_KEY
+from gpu_cluster.components.spec import ClusterSpec
 
 
 def _region_checked(spec: ClusterSpec, providers: list[pulumi.ProviderResource]) -> pulumi.Output[str]:

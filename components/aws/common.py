@@ -10,7 +10,7 @@ import json
 import re
 from typing import Mapping
 
-from components.spec import ClusterSpec
+from gpu_cluster.components.spec import ClusterSpec
 
 CLUSTER_TAG = "gpu-cluster"
 

@@ -52,10 +52,10 @@ from typing import Literal, Mapping, Sequence
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.common import assume_role_policy, managed_policy_arn
-from components.aws.interconnect import Nic
-from components.aws.versions import EKS_KUBERNETES_VERSION, PCS_SLURM_VERSION, pcs_ami_name
-from components.spec import CapacitySpec
+from gpu_cluster.components.aws.common import assume_role_policy, managed_policy_arn
+from gpu_cluster.components.aws.interconnect import Nic
+from gpu_cluster.components.aws.versions import EKS_KUBERNETES_VERSION, PCS_SLURM_VERSION, pcs_ami_name
+from gpu_cluster.components.spec import CapacitySpec
 
 # The root device name of Amazon Linux 2 and 2023 images (both images above).
 ROOT_DEVICE = "/dev/xvda"

@@ -24,10 +24,10 @@ from collections.abc import Mapping
 
 import pulumi_aws as aws
 
-from components.aws.versions import NVIDIA_PLUGIN_IMAGE, efa_plugin_image, efa_plugin_repository
-from components.contract import UNVALIDATED_TAINT_KEY, UNVALIDATED_TAINT_VALUE
-from components.image_pins import chart_image
-from components.k8s.registration import chart_defaults, toleration, with_toleration
+from gpu_cluster.components.aws.versions import NVIDIA_PLUGIN_IMAGE, efa_plugin_image, efa_plugin_repository
+from gpu_cluster.components.contract import UNVALIDATED_TAINT_KEY, UNVALIDATED_TAINT_VALUE
+from gpu_cluster.components.image_pins import chart_image
+from gpu_cluster.components.k8s.registration import chart_defaults, toleration, with_toleration
 
 # The EKS API's spelling of NoSchedule (EKS API reference, Taint).
 NO_SCHEDULE = "NO_SCHEDULE"

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.common import assume_role_policy
+from gpu_cluster.components.aws.common import assume_role_policy
 
 GRAFANA_SERVICE = "grafana.amazonaws.com"
 QUERY_ACTIONS = ("aps:GetLabels", "aps:GetMetricMetadata", "aps:GetSeries", "aps:QueryMetrics")

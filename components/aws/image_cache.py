@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.common import ECR_PUBLIC, cache_prefix, partition
+from gpu_cluster.components.aws.common import ECR_PUBLIC, cache_prefix, partition
 
 UPSTREAM = ECR_PUBLIC
 

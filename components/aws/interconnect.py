@@ -28,8 +28,8 @@ from typing import Literal, Mapping
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.common import with_name
-from components.catalog import InstanceType
+from gpu_cluster.components.aws.common import with_name
+from gpu_cluster.components.catalog import InstanceType
 
 InterfaceType = Literal["interface", "efa", "efa-only"]
 

@@ -29,8 +29,8 @@ import pulumi
 import pulumi_aws as aws
 import yaml
 
-from components.aws.grafana import AmazonManagedGrafana
-from components.k8s.metrics import DCGM_EXPORTER_NAMESPACE, DCGM_EXPORTER_POD_NAME, DCGM_PORT_NAME
+from gpu_cluster.components.aws.grafana import AmazonManagedGrafana
+from gpu_cluster.components.k8s.metrics import DCGM_EXPORTER_NAMESPACE, DCGM_EXPORTER_POD_NAME, DCGM_PORT_NAME
 
 # The AMP collector's floor (AMP-collector-how-to.html, "Scrape interval").
 SCRAPE_INTERVAL = "30s"

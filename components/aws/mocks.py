@@ -98,7 +98,7 @@ MOCK_ZONES: Mapping[str, Mapping[str, str]] = {
 def _regular_zones(region: str) -> dict[str, str]:
     """Another region: zones a, b, c as az1, az2, az3 ("Each Region has at least three Availability
     Zones", docs.aws.amazon.com/global-infrastructure/latest/regions/aws-availability-zones.html)."""
-    from components.aws.rules import zone_id_prefix
+    from gpu_cluster.components.aws.rules import zone_id_prefix
 
     prefix = zone_id_prefix(region)
     if prefix is None:

@@ -24,10 +24,10 @@ from typing import Mapping, Sequence, Union
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.audit import network_audit
-from components.aws.common import with_name
-from components.aws.network_rules import control_plane_zone
-from components.spec_security import SecuritySpec
+from gpu_cluster.components.aws.audit import network_audit
+from gpu_cluster.components.aws.common import with_name
+from gpu_cluster.components.aws.network_rules import control_plane_zone
+from gpu_cluster.components.spec_security import SecuritySpec
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)

@@ -13,7 +13,7 @@ import re
 from typing import TYPE_CHECKING, Mapping
 
 if TYPE_CHECKING:
-    from components.spec_model import ClusterSpec
+    from gpu_cluster.components.spec_model import ClusterSpec
 
 # Zone IDs in which EKS refuses a cluster's subnets (EKS user guide "network-reqs", "Subnet
 # requirements for clusters": us-east-1 use1-az3, us-west-1 usw1-az2, ca-central-1 cac1-az3;
@@ -35,7 +35,7 @@ _SUBNET_ID = re.compile(r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})\Z")
 
 
 def existing_network(spec: ClusterSpec) -> list[tuple[str, str]]:
-    from components.spec_model import DEPLOY_TIME_ID
+    from gpu_cluster.components.spec_model import DEPLOY_TIME_ID
 
     net = spec.network
     if not net.existing:

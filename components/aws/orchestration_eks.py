@@ -16,7 +16,7 @@
   association (the nodes' metadata is closed to pods: hop limit 1, compute.py);
 * in the cluster: NVIDIA and EFA device plugins (the nodes' GPUs and EFA interfaces become
   schedulable resources), a static volume for the file system, and the JobSet controller
-  (on the system nodes). The validation job is not a resource: ``python -m workloads.validate
+  (on the system nodes). The validation job is not a resource: ``python -m gpu_cluster.workloads.validate
   submit STACK`` runs it from the stack's outputs, as often as needed. With
   ``orchestration.endpoint: private`` none of the in-cluster layer is created here: it is
   deployed from inside the VPC (docs/stacks.md, "A private cluster").
@@ -37,14 +37,14 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.aws import eks_sizing
-from components.aws.common import assume_role_policy, managed_policy_arn, with_name
-from components.aws.compute import EKS_AMI_TYPE, launch_template_args
-from components.aws.keys import root_key_policy
-from components.aws.metrics import eks_prometheus
-from components.aws.network import SubnetIds
-from components.aws.eks_values import efa_plugin_values, nvidia_plugin_values, registration_taints
-from components.aws.versions import (
+from gpu_cluster.components.aws import eks_sizing
+from gpu_cluster.components.aws.common import assume_role_policy, managed_policy_arn, with_name
+from gpu_cluster.components.aws.compute import EKS_AMI_TYPE, launch_template_args
+from gpu_cluster.components.aws.keys import root_key_policy
+from gpu_cluster.components.aws.metrics import eks_prometheus
+from gpu_cluster.components.aws.network import SubnetIds
+from gpu_cluster.components.aws.eks_values import efa_plugin_values, nvidia_plugin_values, registration_taints
+from gpu_cluster.components.aws.versions import (
     EFA_PLUGIN_VERSION,
     EKS_CHARTS_REPO,
     FSX_CSI_ADDON,
@@ -54,11 +54,11 @@ from components.aws.versions import (
     VPC_CNI_ADDON,
 )
 
-from components.k8s.metrics import dcgm_exporter
+from gpu_cluster.components.k8s.metrics import dcgm_exporter
 
 # Re-exported: components/aws/cluster.py names it in the stack output scheduler.namespace.
-from components.k8s.addons import JOB_NAMESPACE as JOB_NAMESPACE, job_namespace, jobset
-from components.spec import CapacitySpec
+from gpu_cluster.components.k8s.addons import JOB_NAMESPACE as JOB_NAMESPACE, job_namespace, jobset
+from gpu_cluster.components.spec import CapacitySpec
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 # The FSx CSI controller's service account in the managed add-on ("fsx-csi-create": eksctl create

@@ -30,9 +30,9 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_aws_native as aws_native
 
-from components.aws.compute import launch_template_args
-from components.aws.versions import PCS_SLURM_VERSION
-from components.spec import CapacitySpec
+from gpu_cluster.components.aws.compute import launch_template_args
+from gpu_cluster.components.aws.versions import PCS_SLURM_VERSION
+from gpu_cluster.components.spec import CapacitySpec
 
 pcs = aws_native.pcs
 

@@ -1,12 +1,12 @@
 """AWS rules on a whole, typed cluster description, each beside the page it follows.
 
-``check(spec, raw)`` returns ``(config path, reason)`` problems, as ``components.spec`` reports
+``check(spec, raw)`` returns ``(config path, reason)`` problems, as ``gpu_cluster.components.spec`` reports
 them; ``parse_spec`` calls it once the generic rules pass. The field rules below it (region and
 zone names, reservation ids, bucket names, Lustre sizes, the export path, tags, the node image)
 are called by the generic reader while it reads each field, so their problems come with the
 others in one pass; each returns a reason, or None for a good value. Pure: no Pulumi, no network.
 
-What needs the account is left to the online preflight (``python -m components.preflight STACK``):
+What needs the account is left to the online preflight (``python -m gpu_cluster.components.preflight STACK``):
 whether the reservation or capacity block exists, is active or scheduled, matches type, zone and
 count, and in which placement group an ODCR was made; the zone *ID* behind the stack's zone name
 (names map to different IDs in every account, and EKS refuses control-plane subnets in some IDs,
@@ -19,18 +19,18 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Mapping
 
-from components.aws import eks_sizing
-from components.aws.network_rules import EKS_DISALLOWED_ZONE_IDS, existing_network
-from components.aws.versions import (
+from gpu_cluster.components.aws import eks_sizing
+from gpu_cluster.components.aws.network_rules import EKS_DISALLOWED_ZONE_IDS, existing_network
+from gpu_cluster.components.aws.versions import (
     EKS_KUBERNETES_VERSION,
     EKS_REGISTRIES,
     EKS_STANDARD_SUPPORT_END,
     EKS_UNAVAILABLE,
 )
-from components.lustre_tiers import lustre_tiers
+from gpu_cluster.components.lustre_tiers import lustre_tiers
 
 if TYPE_CHECKING:
-    from components.spec_model import ClusterSpec
+    from gpu_cluster.components.spec_model import ClusterSpec
 
 # EC2 placement group names: up to 255 ASCII characters (EC2 API CreatePlacementGroup, GroupName);
 # held here to printable characters without spaces, which every console-made name is.
@@ -195,7 +195,8 @@ def capacity_note(spec: ClusterSpec) -> str | None:
     when = "appear when the block starts" if spec.orchestration.kind == "eks" else "appear when a job asks for them"
     return (
         f"capacity block {cap.id}: the {n} GPU nodes {when}, not at `pulumi up`: {how}. "
-        "The block's start and end: `python -m components.preflight STACK` (DescribeCapacityReservations)." + upgrade
+        "The block's start and end: `python -m gpu_cluster.components.preflight STACK` (DescribeCapacityReservations)."
+        + upgrade
     )
 
 
@@ -385,7 +386,7 @@ def tag(key: str, value: str) -> str | None:
 
 
 def node_image(raw: object, kind: str | None) -> str | None:
-    from components.spec_reader import short
+    from gpu_cluster.components.spec_reader import short
 
     pattern, example = (
         (_EKS_RELEASE, "an EKS AL2023 NVIDIA release such as 1.33.5-20251120")

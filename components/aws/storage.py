@@ -17,10 +17,10 @@ from typing import Any, Mapping
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.audit import checkpoint_audit
-from components.aws.common import with_name
-from components.aws.keys import lustre_key
-from components.spec import LustreSpec
+from gpu_cluster.components.aws.audit import checkpoint_audit
+from gpu_cluster.components.aws.common import with_name
+from gpu_cluster.components.aws.keys import lustre_key
+from gpu_cluster.components.spec import LustreSpec
 
 # Lustre's ports: 988 for the LNet traffic itself, 1018-1023 for the client's privileged
 # source ports (FSx for Lustre user guide, "File system access control with Amazon VPC").

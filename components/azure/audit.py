@@ -23,9 +23,9 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_azure_native as azure
 
-from components.azure.common import cluster_tags
-from components.azure.rules import LOG_ANALYTICS_MAX_DAYS, LOG_ANALYTICS_MIN_DAYS
-from components.spec import ClusterSpec
+from gpu_cluster.components.azure.common import cluster_tags
+from gpu_cluster.components.azure.rules import LOG_ANALYTICS_MAX_DAYS, LOG_ANALYTICS_MIN_DAYS
+from gpu_cluster.components.spec import ClusterSpec
 
 # Interactive retention of a Log Analytics workspace: 30 to 730 days (Azure Monitor, "Manage data
 # retention in a Log Analytics workspace", learn.microsoft.com/azure/azure-monitor/logs/

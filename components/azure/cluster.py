@@ -13,9 +13,9 @@ from typing import Any
 
 import pulumi
 
-from components.azure.common import AddressPlan, address_plan
-from components.azure.network import Network, NetworkArgs
-from components.azure.orchestration_aks import (
+from gpu_cluster.components.azure.common import AddressPlan, address_plan
+from gpu_cluster.components.azure.network import Network, NetworkArgs
+from gpu_cluster.components.azure.orchestration_aks import (
     GPU_POOL,
     LUSTRE_CLAIM,
     POOL_LABEL,
@@ -23,11 +23,11 @@ from components.azure.orchestration_aks import (
     AksOrchestration,
     gpu_taint_keys,
 )
-from components.azure.orchestration_slurm import CONTROLLER_HOST, SlurmArgs, SlurmOrchestration
-from components.azure.storage import Storage, StorageArgs
-from components.contract import COMPONENT_FACTS
-from components.k8s.addons import JOB_NAMESPACE
-from components.spec import ClusterSpec
+from gpu_cluster.components.azure.orchestration_slurm import CONTROLLER_HOST, SlurmArgs, SlurmOrchestration
+from gpu_cluster.components.azure.storage import Storage, StorageArgs
+from gpu_cluster.components.contract import COMPONENT_FACTS
+from gpu_cluster.components.k8s.addons import JOB_NAMESPACE
+from gpu_cluster.components.spec import ClusterSpec
 
 
 def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: object = None) -> dict[str, Any]:

@@ -10,8 +10,8 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from components.azure.rules import AKS_DNS_SERVICE_IP, AKS_POD_CIDR, AKS_SERVICE_CIDR
-from components.spec import ClusterSpec
+from gpu_cluster.components.azure.rules import AKS_DNS_SERVICE_IP, AKS_POD_CIDR, AKS_SERVICE_CIDR
+from gpu_cluster.components.spec import ClusterSpec
 
 __all__ = [
     "AKS_DNS_SERVICE_IP",

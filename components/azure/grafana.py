@@ -32,8 +32,8 @@ from __future__ import annotations
 import pulumi
 import pulumi_azure_native as azure
 
-from components.azure.common import cluster_tags
-from components.spec import ClusterSpec
+from gpu_cluster.components.azure.common import cluster_tags
+from gpu_cluster.components.spec import ClusterSpec
 
 # The role ids above.
 MONITORING_DATA_READER = "b0d8363b-8ddd-447d-831f-62ca05bff136"

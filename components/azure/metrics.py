@@ -31,8 +31,8 @@ from __future__ import annotations
 import pulumi
 import pulumi_azure_native as azure
 
-from components.azure.common import cluster_tags
-from components.spec import ClusterSpec
+from gpu_cluster.components.azure.common import cluster_tags
+from gpu_cluster.components.spec import ClusterSpec
 
 PROMETHEUS_STREAM = "Microsoft-PrometheusMetrics"
 # The template's names for the source and the destination inside the rule.

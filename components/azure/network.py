@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_azure_native as azure
 
-from components.azure.common import AKS_POD_CIDR, AddressPlan, cluster_tags
-from components.spec import ClusterSpec
+from gpu_cluster.components.azure.common import AKS_POD_CIDR, AddressPlan, cluster_tags
+from gpu_cluster.components.spec import ClusterSpec
 
 # Managed Lustre: clients and servers talk TCP 988 and 1019-1023, in and out, and the file
 # system's subnet reaches the AzureCloud service tag outbound (amlfs-prerequisites.md at

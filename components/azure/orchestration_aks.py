@@ -59,22 +59,22 @@ import pulumi
 import pulumi_azure_native as azure
 import pulumi_kubernetes as k8s
 
-from components import nccl_topology
-from components.azure import audit, metrics
-from components.azure.grafana import ManagedGrafana
-from components.azure.common import (
+from gpu_cluster.components import nccl_topology
+from gpu_cluster.components.azure import audit, metrics
+from gpu_cluster.components.azure.grafana import ManagedGrafana
+from gpu_cluster.components.azure.common import (
     AKS_DNS_SERVICE_IP,
     AKS_POD_CIDR,
     AKS_SERVICE_CIDR,
     azurecli_kubeconfig,
     cluster_tags,
 )
-from components.azure.rules import ZONES
-from components.k8s import aks as layer
-from components.k8s import aks_amd
-from components.k8s.metrics import ama_dcgm_scrape
-from components.k8s.addons import job_namespace, jobset
-from components.spec import ClusterSpec
+from gpu_cluster.components.azure.rules import ZONES
+from gpu_cluster.components.k8s import aks as layer
+from gpu_cluster.components.k8s import aks_amd
+from gpu_cluster.components.k8s.metrics import ama_dcgm_scrape
+from gpu_cluster.components.k8s.addons import job_namespace, jobset
+from gpu_cluster.components.spec import ClusterSpec
 
 # Pool names: lower-case letters and digits, starting with a letter, 1-12 characters on Linux
 # (create-node-pools.md at fb060ab).

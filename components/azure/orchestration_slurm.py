@@ -31,10 +31,10 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_azure_native as azure
 
-from components.azure.common import cluster_tags
-from components.azure.slurm_config import ADMIN_USER, SlurmLayout, controller_script, node_script
-from components.azure.storage import FSNAME, MOUNT_OPTIONS
-from components.spec import ClusterSpec
+from gpu_cluster.components.azure.common import cluster_tags
+from gpu_cluster.components.azure.slurm_config import ADMIN_USER, SlurmLayout, controller_script, node_script
+from gpu_cluster.components.azure.storage import FSNAME, MOUNT_OPTIONS
+from gpu_cluster.components.spec import ClusterSpec
 
 # The HPC image for ND v5 on Ubuntu 24.04 (azhpc-images README at 8e9d055: ubuntu-hpc 2404); Gen2,
 # which the ND H100 v5 size requires ("requires the use of Generation 2 VMs and marketplace images").

@@ -1,6 +1,6 @@
 """Azure rules on a whole, typed cluster description, each beside the page it follows.
 
-``check(spec, raw)`` returns ``(config path, reason)`` problems, as ``components.spec`` reports
+``check(spec, raw)`` returns ``(config path, reason)`` problems, as ``gpu_cluster.components.spec`` reports
 them; ``parse_spec`` calls it once the generic rules pass. The field rules below it (region and
 zone names, capacity reservation group ids, container names, Lustre sizes, the export path,
 tags, the node image) are called by the generic reader while it reads each field, so their
@@ -20,10 +20,10 @@ import ipaddress
 import re
 from typing import TYPE_CHECKING, Any, Mapping
 
-from components.lustre_tiers import lustre_tiers
+from gpu_cluster.components.lustre_tiers import lustre_tiers
 
 if TYPE_CHECKING:
-    from components.spec_model import ClusterSpec
+    from gpu_cluster.components.spec_model import ClusterSpec
 
 # VMs share an InfiniBand fabric only inside one scale set in Uniform orchestration with
 # singlePlacementGroup true, and such a scale set holds at most 100 VMs (300 by a support

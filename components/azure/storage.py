@@ -16,9 +16,9 @@ from typing import Any, Sequence
 import pulumi
 import pulumi_azure_native as azure
 
-from components.azure import audit
-from components.azure.common import cluster_tags, storage_account_name
-from components.spec import ClusterSpec
+from gpu_cluster.components.azure import audit
+from gpu_cluster.components.azure.common import cluster_tags, storage_account_name
+from gpu_cluster.components.spec import ClusterSpec
 
 # "Start time of a 30-minute weekly maintenance window"; Saturday 23:00 UTC is the window CCWS
 # gives its file system (Azure/cyclecloud-slurm-workspace bicep/amlfs.bicep at bc0fc1b).

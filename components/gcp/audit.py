@@ -24,9 +24,9 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-from components.gcp.common import labels
-from components.spec import ClusterSpec
-from components.spec_security import SecuritySpec
+from gpu_cluster.components.gcp.common import labels
+from gpu_cluster.components.spec import ClusterSpec
+from gpu_cluster.components.spec_security import SecuritySpec
 
 USAGE_LOG_WRITER = "group:cloud-storage-analytics@google.com"
 FLOW_AGGREGATION = "INTERVAL_5_SEC"

@@ -12,18 +12,24 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from components.contract import COMPONENT_FACTS, UNVALIDATED_TAINT_KEY
-from components.gcp.common import address_plan, project
-from components.gcp.compute import FLEX_START_MAX_DURATION, Compute, ComputeArgs, holds_new_nodes
-from components.gcp.interconnect import Interconnect, InterconnectArgs, nic_count
-from components.gcp.network import Network, NetworkArgs
-from components.gcp.orchestration_gke import JOB_NAMESPACE, GkeArgs, GkeOrchestration, job_queue, node_networks
-from components.gcp.orchestration_slurm import EXTRA_MOUNTS, LUSTRE_ID, SlurmArgs, SlurmOrchestration
-from components.gcp.services import ProjectServices, ServicesArgs
-from components.gcp.rules import CHECKPOINT_KSA
-from components.k8s.kueue import MAX_RUN_ANNOTATION
-from components.gcp.storage import Storage, StorageArgs
-from components.spec import ClusterSpec
+from gpu_cluster.components.contract import COMPONENT_FACTS, UNVALIDATED_TAINT_KEY
+from gpu_cluster.components.gcp.common import address_plan, project
+from gpu_cluster.components.gcp.compute import FLEX_START_MAX_DURATION, Compute, ComputeArgs, holds_new_nodes
+from gpu_cluster.components.gcp.interconnect import Interconnect, InterconnectArgs, nic_count
+from gpu_cluster.components.gcp.network import Network, NetworkArgs
+from gpu_cluster.components.gcp.orchestration_gke import (
+    JOB_NAMESPACE,
+    GkeArgs,
+    GkeOrchestration,
+    job_queue,
+    node_networks,
+)
+from gpu_cluster.components.gcp.orchestration_slurm import EXTRA_MOUNTS, LUSTRE_ID, SlurmArgs, SlurmOrchestration
+from gpu_cluster.components.gcp.services import ProjectServices, ServicesArgs
+from gpu_cluster.components.gcp.rules import CHECKPOINT_KSA
+from gpu_cluster.components.k8s.kueue import MAX_RUN_ANNOTATION
+from gpu_cluster.components.gcp.storage import Storage, StorageArgs
+from gpu_cluster.components.spec import ClusterSpec
 
 # GKE taints GPU node pools nvidia.com/gpu=present:NoSchedule (GKE "Run GPUs in Standard
 # node pools"); only pods that tolerate it land there.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from components.spec import ClusterSpec
+from gpu_cluster.components.spec import ClusterSpec
 
 # The catalog's fabric decides which NCCL transport a node uses; GKE names the GPU model
 # separately from the machine type (cloud.google.com/kubernetes-engine/docs/how-to/gpus,

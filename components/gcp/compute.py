@@ -8,7 +8,7 @@
 Capacity: a specific reservation (already placed, so no placement policy); DWS flex-start (GKE
 ``flex_start`` with autoscaling from zero, as GKE's flex-start guide asks; Cluster Director
 ``new_flex_start_instances``); spot. On-demand, which GCP does not offer for these machine types,
-is refused by ``components.gcp.rules`` before the program runs.
+is refused by ``gpu_cluster.components.gcp.rules`` before the program runs.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import pulumi
 import pulumi_gcp as gcp
 from pulumi_gcp import hypercomputecluster as hcc
 
-from components.contract import UNVALIDATED_TAINT_KEY, UNVALIDATED_TAINT_VALUE
-from components.gcp.common import GKE_ACCELERATOR, labels
-from components.gcp.interconnect import NicNetwork
-from components.gcp.rules import queued_provisioning
-from components.spec import ClusterSpec
+from gpu_cluster.components.contract import UNVALIDATED_TAINT_KEY, UNVALIDATED_TAINT_VALUE
+from gpu_cluster.components.gcp.common import GKE_ACCELERATOR, labels
+from gpu_cluster.components.gcp.interconnect import NicNetwork
+from gpu_cluster.components.gcp.rules import queued_provisioning
+from gpu_cluster.components.spec import ClusterSpec
 
 # DWS flex-start VMs run at most seven days (cloud.google.com/compute/docs/instances/flex-start-vms).
 FLEX_START_MAX_DURATION = "604800s"
@@ -274,7 +274,7 @@ class Compute(pulumi.ComponentResource):
                 )
             )
         else:
-            # components.gcp.rules refuses it first: Cluster Director runs on-demand N2 only.
+            # gpu_cluster.components.gcp.rules refuses it first: Cluster Director runs on-demand N2 only.
             raise ValueError(f"compute.capacity.type: {cap.type!r} is not offered by Cluster Director for {mt}")
         self.compute_resource = hcc.ClusterComputeResourceArgs(id="gpu", config=cfg)
         self.node_set = hcc.ClusterOrchestratorSlurmNodeSetArgs(

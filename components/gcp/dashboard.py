@@ -20,8 +20,8 @@ import json
 import pulumi
 import pulumi_gcp as gcp
 
-from components.dashboard import NODE_LABEL, cloud_monitoring, dumps
-from components.spec import ClusterSpec
+from gpu_cluster.components.dashboard import NODE_LABEL, cloud_monitoring, dumps
+from gpu_cluster.components.spec import ClusterSpec
 
 
 def cluster_selector(spec: ClusterSpec) -> str:

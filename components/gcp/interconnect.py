@@ -34,9 +34,9 @@ from typing import Literal
 import pulumi
 import pulumi_gcp as gcp
 
-from components.gcp.audit import subnet_log_config
-from components.gcp.common import AddressPlan
-from components.spec import ClusterSpec
+from gpu_cluster.components.gcp.audit import subnet_log_config
+from gpu_cluster.components.gcp.common import AddressPlan
+from gpu_cluster.components.spec import ClusterSpec
 
 PLACEMENT_MAX_DISTANCE = 2
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from components.gcp.audit import subnet_log_config
-from components.gcp.common import IAP_RANGE, AddressPlan, labels
-from components.spec import ClusterSpec
+from gpu_cluster.components.gcp.audit import subnet_log_config
+from gpu_cluster.components.gcp.common import IAP_RANGE, AddressPlan, labels
+from gpu_cluster.components.spec import ClusterSpec
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

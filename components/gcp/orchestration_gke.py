@@ -1,7 +1,7 @@
 """Orchestration (GKE): a private, zonal GKE cluster with multi-networking, and the in-cluster
 parts GPU training needs: GKE Network objects for each GPU NIC, the fabric's NCCL plugin
 installer, a PersistentVolume for Managed Lustre and the JobSet controller. The validation job
-is no resource: ``python -m workloads.validate submit STACK`` runs it from the outputs.
+is no resource: ``python -m gpu_cluster.workloads.validate submit STACK`` runs it from the outputs.
 
 The in-cluster part goes through the cluster's API, so the machine that runs ``pulumi up``
 must reach it: the endpoint is public but authorised only for ``orchestration.deployer_cidrs``
@@ -34,20 +34,25 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.gcp.common import GKE_ACCELERATOR, AddressPlan, labels
-from components.gcp.interconnect import NicName, NicNetwork
-from components.gcp.dashboard import gke_dashboard
-from components.gcp.metrics import monitoring_config
-from components.gcp.compute import NODE_ROLES
-from components.gcp.workload_identity import bucket_volume, checkpoint_claim_name, workload_account
+from gpu_cluster.components.gcp.common import GKE_ACCELERATOR, AddressPlan, labels
+from gpu_cluster.components.gcp.interconnect import NicName, NicNetwork
+from gpu_cluster.components.gcp.dashboard import gke_dashboard
+from gpu_cluster.components.gcp.metrics import monitoring_config
+from gpu_cluster.components.gcp.compute import NODE_ROLES
+from gpu_cluster.components.gcp.workload_identity import bucket_volume, checkpoint_claim_name, workload_account
 
 # Re-exported: components/gcp/cluster.py names it in the stack output scheduler.namespace.
-from components.k8s.addons import JOB_NAMESPACE as JOB_NAMESPACE, job_namespace, jobset
-from components.k8s.gke import NodeNetwork, gke_networks, lustre_volume
-from components.k8s.gke_installers import NEEDS_DEVICE_INJECTOR, installer_ref, nccl_installer, nri_device_injector
-from components.k8s.kueue import LOCAL_QUEUE, Quota, kueue
-from components.gcp.rules import GKE_RELEASE_CHANNEL, queued_provisioning
-from components.spec import ClusterSpec
+from gpu_cluster.components.k8s.addons import JOB_NAMESPACE as JOB_NAMESPACE, job_namespace, jobset
+from gpu_cluster.components.k8s.gke import NodeNetwork, gke_networks, lustre_volume
+from gpu_cluster.components.k8s.gke_installers import (
+    NEEDS_DEVICE_INJECTOR,
+    installer_ref,
+    nccl_installer,
+    nri_device_injector,
+)
+from gpu_cluster.components.k8s.kueue import LOCAL_QUEUE, Quota, kueue
+from gpu_cluster.components.gcp.rules import GKE_RELEASE_CHANNEL, queued_provisioning
+from gpu_cluster.components.spec import ClusterSpec
 
 RELEASE_CHANNEL = GKE_RELEASE_CHANNEL
 # The Lustre and checkpoint claims and the Workload Identity service account live in JOB_NAMESPACE
@@ -433,5 +438,5 @@ def create_in_cluster_layer(name: str, args: GkeLayerArgs, k8s_opts: pulumi.Reso
 
 def job_queue(spec: ClusterSpec) -> str | None:
     """The Kueue LocalQueue jobs are submitted through (the stack output scheduler.queue), or None
-    where the pool is not queued (components.gcp.rules.queued_provisioning)."""
+    where the pool is not queued (gpu_cluster.components.gcp.rules.queued_provisioning)."""
     return LOCAL_QUEUE if queued_provisioning(spec.compute.capacity.type, spec.compute.nodes) else None

@@ -15,8 +15,8 @@ import pulumi
 import pulumi_gcp as gcp
 from pulumi_gcp import hypercomputecluster as hcc
 
-from components.gcp.common import labels, short_id
-from components.spec import ClusterSpec
+from gpu_cluster.components.gcp.common import labels, short_id
+from gpu_cluster.components.spec import ClusterSpec
 
 LOGIN_MACHINE_TYPE = "n2-standard-8"
 LOGIN_DISK_GB = 100

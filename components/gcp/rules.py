@@ -1,6 +1,6 @@
 """GCP rules on a whole, typed cluster description, each beside the page it follows.
 
-``check(spec, raw)`` returns ``(config path, reason)`` problems, as ``components.spec`` reports
+``check(spec, raw)`` returns ``(config path, reason)`` problems, as ``gpu_cluster.components.spec`` reports
 them; ``parse_spec`` calls it once the generic rules pass. The field rules below it (region and
 zone names, reservation names, bucket names, Lustre sizes, the export path, labels, the node
 image) are called by the generic reader while it reads each field, so their problems come with
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Mapping
 
-from components.lustre_tiers import lustre_tiers
+from gpu_cluster.components.lustre_tiers import lustre_tiers
 
 # The Kubernetes service account GKE jobs run as to reach the checkpoint bucket: cluster-toolkit's
 # default name (modules/scheduler/gke-cluster/main.tf at 1047080; components/gcp/workload_identity.py
@@ -22,7 +22,7 @@ from components.lustre_tiers import lustre_tiers
 CHECKPOINT_KSA = "workload-identity-k8s-sa"
 
 if TYPE_CHECKING:
-    from components.spec_model import ClusterSpec
+    from gpu_cluster.components.spec_model import ClusterSpec
 
 # How GCP hands out its GPU machine types (A3 High, A3 Mega, A3 Ultra, A4): reservations
 # (future reservations, also in calendar mode), flex-start and spot; plain on-demand is not one
@@ -244,7 +244,7 @@ DIGEST_HOW = "`crane digest {ref}` (go-containerregistry)"
 
 
 def _installer_ref(instance_type: str) -> tuple[str, str | None]:
-    from components.catalog import installer_fact, load_catalog
+    from gpu_cluster.components.catalog import installer_fact, load_catalog
 
     fact = installer_fact(load_catalog().get(instance_type).network.fabric)
     return f"{fact.image}:{fact.tag}", fact.digest

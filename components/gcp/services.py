@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from components.gcp.apis import for_orchestrator
-from components.spec import ClusterSpec
+from gpu_cluster.components.gcp.apis import for_orchestrator
+from gpu_cluster.components.spec import ClusterSpec
 
 
 def apis(spec: ClusterSpec) -> tuple[str, ...]:

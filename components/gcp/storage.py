@@ -17,9 +17,9 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from components.gcp.audit import access_log_bucket, checkpoint_lifecycle, checkpoint_logging
-from components.gcp.common import labels, short_id
-from components.spec import ClusterSpec
+from gpu_cluster.components.gcp.audit import access_log_bucket, checkpoint_lifecycle, checkpoint_logging
+from gpu_cluster.components.gcp.common import labels, short_id
+from gpu_cluster.components.spec import ClusterSpec
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,8 +22,8 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.gcp.rules import CHECKPOINT_KSA
-from components.spec import ClusterSpec
+from gpu_cluster.components.gcp.rules import CHECKPOINT_KSA
+from gpu_cluster.components.spec import ClusterSpec
 
 GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 BUCKET_ROLE = "roles/storage.objectUser"

@@ -13,7 +13,7 @@ from typing import Mapping
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.image_pins import chart_image
+from gpu_cluster.components.image_pins import chart_image
 
 # JobSet: the controller the validation job's launcher submits to (kubernetes-sigs/jobset;
 # chart published with each release at registry.k8s.io/jobset/charts/jobset). 0.12.0 is the

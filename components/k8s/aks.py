@@ -23,7 +23,7 @@ from typing import Literal, Mapping
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import nccl_topology
+from gpu_cluster.components import nccl_topology
 
 
 AI_INFRA = "Azure/ai-infrastructure-on-azure@a01b073"

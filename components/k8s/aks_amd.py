@@ -1,6 +1,6 @@
 """AKS's AMD path (MI300X): the amdgpu driver installer DaemonSet and AMD's GPU operator with
 cert-manager and its DeviceConfig, from Azure/aks-rdma-infiniband (``AKS_RDMA`` in
-:mod:`components.k8s.aks`, which holds the charts' pins and the shared helpers).
+:mod:`gpu_cluster.components.k8s.aks`, which holds the charts' pins and the shared helpers).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Mapping
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.k8s.aks import (
+from gpu_cluster.components.k8s.aks import (
     AMD_DEVICE_CONFIG_SPEC,
     AMD_OPERATOR_CHART,
     AMD_OPERATOR_NAMESPACE,

@@ -29,8 +29,8 @@ from collections.abc import Mapping
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.catalog import installer_fact
-from components.image_pins import pinned
+from gpu_cluster.components.catalog import installer_fact
+from gpu_cluster.components.image_pins import pinned
 
 # Pinned by digest upstream (every installer manifest of container-engine-accelerators at 992db81).
 PAUSE_IMAGE = "gke.gcr.io/pause:3.8@sha256:880e63f94b145e46f1b1082bb71b85e21f16b99b180b9996407d61240ceb9830"

@@ -13,13 +13,13 @@ DaemonSets are listed too, each with where its pin goes (components/k8s/aks.py L
 
 from __future__ import annotations
 
-from components.aws import versions as aws_versions
-from components.catalog import installer_fact, load_catalog, load_runtime_images, rxdm_fact
-from components.gcp.rules import CHECKPOINT_KSA, queued_provisioning
-from components.gcp.binauthz import Pulled
-from components.image_pins import ImageUse, pinned
-from components.k8s.addons import JOB_NAMESPACE, JOBSET_IMAGE, JOBSET_NAMESPACE, JOBSET_VERSION
-from components.k8s.gke_installers import (
+from gpu_cluster.components.aws import versions as aws_versions
+from gpu_cluster.components.catalog import installer_fact, load_catalog, load_runtime_images, rxdm_fact
+from gpu_cluster.components.gcp.rules import CHECKPOINT_KSA, queued_provisioning
+from gpu_cluster.components.gcp.binauthz import Pulled
+from gpu_cluster.components.image_pins import ImageUse, pinned
+from gpu_cluster.components.k8s.addons import JOB_NAMESPACE, JOBSET_IMAGE, JOBSET_NAMESPACE, JOBSET_VERSION
+from gpu_cluster.components.k8s.gke_installers import (
     NAMESPACE,
     NEEDS_DEVICE_INJECTOR,
     NRI_INJECTOR_IMAGE,
@@ -27,13 +27,13 @@ from components.k8s.gke_installers import (
     PREINSTALL_IMAGE,
     installer_ref,
 )
-from components.k8s.kueue import KUEUE_IMAGE, KUEUE_NAMESPACE, KUEUE_VERSION
-from components.spec import ClusterSpec
+from gpu_cluster.components.k8s.kueue import KUEUE_IMAGE, KUEUE_NAMESPACE, KUEUE_VERSION
+from gpu_cluster.components.spec import ClusterSpec
 
 
 def aks_image_uses(spec: ClusterSpec) -> list[ImageUse]:
     """The AKS layer's images by tag that a pin reaches (the size's GPU operator's, the Network Operator's)."""
-    from components.k8s.aks import GpuOperator, layer_images
+    from gpu_cluster.components.k8s.aks import GpuOperator, layer_images
 
     operator: GpuOperator = "amd" if spec.instance.accelerator.vendor == "amd" else "nvidia"
     return [ImageUse(i.ref, i.what) for i in layer_images(operator)]
@@ -88,7 +88,7 @@ def unpinnable(spec: ClusterSpec) -> list[str]:
             "version it installs (EKS keeps them compatible with the control plane)"
         ]
     if spec.orchestration.kind == "aks":
-        from components.k8s.aks import UNPINNED_IMAGES
+        from gpu_cluster.components.k8s.aks import UNPINNED_IMAGES
 
         operator = "amd" if spec.instance.accelerator.vendor == "amd" else "nvidia"
         never = [f"{what} ({why})" for what, why, op in UNPINNED_IMAGES if op in (None, operator)]

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.image_pins import chart_image
+from gpu_cluster.components.image_pins import chart_image
 
 # The chart Kueue publishes with each release (charts/kueue/README.md at v0.17.8: `helm install
 # kueue oci://registry.k8s.io/kueue/charts/kueue --version="0.17.8" --create-namespace

@@ -24,7 +24,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.spec import ClusterSpec
+from gpu_cluster.components.spec import ClusterSpec
 
 LAYER_KEY = "layer"
 LAYER_IN_CLUSTER = "in-cluster"
@@ -70,7 +70,7 @@ class InClusterLayer(pulumi.ComponentResource):
         )
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=self.provider)
         if spec.cloud == "aws":
-            from components.aws import orchestration_eks as eks
+            from gpu_cluster.components.aws import orchestration_eks as eks
 
             eks.create_in_cluster_layer(
                 name,
@@ -87,10 +87,10 @@ class InClusterLayer(pulumi.ComponentResource):
             )
         elif spec.cloud == "azure":
             # Reachable once a private AKS cluster is built (components/azure/rules.py refuses it now).
-            from components.cloud_sdk import require_cloud_sdk
+            from gpu_cluster.components.cloud_sdk import require_cloud_sdk
 
             require_cloud_sdk("azure")
-            from components.azure import orchestration_aks as aks
+            from gpu_cluster.components.azure import orchestration_aks as aks
 
             aks.create_in_cluster_layer(
                 name,
@@ -102,10 +102,10 @@ class InClusterLayer(pulumi.ComponentResource):
                 k8s_opts,
             )
         else:
-            from components.gcp.common import address_plan
-            from components.gcp.interconnect import nic_names, nic_count
-            from components.gcp import orchestration_gke as gke
-            from components.gcp.workload_identity import checkpoint_claim_name
+            from gpu_cluster.components.gcp.common import address_plan
+            from gpu_cluster.components.gcp.interconnect import nic_names, nic_count
+            from gpu_cluster.components.gcp import orchestration_gke as gke
+            from gpu_cluster.components.gcp.workload_identity import checkpoint_claim_name
 
             # The Network objects need their names while the program is built, not as Outputs:
             # they come from the spec, by the same function the cluster stack named the VPCs with.

@@ -24,7 +24,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components.k8s.registration import chart_defaults, with_toleration
+from gpu_cluster.components.k8s.registration import chart_defaults, with_toleration
 
 AMA_SCRAPE_CONFIGMAP = "ama-metrics-prometheus-config"
 AMA_NAMESPACE = "kube-system"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from components.contract import UNVALIDATED_TAINT_EFFECT, UNVALIDATED_TAINT_KEY
+from gpu_cluster.components.contract import UNVALIDATED_TAINT_EFFECT, UNVALIDATED_TAINT_KEY
 
 
 def toleration() -> dict[str, str]:
@@ -33,7 +33,7 @@ def with_toleration(defaults: Iterable[Mapping[str, str]]) -> list[dict[str, str
 
 def chart_defaults(chart: str, operand: str) -> tuple[Mapping[str, str], ...]:
     """The default tolerations of one operand of a chart, as the liveness facts cite them."""
-    from components.liveness.facts import CHARTS
+    from gpu_cluster.components.liveness.facts import CHARTS
 
     (found,) = [o for o in CHARTS[chart].operands if o.name == operand]
     return found.tolerations

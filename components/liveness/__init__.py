@@ -22,10 +22,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from components.liveness import admission, driver, node_image, objects, ordering, reachability, scheduling, slurm_node
-from components.liveness.cluster import job_workloads, quantity, workloads
-from components.liveness.pools import pools
-from components.liveness.model import KINDS, Check, FoundAtStart, Job, Liveness, Plan, Resource
+from gpu_cluster.components.liveness import (
+    admission,
+    driver,
+    node_image,
+    objects,
+    ordering,
+    reachability,
+    scheduling,
+    slurm_node,
+)
+from gpu_cluster.components.liveness.cluster import job_workloads, quantity, workloads
+from gpu_cluster.components.liveness.pools import pools
+from gpu_cluster.components.liveness.model import KINDS, Check, FoundAtStart, Job, Liveness, Plan, Resource
 
 __all__ = [
     "KINDS",

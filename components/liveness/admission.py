@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from components.liveness import apis, facts
-from components.liveness.cluster import Pool, quantity
-from components.liveness.facts import cite
-from components.liveness.model import Check, Job, Plan, selects
+from gpu_cluster.components.liveness import apis, facts
+from gpu_cluster.components.liveness.cluster import Pool, quantity
+from gpu_cluster.components.liveness.facts import cite
+from gpu_cluster.components.liveness.model import Check, Job, Plan, selects
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2"

@@ -14,12 +14,12 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping
 
-from components.catalog import CatalogError, InstanceType, load_catalog
-from components.liveness import facts
-from components.liveness.cluster import Workload, quantity
-from components.liveness.facts import cite
-from components.liveness.model import Check, Plan
-from components.liveness.pools import Pool
+from gpu_cluster.components.catalog import CatalogError, InstanceType, load_catalog
+from gpu_cluster.components.liveness import facts
+from gpu_cluster.components.liveness.cluster import Workload, quantity
+from gpu_cluster.components.liveness.facts import cite
+from gpu_cluster.components.liveness.model import Check, Plan
+from gpu_cluster.components.liveness.pools import Pool
 
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 EFA_RESOURCE = "vpc.amazonaws.com/efa"

@@ -19,13 +19,13 @@ each with the line it is declared on; then add it to :data:`APIS`.
 from __future__ import annotations
 
 # The field model and its check live in fields.py; the first names are read from here too.
-from components.liveness.fields import BUILT_IN_GROUPS as BUILT_IN_GROUPS
-from components.liveness.fields import Api as Api
-from components.liveness.fields import Field as Field
-from components.liveness.fields import FieldProblem as FieldProblem
-from components.liveness.fields import api_for as api_for
-from components.liveness.fields import check_fields as check_fields
-from components.liveness.fields import any_, b, i, lst, mp, obj, q, s
+from gpu_cluster.components.liveness.fields import BUILT_IN_GROUPS as BUILT_IN_GROUPS
+from gpu_cluster.components.liveness.fields import Api as Api
+from gpu_cluster.components.liveness.fields import Field as Field
+from gpu_cluster.components.liveness.fields import FieldProblem as FieldProblem
+from gpu_cluster.components.liveness.fields import api_for as api_for
+from gpu_cluster.components.liveness.fields import check_fields as check_fields
+from gpu_cluster.components.liveness.fields import any_, b, i, lst, mp, obj, q, s
 
 # ---------------------------------------------------------------------------------------------
 # Kueue v1beta2 at v0.17.8, the chart components/k8s/kueue.py installs (KUEUE_VERSION). Read again at

@@ -11,11 +11,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.liveness import facts
-from components.liveness.facts import NodeLabel, Operand, Taint, cite
-from components.liveness.model import Job, Plan, Resource
-from components.liveness.pools import Pool as Pool
-from components.liveness.pools import AKS_CLUSTER, pools
+from gpu_cluster.components.liveness import facts
+from gpu_cluster.components.liveness.facts import NodeLabel, Operand, Taint, cite
+from gpu_cluster.components.liveness.model import Job, Plan, Resource
+from gpu_cluster.components.liveness.pools import Pool as Pool
+from gpu_cluster.components.liveness.pools import AKS_CLUSTER, pools
 
 K8S_DAEMONSET = "kubernetes:apps/v1:DaemonSet"
 K8S_DEPLOYMENT = "kubernetes:apps/v1:Deployment"

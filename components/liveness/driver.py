@@ -59,10 +59,10 @@ from typing import Any
 
 import yaml
 
-from components.catalog import CATALOG_PATH, CatalogError, load_catalog
-from components.liveness.model import Check, Job, Plan, Resource
-from components.liveness.node_image import node_image_name
-from components.liveness.pools import pools
+from gpu_cluster.components.catalog import CATALOG_PATH, CatalogError, load_catalog
+from gpu_cluster.components.liveness.model import Check, Job, Plan, Resource
+from gpu_cluster.components.liveness.node_image import node_image_name
+from gpu_cluster.components.liveness.pools import pools
 
 EKS_GROUP = "aws:eks/nodeGroup:NodeGroup"
 GKE_POOL = "gcp:container/nodePool:NodePool"

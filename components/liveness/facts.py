@@ -21,12 +21,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from components.liveness.model import Plan
+from gpu_cluster.components.liveness.model import Plan
 
 # Every source, and how a fact cites one, are in sources.py; read from here too.
-from components.liveness.sources import SOURCES as SOURCES
-from components.liveness.sources import cite as cite
-from components.liveness.sources import says as says
+from gpu_cluster.components.liveness.sources import SOURCES as SOURCES
+from gpu_cluster.components.liveness.sources import cite as cite
+from gpu_cluster.components.liveness.sources import says as says
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.liveness import facts
-from components.liveness.model import Check, Job, Plan
+from gpu_cluster.components.liveness import facts
+from gpu_cluster.components.liveness.model import Check, Job, Plan
 
 Net = ipaddress.IPv4Network | ipaddress.IPv6Network
 

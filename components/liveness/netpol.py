@@ -24,10 +24,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from components.liveness import facts
-from components.liveness.facts import cite
-from components.liveness.flows import Flow, Net, as_net, failed, job_flows, passed, within
-from components.liveness.model import Check, Job, Plan, selects
+from gpu_cluster.components.liveness import facts
+from gpu_cluster.components.liveness.facts import cite
+from gpu_cluster.components.liveness.flows import Flow, Net, as_net, failed, job_flows, passed, within
+from gpu_cluster.components.liveness.model import Check, Job, Plan, selects
 
 # The VPC CNI agent's limit on unique port combinations per protocol in one ingress or egress rule
 # (eks-netpol-limits).

@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from components.catalog import CATALOG_PATH
-from components.liveness import facts
-from components.liveness.model import Check, FoundAtStart, Job, Plan
+from gpu_cluster.components.catalog import CATALOG_PATH
+from gpu_cluster.components.liveness import facts
+from gpu_cluster.components.liveness.model import Check, FoundAtStart, Job, Plan
 
 # Variables that name a path NCCL or the loader opens (NVIDIA/nccl docs, "Environment Variables";
 # the TCPXO profile, tcpxo-env-profile). A value that is not absolute is a library name, looked up

@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from components.liveness import facts
-from components.liveness.cluster import quantity
-from components.liveness.facts import cite
-from components.liveness.model import Check, Job, Plan
+from gpu_cluster.components.liveness import facts
+from gpu_cluster.components.liveness.cluster import quantity
+from gpu_cluster.components.liveness.facts import cite
+from gpu_cluster.components.liveness.model import Check, Job, Plan
 
 CORE = "kubernetes:core/v1"
 # Namespaces every cluster has (k8s-namespace: kube-system, kube-public, default are created by the

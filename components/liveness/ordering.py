@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from components.liveness.cluster import Workload
-from components.liveness.facts import cite
-from components.liveness.model import Check, Job, Plan
-from components.liveness.node_image import installer_manifest, installer_planned, resolve
-from components.liveness.scheduling import PoolState
+from gpu_cluster.components.liveness.cluster import Workload
+from gpu_cluster.components.liveness.facts import cite
+from gpu_cluster.components.liveness.model import Check, Job, Plan
+from gpu_cluster.components.liveness.node_image import installer_manifest, installer_planned, resolve
+from gpu_cluster.components.liveness.scheduling import PoolState
 
 # The gate the launcher puts first among a pod's init containers (workloads/launch/pod.py
 # wait_gate): it waits for every path of GATE_PATHS_ENV (a trailing "/" asks for a non-empty

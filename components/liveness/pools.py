@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.catalog import CatalogError, load_catalog
-from components.liveness import facts
-from components.liveness.facts import Taint, cite
-from components.liveness.model import Plan
+from gpu_cluster.components.catalog import CatalogError, load_catalog
+from gpu_cluster.components.liveness import facts
+from gpu_cluster.components.liveness.facts import Taint, cite
+from gpu_cluster.components.liveness.model import Plan
 
 
 GKE_POOL = "gcp:container/nodePool:NodePool"

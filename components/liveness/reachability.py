@@ -7,12 +7,12 @@ deny), NSGs (priority order over the default rules).
 
 from __future__ import annotations
 
-from components.liveness import netpol
-from components.liveness.cluster import Pool
-from components.liveness.model import Check, Job, Plan
-from components.liveness.reachability_aws import aws_checks
-from components.liveness.reachability_azure import azure_checks
-from components.liveness.reachability_gcp import gcp_checks
+from gpu_cluster.components.liveness import netpol
+from gpu_cluster.components.liveness.cluster import Pool
+from gpu_cluster.components.liveness.model import Check, Job, Plan
+from gpu_cluster.components.liveness.reachability_aws import aws_checks
+from gpu_cluster.components.liveness.reachability_azure import azure_checks
+from gpu_cluster.components.liveness.reachability_gcp import gcp_checks
 
 
 def checks(plan: Plan, pools: list[Pool], job: Job | None) -> list[Check]:

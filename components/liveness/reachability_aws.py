@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from components.liveness import facts
-from components.liveness.cluster import Pool
-from components.liveness.facts import cite
-from components.liveness.model import Check, Job, Plan
-from components.liveness.flows import (
+from gpu_cluster.components.liveness import facts
+from gpu_cluster.components.liveness.cluster import Pool
+from gpu_cluster.components.liveness.facts import cite
+from gpu_cluster.components.liveness.model import Check, Job, Plan
+from gpu_cluster.components.liveness.flows import (
     Flow,
     Net,
     as_net,

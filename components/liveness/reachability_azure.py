@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from components.liveness import facts, netpol
-from components.liveness.cluster import Pool
-from components.liveness.facts import cite
-from components.liveness.model import Check, Job, Plan
-from components.liveness.flows import (
+from gpu_cluster.components.liveness import facts, netpol
+from gpu_cluster.components.liveness.cluster import Pool
+from gpu_cluster.components.liveness.facts import cite
+from gpu_cluster.components.liveness.model import Check, Job, Plan
+from gpu_cluster.components.liveness.flows import (
     Flow,
     Net,
     as_net,

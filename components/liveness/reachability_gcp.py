@@ -8,11 +8,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from components.liveness import facts
-from components.liveness.cluster import Pool
-from components.liveness.facts import cite
-from components.liveness.model import Check, Job, Plan, Resource
-from components.liveness.flows import (
+from gpu_cluster.components.liveness import facts
+from gpu_cluster.components.liveness.cluster import Pool
+from gpu_cluster.components.liveness.facts import cite
+from gpu_cluster.components.liveness.model import Check, Job, Plan, Resource
+from gpu_cluster.components.liveness.flows import (
     Flow,
     Net,
     as_net,

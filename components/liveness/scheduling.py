@@ -14,11 +14,11 @@ import re
 
 from dataclasses import dataclass, field
 
-from components.catalog import CatalogError, load_catalog
-from components.liveness import amounts, facts
-from components.liveness.cluster import Pool, Workload, quantity, selects, tolerates, untolerated
-from components.liveness.facts import cite
-from components.liveness.model import Check, Job, Plan
+from gpu_cluster.components.catalog import CatalogError, load_catalog
+from gpu_cluster.components.liveness import amounts, facts
+from gpu_cluster.components.liveness.cluster import Pool, Workload, quantity, selects, tolerates, untolerated
+from gpu_cluster.components.liveness.facts import cite
+from gpu_cluster.components.liveness.model import Check, Job, Plan
 
 EXTENDED_PREFIXES = ("nvidia.com/", "amd.com/", "vpc.amazonaws.com/", "rdma/", "hugepages-")
 
@@ -427,7 +427,7 @@ def slurm_checks(plan: Plan, pool_list: list[Pool], job: Job) -> list[Check]:
     elif plan.cloud == "azure":
         # The stack's own Slurm: each node registers the GRES its slurmd --conf names (the scale
         # set's custom data, components/azure/slurm_config.py); fewer than the type has caps the job.
-        from components.liveness.slurm_node import user_data
+        from gpu_cluster.components.liveness.slurm_node import user_data
 
         found = re.search(r"Gres=gpu:(\d+)", user_data(plan, pool) or "")
         gpus = min(gpus, int(found.group(1))) if found else 0

@@ -14,10 +14,10 @@ import base64
 import binascii
 import re
 
-from components.liveness import facts
-from components.liveness.model import Check, Job, Plan
-from components.liveness.node_image import node_image_name
-from components.liveness.pools import AZURE_VMSS, CD_CLUSTER, PCS_GROUP, Pool
+from gpu_cluster.components.liveness import facts
+from gpu_cluster.components.liveness.model import Check, Job, Plan
+from gpu_cluster.components.liveness.node_image import node_image_name
+from gpu_cluster.components.liveness.pools import AZURE_VMSS, CD_CLUSTER, PCS_GROUP, Pool
 
 # A package manager installing versioned interpreters: ``dnf install -y python3.12``.
 _INSTALL = re.compile(r"\b(?:dnf|yum|apt-get|apt)\s+install\b([^|;&\n]*)")

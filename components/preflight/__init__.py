@@ -11,7 +11,7 @@ Each check reports ``(config path, reason)`` problems in the spec's style, or sa
 check (and why); ``run`` prints progress per check on stderr and returns the exit code:
 :data:`OK` 0, :data:`PROBLEMS` 2 (any problem found), :data:`UNCHECKED` 3 (no problem found but
 something could not be checked: no credentials, an endpoint that does not answer, a permission
-the caller lacks). Pure of Pulumi: it reads the stack file through ``components.spec``.
+the caller lacks). Pure of Pulumi: it reads the stack file through ``gpu_cluster.components.spec``.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import Any, Callable, Mapping, Sequence, TextIO
 
 # A Problem is something the cloud would refuse or that would break the cluster, at a config
 # path: the project's one problem type (components/problems.py).
-from components.problems import Problem as Problem
-from components.spec import DEPLOYER_PLACEHOLDER, MY_ADDRESS_HINT, ClusterSpec, needs_deployer_placeholder
+from gpu_cluster.components.problems import Problem as Problem
+from gpu_cluster.components.spec import DEPLOYER_PLACEHOLDER, MY_ADDRESS_HINT, ClusterSpec, needs_deployer_placeholder
 
 OK = 0
 PROBLEMS = 2

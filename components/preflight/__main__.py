@@ -1,4 +1,4 @@
-"""``python -m components.preflight STACK``: ask the account what ``pulumi up`` would find out.
+"""``python -m gpu_cluster.components.preflight STACK``: ask the account what ``pulumi up`` would find out.
 
 Problems print as ``config path: reason`` on stdout, all at once; progress per check on stderr.
 Exit 0 ok, 2 problems (the stack file's own problems too), 3 could not check (no credentials,
@@ -16,9 +16,9 @@ from typing import Any, Sequence, TextIO
 
 import yaml
 
-from components.stack_locate import STACK_HELP
-from components.preflight import CHECKIP_URL, PROBLEMS, UNCHECKED, Context, render, run_checks
-from components.spec import SpecError, default_name, parse_spec, read_stack_file, stack_path
+from gpu_cluster.components.stack_locate import STACK_HELP
+from gpu_cluster.components.preflight import CHECKIP_URL, PROBLEMS, UNCHECKED, Context, render, run_checks
+from gpu_cluster.components.spec import SpecError, default_name, parse_spec, read_stack_file, stack_path
 
 
 def _stack_config(stack: str) -> dict[str, Any]:
@@ -61,19 +61,19 @@ def main(
     checkip = None if args.no_address_check else os.environ.get("GPU_CLUSTER_CHECKIP_URL", CHECKIP_URL)
     # The cloud's checks, and so its client library, before anything is said: where the
     # [preflight] extra is missing, `gpu-cluster preflight` says only the line naming it.
-    importlib.import_module(f"components.preflight.{spec.cloud}")
+    importlib.import_module(f"gpu_cluster.components.preflight.{spec.cloud}")
     print(
         f"preflight: {name} ({spec.cloud} {spec.region}/{spec.zone}, {spec.compute.nodes} x "
         f"{spec.compute.instance_type}, {spec.compute.capacity.type}, {spec.orchestration.kind})",
         file=err,
     )
     if spec.cloud == "aws":
-        import components.preflight.aws as aws
+        import gpu_cluster.components.preflight.aws as aws
 
         clients = aws_clients or aws.AwsClients.from_environment(spec.region)
         checks = aws.checks(checkip)
     elif spec.cloud == "azure":
-        import components.preflight.azure as az
+        import gpu_cluster.components.preflight.azure as az
 
         try:
             clients = azure_clients or az.AzureClients.from_environment(
@@ -84,7 +84,7 @@ def main(
             return UNCHECKED
         checks = az.checks(checkip)
     else:
-        import components.preflight.gcp as gcp
+        import gpu_cluster.components.preflight.gcp as gcp
 
         project = args.project or _stack_config(args.stack).get("gcp:project") or os.environ.get("GOOGLE_CLOUD_PROJECT")
         if not project:

@@ -37,7 +37,15 @@ import urllib.parse
 import urllib.request
 from typing import Any, Callable, Mapping, Protocol
 
-from components.preflight import Check, Context, CouldNotCheck, Fatal, NotApplicable, Problem, deployer_ranges
+from gpu_cluster.components.preflight import (
+    Check,
+    Context,
+    CouldNotCheck,
+    Fatal,
+    NotApplicable,
+    Problem,
+    deployer_ranges,
+)
 
 __all__ = ["AzureClients", "Fatal", "checks"]
 
@@ -148,7 +156,7 @@ def _cpu_pools(ctx: Context) -> tuple[str, int]:
     orchestration_aks.py); none on other orchestrators."""
     if ctx.spec.orchestration.kind != "aks":
         return "", 0
-    from components.azure.orchestration_aks import CONTROLLER_NODES, CPU_POOL_SIZE, SYSTEM_NODES
+    from gpu_cluster.components.azure.orchestration_aks import CONTROLLER_NODES, CPU_POOL_SIZE, SYSTEM_NODES
 
     return CPU_POOL_SIZE, SYSTEM_NODES + CONTROLLER_NODES
 

@@ -19,11 +19,19 @@ from google.auth.transport.requests import AuthorizedSession
 from google.cloud import compute_v1, hypercomputecluster_v1, service_usage_v1
 import requests
 
-from components.gcp import binauthz
-from components.gcp.apis import for_orchestrator
-from components.gcp.rules import GKE_RELEASE_CHANNEL
-from components.k8s.image_uses import gke_pulled_images
-from components.preflight import Check, Context, CouldNotCheck, Fatal, NotApplicable, Problem, deployer_ranges
+from gpu_cluster.components.gcp import binauthz
+from gpu_cluster.components.gcp.apis import for_orchestrator
+from gpu_cluster.components.gcp.rules import GKE_RELEASE_CHANNEL
+from gpu_cluster.components.k8s.image_uses import gke_pulled_images
+from gpu_cluster.components.preflight import (
+    Check,
+    Context,
+    CouldNotCheck,
+    Fatal,
+    NotApplicable,
+    Problem,
+    deployer_ranges,
+)
 
 __all__ = ["Fatal", "GcpClients", "checks"]
 

@@ -9,8 +9,8 @@ creates uses your provider. ``pulumi config set example:vpc_id vpc-...`` (and ``
 import pulumi
 import pulumi_aws as aws
 
-from components.args import GpuClusterArgs
-from components.cluster import GpuCluster
+from gpu_cluster.components.args import GpuClusterArgs
+from gpu_cluster.components.cluster import GpuCluster
 
 config = pulumi.Config("example")
 role_arn = config.get("role_arn")
@@ -50,5 +50,5 @@ pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("certificate_authority", cluster.certificate_authority)
 pulumi.export("security_group_id", cluster.security_group_id)
 pulumi.export("file_system_id", cluster.file_system_id)
-# What `python -m workloads.validate` reads: `pulumi stack output --json --show-secrets gpu_cluster`.
+# What `python -m gpu_cluster.workloads.validate` reads: `pulumi stack output --json --show-secrets gpu_cluster`.
 pulumi.export("gpu_cluster", cluster.stack_outputs)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pulumi
 
-from components.args import GpuClusterArgs
-from components.cluster import GpuCluster
-from components.contract import read_outputs
-from components.testing import GpuClusterMocks, OfflineRun, run_program
+from gpu_cluster.components.args import GpuClusterArgs
+from gpu_cluster.components.cluster import GpuCluster
+from gpu_cluster.components.contract import read_outputs
+from gpu_cluster.components.testing import GpuClusterMocks, OfflineRun, run_program
 
 PROGRAM = Path(__file__).resolve().parent / "__main__.py"
 CONFIG = {

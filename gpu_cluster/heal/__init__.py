@@ -13,6 +13,6 @@ The modules, bottom up: :mod:`.states` (the states and their allowed moves), :mo
 :mod:`.policy` (the safety limits), :mod:`.adapters` (what a scheduler, a cloud and a
 revalidation must answer), :mod:`.engine` (the loop), one module per scheduler and cloud, and
 :mod:`.cli` (the command). It sits in ``gpu_cluster`` because it drives the validation
-(``workloads.validate``) and the clouds' SDKs, which nothing below the command may import
+(``gpu_cluster.workloads.validate``) and the clouds' SDKs, which nothing below the command may import
 (docs/architecture.md).
 """

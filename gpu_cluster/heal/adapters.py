@@ -115,12 +115,12 @@ class Scheduler(Protocol):
 
 class DocumentedPath:
     """A cloud adapter's expected replacement time, from its path's entry in
-    components.validation_time.REPLACE_PATHS (with the source of the figure)."""
+    gpu_cluster.components.validation_time.REPLACE_PATHS (with the source of the figure)."""
 
     path: str
 
     def replace_estimate(self) -> tuple[float, str]:
-        from components.validation_time import replace_estimate
+        from gpu_cluster.components.validation_time import replace_estimate
 
         est = replace_estimate(self.path)
         return est.seconds, est.basis

@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import Any
 
 from gpu_cluster.heal.adapters import AdapterError, DocumentedPath, Instance, MissingSdk, NodeState, Outcome, Progress
-from components.validation_time import REPLACE_PATHS
+from gpu_cluster.components.validation_time import REPLACE_PATHS
 
 CB_EKS_EARLY_S = 40 * 60.0
 """EKS scales a capacity-block node group to 0 forty minutes before the block ends (capacity-blocks-mng)."""

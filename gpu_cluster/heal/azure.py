@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpu_cluster.heal.adapters import AdapterError, DocumentedPath, Instance, NodeState, Outcome, Progress
-from components.validation_time import REPLACE_PATHS
+from gpu_cluster.components.validation_time import REPLACE_PATHS
 
 ARM = "https://management.azure.com"
 AKS_API = "2025-10-01"

@@ -50,7 +50,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from components.validation_time import REPLACE_PATHS
+from gpu_cluster.components.validation_time import REPLACE_PATHS
 from gpu_cluster.heal.adapters import AdapterError, DocumentedPath, Instance, NodeState, Outcome, Progress
 from gpu_cluster.heal.azure import Arm
 

@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
-from components.stack_locate import stack_label
+from gpu_cluster.components.stack_locate import stack_label
 
 from gpu_cluster.heal import policy
 from gpu_cluster.heal.engine import EXIT_COULD_NOT_RUN, EXIT_OK, Engine
@@ -244,7 +244,7 @@ def run_local(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     report = args.out / "report.json"
     if args.validate or not report.is_file():
-        from workloads.validate.__main__ import run_local as validate_local
+        from gpu_cluster.workloads.validate.__main__ import run_local as validate_local
 
         print(
             f"heal --local: validating {args.nodes} local nodes first (faults: "
@@ -325,7 +325,7 @@ def cluster_lock(lock: Any, apply: bool) -> Iterator[Callable[[], str]]:
         return
     from gpu_cluster.heal.adapters import AdapterError
     from gpu_cluster.heal.lock import hold
-    from workloads.validate.slurm import SchedulerError
+    from gpu_cluster.workloads.validate.slurm import SchedulerError
 
     try:
         held = hold(lock)

@@ -39,7 +39,7 @@ from typing import Any
 
 from gpu_cluster.heal.adapters import AdapterError, DocumentedPath, Instance, MissingSdk, NodeState, Outcome, Progress
 from gpu_cluster.heal.engine import request_uuid
-from components.validation_time import REPLACE_PATHS
+from gpu_cluster.components.validation_time import REPLACE_PATHS
 
 FAULT_LABEL = "cloud.google.com/fault-behavior"
 STATUS_LABEL = "cloud.google.com/report-and-replace-status"
@@ -246,7 +246,7 @@ class GkeReportCloud(DocumentedPath):
       journals them as they were before (``prepare``), and removes all three once the node is
       revalidated and back in service (``settle``);
     - reporting takes 10-12 minutes, the host's repair "3-14 days, or even longer at times": a
-      repair still not done past the path's budget (components.validation_time REPLACE_PATHS), an
+      repair still not done past the path's budget (gpu_cluster.components.validation_time REPLACE_PATHS), an
       error, or a VM left TERMINATED ("you must manually restart the instance") is ESCALATED with
       what to watch, never labelled again in a loop ("to retry the operation for transient errors
       like rate limits, re-apply the label" is a person's call).

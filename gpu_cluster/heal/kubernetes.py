@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from components.contract import UNVALIDATED_TAINT_EFFECT, UNVALIDATED_TAINT_KEY
+from gpu_cluster.components.contract import UNVALIDATED_TAINT_EFFECT, UNVALIDATED_TAINT_KEY
 from gpu_cluster.heal.adapters import AdapterError, MissingSdk, NodeState, Outcome
 
 TAINT_KEY = "gpu-cluster.io/heal"
@@ -75,11 +75,11 @@ class KubeScheduler:
         except ApiException as exc:
             if exc.status == 404:
                 return None
-            from workloads.validate.kube import explain
+            from gpu_cluster.workloads.validate.kube import explain
 
             raise AdapterError(explain(exc, self.server, action=action) or f"{action}: {exc.status}") from None
         except Exception as exc:  # urllib3 transport errors: one line, never the client's traceback
-            from workloads.validate.kube import explain
+            from gpu_cluster.workloads.validate.kube import explain
 
             line = explain(exc, self.server, action=action)
             if line is None:
@@ -182,7 +182,7 @@ class KubeScheduler:
                 raise _Refused(pod) from None
             if exc.status == 404:
                 return  # gone already
-            from workloads.validate.kube import explain
+            from gpu_cluster.workloads.validate.kube import explain
 
             raise AdapterError(explain(exc, self.server, action=f"evicting {namespace}/{pod}") or str(exc)) from None
 

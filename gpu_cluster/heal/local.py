@@ -236,19 +236,29 @@ class LocalChecker:
         self.timeout = timeout
 
     def estimate(self) -> tuple[float, str]:
-        from workloads.validate.__main__ import _phase_deadline
+        from gpu_cluster.workloads.validate.__main__ import _phase_deadline
 
         return _phase_deadline(self.timeout), "the local harness's deadline for one phase"
 
     def check(self, node: str, peer: str, incident: str, purpose: str) -> CheckResult:
-        from workloads.validate import report as vreport
-        from workloads.validate.__main__ import _phase_deadline, _start_agents, _wait_agents
-        from workloads.validate.judge import judge
+        from gpu_cluster.workloads.validate import report as vreport
+        from gpu_cluster.workloads.validate.__main__ import _phase_deadline, _start_agents, _wait_agents
+        from gpu_cluster.workloads.validate.judge import judge
 
         out = self.run_dir / "checks" / f"{incident}-{purpose}-{self.world.doc['nodes'][node]['instance']}"
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
-        run = ["-m", "workloads.validate", "run", "--out", str(out), "--phase", "main", "--timeout", str(self.timeout)]
+        run = [
+            "-m",
+            "gpu_cluster.workloads.validate",
+            "run",
+            "--out",
+            str(out),
+            "--phase",
+            "main",
+            "--timeout",
+            str(self.timeout),
+        ]
         run += ["--iters", "5", "--warmup", "2", "--pairwise", "never"]
         env = self.world.env_for([node, peer])
         with environment({}):

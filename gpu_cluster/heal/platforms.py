@@ -2,7 +2,7 @@
 
 The path is read from the outputs (cloud, orchestrator) and, where a cloud offers two ways, from
 the node's own VM each time (real state first): on GCP, whether the machine series takes Google's
-faulty-host report and the VM is bound to a reservation (components.validation_time's
+faulty-host report and the VM is bound to a reservation (gpu_cluster.components.validation_time's
 GKE_REPORT_SERIES and GCE_REPORT_SERIES, with their sources).
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from components.validation_time import GCE_REPORT_SERIES, GKE_REPORT_SERIES, replace_estimate
+from gpu_cluster.components.validation_time import GCE_REPORT_SERIES, GKE_REPORT_SERIES, replace_estimate
 from gpu_cluster.heal.adapters import AdapterError, Checker, CheckResult, Cloud, Instance, NodeState, Outcome, Progress
 from gpu_cluster.heal.adapters import Scheduler
 from gpu_cluster.heal.evidence import judge_pair
@@ -50,15 +50,15 @@ def gcp_project(outs: Any) -> str:
 
 
 def build(args: argparse.Namespace) -> Built:
-    from components.contract import OutputsError
-    from workloads.validate.commands import CommandError, load
-    from workloads.validate.slurm import SchedulerError, shell_for
+    from gpu_cluster.components.contract import OutputsError
+    from gpu_cluster.workloads.validate.commands import CommandError, load
+    from gpu_cluster.workloads.validate.slurm import SchedulerError, shell_for
 
     try:
         outs = load(args.stack, args.outputs, allow_plan=False).outputs
     except (OutputsError, CommandError) as exc:
         raise PlatformError(str(exc)) from None
-    from components.stack_locate import stack_label
+    from gpu_cluster.components.stack_locate import stack_label
 
     from gpu_cluster.heal.lock import KubeLease, SlurmLock, me
 
@@ -232,8 +232,8 @@ class KubeChecker:
         self.poll_s = poll_s
 
     def estimate(self) -> tuple[float, str]:
-        from components.catalog import load_catalog
-        from components.validation_time import revalidate_estimate
+        from gpu_cluster.components.catalog import load_catalog
+        from gpu_cluster.components.validation_time import revalidate_estimate
 
         est = revalidate_estimate(load_catalog().get(self.outputs.instance_type))
         return est.seconds, est.basis
@@ -241,10 +241,10 @@ class KubeChecker:
     def render(self, node: str, peer: str, run_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """(JobSet, NetworkPolicy) for the check."""
         from gpu_cluster.heal.kubernetes import tolerations
-        from workloads.launch import bundle as code_bundle
-        from workloads.launch import validation as vjob
-        from workloads.launch.jobset import network_policy
-        from workloads.launch.jobset import render as render_jobset
+        from gpu_cluster.workloads.launch import bundle as code_bundle
+        from gpu_cluster.workloads.launch import validation as vjob
+        from gpu_cluster.workloads.launch.jobset import network_policy
+        from gpu_cluster.workloads.launch.jobset import render as render_jobset
 
         job = vjob.for_cluster(
             self.outputs,
@@ -277,8 +277,8 @@ class KubeChecker:
         return manifest, network_policy(spec)
 
     def check(self, node: str, peer: str, incident: str, purpose: str) -> CheckResult:
-        from workloads.launch import bundle as code_bundle
-        from workloads.validate import kube
+        from gpu_cluster.workloads.launch import bundle as code_bundle
+        from gpu_cluster.workloads.validate import kube
 
         run_id = f"heal-{incident}-{purpose}-{int(time.time())}"
         manifest, policy = self.render(node, peer, run_id)

@@ -14,7 +14,7 @@
   repair actions per node, SELFHEAL.md A1); the 24 hours make a replaced node that fails again
   the next day count against the same slot, so a replacement loop (SELFHEAL.md section 2) ends.
 - No replacement starts when the reservation or capacity block ends before the replacement and
-  its revalidation are expected to finish (components.validation_time.replace_estimate and
+  its revalidation are expected to finish (gpu_cluster.components.validation_time.replace_estimate and
   revalidate_estimate); the incident is ABANDONED and the node stays out of service.
 """
 

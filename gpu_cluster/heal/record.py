@@ -38,7 +38,7 @@ def summary(inc: Incident) -> dict[str, Any]:
 
 
 def record(journal: Journal, ev: Evidence, run_dir: Path) -> list[Path]:
-    from workloads.validate.certificate import INCIDENTS, render_incidents
+    from gpu_cluster.workloads.validate.certificate import INCIDENTS, render_incidents
 
     mine = [summary(i) for i in journal.incidents() if i.fact("report_id") == ev.report_id]
     if not mine:
@@ -52,7 +52,7 @@ def record(journal: Journal, ev: Evidence, run_dir: Path) -> list[Path]:
         written.append(_atomic(md, body + "\n" + "\n".join(render_incidents(mine)) + "\n"))
     page = ev.path.with_name("report.html")
     if page.exists():
-        from workloads.validate.report_html import with_incidents
+        from gpu_cluster.workloads.validate.report_html import with_incidents
 
         try:
             written.append(_atomic(page, with_incidents(page.read_text(encoding="utf-8"), mine)))

@@ -2,7 +2,7 @@
 the node and its peer, return is ``state=resume``.
 
 Every command goes through the same shell as ``validate submit`` (here on the login node, or
-``ssh``/``gcloud compute ssh`` to it: workloads.validate.slurm.Shell). Slurm's words, from
+``ssh``/``gcloud compute ssh`` to it: gpu_cluster.workloads.validate.slurm.Shell). Slurm's words, from
 scontrol(1) and slurm.conf(5) of slurm-wlm 22.05 (the Debian package tests/slurm runs):
 
 - ``scontrol update NodeName=N State=DRAIN Reason=...``: "DRAIN" lets running jobs finish and
@@ -29,8 +29,8 @@ from typing import Any
 
 from gpu_cluster.heal.adapters import CheckResult, NodeState, Outcome
 from gpu_cluster.heal.evidence import judge_pair
-from workloads.launch.slurm_nodes import NodeInfo, parse_show_node
-from workloads.validate.slurm import SchedulerError, Shell, SlurmJob
+from gpu_cluster.workloads.launch.slurm_nodes import NodeInfo, parse_show_node
+from gpu_cluster.workloads.validate.slurm import SchedulerError, Shell, SlurmJob
 
 MARK = "gpu-cluster heal "
 REASON_MAX = 120
@@ -214,8 +214,8 @@ class SlurmChecker:
         self.local_dir = local_dir
 
     def estimate(self) -> tuple[float, str]:
-        from components.catalog import load_catalog
-        from components.validation_time import revalidate_estimate
+        from gpu_cluster.components.catalog import load_catalog
+        from gpu_cluster.components.validation_time import revalidate_estimate
 
         est = revalidate_estimate(load_catalog().get(self.outputs.instance_type))
         return est.seconds, est.basis
@@ -225,9 +225,9 @@ class SlurmChecker:
         return ("--pairwise", "never", *sizes, *getattr(self.args, "run_arg", ()))
 
     def check(self, node: str, peer: str, incident: str, purpose: str) -> CheckResult:
-        from workloads.launch import bundle as code_bundle
-        from workloads.launch import validation as vjob
-        from workloads.launch.sbatch import render as render_sbatch
+        from gpu_cluster.workloads.launch import bundle as code_bundle
+        from gpu_cluster.workloads.launch import validation as vjob
+        from gpu_cluster.workloads.launch.sbatch import render as render_sbatch
 
         run_id = f"heal-{incident}-{purpose}-{int(time.time())}"
         job = vjob.for_cluster(

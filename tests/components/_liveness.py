@@ -8,10 +8,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from components import liveness as live
-from components.engine import OfflineRun, run_offline
-from components.plan import liveness_plan
-from components.spec import ClusterSpec, default_name, parse_spec, read_stack_file
+from gpu_cluster.components import liveness as live
+from gpu_cluster.components.engine import OfflineRun, run_offline
+from gpu_cluster.components.plan import liveness_plan
+from gpu_cluster.components.spec import ClusterSpec, default_name, parse_spec, read_stack_file
 from gpu_cluster.plan import render_job
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from components.engine import OfflineRun
+from gpu_cluster.components.engine import OfflineRun
 from tests.components.azure.checkov_plan import _address, _strings, scan
 
 AWS_GCP_STACKS = (

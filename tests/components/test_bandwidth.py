@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from components.bandwidth import FAIL_OF_EXPECTED, WARN_OF_EXPECTED, phase_floors
-from components.catalog import load_catalog
+from gpu_cluster.components.bandwidth import FAIL_OF_EXPECTED, WARN_OF_EXPECTED, phase_floors
+from gpu_cluster.components.catalog import load_catalog
 
 NODES = [2**k for k in range(1, 11)]  # 2 .. 1024
 
@@ -113,8 +113,8 @@ def test_phase_floors_cover_every_phase_and_state_a_basis() -> None:
 
 
 def test_floors_are_widened_by_the_leave_one_out_errors_of_their_basis() -> None:
-    from components.bandwidth import KINDS
-    from components.bandwidth_confidence import held_out
+    from gpu_cluster.components.bandwidth import KINDS
+    from gpu_cluster.components.bandwidth_confidence import held_out
 
     cat = load_catalog()
     models = {n: it.bandwidth for n, it in {**cat.instances, **cat.judge_types}.items()}
@@ -158,7 +158,7 @@ def test_reduce_scatter_has_its_own_efficiency_where_one_is_measured() -> None:
 
     import yaml
 
-    from components.catalog import CATALOG_PATH, parse_catalog
+    from gpu_cluster.components.catalog import CATALOG_PATH, parse_catalog
 
     bw = load_catalog().get("a3-ultragpu-8g").bandwidth
     borrowed = bw.efficiency["reduce_scatter"]
@@ -267,8 +267,8 @@ def test_a_baseline_never_lowers_a_floor() -> None:
     ],
 )
 def test_a_malformed_baseline_names_what_is_wrong(edit: dict[str, Any], message: str | None) -> None:
-    from components.bandwidth_baseline import parse
-    from components.catalog_file import CatalogError
+    from gpu_cluster.components.bandwidth_baseline import parse
+    from gpu_cluster.components.catalog_file import CatalogError
 
     raw = {
         "op": "all_reduce",

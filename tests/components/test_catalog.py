@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.bandwidth import FAIL_OF_EXPECTED, WARN_OF_EXPECTED
-from components.catalog import CatalogError, load_catalog
+from gpu_cluster.components.bandwidth import FAIL_OF_EXPECTED, WARN_OF_EXPECTED
+from gpu_cluster.components.catalog import CatalogError, load_catalog
 
 REQUIRED = [
     "p4d.24xlarge",

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from components.cloud_sdk import EXTRA_SDKS
+from gpu_cluster.components.cloud_sdk import EXTRA_SDKS
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL = "pip install 'gpu-cluster[azure]'"
@@ -72,13 +72,13 @@ def test_plan_all_without_the_extra_plans_every_other_stack() -> None:
 
 
 def test_running_an_azure_stack_without_the_extra_is_a_clean_pulumi_error() -> None:
-    """`pulumi up` runs components.program.build; what it raises is a pulumi.RunError (reported by
+    """`pulumi up` runs gpu_cluster.components.program.build; what it raises is a pulumi.RunError (reported by
     Pulumi's host as one error line, no stack trace) carrying the same words."""
     proc = _python(
         _WITHOUT_AZURE + "import pulumi\n"
-        "from components.engine import run_offline\n"
-        "from components.cloud_sdk import MissingCloudSdk\n"
-        "from components.spec import read_stack_file\n"
+        "from gpu_cluster.components.engine import run_offline\n"
+        "from gpu_cluster.components.cloud_sdk import MissingCloudSdk\n"
+        "from gpu_cluster.components.spec import read_stack_file\n"
         "name, raw = read_stack_file('azure-mi300x-aks')\n"
         "try:\n"
         "    run_offline(name, raw)\n"

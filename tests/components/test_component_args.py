@@ -8,10 +8,10 @@ import pulumi_aws as aws
 import pulumi_gcp as gcp
 import pytest
 
-from components.args import GpuClusterArgs, to_raw, to_spec
-from components.cluster import GpuCluster
-from components.engine import run_program
-from components.spec import DEPLOY_TIME_ID, SpecError, default_name, load_stack, parse_spec, read_stack_file
+from gpu_cluster.components.args import GpuClusterArgs, to_raw, to_spec
+from gpu_cluster.components.cluster import GpuCluster
+from gpu_cluster.components.engine import run_program
+from gpu_cluster.components.spec import DEPLOY_TIME_ID, SpecError, default_name, load_stack, parse_spec, read_stack_file
 
 EKS: dict[str, Any] = {
     "cloud": "aws",
@@ -143,7 +143,7 @@ def test_aws_callers_provider_in_another_region_is_refused() -> None:
 
 
 def test_stack_file_with_an_existing_vpc_creates_no_network() -> None:
-    from components.engine import run_offline
+    from gpu_cluster.components.engine import run_offline
 
     raw = {**EKS, "network": {"vpc_id": VPC, "node_subnet_id": SUBNET, "control_plane_subnet_ids": [SUBNET_B]}}
     run = run_offline("mine", raw)
@@ -153,11 +153,11 @@ def test_stack_file_with_an_existing_vpc_creates_no_network() -> None:
     (eks,) = run.of_type("aws:eks/cluster:Cluster")
     assert eks.inputs["vpcConfig"]["subnetIds"] == [SUBNET, SUBNET_B]
     assert "aws:ec2/getVpc:getVpc" in run.invokes
-    assert set(run.outputs) == set(__import__("components.contract", fromlist=["OUTPUT_KEYS"]).OUTPUT_KEYS)
+    assert set(run.outputs) == set(__import__("gpu_cluster.components.contract", fromlist=["OUTPUT_KEYS"]).OUTPUT_KEYS)
 
 
 def test_a_vpc_without_dns_hostnames_is_refused() -> None:
-    from components.aws.network import _dns_checked
+    from gpu_cluster.components.aws.network import _dns_checked
 
     assert _dns_checked(["arn:aws:ec2:us-east-1:1:vpc/" + VPC, True, True, VPC]).endswith(VPC)
     with pytest.raises(ValueError, match="enableDnsHostnames=False"):
@@ -169,7 +169,7 @@ def test_the_package_provider_constructs_the_component_from_schema_inputs() -> N
     (as a YAML program sends them) to GpuClusterArgs and builds the cluster."""
     from pulumi.provider.experimental.component import ComponentProvider
 
-    from components.provider import COMPONENTS, PACKAGE
+    from gpu_cluster.components.provider import COMPONENTS, PACKAGE
 
     provider = ComponentProvider(list(COMPONENTS), PACKAGE, None, "0.1.0")
     inputs = {

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from components import args as args_module
-from components import cluster as cluster_module
-from components.args import to_spec
-from components.provider import schema
+from gpu_cluster.components import args as args_module
+from gpu_cluster.components import cluster as cluster_module
+from gpu_cluster.components.args import to_spec
+from gpu_cluster.components.provider import schema
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "gpu-cluster:index:GpuCluster"
@@ -240,7 +240,7 @@ def test_plugin_manifest_starts_the_component_provider_host(monkeypatch: pytest.
 
 
 def test_schema_command_prints_what_the_host_infers(tmp_path: Path) -> None:
-    """``gpu-cluster schema`` and ``python -m components.provider schema``: the same JSON, no CLI."""
+    """``gpu-cluster schema`` and ``python -m gpu_cluster.components.provider schema``: the same JSON, no CLI."""
     import json
     import subprocess
     import sys
@@ -253,7 +253,11 @@ def test_schema_command_prints_what_the_host_infers(tmp_path: Path) -> None:
     assert json.loads(out.read_text(encoding="utf-8")) == expected
     assert TOKEN in expected["resources"]
     proc = subprocess.run(
-        [sys.executable, "-m", "components.provider", "schema"], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "gpu_cluster.components.provider", "schema"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == expected
@@ -265,7 +269,7 @@ def test_plugin_requirements_are_the_core_at_the_pins() -> None:
     extras to choose), each at requirements.txt's pin: no torch, no test tools."""
     import tomllib
 
-    from components.cloud_sdk import EXTRA_SDKS
+    from gpu_cluster.components.cloud_sdk import EXTRA_SDKS
 
     def names(lines: list[str]) -> dict[str, str]:
         pins = {}

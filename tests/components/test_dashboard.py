@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from components.dashboard import (
+from gpu_cluster.components.dashboard import (
     GRAFANA_COLUMNS,
     MOSAIC_COLUMNS,
     NODE_LABEL,
@@ -259,7 +259,7 @@ def test_grafana_json_has_the_keys_the_model_requires() -> None:
 
 def test_the_shipped_files_are_what_the_builder_writes() -> None:
     for path, text in files().items():
-        assert (ROOT / path).read_text() == text, f"{path} is stale: python -m components.dashboard"
+        assert (ROOT / path).read_text() == text, f"{path} is stale: python -m gpu_cluster.components.dashboard"
         json.loads(text)
 
 

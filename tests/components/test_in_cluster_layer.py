@@ -12,8 +12,8 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.engine import OfflineRun, run_offline
-from components.spec import read_stack_file
+from gpu_cluster.components.engine import OfflineRun, run_offline
+from gpu_cluster.components.spec import read_stack_file
 
 REF = "my-org/gpu-cluster/cluster"
 
@@ -91,7 +91,7 @@ def test_jobs_run_in_their_own_namespace_with_what_they_mount(stack: str) -> Non
     """The jobs' namespace (not `default`, CKV_K8S_21) is the stack output scheduler.namespace; the
     claims and the Workload Identity service account the pods use are created in it, after it (a pod
     mounts only claims of its own namespace), by the public stack and the private layer alike."""
-    from components.k8s.addons import JOB_NAMESPACE, JOB_POD_SECURITY
+    from gpu_cluster.components.k8s.addons import JOB_NAMESPACE, JOB_POD_SECURITY
 
     public, private, layer = _runs(stack)
     assert public.outputs["scheduler"]["namespace"] == private.outputs["scheduler"]["namespace"] == JOB_NAMESPACE

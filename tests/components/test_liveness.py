@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.spec import SpecError, bundled_stacks
+from gpu_cluster.components.spec import SpecError, bundled_stacks
 from tests.components._liveness import bundled, plan_raw, pod_of, raw_of
 
 
@@ -25,7 +25,7 @@ def test_every_bundled_stack_holds_with_a_source_on_every_check(stack: str) -> N
 
 
 def test_the_json_summary_carries_the_checks() -> None:
-    from components.plan import summarize
+    from gpu_cluster.components.plan import summarize
 
     p = bundled("gcp-h100-gke")
     doc = summarize("gcp-h100-gke", p.spec, p.run, liveness=p.result).liveness

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from components import liveness as live
-from components.liveness import apis
+from gpu_cluster.components import liveness as live
+from gpu_cluster.components.liveness import apis
 from tests.components._liveness import bundled, mutate_job, mutate_plan, pod_of
 
 
@@ -234,14 +234,14 @@ def test_ordering_the_gate_after_the_sidecar() -> None:
 def test_toleration_matching_is_kubernetes_own(
     taint: tuple[str, str, str], toleration: dict[str, str], holds: bool
 ) -> None:
-    from components.liveness.cluster import tolerates
-    from components.liveness.facts import Taint
+    from gpu_cluster.components.liveness.cluster import tolerates
+    from gpu_cluster.components.liveness.facts import Taint
 
     assert tolerates([toleration], Taint(*taint, source="test")) is holds
 
 
 def test_a_job_that_does_not_render_is_a_failed_check_not_a_crash() -> None:
-    from components.plan import check_liveness
+    from gpu_cluster.components.plan import check_liveness
 
     p = bundled("aws-h100-eks")
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from components import liveness as live
-from components.liveness import driver
+from gpu_cluster.components import liveness as live
+from gpu_cluster.components.liveness import driver
 from tests.components._liveness import bundled
 
 NVIDIA_K8S = {
@@ -100,7 +100,7 @@ def test_an_unrecorded_rocm_release_fails(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_the_installer_the_check_reads_is_the_one_the_component_writes() -> None:
-    from components.k8s import aks_amd
+    from gpu_cluster.components.k8s import aks_amd
 
     assert aks_amd.AMD_DRIVER_INSTALLER == driver.AMD_INSTALLER
     assert f"version={aks_amd.AMD_DRIVER_VERSION}" in aks_amd.amd_driver_script().splitlines()
@@ -153,7 +153,7 @@ def test_an_unrecorded_torch_release_fails(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_the_checked_torch_is_the_one_the_slurm_job_installs() -> None:
-    from workloads.launch.bundle import JOB_REQUIREMENTS
+    from gpu_cluster.workloads.launch.bundle import JOB_REQUIREMENTS
 
     assert f"torch=={driver.SLURM_TORCH}" in JOB_REQUIREMENTS
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from components import liveness as live
+from gpu_cluster.components import liveness as live
 from tests.components._liveness import bundled, pod_of
 
 Plan = live.Plan

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from components import liveness as live
+from gpu_cluster.components import liveness as live
 from tests.components._liveness import bundled, mutate_job, mutate_plan
 
 ENFORCED = "enforced on the job's pods"

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from components import liveness as live
-from components.contract import UNVALIDATED_TAINT_KEY
+from gpu_cluster.components import liveness as live
+from gpu_cluster.components.contract import UNVALIDATED_TAINT_KEY
 from tests.components._liveness import bundled, pod_of
 
 TAINTED = ("aws-h100-eks", "aws-h100-capacity-block", "aws-b200-capacity-block", "gcp-h200-gke")
@@ -23,7 +23,7 @@ CHART = "kubernetes:helm.sh/v4:Chart"
 
 
 def _gpu_pools(stack: str) -> list[Any]:
-    from components.liveness.pools import pools
+    from gpu_cluster.components.liveness.pools import pools
 
     return [p for p in pools(bundled(stack).plan) if p.gpu]
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.catalog import CATALOG_PATH, CatalogError
-from components.lustre_tiers import load_lustre, lustre_tiers, parse_lustre
+from gpu_cluster.components.catalog import CATALOG_PATH, CatalogError
+from gpu_cluster.components.lustre_tiers import load_lustre, lustre_tiers, parse_lustre
 
 
 def _doc() -> dict[str, Any]:

@@ -1,14 +1,14 @@
 """The stack creates no validation job: validation is a command over the stack's outputs
-(``python -m workloads.validate submit STACK``), so it can be rerun. The outputs carry what
+(``python -m gpu_cluster.workloads.validate submit STACK``), so it can be rerun. The outputs carry what
 that command needs, in the contract's shape."""
 
 from __future__ import annotations
 
 import pytest
 
-from components.contract import OUTPUT_KEYS, read_outputs
-from components.engine import run_offline
-from components.spec import bundled_stacks, read_stack_file
+from gpu_cluster.components.contract import OUTPUT_KEYS, read_outputs
+from gpu_cluster.components.engine import run_offline
+from gpu_cluster.components.spec import bundled_stacks, read_stack_file
 
 
 @pytest.mark.parametrize("stack", bundled_stacks())

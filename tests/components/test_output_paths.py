@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from components import plan, provider
-from components.spec import SpecError
-from components.stack_file import read_stack_file
+from gpu_cluster.components import plan, provider
+from gpu_cluster.components.spec import SpecError
+from gpu_cluster.components.stack_file import read_stack_file
 
 
 @pytest.fixture()

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from components.plan import plan_stack, render
-from components.plan_caveats import FLEX_START_MAX_DAYS, caveats
-from components.spec import parse_spec
+from gpu_cluster.components.plan import plan_stack, render
+from gpu_cluster.components.plan_caveats import FLEX_START_MAX_DAYS, caveats
+from gpu_cluster.components.spec import parse_spec
 from tests.components.test_spec import aws_base, gcp_base
 
 

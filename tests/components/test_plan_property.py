@@ -17,11 +17,11 @@ import pulumi
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from components.catalog import load_catalog
-from components.engine import run_offline
-from components.plan import summarize
-from components.lustre_tiers import lustre_tiers
-from components.spec import CAPACITY_TYPES, ORCHESTRATORS, PRE_PLACED, SpecError, parse_spec
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.components.engine import run_offline
+from gpu_cluster.components.plan import summarize
+from gpu_cluster.components.lustre_tiers import lustre_tiers
+from gpu_cluster.components.spec import CAPACITY_TYPES, ORCHESTRATORS, PRE_PLACED, SpecError, parse_spec
 
 CATALOG = load_catalog()
 
@@ -235,7 +235,7 @@ def test_program_fails_only_with_input_properties_error(raw: Any) -> None:
 
 def test_trailing_newline_is_refused_in_every_patterned_field() -> None:
     """'$' matches before a final newline; every pattern must anchor at the true end."""
-    from components.spec import read_stack_file
+    from gpu_cluster.components.spec import read_stack_file
 
     _, base = read_stack_file("aws-h100-eks")
     edits = {

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from components.contract import OutputsError
-from components.problems import Problem, Problems, ProblemsError
-from components.spec import SpecError
+from gpu_cluster.components.contract import OutputsError
+from gpu_cluster.components.problems import Problem, Problems, ProblemsError
+from gpu_cluster.components.spec import SpecError
 
 
 def test_a_problem_is_a_pair_and_renders_path_then_reason() -> None:
@@ -36,7 +36,7 @@ def test_every_error_kind_is_one_problems_error_with_its_heading() -> None:
 
 
 def test_validate_reports_every_bad_timeout_at_once(capsys: pytest.CaptureFixture[str]) -> None:
-    from workloads.validate.__main__ import main
+    from gpu_cluster.workloads.validate.__main__ import main
 
     assert main(["--timeout", "nan", "run", "--out", "/tmp/x", "--timeout", "-1"]) == 3
     err = capsys.readouterr().err.splitlines()

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from components.spec import DEPLOYER_PLACEHOLDER, SpecError, bundled_stacks, load_stack, parse_spec
+from gpu_cluster.components.spec import DEPLOYER_PLACEHOLDER, SpecError, bundled_stacks, load_stack, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 # A global address: the spec refuses private and documentation ranges for the deployer.
@@ -330,7 +330,7 @@ def _write_stack(tmp_path: Path, cluster: Any) -> Path:
     return path
 
 
-@pytest.mark.parametrize("module", ["components.spec", "components.plan"])
+@pytest.mark.parametrize("module", ["gpu_cluster.components.spec", "gpu_cluster.components.plan"])
 def test_cli_exits_2_with_the_list_and_no_traceback(tmp_path: Path, module: str) -> None:
     obj = aws_base()
     obj["compute"]["nodes"] = 0
@@ -368,14 +368,14 @@ def test_a_cluster_spec_is_built_only_by_parse_spec() -> None:
     built directly, or copied with a change, the constructor refuses and names the way in."""
     import dataclasses
 
-    from components.spec import ClusterSpec
+    from gpu_cluster.components.spec import ClusterSpec
 
     spec = parse_spec(aws_base())
     parts = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
-    with pytest.raises(TypeError, match="built by components.spec.parse_spec"):
+    with pytest.raises(TypeError, match="built by gpu_cluster.components.spec.parse_spec"):
         ClusterSpec(**parts)
     # A change that the rules refuse (a GCP zone on an AWS stack) cannot slip in by copying either.
-    with pytest.raises(TypeError, match="built by components.spec.parse_spec"):
+    with pytest.raises(TypeError, match="built by gpu_cluster.components.spec.parse_spec"):
         dataclasses.replace(spec, zone="us-central1-a")
     # The way in: change the raw object and parse it again, where the rule speaks.
     raw = aws_base()
@@ -384,7 +384,7 @@ def test_a_cluster_spec_is_built_only_by_parse_spec() -> None:
 
 
 def test_problems_are_the_shared_type_and_compare_as_pairs() -> None:
-    from components.problems import Problem
+    from gpu_cluster.components.problems import Problem
 
     got = problems({**aws_base(), "zone": "us-central1-a"})
     assert got == [("zone", "'us-central1-a' is not a zone of region 'us-east-1' (allowed: zones such as us-east-1a)")]
@@ -409,9 +409,13 @@ def test_an_orchestrator_without_a_known_cloud_is_not_said_to_run_on_none(cloud:
 
 
 def test_spec_help_is_help_not_a_stack_name() -> None:
-    """First-hour bug (issue 26): `python -m components.spec --help` was read as a stack name."""
+    """First-hour bug (issue 26): `python -m gpu_cluster.components.spec --help` was read as a stack name."""
     proc = subprocess.run(
-        [sys.executable, "-m", "components.spec", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "gpu_cluster.components.spec", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0 and proc.stdout.startswith("usage:") and "Traceback" not in proc.stderr
     assert "not found" not in proc.stdout + proc.stderr and "stack" in proc.stdout
@@ -442,7 +446,7 @@ def test_spec_cli_says_how_to_write_a_string_capacity(tmp_path: Path) -> None:
     obj = aws_base()
     obj["compute"]["capacity"] = "spot"
     proc = subprocess.run(
-        [sys.executable, "-m", "components.spec", str(_write_stack(tmp_path, obj))],
+        [sys.executable, "-m", "gpu_cluster.components.spec", str(_write_stack(tmp_path, obj))],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from components.spec import SpecError, parse_spec, read_stack_file
-from components.spec_security import SecuritySpec
+from gpu_cluster.components.spec import SpecError, parse_spec, read_stack_file
+from gpu_cluster.components.spec_security import SecuritySpec
 
 
 def _parse(security: Any) -> Any:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from components import validation_time as vt
-from components.catalog import load_catalog
-from components.spec import bundled_stacks, load_stack
+from gpu_cluster.components import validation_time as vt
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.components.spec import bundled_stacks, load_stack
 
 
 def test_the_sweep_sizes_are_the_ones_the_job_runs() -> None:
-    from workloads.validate.run import sweep_start
+    from gpu_cluster.workloads.validate.run import sweep_start
 
     sizes = vt.sweep_sizes(1 << 20)
     assert sizes[-1] == 8 << 30 and sizes[0] == sweep_start(1 << 20, 8 << 30, 4)

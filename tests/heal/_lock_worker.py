@@ -21,7 +21,7 @@ def main() -> int:
     if kind == "kube":
         lock: object = KubeLease(Path(where).read_text(encoding="utf-8"), me(folder))
     else:
-        from workloads.validate.slurm import Shell
+        from gpu_cluster.workloads.validate.slurm import Shell
 
         lock = SlurmLock(Shell((), dict(os.environ)), me(folder))
     with cluster_lock(lock, apply=True):

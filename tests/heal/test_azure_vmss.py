@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from components.contract import read_outputs
+from gpu_cluster.components.contract import read_outputs
 from gpu_cluster.heal.adapters import AdapterError, NodeState
 from gpu_cluster.heal.azure import Arm
 from gpu_cluster.heal.azure_vmss import COMPUTE_API, VmssCloud, scale_set_of

@@ -76,8 +76,8 @@ def test_a_stack_without_outputs(
 
 def outputs_file(tmp_path: Path, kubeconfig: str) -> Path:
     """The offline plan's outputs of aws-h100-eks, its kubeconfig pointed at the test API server."""
-    from components.engine import run_offline
-    from components.spec import read_stack_file
+    from gpu_cluster.components.engine import run_offline
+    from gpu_cluster.components.spec import read_stack_file
 
     stack, raw_spec = read_stack_file("aws-h100-eks")
     outs = run_offline(stack, raw_spec).outputs

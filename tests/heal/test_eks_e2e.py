@@ -28,7 +28,7 @@ from tests.heal.test_aws import REGION, aws, aws_env, moto_url, node_group  # no
 from tests.heal.world import SLOW
 from tests.kubeapi import KubeApiServer
 from tests.launch.test_render_stacks import outputs
-from workloads.validate import archive, kube
+from gpu_cluster.workloads.validate import archive, kube
 
 IMAGE = "public.ecr.aws/deep-learning-containers/pytorch:2.13.0-cu133-amzn2023@sha256:" + "0" * 64
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from components import validation_time as vt
-from components.catalog import load_catalog
+from gpu_cluster.components import validation_time as vt
+from gpu_cluster.components.catalog import load_catalog
 from gpu_cluster.heal.evidence import read_report
 from gpu_cluster.heal.journal import Journal
 from gpu_cluster.heal.record import record
 from tests.heal.world import engine, write_report
-from workloads.validate import diff, report_html
-from workloads.validate.certificate import INCIDENTS
+from gpu_cluster.workloads.validate import diff, report_html
+from gpu_cluster.workloads.validate.certificate import INCIDENTS
 
 
 def test_incidents_go_into_the_report_and_the_diff(tmp_path: Path) -> None:
@@ -82,7 +82,7 @@ def test_the_revalidation_is_one_launch_with_the_sweeps_at_the_floors_size() -> 
 
 
 def test_the_plan_prints_the_heal_line(capsys: pytest.CaptureFixture[str]) -> None:
-    from components import plan
+    from gpu_cluster.components import plan
 
     assert plan.main(["gcp-h200-gke"]) == 0
     out = capsys.readouterr().out

@@ -12,7 +12,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from components.contract import UNVALIDATED_TAINT_KEY
+from gpu_cluster.components.contract import UNVALIDATED_TAINT_KEY
 from gpu_cluster.heal.aws import EksAsgCloud
 from gpu_cluster.heal.engine import Engine
 from gpu_cluster.heal.evidence import read_report
@@ -79,7 +79,7 @@ def test_an_eks_replacement_is_out_of_work_from_registration_until_it_passes(
             import io
             import json
 
-            from workloads.validate import archive, kube
+            from gpu_cluster.workloads.validate import archive, kube
 
             meta = js["metadata"]
             pod_spec = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]

@@ -21,7 +21,7 @@ SLOW = "health.matmul: straggler, 0.33 under 0.5 x the other nodes' median 191.3
 def write_report(
     run_dir: Path, nodes: int = 4, fail: dict[str, list[str]] | None = None, warn: dict[str, list[str]] | None = None
 ) -> Path:
-    """A report.json as workloads.validate.report writes it (the keys heal reads)."""
+    """A report.json as gpu_cluster.workloads.validate.report writes it (the keys heal reads)."""
     fail = {"local-3": [SLOW]} if fail is None else fail
     warn = warn or {}
     doc: dict[str, Any] = {

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from components.catalog import load_catalog
-from components.contract import ClusterOutputs, read_outputs
-from components.engine import run_offline
-from components.spec import read_stack_file
-from workloads.launch import validation as vjob
-from workloads.validate import commands
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.components.contract import ClusterOutputs, read_outputs
+from gpu_cluster.components.engine import run_offline
+from gpu_cluster.components.spec import read_stack_file
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.validate import commands
 
 # Azure/ai-infrastructure-on-azure infrastructure_validations/aks/NCCL/helm/nccl-test/values.yaml
 # at a01b073, lines 38-68 (the chart's defaults are for H100/H200, line 29).
@@ -156,7 +156,7 @@ def test_mi300x_pod_runs_amds_rocm_pytorch_by_digest_and_the_nvidia_sizes_ngc() 
 
 
 def test_vm_slurm_env_keeps_the_hpc_images_names() -> None:
-    from workloads.launch import fabric
+    from gpu_cluster.workloads.launch import fabric
 
     ib = fabric.wiring("infiniband")
     # aznhc customTests/azure_nccl_allreduce.nhc at 0e0a1ac: the HPC image's topology file and eth0 UCX.
@@ -170,8 +170,8 @@ def test_a_bad_collectives_part_or_runtime_image_names_its_path() -> None:
 
     import yaml
 
-    from components.catalog import CATALOG_PATH, CatalogError, parse_runtime_images
-    from workloads.launch import fabric
+    from gpu_cluster.components.catalog import CATALOG_PATH, CatalogError, parse_runtime_images
+    from gpu_cluster.workloads.launch import fabric
 
     with open(CATALOG_PATH, encoding="utf-8") as fh:
         doc = yaml.safe_load(fh)

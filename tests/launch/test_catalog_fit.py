@@ -6,8 +6,8 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
-from components.catalog import load_catalog
-from workloads.launch import jobset, sbatch
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.workloads.launch import jobset, sbatch
 
 CATALOG = load_catalog()
 NAMES = sorted(CATALOG.names())
@@ -20,7 +20,7 @@ def test_catalog_entry_renders_with_both_launchers(name: str) -> None:
         sbatch.LaunchSpec(
             job_name="validate",
             nodes=2,
-            module="workloads.validate",
+            module="gpu_cluster.workloads.validate",
             workdir="/fsx/runs/r1",
             gpus_per_node=it.accelerator.count,
             fabric_env=it.software.fabric_env,
@@ -31,7 +31,7 @@ def test_catalog_entry_renders_with_both_launchers(name: str) -> None:
             name="validate",
             nodes=2,
             image="registry.example/validate:1",
-            module="workloads.validate",
+            module="gpu_cluster.workloads.validate",
             workdir="/fsx/runs/r1",
             gpus_per_node=it.accelerator.count,
             gpu_vendor=it.accelerator.vendor,

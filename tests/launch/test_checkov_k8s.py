@@ -20,8 +20,8 @@ import yaml
 
 from tests.checkov_venv import checkov_exe
 from tests.launch.test_render_stacks import K8S_STACKS, args, outputs
-from workloads.launch import validation as vjob
-from workloads.validate import commands
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.validate import commands
 
 ROOT = Path(__file__).resolve().parents[2]
 EXCEPTIONS = ROOT / "policies" / "checkov-k8s-exceptions.yaml"
@@ -238,7 +238,7 @@ def test_the_jobs_namespace_admits_the_pods_at_the_least_level_they_need() -> No
     """Every bundled Kubernetes stack's job pod goes beyond Baseline (hostPath, NET_ADMIN, IPC_LOCK),
     so the namespace enforces `privileged` and audits `baseline`; none is `privileged: true`. When a
     stack's pods fit Baseline, this fails: lower the level (components/k8s/addons.py)."""
-    from components.k8s.addons import JOB_POD_SECURITY
+    from gpu_cluster.components.k8s.addons import JOB_POD_SECURITY
 
     assert JOB_POD_SECURITY["pod-security.kubernetes.io/enforce"] == "privileged"
     assert JOB_POD_SECURITY["pod-security.kubernetes.io/audit"] == "baseline"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from workloads.launch import fabric
+from gpu_cluster.workloads.launch import fabric
 
 RDMA = fabric.wiring("rdma").slurm
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from components.catalog import ImageBuild, load_fabric_facts
-from workloads.launch import validation as vjob
-from workloads.launch.bundle import JOB_REQUIREMENTS
+from gpu_cluster.components.catalog import ImageBuild, load_fabric_facts
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.launch.bundle import JOB_REQUIREMENTS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,7 +65,7 @@ def test_the_plugin_directory_is_on_ld_library_path_where_the_check_looks() -> N
     assert "/opt/amazon/efa/lib" in ld  # libfabric, which the plugin links
     assert env["PATH"].startswith("/opt/venv/bin:")  # `python3` in the pod is the one with torch
     # The pods look there at start, for the name they load (NCCL_NET_PLUGIN=ofi: libnccl-net-ofi.so).
-    from workloads.launch.fabric import wiring
+    from gpu_cluster.workloads.launch.fabric import wiring
 
     (ofi,) = [f for f in wiring("efa").pod.found_at_start if f.marker == "libnccl-net-ofi.so"]
     assert UBUNTU_PLUGIN_DIR in ofi.dirs
@@ -87,7 +87,7 @@ def test_the_default_efa_image_is_the_published_dlc_with_the_jobs_torch() -> Non
     assert not vjob.pinned(vjob.default_image("efa"))
     # Its plugin (lib64/libnccl-net-ofi.so, dlc-pytorch-dockerfile) is where the pods look and what
     # they name.
-    from workloads.launch.fabric import wiring
+    from gpu_cluster.workloads.launch.fabric import wiring
 
     pod = wiring("efa").pod
     (ofi,) = [f for f in pod.found_at_start if f.marker == "libnccl-net-ofi.so"]
@@ -101,7 +101,7 @@ def test_a_catalog_digest_pins_the_default(monkeypatch: pytest.MonkeyPatch) -> N
     digest = "sha256:" + "ab" * 32
     pinned = {**images, "efa": replace(images["efa"], digest=digest)}
     # default_image reads the catalog where it lives (workloads/launch/images.py)
-    from workloads.launch import images as launch_images
+    from gpu_cluster.workloads.launch import images as launch_images
 
     monkeypatch.setattr(launch_images, "load_fabric_facts", lambda: (checks, pinned))
     assert vjob.default_image("efa") == f"{images['efa'].repository}:{images['efa'].tag}@{digest}"
@@ -116,13 +116,13 @@ def test_fabrics_without_a_catalog_image_and_cpu_runs_keep_the_ngc_image() -> No
 @pytest.mark.parametrize("cpu", [False, True])
 def test_slurm_job_checks_each_nodes_fabric_before_torchrun(cpu: bool) -> None:
     from tests.launch.test_render_stacks import SLURM_STACKS, args, outputs
-    from workloads.validate import commands
+    from gpu_cluster.workloads.validate import commands
 
     for stack in SLURM_STACKS:
         outs = outputs(stack)
         script = commands.render_run(outs, args(cpu=cpu), "20261201t070000z-ab12").files["validate.sbatch"]
         lines = script.splitlines()
-        check = [i for i, line in enumerate(lines) if "-m workloads.health.fabric" in line]
+        check = [i for i, line in enumerate(lines) if "-m gpu_cluster.workloads.health.fabric" in line]
         if cpu:
             assert not check, stack  # a CPU test cluster has no fabric to check
             continue
@@ -130,7 +130,7 @@ def test_slurm_job_checks_each_nodes_fabric_before_torchrun(cpu: bool) -> None:
         line = lines[at]
         assert line.startswith('srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 ')
         assert f"--instance-type {outs.instance_type}" in line
-        assert f" {vjob.venv_path(outs)}/bin/python -m workloads.health.fabric" in line
+        assert f" {vjob.venv_path(outs)}/bin/python -m gpu_cluster.workloads.health.fabric" in line
         assert "export PYTHONPATH=" in script  # the check runs from the job's own code
         first_torchrun = next(i for i, line in enumerate(lines) if "-m torch.distributed.run" in line)
         venv_made = next(i for i, line in enumerate(lines) if line.strip() == 'touch "$venv/.complete"')

@@ -14,12 +14,12 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from components.catalog import CatalogError, load_catalog, load_fabric_facts
-from components.contract import ClusterOutputs, Fabric
-from workloads.launch import fabric as fw
-from workloads.launch import jobset, sbatch
-from workloads.launch.common import LaunchSpecError
-from workloads.launch.validation import (
+from gpu_cluster.components.catalog import CatalogError, load_catalog, load_fabric_facts
+from gpu_cluster.components.contract import ClusterOutputs, Fabric
+from gpu_cluster.workloads.launch import fabric as fw
+from gpu_cluster.workloads.launch import jobset, sbatch
+from gpu_cluster.workloads.launch.common import LaunchSpecError
+from gpu_cluster.workloads.launch.validation import (
     EFA_POD_CPU,
     ValidationJob,
     check_networks,
@@ -310,7 +310,7 @@ def test_env_script_is_sourced_then_the_launchers_values_win(tmp_path: Path) -> 
 
 
 def _outputs(networks: list[str]) -> ClusterOutputs:
-    from components.contract import Access, Mount, Scheduler
+    from gpu_cluster.components.contract import Access, Mount, Scheduler
 
     return ClusterOutputs(
         cloud="gcp",

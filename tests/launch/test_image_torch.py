@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from components.catalog import load_runtime_images
-from workloads.launch import validation as vjob
-from workloads.launch.bundle import JOB_REQUIREMENTS
+from gpu_cluster.components.catalog import load_runtime_images
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.launch.bundle import JOB_REQUIREMENTS
 
 
 def test_the_tested_torch_is_the_one_the_slurm_job_installs() -> None:
@@ -73,7 +73,7 @@ def test_make_image_torch_runs_the_tests_on_the_recorded_line() -> None:
     [("azure-mi300x-aks", "carries torch 2.9.1"), ("gcp-h100-gke", "a pre-release build of 2.10.0")],
 )
 def test_render_says_which_torch_the_pods_get(stack: str, says: str, tmp_path: Path) -> None:
-    from workloads.validate.__main__ import main
+    from gpu_cluster.workloads.validate.__main__ import main
 
     out = io.StringIO()
     with redirect_stdout(out):
@@ -84,7 +84,7 @@ def test_render_says_which_torch_the_pods_get(stack: str, says: str, tmp_path: P
 
 
 def test_render_of_the_eks_stack_has_no_torch_note(tmp_path: Path) -> None:
-    from workloads.validate.__main__ import main
+    from gpu_cluster.workloads.validate.__main__ import main
 
     out = io.StringIO()
     with redirect_stdout(out):

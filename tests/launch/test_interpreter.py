@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads.launch.validation import interpreter_lines
+from gpu_cluster.workloads.launch.validation import interpreter_lines
 
 PYENV = Path.home() / ".pyenv" / "versions"
 

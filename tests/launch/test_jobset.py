@@ -19,8 +19,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from workloads.launch.common import LaunchSpecError
-from workloads.launch.jobset import JobSetSpec, pod_script, render, to_yaml, validate
+from gpu_cluster.workloads.launch.common import LaunchSpecError
+from gpu_cluster.workloads.launch.jobset import JobSetSpec, pod_script, render, to_yaml, validate
 
 CRD = Path(__file__).parent / "data" / "jobset.x-k8s.io_jobsets.trimmed.yaml"
 # EKS standard-support versions at the time of writing, and the newest schemas shipped.
@@ -33,7 +33,7 @@ def _p5(**overrides: object) -> JobSetSpec:
         name="validate-p5",
         nodes=4,
         image="123456789012.dkr.ecr.us-east-1.amazonaws.com/gpu-cluster/validate:2026.11",
-        module="workloads.validate",
+        module="gpu_cluster.workloads.validate",
         module_args=("--instance-type", "p5.48xlarge", "--out", "/fsx/runs/r1/report"),
         workdir="/fsx/runs/r1",
         gpus_per_node=8,
@@ -233,7 +233,7 @@ def test_command_waits_for_rendezvous_dns_then_execs_torchrun() -> None:
         '--rdzv-endpoint="$rdzv_host:29500"',
         "--rdzv-id=validate-p5",
         "--max-restarts=0",
-        "-m workloads.validate --instance-type p5.48xlarge --out /fsx/runs/r1/report",
+        "-m gpu_cluster.workloads.validate --instance-type p5.48xlarge --out /fsx/runs/r1/report",
     ):
         assert flag in exec_line, flag
 
@@ -347,7 +347,7 @@ sys.exit(code)
 
 
 def _steps_spec(**overrides: object) -> JobSetSpec:
-    from workloads.launch.common import Step
+    from gpu_cluster.workloads.launch.common import Step
 
     base = _p5(
         module="probe",
@@ -397,7 +397,7 @@ def test_multi_step_jobset_is_valid_kubernetes_and_crd(jobset_schema: dict[str, 
 
 
 def test_bad_steps_are_reported_by_name() -> None:
-    from workloads.launch.common import Step
+    from gpu_cluster.workloads.launch.common import Step
 
     with pytest.raises(LaunchSpecError) as err:
         validate(_steps_spec(then=(Step(name="bad name", module="x/y"), "judge"), rdzv_host="not a host"))

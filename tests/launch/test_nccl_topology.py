@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from components import nccl_topology
-from components.catalog import CATALOG_PATH, CatalogError
-from workloads.launch import fabric
+from gpu_cluster.components import nccl_topology
+from gpu_cluster.components.catalog import CATALOG_PATH, CatalogError
+from gpu_cluster.workloads.launch import fabric
 
 # azhpc-images topology/ndv5-topo.xml: NUMA node -> (GPU, HCA) behind each of its four switches.
 PUBLISHED = {

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from workloads.launch import pod
-from workloads.launch.fabric import found_lines, wiring
+from gpu_cluster.workloads.launch import pod
+from gpu_cluster.workloads.launch.fabric import found_lines, wiring
 
 
 def _gate(env: dict[str, str]) -> subprocess.CompletedProcess[str]:

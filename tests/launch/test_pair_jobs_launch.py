@@ -14,14 +14,20 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from components.contract import ClusterOutputs
+from gpu_cluster.components.contract import ClusterOutputs
 from tests.launch.test_jobset import K8S_VERSIONS, _crd_errors, _job, _pod, jobset_schema  # noqa: F401 - fixture
 from tests.launch.test_render_stacks import outputs
-from workloads.launch import sbatch
-from workloads.launch.validation import ValidationJob, for_cluster, pair_jobset, pair_jobset_name, sbatch_spec
-from workloads.launch.bundle import build as build_bundle
-from workloads.validate import pair_jobs
-from workloads.validate.run_config import RunConfig
+from gpu_cluster.workloads.launch import sbatch
+from gpu_cluster.workloads.launch.validation import (
+    ValidationJob,
+    for_cluster,
+    pair_jobset,
+    pair_jobset_name,
+    sbatch_spec,
+)
+from gpu_cluster.workloads.launch.bundle import build as build_bundle
+from gpu_cluster.workloads.validate import pair_jobs
+from gpu_cluster.workloads.validate.run_config import RunConfig
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_ARGS = ("--iters", "3", "--warmup", "1", "--timeout", "15", "--pair-timeout", "10", "--pair-size", "1M")
@@ -61,7 +67,7 @@ def test_each_pair_is_one_srun_step_on_its_two_nodes(tmp_path: Path) -> None:
     assert rest[1:3] == ["-m", "torch.distributed.run"] and "--nnodes=2" in rest and "--nproc-per-node=8" in rest
     assert "--rdzv-endpoint=10.0.0.13:29502" in rest and "--rdzv-id=417-pair-n3-n1" in rest
     assert "--rdzv-conf=join_timeout=15,read_timeout=15" in rest and "--max-restarts=0" in rest
-    module = rest[rest.index("workloads.validate") + 1 :]
+    module = rest[rest.index("gpu_cluster.workloads.validate") + 1 :]
     assert module == ["run", "--out", str(tmp_path), "--instance-type", "p5.48xlarge", *RUN_ARGS] + [
         "--phase",
         "pairs",
@@ -139,7 +145,7 @@ def test_the_driver_does_nothing_after_a_finished_main_phase_and_skips_after_a_n
 
 def _pair_search(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "workloads.validate", "pair-search", *args],
+        [sys.executable, "-m", "gpu_cluster.workloads.validate", "pair-search", *args],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -167,7 +173,7 @@ def test_the_rendered_slurm_job_runs_the_driver_with_the_runs_arguments() -> Non
     assert words == [
         "/venv/bin/python",
         "-m",
-        "workloads.validate",
+        "gpu_cluster.workloads.validate",
         "pair-search",
         "--out",
         "/fsx/v/r1",
@@ -234,7 +240,7 @@ def test_a_pairs_jobset_is_valid_kubernetes_and_pins_each_side(jobset_schema: di
 
 def test_a_pairs_jobset_refuses_a_bad_node_name() -> None:
     outs, job = _eks()
-    from workloads.launch.common import LaunchSpecError
+    from gpu_cluster.workloads.launch.common import LaunchSpecError
 
     with pytest.raises(LaunchSpecError, match=r"sides\[1\].*'Bad_Node!' is not a Kubernetes node name"):
         pair_jobset(outs, job, "r1", "p0", "p1", hosts={"p1": "Bad_Node!"})

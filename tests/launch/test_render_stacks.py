@@ -17,13 +17,13 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from components.catalog import load_catalog
-from components.contract import ClusterOutputs, read_outputs
-from components.engine import run_offline
-from components.spec import bundled_stacks, read_stack_file
-from workloads.launch import bundle as code_bundle
-from workloads.launch import validation as vjob
-from workloads.validate import commands
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.components.contract import ClusterOutputs, read_outputs
+from gpu_cluster.components.engine import run_offline
+from gpu_cluster.components.spec import bundled_stacks, read_stack_file
+from gpu_cluster.workloads.launch import bundle as code_bundle
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.validate import commands
 from tests.launch.test_jobset import K8S_VERSIONS, _crd_errors, _pod
 from tests.launch.test_jobset import jobset_schema as jobset_schema  # the fixture, by its name
 
@@ -177,7 +177,7 @@ def test_bundle_is_reproducible_and_unpacks_to_importable_code(tmp_path: Path) -
         [
             "python3",
             "-c",
-            "import components.catalog as c, workloads.launch.common; print(len(c.load_catalog().names()))",
+            "import gpu_cluster.components.catalog as c, gpu_cluster.workloads.launch.common; print(len(c.load_catalog().names()))",
         ],
         cwd=tmp_path,
         capture_output=True,
@@ -196,7 +196,7 @@ def test_run_ids_are_new_each_time_and_valid_in_kubernetes_names() -> None:
 
 
 def test_render_command_writes_files_from_the_offline_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from workloads.validate.__main__ import main
+    from gpu_cluster.workloads.validate.__main__ import main
 
     assert main(["render", "aws-h200-slurm", "--out", str(tmp_path), "--run-id", "20261201t070000z-0001"]) == 0
     out = capsys.readouterr().out
@@ -213,7 +213,7 @@ def test_render_says_the_expected_time_and_a_budget_trims_the_job() -> None:
     assert "--sweep-min" not in full.files["validate.sbatch"]
     # A budget a little under the full run: repetitions go first, and the script carries them.
     it = load_catalog().get(outs.instance_type)
-    from components import validation_time as vt
+    from gpu_cluster.components import validation_time as vt
 
     need = vt.total_s(vt.estimate(it, outs.nodes)) + vt.search_estimate(it, outs.nodes).seconds
     trimmed = commands.render_run(outs, args(budget=(need - 60) / 60), "20261201t070000z-ab14")
@@ -225,4 +225,4 @@ def test_render_says_the_expected_time_and_a_budget_trims_the_job() -> None:
     # Giving up whole phases leaves their steps out.
     bare = commands.render_run(outs, args(budget=(need - 100) / 60), "20261201t070000z-ab16")
     if "the short DDP run" in " ".join(bare.timing):
-        assert "workloads.train.ddp" not in bare.files["validate.sbatch"]
+        assert "gpu_cluster.workloads.train.ddp" not in bare.files["validate.sbatch"]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from workloads.launch.common import LaunchSpecError
-from workloads.launch.sbatch import LaunchSpec, render, validate, write
+from gpu_cluster.workloads.launch.common import LaunchSpecError
+from gpu_cluster.workloads.launch.sbatch import LaunchSpec, render, validate, write
 
 EFA_ENV = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_SOCKET_IFNAME": "^lo,docker"}
 
@@ -22,7 +22,7 @@ def _gpu_spec(**overrides: object) -> LaunchSpec:
     base = LaunchSpec(
         job_name="validate-p5",
         nodes=4,
-        module="workloads.validate",
+        module="gpu_cluster.workloads.validate",
         module_args=("--instance-type", "p5.48xlarge", "--out", "/fsx/runs/r1/report"),
         workdir="/fsx/runs/r1",
         python="/fsx/venv/bin/python",
@@ -109,10 +109,10 @@ def test_torchrun_line_uses_c10d_at_first_node_and_never_restarts() -> None:
         '--rdzv-endpoint="${head_addr}:29611"',
         '--rdzv-id="$SLURM_JOB_ID"',
         "--max-restarts=0",
-        "-m workloads.validate",
+        "-m gpu_cluster.workloads.validate",
     ):
         assert flag in srun, flag
-    assert srun.index("--max-restarts=0") < srun.index("-m workloads.validate")
+    assert srun.index("--max-restarts=0") < srun.index("-m gpu_cluster.workloads.validate")
     assert "--instance-type p5.48xlarge --out /fsx/runs/r1/report" in srun.replace(" \\\n    ", " ")
 
 
@@ -149,7 +149,7 @@ def test_exported_values_reach_bash_literally(tmp_path: Path) -> None:
         ({"nodes": True}, "nodes"),
         ({"job_name": "val idate"}, "job_name"),
         ({"job_name": "x\n#SBATCH --uid=0"}, "job_name"),
-        ({"module": "workloads.validate; rm"}, "module"),
+        ({"module": "gpu_cluster.workloads.validate; rm"}, "module"),
         ({"module": "-c"}, "module"),
         ({"module_args": "--out x"}, "module_args"),
         ({"module_args": ("ok", "two\nlines")}, "module_args[1]"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workloads.launch.slurm_nodes import NodeInfo, SlurmNodeError, parse_show_node
+from gpu_cluster.workloads.launch.slurm_nodes import NodeInfo, SlurmNodeError, parse_show_node
 
 # Captured from slurm-wlm 22.05.8 on the test cluster, after a drain.
 DRAINED = (

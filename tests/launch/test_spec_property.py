@@ -10,8 +10,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workloads.launch import jobset, sbatch
-from workloads.launch.common import LaunchSpecError
+from gpu_cluster.workloads.launch import jobset, sbatch
+from gpu_cluster.workloads.launch.common import LaunchSpecError
 
 odd_text = st.one_of(
     st.text(max_size=20),
@@ -28,7 +28,7 @@ odd_text = st.one_of(
             "a b",
             "%j",
             "/fsx\n",
-            "workloads.validate\n",
+            "gpu_cluster.workloads.validate\n",
             "gpu\n",
             "/fsx/r\n",
             "INIT\n",
@@ -58,19 +58,19 @@ odd_value = st.one_of(
 SBATCH_BASE = sbatch.LaunchSpec(
     job_name="validate",
     nodes=2,
-    module="workloads.validate",
+    module="gpu_cluster.workloads.validate",
     module_args=("--out", "/fsx/r"),
     workdir="/fsx/r",
     gpus_per_node=8,
     partition="gpu",
     fabric_env={"FI_PROVIDER": "efa"},
-    then=(sbatch.Step(name="judge", module="workloads.validate", module_args=("judge",), torchrun=False),),
+    then=(sbatch.Step(name="judge", module="gpu_cluster.workloads.validate", module_args=("judge",), torchrun=False),),
 )
 JOBSET_BASE = jobset.JobSetSpec(
     name="validate",
     nodes=2,
     image="registry.example/v:1",
-    module="workloads.validate",
+    module="gpu_cluster.workloads.validate",
     module_args=("--out", "/fsx/r"),
     workdir="/fsx/r",
     gpus_per_node=8,

@@ -12,10 +12,10 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from workloads.launch import bundle as code_bundle
-from workloads.launch import userjob
-from workloads.launch.common import LaunchSpecError
-from workloads.validate import commands
+from gpu_cluster.workloads.launch import bundle as code_bundle
+from gpu_cluster.workloads.launch import userjob
+from gpu_cluster.workloads.launch.common import LaunchSpecError
+from gpu_cluster.workloads.validate import commands
 from tests.launch.test_jobset import K8S_VERSIONS, _crd_errors, _pod
 from tests.launch.test_jobset import jobset_schema as jobset_schema  # the fixture, by its name
 from tests.launch.test_render_stacks import args, outputs
@@ -55,7 +55,7 @@ def test_user_job_on_gke_is_wired_for_tcpxo_and_valid(pattern: str, jobset_schem
     script = tpl["spec"]["containers"][0]["command"][2].replace("$$", "$")
     module = userjob.PATTERNS[pattern]
     assert f"-m {module} " + " ".join(shlex.quote(a) for a in JOB_ARGS[pattern]) in script
-    assert "step 2" not in script and "workloads.validate" not in script
+    assert "step 2" not in script and "gpu_cluster.workloads.validate" not in script
     assert r.run_dir == f"{outs.mount.mount_point}/jobs/{outs.cluster_name}/{RUN}"
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
 
@@ -82,7 +82,7 @@ def test_an_unknown_pattern_is_named() -> None:
 
 
 def test_render_command_writes_a_user_job(tmp_path: Path) -> None:
-    from workloads.validate.__main__ import main
+    from gpu_cluster.workloads.validate.__main__ import main
 
     assert (
         main(
@@ -102,4 +102,4 @@ def test_render_command_writes_a_user_job(tmp_path: Path) -> None:
         == 0
     )
     text = (tmp_path / "ddp.sbatch").read_text()
-    assert "-m workloads.train --data /fsx/tokens" in " ".join(text.replace("\\\n", " ").split())
+    assert "-m gpu_cluster.workloads.train --data /fsx/tokens" in " ".join(text.replace("\\\n", " ").split())

@@ -7,11 +7,11 @@ import subprocess
 
 import pytest
 
-from components.catalog import load_catalog
-from workloads.launch.fabric import wiring
-from workloads.launch import jobset, sbatch
-from workloads.launch.validation import ValidationJob, jobset_spec, pod_hostnames, sbatch_spec
-from workloads.launch.validation_args import FABRIC_ONLY_ENV
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.workloads.launch.fabric import wiring
+from gpu_cluster.workloads.launch import jobset, sbatch
+from gpu_cluster.workloads.launch.validation import ValidationJob, jobset_spec, pod_hostnames, sbatch_spec
+from gpu_cluster.workloads.launch.validation_args import FABRIC_ONLY_ENV
 
 
 def _job() -> ValidationJob:
@@ -34,7 +34,7 @@ def test_jobset_runs_the_sbatch_phases() -> None:
     # After a hang the search runs one job per pair: on Slurm the pairs step is the driver on the
     # batch host (one srun step per pair); a JobSet's is a gate on every pod that ends it there, so
     # that submit can run one JobSet per pair on the nodes it gives back.
-    assert [(t.name, t.module, t.torchrun) for t in s.then][:1] == [("pairs", "workloads.validate", False)]
+    assert [(t.name, t.module, t.torchrun) for t in s.then][:1] == [("pairs", "gpu_cluster.workloads.validate", False)]
     assert s.then[0].module_args[:3] == ("pair-search", "--out", "/fsx/validation/c1")
     assert s.then[0].module_args[s.then[0].module_args.index("--") + 1 :] == s.module_args[3:-2]
     assert s.then[0].module_args[s.then[0].module_args.index("--ranks-per-node") + 1] == "8"
@@ -46,11 +46,11 @@ def test_jobset_runs_the_sbatch_phases() -> None:
         [(t.name, t.module, t.torchrun) for t in j.then][1:]
         == [(t.name, t.module, t.torchrun) for t in s.then][1:]
         == [
-            ("storage", "workloads.validate", True),
-            ("fabric-only", "workloads.validate", True),
-            ("ddp-data", "workloads.train.data", False),
-            ("ddp", "workloads.train", True),
-            ("judge", "workloads.validate", False),
+            ("storage", "gpu_cluster.workloads.validate", True),
+            ("fabric-only", "gpu_cluster.workloads.validate", True),
+            ("ddp-data", "gpu_cluster.workloads.train.data", False),
+            ("ddp", "gpu_cluster.workloads.train", True),
+            ("judge", "gpu_cluster.workloads.validate", False),
         ]
     )
     # The gate names every pod the judge expects (it decides with them whether any never started).

@@ -12,7 +12,7 @@ from pulumi_policy import (
     StackValidationArgs,
 )
 
-from components.engine import Recorded
+from gpu_cluster.components.engine import Recorded
 from tests.policies.sdk_program import Recording, aws_program, azure_program, gcp_program, record
 
 

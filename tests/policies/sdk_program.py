@@ -20,7 +20,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 from pulumi.runtime.sync_await import _sync_await
 
-from components.engine import OfflineRun, _RecordingMonitor, _StrictMocks
+from gpu_cluster.components.engine import OfflineRun, _RecordingMonitor, _StrictMocks
 
 KMS_KEY = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 OTHER_KEY = "arn:aws:kms:us-east-1:111122223333:key/ffffffff-12ab-34cd-56ef-1234567890ab"

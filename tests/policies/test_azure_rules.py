@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pulumi_policy import ResourceValidationPolicy
 
-from policies.crossguard import policies
-from policies.rules import rule
+from gpu_cluster.policies.crossguard import policies
+from gpu_cluster.policies.rules import rule
 from tests.policies.conftest import Reports, resource_args
 from tests.policies.sdk_program import Recording
 

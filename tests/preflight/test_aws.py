@@ -23,10 +23,10 @@ from botocore.config import Config
 from botocore.stub import Stubber
 from moto.server import ThreadedMotoServer
 
-from components.preflight import Context, run_checks
-from components.preflight import aws as pf
-from components.preflight.__main__ import main
-from components.spec import parse_spec
+from gpu_cluster.components.preflight import Context, run_checks
+from gpu_cluster.components.preflight import aws as pf
+from gpu_cluster.components.preflight.__main__ import main
+from gpu_cluster.components.spec import parse_spec
 from tests.preflight.conftest import DEPLOYER_ADDR, DEPLOYER_NET
 
 REGION = "us-east-1"
@@ -155,7 +155,7 @@ def release_parameter_answer(name: str, value: str = "1.35.5-20251120") -> dict[
 
 
 def ssm_client(kubernetes_version: str = "1.35") -> Any:
-    from components.aws.compute import eks_release_parameter
+    from gpu_cluster.components.aws.compute import eks_release_parameter
 
     client = boto3.client("ssm", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
     stub = Stubber(client)
@@ -749,7 +749,7 @@ def test_an_efa_count_that_differs_from_the_catalog_is_reported() -> None:
 def b200_ctx(cards: int, efa: int) -> Context:
     """The bundled aws-b200-capacity-block stack, with EC2 answering DescribeInstanceTypes for
     p6-b200.48xlarge in its region (moto 5.2.5 has no data for the type: a stub, in the API's shape)."""
-    from components.stack_file import read_stack_file
+    from gpu_cluster.components.stack_file import read_stack_file
 
     _, raw = read_stack_file("aws-b200-capacity-block")
     obj = copy.deepcopy(raw)
@@ -810,7 +810,7 @@ def test_the_eks_image_parameter_missing_in_the_region_is_refused(aws_env: str) 
 
 
 def images_client(images: list[dict[str, Any]]) -> Any:
-    from components.aws.compute import pcs_ami_name_filter
+    from gpu_cluster.components.aws.compute import pcs_ami_name_filter
 
     ec2 = boto3.client("ec2", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
     stub = Stubber(ec2)
@@ -929,7 +929,7 @@ def test_pcs_answering_passes_and_a_region_without_it_is_refused() -> None:
 
 
 def cache_ctx(answer: dict[str, Any] | None) -> Context:
-    from components.aws.common import cache_prefix
+    from gpu_cluster.components.aws.common import cache_prefix
 
     obj = cluster(orchestration={"kind": "eks", "deployer_cidrs": [DEPLOYER_NET], "pull_through_cache": True})
     ecr = boto3.client("ecr", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")

@@ -7,10 +7,10 @@ from typing import Any, Mapping
 
 import pytest
 
-from components.preflight import OK, PROBLEMS, Context, run_checks
-from components.preflight import azure as az
-from components.preflight.__main__ import main
-from components.spec import parse_spec
+from gpu_cluster.components.preflight import OK, PROBLEMS, Context, run_checks
+from gpu_cluster.components.preflight import azure as az
+from gpu_cluster.components.preflight.__main__ import main
+from gpu_cluster.components.spec import parse_spec
 from tests.preflight import azure_recorded as rec
 
 DEPLOYER = "203.0.114.7/32"

@@ -13,9 +13,9 @@ import pytest
 from google.auth.credentials import AnonymousCredentials
 from google.oauth2.credentials import Credentials as OAuthCredentials
 
-from components.preflight import gcp as pf
-from components.gcp.apis import for_orchestrator
-from components.preflight.__main__ import main
+from gpu_cluster.components.preflight import gcp as pf
+from gpu_cluster.components.gcp.apis import for_orchestrator
+from gpu_cluster.components.preflight.__main__ import main
 from tests.preflight import gcp_recorded as rec
 from tests.preflight.conftest import DEPLOYER_NET
 
@@ -391,7 +391,7 @@ def test_a3_mega_quota_under_the_name_cluster_toolkit_charges_is_read(
     """Sources differ on A3 Mega's quota name (NVIDIA_H100_MEGA_GPUS in deployment guides;
     NVIDIA_H100_GPUS in cluster-toolkit's quota validator at 1047080): a region answering with
     the latter, in regions.get's documented shape, is read, not reported as no quota."""
-    from components.preflight.gcp import GPU_QUOTA_METRICS
+    from gpu_cluster.components.preflight.gcp import GPU_QUOTA_METRICS
 
     assert GPU_QUOTA_METRICS["a3-megagpu-8g"][1] == (
         "PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS",

@@ -6,8 +6,18 @@ import ast
 import io
 from pathlib import Path
 
-from components.preflight import OK, PROBLEMS, UNCHECKED, Check, Context, CouldNotCheck, Fatal, Problem, run_checks
-from components.spec import load_stack
+from gpu_cluster.components.preflight import (
+    OK,
+    PROBLEMS,
+    UNCHECKED,
+    Check,
+    Context,
+    CouldNotCheck,
+    Fatal,
+    Problem,
+    run_checks,
+)
+from gpu_cluster.components.spec import load_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,7 +69,7 @@ def test_the_preflight_imports_no_pulumi() -> None:
 def test_the_reason_a_fatal_stopped_the_rest_is_said_once() -> None:
     """First-hour bug (issue 26): the missing-credentials reason printed once per check; and then
     twice, the rest's line repeating it (issue 47 item 5): the rest now point at the check."""
-    from components.preflight import render
+    from gpu_cluster.components.preflight import render
 
     def fatal(_: Context) -> list[Problem]:
         raise Fatal("no AWS credentials found; set AWS_PROFILE")

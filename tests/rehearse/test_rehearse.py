@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from components.spec import bundled_stacks, read_stack_file
+from gpu_cluster.components.spec import bundled_stacks, read_stack_file
 from tests.launch.test_render_stacks import outputs
-from workloads.validate import rehearse as rh
+from gpu_cluster.workloads.validate import rehearse as rh
 
 pytestmark = [
     pytest.mark.slow,
@@ -121,7 +121,7 @@ def test_a_read_only_root_where_declared_is_read_only(tmp_path: Path) -> None:
 
 
 def test_command_exits_3_for_an_unknown_stack(capsys: pytest.CaptureFixture[str]) -> None:
-    from workloads.validate.__main__ import main
+    from gpu_cluster.workloads.validate.__main__ import main
 
     assert main(["rehearse", "no-such-stack"]) == 3
     assert "could not rehearse no-such-stack: no outputs for stack 'no-such-stack'" in capsys.readouterr().err

@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    from workloads.runtime.device import setup, teardown
+    from gpu_cluster.workloads.runtime.device import setup, teardown
 
     rt = setup(timeout_s=120)
     node = os.environ.get("SLURMD_NODENAME", "")

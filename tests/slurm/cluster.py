@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.engine import run_offline
-from components.spec import read_stack_file
-from workloads.launch import sbatch as sbatch_launcher
-from workloads.launch import slurm_nodes
+from gpu_cluster.components.engine import run_offline
+from gpu_cluster.components.spec import read_stack_file
+from gpu_cluster.workloads.launch import sbatch as sbatch_launcher
+from gpu_cluster.workloads.launch import slurm_nodes
 
 REPO = Path(__file__).resolve().parents[2]
 MARKER = "GPUC_TEST_SLURM"
@@ -409,7 +409,7 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
         return slurm_nodes.show(name, env=self.env)
 
     def drain(self, name: str, reason: str) -> slurm_nodes.NodeInfo:
-        """Drain a node (workloads.launch.slurm_nodes.drain against this cluster)."""
+        """Drain a node (gpu_cluster.workloads.launch.slurm_nodes.drain against this cluster)."""
         return slurm_nodes.drain(name, reason, env=self.env)
 
     def resume(self, name: str) -> slurm_nodes.NodeInfo:
@@ -460,7 +460,7 @@ def submit_validation(
     timeout_s: float,
     strict: bool = False,
 ) -> tuple[int, str, Path]:
-    """``python -m workloads.validate submit`` as a user runs it on a login node (``--here``):
+    """``python -m gpu_cluster.workloads.validate submit`` as a user runs it on a login node (``--here``):
     CPU, one process per node, :data:`SMALL_RUN` plus ``run_args`` for the job, ``inject`` in
     its environment, fetched back to ``tmp_path/back``. The job carries its own code (no
     PYTHONPATH reaches it). Returns the exit code, what the command printed and the run
@@ -468,7 +468,7 @@ def submit_validation(
     argv = [
         sys.executable,
         "-m",
-        "workloads.validate",
+        "gpu_cluster.workloads.validate",
         "submit",
         STACK,
         "--outputs",

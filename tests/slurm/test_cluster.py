@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests.slurm.cluster import ClusterError, SlurmCluster, idle_in_service, unavailable_reason
-from workloads.launch import sbatch
+from gpu_cluster.workloads.launch import sbatch
 
 pytestmark = pytest.mark.slurm
 

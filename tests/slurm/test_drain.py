@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.slurm.cluster import SlurmCluster, drained_idle, idle_in_service
-from workloads.launch import slurm_nodes
+from gpu_cluster.workloads.launch import slurm_nodes
 
 pytestmark = pytest.mark.slurm
 

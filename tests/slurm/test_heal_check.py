@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from components.contract import load_outputs
+from gpu_cluster.components.contract import load_outputs
 from gpu_cluster.heal.slurm import SlurmChecker, SlurmScheduler, held_by
 from tests.slurm.cluster import SMALL_RUN, SlurmCluster, free_port, validation_outputs
-from workloads.validate.slurm import Shell
+from gpu_cluster.workloads.validate.slurm import Shell
 
 pytestmark = pytest.mark.slurm
 INCIDENT = "h-5ca1ab1e00"

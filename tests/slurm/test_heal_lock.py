@@ -21,7 +21,7 @@ from gpu_cluster.heal import lock as lockmod
 from gpu_cluster.heal.cli import main
 from gpu_cluster.heal.lock import SLURM_JOB, Holder, LockHeld, SlurmLock
 from tests.slurm.cluster import SlurmCluster, validation_outputs
-from workloads.validate.slurm import Shell
+from gpu_cluster.workloads.validate.slurm import Shell
 
 pytestmark = pytest.mark.slurm
 REPO = Path(__file__).resolve().parents[2]

@@ -28,7 +28,7 @@ from gpu_cluster.heal.slurm import SlurmScheduler, held_by
 from gpu_cluster.heal.states import State
 from tests.heal.world import SLOW
 from tests.slurm.cluster import SlurmCluster
-from workloads.validate.slurm import Shell
+from gpu_cluster.workloads.validate.slurm import Shell
 
 pytestmark = pytest.mark.slurm
 

@@ -11,7 +11,7 @@ import pytest
 
 from gpu_cluster.heal.slurm import SlurmScheduler, held_by
 from tests.slurm.cluster import SlurmCluster, drained_idle
-from workloads.validate.slurm import Shell
+from gpu_cluster.workloads.validate.slurm import Shell
 
 pytestmark = pytest.mark.slurm
 INCIDENT = "h-0123456789"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.slurm.cluster import SlurmCluster, free_port
-from workloads.launch import sbatch
+from gpu_cluster.workloads.launch import sbatch
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

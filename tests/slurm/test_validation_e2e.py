@@ -1,4 +1,4 @@
-"""``python -m workloads.validate submit`` against the real two-node Slurm cluster, from a
+"""``python -m gpu_cluster.workloads.validate submit`` against the real two-node Slurm cluster, from a
 stack-outputs file, as a user runs it on a login node (``--here``): render, sbatch, follow,
 fetch, verdict, exit code. The job carries its own code (the bundle unpacked into the run
 directory is what runs); every submit gets its own run directory, so a run whose main phase
@@ -117,7 +117,7 @@ def test_slow_node_is_named_and_drained(slurm_cluster: SlurmCluster, tmp_path: P
             [
                 sys.executable,
                 "-m",
-                "workloads.validate",
+                "gpu_cluster.workloads.validate",
                 "status",
                 "aws-h200-slurm",
                 "--outputs",

@@ -14,10 +14,10 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor
 
-from workloads.runtime import device
-from workloads.train.model import GPT, GPTConfig
-from workloads.parallel import plans
-from workloads.parallel.materialise import init_local, materialise, meta_model
+from gpu_cluster.workloads.runtime import device
+from gpu_cluster.workloads.train.model import GPT, GPTConfig
+from gpu_cluster.workloads.parallel import plans
+from gpu_cluster.workloads.parallel.materialise import init_local, materialise, meta_model
 
 # Deliberately uneven sizes (60 rows over 4 ranks, 10 positions over 4): padded FSDP shards.
 CFG = GPTConfig(vocab_size=60, seq_len=10, d_model=48, n_layers=4, n_heads=4, tie_weights=False)

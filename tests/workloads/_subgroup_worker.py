@@ -14,11 +14,11 @@ import sys
 
 import torch.distributed as dist
 
-from workloads.collectives import measure as measure
-from workloads.collectives import bench as col
-from workloads.health import hang
-from workloads.collectives import ops as ops
-from workloads.runtime import device
+from gpu_cluster.workloads.collectives import measure as measure
+from gpu_cluster.workloads.collectives import bench as col
+from gpu_cluster.workloads.health import hang
+from gpu_cluster.workloads.collectives import ops as ops
+from gpu_cluster.workloads.runtime import device
 
 
 def main(path: str) -> None:

@@ -1,12 +1,12 @@
 """One rank of test_hang_blame's emulated NCCL teardown (started once per rank, gloo).
 
-Each rank keeps its status line the way the validation job does (workloads.validate.run.Status,
+Each rank keeps its status line the way the validation job does (gpu_cluster.workloads.validate.run.Status,
 beating every second with the watchdog's count of calls), measures all_reduce with the real
 harness, and has a watchdog that would speak only after the group's timeout (as before issue 22),
 so it never does. NCCL's teardown is what ends every rank: once a rank has made no progress for
 ``GPUC_TEST_TEARDOWN_S`` (a work item older than the group's timeout), a thread ends the process
 with no Python cleanup, as ``TORCH_NCCL_ASYNC_ERROR_HANDLING=3`` does. The node named by
-``GPUC_INJECT_HANG_NODE`` hangs inside the timed loop (workloads.runtime.node.hang_here).
+``GPUC_INJECT_HANG_NODE`` hangs inside the timed loop (gpu_cluster.workloads.runtime.node.hang_here).
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from workloads.collectives import bench as col
-from workloads.health import hang
-from workloads.runtime import device
-from workloads.runtime.node import node_name
-from workloads.validate.run import Status
-from workloads.validate.run_config import RunConfig
+from gpu_cluster.workloads.collectives import bench as col
+from gpu_cluster.workloads.health import hang
+from gpu_cluster.workloads.runtime import device
+from gpu_cluster.workloads.runtime.node import node_name
+from gpu_cluster.workloads.validate.run import Status
+from gpu_cluster.workloads.validate.run_config import RunConfig
 
 TORN_DOWN = 6  # what SIGABRT's teardown leaves; anything but the watchdog's 3
 

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import Dataset
 
-from workloads.parallel.plans import ShardingPlan
+from gpu_cluster.workloads.parallel.plans import ShardingPlan
 
 VOCAB, SEQ, DIM, HEADS, LAYERS, HIDDEN = 64, 16, 32, 2, 2, 48
 HEAD_DIM = DIM // HEADS

@@ -1,5 +1,5 @@
 """Run directories of hung and never-rendezvoused validation runs, written by the writers the phases
-use (workloads.validate.run.Status for every rank's status line, the watchdog's own message,
+use (gpu_cluster.workloads.validate.run.Status for every rank's status line, the watchdog's own message,
 pair_jobs.search for the pairwise result) and, for the torchrun agents' logs, by a real c10d
 rendezvous of several torchrun agents one node never joins (one timed out, the others found it
 closed or lost its store): the exact shapes a cluster leaves."""
@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from workloads.health import hang
-from workloads.validate.run import Status
-from workloads.validate.run_config import Phase, RunConfig
+from gpu_cluster.workloads.health import hang
+from gpu_cluster.workloads.validate.run import Status
+from gpu_cluster.workloads.validate.run_config import Phase, RunConfig
 
 Scenario = Literal["nccl-abort", "watchdog", "cpu-hang"]
 LOOP = "all_reduce size 8589934592 B (8G) in-place (timed loop)"

@@ -1,6 +1,6 @@
 """Real torchrun agents at a c10d rendezvous that never completes, one agent per node, each writing
 ``agents/main-<node>.log`` as the launchers keep it: the command is the launchers' own
-(workloads.launch.common.torchrun_argv), with a short join timeout.
+(gpu_cluster.workloads.launch.common.torchrun_argv), with a short join timeout.
 
 On a cluster only the first node's agent hosts the store (torch infers ``is_host`` from the
 endpoint's address); here every agent shares 127.0.0.1, so the test says which one hosts it. The
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from workloads.launch import common
+from gpu_cluster.workloads.launch import common
 
 JOIN_TIMEOUT_S = 4
 HOST_DELAY_S = 1.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workloads.runtime.atomic import publish_dir
+from gpu_cluster.workloads.runtime.atomic import publish_dir
 
 
 def test_publish_dir_puts_the_marker_in_and_the_directory_in_place(tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.bandwidth import PATHS
-from components.catalog import CATALOG_PATH
+from gpu_cluster.components.bandwidth import PATHS
+from gpu_cluster.components.catalog import CATALOG_PATH
 
 ROOT = Path(__file__).resolve().parents[2]
 # Function names per conf (their arguments are in the catalog's nhc column).

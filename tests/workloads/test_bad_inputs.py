@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.workloads.nccl_fabricate import curve, nccl_tests_log
-from workloads.runtime.flags import EXIT_USAGE
-from workloads.validate.__main__ import main as validate_main
+from gpu_cluster.workloads.runtime.flags import EXIT_USAGE
+from gpu_cluster.workloads.validate.__main__ import main as validate_main
 
 REPO = Path(__file__).resolve().parents[2]
 NOT_UTF8 = b"\xff\xfe\x00\x81 not text"
@@ -129,11 +129,11 @@ def _call(entry: Callable[[list[str]], int], argv: list[str]) -> int:
 def test_the_jobs_refuse_bad_files_in_one_line_before_any_work(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from workloads.collectives.bench import main as collectives
-    from workloads.parallel.run import main as parallel
-    from workloads.tasks.infer import main as infer
-    from workloads.tasks.shard import main as tasks
-    from workloads.train.ddp import main as train
+    from gpu_cluster.workloads.collectives.bench import main as collectives
+    from gpu_cluster.workloads.parallel.run import main as parallel
+    from gpu_cluster.workloads.tasks.infer import main as infer
+    from gpu_cluster.workloads.tasks.shard import main as tasks
+    from gpu_cluster.workloads.train.ddp import main as train
 
     monkeypatch.setenv("GPUC_FORCE_CPU", "1")
     folder = tmp_path / "a-folder"
@@ -188,7 +188,7 @@ def test_validate_refuses_an_unwritable_out_before_any_work(tmp_path: Path, comm
     stdout, where both say their first step)."""
     for out, said in _unwritable_outs(tmp_path):
         done = subprocess.run(
-            [sys.executable, "-m", "workloads.validate", *command, "--out", str(out)],
+            [sys.executable, "-m", "gpu_cluster.workloads.validate", *command, "--out", str(out)],
             capture_output=True,
             text=True,
             cwd=REPO,

@@ -19,14 +19,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from workloads.collectives import bench as collectives
+from gpu_cluster.workloads.collectives import bench as collectives
 
-from workloads.train import data
+from gpu_cluster.workloads.train import data
 
-from workloads.train import ddp as ddp_train
+from gpu_cluster.workloads.train import ddp as ddp_train
 
-from workloads.tasks import shard as shard_tasks
-from workloads.validate import __main__ as validate_cli
+from gpu_cluster.workloads.tasks import shard as shard_tasks
+from gpu_cluster.workloads.validate import __main__ as validate_cli
 
 SETTINGS = settings(
     max_examples=120,
@@ -258,10 +258,10 @@ callable_values = st.sampled_from(
         ":",
         "os:",
         ":f",
-        "workloads.train.data:nothere",
-        "workloads.train.data:MAGIC",
+        "gpu_cluster.workloads.train.data:nothere",
+        "gpu_cluster.workloads.train.data:MAGIC",
         "no_such_module_xyz:f",
-        "workloads.train.data:main",
+        "gpu_cluster.workloads.train.data:main",
     ]
 )
 
@@ -335,9 +335,9 @@ def test_output_directories_that_cannot_be_made_are_refused_before_the_work(
 ) -> None:
     """A checkpoint or output directory under a regular file would only fail at the first
     checkpoint or the first finished task; the flags say so before anything runs."""
-    from workloads.train import ddp as ddp_train
-    from workloads.tasks import shard as shard_tasks
-    from workloads.runtime.flags import output_dir_problem
+    from gpu_cluster.workloads.train import ddp as ddp_train
+    from gpu_cluster.workloads.tasks import shard as shard_tasks
+    from gpu_cluster.workloads.runtime.flags import output_dir_problem
 
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
@@ -359,7 +359,7 @@ def test_output_directories_that_cannot_be_made_are_refused_before_the_work(
     assert info.value.code == 2
     assert "--output-dir" in capsys.readouterr().err
     # Model parallelism's checkpoints likewise, and every entry's --json file: before the steps.
-    from workloads.parallel import run as mp_run
+    from gpu_cluster.workloads.parallel import run as mp_run
 
     with pytest.raises(SystemExit) as info:
         mp_run.parse_config(["--mode", "fsdp", "--ckpt-dir", str(blocker / "ckpt")])

@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from tests.workloads.torchrun_util import cpu_torchrun
-from workloads.collectives import bench as col
-from workloads.health import hang
-from workloads.collectives import ops as ops
-from workloads.collectives import table as table
-from workloads.runtime import sizes
+from gpu_cluster.workloads.collectives import bench as col
+from gpu_cluster.workloads.health import hang
+from gpu_cluster.workloads.collectives import ops as ops
+from gpu_cluster.workloads.collectives import table as table
+from gpu_cluster.workloads.runtime import sizes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _torchrun(
     nproc: int, args: list[str], *, env_extra: dict[str, str] | None = None, timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:
-    return cpu_torchrun("workloads.collectives", nproc, args, env_extra=env_extra, timeout=timeout)
+    return cpu_torchrun("gpu_cluster.workloads.collectives", nproc, args, env_extra=env_extra, timeout=timeout)
 
 
 # ----------------------------------------------------------------------------- pure helpers
@@ -165,7 +165,7 @@ def test_min_above_max_is_named(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_bad_flags_end_without_traceback_in_a_real_process() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "workloads.collectives", "-b", "one", "-f", "x"],
+        [sys.executable, "-m", "gpu_cluster.workloads.collectives", "-b", "one", "-f", "x"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -326,7 +326,7 @@ def test_the_timeout_bounds_one_call_so_a_loop_of_calls_gets_it_per_call() -> No
 
     code = (
         "import sys, time\n"
-        "from workloads.health.hang import Watchdog\n"
+        "from gpu_cluster.workloads.health.hang import Watchdog\n"
         "w = Watchdog(rank=0, limit_s=0.5, out=sys.stdout)\n"
         "with w.phase('timed loop', calls=8):\n"
         "    time.sleep(1.5)\n"  # 3 calls' worth of time in a loop of 8: within its bound

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.workloads.torchrun_util import explain, python_m
-from workloads.train.data import (
+from gpu_cluster.workloads.train.data import (
     HEADER,
     HEADER_BYTES,
     MAGIC,
@@ -30,7 +30,7 @@ def _tokens(path: Path) -> np.ndarray:
 
 def test_write_synthetic_cli_writes_checked_deterministic_shards(tmp_path: Path) -> None:
     r = python_m(
-        "workloads.train.data",
+        "gpu_cluster.workloads.train.data",
         [
             "write-synthetic",
             "--out",
@@ -98,7 +98,7 @@ def test_trainer_reports_every_bad_shard_and_flag_at_once(tmp_path: Path) -> Non
     wide = tmp_path / "train-00009.bin"
     wide.write_bytes(HEADER.pack(MAGIC, VERSION, 1, 200, 64, 0) + np.zeros(200, "<u4").tobytes())
     r = python_m(
-        "workloads.train.ddp",
+        "gpu_cluster.workloads.train.ddp",
         [
             "--data",
             str(tmp_path / "train-*.bin"),
@@ -124,7 +124,7 @@ def test_trainer_reports_every_bad_shard_and_flag_at_once(tmp_path: Path) -> Non
 
 
 def test_trainer_flags_checked_before_any_process_group(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from workloads.train.ddp import parse_config
+    from gpu_cluster.workloads.train.ddp import parse_config
 
     with pytest.raises(SystemExit) as e:
         parse_config(
@@ -165,8 +165,8 @@ def test_windows_cover_each_shard_without_crossing(tmp_path: Path) -> None:
 
 
 def test_mfu_peak_comes_from_the_catalog(tmp_path: Path) -> None:
-    from components.catalog import load_catalog
-    from workloads.train.ddp import parse_config
+    from gpu_cluster.components.catalog import load_catalog
+    from gpu_cluster.workloads.train.ddp import parse_config
 
     write_synthetic(out=tmp_path, shards=1, tokens_per_shard=100, vocab=64, seed=0)
     cfg, _ = parse_config(["--data", str(tmp_path / "*.bin"), "--instance-type", "p5.48xlarge"])

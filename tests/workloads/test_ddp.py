@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tests.workloads.torchrun_util import TINY_GPT, explain, job_env, torchrun
-from workloads.train.data import write_synthetic
-from workloads.train.model import GPT, GPTConfig, flops_per_token, matmul_params, total_params
+from gpu_cluster.workloads.train.data import write_synthetic
+from gpu_cluster.workloads.train.model import GPT, GPTConfig, flops_per_token, matmul_params, total_params
 
 STEPS = 12
 # 2 shards x 600 tokens -> 74 windows of 16; 2 ranks x 4 rows -> 9 steps per epoch, so the
@@ -44,7 +44,7 @@ def baseline(data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     though writing and reading checkpoints touches the optimizer."""
     d = tmp_path_factory.mktemp("baseline")
     r = torchrun(
-        "workloads.train.ddp",
+        "gpu_cluster.workloads.train.ddp",
         ["--data", str(data / "train-*.bin"), *COMMON, "--peak-tflops", "2", "--json", str(d / "m.json")],
     )
     assert r.returncode == 0, explain(r)
@@ -70,7 +70,9 @@ def test_loss_falls_and_metrics_are_reported(baseline: dict[str, Any]) -> None:
 def _crashed_run(data: Path, ckpt: Path, out: Path, **crash: str) -> subprocess.CompletedProcess[str]:
     """The run checkpointing to ``ckpt`` every 4 steps, ``crash`` injected, one restart allowed."""
     args = ["--data", str(data / "train-*.bin"), *COMMON, "--ckpt-dir", str(ckpt), "--ckpt-every", "4"]
-    return torchrun("workloads.train.ddp", [*args, "--json", str(out)], max_restarts=1, env=job_env(**crash))
+    return torchrun(
+        "gpu_cluster.workloads.train.ddp", [*args, "--json", str(out)], max_restarts=1, env=job_env(**crash)
+    )
 
 
 def test_ranks_hold_identical_parameters(baseline: dict[str, Any]) -> None:

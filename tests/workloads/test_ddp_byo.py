@@ -12,9 +12,9 @@ import torch
 from torch.utils.data import DataLoader, DistributedSampler
 
 from tests.workloads.torchrun_util import TINY_GPT, explain, job_env, torchrun
-from workloads.train.data import write_synthetic
-from workloads.train.ddp import lr_at, parse_config
-from workloads.train.sampling import RankShardedStream, ResumableSampler
+from gpu_cluster.workloads.train.data import write_synthetic
+from gpu_cluster.workloads.train.ddp import lr_at, parse_config
+from gpu_cluster.workloads.train.sampling import RankShardedStream, ResumableSampler
 
 STEPS = 12
 GPT = [
@@ -53,7 +53,9 @@ def _printed_losses(stdout: str) -> dict[int, float]:
 def test_resume_at_other_world_sizes_continues_the_loss_curve(data: Path, tmp_path: Path) -> None:
     glob = str(data / "train-*.bin")
     base = torchrun(
-        "workloads.train.ddp", ["--data", glob, *GPT, *LAYOUT[2], "--json", str(tmp_path / "b.json")], nproc=2
+        "gpu_cluster.workloads.train.ddp",
+        ["--data", glob, *GPT, *LAYOUT[2], "--json", str(tmp_path / "b.json")],
+        nproc=2,
     )
     assert base.returncode == 0, explain(base)
     want = {s: v for s, v in json.loads((tmp_path / "b.json").read_text())["loss_curve"]}
@@ -61,12 +63,15 @@ def test_resume_at_other_world_sizes_continues_the_loss_curve(data: Path, tmp_pa
     ckpt = ["--ckpt-dir", str(tmp_path / "ckpt"), "--ckpt-every", "4"]
     # 2 ranks, killed before step 5: step_4 is the newest complete checkpoint.
     a = torchrun(
-        "workloads.train.ddp", ["--data", glob, *GPT, *LAYOUT[2], *ckpt], nproc=2, env=job_env(GPUC_CRASH_AT_STEP="5")
+        "gpu_cluster.workloads.train.ddp",
+        ["--data", glob, *GPT, *LAYOUT[2], *ckpt],
+        nproc=2,
+        env=job_env(GPUC_CRASH_AT_STEP="5"),
     )
     assert a.returncode != 0 and "exiting hard before step 5" in a.stderr, explain(a)
     # 1 rank resumes at step 4 and is killed before step 9.
     b = torchrun(
-        "workloads.train.ddp",
+        "gpu_cluster.workloads.train.ddp",
         ["--data", glob, *GPT, *LAYOUT[1], *ckpt],
         nproc=1,
         env=job_env(GPUC_CRASH_AT_STEP="9", GPUC_CRASH_RANK="0"),
@@ -75,7 +80,9 @@ def test_resume_at_other_world_sizes_continues_the_loss_curve(data: Path, tmp_pa
     assert "step_4 (step 4," in b.stdout and "resharded: written by {'world_size': 2" in b.stdout, explain(b)
     # 3 ranks resume at step 8 and finish.
     c = torchrun(
-        "workloads.train.ddp", ["--data", glob, *GPT, *LAYOUT[3], *ckpt, "--json", str(tmp_path / "c.json")], nproc=3
+        "gpu_cluster.workloads.train.ddp",
+        ["--data", glob, *GPT, *LAYOUT[3], *ckpt, "--json", str(tmp_path / "c.json")],
+        nproc=3,
     )
     assert c.returncode == 0, explain(c)
     assert "resharded: written by {'world_size': 1, 'batch_size': 4, 'grad_accum': 6}" in c.stdout, explain(c)
@@ -105,7 +112,7 @@ def test_resume_at_other_world_sizes_continues_the_loss_curve(data: Path, tmp_pa
 
 def test_users_model_and_map_style_dataset_train_under_ddp(tmp_path: Path) -> None:
     r = torchrun(
-        "workloads.train.ddp",
+        "gpu_cluster.workloads.train.ddp",
         [
             "--model",
             "tests.workloads._user_plugins:mlp",
@@ -141,7 +148,7 @@ def test_users_model_and_map_style_dataset_train_under_ddp(tmp_path: Path) -> No
 
 def test_users_iterable_dataset_is_split_over_ranks_and_workers(tmp_path: Path) -> None:
     r = torchrun(
-        "workloads.train.ddp",
+        "gpu_cluster.workloads.train.ddp",
         [
             "--model",
             "tests.workloads._user_plugins:mlp",

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from components.catalog import load_catalog, load_fabric_facts
-from workloads.health import fabric as fabric_check
-from workloads.health.fabric import FabricCheckFailed, Roots, check
+from gpu_cluster.components.catalog import load_catalog, load_fabric_facts
+from gpu_cluster.workloads.health import fabric as fabric_check
+from gpu_cluster.workloads.health.fabric import FabricCheckFailed, Roots, check
 
 CC = shutil.which("cc") or shutil.which("gcc")
 needs_cc = pytest.mark.skipif(CC is None, reason="no C compiler to build the test plugins with")

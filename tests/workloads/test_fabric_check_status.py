@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 import torch.distributed as dist
 
-from workloads.runtime import device
+from gpu_cluster.workloads.runtime import device
 
-from workloads.health import fabric as fabric_check
-from workloads.health.fabric import FabricCheckFailed
-from workloads.validate import run
-from workloads.validate.blame import node_failures
-from workloads.validate.judge import judge
+from gpu_cluster.workloads.health import fabric as fabric_check
+from gpu_cluster.workloads.health.fabric import FabricCheckFailed
+from gpu_cluster.workloads.validate import run
+from gpu_cluster.workloads.validate.blame import node_failures
+from gpu_cluster.workloads.validate.judge import judge
 
 
 @pytest.fixture

@@ -63,7 +63,10 @@ def test_dynamic_fleet_crash_then_rerun_publishes_each_output_once(tmp_path: Pat
     ]
     env = dict(GPUC_TEST_CALL_LOG=str(log))
     crashed = torchrun(
-        "workloads.tasks.shard", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="2", GPUC_CRASH_RANK="0", **env)
+        "gpu_cluster.workloads.tasks.shard",
+        args,
+        nproc=2,
+        env=job_env(GPUC_CRASH_AFTER="2", GPUC_CRASH_RANK="0", **env),
     )
     assert crashed.returncode != 0 and "GPUC_CRASH_AFTER=2: exiting hard" in crashed.stderr, explain(crashed)
     assert "claimed dynamically" in crashed.stdout
@@ -72,7 +75,7 @@ def test_dynamic_fleet_crash_then_rerun_publishes_each_output_once(tmp_path: Pat
     assert [p for p in out.iterdir() if ".tmp-" in p.name]
     assert list((out / ".shard_tasks" / "leases").glob("*.[0-9]"))
 
-    rerun = torchrun("workloads.tasks.shard", args, nproc=2, env=job_env(**env))
+    rerun = torchrun("gpu_cluster.workloads.tasks.shard", args, nproc=2, env=job_env(**env))
     assert rerun.returncode == 0, explain(rerun) + _failures(out / ".shard_tasks")
     s = json.loads((tmp_path / "s.json").read_text())
     assert s["schedule"] == "dynamic" and s["skipped"] == len(first) and s["done"] == 8 - len(first)
@@ -90,7 +93,7 @@ def test_dynamic_fleet_crash_then_rerun_publishes_each_output_once(tmp_path: Pat
 
 def _worker(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "workloads.tasks.shard", *args],
+        [sys.executable, "-m", "gpu_cluster.workloads.tasks.shard", *args],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,
@@ -155,14 +158,14 @@ def test_command_placeholders_name_the_rank(tmp_path: Path, capsys: pytest.Captu
     out = tmp_path / "out"
     cmd = "sh -c 'cat {input} > {output}; echo rank={rank} local_rank={local_rank} >> {output}'"
     r = torchrun(
-        "workloads.tasks.shard",
+        "gpu_cluster.workloads.tasks.shard",
         ["--glob", str(tmp_path / "in" / "*.txt"), "--output-dir", str(out), "--schedule", "static", "--command", cmd],
         nproc=2,
     )
     assert r.returncode == 0, explain(r)
     for i in range(4):  # static: item i on rank i % 2, one node so local_rank == rank
         assert (out / f"item{i:02d}.txt").read_text().endswith(f"rank={i % 2} local_rank={i % 2}\n")
-    from workloads.tasks.shard import parse_config
+    from gpu_cluster.workloads.tasks.shard import parse_config
 
     os.environ["GPUC_FORCE_CPU"] = "1"
     try:
@@ -187,7 +190,7 @@ def test_command_placeholders_name_the_rank(tmp_path: Path, capsys: pytest.Captu
 def _fleet_run(tmp_path: Path, name: str, schedule: str, seconds: list[float], nproc: int) -> dict[str, Any]:
     _inputs(tmp_path / f"in-{name}", seconds)
     r = torchrun(
-        "workloads.tasks.shard",
+        "gpu_cluster.workloads.tasks.shard",
         [
             "--glob",
             str(tmp_path / f"in-{name}" / "*.txt"),
@@ -276,8 +279,8 @@ def test_a_temporary_left_beside_a_published_output_is_swept_at_the_next_start(
     # the folder of an item whose output is missing stays for the claim that redoes it.
     import boto3
 
-    from workloads.tasks.fleet import Item, sweep_published_scratch
-    from workloads.tasks.outputs import Outputs, item_key
+    from gpu_cluster.workloads.tasks.fleet import Item, sweep_published_scratch
+    from gpu_cluster.workloads.tasks.outputs import Outputs, item_key
 
     outs = Outputs("s3://fleet-out/sweep", tmp_path / "scratch")
     done, todo = outs.final(Path("a.rev")), outs.final(Path("b.rev"))
@@ -312,7 +315,10 @@ def test_outputs_to_s3_exactly_once_and_never_partial(tmp_path: Path, s3: dict[s
         str(tmp_path / "s.json"),
     ]
     crashed = torchrun(
-        "workloads.tasks.shard", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="1", GPUC_TEST_CALL_LOG=str(log), **s3)
+        "gpu_cluster.workloads.tasks.shard",
+        args,
+        nproc=2,
+        env=job_env(GPUC_CRASH_AFTER="1", GPUC_TEST_CALL_LOG=str(log), **s3),
     )
     assert crashed.returncode != 0 and "GPUC_CRASH_AFTER=1: exiting hard" in crashed.stderr, explain(crashed)
     first = _objects("run1/")
@@ -321,7 +327,7 @@ def test_outputs_to_s3_exactly_once_and_never_partial(tmp_path: Path, s3: dict[s
     assert first and all(want[k] == v for k, v in first.items()), sorted(first)
     assert [p.name for p in (tmp_path / "scratch").rglob("*.tmp-*")]
 
-    rerun = torchrun("workloads.tasks.shard", args, nproc=2, env=job_env(GPUC_TEST_CALL_LOG=str(log), **s3))
+    rerun = torchrun("gpu_cluster.workloads.tasks.shard", args, nproc=2, env=job_env(GPUC_TEST_CALL_LOG=str(log), **s3))
     assert rerun.returncode == 0, explain(rerun) + _failures(tmp_path / "state")
     s = json.loads((tmp_path / "s.json").read_text())
     assert (s["skipped"], s["done"], s["failed"], s["duplicates"]) == (len(first), 6 - len(first), 0, 0)
@@ -329,7 +335,7 @@ def test_outputs_to_s3_exactly_once_and_never_partial(tmp_path: Path, s3: dict[s
     assert list((tmp_path / "scratch").rglob("*.tmp-*")) == []
 
     # A second writer of an existing output is refused by the conditional put, the object kept.
-    from workloads.tasks.outputs import Outputs
+    from gpu_cluster.workloads.tasks.outputs import Outputs
 
     outs = Outputs("s3://fleet-out/run1", tmp_path / "scratch")
     final = outs.final(Path("item00.rev"))
@@ -346,7 +352,7 @@ def test_outputs_to_s3_exactly_once_and_never_partial(tmp_path: Path, s3: dict[s
 def test_object_storage_flags_are_checked_before_the_work(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], s3: dict[str, str]
 ) -> None:
-    from workloads.tasks.shard import parse_config
+    from gpu_cluster.workloads.tasks.shard import parse_config
 
     _inputs(tmp_path / "in", [0.0])
     base = ["--glob", str(tmp_path / "in" / "*.txt"), "--callable", CALLABLE]
@@ -384,7 +390,7 @@ def test_object_storage_flags_are_checked_before_the_work(
 def test_gs_outputs_go_through_the_same_conditional_put(tmp_path: Path) -> None:
     """No GCS emulator runs here: this checks our side only (gcsfs maps mode="create" to
     ifGenerationMatch=0), with a stand-in for the file system that behaves like a bucket."""
-    from workloads.tasks.outputs import Outputs
+    from gpu_cluster.workloads.tasks.outputs import Outputs
 
     class Bucket:
         def __init__(self) -> None:
@@ -432,7 +438,7 @@ def test_batch_infer_runs_the_users_model_and_dataset_as_a_fleet(tmp_path: Path)
     job = ["run", "--model", "tests.workloads._user_plugins:mlp", "--weights", str(tmp_path / "ckpt")]
     job += ["--dataset", "tests.workloads._user_plugins:blobs", "--rows-per-task", "10"]
     job += ["--output-dir", str(out), "--json", str(tmp_path / "s.json")]
-    r = torchrun("workloads.tasks.infer", [*job, "--batch-size", "4"], nproc=2)
+    r = torchrun("gpu_cluster.workloads.tasks.infer", [*job, "--batch-size", "4"], nproc=2)
     assert r.returncode == 0, explain(r)
     s = json.loads((tmp_path / "s.json").read_text())
     assert s["job"] == "batch_infer" and (s["inputs"], s["done"], s["failed"]) == (10, 10, 0)
@@ -441,7 +447,7 @@ def test_batch_infer_runs_the_users_model_and_dataset_as_a_fleet(tmp_path: Path)
     ds = Blobs()
     want = model(torch.stack([ds[i][0] for i in range(96)])).detach()
     torch.testing.assert_close(torch.cat([p["output"] for p in parts]), want, rtol=1e-5, atol=1e-6)
-    again = torchrun("workloads.tasks.infer", job, nproc=2)  # at the default batch size: every task is done
+    again = torchrun("gpu_cluster.workloads.tasks.infer", job, nproc=2)  # at the default batch size: every task is done
     assert again.returncode == 0 and json.loads((tmp_path / "s.json").read_text())["skipped"] == 10, explain(again)
 
 
@@ -450,13 +456,13 @@ def test_batch_infer_scores_token_shards_with_the_gpt_into_s3(tmp_path: Path, s3
 
     import torch
 
-    from workloads.tasks.gpt_scores import score
-    from workloads.train.data import TokenWindows, check_shards, write_synthetic
-    from workloads.train.model import GPT, GPTConfig
+    from gpu_cluster.workloads.tasks.gpt_scores import score
+    from gpu_cluster.workloads.train.data import TokenWindows, check_shards, write_synthetic
+    from gpu_cluster.workloads.train.model import GPT, GPTConfig
 
     write_synthetic(out=tmp_path / "tok", shards=1, tokens_per_shard=400, vocab=64, seed=2)  # 24 windows of 16
     r = torchrun(
-        "workloads.tasks.infer",
+        "gpu_cluster.workloads.tasks.infer",
         [
             "run",
             "--data",
@@ -495,7 +501,7 @@ def test_batch_infer_scores_token_shards_with_the_gpt_into_s3(tmp_path: Path, s3
 def test_batch_infer_flags_name_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import torch
 
-    from workloads.tasks.infer import main
+    from gpu_cluster.workloads.tasks.infer import main
 
     torch.save({"state_dict": {"0.weight": torch.zeros(3, 3)}}, tmp_path / "w.pt")
     with pytest.raises(SystemExit):
@@ -526,8 +532,8 @@ class _Sim:
     recorded as (worker, item index)."""
 
     def __init__(self, tmp: Path, n: int, fleet_id: str = "f1", max_blocks: int | None = None) -> None:
-        from workloads.tasks import fleet
-        from workloads.tasks.outputs import Outputs
+        from gpu_cluster.workloads.tasks import fleet
+        from gpu_cluster.workloads.tasks.outputs import Outputs
 
         self.tmp, self.fleet_id = tmp, fleet_id
         (tmp / "out").mkdir(exist_ok=True)
@@ -540,8 +546,8 @@ class _Sim:
         self.leases: list[Any] = []
 
     def worker(self, rank: int, world: int, pid: int | None = None) -> Any:
-        from workloads.tasks import fleet
-        from workloads.tasks.leases import Holder, Leases
+        from gpu_cluster.workloads.tasks import fleet
+        from gpu_cluster.workloads.tasks.leases import Holder, Leases
 
         me = Holder(host="sim", pid=os.getpid() if pid is None else pid, rank=rank, fleet=self.fleet_id)
         ls = Leases(self.tmp / "state", 3600.0, me)
@@ -598,7 +604,7 @@ def test_blocks_publish_every_item_once_and_leave_no_lease(tmp_path: Path) -> No
 
 def test_each_worker_touches_its_share_not_the_whole_list(tmp_path: Path) -> None:
     """The output checks are counted: with the old scan every worker looked at every item."""
-    from workloads.tasks.outputs import Outputs
+    from gpu_cluster.workloads.tasks.outputs import Outputs
 
     looked: collections.Counter[int] = collections.Counter()
     real = Outputs.exists
@@ -653,7 +659,7 @@ def test_a_dead_holders_block_is_taken_over_and_its_temporary_removed(tmp_path: 
     assert sim.published() == [0]
     # a dies inside item 1: its block and item leases stay, with its temporary file.
     leases = tmp_path / "state" / "leases"
-    from workloads.tasks.outputs import item_key
+    from gpu_cluster.workloads.tasks.outputs import item_key
 
     key = item_key(sim.items[1].final)
     sim.leases[0].claim(key)

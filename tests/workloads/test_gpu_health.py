@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.workloads.torchrun_util import cpu_torchrun
-from workloads.health import gpu as gh
+from gpu_cluster.workloads.health import gpu as gh
 
 
 def _peaks(name: str = "p5.48xlarge") -> gh.Peaks:
@@ -34,7 +34,7 @@ def _fig(node: str, rank: int, tflops: float, gbps: float, visible: int = 8) -> 
 
 
 def test_peaks_come_from_the_catalog() -> None:
-    from components.catalog import load_catalog
+    from gpu_cluster.components.catalog import load_catalog
 
     it = load_catalog().get("p5.48xlarge")
     p = _peaks()
@@ -136,7 +136,9 @@ def test_single_process_cpu_run_measures_and_passes_no_judgement(
 def test_under_torchrun_rank0_gathers_every_rank(tmp_path: Path) -> None:
     out = tmp_path / "h.json"
     proc = cpu_torchrun(
-        "workloads.health.gpu", 2, ["--matmul-size", "128", "--copy-bytes", "1M", "--iters", "2", "--json", str(out)]
+        "gpu_cluster.workloads.health.gpu",
+        2,
+        ["--matmul-size", "128", "--copy-bytes", "1M", "--iters", "2", "--json", str(out)],
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
@@ -169,7 +171,7 @@ def _one_host(peaks: gh.Peaks, tflops: float, name: str) -> gh.HostVerdict:
 
 
 def test_matmul_is_held_to_the_achievable_figure_the_node_gate_uses() -> None:
-    from components.catalog import load_gpu_models
+    from gpu_cluster.components.catalog import load_gpu_models
 
     mi = _peaks("Standard_ND96isr_MI300X_v5")
     assert mi.achievable_bf16_tflops == load_gpu_models()["MI300X"].achievable_bf16_tflops == 668.4

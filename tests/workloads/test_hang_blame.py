@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from workloads.health import hang
-from workloads.validate.blame import blame, node_failures, waited_on
-from workloads.validate.judge import judge
-from workloads.validate.verdict import Verdict
+from gpu_cluster.workloads.health import hang
+from gpu_cluster.workloads.validate.blame import blame, node_failures, waited_on
+from gpu_cluster.workloads.validate.judge import judge
+from gpu_cluster.workloads.validate.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -114,7 +114,7 @@ def test_sixteen_p5_nodes_one_stuck_short_of_the_call_the_rest_waited_in() -> No
 def test_the_watchdog_never_waits_past_the_group_timeout() -> None:
     code = (
         "import sys, time\n"
-        "from workloads.health.hang import Watchdog\n"
+        "from gpu_cluster.workloads.health.hang import Watchdog\n"
         "w = Watchdog(rank=0, limit_s=0.5, group_timeout_s=2.0, out=sys.stdout)\n"
         "with w.phase('timed loop', calls=8):\n"  # 8 x 0.5 s would be 4 s, past the group's 2 s
         "    time.sleep(3)\n"
@@ -132,9 +132,9 @@ def test_the_watchdog_never_waits_past_the_group_timeout() -> None:
 
 
 def test_pairs_do_not_run_after_a_node_that_never_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from workloads.validate import pairs
-    from workloads.validate.run import run_phase
-    from workloads.validate.run_config import RunConfig
+    from gpu_cluster.workloads.validate import pairs
+    from gpu_cluster.workloads.validate.run import run_phase
+    from gpu_cluster.workloads.validate.run_config import RunConfig
 
     status = tmp_path / "status"
     status.mkdir()

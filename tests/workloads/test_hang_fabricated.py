@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.workloads.hang_fabricate import agent_logs, main_statuses
-from workloads.validate import pair_jobs
-from workloads.validate.blame import blame
-from workloads.validate.__main__ import judge_and_report
-from workloads.validate.verdict import Verdict
+from gpu_cluster.workloads.validate import pair_jobs
+from gpu_cluster.workloads.validate.blame import blame
+from gpu_cluster.workloads.validate.__main__ import judge_and_report
+from gpu_cluster.workloads.validate.verdict import Verdict
 
 NODES = [f"gpu-{i:02d}" for i in range(1, 17)]
 CULPRIT = "gpu-07"

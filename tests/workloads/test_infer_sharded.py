@@ -18,14 +18,14 @@ def _parts(out: Path, n: int) -> list[dict[str, torch.Tensor]]:
 
 
 def test_gpt_split_over_two_ranks_scores_as_one_process(tmp_path: Path) -> None:
-    from workloads.tasks.gpt_scores import score
-    from workloads.train.data import TokenWindows, check_shards, write_synthetic
-    from workloads.train.model import GPT, GPTConfig
+    from gpu_cluster.workloads.tasks.gpt_scores import score
+    from gpu_cluster.workloads.train.data import TokenWindows, check_shards, write_synthetic
+    from gpu_cluster.workloads.train.model import GPT, GPTConfig
 
     write_synthetic(out=tmp_path / "tok", shards=1, tokens_per_shard=400, vocab=64, seed=2)  # 24 windows
     out = tmp_path / "scores"
     r = torchrun(
-        "workloads.tasks.infer",
+        "gpu_cluster.workloads.tasks.infer",
         [
             "run",
             "--tp",
@@ -76,7 +76,7 @@ def test_users_model_with_its_plan_two_replicas_of_two_ranks(tmp_path: Path) -> 
 
     out = tmp_path / "preds"
     r = torchrun(
-        "workloads.tasks.infer",
+        "gpu_cluster.workloads.tasks.infer",
         [
             "run",
             "--tp",
@@ -112,7 +112,7 @@ def test_users_model_with_its_plan_two_replicas_of_two_ranks(tmp_path: Path) -> 
 
 
 def test_tp_flags_name_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from workloads.tasks.infer import main
+    from gpu_cluster.workloads.tasks.infer import main
 
     base = ["run", "--output-dir", str(tmp_path / "o")]
     with pytest.raises(SystemExit) as e:
@@ -131,11 +131,11 @@ def test_tp_flags_name_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_a_tp_degree_that_does_not_divide_the_ranks_fails_before_any_work(tmp_path: Path) -> None:
-    from workloads.train.data import write_synthetic
+    from gpu_cluster.workloads.train.data import write_synthetic
 
     write_synthetic(out=tmp_path / "tok", shards=1, tokens_per_shard=200, vocab=64, seed=2)
     r = torchrun(
-        "workloads.tasks.infer",
+        "gpu_cluster.workloads.tasks.infer",
         [
             "run",
             "--tp",

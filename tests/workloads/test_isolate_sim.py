@@ -11,8 +11,8 @@ import random
 
 import pytest
 
-from components.catalog import load_catalog
-from workloads.validate import isolate
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.workloads.validate import isolate
 
 N = 1024
 NODES = [f"n{i:04d}" for i in range(N)]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from tests.workloads.test_transport_rccl import RCCL_IB_LOG, RCCL_NO_GDR_LOG
 from tests.workloads.test_validate_judge import _write_run
-from workloads.validate.judge import judge
-from workloads.validate.verdict import Verdict
+from gpu_cluster.workloads.validate.judge import judge
+from gpu_cluster.workloads.validate.verdict import Verdict
 
 ND_H100 = "Standard_ND96isr_H100_v5"
 

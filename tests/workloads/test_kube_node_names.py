@@ -9,9 +9,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from workloads.launch import validation as vjob
-from workloads.validate import kube, kube_submit
-from workloads.validate.diff import diff_reports
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.validate import kube, kube_submit
+from gpu_cluster.workloads.validate.diff import diff_reports
 
 NODES = ["ip-10-0-0-10", "ip-10-0-0-11"]
 

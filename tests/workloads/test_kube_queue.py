@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from components.k8s import kueue as kueue_component
+from gpu_cluster.components.k8s import kueue as kueue_component
 from tests.kubeapi import KubeApiServer
-from workloads.validate import kube, kube_queue
+from gpu_cluster.workloads.validate import kube, kube_queue
 
 NS, NAME = "gpu-jobs", "gpuc-val-q"
 

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 import yaml
 
-from components.engine import run_offline
-from components.spec import read_stack_file
-from workloads.validate import kube
-from workloads.validate.__main__ import main as validate_main
+from gpu_cluster.components.engine import run_offline
+from gpu_cluster.components.spec import read_stack_file
+from gpu_cluster.workloads.validate import kube
+from gpu_cluster.workloads.validate.__main__ import main as validate_main
 
 REPO = Path(__file__).resolve().parents[2]
 STACK = "aws-h100-eks"
@@ -240,7 +240,7 @@ def test_the_command_line_prints_no_traceback(tmp_path: Path, answering: tuple[i
     code, url = answering
     outputs = _outputs_file(tmp_path, url)
     done = subprocess.run(
-        [sys.executable, "-m", "workloads.validate", "status", STACK, "--outputs", str(outputs)],
+        [sys.executable, "-m", "gpu_cluster.workloads.validate", "status", STACK, "--outputs", str(outputs)],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -267,7 +267,7 @@ def _validate(argv: list[str], *, configure_logging: bool = False) -> subprocess
     # configure_logging: a process that has configured logging (a user's wrapper, or the client's
     # own first logging.error), where urllib3's retry warnings would print.
     setup = "import logging; logging.basicConfig(); " if configure_logging else ""
-    code = f"{setup}import sys; from workloads.validate.__main__ import main; sys.exit(main(sys.argv[1:]))"
+    code = f"{setup}import sys; from gpu_cluster.workloads.validate.__main__ import main; sys.exit(main(sys.argv[1:]))"
     return subprocess.run(
         [sys.executable, "-c", code, *argv],
         capture_output=True,

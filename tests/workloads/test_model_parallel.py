@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from tests.workloads.torchrun_util import REPO, TIMEOUT_S, TINY_GPT, explain, job_env, torchrun
-from workloads.train.model import GPT, GPTConfig, total_params
-from workloads.parallel.run import (
+from gpu_cluster.workloads.train.model import GPT, GPTConfig, total_params
+from gpu_cluster.workloads.parallel.run import (
     LOSS_RTOL,
     compare,
     parse_config,
@@ -25,7 +25,14 @@ from workloads.parallel.run import (
     stage_layers,
     world_problems,
 )
-from workloads.parallel.materialise import fill_box, init_local, materialise, meta_model, normal_at, storage_bytes
+from gpu_cluster.workloads.parallel.materialise import (
+    fill_box,
+    init_local,
+    materialise,
+    meta_model,
+    normal_at,
+    storage_bytes,
+)
 
 ARGS = [
     *TINY_GPT,
@@ -51,7 +58,9 @@ def test_fsdp_and_pipeline_match_reference(reference: list[float], tmp_path: Pat
     out = tmp_path / "m.json"
     # Both modes in one launch, one after the other on the same ranks.
     r = torchrun(
-        "workloads.parallel.run", ["--mode", "fsdp,pipeline", *ARGS, "--check-reference", "--json", str(out)], nproc=2
+        "gpu_cluster.workloads.parallel.run",
+        ["--mode", "fsdp,pipeline", *ARGS, "--check-reference", "--json", str(out)],
+        nproc=2,
     )
     assert r.returncode == 0, explain(r)
     m = json.loads(out.read_text())
@@ -317,7 +326,7 @@ def test_two_ranks_train_a_model_over_the_budget(
     _, one = one_device
     budget_mib = 0.7 * one.total / (1 << 20)
     r = torchrun(
-        "workloads.parallel.run",
+        "gpu_cluster.workloads.parallel.run",
         [
             "--mode",
             "fsdp,tp,pipeline,pipeline-1f1b",
@@ -347,7 +356,7 @@ def test_four_ranks_2d_under_half_the_one_device_peak(
     _, one = one_device
     budget_mib = 0.5 * one.total / (1 << 20)
     r = torchrun(
-        "workloads.parallel.run",
+        "gpu_cluster.workloads.parallel.run",
         [
             "--mode",
             "2d,fsdp",
@@ -375,7 +384,7 @@ def test_a_budget_no_rank_can_meet_fails_the_job(one_device: tuple[list[float], 
     budget = 0.3 * one.total
     assert budget > FULL_BYTES / 2  # a parameter-only budget would have passed this
     r = torchrun(
-        "workloads.parallel.run",
+        "gpu_cluster.workloads.parallel.run",
         [
             "--mode",
             "pipeline",
@@ -402,7 +411,7 @@ def test_bf16_mixed_precision_runs_on_gloo_and_only_tracks_the_reference(
     # FSDP2's MixedPrecisionPolicy(bf16 params, fp32 reduce), what --precision auto picks on GPU.
     out = tmp_path / "m.json"
     r = torchrun(
-        "workloads.parallel.run",
+        "gpu_cluster.workloads.parallel.run",
         ["--mode", "fsdp,tp", *BUDGET_ARGS, "--precision", "bf16", "--check-reference", "--json", str(out)],
         nproc=2,
     )
@@ -424,7 +433,7 @@ def test_a_pipeline_greeting_of_mixed_dtypes_is_sent_as_its_receives(tmp_path: P
     P2POps, in a one-process gloo group; the 2.9.1 run itself is in the closing note."""
     import torch.distributed as dist
 
-    from workloads.parallel.plans import match_greeting_dtypes
+    from gpu_cluster.workloads.parallel.plans import match_greeting_dtypes
 
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
     try:

@@ -20,10 +20,10 @@ import pytest
 import torch
 
 from tests.workloads.torchrun_util import explain, job_env, torchrun
-from workloads.parallel.run import LOSS_RTOL, batches, compare, loss_fn, parse_config, run_reference
-from workloads.parallel.steps import _adamw
-from workloads.parallel.materialise import init_local
-from workloads.train.checkpoint import COMPLETE_MARKER
+from gpu_cluster.workloads.parallel.run import LOSS_RTOL, batches, compare, loss_fn, parse_config, run_reference
+from gpu_cluster.workloads.parallel.steps import _adamw
+from gpu_cluster.workloads.parallel.materialise import init_local
+from gpu_cluster.workloads.train.checkpoint import COMPLETE_MARKER
 
 USER = [
     "--model",
@@ -50,7 +50,7 @@ def reference() -> list[float]:
 def _run(tmp: Path, name: str, mode: str, steps: int, nproc: int, *extra: str, **env: str) -> dict:  # type: ignore[type-arg]
     out = tmp / f"{name}.json"
     r = torchrun(
-        "workloads.parallel.run",
+        "gpu_cluster.workloads.parallel.run",
         ["--mode", mode, *USER, "--steps", str(steps), "--json", str(out), *extra],
         nproc=nproc,
         max_restarts=1 if env else 0,
@@ -134,7 +134,7 @@ def test_pipeline_killed_resumes_then_continues_as_fsdp(reference: list[float], 
     _, b = _killed_then_resumed(tmp_path, "pipeline", 2, "fsdp", 2, reference)
     # A checkpoint of another run is refused, naming what differs.
     r = torchrun(
-        "workloads.parallel.run",
+        "gpu_cluster.workloads.parallel.run",
         ["--mode", "fsdp", *USER[:-1], "1", "--steps", str(STEPS + 1), "--ckpt-dir", str(tmp_path / "ckpt")],
         nproc=2,
     )
@@ -202,7 +202,7 @@ def test_a_plain_modulelist_of_up_and_down_blocks_is_split_from_its_shapes() -> 
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
     from tests.workloads._user_plain import plain
-    from workloads.parallel import plans
+    from gpu_cluster.workloads.parallel import plans
 
     with torch.device("meta"):
         model = plain()
@@ -237,7 +237,7 @@ def test_the_plain_model_trains_under_tp_and_pipeline_like_one_process(tmp_path:
     ref = run_reference(parse_config(["--mode", "reference", *PLAIN, "--steps", "4"]))
     out = tmp_path / "plain.json"
     r = torchrun(
-        "workloads.parallel.run",
+        "gpu_cluster.workloads.parallel.run",
         ["--mode", "tp,pipeline", *PLAIN, "--steps", "4", "--json", str(out), "--check-reference"],
         nproc=2,
         env=job_env(),
@@ -258,7 +258,7 @@ def test_a_fused_qkv_is_refused_for_tensor_parallel_and_named(capsys: pytest.Cap
     layer; the MLP's c_fc (d -> 4d read whole by c_proj) is not fused. FSDP and the pipeline do not
     split inside a block, so they take the same model."""
     from tests.workloads._user_nanogpt import nanogpt
-    from workloads.parallel import plans
+    from gpu_cluster.workloads.parallel import plans
 
     with torch.device("meta"):
         model = nanogpt()

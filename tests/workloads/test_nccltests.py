@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from components.catalog import CatalogError, load_catalog
-from workloads.validate import nccltests
-from workloads.validate.__main__ import main as validate_main
-from workloads.validate.verdict import Verdict
+from gpu_cluster.components.catalog import CatalogError, load_catalog
+from gpu_cluster.workloads.validate import nccltests
+from gpu_cluster.workloads.validate.__main__ import main as validate_main
+from gpu_cluster.workloads.validate.verdict import Verdict
 
 # shared/ sits beside the clone (CI), or beside the folder of worktrees (this workplace).
 _ROOT = Path(__file__).resolve().parents[2]

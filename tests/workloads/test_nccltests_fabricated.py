@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.workloads.nccl_fabricate import CASES, case_log, curve, nccl_tests_log
-from workloads.validate import nccltests
-from workloads.validate.__main__ import main as validate_main
-from workloads.validate.verdict import Verdict
+from gpu_cluster.workloads.validate import nccltests
+from gpu_cluster.workloads.validate.__main__ import main as validate_main
+from gpu_cluster.workloads.validate.verdict import Verdict
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -105,7 +105,7 @@ def test_sockets_on_an_unknown_type_fail_labelled_type_unknown(tmp_path: Path) -
 def test_sockets_are_accepted_where_the_catalog_says_there_is_no_rdma_fabric() -> None:
     from dataclasses import replace
 
-    from components.catalog import load_catalog
+    from gpu_cluster.components.catalog import load_catalog
 
     it = load_catalog().get("p5.48xlarge")
     no_rdma = replace(it, network=replace(it.network, rdma=False))
@@ -138,7 +138,7 @@ def test_cli_op_flag_and_out_rules(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_report_draws_the_model_and_names_the_deciding_check(tmp_path: Path) -> None:
-    from workloads.validate.report import write
+    from gpu_cluster.workloads.validate.report import write
 
     rep = nccltests.judge_runs(nccltests.parse(case_log("short-sweep-degraded-16xp5")), "p5.48xlarge", 16)
     (c,) = rep.curves
@@ -164,7 +164,7 @@ def test_an_extrapolated_floor_says_so_and_does_not_fail_a_healthy_tcpx_all_redu
     assert m.floor_basis.startswith("extrapolated, widened x") and "floors widened x" in m.basis
     assert "leave-one-out errors" in m.basis
     # The all_gather that is measured on TCPX is held to floors that are not widened for its basis.
-    from components.catalog import load_catalog
+    from gpu_cluster.components.catalog import load_catalog
 
     own = load_catalog().get("a3-highgpu-8g").bandwidth.expected("all_gather", 2, "multi-node")
     assert own.kind == "measured" and own.widen < 1.05
@@ -180,7 +180,7 @@ def test_a_sweep_that_ends_under_the_models_range_is_not_passed() -> None:
 
 
 def test_floors_widen_as_the_size_shrinks() -> None:
-    from components.catalog import load_catalog
+    from gpu_cluster.components.catalog import load_catalog
 
     bw = load_catalog().get("p5.48xlarge").bandwidth
     sizes = [32 << 20, 128 << 20, 512 << 20, 2 << 30, 8 << 30]

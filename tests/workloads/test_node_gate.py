@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from tests.workloads.fake_nvml import FakeGpu, FakeNvml
-from workloads.health import probes as gp
-from workloads.health import node_gate
-from workloads.health.probes import FAIL, INFO, NOT_RUN, PASS, WARN
+from gpu_cluster.workloads.health import probes as gp
+from gpu_cluster.workloads.health import node_gate
+from gpu_cluster.workloads.health.probes import FAIL, INFO, NOT_RUN, PASS, WARN
 
 CPU = [torch.device("cpu")]
 FAST = node_gate.GateConfig(instance_type="p5.48xlarge", gemm_seconds=0.05, gemm_n=64, sample_s=0.01)

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from components.catalog import load_catalog
+from gpu_cluster.components.catalog import load_catalog
 from tests.workloads.nccl_fabricate import phase_rows
-from workloads.validate import isolate, pair_jobs, pairs
-from workloads.validate.judge import judge
-from workloads.validate.run_config import RunConfig
-from workloads.validate.verdict import Verdict
+from gpu_cluster.workloads.validate import isolate, pair_jobs, pairs
+from gpu_cluster.workloads.validate.judge import judge
+from gpu_cluster.workloads.validate.run_config import RunConfig
+from gpu_cluster.workloads.validate.verdict import Verdict
 
 P5 = "p5.48xlarge"
 NODES = [f"n{i}" for i in range(1, 17)]

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from workloads.parallel import memory
+from gpu_cluster.workloads.parallel import memory
 
 
 def test_tracker_counts_each_kind_at_the_peak() -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from workloads.validate import commands, registry
+from gpu_cluster.workloads.validate import commands, registry
 from tests.launch.test_render_stacks import args as job_args
 from tests.launch.test_render_stacks import outputs
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from components.contract import UNVALIDATED_TAINT_KEY
-from workloads.validate import kube, kube_submit
+from gpu_cluster.components.contract import UNVALIDATED_TAINT_KEY
+from gpu_cluster.workloads.validate import kube, kube_submit
 from tests.kubeapi import KubeApiServer
 
 REGISTERED = {"key": UNVALIDATED_TAINT_KEY, "value": "true", "effect": "NoSchedule"}

@@ -20,8 +20,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from workloads.launch import validation as vjob
-from workloads.validate import commands, registry
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.validate import commands, registry
 from tests.launch.test_render_stacks import args as job_args
 from tests.launch.test_render_stacks import outputs
 
@@ -178,7 +178,7 @@ def test_an_image_already_pinned_is_not_looked_up() -> None:
 
 
 def test_render_without_credentials_names_the_tag_and_says_submit_resolves_it(tmp_path: Path) -> None:
-    from workloads.validate.__main__ import main as validate_main
+    from gpu_cluster.workloads.validate.__main__ import main as validate_main
 
     import contextlib
     import io

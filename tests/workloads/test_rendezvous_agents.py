@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.workloads import rendezvous_agents
-from workloads.validate import agents
-from workloads.validate.__main__ import judge_and_report
-from workloads.validate.verdict import Verdict
+from gpu_cluster.workloads.validate import agents
+from gpu_cluster.workloads.validate.__main__ import judge_and_report
+from gpu_cluster.workloads.validate.verdict import Verdict
 
 NODES = [f"gpu-{i:02d}" for i in range(1, 6)]
 STORE_HOST = NODES[0]

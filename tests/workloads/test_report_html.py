@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from tests.workloads.test_validate_judge import _write_run
-from workloads.validate import report_html
-from workloads.validate.judge import judge
-from workloads.validate.report import write
-from workloads.validate.verdict import Verdict
+from gpu_cluster.workloads.validate import report_html
+from gpu_cluster.workloads.validate.judge import judge
+from gpu_cluster.workloads.validate.report import write
+from gpu_cluster.workloads.validate.verdict import Verdict
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "out" / "test-artifacts"
 CHROMIUM = shutil.which("chromium")

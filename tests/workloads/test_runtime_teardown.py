@@ -20,7 +20,7 @@ SCRIPT = r"""
 import weakref
 import torch.distributed as dist
 from torch._C._distributed_c10d import HashStore
-from workloads.runtime import device
+from gpu_cluster.workloads.runtime import device
 
 dist.init_process_group("gloo", store=HashStore(), rank=0, world_size=1)
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tests.workloads.torchrun_util import explain, job_env, torchrun
-from workloads.tasks.gpt_scores import load_model, make_inputs, score
+from gpu_cluster.workloads.tasks.gpt_scores import load_model, make_inputs, score
 
 pytestmark = pytest.mark.skipif(
     shutil.which("ffmpeg") is None or shutil.which("ffprobe") is None,
@@ -98,7 +98,7 @@ def test_ffmpeg_fleet_survives_a_crash_and_a_rerun_redoes_nothing(tmp_path: Path
         str(tmp_path / "s.json"),
     ]
 
-    crashed = torchrun("workloads.tasks.shard", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="1"))
+    crashed = torchrun("gpu_cluster.workloads.tasks.shard", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="1"))
     assert crashed.returncode != 0, explain(crashed)
     assert "GPUC_CRASH_AFTER=1: exiting hard" in crashed.stderr, explain(crashed)
     assert not (tmp_path / "s.json").exists()
@@ -110,7 +110,7 @@ def test_ffmpeg_fleet_survives_a_crash_and_a_rerun_redoes_nothing(tmp_path: Path
     for name in first:  # whatever carries a final name is a whole video
         assert _probe(out / name) == ("h264", 64, 48)
 
-    rerun = torchrun("workloads.tasks.shard", args, nproc=2)
+    rerun = torchrun("gpu_cluster.workloads.tasks.shard", args, nproc=2)
     assert rerun.returncode == 1, explain(rerun)  # the broken input fails, and says so
     s = json.loads((tmp_path / "s.json").read_text())
     assert s["inputs"] == 6 and s["same_input_list_on_all_ranks"] is True
@@ -140,7 +140,7 @@ def test_batch_inference_callable_matches_in_process_scores(tmp_path: Path) -> N
     torch.save(torch.rand(4, 16), bad)
     out = tmp_path / "out"
     r = torchrun(
-        "workloads.tasks.shard",
+        "gpu_cluster.workloads.tasks.shard",
         [
             "--glob",
             str(tmp_path / "in" / "*.pt"),
@@ -149,7 +149,7 @@ def test_batch_inference_callable_matches_in_process_scores(tmp_path: Path) -> N
             "--output-ext",
             ".scores.pt",
             "--callable",
-            "workloads.tasks.gpt_scores:run",
+            "gpu_cluster.workloads.tasks.gpt_scores:run",
             "--json",
             str(tmp_path / "s.json"),
         ],
@@ -171,7 +171,7 @@ def test_batch_inference_callable_matches_in_process_scores(tmp_path: Path) -> N
 
 
 def test_bad_flags_are_reported_together(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from workloads.tasks.shard import parse_config
+    from gpu_cluster.workloads.tasks.shard import parse_config
 
     with pytest.raises(SystemExit) as e:
         parse_config(
@@ -206,14 +206,14 @@ def test_bad_flags_are_reported_together(tmp_path: Path, capsys: pytest.CaptureF
                 "--output-dir",
                 str(tmp_path),
                 "--callable",
-                "workloads.tasks.gpt_scores:nope",
+                "gpu_cluster.workloads.tasks.gpt_scores:nope",
             ]
         )
-    assert "error: --callable: workloads.tasks.gpt_scores has no callable 'nope'" in capsys.readouterr().err
+    assert "error: --callable: gpu_cluster.workloads.tasks.gpt_scores has no callable 'nope'" in capsys.readouterr().err
 
 
 def test_input_list_maps_outputs_and_refuses_collisions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from workloads.tasks.shard import parse_config
+    from gpu_cluster.workloads.tasks.shard import parse_config
 
     for rel in ("videos/a/x.mov", "videos/b/x.mov", "videos/b/y.avi"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -264,7 +264,10 @@ def test_rank_0_killed_mid_item_then_rerun_publishes_every_input_exactly_once(tm
     ]
     env = dict(GPUC_TEST_CALL_LOG=str(log))
     crashed = torchrun(
-        "workloads.tasks.shard", args, nproc=2, env=job_env(GPUC_CRASH_AFTER="1", GPUC_CRASH_RANK="0", **env)
+        "gpu_cluster.workloads.tasks.shard",
+        args,
+        nproc=2,
+        env=job_env(GPUC_CRASH_AFTER="1", GPUC_CRASH_RANK="0", **env),
     )
     assert crashed.returncode != 0 and "GPUC_CRASH_AFTER=1: exiting hard" in crashed.stderr, explain(crashed)
     # Rank 0 owns t0, t2, t4: t0 published, t2 written under a temporary name only.
@@ -274,7 +277,7 @@ def test_rank_0_killed_mid_item_then_rerun_publishes_every_input_exactly_once(tm
     for name in first:
         assert (out / name).read_bytes() == (inp / name.replace(".rev", ".txt")).read_bytes()[::-1]
 
-    rerun = torchrun("workloads.tasks.shard", args, nproc=2, env=job_env(**env))
+    rerun = torchrun("gpu_cluster.workloads.tasks.shard", args, nproc=2, env=job_env(**env))
     assert rerun.returncode == 0, explain(rerun)
     s = json.loads((tmp_path / "s.json").read_text())
     assert s["skipped"] == len(first) and s["done"] == 6 - len(first) and s["failed"] == 0

@@ -13,11 +13,11 @@ import pytest
 import yaml
 
 from bench.bandwidth_model import _held_out
-from components.catalog import CATALOG_PATH, Catalog, load_catalog
+from gpu_cluster.components.catalog import CATALOG_PATH, Catalog, load_catalog
 from tests.workloads.nccl_fabricate import curve, nccl_tests_log
-from workloads.validate import nccltests
-from workloads.validate.__main__ import main as validate_main
-from workloads.validate.verdict import Verdict
+from gpu_cluster.workloads.validate import nccltests
+from gpu_cluster.workloads.validate.__main__ import main as validate_main
+from gpu_cluster.workloads.validate.verdict import Verdict
 
 # The published 16-node all_reduce on the same 3200 Gbps EFA (p5en.48xlarge, 16 GiB row:
 # awsome-distributed-training 0edaf15, topology-aware-nccl-tests/README.md lines 260-267, in

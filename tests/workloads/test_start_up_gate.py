@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from workloads.health import fabric, node_gate
-from workloads.launch import validation as vjob
-from workloads.runtime import device
+from gpu_cluster.workloads.health import fabric, node_gate
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.runtime import device
 from tests.launch.test_render_stacks import outputs
 
 PROC = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  535.274.02  Release Build  (dvs-builder@U16)\n"
@@ -80,7 +80,7 @@ def test_force_cpu_and_a_bad_count_are_decided_too(
 
 
 def test_the_launcher_sets_the_expectation_on_gpu_jobs_only() -> None:
-    from workloads.launch.bundle import build as build_bundle
+    from gpu_cluster.workloads.launch.bundle import build as build_bundle
 
     outs = outputs("aws-h100-eks")
     gpu = vjob.for_cluster(outs, "20261207t010000z-beef", build_bundle())

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from components.engine import run_offline
-from components.spec import read_stack_file
-from workloads.validate.slurm import SchedulerError, Shell, SlurmJob
+from gpu_cluster.components.engine import run_offline
+from gpu_cluster.components.spec import read_stack_file
+from gpu_cluster.workloads.validate.slurm import SchedulerError, Shell, SlurmJob
 
 REPO = Path(__file__).resolve().parents[2]
 STACK = "aws-h200-slurm"
@@ -42,7 +42,7 @@ def test_submit_here_without_sbatch_is_one_line_and_writes_nothing(tmp_path: Pat
     back = tmp_path / "back"
     env = {**os.environ, "PATH": str(_bin_without_sbatch(tmp_path))}
     done = subprocess.run(
-        [sys.executable, "-m", "workloads.validate", "submit", STACK, "--outputs", str(outputs), "--here"]
+        [sys.executable, "-m", "gpu_cluster.workloads.validate", "submit", STACK, "--outputs", str(outputs), "--here"]
         + ["--fetch-to", str(back)],
         capture_output=True,
         text=True,

@@ -12,9 +12,9 @@ from typing import Any, Mapping
 
 import pytest
 
-from components.contract import ClusterOutputs
-from workloads.launch import bundle as code_bundle
-from workloads.validate import archive, commands, kube
+from gpu_cluster.components.contract import ClusterOutputs
+from gpu_cluster.workloads.launch import bundle as code_bundle
+from gpu_cluster.workloads.validate import archive, commands, kube
 from tests.launch.test_render_stacks import args as job_args
 from tests.launch.test_render_stacks import outputs
 

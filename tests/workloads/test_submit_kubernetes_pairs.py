@@ -21,15 +21,15 @@ from typing import Any
 
 import pytest
 
-from components.contract import ClusterOutputs
+from gpu_cluster.components.contract import ClusterOutputs
 from tests.kubeapi import KubeApiServer, Store
 from tests.launch.test_render_stacks import args as job_args
 from tests.launch.test_render_stacks import outputs
 from tests.workloads import hang_fabricate
 from tests.workloads.hang_fabricate import agent_logs, main_statuses
-from workloads.launch import validation as vjob
-from workloads.validate import archive, commands, kube, pair_jobs
-from workloads.validate.__main__ import judge_and_report
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.validate import archive, commands, kube, pair_jobs
+from gpu_cluster.workloads.validate.__main__ import judge_and_report
 
 RUN_ID = "20261203t101500z-c0de"
 NODES = 16
@@ -129,7 +129,7 @@ class Cluster:
         m = re.search(r"record-pairs --out (\S+) --result (\S+)", script)
         assert m is not None
         pair_jobs.record(self.run_dir, shlex.split(m.group(2))[0])
-        judge_args = re.search(r"-m workloads\.validate judge (.*) --print-archive", script)
+        judge_args = re.search(r"-m gpu_cluster\.workloads\.validate judge (.*) --print-archive", script)
         assert judge_args is not None and "--expect-nodes " + ",".join(self.hosts) in judge_args.group(1)
         code = judge_and_report(self.run_dir, "p5.48xlarge", self.hosts, False, False, 1.0)
         out = io.StringIO()

@@ -13,7 +13,7 @@ counts are made up.
 
 from __future__ import annotations
 
-from workloads.validate import transport
+from gpu_cluster.workloads.validate import transport
 
 HEADER = """\
 mi300x-0:412:412 [0] NCCL INFO Bootstrap : Using eth0:10.1.0.4<0>

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from workloads.validate import certificate, diff, stack
-from workloads.validate.__main__ import main as validate_main
-from workloads.validate.judge import judge
-from workloads.validate.report import render_markdown, write
-from workloads.validate.verdict import NodeVerdict, Verdict
+from gpu_cluster.workloads.validate import certificate, diff, stack
+from gpu_cluster.workloads.validate.__main__ import main as validate_main
+from gpu_cluster.workloads.validate.judge import judge
+from gpu_cluster.workloads.validate.report import render_markdown, write
+from gpu_cluster.workloads.validate.verdict import NodeVerdict, Verdict
 
 
 def _check(name: str, scope: str, status: str, value: Any = None, detail: str = "") -> dict[str, Any]:

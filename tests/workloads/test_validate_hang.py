@@ -26,7 +26,7 @@ def test_a_hang_on_one_of_four_local_nodes_fails_and_names_exactly_that_node(tmp
         [
             sys.executable,
             "-m",
-            "workloads.validate",
+            "gpu_cluster.workloads.validate",
             "--local",
             "--nodes",
             "4",

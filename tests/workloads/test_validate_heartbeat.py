@@ -8,7 +8,7 @@ import io
 import json
 from pathlib import Path
 
-from workloads.validate.heartbeat import Heartbeat
+from gpu_cluster.workloads.validate.heartbeat import Heartbeat
 
 
 class Clock:

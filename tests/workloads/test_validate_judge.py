@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 
-from components.catalog import load_catalog
+from gpu_cluster.components.catalog import load_catalog
 from tests.workloads.nccl_fabricate import phase_rows
-from workloads.validate import isolate, transport
-from workloads.validate.blame import blame, node_failures
-from workloads.validate.judge import judge
-from workloads.validate.report import write
-from workloads.validate.verdict import Verdict
+from gpu_cluster.workloads.validate import isolate, transport
+from gpu_cluster.workloads.validate.blame import blame, node_failures
+from gpu_cluster.workloads.validate.judge import judge
+from gpu_cluster.workloads.validate.report import write
+from gpu_cluster.workloads.validate.verdict import Verdict
 
 EFA_LOG = """\
 node1:1234:1234 [0] NCCL INFO NET/OFI Selected Provider is efa (found 32 nics)
@@ -270,7 +270,7 @@ def test_busbw_png_draws_what_the_judge_judges(tmp_path: Path) -> None:
 def test_ranks_left_waiting_for_a_node_without_a_device_are_not_blamed() -> None:
     """A rank blocked joining the group cannot run its signal handler, so the scheduler's kill
     leaves its status at device-ready; the node whose own device setup failed is the culprit."""
-    from workloads.validate.blame import node_failures
+    from gpu_cluster.workloads.validate.blame import node_failures
 
     statuses = [
         {

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from components.bandwidth import FAIL_OF_EXPECTED, WARN_OF_EXPECTED
+from gpu_cluster.components.bandwidth import FAIL_OF_EXPECTED, WARN_OF_EXPECTED
 from tests.workloads.test_validate_judge import _write_run
-from workloads.validate.judge import judge
-from workloads.validate.report import Curve, Report, figure, plot, title, write
-from workloads.validate.verdict import Measurement, Verdict
+from gpu_cluster.workloads.validate.judge import judge
+from gpu_cluster.workloads.validate.report import Curve, Report, figure, plot, title, write
+from gpu_cluster.workloads.validate.verdict import Measurement, Verdict
 
 
 def _lines(fig: Any) -> dict[str, tuple[list[float], list[float], str]]:
@@ -60,7 +60,7 @@ def test_each_sweep_has_its_expected_curve_and_both_floors_across_sizes(tmp_path
     )
     assert "widened for the basis and size" in fail_key, "32 MiB's floor is wider than 16 GiB's"
     # The floors drawn are the floors judged: at the size judged they are the measurement's (which
-    # components.bandwidth rounds to 0.1 GB/s).
+    # gpu_cluster.components.bandwidth rounds to 0.1 GB/s).
     at = ex.index(float(multi.at_bytes or 0))
     assert (round(wy[at], 1), round(fy[at], 1)) == (multi.floor_warn, multi.floor_fail)
     # The size judged is a vertical line, not two triangles.

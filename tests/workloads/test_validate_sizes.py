@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from components.bandwidth import FLOOR_MESSAGE_BYTES
-from workloads.runtime.sizes import size_sweep
-from workloads.validate.judge import judge
-from workloads.runtime.device import memory_cap
-from workloads.validate.pairs import pair_op as _pair_op
-from workloads.validate.pairs import want_pairs as _want_pairs
-from workloads.validate.run import _sizes, sweep_start
-from workloads.validate.run_config import RunConfig
-from workloads.validate.verdict import Verdict
+from gpu_cluster.components.bandwidth import FLOOR_MESSAGE_BYTES
+from gpu_cluster.workloads.runtime.sizes import size_sweep
+from gpu_cluster.workloads.validate.judge import judge
+from gpu_cluster.workloads.runtime.device import memory_cap
+from gpu_cluster.workloads.validate.pairs import pair_op as _pair_op
+from gpu_cluster.workloads.validate.pairs import want_pairs as _want_pairs
+from gpu_cluster.workloads.validate.run import _sizes, sweep_start
+from gpu_cluster.workloads.validate.run_config import RunConfig
+from gpu_cluster.workloads.validate.verdict import Verdict
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,7 @@ def test_report_states_rounds_and_bad_links(tmp_path: Path) -> None:
 
 
 def test_collectives_caps_maxbytes_to_memory_like_nccl_tests() -> None:
-    from workloads.collectives.bench import CollectivesConfig, cap_to_memory
+    from gpu_cluster.workloads.collectives.bench import CollectivesConfig, cap_to_memory
 
     cfg = CollectivesConfig(min_bytes=1 << 20, max_bytes=64 << 30, factor=2)
     capped, note = cap_to_memory(cfg, 80 << 30, "nccl")
@@ -110,7 +110,7 @@ def test_collectives_caps_maxbytes_to_memory_like_nccl_tests() -> None:
 
 
 def test_collectives_refuses_an_unwritable_json_path_before_measuring(tmp_path: Path) -> None:
-    from workloads.collectives.bench import UsageError, parse_args
+    from gpu_cluster.workloads.collectives.bench import UsageError, parse_args
 
     with pytest.raises(UsageError, match="--json"):
         parse_args(["--json", str(tmp_path / "missing-dir" / "out.json")])

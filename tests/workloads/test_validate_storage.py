@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from workloads.validate.storage import judge_storage
-from workloads.validate.run import storage_sizes
-from workloads.validate.run_config import RunConfig
-from workloads.validate.storage import provisioned_gbps, read_partner
-from workloads.validate.verdict import Verdict
+from gpu_cluster.workloads.validate.storage import judge_storage
+from gpu_cluster.workloads.validate.run import storage_sizes
+from gpu_cluster.workloads.validate.run_config import RunConfig
+from gpu_cluster.workloads.validate.storage import provisioned_gbps, read_partner
+from gpu_cluster.workloads.validate.verdict import Verdict
 
 
 def test_each_rank_reads_a_file_another_node_wrote() -> None:

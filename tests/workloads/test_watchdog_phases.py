@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from workloads.health import hang
-from workloads.validate.judge import judge
-from workloads.validate.verdict import Verdict
+from gpu_cluster.workloads.health import hang
+from gpu_cluster.workloads.validate.judge import judge
+from gpu_cluster.workloads.validate.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,7 +43,7 @@ def _run_two(out: Path, wedge_at: str) -> list[int]:
             GPUC_INJECT_WEDGE_AT=wedge_at,
             PYTHONPATH=str(ROOT),
         )
-        cmd = [sys.executable, "-m", "workloads.validate", "run", "--out", str(out), "--phase", "main"]
+        cmd = [sys.executable, "-m", "gpu_cluster.workloads.validate", "run", "--out", str(out), "--phase", "main"]
         cmd += ["--timeout", "3", "--iters", "1", "--warmup", "0"]
         procs.append(subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     for p in procs:

@@ -1,6 +1,6 @@
-"""``python -m workloads.collectives``: the benchmark's entry (see :mod:`workloads.collectives.bench`)."""
+"""``python -m gpu_cluster.workloads.collectives``: the benchmark's entry (see :mod:`gpu_cluster.workloads.collectives.bench`)."""
 
-from workloads.collectives.bench import main
-from workloads.runtime.device import exit_process
+from gpu_cluster.workloads.collectives.bench import main
+from gpu_cluster.workloads.runtime.device import exit_process
 
 exit_process(main())

@@ -2,7 +2,7 @@
 
 Run under torchrun, one process per GPU (or several CPU processes on gloo)::
 
-    torchrun --nproc-per-node 8 -m workloads.collectives -o all_reduce -b 1M -e 1G -f 2
+    torchrun --nproc-per-node 8 -m gpu_cluster.workloads.collectives -o all_reduce -b 1M -e 1G -f 2
 
 Sizes, columns and formulas are nccl-tests' (``src/common.cu``, ``doc/PERFORMANCE.md``):
 the size is the whole buffer (for all_gather and reduce_scatter the gathered buffer), ``algbw``
@@ -31,9 +31,9 @@ of every checked result (only at the sweep size ``GPUC_FAULT_SIZE`` when that is
 ``GPUC_STALL_RANK=R`` makes rank R stop before the sweep size ``GPUC_STALL_SIZE`` (default
 the first size) as if its host had died.
 
-Layout of the code: :mod:`workloads.collectives.ops` holds the per-op table (layout, busbw factor,
-reduction, root, case builder), :mod:`workloads.collectives.table` the nccl-tests table and sizes,
-:mod:`workloads.health.hang` the watchdog and arrival check, :mod:`workloads.collectives.measure` one row's
+Layout of the code: :mod:`gpu_cluster.workloads.collectives.ops` holds the per-op table (layout, busbw factor,
+reduction, root, case builder), :mod:`gpu_cluster.workloads.collectives.table` the nccl-tests table and sizes,
+:mod:`gpu_cluster.workloads.health.hang` the watchdog and arrival check, :mod:`gpu_cluster.workloads.collectives.measure` one row's
 timing and check; this module is the harness (flags, the sweep, the output) and the command line.
 """
 
@@ -55,9 +55,9 @@ from typing import Any, TextIO
 import torch
 import torch.distributed as dist
 
-from workloads.runtime import device as _device
-from workloads.runtime.flags import ArgumentParser, Problems, UsageError, output_file_problem
-from workloads.collectives.ops import (
+from gpu_cluster.workloads.runtime import device as _device
+from gpu_cluster.workloads.runtime.flags import ArgumentParser, Problems, UsageError, output_file_problem
+from gpu_cluster.workloads.collectives.ops import (
     DTYPE_ALIASES,
     DTYPES,
     OPS,
@@ -67,10 +67,10 @@ from workloads.collectives.ops import (
     redop_name,
     root_of,
 )
-from workloads.collectives.table import OpResult, Row, format_row, header_lines
-from workloads.runtime.sizes import format_size, parse_size, size_sweep
-from workloads.collectives.measure import _Hooks, measure_case
-from workloads.health.hang import (
+from gpu_cluster.workloads.collectives.table import OpResult, Row, format_row, header_lines
+from gpu_cluster.workloads.runtime.sizes import format_size, parse_size, size_sweep
+from gpu_cluster.workloads.collectives.measure import _Hooks, measure_case
+from gpu_cluster.workloads.health.hang import (
     EXIT_HANG,
     CollectiveTimeout,
     Watchdog,
@@ -133,7 +133,7 @@ class CollectivesConfig:
 
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
-        prog="python -m workloads.collectives",
+        prog="python -m gpu_cluster.workloads.collectives",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -466,6 +466,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from workloads.runtime.device import exit_process
+    from gpu_cluster.workloads.runtime.device import exit_process
 
     exit_process(main())

@@ -18,12 +18,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from workloads.runtime import device as _device
-from workloads.collectives.ops import Case, count_wrong
-from workloads.collectives.table import EventStats, percentile
-from workloads.runtime.sizes import parse_size
-from workloads.health.hang import Watchdog
-from workloads.runtime.node import hang_here, stall
+from gpu_cluster.workloads.runtime import device as _device
+from gpu_cluster.workloads.collectives.ops import Case, count_wrong
+from gpu_cluster.workloads.collectives.table import EventStats, percentile
+from gpu_cluster.workloads.runtime.sizes import parse_size
+from gpu_cluster.workloads.health.hang import Watchdog
+from gpu_cluster.workloads.runtime.node import hang_here, stall
 
 
 def host_time(

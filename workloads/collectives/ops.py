@@ -3,7 +3,7 @@
 Each :class:`OpSpec` says how an op's buffers are laid out (``*GetCollByteCount``), its bus
 bandwidth factor (``doc/PERFORMANCE.md``), its reduction and root as the table prints them,
 which placements torch offers, and how to build one checked case of it (``*InitData``,
-``*RunColl``). The harness in :mod:`workloads.collectives` knows no op by name: a sixth op is one
+``*RunColl``). The harness in :mod:`gpu_cluster.workloads.collectives` knows no op by name: a sixth op is one
 more entry in :data:`OP_SPECS`.
 
 Check data stays at or under the largest integer each dtype holds exactly, so every reduction
@@ -19,7 +19,7 @@ from typing import Any, Literal
 import torch
 import torch.distributed as dist
 
-from workloads.runtime.device import global_rank
+from gpu_cluster.workloads.runtime.device import global_rank
 
 # name -> (torch dtype, nccl-tests' type name for the table). Aliases are nccl-tests' names.
 DTYPES: dict[str, tuple[torch.dtype, str]] = {

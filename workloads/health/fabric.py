@@ -25,7 +25,7 @@ names what is missing:
    check waits for it as long as slurm-gcp's RxDM prolog does.
 
 Every root it reads (``/sys``, ``/dev``, ``/proc``, the environment, the loader's directories)
-is a parameter, so tests run it over trees they build. ``python -m workloads.health.fabric``
+is a parameter, so tests run it over trees they build. ``python -m gpu_cluster.workloads.health.fabric``
 runs it by hand or from a batch script before torchrun.
 """
 
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from components.catalog import FABRICS, CatalogError, StartupCheck, load_catalog, load_fabric_facts
+from gpu_cluster.components.catalog import FABRICS, CatalogError, StartupCheck, load_catalog, load_fabric_facts
 
 # NCCL has defined net plugin ABI versions 2..12 so far; accept any version a future one adds.
 PLUGIN_ABI_VERSIONS = tuple(range(20, 1, -1))
@@ -479,7 +479,7 @@ def start_up_refusal(
     compatibility sets (components/liveness/driver.py CUDA_MIN_DRIVER, Table 1)."""
     if expected <= 0 or visible > 0:
         return None
-    from components.liveness.driver import CUDA_MIN_DRIVER
+    from gpu_cluster.components.liveness.driver import CUDA_MIN_DRIVER
 
     if hip:
         found = f"amdgpu {driver}" if driver else f"no amdgpu driver loaded ({AMDGPU_VERSION} absent)"
@@ -525,7 +525,9 @@ def require_gpus(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m workloads.health.fabric", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m gpu_cluster.workloads.health.fabric", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("--instance-type", help="catalog instance type: sets --fabric and --expect")
     p.add_argument("--fabric", choices=FABRICS)
     p.add_argument("--expect", type=int, help="EFA devices (efa) or GPU NICs (others) this node must have")

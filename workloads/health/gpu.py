@@ -1,7 +1,7 @@
 """Per-GPU health: dense bf16 matmul rate, device-memory copy bandwidth, GPU count.
 
-    python -m workloads.health.gpu --instance-type p5.48xlarge --json health.json
-    torchrun --nproc-per-node 8 -m workloads.health.gpu --instance-type p5.48xlarge
+    python -m gpu_cluster.workloads.health.gpu --instance-type p5.48xlarge --json health.json
+    torchrun --nproc-per-node 8 -m gpu_cluster.workloads.health.gpu --instance-type p5.48xlarge
 
 Alone, it checks every visible GPU in turn; under torchrun each rank checks its own GPU
 (``LOCAL_RANK``) and rank 0 prints one table per host. With ``--instance-type`` the figures are
@@ -37,10 +37,10 @@ from typing import Any, TextIO
 import torch
 import torch.distributed as dist
 
-from workloads.runtime import device as _device
-from workloads.runtime.flags import ArgumentParser, Problems, UsageError
-from workloads.runtime.sizes import parse_size
-from workloads.runtime.node import node_name, stall
+from gpu_cluster.workloads.runtime import device as _device
+from gpu_cluster.workloads.runtime.flags import ArgumentParser, Problems, UsageError
+from gpu_cluster.workloads.runtime.sizes import parse_size
+from gpu_cluster.workloads.runtime.node import node_name, stall
 
 EXIT_OK = 0
 EXIT_FAIL = 1
@@ -356,7 +356,7 @@ def measure_device(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog="python -m workloads.health.gpu", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="python -m gpu_cluster.workloads.health.gpu", description=__doc__.split("\n\n")[0])
     p.add_argument("--instance-type", default=None, help="catalog instance type to judge against (GPU count, peaks)")
     p.add_argument("--matmul-size", default=None, help="square matmul size N (default 8192 GPU, 512 CPU)")
     p.add_argument("--copy-bytes", default=None, help="bytes per copy, e.g. 1G (default 1G GPU, 32M CPU)")
@@ -395,7 +395,7 @@ def _fraction(problems: Problems, flag: str, raw: str) -> float:
 
 def peaks_for(instance_type: str) -> Peaks:
     """The catalog's figures for a type, with its GPU model's achievable matmul (gpu_models)."""
-    from components.catalog import CatalogError, load_catalog, load_gpu_models
+    from gpu_cluster.components.catalog import CatalogError, load_catalog, load_gpu_models
 
     it = load_catalog().judge_type(instance_type)
     acc = it.accelerator

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 import torch.distributed as dist
 
-from workloads.runtime.device import global_rank as _global_rank
+from gpu_cluster.workloads.runtime.device import global_rank as _global_rank
 
 EXIT_HANG = 3
 
@@ -44,7 +44,7 @@ class Watchdog:
     A stuck collective blocks the main thread inside the backend, where no exception can
     reach it; a second thread is the only place left that can still name what was stuck. With
     NCCL, the group's timeout tears every process down at once (``TORCH_NCCL_ASYNC_ERROR_HANDLING``,
-    see :func:`workloads.runtime.device.setup`), so every deadline here is capped under
+    see :func:`gpu_cluster.workloads.runtime.device.setup`), so every deadline here is capped under
     ``group_timeout_s``: the watchdog speaks first, on every rank, with what each was doing.
 
     It also counts the collective calls this process enters and completes (:meth:`entered`,

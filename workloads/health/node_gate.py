@@ -1,7 +1,7 @@
 """GPU node gate: the GPU's own health counters, DCGM's diagnostic and a sustained GEMM, run
 before any collective so a sick node is named before it slows a whole job down.
 
-    python -m workloads.health.node_gate [--instance-type T] [--gemm-seconds S] [--dcgm-level 0-4] [--json PATH]
+    python -m gpu_cluster.workloads.health.node_gate [--instance-type T] [--gemm-seconds S] [--dcgm-level 0-4] [--json PATH]
 
 Checks, each ``pass``, ``warn``, ``fail``, ``info`` (a figure with nothing to hold it to) or
 ``not run`` (with why; never counted as a pass):
@@ -36,10 +36,10 @@ from typing import Any
 
 import torch
 
-from workloads.health import probes as probes
-from workloads.health.probes import FAIL, INFO, NOT_RUN, PASS, WARN, Check, not_run, worst
-from workloads.runtime.device import require_gpus
-from workloads.runtime.node import node_name
+from gpu_cluster.workloads.health import probes as probes
+from gpu_cluster.workloads.health.probes import FAIL, INFO, NOT_RUN, PASS, WARN, Check, not_run, worst
+from gpu_cluster.workloads.runtime.device import require_gpus
+from gpu_cluster.workloads.runtime.node import node_name
 
 # Tiers against a published achievable figure: the catalog's own busbw convention (warn under
 # 0.90 x, fail under 0.75 x a measured reference; components/catalog.yaml header).
@@ -78,7 +78,7 @@ class Expected:
 def expected_for(instance_type: str | None) -> Expected | None:
     if not instance_type:
         return None
-    from components.catalog import load_catalog, load_gpu_models
+    from gpu_cluster.components.catalog import load_catalog, load_gpu_models
 
     acc = load_catalog().get(instance_type).accelerator
     gm = load_gpu_models().get(acc.model)
@@ -327,7 +327,7 @@ def node_checks(
         checks.append(kernel_xids(run=run))
         checks.extend(run_dcgm(cfg.dcgm_level, which=which, run=run))
     elif vendor == "amd":
-        from workloads.health import node_gate_amd
+        from gpu_cluster.workloads.health import node_gate_amd
 
         checks = node_gate_amd.node_checks(
             lib, exp.count if exp else None, exp.matches if exp else None, exp.model if exp else ""
@@ -354,7 +354,7 @@ def gpu_checks(
             checks.extend(probes.nvml_gpu_checks(lib, idx))
             watches.append(probes.NvmlWatch(lib, idx, cfg.sample_s))
         elif vendor == "amd":
-            from workloads.health import node_gate_amd
+            from gpu_cluster.workloads.health import node_gate_amd
 
             checks.extend(node_gate_amd.gpu_checks(lib, idx))
             watches.append(node_gate_amd.AmdWatch(lib, idx, cfg.sample_s))
@@ -445,7 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json")
     ns = ap.parse_args(argv)
     if ns.instance_type:
-        from components.catalog import CatalogError, load_catalog
+        from gpu_cluster.components.catalog import CatalogError, load_catalog
 
         try:
             load_catalog().get(ns.instance_type)

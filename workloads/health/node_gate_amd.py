@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from workloads.health.probes import FAIL, INFO, PASS, WARN, Check, judge_pcie, not_run
+from gpu_cluster.workloads.health.probes import FAIL, INFO, PASS, WARN, Check, judge_pcie, not_run
 
 
 def _try(lib: Any, fn: str, *args: Any) -> tuple[Any, str | None]:

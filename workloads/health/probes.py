@@ -148,7 +148,7 @@ def _ecc(nvml: Any, h: Any, scope: str) -> list[Check]:
     aggregate counter is the GPU's lifetime count: it never goes back to 0, so judging it alone would
     flag a GPU forever after one error long since retired. It is recorded (information) and the
     validation's judge holds it to its value in the previous certificate of the same GPU
-    (workloads.validate.certificate): an increase is a new error; row remapping (memory.remap)
+    (gpu_cluster.workloads.validate.certificate): an increase is a new error; row remapping (memory.remap)
     says whether the memory still needs attention."""
     out = []
     for label, counter in (("volatile", nvml.NVML_VOLATILE_ECC), ("aggregate", nvml.NVML_AGGREGATE_ECC)):

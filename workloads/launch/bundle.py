@@ -79,7 +79,7 @@ def _component_imports(path: Path, mtime_ns: int) -> tuple[str, ...]:
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
             else []
         )
-        found += [n.replace(".", "/") + ".py" for n in names if n.startswith("components.")]
+        found += [n.replace(".", "/") + ".py" for n in names if n.startswith("gpu_cluster.components.")]
     return tuple(found)
 
 

@@ -12,10 +12,10 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from components.problems import Problems as _Problems
-from components.problems import ProblemsError
+from gpu_cluster.components.problems import Problems as _Problems
+from gpu_cluster.components.problems import ProblemsError
 
-# torchrun's training module, e.g. ``workloads.validate``: dotted Python identifiers only, so
+# torchrun's training module, e.g. ``gpu_cluster.workloads.validate``: dotted Python identifiers only, so
 # the name can never carry a shell word or an option.
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 # POSIX shell variable names; anything else cannot be exported and is a typo.
@@ -74,7 +74,7 @@ def check_int(p: Problems, field: str, value: object, *, minimum: int, maximum: 
 
 def check_module(p: Problems, field: str, module: object) -> None:
     if not isinstance(module, str) or not _MODULE_RE.match(module):
-        p.add(field, f"{module!r} is not a dotted Python module name (allowed: e.g. workloads.validate)")
+        p.add(field, f"{module!r} is not a dotted Python module name (allowed: e.g. gpu_cluster.workloads.validate)")
 
 
 def check_args(p: Problems, field: str, args: object) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from components.catalog import CATALOG_PATH, CatalogError, ImageFact
+from gpu_cluster.components.catalog import CATALOG_PATH, CatalogError, ImageFact
 
 # Kubernetes capability names (without CAP_), as the container runtime takes them.
 _CAPABILITY = frozenset(

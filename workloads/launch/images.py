@@ -5,8 +5,8 @@ carries against the one the job is tested with; whether a reference is pinned.
 
 from __future__ import annotations
 
-from components.catalog import FabricImage, load_catalog, load_fabric_facts, load_runtime_images
-from workloads.launch.bundle import JOB_REQUIREMENTS
+from gpu_cluster.components.catalog import FabricImage, load_catalog, load_fabric_facts, load_runtime_images
+from gpu_cluster.workloads.launch.bundle import JOB_REQUIREMENTS
 
 
 # The image the JobSet runs on NVIDIA GPUs when ``submit --image`` names none and the fabric names

@@ -4,8 +4,8 @@ A :class:`TorchrunJob` is a multi-node torchrun job: the module and its argument
 ranks per node, the c10d rendezvous, the environment (the catalog's fabric facts, the job's
 own variables, NCCL's debug settings, the fabric's library directories and environment
 script) and the further steps. Where it runs is a subclass that adds the scheduler's options:
-:class:`workloads.launch.sbatch.LaunchSpec` (Slurm) and
-:class:`workloads.launch.jobset.JobSetSpec` (a JobSet's pods). Both renderers share this
+:class:`gpu_cluster.workloads.launch.sbatch.LaunchSpec` (Slurm) and
+:class:`gpu_cluster.workloads.launch.jobset.JobSetSpec` (a JobSet's pods). Both renderers share this
 module's validator (:func:`check_job`), the torchrun command (``common.torchrun_argv``) and
 the step script (:func:`step_lines`), so a rule or a step's shape is written once.
 """
@@ -18,10 +18,10 @@ import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from workloads.launch import common
-from workloads.launch.fabric import LINK_LAYERS, Discover, FoundDir, shell_lines
-from workloads.runtime.nccl_env import NCCL_ERROR_HANDLING
-from workloads.launch.common import (
+from gpu_cluster.workloads.launch import common
+from gpu_cluster.workloads.launch.fabric import LINK_LAYERS, Discover, FoundDir, shell_lines
+from gpu_cluster.workloads.runtime.nccl_env import NCCL_ERROR_HANDLING
+from gpu_cluster.workloads.launch.common import (
     Problems,
     Step,
     check_args,
@@ -45,7 +45,7 @@ class TorchrunJob:
     nodes: int
     """Number of nodes; one torchrun runs on each."""
     module: str
-    """Python module every rank runs (``torchrun -m``), e.g. ``workloads.validate``."""
+    """Python module every rank runs (``torchrun -m``), e.g. ``gpu_cluster.workloads.validate``."""
     workdir: str
     """Absolute directory on shared storage: the job's cwd, its output and NCCL logs."""
     module_args: tuple[str, ...] = ()
@@ -109,7 +109,7 @@ class TorchrunJob:
         # NCCL expands %h (host) and %p (pid): one file per process, never interleaved.
         env["NCCL_DEBUG_FILE"] = f"{self.nccl_dir}/nccl-%h-%p.log"
         # What NCCL does at the group's timeout, stated before torchrun (which would put its own 1
-        # in an unset variable): see workloads.runtime.nccl_env for the source.
+        # in an unset variable): see gpu_cluster.workloads.runtime.nccl_env for the source.
         env.update(NCCL_ERROR_HANDLING)
         return {**env, **merged_env(self.fabric_env, self.extra_env, Problems())}
 
@@ -188,7 +188,7 @@ _PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]{1,127}\Z")
 def _check_discover(p: Problems, d: object) -> None:
     """What the job looks up on its node goes into the script as words: names, never text."""
     if not isinstance(d, Discover):
-        p.add("discover", f"{d!r} is not a Discover (workloads.launch.fabric)")
+        p.add("discover", f"{d!r} is not a Discover (gpu_cluster.workloads.launch.fabric)")
         return
     if d.socket_ifname_driver is not None and (
         not isinstance(d.socket_ifname_driver, str) or not _DRIVER_RE.match(d.socket_ifname_driver)
@@ -212,7 +212,7 @@ _VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 def _check_found(p: Problems, found: object) -> None:
     """What the job finds at start goes into the script as words: paths, globs and names, never text."""
     if isinstance(found, (str, bytes)) or not isinstance(found, (list, tuple)):
-        p.add("found_at_start", f"{found!r} must be a sequence of FoundDir (workloads.launch.fabric)")
+        p.add("found_at_start", f"{found!r} must be a sequence of FoundDir (gpu_cluster.workloads.launch.fabric)")
         return
     for i, f in enumerate(found):
         at = f"found_at_start[{i}]"

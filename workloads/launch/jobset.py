@@ -26,10 +26,10 @@ from typing import Any
 
 import yaml
 
-from workloads.launch import common, pod
-from workloads.launch.common import Problems, Step, check_int, check_path
-from workloads.launch.fabric import PodWiring
-from workloads.launch.job import TorchrunJob, check_job, step_lines, step_name
+from gpu_cluster.workloads.launch import common, pod
+from gpu_cluster.workloads.launch.common import Problems, Step, check_int, check_path
+from gpu_cluster.workloads.launch.fabric import PodWiring
+from gpu_cluster.workloads.launch.job import TorchrunJob, check_job, step_lines, step_name
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 GPU_RESOURCES = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
@@ -108,7 +108,7 @@ class JobSetSpec(TorchrunJob):
     code bundle)."""
     fabric: PodWiring = field(default_factory=PodWiring)
     """What the pod needs to reach the fabric (annotations, sidecar, volumes, capabilities;
-    :mod:`workloads.launch.fabric`); the default wires nothing."""
+    :mod:`gpu_cluster.workloads.launch.fabric`); the default wires nothing."""
     run_as_user: int | None = None
     """Run every container of the job as this non-root user (``runAsNonRoot``), where the image
     and the shared file system allow it; unset runs as the image's user (root in NGC images:
@@ -264,7 +264,7 @@ def validate(spec: JobSetSpec) -> None:
     if spec.ttl_seconds_after_finished is not None:
         check_int(p, "ttl_seconds_after_finished", spec.ttl_seconds_after_finished, minimum=0, maximum=2**31 - 1)
     if not isinstance(spec.fabric, PodWiring):
-        p.add("fabric", f"{spec.fabric!r} is not a PodWiring (workloads.launch.fabric.wiring(f).pod)")
+        p.add("fabric", f"{spec.fabric!r} is not a PodWiring (gpu_cluster.workloads.launch.fabric.wiring(f).pod)")
     if spec.run_as_user is not None:
         check_int(p, "run_as_user", spec.run_as_user, minimum=1, maximum=2**31 - 1)
     p.raise_if_any("JobSetSpec")

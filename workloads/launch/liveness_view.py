@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components.liveness.model import FoundAtStart, Job
-from workloads.launch.fabric import Discover, FoundDir
-from workloads.launch.jobset import JobSetSpec
-from workloads.launch.sbatch import LaunchSpec
-from workloads.launch.slurm_env import MIN_PYTHON, interpreter_candidates
+from gpu_cluster.components.liveness.model import FoundAtStart, Job
+from gpu_cluster.workloads.launch.fabric import Discover, FoundDir
+from gpu_cluster.workloads.launch.jobset import JobSetSpec
+from gpu_cluster.workloads.launch.sbatch import LaunchSpec
+from gpu_cluster.workloads.launch.slurm_env import MIN_PYTHON, interpreter_candidates
 
 
 def _found(found: tuple[FoundDir, ...], discover: Discover | None, env_script: str | None) -> tuple[FoundAtStart, ...]:

@@ -29,8 +29,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from components.catalog import load_fabric_facts
-from workloads.launch.fabric import Capability, PodWiring, Sidecar
+from gpu_cluster.components.catalog import load_fabric_facts
+from gpu_cluster.workloads.launch.fabric import Capability, PodWiring, Sidecar
 
 # What the rxdm's startup probe reads (container-engine-accelerators gpudirect-tcpxo/
 # best-practice.md at 992db81: with HEALTH_CHECK_LOG_FILE set, the daemon writes the file once
@@ -165,7 +165,7 @@ def wait_gate(
     Named and configured as the liveness model reads it (components/liveness/ordering.py)."""
     # Here, not at the top: the job's own code bundle (workloads/launch/bundle.py) carries no
     # liveness model, and a pod imports this module when it builds the validate command's parser.
-    from components.liveness.ordering import GATE, GATE_DEADLINE_ENV, GATE_PATHS_ENV
+    from gpu_cluster.components.liveness.ordering import GATE, GATE_DEADLINE_ENV, GATE_PATHS_ENV
 
     return {
         "name": GATE,

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from workloads.launch import common
-from workloads.launch.common import Problems, Step, check_int, check_path, has_control_chars
-from workloads.launch.job import TorchrunJob, check_job, step_lines, step_name
+from gpu_cluster.workloads.launch import common
+from gpu_cluster.workloads.launch.common import Problems, Step, check_int, check_path, has_control_chars
+from gpu_cluster.workloads.launch.job import TorchrunJob, check_job, step_lines, step_name
 
 __all__ = ["LaunchSpec", "Step", "Submission", "render", "submit", "validate", "write"]
 
@@ -180,7 +180,7 @@ def render(spec: LaunchSpec) -> str:
     lines = [
         "#!/bin/bash",
         *[f"#SBATCH {d}" for d in directives],
-        "# Rendered by workloads.launch.sbatch: one torchrun per node, c10d rendezvous on the",
+        "# Rendered by gpu_cluster.workloads.launch.sbatch: one torchrun per node, c10d rendezvous on the",
         "# first node, no restarts (a restart would hide the fault being looked for).",
         "set -euo pipefail",
         "",

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import shlex
 
-from components.contract import ClusterOutputs
-from workloads.launch.bundle import JOB_REQUIREMENTS, Bundle
+from gpu_cluster.components.contract import ClusterOutputs
+from gpu_cluster.workloads.launch.bundle import JOB_REQUIREMENTS, Bundle
 
 
 # Where the Slurm job keeps its interpreter when ``--python`` names none: a virtualenv on the

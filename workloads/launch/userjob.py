@@ -2,7 +2,7 @@
 
     gpu-cluster validate render STACK --out DIR --job ddp|model-parallel|tasks --job-arg ARG ...
 
-The same launcher model as the validation job (:mod:`workloads.launch.job`): one torchrun per
+The same launcher model as the validation job (:mod:`gpu_cluster.workloads.launch.job`): one torchrun per
 node, the c10d rendezvous, the job's code carried by the job, and the fabric's wiring from the
 catalog (the pod's annotations, sidecar, volumes and capabilities; on Slurm the environment,
 library path and plugin script), hardened the same way. The job's own arguments go to its
@@ -14,20 +14,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from components.catalog import load_catalog
-from components.contract import ClusterOutputs
-from workloads.launch import fabric as fabric_wiring
-from workloads.launch import validation as vjob
-from workloads.launch.bundle import Bundle
-from workloads.launch.common import LaunchSpecError
-from workloads.launch.jobset import JobSetSpec
-from workloads.launch.sbatch import LaunchSpec
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.components.contract import ClusterOutputs
+from gpu_cluster.workloads.launch import fabric as fabric_wiring
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.launch.bundle import Bundle
+from gpu_cluster.workloads.launch.common import LaunchSpecError
+from gpu_cluster.workloads.launch.jobset import JobSetSpec
+from gpu_cluster.workloads.launch.sbatch import LaunchSpec
 
 # The pattern a user names -> the module every rank runs.
 PATTERNS = {
-    "ddp": "workloads.train",
-    "model-parallel": "workloads.parallel",
-    "tasks": "workloads.tasks",
+    "ddp": "gpu_cluster.workloads.train",
+    "model-parallel": "gpu_cluster.workloads.parallel",
+    "tasks": "gpu_cluster.workloads.tasks",
 }
 JOBS_DIR = "jobs"
 

@@ -1,4 +1,4 @@
-"""The validation run as a scheduler job: the phases of ``workloads.validate`` as steps.
+"""The validation run as a scheduler job: the phases of ``gpu_cluster.workloads.validate`` as steps.
 
 On Slurm it is one batch job whose steps are: the main phase (srun, one torchrun per node),
 the fabric-only phase (NVLink P2P and shared memory off), synthetic data for the short DDP
@@ -9,9 +9,9 @@ report lands whatever happened.
 On Kubernetes it is one JobSet whose pods run the same steps in turn (``jobset_spec``): the
 torchrun steps on every pod, the data and judge steps on pod 0, whose status is the job's.
 
-``for_cluster`` is the job ``python -m workloads.validate submit STACK`` runs on a cluster
+``for_cluster`` is the job ``python -m gpu_cluster.workloads.validate submit STACK`` runs on a cluster
 from its stack outputs: a run directory of its own (``<mount>/validation/<cluster>/<run-id>``),
-the code carried by the job (``workloads.launch.bundle``), the fabric's devices and
+the code carried by the job (``gpu_cluster.workloads.launch.bundle``), the fabric's devices and
 environment from the catalog.
 """
 
@@ -24,29 +24,29 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from components.catalog import CatalogError, load_catalog
-from components.contract import ClusterOutputs
-from components import nccl_topology
-from components.image_pins import mirrored
-from components.image_pins import pinned as pinned_ref
-from workloads.launch.bundle import Bundle
-from workloads.launch import fabric as fabric_wiring
-from workloads.launch.common import LaunchSpecError, Step, ranks_per_node
-from workloads.launch.jobset import JobSetSpec
-from workloads.launch.sbatch import LaunchSpec
-from workloads.launch.validation_args import FABRIC_ONLY_ENV, ddp_args, synthetic_data_args
-from workloads.launch.images import DEFAULT_IMAGE as DEFAULT_IMAGE
-from workloads.launch.images import TESTED_TORCH as TESTED_TORCH
-from workloads.launch.images import default_image as default_image
-from workloads.launch.images import gpu_runtime_of as gpu_runtime_of
-from workloads.launch.images import image_torch as image_torch
-from workloads.launch.images import image_tested_torch as image_tested_torch
-from workloads.launch.images import image_torch_note as image_torch_note
-from workloads.launch.images import pinned as pinned
-from workloads.launch.slurm_env import VENV_DIR as VENV_DIR
-from workloads.launch.slurm_env import interpreter_lines as interpreter_lines
-from workloads.launch.slurm_env import venv_path as venv_path
-from workloads.launch.slurm_env import unpack_lines, venv_lines
+from gpu_cluster.components.catalog import CatalogError, load_catalog
+from gpu_cluster.components.contract import ClusterOutputs
+from gpu_cluster.components import nccl_topology
+from gpu_cluster.components.image_pins import mirrored
+from gpu_cluster.components.image_pins import pinned as pinned_ref
+from gpu_cluster.workloads.launch.bundle import Bundle
+from gpu_cluster.workloads.launch import fabric as fabric_wiring
+from gpu_cluster.workloads.launch.common import LaunchSpecError, Step, ranks_per_node
+from gpu_cluster.workloads.launch.jobset import JobSetSpec
+from gpu_cluster.workloads.launch.sbatch import LaunchSpec
+from gpu_cluster.workloads.launch.validation_args import FABRIC_ONLY_ENV, ddp_args, synthetic_data_args
+from gpu_cluster.workloads.launch.images import DEFAULT_IMAGE as DEFAULT_IMAGE
+from gpu_cluster.workloads.launch.images import TESTED_TORCH as TESTED_TORCH
+from gpu_cluster.workloads.launch.images import default_image as default_image
+from gpu_cluster.workloads.launch.images import gpu_runtime_of as gpu_runtime_of
+from gpu_cluster.workloads.launch.images import image_torch as image_torch
+from gpu_cluster.workloads.launch.images import image_tested_torch as image_tested_torch
+from gpu_cluster.workloads.launch.images import image_torch_note as image_torch_note
+from gpu_cluster.workloads.launch.images import pinned as pinned
+from gpu_cluster.workloads.launch.slurm_env import VENV_DIR as VENV_DIR
+from gpu_cluster.workloads.launch.slurm_env import interpreter_lines as interpreter_lines
+from gpu_cluster.workloads.launch.slurm_env import venv_path as venv_path
+from gpu_cluster.workloads.launch.slurm_env import unpack_lines, venv_lines
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,7 +101,7 @@ def _phases(
     each pair as a job step of its own. A JobSet cannot start jobs of its own (its pods carry no
     API token) and holds every node's GPUs while it runs: there the pairs step is a gate on every
     pod (``gate_ranks`` ranks per pod) which, after a hang, ends the JobSet so that ``submit``
-    runs one JobSet per pair on the nodes it gave back (workloads.validate.kube_pairs)."""
+    runs one JobSet per pair on the nodes it gave back (gpu_cluster.workloads.validate.kube_pairs)."""
     out = job.workdir.rstrip("/")
     typed = ("--instance-type", job.instance_type) if job.instance_type else ()
     run = ("run", "--out", out, *typed, *job.run_args)
@@ -120,7 +120,7 @@ def _phases(
     if pair_search_ranks is None:
         pairs_step = Step(
             name="pairs-gate",
-            module="workloads.validate",
+            module="gpu_cluster.workloads.validate",
             module_args=(
                 "pair-gate",
                 "--out",
@@ -135,11 +135,11 @@ def _phases(
             stop_on=PAIRS_NEEDED_EXIT,
         )
     else:
-        # One `srun -N2 -w A,B` step per pair (workloads.validate.pair_jobs): a pair that hangs
+        # One `srun -N2 -w A,B` step per pair (gpu_cluster.workloads.validate.pair_jobs): a pair that hangs
         # again ends only its own step, as cluster-health-scanner's one job per pair does.
         pairs_step = Step(
             name="pairs",
-            module="workloads.validate",
+            module="gpu_cluster.workloads.validate",
             module_args=(
                 "pair-search",
                 "--out",
@@ -162,25 +162,27 @@ def _phases(
             for step in (
                 pairs_step,
                 # Every node reads and writes the shared file system at once, then a DCP checkpoint.
-                Step(name="storage", module="workloads.validate", module_args=(*run, "--phase", "storage")),
+                Step(name="storage", module="gpu_cluster.workloads.validate", module_args=(*run, "--phase", "storage")),
                 Step(
                     name="fabric-only",
-                    module="workloads.validate",
+                    module="gpu_cluster.workloads.validate",
                     module_args=(*run, "--phase", "fabric"),
                     env=FABRIC_ONLY_ENV,
                 ),
                 Step(
                     name="ddp-data",
-                    module="workloads.train.data",
+                    module="gpu_cluster.workloads.train.data",
                     module_args=tuple(synthetic_data_args(data)),
                     torchrun=False,
                 ),
                 Step(
                     name="ddp",
-                    module="workloads.train",
+                    module="gpu_cluster.workloads.train",
                     module_args=tuple(ddp_args(data, Path(out), instance_type=job.instance_type)),
                 ),
-                Step(name="judge", module="workloads.validate", module_args=tuple(judge_args), torchrun=False),
+                Step(
+                    name="judge", module="gpu_cluster.workloads.validate", module_args=tuple(judge_args), torchrun=False
+                ),
             )
             if step.name not in job.skip_steps and not (step.name == "ddp-data" and "ddp" in job.skip_steps)
         ),
@@ -196,7 +198,7 @@ def sbatch_spec(job: ValidationJob) -> LaunchSpec:
     return LaunchSpec(
         job_name="gpuc-validate",
         nodes=job.nodes,
-        module="workloads.validate",
+        module="gpu_cluster.workloads.validate",
         module_args=phases.first_args,
         workdir=job.workdir.rstrip("/"),
         python=job.python,
@@ -221,7 +223,7 @@ def sbatch_spec(job: ValidationJob) -> LaunchSpec:
 
 
 def agent_logs_dir(job: ValidationJob) -> str:
-    """Where each node's torchrun agent output is kept (workloads.validate.agents reads it)."""
+    """Where each node's torchrun agent output is kept (gpu_cluster.workloads.validate.agents reads it)."""
     return f"{job.workdir.rstrip('/')}/agents"
 
 
@@ -280,7 +282,7 @@ def jobset_spec(
         name=name,
         nodes=job.nodes,
         image=image,
-        module="workloads.validate",
+        module="gpu_cluster.workloads.validate",
         module_args=phases.first_args,
         workdir=job.workdir.rstrip("/"),
         namespace=namespace,
@@ -389,7 +391,7 @@ def for_cluster(
             # Each node's fabric in the job log before torchrun; its ranks repeat the check for the judge.
             prologue.append(
                 f'srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=0 {shlex.quote(interpreter)} '
-                f"-m workloads.health.fabric --instance-type {shlex.quote(outputs.instance_type)} "
+                f"-m gpu_cluster.workloads.health.fabric --instance-type {shlex.quote(outputs.instance_type)} "
                 '|| echo "fabric check failed on a node above"'
             )
     if cpu:
@@ -546,7 +548,7 @@ def pair_jobset(
     ConfigMap, run directory) on two pods of one node each, reporting under the main job's pod
     names ``a`` and ``b`` and pinned to the Kubernetes nodes ``hosts`` maps them to (read from
     the main job's pods, ``spec.nodeName``); a name missing from ``hosts`` is left to the scheduler."""
-    from workloads.launch import jobset as js
+    from gpu_cluster.workloads.launch import jobset as js
 
     whole = cluster_jobset(outputs, replace(job, nodes=2), run_id, image=image)
     spec = replace(
@@ -576,7 +578,7 @@ def judge_jobset(
     phase-pairs.json as base64) and runs the judge, whose report comes back through its log as the
     main JobSet's would have. It mounts the run's code ConfigMap (owned by the main JobSet, which
     is kept until this one has ended). Returns the JobSet and its NetworkPolicy."""
-    from workloads.launch import jobset as js
+    from gpu_cluster.workloads.launch import jobset as js
 
     whole = cluster_jobset(outputs, job, run_id, image=image)
     out = job.workdir.rstrip("/")

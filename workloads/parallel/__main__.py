@@ -1,6 +1,6 @@
-"""``python -m workloads.parallel``: model-parallel training (see :mod:`workloads.parallel.run`)."""
+"""``python -m gpu_cluster.workloads.parallel``: model-parallel training (see :mod:`gpu_cluster.workloads.parallel.run`)."""
 
-from workloads.parallel.run import main
-from workloads.runtime.device import exit_process
+from gpu_cluster.workloads.parallel.run import main
+from gpu_cluster.workloads.runtime.device import exit_process
 
 exit_process(main())

@@ -10,7 +10,7 @@ global metadata file; a load asks for the pieces the loading layout holds and DC
 them from whichever saved chunks cover them, so a checkpoint written by FSDP on 4 ranks loads into
 FSDP on 2, or tensor parallel's column/row shards into FSDP's row shards, or any into a pipeline.
 
-Published atomically, as the DDP job's (:mod:`workloads.train.checkpoint`): DCP's files go to
+Published atomically, as the DDP job's (:mod:`gpu_cluster.workloads.train.checkpoint`): DCP's files go to
 ``.step_<N>.tmp/``, rank 0 writes the ``COMPLETE`` marker once every rank's files are on disk,
 then renames the directory to ``step_<N>/``; a start-up reads only the newest directory with a
 marker. The marker records the step, the losses so far, the layout that wrote it (mode, world
@@ -30,9 +30,9 @@ from typing import Any
 
 import torch
 
-from workloads.runtime import device as devmod
-from workloads.train.checkpoint import latest_checkpoint, save_checkpoint
-from workloads.train.checkpoint import step_crash_hook as crash_hook
+from gpu_cluster.workloads.runtime import device as devmod
+from gpu_cluster.workloads.train.checkpoint import latest_checkpoint, save_checkpoint
+from gpu_cluster.workloads.train.checkpoint import step_crash_hook as crash_hook
 
 __all__ = ["crash_hook", "load_latest", "save"]
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import torch
 
-from workloads.runtime.flags import Problems, output_dir_problem, output_file_problem
-from workloads.train import plugins
-from workloads.train.config import gpt_config
-from workloads.train.data import check_shards
-from workloads.train.model import GPTConfig
-from workloads.parallel import plans
+from gpu_cluster.workloads.runtime.flags import Problems, output_dir_problem, output_file_problem
+from gpu_cluster.workloads.train import plugins
+from gpu_cluster.workloads.train.config import gpt_config
+from gpu_cluster.workloads.train.data import check_shards
+from gpu_cluster.workloads.train.model import GPTConfig
+from gpu_cluster.workloads.parallel import plans
 
 
 LOSS_RTOL = 1e-5
@@ -65,9 +65,9 @@ class MPConfig:
     dataset_spec: str | None = None
     """``MODULE:FACTORY`` of a map-style dataset of ``(input, target)``; ``None``: ``--data`` or synthetic."""
     loss_spec: str = "cross_entropy"
-    """The user's model's loss (:func:`workloads.train.plugins.build_loss`); the GPT uses ``lm_loss``."""
+    """The user's model's loss (:func:`gpu_cluster.workloads.train.plugins.build_loss`); the GPT uses ``lm_loss``."""
     plan_spec: str | None = None
-    """``MODULE:FUNCTION`` returning a :class:`~workloads.parallel.plans.ShardingPlan`; ``None``: derived."""
+    """``MODULE:FUNCTION`` returning a :class:`~gpu_cluster.workloads.parallel.plans.ShardingPlan`; ``None``: derived."""
     user: UserModel | None = None
     """What the user's model is, read once from its meta build."""
     ckpt_dir: Path | None = None
@@ -95,7 +95,7 @@ class UserModel:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog="python -m workloads.parallel",
+        prog="python -m gpu_cluster.workloads.parallel",
         description="FSDP2, tensor-parallel, 2-D or pipeline training of a meta-built "
         "model, checked against one process.",
     )

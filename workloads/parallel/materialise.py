@@ -12,7 +12,7 @@ in the full tensor)``: a SplitMix64 hash of the index (Steele, Lea, Flood, "Fast
 pseudorandom number generators", OOPSLA 2014) turned into a uniform and then a normal by the
 inverse CDF. A rank computes the values of its own elements from their global positions, which
 DTensor reports (``compute_local_shape_and_global_offset``), in bounded chunks: it never builds a
-full parameter, let alone the full model. The scheme is GPT-2's (as :class:`workloads.train.model.GPT`):
+full parameter, let alone the full model. The scheme is GPT-2's (as :class:`gpu_cluster.workloads.train.model.GPT`):
 ``N(0, 0.02)``, residual projections ``N(0, 0.02 / sqrt(2 * n_layers))``, LayerNorm weights 1,
 biases 0.
 """
@@ -30,9 +30,9 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 
-from workloads.parallel.memory import FIELDS as PEAK_FIELDS
-from workloads.parallel.memory import Peak
-from workloads.train.model import GPT, GPTConfig
+from gpu_cluster.workloads.parallel.memory import FIELDS as PEAK_FIELDS
+from gpu_cluster.workloads.parallel.memory import Peak
+from gpu_cluster.workloads.train.model import GPT, GPTConfig
 
 INIT_CHUNK = 1 << 13
 """Elements initialised at a time: bounds the initialisation's scratch (a few float64/uint64 arrays)."""
@@ -185,7 +185,7 @@ class Residency:
     samples: list[int] = field(default_factory=list)
     """Parameter storage after each step."""
     peak: Peak | None = None
-    """Everything alive at the training steps' peak, by kind (:mod:`workloads.parallel.memory`)."""
+    """Everything alive at the training steps' peak, by kind (:mod:`gpu_cluster.workloads.parallel.memory`)."""
 
     def figures(self) -> list[int]:
         return [

@@ -293,7 +293,7 @@ def tracked(device: torch.device, *external: nn.Module | torch.optim.Optimizer) 
     ``external``: modules and optimizers built before the block, so that their parameters and
     state are counted (and labelled) from the start. On CUDA the allocator's peak is reset on
     entry; :func:`from_cuda` needs the resident figures, so the caller builds that :class:`Peak`
-    (see :func:`workloads.parallel.steps.run_split`) and the yielded ``peak`` stays ``None``.
+    (see :func:`gpu_cluster.workloads.parallel.steps.run_split`) and the yielded ``peak`` stays ``None``.
     """
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)

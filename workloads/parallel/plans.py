@@ -36,7 +36,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
-from workloads.train.model import GPT, GPTConfig
+from gpu_cluster.workloads.train.model import GPT, GPTConfig
 
 
 def stage_layers(n_layers: int, n_stages: int, stage: int) -> range:
@@ -353,7 +353,7 @@ def fused_projections(model: nn.Module, plan: ShardingPlan) -> list[tuple[str, s
 def plan_problems(model: nn.Module, plan: Any, flag: str) -> list[tuple[str, str]]:
     """What is wrong with a declared or derived plan for ``model``, all at once."""
     if not isinstance(plan, ShardingPlan):
-        return [(flag, f"returned {type(plan).__name__}, expected a workloads.parallel.plans.ShardingPlan")]
+        return [(flag, f"returned {type(plan).__name__}, expected a gpu_cluster.workloads.parallel.plans.ShardingPlan")]
     out = []
     children = dict(model.named_children())
     if _blocks_of(model, plan.blocks) is None:

@@ -1,24 +1,24 @@
 """The shared GPT split across ranks four ways, never whole on any rank, checked against one process.
 
-    torchrun --nproc-per-node 8 -m workloads.parallel --mode fsdp --steps 20 --json out.json
-    torchrun --nproc-per-node 8 -m workloads.parallel --mode 2d --tp 4
-    torchrun --nproc-per-node 4 -m workloads.parallel --mode pipeline-1f1b --microbatches 8
-    torchrun --nproc-per-node 2 -m workloads.parallel --mode fsdp,tp,pipeline --check-reference \
+    torchrun --nproc-per-node 8 -m gpu_cluster.workloads.parallel --mode fsdp --steps 20 --json out.json
+    torchrun --nproc-per-node 8 -m gpu_cluster.workloads.parallel --mode 2d --tp 4
+    torchrun --nproc-per-node 4 -m gpu_cluster.workloads.parallel --mode pipeline-1f1b --microbatches 8
+    torchrun --nproc-per-node 2 -m gpu_cluster.workloads.parallel --mode fsdp,tp,pipeline --check-reference \
         --memory-budget-mib 1.3    # measured: one device peaks at 1.44 MiB, these modes at <= 1.17
-    python -m workloads.parallel --mode reference      # the one-process run
+    python -m gpu_cluster.workloads.parallel --mode reference      # the one-process run
 
 ``--mode`` takes one mode or a comma-separated list of the split modes, run one after the
 other in the same job (one launch checks several on a cluster).
 
 Your own model and data: ``--model MODULE:FACTORY`` (called under the meta device),
 ``--dataset MODULE:FACTORY`` (map-style ``(input, target)``), ``--loss`` and ``--plan
-MODULE:FUNCTION`` returning a :class:`~workloads.parallel.plans.ShardingPlan`, or the plan
-derived from the model's layer types (:func:`~workloads.parallel.plans.derive_plan`).
-``--ckpt-dir DIR --ckpt-every K``: distributed checkpoints (:mod:`workloads.parallel.checkpoint`),
+MODULE:FUNCTION`` returning a :class:`~gpu_cluster.workloads.parallel.plans.ShardingPlan`, or the plan
+derived from the model's layer types (:func:`~gpu_cluster.workloads.parallel.plans.derive_plan`).
+``--ckpt-dir DIR --ckpt-every K``: distributed checkpoints (:mod:`gpu_cluster.workloads.parallel.checkpoint`),
 resumed from the newest complete one at whatever mode and world size the run has now.
 
 Every split mode builds the model on the meta device, applies its parallelism, and only then
-allocates and initialises this rank's shards (:mod:`workloads.parallel`), so the whole model
+allocates and initialises this rank's shards (:mod:`gpu_cluster.workloads.parallel`), so the whole model
 never exists on any rank: a model larger than one GPU fits as long as its shards do.
 
 * ``fsdp``: FSDP2 (``fully_shard`` on every block, then on the whole model). Each rank holds
@@ -38,7 +38,7 @@ never exists on any rank: a model larger than one GPU fits as long as its shards
 
 All start from the same weights (the index-addressed initialisation gives a shard exactly the
 values of the same slice of the one-process model) and take the same batches (synthetic tokens
-from :func:`workloads.train.data.synthetic_tokens`, or ``--data`` shards read in order), with AdamW.
+from :func:`gpu_cluster.workloads.train.data.synthetic_tokens`, or ``--data`` shards read in order), with AdamW.
 The model's head is untied: a pipeline puts the embedding and the head on different ranks.
 
 Memory: every rank measures the bytes of its parameter storage (the local shards, FSDP's
@@ -46,7 +46,7 @@ padding included) after materialisation, at the peak of materialisation (shards 
 initialisation's scratch), and after every step, plus its gradients and optimizer state; and
 the peak of everything it holds during the training steps, by kind: parameters (FSDP's
 all-gathered blocks included while they live), gradients, optimizer state, activations
-(:mod:`workloads.parallel.memory`: live tensor storages on CPU, the allocator's peak on GPU).
+(:mod:`gpu_cluster.workloads.parallel.memory`: live tensor storages on CPU, the allocator's peak on GPU).
 Rank 0 prints them per rank beside the full model's size and, with ``--check-reference``, the
 one-device peak of the reference run measured the same way, and each mode's largest per-rank
 peak as a fraction of it. ``--memory-budget-mib`` (``--param-budget-mib``, its older name, is
@@ -73,13 +73,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from workloads.runtime import device as devmod
-from workloads.runtime.atomic import write_bytes_atomic
-from workloads.parallel import memory
-from workloads.parallel.materialise import FIGURES, Residency
-from workloads.parallel.plans import stage_layers
-from workloads.parallel.config import LOSS_RTOL, MIB, MODES, MPConfig, parse_config
-from workloads.parallel.steps import (
+from gpu_cluster.workloads.runtime import device as devmod
+from gpu_cluster.workloads.runtime.atomic import write_bytes_atomic
+from gpu_cluster.workloads.parallel import memory
+from gpu_cluster.workloads.parallel.materialise import FIGURES, Residency
+from gpu_cluster.workloads.parallel.plans import stage_layers
+from gpu_cluster.workloads.parallel.config import LOSS_RTOL, MIB, MODES, MPConfig, parse_config
+from gpu_cluster.workloads.parallel.steps import (
     batches,
     loss_fn,
     param_count,
@@ -281,6 +281,6 @@ def _finish(cfg: MPConfig, rt: devmod.Runtime | None, runs: list[SplitRun]) -> i
 
 
 if __name__ == "__main__":
-    from workloads.runtime.device import exit_process
+    from gpu_cluster.workloads.runtime.device import exit_process
 
     exit_process(main())

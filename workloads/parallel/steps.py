@@ -12,14 +12,14 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from workloads.runtime import device as devmod
-from workloads.runtime.flags import Problems
-from workloads.train import plugins
-from workloads.train.data import TokenWindows, check_shards, synthetic_tokens
-from workloads.train.model import GPT, lm_loss, total_params
-from workloads.parallel import checkpoint as ckpt
-from workloads.parallel import memory, plans
-from workloads.parallel.materialise import (
+from gpu_cluster.workloads.runtime import device as devmod
+from gpu_cluster.workloads.runtime.flags import Problems
+from gpu_cluster.workloads.train import plugins
+from gpu_cluster.workloads.train.data import TokenWindows, check_shards, synthetic_tokens
+from gpu_cluster.workloads.train.model import GPT, lm_loss, total_params
+from gpu_cluster.workloads.parallel import checkpoint as ckpt
+from gpu_cluster.workloads.parallel import memory, plans
+from gpu_cluster.workloads.parallel.materialise import (
     Residency,
     init_local,
     materialise,
@@ -27,7 +27,7 @@ from workloads.parallel.materialise import (
     optimizer_state_bytes,
     storage_bytes,
 )
-from workloads.parallel.config import MPConfig, meta_user_model, user_plan
+from gpu_cluster.workloads.parallel.config import MPConfig, meta_user_model, user_plan
 
 
 def loss_fn(cfg: MPConfig) -> plugins.LossFn:

@@ -22,8 +22,8 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import HashStore
 
-from workloads.runtime.flags import fail
-from workloads.runtime.nccl_env import NCCL_ERROR_HANDLING
+from gpu_cluster.workloads.runtime.flags import fail
+from gpu_cluster.workloads.runtime.nccl_env import NCCL_ERROR_HANDLING
 
 DEFAULT_TIMEOUT_S = 600.0
 # Set by ``validate rehearse``: the directory where each rank records its first collective.
@@ -74,7 +74,7 @@ def detect_accelerator(force_cpu: bool = False) -> str:
 def require_gpus() -> None:
     """The start-up gate (workloads/health/fabric.py require_gpus) with this process's torch: exit 3
     where the launcher expects GPUs on this node and torch sees none."""
-    from workloads.health.fabric import require_gpus as gate
+    from gpu_cluster.workloads.health.fabric import require_gpus as gate
 
     gate(
         visible=torch.cuda.device_count() if torch.cuda.is_available() else 0,
@@ -101,11 +101,11 @@ def setup(
     bound that too.
 
     On GPUs, in a job over several nodes of a catalog ``instance_type`` (env ``GPUC_INSTANCE_TYPE``
-    when not given), the node's fabric is checked between the two (:mod:`workloads.health.fabric`;
-    ``fabric-ready`` once it passes, :class:`~workloads.health.fabric.FabricCheckFailed` naming what
+    when not given), the node's fabric is checked between the two (:mod:`gpu_cluster.workloads.health.fabric`;
+    ``fabric-ready`` once it passes, :class:`~gpu_cluster.workloads.health.fabric.FabricCheckFailed` naming what
     is missing otherwise). ``GPUC_FABRIC_CHECK=0`` skips it, e.g. to measure the socket fallback.
     """
-    from workloads.runtime.node import no_device_here, wedge_here
+    from gpu_cluster.workloads.runtime.node import no_device_here, wedge_here
 
     if on_stage is not None:
         # Creating the device's context (the driver's first call, cudaSetDevice) can hang on a
@@ -142,7 +142,7 @@ def setup(
         on_stage("device-ready")
     if accelerator != "cpu" and _needs_fabric(instance_type, world_size):
         # NCCL falls back to sockets when the fabric is missing; stop here and say what is missing.
-        from workloads.health import fabric as fabric_check
+        from gpu_cluster.workloads.health import fabric as fabric_check
 
         report = fabric_check.require(
             str(instance_type or os.environ.get("GPUC_INSTANCE_TYPE")), rocm=accelerator == "rocm"
@@ -154,15 +154,15 @@ def setup(
     if backend == "nccl":
         # Read by ProcessGroupNCCL when the group is created: set before init_process_group. Under
         # torchrun the agent has already put its own 1 there when the job's environment had none,
-        # so the launcher's job environment (workloads.launch.job) states it; this covers the rest.
+        # so the launcher's job environment (gpu_cluster.workloads.launch.job) states it; this covers the rest.
         for name, value in NCCL_ERROR_HANDLING.items():
             os.environ.setdefault(name, value)
     marks = os.environ.get(REHEARSAL_MARKS_ENV, "")
     rehearsed_type = instance_type or os.environ.get("GPUC_INSTANCE_TYPE")
     if marks and rehearsed_type and os.environ.get("GPUC_FABRIC_CHECK", "") != "0":
-        # A rehearsal (workloads.validate.rehearse) runs on CPU, where the fabric check above is
+        # A rehearsal (gpu_cluster.workloads.validate.rehearse) runs on CPU, where the fabric check above is
         # skipped; the plugin part of it needs no device, so it runs under the job's own environment.
-        from workloads.health import fabric as fabric_check
+        from gpu_cluster.workloads.health import fabric as fabric_check
 
         try:
             found = fabric_check.require_plugin(str(rehearsed_type))
@@ -229,7 +229,7 @@ def _needs_fabric(instance_type: str | None, world_size: int) -> bool:
 
 
 def fail_together(problems: list[tuple[str, str]]) -> NoReturn:
-    """Exit 2 with ``problems`` (as :func:`~workloads.runtime.flags.fail`) when every rank found the
+    """Exit 2 with ``problems`` (as :func:`~gpu_cluster.workloads.runtime.flags.fail`) when every rank found the
     same ones: the ranks meet once first. Without it a rank that tears its gloo group down while a
     peer is still finishing the last collective can die in C++ ("terminate called without an active
     exception", SIGABRT) instead of exiting 2: a refused resume did so 4 times in 12 on this loaded

@@ -17,12 +17,12 @@ import sys
 from collections.abc import Iterable
 from typing import NoReturn
 
-from components.problems import Problem, ProblemsError
+from gpu_cluster.components.problems import Problem, ProblemsError
 
 # the job entry points import these from here (the checks live with the problem type, for both sides)
-from components.problems import output_dir_problem as output_dir_problem
-from components.problems import output_file_problem as output_file_problem
-from components.problems import Problems as _Problems
+from gpu_cluster.components.problems import output_dir_problem as output_dir_problem
+from gpu_cluster.components.problems import output_file_problem as output_file_problem
+from gpu_cluster.components.problems import Problems as _Problems
 
 EXIT_USAGE = 2
 

@@ -12,6 +12,6 @@ read 2026-12-01): 0 no handling, 1 abort the communicators and tear the process 
 torchrun sets 1 in its workers when the variable is unset (``torch/distributed/elastic/agent/server/
 local_elastic_agent.py``, torch 2.13.0). We set 3: ``ncclCommAbort`` can itself hang on a node whose
 GPU hung (the header's own note on SkipCleanUp), and by the group's timeout our watchdog
-(:class:`workloads.health.hang.Watchdog`, capped under it) has already written what each rank was
-doing. The timeout itself is the one :func:`workloads.runtime.device.setup` passes to
+(:class:`gpu_cluster.workloads.health.hang.Watchdog`, capped under it) has already written what each rank was
+doing. The timeout itself is the one :func:`gpu_cluster.workloads.runtime.device.setup` passes to
 ``init_process_group``."""

@@ -1,6 +1,6 @@
-"""``python -m workloads.tasks``: one job over many independent inputs (see :mod:`workloads.tasks.shard`)."""
+"""``python -m gpu_cluster.workloads.tasks``: one job over many independent inputs (see :mod:`gpu_cluster.workloads.tasks.shard`)."""
 
-from workloads.runtime.device import exit_process
-from workloads.tasks.shard import main
+from gpu_cluster.workloads.runtime.device import exit_process
+from gpu_cluster.workloads.tasks.shard import main
 
 exit_process(main())

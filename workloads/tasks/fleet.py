@@ -9,13 +9,13 @@ its worker. Workers need not share a job: two jobs (or independent processes) gi
 list, output and state directory share the work.
 
 Either way an item whose output exists is skipped, so a rerun redoes nothing that finished,
-and outputs are published by :class:`workloads.tasks.outputs.Outputs` (never partial, never
+and outputs are published by :class:`gpu_cluster.workloads.tasks.outputs.Outputs` (never partial, never
 twice). Failures are recorded in ``<state-dir>/failures-rank<R>.jsonl`` (and, dynamic, as a
 marker that settles the item for the rest of this fleet; a rerun is a new fleet and retries it).
 
 The dynamic protocol
 --------------------
-Files, all under ``<state-dir>/leases/`` (:mod:`workloads.tasks.leases`):
+Files, all under ``<state-dir>/leases/`` (:mod:`gpu_cluster.workloads.tasks.leases`):
 
 - ``<item-key>.<gen>``: an item's lease (as before blocks existed), ``<item-key>.failed``;
 - ``blocks-<list>/b<k>.<gen>``: block ``k``'s lease; ``blocks-<list>/done-<fleet>/b<k>``: every
@@ -92,9 +92,9 @@ from typing import Any, Callable, Iterator
 
 import torch.distributed as dist
 
-from workloads.runtime import device as devmod
-from workloads.tasks.leases import Leases, this_holder
-from workloads.tasks.outputs import Outputs, item_key
+from gpu_cluster.workloads.runtime import device as devmod
+from gpu_cluster.workloads.tasks.leases import Leases, this_holder
+from gpu_cluster.workloads.tasks.outputs import Outputs, item_key
 
 SCHEDULES = ("dynamic", "static")
 

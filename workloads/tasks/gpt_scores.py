@@ -1,14 +1,14 @@
 """Offline batch inference: your model over your dataset as a self-balancing fleet, or the
-shared GPT as a callable for :mod:`workloads.tasks.shard`.
+shared GPT as a callable for :mod:`gpu_cluster.workloads.tasks.shard`.
 
-    torchrun --nnodes 4 --nproc-per-node 8 ... -m workloads.tasks.infer run \\
+    torchrun --nnodes 4 --nproc-per-node 8 ... -m gpu_cluster.workloads.tasks.infer run \\
         --model mypkg.models:build --weights /fsx/ckpt/run2 --dataset mypkg.data:eval_set \\
         --output-dir s3://my-bucket/preds/run2 --state-dir /fsx/fleet/preds-run2 --rows-per-task 4096
 
 ``run`` splits the dataset (map-style: ``__len__`` and ``__getitem__``, as ``ddp_train
 --dataset`` takes; an item may be an ``(input, target)`` pair, of which the input is used) into
 tasks of ``--rows-per-task`` consecutive rows; every rank claims tasks through the fleet of
-:mod:`workloads.tasks.fleet` (dynamic leases by default), runs the model in batches of
+:mod:`gpu_cluster.workloads.tasks.fleet` (dynamic leases by default), runs the model in batches of
 ``--batch-size`` (bf16 autocast on GPUs) and publishes ``part-<k>.pt`` per task, exactly once,
 to a path or an ``s3://`` / ``gs://`` URI: ``{"index": int64 [rows], "output": [rows, ...]}``
 for your model, and the scores below for the bundled GPT (the default model, with ``--data``
@@ -16,8 +16,8 @@ token shards as the default dataset). ``--weights`` is a ``ddp_train`` checkpoin
 (its newest complete ``step_<N>``, or one step directory: DCP, loaded without a process group)
 or a file holding a state dict. A rerun skips the parts that exist.
 
-    torchrun --nproc-per-node 8 -m workloads.tasks --glob '/fsx/batches/*.pt' \\
-        --output-dir /fsx/scores --output-ext .scores.pt --callable workloads.tasks.gpt_scores:run
+    torchrun --nproc-per-node 8 -m gpu_cluster.workloads.tasks --glob '/fsx/batches/*.pt' \\
+        --output-dir /fsx/scores --output-ext .scores.pt --callable gpu_cluster.workloads.tasks.gpt_scores:run
 
 Each input is a tensor file (``torch.save``) holding token ids, ``int64 [rows, seq]`` with
 ``seq <= seq_len``. :func:`run` scores it in batches and saves, to the path it is given::
@@ -33,7 +33,7 @@ from ``GPUC_INFER_SEED`` (default 0), which exercises the same code and gives th
 scores on every rank and every rerun. ``GPUC_INFER_BATCH`` sets rows per forward pass
 (default 64).
 
-``python -m workloads.tasks.infer make-inputs --out DIR --files N --rows R --seq T --vocab V``
+``python -m gpu_cluster.workloads.tasks.infer make-inputs --out DIR --files N --rows R --seq T --vocab V``
 writes example input files.
 """
 
@@ -47,8 +47,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from workloads.runtime.atomic import publish, temp_path_for
-from workloads.train.model import GPT, GPTConfig
+from gpu_cluster.workloads.runtime.atomic import publish, temp_path_for
+from gpu_cluster.workloads.train.model import GPT, GPTConfig
 
 DEFAULT_CONFIG = GPTConfig(vocab_size=256, seq_len=16, d_model=32, n_layers=2, n_heads=2)
 

@@ -1,10 +1,10 @@
-"""``python -m workloads.tasks.infer run``: the user's model over the user's dataset, as a fleet.
+"""``python -m gpu_cluster.workloads.tasks.infer run``: the user's model over the user's dataset, as a fleet.
 
-See :mod:`workloads.tasks.gpt_scores` for what it writes. Flags are checked (and the factories called)
+See :mod:`gpu_cluster.workloads.tasks.gpt_scores` for what it writes. Flags are checked (and the factories called)
 before any process group starts, every problem reported at once, exit 2.
 
 ``--tp N``: a model too big for one GPU is split over ``N`` ranks by tensor parallelism
-(DTensor's ``parallelize_module``: :func:`workloads.parallel.plans.tp_inference_plan` for the
+(DTensor's ``parallelize_module``: :func:`gpu_cluster.workloads.parallel.plans.tp_inference_plan` for the
 bundled GPT; a ``--model`` whose module has a ``tp_plan()`` method returning such a plan), and
 the fleet's workers are the model replicas, not the ranks: consecutive ranks ``N*g .. N*g+N-1``
 (on one node, NVLink) form replica ``g``; its first rank claims tasks from the fleet (leases
@@ -28,18 +28,18 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import default_collate
 
-from workloads.runtime import device as devmod
-from workloads.runtime.flags import Problems, output_dir_problem, output_file_problem
-from workloads.train.config import gpt_config
-from workloads.train.data import TokenWindows, check_shards
-from workloads.train.model import GPT
-from workloads.parallel import plans
-from workloads.parallel.materialise import storage_bytes
-from workloads.tasks import fleet
-from workloads.tasks.gpt_scores import DEFAULT_CONFIG, make_inputs, score
-from workloads.tasks.outputs import Outputs, is_uri, uri_problem
-from workloads.tasks.shard import report
-from workloads.train import plugins
+from gpu_cluster.workloads.runtime import device as devmod
+from gpu_cluster.workloads.runtime.flags import Problems, output_dir_problem, output_file_problem
+from gpu_cluster.workloads.train.config import gpt_config
+from gpu_cluster.workloads.train.data import TokenWindows, check_shards
+from gpu_cluster.workloads.train.model import GPT
+from gpu_cluster.workloads.parallel import plans
+from gpu_cluster.workloads.parallel.materialise import storage_bytes
+from gpu_cluster.workloads.tasks import fleet
+from gpu_cluster.workloads.tasks.gpt_scores import DEFAULT_CONFIG, make_inputs, score
+from gpu_cluster.workloads.tasks.outputs import Outputs, is_uri, uri_problem
+from gpu_cluster.workloads.tasks.shard import report
+from gpu_cluster.workloads.train import plugins
 
 STATE_DIR = ".batch_infer"
 
@@ -123,7 +123,7 @@ def load_weights(model: torch.nn.Module, raw: str, p: Problems) -> None:
         if path.is_dir():
             from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 
-            from workloads.train.checkpoint import complete_checkpoints
+            from gpu_cluster.workloads.train.checkpoint import complete_checkpoints
 
             found = complete_checkpoints(path)
             step = found[-1][1] if found else path
@@ -374,7 +374,7 @@ def _run_sharded(cfg: InferConfig, rt: devmod.Runtime) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m workloads.tasks.infer")
+    ap = argparse.ArgumentParser(prog="python -m gpu_cluster.workloads.tasks.infer")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="your model over your dataset as a self-balancing fleet (under torchrun)")
     add_flags(r)
@@ -401,6 +401,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from workloads.runtime.device import exit_process
+    from gpu_cluster.workloads.runtime.device import exit_process
 
     exit_process(main())

@@ -16,11 +16,11 @@ that no longer exists (a rerun after a crash does not wait for the ttl).
 What this guarantees: while a holder lives and its heartbeats land, nobody else starts its
 item. A holder that is alive but stalled past the ttl (a frozen node that comes back) may
 finish the item after another worker took it over: work can happen twice, which is why
-publishing refuses to replace an output that exists (:mod:`workloads.tasks.outputs`), so the
+publishing refuses to replace an output that exists (:mod:`gpu_cluster.workloads.tasks.outputs`), so the
 output still appears once, whole.
 
 A key may name a subfolder (``blocks-<list>/b17``, the block leases of
-:mod:`workloads.tasks.fleet`): the same rules hold there; the caller creates the folder.
+:mod:`gpu_cluster.workloads.tasks.fleet`): the same rules hold there; the caller creates the folder.
 
 Test hook: ``GPUC_LEASE_HOST`` replaces the host name recorded in this process's leases, so a
 test on one machine can make a worker look remote (its death then shows only by expiry).

@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from workloads.runtime.atomic import fsync_dir, fsync_file, stale_temps_for, temp_path_for
+from gpu_cluster.workloads.runtime.atomic import fsync_dir, fsync_file, stale_temps_for, temp_path_for
 
 SCHEMES = ("s3", "gs")
 

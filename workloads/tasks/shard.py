@@ -1,19 +1,19 @@
 """Run one job over thousands of independent inputs on every rank, self-balancing, safe to rerun,
 with outputs on a shared file system or in object storage.
 
-    torchrun --nproc-per-node 8 -m workloads.tasks --glob '/fsx/videos/*.mov' \\
+    torchrun --nproc-per-node 8 -m gpu_cluster.workloads.tasks --glob '/fsx/videos/*.mov' \\
         --output-dir s3://my-bucket/encoded --state-dir /fsx/fleet/encode1 --output-ext .mp4 \\
         --command 'ffmpeg -y -hwaccel cuda -hwaccel_device {gpu} -i {input} -c:v h264_nvenc {output}'
 
-    torchrun ... -m workloads.tasks --inputs /fsx/lists/tensors.txt \\
-        --output-dir /fsx/scores --callable workloads.tasks.gpt_scores:run
+    torchrun ... -m gpu_cluster.workloads.tasks --inputs /fsx/lists/tensors.txt \\
+        --output-dir /fsx/scores --callable gpu_cluster.workloads.tasks.gpt_scores:run
 
 Inputs: the lines of ``--inputs`` (relative paths taken from the list file's directory) or the
 files ``--glob`` matches, made absolute and sorted. Every rank must see the same list: the final
 count carries a fingerprint of the list each rank saw, so a list that changed under the job is
 reported instead of silently skipping or doubling work.
 
-How the work is split (``--schedule``, :mod:`workloads.tasks.fleet`): ``dynamic`` (default),
+How the work is split (``--schedule``, :mod:`gpu_cluster.workloads.tasks.fleet`): ``dynamic`` (default),
 each rank claims the next unclaimed item through a lease on the shared file system
 (``--state-dir``, default ``<output-dir>/.shard_tasks``), renewed while it works and taken over
 by another worker when it expires (``--lease-s``) because its worker died; a slow item delays
@@ -24,7 +24,7 @@ the inputs' common directory), with the extension replaced by ``--output-ext`` w
 ``--output-dir`` is a path, or an ``s3://`` / ``gs://`` URI (fsspec with s3fs / gcsfs; the work
 is then written to ``--scratch-dir`` on the node and uploaded with a conditional put).
 
-Exactly once, even across crashes (:mod:`workloads.tasks.outputs`): an input whose output
+Exactly once, even across crashes (:mod:`gpu_cluster.workloads.tasks.outputs`): an input whose output
 already exists is skipped; work is written under a temporary name and published in one step
 that refuses to replace an existing output, so no partial file or object ever carries a final
 name, a rerun after a crash redoes nothing that finished, and an item done twice (a lease taken
@@ -64,11 +64,11 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from workloads.runtime import device as devmod
-from workloads.runtime.atomic import write_bytes_atomic
-from workloads.runtime.flags import Problems, output_dir_problem, output_file_problem
-from workloads.tasks import fleet
-from workloads.tasks.outputs import Outputs, is_uri, uri_problem
+from gpu_cluster.workloads.runtime import device as devmod
+from gpu_cluster.workloads.runtime.atomic import write_bytes_atomic
+from gpu_cluster.workloads.runtime.flags import Problems, output_dir_problem, output_file_problem
+from gpu_cluster.workloads.tasks import fleet
+from gpu_cluster.workloads.tasks.outputs import Outputs, is_uri, uri_problem
 
 STATE_DIR = ".shard_tasks"
 TAIL_CHARS = 2000
@@ -113,7 +113,7 @@ class TaskConfig:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog="python -m workloads.tasks",
+        prog="python -m gpu_cluster.workloads.tasks",
         description="Process independent inputs across all ranks, self-balancing; skips finished outputs.",
     )
     src = ap.add_mutually_exclusive_group(required=True)
@@ -223,7 +223,7 @@ def _check_template(template: str, p: Problems, force_cpu: bool) -> list[str] | 
 def _resolve_callable(spec: str, p: Problems) -> Callable[[str, str], Any] | None:
     mod_name, sep, fn_name = spec.partition(":")
     if not sep or not mod_name or not fn_name:
-        p.add("--callable", f"{spec!r} is not MODULE:FUNCTION (e.g. workloads.tasks.gpt_scores:run)")
+        p.add("--callable", f"{spec!r} is not MODULE:FUNCTION (e.g. gpu_cluster.workloads.tasks.gpt_scores:run)")
         return None
     try:
         mod = importlib.import_module(mod_name)
@@ -478,6 +478,6 @@ def report(
 
 
 if __name__ == "__main__":
-    from workloads.runtime.device import exit_process
+    from gpu_cluster.workloads.runtime.device import exit_process
 
     exit_process(main())

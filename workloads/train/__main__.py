@@ -1,6 +1,6 @@
-"""``python -m workloads.train``: data-parallel training (see :mod:`workloads.train.ddp`)."""
+"""``python -m gpu_cluster.workloads.train``: data-parallel training (see :mod:`gpu_cluster.workloads.train.ddp`)."""
 
-from workloads.runtime.device import exit_process
-from workloads.train.ddp import main
+from gpu_cluster.workloads.runtime.device import exit_process
+from gpu_cluster.workloads.train.ddp import main
 
 exit_process(main())

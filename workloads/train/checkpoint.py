@@ -13,7 +13,7 @@ What must match to resume (:func:`identity`): the seed, the model (the GPT's sha
 accumulation. DCP stores a DDP model's replicated tensors once and loads them into any number
 of ranks (its load plans map saved items to whatever the loading ranks ask for); the sampler
 goes on from the global count of samples consumed in the epoch
-(:class:`workloads.train.sampling.ResumableSampler`). Per-rank RNG streams are restored only at
+(:class:`gpu_cluster.workloads.train.sampling.ResumableSampler`). Per-rank RNG streams are restored only at
 the same world size; at another each rank's streams are reseeded from (seed, step, rank).
 """
 
@@ -36,9 +36,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from workloads.runtime import device as devmod
-from workloads.runtime.atomic import publish_dir
-from workloads.train.config import Parts, TrainConfig
+from gpu_cluster.workloads.runtime import device as devmod
+from gpu_cluster.workloads.runtime.atomic import publish_dir
+from gpu_cluster.workloads.train.config import Parts, TrainConfig
 
 COMPLETE_MARKER = "COMPLETE"
 _STEP_DIR = re.compile(r"^step_(\d+)$")
@@ -128,7 +128,7 @@ def save_checkpoint(
     Every rank saves its part of ``state`` with DCP into ``.step_<N>.tmp/``; rank 0 then writes
     the ``COMPLETE`` marker (the step, ``marker``, the time), renames the directory to
     ``step_<N>/`` and keeps the newest ``keep`` complete ones (all when 0). The DDP job and the
-    split runs (:mod:`workloads.parallel.checkpoint`) both publish this way."""
+    split runs (:mod:`gpu_cluster.workloads.parallel.checkpoint`) both publish this way."""
     from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
     final = ckpt_dir / f"step_{step}"

@@ -9,10 +9,10 @@ from typing import Any
 
 import torch
 
-from workloads.runtime.flags import Problems, output_dir_problem, output_file_problem
-from workloads.train.data import Shard, TokenWindows, check_shards
-from workloads.train.model import GPTConfig
-from workloads.train import plugins
+from gpu_cluster.workloads.runtime.flags import Problems, output_dir_problem, output_file_problem
+from gpu_cluster.workloads.train.data import Shard, TokenWindows, check_shards
+from gpu_cluster.workloads.train.model import GPTConfig
+from gpu_cluster.workloads.train import plugins
 
 LR_SCHEDULES = ("cosine", "constant")
 
@@ -87,7 +87,7 @@ class Parts:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog="python -m workloads.train",
+        prog="python -m gpu_cluster.workloads.train",
         description="DDP training of a small GPT on token shards (or your own model and data), with exact resume.",
     )
     ap.add_argument(
@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _peak_from_catalog(instance_type: str, p: Problems) -> tuple[float | None, str | None]:
     try:
         # Imported here: a run given --peak-tflops must not need the catalog at all.
-        from components.catalog import load_catalog
+        from gpu_cluster.components.catalog import load_catalog
     except ImportError as e:
         p.add("--instance-type", f"the hardware catalog cannot be loaded ({e}); give --peak-tflops instead")
         return None, None

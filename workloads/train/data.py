@@ -17,9 +17,9 @@ file named, instead of training on garbage.
 
 CLI::
 
-    python -m workloads.train.data write-synthetic --out DIR --shards N --tokens-per-shard M \\
+    python -m gpu_cluster.workloads.train.data write-synthetic --out DIR --shards N --tokens-per-shard M \\
         --vocab V --seed S [--prefix train]
-    python -m workloads.train.data check 'DIR/train-*.bin' [--seq-len T] [--vocab V]
+    python -m gpu_cluster.workloads.train.data check 'DIR/train-*.bin' [--seq-len T] [--vocab V]
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from workloads.runtime.atomic import fsync_dir, temp_path_for
-from workloads.runtime.flags import Problems
+from gpu_cluster.workloads.runtime.atomic import fsync_dir, temp_path_for
+from gpu_cluster.workloads.runtime.flags import Problems
 
 if TYPE_CHECKING:
     import torch

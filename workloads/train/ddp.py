@@ -1,10 +1,10 @@
 """Data-parallel training, of the bundled GPT on token shards or of your own model and data.
 
-    torchrun --nproc-per-node 8 -m workloads.train --data '/fsx/data/train-*.bin' \\
+    torchrun --nproc-per-node 8 -m gpu_cluster.workloads.train --data '/fsx/data/train-*.bin' \\
         --steps 200 --ckpt-dir /fsx/ckpt/run1 --ckpt-every 50 --instance-type p5.48xlarge \\
         --json /fsx/out/ddp.json
 
-    torchrun --nnodes 2:4 --nproc-per-node 8 ... -m workloads.train \\
+    torchrun --nnodes 2:4 --nproc-per-node 8 ... -m gpu_cluster.workloads.train \\
         --model mypkg.models:build --dataset mypkg.data:train_set --loss cross_entropy \\
         --batch-size 16 --grad-accum 4 --steps 10000 --warmup-steps 200 --ckpt-dir /fsx/ckpt/run2 --ckpt-every 500
 
@@ -12,11 +12,11 @@ What it shows about a cluster: the gradient all-reduce works across every rank, 
 serves the data and holds checkpoints, and a job killed part-way resumes where it stopped, at
 the same or at another number of ranks.
 
-* Model and data (:mod:`workloads.train.plugins`): ``--model MODULE:FACTORY`` (a callable
+* Model and data (:mod:`gpu_cluster.workloads.train.plugins`): ``--model MODULE:FACTORY`` (a callable
   returning a ``torch.nn.Module``) and ``--dataset MODULE:FACTORY`` (a map-style or iterable
   dataset of ``(input, target)`` pairs), with ``--loss``; by default the bundled GPT
-  (:mod:`workloads.train.model`) on token shards (:mod:`workloads.train.data`) matched by ``--data``.
-* Batches (:mod:`workloads.train.sampling`): a map-style dataset is split by a
+  (:mod:`gpu_cluster.workloads.train.model`) on token shards (:mod:`gpu_cluster.workloads.train.data`) matched by ``--data``.
+* Batches (:mod:`gpu_cluster.workloads.train.sampling`): a map-style dataset is split by a
   ``DistributedSampler`` (shuffled per epoch with ``set_epoch``, tail dropped) that can start
   part-way through an epoch at any world size; an iterable one is split item by item over
   ranks and DataLoader workers. ``--num-workers`` loader processes per rank, pinned memory on
@@ -26,7 +26,7 @@ the same or at another number of ranks.
   buckets: one copy fewer), AdamW, global-norm clipping (``--clip-grad-norm``), linear warm-up
   then cosine decay to ``--min-lr-ratio`` of the peak (or ``--lr-schedule constant``), bf16
   autocast on GPUs; fp32 with deterministic kernels on CPU.
-* Checkpoints (:mod:`workloads.train.checkpoint`): ``torch.distributed.checkpoint`` every
+* Checkpoints (:mod:`gpu_cluster.workloads.train.checkpoint`): ``torch.distributed.checkpoint`` every
   ``--ckpt-every`` steps into ``<ckpt-dir>/.step_<N>.tmp/``; when every rank has written, rank 0
   adds a ``COMPLETE`` marker and renames it to ``step_<N>/``; only marked checkpoints are loaded.
   They hold the model, the optimizer, the step, the data position (epoch and samples consumed)
@@ -41,7 +41,7 @@ the same or at another number of ranks.
   writes); the slowest rank decides each step (all-reduce MAX); the median over steps,
   without the first step of the run (warm-up), gives step time, samples/s and (for the GPT on
   token shards) tokens/s per GPU and model FLOPs utilisation against ``--peak-tflops`` or the
-  catalog's figure for ``--instance-type`` (FLOPs per token: :func:`workloads.train.model.flops_per_token`).
+  catalog's figure for ``--instance-type`` (FLOPs per token: :func:`gpu_cluster.workloads.train.model.flops_per_token`).
 
 Test hook: ``GPUC_CRASH_AT_STEP=N`` makes rank ``GPUC_CRASH_RANK`` (default 1) exit hard
 (``os._exit(1)``) just before step N (1-based) in the first attempt only (torchrun's
@@ -54,11 +54,11 @@ from __future__ import annotations
 
 import json
 
-from workloads.runtime import device as devmod
-from workloads.runtime.atomic import write_bytes_atomic
-from workloads.train.checkpoint import COMPLETE_MARKER, Progress, complete_checkpoints
-from workloads.train.config import Parts, TrainConfig, build_parser, parse_config
-from workloads.train.loop import lr_at, param_digest, train
+from gpu_cluster.workloads.runtime import device as devmod
+from gpu_cluster.workloads.runtime.atomic import write_bytes_atomic
+from gpu_cluster.workloads.train.checkpoint import COMPLETE_MARKER, Progress, complete_checkpoints
+from gpu_cluster.workloads.train.config import Parts, TrainConfig, build_parser, parse_config
+from gpu_cluster.workloads.train.loop import lr_at, param_digest, train
 
 __all__ = [
     "COMPLETE_MARKER",
@@ -115,6 +115,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from workloads.runtime.device import exit_process
+    from gpu_cluster.workloads.runtime.device import exit_process
 
     exit_process(main())

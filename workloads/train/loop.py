@@ -16,11 +16,11 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader
 
-from workloads.runtime import device as devmod
-from workloads.runtime.flags import fail
-from workloads.train.model import GPT, flops_per_token, total_params
-from workloads.train import plugins
-from workloads.train.checkpoint import (
+from gpu_cluster.workloads.runtime import device as devmod
+from gpu_cluster.workloads.runtime.flags import fail
+from gpu_cluster.workloads.train.model import GPT, flops_per_token, total_params
+from gpu_cluster.workloads.train import plugins
+from gpu_cluster.workloads.train.checkpoint import (
     Progress,
     identity,
     latest_checkpoint,
@@ -31,8 +31,8 @@ from workloads.train.checkpoint import (
     set_rng_state,
     step_crash_hook,
 )
-from workloads.train.config import Parts, TrainConfig
-from workloads.train.sampling import RankShardedStream, ResumableSampler
+from gpu_cluster.workloads.train.config import Parts, TrainConfig
+from gpu_cluster.workloads.train.sampling import RankShardedStream, ResumableSampler
 
 
 def lr_at(cfg: TrainConfig, step: int) -> float:

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset, IterableDataset
 
-from workloads.runtime.flags import Problems
+from gpu_cluster.workloads.runtime.flags import Problems
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 BUILTIN_LOSSES = ("cross_entropy", "mse")

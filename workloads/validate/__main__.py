@@ -4,14 +4,14 @@
     gpu-cluster validate render STACK --out DIR [--outputs FILE]            (what submit would submit)
     gpu-cluster validate rehearse STACK [--outputs FILE]                    (run the rendered job here, to its first collective)
     gpu-cluster validate status STACK [--outputs FILE]                      (the GPU nodes and their state)
-    python -m workloads.validate run   --out DIR [--phase main|fabric] [--instance-type T]   (every rank, under torchrun)
-    python -m workloads.validate judge --out DIR [--instance-type T] [--nodes a,b] [--drain]  (once, after the phases)
-    python -m workloads.validate pair-search --out DIR [--nodes a,b,c] -- RUN_ARGS...      (after a hang: one srun step per pair)
+    python -m gpu_cluster.workloads.validate run   --out DIR [--phase main|fabric] [--instance-type T]   (every rank, under torchrun)
+    python -m gpu_cluster.workloads.validate judge --out DIR [--instance-type T] [--nodes a,b] [--drain]  (once, after the phases)
+    python -m gpu_cluster.workloads.validate pair-search --out DIR [--nodes a,b,c] -- RUN_ARGS...      (after a hang: one srun step per pair)
     gpu-cluster validate judge --nccl-tests FILE... --instance-type T --nodes N [--out DIR]  (nccl-tests output)
     gpu-cluster validate --local [--out DIR] [--nodes 2] [--procs-per-node 2]       (the whole flow on this machine)
 
 run, judge --out and pair-search are the job's own steps: the job carries this code, not the
-``gpu-cluster`` command, so they are ``python -m workloads.validate`` (the same parser).
+``gpu-cluster`` command, so they are ``python -m gpu_cluster.workloads.validate`` (the same parser).
 
 Exit codes, as Nagios-style checks use: 0 pass, 1 warn, 2 fail, 3 could not run.
 """
@@ -34,13 +34,13 @@ from pathlib import Path
 from collections.abc import Iterable
 from typing import Any, NoReturn, Sequence
 
-from components.problems import Problem, Problems, output_dir_problem
-from workloads.validate import diff
-from workloads.validate.heartbeat import Heartbeat
-from workloads.validate.verdict import Verdict
+from gpu_cluster.components.problems import Problem, Problems, output_dir_problem
+from gpu_cluster.workloads.validate import diff
+from gpu_cluster.workloads.validate.heartbeat import Heartbeat
+from gpu_cluster.workloads.validate.verdict import Verdict
 
-from workloads.launch.validation_args import FABRIC_ONLY_ENV
-from workloads.validate.run_flags import judge_instance_type
+from gpu_cluster.workloads.launch.validation_args import FABRIC_ONLY_ENV
+from gpu_cluster.workloads.validate.run_flags import judge_instance_type
 
 
 # A usage error exits 3, the verdict UNKNOWN: the cluster was not judged.
@@ -77,16 +77,16 @@ def build_parser() -> argparse.ArgumentParser:
         "default: a straggler is an observation, since a laptop's rates follow its other load",
     )
     sub = ap.add_subparsers(dest="cmd")
-    from workloads.validate.run_flags import add_run_parser
+    from gpu_cluster.workloads.validate.run_flags import add_run_parser
 
     add_run_parser(sub)
-    from workloads.validate.commands import add_parsers
+    from gpu_cluster.workloads.validate.commands import add_parsers
 
     add_parsers(sub)
-    from workloads.validate import rehearse
+    from gpu_cluster.workloads.validate import rehearse
 
     rehearse.add_parser(sub)
-    from workloads.validate.run_flags import add_pair_gate_parsers, add_pair_search_parser
+    from gpu_cluster.workloads.validate.run_flags import add_pair_gate_parsers, add_pair_search_parser
 
     add_pair_search_parser(sub)
     add_pair_gate_parsers(sub)
@@ -140,19 +140,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         _print_problems("validate", bad)
         return EXIT_USAGE
     if args.cmd in ("render", "submit", "status"):
-        from workloads.validate.commands import dispatch
+        from gpu_cluster.workloads.validate.commands import dispatch
 
         return dispatch(args)
     if args.cmd == "pair-search":
-        from workloads.validate import pair_jobs
+        from gpu_cluster.workloads.validate import pair_jobs
 
         return pair_jobs.main(args, [n for n in args.search_nodes.split(",") if n] or _slurm_nodes())
     if args.cmd == "pair-gate":
-        from workloads.validate import pair_jobs
+        from gpu_cluster.workloads.validate import pair_jobs
 
         return pair_jobs.gate_main(args)
     if args.cmd == "record-pairs":
-        from workloads.validate import pair_jobs
+        from gpu_cluster.workloads.validate import pair_jobs
 
         try:
             pair_jobs.record(args.record_out, args.record_result)
@@ -161,12 +161,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 3
         return 0
     if args.cmd == "rehearse":
-        from workloads.validate import rehearse
+        from gpu_cluster.workloads.validate import rehearse
 
         return rehearse.run(args)
     if args.cmd == "run":
-        from workloads.validate.run import run_phase
-        from workloads.validate.run_config import RunConfig
+        from gpu_cluster.workloads.validate.run import run_phase
+        from gpu_cluster.workloads.validate.run_config import RunConfig
 
         for name in ("iters", "warmup"):
             if getattr(args, name) < 1 and not (name == "warmup" and args.warmup == 0):
@@ -202,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cmd == "diff":
         return diff.run(args)
     if args.cmd == "judge" and args.nccl_tests:
-        from workloads.validate import nccltests
+        from gpu_cluster.workloads.validate import nccltests
 
         return nccltests.main(args.nccl_tests, args.instance_type, args.judge_nodes, args.judge_out, args.judge_op)
     if args.cmd == "judge" and args.judge_out is None:
@@ -227,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             strict=args.strict,
         )
         if args.print_archive:
-            from workloads.validate import archive
+            from gpu_cluster.workloads.validate import archive
 
             archive.emit(args.judge_out, sys.stdout)
         return code
@@ -260,9 +260,9 @@ def judge_and_report(
     duration_s: float,
     strict: bool = False,
 ) -> int:
-    from workloads.validate import report
-    from workloads.validate.drain import drain as drain_nodes
-    from workloads.validate.judge import judge
+    from gpu_cluster.workloads.validate import report
+    from gpu_cluster.workloads.validate.drain import drain as drain_nodes
+    from gpu_cluster.workloads.validate.judge import judge
 
     # The report must be writable before anything is judged (or drained): a read-only --out is one
     # line and exit 3, not a traceback after the nodes were drained.
@@ -438,7 +438,17 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float, strict: bool = 
     )
 
     def phase(name: str, *extra: str, env: dict[str, str] | None = None) -> None:
-        run = ["-m", "workloads.validate", "run", "--out", str(out), "--phase", name, "--timeout", str(timeout)]
+        run = [
+            "-m",
+            "gpu_cluster.workloads.validate",
+            "run",
+            "--out",
+            str(out),
+            "--phase",
+            name,
+            "--timeout",
+            str(timeout),
+        ]
         beat = Heartbeat(f"phase {name}", status_dir=out / "status", phase=name)
         codes = _torchrun_nodes(nodes, procs, [*run, *extra], env or {}, _phase_deadline(timeout), logs, name, beat)
         print(f"      exit codes per node: {codes}", flush=True)
@@ -446,7 +456,7 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float, strict: bool = 
     short = ("--iters", "5", "--warmup", "2")
     print(f"[1/{steps}] health, single-node and multi-node collectives ...", flush=True)
     phase("main", *short)
-    from workloads.validate import pair_jobs, pairs
+    from gpu_cluster.workloads.validate import pair_jobs, pairs
 
     why_not = pairs.not_started(out, nodes * procs, [f"local-{i + 1}" for i in range(nodes)])
     if (out / "phase-main.json").exists():
@@ -465,7 +475,7 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float, strict: bool = 
         def run_round(rnd: list[tuple[str, str]]) -> None:
             started = []
             for a, b in rnd:
-                run = ["-m", "workloads.validate", "run", "--out", str(out), "--phase", "pairs"]
+                run = ["-m", "gpu_cluster.workloads.validate", "run", "--out", str(out), "--phase", "pairs"]
                 run += [*short, "--timeout", str(timeout), "--pair-timeout", str(timeout), "--pair-job", f"{a}+{b}"]
                 started.append((a, b, _start_agents([a, b], procs, run, {}, logs, f"pairs-{a}+{b}")))
             for a, b, agents in started:
@@ -502,11 +512,11 @@ def run_local(out: Path, nodes: int, procs: int, timeout: float, strict: bool = 
 
 
 def _local_ddp(out: Path, nodes: int, procs: int, timeout: float) -> int:
-    from workloads.launch.validation_args import ddp_args, synthetic_data_args
+    from gpu_cluster.workloads.launch.validation_args import ddp_args, synthetic_data_args
 
     data = out / "data"
     prep = subprocess.run(
-        [sys.executable, "-m", "workloads.train.data", *synthetic_data_args(data)],
+        [sys.executable, "-m", "gpu_cluster.workloads.train.data", *synthetic_data_args(data)],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -517,7 +527,7 @@ def _local_ddp(out: Path, nodes: int, procs: int, timeout: float) -> int:
     codes = _torchrun_nodes(
         nodes,
         procs,
-        ["-m", "workloads.train", *ddp_args(data, out)],
+        ["-m", "gpu_cluster.workloads.train", *ddp_args(data, out)],
         {},
         _phase_deadline(timeout),
         out / "agents",
@@ -527,6 +537,6 @@ def _local_ddp(out: Path, nodes: int, procs: int, timeout: float) -> int:
 
 
 if __name__ == "__main__":
-    from workloads.runtime.device import exit_process
+    from gpu_cluster.workloads.runtime.device import exit_process
 
     exit_process(main())

@@ -4,7 +4,7 @@ When a rendezvous never completes (one node's agent never starts: a pod Pending 
 its image, a node Slurm could not launch on, an interpreter missing), no worker starts and no
 rank writes a status line: the status files cannot tell the node that never came from the nodes
 that waited for it. Each node's agent output is kept in the run directory
-(``agents/<step>-<node>.log``: ``workloads.launch`` tees torchrun's output there, ``sbatch`` under
+(``agents/<step>-<node>.log``: ``gpu_cluster.workloads.launch`` tees torchrun's output there, ``sbatch`` under
 ``SLURMD_NODENAME``, a JobSet's pod under its host name, and a pod writes a line there as soon as
 it starts, before it waits for pod 0's name).
 

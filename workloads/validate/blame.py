@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from workloads.validate.agents import AgentLog
+from gpu_cluster.workloads.validate.agents import AgentLog
 
 _HUNG_PAIR = re.compile(r"pair (\S+?)\+(\S+?): (.*)")
 
@@ -110,7 +110,7 @@ def blame(
     for that silence; one it did not test is a suspect, not a failure.
 
     A node with no status line at all never started its ranks: with ``agents`` (what each node's
-    torchrun agent log shows, :mod:`workloads.validate.agents`), a node whose agent reached a
+    torchrun agent log shows, :mod:`gpu_cluster.workloads.validate.agents`), a node whose agent reached a
     rendezvous that never completed is not blamed (it waited for another node), and only the nodes
     whose agent never started, or failed before the rendezvous, fail; with no agent log kept and no
     rank of any node reporting, such nodes are suspects and the verdict cannot name one. An agent

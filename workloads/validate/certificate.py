@@ -1,6 +1,6 @@
 """The node gate's results and each node's software stack in the validation report.
 
-The main phase leaves ``gate`` (one document per rank, from workloads.health.node_gate) and ``stack``
+The main phase leaves ``gate`` (one document per rank, from gpu_cluster.workloads.health.node_gate) and ``stack``
 (node -> versions) in phase-main.json; this turns them into node verdicts, measurement rows
 and the report's "Node gate" and "Software stack" sections. Kept apart from judge.py and
 report.py, which call it in one line each.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
+from gpu_cluster.workloads.validate.verdict import Measurement, NodeVerdict, Verdict
 
 _STATUS = {"fail": Verdict.FAIL, "warn": Verdict.WARN}
 STACK_COLUMNS = (

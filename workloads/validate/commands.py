@@ -24,21 +24,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from components.contract import ClusterOutputs, OutputsError, load_outputs, read_outputs
-from components.image_pins import mirrored
-from components.image_pins import pinned as pinned_ref
-from components.problems import output_dir_problem
-from components.stack_locate import BUNDLED_DIR, STACK_HELP, locate, stack_label
-from components.validation_time import Settings, cost_usd, estimate, fit_budget, search_estimate, total_s
-from workloads.launch import bundle as code_bundle
-from workloads.launch import validation as vjob
-from workloads.launch.common import LaunchSpecError
-from workloads.launch.jobset import JobSetSpec, network_policy
-from workloads.launch.jobset import render as render_jobset
-from workloads.launch.jobset import to_yaml
-from workloads.launch.sbatch import LaunchSpec
-from workloads.launch.sbatch import render as render_sbatch
-from workloads.validate.verdict import Verdict
+from gpu_cluster.components.contract import ClusterOutputs, OutputsError, load_outputs, read_outputs
+from gpu_cluster.components.image_pins import mirrored
+from gpu_cluster.components.image_pins import pinned as pinned_ref
+from gpu_cluster.components.problems import output_dir_problem
+from gpu_cluster.components.stack_locate import BUNDLED_DIR, STACK_HELP, locate, stack_label
+from gpu_cluster.components.validation_time import Settings, cost_usd, estimate, fit_budget, search_estimate, total_s
+from gpu_cluster.workloads.launch import bundle as code_bundle
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.launch.common import LaunchSpecError
+from gpu_cluster.workloads.launch.jobset import JobSetSpec, network_policy
+from gpu_cluster.workloads.launch.jobset import render as render_jobset
+from gpu_cluster.workloads.launch.jobset import to_yaml
+from gpu_cluster.workloads.launch.sbatch import LaunchSpec
+from gpu_cluster.workloads.launch.sbatch import render as render_sbatch
+from gpu_cluster.workloads.validate.verdict import Verdict
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -70,7 +70,7 @@ def _offline_plan(stack: str) -> tuple[dict[str, Any] | None, str]:
     when the stack's own liveness does not hold and still writes the document."""
     path = _stack_file(stack)
     done = subprocess.run(
-        [sys.executable, "-m", "components.plan", str(path or stack), "--json", "-"],
+        [sys.executable, "-m", "gpu_cluster.components.plan", str(path or stack), "--json", "-"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -130,7 +130,7 @@ def _described(path: Path, name: str) -> str:
 
 def _project_dir(stack_file: Path) -> Path:
     """Where ``pulumi`` runs for a stack file: the folder of the project it belongs to."""
-    from components.stack_locate import find_project
+    from gpu_cluster.components.stack_locate import find_project
 
     project = find_project(stack_file.resolve().parent)
     return project.parent if project is not None else Path.cwd()
@@ -170,7 +170,7 @@ DEFAULT_RENDER: dict[str, Any] = dict(
 
 def liveness_job(r: Rendered) -> Any:
     """The rendered job as the liveness model reads it (components/liveness.Job)."""
-    from workloads.launch import liveness_view
+    from gpu_cluster.workloads.launch import liveness_view
 
     if r.jobset is not None:
         return liveness_view.from_jobset(r.spec, [m for m in (r.jobset, r.networkpolicy) if m is not None])
@@ -180,7 +180,7 @@ def liveness_job(r: Rendered) -> Any:
 def check_liveness(loaded: Loaded, rendered: Rendered) -> Any:
     """The liveness of the rendered job on the plan the outputs came from, or None where no plan
     is at hand (outputs from a file or from Pulumi, for a stack with no stack file here)."""
-    from components import liveness
+    from gpu_cluster.components import liveness
 
     if loaded.plan is None:
         return None
@@ -189,7 +189,7 @@ def check_liveness(loaded: Loaded, rendered: Rendered) -> Any:
 
 def say_liveness(result: Any, say: Callable[[str], None], stack: str) -> bool:
     """Print the liveness verdict; True when the stack may be called ready."""
-    from components import liveness
+    from gpu_cluster.components import liveness
 
     if result is None:
         say(
@@ -214,7 +214,7 @@ def plan_time(outs: ClusterOutputs, budget_min: float | None) -> tuple[Settings,
     """The validation's settings for ``budget_min`` (None: the defaults) and lines saying what it
     is expected to take, cost and (to fit the budget) give up. Raises CommandError when not even
     the least the validation can do fits."""
-    from components.catalog import load_catalog
+    from gpu_cluster.components.catalog import load_catalog
 
     it = load_catalog().get(outs.instance_type)
     settings = Settings()
@@ -286,7 +286,7 @@ def _kubernetes(
     spec: JobSetSpec, bundle: code_bundle.Bundle, run_id: str, run_dir: str, job: vjob.ValidationJob, timing: list[str]
 ) -> Rendered:
     """A JobSet with the ConfigMap that carries its code and the NetworkPolicy that admits only its pods."""
-    from workloads.validate import kube
+    from gpu_cluster.workloads.validate import kube
 
     manifest = render_jobset(spec)
     cm = kube.configmap(manifest["metadata"]["name"], manifest["metadata"]["namespace"], bundle)
@@ -308,7 +308,7 @@ def _render_user_job(
     outs: ClusterOutputs, args: argparse.Namespace, run_id: str, bundle: code_bundle.Bundle, env: dict[str, str]
 ) -> Rendered:
     """``render --job PATTERN``: the user's job onto the stack, with the fabric's wiring."""
-    from workloads.launch import userjob
+    from gpu_cluster.workloads.launch import userjob
 
     spec = userjob.user_job(
         outs,
@@ -428,7 +428,7 @@ def pin_image(outs: ClusterOutputs, args: argparse.Namespace, say: Callable[[str
     """``submit``: an image named by tag is resolved through its registry, with the user's
     credentials, and the job is rendered with the digest (so every pod runs the same bytes, and
     the certificate records them)."""
-    from workloads.validate import registry
+    from gpu_cluster.workloads.validate import registry
 
     image = job_image(outs, args)
     if image is None:
@@ -452,7 +452,7 @@ def _fill_mirror(image: str, through: str, args: argparse.Namespace, say: Callab
     GET: a cache rule fills from a pull by tag, while a first pull by digest of an image it has not
     cached is answered as missing (aws/containers-roadmap#2837), and the pods pull by digest. A
     digest pinned already must be what the tag serves."""
-    from workloads.validate import registry
+    from gpu_cluster.workloads.validate import registry
 
     if "@" in image and ":" not in image.split("@", 1)[0].rsplit("/", 1)[-1]:
         raise CommandError(
@@ -541,7 +541,7 @@ def cmd_submit(args: argparse.Namespace, say: Callable[[str], None]) -> int:
         say(line)
     timeout = args.time_limit * 60 + 600
     if outs.scheduler.kind == "slurm":
-        from workloads.validate import slurm
+        from gpu_cluster.workloads.validate import slurm
 
         shell = slurm.shell_for(args.ssh or outs.access.ssh_command, args.here)
         job = slurm.SlurmJob.submit(shell, r.run_dir, r.files["validate.sbatch"])
@@ -554,7 +554,7 @@ def cmd_submit(args: argparse.Namespace, say: Callable[[str], None]) -> int:
             + f"; fetched {', '.join(sorted(got)) or 'nothing'}"
         )
     else:
-        from workloads.validate import kube
+        from gpu_cluster.workloads.validate import kube
 
         assert r.jobset is not None and outs.access.kubeconfig is not None
         api = kube.KubeApi(outs.access.kubeconfig)
@@ -571,7 +571,7 @@ def _submit_kubernetes(
     say: Callable[[str], None],
     timeout: float,
 ) -> int:
-    from workloads.validate import kube_submit
+    from gpu_cluster.workloads.validate import kube_submit
 
     assert r.jobset is not None
     kube_submit.run(api, r.jobset, r.networkpolicy, r.job, r.run_id, outs, dest, args, say, timeout)
@@ -582,13 +582,13 @@ def cmd_status(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     loaded = load(args.stack, args.outputs, allow_plan=False)
     outs = loaded.outputs
     if outs.scheduler.kind == "slurm":
-        from workloads.validate import slurm
+        from gpu_cluster.workloads.validate import slurm
 
         rows = slurm.node_states(
             slurm.shell_for(args.ssh or outs.access.ssh_command, args.here), outs.scheduler.partition
         )
     else:
-        from workloads.validate import kube
+        from gpu_cluster.workloads.validate import kube
 
         assert outs.access.kubeconfig is not None
         rows = kube.node_states(kube.KubeApi(outs.access.kubeconfig), outs.scheduler.node_selector)

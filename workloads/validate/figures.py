@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from components.bandwidth import CURVE_MIN_BYTES, FLOOR_MESSAGE_BYTES, SLOWDOWN_SEEN, Expected
-from components.catalog import InstanceType
-from workloads.validate.report import Curve
-from workloads.validate.verdict import Measurement, Verdict
+from gpu_cluster.components.bandwidth import CURVE_MIN_BYTES, FLOOR_MESSAGE_BYTES, SLOWDOWN_SEEN, Expected
+from gpu_cluster.components.catalog import InstanceType
+from gpu_cluster.workloads.validate.report import Curve
+from gpu_cluster.workloads.validate.verdict import Measurement, Verdict
 
 
 @dataclass(slots=True)

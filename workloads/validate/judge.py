@@ -5,10 +5,10 @@ The judge runs after the in-job phases, on one node, and reads only files: a pha
 crashed, or a node that died, leaves its files missing or marked with an error, and the
 judge still reports, naming what it can.
 
-Run directory layout (written by ``workloads.validate.run``):
+Run directory layout (written by ``gpu_cluster.workloads.validate.run``):
     phase-<phase>.json             rank 0's results of the phase (main, fabric, pairs)
     status/<phase>-<node>-r<rank>.json   every rank's state: started, device-ready, fabric-ready, joined | finished | error
-    ddp.json                       the short DDP run's metrics (workloads.train.ddp --json)
+    ddp.json                       the short DDP run's metrics (gpu_cluster.workloads.train.ddp --json)
     nccl/*.log                     NCCL_DEBUG=INFO output, one file per process
 """
 
@@ -19,17 +19,17 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from components.bandwidth import FLOOR_MESSAGE_BYTES
-from components.catalog import CatalogError, InstanceType, load_catalog
+from gpu_cluster.components.bandwidth import FLOOR_MESSAGE_BYTES
+from gpu_cluster.components.catalog import CatalogError, InstanceType, load_catalog
 
 # Per-GPU health tiers are the health check's own, so both judge a GPU alike.
-from workloads.health.gpu import HealthConfig, Peaks, peaks_for
-from workloads.validate import agents, certificate, isolate, stack, transport
-from workloads.validate.blame import blame, hung_pairs
-from workloads.validate.storage import judge_storage
-from workloads.validate.report import OBSERVED, Curve, Report
-from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
-from workloads.validate.figures import (
+from gpu_cluster.workloads.health.gpu import HealthConfig, Peaks, peaks_for
+from gpu_cluster.workloads.validate import agents, certificate, isolate, stack, transport
+from gpu_cluster.workloads.validate.blame import blame, hung_pairs
+from gpu_cluster.workloads.validate.storage import judge_storage
+from gpu_cluster.workloads.validate.report import OBSERVED, Curve, Report
+from gpu_cluster.workloads.validate.verdict import Measurement, NodeVerdict, Verdict
+from gpu_cluster.workloads.validate.figures import (
     basis_text,
     floor_basis,
     load,
@@ -469,7 +469,7 @@ def judge(
     }
     model: dict[str, float] = {}
     if floors and it is not None:
-        from components.validation_time import estimate
+        from gpu_cluster.components.validation_time import estimate
 
         model = {("fabric" if p.phase == "fabric-only" else p.phase): p.seconds for p in estimate(it, len(node_names))}
     return Report(

@@ -22,12 +22,12 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from workloads.launch.bundle import Bundle
-from workloads.launch.jobset import API_VERSION, CONTAINER
-from workloads.launch.validation import BUNDLE_KEY
-from workloads.validate import archive, kube_queue
-from workloads.validate.drain import TAINT_KEY
-from components.contract import UNVALIDATED_TAINT_KEY
+from gpu_cluster.workloads.launch.bundle import Bundle
+from gpu_cluster.workloads.launch.jobset import API_VERSION, CONTAINER
+from gpu_cluster.workloads.launch.validation import BUNDLE_KEY
+from gpu_cluster.workloads.validate import archive, kube_queue
+from gpu_cluster.workloads.validate.drain import TAINT_KEY
+from gpu_cluster.components.contract import UNVALIDATED_TAINT_KEY
 
 JOBSET_GROUP, JOBSET_VERSION = API_VERSION.split("/")
 JOBSET_PLURAL = "jobsets"
@@ -542,7 +542,7 @@ def node_states(api: Api, selector: Mapping[str, str]) -> list[tuple[str, str, s
 
 
 TAINT = {"key": TAINT_KEY, "value": "failed", "effect": "NoSchedule"}
-"""What a failed node gets (workloads.validate.drain.TAINT_KEY, the same as kubectl taint there)."""
+"""What a failed node gets (gpu_cluster.workloads.validate.drain.TAINT_KEY, the same as kubectl taint there)."""
 TAINT_TEXT = f"{TAINT['key']}={TAINT['value']}:{TAINT['effect']}"
 
 

@@ -4,8 +4,8 @@ The main JobSet holds every node's GPUs while it runs and its pods carry no API 
 cannot run the search one job per pair itself. After a hang its pairs gate ends it on every pod
 (``validate pair-gate``; pod 0 prints :data:`pair_jobs.NEEDED`), and ``submit``, which has the
 user's kubeconfig, does here what the Slurm batch host does with ``srun`` steps
-(:mod:`workloads.validate.pair_jobs`): each round's pairs as JobSets at once
-(``workloads.launch.validation.pair_jobset``: two one-pod jobs pinned by ``kubernetes.io/hostname``
+(:mod:`gpu_cluster.workloads.validate.pair_jobs`): each round's pairs as JobSets at once
+(``gpu_cluster.workloads.launch.validation.pair_jobset``: two one-pod jobs pinned by ``kubernetes.io/hostname``
 to the nodes the main job's pods ran on, reporting under those pods' names), followed through a
 watch until each has ended, each pair's figure read from its log (:data:`pair_jobs.RESULT`), each
 deleted (with its pods gone) before the next round asks for the same nodes. Then one pod writes
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.contract import ClusterOutputs
-from workloads.launch import validation as vjob
-from workloads.validate import isolate, kube, pair_jobs
+from gpu_cluster.components.contract import ClusterOutputs
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.validate import isolate, kube, pair_jobs
 
 PAIRS_OF = "gpu-cluster.io/pairs-of"
 """Label on every pair JobSet: the main JobSet it searches for (what the watch selects)."""

@@ -1,6 +1,6 @@
 """``submit`` on Kubernetes: the validation JobSet created through the cluster's API, followed to
 its end and its report fetched; after a hang inside a collective, the pairwise search as one
-JobSet per pair and the judge's own (:mod:`workloads.validate.kube_pairs`); the failed nodes
+JobSet per pair and the judge's own (:mod:`gpu_cluster.workloads.validate.kube_pairs`); the failed nodes
 tainted, as the judge's ``--drain`` does on Slurm; the nodes it passed admitted to work (the GPU
 pools' registration taint removed, components/contract.py UNVALIDATED_TAINT_KEY).
 """
@@ -12,12 +12,12 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from components.contract import UNVALIDATED_TAINT_KEY, ClusterOutputs
-from workloads.launch import bundle as code_bundle
-from workloads.launch import validation as vjob
-from workloads.launch.validation import ValidationJob
-from workloads.validate import certificate, kube, kube_pairs
-from workloads.validate.verdict import Measurement, Verdict
+from gpu_cluster.components.contract import UNVALIDATED_TAINT_KEY, ClusterOutputs
+from gpu_cluster.workloads.launch import bundle as code_bundle
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.launch.validation import ValidationJob
+from gpu_cluster.workloads.validate import certificate, kube, kube_pairs
+from gpu_cluster.workloads.validate.verdict import Measurement, Verdict
 
 
 def run(
@@ -138,7 +138,7 @@ def _name_nodes(api: Any, namespace: str, jobset: str, nodes: int, dest: Path, s
 def _ecc_since(doc: dict[str, Any], dest: Path) -> list[str]:
     """The lifetime ECC comparison the judge's pod could not make (its previous reports name pods,
     which change every run): each GPU's uncorrectable count against the previous report fetched
-    beside ``dest``, now both keyed by node (workloads.validate.certificate's rule: more than it
+    beside ``dest``, now both keyed by node (gpu_cluster.workloads.validate.certificate's rule: more than it
     recorded is a new error, a warning). Marks ``doc`` and returns one line a new error."""
     prev = certificate.previous(dest)
     if prev is None:
@@ -178,7 +178,7 @@ def _ecc_since(doc: dict[str, Any], dest: Path) -> list[str]:
 def _taint_failed(api: Any, dest: Path, say: Callable[[str], None]) -> None:
     """What the judge's --drain does on Slurm, done here (the pods have no credentials): each FAIL
     node of the report (a Kubernetes node, :func:`_name_nodes`) tainted NoSchedule
-    (workloads.validate.kube.TAINT); the report says so. A pod no node was recorded for (it was
+    (gpu_cluster.workloads.validate.kube.TAINT); the report says so. A pod no node was recorded for (it was
     never scheduled) has no node to taint."""
     report = dest / "report.json"
     doc = json.loads(report.read_text(encoding="utf-8"))
@@ -204,7 +204,7 @@ def _taint_failed(api: Any, dest: Path, say: Callable[[str], None]) -> None:
 def _admit_passed(api: Any, dest: Path, say: Callable[[str], None]) -> None:
     """Only a passed check admits a node to work (issue 41, I6): each node of the report the judge
     passed (PASS, or WARN: above its fail floors) has the registration taint its pool put on it
-    removed and read back (:func:`workloads.validate.kube.admit`). A FAIL or UNKNOWN node keeps it,
+    removed and read back (:func:`gpu_cluster.workloads.validate.kube.admit`). A FAIL or UNKNOWN node keeps it,
     and so does a node no pod was recorded on. The report lists the nodes admitted (``admitted``)."""
     report = dest / "report.json"
     doc = json.loads(report.read_text(encoding="utf-8"))

@@ -35,12 +35,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from components.bandwidth import OPS_WITH_FLOORS
-from components.catalog import Catalog, CatalogError, InstanceType, load_catalog
-from workloads.validate import transport
-from workloads.validate.figures import curve_of, expectation, judge_cluster_figure, model_curve, transport_failure
-from workloads.validate.report import Curve, Report, render_markdown, write
-from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
+from gpu_cluster.components.bandwidth import OPS_WITH_FLOORS
+from gpu_cluster.components.catalog import Catalog, CatalogError, InstanceType, load_catalog
+from gpu_cluster.workloads.validate import transport
+from gpu_cluster.workloads.validate.figures import (
+    curve_of,
+    expectation,
+    judge_cluster_figure,
+    model_curve,
+    transport_failure,
+)
+from gpu_cluster.workloads.validate.report import Curve, Report, render_markdown, write
+from gpu_cluster.workloads.validate.verdict import Measurement, NodeVerdict, Verdict
 
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:\s)")
 _PARAMS = re.compile(
@@ -111,7 +117,7 @@ class ParseError(ValueError):
 class NcclTestsRun:
     file: str
     rows: list[dict[str, Any]] = field(default_factory=list)
-    """Rows shaped like workloads.collectives' JSON rows, one per size and placement."""
+    """Rows shaped like gpu_cluster.workloads.collectives' JSON rows, one per size and placement."""
     params: dict[str, int | str] = field(default_factory=dict)
     devices: list[tuple[int, str, int, str]] = field(default_factory=list)
     """(rank, host, device, GPU name) from '# Using devices'."""
@@ -475,7 +481,7 @@ all_gather: the bound is at line rate, the margin is for the timer and rounding.
 def _decide(reading: OpReading, run: NcclTestsRun, it: InstanceType | None, nodes: int) -> tuple[str, str, str]:
     """(op, the note saying how it was read, why it stays undecided or ''). all_gather and alltoall
     print the same columns, count and factor; across nodes alltoall sends every rank's share to the
-    other nodes, so its busbw has a bound of its own (components.bandwidth), far under all_gather's:
+    other nodes, so its busbw has a bound of its own (gpu_cluster.components.bandwidth), far under all_gather's:
     a table above it is all_gather. Under it, or without a type, the table cannot say which, and
     the figure is not judged (it is either op's, and one op's floor would misjudge the other)."""
     op = reading.op

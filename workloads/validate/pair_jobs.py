@@ -6,15 +6,15 @@ a job of its own, as Google's cluster-health-scanner does (GoogleCloudPlatform/c
 at 81c525d8, 2025-10-31: ``deploy/slurm/cluster-validation.sh`` submits ``sbatch -N 2 -w a,b`` per
 pair; ``src/health_runner/nccl_runner.py``'s ``health_check_with_node_pairs`` creates one job per
 pair, and its second pass pairs each suspect with a node that passed). A pair that hangs again
-ends only its own job. The search's logic is :mod:`workloads.validate.isolate`'s; this module runs the rounds and
+ends only its own job. The search's logic is :mod:`gpu_cluster.workloads.validate.isolate`'s; this module runs the rounds and
 reads each pair's result back from the run directory (``phase-pairs-A+B.json``, written by the
 pair's job, none when it hung or failed).
 
 Who runs a round: the local harness (two torchrun agents per pair); on Slurm :func:`main`, the
 ``validate pair-search`` step of the batch script, on the batch host, one ``srun`` step per pair
 (:func:`slurm_round`); on Kubernetes one JobSet per pair
-(:func:`workloads.launch.validation.pair_jobset`), which ``submit`` creates from the user's
-kubeconfig (:mod:`workloads.validate.kube_pairs`) rather than a driver pod (the job's pods carry
+(:func:`gpu_cluster.workloads.launch.validation.pair_jobset`), which ``submit`` creates from the user's
+kubeconfig (:mod:`gpu_cluster.workloads.validate.kube_pairs`) rather than a driver pod (the job's pods carry
 no API token, ``automountServiceAccountToken: false``; a driver pod would need a ServiceAccount
 allowed to create JobSets, as cluster-health-scanner's health runner has: its ClusterRole may
 create and delete jobs, pods, secrets and cluster roles, ``deploy/helm/health_runner/templates/
@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from workloads.health import hang
-from workloads.launch import common
-from workloads.validate import isolate, pairs
-from workloads.validate.run_config import RunConfig
+from gpu_cluster.workloads.health import hang
+from gpu_cluster.workloads.launch import common
+from gpu_cluster.workloads.validate import isolate, pairs
+from gpu_cluster.workloads.validate.run_config import RunConfig
 
 RunRound = Callable[[list[isolate.Pair]], "Mapping[isolate.Pair, float | None] | None"]
 """Run every pair of a round as its own job, at once, and return when all have ended: with each
@@ -153,7 +153,7 @@ def srun_argv(p: SlurmPairs, a: str, b: str, index: int) -> list[str]:
         # Both nodes are up (they ran the main phase): a pair that cannot meet within the run's
         # timeout is a finding, not a slow start.
         join_timeout_s=max(1, math.ceil(_run_cfg(p).timeout_s)),
-        module="workloads.validate",
+        module="gpu_cluster.workloads.validate",
         module_args=("run", "--out", str(p.out), *p.run_args, "--phase", "pairs", "--pair-job", tag(a, b)),
     )
     return [
@@ -178,7 +178,7 @@ def run_config(out: Path, run_args: Sequence[str]) -> RunConfig:
     """The pairs phase's configuration as each pair's ranks will parse it from ``run_args``."""
     import argparse
 
-    from workloads.validate.run_flags import add_run_parser
+    from gpu_cluster.workloads.validate.run_flags import add_run_parser
 
     parser = argparse.ArgumentParser(prog="validate pair-search")
     add_run_parser(parser.add_subparsers(dest="cmd"))
@@ -263,7 +263,7 @@ def search_with(
 ) -> dict[str, Any]:
     """The search at the floors, op and size the run's own arguments give (the pair jobs parse the
     same), its result kept in ``out/phase-pairs.json``."""
-    from components.bandwidth import FLOOR_MESSAGE_BYTES
+    from gpu_cluster.components.bandwidth import FLOOR_MESSAGE_BYTES
 
     cfg = run_config(out, run_args)
     backend = "nccl" if cfg.instance_type else "gloo"
@@ -292,7 +292,7 @@ def search_with(
 # ---------------------------------------------------------------------------------------------
 # On Kubernetes: the JobSet's pairs gate, on every pod, after the main phase. A JobSet holds every
 # node's GPUs while it runs and its pods cannot create jobs (no API token): after a hang, every pod
-# ends the JobSet here and ``submit`` runs one JobSet per pair (workloads.validate.kube_pairs).
+# ends the JobSet here and ``submit`` runs one JobSet per pair (gpu_cluster.workloads.validate.kube_pairs).
 
 GATE_FILE = "pairs-gate.json"
 NEEDED = "gpuc-pairs-needed:"
@@ -321,7 +321,7 @@ def gate(
     """Pod 0 decides whether the pairs are needed and writes the decision to GATE_FILE; the other
     pods wait for it (at most ``wait_s``), so every pod ends the JobSet at the same step or none
     does. The pairs exit status ends the pod's script with 0 (the JobSet completes)."""
-    from workloads.launch.validation import PAIRS_NEEDED_EXIT
+    from gpu_cluster.workloads.launch.validation import PAIRS_NEEDED_EXIT
 
     path = out / GATE_FILE
     if index == 0:
@@ -391,7 +391,7 @@ def record(out: Path, encoded: str) -> dict[str, Any]:
 def main(args: Any, nodes: Sequence[str]) -> int:
     """``validate pair-search``: exit 0 once the search has run or was not needed (the judge
     decides), 3 when it could not run (arguments, no nodes)."""
-    from workloads.launch import slurm_nodes
+    from gpu_cluster.workloads.launch import slurm_nodes
 
     out: Path = args.search_out
     run_args = [a for a in args.run_args if a != "--"]

@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch.distributed as dist
 
-from workloads.collectives import bench as collectives
+from gpu_cluster.workloads.collectives import bench as collectives
 
-from workloads.runtime import device
+from gpu_cluster.workloads.runtime import device
 
-from workloads.health import hang
-from workloads.validate import isolate
+from gpu_cluster.workloads.health import hang
+from gpu_cluster.workloads.validate import isolate
 
 if TYPE_CHECKING:
-    from workloads.validate.run_config import RunConfig
+    from gpu_cluster.workloads.validate.run_config import RunConfig
 
 
 def want_pairs(cfg: RunConfig, result: dict[str, Any]) -> bool:
@@ -35,8 +35,8 @@ def want_pairs(cfg: RunConfig, result: dict[str, Any]) -> bool:
     if result.get("hung"):
         return True
     if cfg.instance_type and result["backend"] != "gloo":
-        from components.catalog import load_catalog
-        from workloads.validate.figures import figure_at
+        from gpu_cluster.components.catalog import load_catalog
+        from gpu_cluster.workloads.validate.figures import figure_at
 
         bw = load_catalog().get(cfg.instance_type).bandwidth
         e = bw.expected(bw.op, len(result["nodes"]), "multi-node")
@@ -54,7 +54,7 @@ def pair_op(cfg: RunConfig) -> str:
     """Pairs run the op their floor is stated for (all_gather on A3 Mega/Ultra), not always all_reduce."""
     if not cfg.instance_type:
         return "all_reduce"
-    from components.catalog import load_catalog
+    from gpu_cluster.components.catalog import load_catalog
 
     return load_catalog().get(cfg.instance_type).bandwidth.op
 
@@ -63,7 +63,7 @@ def pair_floors(cfg: RunConfig, backend: str) -> tuple[float | None, float | Non
     """(warn, fail) floors of a pair of ``cfg``'s type; (None, None) without a type or on CPU."""
     if not cfg.instance_type or backend == "gloo":
         return None, None
-    from components.catalog import load_catalog
+    from gpu_cluster.components.catalog import load_catalog
 
     bw = load_catalog().get(cfg.instance_type).bandwidth
     e = bw.expected(bw.op, 2, "pair")
@@ -105,7 +105,7 @@ def not_started(out_dir: Path, world_size: int, nodes: Sequence[str] = ()) -> st
     if not ranks and world_size > 0:
         # No rank started anywhere: the rendezvous never completed (or nothing ran at all). That is
         # not a hang inside a collective, and every pair would wait for the same node again.
-        from workloads.validate import agents
+        from gpu_cluster.workloads.validate import agents
 
         logs = agents.read(out_dir)
         absent = [n for n in nodes if n not in logs or not logs[n].reached]
@@ -149,7 +149,7 @@ def run_pairs(
     coll_cfg: Callable[..., collectives.CollectivesConfig],
 ) -> dict[str, Any]:
     """The search itself: every round's pairs at once, each under its own timeout; the isolation
-    logic (who is bad, the second pass) is workloads.validate.isolate's."""
+    logic (who is bad, the second pass) is gpu_cluster.workloads.validate.isolate's."""
     mine_node = next(n for n, rs in nodes.items() if rt.rank in rs)
     op = pair_op(cfg)
     pair_cfg = replace(coll_cfg(size, size, cfg, op, timeout_s=cfg.pair_timeout_s), factor=2)

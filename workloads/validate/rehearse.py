@@ -17,7 +17,7 @@ here in place of the node, in private mount, network, UTS and PID namespaces:
 * the declared environment (Kubernetes' downward API and the Indexed Job's index answered as the
   kubelet would for pod 0), the pod's host names in ``/etc/hosts``;
 * torch on CPU with gloo (``GPUC_FORCE_CPU=1``); the net plugin part of the fabric check runs under
-  the job's environment (``GPUC_REHEARSAL_MARKS``, :mod:`workloads.runtime.device`).
+  the job's environment (``GPUC_REHEARSAL_MARKS``, :mod:`gpu_cluster.workloads.runtime.device`).
 
 What cannot run here stands in, and says so: the image (this machine's tools; its interpreter is
 the project's virtualenv, or the one ``--image-python`` names, e.g. one holding the image's own torch; its user is the Dockerfile's ``USER`` where the catalog builds it), the
@@ -44,13 +44,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from components.catalog import load_fabric_facts
-from components.contract import ClusterOutputs
-from components.stack_locate import STACK_HELP
-from workloads.launch import validation as vjob
-from workloads.validate.rehearsal.job import CouldNotRehearse, from_jobset, from_sbatch, stack_configmaps
-from workloads.validate.rehearsal.sandbox import EXIT_COULD_NOT, EXIT_FAIL, EXIT_PASS, Outcome, rehearse_declared
-from workloads.validate.rehearsal.stand_in import NODE_PYTHONS, image_interpreter
+from gpu_cluster.components.catalog import load_fabric_facts
+from gpu_cluster.components.contract import ClusterOutputs
+from gpu_cluster.components.stack_locate import STACK_HELP
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.validate.rehearsal.job import CouldNotRehearse, from_jobset, from_sbatch, stack_configmaps
+from gpu_cluster.workloads.validate.rehearsal.sandbox import (
+    EXIT_COULD_NOT,
+    EXIT_FAIL,
+    EXIT_PASS,
+    Outcome,
+    rehearse_declared,
+)
+from gpu_cluster.workloads.validate.rehearsal.stand_in import NODE_PYTHONS, image_interpreter
 
 __all__ = [
     "EXIT_COULD_NOT",
@@ -66,7 +72,7 @@ __all__ = [
 
 
 def _render(outs: ClusterOutputs, args: argparse.Namespace, run_id: str) -> tuple[Any, list[str]]:
-    from workloads.validate import commands
+    from gpu_cluster.workloads.validate import commands
 
     said: list[str] = []
     ns = argparse.Namespace(
@@ -116,7 +122,7 @@ def rehearse(outs: ClusterOutputs, args: argparse.Namespace, break_job: Callable
         else:
             d = from_sbatch(rendered.files["validate.sbatch"], one, rendered.run_dir, stage)
         d.said[:0] = said
-        from workloads.launch.fabric import wiring
+        from gpu_cluster.workloads.launch.fabric import wiring
 
         wired = wiring(outs.fabric.type)
         link_layer = (wired.pod if d.kind == "kubernetes" else wired.slurm).ib_hca_link_layer
@@ -167,9 +173,9 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, say: Callable[[str], None] = print) -> int:
-    from components.contract import OutputsError
-    from workloads.launch.common import LaunchSpecError
-    from workloads.validate import commands
+    from gpu_cluster.components.contract import OutputsError
+    from gpu_cluster.workloads.launch.common import LaunchSpecError
+    from gpu_cluster.workloads.validate import commands
 
     try:
         loaded = commands.load(args.stack, args.outputs, allow_plan=True)

@@ -1,5 +1,5 @@
 """The validation report: report.json for machines, report.md for a person's minute, busbw.png for the eye,
-report.html (workloads.validate.report_html) for a person who would rather open one page."""
+report.html (gpu_cluster.workloads.validate.report_html) for a person who would rather open one page."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from components.bandwidth import FAIL_OF_EXPECTED, WARN_OF_EXPECTED
-from workloads.validate import certificate, report_html
-from workloads.validate.verdict import Measurement, NodeVerdict, Verdict
+from gpu_cluster.components.bandwidth import FAIL_OF_EXPECTED, WARN_OF_EXPECTED
+from gpu_cluster.workloads.validate import certificate, report_html
+from gpu_cluster.workloads.validate.verdict import Measurement, NodeVerdict, Verdict
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -57,13 +57,13 @@ class Report:
     duration_s: float = 0.0
     world_size: int = 0
     gate: list[dict[str, Any]] = field(default_factory=list)
-    """Per-node summary of the GPU node gate (workloads.validate.certificate)."""
+    """Per-node summary of the GPU node gate (gpu_cluster.workloads.validate.certificate)."""
     stack: dict[str, dict[str, Any]] = field(default_factory=dict)
     """node -> software stack it ran with: the cluster certificate."""
     phase_seconds: dict[str, float] = field(default_factory=dict)
     """Each phase's measured wall time (rank 0, from before its device was touched)."""
     phase_model_seconds: dict[str, float] = field(default_factory=dict)
-    """What components.validation_time expects of each phase on this cluster (GPU runs with a type)."""
+    """What gpu_cluster.components.validation_time expects of each phase on this cluster (GPU runs with a type)."""
     label: str = ""
     """Said beside the verdict, e.g. 'type unknown' when no catalog type judged the run."""
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from workloads.validate.certificate import STACK_COLUMNS
+from gpu_cluster.workloads.validate.certificate import STACK_COLUMNS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -11,7 +11,7 @@ Phase ``pairs``: the pairwise search alone, run after ``main`` when ``main`` lef
 ``main`` finished. Each pair's labels name the pair, so if a pair hangs too, the watchdog's
 message says which two nodes were measuring.
 Phase ``storage``: every rank writes and reads the shared file system at once, then a
-distributed checkpoint is saved and loaded there (:mod:`workloads.validate.storage`).
+distributed checkpoint is saved and loaded there (:mod:`gpu_cluster.workloads.validate.storage`).
 
 Every rank records its state in ``status/<phase>-<node>-r<rank>.json`` before and after the
 phase, and on error says whether a peer was lost or it failed itself; rank 0 writes the
@@ -33,21 +33,21 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from workloads.collectives import bench as collectives
+from gpu_cluster.workloads.collectives import bench as collectives
 
-from workloads.runtime import device
+from gpu_cluster.workloads.runtime import device
 
-from workloads.health import gpu as gpu_health
+from gpu_cluster.workloads.health import gpu as gpu_health
 
-from workloads.health import hang
+from gpu_cluster.workloads.health import hang
 
-from workloads.health import node_gate
-from workloads.runtime.device import memory_cap
-from workloads.health.fabric import FabricCheckFailed
-from workloads.runtime.node import maybe_fail, node_name, wedge_here
-from workloads.validate import pairs
-from workloads.validate.run_config import RunConfig
-from workloads.validate import stack as node_stack
+from gpu_cluster.workloads.health import node_gate
+from gpu_cluster.workloads.runtime.device import memory_cap
+from gpu_cluster.workloads.health.fabric import FabricCheckFailed
+from gpu_cluster.workloads.runtime.node import maybe_fail, node_name, wedge_here
+from gpu_cluster.workloads.validate import pairs
+from gpu_cluster.workloads.validate.run_config import RunConfig
+from gpu_cluster.workloads.validate import stack as node_stack
 
 PEER_LOST_MARKERS = (
     "Connection closed by peer",
@@ -101,7 +101,7 @@ def storage_sizes(cfg: RunConfig, backend: str, ranks: int) -> tuple[int, int]:
 
 
 def _sizes(cfg: RunConfig, backend: str, device_bytes: int | None = None) -> tuple[int, int, int, int]:
-    from components.bandwidth import FLOOR_MESSAGE_BYTES
+    from gpu_cluster.components.bandwidth import FLOOR_MESSAGE_BYTES
 
     gpu = backend != "gloo"
     lo = cfg.sweep_min_bytes or (1 << 20 if gpu else 1 << 16)
@@ -218,7 +218,7 @@ def _coll_cfg(
 
 def run_phase(cfg: RunConfig) -> int:
     node = node_name()
-    os.environ["GPUC_PHASE"] = cfg.phase  # what the test hooks (workloads.runtime.node) key on
+    os.environ["GPUC_PHASE"] = cfg.phase  # what the test hooks (gpu_cluster.workloads.runtime.node) key on
     if cfg.phase == "pairs" and not cfg.pair_job:
         if (cfg.out_dir / "phase-main.json").exists():
             # The main phase finished, and ran the search itself when it was wanted.
@@ -318,12 +318,12 @@ def run_phase(cfg: RunConfig) -> int:
         watchdog.close()
     if rt.rank == 0:
         # The phase's wall time on this rank, from before the device was touched: what the
-        # validation-time model (components.validation_time) is held against.
+        # validation-time model (gpu_cluster.components.validation_time) is held against.
         result["wall_s"] = round(time.time() - float(status.doc["started_at"]), 2)
         _atomic_json(cfg.out_dir / f"phase-{cfg.label}.json", result)
         if cfg.pair_job:
             # How the figure leaves a pod: submit reads it from the pair job's log (Kubernetes).
-            from workloads.validate.pair_jobs import RESULT
+            from gpu_cluster.workloads.validate.pair_jobs import RESULT
 
             row = next(iter((result.get("pairs") or {}).get("first") or []), None)
             value = row[2] if row is not None and len(row) == 3 else None
@@ -370,7 +370,7 @@ def _phase(cfg: RunConfig, rt: device.Runtime, node: str, watchdog: hang.Watchdo
     if rt.rank == 0:
         print(f"validate[{cfg.phase}]: {len(nodes)} node(s), {rt.world_size} rank(s), backend {rt.backend}", flush=True)
     if cfg.phase == "storage":
-        from workloads.validate import storage
+        from gpu_cluster.workloads.validate import storage
 
         stream, ckpt = storage_sizes(cfg, rt.backend, rt.world_size)
         result["storage"] = storage.measure(
@@ -494,7 +494,7 @@ def _measure_health(rt: device.Runtime, node: str, side: Any, watchdog: hang.Wat
 def _multi_ops(cfg: RunConfig) -> list[str]:
     ops = ["all_reduce"]
     if cfg.instance_type:
-        from components.catalog import load_catalog
+        from gpu_cluster.components.catalog import load_catalog
 
         op = load_catalog().get(cfg.instance_type).bandwidth.op
         if op not in ops:

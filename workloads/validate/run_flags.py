@@ -9,7 +9,7 @@ from typing import Any
 
 
 def size(text: str) -> int:
-    from workloads.runtime.sizes import parse_size
+    from gpu_cluster.workloads.runtime.sizes import parse_size
 
     try:
         return parse_size(text)
@@ -18,7 +18,7 @@ def size(text: str) -> int:
 
 
 def instance_type(text: str) -> str:
-    from components.catalog import CatalogError, load_catalog
+    from gpu_cluster.components.catalog import CatalogError, load_catalog
 
     try:
         load_catalog().get(text)
@@ -30,7 +30,7 @@ def instance_type(text: str) -> str:
 def judge_instance_type(text: str) -> str:
     """``judge --instance-type``: every type the judge holds runs to, the judge-only ones too
     (``judge_types``: p4de.24xlarge, Standard_ND96asr_v4, ...), with the same error for one it lacks."""
-    from components.catalog import CatalogError, load_catalog
+    from gpu_cluster.components.catalog import CatalogError, load_catalog
 
     try:
         load_catalog().judge_type(text)
@@ -40,7 +40,7 @@ def judge_instance_type(text: str) -> str:
 
 
 def add_run_parser(sub: Any) -> argparse.ArgumentParser:
-    """Add ``run`` to ``sub`` (the subparsers of ``python -m workloads.validate``)."""
+    """Add ``run`` to ``sub`` (the subparsers of ``python -m gpu_cluster.workloads.validate``)."""
     run: argparse.ArgumentParser = sub.add_parser("run", help="one phase, on every rank under torchrun")
     run.add_argument("--out", type=Path, required=True, dest="run_out")
     run.add_argument("--phase", choices=("main", "fabric", "pairs", "storage"), default="main")
@@ -82,7 +82,7 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def add_pair_search_parser(sub: Any) -> None:
-    """``pair-search``: the driver of :mod:`workloads.validate.pair_jobs` (imports no torch here)."""
+    """``pair-search``: the driver of :mod:`gpu_cluster.workloads.validate.pair_jobs` (imports no torch here)."""
     p = sub.add_parser(
         "pair-search",
         help="after a hang: the pairwise search one Slurm job step per pair (the batch host runs it)",

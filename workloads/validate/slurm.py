@@ -4,7 +4,7 @@ The scheduler commands run where the user says: on this machine (``--here``: you
 login node, or ``SLURM_CONF`` points at the cluster, as in the tests), or on the login node
 through a remote shell (``ssh host`` or ``gcloud compute ssh ...``), which receives each
 command as one string and the batch script on its standard input. Nothing is copied by hand:
-the script carries the job's code (``workloads.launch.bundle``) and the run directory is made
+the script carries the job's code (``gpu_cluster.workloads.launch.bundle``) and the run directory is made
 before sbatch, since ``--chdir`` and ``--output`` must exist when the job starts.
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from workloads.validate.archive import REPORT_FILES
+from gpu_cluster.workloads.validate.archive import REPORT_FILES
 
 TERMINAL = frozenset(
     {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}

@@ -1,7 +1,7 @@
 """Storage acceptance: every rank of every node reads and writes the shared file system at once,
 then the job saves and loads a distributed checkpoint there.
 
-Run as the validation phase ``storage`` (``workloads.validate run --phase storage``):
+Run as the validation phase ``storage`` (``gpu_cluster.workloads.validate run --phase storage``):
 
 1. **Streaming write**: each rank writes one file of ``file_bytes`` in large sequential blocks
    and fsyncs it; the ranks start together (a barrier) and the aggregate is all the bytes over
@@ -31,7 +31,7 @@ from typing import Any, Mapping
 import torch
 import torch.distributed as dist
 
-from workloads.validate.verdict import Measurement, Verdict
+from gpu_cluster.workloads.validate.verdict import Measurement, Verdict
 
 BLOCK_BYTES = 16 << 20
 """Write and read block: large enough for Lustre's 1 MiB RPCs to stream (FSx and Managed

@@ -10,20 +10,25 @@ zone, the instance type there), :mod:`.region` (node image, EKS versions, PCS), 
 
 from __future__ import annotations
 
-from components.preflight import Check, deployer_ranges
-from components.preflight.aws.account import (
+from gpu_cluster.components.preflight import Check, deployer_ranges
+from gpu_cluster.components.preflight.aws.account import (
     account_zones,
     check_identity,
     check_instance_facts,
     check_offering,
     check_zone,
 )
-from components.preflight.aws.buckets import check_buckets
-from components.preflight.aws.capacity import USABLE_STATES, check_capacity, check_placement, planned_placement_group
-from components.preflight.aws.clients import AwsClients, call
-from components.preflight.aws.image_cache import check_cache_prefix
-from components.preflight.aws.keys import check_ssh_key
-from components.preflight.aws.quotas import (
+from gpu_cluster.components.preflight.aws.buckets import check_buckets
+from gpu_cluster.components.preflight.aws.capacity import (
+    USABLE_STATES,
+    check_capacity,
+    check_placement,
+    planned_placement_group,
+)
+from gpu_cluster.components.preflight.aws.clients import AwsClients, call
+from gpu_cluster.components.preflight.aws.image_cache import check_cache_prefix
+from gpu_cluster.components.preflight.aws.keys import check_ssh_key
+from gpu_cluster.components.preflight.aws.quotas import (
     QUOTA_EKS_NODES_PER_GROUP,
     QUOTA_ON_DEMAND_P,
     QUOTA_ON_DEMAND_STANDARD,
@@ -32,7 +37,7 @@ from components.preflight.aws.quotas import (
     check_standard_quota,
     largest_node_group,
 )
-from components.preflight.aws.region import check_eks_versions, check_node_image, check_pcs_available
+from gpu_cluster.components.preflight.aws.region import check_eks_versions, check_node_image, check_pcs_available
 
 __all__ = [
     "QUOTA_EKS_NODES_PER_GROUP",

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from botocore.exceptions import ClientError
 
-from components.aws.network_rules import EKS_DISALLOWED_ZONE_IDS, control_plane_zone, node_zone_problems
-from components.preflight import Context, CouldNotCheck, NotApplicable, Problem
-from components.preflight.aws.clients import call
+from gpu_cluster.components.aws.network_rules import EKS_DISALLOWED_ZONE_IDS, control_plane_zone, node_zone_problems
+from gpu_cluster.components.preflight import Context, CouldNotCheck, NotApplicable, Problem
+from gpu_cluster.components.preflight.aws.clients import call
 
 
 def check_identity(ctx: Context) -> list[Problem]:

@@ -7,8 +7,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from components.preflight import Context, CouldNotCheck, NotApplicable, Problem
-from components.preflight.aws.clients import call, when
+from gpu_cluster.components.preflight import Context, CouldNotCheck, NotApplicable, Problem
+from gpu_cluster.components.preflight.aws.clients import call, when
 
 
 # Reservation states a launch can use now or later (EC2 API CapacityReservation.State; the enum

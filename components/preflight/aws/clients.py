@@ -22,7 +22,7 @@ from botocore.exceptions import (
 )
 from botocore.parsers import ResponseParserError
 
-from components.preflight import CouldNotCheck, Fatal
+from gpu_cluster.components.preflight import CouldNotCheck, Fatal
 
 
 CREDENTIAL_ERRORS = {

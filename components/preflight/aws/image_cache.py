@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from botocore.exceptions import ClientError
 
-from components.aws.common import ECR_PUBLIC, cache_prefix
-from components.preflight import Context, CouldNotCheck, NotApplicable, Problem
-from components.preflight.aws.clients import call
+from gpu_cluster.components.aws.common import ECR_PUBLIC, cache_prefix
+from gpu_cluster.components.preflight import Context, CouldNotCheck, NotApplicable, Problem
+from gpu_cluster.components.preflight.aws.clients import call
 
 # ECR API reference, DescribePullThroughCacheRules errors: no rule holds the prefix.
 RULE_NOT_FOUND = "PullThroughCacheRuleNotFoundException"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from botocore.exceptions import ClientError
 
-from components.preflight import Context, CouldNotCheck, NotApplicable, Problem
-from components.preflight.aws.clients import call
+from gpu_cluster.components.preflight import Context, CouldNotCheck, NotApplicable, Problem
+from gpu_cluster.components.preflight.aws.clients import call
 
 # EC2 API reference, "Error codes for the Amazon EC2 API": the key pair named does not exist.
 KEY_NOT_FOUND = "InvalidKeyPair.NotFound"

@@ -8,8 +8,8 @@ import re
 
 from botocore.exceptions import ClientError
 
-from components.preflight import Context, CouldNotCheck, NotApplicable, Problem
-from components.preflight.aws.clients import call
+from gpu_cluster.components.preflight import Context, CouldNotCheck, NotApplicable, Problem
+from gpu_cluster.components.preflight.aws.clients import call
 
 
 # Service Quotas codes. Each is looked up by code and its QuotaName is compared with the name
@@ -94,11 +94,11 @@ def _small_nodes(ctx: Context) -> tuple[str, int] | None:
     """The on-demand non-GPU nodes the stack launches: EKS's system group, PCS's login nodes."""
     spec = ctx.spec
     if spec.orchestration.kind == "eks":
-        from components.aws.eks_sizing import SYSTEM_INSTANCE_TYPE, SYSTEM_NODES
+        from gpu_cluster.components.aws.eks_sizing import SYSTEM_INSTANCE_TYPE, SYSTEM_NODES
 
         return SYSTEM_INSTANCE_TYPE, SYSTEM_NODES
     if spec.orchestration.login_nodes > 0:
-        from components.aws.orchestration_pcs import LOGIN_INSTANCE_TYPE
+        from gpu_cluster.components.aws.orchestration_pcs import LOGIN_INSTANCE_TYPE
 
         return LOGIN_INSTANCE_TYPE, spec.orchestration.login_nodes
     return None
@@ -136,7 +136,7 @@ def check_standard_quota(ctx: Context) -> list[Problem]:
 
 def largest_node_group(ctx: Context) -> int:
     """The largest EKS managed node group the program makes (it splits the GPU nodes into groups
-    of at most 450: components.aws.eks_sizing)."""
-    from components.aws.eks_sizing import node_group_sizes
+    of at most 450: gpu_cluster.components.aws.eks_sizing)."""
+    from gpu_cluster.components.aws.eks_sizing import node_group_sizes
 
     return max(node_group_sizes(ctx.spec.compute.nodes))

@@ -7,8 +7,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 from botocore.parsers import ResponseParserError
 
-from components.preflight import Context, CouldNotCheck, Fatal, NotApplicable, Problem
-from components.preflight.aws.clients import ACCESS_ERRORS, CREDENTIAL_ERRORS, call, when
+from gpu_cluster.components.preflight import Context, CouldNotCheck, Fatal, NotApplicable, Problem
+from gpu_cluster.components.preflight.aws.clients import ACCESS_ERRORS, CREDENTIAL_ERRORS, call, when
 
 
 def check_node_image(ctx: Context) -> list[Problem]:
@@ -23,7 +23,7 @@ def check_node_image(ctx: Context) -> list[Problem]:
             raise NotApplicable(f"release {spec.compute.image} pinned: EKS checks it when the node group is made")
         if ctx.clients.ssm is None:
             raise CouldNotCheck("no Systems Manager client")
-        from components.aws.compute import eks_release_parameter
+        from gpu_cluster.components.aws.compute import eks_release_parameter
 
         name = eks_release_parameter(spec.orchestration.kubernetes_version)
         try:
@@ -40,7 +40,7 @@ def check_node_image(ctx: Context) -> list[Problem]:
                 )
             ]
         return []
-    from components.aws.compute import pcs_ami_name_filter
+    from gpu_cluster.components.aws.compute import pcs_ami_name_filter
 
     if spec.compute.image is not None:
         query: dict[str, Any] = {"ImageIds": [spec.compute.image]}
@@ -94,7 +94,7 @@ def check_eks_versions(ctx: Context) -> list[Problem]:
         raise NotApplicable("not an EKS stack")
     if ctx.clients.eks is None:
         raise CouldNotCheck("no EKS client")
-    from components.aws.versions import FSX_CSI_ADDON, POD_IDENTITY_ADDON, VPC_CNI_ADDON
+    from gpu_cluster.components.aws.versions import FSX_CSI_ADDON, POD_IDENTITY_ADDON, VPC_CNI_ADDON
 
     version = spec.orchestration.kubernetes_version
     eks = ctx.clients.eks

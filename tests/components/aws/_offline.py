@@ -6,8 +6,8 @@ import copy
 import functools
 from typing import Any, Callable
 
-from components.engine import OfflineRun, Recorded, run_offline
-from components.spec import ClusterSpec, parse_spec, read_stack_file, default_name
+from gpu_cluster.components.engine import OfflineRun, Recorded, run_offline
+from gpu_cluster.components.spec import ClusterSpec, parse_spec, read_stack_file, default_name
 
 AWS_STACKS = ("aws-h100-eks", "aws-h100-capacity-block", "aws-h200-slurm", "aws-b200-capacity-block")
 

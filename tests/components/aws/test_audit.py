@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from components.aws.audit import log_bucket_policy
-from components.aws.keys import account_of
-from components.spec_security import SecuritySpec
-from policies import offline
+from gpu_cluster.components.aws.audit import log_bucket_policy
+from gpu_cluster.components.aws.keys import account_of
+from gpu_cluster.components.spec_security import SecuritySpec
+from gpu_cluster.policies import offline
 from tests.components.aws._offline import AWS_STACKS, in_pillar, one, run
 
 ACCOUNT = "123456789012"  # components/aws/mocks.py

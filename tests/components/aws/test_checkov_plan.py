@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from components.engine import OfflineRun
-from components.stack_file import load_stack
+from gpu_cluster.components.engine import OfflineRun
+from gpu_cluster.components.stack_file import load_stack
 from tests.checkov_venv import checkov_exe
 from tests.components.aws._offline import AWS_STACKS, run
 

@@ -9,10 +9,10 @@ from typing import Any
 import pulumi_aws as aws
 import pytest
 
-from components.aws import mocks as aws_mocks
-from components.aws.eks_sizing import node_group_sizes
-from components.cluster import PILLARS
-from components.contract import OUTPUT_KEYS, read_outputs
+from gpu_cluster.components.aws import mocks as aws_mocks
+from gpu_cluster.components.aws.eks_sizing import node_group_sizes
+from gpu_cluster.components.cluster import PILLARS
+from gpu_cluster.components.contract import OUTPUT_KEYS, read_outputs
 from tests.components.aws._offline import AWS_STACKS, pillar_of, run
 
 # Resource types whose provider schema has no tags; every other AWS resource must carry them.

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from components.aws.interconnect import EfaLayoutError, efa_layout
-from components.catalog import InstanceType, load_catalog
+from gpu_cluster.components.aws.interconnect import EfaLayoutError, efa_layout
+from gpu_cluster.components.catalog import InstanceType, load_catalog
 
 AWS_TYPES = load_catalog().names("aws")
 

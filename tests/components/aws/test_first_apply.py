@@ -11,11 +11,11 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from components.aws import eks_sizing, versions
-from components.aws.network_rules import EKS_DISALLOWED_ZONE_IDS
-from components.catalog import load_catalog
-from components.k8s.addons import JOBSET_VERSION
-from components.spec import MAX_NODES, SpecError, parse_spec
+from gpu_cluster.components.aws import eks_sizing, versions
+from gpu_cluster.components.aws.network_rules import EKS_DISALLOWED_ZONE_IDS
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.components.k8s.addons import JOBSET_VERSION
+from gpu_cluster.components.spec import MAX_NODES, SpecError, parse_spec
 from tests.components.aws._offline import AWS_STACKS, one, raw_stack, run
 
 NG = "aws:eks/nodeGroup:NodeGroup"
@@ -52,7 +52,7 @@ def _gpu_groups(result: Any) -> list[Any]:
 
 
 def test_the_plan_says_when_a_capacity_block_s_nodes_appear() -> None:
-    from components.aws.rules import capacity_note
+    from gpu_cluster.components.aws.rules import capacity_note
 
     _, eks = run("aws-h100-capacity-block")
     note = capacity_note(eks)

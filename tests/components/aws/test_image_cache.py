@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from components.aws.common import cache_prefix
-from components.contract import read_outputs
-from components.image_pins import mirrored
-from components.plan_caveats import caveats
-from components.spec import SpecError, parse_spec
+from gpu_cluster.components.aws.common import cache_prefix
+from gpu_cluster.components.contract import read_outputs
+from gpu_cluster.components.image_pins import mirrored
+from gpu_cluster.components.plan_caveats import caveats
+from gpu_cluster.components.spec import SpecError, parse_spec
 from tests.components.aws._offline import one, raw_stack, run
 
 # ECR API CreatePullThroughCacheRule, ecrRepositoryPrefix: 2 to 30 characters of this pattern.
@@ -46,8 +46,8 @@ def test_the_capacity_block_stack_pulls_its_image_through_the_cache() -> None:
     # The rendered job's pods pull it there (ECR user guide pull-through-cache-working-pulling, "For
     # Amazon ECR Public": <account>.dkr.ecr.<region>.amazonaws.com/<prefix>/<repository>:<tag>).
     from tests.launch.test_render_stacks import args as job_args
-    from workloads.launch import validation as vjob
-    from workloads.validate import commands
+    from gpu_cluster.workloads.launch import validation as vjob
+    from gpu_cluster.workloads.validate import commands
 
     r = commands.render_run(outs, job_args(image=None), "20261201t070000z-ab12")
     assert r.jobset is not None

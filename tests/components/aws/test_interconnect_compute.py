@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from components.aws.compute import eks_release_parameter, pcs_ami_name_filter
-from components.aws.interconnect import efa_layout
+from gpu_cluster.components.aws.compute import eks_release_parameter, pcs_ami_name_filter
+from gpu_cluster.components.aws.interconnect import efa_layout
 from tests.components.aws._offline import AWS_STACKS, in_pillar, one, raw_stack, run
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -183,7 +183,7 @@ def test_eks_image_is_the_recommended_nvidia_release() -> None:
 
 
 def test_pcs_image_and_instance_profile(monkeypatch: pytest.MonkeyPatch) -> None:
-    from components.aws import mocks
+    from gpu_cluster.components.aws import mocks
 
     queries: list[Any] = []
     answer = mocks.INVOKES["aws:ec2/getAmi:getAmi"]
@@ -253,7 +253,7 @@ def test_pcs_capacity_block() -> None:
 
 @pytest.mark.parametrize("stack", ["aws-h100-eks", "aws-h200-slurm"])
 def test_image_lookups_go_through_the_spec_region_provider(stack: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from components import engine
+    from gpu_cluster.components import engine
 
     seen: list[str] = []
     original = engine._StrictMocks.call
@@ -287,8 +287,8 @@ def test_unpinned_image_is_kept_once_created_and_a_pin_moves_it() -> None:
     assert {r.ignore_changes for r in slurm.of_type("aws-native:pcs:ComputeNodeGroup")} == {("amiId",)}
     # A newer sample image found by a later lookup changes nothing declared replace-on-change, and
     # the launch templates, which carry no image, keep their inputs: no new version rolls the nodes.
-    from components.aws import mocks
-    from components.engine import replacements
+    from gpu_cluster.components.aws import mocks
+    from gpu_cluster.components.engine import replacements
 
     answer = mocks.INVOKES["aws:ec2/getAmi:getAmi"]
     newer = lambda a: {**answer(a), "id": "ami-0fedcba9876543210", "imageId": "ami-0fedcba9876543210"}  # noqa: E731
@@ -324,7 +324,7 @@ def test_unpinned_image_is_kept_once_created_and_a_pin_moves_it() -> None:
     ],
 )
 def test_image_pin_must_fit_the_orchestrator(kind: str, image: str, word: str) -> None:
-    from components.spec import SpecError, parse_spec
+    from gpu_cluster.components.spec import SpecError, parse_spec
 
     _, raw = raw_stack("aws-h100-eks" if kind == "eks" else "aws-h200-slurm")
     raw["compute"]["image"] = image

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from components.k8s import metrics as k8s_metrics
-from components.spec import read_stack_file
+from gpu_cluster.components.k8s import metrics as k8s_metrics
+from gpu_cluster.components.spec import read_stack_file
 from tests.components._liveness import bundled, plan_raw
 
 STACK = "aws-h100-eks"

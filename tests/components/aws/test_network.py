@@ -6,9 +6,9 @@ import ipaddress
 
 import pytest
 
-from components.aws.mocks import MOCK_ZONES
-from components.aws.network_rules import control_plane_zone
-from components.spec import SpecError
+from gpu_cluster.components.aws.mocks import MOCK_ZONES
+from gpu_cluster.components.aws.network_rules import control_plane_zone
+from gpu_cluster.components.spec import SpecError
 from tests.components.aws._offline import AWS_STACKS, in_pillar, one, run
 
 SUBNET = "aws:ec2/subnet:Subnet"
@@ -122,7 +122,7 @@ def test_a_given_control_plane_zone_id_goes_to_the_subnet() -> None:
 )
 def test_a_bad_control_plane_zone_id_is_refused_offline(stack: str, value: str, says: str) -> None:
     from tests.components.aws._offline import raw_stack
-    from components.spec import parse_spec
+    from gpu_cluster.components.spec import parse_spec
 
     _, raw = raw_stack(stack)
     raw.setdefault("network", {})["control_plane_zone_id"] = value
@@ -134,7 +134,7 @@ def test_a_bad_control_plane_zone_id_is_refused_offline(stack: str, value: str, 
 
 def test_the_nodes_zone_id_is_no_control_plane_zone() -> None:
     from tests.components.aws._offline import raw_stack
-    from components.spec import parse_spec
+    from gpu_cluster.components.spec import parse_spec
 
     _, raw = raw_stack("aws-h100-eks")
     raw["zone_id"] = "use1-az4"

@@ -12,11 +12,11 @@ import pytest
 
 from typing import Any, Callable
 
-from components.aws.common import cache_prefix
-from components.aws.mocks import MOCK_ZONES
-from components.engine import replacements
-from components.k8s.addons import JOB_NAMESPACE, JOBSET_CHART, JOBSET_VERSION
-from components.spec import DEPLOYER_PLACEHOLDER, SpecError, parse_spec
+from gpu_cluster.components.aws.common import cache_prefix
+from gpu_cluster.components.aws.mocks import MOCK_ZONES
+from gpu_cluster.components.engine import replacements
+from gpu_cluster.components.k8s.addons import JOB_NAMESPACE, JOBSET_CHART, JOBSET_VERSION
+from gpu_cluster.components.spec import DEPLOYER_PLACEHOLDER, SpecError, parse_spec
 from tests.components.aws._offline import in_pillar, one, raw_stack, run
 
 EKS = "aws:eks/cluster:Cluster"
@@ -193,9 +193,9 @@ def _as_the_chart_writes(image: dict[str, str]) -> str:
 
 
 def test_eks_chart_images_are_pulled_by_the_stacks_pins() -> None:
-    from components.aws.versions import NVIDIA_PLUGIN_IMAGE, efa_plugin_image
-    from components.k8s.addons import JOBSET_IMAGE
-    from components.k8s.image_uses import layer_image_uses
+    from gpu_cluster.components.aws.versions import NVIDIA_PLUGIN_IMAGE, efa_plugin_image
+    from gpu_cluster.components.k8s.addons import JOBSET_IMAGE
+    from gpu_cluster.components.k8s.image_uses import layer_image_uses
 
     spec = run("aws-h100-eks")[1]
     refs = [u.ref for u in layer_image_uses(spec)]
@@ -266,7 +266,7 @@ def test_pcs_login_with_a_key_pair_gets_an_ssh_command_that_runs_commands(tmp_pa
     import os
     import shlex
 
-    from workloads.validate import slurm
+    from gpu_cluster.workloads.validate import slurm
 
     result, spec = run("aws-h200-slurm", lambda raw: raw["orchestration"].update(ssh_key_name="team key"))
     assert spec.orchestration.ssh_key_name == "team key"
@@ -416,7 +416,7 @@ def test_the_plan_names_what_a_change_would_replace(tmp_path: Any, capsys: pytes
     letting the size fall back to SMALL's default on the live MEDIUM cluster replaces it."""
     import yaml
 
-    from components import plan
+    from gpu_cluster.components import plan
 
     def write(name: str, nodes: int, size: str | None) -> str:
         _, raw = raw_stack("aws-h200-slurm")
@@ -454,7 +454,7 @@ def test_a_new_image_on_a_capacity_block_recreates_the_group_instead_of_upgradin
         assert all(
             g.delete_before_replace and set(g.replace_on_changes) == {"releaseVersion", "launchTemplate"} for g in gpu
         )
-        from components.aws.rules import capacity_note
+        from gpu_cluster.components.aws.rules import capacity_note
 
         note = capacity_note(spec) or ""
         assert "only at desired size 0" in note and "--from OLD" in note
@@ -466,7 +466,7 @@ def test_a_new_image_on_a_capacity_block_recreates_the_group_instead_of_upgradin
 def test_the_efa_plugin_image_follows_the_region_and_a_region_without_a_registry_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from components.aws.versions import EKS_REGISTRIES, efa_plugin_repository
+    from gpu_cluster.components.aws.versions import EKS_REGISTRIES, efa_plugin_repository
 
     # GovCloud and China pull from their own partition's registry (EKS user guide add-ons-images).
     assert efa_plugin_repository("us-gov-west-1") == (
@@ -477,7 +477,7 @@ def test_the_efa_plugin_image_follows_the_region_and_a_region_without_a_registry
     assert all(f".dkr.ecr.{region}.amazonaws.com" in host for region, host in EKS_REGISTRIES.items())
     # A region the catalog offers p5 in but with no registry recorded (here: us-east-1 taken out of the
     # table, since every p5 region has one) is refused by the spec, with the recorded ones named.
-    from components.aws import rules
+    from gpu_cluster.components.aws import rules
 
     monkeypatch.delitem(rules.EKS_REGISTRIES, "us-east-1")
     _, eks = raw_stack("aws-h100-eks")

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from components.spec import SpecError
+from gpu_cluster.components.spec import SpecError
 from tests.components.aws._offline import AWS_STACKS, in_pillar, one, run
 
 FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from components.engine import OfflineRun, Recorded
+from gpu_cluster.components.engine import OfflineRun, Recorded
 from tests.components.azure.checkov_compute import COMPUTE
 
 AZURE_STACKS = ("azure-h100-aks", "azure-mi300x-aks", "azure-h100-slurm")

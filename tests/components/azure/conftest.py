@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import pytest
 
-from components.engine import OfflineRun, Recorded, run_offline
+from gpu_cluster.components.engine import OfflineRun, Recorded, run_offline
 
 DEPLOYER = "203.0.114.7/32"
 GROUP = (

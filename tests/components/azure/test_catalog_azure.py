@@ -7,7 +7,7 @@ import copy
 import pytest
 import yaml
 
-from components.catalog import CATALOG_PATH, CatalogError, load_catalog, parse_catalog
+from gpu_cluster.components.catalog import CATALOG_PATH, CatalogError, load_catalog, parse_catalog
 
 
 def test_nd_sizes_are_infiniband_with_eight_400g_ports_per_node() -> None:
@@ -19,7 +19,7 @@ def test_nd_sizes_are_infiniband_with_eight_400g_ports_per_node() -> None:
 
 
 def test_mi300x_runs_rccl_without_the_nvidia_topology_file() -> None:
-    from workloads.launch import fabric
+    from gpu_cluster.workloads.launch import fabric
 
     cat = load_catalog()
     h100 = cat.get("Standard_ND96isr_H100_v5").software

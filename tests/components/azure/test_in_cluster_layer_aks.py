@@ -11,13 +11,13 @@ from typing import Any, Callable
 
 import pytest
 
-from components.azure import mocks as azure_mocks
-from components.azure.orchestration_aks import gpu_operator_for
-from components.contract import read_outputs
-from components.engine import OfflineRun, Recorded
-from components.k8s import aks as layer
-from components.k8s.addons import JOB_NAMESPACE
-from components.spec import parse_spec
+from gpu_cluster.components.azure import mocks as azure_mocks
+from gpu_cluster.components.azure.orchestration_aks import gpu_operator_for
+from gpu_cluster.components.contract import read_outputs
+from gpu_cluster.components.engine import OfflineRun, Recorded
+from gpu_cluster.components.k8s import aks as layer
+from gpu_cluster.components.k8s.addons import JOB_NAMESPACE
+from gpu_cluster.components.spec import parse_spec
 from tests.components.azure.conftest import azure_obj, named
 
 Run = Callable[..., OfflineRun]
@@ -253,7 +253,7 @@ def test_the_amdgpu_installer_loads_the_driver_as_microsofts_mi300x_guide_does(t
     41afb32): NUMA balancing off, on every boot, the skip path included."""
     import subprocess
 
-    from components.k8s.aks_amd import amd_driver_script
+    from gpu_cluster.components.k8s.aks_amd import amd_driver_script
 
     script = amd_driver_script()
     path = tmp_path / "install-driver.sh"
@@ -278,7 +278,7 @@ def _run_key_lines(tmp_path: Path, served: Path, fingerprint: str) -> Any:
     and ``$keyring`` in ``tmp_path``; the real gpg does the rest."""
     import subprocess
 
-    from components.k8s.aks_amd import rocm_key_lines
+    from gpu_cluster.components.k8s.aks_amd import rocm_key_lines
 
     shim = tmp_path / "bin"
     shim.mkdir(exist_ok=True)
@@ -316,7 +316,7 @@ def _throwaway_key(tmp_path: Path) -> tuple[Path, str]:
 
 
 def test_a_rocm_key_that_is_not_amds_is_never_trusted(tmp_path: Path) -> None:
-    from components.k8s.aks_amd import ROCM_KEY_FINGERPRINT
+    from gpu_cluster.components.k8s.aks_amd import ROCM_KEY_FINGERPRINT
 
     served, fpr = _throwaway_key(tmp_path)
     done = _run_key_lines(tmp_path, served, ROCM_KEY_FINGERPRINT)
@@ -335,7 +335,7 @@ def test_the_pinned_key_is_written_dearmored_for_apt(tmp_path: Path) -> None:
 
 
 def test_the_installer_script_checks_the_key_before_writing_the_repository() -> None:
-    from components.k8s.aks_amd import ROCM_KEY_FINGERPRINT, amd_driver_script
+    from gpu_cluster.components.k8s.aks_amd import ROCM_KEY_FINGERPRINT, amd_driver_script
 
     lines = amd_driver_script().splitlines()
     check = next(i for i, line in enumerate(lines) if ROCM_KEY_FINGERPRINT in line and line.startswith("if"))

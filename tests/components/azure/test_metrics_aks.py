@@ -8,7 +8,7 @@ from typing import Callable
 
 import yaml
 
-from components.engine import OfflineRun, Recorded
+from gpu_cluster.components.engine import OfflineRun, Recorded
 from tests.components.azure.conftest import azure_obj
 
 Run = Callable[..., OfflineRun]

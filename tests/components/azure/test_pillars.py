@@ -10,8 +10,8 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from components.contract import read_outputs
-from components.engine import OfflineRun, run_offline
+from gpu_cluster.components.contract import read_outputs
+from gpu_cluster.components.engine import OfflineRun, run_offline
 from tests.components.azure.conftest import DEPLOYER, GROUP, azure_obj, named
 
 Run = Callable[..., OfflineRun]

@@ -14,12 +14,12 @@ from typing import Any, Callable
 
 import pytest
 
-from components.azure.common import address_plan
-from components.azure.orchestration_slurm import CONTROLLER_HOST, PARTITION_TAG, controller_ip
-from components.azure.slurm_config import SlurmLayout, gres_conf, node_conf, slurm_conf
-from components.engine import OfflineRun
-from components.spec import parse_spec
-from components.spec_model import SSH_KEY_PLACEHOLDER
+from gpu_cluster.components.azure.common import address_plan
+from gpu_cluster.components.azure.orchestration_slurm import CONTROLLER_HOST, PARTITION_TAG, controller_ip
+from gpu_cluster.components.azure.slurm_config import SlurmLayout, gres_conf, node_conf, slurm_conf
+from gpu_cluster.components.engine import OfflineRun
+from gpu_cluster.components.spec import parse_spec
+from gpu_cluster.components.spec_model import SSH_KEY_PLACEHOLDER
 from tests.components.azure.conftest import azure_obj, named
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -164,7 +164,7 @@ def test_the_bundled_stack_plans_with_liveness_holding_and_the_policy_pack_passi
 
 def test_the_batch_script_carries_the_azure_infiniband_environment(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "workloads.validate", "render", "azure-h100-slurm", "--out", str(tmp_path)],
+        [sys.executable, "-m", "gpu_cluster.workloads.validate", "render", "azure-h100-slurm", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from components.spec import SpecError, parse_spec
+from gpu_cluster.components.spec import SpecError, parse_spec
 
 DEPLOYER = "203.0.114.7/32"
 GROUP = (
@@ -73,7 +73,7 @@ def test_slurm_parses_with_its_key_and_one_login_node() -> None:
 
 
 def test_slurm_needs_a_key_for_pulumi_up_and_the_offline_plan_stands_a_placeholder_in() -> None:
-    from components.spec_model import SSH_KEY_PLACEHOLDER
+    from gpu_cluster.components.spec_model import SSH_KEY_PLACEHOLDER
 
     obj = azure_base()
     obj["orchestration"] = {"kind": "slurm"}

@@ -9,8 +9,8 @@ from typing import Any, Callable
 
 import pytest
 
-from components.catalog import installer_fact, load_catalog
-from components.engine import OfflineRun, Recorded, run_offline
+from gpu_cluster.components.catalog import installer_fact, load_catalog
+from gpu_cluster.components.engine import OfflineRun, Recorded, run_offline
 
 PROJECT = "test-project"
 # A global address (not a documentation range, which the spec refuses for the deployer).

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from components.gcp import binauthz as ba
-from components.k8s.image_uses import gke_pulled_images
-from components.spec import parse_spec, read_stack_file
+from gpu_cluster.components.gcp import binauthz as ba
+from gpu_cluster.components.k8s.image_uses import gke_pulled_images
+from gpu_cluster.components.spec import parse_spec, read_stack_file
 
 D = "sha256:" + "a" * 64
 

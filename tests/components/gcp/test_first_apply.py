@@ -15,10 +15,10 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from components.engine import OfflineRun
-from components.catalog import installer_fact, rxdm_fact
-from components.k8s.addons import JOB_NAMESPACE
-from components.spec import SpecError, parse_spec
+from gpu_cluster.components.engine import OfflineRun
+from gpu_cluster.components.catalog import installer_fact, rxdm_fact
+from gpu_cluster.components.k8s.addons import JOB_NAMESPACE
+from gpu_cluster.components.spec import SpecError, parse_spec
 from tests.components.gcp.conftest import PROJECT, TEST_DIGEST, gcp_obj, named, supplied_installer
 from tests.launch.test_checkov_k8s import checkov as checkov  # the fixture, by its name
 
@@ -289,7 +289,7 @@ def test_checkpoint_bucket_is_mounted_from_gke_through_workload_identity(offline
 def test_installer_fact_refuses_a_malformed_entry(
     change: dict[str, Any], path: str, word: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from components import catalog, catalog_fabrics
+    from gpu_cluster.components import catalog, catalog_fabrics
 
     real = catalog_fabrics._fabric_images()
     fabrics = {
@@ -341,7 +341,7 @@ def test_in_cluster_objects_are_valid_kubernetes(itype: str, offline: Callable[.
 def test_plan_summary_says_compact_placement_only_where_one_is_created(stack: str, placed: bool) -> None:
     import io
 
-    from components.plan import plan_stack, render
+    from gpu_cluster.components.plan import plan_stack, render
 
     summary, run = plan_stack(stack)
     assert summary.placement is placed
@@ -462,7 +462,7 @@ def test_every_image_in_a_gke_plan_is_pinned_by_digest(itype: str, offline: Call
 
 
 def test_the_bundled_a3_mega_plan_has_no_tag_only_image() -> None:
-    from components.plan import plan_stack
+    from gpu_cluster.components.plan import plan_stack
 
     _, run = plan_stack("gcp-h100-gke")
     images = _images(run)
@@ -502,7 +502,7 @@ def test_the_installer_image_is_required_by_digest_where_no_reference_gives_one(
 def test_the_offline_plan_without_the_digest_plans_no_installer_and_says_why(
     offline: Callable[..., OfflineRun],
 ) -> None:
-    from components.plan import summarize
+    from gpu_cluster.components.plan import summarize
 
     obj = gcp_obj("a3-ultragpu-8g")
     del obj["orchestration"]["installer_image"]

@@ -13,15 +13,15 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from components.contract import read_outputs
-from components.engine import OfflineRun
-from components.image_pins import check_pins, chart_image, pinned
-from components.k8s.addons import JOBSET_IMAGE
-from components.k8s.kueue import KUEUE_IMAGE
-from components.plan_caveats import caveats
-from components.spec import SpecError, parse_spec, read_stack_file
-from workloads.launch import validation as vjob
-from workloads.validate import commands
+from gpu_cluster.components.contract import read_outputs
+from gpu_cluster.components.engine import OfflineRun
+from gpu_cluster.components.image_pins import check_pins, chart_image, pinned
+from gpu_cluster.components.k8s.addons import JOBSET_IMAGE
+from gpu_cluster.components.k8s.kueue import KUEUE_IMAGE
+from gpu_cluster.components.plan_caveats import caveats
+from gpu_cluster.components.spec import SpecError, parse_spec, read_stack_file
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.validate import commands
 from tests.components.gcp.conftest import DEPLOYER
 from tests.components.gcp.test_images_by_digest import BY_DIGEST, images
 from tests.launch.test_render_stacks import args as job_args
@@ -172,7 +172,7 @@ def test_unpinned_the_rendered_job_is_by_tag_and_submit_would_resolve_it(offline
 def test_a_tcpx_sidecar_pin_reaches_the_pod() -> None:
     """a3-highgpu-8g: the receive-datapath daemon has no published digest; a pin of its tag puts
     the digest in the sidecar (and in what the certificate records)."""
-    from components.catalog import load_catalog, rxdm_fact
+    from gpu_cluster.components.catalog import load_catalog, rxdm_fact
 
     rx = rxdm_fact(load_catalog().get("a3-highgpu-8g").network.fabric)
     assert rx is not None and rx.digest is None

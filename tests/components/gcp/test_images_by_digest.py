@@ -15,10 +15,10 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from components.engine import OfflineRun
-from components.spec import read_stack_file
-from workloads.launch import validation as vjob
-from workloads.validate import commands
+from gpu_cluster.components.engine import OfflineRun
+from gpu_cluster.components.spec import read_stack_file
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.validate import commands
 from tests.components.gcp.conftest import DEPLOYER, PROJECT, gcp_obj, supplied_installer
 from tests.launch.test_render_stacks import args as job_args
 from tests.workloads.test_registry import REPO_NAME, TAG, _serve
@@ -81,7 +81,7 @@ def test_the_job_submit_hands_gke_runs_every_image_by_digest(
     """`submit` resolves the job image's tag through its registry (a registry served here) and
     renders the job with the digest; every other image of the job (the TCPXO receive-datapath
     sidecar) comes by digest from the catalog. Every rendered manifest is walked."""
-    from components.contract import read_outputs
+    from gpu_cluster.components.contract import read_outputs
 
     outs = read_outputs(offline(stack_obj(stack)).outputs)
     monkeypatch.setenv("DOCKER_CONFIG", "/nonexistent")

@@ -7,8 +7,8 @@ from typing import Any, Callable
 
 import pytest
 
-from components.catalog import load_catalog
-from components.engine import OfflineRun
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.components.engine import OfflineRun
 from tests.components.gcp.conftest import PROJECT, gcp_obj, gpu_pool, named
 
 GCP_TYPES = load_catalog().names("gcp")

@@ -6,8 +6,8 @@ from typing import Callable
 
 import pytest
 
-from components.engine import OfflineRun
-from components.spec import read_stack_file
+from gpu_cluster.components.engine import OfflineRun
+from gpu_cluster.components.spec import read_stack_file
 from tests.components.gcp.conftest import PROJECT
 
 GKE = "gcp:container/cluster:Cluster"
@@ -57,7 +57,7 @@ DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
 def test_bundled_gke_stacks_create_the_gpu_dashboard(stack: str, offline: Callable[..., OfflineRun]) -> None:
     import json
 
-    from components.dashboard import PANELS
+    from gpu_cluster.components.dashboard import PANELS
 
     _, raw = read_stack_file(stack)
     run = offline(raw)

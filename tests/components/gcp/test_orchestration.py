@@ -6,9 +6,9 @@ from typing import Callable
 
 import pytest
 
-from components.cluster import OUTPUT_KEYS, PILLARS
-from components.engine import OfflineRun
-from components.spec import load_stack
+from gpu_cluster.components.cluster import OUTPUT_KEYS, PILLARS
+from gpu_cluster.components.engine import OfflineRun
+from gpu_cluster.components.spec import load_stack
 from tests.components.gcp.conftest import DEPLOYER, PROJECT, gcp_obj, gpu_pool, named
 
 GKE = "gcp:container/cluster:Cluster"
@@ -180,7 +180,7 @@ def test_cluster_director_inputs(capacity: dict[str, str], key: str, offline: Ca
 
 @pytest.mark.parametrize("stack", ["gcp-h100-gke", "gcp-h200-gke", "gcp-b200-gke", "gcp-h200-slurm"])
 def test_bundled_stacks_group_every_resource_under_a_pillar(stack: str, offline: Callable[..., OfflineRun]) -> None:
-    from components.spec import read_stack_file
+    from gpu_cluster.components.spec import read_stack_file
 
     _, raw = read_stack_file(stack)
     _, spec = load_stack(stack, deployer_placeholder=True)

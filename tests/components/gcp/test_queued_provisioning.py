@@ -10,18 +10,18 @@ from typing import Any, Callable
 
 import pytest
 
-from components.catalog import load_catalog
-from components.contract import read_outputs
-from components.engine import OfflineRun
-from components.k8s import kueue
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.components.contract import read_outputs
+from gpu_cluster.components.engine import OfflineRun
+from gpu_cluster.components.k8s import kueue
 from tests.components.gcp.conftest import gcp_obj, gpu_pool
 from tests.launch import test_render_stacks
-from workloads.launch import bundle as code_bundle
-from workloads.launch import jobset as js
-from workloads.launch import userjob
-from workloads.launch.common import LaunchSpecError
-from workloads.launch import validation as vjob
-from workloads.validate import commands
+from gpu_cluster.workloads.launch import bundle as code_bundle
+from gpu_cluster.workloads.launch import jobset as js
+from gpu_cluster.workloads.launch import userjob
+from gpu_cluster.workloads.launch.common import LaunchSpecError
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.validate import commands
 
 CHART = "kubernetes:helm.sh/v4:Chart"
 

@@ -8,10 +8,10 @@ from typing import Any, Callable
 import pulumi
 import pytest
 
-from components.catalog import load_catalog
-from components.engine import run_offline
-from components.lustre_tiers import lustre_tiers
-from components.spec import SpecError, parse_spec
+from gpu_cluster.components.catalog import load_catalog
+from gpu_cluster.components.engine import run_offline
+from gpu_cluster.components.lustre_tiers import lustre_tiers
+from gpu_cluster.components.spec import SpecError, parse_spec
 from tests.components.gcp.conftest import DEPLOYER, gcp_obj
 
 
@@ -180,8 +180,8 @@ def test_gke_version_defaults_to_the_regular_channel_default_and_takes_newer_one
 
 
 def test_no_bundled_gcp_stack_names_an_out_of_support_version() -> None:
-    from components.gcp.rules import GKE_OLDEST_SUPPORTED
-    from components.stack_file import bundled_stacks, load_stack
+    from gpu_cluster.components.gcp.rules import GKE_OLDEST_SUPPORTED
+    from gpu_cluster.components.stack_file import bundled_stacks, load_stack
 
     gke = [s for s in bundled_stacks() if s.startswith("gcp-") and "gke" in s]
     assert gke, "no GKE stack bundled"
@@ -215,7 +215,7 @@ def test_compact_placement_with_single_node_flex_start_stays_on_a3_ultra() -> No
 
 
 def test_gcp_h100_gke_plans_no_compact_policy() -> None:
-    from components.stack_file import read_stack_file
+    from gpu_cluster.components.stack_file import read_stack_file
 
     _, obj = read_stack_file("gcp-h100-gke")
     obj["orchestration"]["deployer_cidrs"] = [DEPLOYER]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from components.engine import OfflineRun
+from gpu_cluster.components.engine import OfflineRun
 from tests.components.gcp.conftest import gcp_obj, gpu_pool
 
 LUSTRE = "gcp:lustre/instance:Instance"

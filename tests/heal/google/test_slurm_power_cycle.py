@@ -19,7 +19,7 @@ import pytest
 from gpu_cluster.heal.adapters import Instance
 from gpu_cluster.heal.slurm import SlurmScheduler, held_by
 from tests.slurm.cluster import SlurmCluster, unavailable_reason
-from workloads.validate.slurm import Shell
+from gpu_cluster.workloads.validate.slurm import Shell
 
 pytestmark = pytest.mark.slurm
 INCIDENT = "h-00c0ffee00"

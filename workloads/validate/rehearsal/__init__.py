@@ -1,1 +1,1 @@
-"""``validate rehearse``: the parts of the rehearsal (:mod:`workloads.validate.rehearse` is the command)."""
+"""``validate rehearse``: the parts of the rehearsal (:mod:`gpu_cluster.workloads.validate.rehearse` is the command)."""

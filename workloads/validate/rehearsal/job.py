@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.catalog import load_fabric_facts
-from components.contract import ClusterOutputs
+from gpu_cluster.components.catalog import load_fabric_facts
+from gpu_cluster.components.contract import ClusterOutputs
 
 
 REPO = Path(__file__).resolve().parents[3]
@@ -103,7 +103,7 @@ def image_user(image: str) -> tuple[int, int] | None:
 def stack_configmaps(outs: ClusterOutputs) -> dict[str, dict[str, Any]]:
     """The ConfigMaps the stack itself makes for its jobs (not rendered with the job): the size's NCCL
     topology (components/nccl_topology.py), by name."""
-    from components import nccl_topology
+    from gpu_cluster.components import nccl_topology
 
     topo = nccl_topology.for_instance(outs.instance_type)
     if topo is None:

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from components.contract import ClusterOutputs
-from workloads.runtime.device import REHEARSAL_MARKS_ENV
-from workloads.validate.rehearsal.job import REPO, Declared
-from workloads.validate.rehearsal.stand_in import stand_in_node
+from gpu_cluster.components.contract import ClusterOutputs
+from gpu_cluster.workloads.runtime.device import REHEARSAL_MARKS_ENV
+from gpu_cluster.workloads.validate.rehearsal.job import REPO, Declared
+from gpu_cluster.workloads.validate.rehearsal.stand_in import stand_in_node
 
 
 EXIT_PASS, EXIT_FAIL, EXIT_COULD_NOT = 0, 2, 3

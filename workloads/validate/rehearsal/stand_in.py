@@ -12,11 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from components.catalog import load_catalog, load_fabric_facts
-from components.contract import ClusterOutputs
-from workloads.health.fabric import plugin_names
-from workloads.launch import validation as vjob
-from workloads.validate.rehearsal.job import CouldNotRehearse, Declared, Interpreter
+from gpu_cluster.components.catalog import load_catalog, load_fabric_facts
+from gpu_cluster.components.contract import ClusterOutputs
+from gpu_cluster.workloads.health.fabric import plugin_names
+from gpu_cluster.workloads.launch import validation as vjob
+from gpu_cluster.workloads.validate.rehearsal.job import CouldNotRehearse, Declared, Interpreter
 
 
 # Where the image's interpreter and the Slurm shims are put inside the rehearsed root.
@@ -88,7 +88,7 @@ def image_interpreter(python: str | None) -> Interpreter:
 def stand_in_node(d: Declared, outs: ClusterOutputs, root: Path, stage: Path, ranks: int) -> None:
     """The node's and image's files the job reaches for: the net plugin in each directory the
     catalog says the fabric installs it, the fabric's environment script, the interpreters."""
-    from workloads.launch import fabric as fabric_wiring
+    from gpu_cluster.workloads.launch import fabric as fabric_wiring
 
     it = load_catalog().get(outs.instance_type)
     sc = load_fabric_facts()[0][it.network.fabric]
