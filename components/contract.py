@@ -50,6 +50,17 @@ OUTPUT_KEYS = (
 )
 
 
+# The registration taint of the GPU pools (issue 41, I6): a new node (a replacement, a scale-up, a
+# cloud's own repair) registers with it and takes no work until a validation passes it: `validate
+# submit` removes it from each node the judge PASSed, heal's return to service from a replacement
+# that passed its revalidation. The validation job's and heal's check pods tolerate it (the stacks
+# list it in scheduler.tolerations); the user's pods do not. Which pools carry it, and why some do
+# not, is in components/<cloud>/ beside each pool and in docs/heal.md (I6).
+UNVALIDATED_TAINT_KEY = "gpu-cluster.io/unvalidated"
+UNVALIDATED_TAINT_VALUE = "true"
+UNVALIDATED_TAINT_EFFECT = "NoSchedule"
+
+
 # The key under which components/<cloud>/cluster.py build() hands GpuCluster the facts that are
 # its typed attributes but not stack outputs (network, subnet, security group, file system, ...).
 COMPONENT_FACTS = "_component"

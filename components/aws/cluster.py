@@ -33,7 +33,7 @@ from gpu_cluster.components.aws.orchestration_pcs import Orchestration as PcsOrc
 from gpu_cluster.components.aws.orchestration_pcs import PcsArgs, lustre_user_data
 from gpu_cluster.components.aws.rules import pcs_size
 from gpu_cluster.components.aws.storage import Storage, StorageArgs
-from gpu_cluster.components.contract import COMPONENT_FACTS
+from gpu_cluster.components.contract import COMPONENT_FACTS, UNVALIDATED_TAINT_KEY
 from gpu_cluster.components.spec import ClusterSpec
 
 
@@ -190,8 +190,9 @@ def build(
             "namespace": JOB_NAMESPACE,
             "lustre_claim": FSX_VOLUME,
             "node_selector": {"node.kubernetes.io/instance-type": spec.compute.instance_type},
-            # The node group sets no taint (its nodes are all GPU nodes), so nothing to tolerate.
-            "tolerations": [],
+            # The GPU groups' one taint: the registration taint only a passed validation removes
+            # (components/aws/eks_values.py), which the validation job tolerates.
+            "tolerations": [UNVALIDATED_TAINT_KEY],
         }
         if spec.orchestration.pull_through_cache:
             # In the orchestration pillar: the cache is how the scheduler's pods get their image.

@@ -44,14 +44,11 @@ from gpu_cluster.components.aws.control_plane import ControlPlaneLogArgs, contro
 from gpu_cluster.components.aws.keys import root_key_policy
 from gpu_cluster.components.aws.metrics import eks_prometheus
 from gpu_cluster.components.aws.network import SubnetIds
-from gpu_cluster.components.image_pins import chart_image
+from gpu_cluster.components.aws.eks_values import efa_plugin_values, nvidia_plugin_values, registration_taints
 from gpu_cluster.components.aws.versions import (
     EFA_PLUGIN_VERSION,
-    efa_plugin_image,
-    efa_plugin_repository,
     EKS_CHARTS_REPO,
     FSX_CSI_ADDON,
-    NVIDIA_PLUGIN_IMAGE,
     NVIDIA_PLUGIN_REPO,
     NVIDIA_PLUGIN_VERSION,
     POD_IDENTITY_ADDON,
@@ -426,6 +423,8 @@ class Orchestration(pulumi.ComponentResource):
                     # node-feature-discovery, or by this label that its values document as the
                     # override); no NFD runs here, so the node group sets the label itself.
                     labels=dict(GPU_LABELS),
+                    # Out of work until a validation passes each node (components/aws/eks_values.py).
+                    taints=registration_taints(),
                     tags=dict(args.tags),
                     # A looked-up release is kept once the group exists: a later `pulumi up` must not
                     # roll every GPU node because AWS published a newer image (compute.image moves it).
@@ -545,23 +544,6 @@ class EksLayerArgs:
     """The stack's image pins (spec.images, components/image_pins.py)."""
 
 
-def nvidia_plugin_values(pins: Mapping[str, str]) -> dict[str, object]:
-    """The NVIDIA chart's values: its image by the stack's pin of NVIDIA_PLUGIN_IMAGE, when there is
-    one (repository and tag@digest: the chart writes repository:tag)."""
-    image = chart_image(NVIDIA_PLUGIN_IMAGE, pins)
-    return {"image": image} if image else {}
-
-
-def efa_plugin_values(instance_type: str, region: str, pins: Mapping[str, str]) -> dict[str, object]:
-    """The EFA chart's values: our instance type among those it runs on, and its image from the
-    region's EKS registry, by the stack's pin of that image's tag when there is one."""
-    image = chart_image(efa_plugin_image(region), pins) or {"repository": efa_plugin_repository(region)}
-    return {
-        "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"], "values": [instance_type]},
-        "image": image,
-    }
-
-
 def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.ResourceOptions) -> None:
     """Device plugins, the static FSx volume and its claim, the JobSet controller: through the
     Kubernetes provider in ``k8s_opts`` (the cluster stack's own, or the private program's)."""
@@ -571,7 +553,7 @@ def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.Reso
         version=NVIDIA_PLUGIN_VERSION,
         repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=NVIDIA_PLUGIN_REPO),
         namespace="kube-system",
-        values=nvidia_plugin_values(args.image_pins) or None,
+        values=nvidia_plugin_values(args.image_pins),
         opts=k8s_opts,
     )
     # The EFA device plugin, not yet the EFA DRA driver. The EKS user guide now recommends DRA

@@ -12,9 +12,9 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from gpu_cluster.components.contract import COMPONENT_FACTS
+from gpu_cluster.components.contract import COMPONENT_FACTS, UNVALIDATED_TAINT_KEY
 from gpu_cluster.components.gcp.common import address_plan, project
-from gpu_cluster.components.gcp.compute import FLEX_START_MAX_DURATION, Compute, ComputeArgs
+from gpu_cluster.components.gcp.compute import FLEX_START_MAX_DURATION, Compute, ComputeArgs, holds_new_nodes
 from gpu_cluster.components.gcp.interconnect import Interconnect, InterconnectArgs, nic_count
 from gpu_cluster.components.gcp.network import Network, NetworkArgs
 from gpu_cluster.components.gcp.orchestration_gke import (
@@ -107,7 +107,8 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
             "namespace": JOB_NAMESPACE,
             "lustre_claim": gke.lustre_claim_name,
             "node_selector": {"cloud.google.com/gke-nodepool": comp.node_pool_name},
-            "tolerations": [GPU_TAINT],
+            # GKE's GPU taint, and ours where the pool registers its nodes with it (compute.py).
+            "tolerations": [GPU_TAINT, *([UNVALIDATED_TAINT_KEY] if holds_new_nodes(spec) else [])],
             # The checkpoint bucket through GCS FUSE: pods run as this Kubernetes account (bound
             # to workload_account by Workload Identity) and carry gke-gcsfuse/volumes: "true".
             "checkpoint_claim": gke.checkpoint_claim_name,

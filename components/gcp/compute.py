@@ -19,6 +19,7 @@ import pulumi
 import pulumi_gcp as gcp
 from pulumi_gcp import hypercomputecluster as hcc
 
+from gpu_cluster.components.contract import UNVALIDATED_TAINT_KEY, UNVALIDATED_TAINT_VALUE
 from gpu_cluster.components.gcp.common import GKE_ACCELERATOR, labels
 from gpu_cluster.components.gcp.interconnect import NicNetwork
 from gpu_cluster.components.gcp.rules import queued_provisioning
@@ -40,6 +41,38 @@ RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 # node version alone; the maintenance exclusion (orchestration_gke.py) holds the nodes while a
 # cluster trains. The liveness driver check (components/liveness/driver.py) holds the pool to it.
 GPU_DRIVER = "LATEST"
+
+
+def holds_new_nodes(spec: ClusterSpec) -> bool:
+    """Whether the GPU pool registers its nodes with the registration taint (issue 41, I6): a pool
+    of a fixed size (a reservation, spot) does. GKE puts a pool's taints on every node it adds,
+    keeps them across a node's restart or replacement and through autoscaling ("Control scheduling
+    with node taints", cloud.google.com/kubernetes-engine/docs/how-to/node-taints, "Advantages of
+    setting node taints in GKE", read 2026-12-07), and changes them on an existing pool without
+    re-creating it (update-existing-nodepools, read 2026-12-07). A flex-start pool does not: it
+    scales from zero for the pods that wait, and whether GKE's autoscaler adds a node for a pod that
+    does not tolerate the pool's taint was not read in a source here; a user's job could then wait
+    for ever. What lands on a GPU node before its validation tolerates it without a value of ours:
+    GKE's GPU device plugin (the liveness model's GKE platform fact), the NCCL installers
+    (components/k8s/gke_installers.py, ``operator: Exists``), and the managed CSI node plugins of
+    Lustre and Cloud Storage (``tolerations: - operator: Exists``, GoogleCloudPlatform/
+    lustre-csi-driver deploy/base/node/node.yaml at 8183e98, gcs-fuse-csi-driver
+    deploy/base/node/node.yaml at f8d07ed; GKE's own build of them is not public)."""
+    return spec.compute.capacity.type != "flex-start"
+
+
+def registration_taints(spec: ClusterSpec) -> list[gcp.container.NodePoolNodeConfigTaintArgs]:
+    """The GPU pool's taints of ours: the registration taint where :func:`holds_new_nodes`."""
+    if not holds_new_nodes(spec):
+        return []
+    # pulumi-gcp spells the effect NO_SCHEDULE (NodePoolNodeConfigTaintArgs.effect).
+    return [
+        gcp.container.NodePoolNodeConfigTaintArgs(
+            key=UNVALIDATED_TAINT_KEY, value=UNVALIDATED_TAINT_VALUE, effect="NO_SCHEDULE"
+        )
+    ]
+
+
 # Least privilege for GKE nodes instead of the Compute Engine default account (which holds
 # Editor): GKE's node role plus pulling images (GKE hardening guide, "use least privilege
 # service accounts for your nodes").
@@ -166,6 +199,8 @@ class Compute(pulumi.ComponentResource):
             oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
             resource_labels=labels(spec),
             labels={"gpu-cluster/role": "gpu"},
+            # Out of work until a validation passes each node (holds_new_nodes).
+            taints=registration_taints(spec) or None,
         )
         network_config = gcp.container.NodePoolNetworkConfigArgs(
             enable_private_nodes=True,

@@ -24,6 +24,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from gpu_cluster.components.k8s.registration import chart_defaults, with_toleration
+
 AMA_SCRAPE_CONFIGMAP = "ama-metrics-prometheus-config"
 AMA_NAMESPACE = "kube-system"
 AMA_SCRAPE_KEY = "prometheus-config"
@@ -88,8 +90,14 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 def dcgm_exporter_values(instance_type: str) -> dict[str, Any]:
     """The chart's values: only on the GPU nodes (the chart's default is every node, where a CPU
-    node's exporter finds no GPU), and no ServiceMonitor."""
-    return {"nodeSelector": {INSTANCE_TYPE_LABEL: instance_type}, "serviceMonitor": {"enabled": False}}
+    node's exporter finds no GPU), no ServiceMonitor, and the chart's control-plane toleration with
+    the GPU pool's registration taint's (components/k8s/registration.py): a node waiting for its
+    validation is measured too."""
+    return {
+        "nodeSelector": {INSTANCE_TYPE_LABEL: instance_type},
+        "serviceMonitor": {"enabled": False},
+        "tolerations": with_toleration(chart_defaults(DCGM_EXPORTER_CHART, DCGM_EXPORTER_POD_NAME)),
+    }
 
 
 def dcgm_exporter(name: str, *, instance_type: str, opts: pulumi.ResourceOptions) -> k8s.helm.v4.Chart:

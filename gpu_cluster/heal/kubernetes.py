@@ -11,6 +11,11 @@ is the reverse. Through the official client and the stack's kubeconfig, as ``val
   --ignore-daemonsets`` leaves); the API server refuses with 429 when a PodDisruptionBudget would be
   violated ("API-initiated eviction", kubernetes.io/docs/concepts/scheduling-eviction/api-eviction/),
   and heal asks again until its deadline, never deleting a pod past its budget.
+- The GPU pools' registration taint, ``gpu-cluster.io/unvalidated=true:NoSchedule``
+  (components/contract.py; EKS and GKE pools register every new node with it, docs/heal.md I6): a
+  replacement joins out of work before heal sees it. A node that carries it is not in service; the
+  check's pods tolerate it, and the return to service after a passed check (the revalidation, or a
+  second look that cleared the node) removes it with heal's own marks, in the same patch.
 - A replacement on EKS or AKS comes with another node name; the node that stands in the slot is the
   one whose ``spec.providerID`` names the new instance (``aws:///<zone>/<instance-id>``,
   ``azure:///subscriptions/.../virtualMachines/<n>``, ``gce://<project>/<zone>/<name>``).
@@ -23,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from gpu_cluster.components.contract import UNVALIDATED_TAINT_EFFECT, UNVALIDATED_TAINT_KEY
 from gpu_cluster.heal.adapters import AdapterError, MissingSdk, NodeState, Outcome
 
 TAINT_KEY = "gpu-cluster.io/heal"
@@ -31,10 +37,12 @@ UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 
 def tolerations() -> list[dict[str, str]]:
-    """What a check's pods carry to run on a quarantined node (its cordon and our taint)."""
+    """What a check's pods carry to run on a quarantined node (its cordon and our taint) and on a
+    replacement not yet validated (the pools' registration taint)."""
     return [
         {"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
         {"key": UNSCHEDULABLE_TAINT, "operator": "Exists", "effect": "NoSchedule"},
+        {"key": UNVALIDATED_TAINT_KEY, "operator": "Exists", "effect": UNVALIDATED_TAINT_EFFECT},
     ]
 
 
@@ -91,18 +99,20 @@ class KubeScheduler:
         spec, status = doc.get("spec") or {}, doc.get("status") or {}
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
         ours = [t for t in spec.get("taints") or [] if t.get("key") == TAINT_KEY]
+        unvalidated = any(t.get("key") == UNVALIDATED_TAINT_KEY for t in spec.get("taints") or [])
         cordoned = bool(spec.get("unschedulable"))
         return NodeState(
             node=name,
             present=True,
             ready=ready,
-            in_service=not cordoned and not ours,
+            in_service=not cordoned and not ours and not unvalidated,
             held_by=str(ours[0].get("value")) if ours else None,
             instance=str(spec.get("providerID") or ""),
             labels=dict((doc.get("metadata") or {}).get("labels") or {}),
             detail=("Ready" if ready else "NotReady")
             + (", cordoned" if cordoned else "")
-            + (f", tainted by {ours[0].get('value')}" if ours else ""),
+            + (f", tainted by {ours[0].get('value')}" if ours else "")
+            + (", not yet validated" if unvalidated else ""),
         )
 
     def _patch(self, name: str, body: Mapping[str, Any], action: str) -> None:
@@ -186,15 +196,21 @@ class KubeScheduler:
             return Outcome(
                 ok=False, detail=f"its {TAINT_KEY} taint is incident {ours[0].get('value')}'s; left as it is"
             )
+        # Called only after a passed check (the revalidation, or the second look that cleared the
+        # node): that check is the validation the registration taint waits for, so it goes too.
+        kept = [t for t in taints if t.get("key") not in (TAINT_KEY, UNVALIDATED_TAINT_KEY)]
         self._patch(
             name,
             {
                 "metadata": {"annotations": {REASON_ANNOTATION: None}},
-                "spec": {"unschedulable": None, "taints": [t for t in taints if t.get("key") != TAINT_KEY] or None},
+                "spec": {"unschedulable": None, "taints": kept or None},
             },
             f"returning {name} to service",
         )
-        return Outcome(ok=True, detail="uncordoned, taint removed")
+        admitted = any(t.get("key") == UNVALIDATED_TAINT_KEY for t in taints)
+        return Outcome(
+            ok=True, detail="uncordoned, taint removed" + (f", {UNVALIDATED_TAINT_KEY} removed" if admitted else "")
+        )
 
     def successor(self, slot_node: str, old_instance: str, new_instance: str) -> str | None:
         if not new_instance:

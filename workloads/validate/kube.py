@@ -27,6 +27,7 @@ from gpu_cluster.workloads.launch.jobset import API_VERSION, CONTAINER
 from gpu_cluster.workloads.launch.validation import BUNDLE_KEY
 from gpu_cluster.workloads.validate import archive, kube_queue
 from gpu_cluster.workloads.validate.drain import TAINT_KEY
+from gpu_cluster.components.contract import UNVALIDATED_TAINT_KEY
 
 JOBSET_GROUP, JOBSET_VERSION = API_VERSION.split("/")
 JOBSET_PLURAL = "jobsets"
@@ -554,6 +555,21 @@ def taint(api: Api, node: str) -> bool:
         return False
     api.set_node_taints(node, [*taints, dict(TAINT)], str(doc["metadata"].get("resourceVersion", "")))
     return True
+
+
+def admit(api: Api, node: str) -> bool | None:
+    """Take the GPU pools' registration taint (components/contract.py UNVALIDATED_TAINT_KEY) off a
+    node a validation passed, and read the node back: True when it was removed, False when the node
+    had none (a node validated before, or a pool without it), None when it is still there after the
+    patch. The patch is conditional on what was read, as :func:`taint`."""
+    doc = api.get_node(node)
+    taints = list((doc.get("spec") or {}).get("taints") or [])
+    kept = [t for t in taints if t.get("key") != UNVALIDATED_TAINT_KEY]
+    if len(kept) == len(taints):
+        return False
+    api.set_node_taints(node, kept, str(doc["metadata"].get("resourceVersion", "")))
+    back = (api.get_node(node).get("spec") or {}).get("taints") or []
+    return None if any(t.get("key") == UNVALIDATED_TAINT_KEY for t in back) else True
 
 
 def pod_nodes(api: Api, namespace: str, name: str) -> dict[int, str]:

@@ -1,7 +1,8 @@
 """``submit`` on Kubernetes: the validation JobSet created through the cluster's API, followed to
 its end and its report fetched; after a hang inside a collective, the pairwise search as one
 JobSet per pair and the judge's own (:mod:`gpu_cluster.workloads.validate.kube_pairs`); the failed nodes
-tainted, as the judge's ``--drain`` does on Slurm.
+tainted, as the judge's ``--drain`` does on Slurm; the nodes it passed admitted to work (the GPU
+pools' registration taint removed, components/contract.py UNVALIDATED_TAINT_KEY).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from gpu_cluster.components.contract import ClusterOutputs
+from gpu_cluster.components.contract import UNVALIDATED_TAINT_KEY, ClusterOutputs
 from gpu_cluster.workloads.launch import bundle as code_bundle
 from gpu_cluster.workloads.launch import validation as vjob
 from gpu_cluster.workloads.launch.validation import ValidationJob
@@ -32,8 +33,8 @@ def run(
     timeout: float,
 ) -> None:
     """Create the JobSet (with its code ConfigMap and NetworkPolicy), follow it, fetch its report
-    and logs into ``dest``; after a hang, the per-pair JobSets and the judge's; then taint the
-    failed nodes (unless ``--no-drain``) and delete what was made (``--delete``)."""
+    and logs into ``dest``; after a hang, the per-pair JobSets and the judge's; then admit the nodes
+    it passed, taint the failed nodes (unless ``--no-drain``) and delete what was made (``--delete``)."""
     ns, name = jobset["metadata"]["namespace"], jobset["metadata"]["name"]
     kube.create(api, jobset, code_bundle.build(), networkpolicy)
     say(f"created jobset {name}, its code ConfigMap and its NetworkPolicy in namespace {ns}")
@@ -62,6 +63,7 @@ def run(
             say(f"jobset {judge_name} ended; fetched {', '.join(sorted(got)) or 'no report'}")
         if got:
             _name_nodes(api, ns, name, outs.nodes, dest, say)
+            _admit_passed(api, dest, say)
         if got and not args.no_drain:
             _taint_failed(api, dest, say)
     finally:
@@ -197,3 +199,37 @@ def _taint_failed(api: Any, dest: Path, say: Callable[[str], None]) -> None:
     md = dest / "report.md"
     if md.is_file() and doc["drained"]:
         md.write_text(md.read_text(encoding="utf-8") + f"\nTainted {kube.TAINT_TEXT}: {', '.join(doc['drained'])}.\n")
+
+
+def _admit_passed(api: Any, dest: Path, say: Callable[[str], None]) -> None:
+    """Only a passed check admits a node to work (issue 41, I6): each node of the report the judge
+    passed (PASS, or WARN: above its fail floors) has the registration taint its pool put on it
+    removed and read back (:func:`gpu_cluster.workloads.validate.kube.admit`). A FAIL or UNKNOWN node keeps it,
+    and so does a node no pod was recorded on. The report lists the nodes admitted (``admitted``)."""
+    report = dest / "report.json"
+    doc = json.loads(report.read_text(encoding="utf-8"))
+    admitted = list(doc.get("admitted") or [])
+    for n in doc.get("nodes", []):
+        if n.get("verdict") not in ("PASS", "WARN") or "pod" not in n:
+            continue
+        node = str(n["node"])
+        done = kube.admit(api, node)
+        if done is None:
+            say(
+                f"{node}: passed, but its {UNVALIDATED_TAINT_KEY} taint is still on it after removing it: remove it by hand"
+            )
+            continue
+        if done:
+            say(f"{node}: passed; {UNVALIDATED_TAINT_KEY} taint removed (read back): it takes work now")
+        admitted.append(node)
+    if not admitted:
+        return
+    doc["admitted"] = sorted(set(admitted))
+    report.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    md = dest / "report.md"
+    if md.is_file():
+        md.write_text(
+            md.read_text(encoding="utf-8") + f"\nAdmitted to work (no {UNVALIDATED_TAINT_KEY} taint): "
+            f"{', '.join(doc['admitted'])}.\n",
+            encoding="utf-8",
+        )

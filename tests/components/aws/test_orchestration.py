@@ -64,7 +64,8 @@ def test_eks_control_plane(stack: str) -> None:
         "namespace": JOB_NAMESPACE,
         "lustre_claim": "fsx-lustre",
         "node_selector": {"node.kubernetes.io/instance-type": spec.compute.instance_type},
-        "tolerations": [],
+        # The GPU groups' registration taint, which the validation job tolerates (issue 41, I6).
+        "tolerations": ["gpu-cluster.io/unvalidated"],
         # The capacity-block stack asks for the ECR pull-through cache (test_image_cache.py).
         **(
             {
@@ -119,6 +120,13 @@ def test_eks_node_group(stack: str) -> None:
     lt = one(result, "aws:ec2/launchTemplate:LaunchTemplate", "-compute-gpu")
     assert ng["launchTemplate"] == {"id": lt.name + "-id", "version": "1"}
     assert ng["nodeRoleArn"].endswith("role/" + one(result, "aws:iam/role:Role", "-compute-node").name)
+    # Registered out of work until a validation passes the node: the EKS API's Taint (key 1-63
+    # characters, effect NO_SCHEDULE | NO_EXECUTE | PREFER_NO_SCHEDULE; API reference, Taint), which
+    # EKS does not put back once removed from a node (node-taints-managed-node-groups at 2ef9e38).
+    assert ng["taints"] == [{"key": "gpu-cluster.io/unvalidated", "value": "true", "effect": "NO_SCHEDULE"}]
+    assert len(ng["taints"][0]["key"].split("/")[1]) <= 63
+    system = one(result, "aws:eks/nodeGroup:NodeGroup", "-orchestration-system").inputs
+    assert "taints" not in system  # the controllers' nodes run no job: nothing to validate
 
 
 def test_eks_in_cluster_addons() -> None:
@@ -142,6 +150,20 @@ def test_eks_in_cluster_addons() -> None:
     # The NVIDIA chart's affinity admits nodes with this label; the node group sets it.
     ng = one(result, "aws:eks/nodeGroup:NodeGroup", "-orchestration-gpu").inputs
     assert ng["labels"]["nvidia.com/gpu.present"] == "true"
+    # Everything that must run on a GPU node before its validation tolerates the registration
+    # taint: the NVIDIA chart's defaults (values.yaml:64-93 at v0.20.0) with ours after them, the EFA
+    # chart's template adds ours to its own, the DCGM exporter's default (values.yaml:153-156) and ours.
+    ours = {"key": "gpu-cluster.io/unvalidated", "operator": "Exists", "effect": "NoSchedule"}
+    assert charts["nvidia-device-plugin"]["values"]["tolerations"] == [
+        {"key": "CriticalAddonsOnly", "operator": "Exists"},
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        ours,
+    ]
+    assert charts["aws-efa-k8s-device-plugin"]["values"]["tolerations"] == [ours]
+    assert charts["dcgm-exporter"]["values"]["tolerations"] == [
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
+        ours,
+    ]
     assert all(c.get("version") for c in charts.values())  # every chart pinned
     assert len(in_pillar(result, "Orchestration", CHART)) == 4  # the device plugins, JobSet, DCGM exporter
 

@@ -80,7 +80,10 @@ def test_gpu_node_pool_inputs(offline: Callable[..., OfflineRun]) -> None:
     assert cfg["shieldedInstanceConfig"] == {"enableSecureBoot": True, "enableIntegrityMonitoring": True}
     assert cfg["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
     assert run.outputs["scheduler"]["node_selector"] == {"cloud.google.com/gke-nodepool": pool["name"]}
-    assert run.outputs["scheduler"]["tolerations"] == ["nvidia.com/gpu"]
+    # GKE's GPU taint, and the registration taint this fixed-size (spot) pool's nodes carry until a
+    # validation passes them (issue 41, I6); GKE puts a pool's taints on every node it adds.
+    assert run.outputs["scheduler"]["tolerations"] == ["nvidia.com/gpu", "gpu-cluster.io/unvalidated"]
+    assert cfg["taints"] == [{"key": "gpu-cluster.io/unvalidated", "value": "true", "effect": "NO_SCHEDULE"}]
     account = named(run, "gcp:serviceaccount/account:Account", "-compute-nodes").inputs
     assert cfg["serviceAccount"] == f"{account['accountId']}@offline-project.iam.gserviceaccount.com"
     members = [m for m in run.of_type("gcp:projects/iAMMember:IAMMember") if m.name.startswith("t1-compute-")]

@@ -130,6 +130,17 @@ def test_no_queue_where_nothing_is_queued(obj: dict[str, Any], offline: Callable
     assert "cloud.google.com/gke-queued" not in run.outputs["scheduler"]["tolerations"]
 
 
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_flex_start_pool_registers_its_nodes_without_the_registration_taint(
+    nodes: int, offline: Callable[..., OfflineRun]
+) -> None:
+    """A flex-start pool scales from zero for the pods that wait; the registration taint is left off
+    it (components/gcp/compute.py holds_new_nodes) and the job is not told to tolerate it."""
+    run = offline(_flex(nodes=nodes))
+    assert "taints" not in gpu_pool(run).inputs["nodeConfig"]
+    assert "gpu-cluster.io/unvalidated" not in run.outputs["scheduler"]["tolerations"]
+
+
 def test_rendered_validation_and_user_jobs_go_through_the_queue(offline: Callable[..., OfflineRun]) -> None:
     outs = read_outputs(offline(_flex()).outputs)
     assert outs.scheduler.queue == kueue.LOCAL_QUEUE
