@@ -211,6 +211,9 @@ def run_program(
     run = OfflineRun(stack=stack)
     invokes, computed = _tables(cloud)
     mocks = _StrictMocks(invokes, computed, run)
+    # A new root stack for this run: set_mocks keeps the one an earlier run in this process made,
+    # and with it that run's exports, which a program that exports would then report as its own.
+    pulumi.runtime.settings.ROOT.set(None)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=_RecordingMonitor(mocks, run))
     pulumi.runtime.set_all_config(dict(config or {}))
     settings = pulumi.runtime.settings.SETTINGS
