@@ -172,7 +172,9 @@ def test_bundle_is_reproducible_and_unpacks_to_importable_code(tmp_path: Path) -
     names = code_bundle.unpack(a.data, tmp_path)
     # Only the modules both sides share come from components, and nothing in it imports Pulumi.
     shared = code_bundle.shared_modules()
-    assert sorted(n.removeprefix("gpu_cluster/") for n in names if n.startswith("gpu_cluster/components/")) == sorted(shared)
+    assert sorted(n.removeprefix("gpu_cluster/") for n in names if n.startswith("gpu_cluster/components/")) == sorted(
+        shared
+    )
     assert {"components/catalog.py", "components/contract.py", "components/bandwidth.py"} <= set(shared)
     for name in names:
         if name.endswith(".py"):
