@@ -30,7 +30,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpu_cluster.components.aws.common import partition
-from gpu_cluster.components.aws.keys import DELETION_WINDOW_DAYS
+from gpu_cluster.components.aws.keys import DELETION_WINDOW_DAYS, root_statement
 from gpu_cluster.components.spec_eks import log_group_name
 
 # The retention values CloudWatch Logs accepts, in days (CloudWatch Logs API PutRetentionPolicy,
@@ -86,13 +86,7 @@ def logs_key_policy(region: str, account: str, group: str) -> str:
             "Version": "2012-10-17",
             "Id": "key-default-1",
             "Statement": [
-                {
-                    "Sid": "Enable IAM User Permissions",
-                    "Effect": "Allow",
-                    "Principal": {"AWS": f"arn:{part}:iam::{account}:root"},
-                    "Action": "kms:*",
-                    "Resource": "*",
-                },
+                root_statement(part, account),
                 {
                     "Sid": "CloudWatchLogsForTheControlPlaneGroup",
                     "Effect": "Allow",

@@ -35,6 +35,18 @@ def account_of(arn: str) -> tuple[str, str]:
     return parts[1], parts[4]
 
 
+def root_statement(part: str, account: str) -> dict[str, object]:
+    """The default key policy's one statement: the owning account's root may do ``kms:*``, so IAM
+    policies decide who uses the key (the module's docstring has the source)."""
+    return {
+        "Sid": "Enable IAM User Permissions",
+        "Effect": "Allow",
+        "Principal": {"AWS": f"arn:{part}:iam::{account}:root"},
+        "Action": "kms:*",
+        "Resource": "*",
+    }
+
+
 def root_key_policy(arn_in_account: pulumi.Input[str]) -> pulumi.Output[str]:
     """AWS's default key policy for the account that owns ``arn_in_account``, as JSON."""
 
@@ -44,15 +56,7 @@ def root_key_policy(arn_in_account: pulumi.Input[str]) -> pulumi.Output[str]:
             {
                 "Version": "2012-10-17",
                 "Id": "key-default-1",
-                "Statement": [
-                    {
-                        "Sid": "Enable IAM User Permissions",
-                        "Effect": "Allow",
-                        "Principal": {"AWS": f"arn:{part}:iam::{account}:root"},
-                        "Action": "kms:*",
-                        "Resource": "*",
-                    }
-                ],
+                "Statement": [root_statement(part, account)],
             },
             sort_keys=True,
         )
