@@ -366,7 +366,7 @@ def liveness_line(doc: dict[str, Any]) -> str:
     bad = [c for c in checks if not c["holds"]]
     head = f"holds: {len(checks)} checks" if not bad else f"DOES NOT HOLD: {len(bad)} of {len(checks)} checks fail"
     unverified = sum(1 for c in checks if c["holds"] and c.get("unverified"))
-    tail = f"; {unverified} unverified (no cited manifest or record: the job checks at start)" if unverified else ""
+    tail = live.unverified_tail(unverified)
     return f"{head} ({counts}){tail}"
 
 

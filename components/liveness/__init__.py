@@ -34,7 +34,16 @@ from gpu_cluster.components.liveness import (
 )
 from gpu_cluster.components.liveness.cluster import job_workloads, quantity, workloads
 from gpu_cluster.components.liveness.pools import pools
-from gpu_cluster.components.liveness.model import KINDS, Check, FoundAtStart, Job, Liveness, Plan, Resource
+from gpu_cluster.components.liveness.model import (
+    KINDS,
+    Check,
+    FoundAtStart,
+    Job,
+    Liveness,
+    Plan,
+    Resource,
+    unverified_tail,
+)
 
 __all__ = [
     "KINDS",
@@ -48,6 +57,7 @@ __all__ = [
     "evaluate",
     "plan_from_json",
     "render_lines",
+    "unverified_tail",
 ]
 
 
@@ -68,7 +78,7 @@ def count_line(live: Liveness) -> str:
     """``61 checks: admission 9/9, scheduling 30/30, ...``."""
     parts = [f"{k} {ok}/{n}" for k, (ok, n) in live.counts().items() if n]
     unverified = len(live.unverified)
-    tail = f"; {unverified} unverified (no cited manifest or record: the job checks at start)" if unverified else ""
+    tail = unverified_tail(unverified)
     return f"{len(live.checks)} checks: {', '.join(parts)}{tail}"
 
 

@@ -39,7 +39,8 @@ class Check:
     unverified: bool = False
     """It holds only on the job's own check at start (its search for a path, or its start-up gate
     for the GPU driver), with no cited manifest or record of the node image or the container to say
-    it will pass: counted apart, never as proven."""
+    it will pass; or on what this plan cannot show, such as the routes of an existing VPC): counted
+    apart, never as proven."""
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -215,3 +216,12 @@ def selects(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
         ):
             return False
     return True
+
+
+def unverified_tail(count: int) -> str:
+    """What the liveness line adds for checks that hold unverified: each check's ``why`` says on
+    what (the job's own check at start, or what the plan does not hold, such as an existing VPC's
+    routes)."""
+    if not count:
+        return ""
+    return f"; {count} unverified (no cited manifest, record or planned resource proves it: see each check's why)"
