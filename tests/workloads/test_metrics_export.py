@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gpu_cluster.components import dashboard
 from gpu_cluster.components.azure import slurm_metrics as azure_metrics
 from gpu_cluster.heal.states import State
 from gpu_cluster.workloads.validate import metrics_export
@@ -206,7 +207,13 @@ def test_prometheus_reads_the_figures_through_the_node_exporter(scraped: str) ->
     assert [r["metric"]["size_bytes"] for r in below] == [str(1 << 20)]
     pair = _query(scraped, f'{metrics_export.PAIR_VERDICT_CODE}{{run="run-7"}}')
     assert [(r["metric"]["node"], r["metric"]["peer"], r["value"][1]) for r in pair] == [("gpu-2", "gpu-1", "2")]
-    inc = _query(scraped, f"{metrics_export.HEAL_INCIDENT} == 1")
+    # The dashboard's validation section and heal annotation, as Grafana would send them.
+    board = dashboard.grafana()
+    for panel in board["panels"][len(dashboard.PANELS) :]:
+        for t in panel["targets"]:
+            assert _query(scraped, t["expr"]), f"{panel['title']}: {t['expr']} returned nothing"
+    (ann,) = board["annotations"]["list"]
+    inc = _query(scraped, ann["expr"])
     assert [(r["metric"]["node"], r["metric"]["incident"], r["metric"]["state"]) for r in inc] == [
         ("gpu-2", "inc-1", "QUARANTINED")
     ]
