@@ -56,6 +56,13 @@ OUTPUT_KEYS = (
 # that passed its revalidation. The validation job's and heal's check pods tolerate it (the stacks
 # list it in scheduler.tolerations); the user's pods do not. Which pools carry it, and why some do
 # not, is in components/<cloud>/ beside each pool and in docs/heal.md (I6).
+# The directory on a Slurm stack's GPU nodes whose ``*.prom`` files the node exporter's textfile
+# collector serves (``--collector.textfile.directory``, prometheus/node_exporter README.md lines
+# 324-340 at v1.12.1): the boot scripts make it and pass it to the exporter (components/aws/
+# slurm_metrics.py, components/azure/slurm_metrics.py), the validation's judge writes its figures
+# into it (gpu_cluster.workloads.validate.metrics_export). Our own path, under /var/lib as the
+# README's examples and Debian's package (/var/lib/prometheus/node-exporter) keep theirs.
+METRICS_TEXTFILE_DIR = "/var/lib/gpu-cluster/node-exporter"
 UNVALIDATED_TAINT_KEY = "gpu-cluster.io/unvalidated"
 UNVALIDATED_TAINT_VALUE = "true"
 UNVALIDATED_TAINT_EFFECT = "NoSchedule"

@@ -240,7 +240,7 @@ def grafana(node_label: str = NODE_LABEL["aks"], *, title: str = TITLE) -> dict[
         "schemaVersion": 17,
         "version": 0,
         "links": [],
-        "annotations": {"list": []},
+        "annotations": {"list": validation_annotations(datasource)},
         "templating": {
             "list": [
                 {
@@ -253,8 +253,91 @@ def grafana(node_label: str = NODE_LABEL["aks"], *, title: str = TITLE) -> dict[
                 }
             ]
         },
-        "panels": panels,
+        "panels": panels + validation_panels(datasource, first_id=len(panels) + 1, y=_rows(len(panels))),
     }
+
+
+# The validation's figures and heal's incidents (gpu_cluster.workloads.validate.metrics_export), a
+# section of its own after the DCGM panels: Grafana only. The series carry the judged node in
+# ``node`` (the Slurm stacks' node-exporter job keeps it with honor_labels), the label the DCGM
+# panels group by on AKS, EKS, PCS and Azure Slurm. Cloud Monitoring's dashboards have no
+# annotations (the projects.dashboards resource of the module docstring defines none), and no GKE or
+# Cluster Director path publishes these series yet, so its rendering is unchanged.
+VALIDATION_NODE_VERDICT = "gpu_cluster_validation_node_verdict_code"
+VALIDATION_BUSBW = "gpu_cluster_validation_busbw_bytes_per_second"
+VALIDATION_BUSBW_FLOOR_WARN = "gpu_cluster_validation_busbw_floor_warn_bytes_per_second"
+HEAL_INCIDENT = "gpu_cluster_heal_incident"
+# Grafana's Prometheus annotation query: ``expr``, ``step`` (min step), ``titleFormat``, ``tagKeys``,
+# ``textFormat``, ``useValueForTime`` (grafana/grafana packages/grafana-prometheus/src/components/
+# AnnotationQueryEditor.tsx at 2059de2), in an entry of the JSON model's ``annotations.list`` with
+# ``name``, ``datasource``, ``enable``, ``hide``, ``iconColor`` (the AnnotationQuery interface, "stored
+# in the dashboard json model": grafana.com/docs/grafana/v8.5/packages_api/data/annotationquery/, read
+# 2026-12-07; grafana.com/docs/grafana/latest/datasources/prometheus/annotations/, read 2026-12-07).
+HEAL_ANNOTATION_STEP = "60s"
+
+
+def _rows(n: int) -> int:
+    """The y where a section after ``n`` half-width panels starts."""
+    return ((n + 1) // 2) * PANEL_HEIGHT
+
+
+def validation_panels(datasource: dict[str, str], *, first_id: int, y: int) -> list[dict[str, Any]]:
+    """Per-node verdict over time, and busbw per size against its warn floor."""
+
+    def target(ref: str, expr: str, legend: str) -> dict[str, Any]:
+        return {"refId": ref, "datasource": datasource, "expr": expr, "legendFormat": legend}
+
+    half = GRAFANA_COLUMNS // 2
+    return [
+        {
+            "id": first_id,
+            "type": "timeseries",
+            "title": "Validation: node verdict (0 pass, 1 warn, 2 fail, 3 could not run)",
+            "datasource": datasource,
+            "gridPos": {"h": PANEL_HEIGHT, "w": half, "x": 0, "y": y},
+            "fieldConfig": {"defaults": {"unit": "none", "min": 0, "max": 3}, "overrides": []},
+            "targets": [target("A", f"max by (node) ({VALIDATION_NODE_VERDICT})", "{{node}}")],
+        },
+        {
+            "id": first_id + 1,
+            "type": "timeseries",
+            "title": "Validation: busbw per message size, and its warn floor",
+            "datasource": datasource,
+            "gridPos": {"h": PANEL_HEIGHT, "w": half, "x": half, "y": y},
+            "fieldConfig": {"defaults": {"unit": "Bps"}, "overrides": []},
+            "targets": [
+                target(
+                    "A",
+                    f"max by (collective, scope, size_bytes) ({VALIDATION_BUSBW})",
+                    "{{collective}} {{scope}} {{size_bytes}} B",
+                ),
+                target(
+                    "B",
+                    f"max by (collective, scope, size_bytes) ({VALIDATION_BUSBW_FLOOR_WARN})",
+                    "warn floor {{collective}} {{scope}} {{size_bytes}} B",
+                ),
+            ],
+        },
+    ]
+
+
+def validation_annotations(datasource: dict[str, str]) -> list[dict[str, Any]]:
+    """Heal's incidents as annotations: a marker while an incident is in a state, titled with it."""
+    return [
+        {
+            "name": "heal incidents",
+            "datasource": datasource,
+            "enable": True,
+            "hide": False,
+            "iconColor": "red",
+            "expr": f"{HEAL_INCIDENT} == 1",
+            "step": HEAL_ANNOTATION_STEP,
+            "titleFormat": "heal {{incident}}: {{state}}",
+            "textFormat": "node {{node}}",
+            "tagKeys": "node,state",
+            "useValueForTime": False,
+        }
+    ]
 
 
 def dumps(dashboard: dict[str, Any]) -> str:

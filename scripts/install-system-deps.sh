@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the test suite runs for real (Slurm, munge, ffmpeg, chromium), only when they are missing.
+# Installs the Debian packages the test suite runs for real (Slurm, munge, ffmpeg, chromium, Prometheus and its
+# node exporter), only when they are missing.
 set -euo pipefail
 need=()
 command -v slurmctld >/dev/null || need+=(slurm-wlm)
@@ -7,8 +8,12 @@ command -v munged >/dev/null || need+=(munge)
 command -v ffmpeg >/dev/null || need+=(ffmpeg)
 # a real browser opens the validation report page (tests/workloads/test_report_html.py)
 command -v chromium >/dev/null || need+=(chromium)
+# the validation's metrics read by the real programs (tests/workloads/test_metrics_export.py):
+# promtool and a Prometheus server, the node exporter's textfile collector
+command -v prometheus >/dev/null && command -v promtool >/dev/null || need+=(prometheus)
+command -v prometheus-node-exporter >/dev/null || need+=(prometheus-node-exporter)
 if [ ${#need[@]} -eq 0 ]; then
-  echo "system packages present: slurm-wlm, munge, ffmpeg, chromium"
+  echo "system packages present: slurm-wlm, munge, ffmpeg, chromium, prometheus, prometheus-node-exporter"
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then

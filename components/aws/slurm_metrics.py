@@ -49,6 +49,9 @@ from typing import Any
 
 import yaml
 
+from gpu_cluster.components.contract import METRICS_TEXTFILE_DIR
+from gpu_cluster.components.node_textfile import NODE_EXPORTER_JOB_EXTRA, TEXTFILE_FLAG, TEXTFILE_MODE
+
 DCGM_EXPORTER_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless"
 NODE_EXPORTER_IMAGE = "quay.io/prometheus/node-exporter:v1.12.1"
 ADOT_RPM = "https://aws-otel-collector.s3.amazonaws.com/amazon_linux/amd64/latest/aws-otel-collector.rpm"
@@ -63,6 +66,7 @@ NODE_EXPORTER_PORT = 9100
 SCRAPE_INTERVAL = "30s"
 REMOTE_WRITE_PATH = "api/v1/remote_write"
 JOURNAL_TAG = "gpu-cluster-metrics"
+
 NODE_LABEL = "node"
 HOST_PLACEHOLDER = "__HOSTNAME__"
 
@@ -76,9 +80,10 @@ def collector_config(prometheus_endpoint: str, region: str) -> dict[str, Any]:
     """The ADOT collector's configuration: both exporters on this host, each series labelled with the
     host (``HOST_PLACEHOLDER``, which the script replaces at boot), remote-written to the workspace."""
 
-    def job(name: str, port: int) -> dict[str, Any]:
+    def job(name: str, port: int, **extra: Any) -> dict[str, Any]:
         return {
             "job_name": name,
+            **extra,
             "static_configs": [{"targets": [f"localhost:{port}"]}],
             "relabel_configs": [
                 {"target_label": "instance", "replacement": HOST_PLACEHOLDER},
@@ -91,7 +96,10 @@ def collector_config(prometheus_endpoint: str, region: str) -> dict[str, Any]:
             "prometheus": {
                 "config": {
                     "global": {"scrape_interval": SCRAPE_INTERVAL},
-                    "scrape_configs": [job("dcgm-exporter", DCGM_PORT), job("node-exporter", NODE_EXPORTER_PORT)],
+                    "scrape_configs": [
+                        job("dcgm-exporter", DCGM_PORT),
+                        job("node-exporter", NODE_EXPORTER_PORT, **NODE_EXPORTER_JOB_EXTRA),
+                    ],
                 }
             }
         },
@@ -123,8 +131,9 @@ metrics() {{
   command -v nvidia-ctk >/dev/null || log "no NVIDIA container toolkit (nvidia-ctk): the DCGM exporter cannot see the GPUs"
   docker run -d --restart always --name dcgm-exporter --gpus all --cap-add SYS_ADMIN --net host \\
     {DCGM_EXPORTER_IMAGE} || log "the DCGM exporter did not start"
+  mkdir -p {METRICS_TEXTFILE_DIR} && chmod {TEXTFILE_MODE} {METRICS_TEXTFILE_DIR} || log "no textfile directory"
   docker run -d --restart always --name node-exporter --net host --pid host -v /:/host:ro,rslave \\
-    {NODE_EXPORTER_IMAGE} --path.rootfs=/host || log "the node exporter did not start"
+    {NODE_EXPORTER_IMAGE} --path.rootfs=/host {TEXTFILE_FLAG} || log "the node exporter did not start"
   [ -x {ADOT_CTL} ] || rpm -Uvh {ADOT_RPM} || {{ log "the ADOT collector could not be installed"; return 0; }}
   mkdir -p "$(dirname {ADOT_CONFIG})"
   cat > {ADOT_CONFIG} <<'EOF'

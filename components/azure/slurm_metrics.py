@@ -45,6 +45,8 @@ import yaml
 from gpu_cluster.components.azure.common import cluster_tags
 from gpu_cluster.components.azure.grafana import ManagedGrafana
 from gpu_cluster.components.azure.metrics import PROMETHEUS_STREAM, ManagedPrometheus
+from gpu_cluster.components.contract import METRICS_TEXTFILE_DIR
+from gpu_cluster.components.node_textfile import NODE_EXPORTER_JOB_EXTRA, TEXTFILE_FLAG, TEXTFILE_MODE
 from gpu_cluster.components.spec import ClusterSpec
 
 DCGM_EXPORTER_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless"
@@ -77,9 +79,10 @@ def prometheus_config(url: str, client_id: str) -> dict[str, Any]:
     """The node's Prometheus (agent mode): both exporters on this host, each series labelled with the
     host (``HOST_PLACEHOLDER``, replaced at boot), remote-written with the managed identity."""
 
-    def job(name: str, port: int) -> dict[str, Any]:
+    def job(name: str, port: int, **extra: Any) -> dict[str, Any]:
         return {
             "job_name": name,
+            **extra,
             "static_configs": [{"targets": [f"localhost:{port}"]}],
             "relabel_configs": [
                 {"target_label": "instance", "replacement": HOST_PLACEHOLDER},
@@ -89,7 +92,11 @@ def prometheus_config(url: str, client_id: str) -> dict[str, Any]:
 
     return {
         "global": {"scrape_interval": SCRAPE_INTERVAL},
-        "scrape_configs": [job("dcgm-exporter", DCGM_PORT), job("node-exporter", NODE_EXPORTER_PORT)],
+        # The node exporter's job as on PCS (honor_labels: the validation's series keep their node).
+        "scrape_configs": [
+            job("dcgm-exporter", DCGM_PORT),
+            job("node-exporter", NODE_EXPORTER_PORT, **NODE_EXPORTER_JOB_EXTRA),
+        ],
         "remote_write": [{"url": url, "azuread": {"cloud": AZURE_CLOUD, "managed_identity": {"client_id": client_id}}}],
     }
 
@@ -103,8 +110,10 @@ def node_lines(url: str, client_id: str) -> list[str]:
         f'log() {{ logger -t {JOURNAL_TAG} "$*"; echo "{JOURNAL_TAG}: $*" >&2; }}',
         f"{docker} --name dcgm-exporter --gpus all --cap-add SYS_ADMIN {DCGM_EXPORTER_IMAGE} "
         '|| log "the DCGM exporter did not start"',
+        # The validation's figures through the textfile collector, as on PCS (components/aws/slurm_metrics.py).
+        f'mkdir -p {METRICS_TEXTFILE_DIR} && chmod {TEXTFILE_MODE} {METRICS_TEXTFILE_DIR} || log "no textfile directory"',
         f"{docker} --name node-exporter --pid host -v /:/host:ro,rslave {NODE_EXPORTER_IMAGE} --path.rootfs=/host "
-        '|| log "the node exporter did not start"',
+        f'{TEXTFILE_FLAG} || log "the node exporter did not start"',
         f"mkdir -p {PROMETHEUS_CONFIG.rsplit('/', 1)[0]}",
         f"cat > {PROMETHEUS_CONFIG} <<'GPUC_METRICS_EOF'",
         *config.rstrip("\n").splitlines(),

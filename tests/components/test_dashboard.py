@@ -245,8 +245,8 @@ def test_grafana_json_has_the_keys_the_model_requires() -> None:
     assert isinstance(d["schemaVersion"], int) and d["templating"]["list"][0]["type"] == "datasource"
     assert d["templating"]["list"][0]["query"] == "prometheus"
     ids = [p["id"] for p in d["panels"]]
-    assert len(set(ids)) == len(ids) == len(PANELS)
-    for panel, p in zip(d["panels"], PANELS, strict=True):
+    assert len(set(ids)) == len(ids) == len(PANELS) + 2
+    for panel, p in zip(d["panels"][: len(PANELS)], PANELS, strict=True):
         g = panel["gridPos"]
         assert 1 <= g["w"] <= GRAFANA_COLUMNS and 0 <= g["x"] and g["x"] + g["w"] <= GRAFANA_COLUMNS
         assert panel["type"] == "timeseries" and panel["title"] == p.title
@@ -255,6 +255,27 @@ def test_grafana_json_has_the_keys_the_model_requires() -> None:
         assert target["refId"] == "A" and parse(target["expr"])
         assert _aggregations(parse(target["expr"]))[0][2] == ("node",)
         assert panel["fieldConfig"]["defaults"]["unit"] == p.grafana_unit
+
+
+def test_grafana_has_the_validation_section_and_heal_annotation() -> None:
+    """After the DCGM panels: the node verdicts and busbw against its floor, grouped by the labels the
+    validation's metrics carry (gpu_cluster.workloads.validate.metrics_export), below the last row."""
+    from gpu_cluster.workloads.validate import metrics_export
+
+    d = grafana()
+    verdict, busbw = d["panels"][len(PANELS) :]
+    last_dcgm = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in d["panels"][: len(PANELS)])
+    assert verdict["gridPos"]["y"] == busbw["gridPos"]["y"] == last_dcgm
+    (v,) = verdict["targets"]
+    assert _aggregations(parse(v["expr"]))[0][2] == ("node",) and metrics_export.NODE_VERDICT_CODE in v["expr"]
+    exprs = [t["expr"] for t in busbw["targets"]]
+    assert metrics_export.BUSBW in exprs[0] and metrics_export.BUSBW_FLOOR_WARN in exprs[1]
+    assert all(parse(e) for e in exprs)
+    (ann,) = d["annotations"]["list"]
+    # The real Prometheus answers each of these queries: tests/workloads/test_metrics_export.py.
+    assert ann["expr"].startswith(metrics_export.HEAL_INCIDENT)
+    assert ann["datasource"] == {"type": "prometheus", "uid": "${datasource}"} and ann["enable"] is True
+    assert {"{{incident}}", "{{state}}"} <= {w for w in ann["titleFormat"].replace(":", " ").split()}
 
 
 def test_the_shipped_files_are_what_the_builder_writes() -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from gpu_cluster.components.catalog import CatalogError, load_catalog
-from gpu_cluster.components.contract import ClusterOutputs
+from gpu_cluster.components.contract import METRICS_TEXTFILE_DIR, ClusterOutputs
 from gpu_cluster.components import nccl_topology
 from gpu_cluster.components.image_pins import mirrored
 from gpu_cluster.components.image_pins import pinned as pinned_ref
@@ -77,6 +77,11 @@ class ValidationJob:
     prologue: str = ""
     """Bash run before the first step (batch host on Slurm, every pod on Kubernetes)."""
     print_archive: bool = False
+    cluster: str = ""
+    """The cluster's name: the ``cluster`` label of the judge's metrics."""
+    metrics_dir: str | None = None
+    """Where the judge also writes its metrics: the node exporter's textfile directory on Slurm
+    stacks (components/contract.py METRICS_TEXTFILE_DIR); None on Kubernetes."""
     skip_steps: tuple[str, ...] = ()
     """Steps left out (``storage``, ``ddp``): what ``submit --budget`` gives up to fit."""
     """The judge prints the report files as an archive on stdout (Kubernetes: read back from
@@ -115,6 +120,10 @@ def _phases(
         judge_args.append("--strict")
     if job.print_archive:
         judge_args.append("--print-archive")
+    if job.cluster:
+        judge_args += ["--cluster", job.cluster]
+    if job.metrics_dir:
+        judge_args += ["--metrics-dir", job.metrics_dir]
     # Runs only when the main phase left no results (a collective hung inside the backend and the
     # watchdog ended every rank): the pairwise search that names the node.
     if pair_search_ranks is None:
@@ -420,6 +429,9 @@ def for_cluster(
         rdzv_port=rdzv_port,
         prologue="\n".join(prologue),
         print_archive=kubernetes,
+        cluster=outputs.cluster_name,
+        # The judge runs on the batch host, a compute node whose node exporter serves this directory.
+        metrics_dir=None if kubernetes else METRICS_TEXTFILE_DIR,
     )
 
 

@@ -113,6 +113,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     judge.add_argument("--started", type=float, default=0.0, help="epoch seconds the run began (for the duration)")
     judge.add_argument(
+        "--cluster", default="", help="the cluster's name, the metrics' cluster label (default: the stack's or 'local')"
+    )
+    judge.add_argument(
+        "--metrics-dir",
+        type=Path,
+        default=None,
+        help="also write the metrics file here: the node exporter's textfile directory on Slurm stacks",
+    )
+    judge.add_argument(
         "--print-archive",
         action="store_true",
         help="print the report files as an archive on stdout (how a pod's report leaves it)",
@@ -225,6 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.cpu,
             time.time() - args.started if args.started else 0.0,
             strict=args.strict,
+            cluster=args.cluster,
+            metrics_dir=args.metrics_dir,
         )
         if args.print_archive:
             from gpu_cluster.workloads.validate import archive
@@ -259,8 +270,11 @@ def judge_and_report(
     cpu: bool,
     duration_s: float,
     strict: bool = False,
+    *,
+    cluster: str = "",
+    metrics_dir: Path | None = None,
 ) -> int:
-    from gpu_cluster.workloads.validate import report
+    from gpu_cluster.workloads.validate import metrics_export, report
     from gpu_cluster.workloads.validate.drain import drain as drain_nodes
     from gpu_cluster.workloads.validate.judge import judge
 
@@ -305,6 +319,18 @@ def judge_and_report(
         return 3
     print(report.render_markdown(rep))
     print(f"report: {', '.join(str(p) for p in written.values())}")
+    # The figures as metrics (gpu_cluster.workloads.validate.metrics_export): beside the report, and
+    # where the node exporter serves them on a Slurm stack. A textfile directory this node lacks (a
+    # cluster built before it was added) costs the publication, never the verdict.
+    prom = metrics_export.render_report(
+        rep, cluster=cluster or ("local" if cpu else "unnamed"), run=out.name, judged_at=time.time()
+    )
+    print(f"metrics: {metrics_export.write_textfile(prom, out)}")
+    if metrics_dir is not None:
+        try:
+            print(f"metrics published: {metrics_export.write_textfile(prom, metrics_dir)}")
+        except OSError as exc:
+            print(f"metrics not published to {metrics_dir}: {exc.strerror or exc}", file=sys.stderr)
     return int(rep.verdict)
 
 
