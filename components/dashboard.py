@@ -201,12 +201,13 @@ def cloud_monitoring(
     return {"displayName": title, "mosaicLayout": {"columns": MOSAIC_COLUMNS, "tiles": tiles}}
 
 
-def grafana(node_label: str = NODE_LABEL["aks"], *, title: str = TITLE) -> dict[str, Any]:
-    """The Grafana dashboard (classic JSON model) over a Prometheus data source chosen at import."""
+def grafana(node_label: str = NODE_LABEL["aks"], *, title: str = TITLE, fabric: Sequence[Panel] = ()) -> dict[str, Any]:
+    """The Grafana dashboard (classic JSON model) over a Prometheus data source chosen at import:
+    the GPU panels, then ``fabric`` (the platform's interconnect panels, :data:`FABRIC_PANELS`)."""
     datasource = {"type": "prometheus", "uid": "${datasource}"}
     half = GRAFANA_COLUMNS // 2
     panels = []
-    for i, p in enumerate(PANELS):
+    for i, p in enumerate((*PANELS, *fabric)):
         panels.append(
             {
                 "id": i + 1,
@@ -340,6 +341,67 @@ def validation_annotations(datasource: dict[str, str]) -> list[dict[str, Any]]:
     ]
 
 
+# --- Fabric panels (issue 46, item 2: "NVLink and NIC/EFA/InfiniBand throughput per node") ---
+#
+# Charted only where a collector we deploy, or a managed default, produces the series on that
+# platform. What each has:
+#
+# * NVLink, every DCGM path: the GPU panel above over DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL (enabled in
+#   default-counters.csv at d5e5f51), and Cluster Director's gpu.dcgm.nvlink.io
+#   (components/gcp/slurm_metrics.py).
+# * InfiniBand, Azure Slurm (ND): the node exporter on every GPU node (components/azure/
+#   slurm_metrics.py, v1.12.1) runs its ``infiniband`` collector by default (README.md line 141),
+#   which reads ``/sys/class/infiniband/<device>/ports/<port>/counters/port_{rcv,xmit}_data`` and
+#   writes ``node_infiniband_port_data_{received,transmitted}_bytes_total`` with labels ``device``
+#   and ``port`` (prometheus/node_exporter collector/infiniband_linux.go lines 77-78 and 207-208 at
+#   v1.12.1, fc12f2c); procfs multiplies the counters' 4-octet words into bytes
+#   (prometheus/procfs sysfs/class_infiniband.go, ``port_rcv_data`` ``*= 4``, at v0.21.1, 3c943fd,
+#   the version node_exporter v1.12.1's go.mod requires). Our scrape labels each series ``node``.
+# * Not charted, AKS (ND): the managed Prometheus add-on scrapes a node exporter by default
+#   (job ``node``), but its minimal ingestion profile, on by default, keeps only the metrics the
+#   default-targets page lists and drops the rest (learn.microsoft.com/azure/azure-monitor/
+#   containers/prometheus-metrics-scrape-default, read 2026-12-07); no InfiniBand metric is listed,
+#   and which collectors the add-on's node exporter runs was not found in a source.
+# * Not charted, EKS and PCS (EFA): EFA's counters are ``/sys/class/infiniband/<rdmap...>/ports/1/
+#   hw_counters/{rx_bytes,tx_bytes,...}`` (aws-samples/awsome-distributed-training
+#   4.validation_and_observability/3.efa-node-exporter/class_amazon_efa.go at 7217859), which the
+#   node exporter's collector does not read (it reads ``counters/`` and the mlx5 ``hw_counters``
+#   names: infiniband_linux.go above). AWS's own observability uses a fork of node exporter with an
+#   ``amazonefa`` collector (``node_amazonefa_rx_bytes`` ...: same folder, amazon_efa_linux.go and
+#   README.md), run on HyperPod from a private image (``1.architectures/5.sagemaker-hyperpod/
+#   LifecycleScripts/base-config/observability/install_efa_exporter.sh``:
+#   602401143452.dkr.ecr.<region>.amazonaws.com/hyperpod/efa_exporter:1.0.0); no public image of it
+#   was found, and the stacks do not build one, so EFA stays uncharted.
+# * Not charted, GKE (GPUDirect-TCPX/TCPXO/RDMA NICs): managed collection's packages (components/
+#   gcp/metrics.py) include no node exporter, and no GKE page read names a per-NIC counter of the
+#   GPU NICs that managed collection writes.
+INFINIBAND_PANELS: tuple[Panel, ...] = (
+    Panel(
+        title="InfiniBand receive (all ports of the node)",
+        metric="node_infiniband_port_data_received_bytes_total",
+        expr="sum by ({node}) (rate({metric}[" + RATE_WINDOW + "]))",
+        grafana_unit="Bps",
+        monitoring_unit="By/s",
+    ),
+    Panel(
+        title="InfiniBand transmit (all ports of the node)",
+        metric="node_infiniband_port_data_transmitted_bytes_total",
+        expr="sum by ({node}) (rate({metric}[" + RATE_WINDOW + "]))",
+        grafana_unit="Bps",
+        monitoring_unit="By/s",
+    ),
+)
+# Platform (``<cloud>-<orchestrator>`` of the stack outputs) -> its fabric panels (the list above).
+FABRIC_PANELS: dict[str, tuple[Panel, ...]] = {
+    "azure-slurm": INFINIBAND_PANELS,
+    "azure-aks": (),
+    "aws-eks": (),
+    "aws-slurm": (),
+    "gcp-gke": (),
+    "gcp-slurm": (),
+}
+
+
 def dumps(dashboard: dict[str, Any]) -> str:
     """The JSON as the repository's files hold it and as the stack sends it."""
     return json.dumps(dashboard, indent=2, sort_keys=False) + "\n"
@@ -347,10 +409,12 @@ def dumps(dashboard: dict[str, Any]) -> str:
 
 def files() -> dict[str, str]:
     """The dashboards the repository ships (dashboards/), path -> text: the Cloud Monitoring one the
-    GKE stack creates, and the Grafana one for import on AKS and EKS (both label the node ``node``)."""
+    GKE stack creates, the Grafana one for AKS, EKS and PCS (all label the node ``node``), and the
+    Grafana one for Azure Slurm, with the InfiniBand panels."""
     return {
         "dashboards/gpu-cloud-monitoring.json": dumps(cloud_monitoring()),
         "dashboards/gpu-grafana.json": dumps(grafana()),
+        "dashboards/gpu-grafana-azure-slurm.json": dumps(grafana(fabric=FABRIC_PANELS["azure-slurm"])),
     }
 
 

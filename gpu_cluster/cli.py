@@ -41,6 +41,12 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "ask the cloud account what the offline checks cannot know",
         extra="preflight",
     ),
+    Subcommand(
+        "dashboards",
+        "gpu_cluster.dashboards",
+        "put the stack's GPU dashboard into its Grafana: import STACK --url URL",
+        extra="validate",
+    ),
     Subcommand("pin", "gpu_cluster.pin", "pin every image the stack pulls by tag to its registry's digest"),
     Subcommand(
         "validate",

@@ -1,5 +1,6 @@
 """Amazon Managed Grafana over the stack's AMP workspace: where a person looks at the GPU dashboard
-on EKS (dashboards/gpu-grafana.json, imported once the stack is up: docs/day2.md).
+on EKS and PCS (components/dashboard.py's Grafana rendering, put into the workspace once the stack
+is up by ``gpu-cluster dashboards import``, gpu_cluster/dashboards.py: docs/day2.md).
 
 * Permissions are the customer-managed mode (docs.aws.amazon.com/grafana/latest/userguide/
   AMG-manage-permissions.html, read 2026-12-07: "Service-managed permissions for current account",

@@ -17,8 +17,9 @@ boot, this takes each piece from its publisher, pinned:
 * DCGM exporter: ``nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless``, run as NVIDIA's README
   runs it (``docker run -d --gpus all --cap-add SYS_ADMIN ... -p 9400:9400``: NVIDIA/dcgm-exporter
   README.md line 14 at 691c927, tag 4.5.3-4.8.2), the release the EKS chart pins (components/k8s/metrics.py).
-  ``--gpus all`` needs the NVIDIA container toolkit on the image: no source read here records it on
-  the PCS sample AMI, so the script checks for it and logs where it is missing.
+  ``--gpus all`` needs the NVIDIA container toolkit on the image. Unsourced: no page or repository
+  read (aws-hpc-recipes' PCS recipes, the PCS sample AMI's description) records the toolkit on the
+  PCS sample AMI, so the script checks for ``nvidia-ctk`` and logs where it is missing.
 * node exporter: ``quay.io/prometheus/node-exporter:v1.12.1`` with the README's host flags
   (``--net="host" --pid="host" -v "/:/host:ro,rslave" ... --path.rootfs=/host``: prometheus/node_exporter
   README.md lines 48-53 at v1.12.1, 6044da7). Its ``infiniband`` collector is on by default on Linux
@@ -26,8 +27,12 @@ boot, this takes each piece from its publisher, pinned:
 * ADOT collector: the RPM and control script of ADOT's own EC2 template
   (aws-observability/aws-otel-collector ``deployment-template/ec2/aws-otel-ec2-deployment-cfn.yaml`` at
   ed0b1d5, line 130 ``rpm -Uvh .../amazon_linux/amd64/latest/aws-otel-collector.rpm``; ``tools/ctl/linux/
-  aws-otel-collector-ctl.sh`` line 34 ``aws-otel-collector-ctl -c <config> -a start``). The RPM is
-  ``latest``: no versioned download address was read. Its build carries the three components
+  aws-otel-collector-ctl.sh`` line 34 ``aws-otel-collector-ctl -c <config> -a start``), pinned to a
+  release rather than ``latest``: the release notes' download table writes each release's RPM at
+  ``https://aws-otel-collector.s3.amazonaws.com/amazon_linux/amd64/__VERSION__/aws-otel-collector.rpm``
+  (``tools/release/downloading-links.md.template`` line 6 at ed0b1d5, filled from the ``VERSION`` file
+  by ``tools/release/generate-release-note.sh`` line 19), and ``VERSION`` there is ``v0.49.0`` (tag
+  v0.49.0, 0771477). Its build carries the three components
   (``pkg/defaultcomponents/defaults.go``: prometheusreceiver, prometheusremotewriteexporter,
   sigv4authextension), the set AWS documents for ADOT into AMP (docs.aws.amazon.com/prometheus/latest/
   userguide/AMP-onboard-ingest-metrics-OpenTelemetry.html, read 2026-12-07).
@@ -54,7 +59,10 @@ from gpu_cluster.components.node_textfile import NODE_EXPORTER_JOB_EXTRA, TEXTFI
 
 DCGM_EXPORTER_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless"
 NODE_EXPORTER_IMAGE = "quay.io/prometheus/node-exporter:v1.12.1"
-ADOT_RPM = "https://aws-otel-collector.s3.amazonaws.com/amazon_linux/amd64/latest/aws-otel-collector.rpm"
+# aws-observability/aws-otel-collector VERSION at ed0b1d5 (tag v0.49.0, 0771477) into
+# tools/release/downloading-links.md.template line 6 there (module docstring).
+ADOT_VERSION = "v0.49.0"
+ADOT_RPM = f"https://aws-otel-collector.s3.amazonaws.com/amazon_linux/amd64/{ADOT_VERSION}/aws-otel-collector.rpm"
 ADOT_CTL = "/opt/aws/aws-otel-collector/bin/aws-otel-collector-ctl"
 ADOT_CONFIG = "/opt/aws/aws-otel-collector/etc/gpu-cluster.yaml"
 # The exporters' ports: dcgm-exporter README line 14 (9400); node exporter's default (9100, the

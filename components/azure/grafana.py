@@ -19,8 +19,9 @@ provider also has ``dashboard.Dashboard`` and ``dashboard.DashboardDefinition``
 (``Microsoft.Dashboard/dashboards``, 2024-11-01-preview, and ``dashboards/definitions``,
 2025-09-01-preview): Azure Monitor's own "dashboards with Grafana", a separate preview resource,
 not a dashboard inside this Grafana workspace. No ARM type creates a dashboard inside the
-workspace, so the dashboard is the repository's dashboards/gpu-grafana.json, imported once the
-stack is up (docs/day2.md): ``az grafana dashboard import --name <grafana> --resource-group <rg>
+workspace, so the dashboard is put in once the stack is up by ``gpu-cluster dashboards import``
+(gpu_cluster/dashboards.py, Grafana's HTTP API with the deployer's Entra token), or by hand
+(docs/day2.md): ``az grafana dashboard import --name <grafana> --resource-group <rg>
 --definition dashboards/gpu-grafana.json``. The deployer is given Grafana Admin on the workspace
 for that (built-in role 22926164-76b3-42b3-bc55-97df8dab3e41, the built-in roles table row "Grafana
 Admin | Perform all Grafana operations, including the ability to manage data sources, create

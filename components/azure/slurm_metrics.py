@@ -12,7 +12,12 @@ The address is the rule's ingestion URL: ``<the endpoint's metrics ingestion URL
 <the rule's immutable id>/streams/Microsoft-PrometheusMetrics/api/v1/write?api-version=2023-04-24``
 (``articles/azure-monitor/metrics/prometheus-remote-write.md`` at 004a44e, its virtual-machine example;
 the same page's troubleshooting section gives the form). The rule and endpoint are the ones the AKS
-stacks make (components/azure/metrics.py ManagedPrometheus), with no cluster to associate.
+stacks make (components/azure/metrics.py ManagedPrometheus), with no cluster to associate. Unsourced:
+the remote-write page grants the role on "the workspace's data collection rule", the one Azure
+creates with the workspace (its overview pane's "Data collection rule" link), and says nothing of a
+rule of one's own; that this rule (``prometheusForwarder`` source, the AKS template's) accepts the
+remote write is not stated in any source read. The workspace's own rule would be the documented path
+(pulumi-azure-native ``AzureMonitorWorkspace.default_ingestion_settings``).
 
 On the node (pieces pinned from their publishers):
 
@@ -62,8 +67,11 @@ AZURE_CLOUD = "AzurePublic"
 JOURNAL_TAG = "gpu-cluster-metrics"
 NODE_LABEL = "node"
 HOST_PLACEHOLDER = "__HOSTNAME__"
-# Azure built-in roles (MicrosoftDocs built-in-roles.md, Monitor section): Monitoring Metrics Publisher,
-# "Enables publishing metrics against Azure resources", the role the remote-write page assigns on the rule.
+# Azure built-in roles: Monitoring Metrics Publisher, "Enables publishing metrics against Azure
+# resources", id 3913510d-42f4-4e42-8a64-420c390055eb (MicrosoftDocs azure-docs
+# articles/role-based-access-control/built-in-roles.md, the Monitor rows of its table, read through
+# find_string 2026-12-07 in its Italian localisation, the copy the index holds). The role the remote-write page
+# (prometheus-remote-write-virtual-machines.md at 037c1b0) assigns on the rule.
 MONITORING_METRICS_PUBLISHER = "3913510d-42f4-4e42-8a64-420c390055eb"
 
 

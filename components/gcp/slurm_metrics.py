@@ -13,7 +13,9 @@ later). The config is the one the Ops Agent's own integration test writes
 257b782). Cluster Director runs a node set's ``startup_script`` on each VM of the set (pulumi_gcp 10.2.0
 ``ClusterOrchestratorSlurmNodeSetComputeInstanceArgs.startup_script``, "Max 256KB").
 
-No source read here records whether Cluster Director's Slurm image carries the Ops Agent or DCGM: the
+Unsourced: no source read (the Cluster Director pages, pulumi_gcp 10.2.0's ClusterOrchestratorSlurm
+docstrings, cluster-toolkit's slurm-gcp image builds) records whether Cluster Director's Slurm image
+carries the Ops Agent or DCGM; the
 script installs the agent the documented way where it is missing (``add-google-cloud-ops-agent-repo.sh
 --also-install``: ops-agent ``dev-docs/test-3rd-party-apps-manually.md`` at 588c4b9, lines 15-16), and
 starts DCGM where the image has its unit (cluster-toolkit installs ``datacenter-gpu-manager-4`` into its

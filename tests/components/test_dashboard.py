@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from gpu_cluster.components.dashboard import (
+    FABRIC_PANELS,
+    INFINIBAND_PANELS,
     GRAFANA_COLUMNS,
     MOSAIC_COLUMNS,
     NODE_LABEL,
@@ -336,3 +338,74 @@ def test_the_picture_is_drawn_from_the_json(tmp_path: Path) -> None:
     )
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (ROOT / "docs" / "images" / "gpu-dashboard.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# The fabric panels (issue 46 item 2). node_exporter's infiniband collector at v1.12.1: the two data
+# counters it writes, written out so the test runs without the mirror, and compared with the
+# collector's source where the mirror is present.
+NODE_EXPORTER = ROOT.parent.parent / ".mirror" / "prometheus+node_exporter" / "repo"
+NODE_EXPORTER_TAG = "v1.12.1"
+INFINIBAND_COUNTERS = {
+    "node_infiniband_port_data_received_bytes_total",
+    "node_infiniband_port_data_transmitted_bytes_total",
+}
+
+
+def test_the_infiniband_counters_are_the_collectors() -> None:
+    if not (NODE_EXPORTER / "HEAD").exists() and not (NODE_EXPORTER / ".git").exists():
+        pytest.skip("no node_exporter mirror here")
+    src = subprocess.run(
+        ["git", "-C", str(NODE_EXPORTER), "show", f"{NODE_EXPORTER_TAG}:collector/infiniband_linux.go"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    # The collector names its counters "port_data_..._total" under namespace "node", subsystem "infiniband".
+    assert 'i.subsystem = "infiniband"' in src
+    for name in INFINIBAND_COUNTERS:
+        assert f'"{name.removeprefix("node_infiniband_")}"' in src, name
+
+
+def test_the_fabric_panels_are_per_node_rates_of_the_collectors_counters() -> None:
+    assert FABRIC_PANELS["azure-slurm"] == INFINIBAND_PANELS
+    assert {p.metric for p in INFINIBAND_PANELS} == INFINIBAND_COUNTERS
+    for p in INFINIBAND_PANELS:
+        tree = parse(p.promql("node"))
+        (sel,) = _selectors(tree)
+        assert sel[1] == p.metric
+        (agg,) = _aggregations(tree)
+        assert agg[2] == ("node",)
+        assert agg[3][0] == "call" and agg[3][1] == "rate", p.title  # counters: charted as rates
+        assert p.grafana_unit == "Bps"
+
+
+def test_only_platforms_whose_collector_scrapes_the_node_exporter_get_fabric_panels() -> None:
+    """A fabric panel is charted only where a collector we deploy scrapes the series: Azure Slurm's
+    node Prometheus scrapes the node exporter and labels each series with its node."""
+    from gpu_cluster.components.azure import slurm_metrics as azure_slurm
+
+    config = azure_slurm.prometheus_config("https://dce.example/write", "client")
+    jobs = {j["job_name"]: j for j in config["scrape_configs"]}
+    node_job = jobs["node-exporter"]
+    assert node_job["static_configs"] == [{"targets": [f"localhost:{azure_slurm.NODE_EXPORTER_PORT}"]}]
+    assert {"target_label": "node", "replacement": azure_slurm.HOST_PLACEHOLDER} in node_job["relabel_configs"]
+    charted = {k for k, v in FABRIC_PANELS.items() if v}
+    assert charted == {"azure-slurm"}
+
+
+def test_the_fabric_panels_follow_the_gpu_panels_and_only_where_asked() -> None:
+    plain = grafana()
+    with_ib = grafana(fabric=FABRIC_PANELS["azure-slurm"])
+    assert [p["title"] for p in with_ib["panels"]][: len(PANELS)] == [p["title"] for p in plain["panels"]][
+        : len(PANELS)
+    ]
+    fabric = with_ib["panels"][len(PANELS) : len(PANELS) + len(INFINIBAND_PANELS)]
+    assert [p["targets"][0]["expr"] for p in fabric] == [p.promql("node") for p in INFINIBAND_PANELS]
+    # the validation's section comes after them, the same in both
+    after = with_ib["panels"][len(PANELS) + len(INFINIBAND_PANELS) :]
+    assert [p["title"] for p in after] == [p["title"] for p in plain["panels"][len(PANELS) :]]
+    assert after and all(p["title"].startswith("Validation:") for p in after)
+    assert not any("infiniband" in p["targets"][0]["expr"] for p in plain["panels"])
+    # ids stay unique and the grid has no overlap
+    assert len({p["id"] for p in with_ib["panels"]}) == len(with_ib["panels"])
+    assert len({(p["gridPos"]["x"], p["gridPos"]["y"]) for p in with_ib["panels"]}) == len(with_ib["panels"])

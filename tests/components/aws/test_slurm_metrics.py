@@ -87,6 +87,11 @@ def test_the_node_script_runs_the_exporters_as_their_readmes_do() -> None:
     body = script.split("<<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0]
     assert yaml.safe_load(body) == slurm_metrics.collector_config(ENDPOINT, "us-east-2")
     assert script.rstrip().endswith("exit 0") and "set -e" not in script
+    # The collector is a pinned release (aws-otel-collector downloading-links.md.template at
+    # ed0b1d5 with VERSION v0.49.0), never the moving ``latest``.
+    [rpm] = [ln for ln in lines if "rpm -Uvh" in ln]
+    assert "https://aws-otel-collector.s3.amazonaws.com/amazon_linux/amd64/v0.49.0/aws-otel-collector.rpm" in rpm
+    assert "/latest/" not in script
 
 
 def test_the_node_script_logs_and_exits_0_where_docker_cannot_be_had(tmp_path: Path) -> None:
