@@ -257,6 +257,9 @@ class PcsCloud(DocumentedPath):
     """AWS PCS: terminate the node's instance; the compute node group launches one in its place."""
 
     name = path = "pcs"
+    keeps_name = True
+    """The group's new instance registers under the terminated one's node name: heal holds the
+    slot's reservation across the relaunch (engine._hold_slot, I6)."""
 
     def __init__(self, ec2: Any) -> None:
         self.ec2 = ec2

@@ -422,6 +422,7 @@ class Engine:
                     instance=old.id,
                 )
                 return
+        held = self._hold_slot(inc)
         attempt = len(self.j.requested_since(0.0, slot=inc.slot)) + 1
         token = f"{inc.incident}-a{attempt}"
         # What the pool looks like before the call (its size, its members), journalled with the
@@ -432,7 +433,7 @@ class Engine:
         self._move(
             inc,
             State.REPLACING,
-            f"asking for a new instance in place of {old.id or inc.node}: {self.cloud.call}",
+            f"asking for a new instance in place of {old.id or inc.node}: {self.cloud.call}{held}",
             event="intent",
             instance=old.id,
             extra={
@@ -444,6 +445,21 @@ class Engine:
                 "asked_at": now,
             },
         )
+
+    def _hold_slot(self, inc: Incident) -> str:
+        """I6 where the replacement comes back under the slot's name (PCS, Cluster Director: the
+        cloud says ``keeps_name``): the scheduler holds the slot out of user work before the cloud
+        is asked, across the relaunch, until the release after a passed revalidation (Slurm: the
+        ``<incident>-slot`` maintenance reservation, gpu_cluster/heal/slurm.py). Idempotent; a hold
+        that cannot be made stops the incident before the call (RETRY), so no replacement is ever
+        asked for without it."""
+        hold = getattr(self.sched, "hold", None)
+        if hold is None or not getattr(self.cloud, "keeps_name", False):
+            return ""
+        res = hold(inc.node, inc.incident)
+        if not res.ok:
+            raise AdapterError(f"could not hold {inc.node} out of work across the relaunch: {res.detail}")
+        return f"; {res.detail}"
 
     def _replace(self, inc: Incident) -> None:
         token = str(inc.fact("token", ""))
@@ -465,6 +481,7 @@ class Engine:
                 inc, State.REPLACING, f"already under way on re-read: {prog.detail}", event="done", extra={"op": ""}
             )
             return
+        self._hold_slot(inc)  # a rerun from the intent line: the hold is asked again before the call
         instance = self.cloud.instance(view)
         res = self.cloud.replace(view, instance, token, str(inc.fact("why", "")))
         if not res.ok:

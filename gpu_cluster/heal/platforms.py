@@ -151,6 +151,10 @@ class GcpChoice:
     """Google's faulty-host report where the VM's series takes it and the VM is reservation-bound,
     else the other way; decided from the VM each time it is asked."""
 
+    keeps_name = True
+    """Both bring the node back under its name (the report moves the VM, slurm-gcp recreates it
+    under the node's name): heal holds the slot's reservation across it (engine._hold_slot, I6)."""
+
     def __init__(self, report: Any, other: Any, vms: Any, series: tuple[str, ...]) -> None:
         self.report, self.other, self.vms, self.series = report, other, vms, series
         self.name = f"{report.name} | {other.name}"

@@ -15,6 +15,16 @@ scontrol(1) and slurm.conf(5) of slurm-wlm 22.05 (the Debian package tests/slurm
   reservation is refused ("Requested nodes are busy"). After the check the node is drained again
   with the same reason and the reservation deleted, so it is out of service until heal returns it.
 - ``scontrol update NodeName=N State=RESUME`` returns it.
+- A replacement that keeps the node's name (PCS, Cluster Director) is held out of work across its
+  relaunch by a second maintenance reservation of the node alone, ``<incident>-slot``
+  (``Flags=MAINT,IGNORE_JOBS``, ``Duration=UNLIMITED``), made before the cloud is asked and deleted
+  only by the release after a passed revalidation (issue 41, I6). Tried on the test cluster
+  (tests/slurm/test_heal_relaunch_rerun.py): the drain, its reason and the reservation all outlive
+  the node's slurmd being killed and a new one, with an empty spool, registering under the name;
+  a drain cleared by anyone (a power down clears it) still leaves the node
+  ``IDLE+MAINTENANCE+RESERVED``, where a user's job waits ("ReqNodeNotAvail, May be reserved for
+  other job"). The check's own reservation of the node and its peer overlaps it, which scontrol(1)
+  allows a MAINT reservation ("permitted to use resources that are already in another reservation").
 """
 
 from __future__ import annotations
@@ -33,6 +43,8 @@ from gpu_cluster.workloads.launch.slurm_nodes import NodeInfo, parse_show_node
 from gpu_cluster.workloads.validate.slurm import SchedulerError, Shell, SlurmJob
 
 MARK = "gpu-cluster heal "
+HOLD = "-slot"
+"""The slot's hold across a relaunch is the reservation ``<incident>-slot``."""
 REASON_MAX = 120
 """Slurm keeps the reason as one field; workloads/validate/drain.py keeps it this short too."""
 # State flags of a node that is not (yet) answering: scontrol(1) NODE STATE CODES.
@@ -95,11 +107,13 @@ class SlurmScheduler:
         # node's own MAINTENANCE+RESERVED flags show only after the controller's next pass).
         resv = self.check_reservation(name)
         if resv:
-            return replace(state, in_service=False, held_by=resv, detail=f"{state.detail}, in reservation {resv}")
+            held = resv.removesuffix(HOLD)
+            return replace(state, in_service=False, held_by=held, detail=f"{state.detail}, in reservation {resv}")
         return state
 
     def check_reservation(self, name: str) -> str | None:
-        """The heal check's reservation that holds ``name``, if one does."""
+        """The heal check's reservation, or an incident's hold of its slot (``<incident>-slot``),
+        that holds ``name``, if one does."""
         done = self.shell.run("scontrol show reservation -o", check=False)
         for line in done.stdout.decode(errors="replace").splitlines():
             fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
@@ -140,12 +154,61 @@ class SlurmScheduler:
             return Outcome(ok=False, detail=f"no node {name}")
         if info.draining_or_drained and held_by(info.reason) != incident:
             return Outcome(ok=False, detail=f"its drain is not this incident's: {info.reason!r}; left as it is")
-        self._scontrol("update", f"nodename={name}", "state=resume")
+        held = self._hold_of(name, incident)
+        if info.draining_or_drained:
+            self._scontrol("update", f"nodename={name}", "state=resume")
         after = self.info(name)
         assert after is not None
         if after.draining_or_drained:
             return Outcome(ok=False, detail=f"still {after.state} after state=resume")
-        return Outcome(ok=True, detail=f"state=resume: {after.state}")
+        said = f"state=resume: {after.state}"
+        if held:
+            # The slot's hold goes last: until then the node takes no user job (I6).
+            self._scontrol("delete", f"reservation={held}", check=False)
+            if self._hold_of(name, incident):
+                return Outcome(ok=False, detail=f"scontrol delete reservation={held} left it; {said}")
+            said += f"; reservation {held} deleted"
+        return Outcome(ok=True, detail=said)
+
+    def _hold_of(self, name: str, incident: str) -> str | None:
+        resv = incident + HOLD
+        shown = self.shell.run(f"scontrol show reservation -o {shlex.quote(resv)}", check=False)
+        line = shown.stdout.decode(errors="replace")
+        if shown.returncode != 0 or f"ReservationName={resv} " not in line:
+            return None
+        nodes = dict(f.split("=", 1) for f in line.split() if "=" in f).get("Nodes", "")
+        hosts = self.shell.run(f"scontrol show hostnames {shlex.quote(nodes)}", check=False)
+        return resv if name in hosts.stdout.decode(errors="replace").split() else None
+
+    def hold(self, name: str, incident: str) -> Outcome:
+        """Keep the slot out of user work across its relaunch (I6): a maintenance reservation of
+        the node alone, ``<incident>-slot``, that outlives the drain (a power down clears it) and
+        the node's slurmd (a new one registering under the name finds it there). ``IGNORE_JOBS``:
+        made while the node still runs jobs heal waits for; ``Duration=UNLIMITED``: it lasts until
+        the release after a passed revalidation deletes it, however long the relaunch takes
+        (scontrol(1), RESERVATIONS; on slurm-wlm 22.05 it shows as 365 days). Idempotent."""
+        if self._hold_of(name, incident):
+            return Outcome(ok=True, detail=f"reservation {incident}{HOLD} holds {name}")
+        try:
+            self.shell.run(
+                "scontrol create reservation "
+                + " ".join(
+                    shlex.quote(a)
+                    for a in (
+                        f"ReservationName={incident}{HOLD}",
+                        f"Nodes={name}",
+                        "StartTime=now",
+                        "Duration=UNLIMITED",
+                        "Flags=MAINT,IGNORE_JOBS",
+                    )
+                )
+                + ' "Users=$(id -un)"'
+            )
+        except SchedulerError as exc:
+            return Outcome(ok=False, detail=str(exc))
+        if not self._hold_of(name, incident):
+            return Outcome(ok=False, detail=f"reservation {incident}{HOLD} not found holding {name} after its create")
+        return Outcome(ok=True, detail=f"reservation {incident}{HOLD} made: {name} takes no user job until released")
 
     def successor(self, slot_node: str, old_instance: str, new_instance: str) -> str | None:
         return slot_node  # a Slurm node keeps its name across a new instance (PCS, slurm-gcp)

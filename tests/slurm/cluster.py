@@ -315,6 +315,18 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
         self._procs.clear()
         atexit.unregister(self.stop)
 
+    def relaunch(self, node: str) -> None:
+        """Play a relaunched machine under the same node name (PCS, Cluster Director): the node's
+        slurmd is killed (SIGKILL, as the old instance ends), its spool emptied, and a new slurmd
+        started that registers with the controller afresh."""
+        old = self._procs.pop(f"slurmd-{node}")
+        old.kill()
+        old.wait(timeout=30)
+        spool = self.root / "spool" / node
+        shutil.rmtree(spool)
+        spool.mkdir(mode=0o755)
+        self._spawn(f"slurmd-{node}", ["slurmd", "-D", "-N", node, "-f", str(self.conf)])
+
     def daemon_pids(self) -> dict[str, int]:
         return {name: p.pid for name, p in self._procs.items()}
 
