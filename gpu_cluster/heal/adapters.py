@@ -45,6 +45,9 @@ class NodeState:
     """Where the scheduler reaches it (Slurm's NodeAddr): how a cloud finds a Slurm node's instance."""
     labels: Mapping[str, str] = field(default_factory=dict)
     """Kubernetes: the node's labels (its pool, GKE's report-and-replace status)."""
+    unvalidated: bool = False
+    """Kubernetes: the node carries its pool's registration taint (components/contract.py
+    UNVALIDATED_TAINT_KEY), which only a passed check removes."""
     detail: str = ""
 
 

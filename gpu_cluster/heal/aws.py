@@ -24,6 +24,18 @@ reference HealthMonitoring), so this is the path; the note of issue 34 says so. 
 reference, botocore 1.43.117's service model). The instance behind
 a Slurm node is the one PCS tagged (``aws:pcs:compute-node-group-id``, components/aws/
 orchestration_pcs.py) at the node's address (EC2 DescribeInstances filter ``private-ip-address``).
+
+Whether PCS relaunches a terminated instance is the node group's to say, so heal asks PCS itself
+before it acts: ``GetComputeNodeGroup`` (PCS API reference; botocore 1.43.117's ``pcs`` service
+model 2023-02-10, JSON 1.0, target ``AWSParallelComputingService``) with the cluster and group the
+instance's own tags name (``aws:pcs:cluster-id``: PCS user guide
+working-with_clusters_version_update_procedure, which finds a cluster's instances by it, read
+2026-12-07). Its ``scalingConfiguration`` ``minInstanceCount`` is the static capacity, "the minimum
+you keep always-on"; the instances between it and ``maxInstanceCount`` are dynamic, launched "to
+satisfy" waiting jobs and scaled "back down as jobs finish and instances become idle" (PCS user
+guide scaling-job-level, read 2026-12-07). A group with minimum 0 (our capacity-block groups,
+components/aws/orchestration_pcs.py) or below its maximum may not relaunch the instance heal
+terminated, so heal refuses there, naming the group, its counts and what to do.
 """
 
 from __future__ import annotations
@@ -38,6 +50,10 @@ from gpu_cluster.components.validation_time import REPLACE_PATHS
 CB_EKS_EARLY_S = 40 * 60.0
 """EKS scales a capacity-block node group to 0 forty minutes before the block ends (capacity-blocks-mng)."""
 PCS_TAG = "aws:pcs:compute-node-group-id"
+PCS_CLUSTER_TAG = "aws:pcs:cluster-id"
+"""The tag PCS puts on its instances naming their cluster (PCS user guide
+working-with_clusters_version_update_procedure: ``describe-instances --filters
+"Name=tag:aws:pcs:cluster-id,Values=<cluster-id>"``, read 2026-12-07)."""
 GONE = ("Terminating", "Terminating:Wait", "Terminating:Proceed", "Terminated")
 
 
@@ -51,6 +67,17 @@ def clients(region: str) -> tuple[Any, Any]:
     cfg = Config(region_name=region, retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5)
     session = boto3.session.Session(region_name=region)
     return session.client("ec2", config=cfg), session.client("autoscaling", config=cfg)
+
+
+def pcs_client(region: str) -> Any:
+    """The PCS client, from the same chain (``AWS_ENDPOINT_URL_PCS`` in the tests)."""
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError:
+        raise MissingSdk("boto3") from None
+    cfg = Config(region_name=region, retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5)
+    return boto3.session.Session(region_name=region).client("pcs", config=cfg)
 
 
 def _call(what: str, fn: Any, **kw: Any) -> Any:
@@ -124,7 +151,7 @@ class EksAsgCloud(DocumentedPath):
         """The node's instance, and with it the path: a node group's kind of capacity is not in the
         stack's outputs, so what the instance's capacity reservation says (``ReservationType``
         ``capacity-block``, DescribeCapacityReservations) decides the label, the call's wording and
-        the budget journalled with the intent, as the PCS path decides its refusal."""
+        the budget journalled with the intent."""
         # A node's spec.providerID is aws:///<zone>/<instance-id> (cloud-provider-aws).
         found = self.window.instance(node.instance.rsplit("/", 1)[-1])
         if found.id and found.state != "unknown":
@@ -261,10 +288,33 @@ class PcsCloud(DocumentedPath):
     """The group's new instance registers under the terminated one's node name: heal holds the
     slot's reservation across the relaunch (engine._hold_slot, I6)."""
 
-    def __init__(self, ec2: Any) -> None:
+    def __init__(self, ec2: Any, pcs: Any = None) -> None:
         self.ec2 = ec2
+        self.pcs = pcs
+        """The PCS client that reads the node group; None only where a caller has no PCS to ask (the
+        crash suite's worker plays a group of fixed size), and then no group is read."""
         self.call = f"{REPLACE_PATHS['pcs'][1]} (EC2 API reference, TerminateInstances)"
         self.window = Ec2Window(ec2)
+
+    def group(self, instance_id: str) -> dict[str, Any]:
+        """The compute node group the instance belongs to, as PCS describes it (GetComputeNodeGroup's
+        ``computeNodeGroup``), found by the cluster and group ids PCS tagged the instance with."""
+        got = _call("ec2 DescribeInstances", self.ec2.describe_instances, InstanceIds=[instance_id])
+        found = [i for r in got.get("Reservations", []) for i in r.get("Instances", [])]
+        tags = {t["Key"]: t["Value"] for t in (found[0].get("Tags", []) if found else [])}
+        cluster, group = tags.get(PCS_CLUSTER_TAG, ""), tags.get(PCS_TAG, "")
+        if not cluster or not group:
+            raise AdapterError(
+                f"{instance_id} carries no {PCS_CLUSTER_TAG} and {PCS_TAG} tags: not an instance PCS launched"
+            )
+        return dict(
+            _call(
+                "pcs GetComputeNodeGroup",
+                self.pcs.get_compute_node_group,
+                clusterIdentifier=cluster,
+                computeNodeGroupIdentifier=group,
+            )["computeNodeGroup"]
+        )
 
     def _at(self, address: str) -> dict[str, Any] | None:
         if not address:
@@ -290,18 +340,10 @@ class PcsCloud(DocumentedPath):
     def replace(self, node: NodeState, instance: Instance, token: str, why: str) -> Outcome:
         if not instance.id:
             return Outcome(ok=False, detail=f"no PCS instance found at {node.node}'s address {node.address!r}")
-        if instance.capacity_block:
-            # A PCS node group on a capacity block has minimum 0 (AWS PCS user guide capacity-blocks-
-            # configure-cng; components/aws/orchestration_pcs.py), so all its nodes are dynamic: PCS
-            # launches one only for a waiting job and releases it when idle (scaling-job-level). A
-            # terminated instance is not relaunched for heal to revalidate: it would wait for nothing.
-            return Outcome(
-                ok=False,
-                detail=f"{instance.id} runs in {instance.window}: a PCS node group on a capacity block is all "
-                "dynamic capacity (minimum 0), which PCS launches only for a waiting job, so a terminated instance "
-                f"is not relaunched for heal to check. {node.node} stays drained; terminate {instance.id} by hand "
-                "and the next job that needs the node launches a new one",
-            )
+        if self.pcs is not None:
+            refused = dynamic(self.group(instance.id), node.node, instance.id)
+            if refused:
+                return Outcome(ok=False, detail=refused)
         got = _call("ec2 TerminateInstances", self.ec2.terminate_instances, InstanceIds=[instance.id])
         state = got.get("TerminatingInstances", [{}])[0].get("CurrentState", {}).get("Name", "?")
         return Outcome(ok=True, detail=f"{instance.id} {state}; the node group relaunches", extra={"op": instance.id})
@@ -318,3 +360,22 @@ class PcsCloud(DocumentedPath):
             new_instance=new,
             detail=f"{old} {states[0] if states else 'gone'}; at {node.address}: {new or '-'}",
         )
+
+
+def dynamic(group: Mapping[str, Any], node: str, instance_id: str) -> str:
+    """Why heal must not replace a node of this group ('' when it may): the group keeps only its
+    minimum always on (PCS user guide scaling-job-level), so an instance terminated above that
+    minimum is relaunched only for a waiting job, and heal would wait for a node that never comes."""
+    scaling = group.get("scalingConfiguration", {})
+    low, high = int(scaling.get("minInstanceCount", 0)), int(scaling.get("maxInstanceCount", 0))
+    if low >= high and low > 0:
+        return ""
+    kind = "all dynamic" if low == 0 else f"dynamic above its {low} static instances"
+    return (
+        f"{instance_id} is in PCS compute node group {group.get('name', '?')} ({group.get('id', '?')}, cluster "
+        f"{group.get('clusterId', '?')}, purchase option {group.get('purchaseOption', 'ONDEMAND')}): "
+        f"minInstanceCount {low}, maxInstanceCount {high}, so it is {kind} capacity, which PCS launches only for a "
+        "waiting job and releases when idle (PCS user guide scaling-job-level); a terminated instance is not "
+        f"relaunched for heal to check. {node} stays drained; terminate {instance_id} by hand and the next job "
+        "that needs the node launches a new one"
+    )

@@ -331,6 +331,18 @@ class Engine:
         not ours is left alone and said so. Raises AdapterError (RETRY) when the read-back shows
         it still out of service."""
         view = self.sched.node(node)
+        if view.held_by is None and view.unvalidated:
+            # No mark of ours, but the pool's registration taint, which the check that FAILed the
+            # node left on: this passed check is what removes it (as `validate submit` does).
+            res = self.sched.release(node, inc.incident)
+            after = self.sched.node(node)
+            if not res.ok or after.unvalidated:
+                raise AdapterError(f"cleared, but {node} still carries its registration taint: {res.detail}")
+            if after.in_service:
+                return f"its registration taint removed, back in service (read back: {after.detail})"
+            return (
+                f"its registration taint removed; still out of service by a mark not this incident's ({after.detail})"
+            )
         if view.held_by != inc.incident:
             if view.in_service:
                 return "in service (read back)"

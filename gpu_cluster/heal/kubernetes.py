@@ -15,7 +15,9 @@ is the reverse. Through the official client and the stack's kubeconfig, as ``val
   (components/contract.py; EKS and GKE pools register every new node with it, docs/heal.md I6): a
   replacement joins out of work before heal sees it. A node that carries it is not in service; the
   check's pods tolerate it, and the return to service after a passed check (the revalidation, or a
-  second look that cleared the node) removes it with heal's own marks, in the same patch.
+  second look that cleared the node) removes it with heal's own marks, in the same patch; from a
+  node that carries no mark of heal's (its first validation FAILed it, the second look cleared it)
+  it is removed alone, and a cordon heal did not write stays.
 - A replacement on EKS or AKS comes with another node name; the node that stands in the slot is the
   one whose ``spec.providerID`` names the new instance (``aws:///<zone>/<instance-id>``,
   ``azure:///subscriptions/.../virtualMachines/<n>``, ``gce://<project>/<zone>/<name>``).
@@ -109,6 +111,7 @@ class KubeScheduler:
             held_by=str(ours[0].get("value")) if ours else None,
             instance=str(spec.get("providerID") or ""),
             labels=dict((doc.get("metadata") or {}).get("labels") or {}),
+            unvalidated=unvalidated,
             detail=("Ready" if ready else "NotReady")
             + (", cordoned" if cordoned else "")
             + (f", tainted by {ours[0].get('value')}" if ours else "")
@@ -198,6 +201,16 @@ class KubeScheduler:
             )
         # Called only after a passed check (the revalidation, or the second look that cleared the
         # node): that check is the validation the registration taint waits for, so it goes too.
+        if not ours:
+            # No mark of heal's (the second look cleared a node whose first validation FAILed, so
+            # it kept its registration taint): the registration taint goes, as `validate submit`
+            # removes it from a node it passed (workloads/validate/kube.py admit); a cordon or an
+            # annotation heal did not write is someone else's and stays.
+            kept = [t for t in taints if t.get("key") != UNVALIDATED_TAINT_KEY]
+            if len(kept) == len(taints):
+                return Outcome(ok=True, detail="no mark of heal's and no registration taint on it")
+            self._patch(name, {"spec": {"taints": kept or None}}, f"removing {UNVALIDATED_TAINT_KEY} from {name}")
+            return Outcome(ok=True, detail=f"{UNVALIDATED_TAINT_KEY} removed")
         kept = [t for t in taints if t.get("key") not in (TAINT_KEY, UNVALIDATED_TAINT_KEY)]
         self._patch(
             name,

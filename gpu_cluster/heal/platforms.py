@@ -95,9 +95,9 @@ def build(args: argparse.Namespace) -> Built:
 
 def slurm_cloud(outs: Any, sched: Any) -> Cloud:
     if outs.cloud == "aws":
-        from gpu_cluster.heal.aws import PcsCloud, clients
+        from gpu_cluster.heal.aws import PcsCloud, clients, pcs_client
 
-        return PcsCloud(clients(outs.region)[0])
+        return PcsCloud(clients(outs.region)[0], pcs_client(outs.region))
     if outs.cloud == "gcp":
         from gpu_cluster.heal import gcp
 

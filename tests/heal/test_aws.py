@@ -274,32 +274,3 @@ def test_the_replacement_is_the_launch_after_this_termination_in_the_scaling_act
     prog = cloud.progress(NodeState(node="n", present=True), "i-old", "t", {"group": group, "before": ["i-a", "i-old"]})
     assert prog.new_instance == "i-new", prog.detail
     stub.assert_no_pending_responses()
-
-
-def test_a_pcs_node_on_a_capacity_block_is_not_terminated_for_a_relaunch_that_never_comes() -> None:
-    """A PCS group on a block has minimum 0: every node is dynamic, launched only for a waiting job
-    (PCS user guide capacity-blocks-configure-cng, scaling-job-level). heal refuses, names why, and
-    makes no TerminateInstances call (the Stubber would raise on one it was not given)."""
-    ec2 = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
-    stub = Stubber(ec2)
-    end = dt.datetime(2026, 12, 9, 12, 0, tzinfo=dt.timezone.utc)
-    inst = {
-        "InstanceId": "i-0pcs",
-        "State": {"Code": 16, "Name": "running"},
-        "CapacityReservationId": "cr-0123456789abcdef0",
-    }
-    stub.add_response("describe_instances", {"Reservations": [{"Instances": [inst]}]}, {"InstanceIds": ["i-0pcs"]})
-    stub.add_response(
-        "describe_capacity_reservations",
-        capacity_reservation(end, "capacity-block"),
-        {"CapacityReservationIds": ["cr-0123456789abcdef0"]},
-    )
-    stub.activate()
-    cloud = PcsCloud(ec2)
-    instance = cloud.window.instance("i-0pcs")
-    assert instance.capacity_block
-    out = cloud.replace(NodeState(node="compute-1", present=True, address="10.1.1.20"), instance, "t", "w")
-    assert not out.ok
-    assert "all dynamic capacity (minimum 0)" in out.detail and "compute-1 stays drained" in out.detail
-    assert "cr-0123456789abcdef0 (capacity block" in out.detail
-    stub.assert_no_pending_responses()

@@ -4,8 +4,8 @@ file whose compute node group relaunches a static node's instance under the node
 (tests/heal/_pcs_crash_worker.py). Asserted after the rerun (issue 41): one TerminateInstances, of
 the bad instance (I2); the node found again on the instance the group launched, by its new address
 (never another node's); no healthy node drained or its instance touched (I1); the group back at
-its count (I3). And on a capacity block (a PCS group there has minimum 0, all dynamic) heal refuses
-before any call that acts."""
+its count (I3). And on a capacity block (a PCS group there has minimum 0, all dynamic, as PCS's own
+GetComputeNodeGroup says) heal refuses before any call that acts."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ from botocore.stub import Stubber
 from gpu_cluster.heal.evidence import read_report
 from gpu_cluster.heal.journal import JOURNAL, Journal, read
 from gpu_cluster.heal.states import State
-from tests.heal._pcs_crash_worker import DyingEc2, engine, launch
+from gpu_cluster.heal.aws import PCS_CLUSTER_TAG, pcs_client
+from tests.heal._pcs_crash_worker import GROUP_ID, DyingEc2, engine, launch
+from tests.heal.pcs_world import PcsWorld
 from tests.heal.test_aws import aws  # noqa: F401 (fixtures)
 from tests.preflight.test_aws import aws_env, moto_url  # noqa: F401 (fixtures)
 from tests.heal.vmss_world import SlurmFile, write_report
@@ -152,17 +154,35 @@ class BlockEc2(DyingEc2):
         return self.stubbed.describe_capacity_reservations(**kw)
 
 
-def test_pcs_on_a_capacity_block_is_refused_before_any_terminate(tmp_path: Path, aws: tuple[Any, Any]) -> None:  # noqa: F811
+def test_pcs_on_a_capacity_block_is_refused_before_any_terminate(
+    tmp_path: Path,
+    aws: tuple[Any, Any],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The group PCS describes (GetComputeNodeGroup, tests/heal/pcs_world.py) has minInstanceCount 0 on
+    a capacity block, as our stacks make it: all dynamic, so heal refuses, naming the group."""
     ec2, _ = aws
     ids = cluster(tmp_path, ec2)
-    with Journal(tmp_path) as j:
-        e = engine(tmp_path, j, ec2)
-        block = BlockEc2(ec2, tmp_path)
-        e.cloud.ec2 = e.cloud.window.ec2 = block  # type: ignore[attr-defined]
-        out = e.run(read_report(tmp_path / "report.json"))
+    ec2.create_tags(Resources=list(ids.values()), Tags=[{"Key": PCS_CLUSTER_TAG, "Value": "pcs_4kq9z1x7mb"}])
+    world = PcsWorld()
+    monkeypatch.setenv("AWS_ENDPOINT_URL_PCS", world.url)
+    world.add("pcs_4kq9z1x7mb", GROUP_ID, name="gpu", low=0, high=3, purchase="CAPACITY_BLOCK")
+    try:
+        with Journal(tmp_path) as j:
+            e = engine(tmp_path, j, ec2)
+            block = BlockEc2(ec2, tmp_path)
+            e.cloud.ec2 = e.cloud.window.ec2 = block  # type: ignore[attr-defined]
+            e.cloud.pcs = pcs_client("us-east-1")  # type: ignore[attr-defined]
+            out = e.run(read_report(tmp_path / "report.json"))
+    finally:
+        world.close()
     entries, _ = read(tmp_path / JOURNAL)
     assert out.code == 2 and entries[-1].state is State.ESCALATED
-    assert "capacity block" in entries[-1].detail and "terminate" in entries[-1].detail
+    for said in (f"group gpu ({GROUP_ID}", "CAPACITY_BLOCK", "minInstanceCount 0", f"terminate {ids[BAD]} by hand"):
+        assert said in entries[-1].detail, entries[-1].detail
+    assert world.asked("GetComputeNodeGroup") == [
+        {"clusterIdentifier": "pcs_4kq9z1x7mb", "computeNodeGroupIdentifier": GROUP_ID}
+    ]
     # no call that acts: no TerminateInstances asked, every instance still running
     assert "terminate_instances" not in block.asked and terminations(tmp_path) == []
     assert all(s == "running" for s in states(ec2).values()) and len(states(ec2)) == len(ids)

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from gpu_cluster.components.contract import UNVALIDATED_TAINT_KEY
 from gpu_cluster.heal.aws import EksAsgCloud
@@ -23,7 +26,7 @@ from gpu_cluster.heal.policy import Limits
 from gpu_cluster.heal.states import State
 from tests.heal.test_aws import aws, node_group  # noqa: F401 (fixtures)
 from tests.preflight.test_aws import aws_env, moto_url  # noqa: F401 (fixtures aws uses)
-from tests.heal.test_eks_e2e import IMAGE, k8s_node, report
+from tests.heal.test_eks_e2e import IMAGE, k8s_node, play_jobsets, report
 from tests.heal.test_kubernetes import node as gke_node
 from tests.heal.world import SLOW
 from tests.kubeapi import KubeApiServer
@@ -158,3 +161,65 @@ def test_an_eks_replacement_is_out_of_work_from_registration_until_it_passes(
         assert "gpu-cluster.io/unvalidated removed" in entries[-1].detail
         # The revalidation's pods tolerated it (and the quarantine), so they could land there.
         assert checked and all({UNVALIDATED_TAINT_KEY, TAINT_KEY} <= set(keys) for keys in checked)
+
+
+@pytest.mark.parametrize("cordoned_by_someone", [False, True])
+def test_a_node_its_first_validation_failed_and_the_second_look_clears_loses_the_registration_taint(
+    tmp_path: Path,
+    aws: tuple[Any, Any],  # noqa: F811
+    cordoned_by_someone: bool,
+) -> None:
+    """The node's first validation FAILed it, so it kept its registration taint (only a passed check
+    removes it); heal's second look passes it. That passed check removes the taint, read back, and
+    nothing else: no mark of heal's was ever on it, and a cordon someone else made stays."""
+    ec2, asg = aws
+    group, ids = node_group(ec2, asg, size=3)
+    with KubeApiServer() as server:
+        st = server.store
+        names = {i: f"ip-10-0-1-{n + 5}.ec2.internal" for n, i in enumerate(ids)}
+        flaky = names[ids[0]]
+        for i, n in names.items():
+            doc = k8s_node(n, i)
+            if n == flaky:
+                doc["spec"]["taints"] = [REGISTERED]
+                if cordoned_by_someone:
+                    doc["spec"]["unschedulable"] = True
+            st.create(st.resource("nodes"), "", doc)
+        st.create(st.resource("namespaces"), "", {"metadata": {"name": "gpu-jobs"}})
+        jobs: list[tuple[str, list[str]]] = []
+        play_jobsets(st, tmp_path, "", jobs)  # every check passes: the first FAIL was a flake
+        writes: list[dict[str, Any]] = []
+        st.on("nodes", lambda store, event, obj: writes.append(json.loads(json.dumps(obj))), "MODIFIED")
+        outs = outputs("aws-h100-eks")
+        outs = dataclasses.replace(outs, access=dataclasses.replace(outs.access, kubeconfig=server.kubeconfig()))
+        rpath = tmp_path / "report.json"
+        rpath.write_text(json.dumps(report({flaky: [SLOW], **{names[i]: [] for i in ids[1:]}})))
+        checker = KubeChecker(outs, argparse.Namespace(python=None, image=IMAGE), tmp_path, poll_s=0.01)
+        with Journal(tmp_path) as j:
+            out = Engine(
+                cluster="train",
+                journal=j,
+                scheduler=KubeScheduler(server.kubeconfig()),
+                cloud=EksAsgCloud(ec2, asg),
+                checker=checker,
+                limits=Limits(apply=True),
+                say=lambda line: None,
+                poll_s=0.0,
+            ).run(read_report(rpath))
+        entries, _ = read(tmp_path / JOURNAL)
+        assert out.code == 0 and entries[-1].state is State.HEALTHY, [e.line() for e in entries]
+        assert entries[-1].extra.get("outcome") == "cleared" and len(jobs) == 1
+        now = st.get(st.resource("nodes"), "", flaky)
+        assert not any(t.get("key") == UNVALIDATED_TAINT_KEY for t in now["spec"].get("taints") or [])
+        # one write to the node, the removal; heal's own taint never put on it
+        assert [w["metadata"]["name"] for w in writes] == [flaky]
+        assert bool(now["spec"].get("unschedulable")) is cordoned_by_someone
+        if cordoned_by_someone:
+            assert "its registration taint removed; still out of service by a mark not this incident's" in (
+                entries[-1].detail
+            )
+        else:
+            assert "its registration taint removed, back in service (read back: Ready)" in entries[-1].detail
+        # the healthy nodes were never written to, and the cloud replaced nothing
+        g = asg.describe_auto_scaling_groups(AutoScalingGroupNames=[group])["AutoScalingGroups"][0]
+        assert sorted(i["InstanceId"] for i in g["Instances"]) == sorted(ids)
