@@ -63,6 +63,17 @@ OUTPUT_KEYS = (
 # into it (gpu_cluster.workloads.validate.metrics_export). Our own path, under /var/lib as the
 # README's examples and Debian's package (/var/lib/prometheus/node-exporter) keep theirs.
 METRICS_TEXTFILE_DIR = "/var/lib/gpu-cluster/node-exporter"
+# The Kubernetes stacks' Pushgateway (components/k8s/metrics.py pushgateway): the in-cluster address the
+# validation's judge pushes its figures to (cluster DNS <service>.<namespace>.svc, kubernetes.io/docs/
+# concepts/services-networking/dns-pod-service, read 2026-12-07; port 9091, the Pushgateway's default,
+# prometheus/pushgateway README.md line 264 at v1.11.3, e803ebd) and the service heal reaches through
+# the API server's proxy. The chart's fullnameOverride names the Service.
+METRICS_PUSH_NAMESPACE = "kube-system"
+METRICS_PUSH_SERVICE = "gpu-cluster-pushgateway"
+METRICS_PUSH_PORT = 9091
+METRICS_PUSH_URL = f"http://{METRICS_PUSH_SERVICE}.{METRICS_PUSH_NAMESPACE}.svc:{METRICS_PUSH_PORT}"
+# The orchestrators whose stacks deploy it and scrape it (GKE does not yet: docs/day2.md).
+PUSHGATEWAY_STACKS = ("eks", "aks")
 UNVALIDATED_TAINT_KEY = "gpu-cluster.io/unvalidated"
 UNVALIDATED_TAINT_VALUE = "true"
 UNVALIDATED_TAINT_EFFECT = "NoSchedule"

@@ -12,8 +12,11 @@ command -v chromium >/dev/null || need+=(chromium)
 # promtool and a Prometheus server, the node exporter's textfile collector
 command -v prometheus >/dev/null && command -v promtool >/dev/null || need+=(prometheus)
 command -v prometheus-node-exporter >/dev/null || need+=(prometheus-node-exporter)
+# the Kubernetes stacks' route: the judge's and heal's pushes to a real Pushgateway
+# (tests/workloads/test_metrics_push.py, tests/heal/test_publish.py)
+command -v prometheus-pushgateway >/dev/null || need+=(prometheus-pushgateway)
 if [ ${#need[@]} -eq 0 ]; then
-  echo "system packages present: slurm-wlm, munge, ffmpeg, chromium, prometheus, prometheus-node-exporter"
+  echo "system packages present: slurm-wlm, munge, ffmpeg, chromium, prometheus, prometheus-node-exporter, prometheus-pushgateway"
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then

@@ -25,6 +25,13 @@ reference, "API Concepts", kubernetes.io/docs/reference/using-api/api-concepts/,
   kubernetes.io/docs/concepts/scheduling-eviction/api-eviction/, says; an allowed eviction takes
   one from ``disruptionsAllowed``, as the server does before the disruption controller recounts)
   built in; :meth:`KubeApiServer.subresource` adds others (a handler per resource, name and method);
+- the service proxy, ``/api/v1/namespaces/<ns>/services/<name>[:<port>]/proxy/<path>``
+  (kubernetes.io/docs/tasks/access-application-cluster/access-cluster-services, "Manually
+  constructing apiserver proxy URLs", read 2026-12-07): the request, its method, body and
+  Content-Type, is forwarded to the backend :meth:`KubeApiServer.proxy_to` names for that service
+  and port (a real server on 127.0.0.1 standing in for the service's pods) and its answer returned;
+  404 where the Service object does not exist, 503 where it has no backend (the API server's "no
+  endpoints available for service");
 - errors as ``Status`` objects (404 NotFound, 409 AlreadyExists / Conflict, 422 Invalid, 415,
   405 MethodNotAllowed, 401 Unauthorized when the server was given a token).
 
@@ -42,6 +49,9 @@ import json
 import re
 import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -476,6 +486,9 @@ class Request:
     body: Any
 
 
+_PROXY = re.compile(
+    r"^/api/v1/namespaces/(?P<ns>[^/]+)/services/(?P<svc>[^/:]+)(?::(?P<port>[^/]+))?/proxy(?P<rest>/.*)?$"
+)
 _PATH = re.compile(
     r"^/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))"
     r"(?:/namespaces/(?P<ns>[^/]+)(?=/))?"
@@ -492,6 +505,8 @@ class KubeApiServer:
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         """(method, path, query) of every request, in order."""
         self.subresources: dict[tuple[str, str, str], SubHandler] = {}
+        self.backends: dict[tuple[str, str, str], str] = {}
+        """(namespace, service, port) -> the base URL the service proxy forwards to."""
         self.subresource("pods", "log", "GET")(_pod_log)
         self.subresource("pods", "eviction", "POST")(_eviction)
         for method in ("GET", "PATCH", "PUT"):
@@ -528,6 +543,32 @@ class KubeApiServer:
         for method in ("GET", "PATCH", "PUT"):
             self.subresource(plural, "status", method)(_status)
         return res
+
+    def proxy_to(self, namespace: str, service: str, port: str, url: str) -> None:
+        """The service proxy forwards ``<service>:<port>`` of ``namespace`` to ``url``."""
+        self.backends[(namespace, service, port)] = url.rstrip("/")
+
+    def proxy(self, req: Request, raw: bytes) -> tuple[int, bytes, str]:
+        """Forward a service-proxy request to its backend: (status, body, content type)."""
+        m = _PROXY.match(req.path)
+        assert m is not None
+        ns, svc, port = m.group("ns"), m.group("svc"), m.group("port") or ""
+        self.store.get(self.store.resource("services"), ns, svc)  # 404 first, as the server does
+        base = self.backends.get((ns, svc, port))
+        if base is None:
+            raise ApiError(503, "ServiceUnavailable", f'no endpoints available for service "{svc}:{port}"')
+        query = urllib.parse.urlencode(dict(req.query))
+        fwd = urllib.request.Request(
+            base + (m.group("rest") or "/") + (f"?{query}" if query else ""),
+            data=raw if req.method in ("POST", "PUT", "PATCH") else None,
+            method=req.method,
+            headers={"Content-Type": req.headers.get("content-type", "")} if raw else {},
+        )
+        try:
+            with urllib.request.urlopen(fwd, timeout=60) as resp:
+                return int(resp.status), resp.read(), resp.headers.get("Content-Type", "text/plain")
+        except urllib.error.HTTPError as err:
+            return int(err.code), err.read(), err.headers.get("Content-Type", "text/plain")
 
     def subresource(self, plural: str, name: str, method: str) -> Callable[[SubHandler], SubHandler]:
         """Decorator: serve ``<plural>/<object>/<name>`` for ``method`` with the handler."""
@@ -569,6 +610,17 @@ class KubeApiServer:
                 server.requests.append((self.command, split.path, query))
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
+                if _PROXY.match(split.path):
+                    headers = {k.lower(): v for k, v in self.headers.items()}
+                    try:
+                        if server.token is not None and headers.get("authorization") != f"Bearer {server.token}":
+                            raise ApiError(401, "Unauthorized", "Unauthorized")
+                        code, data, ctype = server.proxy(Request(self.command, split.path, query, headers, None), raw)
+                    except ApiError as err:
+                        self._json(err.code, err.status())
+                        return
+                    self._send(code, data, ctype)
+                    return
                 try:
                     body = json.loads(raw) if raw else None
                 except ValueError:

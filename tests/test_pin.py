@@ -154,6 +154,7 @@ def test_refresh_reports_a_moved_tag(stack: Path, reg: Served) -> None:
 
 def test_an_eks_stack_pins_every_chart_image_and_the_plan_pulls_them(tmp_path: Path, reg: Served) -> None:
     from gpu_cluster.components.aws.versions import NVIDIA_PLUGIN_IMAGE, efa_plugin_image
+    from gpu_cluster.components.k8s.metrics import PUSHGATEWAY_IMAGE
     from gpu_cluster.components.plan_caveats import caveats
 
     path = tmp_path / "Pulumi.mine.yaml"
@@ -161,16 +162,21 @@ def test_an_eks_stack_pins_every_chart_image_and_the_plan_pulls_them(tmp_path: P
     spec = load_stack(str(path), deployer_placeholder=True)[1]
     uses = [u.ref for u in pin_cmd.image_uses(spec)]
     efa = efa_plugin_image("us-east-1")
-    assert uses == [NVIDIA_PLUGIN_IMAGE, efa, JOBSET_IMAGE, vjob.default_image("efa")]
+    assert uses == [NVIDIA_PLUGIN_IMAGE, efa, JOBSET_IMAGE, PUSHGATEWAY_IMAGE, vjob.default_image("efa")]
     [before] = [c.text for c in caveats(spec, {}) if c.topic == "images"]
-    assert all(ref in before for ref in uses[:3]) and "EKS managed add-ons" in before
+    assert all(ref in before for ref in uses[:4]) and "EKS managed add-ons" in before
     for ref in uses:
         reg.publish(ref)
     rc, said = run(path, reg)
     assert rc == 0, said
-    assert said[-1] == f"wrote 4 pin(s) to {path}"
+    assert said[-1] == f"wrote 5 pin(s) to {path}"
     spec = load_stack(str(path), deployer_placeholder=True)[1]
     assert dict(spec.images) == {ref: digest(ref) for ref in uses}
+    # The Pushgateway's chart takes its pin as its image values (components/k8s/metrics.py).
+    from gpu_cluster.components.k8s.metrics import pushgateway_values
+
+    image = pushgateway_values({}, spec.images)["image"]
+    assert f"{image['repository']}:{image['tag']}" == f"{PUSHGATEWAY_IMAGE}@{digest(PUSHGATEWAY_IMAGE)}"
     # Pinned, the caveat names only what no pin can name: the managed add-ons' images.
     [after] = [c.text for c in caveats(spec, {}) if c.topic == "images"]
     assert after.startswith("the EKS managed add-ons (vpc-cni, eks-pod-identity-agent, aws-fsx-csi-driver)")

@@ -31,7 +31,12 @@ import pulumi_aws as aws
 import yaml
 
 from gpu_cluster.components.aws.grafana import AmazonManagedGrafana
-from gpu_cluster.components.k8s.metrics import DCGM_EXPORTER_NAMESPACE, DCGM_EXPORTER_POD_NAME, DCGM_PORT_NAME
+from gpu_cluster.components.k8s.metrics import (
+    DCGM_EXPORTER_NAMESPACE,
+    DCGM_EXPORTER_POD_NAME,
+    DCGM_PORT_NAME,
+    pushgateway_scrape_job,
+)
 
 # The AMP collector's floor (AMP-collector-how-to.html, "Scrape interval").
 SCRAPE_INTERVAL = "30s"
@@ -39,7 +44,7 @@ SCRAPE_INTERVAL = "30s"
 
 def scrape_configuration() -> str:
     """The scraper's Prometheus configuration: the DCGM exporter's pods, each series labelled with
-    its node."""
+    its node, and the Pushgateway's, whose series keep the node they were pushed with."""
     config: dict[str, Any] = {
         "global": {"scrape_interval": SCRAPE_INTERVAL},
         "scrape_configs": [
@@ -59,7 +64,9 @@ def scrape_configuration() -> str:
                     },
                     {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"},
                 ],
-            }
+            },
+            # The validation's figures (components/k8s/metrics.py pushgateway), at the global interval.
+            {k: v for k, v in pushgateway_scrape_job().items() if k != "scrape_interval"},
         ],
     }
     return yaml.safe_dump(config, sort_keys=False)

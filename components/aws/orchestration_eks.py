@@ -55,7 +55,7 @@ from gpu_cluster.components.aws.versions import (
     VPC_CNI_ADDON,
 )
 
-from gpu_cluster.components.k8s.metrics import dcgm_exporter
+from gpu_cluster.components.k8s.metrics import dcgm_exporter, pushgateway
 
 # Re-exported: components/aws/cluster.py names it in the stack output scheduler.namespace.
 from gpu_cluster.components.k8s.addons import JOB_NAMESPACE as JOB_NAMESPACE, job_namespace, jobset
@@ -612,3 +612,5 @@ def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.Reso
     )
     jobset(f"{name}-jobset", k8s_opts, node_selector=args.controller_node_selector, pins=args.image_pins)
     dcgm_exporter(name, instance_type=args.instance_type, opts=k8s_opts)  # GPU metrics, scraped by AMP
+    # The validation's figures, pushed by its judge and scraped by AMP (components/k8s/metrics.py).
+    pushgateway(name, node_selector=args.controller_node_selector, pins=args.image_pins, opts=k8s_opts)

@@ -73,7 +73,7 @@ from gpu_cluster.components.azure.rules import ZONES
 from gpu_cluster.components.azure.workload_identity import JobIdentity, JobIdentityArgs, job_service_account
 from gpu_cluster.components.k8s import aks as layer
 from gpu_cluster.components.k8s import aks_amd
-from gpu_cluster.components.k8s.metrics import ama_dcgm_scrape
+from gpu_cluster.components.k8s.metrics import ama_scrape, pushgateway
 from gpu_cluster.components.k8s.addons import JOB_NAMESPACE, job_namespace, jobset
 from gpu_cluster.components.spec import ClusterSpec
 
@@ -560,8 +560,6 @@ def create_in_cluster_layer(name: str, args: AksLayerArgs, k8s_opts: pulumi.Reso
     network = layer.network_operator(name, k8s_opts, taint, pins=pins)
     if operator == "nvidia":
         layer.gpu_operator(name, k8s_opts, taint, after=network[-1:], pins=pins)
-        # The managed Prometheus agent scrapes the operator's DCGM exporter (components/k8s/metrics.py).
-        ama_dcgm_scrape(name, namespace=layer.GPU_OPERATOR_NAMESPACE, opts=k8s_opts)
     else:
         # AKS installs no AMD driver (use-amd-gpus.md:49) and the DeviceConfig leaves it off, as the
         # reference does: its own installer runs first (Azure/aks-rdma-infiniband deploy-aks.sh
@@ -599,3 +597,8 @@ def create_in_cluster_layer(name: str, args: AksLayerArgs, k8s_opts: pulumi.Reso
             opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[namespace])),
         )
     jobset(f"{name}-jobset", k8s_opts, node_selector=args.controller_node_selector, pins=spec.images)
+    # The managed Prometheus agent scrapes the NVIDIA operator's DCGM exporter and, on every size, the
+    # Pushgateway the validation's judge pushes to, on the controllers' pool (components/k8s/metrics.py).
+    dcgm = layer.GPU_OPERATOR_NAMESPACE if operator == "nvidia" else None
+    ama_scrape(name, dcgm_namespace=dcgm, opts=k8s_opts)
+    pushgateway(name, node_selector=args.controller_node_selector, pins=spec.images, opts=k8s_opts)

@@ -28,6 +28,7 @@ from gpu_cluster.components.k8s.gke_installers import (
     installer_ref,
 )
 from gpu_cluster.components.k8s.kueue import KUEUE_IMAGE, KUEUE_NAMESPACE, KUEUE_VERSION
+from gpu_cluster.components.k8s.metrics import PUSHGATEWAY_IMAGE, PUSHGATEWAY_VERSION, PUSHGATEWAY_STACKS
 from gpu_cluster.components.spec import ClusterSpec
 
 
@@ -44,6 +45,8 @@ def layer_image_uses(spec: ClusterSpec) -> list[ImageUse]:
     if spec.orchestration.kind == "slurm":
         return []
     uses = [ImageUse(JOBSET_IMAGE, f"the JobSet controller of chart {JOBSET_VERSION}")]
+    if spec.orchestration.kind in PUSHGATEWAY_STACKS:
+        uses.append(ImageUse(PUSHGATEWAY_IMAGE, f"the Pushgateway of chart {PUSHGATEWAY_VERSION}"))
     if spec.orchestration.kind == "aks":
         uses += aks_image_uses(spec)
     if spec.orchestration.kind == "eks":

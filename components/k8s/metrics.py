@@ -18,12 +18,16 @@ a per-node dashboard and the validation's per-node verdicts join on.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from gpu_cluster.components.contract import METRICS_PUSH_NAMESPACE, METRICS_PUSH_SERVICE
+from gpu_cluster.components.contract import PUSHGATEWAY_STACKS as PUSHGATEWAY_STACKS
+from gpu_cluster.components.image_pins import chart_image
 from gpu_cluster.components.k8s.registration import chart_defaults, with_toleration
 
 AMA_SCRAPE_CONFIGMAP = "ama-metrics-prometheus-config"
@@ -61,12 +65,20 @@ def dcgm_scrape_config(namespace: str) -> dict[str, Any]:
     }
 
 
-def ama_dcgm_scrape(name: str, *, namespace: str, opts: pulumi.ResourceOptions) -> k8s.core.v1.ConfigMap:
-    """The agent's custom scrape ConfigMap, scraping the DCGM exporter in ``namespace``."""
+def ama_scrape_config(dcgm_namespace: str | None) -> dict[str, Any]:
+    """The agent's whole custom scrape: the DCGM exporter in ``dcgm_namespace`` (None: the AMD sizes,
+    which have no DCGM exporter) and the Pushgateway (below)."""
+    config: dict[str, Any] = dcgm_scrape_config(dcgm_namespace) if dcgm_namespace else {"scrape_configs": []}
+    config["scrape_configs"].append(pushgateway_scrape_job())
+    return config
+
+
+def ama_scrape(name: str, *, dcgm_namespace: str | None, opts: pulumi.ResourceOptions) -> k8s.core.v1.ConfigMap:
+    """The agent's custom scrape ConfigMap: the DCGM exporter in ``dcgm_namespace`` and the Pushgateway."""
     return k8s.core.v1.ConfigMap(
         f"{name}-ama-metrics-scrape",
         metadata=k8s.meta.v1.ObjectMetaArgs(name=AMA_SCRAPE_CONFIGMAP, namespace=AMA_NAMESPACE),
-        data={AMA_SCRAPE_KEY: yaml.safe_dump(dcgm_scrape_config(namespace), sort_keys=False)},
+        data={AMA_SCRAPE_KEY: yaml.safe_dump(ama_scrape_config(dcgm_namespace), sort_keys=False)},
         opts=opts,
     )
 
@@ -109,5 +121,102 @@ def dcgm_exporter(name: str, *, instance_type: str, opts: pulumi.ResourceOptions
         repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=DCGM_EXPORTER_REPO),
         namespace=DCGM_EXPORTER_NAMESPACE,
         values=dcgm_exporter_values(instance_type),
+        opts=opts,
+    )
+
+
+# The validation's figures and heal's incidents on the Kubernetes stacks: a Prometheus Pushgateway in
+# the cluster, which the judge pod pushes to and each cloud's collector scrapes beside the DCGM
+# exporter (components/aws/metrics.py, the AMA scrape above, components/gcp/metrics.py). The
+# community chart prometheus-community/helm-charts charts/prometheus-pushgateway at 4fa56e1:
+# Chart.yaml line 6 version 3.8.0, line 3 appVersion v1.11.3 (the image tag the chart defaults to,
+# templates/_helpers.tpl lines 135-143, ``repository:tag``); README.md line 19 the OCI chart;
+# values.yaml line 13 fullnameOverride (the Service's and Deployment's name), 18-23 the image
+# quay.io/prometheus/pushgateway, 47 automountServiceAccountToken true, 107-117 no resources (the
+# commented example: requests cpu 100m, memory 30Mi; limits cpu 200m, memory 50Mi), 253 and 260 no
+# tolerations or nodeSelector, 282-285 the pod runs as 65534 non-root, 289-293 no container
+# securityContext (the commented example: no privilege escalation, read-only root), 441 no
+# NetworkPolicy; templates/_helpers.tpl lines 188-189 the pod's port ``metrics`` 9091, line 75 its
+# ``app.kubernetes.io/name`` (the chart's name); templates/deployment.yaml 314-315 the store an
+# emptyDir (persistentVolume.enabled false, values.yaml line 380).
+PUSHGATEWAY_CHART = "oci://ghcr.io/prometheus-community/charts/prometheus-pushgateway"
+PUSHGATEWAY_VERSION = "3.8.0"
+PUSHGATEWAY_IMAGE = "quay.io/prometheus/pushgateway:v1.11.3"
+PUSHGATEWAY_POD_NAME = "prometheus-pushgateway"
+PUSHGATEWAY_PORT_NAME = "metrics"
+PUSHGATEWAY_JOB = "gpu-cluster-pushgateway"
+
+
+def pushgateway_scrape_job(interval: str = DCGM_INTERVAL) -> dict[str, Any]:
+    """The scrape of the Pushgateway's pod: ``honor_labels`` keeps the pushed ``node``, ``cluster``,
+    ``run`` and ``job`` (the Pushgateway README's rule for scraping it, README.md lines 76-81 and
+    158-175 at v1.11.3, e803ebd; prometheus/prometheus docs/configuration/configuration.md at 1e317d0,
+    scrape_config ``honor_labels``), and no relabelling names a ``node``: a pushed series carries the
+    node it is about, not the one the Pushgateway runs on."""
+    return {
+        "job_name": PUSHGATEWAY_JOB,
+        "scrape_interval": interval,
+        "honor_labels": True,
+        "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [METRICS_PUSH_NAMESPACE]}}],
+        "relabel_configs": [
+            {
+                "source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_name"],
+                "action": "keep",
+                "regex": PUSHGATEWAY_POD_NAME,
+            },
+            {
+                "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+                "action": "keep",
+                "regex": PUSHGATEWAY_PORT_NAME,
+            },
+        ],
+    }
+
+
+def pushgateway_values(node_selector: Mapping[str, str], pins: Mapping[str, str]) -> dict[str, Any]:
+    """The chart's values: on the system pool (the cluster's controllers' pool, registration-tainted
+    GPU nodes never), hardened as the mandatory workload rules want of our own pods (policies/
+    workloads.py: no API token, non-root, read-only root, no privilege escalation, every capability
+    dropped, the runtime's seccomp profile, requests and limits), the image by digest where the stack
+    pins it (components/image_pins.py)."""
+    values: dict[str, Any] = {
+        "fullnameOverride": METRICS_PUSH_SERVICE,
+        "nodeSelector": dict(node_selector),
+        # It never calls the Kubernetes API (CKV_K8S_38).
+        "automountServiceAccountToken": False,
+        # The chart's own figures, from its commented example (values.yaml lines 112-117).
+        "resources": {"requests": {"cpu": "100m", "memory": "30Mi"}, "limits": {"cpu": "200m", "memory": "50Mi"}},
+        "securityContext": {
+            "fsGroup": 65534,
+            "runAsUser": 65534,
+            "runAsNonRoot": True,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containerSecurityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsUser": 65534,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    image = chart_image(PUSHGATEWAY_IMAGE, pins)
+    if image:
+        values["image"] = {**image, "pullPolicy": "IfNotPresent"}
+    return values
+
+
+def pushgateway(
+    name: str, *, node_selector: Mapping[str, str], pins: Mapping[str, str], opts: pulumi.ResourceOptions
+) -> k8s.helm.v4.Chart:
+    """The Pushgateway (Service ``gpu-cluster-pushgateway.kube-system``, port 9091), pinned. It keeps
+    what was pushed in memory (the chart's emptyDir): a restart loses the groups the store has already
+    scraped, and the next run's push sets them again."""
+    return k8s.helm.v4.Chart(
+        f"{name}-pushgateway",
+        chart=PUSHGATEWAY_CHART,
+        version=PUSHGATEWAY_VERSION,
+        namespace=METRICS_PUSH_NAMESPACE,
+        values=pushgateway_values(node_selector, pins),
         opts=opts,
     )

@@ -315,6 +315,20 @@ CHARTS: dict[str, Chart] = {
             ),
         ),
         Chart(
+            name="prometheus-pushgateway",
+            version="3.8.0",
+            source=cite("pushgateway-chart"),
+            operands=(
+                Operand(
+                    name="gpu-cluster-pushgateway",
+                    where="system",
+                    node_selector_value="nodeSelector",
+                    tolerations_value="tolerations",
+                    source=cite("pushgateway-chart", "253-260"),
+                ),
+            ),
+        ),
+        Chart(
             name="kueue",
             version="0.17.8",
             source=cite("kueue-chart"),

@@ -108,6 +108,10 @@ SOURCES: dict[str, tuple[str, str]] = {
         "kubernetes-sigs/jobset@v0.12.0 (f22e565) charts/jobset/values.yaml",
         "",
     ),
+    "pushgateway-chart": (
+        "prometheus-community/helm-charts@4fa56e1 charts/prometheus-pushgateway/values.yaml",
+        "chart 3.8.0 (read 2026-12-07): nodeSelector and tolerations are values (lines 253, 260), both empty by default; templates/_helpers.tpl writes them into the Deployment's pod",
+    ),
     "kueue-provisioning": (
         "kubernetes-sigs/kueue@v0.17.8 (818686e) site/content/en/docs/concepts/admission_check/provisioning_request.md",
         "",

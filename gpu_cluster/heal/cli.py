@@ -205,14 +205,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_COULD_NOT_RUN
 
 
-def _finish(engine: Engine, ev: Evidence, run_dir: Path, apply: bool) -> int:
+def _finish(engine: Engine, ev: Evidence, run_dir: Path, apply: bool, publisher: Any = None) -> int:
     out = engine.run(ev)
     if apply:
+        from gpu_cluster.heal.publish import publish
         from gpu_cluster.heal.record import record
 
         written = record(engine.j, ev, run_dir)
         if written:
             print(f"heal: incidents recorded in {', '.join(str(p) for p in written)}")
+        # As metrics, for the dashboard's annotation; a failure is a line, never the exit status.
+        print(publish(publisher, engine.j, engine.cluster, run_dir))
     for why in out.stopped:
         print(f"heal: stopped: {why}")
     if out.healed:
@@ -313,7 +316,7 @@ def run_stack(args: argparse.Namespace) -> int:
             limits=limits,
             guard=lost,
         )
-        return _finish(engine, ev, run_dir, limits.apply)
+        return _finish(engine, ev, run_dir, limits.apply, built.publisher)
 
 
 @contextmanager

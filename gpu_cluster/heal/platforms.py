@@ -32,6 +32,8 @@ class Built:
     describe: str
     lock: Any = None
     """The cluster's own lock (I9, gpu_cluster/heal/lock.py): a Lease, or a held Slurm job."""
+    publisher: Any = None
+    """Where the incidents are published (gpu_cluster/heal/publish.py); None: beside the journal."""
 
 
 class PlatformError(ValueError):
@@ -60,6 +62,7 @@ def build(args: argparse.Namespace) -> Built:
         raise PlatformError(str(exc)) from None
     from gpu_cluster.components.stack_locate import stack_label
 
+    from gpu_cluster.heal import publish
     from gpu_cluster.heal.lock import KubeLease, SlurmLock, me
 
     run_dir = args.out or Path("out/heal") / stack_label(args.stack)
@@ -90,6 +93,7 @@ def build(args: argparse.Namespace) -> Built:
         checker=checker,
         describe=f"{outs.nodes} x {outs.instance_type} on {outs.cloud} ({outs.orchestrator}); replaces by {cloud.call}",
         lock=lock,
+        publisher=publish.for_outputs(outs),
     )
 
 

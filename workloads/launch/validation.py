@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from gpu_cluster.components.catalog import CatalogError, load_catalog
-from gpu_cluster.components.contract import METRICS_TEXTFILE_DIR, ClusterOutputs
+from gpu_cluster.components.contract import METRICS_PUSH_URL, METRICS_TEXTFILE_DIR, PUSHGATEWAY_STACKS, ClusterOutputs
 from gpu_cluster.components import nccl_topology
 from gpu_cluster.components.image_pins import mirrored
 from gpu_cluster.components.image_pins import pinned as pinned_ref
@@ -82,6 +82,9 @@ class ValidationJob:
     metrics_dir: str | None = None
     """Where the judge also writes its metrics: the node exporter's textfile directory on Slurm
     stacks (components/contract.py METRICS_TEXTFILE_DIR); None on Kubernetes."""
+    metrics_push: str | None = None
+    """The Pushgateway the judge also pushes its metrics to: the in-cluster one on the Kubernetes
+    stacks that deploy it (components/contract.py METRICS_PUSH_URL); None elsewhere."""
     skip_steps: tuple[str, ...] = ()
     """Steps left out (``storage``, ``ddp``): what ``submit --budget`` gives up to fit."""
     """The judge prints the report files as an archive on stdout (Kubernetes: read back from
@@ -124,6 +127,8 @@ def _phases(
         judge_args += ["--cluster", job.cluster]
     if job.metrics_dir:
         judge_args += ["--metrics-dir", job.metrics_dir]
+    if job.metrics_push:
+        judge_args += ["--metrics-push", job.metrics_push]
     # Runs only when the main phase left no results (a collective hung inside the backend and the
     # watchdog ended every rank): the pairwise search that names the node.
     if pair_search_ranks is None:
@@ -432,6 +437,9 @@ def for_cluster(
         cluster=outputs.cluster_name,
         # The judge runs on the batch host, a compute node whose node exporter serves this directory.
         metrics_dir=None if kubernetes else METRICS_TEXTFILE_DIR,
+        # The judge pod pushes to the stack's Pushgateway (components/k8s/metrics.py), through the
+        # cluster's DNS; the job's NetworkPolicy leaves egress open (workloads/launch/pod.py).
+        metrics_push=METRICS_PUSH_URL if outputs.orchestrator in PUSHGATEWAY_STACKS else None,
     )
 
 

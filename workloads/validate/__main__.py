@@ -122,6 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="also write the metrics file here: the node exporter's textfile directory on Slurm stacks",
     )
     judge.add_argument(
+        "--metrics-push",
+        default=None,
+        metavar="URL",
+        help="also push the metrics to this Pushgateway (the Kubernetes stacks' in-cluster one)",
+    )
+    judge.add_argument(
         "--print-archive",
         action="store_true",
         help="print the report files as an archive on stdout (how a pod's report leaves it)",
@@ -236,6 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             strict=args.strict,
             cluster=args.cluster,
             metrics_dir=args.metrics_dir,
+            metrics_push=args.metrics_push,
         )
         if args.print_archive:
             from gpu_cluster.workloads.validate import archive
@@ -273,6 +280,7 @@ def judge_and_report(
     *,
     cluster: str = "",
     metrics_dir: Path | None = None,
+    metrics_push: str | None = None,
 ) -> int:
     from gpu_cluster.workloads.validate import metrics_export, report
     from gpu_cluster.workloads.validate.drain import drain as drain_nodes
@@ -322,15 +330,21 @@ def judge_and_report(
     # The figures as metrics (gpu_cluster.workloads.validate.metrics_export): beside the report, and
     # where the node exporter serves them on a Slurm stack. A textfile directory this node lacks (a
     # cluster built before it was added) costs the publication, never the verdict.
-    prom = metrics_export.render_report(
-        rep, cluster=cluster or ("local" if cpu else "unnamed"), run=out.name, judged_at=time.time()
-    )
+    label = cluster or ("local" if cpu else "unnamed")
+    prom = metrics_export.render_report(rep, cluster=label, run=out.name, judged_at=time.time())
     print(f"metrics: {metrics_export.write_textfile(prom, out)}")
     if metrics_dir is not None:
         try:
             print(f"metrics published: {metrics_export.write_textfile(prom, metrics_dir)}")
         except OSError as exc:
             print(f"metrics not published to {metrics_dir}: {exc.strerror or exc}", file=sys.stderr)
+    if metrics_push:
+        # One group per run: a later run's push never replaces this one's series.
+        try:
+            metrics_export.push(prom, metrics_push, metrics_export.VALIDATION_JOB, {"cluster": label, "run": out.name})
+            print(f"metrics published: {metrics_push}")
+        except (OSError, ValueError) as exc:
+            print(f"metrics not published to {metrics_push}: {exc}", file=sys.stderr)
     return int(rep.verdict)
 
 

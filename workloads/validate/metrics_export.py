@@ -25,8 +25,10 @@ stack's scrape already sends to the cloud's Prometheus store.
 
 from __future__ import annotations
 
+import base64
 import os
-from collections.abc import Iterable, Sequence
+import urllib.request
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from gpu_cluster.workloads.validate.report import Report
@@ -49,6 +51,9 @@ BUSBW_FLOOR_FAIL = PREFIX + "validation_busbw_floor_fail_bytes_per_second"
 PAIR_VERDICT_CODE = PREFIX + "validation_pair_verdict_code"
 PAIR_BUSBW = PREFIX + "validation_pair_busbw_bytes_per_second"
 HEAL_INCIDENT = PREFIX + "heal_incident"
+# The Pushgateway's ``job`` of each publisher's group (its grouping key's first label).
+VALIDATION_JOB = "gpu-cluster-validation"
+HEAL_JOB = "gpu-cluster-heal"
 
 _HELP = {
     NODE_VERDICT: "The node's verdict in a validation run: 1 for its verdict, 0 for the others.",
@@ -155,3 +160,33 @@ def write_textfile(text: str, directory: Path, name: str = VALIDATION_FILE) -> P
     tmp.chmod(0o644)
     os.replace(tmp, path)
     return path
+
+
+def push_path(job: str, grouping: Mapping[str, str]) -> str:
+    """The Pushgateway path of a group: ``/metrics/job/<job>{/<label>/<value>}`` (prometheus/
+    pushgateway README.md lines 262-273 at v1.11.3, e803ebd), every value base64url-encoded behind an
+    ``@base64`` suffix (lines 275-284: the one way to carry a ``/`` or an empty value; a run directory
+    or node name cannot break the path)."""
+
+    def enc(v: str) -> str:
+        # A single '=' is required for an empty value (line 278); padding is optional otherwise.
+        return base64.urlsafe_b64encode(v.encode()).decode().rstrip("=") or "="
+
+    parts = [f"job@base64/{enc(job)}", *(f"{k}@base64/{enc(v)}" for k, v in grouping.items())]
+    return "/metrics/" + "/".join(parts)
+
+
+def push(text: str, base_url: str, job: str, grouping: Mapping[str, str], timeout_s: float = 30.0) -> int:
+    """PUT ``text`` as the group ``job`` + ``grouping`` (README.md lines 366-370: the group's metrics
+    are replaced by these; the text format's content type, lines 372-379). Returns the HTTP status
+    (200 pushed, 202 queued); raises OSError (urllib's URLError and HTTPError among them) otherwise.
+    The labels of the grouping key overwrite the same labels in the body (lines 268-273), so the key
+    holds only labels every series of the file carries with the same value."""
+    req = urllib.request.Request(
+        base_url.rstrip("/") + push_path(job, grouping),
+        data=text.encode("utf-8"),
+        method="PUT",
+        headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
+    )
+    with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+        return int(resp.status)

@@ -32,8 +32,16 @@ def test_the_scraper_fills_the_workspace_from_the_exporters_pods() -> None:
     config = yaml.safe_load(scraper.inputs["scrapeConfiguration"])
     # The collector refuses intervals under 30 s and any discovery but kubernetes_sd_configs.
     assert config["global"]["scrape_interval"] == "30s"
-    (job,) = config["scrape_configs"]
+    job, push = config["scrape_configs"]
     assert set(job) == {"job_name", "kubernetes_sd_configs", "relabel_configs"}
+    # The Pushgateway's pods, in the namespace its chart is installed in, keeping the pushed labels.
+    (gateway,) = [c for c in run.of_type(CHART) if c.inputs["chart"].endswith("/prometheus-pushgateway")]
+    assert push["honor_labels"] is True and "scrape_interval" not in push
+    assert push["kubernetes_sd_configs"] == [{"role": "pod", "namespaces": {"names": [gateway.inputs["namespace"]]}}]
+    assert {r["regex"] for r in push["relabel_configs"] if r.get("action") == "keep"} == {
+        "prometheus-pushgateway",
+        "metrics",
+    }
     (charts,) = [c for c in run.of_type(CHART) if c.inputs["chart"] == "dcgm-exporter"]
     assert job["kubernetes_sd_configs"] == [{"role": "pod", "namespaces": {"names": [charts.inputs["namespace"]]}}]
     keep = {tuple(r["source_labels"]): r["regex"] for r in job["relabel_configs"] if r.get("action") == "keep"}
@@ -54,6 +62,21 @@ def test_the_exporter_chart_is_pinned_on_the_gpu_nodes_without_a_service_monitor
     assert values["nodeSelector"] == {"node.kubernetes.io/instance-type": p.spec.compute.instance_type}
     (check,) = p.checks("scheduling", "chart dcgm-exporter 4.8.2: dcgm-exporter")
     assert check.holds and "runs on every node of pool" in check.check
+
+
+def test_the_pushgateway_chart_is_pinned_hardened_on_the_system_pool() -> None:
+    p = bundled(STACK)
+    (chart,) = [c for c in p.run.of_type(CHART) if c.inputs["chart"].endswith("/prometheus-pushgateway")]
+    assert chart.inputs["version"] == "3.8.0" and chart.inputs["namespace"] == "kube-system"
+    values = chart.inputs["values"]
+    assert values["fullnameOverride"] == "gpu-cluster-pushgateway" and values["automountServiceAccountToken"] is False
+    box = values["containerSecurityContext"]
+    assert (
+        box["readOnlyRootFilesystem"] and not box["allowPrivilegeEscalation"] and box["capabilities"]["drop"] == ["ALL"]
+    )
+    assert set(values["resources"]) == {"requests", "limits"}
+    (check,) = p.checks("scheduling", "chart prometheus-pushgateway 3.8.0: gpu-cluster-pushgateway")
+    assert check.holds and values["nodeSelector"] == {"gpu-cluster/role": "system"}
 
 
 def test_an_exporter_that_lands_on_no_gpu_node_breaks_liveness(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -57,8 +57,16 @@ def test_the_agent_scrapes_the_gpu_operators_dcgm_exporter_on_nvidia(azure_run: 
     run = azure_run(azure_obj(H100))
     (cm,) = [c for c in run.of_type(CONFIGMAP) if c.inputs["metadata"]["name"] == "ama-metrics-prometheus-config"]
     assert cm.inputs["metadata"]["namespace"] == "kube-system"
-    (job,) = yaml.safe_load(cm.inputs["data"]["prometheus-config"])["scrape_configs"]
+    job, push = yaml.safe_load(cm.inputs["data"]["prometheus-config"])["scrape_configs"]
     assert job["kubernetes_sd_configs"] == [{"role": "pod", "namespaces": {"names": ["gpu-operator"]}}]
+    # The Pushgateway's pods where its chart is installed; honor_labels keeps the pushed node.
+    (gateway,) = [
+        r
+        for r in run.of_type("kubernetes:helm.sh/v4:Chart")
+        if str(r.inputs["chart"]).endswith("/prometheus-pushgateway")
+    ]
+    assert push["honor_labels"] is True
+    assert push["kubernetes_sd_configs"] == [{"role": "pod", "namespaces": {"names": [gateway.inputs["namespace"]]}}]
     keep = {tuple(r["source_labels"]): r["regex"] for r in job["relabel_configs"] if r.get("action") == "keep"}
     # NVIDIA/gpu-operator state-dcgm-exporter/0900_daemonset.yaml: the pods' label and port name.
     assert keep == {
@@ -77,7 +85,10 @@ def test_mi300x_gets_the_store_but_no_dcgm_scrape(azure_run: Run) -> None:
     run = azure_run(azure_obj(MI300X))
     assert run.one(CLUSTER).inputs["azureMonitorProfile"] == {"metrics": {"enabled": True}}
     assert run.of_type(WORKSPACE)
-    assert not [c for c in run.of_type(CONFIGMAP) if c.inputs["metadata"]["name"] == "ama-metrics-prometheus-config"]
+    # The agent's custom scrape holds the Pushgateway only: no DCGM exporter runs on AMD's sizes.
+    (cm,) = [c for c in run.of_type(CONFIGMAP) if c.inputs["metadata"]["name"] == "ama-metrics-prometheus-config"]
+    jobs = yaml.safe_load(cm.inputs["data"]["prometheus-config"])["scrape_configs"]
+    assert [j["job_name"] for j in jobs] == ["gpu-cluster-pushgateway"]
 
 
 GRAFANA = "azure-native:dashboard:Grafana"
