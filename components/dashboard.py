@@ -70,10 +70,17 @@ class Panel:
     """Grafana's unit id (grafana/grafana packages/grafana-data/src/valueFormats/categories.ts)."""
     monitoring_unit: str
     """Cloud Monitoring's unitOverride, in the MetricDescriptor unit syntax (UCUM)."""
+    node_label: str | None = None
+    """The label this panel's series name their node by, where it is not the dashboard's: a
+    collector the stack does not configure (AKS's own node exporter job labels ``instance``)."""
+
+    def label(self, node_label: str) -> str:
+        """The node label this panel groups by on a dashboard whose series use ``node_label``."""
+        return self.node_label or node_label
 
     def promql(self, node_label: str, selector: str = "") -> str:
         """The query, its metric restricted by ``selector`` (``{cluster="..."}``) where one is given."""
-        return self.expr.format(node=node_label, metric=self.metric + selector)
+        return self.expr.format(node=self.label(node_label), metric=self.metric + selector)
 
 
 # Units: the exporter's help text in default-counters.csv gives %, MiB, W and C; the profiling
@@ -221,7 +228,7 @@ def grafana(node_label: str = NODE_LABEL["aks"], *, title: str = TITLE, fabric: 
                         "refId": "A",
                         "datasource": datasource,
                         "expr": p.promql(node_label),
-                        "legendFormat": "{{" + node_label + "}}",
+                        "legendFormat": "{{" + p.label(node_label) + "}}",
                     }
                 ],
             }
@@ -357,21 +364,32 @@ def validation_annotations(datasource: dict[str, str]) -> list[dict[str, Any]]:
 #   v1.12.1, fc12f2c); procfs multiplies the counters' 4-octet words into bytes
 #   (prometheus/procfs sysfs/class_infiniband.go, ``port_rcv_data`` ``*= 4``, at v0.21.1, 3c943fd,
 #   the version node_exporter v1.12.1's go.mod requires). Our scrape labels each series ``node``.
-# * Not charted, AKS (ND): the managed Prometheus add-on scrapes a node exporter by default
-#   (job ``node``), but its minimal ingestion profile, on by default, keeps only the metrics the
-#   default-targets page lists and drops the rest (learn.microsoft.com/azure/azure-monitor/
-#   containers/prometheus-metrics-scrape-default, read 2026-12-07); no InfiniBand metric is listed,
-#   and which collectors the add-on's node exporter runs was not found in a source.
-# * Not charted, EKS and PCS (EFA): EFA's counters are ``/sys/class/infiniband/<rdmap...>/ports/1/
+# * InfiniBand, AKS (ND): the managed Prometheus add-on scrapes AKS's own node exporter on every
+#   Linux node (job ``node``, ``$NODE_IP:19100``: Azure/prometheus-collector otelcollector/
+#   configmapparser/default-prom-configs/nodeexporterDefaultDs.yml at 106ca1d, and ama-metrics-
+#   daemonset.yaml at 021674c, ``NODE_EXPORTER_TARGETPORT`` "19100", "the node exporter shipped out of
+#   box with AKS"). That exporter is the node image's systemd service, started with every default
+#   collector but ``wifi`` and ``hwmon`` (Azure/AgentBaker parts/linux/cloud-init/artifacts/
+#   node-exporter/node-exporter-startup.sh at 1138c29: ``--web.listen-address=${NODE_IP}:19100``,
+#   ``--no-collector.wifi --no-collector.hwmon``), so its ``infiniband`` collector runs. The add-on's
+#   minimal ingestion profile keeps only its listed metrics (learn.microsoft.com/azure/azure-monitor/
+#   containers/prometheus-metrics-scrape-configuration-minimal, read 2026-12-07); the stack widens the
+#   ``nodeexporter`` keep-list by the two counters (components/azure/ama_settings.py). That job labels
+#   the node ``instance`` (the node's name, the file above), so these panels group by it.
+# * EFA, PCS: the boot script's timer copies each EFA port's ``hw_counters/{rx,tx}_bytes`` into
+#   ``gpu_cluster_efa_{rx,tx}_bytes_total{device,port}`` in the node exporter's textfile directory
+#   (components/aws/efa_textfile.py), which the node's collector scrapes with ``node`` set.
+# * Not charted, EKS (EFA): EFA's counters are ``/sys/class/infiniband/<rdmap...>/ports/1/
 #   hw_counters/{rx_bytes,tx_bytes,...}`` (aws-samples/awsome-distributed-training
 #   4.validation_and_observability/3.efa-node-exporter/class_amazon_efa.go at 7217859), which the
 #   node exporter's collector does not read (it reads ``counters/`` and the mlx5 ``hw_counters``
-#   names: infiniband_linux.go above). AWS's own observability uses a fork of node exporter with an
-#   ``amazonefa`` collector (``node_amazonefa_rx_bytes`` ...: same folder, amazon_efa_linux.go and
-#   README.md), run on HyperPod from a private image (``1.architectures/5.sagemaker-hyperpod/
-#   LifecycleScripts/base-config/observability/install_efa_exporter.sh``:
-#   602401143452.dkr.ecr.<region>.amazonaws.com/hyperpod/efa_exporter:1.0.0); no public image of it
-#   was found, and the stacks do not build one, so EFA stays uncharted.
+#   names: infiniband_linux.go above), and the EKS stack runs no node exporter with a textfile
+#   directory (the AMP scraper scrapes the DCGM exporter only: components/aws/metrics.py). AWS's own
+#   observability uses a fork of node exporter with an ``amazonefa`` collector
+#   (``node_amazonefa_rx_bytes`` ...: same folder, amazon_efa_linux.go and README.md), run on HyperPod
+#   from a private image (``1.architectures/5.sagemaker-hyperpod/LifecycleScripts/base-config/
+#   observability/install_efa_exporter.sh``: 602401143452.dkr.ecr.<region>.amazonaws.com/hyperpod/
+#   efa_exporter:1.0.0); no public image of it was found.
 # * Not charted, GKE (GPUDirect-TCPX/TCPXO/RDMA NICs): managed collection's packages (components/
 #   gcp/metrics.py) include no node exporter, and no GKE page read names a per-NIC counter of the
 #   GPU NICs that managed collection writes.
@@ -391,12 +409,41 @@ INFINIBAND_PANELS: tuple[Panel, ...] = (
         monitoring_unit="By/s",
     ),
 )
+# AKS: the same counters from the add-on's node exporter job, which names the node ``instance``.
+AKS_INFINIBAND_PANELS: tuple[Panel, ...] = tuple(
+    Panel(
+        title=p.title,
+        metric=p.metric,
+        expr=p.expr,
+        grafana_unit=p.grafana_unit,
+        monitoring_unit=p.monitoring_unit,
+        node_label="instance",
+    )
+    for p in INFINIBAND_PANELS
+)
+# PCS: components/aws/efa_textfile.py's counters, bytes.
+EFA_PANELS: tuple[Panel, ...] = (
+    Panel(
+        title="EFA receive (all devices of the node)",
+        metric="gpu_cluster_efa_rx_bytes_total",
+        expr="sum by ({node}) (rate({metric}[" + RATE_WINDOW + "]))",
+        grafana_unit="Bps",
+        monitoring_unit="By/s",
+    ),
+    Panel(
+        title="EFA transmit (all devices of the node)",
+        metric="gpu_cluster_efa_tx_bytes_total",
+        expr="sum by ({node}) (rate({metric}[" + RATE_WINDOW + "]))",
+        grafana_unit="Bps",
+        monitoring_unit="By/s",
+    ),
+)
 # Platform (``<cloud>-<orchestrator>`` of the stack outputs) -> its fabric panels (the list above).
 FABRIC_PANELS: dict[str, tuple[Panel, ...]] = {
     "azure-slurm": INFINIBAND_PANELS,
-    "azure-aks": (),
+    "azure-aks": AKS_INFINIBAND_PANELS,
     "aws-eks": (),
-    "aws-slurm": (),
+    "aws-slurm": EFA_PANELS,
     "gcp-gke": (),
     "gcp-slurm": (),
 }
@@ -409,12 +456,14 @@ def dumps(dashboard: dict[str, Any]) -> str:
 
 def files() -> dict[str, str]:
     """The dashboards the repository ships (dashboards/), path -> text: the Cloud Monitoring one the
-    GKE stack creates, the Grafana one for AKS, EKS and PCS (all label the node ``node``), and the
-    Grafana one for Azure Slurm, with the InfiniBand panels."""
+    GKE stack creates, the Grafana one without fabric panels (EKS), and one per platform with its
+    fabric panels (Azure Slurm, AKS, PCS)."""
     return {
         "dashboards/gpu-cloud-monitoring.json": dumps(cloud_monitoring()),
         "dashboards/gpu-grafana.json": dumps(grafana()),
         "dashboards/gpu-grafana-azure-slurm.json": dumps(grafana(fabric=FABRIC_PANELS["azure-slurm"])),
+        "dashboards/gpu-grafana-aks.json": dumps(grafana(fabric=FABRIC_PANELS["azure-aks"])),
+        "dashboards/gpu-grafana-pcs.json": dumps(grafana(fabric=FABRIC_PANELS["aws-slurm"])),
     }
 
 

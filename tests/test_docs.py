@@ -343,6 +343,7 @@ FIGURES: tuple[Figure, ...] = (
     ),
     Figure("docs/day2.md", r"more than (\d+) nodes are split", lambda: [_eks_group()]),
     Figure("docs/day2.md", r"scales it to zero (\d+) minutes before", lambda: [_cb_early()]),
+    Figure("docs/day2.md", r"systemd timer \(CODE, every (\d+) s\)", lambda: [_efa_interval()]),
     Figure("docs/aws.md", r"at most\s+(\d+) nodes each", lambda: [_eks_group()]),
     Figure("docs/aws.md", r"the\s+window ends (\d+) minutes before the block", lambda: [_cb_early()]),
     Figure("docs/aws.md", r"anonymous pulls up to (\d+) GB a month", lambda: [_ecr_public_gb()]),
@@ -446,6 +447,12 @@ def _baseline() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
         ),
         (str(b.min_nodes), str(last), _g(b.expected_gbps), str(last + 1)),
     )
+
+
+def _efa_interval() -> tuple[str, ...]:
+    from gpu_cluster.components.aws.efa_textfile import INTERVAL
+
+    return (INTERVAL.removesuffix("s"),)
 
 
 def _kueue_retries() -> tuple[str, ...]:

@@ -41,7 +41,8 @@ The remote-write address is the workspace's ``prometheus_endpoint`` and ``api/v1
 (the form AWS APIs accept: ``https://aps-workspaces.<region>.amazonaws.com/workspaces/<id>/api/v1/
 remote_write``, EMR Serverless API reference PrometheusMonitoringConfiguration.remoteWriteUrl, read
 2026-12-07). Each series is labelled ``node`` with the host's name, the label the Grafana dashboard
-groups by on EKS (components/dashboard.py NODE_LABEL), so ``dashboards/gpu-grafana.json`` serves PCS too.
+groups by on EKS (components/dashboard.py NODE_LABEL); ``dashboards/gpu-grafana-pcs.json`` is that dashboard
+with PCS's EFA panels, whose counters a timer the script installs writes (components/aws/efa_textfile.py).
 
 The script never fails the node's boot (``exit 0``): what is missing goes to the journal (tag
 ``gpu-cluster-metrics``). Pure: strings only; the resources are in components/aws/metrics.py.
@@ -54,6 +55,7 @@ from typing import Any
 
 import yaml
 
+from gpu_cluster.components.aws import efa_textfile
 from gpu_cluster.components.contract import METRICS_TEXTFILE_DIR
 from gpu_cluster.components.node_textfile import NODE_EXPORTER_JOB_EXTRA, TEXTFILE_FLAG, TEXTFILE_MODE
 
@@ -142,7 +144,8 @@ metrics() {{
   mkdir -p {METRICS_TEXTFILE_DIR} && chmod {TEXTFILE_MODE} {METRICS_TEXTFILE_DIR} || log "no textfile directory"
   docker run -d --restart always --name node-exporter --net host --pid host -v /:/host:ro,rslave \\
     {NODE_EXPORTER_IMAGE} --path.rootfs=/host {TEXTFILE_FLAG} || log "the node exporter did not start"
-  [ -x {ADOT_CTL} ] || rpm -Uvh {ADOT_RPM} || {{ log "the ADOT collector could not be installed"; return 0; }}
+  # EFA's byte counters into the textfile directory (components/aws/efa_textfile.py)
+{efa_textfile.install_lines()}  [ -x {ADOT_CTL} ] || rpm -Uvh {ADOT_RPM} || {{ log "the ADOT collector could not be installed"; return 0; }}
   mkdir -p "$(dirname {ADOT_CONFIG})"
   cat > {ADOT_CONFIG} <<'EOF'
 {config}EOF

@@ -22,7 +22,7 @@ not a dashboard inside this Grafana workspace. No ARM type creates a dashboard i
 workspace, so the dashboard is put in once the stack is up by ``gpu-cluster dashboards import``
 (gpu_cluster/dashboards.py, Grafana's HTTP API with the deployer's Entra token), or by hand
 (docs/day2.md): ``az grafana dashboard import --name <grafana> --resource-group <rg>
---definition dashboards/gpu-grafana.json``. The deployer is given Grafana Admin on the workspace
+--definition dashboards/gpu-grafana-aks.json`` (``gpu-grafana-azure-slurm.json`` on Azure Slurm). The deployer is given Grafana Admin on the workspace
 for that (built-in role 22926164-76b3-42b3-bc55-97df8dab3e41, the built-in roles table row "Grafana
 Admin | Perform all Grafana operations, including the ability to manage data sources, create
 dashboards ...", MicrosoftDocs/azure-docs built-in-roles.md, read through find_string 2026-12-07).

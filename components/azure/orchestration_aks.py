@@ -73,6 +73,7 @@ from gpu_cluster.components.azure.rules import ZONES
 from gpu_cluster.components.azure.workload_identity import JobIdentity, JobIdentityArgs, job_service_account
 from gpu_cluster.components.k8s import aks as layer
 from gpu_cluster.components.k8s import aks_amd
+from gpu_cluster.components.azure.ama_settings import ama_settings
 from gpu_cluster.components.k8s.metrics import ama_scrape, pushgateway
 from gpu_cluster.components.k8s.addons import JOB_NAMESPACE, job_namespace, jobset
 from gpu_cluster.components.spec import ClusterSpec
@@ -566,6 +567,8 @@ def create_in_cluster_layer(name: str, args: AksLayerArgs, k8s_opts: pulumi.Reso
         # all-amd: install_amdgpu_driver before install_amd_gpu_operator), on the GPU pool's nodes.
         driver = aks_amd.amd_driver_installer(name, k8s_opts, taint, node_selector={POOL_LABEL: GPU_POOL})
         aks_amd.amd_gpu_operator(name, k8s_opts, taint, after=[*driver, network[1]], pins=pins)
+    # The add-on keeps the node exporter's InfiniBand counters too (components/azure/ama_settings.py).
+    ama_settings(name, opts=k8s_opts)
     csi = layer.lustre_csi(name, k8s_opts)
     namespace = job_namespace(name, k8s_opts)
     # The ND v5 topology for NCCL, which every job mounts (components/nccl_topology.py); none for

@@ -379,9 +379,13 @@ def test_the_fabric_panels_are_per_node_rates_of_the_collectors_counters() -> No
         assert p.grafana_unit == "Bps"
 
 
-def test_only_platforms_whose_collector_scrapes_the_node_exporter_get_fabric_panels() -> None:
-    """A fabric panel is charted only where a collector we deploy scrapes the series: Azure Slurm's
-    node Prometheus scrapes the node exporter and labels each series with its node."""
+def test_only_platforms_whose_collector_scrapes_the_series_get_fabric_panels() -> None:
+    """A fabric panel is charted only where a collector scrapes the series: Azure Slurm's node
+    Prometheus and PCS's ADOT collector scrape the node exporter with ``node`` set; AKS's add-on keeps
+    the InfiniBand counters of its node exporter job, which names the node ``instance``."""
+    from gpu_cluster.components.aws import efa_textfile
+    from gpu_cluster.components.aws import slurm_metrics as pcs
+    from gpu_cluster.components.azure import ama_settings
     from gpu_cluster.components.azure import slurm_metrics as azure_slurm
 
     config = azure_slurm.prometheus_config("https://dce.example/write", "client")
@@ -389,8 +393,17 @@ def test_only_platforms_whose_collector_scrapes_the_node_exporter_get_fabric_pan
     node_job = jobs["node-exporter"]
     assert node_job["static_configs"] == [{"targets": [f"localhost:{azure_slurm.NODE_EXPORTER_PORT}"]}]
     assert {"target_label": "node", "replacement": azure_slurm.HOST_PLACEHOLDER} in node_job["relabel_configs"]
+    scrape = pcs.collector_config("https://x/", "us-east-1")["receivers"]["prometheus"]["config"]
+    pcs_job = {j["job_name"]: j for j in scrape["scrape_configs"]}["node-exporter"]
+    assert {"target_label": "node", "replacement": pcs.HOST_PLACEHOLDER} in pcs_job["relabel_configs"]
+    assert {p.metric for p in FABRIC_PANELS["aws-slurm"]} == set(efa_textfile.COUNTERS)
+    assert all(re.fullmatch(ama_settings.NODE_EXPORTER_KEEP, p.metric) for p in FABRIC_PANELS["azure-aks"])
+    assert {p.metric for p in FABRIC_PANELS["azure-aks"]} == INFINIBAND_COUNTERS
+    for p in FABRIC_PANELS["azure-aks"]:
+        (agg,) = _aggregations(parse(p.promql("node")))
+        assert agg[2] == ("instance",)
     charted = {k for k, v in FABRIC_PANELS.items() if v}
-    assert charted == {"azure-slurm"}
+    assert charted == {"azure-slurm", "azure-aks", "aws-slurm"}
 
 
 def test_the_fabric_panels_follow_the_gpu_panels_and_only_where_asked() -> None:

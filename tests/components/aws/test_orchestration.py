@@ -17,6 +17,7 @@ from gpu_cluster.components.aws.common import cache_prefix
 from gpu_cluster.components.aws.mocks import MOCK_ZONES
 from gpu_cluster.components.engine import replacements
 from gpu_cluster.components.k8s.addons import JOB_NAMESPACE, JOBSET_CHART, JOBSET_VERSION
+from gpu_cluster.components.k8s.metrics import PUSHGATEWAY_CHART, PUSHGATEWAY_VERSION
 from gpu_cluster.components.spec import DEPLOYER_PLACEHOLDER, SpecError, parse_spec
 from tests.components.aws._offline import in_pillar, one, raw_stack, run
 
@@ -137,7 +138,15 @@ def test_eks_in_cluster_addons() -> None:
     assert kubeconfig["users"][0]["user"]["exec"]["command"] == "aws"
 
     charts = {r.inputs["chart"]: r.inputs for r in result.of_type(CHART)}
-    assert set(charts) == {"nvidia-device-plugin", "aws-efa-k8s-device-plugin", JOBSET_CHART, "dcgm-exporter"}
+    assert set(charts) == {
+        "nvidia-device-plugin",
+        "aws-efa-k8s-device-plugin",
+        JOBSET_CHART,
+        "dcgm-exporter",
+        PUSHGATEWAY_CHART,
+    }
+    # the validation's figures reach AMP through it (components/k8s/metrics.py)
+    assert charts[PUSHGATEWAY_CHART]["version"] == PUSHGATEWAY_VERSION
     assert charts["aws-efa-k8s-device-plugin"]["repositoryOpts"]["repo"] == "https://aws.github.io/eks-charts"
     assert charts[JOBSET_CHART]["version"] == JOBSET_VERSION
     efa_values = charts["aws-efa-k8s-device-plugin"]["values"]["supportedInstanceLabels"]

@@ -123,3 +123,28 @@ def test_mi300x_gets_grafana_over_its_workspace_too(azure_run: Run) -> None:
     # where they are looked at.
     run = azure_run(azure_obj(MI300X))
     assert run.one(GRAFANA).inputs["properties"]["grafanaIntegrations"]["azureMonitorWorkspaceIntegrations"]
+
+
+def test_the_addon_keeps_the_node_exporters_infiniband_counters_on_every_nd_size(azure_run: Run) -> None:
+    """The settings ConfigMap widens the node exporter's keep-list by the two counters the AKS
+    fabric panels chart, and leaves the template's other settings as they are."""
+    import re
+    import tomllib
+
+    from gpu_cluster.components.dashboard import FABRIC_PANELS
+
+    for size in (H100, MI300X):
+        run = azure_run(azure_obj(size))
+        (cm,) = [c for c in run.of_type(CONFIGMAP) if c.inputs["metadata"]["name"] == "ama-metrics-settings-configmap"]
+        assert cm.inputs["metadata"]["namespace"] == "kube-system"
+        data = cm.inputs["data"]
+        assert data["schema-version"] == "v1"
+        # The agent reads each section as TOML (key = "value").
+        keep = tomllib.loads(data["default-targets-metrics-keep-list"])
+        assert keep["minimalingestionprofile"] is True
+        assert {k for k, v in keep.items() if v not in ("", True)} == {"nodeexporter"}
+        regex = re.compile(keep["nodeexporter"])
+        charted = {p.metric for p in FABRIC_PANELS["azure-aks"]}
+        assert charted and all(regex.fullmatch(m) for m in charted)
+        assert not regex.fullmatch("node_infiniband_port_packets_received_total")
+        assert tomllib.loads(data["default-scrape-settings-enabled"])["nodeexporter"] is True
