@@ -150,9 +150,17 @@ class AksCloud(DocumentedPath):
         return sorted(self.named(pool))
 
     def named(self, pool: str) -> dict[str, str]:
-        """resourceId -> machine name (the node's name) of every machine in the pool."""
-        _, got = self.arm.call("GET", f"{self._pool_path(pool)}/machines")
-        return {str(m["properties"]["resourceId"]): str(m["name"]) for m in (got or {}).get("value", [])}
+        """resourceId -> machine name (the node's name) of every machine in the pool, every page of
+        the list: it pages by ``nextLink`` (examples/MachineList.json at 443f613). A list cut at its
+        first page would leave machines out of the ones journalled before the call, and a healthy one
+        could then be taken for the replacement."""
+        out: dict[str, str] = {}
+        page: str | None = f"{self._pool_path(pool)}/machines"
+        while page:
+            _, got = self.arm.call("GET", page)
+            out.update({str(m["properties"]["resourceId"]): str(m["name"]) for m in (got or {}).get("value", [])})
+            page = (got or {}).get("nextLink") or None
+        return out
 
     def prepare(self, node: NodeState, instance: Instance) -> dict[str, Any]:
         """The pool, its count and its machines before the call (journalled with the intent: a rerun
@@ -192,19 +200,35 @@ class AksCloud(DocumentedPath):
         if status == 404 or not doc:
             return Outcome(ok=False, detail=f"agent pool {pool} of {self.cluster} not found")
         count = int(doc["properties"]["count"])
-        before = self.machines(pool)
         self.arm.call("POST", f"{self._pool_path(pool)}/deleteMachines", {"machineNames": [node.node]})
+        # The count and the machines stay those journalled with the intent (prepare): a later line's
+        # facts win, and a count read after an earlier, killed ask had lowered it would leave the
+        # pool short (I3).
         return Outcome(
             ok=True,
-            detail=f"deleteMachines {node.node} in pool {pool} (count {count}, restored once it is gone)",
-            extra={"pool": pool, "count": count, "before": before, "op": f"deleteMachines {node.node}"},
+            detail=f"deleteMachines {node.node} in pool {pool} (count {count} now; restored once it is gone)",
+            extra={"pool": pool, "op": f"deleteMachines {node.node}"},
         )
 
     def progress(self, node: NodeState, old: str, token: str, facts: Mapping[str, Any]) -> Progress:
         pool = str(facts.get("pool") or self.pool_of(node))
         status, _machine = self.arm.call("GET", f"{self._pool_path(pool)}/machines/{node.node}")
         if status != 404:
-            return Progress(started=bool(facts.get("op")), detail=f"{node.node} still in pool {pool}")
+            if facts.get("op"):
+                return Progress(started=True, detail=f"{node.node} still in pool {pool}, being deleted")
+            # Killed after deleteMachines and before its line: the machine is still listed while
+            # it is deleted, but the call already lowered the pool's count below the one journalled
+            # before it; asking again would reach a machine the pool may already have dropped.
+            want = int(facts.get("count") or 0)
+            _, doc = self.arm.call("GET", self._pool_path(pool))
+            have = int(((doc or {}).get("properties") or {}).get("count", want))
+            if want and have < want:
+                return Progress(
+                    started=True,
+                    detail=f"{node.node} still in pool {pool}, whose count is {have}, {want} before the call: "
+                    "its deleteMachines was accepted",
+                )
+            return Progress(started=False, detail=f"{node.node} still in pool {pool}")
         _, doc = self.arm.call("GET", self._pool_path(pool))
         props = (doc or {}).get("properties", {})
         if "before" not in facts:

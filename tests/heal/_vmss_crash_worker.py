@@ -5,7 +5,10 @@ N-th journal line, or on either side of a call that acts: ``before-delete``/``af
 update), ``after-forget`` (the old node deleted from Slurm). Used by
 test_azure_vmss_crash_rerun.py.
 
-    python -m tests.heal._vmss_crash_worker RUN_DIR ARM_URL [N | before-delete | ... | none]
+    python -m tests.heal._vmss_crash_worker RUN_DIR ARM_URL [N | before-delete | ... | none] [SCENARIO]
+
+SCENARIO is a tests/heal/crash_checks.py scenario (``replace`` by default): the check fails a node
+whose VM is faulty (the Slurm file says which), and every check is recorded in the run folder.
 """
 
 from __future__ import annotations
@@ -20,8 +23,11 @@ from gpu_cluster.heal.azure_vmss import VmssCloud
 from gpu_cluster.heal.engine import Engine
 from gpu_cluster.heal.evidence import read_report
 from gpu_cluster.heal.journal import Journal
-from gpu_cluster.heal.policy import Limits
-from tests.heal.vmss_world import SCALE_SET_ID, FakeSlurm, Judge, SlurmFile
+from tests.heal.crash_checks import RecordedChecks, limits_for
+from tests.heal.vmss_world import SCALE_SET_ID, FakeSlurm, SlurmFile, computer_name
+
+PAIR_PEER = computer_name(1)
+"""The first cleared peer, whose pair checks FAIL in the ``pair`` scenario."""
 
 
 class DyingArm(Arm):
@@ -53,6 +59,7 @@ class DyingSlurm(FakeSlurm):
 
 def main() -> int:
     run_dir, url, when = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+    scenario = sys.argv[4] if len(sys.argv) > 4 else "replace"
     lines = [0]
 
     def echo(_line: str) -> None:
@@ -67,8 +74,10 @@ def main() -> int:
             journal=j,
             scheduler=slurm,
             cloud=VmssCloud(DyingArm(url, when), SCALE_SET_ID, slurm),
-            checker=Judge(slurm.f),
-            limits=Limits(apply=True),
+            checker=RecordedChecks(
+                run_dir, scenario, lambda n: bool(slurm.f.load()["nodes"][n]["faulty"]), pair_peer=PAIR_PEER
+            ),
+            limits=limits_for(scenario),
             say=lambda line: None,
             sleep=lambda s: None,
             poll_s=0.0,

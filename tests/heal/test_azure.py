@@ -7,7 +7,7 @@ machine found."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,15 +77,15 @@ def node(n: int = 0) -> NodeState:
 
 
 def test_aks_machine_deleted_and_the_pool_restored(arm: Recorded) -> None:
-    state = {"machines": [0, 1], "count": 2}
+    state: dict[str, Any] = {"machines": [0, 1], "count": 2}
     arm.answer_with("GET", POOL_PATH, lambda r: (200, pool(state["count"])))
     arm.answer_with("GET", f"{POOL_PATH}/machines", lambda r: (200, {"value": [machine(n) for n in state["machines"]]}))
+
+    def get(n: int) -> Callable[[dict[str, Any]], tuple[int, Any]]:
+        return lambda r: (200, machine(n)) if n in state["machines"] else (404, {"error": {"code": "NotFound"}})
+
     for n in (0, 1, 2):
-        arm.answer_with(
-            "GET",
-            f"{POOL_PATH}/machines/{node(n).node}",
-            lambda r, n=n: (200, machine(n)) if n in state["machines"] else (404, {"error": {"code": "NotFound"}}),
-        )
+        arm.answer_with("GET", f"{POOL_PATH}/machines/{node(n).node}", get(n))
 
     def delete(req: dict[str, Any]) -> tuple[int, Any]:
         for name in req["body"]["machineNames"]:
@@ -108,7 +108,7 @@ def test_aks_machine_deleted_and_the_pool_restored(arm: Recorded) -> None:
     assert before == {"pool": POOL, "count": 2, "before": [f"{VMSS}/0", f"{VMSS}/1"]}
     assert cloud.short_of(node(0), before) == ""
     out = cloud.replace(node(0), inst, "t", "gate ecc.volatile (gpu0): 3")
-    assert out.ok and out.extra["count"] == 2 and out.extra["pool"] == POOL
+    assert out.ok and out.extra == {"pool": POOL, "op": f"deleteMachines {node(0).node}"}
     (post,) = arm.made("POST")
     assert post["body"] == {"machineNames": ["aks-gpu-25481572-vmss000000"]}
     assert post["query"] == {"api-version": "2025-10-01"} and post["headers"]["Authorization"] == "Bearer token"
@@ -210,12 +210,12 @@ def pool_world(arm: Recorded) -> dict[str, Any]:
     state: dict[str, Any] = {"machines": [0, 1, 2], "count": 3, "next": 3}
     arm.answer_with("GET", POOL_PATH, lambda r: (200, pool(state["count"])))
     arm.answer_with("GET", f"{POOL_PATH}/machines", lambda r: (200, {"value": [machine(n) for n in state["machines"]]}))
+
+    def get(n: int) -> Callable[[dict[str, Any]], tuple[int, Any]]:
+        return lambda r: (200, machine(n)) if n in state["machines"] else (404, {"error": {"code": "NotFound"}})
+
     for n in range(6):
-        arm.answer_with(
-            "GET",
-            f"{POOL_PATH}/machines/{node(n).node}",
-            lambda r, n=n: (200, machine(n)) if n in state["machines"] else (404, {"error": {"code": "NotFound"}}),
-        )
+        arm.answer_with("GET", f"{POOL_PATH}/machines/{node(n).node}", get(n))
 
     def delete(req: dict[str, Any]) -> tuple[int, Any]:
         for name in req["body"]["machineNames"]:

@@ -62,6 +62,9 @@ class SlurmFile:
         return dict(json.loads(self.path.read_text(encoding="utf-8")))
 
     def save(self, doc: dict[str, Any]) -> None:
+        # The most nodes drained at one time, over every change (I7's budget, read by the tests).
+        out = sum(1 for n in doc["nodes"].values() if n["reason"])
+        doc["out_at_once"] = max(int(doc.get("out_at_once", 0)), out)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
         tmp.replace(self.path)

@@ -2,12 +2,16 @@
 (``os._exit``, as a SIGKILL leaves things) after the N-th journal line or on either side of the call
 that acts. Used by test_compute_crash_rerun.py.
 
-    python -m tests.heal.google._compute_crash_worker RUN_DIR mig|report [N | before-call | after-call | none]
+    python -m tests.heal.google._compute_crash_worker RUN_DIR mig|report|label [N | before-call | after-call | none] [SCENARIO]
 
 ``mig``: a GKE node (heal's KubeScheduler against the test's Kubernetes API server) recreated by
 its pool's managed instance group (``recreateInstances``). ``report``: a Cluster Director node (a
 Slurm kept in a file, tests/heal/vmss_world.py) whose host is reported (``reportHostAsFaulty``).
-The check fails the node while it runs on the bad VM (``mig``: its id) or host (``report``)."""
+``label``: a GKE A3/A4 node in a reservation, reported through GKE's report-and-replace label (the
+call that acts is the node patch that sets ``cloud.google.com/fault-behavior``; the test plays GKE).
+The check fails the node while it runs on the bad VM (``mig``: its id) or host (``report``), and
+the nodes world.json names in ``also_bad``; SCENARIO (tests/heal/crash_checks.py, ``replace`` by
+default) says which checks pass, and every check is recorded in the run folder."""
 
 from __future__ import annotations
 
@@ -16,19 +20,35 @@ import os
 import sys
 import urllib.request
 from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from google.auth.credentials import AnonymousCredentials
 
-from gpu_cluster.heal.adapters import CheckResult
 from gpu_cluster.heal.engine import Engine
 from gpu_cluster.heal.evidence import read_report
-from gpu_cluster.heal.gcp import GceReportCloud, GkeMigCloud, compute_clients
+from gpu_cluster.heal.gcp import FAULT_LABEL, GceReportCloud, GkeMigCloud, GkeReportCloud, compute_clients
 from gpu_cluster.heal.journal import Journal
 from gpu_cluster.heal.kubernetes import KubeScheduler
-from gpu_cluster.heal.policy import Limits
+from tests.heal.crash_checks import RecordedChecks, limits_for
 from tests.heal.google.test_gcp import CLUSTER, COMPUTE, P, Z
 from tests.heal.vmss_world import FakeSlurm, SlurmFile
+
+
+class DyingLabels(KubeScheduler):
+    """heal's KubeScheduler, dying on the asked side of the patch that sets the fault label."""
+
+    def __init__(self, kubeconfig: str, when: str) -> None:
+        super().__init__(kubeconfig)
+        self.when = when
+
+    def set_labels(self, name: str, labels: Mapping[str, str | None]) -> None:
+        acts = labels.get(FAULT_LABEL) is not None
+        if acts and self.when == "before-call":
+            os._exit(9)
+        super().set_labels(name, labels)
+        if acts and self.when == "after-call":
+            os._exit(9)
 
 
 class Dying:
@@ -53,23 +73,23 @@ class Dying:
         return call
 
 
-class VmChecker:
-    def __init__(self, url: str, bad: dict[str, str], by: str) -> None:
-        self.url, self.bad, self.by = url, bad, by
+def vm_is_bad(url: str, bad: dict[str, str], by: str, also: list[str]) -> Callable[[str], bool]:
+    """Whether ``node`` runs on the bad VM (by its id) or host, read from the stand-in now."""
 
-    def estimate(self) -> tuple[float, str]:
-        return 600.0, "test"
-
-    def check(self, node: str, peer: str, incident: str, purpose: str) -> CheckResult:
-        with urllib.request.urlopen(f"{self.url}{COMPUTE}/instances/{node}") as r:
+    def is_bad(node: str) -> bool:
+        if node in also:
+            return True
+        with urllib.request.urlopen(f"{url}{COMPUTE}/instances/{node}") as r:
             vm = json.load(r)
-        seen = vm["id"] if self.by == "id" else vm["resourceStatus"]["physicalHost"]
-        bad = seen == self.bad[self.by]
-        return CheckResult(ran=True, passed=not bad, own=bad, detail=f"{node} on {seen}")
+        seen = vm["id"] if by == "id" else vm["resourceStatus"]["physicalHost"]
+        return bool(seen == bad[by])
+
+    return is_bad
 
 
 def main() -> int:
     run_dir, mode, when = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+    scenario = sys.argv[4] if len(sys.argv) > 4 else "replace"
     world = json.loads((run_dir / "world.json").read_text(encoding="utf-8"))
     lines = [0]
 
@@ -80,16 +100,35 @@ def main() -> int:
 
     c = compute_clients(AnonymousCredentials(), endpoint=world["url"])  # type: ignore[no-untyped-call]
     sched: Any
+    look: Callable[[str], Any] | None = None
     if mode == "mig":
         c["igm"] = Dying(c["igm"], "recreate_instances", when)
-        sched = KubeScheduler(world["kubeconfig"])
+        kube = KubeScheduler(world["kubeconfig"])
+        sched = kube
         cloud: Any = GkeMigCloud(c, P, Z, CLUSTER)
-        checker = VmChecker(world["url"], world["bad"], "id")
+        by = "id"
+
+        def taints(node: str) -> Any:
+            return (kube.read(node).get("spec") or {}).get("taints") or []
+
+        look = taints
+    elif mode == "label":
+        labels = DyingLabels(world["kubeconfig"], when)
+        sched = labels
+        cloud = GkeReportCloud(c, P, Z, labels)
+        by = "host"
     else:
         c["instances"] = Dying(c["instances"], "report_host_as_faulty", when)
         sched = FakeSlurm(SlurmFile(run_dir / "slurm.json"))
         cloud = GceReportCloud(c, P, Z)
-        checker = VmChecker(world["url"], world["bad"], "host")
+        by = "host"
+    checker = RecordedChecks(
+        run_dir,
+        scenario,
+        vm_is_bad(world["url"], world["bad"], by, world.get("also_bad", [])),
+        pair_peer=world.get("pair_peer", ""),
+        look=look,
+    )
     with Journal(run_dir, echo=echo) as j:
         e = Engine(
             cluster="train",
@@ -97,7 +136,7 @@ def main() -> int:
             scheduler=sched,
             cloud=cloud,
             checker=checker,
-            limits=Limits(apply=True),
+            limits=limits_for(scenario),
             say=lambda line: None,
             sleep=lambda _s: None,
             poll_s=0.0,

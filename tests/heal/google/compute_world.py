@@ -19,12 +19,15 @@ parses them (tests/heal/google/test_gcp.py lists the pages):
 
 The group's recreate advances one step each time its instances are listed, the report each time its
 operation is read; the first read after the call still shows nothing (the call is queued), so a
-rerun killed after the call and before its journal line asks again, with the same requestId."""
+rerun killed after the call and before its journal line asks again, with the same requestId.
+``on_running`` is told the name of a VM the group has just recreated (the test registers its node
+as GKE does, with the pool's taints)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from tests.heal.google.test_gcp import CLUSTER, COMPUTE, P, Z, error, operation
@@ -39,8 +42,9 @@ RECREATE_STEPS = [("RECREATING", "STOPPING"), ("RECREATING", ""), ("RECREATING",
 
 
 class Compute:
-    def __init__(self, server: Recorded) -> None:
+    def __init__(self, server: Recorded, on_running: Callable[[str], None] | None = None) -> None:
         self.s = server
+        self.on_running = on_running
         self.vms = {n: {"id": str(1000 + k), "host": f"/a1/b{k}/c0", "status": "RUNNING"} for k, n in enumerate(NAMES)}
         self.bad = {"id": self.vms[BAD]["id"], "host": self.vms[BAD]["host"]}
         self.action = dict.fromkeys(NAMES, "NONE")
@@ -156,6 +160,8 @@ class Compute:
             self.vms[n].update(id=str(self.serial), status=status, host=f"/a9/b{self.serial}/c1")
         else:
             self.vms[n]["status"] = status
+        if action == "NONE" and self.on_running is not None:
+            self.on_running(n)
 
     def _read_op(self, name: str) -> tuple[int, Any]:
         op = self.ops[name]

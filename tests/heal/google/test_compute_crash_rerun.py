@@ -6,26 +6,49 @@ rerun (issue 41): the server carried out one recreate (one report) for the incid
 carrying the same requestId, which is what makes the rerun's second ask harmless (I2); the group's
 target size as it began, and no call that resizes (I3); the replacement the one the group's
 per-instance status says it made (``currentAction`` back to NONE with a new ``id``), or the VM on
-a new host; no healthy node cordoned, tainted or drained, its VM untouched (I1)."""
+a new host; no healthy node ever cordoned, tainted or drained, its VM untouched (I1).
+
+And, each in a scenario of its own killed at its lines and rerun (the check's scenarios,
+tests/heal/crash_checks.py), from the stand-ins' state: a node the second look clears ends in
+service, read back, nothing asked of Compute Engine (I4); a node whose pod a PodDisruptionBudget
+keeps (GKE) or whose Slurm job runs (Cluster Director) is never replaced, and a second FAILed node
+waits for the budget of one node out of service, never drained or cordoned (I5, I7); on GKE the
+recreated node registers with the pool's ``gpu-cluster.io/unvalidated`` taint (GKE puts a pool's
+taints on every node it adds, "Control scheduling with node taints",
+cloud.google.com/kubernetes-engine/docs/how-to/node-taints, read 2026-12-07), keeps it through its
+revalidation and loses it only with heal's own marks, in the release after the check passed (I6);
+a check failed with the first cleared peer for the pair's reason blames the node, and passes its
+replacement, only with a second, different peer (I8); never more nodes out of service at once
+than one (I7). GKE's report-and-replace label, killed at every line and on both sides of the patch
+that sets it: one report for the incident, and after the revalidation the fault-behavior, status
+and operation labels gone, read back from the API server; a second incident on the same node, an
+old status left on it and heal killed after its label, reports anew and ends with the labels gone
+(I10)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from gpu_cluster.components.contract import UNVALIDATED_TAINT_EFFECT, UNVALIDATED_TAINT_KEY, UNVALIDATED_TAINT_VALUE
 from gpu_cluster.heal.engine import request_uuid
 from gpu_cluster.heal.journal import JOURNAL, read
 from gpu_cluster.heal.states import State
 from tests.heal.google.compute_world import BAD, IGM, NAMES, Compute
 from tests.heal.google.test_gcp import COMPUTE, error
-from tests.heal.google.test_gke_report_e2e import k8s_node, report
+from tests.heal.google.test_gke_report_e2e import XID, Gke, k8s_node, node_doc, report, report_labels
+from gpu_cluster.heal.gcp import OPERATION_LABEL, STATUS_LABEL
+from gpu_cluster.heal.kubernetes import TAINT_KEY
+from tests.heal.crash_checks import checks_run
 from tests.heal.recorded import Recorded
 from tests.heal.vmss_world import SlurmFile, write_report
-from tests.kubeapi import KubeApiServer
+from tests.kubeapi import KubeApiServer, Store
 
 REPO = Path(__file__).resolve().parents[3]
 RUN_LINES = 10
@@ -41,16 +64,56 @@ def compute() -> Iterator[Compute]:
     s.close()
 
 
-def heal(run_dir: Path, mode: str, when: str) -> int:
+def heal(run_dir: Path, mode: str, when: str, scenario: str = "replace") -> int:
     done = subprocess.run(
-        [sys.executable, "-m", "tests.heal.google._compute_crash_worker", str(run_dir), mode, when],
+        [sys.executable, "-m", "tests.heal.google._compute_crash_worker", str(run_dir), mode, when, scenario],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert done.returncode in (0, 9), done.stderr[-3000:]
+    assert done.returncode in (0, 2, 9), done.stderr[-3000:]
     return done.returncode
+
+
+class GkeNodes:
+    """The GKE nodes on the test API server, every write to them watched: which nodes were ever out
+    of service (cordoned or tainted by heal), the most at one time, and each node's marks after every
+    write (cordon, heal's taint, the pool's registration taint). A VM the group recreates registers
+    its node again with the pool's taints, as GKE does."""
+
+    def __init__(self, server: KubeApiServer) -> None:
+        self.st = server.store
+        self.nodes = self.st.resource("nodes")
+        self.ever_out: set[str] = set()
+        self.out_at_once = 0
+        self.marks: dict[str, list[tuple[bool, bool, bool]]] = {}
+        for n in NAMES:
+            self.st.create(self.nodes, "", k8s_node(n))
+        self.st.on("nodes", self._watch)
+
+    def _watch(self, store: Store, _type: str, obj: dict[str, Any]) -> None:
+        out = set()
+        for doc in store.list(self.nodes, None):
+            spec, name = doc.get("spec") or {}, doc["metadata"]["name"]
+            keys = {t.get("key") for t in spec.get("taints") or []}
+            mark = (bool(spec.get("unschedulable")), TAINT_KEY in keys, UNVALIDATED_TAINT_KEY in keys)
+            if name == obj["metadata"]["name"]:
+                self.marks.setdefault(name, []).append(mark)
+            if mark[0] or mark[1]:
+                out.add(name)
+        self.ever_out |= out
+        self.out_at_once = max(self.out_at_once, len(out))
+
+    def registered(self, name: str) -> None:
+        doc = self.st.get(self.nodes, "", name)
+        taint = {"key": UNVALIDATED_TAINT_KEY, "value": UNVALIDATED_TAINT_VALUE, "effect": UNVALIDATED_TAINT_EFFECT}
+        doc.setdefault("spec", {})["taints"] = [*(doc["spec"].get("taints") or []), taint]
+        self.st.put(self.nodes, "", doc)
+
+    def in_service(self, name: str) -> bool:
+        spec = self.st.get(self.nodes, "", name).get("spec") or {}
+        return not spec.get("unschedulable") and not spec.get("taints")
 
 
 def one_request(compute: Compute, path: str, entries: list, kill: str) -> None:  # type: ignore[type-arg]
@@ -70,39 +133,53 @@ def test_gke_mig_killed_then_rerun_recreates_once_and_names_the_groups_instance(
 ) -> None:
     old = {n: dict(vm) for n, vm in compute.vms.items()}
     with KubeApiServer() as server:
-        st = server.store
-        for n in NAMES:
-            st.create(st.resource("nodes"), "", k8s_node(n))
+        nodes = GkeNodes(server)
+        compute.on_running = nodes.registered
         compute.write(tmp_path, kubeconfig=server.kubeconfig())
         report(tmp_path / "report.json", "health.matmul: straggler (0.61 of the median)")
         if kill != "none":
             assert heal(tmp_path, "mig", kill) == 9
         assert heal(tmp_path, "mig", "none") == 0
-        entries, notes = read(tmp_path / JOURNAL)
-        assert not notes and entries[-1].state is State.HEALTHY, [e.line() for e in entries]
-        # I2: one recreate carried out, however often it was asked, all with one requestId
-        assert compute.done == [("compute.instanceGroupManagers.recreateInstances", BAD)]
+        entries = recreated(tmp_path, compute, nodes, old)
         one_request(compute, f"{IGM}/recreateInstances", entries, kill)
-        # I3: the target size as it began and as journalled before the call; nothing resized
-        assert compute.target_size == 3
-        assert next(e.extra["target_size"] for e in entries if e.event == "intent" and "target_size" in e.extra) == 3
-        assert {r["path"] for r in compute.s.made("POST")} <= {
-            f"{IGM}/recreateInstances",
-            f"{IGM}/listManagedInstances",
-        }
-        # the replacement: the group's instance of the node's name, with the id the group gave it
-        new = compute.vms[BAD]
-        assert compute.action[BAD] == "NONE" and new["id"] != old[BAD]["id"]
-        assert entries[-1].node == entries[-1].slot == BAD and entries[-1].instance == f"{new['id']}@{new['host']}"
-        # I1: no healthy node cordoned or tainted, its VM untouched; the node back in service
-        for n in NAMES:
-            spec = st.get(st.resource("nodes"), "", n)["spec"]
-            assert not spec.get("unschedulable") and not spec.get("taints"), n
-        assert all(compute.vms[n] == old[n] for n in NAMES[1:])
         if kill == "none":  # the kill points above cover every line of an uncut run
             assert len(entries) == RUN_LINES
             assert heal(tmp_path, "mig", "none") == 0
             assert len(read(tmp_path / JOURNAL)[0]) == RUN_LINES and len(compute.done) == 1
+
+
+def recreated(tmp_path: Path, compute: Compute, nodes: GkeNodes, old: dict[str, dict[str, str]]) -> list[Any]:
+    """The invariants of a GKE run that recreated BAD's VM, from the stand-ins' state."""
+    entries, notes = read(tmp_path / JOURNAL)
+    assert not notes and entries[-1].state is State.HEALTHY, [e.line() for e in entries]
+    # I2: one recreate carried out, however often it was asked, all with one requestId
+    assert compute.done == [("compute.instanceGroupManagers.recreateInstances", BAD)]
+    # I3: the target size as it began and as journalled before the call; nothing resized
+    assert compute.target_size == 3
+    assert next(e.extra["target_size"] for e in entries if e.event == "intent" and "target_size" in e.extra) == 3
+    assert {r["path"] for r in compute.s.made("POST")} <= {
+        f"{IGM}/recreateInstances",
+        f"{IGM}/listManagedInstances",
+    }
+    # the replacement: the group's instance of the node's name, with the id the group gave it
+    new = compute.vms[BAD]
+    assert compute.action[BAD] == "NONE" and new["id"] != old[BAD]["id"]
+    assert entries[-1].node == entries[-1].slot == BAD and entries[-1].instance == f"{new['id']}@{new['host']}"
+    # I1: no healthy node ever cordoned or tainted, its VM untouched; every node in service now
+    assert nodes.ever_out == {BAD} and all(nodes.in_service(n) for n in NAMES)
+    assert all(compute.vms[n] == old[n] for n in NAMES[1:])
+    # I6: registered with the pool's taint, kept through the revalidation, lifted only with heal's
+    # own marks (one patch), after a revalidation that passed and saw it
+    marks = nodes.marks[BAD]
+    first = next(k for k, m in enumerate(marks) if m[2])
+    lifted = next(k for k in range(first, len(marks)) if not marks[k][2])
+    assert all(m[1] for m in marks[first:lifted]) and marks[lifted] == (False, False, False)
+    reval = [c for c in checks_run(tmp_path) if c["node"] == BAD and c["purpose"].endswith("revalidate")]
+    assert reval and reval[-1]["passed"]
+    assert all(any(t["key"] == UNVALIDATED_TAINT_KEY for t in c["seen"]) for c in reval)
+    # I7: one node out of service at a time
+    assert nodes.out_at_once == 1
+    return entries
 
 
 @pytest.mark.parametrize("kill", KILLS)
@@ -129,7 +206,200 @@ def test_cluster_director_report_killed_then_rerun_reports_once(tmp_path: Path, 
     doc = SlurmFile(tmp_path / "slurm.json").load()
     assert set(doc["drained"]) == {BAD} and all(doc["nodes"][n]["reason"] == "" for n in NAMES)
     assert all(compute.vms[n] == old[n] for n in NAMES[1:])
+    assert doc["out_at_once"] == 1  # I7
     if kill == "none":
         assert len(entries) == RUN_LINES
         assert heal(tmp_path, "report", "none") == 0
         assert len(read(tmp_path / JOURNAL)[0]) == RUN_LINES and len(compute.done) == 1
+
+
+def slurm_world(tmp_path: Path, compute: Compute, scenario: str) -> SlurmFile:
+    jobs = {BAD: ["4242"]} if scenario == "busy" else {}
+    slurm = SlurmFile.create(tmp_path, NAMES, max_nodes=3, jobs=jobs)
+    failed = [BAD, NAMES[1]] if scenario == "busy" else [BAD]
+    compute.write(tmp_path, pair_peer=NAMES[1], also_bad=failed[1:])
+    write_report(tmp_path, NAMES, BAD)
+    if scenario == "busy":  # the report FAILs the second node too
+        doc = json.loads((tmp_path / "report.json").read_text())
+        doc["nodes"][1] = {**doc["nodes"][0], "node": NAMES[1]}
+        (tmp_path / "report.json").write_text(json.dumps(doc))
+    return slurm
+
+
+def gke_world(tmp_path: Path, compute: Compute, server: KubeApiServer, scenario: str) -> GkeNodes:
+    nodes = GkeNodes(server)
+    compute.on_running = nodes.registered
+    failed = [BAD, NAMES[1]] if scenario == "busy" else [BAD]
+    compute.write(tmp_path, kubeconfig=server.kubeconfig(), pair_peer=NAMES[1], also_bad=failed[1:])
+    report(tmp_path / "report.json", "health.matmul: straggler (0.61 of the median)")
+    if scenario == "busy":
+        doc = json.loads((tmp_path / "report.json").read_text())
+        doc["nodes"][1] = {**doc["nodes"][0], "node": NAMES[1]}
+        (tmp_path / "report.json").write_text(json.dumps(doc))
+        st = server.store
+        st.create(
+            st.resource("pods"),
+            "default",
+            {
+                "metadata": {"name": "train-0", "namespace": "default", "labels": {"app": "train"}},
+                "spec": {"nodeName": BAD, "containers": [{"name": "train", "image": "train"}]},
+                "status": {"phase": "Running"},
+            },
+        )
+        st.create(
+            st.resource("poddisruptionbudgets", "policy"),
+            "default",
+            {
+                "metadata": {"name": "train", "namespace": "default"},
+                "spec": {"selector": {"matchLabels": {"app": "train"}}, "maxUnavailable": 0},
+                "status": {"disruptionsAllowed": 0},
+            },
+        )
+    return nodes
+
+
+@pytest.mark.parametrize("kill", ["none", "1"])
+@pytest.mark.parametrize("mode", ["mig", "report"])
+def test_flake_killed_then_rerun_is_cleared_and_left_in_service(
+    tmp_path: Path, compute: Compute, mode: str, kill: str
+) -> None:
+    """I4: every check passes the node the report FAILed: HEALTHY, in service read back, no call."""
+    with KubeApiServer() as server:
+        nodes = gke_world(tmp_path, compute, server, "flake") if mode == "mig" else None
+        slurm = slurm_world(tmp_path, compute, "flake") if mode == "report" else None
+        if kill != "none":
+            assert heal(tmp_path, mode, kill, "flake") == 9
+        assert heal(tmp_path, mode, "none", "flake") == 0
+        entries, _ = read(tmp_path / JOURNAL)
+        assert entries[-1].state is State.HEALTHY and entries[-1].extra["outcome"] == "cleared"
+        assert "in service (read back)" in entries[-1].detail
+        assert compute.done == [] and checks_run(tmp_path)[-1]["node"] == BAD
+        if nodes is not None:
+            assert nodes.ever_out == set() and all(nodes.in_service(n) for n in NAMES)
+        if slurm is not None:
+            doc = slurm.load()
+            assert doc["drained"] == [] and all(doc["nodes"][n]["reason"] == "" for n in NAMES)
+
+
+PAIR_KILLS = ["none", "1", "8"]
+"""Uncut, and after the line before each look that meets the first peer's pair failure: SUSPECT
+(the second look runs again), REVALIDATING (the revalidation runs again)."""
+
+
+@pytest.mark.parametrize("kill", PAIR_KILLS)
+@pytest.mark.parametrize("mode", ["mig", "report"])
+def test_pair_failure_killed_then_rerun_blames_only_with_a_second_peer(
+    tmp_path: Path, compute: Compute, mode: str, kill: str
+) -> None:
+    """I8: every check with the first cleared peer FAILs for the pair's reason; the node is blamed
+    by the second peer, and its replacement, failed with the first, passes with the second."""
+    old = {n: dict(vm) for n, vm in compute.vms.items()}
+    with KubeApiServer() as server:
+        nodes = gke_world(tmp_path, compute, server, "pair") if mode == "mig" else None
+        slurm = slurm_world(tmp_path, compute, "pair") if mode == "report" else None
+        if kill != "none":
+            assert heal(tmp_path, mode, kill, "pair") == 9
+        assert heal(tmp_path, mode, "none", "pair") == 0
+        if nodes is not None:
+            recreated(tmp_path, compute, nodes, old)
+            assert NAMES[1] not in nodes.ever_out
+        if slurm is not None:
+            assert compute.done == [("compute.instances.reportHostAsFaulty", BAD)]
+            doc = slurm.load()
+            assert set(doc["drained"]) == {BAD} and doc["out_at_once"] == 1
+        checks = checks_run(tmp_path)
+        for c in checks:
+            if c["peer"] == NAMES[1]:
+                assert not c["passed"] and not c["own"]
+        confirm = [c for c in checks if not c["purpose"].endswith("revalidate")]
+        assert [c["peer"] for c in confirm[-2:]] == [NAMES[1], NAMES[2]] and confirm[-1]["own"]
+        reval = [c for c in checks if c["purpose"].endswith("revalidate")]
+        assert [c["peer"] for c in reval[-2:]] == [NAMES[1], NAMES[2]] and reval[-1]["passed"]
+
+
+BUSY_LINES = 6
+"""The first node: SUSPECT, CONFIRMED, its intent, RETRY (work on it); the second: SUSPECT, RETRY
+(the budget full). Killed after the quarantine's intent, after the first node's RETRY and after the
+second's SUSPECT: a kill after SUSPECT or CONFIRMED is the flake's and the pair's (above), and after
+the last line the rerun is the uncut run's second run, which every case makes. (Compute Engine's
+client makes each heal here take seconds to start; the AKS and Azure Slurm suites kill at every line.)"""
+
+
+@pytest.mark.parametrize("kill", ["none", "3", "4", "5"])
+@pytest.mark.parametrize("mode", ["mig", "report"])
+def test_busy_node_killed_then_rerun_is_never_replaced_and_the_budget_holds(
+    tmp_path: Path, compute: Compute, mode: str, kill: str
+) -> None:
+    """I5 and I7: work stays on the bad node (a pod its PodDisruptionBudget keeps, a Slurm job); a
+    second FAILed node waits for the budget of one node out of service. Killed at every line and
+    rerun twice: nothing asked of Compute Engine, the work where it ran, the second node never
+    cordoned or drained, never two nodes out at once."""
+    old = {n: dict(vm) for n, vm in compute.vms.items()}
+    with KubeApiServer() as server:
+        nodes = gke_world(tmp_path, compute, server, "busy") if mode == "mig" else None
+        slurm = slurm_world(tmp_path, compute, "busy") if mode == "report" else None
+        if kill != "none":
+            assert heal(tmp_path, mode, kill, "busy") == 9
+        assert heal(tmp_path, mode, "none", "busy") == 2
+        assert heal(tmp_path, mode, "none", "busy") == 2
+        entries, _ = read(tmp_path / JOURNAL)
+        last = {e.node: e for e in entries}
+        assert last[BAD].state is State.RETRY and last[NAMES[1]].state is State.RETRY
+        assert "fleet budget" in last[NAMES[1]].detail
+        assert compute.done == [] and compute.vms == old
+        assert all(c["node"] != NAMES[1] for c in checks_run(tmp_path))
+        if nodes is not None:
+            assert "train-0" in last[BAD].detail
+            pod = server.store.get(server.store.resource("pods"), "default", "train-0")
+            assert pod["spec"]["nodeName"] == BAD
+            assert nodes.ever_out == {BAD} and nodes.out_at_once == 1
+        if slurm is not None:
+            assert "4242" in last[BAD].detail
+            doc = slurm.load()
+            assert doc["nodes"][BAD]["jobs"] == ["4242"] and doc["nodes"][BAD]["reason"]
+            assert set(doc["drained"]) == {BAD} and doc["out_at_once"] == 1
+
+
+@pytest.mark.parametrize("kill", KILLS)
+def test_gke_report_label_killed_then_rerun_reports_once_and_the_labels_go(tmp_path: Path, kill: str) -> None:
+    """I10, on GKE's report-and-replace path (the test plays GKE as test_gke_report_e2e.py does)."""
+    compute = Recorded(lambda path: error(404, "NOT_FOUND", f"The resource '{path}' was not found"))
+    try:
+        with KubeApiServer() as server:
+            nodes = GkeNodes(server)
+            gke = Gke(server, compute)
+            gke.vm()
+
+            def world() -> None:  # the check fails the node on the host it is on now
+                doc = {"url": compute.url, "kubeconfig": server.kubeconfig(), "bad": {"host": gke.host}}
+                (tmp_path / "world.json").write_text(json.dumps(doc), encoding="utf-8")
+
+            world()
+            report(tmp_path / "report.json", XID)
+            if kill != "none":
+                assert heal(tmp_path, "label", kill) == 9
+            assert heal(tmp_path, "label", "none") == 0
+            entries, notes = read(tmp_path / JOURNAL)
+            assert not notes and entries[-1].state is State.HEALTHY, [e.line() for e in entries]
+            assert gke.reports == 1 and gke.host != "/a1/b0/c0"
+            assert report_labels(server) == {} and "removed (read back)" in entries[-1].detail
+            assert nodes.ever_out == {BAD} and all(nodes.in_service(n) for n in NAMES)
+            assert nodes.out_at_once == 1
+            if kill != "none":
+                return
+            assert len(entries) == RUN_LINES  # the kill points above cover every line of an uncut run
+            # a second incident on the same node, an old status left on it, heal killed after its label
+            node = node_doc(server)
+            node["metadata"]["labels"].update({STATUS_LABEL: "OperationDone", OPERATION_LABEL: "operation-old"})
+            server.store.put(server.store.resource("nodes"), "", node)
+            world()
+            report(tmp_path / "report.json", XID + " again")
+            assert heal(tmp_path, "label", "after-call") == 9
+            assert gke.reports == 2  # the label landed and GKE reported; the rerun must not label again
+            assert heal(tmp_path, "label", "none") == 0
+            entries, _ = read(tmp_path / JOURNAL)
+            assert len({e.incident for e in entries}) == 2 and entries[-1].state is State.HEALTHY
+            assert gke.reports == 2 and report_labels(server) == {}
+            assert all(nodes.in_service(n) for n in NAMES) and nodes.ever_out == {BAD}
+    finally:
+        compute.close()
