@@ -174,7 +174,8 @@ def test_eks_in_cluster_addons() -> None:
         ours,
     ]
     assert all(c.get("version") for c in charts.values())  # every chart pinned
-    assert len(in_pillar(result, "Orchestration", CHART)) == 4  # the device plugins, JobSet, DCGM exporter
+    # the device plugins, JobSet, the DCGM exporter, the Pushgateway
+    assert len(in_pillar(result, "Orchestration", CHART)) == 5
 
     addon = one(result, "aws:eks/addon:Addon", "-orchestration-fsx-csi").inputs
     assert addon["addonName"] == "aws-fsx-csi-driver"
@@ -206,6 +207,7 @@ def test_eks_chart_images_are_pulled_by_the_stacks_pins() -> None:
     from gpu_cluster.components.aws.versions import NVIDIA_PLUGIN_IMAGE, efa_plugin_image
     from gpu_cluster.components.k8s.addons import JOBSET_IMAGE
     from gpu_cluster.components.k8s.image_uses import layer_image_uses
+    from gpu_cluster.components.k8s.metrics import PUSHGATEWAY_IMAGE
 
     spec = run("aws-h100-eks")[1]
     refs = [u.ref for u in layer_image_uses(spec)]
@@ -213,6 +215,7 @@ def test_eks_chart_images_are_pulled_by_the_stacks_pins() -> None:
         "nvcr.io/nvidia/k8s-device-plugin:v0.20.0",
         "602401143452.dkr.ecr.us-east-1.amazonaws.com/eks/aws-efa-k8s-device-plugin:v0.5.20",
         JOBSET_IMAGE,
+        PUSHGATEWAY_IMAGE,
     ]
     assert refs[:2] == [NVIDIA_PLUGIN_IMAGE, efa_plugin_image("us-east-1")]
     pins = {ref: "sha256:" + f"{i:x}" * 64 for i, ref in enumerate(refs, 1)}
@@ -223,6 +226,8 @@ def test_eks_chart_images_are_pulled_by_the_stacks_pins() -> None:
     assert _as_the_chart_writes(nvidia) == f"{refs[0]}@{pins[refs[0]]}"
     assert _as_the_chart_writes(efa) == f"{refs[1]}@{pins[refs[1]]}"
     assert charts[JOBSET_CHART]["values"]["image"]["tag"] == f"v{JOBSET_VERSION}@{pins[JOBSET_IMAGE]}"
+    gateway = charts[PUSHGATEWAY_CHART]["values"]["image"]
+    assert f"{gateway['repository']}:{gateway['tag']}" == f"{PUSHGATEWAY_IMAGE}@{pins[PUSHGATEWAY_IMAGE]}"
     # A pin of another region's EFA image is not this stack's: the tag stays the chart's.
     other = {efa_plugin_image("us-west-2"): pins[refs[1]]}
     result, _ = run("aws-h100-eks", lambda raw: raw.update(images=other))
