@@ -1,9 +1,12 @@
 """Run heal on an AWS PCS Slurm node against moto's server (EC2, through ``AWS_ENDPOINT_URL``) and
-a Slurm kept in a file, and die hard (``os._exit``, as a SIGKILL leaves things) after the N-th
-journal line or on either side of the call that acts (``before-terminate``/``after-terminate``:
-EC2 TerminateInstances). Used by test_pcs_crash_rerun.py.
+a Slurm kept in a file, and die hard (tests/heal/_crash_common.py) after the N-th journal line or
+on either side of the N-th call of an EC2 method heal makes (``before:terminate_instances``,
+``after:describe_instances#3``). Used by test_pcs_crash_rerun.py.
 
-    python -m tests.heal._pcs_crash_worker RUN_DIR [N | before-terminate | after-terminate | none]
+    python -m tests.heal._pcs_crash_worker RUN_DIR [N | before:METHOD[#N] | after:METHOD[#N] | none]
+
+``world.json`` names the instance the judge fails (none: a flake the second look clears), a peer
+whose pairing fails any node for the pair's reason (I8), and heal's limits.
 
 The compute node group is played in the engine's sleep, as PCS keeps a static group at its minimum
 count ("AWS PCS efficiently launches, manages, and terminates compute nodes ... according to these
@@ -16,17 +19,17 @@ to ``terminations.jsonl`` before this process may die."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from gpu_cluster.heal.adapters import CheckResult, NodeState
 from gpu_cluster.heal.aws import PCS_TAG, PcsCloud, clients
-from gpu_cluster.heal.engine import Engine
+from gpu_cluster.heal.engine import POLL_S, Engine
 from gpu_cluster.heal.evidence import read_report
 from gpu_cluster.heal.journal import Journal
 from gpu_cluster.heal.policy import Limits
+from tests.heal._crash_common import Clock, Dying, append, line_killer
 from tests.heal.vmss_world import FakeSlurm, SlurmFile
 
 REGION = "us-east-1"
@@ -53,17 +56,24 @@ class PcsSlurm(FakeSlurm):
 
 
 class Judge:
-    """Fails the node while the faulty instance is behind it, passes it on any other."""
+    """Fails the node while the faulty instance is behind it (a finding of its own), passes it on
+    any other; paired with the ``blamed`` peer, any node FAILs for the pair's figure (not its own)."""
 
-    def __init__(self, f: SlurmFile, bad_instance: str) -> None:
-        self.f, self.bad = f, bad_instance
+    def __init__(self, f: SlurmFile, bad_instance: str, blamed: str = "") -> None:
+        self.f, self.bad, self.blamed = f, bad_instance, blamed
+        self.log = f.path.with_name("checks.jsonl")
 
     def estimate(self) -> tuple[float, str]:
         return 60.0, "test"
 
     def check(self, name: str, peer: str, incident: str, purpose: str) -> CheckResult:
-        ok = self.f.load()["nodes"][name].get("instance") != self.bad
-        return CheckResult(ran=True, passed=ok, own=not ok, detail=f"{name} {'PASS' if ok else 'FAIL'} with {peer}")
+        if peer == self.blamed:
+            out = CheckResult(ran=True, passed=False, own=False, detail=f"{name} FAIL with {peer}: the pair's figure")
+        else:
+            ok = self.f.load()["nodes"][name].get("instance") != self.bad
+            out = CheckResult(ran=True, passed=ok, own=not ok, detail=f"{name} {'PASS' if ok else 'FAIL'} with {peer}")
+        append(self.log, {"node": name, "peer": peer, "purpose": purpose, "passed": out.passed})
+        return out
 
 
 def launch(ec2: Any, world: dict[str, Any], addr: str) -> str:
@@ -94,56 +104,45 @@ def node_group(ec2: Any, f: SlurmFile, world: dict[str, Any]) -> None:
     f.save(doc)
 
 
-class DyingEc2:
+class DyingEc2(Dying):
+    """moto's EC2, dying at the kill point, logging TerminateInstances, and noting each method asked."""
+
     def __init__(self, ec2: Any, when: str, log: Path) -> None:
-        self._ec2, self._when, self._log = ec2, when, log
+        super().__init__(ec2, when, log, logged=("terminate_instances",))
         self.asked: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
         self.asked.append(name)
-        return getattr(self._ec2, name)
-
-    def terminate_instances(self, **kw: Any) -> Any:
-        self.asked.append("terminate_instances")
-        if self._when == "before-terminate":
-            os._exit(9)
-        got = self._ec2.terminate_instances(**kw)
-        with self._log.open("a", encoding="utf-8") as out:
-            out.write(json.dumps(kw) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-        if self._when == "after-terminate":
-            os._exit(9)
-        return got
+        return super().__getattr__(name)
 
 
-def engine(run_dir: Path, j: Journal, ec2: Any, when: str = "none") -> Engine:
+def engine(run_dir: Path, j: Journal, ec2: Any, when: str = "none", clock: Clock | None = None) -> Engine:
     world = json.loads((run_dir / "world.json").read_text(encoding="utf-8"))
     f = SlurmFile(run_dir / "slurm.json")
+    clock = clock or Clock(0.0, POLL_S)
+
+    def wait(_s: float) -> None:
+        clock.wait()
+        node_group(ec2, f, world)
+
     return Engine(
         cluster="train",
         journal=j,
         scheduler=PcsSlurm(f),
         cloud=PcsCloud(DyingEc2(ec2, when, run_dir / "terminations.jsonl")),
-        checker=Judge(f, world["bad_instance"]),
-        limits=Limits(apply=True),
+        checker=Judge(f, world["bad_instance"], world.get("blamed", "")),
+        limits=Limits(apply=True, **world.get("limits", {})),
         say=lambda line: None,
-        sleep=lambda _s: node_group(ec2, f, world),
+        sleep=wait,
         poll_s=0.0,
     )
 
 
 def main() -> int:
     run_dir, when = Path(sys.argv[1]), sys.argv[2]
-    lines = [0]
-
-    def echo(_line: str) -> None:
-        lines[0] += 1
-        if when.isdigit() and lines[0] == int(when):
-            os._exit(9)  # the line is on disk: written and fsynced before it is echoed
-
-    with Journal(run_dir, echo=echo) as j:
-        return engine(run_dir, j, clients(REGION)[0], when).run(read_report(run_dir / "report.json")).code
+    clock = Clock(0.0, POLL_S)
+    with Journal(run_dir, echo=line_killer(when), clock=clock) as j:
+        return engine(run_dir, j, clients(REGION)[0], when, clock).run(read_report(run_dir / "report.json")).code
 
 
 if __name__ == "__main__":
