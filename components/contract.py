@@ -77,6 +77,16 @@ PUSHGATEWAY_STACKS = ("eks", "aks")
 UNVALIDATED_TAINT_KEY = "gpu-cluster.io/unvalidated"
 UNVALIDATED_TAINT_VALUE = "true"
 UNVALIDATED_TAINT_EFFECT = "NoSchedule"
+# The same mark on a Slurm stack whose nodes register themselves (Azure Slurm's dynamic nodes,
+# components/azure/slurm_config.py): the node registers drained (``slurmd -Z --conf "... State=DRAIN"``)
+# and its boot script sets this reason (Slurm appends ``[user@time]``). Only a passed check
+# resumes it: ``validate submit`` (gpu_cluster.workloads.validate.slurm_admit) and heal's release.
+UNVALIDATED_SLURM_REASON = "gpu-cluster unvalidated"
+
+
+def unvalidated_reason(reason: str) -> bool:
+    """A Slurm drain reason that is the registration's mark (:data:`UNVALIDATED_SLURM_REASON`)."""
+    return reason.startswith(UNVALIDATED_SLURM_REASON)
 
 
 # The key under which components/<cloud>/cluster.py build() hands GpuCluster the facts that are

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import yaml
 
 from gpu_cluster.components.catalog_file import CATALOG_PATH
+from gpu_cluster.components.contract import UNVALIDATED_SLURM_REASON
 
 # The Slurm hosts' image, by its catalog entry: the HPC image at the release the catalog records
 # with its NVIDIA driver (node_images.azure-ubuntu-hpc-2404: image, driver).
@@ -135,10 +136,45 @@ def gres_conf(s: SlurmLayout) -> str:
     return f"Name=gpu File=/dev/nvidia[0-{last}]\n"
 
 
+# A dynamic node registers drained (issue 41, I6: a new node takes no work until a check passes it).
+# slurmd(8) of the release the nodes run (manpages.ubuntu.com/manpages/noble/man8/slurmd-wlm.8.html,
+# slurmd_23.11.4-1.2ubuntu5, read 2026-12-07): ``--conf`` is "Used in conjunction with the -Z option
+# ... to override or define additional parameters of a dynamic node using the same syntax and
+# parameters used to define nodes in the slurm.conf", and slurm.conf(5)'s node ``State`` takes DRAIN.
+# Tried on slurm-wlm 22.05.8 (tests/slurm/test_registration_drain.py): the node registers
+# IDLE+DRAIN+DYNAMIC_NORM and a user's job waits; a Reason= in --conf is not kept, and a slurmd
+# restarted on a node whose record exists is not drained again. Not tried on 23.11.
+REGISTER_DRAINED = "State=DRAIN"
+# What the boot script sets as the drain's reason once the node has registered: the mark that
+# `validate submit` and heal's release lift after a pass (components/contract.py).
+REGISTRATION_REASON = f"{UNVALIDATED_SLURM_REASON}: registered, awaiting gpu-cluster validate submit"
+# Where a configless node's client commands find slurm.conf: slurmd caches the files it pulls under
+# SlurmdSpoolDir/conf-cache with "a symlink to this location ... in /run/slurm/conf", and user
+# commands read "a cached slurm config file (run/slurm/conf/slurm.conf)" (SchedMD/slurm
+# doc/html/configless_slurm.shtml at 0b40045, Initial Testing and Notes; a 2025 page, not 23.11's).
+CONFIGLESS_CONF = "/run/slurm/conf/slurm.conf"
+
+
 def node_conf(s: SlurmLayout) -> str:
-    """``slurmd --conf`` of a dynamic GPU node: its GPUs and the partition's feature
-    (dynamic_nodes.shtml: ``slurmd -Z --conf "RealMemory=80000 Gres=gpu:2 Feature=f1"``)."""
-    return f"Gres=gpu:{s.gpus_per_node} Feature={GPU_FEATURE}"
+    """``slurmd --conf`` of a dynamic GPU node: its GPUs, the partition's feature (dynamic_nodes.shtml:
+    ``slurmd -Z --conf "RealMemory=80000 Gres=gpu:2 Feature=f1"``) and :data:`REGISTER_DRAINED`."""
+    return f"Gres=gpu:{s.gpus_per_node} Feature={GPU_FEATURE} {REGISTER_DRAINED}"
+
+
+def registration_reason_lines(node: str = "$(hostname -s)") -> list[str]:
+    """Once the node has registered, the registration drain's reason, set from the node as root
+    (scontrol(1) UPDATE NODE ``Reason=``): only on a node that is drained with no reason, which is
+    what a fresh registration with :data:`REGISTER_DRAINED` gives; a restarted slurmd of a node in
+    service, or a node someone drained, is left as it is."""
+    return [
+        f'export SLURM_CONF="${{SLURM_CONF:-{CONFIGLESS_CONF}}}"',
+        f'node="{node}"',
+        'until scontrol show node -o "$node" >/dev/null 2>&1; do sleep 5; done',
+        'shown="$(scontrol show node -o "$node")"',
+        'if [[ "$shown" =~ State=[A-Z_+]*DRAIN ]] && [[ "$shown" != *" Reason="* ]]; then',
+        f'  scontrol update nodename="$node" reason={shlex.quote(REGISTRATION_REASON)}',
+        "fi",
+    ]
 
 
 def slurmd_dropin(exec_start: str) -> str:
@@ -237,7 +273,8 @@ def node_script(s: SlurmLayout, mgs: str) -> str:
     return _b64(
         [
             *_lustre_lines(s, mgs),
-            *_apt(["munge", "slurmd", *s.pythons]),
+            # slurm-client: the scontrol that sets the registration drain's reason.
+            *_apt(["munge", "slurmd", "slurm-client", *s.pythons]),
             # The controller writes the key once it has mounted Lustre; wait for it (no timeout: a
             # node without the key cannot join, and `sinfo` on the controller shows it missing).
             f"until [ -s {q(shared + '/munge.key')} ]; do sleep 10; done",
@@ -250,5 +287,6 @@ def node_script(s: SlurmLayout, mgs: str) -> str:
             "systemctl daemon-reload",
             "systemctl enable slurmd",
             "systemctl restart slurmd",
+            *registration_reason_lines(),
         ]
     )

@@ -119,6 +119,56 @@ def exporter_check(plan: Plan, pool: Pool | None) -> list[Check]:
     ]
 
 
+# A boot script that starts a dynamic slurmd (``slurmd ... -Z``) and what it passes as ``--conf``.
+_DYNAMIC_SLURMD = re.compile(r"\bslurmd\b[^\n]*\s-Z\b[^\n]*")
+_CONF_WORDS = re.compile(r"--conf[ =]+\"([^\"]*)\"")
+
+
+def registration_check(plan: Plan, pool: Pool | None) -> list[Check]:
+    """A node that registers itself (a dynamic slurmd, Azure Slurm) registers drained, with the
+    registration's reason set after it registers: the Slurm form of the GPU pools' registration
+    taint (issue 41, I6). Pools whose node records are made ahead (PCS, Cluster Director) are held
+    by heal's reservation instead and get no check here."""
+    from gpu_cluster.components.contract import UNVALIDATED_SLURM_REASON
+
+    if pool is None or not pool.gpu:
+        return []
+    found = boot_script(plan, pool)
+    text, where = found if found is not None else ("", "")
+    starts = _DYNAMIC_SLURMD.search(text)
+    if starts is None:
+        return []
+    obj = f"GPU nodes of {pool.resource}"
+    check = "a node registers drained, unvalidated, until a check passes it"
+    src = "components/azure/slurm_config.py REGISTER_DRAINED, registration_reason_lines"
+    conf = _CONF_WORDS.search(starts.group(0))
+    words = conf.group(1).split() if conf else []
+    missing = [
+        what
+        for what, ok in (
+            ("State=DRAIN in slurmd's --conf", "State=DRAIN" in words),
+            (f"the reason {UNVALIDATED_SLURM_REASON!r} set after registration", UNVALIDATED_SLURM_REASON in text),
+        )
+        if not ok
+    ]
+    if not missing:
+        why = f"slurmd -Z --conf {' '.join(words)!r} and the registration reason, from {where}"
+        return [Check(kind="node-image", object=obj, check=check, holds=True, why=why, source=src)]
+    return [
+        Check(
+            kind="node-image",
+            object=obj,
+            check=check,
+            holds=False,
+            why=f"{where} starts a dynamic slurmd without {' and without '.join(missing)}: a new or replaced "
+            "node takes user jobs before any check",
+            source=src,
+            fix='register the nodes drained: slurmd -Z --conf "... State=DRAIN" and the registration reason '
+            "(components/azure/slurm_config.py node_script)",
+        )
+    ]
+
+
 def installed(text: str) -> dict[str, tuple[int, int]]:
     """Versioned interpreters a script installs with a package manager: name -> version."""
     out: dict[str, tuple[int, int]] = {}
@@ -195,7 +245,12 @@ def mount_check(plan: Plan, pool: Pool | None, job: Job) -> list[Check]:
 
 def checks(plan: Plan, pool_list: list[Pool], job: Job) -> list[Check]:
     pool = next((p for p in pool_list if p.partition and p.partition == job.partition), None)
-    return [*mount_check(plan, pool, job), *_interpreter_checks(plan, pool, job), *exporter_check(plan, pool)]
+    return [
+        *mount_check(plan, pool, job),
+        *_interpreter_checks(plan, pool, job),
+        *exporter_check(plan, pool),
+        *registration_check(plan, pool),
+    ]
 
 
 def _interpreter_checks(plan: Plan, pool: Pool | None, job: Job) -> list[Check]:

@@ -14,7 +14,10 @@ scontrol(1) and slurm.conf(5) of slurm-wlm 22.05 (the Debian package tests/slurm
   resumed: resumed inside it, the node shows ``IDLE+MAINTENANCE+RESERVED`` and a job outside the
   reservation is refused ("Requested nodes are busy"). After the check the node is drained again
   with the same reason and the reservation deleted, so it is out of service until heal returns it.
-- ``scontrol update NodeName=N State=RESUME`` returns it.
+- ``scontrol update NodeName=N State=RESUME`` returns it; the release also returns a replacement
+  that registered drained with the registration's reason (Azure Slurm's dynamic nodes,
+  components/azure/slurm_config.py REGISTER_DRAINED), as the Kubernetes release lifts the
+  registration taint: only a passed revalidation leads there (I6).
 - A replacement that keeps the node's name (PCS, Cluster Director) is held out of work across its
   relaunch by a second maintenance reservation of the node alone, ``<incident>-slot``
   (``Flags=MAINT,IGNORE_JOBS``, ``Duration=UNLIMITED``), made before the cloud is asked and deleted
@@ -37,6 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gpu_cluster.components.contract import unvalidated_reason
 from gpu_cluster.heal.adapters import CheckResult, NodeState, Outcome
 from gpu_cluster.heal.evidence import judge_pair
 from gpu_cluster.workloads.launch.slurm_nodes import NodeInfo, parse_show_node
@@ -152,7 +156,11 @@ class SlurmScheduler:
         info = self.info(name)
         if info is None:
             return Outcome(ok=False, detail=f"no node {name}")
-        if info.draining_or_drained and held_by(info.reason) != incident:
+        # A replacement that registered drained, unvalidated (Azure Slurm, components/contract.py
+        # UNVALIDATED_SLURM_REASON) is released like heal's own drain: release follows only a
+        # passed revalidation, the one thing that lifts that mark (I6).
+        registered = unvalidated_reason(info.reason)
+        if info.draining_or_drained and held_by(info.reason) != incident and not registered:
             return Outcome(ok=False, detail=f"its drain is not this incident's: {info.reason!r}; left as it is")
         held = self._hold_of(name, incident)
         if info.draining_or_drained:
@@ -161,7 +169,7 @@ class SlurmScheduler:
         assert after is not None
         if after.draining_or_drained:
             return Outcome(ok=False, detail=f"still {after.state} after state=resume")
-        said = f"state=resume: {after.state}"
+        said = f"state=resume: {after.state}" + (", registration drain lifted" if registered else "")
         if held:
             # The slot's hold goes last: until then the node takes no user job (I6).
             self._scontrol("delete", f"reservation={held}", check=False)

@@ -37,6 +37,8 @@ REPO = Path(__file__).resolve().parents[2]
 MARKER = "GPUC_TEST_SLURM"
 NODES = ("n1", "n2")
 PARTITION = "test"
+DYNAMIC_NODESET = "dynnodes"
+DYNAMIC_FEATURE = "dyn"
 TERMINAL_STATES = frozenset(
     {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
 )
@@ -100,9 +102,17 @@ class SlurmCluster:
     """A running two-node cluster. Start with :meth:`start`, end with :meth:`stop`."""
 
     def __init__(
-        self, root: Path, *, cpus_per_node: int = 2, real_memory_mb: int = 1000, nodes: Sequence[str] = NODES
+        self,
+        root: Path,
+        *,
+        cpus_per_node: int = 2,
+        real_memory_mb: int = 1000,
+        nodes: Sequence[str] = NODES,
+        dynamic: bool = False,
     ) -> None:
         self.root = root
+        self.dynamic = dynamic
+        """Room for one dynamic node (``slurmd -Z``, :meth:`start_dynamic`) in the partition."""
         self.conf = root / "slurm.conf"
         self.logs = root / "log"
         self.jobs = root / "jobs"
@@ -113,7 +123,7 @@ class SlurmCluster:
         self._munge_dir = root / "munge"
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._last_sinfo = ""
-        self.ctld_port, *node_ports = _free_ports(1 + len(self.nodes))
+        self.ctld_port, self.dynamic_port, *node_ports = _free_ports(2 + len(self.nodes))
         self.node_ports = dict(zip(self.nodes, node_ports, strict=True))
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
         env["SLURM_CONF"] = str(self.conf)
@@ -124,14 +134,16 @@ class SlurmCluster:
     # ---- life cycle ---------------------------------------------------------------------
 
     @classmethod
-    def start(cls, *, ready_timeout_s: float = 60.0, nodes: Sequence[str] = NODES, **kwargs: int) -> SlurmCluster:
+    def start(
+        cls, *, ready_timeout_s: float = 60.0, nodes: Sequence[str] = NODES, dynamic: bool = False, **kwargs: int
+    ) -> SlurmCluster:
         """Write the config, start munged, slurmctld and one slurmd per node (``n1``, ``n2`` unless
         ``nodes`` names more), wait until the nodes are idle."""
         reason = unavailable_reason()
         if reason:
             raise ClusterError(reason)
         root = Path(tempfile.mkdtemp(prefix="gpuc-slurm-"))
-        cluster = cls(root, nodes=nodes, **kwargs)
+        cluster = cls(root, nodes=nodes, dynamic=dynamic, **kwargs)
         # Undone by stop(); atexit covers a test run that dies before its teardown.
         atexit.register(cluster.stop)
         try:
@@ -163,6 +175,18 @@ class SlurmCluster:
             f"RealMemory={self.real_memory_mb} State=UNKNOWN"
             for n in self.nodes
         )
+        members = ",".join(self.nodes)
+        dynamic = ""
+        if self.dynamic:
+            # One dynamic node: --conf takes no Port ("NodeName and Port are not supported",
+            # slurmd(8) of 22.05), so it listens on SlurmdPort, which no static node uses here.
+            # MaxNodeCount and a feature's node set as SchedMD dynamic_nodes.shtml shows them
+            # ("Partition Assignment"), the Azure stack's way (components/azure/slurm_config.py).
+            members += f",{DYNAMIC_NODESET}"
+            dynamic = (
+                f"SlurmdPort={self.dynamic_port}\nMaxNodeCount={len(self.nodes) + 1}\n"
+                f"Nodeset={DYNAMIC_NODESET} Feature={DYNAMIC_FEATURE}\n"
+            )
         return f"""\
 # Throwaway test cluster written by tests/slurm/cluster.py
 ClusterName=gpuctest
@@ -197,8 +221,8 @@ InactiveLimit=0
 KillWait=5
 MinJobAge=600
 MessageTimeout=20
-{nodes}
-PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFINITE State=UP
+{dynamic}{nodes}
+PartitionName={PARTITION} Nodes={members} Default=YES MaxTime=INFINITE State=UP
 """
 
     def _spawn(self, name: str, argv: Sequence[str]) -> None:
@@ -293,7 +317,8 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
                 timeout=30,
                 check=False,
             )
-        for name in [f"slurmd-{n}" for n in self.nodes] + ["slurmctld", "munged"]:
+        slurmds = [n for n in self._procs if n.startswith("slurmd-")]
+        for name in slurmds + ["slurmctld", "munged"]:
             proc = self._procs.get(name)
             if proc is None or proc.poll() is not None:
                 continue
@@ -326,6 +351,28 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
         shutil.rmtree(spool)
         spool.mkdir(mode=0o755)
         self._spawn(f"slurmd-{node}", ["slurmd", "-D", "-N", node, "-f", str(self.conf)])
+
+    def start_dynamic(self, node: str, conf: str) -> None:
+        """Start a dynamic node as the Azure Slurm stack's boot script does (``slurmd -Z --conf``,
+        components/azure/slurm_config.py node_script), under ``node`` (the VM's host name there),
+        with this machine's CPUs and memory, the partition's feature and ``conf`` (the stack's
+        registration words, e.g. ``State=DRAIN``). Needs ``dynamic=True``; a fresh spool."""
+        assert self.dynamic, "start the cluster with dynamic=True"
+        spool = self.root / "spool" / node
+        shutil.rmtree(spool, ignore_errors=True)
+        spool.mkdir(mode=0o755)
+        words = f"NodeAddr=127.0.0.1 CPUs={self.cpus_per_node} RealMemory={self.real_memory_mb} "
+        words += f"Feature={DYNAMIC_FEATURE} {conf}"
+        self._spawn(f"slurmd-{node}", ["slurmd", "-D", "-Z", "-N", node, "-f", str(self.conf), "--conf", words])
+
+    def remove_dynamic(self, node: str) -> None:
+        """End a dynamic node's slurmd and delete its record (``scontrol delete nodename``, as
+        heal does for a deleted VM): the next :meth:`start_dynamic` registers it afresh."""
+        proc = self._procs.pop(f"slurmd-{node}", None)
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=30)
+        self.run("scontrol", "delete", f"nodename={node}", check=False)
 
     def daemon_pids(self) -> dict[str, int]:
         return {name: p.pid for name, p in self._procs.items()}
@@ -447,14 +494,15 @@ SMALL_RUN = ("--multi-max", "1M", "--single-max", "1M", "--pair-size", "1M", "--
 _OFFLINE_OUTPUTS: dict[str, Any] = {}
 
 
-def validation_outputs(cluster: SlurmCluster) -> Path:
+def validation_outputs(cluster: SlurmCluster, nodes: int | None = None) -> Path:
     """The outputs a deployed aws-h200-slurm would give, pointed at ``cluster``: its partition,
-    its number of nodes, and the shared directory standing in for the Lustre mount."""
+    its number of nodes (``nodes``, default its static ones), and the shared directory standing in
+    for the Lustre mount."""
     if not _OFFLINE_OUTPUTS:
         name, raw = read_stack_file(STACK)
         _OFFLINE_OUTPUTS.update(run_offline(name, raw).outputs)
     outs = json.loads(json.dumps(_OFFLINE_OUTPUTS))
-    outs["nodes"] = len(cluster.nodes)
+    outs["nodes"] = len(cluster.nodes) if nodes is None else nodes
     outs["mount"]["mount_point"] = str(cluster.jobs / "fsx")
     outs["scheduler"]["partition"] = cluster.partition
     path = cluster.jobs / "outputs.json"
@@ -471,20 +519,23 @@ def submit_validation(
     time_limit_min: int,
     timeout_s: float,
     strict: bool = False,
+    nodes: int | None = None,
+    worker: Sequence[str] = ("-m", "gpu_cluster.workloads.validate"),
 ) -> tuple[int, str, Path]:
     """``python -m gpu_cluster.workloads.validate submit`` as a user runs it on a login node (``--here``):
     CPU, one process per node, :data:`SMALL_RUN` plus ``run_args`` for the job, ``inject`` in
     its environment, fetched back to ``tmp_path/back``. The job carries its own code (no
     PYTHONPATH reaches it). Returns the exit code, what the command printed and the run
-    directory it fetched."""
+    directory it fetched. ``nodes``: the stack's node count (default the cluster's static nodes);
+    ``worker``: what runs instead of ``-m gpu_cluster.workloads.validate`` (a module that dies
+    on purpose)."""
     argv = [
         sys.executable,
-        "-m",
-        "gpu_cluster.workloads.validate",
+        *worker,
         "submit",
         STACK,
         "--outputs",
-        str(validation_outputs(cluster)),
+        str(validation_outputs(cluster, nodes)),
         "--here",
         "--cpu",
         "--procs-per-node",
@@ -507,7 +558,7 @@ def submit_validation(
     env = {k: v for k, v in cluster.env.items() if k != "PYTHONPATH"}  # the job must bring its own code
     done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout_s)
     runs = sorted((tmp_path / "back" / STACK).iterdir())
-    return done.returncode, done.stdout + done.stderr, runs[-1]
+    return done.returncode, done.stdout + done.stderr, runs[-1] if runs else tmp_path / "back"
 
 
 def report_node(report: dict[str, Any], name: str) -> dict[str, Any]:

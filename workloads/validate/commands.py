@@ -543,9 +543,17 @@ def cmd_submit(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     if outs.scheduler.kind == "slurm":
         from gpu_cluster.workloads.validate import slurm
 
+        from gpu_cluster.workloads.validate import slurm_admit
+
         shell = slurm.shell_for(args.ssh or outs.access.ssh_command, args.here)
-        job = slurm.SlurmJob.submit(shell, r.run_dir, r.files["validate.sbatch"])
-        say(f"submitted Slurm job {job.job_id} to partition {outs.scheduler.partition}")
+        # Registration-drained nodes (Azure Slurm) return to work only if the judge passes them (I6).
+        adm = slurm_admit.open_admission(shell, outs.scheduler.partition, run_id, args.time_limit, outs.nodes, say)
+        sbatch_args = adm.sbatch_args() if adm else ()
+        job = slurm.SlurmJob.submit(shell, r.run_dir, r.files["validate.sbatch"], sbatch_args)
+        say(
+            f"submitted Slurm job {job.job_id} to partition {outs.scheduler.partition}"
+            + (f" in reservation {adm.reservation}" if adm else "")
+        )
         final = job.follow(expected_nodes=outs.nodes, poll_s=args.poll, timeout_s=timeout, say=say)
         got = job.fetch(dest)
         say(
@@ -553,6 +561,8 @@ def cmd_submit(args: argparse.Namespace, say: Callable[[str], None]) -> int:
             + (f" (exit {final.exit_code})" if final.exit_code is not None else "")
             + f"; fetched {', '.join(sorted(got)) or 'nothing'}"
         )
+        if adm:
+            slurm_admit.close_admission(shell, adm, dest / "report.json", say)
     else:
         from gpu_cluster.workloads.validate import kube
 

@@ -104,11 +104,13 @@ class SlurmJob:
         self.shell, self.run_dir, self.job_id = shell, run_dir, job_id
 
     @classmethod
-    def submit(cls, shell: Shell, run_dir: str, script: str) -> SlurmJob:
+    def submit(cls, shell: Shell, run_dir: str, script: str, sbatch_args: tuple[str, ...] = ()) -> SlurmJob:
+        """``sbatch_args`` go before the script, where they override its directives (sbatch(1))."""
         q = shlex.quote
         path = f"{run_dir}/validate.sbatch"
+        extra = "".join(f"{q(a)} " for a in sbatch_args)
         # sbatch is looked for before the run directory is made on the shared file system.
-        command = f"mkdir -p {q(run_dir)} && cat > {q(path)} && sbatch --parsable {q(path)}"
+        command = f"mkdir -p {q(run_dir)} && cat > {q(path)} && sbatch --parsable {extra}{q(path)}"
         done = shell.run(
             f"command -v sbatch >/dev/null || exit {_NO_SBATCH}; {command}", stdin=script.encode(), check=False
         )

@@ -115,13 +115,17 @@ def test_a_node_registers_as_a_dynamic_configless_slurmd_with_its_gpus(slurm_run
     ctl = controller_ip(address_plan(spec).system)
     # dynamic_nodes.shtml: slurmd -Z --conf "... Gres=gpu:2 Feature=f1"; configless_slurm.shtml:
     # --conf-server host[:port], 6817 by default.
-    assert f'/usr/sbin/slurmd -D -Z --conf-server {ctl}:6817 --conf "Gres=gpu:8 Feature=gpu"' in script
+    # slurmd(8) --conf takes slurm.conf's node parameters: the node registers drained (I6).
+    assert f'/usr/sbin/slurmd -D -Z --conf-server {ctl}:6817 --conf "Gres=gpu:8 Feature=gpu State=DRAIN"' in script
+    # After slurmd starts, the registration reason, set only on a node drained without one.
+    assert script.index("systemctl restart slurmd") < script.index("scontrol update nodename=")
+    assert "reason='gpu-cluster unvalidated: registered, awaiting gpu-cluster validate submit'" in script
     # configless_slurm.shtml Limitations: a ConditionPathExists would keep it from starting (the
     # drop-in over either packaged unit: test_the_slurmd_drop_in_runs_a_configless_dynamic_node...).
     assert "ConditionPathExists=\n" in script
     # Managed Lustre from the file system's MGS, with Storage's options, at the spec's mount point.
     assert "10.0.64.4@tcp:/lustrefs /fsx lustre noatime,flock,_netdev 0 0" in script
-    assert "apt-get install -y munge slurmd python3.12 python3.12-venv" in script
+    assert "apt-get install -y munge slurmd slurm-client python3.12 python3.12-venv" in script
     assert "until [ -s /fsx/.gpuc-slurm/munge.key ]" in script
 
 
@@ -175,7 +179,7 @@ def test_slurm_conf_carries_what_dynamic_gpu_nodes_need() -> None:
     assert "PartitionName=gpu Nodes=gpunodes Default=YES MaxTime=INFINITE State=UP" in slurm_conf(lay)
     # gres.conf(5): a line without NodeName starts with Name; one device file per GPU.
     assert gres_conf(lay) == "Name=gpu File=/dev/nvidia[0-7]\n"
-    assert node_conf(lay) == "Gres=gpu:8 Feature=gpu"
+    assert node_conf(lay) == "Gres=gpu:8 Feature=gpu State=DRAIN"
 
 
 def test_the_offline_run_stands_a_placeholder_key_in(azure_run: Callable[..., OfflineRun]) -> None:
@@ -200,7 +204,7 @@ def test_the_bundled_stack_plans_with_liveness_holding_and_the_policy_pack_passi
     done = _plan("stacks/Pulumi.azure-h100-slurm.yaml", "--policy")
     assert done.returncode == 0, done.stderr[-2000:]
     assert re.search(
-        r"liveness\s+holds: 12 checks \(scheduling 2/2, reachability 4/4, node-image 5/5, ordering 1/1\)", done.stdout
+        r"liveness\s+holds: 13 checks \(scheduling 2/2, reachability 4/4, node-image 6/6, ordering 1/1\)", done.stdout
     )
     assert "0 mandatory and 0 advisory findings" in done.stdout
 
@@ -319,7 +323,7 @@ def test_the_slurmd_drop_in_runs_a_configless_dynamic_node_over_either_packaged_
     assert not [k for k in unit if k[1].startswith("Condition")]
     (start,) = unit[("Service", "ExecStart")]
     assert start.startswith("/usr/sbin/slurmd -D -Z --conf-server ") and start.endswith(
-        '--conf "Gres=gpu:8 Feature=gpu"'
+        '--conf "Gres=gpu:8 Feature=gpu State=DRAIN"'
     )
     # Foreground, and systemd waits for no readiness message (only --systemd sends one).
     assert unit[("Service", "Type")] == ["simple"] and "--systemd" not in start

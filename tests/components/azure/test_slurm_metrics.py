@@ -117,3 +117,27 @@ def test_liveness_sees_the_exporter_in_the_scale_sets_custom_data() -> None:
     broken = live.evaluate(mutate_plan(p.plan, VMSS, vmss.name, drop), p.job)
     [failed] = [c for c in broken.failed if "GPU metrics exporter" in c.check]
     assert "starts no GPU metrics exporter" in failed.why
+
+
+def test_liveness_sees_the_nodes_register_drained_and_fails_a_script_without_it() -> None:
+    p = bundled(STACK)
+    [check] = p.checks("node-image", "registers drained")
+    assert check.holds and "State=DRAIN" in check.why
+    [vmss] = p.plan.of(VMSS)
+
+    def edit(old: str, new: str) -> Any:
+        def apply(inputs: dict[str, Any]) -> None:
+            prof = inputs["virtualMachineProfile"]["osProfile"]
+            text = base64.b64decode(prof["customData"]).decode()
+            assert old in text
+            prof["customData"] = base64.b64encode(text.replace(old, new).encode()).decode()
+
+        return apply
+
+    for old, new, missing in (
+        (" State=DRAIN", "", "State=DRAIN in slurmd's --conf"),
+        ("gpu-cluster unvalidated", "registered", "the reason 'gpu-cluster unvalidated'"),
+    ):
+        broken = live.evaluate(mutate_plan(p.plan, VMSS, vmss.name, edit(old, new)), p.job)
+        [failed] = [c for c in broken.failed if "registers drained" in c.check]
+        assert missing in failed.why and not broken.holds, failed.why
