@@ -72,8 +72,9 @@ METRICS_PUSH_NAMESPACE = "kube-system"
 METRICS_PUSH_SERVICE = "gpu-cluster-pushgateway"
 METRICS_PUSH_PORT = 9091
 METRICS_PUSH_URL = f"http://{METRICS_PUSH_SERVICE}.{METRICS_PUSH_NAMESPACE}.svc:{METRICS_PUSH_PORT}"
-# The orchestrators whose stacks deploy it and scrape it (GKE does not yet: docs/day2.md).
-PUSHGATEWAY_STACKS = ("eks", "aks")
+# The orchestrators whose stacks deploy it and scrape it (EKS: the AMP scraper; AKS: the ama-metrics
+# agent; GKE: managed collection's PodMonitoring, components/gcp/metrics.py).
+PUSHGATEWAY_STACKS = ("eks", "aks", "gke")
 UNVALIDATED_TAINT_KEY = "gpu-cluster.io/unvalidated"
 UNVALIDATED_TAINT_VALUE = "true"
 UNVALIDATED_TAINT_EFFECT = "NoSchedule"

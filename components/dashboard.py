@@ -174,11 +174,13 @@ def cloud_monitoring(
     title: str = TITLE,
     selector: str = "",
     panels: Sequence[Panel] = PANELS,
+    validation: bool = False,
 ) -> dict[str, Any]:
     """The Cloud Monitoring dashboard: a mosaic of line charts, two a row. A project's Cloud
     Monitoring holds every cluster's series, so the stack passes its cluster as ``selector``.
     ``panels`` are the exporter's series by default; Cluster Director's nodes write the Ops Agent's
-    instead (components/gcp/slurm_metrics.py PANELS)."""
+    instead (components/gcp/slurm_metrics.py PANELS). ``validation``: the validation's section after
+    them (:func:`validation_tiles`), where the stack publishes its figures."""
     half = MOSAIC_COLUMNS // 2
     tiles = []
     for i, p in enumerate(panels):
@@ -205,6 +207,8 @@ def cloud_monitoring(
                 },
             }
         )
+    if validation:
+        tiles += validation_tiles(selector, y=((len(panels) + 1) // 2) * 4)
     return {"displayName": title, "mosaicLayout": {"columns": MOSAIC_COLUMNS, "tiles": tiles}}
 
 
@@ -268,9 +272,11 @@ def grafana(node_label: str = NODE_LABEL["aks"], *, title: str = TITLE, fabric: 
 # The validation's figures and heal's incidents (gpu_cluster.workloads.validate.metrics_export), a
 # section of its own after the DCGM panels: Grafana only. The series carry the judged node in
 # ``node`` (the Slurm stacks' node-exporter job keeps it with honor_labels), the label the DCGM
-# panels group by on AKS, EKS, PCS and Azure Slurm. Cloud Monitoring's dashboards have no
-# annotations (the projects.dashboards resource of the module docstring defines none), and no GKE or
-# Cluster Director path publishes these series yet, so its rendering is unchanged.
+# panels group by on AKS, EKS, PCS and Azure Slurm. On GKE the same two charts are Cloud Monitoring
+# tiles (:func:`validation_tiles`), held to the cluster by managed collection's ``cluster`` label
+# (components/gcp/metrics.py); GKE's DCGM charts name a node by ``instance`` (``<node>:metrics``),
+# these by ``node``. Cloud Monitoring's dashboards have no annotations (the projects.dashboards
+# resource of the module docstring defines none): heal's incidents are in the store, not drawn there.
 VALIDATION_NODE_VERDICT = "gpu_cluster_validation_node_verdict_code"
 VALIDATION_BUSBW = "gpu_cluster_validation_busbw_bytes_per_second"
 VALIDATION_BUSBW_FLOOR_WARN = "gpu_cluster_validation_busbw_floor_warn_bytes_per_second"
@@ -326,6 +332,41 @@ def validation_panels(datasource: dict[str, str], *, first_id: int, y: int) -> l
                 ),
             ],
         },
+    ]
+
+
+def validation_tiles(selector: str, *, y: int) -> list[dict[str, Any]]:
+    """The validation's two charts as Cloud Monitoring tiles from row ``y``: the same PromQL as
+    :func:`validation_panels`, each metric held by ``selector`` (the stack's cluster)."""
+    half = MOSAIC_COLUMNS // 2
+
+    def data(expr: str, unit: str) -> dict[str, Any]:
+        return {"timeSeriesQuery": {"prometheusQuery": expr, "unitOverride": unit}, "plotType": "LINE"}
+
+    def tile(x: int, title: str, sets: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "xPos": x,
+            "yPos": y,
+            "width": half,
+            "height": 4,
+            "widget": {"title": title, "xyChart": {"dataSets": sets, "yAxis": {"scale": "LINEAR"}}},
+        }
+
+    by_size = "collective, scope, size_bytes"
+    return [
+        tile(
+            0,
+            "Validation: node verdict (0 pass, 1 warn, 2 fail, 3 could not run)",
+            [data(f"max by (node) ({VALIDATION_NODE_VERDICT}{selector})", "1")],
+        ),
+        tile(
+            half,
+            "Validation: busbw per message size, and its warn floor",
+            [
+                data(f"max by ({by_size}) ({VALIDATION_BUSBW}{selector})", "By/s"),
+                data(f"max by ({by_size}) ({VALIDATION_BUSBW_FLOOR_WARN}{selector})", "By/s"),
+            ],
+        ),
     ]
 
 
@@ -459,7 +500,7 @@ def files() -> dict[str, str]:
     GKE stack creates, the Grafana one without fabric panels (EKS), and one per platform with its
     fabric panels (Azure Slurm, AKS, PCS)."""
     return {
-        "dashboards/gpu-cloud-monitoring.json": dumps(cloud_monitoring()),
+        "dashboards/gpu-cloud-monitoring.json": dumps(cloud_monitoring(validation=True)),
         "dashboards/gpu-grafana.json": dumps(grafana()),
         "dashboards/gpu-grafana-azure-slurm.json": dumps(grafana(fabric=FABRIC_PANELS["azure-slurm"])),
         "dashboards/gpu-grafana-aks.json": dumps(grafana(fabric=FABRIC_PANELS["azure-aks"])),

@@ -19,6 +19,7 @@ import yaml
 
 from gpu_cluster.components.k8s.addons import JOBSET_IMAGE
 from gpu_cluster.components.k8s.kueue import KUEUE_IMAGE
+from gpu_cluster.components.k8s.metrics import PUSHGATEWAY_IMAGE
 from gpu_cluster.components.spec import load_stack
 from gpu_cluster import pin as pin_cmd
 from gpu_cluster.workloads.launch import validation as vjob
@@ -92,14 +93,15 @@ def run(path: Path, reg: Served, refresh: bool = False) -> tuple[int, list[str]]
 
 def test_pin_writes_every_digest_and_keeps_the_file(stack: Path, reg: Served) -> None:
     uses = [u.ref for u in pin_cmd.image_uses(load_stack(str(stack), deployer_placeholder=True)[1])]
-    assert uses == [JOBSET_IMAGE, KUEUE_IMAGE, vjob.DEFAULT_IMAGE]
+    # GKE deploys the Pushgateway too (components/gcp/orchestration_gke.py).
+    assert uses == [JOBSET_IMAGE, PUSHGATEWAY_IMAGE, KUEUE_IMAGE, vjob.DEFAULT_IMAGE]
     for ref in uses:
         reg.publish(ref)
     before = stack.read_text()
     rc, said = run(stack, reg)
     assert rc == 0, said
-    assert said[0].startswith(f"[1/3] {JOBSET_IMAGE}: {digest(JOBSET_IMAGE)}")
-    assert said[-1] == f"wrote 3 pin(s) to {stack}"
+    assert said[0].startswith(f"[1/4] {JOBSET_IMAGE}: {digest(JOBSET_IMAGE)}")
+    assert said[-1] == f"wrote 4 pin(s) to {stack}"
     after = stack.read_text()
     # Comments and every other line kept; the pins read back as written.
     assert [line for line in before.splitlines() if line.strip()] == [
@@ -120,25 +122,26 @@ def test_pin_writes_every_digest_and_keeps_the_file(stack: Path, reg: Served) ->
 
 def test_an_image_the_registry_lacks_stays_by_tag_and_the_rest_is_written(stack: Path, reg: Served) -> None:
     reg.publish(JOBSET_IMAGE)
+    reg.publish(PUSHGATEWAY_IMAGE)
     reg.publish(vjob.DEFAULT_IMAGE)
     rc, said = run(stack, reg)
     assert rc == 1
-    [line] = [x for x in said if x.startswith(f"[2/3] {KUEUE_IMAGE}: NOT pinned:")]
+    [line] = [x for x in said if x.startswith(f"[3/4] {KUEUE_IMAGE}: NOT pinned:")]
     assert "no such tag (404)" in line and f"write its digest under images: (crane digest {KUEUE_IMAGE})" in line
     assert said[-1] == "1 image(s) left by tag; fix what each line says and run pin again"
     pins = yaml.safe_load(stack.read_text())["config"]["gpu-cluster:cluster"]["images"]
-    assert set(pins) == {JOBSET_IMAGE, vjob.DEFAULT_IMAGE}
+    assert set(pins) == {JOBSET_IMAGE, PUSHGATEWAY_IMAGE, vjob.DEFAULT_IMAGE}
     # Once published, a second run adds it and keeps the others.
     reg.publish(KUEUE_IMAGE)
     rc, said = run(stack, reg)
     assert rc == 0
     pins = yaml.safe_load(stack.read_text())["config"]["gpu-cluster:cluster"]["images"]
-    assert pins == {r: digest(r) for r in (JOBSET_IMAGE, KUEUE_IMAGE, vjob.DEFAULT_IMAGE)}
+    assert pins == {r: digest(r) for r in (JOBSET_IMAGE, PUSHGATEWAY_IMAGE, KUEUE_IMAGE, vjob.DEFAULT_IMAGE)}
     assert stack.read_text().count("images:") == 1
 
 
 def test_refresh_reports_a_moved_tag(stack: Path, reg: Served) -> None:
-    for ref in (JOBSET_IMAGE, KUEUE_IMAGE, vjob.DEFAULT_IMAGE):
+    for ref in (JOBSET_IMAGE, PUSHGATEWAY_IMAGE, KUEUE_IMAGE, vjob.DEFAULT_IMAGE):
         reg.publish(ref)
     assert run(stack, reg)[0] == 0
     reg.publish(vjob.DEFAULT_IMAGE, generation=1)
@@ -154,7 +157,6 @@ def test_refresh_reports_a_moved_tag(stack: Path, reg: Served) -> None:
 
 def test_an_eks_stack_pins_every_chart_image_and_the_plan_pulls_them(tmp_path: Path, reg: Served) -> None:
     from gpu_cluster.components.aws.versions import NVIDIA_PLUGIN_IMAGE, efa_plugin_image
-    from gpu_cluster.components.k8s.metrics import PUSHGATEWAY_IMAGE
     from gpu_cluster.components.plan_caveats import caveats
 
     path = tmp_path / "Pulumi.mine.yaml"

@@ -8,7 +8,9 @@ query Managed Service for Prometheus with PromQL, which Cloud Monitoring charts 
 or PromQL with the API", read 2026-12-07). Every query is held to this cluster by the ``cluster``
 label managed collection puts on each series (GoogleCloudPlatform/prometheus-engine
 pkg/operator/apis/monitoring/v1/pod_config.go at 01e7efc: ``cluster`` forced to the cluster's name),
-since the project's Cloud Monitoring holds every cluster's metrics.
+since the project's Cloud Monitoring holds every cluster's metrics. The validation's figures, which
+the stack's Pushgateway carries there (components/gcp/metrics.py), follow as a section of their own,
+held by the same label; Cloud Monitoring has no annotations, so heal's incidents are not drawn.
 
 Cluster Director's nodes write the Ops Agent's DCGM series instead (components/gcp/slurm_metrics.py):
 the same layout over those panels, a node being its VM's ``instance_id``. Those series carry no
@@ -39,7 +41,9 @@ def gke_dashboard(
     name: str, spec: ClusterSpec, project: pulumi.Input[str], parent: pulumi.Resource
 ) -> gcp.monitoring.Dashboard:
     """The cluster's GPU dashboard, one chart per panel of components/dashboard.py, per node."""
-    body = cloud_monitoring(NODE_LABEL["gke"], title=f"{spec.name}: GPUs per node", selector=cluster_selector(spec))
+    body = cloud_monitoring(
+        NODE_LABEL["gke"], title=f"{spec.name}: GPUs per node", selector=cluster_selector(spec), validation=True
+    )
     return gcp.monitoring.Dashboard(
         f"{name}-gpu-dashboard",
         dashboard_json=dumps(body),

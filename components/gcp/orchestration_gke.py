@@ -37,7 +37,7 @@ import pulumi_kubernetes as k8s
 from gpu_cluster.components.gcp.common import GKE_ACCELERATOR, AddressPlan, labels
 from gpu_cluster.components.gcp.interconnect import NicName, NicNetwork
 from gpu_cluster.components.gcp.dashboard import gke_dashboard
-from gpu_cluster.components.gcp.metrics import monitoring_config
+from gpu_cluster.components.gcp.metrics import monitoring_config, pushgateway_pod_monitoring
 from gpu_cluster.components.gcp.compute import NODE_ROLES
 from gpu_cluster.components.gcp.workload_identity import bucket_volume, checkpoint_claim_name, workload_account
 
@@ -51,6 +51,7 @@ from gpu_cluster.components.k8s.gke_installers import (
     nri_device_injector,
 )
 from gpu_cluster.components.k8s.kueue import LOCAL_QUEUE, Quota, kueue
+from gpu_cluster.components.k8s.metrics import pushgateway
 from gpu_cluster.components.gcp.rules import GKE_RELEASE_CHANNEL, queued_provisioning
 from gpu_cluster.components.spec import ClusterSpec
 
@@ -379,8 +380,8 @@ class GkeLayerArgs:
 
 def create_in_cluster_layer(name: str, args: GkeLayerArgs, k8s_opts: pulumi.ResourceOptions) -> None:
     """Network objects, the NCCL plugin installer (and the NRI device injector for TCPX/TCPXO), the
-    Lustre volume and claim, the checkpoint bucket's volume, the JobSet controller: through the
-    Kubernetes provider in ``k8s_opts``."""
+    Lustre volume and claim, the checkpoint bucket's volume, the JobSet controller, the Pushgateway and
+    its PodMonitoring: through the Kubernetes provider in ``k8s_opts``."""
     spec = args.spec
     lab = labels(spec)
     fabric = spec.instance.network.fabric
@@ -417,6 +418,11 @@ def create_in_cluster_layer(name: str, args: GkeLayerArgs, k8s_opts: pulumi.Reso
         opts=in_namespace,
     )
     jobset(f"{name}-jobset", k8s_opts, pins=spec.images)
+    # The validation's figures: the judge pushes them to the Pushgateway on the system pool, which
+    # managed collection scrapes by a PodMonitoring (components/gcp/metrics.py).
+    system_pool = {"cloud.google.com/gke-nodepool": SYSTEM_POOL_NAME}
+    pushgateway(name, node_selector=system_pool, pins=spec.images, opts=k8s_opts)
+    pushgateway_pod_monitoring(name, labels=lab, opts=k8s_opts)
     if queued_provisioning(spec.compute.capacity.type, spec.compute.nodes):
         inst = spec.instance
         nodes = spec.compute.nodes
@@ -428,7 +434,7 @@ def create_in_cluster_layer(name: str, args: GkeLayerArgs, k8s_opts: pulumi.Reso
                 memory_gib=int(inst.host_memory_gib) * nodes,
             ),
             job_namespace=JOB_NAMESPACE,
-            node_selector={"cloud.google.com/gke-nodepool": SYSTEM_POOL_NAME},
+            node_selector=system_pool,
             labels=lab,
             opts=k8s_opts,
             namespace_ready=namespace,

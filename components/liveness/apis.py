@@ -479,6 +479,60 @@ GKE_NETWORK_PARAM_SET = Api(
     **_GKE_NET,
 )
 
+# ---------------------------------------------------------------------------------------------
+# GKE managed collection (monitoring.googleapis.com/v1), the API GKE serves with managed collection
+# on (components/gcp/metrics.py); its Go types are GoogleCloudPlatform/prometheus-engine's (read at
+# its HEAD, 2ffde4e, 2026-07-02). ScrapeEndpoint inlines HTTPClientConfig (http_types.go lines
+# 335-348: proxyUrl, authorization, basicAuth, tls, oauth2).
+
+_GMP = dict(
+    repo="GoogleCloudPlatform/prometheus-engine",
+    ref="2ffde4e",
+    version_note="served by GKE's managed collection (components/gcp/metrics.py)",
+)
+_HTTP = "pkg/operator/apis/monitoring/v1/http_types.go"
+POD_MONITORING = Api(
+    api_version="monitoring.googleapis.com/v1",
+    kind="PodMonitoring",
+    path="pkg/operator/apis/monitoring/v1/pod_types.go",
+    spec=obj(
+        147,
+        "PodMonitoringSpec",
+        selector=any_(150),
+        endpoints=lst(
+            154,
+            obj(
+                215,
+                "ScrapeEndpoint",
+                port=any_(227, required=True),
+                scheme=s(230, enum=("http", "https")),
+                path=s(232),
+                params=mp(234),
+                interval=s(238, required=True),
+                timeout=s(242),
+                metricRelabeling=lst(248),
+                proxyUrl=s(311, file=_HTTP),
+                authorization=any_(339, file=_HTTP),
+                basicAuth=any_(342, file=_HTTP),
+                tls=any_(345, file=_HTTP),
+                oauth2=any_(348, file=_HTTP),
+            ),
+            required=True,
+        ),
+        targetLabels=obj(
+            252,
+            "TargetLabels",
+            metadata=lst(
+                264, s(264, enum=("container", "node", "pod", "top_level_controller_name", "top_level_controller_type"))
+            ),
+            fromPod=lst(268),
+        ),
+        limits=any_(162),
+        filterRunning=b(166),
+    ),
+    **_GMP,
+)
+
 APIS: dict[tuple[str, str], Api] = {
     (a.api_version, a.kind): a
     for a in (
@@ -493,5 +547,6 @@ APIS: dict[tuple[str, str], Api] = {
         DEVICE_CONFIG,
         GKE_NETWORK,
         GKE_NETWORK_PARAM_SET,
+        POD_MONITORING,
     )
 }

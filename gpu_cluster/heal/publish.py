@@ -3,7 +3,7 @@ journal as ``gpu_cluster_heal_incident{cluster,node,incident,state}``
 (gpu_cluster.workloads.validate.metrics_export.render_incidents), where the stack's store gets it,
 so the Grafana file's ``heal incidents`` annotation (components/dashboard.py) shows them:
 
-* EKS and AKS: the stack's Pushgateway (components/k8s/metrics.py), which heal, running outside the
+* EKS, AKS and GKE: the stack's Pushgateway (components/k8s/metrics.py), which heal, running outside the
   cluster, reaches through the API server's service proxy,
   ``/api/v1/namespaces/<ns>/services/<service>:<port name>/proxy/<path>`` (kubernetes.io/docs/tasks/
   access-application-cluster/access-cluster-services, "Manually constructing apiserver proxy URLs",
@@ -16,7 +16,7 @@ so the Grafana file's ``heal incidents`` annotation (components/dashboard.py) sh
   (components/contract.py METRICS_TEXTFILE_DIR) when heal runs on a node that has it (a compute
   node of PCS or Azure Slurm), which the node's collector already sends to the store; else beside the
   journal, for a person to copy there.
-* GKE and the rehearsal (``--local``): beside the journal (no Pushgateway is deployed there).
+* The rehearsal (``--local``) and Cluster Director: beside the journal.
 
 Publishing never changes what heal did or its exit status: a failure is one line.
 """
@@ -97,7 +97,7 @@ class TextFile:
 
 
 def beside_journal(text: str, cluster: str, run_dir: Path) -> str:
-    """GKE and the rehearsal: no store this run reaches."""
+    """The rehearsal and Cluster Director: no store this run reaches."""
     return f"written to {metrics_export.write_textfile(text, run_dir, metrics_export.HEAL_FILE)} (no store is reached from here)"
 
 

@@ -280,6 +280,32 @@ def test_grafana_has_the_validation_section_and_heal_annotation() -> None:
     assert {"{{incident}}", "{{state}}"} <= {w for w in ann["titleFormat"].replace(":", " ").split()}
 
 
+def test_cloud_monitoring_has_the_validation_section_only_where_asked() -> None:
+    """GKE's tiles: the node verdicts and busbw against its floor below the DCGM charts, every query
+    held by the stack's cluster selector and parsing; no annotation (Cloud Monitoring has none)."""
+    from gpu_cluster.workloads.validate import metrics_export
+
+    selector = '{cluster="c1"}'
+    plain = cloud_monitoring(selector=selector)["mosaicLayout"]["tiles"]
+    d = cloud_monitoring(selector=selector, validation=True)
+    assert "annotations" not in d
+    tiles = d["mosaicLayout"]["tiles"]
+    assert tiles[: len(PANELS)] == plain and len(tiles) == len(PANELS) + 2
+    verdict, busbw = tiles[len(PANELS) :]
+    last = max(t["yPos"] + t["height"] for t in plain)
+    assert verdict["yPos"] == busbw["yPos"] == last and verdict["xPos"] + verdict["width"] <= busbw["xPos"]
+    assert busbw["xPos"] + busbw["width"] <= MOSAIC_COLUMNS
+    queries = [ds["timeSeriesQuery"] for t in (verdict, busbw) for ds in t["widget"]["xyChart"]["dataSets"]]
+    for q in queries:
+        tree = parse(q["prometheusQuery"])
+        assert [sel[2] for sel in _selectors(tree)] == [{"cluster": "c1"}]
+    v, bw, floor = (parse(q["prometheusQuery"]) for q in queries)
+    assert _selectors(v)[0][1] == metrics_export.NODE_VERDICT_CODE and _aggregations(v)[0][2] == ("node",)
+    assert _selectors(bw)[0][1] == metrics_export.BUSBW and _selectors(floor)[0][1] == metrics_export.BUSBW_FLOOR_WARN
+    assert _aggregations(bw)[0][2] == ("collective", "scope", "size_bytes")
+    assert [q["unitOverride"] for q in queries] == ["1", "By/s", "By/s"]
+
+
 def test_the_shipped_files_are_what_the_builder_writes() -> None:
     for path, text in files().items():
         assert (ROOT / path).read_text() == text, f"{path} is stale: python -m gpu_cluster.components.dashboard"
@@ -319,7 +345,8 @@ def test_every_bundled_kubernetes_stack_plans_its_dashboard(stack: str, kind: st
     assert len(plan.of_type(DASHBOARD_TYPE[kind])) == 1, stack
     if kind == "gke":
         body = json.loads(plan.one(DASHBOARD_TYPE[kind]).inputs["dashboardJson"])
-        assert len(body["mosaicLayout"]["tiles"]) == len(PANELS)
+        # The DCGM charts, then the validation's two (components/gcp/metrics.py publishes them).
+        assert len(body["mosaicLayout"]["tiles"]) == len(PANELS) + 2
 
 
 def test_the_picture_is_drawn_from_the_json(tmp_path: Path) -> None:

@@ -103,7 +103,10 @@ def test_slurm_writes_the_textfile_directory_or_beside_the_journal(tmp_path: Pat
         orchestrator="slurm", access=SimpleNamespace(kubeconfig=None), scheduler=SimpleNamespace(kind="slurm")
     )
     assert isinstance(publish.for_outputs(slurm), publish.TextFile)
-    assert publish.for_outputs(_outputs("x", "gke")) is publish.beside_journal
+    # GKE deploys the Pushgateway too (components/gcp/metrics.py): heal pushes there like EKS and AKS.
+    assert publish.for_outputs(_outputs("x", "gke")) == publish.KubePush("x")
+    # A stack whose outputs give heal no kubeconfig (the private endpoint's) keeps them beside the journal.
+    assert publish.for_outputs(_outputs("", "gke")) is publish.beside_journal
 
 
 def test_a_publisher_that_fails_never_raises(tmp_path: Path) -> None:

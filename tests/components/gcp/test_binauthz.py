@@ -64,6 +64,7 @@ def test_a_tcpxo_cluster_lists_every_image_its_objects_and_job_pull() -> None:
         "the NRI device injector",
         "the JobSet controller of chart 0.12.0",
         "the Kueue controller of chart 0.17.8",
+        "the Pushgateway of chart 3.8.0",
         "the validation job's pods",
         "the receive-datapath sidecar",
     }

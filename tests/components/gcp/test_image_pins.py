@@ -18,6 +18,7 @@ from gpu_cluster.components.engine import OfflineRun
 from gpu_cluster.components.image_pins import check_pins, chart_image, pinned
 from gpu_cluster.components.k8s.addons import JOBSET_IMAGE
 from gpu_cluster.components.k8s.kueue import KUEUE_IMAGE
+from gpu_cluster.components.k8s.metrics import PUSHGATEWAY_IMAGE
 from gpu_cluster.components.plan_caveats import caveats
 from gpu_cluster.components.spec import SpecError, parse_spec, read_stack_file
 from gpu_cluster.workloads.launch import validation as vjob
@@ -119,10 +120,10 @@ def test_without_pins_the_charts_keep_their_own_images_and_the_plan_says_so(
     assert "manager" not in chart_values(run, "charts/kueue")["controllerManager"]
     assert "image" not in chart_values(run, "charts/jobset")
     said = {c.topic: c.text for c in caveats(parse_spec(obj), run.outputs)}
-    assert JOBSET_IMAGE in said["images"] and KUEUE_IMAGE in said["images"]
+    assert all(ref in said["images"] for ref in (JOBSET_IMAGE, KUEUE_IMAGE, PUSHGATEWAY_IMAGE))
     assert "`gpu-cluster pin STACK`" in said["images"]
     # Pinned, the caveat goes.
-    both = pinned_stack("gcp-h100-gke", [JOBSET_IMAGE, KUEUE_IMAGE])
+    both = pinned_stack("gcp-h100-gke", [JOBSET_IMAGE, KUEUE_IMAGE, PUSHGATEWAY_IMAGE])
     assert "images" not in {c.topic for c in caveats(parse_spec(both), offline(both).outputs)}
 
 

@@ -70,7 +70,60 @@ def test_bundled_gke_stacks_create_the_gpu_dashboard(stack: str, offline: Callab
         t["widget"]["xyChart"]["dataSets"][0]["timeSeriesQuery"]["prometheusQuery"]
         for t in body["mosaicLayout"]["tiles"]
     ]
-    assert len(queries) == len(PANELS)
-    for q, p in zip(queries, PANELS, strict=True):
+    # The DCGM charts, then the validation's two, held by the same cluster label.
+    assert len(queries) == len(PANELS) + 2
+    assert all(f'{{cluster="{name}"}}' in q for q in queries[len(PANELS) :])
+    for q, p in zip(queries[: len(PANELS)], PANELS, strict=True):
         # This cluster's series only (managed collection's cluster label), per node (instance).
         assert f'{p.metric}{{cluster="{name}"}}' in q and "by (instance)" in q
+
+
+CHART = "kubernetes:helm.sh/v4:Chart"
+POD_MONITORING = "kubernetes:monitoring.googleapis.com/v1:PodMonitoring"
+
+
+def test_the_pushgateway_is_on_the_system_pool_and_managed_collection_scrapes_it() -> None:
+    """The validation's figures on GKE: the Pushgateway chart on the system pool and a PodMonitoring of
+    its pods, whose fields the liveness model holds to prometheus-engine's types."""
+    from gpu_cluster.components.contract import METRICS_PUSH_NAMESPACE, PUSHGATEWAY_STACKS
+    from gpu_cluster.components.k8s.metrics import PUSHGATEWAY_JOB
+    from tests.components._liveness import bundled
+
+    assert "gke" in PUSHGATEWAY_STACKS
+    p = bundled("gcp-h100-gke")
+    (chart,) = [c for c in p.run.of_type(CHART) if c.inputs["chart"].endswith("/prometheus-pushgateway")]
+    assert chart.inputs["namespace"] == METRICS_PUSH_NAMESPACE
+    assert chart.inputs["values"]["nodeSelector"] == {"cloud.google.com/gke-nodepool": "system"}
+    (check,) = p.checks("scheduling", "chart prometheus-pushgateway 3.8.0: gpu-cluster-pushgateway")
+    assert check.holds and "pool system" in check.why
+    (mon,) = p.run.of_type(POD_MONITORING)
+    meta = mon.inputs["metadata"]
+    assert (meta["name"], meta["namespace"]) == (PUSHGATEWAY_JOB, METRICS_PUSH_NAMESPACE)
+    spec = mon.inputs["spec"]
+    # The chart's pod label and port name (components/k8s/metrics.py), and no pod metadata label: a
+    # ``node`` target label would displace the pushed one.
+    assert spec["selector"] == {"matchLabels": {"app.kubernetes.io/name": "prometheus-pushgateway"}}
+    assert spec["endpoints"] == [{"port": "metrics", "interval": "30s"}]
+    assert spec["targetLabels"] == {"metadata": []}
+    (adm,) = p.checks("admission", f"PodMonitoring {PUSHGATEWAY_JOB}")
+    assert adm.holds and "2ffde4e" in adm.check
+
+
+def test_a_pod_monitoring_field_the_type_lacks_fails_admission() -> None:
+    """The model is prometheus-engine's PodMonitoringSpec: a misspelt field, an endpoint without its
+    interval and a metadata label outside the enum each fail, naming the line."""
+    from gpu_cluster.components.liveness import apis
+
+    spec = {
+        "selector": {},
+        "endpoints": [{"port": "metrics", "honorLabels": True}],
+        "targetLabels": {"metadata": ["namespace"]},
+    }
+    problems = {p.path: p for p in apis.check_fields(apis.POD_MONITORING.spec, spec)}
+    assert set(problems) == {
+        "spec.endpoints[0].honorLabels",
+        "spec.endpoints[0].interval",
+        "spec.targetLabels.metadata[0]",
+    }
+    assert problems["spec.endpoints[0].interval"].line == 238
+    assert apis.APIS[("monitoring.googleapis.com/v1", "PodMonitoring")] is apis.POD_MONITORING

@@ -110,8 +110,8 @@ def test_in_cluster_parts_use_the_cluster_provider(offline: Callable[..., Offlin
     assert (
         pvc["volumeName"] == named(run, "kubernetes:core/v1:PersistentVolume", "-lustre-pv").inputs["metadata"]["name"]
     )
-    chart = run.one("kubernetes:helm.sh/v4:Chart").inputs
-    assert chart["chart"].endswith("/jobset")
+    charts = sorted(c.inputs["chart"].rsplit("/", 1)[-1] for c in run.of_type("kubernetes:helm.sh/v4:Chart"))
+    assert charts == ["jobset", "prometheus-pushgateway"]
     ds = named(run, "kubernetes:apps/v1:DaemonSet", "nccl-rdma-installer").inputs
     [term] = ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"
