@@ -21,6 +21,10 @@ Shapes (every value plain JSON once the stack is up):
   (service_account and pod_labels: what the jobs' pods run as and carry; queue: the Kueue LocalQueue
   jobs go through where the nodes come only with a ProvisioningRequest; images: the stack's image
   pins, components/image_pins.py)
+* ``dashboard`` where the stack's GPU dashboard is: ``{kind: grafana, url, id}`` on AWS and Azure (the
+  Grafana workspace's https address and its id: Amazon Managed Grafana's ``g-...`` workspace id, Azure
+  Managed Grafana's ARM resource id), which ``gpu-cluster dashboards import`` puts the dashboard into;
+  ``{kind: cloud-monitoring, id}`` on GCP (the Cloud Monitoring dashboard ``pulumi up`` created)
 """
 
 from __future__ import annotations
@@ -47,7 +51,12 @@ OUTPUT_KEYS = (
     "bucket",
     "access",
     "scheduler",
+    "dashboard",
 )
+# Keys a stack last updated by an older gpu-cluster lacks and that the validation does not need: read
+# as None (``dashboards import`` then asks for ``--url``) rather than refused, so such a stack stays
+# validatable and healable without a ``pulumi up``.
+LATER_KEYS = ("dashboard",)
 
 
 # The registration taint of the GPU pools (issue 41, I6): a new node (a replacement, a scale-up, a
@@ -171,6 +180,16 @@ class Scheduler:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Dashboard:
+    kind: Literal["grafana", "cloud-monitoring"]
+    url: str | None = None
+    """Grafana: the workspace's base address, ``https://<host>``."""
+    id: str | None = None
+    """Amazon Managed Grafana: the workspace id (``g-...``), through which ``dashboards import`` mints its
+    token; Azure Managed Grafana: the workspace's ARM resource id; GCP: the Cloud Monitoring dashboard."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ClusterOutputs:
     cloud: str
     region: str
@@ -185,6 +204,8 @@ class ClusterOutputs:
     bucket: str
     access: Access
     scheduler: Scheduler
+    dashboard: Dashboard | None = None
+    """None for a stack last updated before the key existed (``LATER_KEYS``)."""
 
 
 class _Reader(Problems):
@@ -220,7 +241,7 @@ def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
     """The typed outputs, or :class:`OutputsError` naming every missing or malformed key."""
     r = _Reader()
     top = r.obj(raw, "outputs")
-    missing = [k for k in OUTPUT_KEYS if k not in top]
+    missing = [k for k in OUTPUT_KEYS if k not in top and k not in LATER_KEYS]
     for key in missing:
         r.add(key, "missing (is the stack up, and built by this version of gpu-cluster?)")
     if missing:
@@ -298,6 +319,7 @@ def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
         r.add("scheduler.kind", f"{kind!r} does not go with orchestrator {orchestrator!r}")
     if kind == "kubernetes" and not access.kubeconfig:
         r.add("access.kubeconfig", "missing: read the outputs with --show-secrets")
+    dashboard = _dashboard(r, top["dashboard"]) if "dashboard" in top else None
     out = ClusterOutputs(
         cloud=r.text(top, "cloud", "") or "",
         region=r.text(top, "region", "") or "",
@@ -312,10 +334,22 @@ def read_outputs(raw: Any, source: str = "stack outputs") -> ClusterOutputs:
         bucket=r.text(top, "bucket", "") or "",
         access=access,
         scheduler=scheduler,
+        dashboard=dashboard,
     )
     if r:
         raise OutputsError(source, r.items)
     return out
+
+
+def _dashboard(r: _Reader, raw: Any) -> Dashboard:
+    da = r.obj(raw, "dashboard")
+    raw_kind = da.get("kind")
+    kind: Literal["grafana", "cloud-monitoring"] = "cloud-monitoring" if raw_kind == "cloud-monitoring" else "grafana"
+    if raw_kind not in ("grafana", "cloud-monitoring"):
+        r.add("dashboard.kind", f"{raw_kind!r} (allowed: grafana, cloud-monitoring)")
+    # The address's scheme is judged where it is used (gpu_cluster/dashboards.py check_url).
+    url = r.text(da, "url", "dashboard.", optional=kind != "grafana")
+    return Dashboard(kind=kind, url=url, id=r.text(da, "id", "dashboard.", optional=True))
 
 
 def _strings(r: _Reader, raw: Any, path: str) -> dict[str, str]:

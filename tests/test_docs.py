@@ -85,6 +85,12 @@ def _verdict_codes() -> tuple[str, ...]:
     return tuple(str(int(v)) for v in (Verdict.PASS, Verdict.WARN, Verdict.FAIL, Verdict.UNKNOWN))
 
 
+def _amg_token_minutes() -> tuple[str, ...]:
+    from gpu_cluster.dashboards import TOKEN_SECONDS
+
+    return (_g(TOKEN_SECONDS / 60),)
+
+
 def _python_floor() -> tuple[str, ...]:
     import tomllib
 
@@ -344,6 +350,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure("docs/day2.md", r"more than (\d+) nodes are split", lambda: [_eks_group()]),
     Figure("docs/day2.md", r"scales it to zero (\d+) minutes before", lambda: [_cb_early()]),
     Figure("docs/day2.md", r"systemd timer \(CODE, every (\d+) s\)", lambda: [_efa_interval()]),
+    Figure("docs/day2.md", r"a token that lives (\d+) minutes", lambda: [_amg_token_minutes()]),
     Figure("docs/aws.md", r"at most\s+(\d+) nodes each", lambda: [_eks_group()]),
     Figure("docs/aws.md", r"the\s+window ends (\d+) minutes before the block", lambda: [_cb_early()]),
     Figure("docs/aws.md", r"anonymous pulls up to (\d+) GB a month", lambda: [_ecr_public_gb()]),

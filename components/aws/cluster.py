@@ -184,6 +184,8 @@ def build(
             "kubeconfig": pulumi.Output.secret(eks.kubeconfig),
         }
         node_groups: list[Any] = [g.node_group_name for g in eks.node_groups]
+        assert eks.prometheus.grafana is not None  # eks_prometheus makes it
+        dashboard = eks.prometheus.grafana.dashboard()
         ca: Any = eks.cluster.certificate_authority.data
         scheduler = {
             "kind": "kubernetes",
@@ -230,6 +232,8 @@ def build(
         )
         access = {"cluster_id": slurm.cluster_id, "login": slurm.login, "ssh_command": slurm.ssh_command}
         node_groups = [slurm.gpu_group.name]
+        assert compute.prometheus is not None  # PCS: Compute makes it (user_data is set above)
+        dashboard = compute.prometheus.grafana.dashboard()
         ca = None
         scheduler = {"kind": "slurm", "partition": spec.orchestration.partition}
 
@@ -253,6 +257,8 @@ def build(
         "bucket": storage.bucket_name,
         "access": access,
         "scheduler": scheduler,
+        # The Amazon Managed Grafana workspace the dashboard is imported into (components/aws/grafana.py).
+        "dashboard": dashboard,
         # Not stack outputs: the component's typed attributes (components/cluster.py).
         COMPONENT_FACTS: {
             "network_id": network.vpc_id,

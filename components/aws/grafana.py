@@ -22,12 +22,22 @@ is up by ``gpu-cluster dashboards import``, gpu_cluster/dashboards.py: docs/day2
 * ``data_sources = ["PROMETHEUS"]`` names the data source the workspace is for.
 
 A Grafana workspace is configuration, not data: not protected; teardown removes it with the stack.
+
+The stack's ``dashboard`` output (components/contract.py) is where ``gpu-cluster dashboards import`` goes:
+``url`` the workspace's ``endpoint``, "The URL that users can use to access the Grafana console in the
+workspace" (AMG API reference, WorkspaceDescription, docs.aws.amazon.com/grafana/latest/APIReference/
+API_WorkspaceDescription.html, read 2026-12-07). The page gives no form; the uses of the API read
+(public code that calls DescribeWorkspace) show a host name without a scheme,
+``g-<id>.grafana-workspace.<region>.amazonaws.com``, so ``https://`` is put in front where no scheme is
+there (an address with one is kept); ``id`` the workspace id (``g-`` and ten hex digits, the same
+page), which pulumi-aws makes the resource's id (its ``pulumi import ... g-2054c75a02`` example).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -36,6 +46,12 @@ from gpu_cluster.components.aws.common import assume_role_policy
 
 GRAFANA_SERVICE = "grafana.amazonaws.com"
 QUERY_ACTIONS = ("aps:GetLabels", "aps:GetMetricMetadata", "aps:GetSeries", "aps:QueryMetrics")
+
+
+def https(endpoint: str) -> str:
+    """The workspace's base address from its ``endpoint``: AMG answers a host name, so https:// is added
+    (an endpoint that already carries a scheme is kept as it is)."""
+    return endpoint if "://" in endpoint else f"https://{endpoint}"
 
 
 def query_policy(workspace_arn: str) -> str:
@@ -89,3 +105,7 @@ class AmazonManagedGrafana(pulumi.ComponentResource):
             opts=child,
         )
         self.register_outputs({"workspace": self.workspace.arn, "endpoint": self.workspace.endpoint})
+
+    def dashboard(self) -> dict[str, Any]:
+        """The stack's ``dashboard`` output (components/contract.py): this workspace's address and id."""
+        return {"kind": "grafana", "url": self.workspace.endpoint.apply(https), "id": self.workspace.id}

@@ -115,6 +115,8 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
             "pod_labels": dict(POD_LABELS),
             "workload_client_id": jobs.identity.client_id,
         },
+        # The Azure Managed Grafana workspace the dashboard is imported into (components/azure/grafana.py).
+        "dashboard": aks.grafana.dashboard(),
         COMPONENT_FACTS: {
             "network_id": net.vnet.id,
             "node_subnet_id": net.nodes.id,
@@ -174,6 +176,8 @@ def _slurm(
             "scale_set_id": slurm.gpu_nodes.id,
         },
         "scheduler": {"kind": "slurm", "partition": spec.orchestration.partition},
+        # The Azure Managed Grafana workspace the dashboard is imported into (components/azure/grafana.py).
+        "dashboard": slurm.metrics.grafana.dashboard(),
         COMPONENT_FACTS: {
             "network_id": net.vnet.id,
             "node_subnet_id": net.nodes.id,

@@ -26,9 +26,17 @@ workspace, so the dashboard is put in once the stack is up by ``gpu-cluster dash
 for that (built-in role 22926164-76b3-42b3-bc55-97df8dab3e41, the built-in roles table row "Grafana
 Admin | Perform all Grafana operations, including the ability to manage data sources, create
 dashboards ...", MicrosoftDocs/azure-docs built-in-roles.md, read through find_string 2026-12-07).
+
+The stack's ``dashboard`` output (components/contract.py) is where ``gpu-cluster dashboards import`` goes:
+the workspace's ``properties.endpoint``, an https address in the form
+``https://<workspace>-<suffix>.<region code>.grafana.azure.com`` (REST API reference, Managed Grafana,
+Grafana - Get, api-version 2024-10-01, its sample response, learn.microsoft.com/rest/api/managed-
+grafana/grafana/get, read 2026-12-07), and the workspace's ARM id.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import pulumi
 import pulumi_azure_native as azure
@@ -118,3 +126,7 @@ class ManagedGrafana(pulumi.ComponentResource):
         # The deployer may be a person or a service principal: ARM tells.
         role("deployer-grafana-admin", deployer, GRAFANA_ADMIN, self.grafana.id, None)
         self.register_outputs({"grafana": self.grafana.id})
+
+    def dashboard(self) -> dict[str, Any]:
+        """The stack's ``dashboard`` output (components/contract.py): this workspace's address and id."""
+        return {"kind": "grafana", "url": self.grafana.properties.endpoint, "id": self.grafana.id}

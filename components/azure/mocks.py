@@ -128,7 +128,14 @@ def _grafana(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
         "principalId": "44444444-4444-4444-4444-444444444444",
         "tenantId": TENANT,
     }
-    return {**_named("Microsoft.Dashboard/grafana", "workspaceName")(name, inputs), "identity": ident}
+    named = _named("Microsoft.Dashboard/grafana", "workspaceName")(name, inputs)
+    # properties.endpoint in the form of the REST reference's Grafana_Get sample (api-version 2024-10-01):
+    # https://<workspace>-<16 letters>.<region code>.grafana.azure.com.
+    properties = {
+        **dict(inputs.get("properties") or {}),
+        "endpoint": f"https://{str(named['name']).lower()}-abcdefghijklmnop.wus.grafana.azure.com",
+    }
+    return {**named, "identity": ident, "properties": properties}
 
 
 def _endpoint(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:

@@ -101,6 +101,7 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
             "kubeconfig": pulumi.Output.secret(gke.kubeconfig),
         }
         node_groups: list[Any] = [comp.node_pool_name]
+        dashboard: Any = gke.dashboard.id
         ca: Any = gke.cluster.master_auth.cluster_ca_certificate
         scheduler = {
             "kind": "kubernetes",
@@ -158,6 +159,7 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
         }
         scheduler = {"kind": "slurm", "partition": o.partition}
         node_groups = [comp.node_set.id]
+        dashboard = slurm.dashboard.id
         ca = None
 
     return {
@@ -187,6 +189,8 @@ def build(name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions, existing: 
         "bucket": st.bucket.name,
         "access": access,
         "scheduler": scheduler,
+        # The Cloud Monitoring dashboard pulumi up made (components/gcp/dashboard.py): nothing to import.
+        "dashboard": {"kind": "cloud-monitoring", "id": dashboard},
         # Not stack outputs: the component's typed attributes (components/cluster.py).
         COMPONENT_FACTS: {
             "network_id": net.vpc.id,

@@ -60,6 +60,11 @@ def test_outputs(stack: str) -> None:
     typed = read_outputs(out)
     assert (typed.nodes, typed.mount.mount_point) == (spec.compute.nodes, spec.storage.lustre.mount_point)
     assert typed.scheduler.kind == ("slurm" if spec.orchestration.kind == "slurm" else "kubernetes")
+    # The Amazon Managed Grafana workspace: its endpoint as an https address, its id for the token.
+    ws = result.one("aws:grafana/workspace:Workspace")
+    endpoint = aws_mocks.COMPUTED[ws.type](ws.name, ws.inputs)["endpoint"]
+    assert typed.dashboard is not None and typed.dashboard.kind == "grafana"
+    assert (typed.dashboard.url, typed.dashboard.id) == (f"https://{endpoint}", ws.id)
 
 
 @pytest.mark.parametrize("stack", AWS_STACKS)
