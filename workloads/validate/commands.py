@@ -547,7 +547,7 @@ def cmd_submit(args: argparse.Namespace, say: Callable[[str], None]) -> int:
 
         shell = slurm.shell_for(args.ssh or outs.access.ssh_command, args.here)
         # Registration-drained nodes (Azure Slurm) return to work only if the judge passes them (I6).
-        adm = slurm_admit.open_admission(shell, outs.scheduler.partition, run_id, args.time_limit, outs.nodes, say)
+        adm = slurm_admit.open_admission(shell, outs.scheduler.partition, run_id, outs.nodes, say)
         sbatch_args = adm.sbatch_args() if adm else ()
         job = slurm.SlurmJob.submit(shell, r.run_dir, r.files["validate.sbatch"], sbatch_args)
         say(

@@ -19,10 +19,13 @@ and its boot script sets the reason :data:`~gpu_cluster.components.contract.UNVA
    it FAILed, or did not measure, is drained again with the registration's reason (read back); then
    the reservation is deleted (read back), and only then does a passed node take user work.
 
-A ``submit`` killed after a resume leaves a marked node resumed inside its reservation; the next
-``submit`` (:func:`recover`) drains every marked node that is not drained, with the registration's
-reason, and deletes the leftover ``gpuc-validate-`` reservations, before it takes anything: a node
-it resumed is never left in service without a pass.
+A ``submit`` killed after a resume leaves a marked node resumed inside its reservation, which has
+no end (``Duration=UNLIMITED``) so that it never lapses into service; the next ``submit``
+(:func:`recover`) drains every marked node that is not drained, with the registration's reason, and
+deletes the leftover ``gpuc-validate-`` reservations, before it takes anything: a node it resumed is
+never left in service without a pass. A reservation a job still runs or waits in (another
+``submit`` running now, or a killed one's job still running) is left, with its nodes, to its own
+``submit`` or to a later one: the live validation is not cut off.
 """
 
 from __future__ import annotations
@@ -40,9 +43,6 @@ from gpu_cluster.workloads.validate.slurm import SchedulerError, Shell
 RESERVATION_PREFIX = "gpuc-validate-"
 MARK = "gpuc-validate-resumed"
 """A taken node's Comment while it is resumed inside the reservation."""
-# The minutes the reservation outlives the job's own time limit: sbatch, the job's start and the
-# fetch happen inside it.
-MARGIN_MIN = 15
 # A node in these states takes no job: scontrol(1) NODE STATE CODES.
 _UNUSABLE = frozenset({"DOWN", "FUTURE", "NOT_RESPONDING", "POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN", "FAIL"})
 
@@ -91,17 +91,35 @@ def _drain(shell: Shell, name: str, why: str) -> NodeInfo:
     return back
 
 
+def live(shell: Shell, reservation: str) -> bool:
+    """Whether a job runs or waits in ``reservation`` (squeue(1) ``--reservation``, ``-h`` no header,
+    ``-o %i`` the job id): a submit's own job, which its close, not another submit, ends."""
+    out = shell.run("squeue -h -o %i " + _q(f"--reservation={reservation}"), check=False)
+    return bool(out.stdout.decode(errors="replace").strip())
+
+
 def recover(shell: Shell, partition: str | None, say: Callable[[str], None]) -> None:
     """Undo what a killed ``submit`` left: a marked node not drained is drained with the
-    registration's reason (it was never passed), then our leftover reservations are deleted."""
+    registration's reason (it was never passed), then our leftover reservations are deleted; both
+    only where no job runs or waits in the node's reservation (:func:`live`)."""
+    shown = shell.run("scontrol show reservation -o", check=False).stdout.decode(errors="replace")
+    ours = [
+        name
+        for line in shown.splitlines()
+        if (name := dict(f.split("=", 1) for f in line.split() if "=" in f).get("ReservationName", "")).startswith(
+            RESERVATION_PREFIX
+        )
+    ]
+    busy = {name for name in ours if live(shell, name)}
+    for name in sorted(busy):
+        say(f"reservation {name}: a validation job still runs or waits in it; left, with its nodes, to its submit")
     for n in nodes(shell, partition):
-        if comment(shell, n.name).startswith(MARK) and not n.draining_or_drained:
+        mark = comment(shell, n.name)
+        if mark.startswith(MARK) and not n.draining_or_drained and mark.partition(":")[2] not in busy:
             _drain(shell, n.name, "resumed by a validate submit that did not finish")
             say(f"{n.name}: resumed by an earlier submit that did not finish; drained again (read back)")
-    shown = shell.run("scontrol show reservation -o", check=False).stdout.decode(errors="replace")
-    for line in shown.splitlines():
-        name = dict(f.split("=", 1) for f in line.split() if "=" in f).get("ReservationName", "")
-        if name.startswith(RESERVATION_PREFIX):
+    for name in ours:
+        if name not in busy:
             shell.run("scontrol delete " + _q(f"reservation={name}"), check=False)
             say(f"reservation {name} of an earlier submit deleted")
 
@@ -119,7 +137,7 @@ class Admission:
 
 
 def open_admission(
-    shell: Shell, partition: str | None, run_id: str, minutes: int, want: int, say: Callable[[str], None]
+    shell: Shell, partition: str | None, run_id: str, want: int, say: Callable[[str], None]
 ) -> Admission | None:
     """Steps 1-3 of the module notes, for a job of ``want`` nodes: the taken nodes and as many
     others in service as make up ``want`` (idle ones first), so no more nodes than the job needs
@@ -140,16 +158,18 @@ def open_admission(
     ]
     members = (*taken, *others[: max(0, want - len(taken))])
     name = f"{RESERVATION_PREFIX}{run_id}"
-    # scontrol(1) of slurm-wlm 22.05, RESERVATIONS: Duration "Valid formats are minutes, ...";
-    # IGNORE_JOBS "Ignore currently running jobs when creating the reservation"; MAINT as heal's
-    # check uses it (gpu_cluster/heal/slurm.py: a resumed node shows IDLE+MAINTENANCE+RESERVED).
+    # scontrol(1) of slurm-wlm 22.05, RESERVATIONS: Duration's "Valid formats are minutes, ... or
+    # UNLIMITED",
+    # as heal's slot hold (gpu_cluster/heal/slurm.py): a killed submit's reservation never ends by
+    # itself with a resumed node in it; IGNORE_JOBS "Ignore currently running jobs when creating the
+    # reservation"; MAINT as heal's check uses it (a resumed node shows IDLE+MAINTENANCE+RESERVED).
     shell.run(
         "scontrol create reservation "
         + _q(
             f"ReservationName={name}",
             f"Nodes={','.join(members)}",
             "StartTime=now",
-            f"Duration={minutes + MARGIN_MIN}",
+            "Duration=UNLIMITED",
             "Flags=MAINT,IGNORE_JOBS",
         )
         + ' "Users=$(id -un)"'
