@@ -143,7 +143,12 @@ def post(base: str, token: str, dashboard: dict[str, Any]) -> dict[str, Any]:
 
 
 def _refused(exc: Any, workspace_id: str) -> DashboardError:
-    """One line for an AMG API error; a refusal names the IAM action the caller lacks."""
+    """One line for an AMG API error; a refusal names the IAM action the caller lacks: the actions
+    are the operations' names under ``grafana:`` (Service Authorization Reference, "Actions, resources,
+    and condition keys for Amazon Managed Grafana", list_grafana.html, read 2026-12-07:
+    CreateWorkspaceServiceAccount, CreateWorkspaceServiceAccountToken,
+    DeleteWorkspaceServiceAccountToken; ListWorkspaceServiceAccounts with them in AWS's managed policy
+    AmazonSageMakerHyperPodObservabilityAdminAccess, statement GrafanaServiceAccountAccess)."""
     op = getattr(exc, "operation_name", "") or "the call"
     error = exc.response.get("Error", {}) if hasattr(exc, "response") else {}
     code, message = error.get("Code", ""), error.get("Message", str(exc))

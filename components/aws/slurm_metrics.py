@@ -17,9 +17,12 @@ boot, this takes each piece from its publisher, pinned:
 * DCGM exporter: ``nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless``, run as NVIDIA's README
   runs it (``docker run -d --gpus all --cap-add SYS_ADMIN ... -p 9400:9400``: NVIDIA/dcgm-exporter
   README.md line 14 at 691c927, tag 4.5.3-4.8.2), the release the EKS chart pins (components/k8s/metrics.py).
-  ``--gpus all`` needs the NVIDIA container toolkit on the image. Unsourced: no page or repository
-  read (aws-hpc-recipes' PCS recipes, the PCS sample AMI's description) records the toolkit on the
-  PCS sample AMI, so the script checks for ``nvidia-ctk`` and logs where it is missing.
+  ``--gpus all`` needs the NVIDIA container toolkit on the image. It depends on the AMI: the DLAMI
+  "Base OSS Nvidia Driver GPU" AMIs that aws-hpc-recipes' ``recipes/pcs/dlami_for_pcs_imagebuilder``
+  builds on list it (``nvidia_container_toolkit_version`` 1.20.0 in the AL2023 release of 2026-09-04,
+  DLAMI developer guide, read 2026-12-07); the ``recipes/pcs/hpc_ready_ami`` scripts install none
+  (``assets/scripts/`` at fbed9006: enroot and pyxis only). So the script checks for ``nvidia-ctk``
+  and logs where it is missing.
 * node exporter: ``quay.io/prometheus/node-exporter:v1.12.1`` with the README's host flags
   (``--net="host" --pid="host" -v "/:/host:ro,rslave" ... --path.rootfs=/host``: prometheus/node_exporter
   README.md lines 48-53 at v1.12.1, 6044da7). Its ``infiniband`` collector is on by default on Linux

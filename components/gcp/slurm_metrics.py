@@ -13,9 +13,13 @@ later). The config is the one the Ops Agent's own integration test writes
 257b782). Cluster Director runs a node set's ``startup_script`` on each VM of the set (pulumi_gcp 10.2.0
 ``ClusterOrchestratorSlurmNodeSetComputeInstanceArgs.startup_script``, "Max 256KB").
 
-Unsourced: no source read (the Cluster Director pages, pulumi_gcp 10.2.0's ClusterOrchestratorSlurm
-docstrings, cluster-toolkit's slurm-gcp image builds) records whether Cluster Director's Slurm image
-carries the Ops Agent or DCGM; the
+Whether the image carries the Ops Agent and DCGM depends on how it was built: slurm-gcp's Ansible
+installs the Ops Agent only when ``monitoring_agent`` is ``cloud-ops`` (GoogleCloudPlatform/slurm-gcp
+``ansible/roles/cloudagents/tasks/main.yml`` at 3cab4651; the default is ``legacy``,
+``roles/cloudagents/defaults/main.yaml`` at 12418cb0), which cluster-toolkit's A3 Ultra blueprint
+passes when it builds its own image, installing ``datacenter-gpu-manager-4-core`` beside it
+(``examples/machine-learning/a3-ultragpu-8g/a3ultra-slurm-blueprint.yaml`` at 509c0fb6); which image
+Cluster Director itself boots was not read in a source. So the
 script installs the agent the documented way where it is missing (``add-google-cloud-ops-agent-repo.sh
 --also-install``: ops-agent ``dev-docs/test-3rd-party-apps-manually.md`` at 588c4b9, lines 15-16), and
 starts DCGM where the image has its unit (cluster-toolkit installs ``datacenter-gpu-manager-4`` into its

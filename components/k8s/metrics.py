@@ -152,7 +152,11 @@ def pushgateway_scrape_job(interval: str = DCGM_INTERVAL) -> dict[str, Any]:
     ``run`` and ``job`` (the Pushgateway README's rule for scraping it, README.md lines 76-81 and
     158-175 at v1.11.3, e803ebd; prometheus/prometheus docs/configuration/configuration.md at 1e317d0,
     scrape_config ``honor_labels``), and no relabelling names a ``node``: a pushed series carries the
-    node it is about, not the one the Pushgateway runs on."""
+    node it is about, not the one the Pushgateway runs on. AMP's managed collector takes it: its
+    configuration is Prometheus's ``<scrape_config>``, and the user guide's own sample scrape job sets
+    ``honor_labels: true`` (docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html,
+    "Scraper configuration", read 2026-12-07; hashicorp/terraform-provider-aws
+    ``website/docs/r/prometheus_scraper.html.markdown`` at 1a50548d, the same sample)."""
     return {
         "job_name": PUSHGATEWAY_JOB,
         "scrape_interval": interval,
