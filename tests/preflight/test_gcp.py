@@ -15,6 +15,7 @@ from google.oauth2.credentials import Credentials as OAuthCredentials
 
 from gpu_cluster.components.preflight import gcp as pf
 from gpu_cluster.components.gcp.apis import for_orchestrator
+from gpu_cluster.components.k8s.metrics import PUSHGATEWAY_IMAGE
 from gpu_cluster.components.preflight.__main__ import main
 from tests.preflight import gcp_recorded as rec
 from tests.preflight.conftest import DEPLOYER_NET
@@ -432,6 +433,8 @@ def test_binary_authorization_names_each_image_the_policy_would_refuse(
         "registry.k8s.io/jobset/jobset:v0.12.0",
         "registry.k8s.io/kueue/kueue:v0.17.8",
         "nvcr.io/nvidia/pytorch:25.12-py3",
+        # the Pushgateway the validation's figures go through (components/k8s/metrics.py)
+        PUSHGATEWAY_IMAGE,
     }
     assert all("defaultAdmissionRule (ALWAYS_DENY, ENFORCED_BLOCK_AND_AUDIT_LOG)" in line for line in refused)
     job = next(line for line in refused if "nvcr.io" in line)
