@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 TITLE = "gpu-cluster: GPUs per node"
@@ -434,51 +434,32 @@ def validation_annotations(datasource: dict[str, str]) -> list[dict[str, Any]]:
 # * Not charted, GKE (GPUDirect-TCPX/TCPXO/RDMA NICs): managed collection's packages (components/
 #   gcp/metrics.py) include no node exporter, and no GKE page read names a per-NIC counter of the
 #   GPU NICs that managed collection writes.
-INFINIBAND_PANELS: tuple[Panel, ...] = (
-    Panel(
-        title="InfiniBand receive (all ports of the node)",
-        metric="node_infiniband_port_data_received_bytes_total",
-        expr="sum by ({node}) (rate({metric}[" + RATE_WINDOW + "]))",
-        grafana_unit="Bps",
-        monitoring_unit="By/s",
-    ),
-    Panel(
-        title="InfiniBand transmit (all ports of the node)",
-        metric="node_infiniband_port_data_transmitted_bytes_total",
-        expr="sum by ({node}) (rate({metric}[" + RATE_WINDOW + "]))",
-        grafana_unit="Bps",
-        monitoring_unit="By/s",
-    ),
+
+
+def _throughput(fabric: str, of: str, rx_metric: str, tx_metric: str) -> tuple[Panel, ...]:
+    """Receive and transmit of one fabric, per node: counters of bytes, summed over ``of``."""
+    return tuple(
+        Panel(
+            title=f"{fabric} {way} (all {of} of the node)",
+            metric=metric,
+            expr="sum by ({node}) (rate({metric}[" + RATE_WINDOW + "]))",
+            grafana_unit="Bps",
+            monitoring_unit="By/s",
+        )
+        for way, metric in (("receive", rx_metric), ("transmit", tx_metric))
+    )
+
+
+INFINIBAND_PANELS = _throughput(
+    "InfiniBand",
+    "ports",
+    "node_infiniband_port_data_received_bytes_total",
+    "node_infiniband_port_data_transmitted_bytes_total",
 )
 # AKS: the same counters from the add-on's node exporter job, which names the node ``instance``.
-AKS_INFINIBAND_PANELS: tuple[Panel, ...] = tuple(
-    Panel(
-        title=p.title,
-        metric=p.metric,
-        expr=p.expr,
-        grafana_unit=p.grafana_unit,
-        monitoring_unit=p.monitoring_unit,
-        node_label="instance",
-    )
-    for p in INFINIBAND_PANELS
-)
+AKS_INFINIBAND_PANELS = tuple(replace(p, node_label="instance") for p in INFINIBAND_PANELS)
 # PCS: components/aws/efa_textfile.py's counters, bytes.
-EFA_PANELS: tuple[Panel, ...] = (
-    Panel(
-        title="EFA receive (all devices of the node)",
-        metric="gpu_cluster_efa_rx_bytes_total",
-        expr="sum by ({node}) (rate({metric}[" + RATE_WINDOW + "]))",
-        grafana_unit="Bps",
-        monitoring_unit="By/s",
-    ),
-    Panel(
-        title="EFA transmit (all devices of the node)",
-        metric="gpu_cluster_efa_tx_bytes_total",
-        expr="sum by ({node}) (rate({metric}[" + RATE_WINDOW + "]))",
-        grafana_unit="Bps",
-        monitoring_unit="By/s",
-    ),
-)
+EFA_PANELS = _throughput("EFA", "devices", "gpu_cluster_efa_rx_bytes_total", "gpu_cluster_efa_tx_bytes_total")
 # Platform (``<cloud>-<orchestrator>`` of the stack outputs) -> its fabric panels (the list above).
 FABRIC_PANELS: dict[str, tuple[Panel, ...]] = {
     "azure-slurm": INFINIBAND_PANELS,
