@@ -27,7 +27,8 @@ The stack's ``dashboard`` output (components/contract.py) is where ``gpu-cluster
 ``url`` the workspace's ``endpoint``, "The URL that users can use to access the Grafana console in the
 workspace" (AMG API reference, WorkspaceDescription, docs.aws.amazon.com/grafana/latest/APIReference/
 API_WorkspaceDescription.html, read 2026-12-07). The page gives no form; the uses of the API read
-(public code that calls DescribeWorkspace) show a host name without a scheme,
+(public code that calls DescribeWorkspace; aws/aws-cli ``awscli/examples/grafana/list-workspaces.rst``
+at 3096efeb, line 19, an answer as the CLI prints it) show a host name without a scheme,
 ``g-<id>.grafana-workspace.<region>.amazonaws.com``, so ``https://`` is put in front where no scheme is
 there (an address with one is kept); ``id`` the workspace id (``g-`` and ten hex digits, the same
 page), which pulumi-aws makes the resource's id (its ``pulumi import ... g-2054c75a02`` example).
