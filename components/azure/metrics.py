@@ -56,6 +56,27 @@ def azure_monitor_profile() -> azure.containerservice.ManagedClusterAzureMonitor
     )
 
 
+def _sources(*, remote_write: bool) -> azure.monitor.DataCollectionRuleDataSourcesArgs:
+    """The rule's data sources. A cluster's agent forwards through the ``prometheusForwarder`` source
+    (the onboarding template above). A rule that only takes remote writes (the Slurm stack's nodes,
+    with no cluster) has none: Azure's template for "custom Data collection endpoint(DCE) and custom
+    Data collection rule(DCR) for an existing Azure monitor workspace to ingest Prometheus metrics",
+    the one its remote-write pages link for more rules (Azure/prometheus-collector
+    ``Azure-ARM-templates/Prometheus-RemoteWrite-DCR-artifacts/CustomDCR.json`` at 446f94b:
+    ``"dataSources": {}``, a ``monitoringAccounts`` destination and one data flow of
+    ``Microsoft-PrometheusMetrics``; its README.md at ecd5eb0 builds the remote-write address from
+    the endpoint's metrics ingestion URL and the rule's immutable id)."""
+    if remote_write:
+        return azure.monitor.DataCollectionRuleDataSourcesArgs()
+    return azure.monitor.DataCollectionRuleDataSourcesArgs(
+        prometheus_forwarder=[
+            azure.monitor.PrometheusForwarderDataSourceArgs(
+                name=PROMETHEUS_SOURCE, streams=[PROMETHEUS_STREAM], label_include_filter={}
+            )
+        ]
+    )
+
+
 class ManagedPrometheus(pulumi.ComponentResource):
     """The Azure Monitor workspace and the rule that carries the cluster's Prometheus metrics to it."""
 
@@ -100,13 +121,7 @@ class ManagedPrometheus(pulumi.ComponentResource):
             kind="Linux",
             data_collection_endpoint_id=endpoint.id,
             description="The cluster's Prometheus metrics into its Azure Monitor workspace",
-            data_sources=azure.monitor.DataCollectionRuleDataSourcesArgs(
-                prometheus_forwarder=[
-                    azure.monitor.PrometheusForwarderDataSourceArgs(
-                        name=PROMETHEUS_SOURCE, streams=[PROMETHEUS_STREAM], label_include_filter={}
-                    )
-                ]
-            ),
+            data_sources=_sources(remote_write=cluster_id is None),
             destinations=azure.monitor.DataCollectionRuleDestinationsArgs(
                 monitoring_accounts=[
                     azure.monitor.MonitoringAccountDestinationArgs(

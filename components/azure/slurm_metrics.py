@@ -11,13 +11,17 @@ collection rule, and ``remote_write`` with ``azuread: {cloud: AzurePublic, manag
 The address is the rule's ingestion URL: ``<the endpoint's metrics ingestion URL>/dataCollectionRules/
 <the rule's immutable id>/streams/Microsoft-PrometheusMetrics/api/v1/write?api-version=2023-04-24``
 (``articles/azure-monitor/metrics/prometheus-remote-write.md`` at 004a44e, its virtual-machine example;
-the same page's troubleshooting section gives the form). The rule and endpoint are the ones the AKS
-stacks make (components/azure/metrics.py ManagedPrometheus), with no cluster to associate. Unsourced:
-the remote-write page grants the role on "the workspace's data collection rule", the one Azure
-creates with the workspace (its overview pane's "Data collection rule" link), and says nothing of a
-rule of one's own; that this rule (``prometheusForwarder`` source, the AKS template's) accepts the
-remote write is not stated in any source read. The workspace's own rule would be the documented path
-(pulumi-azure-native ``AzureMonitorWorkspace.default_ingestion_settings``).
+the same page's troubleshooting section gives the form). The endpoint and rule are of this stack
+(components/azure/metrics.py ManagedPrometheus, with no cluster to associate), the rule in the shape
+of Azure's template for a rule of one's own that takes remote writes into an existing workspace: no
+data source, the workspace as its ``monitoringAccounts`` destination, one flow of
+``Microsoft-PrometheusMetrics`` (Azure/prometheus-collector ``Azure-ARM-templates/Prometheus-
+RemoteWrite-DCR-artifacts/CustomDCR.json`` at 446f94b, which Azure Monitor's remote-write and
+ingestion-limit pages link where they say "consider creating additional DCRs and DCEs", MicrosoftDocs,
+read through find_string 2026-12-07).
+The VM page itself grants the role on "the workspace's data collection rule", the one Azure makes
+with the workspace; a rule of our own keeps the identity's right to this stack's rule alone and
+its name and deletion with the stack.
 
 On the node (pieces pinned from their publishers):
 

@@ -91,6 +91,11 @@ def test_the_bundled_stack_has_exporter_store_grafana_and_least_privilege() -> N
     assert len(publisher) == 1
     assert publisher[0].inputs["scope"] == f"{rule.name}-id"
     assert publisher[0].inputs["principalId"] == "22222222-2222-2222-2222-222222222222"
+    # The rule in the shape of Azure's template for a remote-write rule of one's own
+    # (Prometheus-RemoteWrite-DCR-artifacts/CustomDCR.json): no data source, one flow to the workspace.
+    assert not any((rule.inputs.get("dataSources") or {}).values())
+    [dest] = rule.inputs["destinations"]["monitoringAccounts"]
+    assert rule.inputs["dataFlows"] == [{"streams": ["Microsoft-PrometheusMetrics"], "destinations": [dest["name"]]}]
     # No cluster to associate the rule with on Slurm.
     assert not run.of_type(DCRA)
     assert run.of_type(WORKSPACE) and run.of_type(DCE)
