@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence, TextIO
 
 from gpu_cluster.components.stack_locate import STACK_HELP, project_stacks
 from gpu_cluster.components import liveness as live
+from gpu_cluster.components import metrics_cost as mc
 from gpu_cluster.components import validation_time as vt
 from gpu_cluster.components.bandwidth import phase_floors
 from gpu_cluster.components.catalog import load_catalog
@@ -97,6 +98,9 @@ class Summary:
     caveats: list[dict[str, str]]
     """What the plan cannot promise, each with its reason (components/plan_caveats.py): placement,
     flex-start, spot, a zone not checked offline."""
+    metrics: dict[str, Any] | None = None
+    """What the GPU metrics add a month: series, samples, priced and unpriced items, assumptions
+    (gpu_cluster.components.metrics_cost.Estimate); None where the stack has no metrics path."""
     heal: dict[str, Any] | None = None
     """What ``gpu-cluster heal`` expects a node's replacement and revalidation to take here
     (gpu_cluster.components.validation_time.replace_estimate, revalidate_estimate)."""
@@ -183,7 +187,7 @@ def summarize(
     bw = it.bandwidth
     assert it.price is not None  # the spec offers only priced (provisionable) types
     per_hour = spec.compute.nodes * it.price.usd_per_hour
-    note = "GPU nodes at the on-demand price; storage, control plane and data transfer not included"
+    note = "GPU nodes at the on-demand price; storage, control plane, data transfer and metrics (the line below) not included"
     if spec.compute.capacity.type == "spot":
         note = "spot capacity is billed at the spot price; the on-demand price is shown as the ceiling"
     elif spec.compute.capacity.type == "flex-start":
@@ -242,9 +246,22 @@ def summarize(
         validation_usd=round(vt.cost_usd(vt.total_s(phases), it, spec.compute.nodes), 2),
         validation_search_minutes=round(vt.search_estimate(it, spec.compute.nodes).seconds / 60, 1),
         caveats=[{"topic": c.topic, "text": c.text} for c in caveats(spec, run.outputs)],
+        metrics=_metrics(spec, it, listed),
         heal=_heal(spec, it),
         liveness=liveness.as_dict() if liveness is not None else {},
     )
+
+
+def _metrics(spec: ClusterSpec, it: Any, listed: list[Recorded]) -> dict[str, Any] | None:
+    e = mc.estimate(
+        cloud=spec.cloud,
+        orchestrator=spec.orchestration.kind,
+        nodes=spec.compute.nodes,
+        gpus_per_node=it.accelerator.count,
+        gpu_vendor=it.accelerator.vendor,
+        resources=[(r.type, r.name) for r in listed],
+    )
+    return asdict(e) if e is not None else None
 
 
 def _heal(spec: ClusterSpec, it: Any) -> dict[str, Any]:
@@ -308,6 +325,7 @@ def render(summary: Summary, run: OfflineRun, out: TextIO) -> None:
         ),
         ("orchestrator", s.orchestrator + (f"; API endpoint {s.api_endpoint}" if s.api_endpoint else "")),
         ("cost", f"${s.usd_per_hour:,.2f}/hour, ${s.usd_per_day:,.2f}/day ({s.price_note}; prices of {s.price_date})"),
+        ("  metrics", mc.line(s.metrics) if s.metrics else "no metrics path in this stack"),
         (
             "validation",
             f"~{s.validation_minutes:g} min of cluster time, ${s.validation_usd:,.2f} at that price ("

@@ -311,9 +311,9 @@ def metrics(spec: ClusterSpec) -> Caveat | None:
         return None
     return Caveat(
         "metrics",
-        f"GPU metrics: {store}; dashboard: {METRICS_DASHBOARD[key]}; unpriced: billed by "
-        "samples ingested and queried (and Grafana by workspace or user), not in the cost above "
-        "(docs/day2.md, GPU metrics)",
+        f"GPU metrics: {store}; dashboard: {METRICS_DASHBOARD[key]}; billed by samples ingested and "
+        "queried (and Grafana by workspace or user), not in the cost above: the cost's metrics line "
+        "estimates it and names what is not priced (components/metrics_cost.py; docs/day2.md, GPU metrics)",
     )
 
 

@@ -303,6 +303,27 @@ def _plan_sizes() -> list[tuple[str, ...]]:
     return [(str(SIZES[0]), str(SIZES[-1]), str(SIZES[0]), str(SIZES[-1]))]
 
 
+def _metrics_cost() -> list[tuple[str, ...]]:
+    """docs/plan.md, Metrics cost: the counts, the month, the interval and the prices the estimate uses."""
+    from gpu_cluster.components import metrics_cost as mc
+    from gpu_cluster.components.k8s.metrics import DCGM_INTERVAL
+
+    d = mc.load()
+    return [
+        (
+            str(len(d.dcgm_counters)),
+            str(d.node_exporter_series),
+            str(mc.VALIDATION_SERIES_PER_NODE),
+            str(mc.VALIDATION_SERIES_PER_RUN),
+            str(mc.HOURS_PER_MONTH),
+            str(mc.seconds(DCGM_INTERVAL)),
+            _g(d.prices["gmp-samples"].usd),
+            _g(d.prices["amg-editor"].usd),
+            _g(d.prices["amg-viewer"].usd),
+        )
+    ]
+
+
 FIGURES: tuple[Figure, ...] = (
     Figure("README.md", r"Python (\d+\.\d+)\.", lambda: [_python_floor()]),
     Figure("README.md", r"exits (\d) pass, (\d) warn, (\d) fail, (\d) could not run", lambda: [_verdict_codes()]),
@@ -325,6 +346,14 @@ FIGURES: tuple[Figure, ...] = (
         "docs/plan.md",
         r"Exit status: (\d) planned; (\d) a\s+stack has errors[\s\S]*?; (\d) a stack could not",
         lambda: [_plan_exits()],
+    ),
+    Figure(
+        "docs/plan.md",
+        r"per NVIDIA GPU the (\d+) default counters[\s\S]*?the node exporter's\s+(\d+) series[\s\S]*?"
+        r"the validation's (\d+)\s+series, and (\d) per run[\s\S]*?\((\d+) hours / the scrape interval the "
+        r"stack renders, (\d+) s\)[\s\S]*?at \$([\d.]+) per million samples[\s\S]*?at \$(\d+) per active "
+        r"editor[\s\S]*?\$(\d+) per viewer",
+        _metrics_cost,
     ),
     Figure("docs/plan.md", r"makes CODE exit (\d) with the failing checks", lambda: [(_plan_exits()[1],)]),
     Figure(

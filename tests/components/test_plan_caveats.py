@@ -124,9 +124,9 @@ def test_the_installer_caveat_names_the_field_and_goes_once_it_is_set() -> None:
     assert "installer" not in _topics(gcp_obj("a3-megagpu-8g"))
 
 
-def test_a_kubernetes_plan_names_its_metrics_store_and_says_it_is_unpriced() -> None:
+def test_a_kubernetes_plan_names_its_metrics_store_and_points_to_its_estimate() -> None:
     aws = _topics(aws_base())["metrics"]
-    assert "AMP workspace" in aws and "unpriced" in aws and "not in the cost" in aws
+    assert "AMP workspace" in aws and "not in the cost" in aws and "the cost's metrics line" in aws
     assert "Amazon Managed Grafana workspace" in aws and "dashboards/gpu-grafana.json" in aws
     gcp = _topics(gcp_base())["metrics"]
     assert "Managed Service for Prometheus" in gcp and "Cloud Monitoring dashboard" in gcp
@@ -134,7 +134,7 @@ def test_a_kubernetes_plan_names_its_metrics_store_and_says_it_is_unpriced() -> 
     slurm["orchestration"] = {"kind": "slurm"}
     pcs = _topics(slurm)["metrics"]  # PCS: the exporters and ADOT on the nodes (components/aws/slurm_metrics.py)
     assert "ADOT collector" in pcs and "AMP workspace" in pcs and "Amazon Managed Grafana" in pcs
-    assert "unpriced" in pcs
+    assert "components/metrics_cost.py" in pcs
 
 
 def test_the_azure_slurm_plan_names_its_metrics_path() -> None:
@@ -142,15 +142,15 @@ def test_the_azure_slurm_plan_names_its_metrics_path() -> None:
     spec = parse_spec(raw, deployer_placeholder=True)
     [text] = [c.text for c in caveats(spec, {"fabric": {}}) if c.topic == "metrics"]
     assert "Prometheus agent" in text and "managed identity" in text and "Azure Managed Grafana" in text
-    assert "unpriced" in text
+    assert "the cost's metrics line" in text
 
 
-def test_cluster_director_names_its_metrics_path_and_says_it_is_unpriced() -> None:
+def test_cluster_director_names_its_metrics_path_and_points_to_its_estimate() -> None:
     _, raw = read_stack_file("gcp-h200-slurm")
     spec = parse_spec(raw, deployer_placeholder=True)
     [text] = [c.text for c in caveats(spec, {"fabric": {}}) if c.topic == "metrics"]
     assert "Ops Agent's DCGM receiver" in text and "startup script" in text and "Cloud Monitoring dashboard" in text
-    assert "unpriced" in text and "not in the cost" in text
+    assert "the cost's metrics line" in text and "not in the cost" in text
 
 
 @pytest.mark.parametrize("stack", ["azure-h100-aks", "azure-mi300x-aks"])
