@@ -1,10 +1,11 @@
 """AKS's GPU metrics path under strict mocks: Azure Managed Prometheus on the cluster, its
 workspace, endpoint, rule and association as Azure's onboarding template makes them, and the
-agent's scrape of the GPU Operator's DCGM exporter (none on MI300X, whose operator is AMD's)."""
+agent's scrape of the GPU Operator's DCGM exporter, and on MI300X of AMD's device-metrics exporter, shown
+through a real Prometheus that discovers the exporter's pods as the agent does."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import yaml
 
@@ -81,14 +82,35 @@ def test_the_agent_scrapes_the_gpu_operators_dcgm_exporter_on_nvidia(azure_run: 
     )
 
 
-def test_mi300x_gets_the_store_but_no_dcgm_scrape(azure_run: Run) -> None:
+def _scrape_jobs(run: OfflineRun) -> dict[str, dict[str, Any]]:
+    (cm,) = [c for c in run.of_type(CONFIGMAP) if c.inputs["metadata"]["name"] == "ama-metrics-prometheus-config"]
+    assert cm.inputs["metadata"]["namespace"] == "kube-system"
+    return {j["job_name"]: j for j in yaml.safe_load(cm.inputs["data"]["prometheus-config"])["scrape_configs"]}
+
+
+def test_mi300x_scrapes_amds_exporter_where_its_device_config_runs_it(azure_run: Run) -> None:
+    """The agent scrapes the pods the plan's DeviceConfig makes: its namespace, its name as the pods'
+    ``daemonset-name``, and the operator's own label and port name (ROCm/gpu-operator v1.4.1
+    internal/metricsexporter/metricsexporter.go lines 61, 71, 193-196, 396-404); no DCGM job."""
     run = azure_run(azure_obj(MI300X))
     assert run.one(CLUSTER).inputs["azureMonitorProfile"] == {"metrics": {"enabled": True}}
     assert run.of_type(WORKSPACE)
-    # The agent's custom scrape holds the Pushgateway only: no DCGM exporter runs on AMD's sizes.
-    (cm,) = [c for c in run.of_type(CONFIGMAP) if c.inputs["metadata"]["name"] == "ama-metrics-prometheus-config"]
-    jobs = yaml.safe_load(cm.inputs["data"]["prometheus-config"])["scrape_configs"]
-    assert [j["job_name"] for j in jobs] == ["gpu-cluster-pushgateway"]
+    jobs = _scrape_jobs(run)
+    assert list(jobs) == ["amd-device-metrics-exporter", "gpu-cluster-pushgateway"]
+    (config,) = run.of_type("kubernetes:amd.com/v1alpha1:DeviceConfig")
+    meta, spec = config.inputs["metadata"], config.inputs["spec"]
+    assert spec["metricsExporter"]["enable"] is True and "rbacConfig" not in spec["metricsExporter"]
+    job = jobs["amd-device-metrics-exporter"]
+    assert job["kubernetes_sd_configs"] == [{"role": "pod", "namespaces": {"names": [meta["namespace"]]}}]
+    keep = {tuple(r["source_labels"]): r["regex"] for r in job["relabel_configs"] if r.get("action") == "keep"}
+    assert keep == {
+        ("__meta_kubernetes_pod_label_app_kubernetes_io_name",): "metrics-exporter",
+        ("__meta_kubernetes_pod_label_daemonset_name",): meta["name"],
+        ("__meta_kubernetes_pod_container_port_name",): "exporter-port",
+    }
+    assert {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"} in job["relabel_configs"]
+    # The NVIDIA sizes keep their DCGM job and get no AMD one.
+    assert "amd-device-metrics-exporter" not in _scrape_jobs(azure_run(azure_obj(H100)))
 
 
 GRAFANA = "azure-native:dashboard:Grafana"
