@@ -212,13 +212,21 @@ def cloud_monitoring(
     return {"displayName": title, "mosaicLayout": {"columns": MOSAIC_COLUMNS, "tiles": tiles}}
 
 
-def grafana(node_label: str = NODE_LABEL["aks"], *, title: str = TITLE, fabric: Sequence[Panel] = ()) -> dict[str, Any]:
+def grafana(
+    node_label: str = NODE_LABEL["aks"],
+    *,
+    title: str = TITLE,
+    fabric: Sequence[Panel] = (),
+    gpu: Sequence[Panel] = PANELS,
+    tags: Sequence[str] = ("gpu-cluster", "dcgm"),
+) -> dict[str, Any]:
     """The Grafana dashboard (classic JSON model) over a Prometheus data source chosen at import:
-    the GPU panels, then ``fabric`` (the platform's interconnect panels, :data:`FABRIC_PANELS`)."""
+    the GPU panels (``gpu``: the DCGM exporter's, or AMD's exporter's, :data:`GPU_PANELS`), then
+    ``fabric`` (the platform's interconnect panels, :data:`FABRIC_PANELS`)."""
     datasource = {"type": "prometheus", "uid": "${datasource}"}
     half = GRAFANA_COLUMNS // 2
     panels = []
-    for i, p in enumerate((*PANELS, *fabric)):
+    for i, p in enumerate((*gpu, *fabric)):
         panels.append(
             {
                 "id": i + 1,
@@ -241,7 +249,7 @@ def grafana(node_label: str = NODE_LABEL["aks"], *, title: str = TITLE, fabric: 
         "id": None,
         "uid": GRAFANA_UID,
         "title": title,
-        "tags": ["gpu-cluster", "dcgm"],
+        "tags": list(tags),
         "timezone": "browser",
         "editable": True,
         "graphTooltip": 1,
@@ -471,6 +479,100 @@ FABRIC_PANELS: dict[str, tuple[Panel, ...]] = {
 }
 
 
+# --- AMD's GPU panels (issue 46: the MI300X AKS stack) ---
+#
+# The series of AMD's device-metrics exporter, which AMD's GPU operator runs from the DeviceConfig
+# (components/k8s/aks.py AMD_DEVICE_CONFIG_SPEC, image rocm/device-metrics-exporter:v1.4.1) and the
+# managed Prometheus agent scrapes with ``node`` set (components/k8s/metrics.py
+# amd_exporter_scrape_job). ROCm/device-metrics-exporter at v1.4.1 (e2a7018):
+#
+# * names: pkg/amdgpu/gpuagent/gpuagent_metrics.go ``initPrometheusMetrics`` (lines 663-1450), each
+#   a field of example/config.json's ``GPUConfig.Fields`` (lines 10-167) in lower case; no prefix,
+#   since the DeviceConfig gives the exporter no config (``GetPrefix`` is empty without one,
+#   pkg/exporter/metricsutil/metrics.go lines 161-182), and every field on (``initFieldConfig``,
+#   gpuagent_metrics.go lines 440-466);
+# * units: docs/configuration/metricslist.md: GPU_GFX_ACTIVITY percent (line 16), GPU_USED_VRAM MB
+#   (line 85), GPU_POWER_USAGE W (line 37), GPU_JUNCTION_TEMPERATURE C (line 13), the ECC totals
+#   counts (lines 39-40), GPU_HEALTH 1 healthy, 0 not (gpuagent_metrics.go line 1115), and
+#   GPU_XGMI_LINK_RX/TX "Accumulated XGMI Link Data Read/Write in KB" per ``link_index`` (lines
+#   83-84; gpuagent_metrics.go lines 1117-1126 and 2166-2177).
+#
+# Every one is a Prometheus gauge; the XGMI pair holds accumulated kilobytes, so it is charted as a
+# rate. The list's "Hypervisor" column marks GPU_USED_VRAM and the XGMI fields as not served there;
+# which column an Azure ND MI300X v5 VM falls in was not read in a source, so a panel that stays
+# empty on it says the exporter did not serve that field. Power is GPU_POWER_USAGE, not
+# GPU_PACKAGE_POWER, which the list says is "not available on guest VM" (line 10).
+AMD_PANELS: tuple[Panel, ...] = (
+    Panel(
+        title="GPU activity (mean of the node's GPUs)",
+        metric="gpu_gfx_activity",
+        expr="avg by ({node}) ({metric})",
+        grafana_unit="percent",
+        monitoring_unit="%",
+    ),
+    Panel(
+        title="GPU memory used (sum of the node's GPUs)",
+        metric="gpu_used_vram",
+        expr="sum by ({node}) ({metric})",
+        grafana_unit="decmbytes",
+        monitoring_unit="MBy",
+    ),
+    Panel(
+        title="Power draw (sum of the node's GPUs)",
+        metric="gpu_power_usage",
+        expr="sum by ({node}) ({metric})",
+        grafana_unit="watt",
+        monitoring_unit="W",
+    ),
+    Panel(
+        title="GPU junction temperature (hottest GPU of the node)",
+        metric="gpu_junction_temperature",
+        expr="max by ({node}) ({metric})",
+        grafana_unit="celsius",
+        monitoring_unit="Cel",
+    ),
+    Panel(
+        title="GPU health (1: every GPU of the node healthy)",
+        metric="gpu_health",
+        expr="min by ({node}) ({metric})",
+        grafana_unit="none",
+        monitoring_unit="1",
+    ),
+    Panel(
+        title="ECC: uncorrectable errors (sum of the node's GPUs)",
+        metric="gpu_ecc_uncorrect_total",
+        expr="sum by ({node}) ({metric})",
+        grafana_unit="none",
+        monitoring_unit="1",
+    ),
+    Panel(
+        title="ECC: correctable errors (sum of the node's GPUs)",
+        metric="gpu_ecc_correct_total",
+        expr="sum by ({node}) ({metric})",
+        grafana_unit="none",
+        monitoring_unit="1",
+    ),
+    *(
+        Panel(
+            title=f"XGMI {way} (all links of the node's GPUs, the exporter's KB)",
+            metric=metric,
+            expr="sum by ({node}) (rate({metric}[" + RATE_WINDOW + "]))",
+            grafana_unit="KBs",
+            monitoring_unit="kBy/s",
+        )
+        for way, metric in (("receive", "gpu_xgmi_link_rx"), ("transmit", "gpu_xgmi_link_tx"))
+    ),
+)
+# Who makes the node's GPUs (the catalog's ``accelerator.vendor``) -> the GPU panels of its exporter.
+GPU_PANELS: dict[str, tuple[Panel, ...]] = {"nvidia": PANELS, "amd": AMD_PANELS}
+AMD_TAGS = ("gpu-cluster", "amd-device-metrics-exporter")
+
+
+def grafana_amd(*, title: str = TITLE, fabric: Sequence[Panel] = ()) -> dict[str, Any]:
+    """The Grafana dashboard of an AMD stack (AKS MI300X): AMD's panels, then ``fabric``."""
+    return grafana(NODE_LABEL["aks"], title=title, fabric=fabric, gpu=AMD_PANELS, tags=AMD_TAGS)
+
+
 def dumps(dashboard: dict[str, Any]) -> str:
     """The JSON as the repository's files hold it and as the stack sends it."""
     return json.dumps(dashboard, indent=2, sort_keys=False) + "\n"
@@ -478,14 +580,15 @@ def dumps(dashboard: dict[str, Any]) -> str:
 
 def files() -> dict[str, str]:
     """The dashboards the repository ships (dashboards/), path -> text: the Cloud Monitoring one the
-    GKE stack creates, the Grafana one without fabric panels (EKS), and one per platform with its
-    fabric panels (Azure Slurm, AKS, PCS)."""
+    GKE stack creates, the Grafana one without fabric panels (EKS), one per platform with its
+    fabric panels (Azure Slurm, AKS, PCS), and AKS MI300X's with AMD's GPU panels."""
     return {
         "dashboards/gpu-cloud-monitoring.json": dumps(cloud_monitoring(validation=True)),
         "dashboards/gpu-grafana.json": dumps(grafana()),
         "dashboards/gpu-grafana-azure-slurm.json": dumps(grafana(fabric=FABRIC_PANELS["azure-slurm"])),
         "dashboards/gpu-grafana-aks.json": dumps(grafana(fabric=FABRIC_PANELS["azure-aks"])),
         "dashboards/gpu-grafana-pcs.json": dumps(grafana(fabric=FABRIC_PANELS["aws-slurm"])),
+        "dashboards/gpu-grafana-aks-mi300x.json": dumps(grafana_amd(fabric=FABRIC_PANELS["azure-aks"])),
     }
 
 

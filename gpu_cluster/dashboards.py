@@ -1,8 +1,9 @@
 """``gpu-cluster dashboards import STACK --url URL``: put the stack's GPU dashboard into its Grafana.
 
 The stack's outputs (``--outputs FILE``, else ``pulumi stack output``, as ``gpu-cluster validate``
-reads them) say its cloud and orchestrator; the dashboard is components/dashboard.py's Grafana
-rendering with that platform's fabric panels (``FABRIC_PANELS``). GKE and Cluster Director need no
+reads them) say its cloud, orchestrator and instance type; the dashboard is components/dashboard.py's
+Grafana rendering with its GPUs' panels (``GPU_PANELS``: the DCGM exporter's, or AMD's exporter's on
+an AMD instance type) and that platform's fabric panels (``FABRIC_PANELS``). GKE and Cluster Director need no
 import: ``pulumi up`` creates their Cloud Monitoring dashboard.
 
 The call is Grafana's HTTP API "Create / Update dashboard", ``POST /api/dashboards/db`` with
@@ -52,7 +53,8 @@ from pathlib import Path
 from typing import Any
 
 from gpu_cluster.components.contract import ClusterOutputs, OutputsError
-from gpu_cluster.components.dashboard import FABRIC_PANELS, NODE_LABEL, TITLE, grafana
+from gpu_cluster.components.catalog import CatalogError, load_catalog
+from gpu_cluster.components.dashboard import AMD_TAGS, FABRIC_PANELS, GPU_PANELS, NODE_LABEL, TITLE, grafana
 from gpu_cluster.workloads.validate.commands import CommandError, load
 
 API_PATH = "/api/dashboards/db"
@@ -89,7 +91,8 @@ def platform(outputs: ClusterOutputs) -> str:
 
 
 def dashboard_for(outputs: ClusterOutputs) -> dict[str, Any]:
-    """The Grafana dashboard of this stack: the GPU panels and its platform's fabric panels."""
+    """The Grafana dashboard of this stack: its GPUs' panels (DCGM's, or AMD's exporter's on MI300X)
+    and its platform's fabric panels."""
     key = platform(outputs)
     if key in CLOUD_MONITORING:
         raise DashboardError(
@@ -99,7 +102,22 @@ def dashboard_for(outputs: ClusterOutputs) -> dict[str, Any]:
         raise DashboardError(
             f"stack platform {key!r} has no Grafana dashboard (known: {', '.join(sorted(FABRIC_PANELS))})"
         )
-    return grafana(NODE_LABEL["aks"], title=f"{outputs.cluster_name}: {TITLE}", fabric=FABRIC_PANELS[key])
+    vendor = gpu_vendor(outputs.instance_type)
+    return grafana(
+        NODE_LABEL["aks"],
+        title=f"{outputs.cluster_name}: {TITLE}",
+        fabric=FABRIC_PANELS[key],
+        gpu=GPU_PANELS[vendor],
+        **({"tags": AMD_TAGS} if vendor == "amd" else {}),
+    )
+
+
+def gpu_vendor(instance_type: str) -> str:
+    """Who makes the stack's GPUs (the catalog's ``accelerator.vendor``): which exporter's panels it gets."""
+    try:
+        return load_catalog().get(instance_type).accelerator.vendor
+    except CatalogError as e:
+        raise DashboardError(f"the stack's instance_type: {e}") from None
 
 
 def check_url(url: str, source: str = "--url") -> str:

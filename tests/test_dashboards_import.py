@@ -479,3 +479,26 @@ def test_token_env_given_means_no_minting(
     outputs = outputs_file(tmp_path, "aws-h100-eks", dashboard_url=url)
     assert main(["import", "aws-h100-eks", "--outputs", str(outputs), "--token-env", "MY_TOKEN"]) == 3
     assert "set MY_TOKEN" in capsys.readouterr().err and amg.calls == []
+
+
+def test_mi300x_gets_amds_panels_and_the_infiniband_ones(
+    grafana_server: tuple[Grafana, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The MI300X AKS stack's dashboard charts AMD's exporter (the agent scrapes it there,
+    components/k8s/metrics.py), not DCGM series it has none of; its fabric panels are AKS's."""
+    from gpu_cluster.components.dashboard import AKS_INFINIBAND_PANELS, AMD_PANELS
+
+    state, url = grafana_server
+    monkeypatch.setenv("GRAFANA_TOKEN", TOKEN)
+    assert _import("azure-mi300x-aks", url, outputs_file(tmp_path, "azure-mi300x-aks")) == 0
+    model = state.dashboards[GRAFANA_UID]["model"]
+    exprs = [p["targets"][0]["expr"] for p in model["panels"]]
+    gpu = len(AMD_PANELS)
+    assert exprs[:gpu] == [p.promql("node") for p in AMD_PANELS]
+    assert exprs[gpu : gpu + len(AKS_INFINIBAND_PANELS)] == [p.promql("node") for p in AKS_INFINIBAND_PANELS]
+    assert not any("DCGM_" in e for e in exprs)
+    assert "dcgm" not in model["tags"]
+    # The NVIDIA AKS stack keeps the DCGM panels.
+    assert _import("azure-h100-aks", url, outputs_file(tmp_path, "azure-h100-aks")) == 0
+    exprs = [p["targets"][0]["expr"] for p in state.dashboards[GRAFANA_UID]["model"]["panels"]]
+    assert exprs[: len(PANELS)] == [p.promql("node") for p in PANELS]

@@ -602,6 +602,8 @@ def create_in_cluster_layer(name: str, args: AksLayerArgs, k8s_opts: pulumi.Reso
     jobset(f"{name}-jobset", k8s_opts, node_selector=args.controller_node_selector, pins=spec.images)
     # The managed Prometheus agent scrapes the NVIDIA operator's DCGM exporter and, on every size, the
     # Pushgateway the validation's judge pushes to, on the controllers' pool (components/k8s/metrics.py).
+    # On the AMD sizes it scrapes AMD's device-metrics exporter, which the DeviceConfig turns on.
     dcgm = layer.GPU_OPERATOR_NAMESPACE if operator == "nvidia" else None
-    ama_scrape(name, dcgm_namespace=dcgm, opts=k8s_opts)
+    amd = (layer.AMD_OPERATOR_NAMESPACE, layer.AMD_DEVICE_CONFIG_NAME) if operator == "amd" else None
+    ama_scrape(name, dcgm_namespace=dcgm, amd_exporter=amd, opts=k8s_opts)
     pushgateway(name, node_selector=args.controller_node_selector, pins=spec.images, opts=k8s_opts)

@@ -181,6 +181,9 @@ AMD_DEVICE_CONFIG_SPEC: dict[str, dict[str, object]] = {
     "testRunner": {"enable": False},
     "selector": {"feature.node.kubernetes.io/amd-vgpu": "true"},
 }
+# The DeviceConfig's name (the reference's deviceconfig.yaml): the operator names what it makes after
+# it, the exporter's DaemonSet pods' ``daemonset-name`` label among them (components/k8s/metrics.py).
+AMD_DEVICE_CONFIG_NAME = "gpu-operator"
 AMD_GPU_RESOURCE = "amd.com/gpu"
 NVIDIA_GPU_RESOURCE = "nvidia.com/gpu"
 

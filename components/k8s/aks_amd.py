@@ -11,6 +11,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from gpu_cluster.components.k8s.aks import (
+    AMD_DEVICE_CONFIG_NAME,
     AMD_DEVICE_CONFIG_SPEC,
     AMD_OPERATOR_CHART,
     AMD_OPERATOR_NAMESPACE,
@@ -249,7 +250,7 @@ def amd_gpu_operator(
         f"{name}-amd-device-config",
         api_version="amd.com/v1alpha1",
         kind="DeviceConfig",
-        metadata=k8s.meta.v1.ObjectMetaArgs(name="gpu-operator", namespace=AMD_OPERATOR_NAMESPACE),
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=AMD_DEVICE_CONFIG_NAME, namespace=AMD_OPERATOR_NAMESPACE),
         spec=apply_pins("DeviceConfig", "", spec, pins or {}),
         opts=_after(opts, chart),
     )

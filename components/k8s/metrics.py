@@ -1,5 +1,5 @@
 """In-cluster parts of the GPU metrics path: on AKS the managed Prometheus agent's scrape of the GPU
-Operator's DCGM exporter; on EKS NVIDIA's DCGM exporter chart, which the AMP scraper pulls
+Operator's DCGM exporter (AMD's device-metrics exporter on the MI300X sizes, below); on EKS NVIDIA's DCGM exporter chart, which the AMP scraper pulls
 (components/aws/metrics.py).
 
 AKS's page scrapes the exporter with a PodMonitor (MicrosoftDocs/azure-aks-docs articles/aks/
@@ -65,20 +65,77 @@ def dcgm_scrape_config(namespace: str) -> dict[str, Any]:
     }
 
 
-def ama_scrape_config(dcgm_namespace: str | None) -> dict[str, Any]:
+# AMD's device-metrics exporter on the MI300X sizes: the DaemonSet AMD's GPU operator makes from the
+# DeviceConfig's ``metricsExporter`` (components/k8s/aks.py AMD_DEVICE_CONFIG_SPEC), scraped the same
+# way as the DCGM exporter, by its pods. ROCm/gpu-operator internal/metricsexporter/metricsexporter.go
+# at v1.4.1 (3b39804), the operator chart the stack pins: the pods carry ``app.kubernetes.io/name:
+# metrics-exporter`` and ``daemonset-name: <DeviceConfig name>`` (lines 61, 71, 193-196), in the
+# DeviceConfig's namespace (internal/controllers/device_config_reconciler.go line 1139), and without
+# kube-rbac-proxy (the DeviceConfig sets no ``rbacConfig``) the exporter container itself names its
+# port ``exporter-port`` (lines 396-404), the DeviceConfig's ``port``. The operator's Service,
+# ``<DeviceConfig name>-metrics-exporter`` (reconciler line 1172; the same selector and port name,
+# metricsexporter.go lines 484-545), has ``internalTrafficPolicy: Local``: a scrape through it from the
+# agent's replica reaches only a pod on the replica's own node, so the job discovers the pods instead.
+# The agent takes Kubernetes pod discovery and relabelling in this ConfigMap (MicrosoftDocs/azure-
+# monitor-docs articles/azure-monitor/containers/prometheus-metrics-scrape-configuration.md at 0e48cd4,
+# "Configmaps" item 2 and "Scrape Configs using Config file"). The exporter labels each series with
+# ``hostname`` itself; ``node`` is added as on the DCGM job, the label the dashboard groups by. The
+# minimal ingestion profile applies to default targets only (the same page), so every series the
+# exporter writes is kept: with no config it exports every field (ROCm/device-metrics-exporter
+# pkg/amdgpu/gpuagent/gpuagent_metrics.go at v1.4.1, e2a7018, ``initFieldConfig``), profiler fields
+# off (``initProfilerMetrics``).
+AMD_EXPORTER_JOB = "amd-device-metrics-exporter"
+AMD_EXPORTER_POD_NAME = "metrics-exporter"
+AMD_EXPORTER_PORT_NAME = "exporter-port"
+
+
+def amd_exporter_scrape_job(namespace: str, device_config: str, interval: str = DCGM_INTERVAL) -> dict[str, Any]:
+    """The scrape of AMD's exporter pods that the DeviceConfig ``device_config`` in ``namespace`` makes."""
+    return {
+        "job_name": AMD_EXPORTER_JOB,
+        "scrape_interval": interval,
+        "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [namespace]}}],
+        "relabel_configs": [
+            {
+                "source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_name"],
+                "action": "keep",
+                "regex": AMD_EXPORTER_POD_NAME,
+            },
+            {"source_labels": ["__meta_kubernetes_pod_label_daemonset_name"], "action": "keep", "regex": device_config},
+            {
+                "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+                "action": "keep",
+                "regex": AMD_EXPORTER_PORT_NAME,
+            },
+            {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"},
+        ],
+    }
+
+
+def ama_scrape_config(dcgm_namespace: str | None, amd_exporter: tuple[str, str] | None = None) -> dict[str, Any]:
     """The agent's whole custom scrape: the DCGM exporter in ``dcgm_namespace`` (None: the AMD sizes,
-    which have no DCGM exporter) and the Pushgateway (below)."""
+    which have no DCGM exporter), AMD's exporter where ``amd_exporter`` names its (namespace,
+    DeviceConfig), and the Pushgateway (below)."""
     config: dict[str, Any] = dcgm_scrape_config(dcgm_namespace) if dcgm_namespace else {"scrape_configs": []}
+    if amd_exporter is not None:
+        config["scrape_configs"].append(amd_exporter_scrape_job(*amd_exporter))
     config["scrape_configs"].append(pushgateway_scrape_job())
     return config
 
 
-def ama_scrape(name: str, *, dcgm_namespace: str | None, opts: pulumi.ResourceOptions) -> k8s.core.v1.ConfigMap:
-    """The agent's custom scrape ConfigMap: the DCGM exporter in ``dcgm_namespace`` and the Pushgateway."""
+def ama_scrape(
+    name: str,
+    *,
+    dcgm_namespace: str | None,
+    amd_exporter: tuple[str, str] | None = None,
+    opts: pulumi.ResourceOptions,
+) -> k8s.core.v1.ConfigMap:
+    """The agent's custom scrape ConfigMap: the DCGM exporter in ``dcgm_namespace``, AMD's exporter
+    (``amd_exporter``: its namespace and DeviceConfig) and the Pushgateway."""
     return k8s.core.v1.ConfigMap(
         f"{name}-ama-metrics-scrape",
         metadata=k8s.meta.v1.ObjectMetaArgs(name=AMA_SCRAPE_CONFIGMAP, namespace=AMA_NAMESPACE),
-        data={AMA_SCRAPE_KEY: yaml.safe_dump(ama_scrape_config(dcgm_namespace), sort_keys=False)},
+        data={AMA_SCRAPE_KEY: yaml.safe_dump(ama_scrape_config(dcgm_namespace, amd_exporter), sort_keys=False)},
         opts=opts,
     )
 

@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from gpu_cluster.components.dashboard import (
+    AKS_INFINIBAND_PANELS,
+    AMD_PANELS,
     FABRIC_PANELS,
+    GPU_PANELS,
     INFINIBAND_PANELS,
     GRAFANA_COLUMNS,
     MOSAIC_COLUMNS,
@@ -449,3 +452,85 @@ def test_the_fabric_panels_follow_the_gpu_panels_and_only_where_asked() -> None:
     # ids stay unique and the grid has no overlap
     assert len({p["id"] for p in with_ib["panels"]}) == len(with_ib["panels"])
     assert len({(p["gridPos"]["x"], p["gridPos"]["y"]) for p in with_ib["panels"]}) == len(with_ib["panels"])
+
+
+# AMD's panels (the MI300X AKS stack). ROCm/device-metrics-exporter at v1.4.1 (e2a7018): the metrics
+# the panels chart, name -> (the field of example/config.json, what docs/configuration/metricslist.md
+# says the value is). Every one is a gauge (pkg/amdgpu/gpuagent/gpuagent_metrics.go NewGaugeVec);
+# "accumulated" ones only grow, so they are the ones charted as rates. Written out so the test runs
+# without the mirror; the test below reads them from the exporter's source where the mirror is present.
+AMD_EXPORTER = ROOT.parent.parent / ".mirror" / "ROCm+device-metrics-exporter" / "repo"
+AMD_EXPORTER_COMMIT = "e2a70188ded751b7fe0c8f7f30eeff4c923007f5"
+AMD_EXPORTED = {
+    "gpu_gfx_activity": ("GPU_GFX_ACTIVITY", "percent"),
+    "gpu_used_vram": ("GPU_USED_VRAM", "MB"),
+    "gpu_power_usage": ("GPU_POWER_USAGE", "W"),
+    "gpu_junction_temperature": ("GPU_JUNCTION_TEMPERATURE", "C"),
+    # Not in the metrics list: its help text says what it is (gpuagent_metrics.go line 1114).
+    "gpu_health": ("GPU_HEALTH", "Health of the GPU (0 = Unhealthy | 1 = Healthy)"),
+    "gpu_ecc_uncorrect_total": ("GPU_ECC_UNCORRECT_TOTAL", "count"),
+    "gpu_ecc_correct_total": ("GPU_ECC_CORRECT_TOTAL", "count"),
+    "gpu_xgmi_link_rx": ("GPU_XGMI_LINK_RX", "accumulated KB"),
+    "gpu_xgmi_link_tx": ("GPU_XGMI_LINK_TX", "accumulated KB"),
+}
+
+
+def _amd_file(path: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(AMD_EXPORTER), "show", f"{AMD_EXPORTER_COMMIT}:{path}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def test_the_amd_metrics_are_the_exporters() -> None:
+    """Each charted name is one the exporter registers as a gauge, the lower-case name of a field its
+    example config lists and its metrics list documents, with the unit written out above."""
+    if not (AMD_EXPORTER / "HEAD").exists() and not (AMD_EXPORTER / ".git").exists():
+        pytest.skip("no local copy of ROCm/device-metrics-exporter")
+    source = _amd_file("pkg/amdgpu/gpuagent/gpuagent_metrics.go")
+    fields = json.loads(_amd_file("example/config.json"))["GPUConfig"]["Fields"]
+    listed = _amd_file("docs/configuration/metricslist.md")
+    for name, (field, unit) in AMD_EXPORTED.items():
+        registered = re.search(r"prometheus\.New(\w+)Vec\(prometheus\.\w+Opts\{\s*Name: \"" + name + '"', source)
+        assert registered and registered.group(1) == "Gauge", name
+        assert field in fields and field.lower() == name
+        if field == "GPU_HEALTH":
+            assert f'Name: "{name}",\n\t\t\tHelp: "{unit}"' in source
+            continue
+        row = next(line for line in listed.splitlines() if re.search(rf"\|\s*{field}\s", line))
+        words = {"percent": "percentage", "MB": "in MB", "W": "Watts", "C": "Celsius", "count": "error count"}
+        words["accumulated KB"] = "Accumulated XGMI Link Data"
+        assert words[unit] in row, (field, row)
+
+
+def test_every_amd_panel_queries_an_exported_metric_per_node() -> None:
+    assert GPU_PANELS == {"nvidia": PANELS, "amd": AMD_PANELS}
+    assert len({p.title for p in AMD_PANELS}) == len(AMD_PANELS)
+    for p in AMD_PANELS:
+        tree = parse(p.promql("node"))
+        (sel,) = _selectors(tree)
+        assert sel[1] == p.metric and p.metric in AMD_EXPORTED, p.title
+        (agg,) = _aggregations(tree)
+        assert agg[2] == ("node",), p.title
+        # rate() only over what the exporter accumulates.
+        assert (agg[3][0] == "call") == AMD_EXPORTED[p.metric][1].startswith("accumulated"), p.title
+
+
+def test_the_amd_panels_cover_what_the_issue_asks() -> None:
+    """Issue 46 on MI300X: activity, memory used, power, temperature, ECC, and XGMI, which the
+    exporter exports per link."""
+    assert {p.metric for p in AMD_PANELS} == set(AMD_EXPORTED)
+
+
+def test_the_mi300x_dashboard_is_amds_panels_then_aks_fabric_then_the_validation() -> None:
+    d = json.loads((ROOT / "dashboards" / "gpu-grafana-aks-mi300x.json").read_text())
+    exprs = [p["targets"][0]["expr"] for p in d["panels"]]
+    gpu, ib = len(AMD_PANELS), len(AKS_INFINIBAND_PANELS)
+    assert exprs[:gpu] == [p.promql("node") for p in AMD_PANELS]
+    assert exprs[gpu : gpu + ib] == [p.promql("node") for p in AKS_INFINIBAND_PANELS]
+    assert [p["title"] for p in d["panels"][gpu + ib :]] == [p["title"] for p in grafana()["panels"][len(PANELS) :]]
+    assert not any("DCGM_" in e for e in exprs) and "dcgm" not in d["tags"]
+    assert [p["fieldConfig"]["defaults"]["unit"] for p in d["panels"][:gpu]] == [p.grafana_unit for p in AMD_PANELS]
+    assert len({(p["gridPos"]["x"], p["gridPos"]["y"]) for p in d["panels"]}) == len(d["panels"])
