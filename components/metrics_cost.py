@@ -188,7 +188,14 @@ def estimate(
             "4.5.3-4.8.2 release), no MIG or vGPU split"
         )
     else:
-        assumptions.append(f"no DCGM exporter on {gpu_vendor} GPUs: no GPU series counted")
+        # AKS MI300X: AMD's device-metrics exporter (components/k8s/metrics.py), every field on by
+        # default; which of them an ND MI300X v5 VM serves was not read in a source (docs/day2.md).
+        assumptions.append(
+            f"no DCGM exporter on {gpu_vendor} GPUs; AMD's device-metrics exporter's series are not counted "
+            "(which of its fields the VM serves is not sourced)"
+            if gpu_vendor == "amd"
+            else f"no DCGM exporter on {gpu_vendor} GPUs: no GPU series counted"
+        )
     if path in ("aws-slurm", "azure-slurm"):
         per_node["node_exporter"] = data.node_exporter_series
         assumptions.append(

@@ -265,7 +265,10 @@ def pulls(spec: ClusterSpec) -> Caveat | None:
 # 2026-12-07).
 METRICS_STORE = {
     "gke": "GKE's managed DCGM metrics into Managed Service for Prometheus (Cloud Monitoring)",
-    "aks": "Azure Managed Prometheus into the stack's Azure Monitor workspace (DCGM exporter on NVIDIA sizes only)",
+    "aks": "Azure Managed Prometheus into the stack's Azure Monitor workspace (the GPU Operator's DCGM exporter)",
+    # The MI300X stack: AMD's device-metrics exporter, scraped by the agent's job (components/k8s/metrics.py).
+    "aks-amd": "Azure Managed Prometheus into the stack's Azure Monitor workspace (AMD's device-metrics exporter, "
+    "job amd-device-metrics-exporter)",
     "eks": "the DCGM exporter chart, scraped by an AMP managed collector into an AMP workspace",
     # Cluster Director: byte-priced like every Ops Agent integration ("Metrics ingested by using
     # existing integrations are charged by the number of bytes", cloud.google.com/stackdriver/docs/
@@ -296,11 +299,14 @@ METRICS_DASHBOARD = {
     "azure-slurm": "an Azure Managed Grafana workspace (Standard) linked to the Azure Monitor workspace; import "
     "dashboards/gpu-grafana.json",
 }
+METRICS_DASHBOARD["aks-amd"] = METRICS_DASHBOARD["aks"].replace("gpu-grafana.json", "gpu-grafana-aks-mi300x.json")
 
 
 def _metrics_key(spec: ClusterSpec) -> str:
     """The orchestrator, and for Slurm the cloud too (each cloud's Slurm takes its own path)."""
     kind = spec.orchestration.kind
+    if kind == "aks" and spec.instance.accelerator.vendor == "amd":
+        return "aks-amd"
     return f"{spec.cloud}-{kind}" if kind == "slurm" else kind
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import io
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,8 @@ from gpu_cluster.components.plan import plan_stack, render
 from gpu_cluster.components.plan_caveats import FLEX_START_MAX_DAYS, caveats
 from gpu_cluster.components.spec import parse_spec, read_stack_file
 from tests.components.test_spec import aws_base, gcp_base
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _topics(obj: dict[str, Any], outputs: dict[str, Any] | None = None) -> dict[str, str]:
@@ -143,6 +146,23 @@ def test_the_azure_slurm_plan_names_its_metrics_path() -> None:
     [text] = [c.text for c in caveats(spec, {"fabric": {}}) if c.topic == "metrics"]
     assert "Prometheus agent" in text and "managed identity" in text and "Azure Managed Grafana" in text
     assert "the cost's metrics line" in text
+
+
+@pytest.mark.parametrize(
+    ("stack", "exporter", "dashboard"),
+    [
+        ("azure-h100-aks", "DCGM exporter", "dashboards/gpu-grafana.json"),
+        ("azure-mi300x-aks", "AMD's device-metrics exporter", "dashboards/gpu-grafana-aks-mi300x.json"),
+    ],
+)
+def test_an_aks_plan_names_the_exporter_and_dashboard_of_its_gpus(stack: str, exporter: str, dashboard: str) -> None:
+    """The MI300X stack is scraped from AMD's exporter and charted by its own Grafana file: its plan
+    says so, not the NVIDIA stack's words."""
+    _, raw = read_stack_file(stack)
+    spec = parse_spec(raw, deployer_placeholder=True)
+    [text] = [c.text for c in caveats(spec, {"fabric": {}}) if c.topic == "metrics"]
+    assert exporter in text and f"import {dashboard}" in text
+    assert (REPO / dashboard).is_file()
 
 
 def test_cluster_director_names_its_metrics_path_and_points_to_its_estimate() -> None:
