@@ -54,10 +54,20 @@ def report(nodes: dict[str, list[str]]) -> dict[str, Any]:
     }
 
 
-def play_jobsets(st: Any, tmp_path: Path, bad: str, jobs: list[tuple[str, list[str]]]) -> None:
+def play_jobsets(
+    st: Any,
+    tmp_path: Path,
+    bad: str,
+    jobs: list[tuple[str, list[str]]],
+    *,
+    pair_peer: str = "",
+    checks: list[dict[str, Any]] | None = None,
+) -> None:
     """Play the JobSet controller: each check's pods appear and finish, pod 0's log carrying the
     judge's report archive (FAIL for the node on ``bad``, PASS for any other); ``jobs`` gets each
-    JobSet's name and its pods' toleration keys."""
+    JobSet's name and its pods' toleration keys. ``pair_peer``: a check pinned with that node as the
+    peer FAILs for the pair's figure alone (both nodes PASS, the multi-node figure FAILs: not the
+    node's own, I8); ``checks`` gets each check's node, peer and whether its report FAILed the node."""
 
     def controller(store: Any, event: str, js: dict[str, Any]) -> None:
         if event != "ADDED":
@@ -70,7 +80,16 @@ def play_jobsets(st: Any, tmp_path: Path, bad: str, jobs: list[tuple[str, list[s
         inst = store.get(store.resource("nodes"), "", node)["spec"]["providerID"].rsplit("/", 1)[-1]
         d = tmp_path / "jobs" / meta["name"]
         d.mkdir(parents=True, exist_ok=True)
-        (d / "report.json").write_text(json.dumps(report({node: [SLOW] if inst == bad else [], peer: []})))
+        if peer == pair_peer:
+            doc = report({node: [], peer: []})
+            doc["verdict"] = "FAIL"
+            doc["measurements"][0].update(value=172.0, verdict="FAIL")
+        else:
+            doc = report({node: [SLOW] if inst == bad else [], peer: []})
+        if checks is not None:
+            own = peer != pair_peer and inst == bad
+            checks.append({"node": node, "peer": peer, "passed": doc["verdict"] == "PASS", "own": own})
+        (d / "report.json").write_text(json.dumps(doc))
         out = io.StringIO()
         archive.emit(d, out)
         for i in range(2):
