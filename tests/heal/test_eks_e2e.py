@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import io
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -123,12 +124,16 @@ class TerminatesThenDies(EksAsgCloud):
         raise Killed
 
 
-@pytest.mark.parametrize("kill", ["none", "after-terminate"])
-def test_an_eks_node_healed_end_to_end(tmp_path: Path, aws: tuple[Any, Any], kill: str) -> None:  # noqa: F811
+@pytest.mark.parametrize(
+    ("kill", "skew"), [("none", 0.0), ("after-terminate", 0.0), ("none", 600.0), ("after-terminate", -600.0)]
+)
+def test_an_eks_node_healed_end_to_end(tmp_path: Path, aws: tuple[Any, Any], kill: str, skew: float) -> None:  # noqa: F811
     """With ``after-terminate`` (issue 41, severity 1, shape 4): killed between
     TerminateInstanceInAutoScalingGroup and its journal line, the rerun must take the instance the
     group launched for this termination as the replacement, never another member of the group
-    (which it would cordon and evict)."""
+    (which it would cordon and evict). ``skew``: heal's clock (the journal's, injected) that far
+    ahead of moto's, or behind: the replacement is still the one launched for the termination, told
+    by AWS's own times (moto's server lists no scaling activity, so the fall-back is what runs)."""
     ec2, asg = aws
     group, ids = node_group(ec2, asg, size=3)
     bad = ids[0]
@@ -166,7 +171,7 @@ def test_an_eks_node_healed_end_to_end(tmp_path: Path, aws: tuple[Any, Any], kil
         checker = KubeChecker(outs, argparse.Namespace(python=None, image=IMAGE), tmp_path, poll_s=0.01)
 
         def heal(cloud: EksAsgCloud) -> Any:
-            with Journal(tmp_path) as j:
+            with Journal(tmp_path, clock=lambda: time.time() + skew) as j:
                 engine = Engine(
                     cluster="train",
                     journal=j,
