@@ -41,7 +41,8 @@ terminated, so heal refuses there, naming the group, its counts and what to do.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+import re
+from datetime import datetime, timezone
 from typing import Any
 
 from gpu_cluster.heal.adapters import AdapterError, DocumentedPath, Instance, MissingSdk, NodeState, Outcome, Progress
@@ -231,7 +232,7 @@ class EksAsgCloud(DocumentedPath):
                 detail=f"{old} going in {group}, but its members before the call are not in the journal: "
                 "the replacement cannot be told from the others; a person must name it",
             )
-        new = self.launched_for(group, old, set(facts["before"]), float(facts.get("asked_at") or 0.0))
+        new = self.launched_for(group, old, set(facts["before"]))
         live = {i["InstanceId"] for i in g.get("Instances", []) if i.get("LifecycleState") in ("Pending", "InService")}
         new = [i for i in new if i in live]
         return Progress(
@@ -241,7 +242,7 @@ class EksAsgCloud(DocumentedPath):
             + (f"launched for its termination: {', '.join(new)}" if new else "no new instance yet"),
         )
 
-    def launched_for(self, group: str, old: str, before: set[str], asked_at: float) -> list[str]:
+    def launched_for(self, group: str, old: str, before: set[str]) -> list[str]:
         """The instances the group launched after terminating ``old``, earliest first.
 
         The group's scaling activities name each: "Terminating EC2 instance: i-..." and "Launching
@@ -249,8 +250,9 @@ class EksAsgCloud(DocumentedPath):
         reference; the launch that answers a user's termination is the next one, "in response to a
         difference between desired and actual capacity"). Where the API lists no activity for the
         termination (moto's server answers an empty list), the instances of the group that were
-        not members before the call and that EC2 says launched after it (DescribeInstances
-        LaunchTime) stand in."""
+        not members before the call and that EC2 says launched once the old one was terminated
+        (DescribeInstances LaunchTime against the old instance's StateTransitionReason, both AWS's
+        clock: heal's own clock is never compared with the cloud's) stand in."""
         acts = _call(
             "autoscaling DescribeScalingActivities",
             self.asg.describe_scaling_activities,
@@ -270,14 +272,43 @@ class EksAsgCloud(DocumentedPath):
         fresh = [i["InstanceId"] for i in g.get("Instances", []) if i["InstanceId"] not in before]
         if not fresh:
             return []
-        got = _call("ec2 DescribeInstances", self.ec2.describe_instances, InstanceIds=fresh)
-        when = {
-            i["InstanceId"]: _epoch(i.get("LaunchTime")) or 0.0
-            for r in got.get("Reservations", [])
-            for i in r.get("Instances", [])
-        }
-        # EC2 reports LaunchTime to the second: a launch in the same second as the call counts.
-        return sorted((i for i in fresh if when.get(i, 0.0) >= asked_at - 1.0), key=lambda i: when[i])
+        # By filter, not InstanceIds: "Recently terminated instances might appear in the returned
+        # results. This interval is usually less than one hour", and "If you specify an instance ID
+        # that is not valid, an error is returned" (EC2 API reference, DescribeInstances,
+        # docs.aws.amazon.com/AWSEC2/latest/APIReference/ApiReference-query-DescribeInstances.html,
+        # read 2026-12-07): the old instance, gone from the list, must not fail the read.
+        got = _call(
+            "ec2 DescribeInstances",
+            self.ec2.describe_instances,
+            Filters=[{"Name": "instance-id", "Values": [old, *fresh]}],
+        )
+        seen = {i["InstanceId"]: i for r in got.get("Reservations", []) for i in r.get("Instances", [])}
+        when = {i: _epoch(seen.get(i, {}).get("LaunchTime")) or 0.0 for i in fresh}
+        # The termination's time on AWS's own clock, never heal's (a local clock ahead of AWS's
+        # would miss the replacement): the old instance's StateTransitionReason.
+        ended = terminated_at(str(seen.get(old, {}).get("StateTransitionReason") or ""))
+        # EC2 reports LaunchTime to the second: a launch in the same second as the termination counts.
+        # Without that time (the reason gone or in another form), every instance that was not a
+        # member before the call, earliest first: never one the journal lists as a member before.
+        keep = [i for i in fresh if ended is None or when[i] >= ended - 1.0]
+        return sorted(keep, key=lambda i: when[i])
+
+
+_TERMINATED_AT = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
+
+
+def terminated_at(reason: str) -> float | None:
+    """When EC2 says a user's terminate happened, from the instance's ``StateTransitionReason``
+    ("The reason for the most recent state transition. This might be an empty string.", EC2 API
+    reference, Instance, docs.aws.amazon.com/AWSEC2/latest/APIReference/API_Instance.html, read
+    2026-12-07). The reference does not give the text's form: EC2 answers "User initiated
+    (YYYY-MM-DD HH:MM:SS GMT)" (as the describe-instances outputs users post show; not an AWS
+    page), moto 5's server the same with "UTC" (moto/ec2/models/instances.py ``terminate``). None
+    when it carries no such time."""
+    m = _TERMINATED_AT.search(reason)
+    if m is None:
+        return None
+    return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
 
 
 class PcsCloud(DocumentedPath):

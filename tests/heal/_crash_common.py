@@ -9,9 +9,9 @@ A kill point is ``N`` (after the N-th journal line), ``before:METHOD[#N]`` or ``
 The workers' clock: the journal and the engine's deadlines read the wall clock plus what the engine
 has waited in this run, each wait counted as the poll it stands for and never slept (the tests
 measure work, not the clock); the cluster's lock reads that plus an offset the test gives, a rerun
-"later" than the killed run whose Lease it finds. The journal's clock stays the cloud's: heal
-compares the times it journals with the cloud's (EC2's LaunchTime), as on a machine whose clock
-is right."""
+"later" than the killed run whose Lease it finds. Heal never compares its own clock with the
+cloud's (the EKS replacement is told by EC2's LaunchTime against the old instance's
+StateTransitionReason, both AWS's; tests/heal/test_aws.py skews heal's clock both ways)."""
 
 from __future__ import annotations
 

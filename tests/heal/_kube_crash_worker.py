@@ -8,7 +8,9 @@ Kubernetes method heal makes. Used by test_kube_crash_rerun.py.
 
     python -m tests.heal._kube_crash_worker RUN_DIR [N | before:METHOD[#N] | after:METHOD[#N] | none] [OFFSET_S]
 
-``world.json``: the server's URL and the machines' faults ({} for a flake). The kubelet is played
+``world.json``: the server's URL, the machines' faults ({} for a flake) and ``pair_peer``: every check
+with that peer FAILs for the pair's figure (tests/heal/crash_checks.py ``pair``; I8), any other
+fails a node whose machine has a fault, each check recorded in the run folder. The kubelet is played
 in the engine's wait: a machine whose record is not the one its node names was re-imaged, and its
 kubelet registers the node anew under its own name, with the pools' registration taint
 ``gpu-cluster.io/unvalidated`` (the old Node object deleted, as a node that re-registers after a
@@ -33,7 +35,7 @@ from gpu_cluster.heal.lock import KubeLease, LockHeld, me
 from gpu_cluster.heal.platforms import PlatformError
 from gpu_cluster.heal.policy import Limits
 from tests.heal._crash_common import Clock, Dying, line_killer
-from tests.heal.world import WorldChecker
+from tests.heal.crash_checks import RecordedChecks
 
 NODES = 4
 REGISTERED = {"key": UNVALIDATED_TAINT_KEY, "value": "true", "effect": UNVALIDATED_TAINT_EFFECT}
@@ -80,6 +82,9 @@ def main() -> int:
         clock.wait()
         kubelet(spec["api"], world)
 
+    def faulty(name: str) -> bool:  # the machine the node is on now, read from the file
+        return bool(json.loads(world.path.read_text(encoding="utf-8"))["nodes"][name]["faults"])
+
     try:
         with (
             Journal(run_dir, echo=line_killer(when), clock=clock) as j,
@@ -90,7 +95,9 @@ def main() -> int:
                 journal=j,
                 scheduler=kube,
                 cloud=local.LocalCloud(world),
-                checker=WorldChecker(world),
+                checker=RecordedChecks(
+                    run_dir, "pair" if spec.get("pair_peer") else "replace", faulty, pair_peer=spec.get("pair_peer", "")
+                ),
                 limits=Limits(apply=True),
                 say=print,
                 sleep=wait,

@@ -12,7 +12,11 @@ replaced, across kills (I5); the replacement out of work (cordoned and tainted b
 revalidation ran, the AKS form of I6 (AKS takes a pool taint back from the Kubernetes API, so it
 cannot register out of work: docs/heal.md); never more nodes out of service at once than the
 budget (I7); a node failed with one peer for the pair's reason only is blamed, and its
-replacement passed, only with a second, different cleared peer (I8)."""
+replacement passed, only with a second, different cleared peer (I8); heal killed anywhere holds
+the cluster's Lease (``kube-system/gpu-cluster-heal`` on the test API server, as ``gpu-cluster heal
+--apply`` takes it on AKS), every rerun takes it over only as stale, naming the killed pid, and a
+rerun while it is fresh refuses, naming host, pid and folder, and touches nothing (I9; the Lease's
+clock is injected, never slept on)."""
 
 from __future__ import annotations
 
@@ -27,6 +31,9 @@ import pytest
 
 from gpu_cluster.heal.journal import JOURNAL, read
 from gpu_cluster.heal.states import State
+from gpu_cluster.heal.lock import DURATION_S
+from tests.heal._crash_common import lease_holder
+from tests.heal._crash_common import killed_then_rerun as _killed_then_rerun
 from tests.heal.aks_world import BAD, HEAL_TAINT, NAMES, SIZE, VMSS, AksPool, name_of
 from tests.heal.crash_checks import checks_run
 from tests.heal.recorded import Recorded
@@ -45,6 +52,8 @@ kill on either side of a list or a machine get cuts the run where a kill beside 
 call or journal line does, as those reads change nothing."""
 ARM_KILLS = [f"{side}-{call}" for call in ARM_CALLS for side in ("before", "after")]
 NEW = name_of(SIZE)
+STALE = DURATION_S + 60
+"""The rerun's Lease clock this far ahead of the killed run's: its Lease has lapsed."""
 
 
 @pytest.fixture
@@ -68,16 +77,28 @@ def world(tmp_path: Path, arm: Recorded, kube: KubeApiServer, failed: list[str],
     return pool
 
 
-def heal(run_dir: Path, mode: str, when: str) -> int:
+def run(run_dir: Path, mode: str, when: str, offset: float = 0.0) -> tuple[int, str]:
+    """Heal in a process of its own, its Lease clock ``offset`` seconds ahead; (exit code, stdout)."""
     done = subprocess.run(
-        [sys.executable, "-m", "tests.heal._aks_crash_worker", str(run_dir), mode, when],
+        [sys.executable, "-m", "tests.heal._aks_crash_worker", str(run_dir), mode, when, str(offset)],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert done.returncode in (0, 2, 9), done.stderr[-3000:]
-    return done.returncode
+    assert done.returncode in (0, 2, 3, 9), done.stderr[-3000:]
+    return done.returncode, done.stdout
+
+
+def heal(run_dir: Path, mode: str, when: str) -> int:
+    return run(run_dir, mode, when)[0]
+
+
+def killed_then_rerun(run_dir: Path, kube: KubeApiServer, mode: str, kill: str) -> int:
+    """Killed at ``kill`` (holding the Lease), rerun once it is stale: the rerun says it took the
+    Lease over from the killed pid (I9, tests/heal/_crash_common.py)."""
+    code, _ = _killed_then_rerun(lambda d, w, o=0.0: run(d, mode, w, o), run_dir, kube, kill, STALE)
+    return code
 
 
 def in_service(pool: AksPool, name: str) -> bool:
@@ -130,8 +151,7 @@ def test_aks_killed_then_rerun_deletes_one_machine_and_restores_the_count(
         assert len(calls) == 16 and [c for c in calls if c.startswith(("pool", "delete", "put"))] == acts, calls
         assert sorted(acts) == sorted(ARM_CALLS)
     else:
-        assert heal(tmp_path, "replace", kill) == 9
-        assert heal(tmp_path, "replace", "none") == 0
+        assert killed_then_rerun(tmp_path, kube, "replace", kill) == 0
     entries = replaced(tmp_path, arm, pool, kill, "replace")
     if kill == "none":  # the kill points above cover every line of an uncut run
         assert len(entries) == RUN_LINES
@@ -147,9 +167,7 @@ def test_aks_pair_failure_killed_then_rerun_blames_only_with_a_second_peer(
     blamed by the second peer, and its replacement, failed with the first, passes with the second."""
     arm, kube = cluster
     pool = world(tmp_path, arm, kube, [BAD], [BAD])
-    if kill != "none":
-        assert heal(tmp_path, "pair", kill) == 9
-    assert heal(tmp_path, "pair", "none") == 0
+    assert killed_then_rerun(tmp_path, kube, "pair", kill) == 0
     replaced(tmp_path, arm, pool, kill, "pair")
     checks = checks_run(tmp_path)
     for c in checks:  # a pair failure is never the node's own, and never alone the last word
@@ -169,9 +187,7 @@ def test_aks_flake_killed_then_rerun_is_cleared_and_left_in_service(
     """I4: the second look passes the node: it ends in service, read back, and nothing is asked of ARM."""
     arm, kube = cluster
     pool = world(tmp_path, arm, kube, [BAD], [])
-    if kill != "none":
-        assert heal(tmp_path, "flake", kill) == 9
-    assert heal(tmp_path, "flake", "none") == 0
+    assert killed_then_rerun(tmp_path, kube, "flake", kill) == 0
     entries, _ = read(tmp_path / JOURNAL)
     assert entries[-1].state is State.HEALTHY and entries[-1].extra["outcome"] == "cleared"
     assert "in service (read back)" in entries[-1].detail
@@ -214,9 +230,7 @@ def test_aks_busy_node_killed_then_rerun_is_never_replaced_and_the_budget_holds(
             "status": {"disruptionsAllowed": 0},
         },
     )
-    if kill != "none":
-        assert heal(tmp_path, "busy", kill) == 9
-    assert heal(tmp_path, "busy", "none") == 2
+    assert killed_then_rerun(tmp_path, kube, "busy", kill) == 2
     assert heal(tmp_path, "busy", "none") == 2
     entries, _ = read(tmp_path / JOURNAL)
     if kill == "none":
@@ -232,3 +246,32 @@ def test_aks_busy_node_killed_then_rerun_is_never_replaced_and_the_budget_holds(
     # I7: one node out at a time; the second never checked, so never cordoned
     assert pool.ever_out == {BAD} and pool.out_at_once == 1
     assert all(c["node"] != NAMES[1] for c in checks_run(tmp_path))
+
+
+@pytest.mark.parametrize("kill", ["5", "after-delete-1"])
+def test_aks_rerun_while_the_killed_heal_lease_is_fresh_refuses_naming_it_then_takes_over(
+    tmp_path: Path, cluster: tuple[Recorded, KubeApiServer], kill: str
+) -> None:
+    """I9 on AKS: ``gpu-cluster heal --apply`` takes the Lease on every Kubernetes stack
+    (platforms.py ``build``), and heal killed holding it leaves it. A rerun while it has not lapsed
+    refuses in one line naming the holder's host, pid and folder, writes no journal line, asks ARM
+    nothing and writes nothing to the API server; once it has lapsed the next rerun takes over and
+    finishes, one machine deleted."""
+    arm, kube = cluster
+    pool = world(tmp_path, arm, kube, [BAD], [BAD])
+    assert heal(tmp_path, "replace", kill) == 9
+    holder = lease_holder(kube)
+    assert holder, "the killed heal held the Lease"
+    lines, asked = len(read(tmp_path / JOURNAL)[0]), len(arm.requests)
+    writes = [r for r in kube.requests if r[0] != "GET"]
+    code, out = run(tmp_path, "replace", "none", DURATION_S / 2)
+    host, pid, folder = (part.split("=", 1)[1] for part in holder.split(" ", 2))
+    assert code == 3 and "another gpu-cluster heal holds this cluster (Lease kube-system/gpu-cluster-heal)" in out
+    assert f"host {host}, pid {pid}, folder {folder}, since" in out, out
+    assert len(read(tmp_path / JOURNAL)[0]) == lines and lease_holder(kube) == holder
+    assert len(arm.requests) == asked, arm.requests[asked:]
+    after = [r for r in kube.requests if r[0] != "GET"]
+    assert after == writes, after[len(writes) :]
+    code, out = run(tmp_path, "replace", "none", STALE)
+    assert code == 0 and f"pid {pid}," in out and "took over" in out
+    replaced(tmp_path, arm, pool, kill, "replace")

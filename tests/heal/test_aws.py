@@ -7,6 +7,7 @@ by botocore's Stubber in DescribeCapacityReservations' documented shape."""
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import Any
 
 import boto3
@@ -67,6 +68,48 @@ def test_eks_node_replaced_through_its_group_with_desired_capacity_kept(aws: tup
     assert state in ("shutting-down", "terminated")
     prog = cloud.progress(node, ids[0], "h-1-a1", out.extra)
     assert prog.started and prog.new_instance in now - {ids[1]}
+
+
+class NoReason:
+    """moto's EC2 with every instance's StateTransitionReason empty, as the reference allows ("This
+    might be an empty string", EC2 API reference, Instance)."""
+
+    def __init__(self, ec2: Any) -> None:
+        self._ec2 = ec2
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ec2, name)
+
+    def describe_instances(self, **kw: Any) -> Any:
+        got = self._ec2.describe_instances(**kw)
+        for r in got["Reservations"]:
+            for i in r["Instances"]:
+                i["StateTransitionReason"] = ""
+        return got
+
+
+@pytest.mark.parametrize("skew", [-600.0, 600.0])
+@pytest.mark.parametrize("reason", ["kept", "empty"])
+def test_the_replacement_is_told_by_aws_clock_never_heals(aws: tuple[Any, Any], skew: float, reason: str) -> None:
+    """moto's server lists no scaling activity, so the replacement is told by EC2's own times: the
+    old instance's StateTransitionReason against the new one's LaunchTime. Heal's clock ten minutes
+    ahead of AWS's or behind (``asked_at`` as the engine journals it) changes nothing; without the
+    reason's time, any instance that was not a member before the call, never one that was."""
+    ec2, asg = aws
+    group, ids = node_group(ec2, asg, size=3)
+    cloud = EksAsgCloud(ec2 if reason == "kept" else NoReason(ec2), asg)
+    node = NodeState(node="n", present=True, instance=ids[0])
+    out = cloud.replace(node, cloud.instance(node), "h-1-a1", "why")
+    old = ec2.describe_instances(InstanceIds=[ids[0]])["Reservations"][0]["Instances"][0]
+    assert old["StateTransitionReason"].startswith("User initiated (")
+    g = asg.describe_auto_scaling_groups(AutoScalingGroupNames=[group])["AutoScalingGroups"][0]
+    (launched,) = {i["InstanceId"] for i in g["Instances"]} - set(ids)
+    facts = {**out.extra, "asked_at": time.time() + skew}
+    prog = cloud.progress(node, ids[0], "h-1-a1", facts)
+    assert prog.started and prog.new_instance == launched, prog.detail
+    # a member journalled before the call is never taken
+    assert cloud.launched_for(group, ids[0], set(ids)) == [launched]
+    assert cloud.launched_for(group, ids[0], {*ids, launched}) == []
 
 
 def test_the_re_read_sees_the_call_without_the_journal(aws: tuple[Any, Any]) -> None:

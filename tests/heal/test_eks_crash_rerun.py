@@ -16,6 +16,9 @@ never from heal's journal alone:
   state the server recorded until the write that returned it, made only once the revalidation's
   ``passed`` line was on disk;
 - I7: no recorded state of the cluster had more nodes under heal's taint than the budget;
+- I8: every check with the first cleared peer FAILs for the pair's figure (the test's JobSet
+  controller writes its judge's report so), so the old node is blamed, and its replacement passed,
+  only on a check with a second, different cleared peer, and the first peer is never written;
 - I9: the rerun took the killed heal's Lease over only as stale, naming it; a rerun while it is
   fresh refuses, naming the holder, and touches nothing;
 - the replacement heal names and revalidates is the instance the group launched for this
@@ -105,14 +108,16 @@ def cluster(tmp_path: Path, aws: tuple[Any, Any]) -> Iterator[dict[str, Any]]:  
                 },
             )
         jobs: list[tuple[str, list[str]]] = []
+        checks: list[dict[str, Any]] = []
         history: list[dict[str, Any]] = []
         record_nodes(st, tmp_path / JOURNAL, TAINT_KEY, history)
         outs = outputs("aws-h100-eks")
         outs = dataclasses.replace(outs, access=dataclasses.replace(outs.access, kubeconfig=server.kubeconfig()))
         (tmp_path / "outputs.pickle").write_bytes(pickle.dumps(outs))
 
-        def world(bad_instance: str, **limits: Any) -> None:
-            play_jobsets(st, tmp_path, bad_instance, jobs)
+        def world(bad_instance: str, pair: bool = False, **limits: Any) -> None:
+            """``pair``: every check with the first cleared peer FAILs for the pair's figure (I8)."""
+            play_jobsets(st, tmp_path, bad_instance, jobs, pair_peer=names[ids[1]] if pair else "", checks=checks)
             w = {"api": server.url, "bad": names[ids[0]], "group": group, "image": IMAGE, "limits": limits}
             (tmp_path / "world.json").write_text(json.dumps(w))
             (tmp_path / "report.json").write_text(
@@ -127,6 +132,7 @@ def cluster(tmp_path: Path, aws: tuple[Any, Any]) -> Iterator[dict[str, Any]]:  
             "ids": ids,
             "names": names,
             "jobs": jobs,
+            "checks": checks,
             "history": history,
             "world": world,
         }
@@ -166,7 +172,7 @@ def test_eks_killed_then_rerun_terminates_once_and_names_the_launched_instance(
     server = cluster["server"]
     st = server.store
     bad = ids[0]
-    cluster["world"](bad)
+    cluster["world"](bad, pair=True)
     code, _ = killed_then_rerun(tmp_path, server, kill)
     entries, notes = read(tmp_path / JOURNAL)
     assert code == 0 and not notes and entries[-1].state is State.HEALTHY, [e.line() for e in entries]
@@ -203,6 +209,18 @@ def test_eks_killed_then_rerun_terminates_once_and_names_the_launched_instance(
     # I7: never more nodes under heal's taint than the budget (the old node keeps its marks; its
     # instance is gone)
     assert max(h["held"] for h in history) <= Limits().max_out
+    # I8: every check with the first cleared peer FAILed for the pair's figure, never the node's
+    # own; the old node blamed, and its replacement passed, only on a check with the second peer;
+    # the first peer never taken out
+    first, second = names[ids[1]], names[ids[2]]
+    ran = cluster["checks"]
+    assert all(not c["passed"] and not c["own"] for c in ran if c["peer"] == first), ran
+    confirm = [c for c in ran if c["node"] == names[bad]]
+    assert [(c["peer"], c["passed"], c["own"]) for c in confirm[-2:]] == [(first, False, False), (second, False, True)]
+    assert [(c["peer"], c["passed"]) for c in ran if c["node"] == new_node][-2:] == [(first, False), (second, True)]
+    assert not [h for h in history if h["node"] == first] and not st.get(st.resource("nodes"), "", first)["spec"].get(
+        "taints"
+    )
     if kill == "none":  # the kill points above cover every line of an uncut run
         assert len(entries) == RUN_LINES
         # and a further run does nothing at all

@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import io
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +55,20 @@ def report(nodes: dict[str, list[str]]) -> dict[str, Any]:
     }
 
 
-def play_jobsets(st: Any, tmp_path: Path, bad: str, jobs: list[tuple[str, list[str]]]) -> None:
+def play_jobsets(
+    st: Any,
+    tmp_path: Path,
+    bad: str,
+    jobs: list[tuple[str, list[str]]],
+    *,
+    pair_peer: str = "",
+    checks: list[dict[str, Any]] | None = None,
+) -> None:
     """Play the JobSet controller: each check's pods appear and finish, pod 0's log carrying the
     judge's report archive (FAIL for the node on ``bad``, PASS for any other); ``jobs`` gets each
-    JobSet's name and its pods' toleration keys."""
+    JobSet's name and its pods' toleration keys. ``pair_peer``: a check pinned with that node as the
+    peer FAILs for the pair's figure alone (both nodes PASS, the multi-node figure FAILs: not the
+    node's own, I8); ``checks`` gets each check's node, peer and whether its report FAILed the node."""
 
     def controller(store: Any, event: str, js: dict[str, Any]) -> None:
         if event != "ADDED":
@@ -70,7 +81,16 @@ def play_jobsets(st: Any, tmp_path: Path, bad: str, jobs: list[tuple[str, list[s
         inst = store.get(store.resource("nodes"), "", node)["spec"]["providerID"].rsplit("/", 1)[-1]
         d = tmp_path / "jobs" / meta["name"]
         d.mkdir(parents=True, exist_ok=True)
-        (d / "report.json").write_text(json.dumps(report({node: [SLOW] if inst == bad else [], peer: []})))
+        if peer == pair_peer:
+            doc = report({node: [], peer: []})
+            doc["verdict"] = "FAIL"
+            doc["measurements"][0].update(value=172.0, verdict="FAIL")
+        else:
+            doc = report({node: [SLOW] if inst == bad else [], peer: []})
+        if checks is not None:
+            own = peer != pair_peer and inst == bad
+            checks.append({"node": node, "peer": peer, "passed": doc["verdict"] == "PASS", "own": own})
+        (d / "report.json").write_text(json.dumps(doc))
         out = io.StringIO()
         archive.emit(d, out)
         for i in range(2):
@@ -104,12 +124,16 @@ class TerminatesThenDies(EksAsgCloud):
         raise Killed
 
 
-@pytest.mark.parametrize("kill", ["none", "after-terminate"])
-def test_an_eks_node_healed_end_to_end(tmp_path: Path, aws: tuple[Any, Any], kill: str) -> None:  # noqa: F811
+@pytest.mark.parametrize(
+    ("kill", "skew"), [("none", 0.0), ("after-terminate", 0.0), ("none", 600.0), ("after-terminate", -600.0)]
+)
+def test_an_eks_node_healed_end_to_end(tmp_path: Path, aws: tuple[Any, Any], kill: str, skew: float) -> None:  # noqa: F811
     """With ``after-terminate`` (issue 41, severity 1, shape 4): killed between
     TerminateInstanceInAutoScalingGroup and its journal line, the rerun must take the instance the
     group launched for this termination as the replacement, never another member of the group
-    (which it would cordon and evict)."""
+    (which it would cordon and evict). ``skew``: heal's clock (the journal's, injected) that far
+    ahead of moto's, or behind: the replacement is still the one launched for the termination, told
+    by AWS's own times (moto's server lists no scaling activity, so the fall-back is what runs)."""
     ec2, asg = aws
     group, ids = node_group(ec2, asg, size=3)
     bad = ids[0]
@@ -147,7 +171,7 @@ def test_an_eks_node_healed_end_to_end(tmp_path: Path, aws: tuple[Any, Any], kil
         checker = KubeChecker(outs, argparse.Namespace(python=None, image=IMAGE), tmp_path, poll_s=0.01)
 
         def heal(cloud: EksAsgCloud) -> Any:
-            with Journal(tmp_path) as j:
+            with Journal(tmp_path, clock=lambda: time.time() + skew) as j:
                 engine = Engine(
                     cluster="train",
                     journal=j,

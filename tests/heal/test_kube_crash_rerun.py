@@ -12,6 +12,8 @@ the server's objects and the writes it recorded and the machines' file:
   server recorded until the write that returned it, made once the revalidation's ``passed`` line
   was on disk;
 - I7: never more nodes under heal's taint than the budget;
+- I8: every check with the first cleared peer FAILs for the pair's figure, so the node is blamed,
+  and passed on its new machine, only on a check with a second, different cleared peer;
 - I9: the rerun took the killed heal's Lease over only as stale, naming its pid.
 
 And a flake the second look clears (I4), killed at its first line and around its reads: HEALTHY,
@@ -36,6 +38,7 @@ from gpu_cluster.heal.lock import DURATION_S
 from gpu_cluster.heal.policy import Limits
 from gpu_cluster.heal.states import State
 from tests.heal._crash_common import KILLED, killed_then_rerun, record_nodes
+from tests.heal.crash_checks import checks_run
 from tests.heal._kube_crash_worker import NODES, node
 from tests.heal.world import write_report
 from tests.kubeapi import KubeApiServer
@@ -44,6 +47,9 @@ REPO = Path(__file__).resolve().parents[2]
 RUN_LINES = 10
 STALE = DURATION_S + 60
 BAD = "local-3"
+FIRST, SECOND = "local-1", "local-2"
+"""The cleared peers heal pairs with, in the report's order: every check with the first FAILs for the
+pair's figure (I8)."""
 WRITES = [
     f"{side}:{call}"
     for call in ("patch_node#1", "create_namespaced_pod_eviction", "patch_node#2", "patch_node#3")
@@ -74,8 +80,9 @@ def cluster(tmp_path: Path) -> Iterator[dict[str, Any]]:
         (tmp_path / "kubeconfig").write_text(server.kubeconfig())
         write_report(tmp_path, NODES)
 
-        def world(faults: dict[str, list[str]]) -> None:
-            (tmp_path / "world.json").write_text(json.dumps({"api": server.url, "faults": faults}))
+        def world(faults: dict[str, list[str]], pair_peer: str = "") -> None:
+            doc = {"api": server.url, "faults": faults, "pair_peer": pair_peer}
+            (tmp_path / "world.json").write_text(json.dumps(doc))
 
         yield {"server": server, "history": history, "world": world}
 
@@ -102,7 +109,7 @@ def test_kube_killed_then_rerun_replaces_once_and_holds_the_new_node_until_it_pa
 ) -> None:
     server, history = cluster["server"], cluster["history"]
     st = server.store
-    cluster["world"]({BAD: ["slow"]})
+    cluster["world"]({BAD: ["slow"]}, pair_peer=FIRST)
     code, _ = killed_then_rerun(heal, tmp_path, server, kill, STALE)
     entries, notes = read(tmp_path / JOURNAL)
     assert code == 0 and not notes and entries[-1].state is State.HEALTHY, [e.line() for e in entries]
@@ -131,6 +138,15 @@ def test_kube_killed_then_rerun_replaces_once_and_holds_the_new_node_until_it_pa
     assert now["spec"]["providerID"] == f"local:///{BAD}.i1"
     # I7
     assert max(h["held"] for h in history) <= Limits().max_out
+    # I8: every check with the first cleared peer FAILed for the pair's figure, never the node's own;
+    # the node blamed on its old machine, and passed on its new one, only with the second peer; the
+    # first peer never written (I1 above: no node but BAD)
+    ran = checks_run(tmp_path)
+    assert all(not c["passed"] and not c["own"] for c in ran if c["peer"] == FIRST), ran
+    confirm = [c for c in ran if not c["purpose"].endswith("revalidate")]
+    assert [(c["peer"], c["passed"], c["own"]) for c in confirm[-2:]] == [(FIRST, False, False), (SECOND, False, True)]
+    reval = [c for c in ran if c["purpose"].endswith("revalidate")]
+    assert [(c["peer"], c["passed"]) for c in reval[-2:]] == [(FIRST, False), (SECOND, True)], ran
     if kill == "none":  # the kill points above cover every line of an uncut run
         assert len(entries) == RUN_LINES
         assert heal(tmp_path, "none")[0] == 0 and len(read(tmp_path / JOURNAL)[0]) == RUN_LINES

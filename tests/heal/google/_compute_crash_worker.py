@@ -2,7 +2,7 @@
 (``os._exit``, as a SIGKILL leaves things) after the N-th journal line or on either side of the call
 that acts. Used by test_compute_crash_rerun.py.
 
-    python -m tests.heal.google._compute_crash_worker RUN_DIR mig|report|label [N | before-call | after-call | none] [SCENARIO]
+    python -m tests.heal.google._compute_crash_worker RUN_DIR mig|report|label [N | before-call | after-call | none] [SCENARIO] [OFFSET_S]
 
 ``mig``: a GKE node (heal's KubeScheduler against the test's Kubernetes API server) recreated by
 its pool's managed instance group (``recreateInstances``). ``report``: a Cluster Director node (a
@@ -11,7 +11,12 @@ Slurm kept in a file, tests/heal/vmss_world.py) whose host is reported (``report
 call that acts is the node patch that sets ``cloud.google.com/fault-behavior``; the test plays GKE).
 The check fails the node while it runs on the bad VM (``mig``: its id) or host (``report``), and
 the nodes world.json names in ``also_bad``; SCENARIO (tests/heal/crash_checks.py, ``replace`` by
-default) says which checks pass, and every check is recorded in the run folder."""
+default) says which checks pass, and every check is recorded in the run folder. On GKE (``mig``,
+``label``) heal holds the cluster's Lease on the test Kubernetes API server, as ``gpu-cluster heal
+--apply`` does on every Kubernetes stack (cli.py ``cluster_lock``, platforms.py ``build``; I9), read
+with a clock OFFSET_S ahead (a rerun "later", tests/heal/_crash_common.py); a held Lease is answered
+as ``gpu-cluster heal`` answers it, one line and exit 3. Cluster Director takes Slurm's held-job
+lock (``sbatch --hold``, ``squeue``), which the Slurm in a file here cannot play: none is taken."""
 
 from __future__ import annotations
 
@@ -25,11 +30,15 @@ from typing import Any
 
 from google.auth.credentials import AnonymousCredentials
 
+from gpu_cluster.heal.cli import cluster_lock
 from gpu_cluster.heal.engine import Engine
 from gpu_cluster.heal.evidence import read_report
 from gpu_cluster.heal.gcp import FAULT_LABEL, GceReportCloud, GkeMigCloud, GkeReportCloud, compute_clients
 from gpu_cluster.heal.journal import Journal
 from gpu_cluster.heal.kubernetes import KubeScheduler
+from gpu_cluster.heal.lock import KubeLease, LockHeld, me
+from gpu_cluster.heal.platforms import PlatformError
+from tests.heal._crash_common import Clock
 from tests.heal.crash_checks import RecordedChecks, limits_for
 from tests.heal.google.test_gcp import CLUSTER, COMPUTE, P, Z
 from tests.heal.vmss_world import FakeSlurm, SlurmFile
@@ -90,6 +99,7 @@ def vm_is_bad(url: str, bad: dict[str, str], by: str, also: list[str]) -> Callab
 def main() -> int:
     run_dir, mode, when = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
     scenario = sys.argv[4] if len(sys.argv) > 4 else "replace"
+    clock = Clock(float(sys.argv[5]) if len(sys.argv) > 5 else 0.0, 0.0)  # no wait counted: sleep is a no-op
     world = json.loads((run_dir / "world.json").read_text(encoding="utf-8"))
     lines = [0]
 
@@ -129,19 +139,25 @@ def main() -> int:
         pair_peer=world.get("pair_peer", ""),
         look=look,
     )
-    with Journal(run_dir, echo=echo) as j:
-        e = Engine(
-            cluster="train",
-            journal=j,
-            scheduler=sched,
-            cloud=cloud,
-            checker=checker,
-            limits=limits_for(scenario),
-            say=lambda line: None,
-            sleep=lambda _s: None,
-            poll_s=0.0,
-        )
-        return e.run(read_report(run_dir / "report.json")).code
+    lease = KubeLease(world["kubeconfig"], me(run_dir), clock=clock.lease) if mode != "report" else None
+    try:
+        with Journal(run_dir, echo=echo) as j, cluster_lock(lease, True) as lost:
+            e = Engine(
+                cluster="train",
+                journal=j,
+                scheduler=sched,
+                cloud=cloud,
+                checker=checker,
+                limits=limits_for(scenario),
+                say=lambda line: None,
+                sleep=lambda _s: None,
+                poll_s=0.0,
+                guard=lost,
+            )
+            return e.run(read_report(run_dir / "report.json")).code
+    except (LockHeld, PlatformError) as exc:  # as `gpu-cluster heal` answers them (cli.main): exit 3
+        print(f"heal: {exc}", flush=True)
+        return 3
 
 
 if __name__ == "__main__":

@@ -23,7 +23,13 @@ than one (I7). GKE's report-and-replace label, killed at every line and on both 
 that sets it: one report for the incident, and after the revalidation the fault-behavior, status
 and operation labels gone, read back from the API server; a second incident on the same node, an
 old status left on it and heal killed after its label, reports anew and ends with the labels gone
-(I10)."""
+(I10). On GKE (recreate and label) heal killed anywhere holds the cluster's Lease
+(``kube-system/gpu-cluster-heal`` on the test API server, as ``gpu-cluster heal --apply`` takes it
+on every Kubernetes stack), every rerun takes it over only as stale, naming the killed pid, and a
+rerun while it is fresh refuses, naming host, pid and folder, and touches nothing (I9; the Lease's
+clock injected, never slept on). Cluster Director's lock is Slurm's held job (``sbatch --hold``,
+``squeue``), which the Slurm kept in a file here cannot play: tested on the real Slurm only
+(tests/slurm/test_heal_lock.py)."""
 
 from __future__ import annotations
 
@@ -45,6 +51,9 @@ from tests.heal.google.test_gcp import COMPUTE, error
 from tests.heal.google.test_gke_report_e2e import XID, Gke, k8s_node, node_doc, report, report_labels
 from gpu_cluster.heal.gcp import OPERATION_LABEL, STATUS_LABEL
 from gpu_cluster.heal.kubernetes import TAINT_KEY
+from gpu_cluster.heal.lock import DURATION_S
+from tests.heal._crash_common import killed_then_rerun as _killed_then_rerun
+from tests.heal._crash_common import lease_holder
 from tests.heal.crash_checks import checks_run
 from tests.heal.recorded import Recorded
 from tests.heal.vmss_world import SlurmFile, write_report
@@ -55,6 +64,8 @@ RUN_LINES = 10
 """SUSPECT, CONFIRMED and its intent, QUARANTINED, REPLACING intent and done, JOINING, REVALIDATING
 and passed, HEALTHY."""
 KILLS = ["none", "before-call", "after-call", *(str(n) for n in range(1, RUN_LINES))]
+STALE = DURATION_S + 60
+"""The rerun's Lease clock this far ahead of the killed run's: its Lease has lapsed."""
 
 
 @pytest.fixture
@@ -64,16 +75,42 @@ def compute() -> Iterator[Compute]:
     s.close()
 
 
-def heal(run_dir: Path, mode: str, when: str, scenario: str = "replace") -> int:
+def run(run_dir: Path, mode: str, when: str, scenario: str = "replace", offset: float = 0.0) -> tuple[int, str]:
+    """Heal in a process of its own, its Lease clock ``offset`` seconds ahead; (exit code, stdout)."""
     done = subprocess.run(
-        [sys.executable, "-m", "tests.heal.google._compute_crash_worker", str(run_dir), mode, when, scenario],
+        [
+            sys.executable,
+            "-m",
+            "tests.heal.google._compute_crash_worker",
+            str(run_dir),
+            mode,
+            when,
+            scenario,
+            str(offset),
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert done.returncode in (0, 2, 9), done.stderr[-3000:]
-    return done.returncode
+    assert done.returncode in (0, 2, 3, 9), done.stderr[-3000:]
+    return done.returncode, done.stdout
+
+
+def heal(run_dir: Path, mode: str, when: str, scenario: str = "replace") -> int:
+    return run(run_dir, mode, when, scenario)[0]
+
+
+def rerun(run_dir: Path, server: KubeApiServer, mode: str, kill: str, scenario: str = "replace") -> int:
+    """Killed at ``kill``, then run again: on GKE the killed heal holds the cluster's Lease and the
+    rerun, once it is stale, says it took it over from the killed pid (I9,
+    tests/heal/_crash_common.py); Cluster Director takes no Lease (its Slurm lock is not played here)."""
+    if mode == "report":
+        if kill != "none":
+            assert heal(run_dir, mode, kill, scenario) == 9
+        return heal(run_dir, mode, "none", scenario)
+    code, _ = _killed_then_rerun(lambda d, w, o=0.0: run(d, mode, w, scenario, o), run_dir, server, kill, STALE)
+    return code
 
 
 class GkeNodes:
@@ -137,9 +174,7 @@ def test_gke_mig_killed_then_rerun_recreates_once_and_names_the_groups_instance(
         compute.on_running = nodes.registered
         compute.write(tmp_path, kubeconfig=server.kubeconfig())
         report(tmp_path / "report.json", "health.matmul: straggler (0.61 of the median)")
-        if kill != "none":
-            assert heal(tmp_path, "mig", kill) == 9
-        assert heal(tmp_path, "mig", "none") == 0
+        assert rerun(tmp_path, server, "mig", kill) == 0
         entries = recreated(tmp_path, compute, nodes, old)
         one_request(compute, f"{IGM}/recreateInstances", entries, kill)
         if kill == "none":  # the kill points above cover every line of an uncut run
@@ -267,9 +302,7 @@ def test_flake_killed_then_rerun_is_cleared_and_left_in_service(
     with KubeApiServer() as server:
         nodes = gke_world(tmp_path, compute, server, "flake") if mode == "mig" else None
         slurm = slurm_world(tmp_path, compute, "flake") if mode == "report" else None
-        if kill != "none":
-            assert heal(tmp_path, mode, kill, "flake") == 9
-        assert heal(tmp_path, mode, "none", "flake") == 0
+        assert rerun(tmp_path, server, mode, kill, "flake") == 0
         entries, _ = read(tmp_path / JOURNAL)
         assert entries[-1].state is State.HEALTHY and entries[-1].extra["outcome"] == "cleared"
         assert "in service (read back)" in entries[-1].detail
@@ -297,9 +330,7 @@ def test_pair_failure_killed_then_rerun_blames_only_with_a_second_peer(
     with KubeApiServer() as server:
         nodes = gke_world(tmp_path, compute, server, "pair") if mode == "mig" else None
         slurm = slurm_world(tmp_path, compute, "pair") if mode == "report" else None
-        if kill != "none":
-            assert heal(tmp_path, mode, kill, "pair") == 9
-        assert heal(tmp_path, mode, "none", "pair") == 0
+        assert rerun(tmp_path, server, mode, kill, "pair") == 0
         if nodes is not None:
             recreated(tmp_path, compute, nodes, old)
             assert NAMES[1] not in nodes.ever_out
@@ -338,9 +369,7 @@ def test_busy_node_killed_then_rerun_is_never_replaced_and_the_budget_holds(
     with KubeApiServer() as server:
         nodes = gke_world(tmp_path, compute, server, "busy") if mode == "mig" else None
         slurm = slurm_world(tmp_path, compute, "busy") if mode == "report" else None
-        if kill != "none":
-            assert heal(tmp_path, mode, kill, "busy") == 9
-        assert heal(tmp_path, mode, "none", "busy") == 2
+        assert rerun(tmp_path, server, mode, kill, "busy") == 2
         assert heal(tmp_path, mode, "none", "busy") == 2
         entries, _ = read(tmp_path / JOURNAL)
         last = {e.node: e for e in entries}
@@ -376,9 +405,7 @@ def test_gke_report_label_killed_then_rerun_reports_once_and_the_labels_go(tmp_p
 
             world()
             report(tmp_path / "report.json", XID)
-            if kill != "none":
-                assert heal(tmp_path, "label", kill) == 9
-            assert heal(tmp_path, "label", "none") == 0
+            assert rerun(tmp_path, server, "label", kill) == 0
             entries, notes = read(tmp_path / JOURNAL)
             assert not notes and entries[-1].state is State.HEALTHY, [e.line() for e in entries]
             assert gke.reports == 1 and gke.host != "/a1/b0/c0"
@@ -396,10 +423,43 @@ def test_gke_report_label_killed_then_rerun_reports_once_and_the_labels_go(tmp_p
             report(tmp_path / "report.json", XID + " again")
             assert heal(tmp_path, "label", "after-call") == 9
             assert gke.reports == 2  # the label landed and GKE reported; the rerun must not label again
-            assert heal(tmp_path, "label", "none") == 0
+            code, out = run(tmp_path, "label", "none", offset=STALE)
+            assert code == 0 and "took over" in out, out
             entries, _ = read(tmp_path / JOURNAL)
             assert len({e.incident for e in entries}) == 2 and entries[-1].state is State.HEALTHY
             assert gke.reports == 2 and report_labels(server) == {}
             assert all(nodes.in_service(n) for n in NAMES) and nodes.ever_out == {BAD}
     finally:
         compute.close()
+
+
+@pytest.mark.parametrize("kill", ["5", "after-call"])
+def test_gke_rerun_while_the_killed_heal_lease_is_fresh_refuses_naming_it_then_takes_over(
+    tmp_path: Path, compute: Compute, kill: str
+) -> None:
+    """I9 on GKE: heal killed holding the Lease; a rerun while it has not lapsed refuses in one line
+    naming the holder's host, pid and folder, writes no journal line, asks Compute Engine nothing
+    and writes nothing to the API server; once it has lapsed the next rerun takes over and
+    finishes, one recreate carried out."""
+    old = {n: dict(vm) for n, vm in compute.vms.items()}
+    with KubeApiServer() as server:
+        nodes = GkeNodes(server)
+        compute.on_running = nodes.registered
+        compute.write(tmp_path, kubeconfig=server.kubeconfig())
+        report(tmp_path / "report.json", "health.matmul: straggler (0.61 of the median)")
+        assert heal(tmp_path, "mig", kill) == 9
+        holder = lease_holder(server)
+        assert holder, "the killed heal held the Lease"
+        lines, asked = len(read(tmp_path / JOURNAL)[0]), len(compute.s.requests)
+        writes = [r for r in server.requests if r[0] != "GET"]
+        code, out = run(tmp_path, "mig", "none", offset=DURATION_S / 2)
+        host, pid, folder = (part.split("=", 1)[1] for part in holder.split(" ", 2))
+        assert code == 3 and "another gpu-cluster heal holds this cluster (Lease kube-system/gpu-cluster-heal)" in out
+        assert f"host {host}, pid {pid}, folder {folder}, since" in out, out
+        assert len(read(tmp_path / JOURNAL)[0]) == lines and lease_holder(server) == holder
+        assert len(compute.s.requests) == asked, compute.s.requests[asked:]
+        after = [r for r in server.requests if r[0] != "GET"]
+        assert after == writes, after[len(writes) :]
+        code, out = run(tmp_path, "mig", "none", offset=STALE)
+        assert code == 0 and f"pid {pid}," in out and "took over" in out
+        recreated(tmp_path, compute, nodes, old)
