@@ -286,47 +286,36 @@ def slurm_checks(plan: Plan) -> list[Check]:
         check = f"GPU driver runs the CUDA of torch {SLURM_TORCH} (the Slurm job's PyPI wheel)"
         majors = sorted({int(b.split(".", 1)[0]) for b in builds or ()})
         if builds is None or any(m not in CUDA_MIN_DRIVER for m in majors):
+            holds = unverified = False
             why = f"no CUDA builds recorded for torch {release}" if builds is None else "a CUDA major without a floor"
-            out.append(
-                Check(
-                    kind="node-image",
-                    object=obj,
-                    check=check,
-                    holds=False,
-                    why=why,
-                    source=f"{TORCH_CUDA_SOURCE}; {CUDA_COMPAT}",
-                    fix="record them in components/liveness/driver.py TORCH_CUDA_BUILDS and CUDA_MIN_DRIVER",
-                )
+            source = f"{TORCH_CUDA_SOURCE}; {CUDA_COMPAT}"
+            fix = "record them in components/liveness/driver.py TORCH_CUDA_BUILDS and CUDA_MIN_DRIVER"
+        else:
+            need = max(CUDA_MIN_DRIVER[m] for m in majors)
+            driver = _node_image_driver(plan, pool.resource)
+            wants = (
+                f"torch {release} is built with CUDA {', '.join(builds)}; CUDA {majors[-1]}.x needs a driver >= {need}"
             )
-            continue
-        need = max(CUDA_MIN_DRIVER[m] for m in majors)
-        driver = _node_image_driver(plan, pool.resource)
-        wants = f"torch {release} is built with CUDA {', '.join(builds)}; CUDA {majors[-1]}.x needs a driver >= {need}"
-        if driver.branch is None:
-            known = bool(driver.what)
-            out.append(
-                Check(
-                    kind="node-image",
-                    object=obj,
-                    check=check,
-                    holds=known,
-                    unverified=known,
-                    why=f"{driver.what or 'no node image driver recorded'}; {wants}",
-                    source=f"{TORCH_CUDA_SOURCE}; {CUDA_COMPAT}",
-                    fix="" if known else "record the node image's driver in components/catalog.yaml node_images",
-                )
-            )
-            continue
-        holds = driver.branch >= need
+            if driver.branch is None:
+                holds = unverified = bool(driver.what)
+                why = f"{driver.what or 'no node image driver recorded'}; {wants}"
+                source = f"{TORCH_CUDA_SOURCE}; {CUDA_COMPAT}"
+                fix = "" if holds else "record the node image's driver in components/catalog.yaml node_images"
+            else:
+                holds, unverified = driver.branch >= need, False
+                why = f"{driver.what}; {wants}"
+                source = f"{driver.source}; {TORCH_CUDA_SOURCE}; {CUDA_COMPAT}"
+                fix = "" if holds else f"a node image with a driver >= {need} (compute.image)"
         out.append(
             Check(
                 kind="node-image",
                 object=obj,
                 check=check,
                 holds=holds,
-                why=f"{driver.what}; {wants}",
-                source=f"{driver.source}; {TORCH_CUDA_SOURCE}; {CUDA_COMPAT}",
-                fix="" if holds else f"a node image with a driver >= {need} (compute.image)",
+                unverified=unverified,
+                why=why,
+                source=source,
+                fix=fix,
             )
         )
     return out
@@ -421,29 +410,12 @@ def checks(plan: Plan, job: Job | None) -> list[Check]:
         obj = f"{resource} ({itype})"
         check = f"GPU driver runs CUDA {release} (image {job.image.split('@', 1)[0]}, catalog {where})"
         if need is None:
-            out.append(
-                Check(
-                    kind="node-image",
-                    object=obj,
-                    check=check,
-                    holds=False,
-                    why=f"no driver floor is recorded for CUDA {major}.x",
-                    source=CUDA_COMPAT,
-                    fix="record it in components/liveness/driver.py CUDA_MIN_DRIVER",
-                )
-            )
-            continue
-        holds = driver.branch is not None and driver.branch >= need
-        why = f"{driver.what}; CUDA {major}.x needs a driver >= {need}"
-        out.append(
-            Check(
-                kind="node-image",
-                object=obj,
-                check=check,
-                holds=holds,
-                why=why,
-                source=f"{driver.source}; {CUDA_COMPAT}",
-                fix="" if holds else driver.fix or f"a node image with a driver >= {need}",
-            )
-        )
+            holds, why, source = False, f"no driver floor is recorded for CUDA {major}.x", CUDA_COMPAT
+            fix = "record it in components/liveness/driver.py CUDA_MIN_DRIVER"
+        else:
+            holds = driver.branch is not None and driver.branch >= need
+            why = f"{driver.what}; CUDA {major}.x needs a driver >= {need}"
+            source = f"{driver.source}; {CUDA_COMPAT}"
+            fix = "" if holds else driver.fix or f"a node image with a driver >= {need}"
+        out.append(Check(kind="node-image", object=obj, check=check, holds=holds, why=why, source=source, fix=fix))
     return out

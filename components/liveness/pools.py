@@ -136,6 +136,19 @@ def _gke_effect(effect: str) -> str:
     )
 
 
+def _template_network(template: Mapping[str, Any] | None) -> tuple[list[str], int | None]:
+    """An EC2 launch template's security groups (its own and its network interfaces') and how many
+    of its interfaces are EFA; ``None`` EFA where it names no interfaces (or there is no template)."""
+    if template is None:
+        return [], None
+    groups = [str(g) for g in template.get("vpcSecurityGroupIds") or []]
+    nics = template.get("networkInterfaces") or []
+    for nic in nics:
+        groups += [str(g) for g in nic.get("securityGroups") or []]
+    efa = sum(1 for nic in nics if nic.get("interfaceType") in ("efa", "efa-only")) if nics else None
+    return groups, efa
+
+
 def _eks_pools(plan: Plan) -> list[Pool]:
     out = []
     for r in plan.of(EKS_GROUP):
@@ -149,15 +162,7 @@ def _eks_pools(plan: Plan) -> list[Pool]:
         gpu, vendors, hcas = _catalog_hw(itype)
         scale = r.inputs.get("scalingConfig") or {}
         lt = plan.ref((r.inputs.get("launchTemplate") or {}).get("id"))
-        groups: list[str] = []
-        efa: int | None = None
-        if lt is not None:
-            groups += [str(g) for g in lt.inputs.get("vpcSecurityGroupIds") or []]
-            nics = lt.inputs.get("networkInterfaces") or []
-            for nic in nics:
-                groups += [str(g) for g in nic.get("securityGroups") or []]
-            if nics:
-                efa = sum(1 for nic in nics if nic.get("interfaceType") in ("efa", "efa-only"))
+        groups, efa = _template_network(lt.inputs if lt is not None else None)
         pool = Pool(
             name=name,
             resource=f"eks/nodeGroup {name}",
@@ -241,15 +246,7 @@ def _pcs_pools(plan: Plan) -> list[Pool]:
         itype = str(((r.inputs.get("instanceConfigs") or [{}])[0]).get("instanceType", ""))
         gpu, vendors, hcas = _catalog_hw(itype)
         lt = plan.ref((r.inputs.get("customLaunchTemplate") or {}).get("templateId"))
-        groups: list[str] = []
-        efa: int | None = None
-        if lt is not None:
-            groups += [str(g) for g in lt.inputs.get("vpcSecurityGroupIds") or []]
-            nics = lt.inputs.get("networkInterfaces") or []
-            for nic in nics:
-                groups += [str(g) for g in nic.get("securityGroups") or []]
-            if nics:
-                efa = sum(1 for nic in nics if nic.get("interfaceType") in ("efa", "efa-only"))
+        groups, efa = _template_network(lt.inputs if lt is not None else None)
         ids = {str(r.inputs.get("awsId", "")), r.id, r.name}
         out.append(
             Pool(

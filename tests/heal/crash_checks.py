@@ -9,7 +9,11 @@ Modes, one scenario each (issue 41's invariants):
 - ``flake``: every check passes: the second look clears the node the report FAILed (I4);
 - ``pair``: every check with ``pair_peer`` FAILs for the pair's reason (not the node's own), so the
   node is blamed, and its replacement passed, only with a second, different cleared peer (I8);
-- ``busy``: as ``replace``, with two nodes FAILed by the report (the test puts work on the first).
+- ``busy``: as ``replace``, with two nodes FAILed by the report (the test puts work on the first:
+  on Kubernetes :func:`put_kept_pod`).
+
+:func:`assert_blamed_only_with_second_peer` is I8's reading of the record, the same on every
+platform.
 """
 
 from __future__ import annotations
@@ -17,10 +21,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpu_cluster.heal.adapters import CheckResult
 from gpu_cluster.heal.policy import Limits
+
+if TYPE_CHECKING:
+    from tests.kubeapi import Store
 
 CHECKS = "checks.jsonl"
 
@@ -70,3 +77,39 @@ def limits_for(mode: str) -> Limits:
     if mode == "busy":
         return Limits(apply=True, max_out=1, max_unhealthy=0.7, evict_timeout_s=0.001)
     return Limits(apply=True)
+
+
+def assert_blamed_only_with_second_peer(
+    checks: list[dict[str, Any]], first: str, second: str, confirm: list[dict[str, Any]], reval: list[dict[str, Any]]
+) -> None:
+    """I8 (mode ``pair``): every check with the ``first`` cleared peer failed for the pair's reason,
+    never the node's own; the node's confirmation (``confirm``, its checks) blamed it only with the
+    ``second``, and its replacement's revalidation (``reval``) passed only with the ``second``."""
+    for c in checks:  # a pair failure is never the node's own, and never alone the last word
+        if c["peer"] == first:
+            assert not c["passed"] and not c["own"]
+    assert [c["peer"] for c in confirm[-2:]] == [first, second] and confirm[-1]["own"]
+    assert [c["peer"] for c in reval[-2:]] == [first, second] and reval[-1]["passed"]
+
+
+def put_kept_pod(store: Store, node: str) -> None:
+    """A running pod ``train-0`` in ``default`` on ``node``, kept there by a PodDisruptionBudget that
+    allows no disruption (mode ``busy``'s work on Kubernetes)."""
+    store.create(
+        store.resource("pods"),
+        "default",
+        {
+            "metadata": {"name": "train-0", "namespace": "default", "labels": {"app": "train"}},
+            "spec": {"nodeName": node, "containers": [{"name": "train", "image": "train"}]},
+            "status": {"phase": "Running"},
+        },
+    )
+    store.create(
+        store.resource("poddisruptionbudgets", "policy"),
+        "default",
+        {
+            "metadata": {"name": "train", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "train"}}, "maxUnavailable": 0},
+            "status": {"disruptionsAllowed": 0},
+        },
+    )

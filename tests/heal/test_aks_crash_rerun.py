@@ -35,7 +35,7 @@ from gpu_cluster.heal.lock import DURATION_S
 from tests.heal._crash_common import lease_holder
 from tests.heal._crash_common import killed_then_rerun as _killed_then_rerun
 from tests.heal.aks_world import BAD, HEAL_TAINT, NAMES, SIZE, VMSS, AksPool, name_of
-from tests.heal.crash_checks import checks_run
+from tests.heal.crash_checks import assert_blamed_only_with_second_peer, checks_run, put_kept_pod
 from tests.heal.recorded import Recorded
 from tests.heal.world import SLOW
 from tests.kubeapi import KubeApiServer
@@ -170,13 +170,8 @@ def test_aks_pair_failure_killed_then_rerun_blames_only_with_a_second_peer(
     assert killed_then_rerun(tmp_path, kube, "pair", kill) == 0
     replaced(tmp_path, arm, pool, kill, "pair")
     checks = checks_run(tmp_path)
-    for c in checks:  # a pair failure is never the node's own, and never alone the last word
-        if c["peer"] == NAMES[1]:
-            assert not c["passed"] and not c["own"]
-    confirm = [c for c in checks if c["node"] == BAD]
-    assert [c["peer"] for c in confirm[-2:]] == [NAMES[1], NAMES[2]] and confirm[-1]["own"]
-    reval = [c for c in checks if c["node"] == NEW]
-    assert [c["peer"] for c in reval[-2:]] == [NAMES[1], NAMES[2]] and reval[-1]["passed"]
+    confirm, reval = [c for c in checks if c["node"] == BAD], [c for c in checks if c["node"] == NEW]
+    assert_blamed_only_with_second_peer(checks, NAMES[1], NAMES[2], confirm, reval)
     assert NAMES[1] not in pool.ever_out and in_service(pool, NAMES[1])
 
 
@@ -212,24 +207,7 @@ def test_aks_busy_node_killed_then_rerun_is_never_replaced_and_the_budget_holds(
     arm, kube = cluster
     pool = world(tmp_path, arm, kube, [BAD, NAMES[1]], [BAD, NAMES[1]])
     st = kube.store
-    st.create(
-        st.resource("pods"),
-        "default",
-        {
-            "metadata": {"name": "train-0", "namespace": "default", "labels": {"app": "train"}},
-            "spec": {"nodeName": BAD, "containers": [{"name": "train", "image": "train"}]},
-            "status": {"phase": "Running"},
-        },
-    )
-    st.create(
-        st.resource("poddisruptionbudgets", "policy"),
-        "default",
-        {
-            "metadata": {"name": "train", "namespace": "default"},
-            "spec": {"selector": {"matchLabels": {"app": "train"}}, "maxUnavailable": 0},
-            "status": {"disruptionsAllowed": 0},
-        },
-    )
+    put_kept_pod(st, BAD)
     assert killed_then_rerun(tmp_path, kube, "busy", kill) == 2
     assert heal(tmp_path, "busy", "none") == 2
     entries, _ = read(tmp_path / JOURNAL)

@@ -26,7 +26,7 @@ import pytest
 
 from gpu_cluster.heal.journal import JOURNAL, read
 from gpu_cluster.heal.states import State
-from tests.heal.crash_checks import checks_run
+from tests.heal.crash_checks import assert_blamed_only_with_second_peer, checks_run
 from tests.heal.recorded import Recorded
 from tests.heal.vmss_world import API, SCALE_SET_ID, SKU, ScaleSet, SlurmFile, computer_name, write_report
 
@@ -159,13 +159,8 @@ def test_vmss_pair_failure_killed_then_rerun_blames_only_with_a_second_peer(
     doc = slurm.load()
     assert set(doc["drained"]) == {BAD, new["name"]} and doc["out_at_once"] == 1
     checks = checks_run(tmp_path)
-    for c in checks:
-        if c["peer"] == NAMES[1]:
-            assert not c["passed"] and not c["own"]
-    confirm = [c for c in checks if c["node"] == BAD]
-    assert [c["peer"] for c in confirm[-2:]] == [NAMES[1], NAMES[2]] and confirm[-1]["own"]
-    reval = [c for c in checks if c["node"] == new["name"]]
-    assert [c["peer"] for c in reval[-2:]] == [NAMES[1], NAMES[2]] and reval[-1]["passed"]
+    confirm, reval = [c for c in checks if c["node"] == BAD], [c for c in checks if c["node"] == new["name"]]
+    assert_blamed_only_with_second_peer(checks, NAMES[1], NAMES[2], confirm, reval)
 
 
 BUSY_LINES = 6

@@ -20,8 +20,8 @@ from gpu_cluster.heal.journal import Entry, Journal
 from gpu_cluster.heal.states import State
 from gpu_cluster.workloads.validate import metrics_export
 from tests.kubeapi import KubeApiServer
-from tests.workloads.test_metrics_export import _query
-from tests.workloads.test_metrics_push import _stop, needs, start_prometheus, start_pushgateway
+from tests.prom_stack import query, start_prometheus, start_pushgateway, stop
+from tests.workloads.test_metrics_push import needs
 
 CLUSTER = "h100-eks"
 
@@ -60,7 +60,7 @@ def test_incidents_reach_the_pushgateway_through_the_api_server_proxy(tmp_path: 
             (put,) = [(m, p) for m, p, _ in api.requests if m == "PUT"]
             assert put[1].startswith(publish.PROXY + "/metrics/job@base64/")
         (ann,) = dashboard.grafana()["annotations"]["list"]
-        got = _query(prom, ann["expr"])
+        got = query(prom, ann["expr"])
         assert sorted((r["metric"]["node"], r["metric"]["incident"], r["metric"]["state"]) for r in got) == [
             ("gpu-2", "inc-1", "QUARANTINED"),
             ("gpu-5", "inc-2", "SUSPECT"),
@@ -68,7 +68,7 @@ def test_incidents_reach_the_pushgateway_through_the_api_server_proxy(tmp_path: 
         assert {r["metric"]["cluster"] for r in got} == {CLUSTER}
         assert {r["metric"]["job"] for r in got} == {metrics_export.HEAL_JOB}
     finally:
-        _stop(procs)
+        stop(procs)
 
 
 def test_a_service_without_endpoints_is_one_line_and_no_raise(tmp_path: Path) -> None:

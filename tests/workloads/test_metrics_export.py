@@ -5,19 +5,11 @@ PCS's collector), answers PromQL with the labels cluster, run and node."""
 
 from __future__ import annotations
 
-import json
-import shutil
-import socket
 import subprocess
-import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from gpu_cluster.components import dashboard
 from gpu_cluster.components.azure import slurm_metrics as azure_metrics
@@ -25,10 +17,8 @@ from gpu_cluster.heal.states import State
 from gpu_cluster.workloads.validate import metrics_export
 from gpu_cluster.workloads.validate.report import Curve, Report
 from gpu_cluster.workloads.validate.verdict import Measurement, NodeVerdict, Verdict
+from tests.prom_stack import NODE_EXPORTER, PROMETHEUS, PROMTOOL, query, scraped_textfile
 
-PROMETHEUS = shutil.which("prometheus")
-NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
-PROMTOOL = shutil.which("promtool")
 needs = pytest.mark.skipif(
     not (PROMETHEUS and NODE_EXPORTER and PROMTOOL),
     reason="prometheus, promtool and prometheus-node-exporter (scripts/install-system-deps.sh)",
@@ -100,24 +90,6 @@ def test_write_is_atomic_and_leaves_no_temp(tmp_path: Path) -> None:
     assert path.stat().st_mode & 0o777 == 0o644
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_http(url: str, proc: subprocess.Popen[bytes], bound_s: float = 60.0) -> None:
-    end = time.monotonic() + bound_s
-    while time.monotonic() < end:
-        assert proc.poll() is None, f"{proc.args} exited {proc.returncode}"
-        try:
-            urllib.request.urlopen(url, timeout=2).read()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError(f"{url} did not answer within {bound_s} s")
-
-
 @pytest.fixture
 def scraped(tmp_path: Path) -> Iterator[str]:
     """A node exporter serving ``tmp_path/textfile`` and a Prometheus scraping it with the stack's
@@ -126,94 +98,40 @@ def scraped(tmp_path: Path) -> Iterator[str]:
     textfile.mkdir()
     metrics_export.write_textfile(_render(), textfile)
     metrics_export.write_textfile(_incidents(), textfile, metrics_export.HEAL_FILE)
-    ne_port, prom_port = _free_port(), _free_port()
     config = azure_metrics.prometheus_config("http://127.0.0.1:9/unused", "unused")
-    job = next(j for j in config["scrape_configs"] if j["job_name"] == "node-exporter")
-    job["static_configs"] = [{"targets": [f"127.0.0.1:{ne_port}"]}]
-    for r in job["relabel_configs"]:
-        r["replacement"] = r["replacement"].replace(azure_metrics.HOST_PLACEHOLDER, "batch-host")
-    conf = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s"}, "scrape_configs": [job]}
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(conf))
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        procs.append(
-            subprocess.Popen(
-                [
-                    NODE_EXPORTER or "",
-                    f"--web.listen-address=127.0.0.1:{ne_port}",
-                    "--collector.disable-defaults",
-                    "--collector.textfile",
-                    f"--collector.textfile.directory={textfile}",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=(tmp_path / "node-exporter.log").open("wb"),
-            )
-        )
-        procs.append(
-            subprocess.Popen(
-                [
-                    PROMETHEUS or "",
-                    f"--config.file={tmp_path / 'prometheus.yml'}",
-                    f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                    f"--web.listen-address=127.0.0.1:{prom_port}",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=(tmp_path / "prometheus.log").open("wb"),
-            )
-        )
-        _wait_http(f"http://127.0.0.1:{ne_port}/metrics", procs[0])
-        _wait_http(f"http://127.0.0.1:{prom_port}/-/ready", procs[1])
-        yield f"http://127.0.0.1:{prom_port}"
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-
-
-def _query(base: str, expr: str, bound_s: float = 90.0) -> list[dict[str, Any]]:
-    """Poll the query API until ``expr`` returns series (a generous bound, never a fixed wait)."""
-    url = f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-    end = time.monotonic() + bound_s
-    while True:
-        doc = json.load(urllib.request.urlopen(url, timeout=10))
-        assert doc["status"] == "success", doc
-        if doc["data"]["result"] or time.monotonic() > end:
-            return list(doc["data"]["result"])
-        time.sleep(0.5)
+    with scraped_textfile(
+        tmp_path, textfile, config["scrape_configs"], azure_metrics.HOST_PLACEHOLDER, "batch-host"
+    ) as prom:
+        yield prom
 
 
 @needs
 def test_prometheus_reads_the_figures_through_the_node_exporter(scraped: str) -> None:
-    verdicts = _query(scraped, f'{metrics_export.NODE_VERDICT}{{cluster="c1",run="run-7"}} == 1')
+    verdicts = query(scraped, f'{metrics_export.NODE_VERDICT}{{cluster="c1",run="run-7"}} == 1')
     got = {r["metric"]["node"]: r["metric"]["verdict"] for r in verdicts}
     # honor_labels: the node judged, not the host that served the file (it would be exported_node).
     assert got == {"gpu-1": "PASS", "gpu-2": "FAIL"}
     assert all("exported_node" not in r["metric"] for r in verdicts)
-    codes = _query(scraped, f'{metrics_export.NODE_VERDICT_CODE}{{node="gpu-2"}}')
+    codes = query(scraped, f'{metrics_export.NODE_VERDICT_CODE}{{node="gpu-2"}}')
     assert [(r["metric"]["cluster"], r["metric"]["run"], r["value"][1]) for r in codes] == [("c1", "run-7", "2")]
-    bw = _query(scraped, f'{metrics_export.BUSBW}{{cluster="c1",run="run-7",size_bytes="{1 << 30}"}}')
+    bw = query(scraped, f'{metrics_export.BUSBW}{{cluster="c1",run="run-7",size_bytes="{1 << 30}"}}')
     assert [float(r["value"][1]) for r in bw] == [310.5e9]
     # The series without a node of its own carries the serving host's, from the job's relabelling.
     assert bw[0]["metric"]["node"] == "batch-host"
-    below = _query(
+    below = query(
         scraped,
         f"{metrics_export.BUSBW} < on(cluster,run,collective,scope,size_bytes) {metrics_export.BUSBW_FLOOR_WARN}",
     )
     assert [r["metric"]["size_bytes"] for r in below] == [str(1 << 20)]
-    pair = _query(scraped, f'{metrics_export.PAIR_VERDICT_CODE}{{run="run-7"}}')
+    pair = query(scraped, f'{metrics_export.PAIR_VERDICT_CODE}{{run="run-7"}}')
     assert [(r["metric"]["node"], r["metric"]["peer"], r["value"][1]) for r in pair] == [("gpu-2", "gpu-1", "2")]
     # The dashboard's validation section and heal annotation, as Grafana would send them.
     board = dashboard.grafana()
     for panel in board["panels"][len(dashboard.PANELS) :]:
         for t in panel["targets"]:
-            assert _query(scraped, t["expr"]), f"{panel['title']}: {t['expr']} returned nothing"
+            assert query(scraped, t["expr"]), f"{panel['title']}: {t['expr']} returned nothing"
     (ann,) = board["annotations"]["list"]
-    inc = _query(scraped, ann["expr"])
+    inc = query(scraped, ann["expr"])
     assert [(r["metric"]["node"], r["metric"]["incident"], r["metric"]["state"]) for r in inc] == [
         ("gpu-2", "inc-1", "QUARANTINED")
     ]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,69 +26,13 @@ from gpu_cluster.workloads.validate import commands, metrics_export
 from gpu_cluster.workloads.validate.__main__ import main as validate_main
 from tests.launch.test_render_stacks import args, outputs
 from tests.workloads.hang_fabricate import main_statuses
-from tests.workloads.test_metrics_export import PROMETHEUS, _free_port, _query, _wait_http
+from tests.prom_stack import PROMETHEUS, PUSHGATEWAY, query, start_prometheus, start_pushgateway, stop
 
-PUSHGATEWAY = shutil.which("prometheus-pushgateway") or shutil.which("pushgateway")
 needs = pytest.mark.skipif(
     not (PROMETHEUS and PUSHGATEWAY),
     reason="prometheus and prometheus-pushgateway (scripts/install-system-deps.sh)",
 )
 RUN_ID = "20261207t120000z-ab12"
-
-
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
-def start_pushgateway(tmp_path: Path, procs: list[subprocess.Popen[bytes]]) -> str:
-    port = _free_port()
-    procs.append(
-        subprocess.Popen(
-            # Its own store: Debian's build defaults --persistence.file to /var/lib/prometheus/
-            # pushgateway.data, which every run on the host would share (and load at start).
-            [
-                PUSHGATEWAY or "",
-                f"--web.listen-address=127.0.0.1:{port}",
-                f"--persistence.file={tmp_path / 'pushgateway.data'}",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=(tmp_path / "pushgateway.log").open("wb"),
-        )
-    )
-    _wait_http(f"http://127.0.0.1:{port}/-/ready", procs[-1])
-    return f"http://127.0.0.1:{port}"
-
-
-def start_prometheus(tmp_path: Path, procs: list[subprocess.Popen[bytes]], job: dict[str, object], target: str) -> str:
-    """A Prometheus scraping ``target`` with ``job``, its Kubernetes discovery (and the relabelling that
-    reads it) replaced by the target; a job without Kubernetes discovery keeps its relabelling."""
-    drop = ("kubernetes_sd_configs", "relabel_configs") if "kubernetes_sd_configs" in job else ()
-    job = {k: v for k, v in job.items() if k not in (*drop, "scrape_interval")}
-    job["static_configs"] = [{"targets": [target.removeprefix("http://")]}]
-    conf = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s"}, "scrape_configs": [job]}
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(conf))
-    port = _free_port()
-    procs.append(
-        subprocess.Popen(
-            [
-                PROMETHEUS or "",
-                f"--config.file={tmp_path / 'prometheus.yml'}",
-                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=(tmp_path / "prometheus.log").open("wb"),
-        )
-    )
-    _wait_http(f"http://127.0.0.1:{port}/-/ready", procs[-1])
-    return f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture
@@ -103,7 +46,7 @@ def gateway(tmp_path: Path) -> Iterator[tuple[str, str]]:
         pushgw = start_pushgateway(tmp_path, procs)
         yield pushgw, start_prometheus(tmp_path, procs, job, pushgw)
     finally:
-        _stop(procs)
+        stop(procs)
 
 
 def _run_rendered_judge(stack: str, pushgw: str, tmp_path: Path) -> tuple[int, dict[str, str], str]:
@@ -115,6 +58,7 @@ def _run_rendered_judge(stack: str, pushgw: str, tmp_path: Path) -> tuple[int, d
     script = "\n".join(str(v) for v in r.configmap.get("data", {}).values()) + json.dumps(r.jobset)
     script = script.replace("\\n", "\n").replace('\\"', '"')
     argv = _judge_argv(script)
+    # The rendered step pushes to the stack's service; here that name is the local Pushgateway.
     at = argv.index("--metrics-push")
     assert argv[at + 1] == METRICS_PUSH_URL
     argv[at + 1] = pushgw
@@ -123,6 +67,7 @@ def _run_rendered_judge(stack: str, pushgw: str, tmp_path: Path) -> tuple[int, d
     out.mkdir()
     argv[argv.index("--out") + 1] = str(out)
     argv.remove("--print-archive")
+    # A run whose main phase hung on its third node (every rank's status line, as a cluster leaves it).
     main_statuses(out, nodes, 8, nodes[2], "nccl-abort")
     code = validate_main(argv)
     report = json.loads((out / "report.json").read_text())
@@ -154,37 +99,17 @@ def test_the_rendered_judge_pushes_and_prometheus_reads_each_node(
     tmp_path: Path, gateway: tuple[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     pushgw, prom = gateway
-    outs = outputs("aws-h100-eks")
-    r = commands.render_run(outs, args(), RUN_ID)
-    assert r.configmap is not None and r.jobset is not None
-    script = "\n".join(str(v) for v in r.configmap.get("data", {}).values()) + json.dumps(r.jobset)
-    script = script.replace("\\n", "\n").replace('\\"', '"')
-    argv = _judge_argv(script)
-    # The rendered step pushes to the stack's service; here that name is the local Pushgateway.
-    at = argv.index("--metrics-push")
-    assert argv[at + 1] == METRICS_PUSH_URL
-    argv[at + 1] = pushgw
-    nodes = argv[argv.index("--expect-nodes") + 1].split(",")
-    out = tmp_path / RUN_ID
-    out.mkdir()
-    argv[argv.index("--out") + 1] = str(out)
-    argv.remove("--print-archive")
-    # A run whose main phase hung on its third node (every rank's status line, as a cluster leaves it).
-    main_statuses(out, nodes, 8, nodes[2], "nccl-abort")
-    code = validate_main(argv)
+    code, judged, cluster = _run_rendered_judge("aws-h100-eks", pushgw, tmp_path)
     said = capsys.readouterr()
     assert f"metrics published: {pushgw}" in said.out, said.err
-    report = json.loads((out / "report.json").read_text())
-    judged = {n["node"]: n["verdict"] for n in report["nodes"]}
-    assert set(judged) == set(nodes) and code == {"PASS": 0, "WARN": 1, "FAIL": 2}.get(report["verdict"], 3)
 
-    verdicts = _query(prom, f'{metrics_export.NODE_VERDICT}{{cluster="{outs.cluster_name}",run="{RUN_ID}"}} == 1')
+    verdicts = query(prom, f'{metrics_export.NODE_VERDICT}{{cluster="{cluster}",run="{RUN_ID}"}} == 1')
     assert {r["metric"]["node"]: r["metric"]["verdict"] for r in verdicts} == judged
     # honor_labels: the pushed job, cluster and node stand (never exported_*), the gateway's own do not.
     for s in verdicts:
         assert s["metric"]["job"] == metrics_export.VALIDATION_JOB
         assert not [k for k in s["metric"] if k.startswith("exported_")], s["metric"]
-    run = _query(prom, f'{metrics_export.RUN_VERDICT_CODE}{{cluster="{outs.cluster_name}"}}')
+    run = query(prom, f'{metrics_export.RUN_VERDICT_CODE}{{cluster="{cluster}"}}')
     assert [(s["metric"]["run"], s["value"][1]) for s in run] == [(RUN_ID, str(code))]
 
 
@@ -247,7 +172,7 @@ def test_the_rendered_gke_judge_pushes_and_the_pod_monitorings_scrape_reads_each
         assert pushed_cluster == gke_cluster
 
         selector = "{" + f'cluster="{gke_cluster}",run="{RUN_ID}"' + "}"
-        verdicts = _query(prom, f"{metrics_export.NODE_VERDICT}{selector} == 1")
+        verdicts = query(prom, f"{metrics_export.NODE_VERDICT}{selector} == 1")
         assert {r["metric"]["node"]: r["metric"]["verdict"] for r in verdicts} == judged
         for s in verdicts:
             m = s["metric"]
@@ -259,15 +184,15 @@ def test_the_rendered_gke_judge_pushes_and_the_pod_monitorings_scrape_reads_each
         # and the busbw curve.
         verdict_tile, busbw_tile = validation_tiles('{cluster="' + gke_cluster + '"}', y=0)
         (v,) = verdict_tile["widget"]["xyChart"]["dataSets"]
-        by_node = _query(prom, v["timeSeriesQuery"]["prometheusQuery"])
+        by_node = query(prom, v["timeSeriesQuery"]["prometheusQuery"])
         assert {r["metric"]["node"]: int(float(r["value"][1])) for r in by_node} == {
             n: {"PASS": 0, "WARN": 1, "FAIL": 2}.get(verdict, 3) for n, verdict in judged.items()
         }
         bw, floor = (ds["timeSeriesQuery"]["prometheusQuery"] for ds in busbw_tile["widget"]["xyChart"]["dataSets"])
-        run = _query(prom, f"{metrics_export.RUN_VERDICT_CODE}{selector}")
+        run = query(prom, f"{metrics_export.RUN_VERDICT_CODE}{selector}")
         assert [s["value"][1] for s in run] == [str(code)]
         # The main phase hung: no curve of it, and the tiles' queries parse and run (empty is an answer).
         for q in (bw, floor):
-            _query(prom, q, bound_s=0)
+            query(prom, q, bound_s=0)
     finally:
-        _stop(procs)
+        stop(procs)

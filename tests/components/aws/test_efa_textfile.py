@@ -11,16 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from gpu_cluster.components import dashboard
 from gpu_cluster.components.aws import efa_textfile, slurm_metrics
 from gpu_cluster.components.contract import METRICS_TEXTFILE_DIR
-from tests.workloads.test_metrics_export import _free_port, _query, _wait_http
+from tests.prom_stack import NODE_EXPORTER, PROMETHEUS, PROMTOOL, query, scraped_textfile
 
-PROMETHEUS = shutil.which("prometheus")
-NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
-PROMTOOL = shutil.which("promtool")
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
 needs_prometheus = pytest.mark.skipif(
     not (PROMETHEUS and NODE_EXPORTER and PROMTOOL),
@@ -131,53 +127,11 @@ def efa_node(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
     job; yields Prometheus's address, the fake sysfs and the textfile directory."""
     sys_root, textfile = tmp_path / "sys", tmp_path / "textfile"
     textfile.mkdir()
-    ne_port, prom_port = _free_port(), _free_port()
     config = slurm_metrics.collector_config("https://aps.example/ws/", "us-east-1")["receivers"]["prometheus"]["config"]
-    job = next(j for j in config["scrape_configs"] if j["job_name"] == "node-exporter")
-    job["static_configs"] = [{"targets": [f"127.0.0.1:{ne_port}"]}]
-    for r in job["relabel_configs"]:
-        r["replacement"] = r["replacement"].replace(slurm_metrics.HOST_PLACEHOLDER, "pcs-gpu-1")
-    conf = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s"}, "scrape_configs": [job]}
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(conf))
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        procs.append(
-            subprocess.Popen(
-                [
-                    NODE_EXPORTER or "",
-                    f"--web.listen-address=127.0.0.1:{ne_port}",
-                    "--collector.disable-defaults",
-                    "--collector.textfile",
-                    f"--collector.textfile.directory={textfile}",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=(tmp_path / "node-exporter.log").open("wb"),
-            )
-        )
-        procs.append(
-            subprocess.Popen(
-                [
-                    PROMETHEUS or "",
-                    f"--config.file={tmp_path / 'prometheus.yml'}",
-                    f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                    f"--web.listen-address=127.0.0.1:{prom_port}",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=(tmp_path / "prometheus.log").open("wb"),
-            )
-        )
-        _wait_http(f"http://127.0.0.1:{ne_port}/metrics", procs[0])
-        _wait_http(f"http://127.0.0.1:{prom_port}/-/ready", procs[1])
-        yield f"http://127.0.0.1:{prom_port}", sys_root, textfile
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+    with scraped_textfile(
+        tmp_path, textfile, config["scrape_configs"], slurm_metrics.HOST_PLACEHOLDER, "pcs-gpu-1"
+    ) as prom:
+        yield prom, sys_root, textfile
 
 
 @needs_prometheus
@@ -188,16 +142,16 @@ def test_prometheus_charts_efa_throughput_per_node_through_the_textfile_collecto
     _port(sys_root, "rdmap16s27", "1", rx_bytes="1000", tx_bytes="4000")
     _port(sys_root, "rdmap32s27", "1", rx_bytes="3000", tx_bytes="0")
     assert _run(tmp_path, sys_root, textfile).returncode == 0
-    got = _query(base, f'{efa_textfile.RX_BYTES}{{node="pcs-gpu-1"}}')
+    got = query(base, f'{efa_textfile.RX_BYTES}{{node="pcs-gpu-1"}}')
     assert {r["metric"]["device"]: r["value"][1] for r in got} == {"rdmap16s27": "1000", "rdmap32s27": "3000"}
     # The counters move; the panels' rate() over the node's devices turns positive once Prometheus has
     # scraped both values (polled, never a fixed wait).
     _port(sys_root, "rdmap16s27", "1", rx_bytes="1000001000", tx_bytes="2000004000")
     assert _run(tmp_path, sys_root, textfile).returncode == 0
-    assert _query(base, f'{efa_textfile.RX_BYTES}{{device="rdmap16s27"}} == 1000001000')
+    assert query(base, f'{efa_textfile.RX_BYTES}{{device="rdmap16s27"}} == 1000001000')
     panels = dashboard.FABRIC_PANELS["aws-slurm"]
     assert {p.metric for p in panels} == set(efa_textfile.COUNTERS)
     for p in panels:
         expr = p.promql(dashboard.NODE_LABEL["eks"])
-        rows = _query(base, f"({expr}) > 0")
+        rows = query(base, f"({expr}) > 0")
         assert [r["metric"] for r in rows] == [{"node": "pcs-gpu-1"}], (p.title, expr)

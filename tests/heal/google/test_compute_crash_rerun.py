@@ -54,7 +54,7 @@ from gpu_cluster.heal.kubernetes import TAINT_KEY
 from gpu_cluster.heal.lock import DURATION_S
 from tests.heal._crash_common import killed_then_rerun as _killed_then_rerun
 from tests.heal._crash_common import lease_holder
-from tests.heal.crash_checks import checks_run
+from tests.heal.crash_checks import assert_blamed_only_with_second_peer, checks_run, put_kept_pod
 from tests.heal.recorded import Recorded
 from tests.heal.vmss_world import SlurmFile, write_report
 from tests.kubeapi import KubeApiServer, Store
@@ -271,25 +271,7 @@ def gke_world(tmp_path: Path, compute: Compute, server: KubeApiServer, scenario:
         doc = json.loads((tmp_path / "report.json").read_text())
         doc["nodes"][1] = {**doc["nodes"][0], "node": NAMES[1]}
         (tmp_path / "report.json").write_text(json.dumps(doc))
-        st = server.store
-        st.create(
-            st.resource("pods"),
-            "default",
-            {
-                "metadata": {"name": "train-0", "namespace": "default", "labels": {"app": "train"}},
-                "spec": {"nodeName": BAD, "containers": [{"name": "train", "image": "train"}]},
-                "status": {"phase": "Running"},
-            },
-        )
-        st.create(
-            st.resource("poddisruptionbudgets", "policy"),
-            "default",
-            {
-                "metadata": {"name": "train", "namespace": "default"},
-                "spec": {"selector": {"matchLabels": {"app": "train"}}, "maxUnavailable": 0},
-                "status": {"disruptionsAllowed": 0},
-            },
-        )
+        put_kept_pod(server.store, BAD)
     return nodes
 
 
@@ -339,13 +321,9 @@ def test_pair_failure_killed_then_rerun_blames_only_with_a_second_peer(
             doc = slurm.load()
             assert set(doc["drained"]) == {BAD} and doc["out_at_once"] == 1
         checks = checks_run(tmp_path)
-        for c in checks:
-            if c["peer"] == NAMES[1]:
-                assert not c["passed"] and not c["own"]
         confirm = [c for c in checks if not c["purpose"].endswith("revalidate")]
-        assert [c["peer"] for c in confirm[-2:]] == [NAMES[1], NAMES[2]] and confirm[-1]["own"]
         reval = [c for c in checks if c["purpose"].endswith("revalidate")]
-        assert [c["peer"] for c in reval[-2:]] == [NAMES[1], NAMES[2]] and reval[-1]["passed"]
+        assert_blamed_only_with_second_peer(checks, NAMES[1], NAMES[2], confirm, reval)
 
 
 BUSY_LINES = 6
