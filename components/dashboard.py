@@ -428,17 +428,17 @@ def validation_annotations(datasource: dict[str, str]) -> list[dict[str, Any]]:
 # * EFA, PCS: the boot script's timer copies each EFA port's ``hw_counters/{rx,tx}_bytes`` into
 #   ``gpu_cluster_efa_{rx,tx}_bytes_total{device,port}`` in the node exporter's textfile directory
 #   (components/aws/efa_textfile.py), which the node's collector scrapes with ``node`` set.
-# * Not charted, EKS (EFA): EFA's counters are ``/sys/class/infiniband/<rdmap...>/ports/1/
-#   hw_counters/{rx_bytes,tx_bytes,...}`` (aws-samples/awsome-distributed-training
-#   4.validation_and_observability/3.efa-node-exporter/class_amazon_efa.go at 7217859), which the
-#   node exporter's collector does not read (it reads ``counters/`` and the mlx5 ``hw_counters``
-#   names: infiniband_linux.go above), and the EKS stack runs no node exporter with a textfile
-#   directory (the AMP scraper scrapes the DCGM exporter only: components/aws/metrics.py). AWS's own
-#   observability uses a fork of node exporter with an ``amazonefa`` collector
-#   (``node_amazonefa_rx_bytes`` ...: same folder, amazon_efa_linux.go and README.md), run on HyperPod
-#   from a private image (``1.architectures/5.sagemaker-hyperpod/LifecycleScripts/base-config/
-#   observability/install_efa_exporter.sh``: 602401143452.dkr.ecr.<region>.amazonaws.com/hyperpod/
-#   efa_exporter:1.0.0); no public image of it was found.
+# * EFA, EKS: the same writer and series, run by a DaemonSet on every GPU node beside a node exporter
+#   that serves only its textfile directory (components/aws/efa_exporter.py), scraped by the AMP
+#   collector's ``gpu-cluster-efa`` job, which labels each series ``node`` (components/aws/metrics.py).
+#   The node exporter's own ``infiniband`` collector is no substitute: it reads ``counters/`` and the
+#   mlx5 ``hw_counters`` names (infiniband_linux.go above), not EFA's ``hw_counters/{rx,tx}_bytes``
+#   (aws-samples/awsome-distributed-training 4.validation_and_observability/3.efa-node-exporter/
+#   class_amazon_efa.go at 7217859). AWS's own observability uses a fork of node exporter with an
+#   ``amazonefa`` collector (``node_amazonefa_rx_bytes`` ...: same folder), run on HyperPod from a
+#   private image (``1.architectures/5.sagemaker-hyperpod/LifecycleScripts/base-config/observability/
+#   install_efa_exporter.sh``: 602401143452.dkr.ecr.<region>.amazonaws.com/hyperpod/efa_exporter:1.0.0);
+#   no public image of it was found.
 # * Not charted, GKE (GPUDirect-TCPX/TCPXO/RDMA NICs): managed collection's packages (components/
 #   gcp/metrics.py) include no node exporter, and no GKE page read names a per-NIC counter of the
 #   GPU NICs that managed collection writes.
@@ -468,11 +468,19 @@ INFINIBAND_PANELS = _throughput(
 AKS_INFINIBAND_PANELS = tuple(replace(p, node_label="instance") for p in INFINIBAND_PANELS)
 # PCS: components/aws/efa_textfile.py's counters, bytes.
 EFA_PANELS = _throughput("EFA", "devices", "gpu_cluster_efa_rx_bytes_total", "gpu_cluster_efa_tx_bytes_total")
+
+
+def eks_efa_panels() -> tuple[Panel, ...]:
+    """EKS: PCS's series from the EFA exporter DaemonSet (components/aws/efa_exporter.py), whose scrape
+    job labels the node ``node`` as PCS's does, so the panels are PCS's own."""
+    return EFA_PANELS
+
+
 # Platform (``<cloud>-<orchestrator>`` of the stack outputs) -> its fabric panels (the list above).
 FABRIC_PANELS: dict[str, tuple[Panel, ...]] = {
     "azure-slurm": INFINIBAND_PANELS,
     "azure-aks": AKS_INFINIBAND_PANELS,
-    "aws-eks": (),
+    "aws-eks": eks_efa_panels(),
     "aws-slurm": EFA_PANELS,
     "gcp-gke": (),
     "gcp-slurm": (),
@@ -580,14 +588,15 @@ def dumps(dashboard: dict[str, Any]) -> str:
 
 def files() -> dict[str, str]:
     """The dashboards the repository ships (dashboards/), path -> text: the Cloud Monitoring one the
-    GKE stack creates, the Grafana one without fabric panels (EKS), one per platform with its
-    fabric panels (Azure Slurm, AKS, PCS), and AKS MI300X's with AMD's GPU panels."""
+    GKE stack creates, the Grafana one without fabric panels, one per platform with its fabric
+    panels (Azure Slurm, AKS, PCS, EKS), and AKS MI300X's with AMD's GPU panels."""
     return {
         "dashboards/gpu-cloud-monitoring.json": dumps(cloud_monitoring(validation=True)),
         "dashboards/gpu-grafana.json": dumps(grafana()),
         "dashboards/gpu-grafana-azure-slurm.json": dumps(grafana(fabric=FABRIC_PANELS["azure-slurm"])),
         "dashboards/gpu-grafana-aks.json": dumps(grafana(fabric=FABRIC_PANELS["azure-aks"])),
         "dashboards/gpu-grafana-pcs.json": dumps(grafana(fabric=FABRIC_PANELS["aws-slurm"])),
+        "dashboards/gpu-grafana-eks.json": dumps(grafana(fabric=FABRIC_PANELS["aws-eks"])),
         "dashboards/gpu-grafana-aks-mi300x.json": dumps(grafana_amd(fabric=FABRIC_PANELS["azure-aks"])),
     }
 

@@ -379,6 +379,8 @@ FIGURES: tuple[Figure, ...] = (
     Figure("docs/day2.md", r"more than (\d+) nodes are split", lambda: [_eks_group()]),
     Figure("docs/day2.md", r"scales it to zero (\d+) minutes before", lambda: [_cb_early()]),
     Figure("docs/day2.md", r"systemd timer \(CODE, every (\d+) s\)", lambda: [_efa_interval()]),
+    Figure("docs/day2.md", r"runs PCS's writer every (\d+) s over", lambda: [_eks_efa_interval()]),
+    Figure("docs/day2.md", r"serves it on port (\d+) CODE", lambda: [_eks_efa_port()]),
     Figure("docs/day2.md", r"a token that lives (\d+) minutes", lambda: [_amg_token_minutes()]),
     Figure("docs/aws.md", r"at most\s+(\d+) nodes each", lambda: [_eks_group()]),
     Figure("docs/aws.md", r"the\s+window ends (\d+) minutes before the block", lambda: [_cb_early()]),
@@ -483,6 +485,19 @@ def _baseline() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
         ),
         (str(b.min_nodes), str(last), _g(b.expected_gbps), str(last + 1)),
     )
+
+
+def _eks_efa_interval() -> tuple[str, ...]:
+    from gpu_cluster.components.aws.efa_exporter import INTERVAL_SECONDS, writer_command
+
+    assert f"sleep {INTERVAL_SECONDS};" in writer_command()[2]
+    return (str(INTERVAL_SECONDS),)
+
+
+def _eks_efa_port() -> tuple[str, ...]:
+    from gpu_cluster.components.aws.efa_exporter import PORT
+
+    return (str(PORT),)
 
 
 def _efa_interval() -> tuple[str, ...]:

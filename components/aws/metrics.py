@@ -1,5 +1,6 @@
 """GPU metrics on EKS: an Amazon Managed Service for Prometheus workspace and its AWS managed
-collector (a scraper), which pulls the DCGM exporter (components/k8s/metrics.py) on every GPU node.
+collector (a scraper), which pulls the DCGM exporter (components/k8s/metrics.py) and the EFA
+exporter (components/aws/efa_exporter.py) on every GPU node.
 
 Sources (docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html, "Set up
 managed collectors for Amazon EKS", read 2026-12-07):
@@ -30,6 +31,7 @@ import pulumi
 import pulumi_aws as aws
 import yaml
 
+from gpu_cluster.components.aws.efa_exporter import scrape_job as efa_scrape_job
 from gpu_cluster.components.aws.grafana import AmazonManagedGrafana
 from gpu_cluster.components.k8s.metrics import (
     DCGM_EXPORTER_NAMESPACE,
@@ -43,8 +45,9 @@ SCRAPE_INTERVAL = "30s"
 
 
 def scrape_configuration() -> str:
-    """The scraper's Prometheus configuration: the DCGM exporter's pods, each series labelled with
-    its node, and the Pushgateway's, whose series keep the node they were pushed with."""
+    """The scraper's Prometheus configuration: the DCGM exporter's pods and the EFA exporter's, each
+    series labelled with its node, and the Pushgateway's, whose series keep the node they were pushed
+    with."""
     config: dict[str, Any] = {
         "global": {"scrape_interval": SCRAPE_INTERVAL},
         "scrape_configs": [
@@ -65,6 +68,8 @@ def scrape_configuration() -> str:
                     {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"},
                 ],
             },
+            # EFA's byte counters from the GPU nodes (components/aws/efa_exporter.py).
+            efa_scrape_job(),
             # The validation's figures (components/k8s/metrics.py pushgateway), at the global interval.
             {k: v for k, v in pushgateway_scrape_job().items() if k != "scrape_interval"},
         ],

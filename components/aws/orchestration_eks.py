@@ -42,6 +42,7 @@ from gpu_cluster.components.aws.common import assume_role_policy, managed_policy
 from gpu_cluster.components.aws.compute import EKS_AMI_TYPE, launch_template_args
 from gpu_cluster.components.aws.control_plane import ControlPlaneLogArgs, control_plane_log_group, kubeconfig
 from gpu_cluster.components.aws.keys import root_key_policy
+from gpu_cluster.components.aws.efa_exporter import efa_exporter
 from gpu_cluster.components.aws.metrics import eks_prometheus
 from gpu_cluster.components.aws.network import SubnetIds
 from gpu_cluster.components.aws.eks_values import efa_plugin_values, nvidia_plugin_values, registration_taints
@@ -612,5 +613,7 @@ def create_in_cluster_layer(name: str, args: EksLayerArgs, k8s_opts: pulumi.Reso
     )
     jobset(f"{name}-jobset", k8s_opts, node_selector=args.controller_node_selector, pins=args.image_pins)
     dcgm_exporter(name, instance_type=args.instance_type, opts=k8s_opts)  # GPU metrics, scraped by AMP
+    # EFA's byte counters on every GPU node, scraped by AMP (components/aws/efa_exporter.py).
+    efa_exporter(name, instance_type=args.instance_type, pins=args.image_pins, opts=k8s_opts)
     # The validation's figures, pushed by its judge and scraped by AMP (components/k8s/metrics.py).
     pushgateway(name, node_selector=args.controller_node_selector, pins=args.image_pins, opts=k8s_opts)

@@ -5,7 +5,8 @@ them (gpu_cluster/pin.py), together with the job's own images. On GKE the list i
 the installers and the device injector are by digest from the catalog, the Lustre CSI driver is a
 GKE add-on, so what is left are the JobSet and Kueue controllers and an installer whose digest no
 reference gives. On EKS it is every chart's image: the NVIDIA and EFA device plugins and JobSet
-(each chart takes a pin as its image values, components/aws/orchestration_eks.py); what EKS's
+(each chart takes a pin as its image values, components/aws/orchestration_eks.py), and the EFA
+exporter's node exporter (components/aws/efa_exporter.py); what EKS's
 managed add-ons pull is EKS's choice, named by :func:`unpinnable`. On AKS the GPU and Network
 operators, their operands (the DOCA and NVIDIA drivers among them) and AMD's operator with its
 DaemonSets are listed too, each with where its pin goes (components/k8s/aks.py LAYER_IMAGES).
@@ -13,6 +14,7 @@ DaemonSets are listed too, each with where its pin goes (components/k8s/aks.py L
 
 from __future__ import annotations
 
+from gpu_cluster.components.aws import efa_exporter
 from gpu_cluster.components.aws import versions as aws_versions
 from gpu_cluster.components.catalog import installer_fact, load_catalog, load_runtime_images, rxdm_fact
 from gpu_cluster.components.gcp.rules import CHECKPOINT_KSA, queued_provisioning
@@ -79,6 +81,7 @@ def _eks_uses(spec: ClusterSpec) -> list[ImageUse]:
             f"`aws ecr get-login-password --region {spec.region} | docker login --username AWS "
             f"--password-stdin {host}` before `gpu-cluster pin`)",
         ),
+        ImageUse(efa_exporter.IMAGE, "the EFA exporter's node exporter and counter writer (every GPU node)"),
     ]
 
 

@@ -142,6 +142,7 @@ def _daemonsets(plan: Plan) -> list[Workload]:
         known = INSTALLERS.get(name)
         if known is not None:
             w.installs_driver = known.installs_driver
+            w.exports = known.exports
             w.source = f"the stack ({r.name}); {known.source}"
         out.append(w)
     return out
@@ -437,12 +438,14 @@ def job_workloads(job: Job | None) -> list[Workload]:
 
 
 # ---------------------------------------------------------------------------------------------
-# DaemonSets known by name: what an installer does on the node it runs on.
+# DaemonSets known by name: what an installer does on the node it runs on, or what a node agent
+# exports from it (so that one landing on no GPU node fails the check, as a chart's exporter does).
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Installer:
     installs_driver: str = ""
+    exports: tuple[str, ...] = ()
     source: str = ""
 
 
@@ -451,6 +454,11 @@ INSTALLERS: dict[str, Installer] = {
     "install-amdgpu-driver": Installer(
         installs_driver="amdgpu",
         source=f"{cite('aks-rdma')} configs/amd-driver-installer/configmap.yaml:30-32",
+    ),
+    # components/aws/efa_exporter.py NAME: EFA's byte counters, scraped by the EKS stack's AMP collector.
+    "gpu-cluster-efa-exporter": Installer(
+        exports=("EFA byte counters (port 9100)",),
+        source="components/aws/efa_exporter.py (the AMP collector's gpu-cluster-efa job)",
     ),
 }
 

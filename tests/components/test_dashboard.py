@@ -411,8 +411,9 @@ def test_the_fabric_panels_are_per_node_rates_of_the_collectors_counters() -> No
 
 def test_only_platforms_whose_collector_scrapes_the_series_get_fabric_panels() -> None:
     """A fabric panel is charted only where a collector scrapes the series: Azure Slurm's node
-    Prometheus and PCS's ADOT collector scrape the node exporter with ``node`` set; AKS's add-on keeps
-    the InfiniBand counters of its node exporter job, which names the node ``instance``."""
+    Prometheus and PCS's ADOT collector scrape the node exporter with ``node`` set, EKS's AMP collector
+    the EFA exporter's pods likewise; AKS's add-on keeps the InfiniBand counters of its node exporter
+    job, which names the node ``instance``."""
     from gpu_cluster.components.aws import efa_textfile
     from gpu_cluster.components.aws import slurm_metrics as pcs
     from gpu_cluster.components.azure import ama_settings
@@ -432,8 +433,15 @@ def test_only_platforms_whose_collector_scrapes_the_series_get_fabric_panels() -
     for p in FABRIC_PANELS["azure-aks"]:
         (agg,) = _aggregations(parse(p.promql("node")))
         assert agg[2] == ("instance",)
+    # EKS: the EFA exporter's job labels its pods' series ``node`` (components/aws/efa_exporter.py).
+    from gpu_cluster.components.aws.efa_exporter import scrape_job
+
+    assert {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"} in scrape_job()[
+        "relabel_configs"
+    ]
+    assert {p.metric for p in FABRIC_PANELS["aws-eks"]} == set(efa_textfile.COUNTERS)
     charted = {k for k, v in FABRIC_PANELS.items() if v}
-    assert charted == {"azure-slurm", "azure-aks", "aws-slurm"}
+    assert charted == {"azure-slurm", "azure-aks", "aws-slurm", "aws-eks"}
 
 
 def test_the_fabric_panels_follow_the_gpu_panels_and_only_where_asked() -> None:

@@ -32,7 +32,9 @@ def test_the_scraper_fills_the_workspace_from_the_exporters_pods() -> None:
     config = yaml.safe_load(scraper.inputs["scrapeConfiguration"])
     # The collector refuses intervals under 30 s and any discovery but kubernetes_sd_configs.
     assert config["global"]["scrape_interval"] == "30s"
-    job, push = config["scrape_configs"]
+    job, efa, push = config["scrape_configs"]
+    # The EFA exporter's pods (components/aws/efa_exporter.py; tests/components/aws/test_efa_exporter.py).
+    assert efa["job_name"] == "gpu-cluster-efa"
     assert set(job) == {"job_name", "kubernetes_sd_configs", "relabel_configs"}
     # The Pushgateway's pods, in the namespace its chart is installed in, keeping the pushed labels.
     (gateway,) = [c for c in run.of_type(CHART) if c.inputs["chart"].endswith("/prometheus-pushgateway")]

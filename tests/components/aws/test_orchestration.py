@@ -214,6 +214,8 @@ def test_eks_chart_images_are_pulled_by_the_stacks_pins() -> None:
     assert refs == [
         "nvcr.io/nvidia/k8s-device-plugin:v0.20.0",
         "602401143452.dkr.ecr.us-east-1.amazonaws.com/eks/aws-efa-k8s-device-plugin:v0.5.20",
+        # The EFA exporter's DaemonSet (components/aws/efa_exporter.py; its pin: test_efa_exporter.py).
+        "quay.io/prometheus/node-exporter:v1.12.1",
         JOBSET_IMAGE,
         PUSHGATEWAY_IMAGE,
     ]
@@ -226,6 +228,8 @@ def test_eks_chart_images_are_pulled_by_the_stacks_pins() -> None:
     assert _as_the_chart_writes(nvidia) == f"{refs[0]}@{pins[refs[0]]}"
     assert _as_the_chart_writes(efa) == f"{refs[1]}@{pins[refs[1]]}"
     assert charts[JOBSET_CHART]["values"]["image"]["tag"] == f"v{JOBSET_VERSION}@{pins[JOBSET_IMAGE]}"
+    (exporter,) = [r.inputs for r in result.of_type("kubernetes:apps/v1:DaemonSet")]
+    assert {c["image"] for c in exporter["spec"]["template"]["spec"]["containers"]} == {f"{refs[2]}@{pins[refs[2]]}"}
     gateway = charts[PUSHGATEWAY_CHART]["values"]["image"]
     assert f"{gateway['repository']}:{gateway['tag']}" == f"{PUSHGATEWAY_IMAGE}@{pins[PUSHGATEWAY_IMAGE]}"
     # A pin of another region's EFA image is not this stack's: the tag stays the chart's.

@@ -303,8 +303,10 @@ def test_a_real_prometheus_scrapes_each_exporter_pod_and_the_amd_panels_chart_ea
     import time
 
     from gpu_cluster.components.dashboard import AMD_PANELS
-    from tests.workloads.test_metrics_export import _free_port, _query, _wait_http
-    from tests.workloads.test_metrics_push import _stop
+    from tests.prom_stack import free_port as _free_port
+    from tests.prom_stack import query as _query
+    from tests.prom_stack import stop as _stop
+    from tests.prom_stack import wait_http as _wait_http
 
     def per_node(base: str, expr: str) -> list[dict[str, Any]]:
         """Poll until every exporter node has its line (a generous bound, never a fixed wait)."""
