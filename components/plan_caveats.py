@@ -287,19 +287,20 @@ METRICS_STORE = {
 # these are unpriced too; a Cloud Monitoring dashboard has no charge of its own that was found.
 _AMG = (
     "an Amazon Managed Grafana workspace (IAM Identity Center sign-in) with a role that may only query the "
-    "AMP workspace; import dashboards/gpu-grafana.json"
+    "AMP workspace; import dashboards/gpu-grafana-{}.json"
 )
 METRICS_DASHBOARD = {
     "gke": "a Cloud Monitoring dashboard (the GPU panels of dashboards/gpu-cloud-monitoring.json)",
     "aks": "an Azure Managed Grafana workspace (Standard) linked to the Azure Monitor workspace, with Monitoring "
-    "Data Reader on it and Grafana Admin for the deployer; import dashboards/gpu-grafana.json",
-    "eks": _AMG,
+    "Data Reader on it and Grafana Admin for the deployer; import dashboards/gpu-grafana-aks.json",
+    "eks": _AMG.format("eks"),
     "gcp-slurm": "a Cloud Monitoring dashboard (the GPU panels over the Ops Agent's series, per VM instance_id)",
-    "aws-slurm": _AMG,
+    "aws-slurm": _AMG.format("pcs"),
     "azure-slurm": "an Azure Managed Grafana workspace (Standard) linked to the Azure Monitor workspace; import "
-    "dashboards/gpu-grafana.json",
+    "dashboards/gpu-grafana-azure-slurm.json",
 }
-METRICS_DASHBOARD["aks-amd"] = METRICS_DASHBOARD["aks"].replace("gpu-grafana.json", "gpu-grafana-aks-mi300x.json")
+# Each platform's Grafana file carries its fabric panels (components/dashboard.py files()).
+METRICS_DASHBOARD["aks-amd"] = METRICS_DASHBOARD["aks"].replace("gpu-grafana-aks.json", "gpu-grafana-aks-mi300x.json")
 
 
 def _metrics_key(spec: ClusterSpec) -> str:

@@ -38,8 +38,9 @@ On the node (pieces pinned from their publishers):
   (``cloud``, ``managed_identity.client_id``) at the same commit.
 
 Each series is labelled ``node`` with the host's name, the label the Grafana dashboard groups by
-(components/dashboard.py NODE_LABEL), so ``dashboards/gpu-grafana.json`` serves this stack too. The
-lines never fail the node's boot: every step that can fail ends in ``|| log``.
+(components/dashboard.py NODE_LABEL), so the Grafana dashboards serve this stack too
+(``dashboards/gpu-grafana-azure-slurm.json`` adds its InfiniBand panels). The lines never fail the
+node's boot: every step that can fail ends in ``|| log``.
 """
 
 from __future__ import annotations

@@ -130,7 +130,7 @@ def test_the_installer_caveat_names_the_field_and_goes_once_it_is_set() -> None:
 def test_a_kubernetes_plan_names_its_metrics_store_and_points_to_its_estimate() -> None:
     aws = _topics(aws_base())["metrics"]
     assert "AMP workspace" in aws and "not in the cost" in aws and "the cost's metrics line" in aws
-    assert "Amazon Managed Grafana workspace" in aws and "dashboards/gpu-grafana.json" in aws
+    assert "Amazon Managed Grafana workspace" in aws and "dashboards/gpu-grafana-eks.json" in aws
     gcp = _topics(gcp_base())["metrics"]
     assert "Managed Service for Prometheus" in gcp and "Cloud Monitoring dashboard" in gcp
     slurm = copy.deepcopy(aws_base())
@@ -151,13 +151,18 @@ def test_the_azure_slurm_plan_names_its_metrics_path() -> None:
 @pytest.mark.parametrize(
     ("stack", "exporter", "dashboard"),
     [
-        ("azure-h100-aks", "DCGM exporter", "dashboards/gpu-grafana.json"),
+        ("azure-h100-aks", "DCGM exporter", "dashboards/gpu-grafana-aks.json"),
         ("azure-mi300x-aks", "AMD's device-metrics exporter", "dashboards/gpu-grafana-aks-mi300x.json"),
+        ("azure-h100-slurm", "DCGM exporter", "dashboards/gpu-grafana-azure-slurm.json"),
+        ("aws-h100-eks", "DCGM exporter", "dashboards/gpu-grafana-eks.json"),
+        ("aws-h200-slurm", "DCGM exporter", "dashboards/gpu-grafana-pcs.json"),
     ],
 )
-def test_an_aks_plan_names_the_exporter_and_dashboard_of_its_gpus(stack: str, exporter: str, dashboard: str) -> None:
-    """The MI300X stack is scraped from AMD's exporter and charted by its own Grafana file: its plan
-    says so, not the NVIDIA stack's words."""
+def test_a_grafana_plan_names_the_exporter_and_dashboard_of_its_platform(
+    stack: str, exporter: str, dashboard: str
+) -> None:
+    """Each Grafana stack's plan names the file with its platform's panels (its fabric, and AMD's GPU
+    panels on MI300X), and the exporter its GPUs have; the file is one the repository ships."""
     _, raw = read_stack_file(stack)
     spec = parse_spec(raw, deployer_placeholder=True)
     [text] = [c.text for c in caveats(spec, {"fabric": {}}) if c.topic == "metrics"]
