@@ -23,7 +23,10 @@ The pod:
 * Both run as 65534, non-root, read-only root, no privilege escalation, every capability dropped,
   the runtime's seccomp profile (the chart's securityContext, values.yaml lines 358-367; the image's
   ``USER nobody``), with the chart's commented resource figures (values.yaml lines 339-344).
-  No API token: neither calls the Kubernetes API.
+  No API token: neither calls the Kubernetes API. Reading EFA's counters needs no root: the RDMA core
+  makes each ``hw_counters`` file of a port mode 0444 (``drivers/infiniband/core/sysfs.c``
+  ``setup_hw_port_stats``, ``attr->attr.attr.mode = 0444``, as quoted in a linux-rdma patch review
+  read through find_string 2026-12-07; the kernel tree itself was not read at a commit).
 * On every GPU node (the instance-type label, as the DCGM exporter), tolerating the registration
   taint (components/k8s/registration.py): a node waiting for its validation is measured too.
 
