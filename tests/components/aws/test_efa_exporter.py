@@ -26,6 +26,7 @@ from tests.components._liveness import bundled, plan_raw
 from tests.components.aws.test_efa_textfile import NODE_EXPORTER, PROMETHEUS, _port, _samples
 from tests.prom_stack import free_port as _free_port
 from tests.prom_stack import query as _query
+from tests.prom_stack import stop as _stop
 from tests.prom_stack import wait_http as _wait_http
 
 STACK = "aws-h100-eks"
@@ -130,17 +131,6 @@ def _wait_file(path: Path, proc: subprocess.Popen[bytes], bound_s: float = 60.0)
             return path.read_text()
         time.sleep(0.2)
     raise AssertionError(f"{path} not written within {bound_s} s")
-
-
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 @pytest.fixture
