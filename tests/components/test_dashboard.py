@@ -28,7 +28,18 @@ from gpu_cluster.components.dashboard import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-EXPORTER = ROOT.parent.parent / ".mirror" / "NVIDIA+dcgm-exporter" / "repo"
+
+
+def _mirror(name: str) -> Path:
+    """A reference repository the library's fetch brought (``.mirror`` beside the checkout, or beside
+    the folder of worktrees); absent on a machine without one, and the tests that read it skip."""
+    for base in (ROOT.parent, ROOT.parent.parent):
+        if (base / ".mirror" / name / "repo").exists():
+            return base / ".mirror" / name / "repo"
+    return ROOT.parent / ".mirror" / name / "repo"
+
+
+EXPORTER = _mirror("NVIDIA+dcgm-exporter")
 EXPORTER_COMMIT = "d5e5f510a1b6b393f39a43293ccd9dc985defc79"
 # NVIDIA/dcgm-exporter etc/default-counters.csv at d5e5f51 (tag 4.5.3-4.8.2): the fields it enables
 # (uncommented lines), name -> Prometheus type. Written out so the test runs without the mirror;
@@ -373,7 +384,7 @@ def test_the_picture_is_drawn_from_the_json(tmp_path: Path) -> None:
 # The fabric panels (issue 46 item 2). node_exporter's infiniband collector at v1.12.1: the two data
 # counters it writes, written out so the test runs without the mirror, and compared with the
 # collector's source where the mirror is present.
-NODE_EXPORTER = ROOT.parent.parent / ".mirror" / "prometheus+node_exporter" / "repo"
+NODE_EXPORTER = _mirror("prometheus+node_exporter")
 NODE_EXPORTER_TAG = "v1.12.1"
 INFINIBAND_COUNTERS = {
     "node_infiniband_port_data_received_bytes_total",
@@ -467,7 +478,7 @@ def test_the_fabric_panels_follow_the_gpu_panels_and_only_where_asked() -> None:
 # says the value is). Every one is a gauge (pkg/amdgpu/gpuagent/gpuagent_metrics.go NewGaugeVec);
 # "accumulated" ones only grow, so they are the ones charted as rates. Written out so the test runs
 # without the mirror; the test below reads them from the exporter's source where the mirror is present.
-AMD_EXPORTER = ROOT.parent.parent / ".mirror" / "ROCm+device-metrics-exporter" / "repo"
+AMD_EXPORTER = _mirror("ROCm+device-metrics-exporter")
 AMD_EXPORTER_COMMIT = "e2a70188ded751b7fe0c8f7f30eeff4c923007f5"
 AMD_EXPORTED = {
     "gpu_gfx_activity": ("GPU_GFX_ACTIVITY", "percent"),
