@@ -14,11 +14,12 @@ The offline plan and the unit tests both come through here. The program is the o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import pulumi
 from pulumi.runtime import mocks as _mocks
@@ -172,6 +173,42 @@ class _RecordingMonitor(_mocks.MockMonitor):
         return response
 
 
+@contextlib.contextmanager
+def _in_declared_order(run: OfflineRun) -> Iterator[None]:
+    """Leave ``run.resources`` in the order the program declares them.
+
+    The monitor sees a registration only once the resource's inputs have resolved, and the SDK
+    resolves them on its own threads and tasks: the same program, even under the same
+    PYTHONHASHSEED, records its resources in a different order from run to run, and the plan a
+    user diffs before ``pulumi up`` (and its liveness checks, which follow the resources) would
+    change order with it. The constructors themselves run in the program's own order, and a
+    resource can only name one constructed before it, so that order is stable, reads like the
+    program, and keeps every resource after what it depends on (``replacements`` relies on it).
+    ``pulumi.resource`` calls ``register_resource`` synchronously from ``Resource.__init__``
+    (pulumi 3.x, pulumi/resource.py ``_init``); we note each call there, then sort by it.
+    """
+    import pulumi.resource as sdk_resource
+
+    declared: list[tuple[str, str]] = []
+    original = sdk_resource.register_resource  # type: ignore[attr-defined]
+
+    def noting(res: Any, ty: str, name: str, *args: Any, **kwargs: Any) -> None:
+        declared.append((ty, name))
+        original(res, ty, name, *args, **kwargs)
+
+    sdk_resource.register_resource = noting  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        sdk_resource.register_resource = original  # type: ignore[attr-defined]
+    # (type, name) can repeat under different parents: those share their first declaration's
+    # place and fall back on the URN among themselves. Anything not noted (none today) goes last.
+    first: dict[tuple[str, str], int] = {}
+    for i, key in enumerate(declared):
+        first.setdefault(key, i)
+    run.resources.sort(key=lambda r: (first.get((r.type, r.name), len(declared)), r.urn))
+
+
 def _plain(value: Any) -> Any:
     """Inputs as JSON-able data (mock numbers come back as floats; keep them as given)."""
     if isinstance(value, dict):
@@ -228,7 +265,8 @@ def run_program(
         resolved = _sync_await(pulumi.Output.all(**outputs).future()) if outputs else {}
         run.outputs = _plain(resolved or {})
 
-    _sync_await(pulumi.runtime.stack.run_pulumi_func(body))
+    with _in_declared_order(run):
+        _sync_await(pulumi.runtime.stack.run_pulumi_func(body))
     return run
 
 
@@ -268,7 +306,8 @@ def run_offline(
 
     program.OFFLINE_PLAN = True
     try:
-        _sync_await(pulumi.runtime.stack.run_pulumi_func(body))
+        with _in_declared_order(run):
+            _sync_await(pulumi.runtime.stack.run_pulumi_func(body))
     finally:
         program.OFFLINE_PLAN = False
     return run

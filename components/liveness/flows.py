@@ -64,15 +64,18 @@ def registries(plan: Plan, job: Job | None) -> list[str]:
         chart = str(r.inputs.get("chart", ""))
         repo = str((r.inputs.get("repositoryOpts") or {}).get("repo", ""))
         refs.append(chart.removeprefix("oci://") if chart.startswith("oci://") else repo.split("://", 1)[-1])
-    hosts = []
-    if job is not None and job.scheduler == "slurm":
-        # The batch job makes its interpreter once with pip (workloads/launch/slurm_env.py venv_lines).
-        hosts.append("pypi.org (the job's shared virtualenv)")
+    found: set[str] = set()
     for ref in refs:
         first = ref.split("/", 1)[0] if "/" in ref else ""
         host = first if ("." in first or ":" in first) else ("docker.io" if ref else "")
-        if host and host not in hosts:
-            hosts.append(host)
+        if host:
+            found.add(host)
+    # Sorted: which image named a host first carries no meaning, and the plan must print the same
+    # line every run (it followed the resources' registration order, which is not stable).
+    hosts = sorted(found)
+    if job is not None and job.scheduler == "slurm":
+        # The batch job makes its interpreter once with pip (workloads/launch/slurm_env.py venv_lines).
+        hosts.insert(0, "pypi.org (the job's shared virtualenv)")
     return hosts
 
 
