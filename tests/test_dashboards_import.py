@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from gpu_cluster.components.dashboard import GRAFANA_UID, INFINIBAND_PANELS, PANELS
+from gpu_cluster.components.dashboard import EFA_PANELS, GRAFANA_UID, INFINIBAND_PANELS, PANELS
 from gpu_cluster.components.engine import run_offline
 from gpu_cluster.components.spec import read_stack_file
 from gpu_cluster.dashboards import main
@@ -158,16 +158,20 @@ def test_import_twice_overwrites_the_one_dashboard_rerun(
     assert model["title"].startswith(json.loads(outputs.read_text())["cluster_name"] + ": ")
 
 
-def test_eks_gets_no_fabric_panel(
+def test_eks_gets_the_efa_panels_of_its_exporter_daemonset(
     grafana_server: tuple[Grafana, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """EKS runs the EFA exporter DaemonSet (components/aws/efa_exporter.py): its dashboard is the GPU
+    panels, then PCS's EFA panels, then the validation's."""
     state, url = grafana_server
     monkeypatch.setenv("GRAFANA_TOKEN", TOKEN)
     assert _import("aws-h100-eks", url, outputs_file(tmp_path, "aws-h100-eks")) == 0
     model = state.dashboards[GRAFANA_UID]["model"]
     titles = [p["title"] for p in model["panels"]]
-    assert titles[: len(PANELS)] == [p.title for p in PANELS]
-    assert titles[len(PANELS) :] and all(t.startswith("Validation:") for t in titles[len(PANELS) :])
+    gpu_and_fabric = [p.title for p in (*PANELS, *EFA_PANELS)]
+    assert EFA_PANELS and titles[: len(gpu_and_fabric)] == gpu_and_fabric
+    rest = titles[len(gpu_and_fabric) :]
+    assert rest and all(t.startswith("Validation:") for t in rest)
 
 
 def test_a_bad_token_is_named_and_nothing_is_saved(
