@@ -163,15 +163,25 @@ def test_an_eks_stack_pins_every_chart_image_and_the_plan_pulls_them(tmp_path: P
     shutil.copy(ROOT / "stacks" / "Pulumi.aws-h100-eks.yaml", path)
     spec = load_stack(str(path), deployer_placeholder=True)[1]
     uses = [u.ref for u in pin_cmd.image_uses(spec)]
+    from gpu_cluster.components.aws import efa_exporter
+
     efa = efa_plugin_image("us-east-1")
-    assert uses == [NVIDIA_PLUGIN_IMAGE, efa, JOBSET_IMAGE, PUSHGATEWAY_IMAGE, vjob.default_image("efa")]
+    # The EFA exporter DaemonSet's node exporter image too (components/aws/efa_exporter.py).
+    assert uses == [
+        NVIDIA_PLUGIN_IMAGE,
+        efa,
+        efa_exporter.IMAGE,
+        JOBSET_IMAGE,
+        PUSHGATEWAY_IMAGE,
+        vjob.default_image("efa"),
+    ]
     [before] = [c.text for c in caveats(spec, {}) if c.topic == "images"]
-    assert all(ref in before for ref in uses[:4]) and "EKS managed add-ons" in before
+    assert all(ref in before for ref in uses[:5]) and "EKS managed add-ons" in before
     for ref in uses:
         reg.publish(ref)
     rc, said = run(path, reg)
     assert rc == 0, said
-    assert said[-1] == f"wrote 5 pin(s) to {path}"
+    assert said[-1] == f"wrote 6 pin(s) to {path}"
     spec = load_stack(str(path), deployer_placeholder=True)[1]
     assert dict(spec.images) == {ref: digest(ref) for ref in uses}
     # The Pushgateway's chart takes its pin as its image values (components/k8s/metrics.py).
