@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gpu_cluster.workloads.launch import bundle as code_bundle
 
 # kubernetes.io/docs/concepts/configuration/configmap: "The data stored in a ConfigMap cannot
@@ -58,3 +60,40 @@ def test_every_module_of_the_bundle_imports_from_the_bundle_alone(tmp_path: Path
 def test_the_bundle_fits_its_configmap() -> None:
     data = code_bundle.build()
     assert len(data.base64) < CONFIGMAP_LIMIT, f"{len(data.base64)} bytes of base64"
+
+
+def test_a_parse_the_ast_counter_race_spoils_is_tried_again_and_any_other_error_raised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CPython 3.11's shared AST recursion count (gh-106905): a traceback formatted on another thread
+    while the bundle parses a file raised this SystemError in a full test run. The parse is tried
+    again; a different SystemError, or the race every time, is raised."""
+    import ast
+
+    bundle = code_bundle
+    real = ast.parse
+    spoiled = SystemError("AST constructor recursion depth mismatch (before=156, after=206)")
+    calls: list[int] = []
+
+    def flaky(text: str) -> ast.Module:
+        calls.append(1)
+        if len(calls) < 3:
+            raise spoiled
+        return real(text)
+
+    monkeypatch.setattr(bundle.ast, "parse", flaky)
+    assert isinstance(bundle._parse("import os\n"), ast.Module) and len(calls) == 3
+
+    def always(text: str) -> ast.Module:
+        raise spoiled
+
+    monkeypatch.setattr(bundle.ast, "parse", always)
+    with pytest.raises(SystemError, match="mismatch"):
+        bundle._parse("import os\n")
+
+    def other(text: str) -> ast.Module:
+        raise SystemError("something else")
+
+    monkeypatch.setattr(bundle.ast, "parse", other)
+    with pytest.raises(SystemError, match="something else"):
+        bundle._parse("import os\n")

@@ -67,8 +67,24 @@ class Bundle:
 # does not restore it on every error path (python/cpython gh-106905, fixed in later releases):
 # two threads parsing at once can raise "SystemError: AST constructor recursion depth mismatch".
 # The offline plan renders jobs on Pulumi's worker threads, so each file is parsed once a process,
-# under a lock.
+# under a lock. The lock cannot cover parses outside this module: Python 3.11's traceback module
+# parses a source line to place its carets, so a traceback formatted on another thread (a Pulumi
+# worker logging a future's exception) can overlap ours. The mismatch says only that the count moved
+# under the parse, not that the source is bad, so such a parse is tried again, a bounded number of
+# times; any other error, or the same one every time, is raised.
 _PARSE_LOCK = threading.Lock()
+_PARSE_TRIES = 5
+
+
+def _parse(text: str) -> ast.Module:
+    for attempt in range(_PARSE_TRIES):
+        try:
+            with _PARSE_LOCK:
+                return ast.parse(text)
+        except SystemError as e:
+            if "recursion depth mismatch" not in str(e) or attempt == _PARSE_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 @functools.lru_cache(maxsize=None)
@@ -77,8 +93,7 @@ def _component_imports(path: Path, mtime_ns: int) -> tuple[str, ...]:
     lazy ones inside functions too), as module names: ``from P import n`` names ``P`` and
     ``P.n`` (``n`` may be a submodule, ``from gpu_cluster.components import liveness``)."""
     text = path.read_text(encoding="utf-8")
-    with _PARSE_LOCK:
-        tree = ast.parse(text)
+    tree = _parse(text)
     found: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
