@@ -12,22 +12,18 @@ each check closes and rerun.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 
 from gpu_cluster.heal.adapters import CheckResult
-from gpu_cluster.heal.engine import Engine
-from gpu_cluster.heal.evidence import read_report
-from gpu_cluster.heal.journal import JOURNAL, Journal, read
-from gpu_cluster.heal.policy import Limits
+from gpu_cluster.heal.journal import JOURNAL, read
 from gpu_cluster.heal.slurm import SlurmScheduler
 from gpu_cluster.heal.states import State
 from gpu_cluster.workloads.validate.slurm import Shell
 from tests.heal.world import SLOW
 from tests.slurm.cluster import SlurmCluster
-from tests.slurm.test_heal_rerun import CountingCloud, Killed
+from tests.slurm.test_heal_rerun import CountingCloud, Killed, heal
 
 pytestmark = pytest.mark.slurm
 
@@ -81,22 +77,6 @@ def _report(tmp_path: Path) -> None:
     (tmp_path / "report.json").write_text(json.dumps(doc), encoding="utf-8")
 
 
-def _heal(tmp_path: Path, sched: SlurmScheduler, checker: ByPeer, cloud: CountingCloud) -> int:
-    with Journal(tmp_path) as j:
-        e = Engine(
-            cluster="test",
-            journal=j,
-            scheduler=sched,
-            cloud=cloud,
-            checker=checker,
-            limits=Limits(apply=True, join_timeout_s=2.0),
-            say=lambda line: None,
-            sleep=time.sleep,
-            poll_s=0.5,
-        )
-        return e.run(read_report(tmp_path / "report.json")).code
-
-
 def _first_peer_untouched(cluster: SlurmCluster) -> None:
     info = cluster.node(FIRST)
     assert "DRAIN" not in info.state and info.reason == "", info
@@ -114,11 +94,10 @@ def test_pair_failure_with_the_first_peer_killed_then_rerun_clears_with_a_second
     try:
         if kill:
             with pytest.raises(Killed):
-                _heal(tmp_path, DiesAfterCloseNumber(shell, kill), ByPeer(), cloud)
+                heal(tmp_path, DiesAfterCloseNumber(shell, kill), ByPeer(), cloud)  # type: ignore[arg-type]
             _first_peer_untouched(cluster)  # what the kill left: the first peer never carries a mark
         checker = ByPeer()
-        code = _heal(tmp_path, SlurmScheduler(shell, check_minutes=5), checker, cloud)
-        entries, _ = read(tmp_path / JOURNAL)
+        code, entries = heal(tmp_path, SlurmScheduler(shell, check_minutes=5), checker, cloud)  # type: ignore[arg-type]
         # The rerun looks again itself (I1), first with the first cleared peer, then with a second,
         # different one (I8); the node is cleared there, and nothing is quarantined or replaced.
         assert code == 0 and cloud.replaced == [], [e.detail for e in entries]
